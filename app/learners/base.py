@@ -1,0 +1,178 @@
+"""The one protocol every noisyloop learner implements.
+
+A learner is a plain numpy object (no I/O, no clocks, no HTTP, no Redis):
+
+* ``decide(x, explore=True)`` makes one decision for one input and returns a
+  :class:`Decision`: the JSON-friendly ``output`` the client sees and the
+  ``context`` (named numpy arrays) that must be logged with the event so that
+  a *delayed* feedback can later be joined with it.
+* ``learn_one(event)`` learns from one joined event: the logged context plus
+  the feedback fields (``click``, ``label``, ``values``, ...).
+* ``learn_many(batch)`` learns from a columnar batch of joined events (every
+  field stacked along axis 0).  By default it loops over ``learn_one``;
+  learners whose updates depend only on logged quantities (spec 0.5, "LO")
+  override it with one matrix product.
+* ``get_state()`` / ``set_state(state)`` export and import the learned arrays
+  as ``dict[str, np.ndarray]`` (names end in ``_``).
+
+The constructor takes hyper-parameters only, as keyword arguments, validates
+them once and raises :class:`ParamError` (a ``ValueError`` naming the
+parameter) when one is out of range.  Randomness comes only from the ``seed``
+parameter (spec 0.3).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+Event = Mapping[str, Any]
+"""One joined event: logged context fields plus feedback fields."""
+
+Batch = Mapping[str, np.ndarray]
+"""Columnar batch of joined events: each field stacked along axis 0."""
+
+State = dict[str, np.ndarray]
+
+
+class ParamError(ValueError):
+    """An invalid hyper-parameter or input; ``field`` names the culprit."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision: what the client sees and what must be logged.
+
+    Attributes
+    ----------
+    output:
+        JSON-serialisable response fields, e.g. ``{"label": 3,
+        "probability": 0.91, "greedy_label": 3}``.
+    context:
+        Named arrays to log with the event (``x``, greedy and played labels,
+        their probability, ...).  ``learn_one`` receives them back, joined
+        with the feedback.
+    """
+
+    output: dict[str, Any]
+    context: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class Learner(ABC):
+    """Base class of all learners (see the module docstring).
+
+    Subclasses set ``task`` (``label``, ``label_set``, ``regression``,
+    ``noisy_label`` or ``noisy_input``), ``feedback_fields`` (the feedback
+    keys ``learn_one`` reads) and ``logged_only`` (True when an update
+    depends only on logged quantities, so batches commute).
+    """
+
+    task: ClassVar[str]
+    feedback_fields: ClassVar[tuple[str, ...]]
+    logged_only: ClassVar[bool] = False
+
+    @abstractmethod
+    def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
+        """Decide for one input ``x`` of shape ``(n_features,)``."""
+
+    @abstractmethod
+    def learn_one(self, event: Event) -> None:
+        """Learn from one joined event (logged context + feedback)."""
+
+    def learn_many(self, batch: Batch) -> None:
+        """Learn from a columnar batch; by default one event at a time."""
+        for event in iter_events(batch):
+            self.learn_one(event)
+
+    @abstractmethod
+    def get_state(self) -> State:
+        """Copy of the learned arrays, by name."""
+
+    @abstractmethod
+    def set_state(self, state: Mapping[str, np.ndarray]) -> None:
+        """Replace the learned arrays; shapes must match those of ``get_state``."""
+
+    def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
+        """Decide for each row of ``X``; learners may vectorise this."""
+        return [self.decide(x, explore=explore) for x in X]
+
+
+def check_state(expected: Mapping[str, np.ndarray], given: Mapping[str, np.ndarray]) -> State:
+    """Validate ``given`` against ``expected`` names and shapes; return float copies.
+
+    Raises :class:`ParamError` naming the first mismatching array.
+    """
+    missing = set(expected) - set(given)
+    if missing:
+        raise ParamError("state", f"missing arrays: {sorted(missing)}")
+    out: State = {}
+    for name, ref in expected.items():
+        arr = np.asarray(given[name])
+        if arr.shape != ref.shape:
+            raise ParamError(f"state.{name}", f"shape {arr.shape} != expected {ref.shape}")
+        if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
+            raise ParamError(f"state.{name}", "contains non-finite values")
+        out[name] = arr.astype(ref.dtype, copy=True)
+    return out
+
+
+def stack_events(events: Sequence[Event]) -> dict[str, np.ndarray]:
+    """Turn a list of events into a columnar batch (fields stacked on axis 0)."""
+    if not events:
+        return {}
+    keys = events[0].keys()
+    return {k: np.stack([np.asarray(e[k]) for e in events]) for k in keys}
+
+
+def iter_events(batch: Batch) -> Iterator[dict[str, np.ndarray]]:
+    """Iterate over the rows of a columnar batch as single events."""
+    n = batch_size(batch)
+    for i in range(n):
+        yield {k: v[i] for k, v in batch.items()}
+
+
+def batch_size(batch: Batch) -> int:
+    """Number of events in a columnar batch."""
+    return len(next(iter(batch.values()))) if batch else 0
+
+
+def check_range(name: str, value: float, low: float, high: float,
+                low_open: bool = False, high_open: bool = False) -> float:
+    """Return ``value`` as float if it lies in the interval, else raise ParamError."""
+    v = float(value)
+    ok_low = v > low if low_open else v >= low
+    ok_high = v < high if high_open else v <= high
+    if not (np.isfinite(v) and ok_low and ok_high):
+        lb = "(" if low_open else "["
+        rb = ")" if high_open else "]"
+        raise ParamError(name, f"must lie in {lb}{low}, {high}{rb}, got {value!r}")
+    return v
+
+
+def check_int(name: str, value: int, low: int, high: int | None = None) -> int:
+    """Return ``value`` if it is an integer in ``[low, high]``, else raise ParamError."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ParamError(name, f"must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise ParamError(name, f"must be {bound}, got {value}")
+    return int(value)
+
+
+def check_input(x: np.ndarray, n_features: int) -> np.ndarray:
+    """Return ``x`` as a float64 vector of length ``n_features`` or raise ParamError."""
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.shape != (n_features,):
+        raise ParamError("features", f"expected shape ({n_features},), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ParamError("features", "contains non-finite values")
+    return arr

@@ -1,0 +1,1 @@
+"""Replay data sets through learners with simulated noisy feedback."""
