@@ -1,0 +1,101 @@
+"""Which algorithm serves which task, and how a learner is built from config.
+
+Adding an algorithm touches its module and one line of :data:`ALGORITHMS`.
+Classes are imported lazily so that building one learner does not import
+every other (scikit-learn, for one, is only needed by NREst).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+from app.learners.base import Learner, ParamError
+
+#: (task, algorithm) -> "module:Class".  The first algorithm listed for a task
+#: is that task's default.
+ALGORITHMS: dict[tuple[str, str], str] = {
+    ("label", "rcine"): "app.learners.rcnbf:RCINE",
+    ("label", "rcnbf"): "app.learners.rcnbf:RCNBF",
+    ("label", "banditron"): "app.learners.banditron:Banditron",
+    ("label", "soba"): "app.learners.soba:SOBA",
+    ("label", "perceptron"): "app.learners.perceptron:Perceptron",
+    ("label_set", "mc_dbf"): "app.learners.mcdbf:MCDBF",
+    ("label_set", "mc_slp"): "app.learners.mcdbf:MCSLP",
+}
+
+#: Tasks whose learners take ``n_classes``.
+CLASS_TASKS = frozenset({"label", "label_set", "noisy_label"})
+
+#: Constructor arguments that are not hyper-parameters.
+STRUCTURAL_ARGS = ("n_features", "n_classes", "seed")
+
+
+def tasks() -> list[str]:
+    """All tasks, in the order their algorithms are listed."""
+    return list(dict.fromkeys(task for task, _ in ALGORITHMS))
+
+
+def algorithms(task: str) -> list[str]:
+    """The algorithms of ``task``; the first is the default."""
+    return [alg for t, alg in ALGORITHMS if t == task]
+
+
+def learner_class(task: str, algorithm: str) -> type[Learner]:
+    """The class implementing ``algorithm`` for ``task``.
+
+    Raises :class:`ParamError` for an unknown task or an algorithm that does
+    not fit the task.
+    """
+    if task not in tasks():
+        raise ParamError("task", f"unknown task {task!r}; choose one of {tasks()}")
+    target = ALGORITHMS.get((task, algorithm))
+    if target is None:
+        raise ParamError(
+            "algorithm",
+            f"{algorithm!r} does not fit task {task!r}; choose one of {algorithms(task)}",
+        )
+    module_name, class_name = target.split(":")
+    cls: type[Learner] = getattr(importlib.import_module(module_name), class_name)
+    return cls
+
+
+def default_params(cls: type[Learner]) -> dict[str, Any]:
+    """The hyper-parameters of ``cls`` with their defaults (keyword arguments)."""
+    return {
+        name: p.default
+        for name, p in inspect.signature(cls.__init__).parameters.items()
+        if name not in ("self", *STRUCTURAL_ARGS) and p.default is not inspect.Parameter.empty
+    }
+
+
+def build(
+    task: str,
+    algorithm: str,
+    n_features: int,
+    n_classes: int | None = None,
+    params: dict[str, Any] | None = None,
+    seed: int | None = None,
+) -> Learner:
+    """Build and validate a learner from its config.
+
+    Unknown parameter names and out-of-range values raise :class:`ParamError`
+    naming ``params.<name>``.
+    """
+    cls = learner_class(task, algorithm)
+    params = dict(params or {})
+    known = default_params(cls)
+    for name in params:
+        if name not in known:
+            raise ParamError(f"params.{name}", f"unknown parameter for {algorithm!r}; "
+                             f"known: {sorted(known)}")
+    kwargs: dict[str, Any] = {"n_features": n_features, "seed": seed, **params}
+    if task in CLASS_TASKS:
+        kwargs["n_classes"] = n_classes
+    try:
+        return cls(**kwargs)
+    except ParamError as exc:
+        if exc.field in known:
+            raise ParamError(f"params.{exc.field}", exc.message) from exc
+        raise
