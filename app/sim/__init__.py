@@ -1,0 +1,1 @@
+"""Data sets and feedback simulation for replays and experiments (numpy + sklearn data)."""
