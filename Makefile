@@ -1,0 +1,31 @@
+# noisyloop: the two Quick start commands are `make serve` and `make test`.
+# Both create the virtual environment in .venv on first use (Python 3.11+).
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: install serve test lint bench-learners bench-service results fuzz-long soak clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+serve: $(STAMP)
+	$(BIN)/noisyloop serve
+
+test: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check app workers tests bench
+	$(BIN)/mypy app/learners app/store
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
