@@ -23,6 +23,7 @@ ALGORITHMS: dict[tuple[str, str], str] = {
     ("label", "perceptron"): "app.learners.perceptron:Perceptron",
     ("label_set", "mc_dbf"): "app.learners.mcdbf:MCDBF",
     ("label_set", "mc_slp"): "app.learners.mcdbf:MCSLP",
+    ("noisy_input", "kernel_ogd"): "app.learners.kernel_ogd:KernelOGD",
 }
 
 #: Tasks whose learners take ``n_classes``.

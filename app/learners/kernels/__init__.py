@@ -1,0 +1,8 @@
+"""Building blocks of kernel online gradient descent on noisy inputs (spec 5, paper P5).
+
+* :mod:`.functions` -- the kernels (dot-product and Gaussian) and the losses
+  with an analytic derivative, as the coefficient sequences the estimators need.
+* :mod:`.estimators` -- the random-order Taylor machinery: query plans,
+  ``Map_Estimate``, ``Prod`` and ``Grad_Length_Estimate``.
+* :mod:`.store` -- the learned element of the RKHS, bounded in memory.
+"""
