@@ -1,0 +1,99 @@
+"""The one typed configuration shared by the API, the workers and the command line.
+
+Values come from the environment (prefix ``NOISYLOOP_``; the Redis URL also
+from plain ``REDIS_URL``) or from keyword arguments (the command line passes
+its flags this way).  Unsafe values are refused when the object is built, so
+a misconfigured process stops at start-up instead of misbehaving later.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: Shortest admin token accepted (a token shorter than this is guessable).
+MIN_ADMIN_TOKEN_CHARS = 24
+#: The contract fixes batch sizes at 1..1000 (predict instances, feedback events).
+MAX_BATCH = 1000
+
+
+class Settings(BaseSettings):
+    """noisyloop configuration (see the field descriptions for defaults and meaning)."""
+
+    model_config = SettingsConfigDict(env_prefix="NOISYLOOP_", extra="ignore",
+                                      populate_by_name=True)
+
+    redis_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("redis_url", "NOISYLOOP_REDIS_URL", "REDIS_URL"),
+        description="Redis URL (redis://, rediss:// or unix://). None: `serve` starts an "
+                    "embedded redis-server under data_dir.",
+    )
+    data_dir: Path = Field(default=Path("./data"),
+                           description="Embedded Redis files (AOF) and the generated admin token.")
+    admin_token: SecretStr | None = Field(
+        default=None, description="Bearer token of the /v1/admin routes; None disables them "
+                                  "(`serve` generates one in data_dir on first start).")
+    host: str = Field(default="127.0.0.1", description="Address the HTTP server binds.")
+    port: int = Field(default=8000, ge=0, le=65535, description="HTTP port.")
+
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024,
+                                description="Largest request body (and WebSocket message).")
+    max_named_features: int = Field(default=10_000, ge=1, le=1_000_000,
+                                    description="Most named features in one instance.")
+    max_name_chars: int = Field(default=256, ge=1, le=4096,
+                                description="Longest feature name / string field.")
+
+    redis_socket_timeout: float = Field(default=2.0, gt=0, le=30,
+                                        description="Seconds before a Redis command fails.")
+    redis_connect_timeout: float = Field(default=1.0, gt=0, le=30,
+                                         description="Seconds before a Redis connect fails.")
+    retry_after_seconds: int = Field(default=2, ge=1, le=3600,
+                                     description="Retry-After of 503 store_unavailable.")
+    context_grace_seconds: int = Field(
+        default=3600, ge=60, le=7 * 86400,
+        description="How long a decision context outlives its wait time, so that a late "
+                    "sweeper still finds it (and a duplicate still gets 409).")
+
+    trainer_batch_size: int = Field(default=1000, ge=1, le=100_000,
+                                    description="Most stream entries applied in one update.")
+    trainer_interval_seconds: float = Field(default=0.05, gt=0, le=60,
+                                            description="Trainer idle poll / flush interval.")
+    snapshot_cache_size: int = Field(default=256, ge=1, le=100_000,
+                                     description="Learners kept per API process.")
+
+    cors_origins: list[str] = Field(default_factory=list,
+                                    description="Allowed CORS origins; empty: CORS off.")
+    log_level: str = Field(default="INFO", description="Root log level.")
+    log_json: bool | None = Field(default=None,
+                                  description="JSON logs; None: JSON when stderr is not a TTY.")
+
+    @field_validator("admin_token")
+    @classmethod
+    def _strong_admin_token(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and len(v.get_secret_value()) < MIN_ADMIN_TOKEN_CHARS:
+            raise ValueError(f"admin token must have at least {MIN_ADMIN_TOKEN_CHARS} characters")
+        return v
+
+    @field_validator("redis_url")
+    @classmethod
+    def _known_scheme(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("redis_url must start with redis://, rediss:// or unix://")
+        return v
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, v: str) -> str:
+        level = v.upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError(f"unknown log level {v!r}")
+        return level
+
+    @model_validator(mode="after")
+    def _no_wildcard_cors(self) -> Settings:
+        if "*" in self.cors_origins:
+            raise ValueError("cors_origins must list origins explicitly, not '*'")
+        return self

@@ -1,0 +1,50 @@
+"""Storage layer of noisyloop (redis-py only; knows nothing of HTTP).
+
+:class:`Store` bundles one Redis client, the Lua scripts and the stores of
+each concern: ``tenants`` (tenants and API keys), ``models`` (configs and
+the per-request model view), ``snapshots`` (learned arrays + version + last
+applied stream id), ``events`` (decision contexts, the exactly-once feedback
+join, the per-model stream) and ``noise`` (click-noise rates).  Key names
+live in :mod:`app.store.keys` only.
+"""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+
+from app.store.client import STORE_ERRORS, Scripts, connect
+from app.store.events import EventStore
+from app.store.keys import ModelKeys
+from app.store.models import ModelStore
+from app.store.noise import NoiseStore
+from app.store.snapshots import SnapshotStore
+from app.store.tenants import TenantStore
+
+__all__ = ["STORE_ERRORS", "ModelKeys", "Store"]
+
+
+class Store:
+    """Every store of one Redis connection pool."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.redis = redis
+        self.scripts = Scripts(redis)
+        self.tenants = TenantStore(redis)
+        self.models = ModelStore(redis, self.scripts)
+        self.snapshots = SnapshotStore(redis, self.scripts)
+        self.events = EventStore(redis, self.scripts)
+        self.noise = NoiseStore(redis)
+
+    @classmethod
+    def from_url(cls, url: str, *, socket_timeout: float = 2.0,
+                 connect_timeout: float = 1.0) -> Store:
+        """A store on a new client with bounded timeouts."""
+        return cls(connect(url, socket_timeout=socket_timeout, connect_timeout=connect_timeout))
+
+    async def ping(self) -> bool:
+        """True when Redis answers."""
+        return bool(await self.redis.ping())
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self.redis.aclose()

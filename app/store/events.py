@@ -1,0 +1,164 @@
+"""Decision contexts, the exactly-once feedback join and the per-model event stream.
+
+Life of one event:
+
+1. :meth:`EventStore.record_decisions` logs each decision's context under
+   its event id with a TTL and adds the id to the model's pending set with
+   its deadline (one Lua step for a whole batch of decisions).
+2. :meth:`EventStore.take_feedback` (Lua) takes the context exactly once,
+   leaves a tombstone (so a second feedback gets "duplicate"), removes the
+   pending entry and appends the joined event to the model's stream.  Or
+   :meth:`EventStore.expire_decision` (the sweeper) ends it after its
+   deadline: a default event on the stream (``no_click``) or nothing
+   (``drop``).  Both remove the pending entry, so only one of them wins.
+3. The trainer reads the stream with the consumer group
+   (:meth:`read_group`, :meth:`claim_stale`), applies, publishes and then
+   :meth:`ack` s.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import redis.asyncio as aioredis
+
+from app.store import codec
+from app.store.client import Scripts
+from app.store.keys import TRAINER_GROUP, ModelKeys
+from app.store.util import text
+
+#: Value left in place of a context once its feedback was accepted.
+TOMBSTONE = b"\x00taken"
+
+
+def new_event_id() -> str:
+    """An unguessable event id (128 random bits, URL-safe)."""
+    return secrets.token_urlsafe(16)
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One joined event read from a model's stream."""
+
+    stream_id: str
+    event_id: str
+    kind: str
+    """``"feedback"`` or ``"timeout"`` (a sweeper default event)."""
+    fields: dict[str, np.ndarray]
+    """Context fields joined with the feedback fields."""
+
+
+@dataclass(frozen=True)
+class FeedbackOutcome:
+    """Result of one feedback join: ``status`` is "ok", "unknown" or "duplicate"."""
+
+    status: str
+    stream_id: str | None = None
+
+
+def decode_entry(stream_id: bytes | str, fields: Mapping[bytes, bytes]) -> StreamEvent:
+    """A :class:`StreamEvent` from a raw stream entry (raises CodecError if malformed)."""
+    joined = {**codec.decode(fields[b"c"]), **codec.decode(fields[b"f"])}
+    return StreamEvent(text(stream_id) or "", text(fields.get(b"e")) or "",
+                       text(fields.get(b"k")) or "feedback", joined)
+
+
+class EventStore:
+    """Decisions, feedback and the event stream of each model."""
+
+    def __init__(self, redis: aioredis.Redis, scripts: Scripts) -> None:
+        self.redis = redis
+        self.scripts = scripts
+
+    async def record_decisions(self, mk: ModelKeys,
+                               contexts: Sequence[tuple[str, Mapping[str, np.ndarray]]],
+                               wait_seconds: int, grace_seconds: int) -> int:
+        """Log ``(event_id, context)`` pairs awaiting feedback; return their deadline."""
+        keys_ = [mk.stats, mk.pending, *(mk.context(eid) for eid, _ in contexts)]
+        args: list[bytes | str | int | float] = [int(wait_seconds), int(grace_seconds)]
+        for eid, ctx in contexts:
+            args += [eid, codec.encode(ctx)]
+        return int(await self.scripts.run("record_decisions", keys_, args))  # type: ignore[call-overload]
+
+    async def count_predictions(self, mk: ModelKeys, n: int) -> None:
+        """Count decisions that were not logged (``explore: false``)."""
+        await self.redis.hincrby(mk.stats, "predictions", n)
+
+    async def take_feedback_many(self, mk: ModelKeys,
+                                 items: Sequence[tuple[str, Mapping[str, np.ndarray]]],
+                                 ) -> list[FeedbackOutcome]:
+        """Join each ``(event_id, feedback fields)`` exactly once (one pipelined round trip)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for eid, feedback in items:
+                await self.scripts.run(
+                    "take_feedback", [mk.context(eid), mk.pending, mk.events, mk.stats],
+                    [eid, codec.encode(feedback), TOMBSTONE], client=pipe)
+            replies = await pipe.execute()
+        out = []
+        for reply in replies:
+            status = text(reply[0]) or "unknown"
+            out.append(FeedbackOutcome(status, text(reply[1]) if len(reply) > 1 else None))
+        return out
+
+    async def take_feedback(self, mk: ModelKeys, event_id: str,
+                            feedback: Mapping[str, np.ndarray]) -> FeedbackOutcome:
+        """Join one feedback with its context (see :meth:`take_feedback_many`)."""
+        return (await self.take_feedback_many(mk, [(event_id, feedback)]))[0]
+
+    async def due_decisions(self, mk: ModelKeys, now: float, limit: int = 1000) -> list[str]:
+        """Event ids whose deadline is before ``now`` (Redis clock seconds)."""
+        ids = await self.redis.zrangebyscore(mk.pending, "-inf", f"({now}", start=0, num=limit)
+        return [text(i) or "" for i in ids]
+
+    async def expire_decision(self, mk: ModelKeys, event_id: str, mode: str,
+                              default_feedback: Mapping[str, np.ndarray]) -> str:
+        """End one overdue decision; return "expired", "not_due" or "gone"."""
+        reply = await self.scripts.run(
+            "expire_decision", [mk.context(event_id), mk.pending, mk.events, mk.snapshot],
+            [event_id, mode, codec.encode(default_feedback)])
+        return text(reply[0]) or "gone"  # type: ignore[index]
+
+    async def server_time(self) -> float:
+        """Redis clock in seconds (deadlines use it)."""
+        sec, usec = await self.redis.time()
+        return sec + usec / 1e6
+
+    async def read_group(self, mk: ModelKeys, consumer: str, count: int,
+                         own_pending: bool = False) -> list[tuple[str, Mapping[bytes, bytes]]]:
+        """Read up to ``count`` raw entries for ``consumer`` of the trainer group.
+
+        ``own_pending=True`` re-reads entries delivered to this consumer but
+        not yet acknowledged (after a crash of the same consumer name).
+        """
+        reply = await self.redis.xreadgroup(TRAINER_GROUP, consumer,
+                                            {mk.events: "0" if own_pending else ">"},
+                                            count=count)
+        if not reply:
+            return []
+        return [(text(sid) or "", fields) for sid, fields in reply[0][1] if fields]
+
+    async def claim_stale(self, mk: ModelKeys, consumer: str, min_idle_ms: int, count: int,
+                          ) -> list[tuple[str, Mapping[bytes, bytes]]]:
+        """Take over entries idle for ``min_idle_ms`` from dead consumers (XAUTOCLAIM)."""
+        reply = await self.redis.xautoclaim(mk.events, TRAINER_GROUP, consumer,
+                                            min_idle_time=min_idle_ms, start_id="0-0",
+                                            count=count)
+        return [(text(sid) or "", fields) for sid, fields in reply[1] if fields]
+
+    async def ack(self, mk: ModelKeys, stream_ids: Sequence[str]) -> int:
+        """Acknowledge applied entries."""
+        if not stream_ids:
+            return 0
+        return int(await self.redis.xack(mk.events, TRAINER_GROUP, *stream_ids))
+
+    async def trim(self, mk: ModelKeys, min_id: str) -> int:
+        """Drop stream entries older than ``min_id`` (already applied and acked)."""
+        return int(await self.redis.xtrim(mk.events, minid=min_id, approximate=False))
+
+    async def last_stream_id(self, mk: ModelKeys) -> str:
+        """Id of the newest entry ever added to the model's stream ("0-0" if none)."""
+        info = await self.redis.xinfo_stream(mk.events)
+        return text(info.get("last-generated-id") or info.get(b"last-generated-id")) or "0-0"

@@ -1,0 +1,141 @@
+"""Every Redis key and stream name of noisyloop, and nothing else.
+
+All keys of one model share the hash tag ``{tenant:model}`` so that the
+multi-key atomic steps of a model (Lua scripts, MULTI/EXEC) stay on one
+Redis Cluster shard.  The tenant registry (``{tenants}``), the API-key
+registry (``{keys}``) and the job queues (``{jobs}``) carry their own tags.
+No other module builds a key string.
+
+Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
+
+    nl:{tenants}:index          hash  T -> JSON {"created_at"}
+    nl:{tenants}:models:T       set   model ids of T
+    nl:{tenants}:keys:T         set   key ids of T
+    nl:{tenants}:all-models     set   "T/M" of every model (trainer discovery)
+    nl:{keys}:K                 hash  tenant, salt, hash, created_at
+    nl:{T:M}:model              hash  config (JSON), created_at
+    nl:{T:M}:snap               hash  state (codec), version, last_id, counters
+    nl:{T:M}:stats              hash  predictions, feedback_accepted
+    nl:{T:M}:ctx:E              str   decision context (codec) or a tombstone
+    nl:{T:M}:pending            zset  E -> deadline (Redis clock, seconds)
+    nl:{T:M}:events             stream joined events, consumer group "trainers"
+    nl:{T:M}:noise              hash  rho0, rho1, source, estimated_at, n_samples, history
+    nl:{T:M}:samples            list  NREst sample buffer (capped)
+    nl:{T:M}:lease              str   trainer lease owner (with expiry)
+    nl:{T:M}:dead               stream poison entries with the reason
+    nl:{T:M}:job:J              hash  NREst job status
+    nl:{jobs}:nrest             list  queued NREst jobs ("T/M/J")
+    nl:{workers}:W              str   worker heartbeat (with expiry)
+"""
+
+from __future__ import annotations
+
+PREFIX = "nl"
+#: Consumer group of the trainers on every model's event stream.
+TRAINER_GROUP = "trainers"
+#: Separator of "tenant/model" members (neither id may contain it).
+MODEL_SEP = "/"
+
+TENANT_INDEX = f"{PREFIX}:{{tenants}}:index"
+ALL_MODELS = f"{PREFIX}:{{tenants}}:all-models"
+NREST_QUEUE = f"{PREFIX}:{{jobs}}:nrest"
+
+
+def tenant_models(tenant: str) -> str:
+    """Set of the model ids of ``tenant``."""
+    return f"{PREFIX}:{{tenants}}:models:{tenant}"
+
+
+def tenant_keys(tenant: str) -> str:
+    """Set of the API key ids of ``tenant``."""
+    return f"{PREFIX}:{{tenants}}:keys:{tenant}"
+
+
+def api_key(key_id: str) -> str:
+    """Hash of one API key (tenant, salt, keyed hash of the secret)."""
+    return f"{PREFIX}:{{keys}}:{key_id}"
+
+
+def worker_heartbeat(worker_id: str) -> str:
+    """Heartbeat of one worker process (expires when the worker dies)."""
+    return f"{PREFIX}:{{workers}}:{worker_id}"
+
+
+def model_ref(tenant: str, model: str) -> str:
+    """The ``"tenant/model"`` member used in :data:`ALL_MODELS` and job ids."""
+    return f"{tenant}{MODEL_SEP}{model}"
+
+
+def split_model_ref(ref: str) -> tuple[str, str]:
+    """Inverse of :func:`model_ref`."""
+    tenant, model = ref.split(MODEL_SEP, 1)
+    return tenant, model
+
+
+class ModelKeys:
+    """The keys of one model, all with the hash tag ``{tenant:model}``."""
+
+    __slots__ = ("tenant", "model", "tag")
+
+    def __init__(self, tenant: str, model: str) -> None:
+        self.tenant = tenant
+        self.model = model
+        self.tag = f"{PREFIX}:{{{tenant}:{model}}}"
+
+    @property
+    def meta(self) -> str:
+        """Hash: ``config`` (JSON) and ``created_at``."""
+        return f"{self.tag}:model"
+
+    @property
+    def snapshot(self) -> str:
+        """Hash: ``state``, ``version``, ``last_id`` and the trainer's counters."""
+        return f"{self.tag}:snap"
+
+    @property
+    def stats(self) -> str:
+        """Hash: API-side counters (``predictions``, ``feedback_accepted``)."""
+        return f"{self.tag}:stats"
+
+    @property
+    def pending(self) -> str:
+        """Sorted set: event id -> deadline of every decision awaiting feedback."""
+        return f"{self.tag}:pending"
+
+    @property
+    def events(self) -> str:
+        """Stream of joined events (context + feedback) for the trainer."""
+        return f"{self.tag}:events"
+
+    @property
+    def noise(self) -> str:
+        """Hash: current noise rates, their source and estimate history."""
+        return f"{self.tag}:noise"
+
+    @property
+    def samples(self) -> str:
+        """List: capped NREst sample buffer."""
+        return f"{self.tag}:samples"
+
+    @property
+    def lease(self) -> str:
+        """String with expiry: which trainer owns the model."""
+        return f"{self.tag}:lease"
+
+    @property
+    def dead_letter(self) -> str:
+        """Stream of stream entries that could not be applied, with the reason."""
+        return f"{self.tag}:dead"
+
+    def context(self, event_id: str) -> str:
+        """String: logged decision context of one event (or its tombstone)."""
+        return f"{self.tag}:ctx:{event_id}"
+
+    def job(self, job_id: str) -> str:
+        """Hash: status of one NREst job."""
+        return f"{self.tag}:job:{job_id}"
+
+    def fixed(self) -> list[str]:
+        """Every key of the model except the per-event and per-job ones."""
+        return [self.meta, self.snapshot, self.stats, self.pending, self.events,
+                self.noise, self.samples, self.lease, self.dead_letter]

@@ -1,0 +1,22 @@
+-- End one decision whose wait time ran out (the sweeper's step), exactly
+-- once and never together with its feedback (both remove the pending entry).
+-- KEYS: 1 context, 2 pending, 3 events, 4 snapshot
+-- ARGV: 1 event id, 2 mode ('no_click' or 'drop'), 3 default feedback blob
+-- Returns {'expired', stream id or ''} | {'not_due'} | {'gone'}.
+local deadline = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not deadline then
+  return {'gone'}
+end
+local t = redis.call('TIME')
+if tonumber(deadline) >= tonumber(t[1]) then
+  return {'not_due'}
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+local ctx = redis.call('GET', KEYS[1])
+redis.call('DEL', KEYS[1])
+local id = ''
+if ctx and ARGV[2] == 'no_click' then
+  id = redis.call('XADD', KEYS[3], '*', 'k', 'timeout', 'e', ARGV[1], 'c', ctx, 'f', ARGV[3])
+end
+redis.call('HINCRBY', KEYS[4], 'events_expired', 1)
+return {'expired', id}

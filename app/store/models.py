@@ -1,0 +1,181 @@
+"""Model configs: create, read (alone or pipelined with the caller's API key), list, delete.
+
+A model's config is a JSON document (model id, task, algorithm, sizes,
+params with defaults, feedback policy, seed, a random ``uid`` that changes
+when a model id is re-created) written once by :meth:`ModelStore.create`
+together with the first snapshot, the noise record and the event stream
+with its consumer group (one Lua step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+import redis.asyncio as aioredis
+
+from app.store import codec, keys
+from app.store.client import Scripts
+from app.store.keys import TRAINER_GROUP, ModelKeys
+from app.store.noise import NOISE_FIELDS, NoiseRecord, parse_noise
+from app.store.snapshots import COUNTER_FIELDS, SnapshotInfo, parse_info
+from app.store.tenants import KEY_RECORD_FIELDS, parse_api_key, verify_key_record
+from app.store.util import text, utc_now
+
+#: Pending contexts deleted per round trip when a model is removed.
+_DELETE_CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class ModelView:
+    """What the request path needs of a model: config, version, noise rates."""
+
+    tenant: str
+    config: dict[str, Any]
+    version: int
+    noise: NoiseRecord | None
+
+    @property
+    def keys(self) -> ModelKeys:
+        return ModelKeys(self.tenant, self.config["model_id"])
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """A model with its stats, as the API returns it."""
+
+    config: dict[str, Any]
+    snapshot: SnapshotInfo
+    predictions: int
+    feedback_accepted: int
+    noise: NoiseRecord | None
+
+
+class ModelStore:
+    """Model configs and the per-request model view."""
+
+    def __init__(self, redis: aioredis.Redis, scripts: Scripts) -> None:
+        self.redis = redis
+        self.scripts = scripts
+
+    async def create(self, tenant: str, config: dict[str, Any], state: dict[str, np.ndarray],
+                     rho0: float, rho1: float) -> dict[str, Any] | None:
+        """Store a new model with its initial snapshot; None when the id is taken.
+
+        ``config`` must hold ``model_id``; ``created_at`` is added.
+        """
+        mk = ModelKeys(tenant, config["model_id"])
+        config = {**config, "created_at": utc_now()}
+        created = await self.scripts.run(
+            "create_model", [mk.meta, mk.snapshot, mk.events, mk.noise, mk.stats],
+            [orjson.dumps(config), config["created_at"], codec.encode(state), TRAINER_GROUP,
+             repr(float(rho0)), repr(float(rho1))])
+        if not created:
+            return None
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.sadd(keys.tenant_models(tenant), mk.model)
+            pipe.sadd(keys.ALL_MODELS, keys.model_ref(tenant, mk.model))
+            await pipe.execute()
+        return config
+
+    async def config(self, tenant: str, model_id: str) -> dict[str, Any] | None:
+        """The stored config, or None."""
+        raw = await self.redis.hget(ModelKeys(tenant, model_id).meta, "config")
+        return orjson.loads(raw) if raw else None
+
+    async def view_with_key(self, token: str, model_id: str
+                            ) -> tuple[str | None, ModelView | None]:
+        """Authenticate ``token`` and read the model in one pipelined round trip.
+
+        Returns ``(tenant or None, view or None)``; the view is only
+        returned for a valid key of the model's own tenant.
+        """
+        parsed = parse_api_key(token)
+        if parsed is None:
+            return None, None
+        mk = ModelKeys(parsed.tenant, model_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(keys.api_key(parsed.key_id), list(KEY_RECORD_FIELDS))
+            self._queue_view(pipe, mk)
+            record, *view_values = await pipe.execute()
+        if not verify_key_record(parsed, record):
+            return None, None
+        return parsed.tenant, self._parse_view(parsed.tenant, view_values)
+
+    async def view(self, tenant: str, model_id: str) -> ModelView | None:
+        """The model view of an authenticated tenant (one round trip)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            self._queue_view(pipe, ModelKeys(tenant, model_id))
+            values = await pipe.execute()
+        return self._parse_view(tenant, values)
+
+    @staticmethod
+    def _queue_view(pipe: aioredis.client.Pipeline, mk: ModelKeys) -> None:
+        pipe.hget(mk.meta, "config")
+        pipe.hget(mk.snapshot, "version")
+        pipe.hmget(mk.noise, list(NOISE_FIELDS))
+
+    @staticmethod
+    def _parse_view(tenant: str, values: list[Any]) -> ModelView | None:
+        config_raw, version, noise = values
+        if config_raw is None or version is None:
+            return None
+        return ModelView(tenant, orjson.loads(config_raw), int(version), parse_noise(noise))
+
+    async def records(self, tenant: str, model_ids: list[str]) -> list[ModelRecord]:
+        """Models with stats (missing ids are skipped), in one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for model_id in model_ids:
+                mk = ModelKeys(tenant, model_id)
+                pipe.hget(mk.meta, "config")
+                pipe.hmget(mk.snapshot, list(COUNTER_FIELDS))
+                pipe.hmget(mk.stats, ["predictions", "feedback_accepted"])
+                pipe.hmget(mk.noise, list(NOISE_FIELDS))
+            values = await pipe.execute()
+        out = []
+        for i in range(len(model_ids)):
+            config_raw, snap, stats, noise = values[4 * i: 4 * i + 4]
+            info = parse_info(snap)
+            if config_raw is None or info is None:
+                continue
+            out.append(ModelRecord(orjson.loads(config_raw), info, int(stats[0] or 0),
+                                   int(stats[1] or 0), parse_noise(noise)))
+        return out
+
+    async def record(self, tenant: str, model_id: str) -> ModelRecord | None:
+        """One model with its stats."""
+        found = await self.records(tenant, [model_id])
+        return found[0] if found else None
+
+    async def list_ids(self, tenant: str) -> list[str]:
+        """Model ids of ``tenant``, sorted."""
+        return sorted(text(m) or "" for m in await self.redis.smembers(keys.tenant_models(tenant)))
+
+    async def all_models(self) -> list[tuple[str, str]]:
+        """Every ``(tenant, model)`` of the service (for the background roles)."""
+        refs = await self.redis.smembers(keys.ALL_MODELS)
+        return sorted(keys.split_model_ref(text(r) or "") for r in refs)
+
+    async def delete(self, tenant: str, model_id: str) -> bool:
+        """Remove the model: config, snapshot, pending contexts, stream, buffers."""
+        mk = ModelKeys(tenant, model_id)
+        if not await self.redis.exists(mk.meta):
+            return False
+        # unregister first, so that no background role picks the model up again
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.srem(keys.tenant_models(tenant), model_id)
+            pipe.srem(keys.ALL_MODELS, keys.model_ref(tenant, model_id))
+            pipe.delete(mk.meta)
+            await pipe.execute()
+        while True:
+            ids = await self.redis.zrange(mk.pending, 0, _DELETE_CHUNK - 1)
+            if not ids:
+                break
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.delete(*(mk.context(text(i) or "") for i in ids))
+                pipe.zrem(mk.pending, *ids)
+                await pipe.execute()
+        await self.redis.delete(*mk.fixed())
+        return True

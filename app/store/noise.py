@@ -1,0 +1,80 @@
+"""Per-model click-noise rates: the current (rho0, rho1), their source and history."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from app.store.keys import ModelKeys
+from app.store.util import text, utc_now
+
+#: Estimates kept in the history of a noise record.
+HISTORY_MAX = 20
+NOISE_FIELDS = ("rho0", "rho1", "source", "estimated_at", "n_samples", "history")
+
+
+@dataclass(frozen=True)
+class NoiseRecord:
+    """Current noise rates of a model and where they come from."""
+
+    rho0: float
+    rho1: float
+    source: str
+    estimated_at: str | None = None
+    n_samples: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def parse_noise(values: list[bytes | None]) -> NoiseRecord | None:
+    """A :class:`NoiseRecord` from an HMGET of :data:`NOISE_FIELDS`."""
+    rho0, rho1, source, estimated_at, n_samples, history = values
+    if rho0 is None or rho1 is None:
+        return None
+    return NoiseRecord(float(rho0), float(rho1), text(source) or "initial", text(estimated_at),
+                       int(n_samples or 0), orjson.loads(history) if history else [])
+
+
+class NoiseStore:
+    """Read and write noise records."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.redis = redis
+
+    async def get(self, mk: ModelKeys) -> NoiseRecord | None:
+        """The model's noise record (None when the model is gone)."""
+        return parse_noise(await self.redis.hmget(mk.noise, list(NOISE_FIELDS)))
+
+    async def put(self, mk: ModelKeys, rho0: float, rho1: float, *, source: str,
+                  n_samples: int | None = None) -> NoiseRecord | None:
+        """Set the rates (``source``: "configured" or "estimated").
+
+        Estimates also append ``{"t", "rho0", "rho1", "n_samples"}`` to the
+        history (at most :data:`HISTORY_MAX` entries).  Returns the new
+        record, or None when the model does not exist.
+        """
+        now = utc_now()
+        async with self.redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(mk.noise)
+                    current = parse_noise(await pipe.hmget(mk.noise, list(NOISE_FIELDS)))
+                    if current is None:
+                        return None
+                    history = list(current.history)
+                    mapping: dict[str, str | float | int] = {
+                        "rho0": rho0, "rho1": rho1, "source": source}
+                    if source == "estimated":
+                        history.append({"t": now, "rho0": rho0, "rho1": rho1,
+                                        "n_samples": n_samples or 0})
+                        mapping.update(estimated_at=now, n_samples=n_samples or 0,
+                                       history=orjson.dumps(history[-HISTORY_MAX:]).decode())
+                    pipe.multi()
+                    pipe.hset(mk.noise, mapping=mapping)
+                    await pipe.execute()
+                    break
+                except aioredis.WatchError:
+                    continue
+        return await self.get(mk)

@@ -1,0 +1,121 @@
+"""Model snapshots: learned arrays + version + last applied stream id + counters.
+
+A snapshot is one hash per model.  :meth:`SnapshotStore.publish` replaces the
+state, bumps the version, moves ``last_id`` and adds the batch's counters in
+one Lua step, optionally only if the version is still the one the publisher
+started from and the publisher still holds the model's lease.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import redis.asyncio as aioredis
+
+from app.store import codec
+from app.store.client import Scripts
+from app.store.keys import ModelKeys
+from app.store.util import text, utc_now
+
+#: Trainer-published counters of a snapshot (no state).
+COUNTER_FIELDS = ("version", "last_id", "events_applied", "events_expired", "reward_sum",
+                  "reward_n", "updated_at")
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """A snapshot's version and counters, without its arrays."""
+
+    version: int
+    last_id: str
+    events_applied: int
+    events_expired: int
+    reward_sum: float
+    reward_n: int
+    updated_at: str | None
+
+    @property
+    def debiased_reward(self) -> float | None:
+        """Running mean of the noise-corrected reward over applied events."""
+        return self.reward_sum / self.reward_n if self.reward_n else None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A full snapshot: counters plus the learned arrays."""
+
+    info: SnapshotInfo
+    state: dict[str, np.ndarray]
+
+    @property
+    def version(self) -> int:
+        return self.info.version
+
+
+class PublishConflict(Exception):
+    """The snapshot moved (or the lease was lost) since the publisher read it."""
+
+    def __init__(self, code: int) -> None:
+        reason = {-1: "version moved", -2: "lease lost", -3: "model gone"}.get(code, "unknown")
+        super().__init__(reason)
+        self.code = code
+
+
+def parse_info(values: list[bytes | None]) -> SnapshotInfo | None:
+    """A :class:`SnapshotInfo` from an HMGET of :data:`COUNTER_FIELDS`."""
+    version, last_id, applied, expired, reward_sum, reward_n, updated_at = values
+    if version is None:
+        return None
+    return SnapshotInfo(int(version), text(last_id) or "0-0", int(applied or 0),
+                        int(expired or 0), float(reward_sum or 0.0), int(reward_n or 0),
+                        text(updated_at))
+
+
+class SnapshotStore:
+    """Load and publish snapshots."""
+
+    def __init__(self, redis: aioredis.Redis, scripts: Scripts) -> None:
+        self.redis = redis
+        self.scripts = scripts
+
+    async def info(self, mk: ModelKeys) -> SnapshotInfo | None:
+        """Version and counters (no arrays)."""
+        return parse_info(await self.redis.hmget(mk.snapshot, list(COUNTER_FIELDS)))
+
+    async def version(self, mk: ModelKeys) -> int | None:
+        """Current version, or None when the model is gone."""
+        v = await self.redis.hget(mk.snapshot, "version")
+        return int(v) if v is not None else None
+
+    async def load(self, mk: ModelKeys) -> Snapshot | None:
+        """The full snapshot, read in one round trip."""
+        values = await self.redis.hmget(mk.snapshot, ["state", *COUNTER_FIELDS])
+        info = parse_info(values[1:])
+        if info is None or values[0] is None:
+            return None
+        return Snapshot(info, codec.decode(values[0]))
+
+    async def publish(self, mk: ModelKeys, state: dict[str, np.ndarray], *,
+                      expected_version: int | None = None, last_id: str | None = None,
+                      applied: int = 0, reward_sum: float = 0.0, reward_n: int = 0,
+                      lease_owner: str | None = None) -> int:
+        """Publish ``state`` atomically; return the new version.
+
+        ``expected_version``: publish only if the snapshot is still at that
+        version; ``last_id``: the newest stream id included in ``state``;
+        ``lease_owner``: publish only while this owner holds the lease.
+        Raises :class:`PublishConflict` otherwise.
+        """
+        args: list[bytes | str | int | float] = [
+            "" if expected_version is None else str(expected_version),
+            codec.encode(state),
+            last_id or "",
+            int(applied), repr(float(reward_sum)), int(reward_n), utc_now(),
+            lease_owner or "",
+        ]
+        result = int(await self.scripts.run(  # type: ignore[call-overload]
+            "publish_snapshot", [mk.snapshot, mk.lease], args))
+        if result < 0:
+            raise PublishConflict(result)
+        return result
