@@ -23,6 +23,8 @@ ALGORITHMS: dict[tuple[str, str], str] = {
     ("label", "perceptron"): "app.learners.perceptron:Perceptron",
     ("label_set", "mc_dbf"): "app.learners.mcdbf:MCDBF",
     ("label_set", "mc_slp"): "app.learners.mcdbf:MCSLP",
+    ("regression", "ors"): "app.learners.ors:ORS",
+    ("regression", "nlms"): "app.learners.ors:NLMS",
     ("noisy_input", "kernel_ogd"): "app.learners.kernel_ogd:KernelOGD",
 }
 
