@@ -1,0 +1,438 @@
+"""Per-arm ridge-regression bandits for the ``label`` task (issue 11; not in the papers).
+
+Each label (arm) ``a`` has a linear model of the *observed* click rate,
+``mu_a(x) = theta_a . x``, fitted by ridge regression on the events where
+``a`` was played.  Two policies sit on top of it:
+
+* :class:`LinUCBDiag` plays ``argmax_a mu_a(x) + alpha * w_a(x)``, where
+  ``w_a(x)`` is the model's uncertainty width (LinUCB, Li et al. 2010, with a
+  diagonal precision);
+* :class:`SquareCBDiag` draws from the inverse-gap-weighted distribution of
+  SquareCB (Foster & Rakhlin 2020), a stochastic policy whose propensities are
+  logged for off-policy evaluation.
+
+:class:`LinUCB` (``app/learners/linucb.py``) keeps a full ``d x d`` precision
+per arm for small ``d``.
+
+Noise handling.  Under class-independent click noise (spec 1.1) the observed
+click has expectation ``rho0 + (1 - rho0 - rho1) * p`` where ``p`` is the true
+click probability: an increasing affine map of ``p``.  The greedy label and
+the exploration rule therefore do not change when the models learn the raw
+clicks, and the exploration parameters (``alpha``, ``gamma_scale``) stay on
+the scale of the clicks they were tuned on.  The noise rates serve only to
+report a calibrated reward ``(mu - rho0) / (1 - rho0 - rho1)`` (spec 1.2, the
+same map as the proxy ``h``), as ``expected_reward`` in the decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+import numpy as np
+
+from app.learners.base import (
+    Batch,
+    Decision,
+    Event,
+    Learner,
+    ParamError,
+    State,
+    check_input,
+    check_int,
+    check_range,
+    check_state,
+)
+from app.learners.proxy import check_noise_rates, unbiased_click
+
+
+def check_positive(name: str, value: float) -> float:
+    """``value`` as a float if it is finite and ``> 0``, else :class:`ParamError`."""
+    return check_range(name, value, 0.0, np.inf, low_open=True, high_open=True)
+
+
+def check_non_negative(name: str, value: float) -> float:
+    """``value`` as a float if it is finite and ``>= 0``, else :class:`ParamError`."""
+    return check_range(name, value, 0.0, np.inf, high_open=True)
+
+
+def ucb_labels(mean: np.ndarray, width: np.ndarray, alpha: float) -> tuple[int, int]:
+    """Greedy label ``argmax mean`` and optimistic label ``argmax mean + alpha * width``.
+
+    Ties go to the lowest index (spec 0.2).
+
+    >>> ucb_labels(np.array([0.5, 0.4]), np.array([0.0, 0.2]), alpha=1.0)
+    (0, 1)
+    """
+    return int(np.argmax(mean)), int(np.argmax(mean + alpha * width))
+
+
+def igw_probabilities(mean: np.ndarray, gamma: float) -> np.ndarray:
+    """Inverse-gap weighting of SquareCB (Foster & Rakhlin 2020, Algorithm 1).
+
+    With ``b = argmax mean`` (lowest index on ties),
+    ``p_a = 1 / (K + gamma * (mean_b - mean_a))`` for ``a != b`` and
+    ``p_b = 1 - sum_{a != b} p_a``.  Every ``p_a`` is positive and
+    ``p_b >= 1/K``; ``gamma = 0`` gives the uniform distribution.
+
+    >>> igw_probabilities(np.array([1.0, 0.0, 0.5]), gamma=2.0).round(4)
+    array([0.55, 0.2 , 0.25])
+    """
+    k = mean.shape[0]
+    best = int(np.argmax(mean))
+    p: np.ndarray = 1.0 / (k + gamma * (mean[best] - mean))
+    p[best] = 0.0
+    p[best] = 1.0 - p.sum()
+    return p
+
+
+class RidgeBandit(Learner):
+    """Shared parts of the ridge bandits: noise rates, event checks, decisions.
+
+    Subclasses provide ``_estimate(x) -> (mean, width)`` (per-arm predicted
+    observed click rate and uncertainty width) and the update.
+    """
+
+    task: ClassVar[str] = "label"
+    feedback_fields: ClassVar[tuple[str, ...]] = ("click",)
+    logged_only: ClassVar[bool] = True
+    uses_noise_rates: ClassVar[bool] = True
+
+    def __init__(self, *, n_features: int, n_classes: int, seed: int | None,
+                 rho0: float, rho1: float) -> None:
+        self.n_features = check_int("n_features", n_features, 1, 1_000_000)
+        self.n_classes = check_int("n_classes", n_classes, 2, 10_000)
+        self.seed = seed
+        self.rho0, self.rho1 = check_noise_rates(rho0, rho1)
+        self._rng = np.random.default_rng(seed)
+
+    def set_noise_rates(self, rho0: float, rho1: float) -> None:
+        """Use new click-noise rates (e.g. an NREst estimate) for ``expected_reward``.
+
+        Learning and exploration do not depend on them (module docstring).
+        """
+        self.rho0, self.rho1 = check_noise_rates(rho0, rho1)
+
+    def calibrate(self, mean: float) -> float:
+        """Map predicted observed click rates to true ones: ``(mu - rho0) / (1 - rho0 - rho1)``.
+
+        This is the proxy ``h`` of spec 1.2 applied to the predicted rate:
+        unbiased when ``mu`` is (``h`` inverts the noise map of spec 1.1).
+        Not clipped to ``[0, 1]``, so that averages of it stay unbiased.
+        """
+        return unbiased_click(mean, self.rho0, self.rho1)
+
+    def _estimate(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per-arm predicted observed click rate and uncertainty width for ``x``."""
+        raise NotImplementedError
+
+    def _decide_ucb(self, x: np.ndarray, explore: bool, alpha: float) -> Decision:
+        """LinUCB decision: play ``argmax mean + alpha * width`` (greedy without ``explore``)."""
+        x = check_input(x, self.n_features)
+        mean, width = self._estimate(x)
+        greedy, optimistic = ucb_labels(mean, width, alpha)
+        return self._decision(x, mean, greedy, optimistic if explore else greedy, 1.0)
+
+    def _decision(self, x: np.ndarray, mean: np.ndarray, greedy: int, played: int,
+                  prob: float) -> Decision:
+        output = {
+            "label": played,
+            "probability": prob,
+            "greedy_label": greedy,
+            "expected_reward": self.calibrate(float(mean[played])),
+        }
+        context = {
+            "x": x.copy(),
+            "greedy": np.array(greedy, dtype=np.int64),
+            "played": np.array(played, dtype=np.int64),
+            "prob": np.array(prob, dtype=np.float64),
+        }
+        return Decision(output=output, context=context)
+
+    def _check_event(self, event: Event) -> tuple[np.ndarray, int, float]:
+        """``(x, played, click)`` of one joined event, validated (spec 0.4)."""
+        x = check_input(event["x"], self.n_features)
+        played = int(event["played"])
+        if not 0 <= played < self.n_classes:
+            raise ParamError("played", f"must be a label in [0, {self.n_classes}), got {played}")
+        click = float(event["click"])
+        if not 0.0 <= click <= 1.0:
+            raise ParamError("click", f"must lie in [0, 1], got {click!r}")
+        return x, played, click
+
+    def _check_batch(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(X, played, click)`` of a columnar batch, validated like :meth:`_check_event`."""
+        X = np.asarray(batch["x"], dtype=np.float64)
+        played = np.asarray(batch["played"])
+        click = np.asarray(batch["click"], dtype=np.float64)
+        n = X.shape[0]
+        if X.shape != (n, self.n_features) or not np.all(np.isfinite(X)):
+            raise ParamError("features", f"expected finite shape (n, {self.n_features}), "
+                             f"got {X.shape}")
+        if played.shape != (n,) or played.dtype.kind not in "iu" or (
+                n and (played.min() < 0 or played.max() >= self.n_classes)):
+            raise ParamError("played", f"must be {n} labels in [0, {self.n_classes})")
+        if click.shape != (n,) or not np.all((click >= 0.0) & (click <= 1.0)):
+            raise ParamError("click", f"must be {n} values in [0, 1]")
+        return X, played.astype(np.intp), click
+
+
+class DiagRidge(RidgeBandit):
+    """Per-arm recursive ridge regression with a diagonal precision: O(K d) memory and time.
+
+    Arm ``a`` keeps a weight row ``weights_[a]`` and the diagonal of its data
+    precision, ``sum_x2_[a, j]`` = sum of ``x_j^2`` over the events where
+    ``a`` was played; the ridge term is added when the precision is used:
+
+        lambda_t = ridge * (sum of ||x||^2 over learned events) / t   (ridge before any)
+        P_a      = 1 / (lambda_t + sum_x2_[a])                         (elementwise)
+        mean_a(x)  = weights_[a] . x
+        width_a(x) = sqrt( sum_j P_a,j x_j^2 )
+
+    and an event ``(x, a, click)`` applies the recursive-least-squares step
+    with ``P_a`` in place of the full inverse precision,
+
+        weights_[a] += P_a * x * (click - weights_[a] . x) / (1 + x . (P_a * x))
+        sum_x2_[a]  += x * x .
+
+    Scaling ``lambda`` with the running mean squared norm makes the model
+    invariant to a rescaling of the features: a fixed ``lambda = 1`` is far
+    too weak for binary features with hundreds of ones.
+
+    The step uses the residual of the current weights, so the update is
+    state-dependent (spec 0.5, "SD"): unlike the precision, the weights are
+    *not* a sum of per-event terms.  (The purely additive estimator
+    ``theta_a,j = sum(click x_j) / (lambda + sum x_j^2)`` fits each coordinate
+    separately and ends near chance on digits: see ``docs/results/ridge.md``.)
+    ``learn_many`` still equals learning the events one by one: events of
+    different arms touch different rows and interact only through
+    ``lambda_t``, a prefix sum, so the batch is applied in ``max_a n_a``
+    vectorised steps, step ``i`` updating every arm with its ``i``-th event.
+    """
+
+    logged_only: ClassVar[bool] = False
+
+    def __init__(self, *, n_features: int, n_classes: int, seed: int | None,
+                 rho0: float, rho1: float, ridge: float) -> None:
+        super().__init__(n_features=n_features, n_classes=n_classes, seed=seed,
+                         rho0=rho0, rho1=rho1)
+        self.ridge = check_positive("ridge", ridge)
+        shape = (self.n_classes, self.n_features)
+        self.weights_ = np.zeros(shape)
+        self.sum_x2_ = np.zeros(shape)
+        self.sum_norm2_ = np.zeros(())
+        self.count_ = np.zeros((), dtype=np.int64)
+
+    def _lambdas(self, sum_norm2: np.ndarray, count: np.ndarray) -> np.ndarray:
+        """``lambda`` for running sums ``sum_norm2`` over ``count`` events (elementwise)."""
+        scale = np.divide(sum_norm2, count, out=np.ones_like(sum_norm2, dtype=np.float64),
+                          where=(count > 0) & (sum_norm2 > 0.0))
+        lam: np.ndarray = self.ridge * scale
+        return lam
+
+    def ridge_strength(self) -> float:
+        """Current ``lambda = ridge * mean ||x||^2`` over learned events (``ridge`` if none)."""
+        return float(self._lambdas(self.sum_norm2_, self.count_))
+
+    def _estimate(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        inv = 1.0 / (self.ridge_strength() + self.sum_x2_)
+        return self.weights_ @ x, np.sqrt(inv @ (x * x))
+
+    def learn_one(self, event: Event) -> None:
+        x, played, click = self._check_event(event)
+        x2 = x * x
+        gain = x / (self.ridge_strength() + self.sum_x2_[played])
+        w = self.weights_[played]
+        w += gain * ((click - w @ x) / (1.0 + x @ gain))
+        self.sum_x2_[played] += x2
+        self.sum_norm2_ += x2.sum()
+        self.count_ += 1
+
+    def learn_many(self, batch: Batch) -> None:
+        """Learn a batch in ``max_a n_a`` vectorised steps (equals sequential, see class doc)."""
+        X, played, click = self._check_batch(batch)
+        n = X.shape[0]
+        if n == 0:
+            return
+        X2 = X * X
+        # Running sums before each event; cumsum adds left to right, as learn_one does.
+        sums = np.cumsum(np.r_[self.sum_norm2_, X2.sum(axis=1)])
+        lam = self._lambdas(sums[:-1], self.count_ + np.arange(n))
+        order = np.argsort(played, kind="stable")
+        first = np.searchsorted(played[order], played[order], side="left")
+        rank = np.empty(n, dtype=np.intp)
+        rank[order] = np.arange(n) - first
+        for step in range(int(rank.max()) + 1):
+            sel = np.flatnonzero(rank == step)
+            arms, xs = played[sel], X[sel]
+            gain = xs / (lam[sel, None] + self.sum_x2_[arms])
+            resid = click[sel] - np.einsum("ij,ij->i", self.weights_[arms], xs)
+            self.weights_[arms] += gain * (resid / (1.0 + np.einsum("ij,ij->i", xs, gain)))[:, None]
+            self.sum_x2_[arms] += X2[sel]
+        self.sum_norm2_ = sums[-1]
+        self.count_ += n
+
+    def get_state(self) -> State:
+        return {
+            "weights_": self.weights_.copy(),
+            "sum_x2_": self.sum_x2_.copy(),
+            "sum_norm2_": self.sum_norm2_.copy(),
+            "count_": self.count_.copy(),
+        }
+
+    def set_state(self, state: Mapping[str, np.ndarray]) -> None:
+        checked = check_state(self.get_state(), state)
+        if np.any(checked["sum_x2_"] < 0.0) or checked["sum_norm2_"] < 0.0 \
+                or checked["count_"] < 0:
+            raise ParamError("state", "sums of squares and the count must be non-negative")
+        self.weights_ = checked["weights_"]
+        self.sum_x2_ = checked["sum_x2_"]
+        self.sum_norm2_ = checked["sum_norm2_"]
+        self.count_ = checked["count_"]
+
+
+class LinUCBDiag(DiagRidge):
+    """LinUCB on a per-arm diagonal ridge regression (``linucb_diag``; issue 11).
+
+    Plays ``argmax_a mean_a(x) + alpha * width_a(x)`` (see :class:`DiagRidge`
+    for ``mean`` and ``width``); deterministic, so the logged probability is
+    1.0.  Ties go to the lowest label.  Clicks are learned raw; see the module
+    docstring for the noise handling.
+
+    Parameters
+    ----------
+    n_features, n_classes:
+        Input dimension ``d`` and number of labels ``K``.
+    seed:
+        Unused (the policy is deterministic); accepted for a uniform constructor.
+    alpha:
+        Width of the optimism bonus, on the scale of the observed clicks.
+        0 is the greedy policy (it can lock onto the first label that ever
+        clicks); larger values explore longer.  1 to 2 works without tuning.
+    ridge:
+        Ridge strength relative to the running mean of ``||x||^2``.  Larger
+        values shrink the means more and keep the widths (hence exploration)
+        large for longer; 0.5 worked on dense and binary features alike.
+    rho0, rho1:
+        Click-noise rates ``P(click | wrong)`` and ``P(no click | right)``,
+        used only to report ``expected_reward``; updated by
+        :meth:`set_noise_rates` (e.g. from NREst).
+
+    Attributes
+    ----------
+    weights_, sum_x2_:
+        Per-arm weight rows and diagonal data precisions (:class:`DiagRidge`).
+    sum_norm2_, count_:
+        Sum of ``||x||^2`` and number of learned events (for ``lambda``).
+
+    Examples
+    --------
+    Two labels; label ``a`` is right when ``x_a`` is the larger coordinate:
+
+    >>> rng = np.random.default_rng(0)
+    >>> model = LinUCBDiag(n_features=2, n_classes=2)
+    >>> mistakes = []
+    >>> for t in range(2000):
+    ...     x = rng.random(2)
+    ...     d = model.decide(x)
+    ...     click = float(d.output["label"] == np.argmax(x))
+    ...     mistakes.append(1.0 - click)
+    ...     model.learn_one({**d.context, "click": click})
+    >>> float(np.mean(mistakes[-500:])) < 0.1
+    True
+    """
+
+    def __init__(self, *, n_features: int, n_classes: int, seed: int | None = None,
+                 alpha: float = 1.0, ridge: float = 0.5,
+                 rho0: float = 0.0, rho1: float = 0.0) -> None:
+        super().__init__(n_features=n_features, n_classes=n_classes, seed=seed,
+                         rho0=rho0, rho1=rho1, ridge=ridge)
+        self.alpha = check_non_negative("alpha", alpha)
+
+    def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
+        return self._decide_ucb(x, explore, self.alpha)
+
+
+class SquareCBDiag(DiagRidge):
+    """SquareCB on a per-arm diagonal ridge regression (``squarecb_diag``; issue 11).
+
+    Foster & Rakhlin (2020), "Beyond UCB", Algorithm 1 with the regression
+    oracle of :class:`DiagRidge`: with ``t`` = 1 + number of learned events
+    and ``gamma_t = gamma_scale * sqrt(t)``, the played label is drawn from
+    the inverse-gap-weighted distribution (:func:`igw_probabilities`)
+
+        p_a = 1 / (K + gamma_t * (mean_b - mean_a)),  a != b = argmax mean,
+        p_b = 1 - sum_{a != b} p_a,
+
+    and its probability ``p_played``, the one used for the draw, is logged as
+    ``prob`` (usable for inverse-propensity off-policy evaluation).  With
+    ``explore=False`` the greedy label is returned with probability 1.0.
+
+    Parameters
+    ----------
+    n_features, n_classes:
+        Input dimension ``d`` and number of labels ``K``.
+    seed:
+        Seed of the generator drawing the played label.
+    gamma_scale:
+        ``c`` in ``gamma_t = c * sqrt(t)``.  Larger values exploit sooner
+        (a label whose mean trails by ``g`` keeps probability about
+        ``1 / (c g sqrt(t))``); 0 plays uniformly at random.  10 works
+        without tuning for clicks in ``[0, 1]``.
+    ridge:
+        Ridge strength relative to the running mean of ``||x||^2``
+        (:class:`DiagRidge`); larger values shrink the means, hence the gaps.
+    rho0, rho1:
+        Click-noise rates, used only to report ``expected_reward``; updated by
+        :meth:`set_noise_rates`.
+
+    Attributes
+    ----------
+    weights_, sum_x2_:
+        Per-arm weight rows and diagonal data precisions (:class:`DiagRidge`).
+    sum_norm2_, count_:
+        Sum of ``||x||^2`` and number of learned events (for ``lambda``).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> model = SquareCBDiag(n_features=2, n_classes=2, seed=1)
+    >>> mistakes = []
+    >>> for t in range(2000):
+    ...     x = rng.random(2)
+    ...     d = model.decide(x)
+    ...     click = float(d.output["label"] == np.argmax(x))
+    ...     mistakes.append(1.0 - click)
+    ...     model.learn_one({**d.context, "click": click})
+    >>> float(np.mean(mistakes[-500:])) < 0.1
+    True
+    """
+
+    def __init__(self, *, n_features: int, n_classes: int, seed: int | None = None,
+                 gamma_scale: float = 10.0, ridge: float = 0.5,
+                 rho0: float = 0.0, rho1: float = 0.0) -> None:
+        super().__init__(n_features=n_features, n_classes=n_classes, seed=seed,
+                         rho0=rho0, rho1=rho1, ridge=ridge)
+        self.gamma_scale = check_non_negative("gamma_scale", gamma_scale)
+
+    def gamma(self) -> float:
+        """Current ``gamma_t = gamma_scale * sqrt(1 + learned events)``."""
+        return self.gamma_scale * float(np.sqrt(1.0 + float(self.count_)))
+
+    def probabilities(self, x: np.ndarray) -> np.ndarray:
+        """The exploration distribution over labels for input ``x``."""
+        mean, _ = self._estimate(check_input(x, self.n_features))
+        return igw_probabilities(mean, self.gamma())
+
+    def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
+        x = check_input(x, self.n_features)
+        mean, _ = self._estimate(x)
+        greedy = int(np.argmax(mean))
+        if not explore:
+            return self._decision(x, mean, greedy, greedy, 1.0)
+        p = igw_probabilities(mean, self.gamma())
+        # P(cdf[a-1] <= u < cdf[a]) = p[a]; the clamp absorbs rounding in cdf[-1].
+        cdf = np.cumsum(p)
+        played = min(int(np.searchsorted(cdf, self._rng.random(), side="right")),
+                     self.n_classes - 1)
+        return self._decision(x, mean, greedy, played, float(p[played]))
