@@ -1,0 +1,206 @@
+"""Shared machinery of the linear multiclass learners (Perceptron, Banditron family, MC-DBF).
+
+All of them keep a weight matrix ``W_`` of shape ``(K, d)`` (row ``r`` scores
+class ``r``, spec 0.1) and, except SOBA, make *logged-only* (LO) updates
+(spec 0.5, 7.1): an event adds ``x`` times a coefficient to a few rows,
+
+    W[up]   += up_weight * x        (the played / true label or set)
+    W[down] -= down_weight * x      (the greedy label or set)
+    W       -= shift * x            (every row; MC-DBF's tau2 term)
+
+where the coefficients depend only on logged quantities and the feedback.
+A batch of ``B`` events is then the single matrix product ``W += C.T @ X``
+with ``C`` the ``(B, K)`` matrix of per-event row coefficients.  A learner
+only states its :class:`Terms`, computed by one expression that works on one
+event (scalars) and on a columnar batch (arrays) alike, so the sequential
+and batch paths cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from app.learners.base import (
+    Batch,
+    Decision,
+    Event,
+    Learner,
+    ParamError,
+    State,
+    check_input,
+    check_int,
+    check_state,
+)
+
+
+class Terms(NamedTuple):
+    """Row coefficients of LO updates, for one event (scalars / ``(m,)``) or a batch."""
+
+    up: Any
+    up_weight: Any
+    down: Any
+    down_weight: float = 1.0
+    shift: float = 0.0
+
+
+def lo_update_one(W: np.ndarray, x: np.ndarray, t: Terms) -> None:
+    """Apply one event's LO update to ``W`` in place (rows in ``t.up`` are distinct)."""
+    W[t.up] += t.up_weight * x
+    W[t.down] -= t.down_weight * x
+    if t.shift:
+        W -= t.shift * x
+
+
+def lo_coefficients(n_classes: int, t: Terms) -> np.ndarray:
+    """The ``(B, K)`` coefficient matrix ``C`` of a batch, so that ``W += C.T @ X``.
+
+    >>> lo_coefficients(3, Terms(np.array([0, 2]), np.array([2.0, 0.5]), np.array([0, 1])))
+    array([[ 1. ,  0. ,  0. ],
+           [ 0. , -1. ,  0.5]])
+    """
+    up = np.asarray(t.up).reshape(len(t.up), -1)
+    down = np.asarray(t.down).reshape(len(t.down), -1)
+    rows = np.arange(len(up))[:, None]
+    C = np.full((len(up), n_classes), 0.0 - t.shift)
+    C[rows, up] += np.asarray(t.up_weight, dtype=np.float64).reshape(-1, 1)
+    C[rows, down] -= t.down_weight
+    return C
+
+
+def check_click(click: Any) -> Any:
+    """Return ``click`` (scalar or array) if every value is exactly 0 or 1 (spec 1.6)."""
+    if isinstance(click, (float, int, np.number)):
+        if click == 0 or click == 1:
+            return click
+    else:
+        arr = np.asarray(click, dtype=np.float64)
+        if np.all((arr == 0.0) | (arr == 1.0)):
+            return arr
+    raise ParamError("click", "feedback must be 0 or 1")
+
+
+def check_label(label: Any, n_classes: int) -> Any:
+    """Return ``label`` (scalar or array) if every value is an integer class index."""
+    arr = np.asarray(label)
+    integral = arr.dtype.kind in "iu" or (arr.dtype.kind == "f" and np.all(arr == np.round(arr)))
+    if integral and arr.size and np.all((arr >= 0) & (arr < n_classes)):
+        return arr.astype(np.int64) if arr.ndim else int(arr)
+    raise ParamError("label", f"must be integers in [0, {n_classes - 1}]")
+
+
+def own_input(x: np.ndarray, n_features: int) -> np.ndarray:
+    """``x`` checked (spec 0.4) as a float64 vector that the caller does not share.
+
+    Always a copy, so a logged context never aliases the caller's array.
+    Fast path for the per-request call: one dot product tells that all
+    entries are finite; only a failing input takes the full check (which
+    raises :class:`ParamError` naming ``features``).
+    """
+    arr = np.array(x, dtype=np.float64)
+    if arr.shape == (n_features,) and math.isfinite(arr @ arr):
+        return arr
+    if arr.shape != (n_features,) or not np.isfinite(arr).all():
+        check_input(arr, n_features)  # raises
+    return arr
+
+
+def explore_draw(rng: np.random.Generator, greedy: int, gamma: float, n_classes: int
+                 ) -> tuple[int, float]:
+    """Draw from the Banditron exploration distribution (P1 eq. (3), spec 0.6).
+
+    ``P(r) = (1 - gamma) I[r = greedy] + gamma / K``, sampled with one uniform
+    ``u``: a uniform label ``floor(u K / gamma)`` when ``u < gamma``, else the
+    greedy label.  Returns the played label and its probability ``P(played)``.
+    MC-DBF's ordered draw uses the same rule per step, so with ``m = 1`` it
+    plays exactly like Banditron.
+
+    >>> explore_draw(np.random.default_rng(0), greedy=2, gamma=0.1, n_classes=4)
+    (2, 0.925)
+    """
+    u = rng.random()
+    if u < gamma:
+        played = min(int(u / gamma * n_classes), n_classes - 1)
+    else:
+        played = greedy
+    prob = gamma / n_classes + (1.0 - gamma) if played == greedy else gamma / n_classes
+    return played, prob
+
+
+def explore_decision(W: np.ndarray, x: np.ndarray, rng: np.random.Generator, gamma: float,
+                     explore: bool) -> Decision:
+    """The Banditron-family decision (Banditron, RCNBF, RCINE, SOBA; spec 1.3, 6.2, 6.4).
+
+    Greedy label ``argmax W x`` (ties to the lowest index) and, with
+    ``explore``, a draw from :func:`explore_draw`; without exploration the
+    greedy label is played with probability 1 and ``rng`` is not touched.
+    Logs ``x``, ``greedy``, ``played`` and ``prob = P(played)``.
+    """
+    xv = own_input(x, W.shape[1])
+    greedy = int((W @ xv).argmax())
+    if explore:
+        played, prob = explore_draw(rng, greedy, gamma, W.shape[0])
+    else:
+        played, prob = greedy, 1.0
+    context: dict[str, Any] = {"x": xv, "greedy": np.int64(greedy), "played": np.int64(played),
+                               "prob": np.float64(prob)}
+    output: dict[str, Any] = {"label": played, "probability": prob, "greedy_label": greedy}
+    return Decision(output=output, context=context)
+
+
+class LinearLearner(Learner):
+    """A ``(K, d)`` weight matrix ``W_`` with validated sizes and a seeded generator.
+
+    Subclasses add ``decide`` and the update; ``get_state`` exports ``W_``
+    plus whatever :meth:`_extra_state` returns.
+    """
+
+    W_: np.ndarray
+
+    def __init__(self, *, n_features: int, n_classes: int | None, seed: int | None) -> None:
+        self.n_features = check_int("n_features", n_features, 1)
+        if n_classes is None:
+            raise ParamError("n_classes", "is required")
+        self.n_classes = check_int("n_classes", n_classes, 2)
+        self.seed = None if seed is None else check_int("seed", seed, 0)
+        self._rng = np.random.default_rng(seed)
+        self.W_ = np.zeros((self.n_classes, self.n_features))
+
+    def _extra_state(self) -> State:
+        return {}
+
+    def _load_extra_state(self, state: State) -> None:
+        """Install the validated extra arrays (``W_`` is already installed)."""
+
+    def get_state(self) -> State:
+        return {"W_": self.W_.copy(), **self._extra_state()}
+
+    def set_state(self, state: Mapping[str, np.ndarray]) -> None:
+        checked = check_state(self.get_state(), state)
+        self._load_extra_state(checked)
+        self.W_ = checked["W_"]
+
+
+class LoggedOnlyLearner(LinearLearner):
+    """Linear learner whose update is LO: ``learn_many`` is one matrix product.
+
+    Subclasses implement :meth:`terms`, valid for one event and for a batch.
+    """
+
+    logged_only = True
+
+    def terms(self, fields: Mapping[str, Any]) -> Terms:
+        """The update's row coefficients for an event or a columnar batch."""
+        raise NotImplementedError
+
+    def learn_one(self, event: Event) -> None:
+        lo_update_one(self.W_, event["x"], self.terms(event))
+
+    def learn_many(self, batch: Batch) -> None:
+        if not batch or len(batch["x"]) == 0:
+            return
+        C = lo_coefficients(self.n_classes, self.terms(batch))
+        self.W_ += C.T @ np.asarray(batch["x"], dtype=np.float64)
