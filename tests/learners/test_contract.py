@@ -1,0 +1,252 @@
+"""Contract suite: every registered learner honours the protocol of ``app/learners/base.py``.
+
+Parametrised over every entry of :data:`app.learners.registry.ALGORITHMS`, so a
+new learner is checked as soon as it is registered.  Feedback is simulated
+per feedback field by :data:`FEEDBACK` (add a generator there for a new
+field) and refused values per field by :data:`INVALID_FEEDBACK`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.learners import registry
+from app.learners.base import Decision, Learner, ParamError, stack_events
+
+N_FEATURES = 5
+N_CLASSES = 4
+N_EVENTS = 60
+
+FeedbackGenerator = Callable[[Learner, Decision, np.random.Generator], Any]
+
+
+def _click(learner: Learner, decision: Decision, rng: np.random.Generator) -> float:
+    return float(rng.integers(2))
+
+
+def _label(learner: Learner, decision: Decision, rng: np.random.Generator) -> int:
+    return int(rng.integers(learner.n_classes))  # type: ignore[attr-defined]
+
+
+#: Feedback field name -> generator of a valid random value for one decision.
+FEEDBACK: dict[str, FeedbackGenerator] = {
+    "click": _click,
+    "label": _label,
+}
+
+#: Feedback field name -> a value the learner must refuse with a ValueError.
+INVALID_FEEDBACK: dict[str, Any] = {
+    "click": 1.5,
+    "label": N_CLASSES + 3,
+}
+
+CASES = sorted(registry.ALGORITHMS)
+
+
+def _build(task: str, algorithm: str, seed: int | None = 0, **params: Any) -> Learner:
+    n_classes = N_CLASSES if task in registry.CLASS_TASKS else None
+    return registry.build(task, algorithm, N_FEATURES, n_classes, params, seed=seed)
+
+
+def _inputs(n: int, seed: int = 1) -> np.ndarray:
+    X = np.random.default_rng(seed).standard_normal((n, N_FEATURES))
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def _require_feedback(learner: Learner) -> None:
+    missing = [f for f in learner.feedback_fields if f not in FEEDBACK]
+    if missing:
+        pytest.skip(f"no feedback generator for {missing}: add one to FEEDBACK in {__file__}")
+
+
+def _event(learner: Learner, decision: Decision, rng: np.random.Generator) -> dict[str, Any]:
+    fb = {f: FEEDBACK[f](learner, decision, rng) for f in learner.feedback_fields}
+    return {**decision.context, **fb}
+
+
+def _play(learner: Learner, n: int = N_EVENTS, seed: int = 2) -> list[dict[str, Any]]:
+    """Decide and learn sequentially on a stream; return the joined events."""
+    _require_feedback(learner)
+    rng = np.random.default_rng(seed)
+    events = []
+    for x in _inputs(n):
+        event = _event(learner, learner.decide(x), rng)
+        events.append(event)
+        learner.learn_one(event)
+    return events
+
+
+def _assert_state_equal(a: dict[str, np.ndarray], b: dict[str, np.ndarray],
+                        rtol: float = 0.0) -> None:
+    assert a.keys() == b.keys()
+    for name, value in a.items():
+        np.testing.assert_allclose(value, b[name], rtol=rtol, atol=0.0, err_msg=name)
+
+
+@pytest.fixture(params=CASES, ids=[f"{t}-{a}" for t, a in CASES])
+def case(request: pytest.FixtureRequest) -> tuple[str, str]:
+    task, algorithm = request.param
+    return task, algorithm
+
+
+def test_decide_before_learning_gives_logged_context(case: tuple[str, str]) -> None:
+    learner = _build(*case)
+    x = _inputs(1)[0]
+    decision = learner.decide(x)
+    json.dumps(decision.output)
+    assert decision.context, "a decision must log its context"
+    _require_feedback(learner)
+    learner.learn_one(_event(learner, decision, np.random.default_rng(0)))
+
+
+def test_decide_and_learn_do_not_mutate_or_keep_inputs(case: tuple[str, str]) -> None:
+    learner = _build(*case)
+    _play(learner, 10)
+    x = _inputs(1, seed=9)[0]
+    x_before = x.copy()
+    decision = learner.decide(x)
+    np.testing.assert_array_equal(x, x_before)
+    for name, value in decision.context.items():
+        assert not np.shares_memory(np.asarray(value), x), f"context {name!r} aliases the input"
+    event = _event(learner, decision, np.random.default_rng(3))
+    arrays = {k: np.array(v, copy=True) for k, v in event.items()}
+    learner.learn_one(event)
+    for k, v in event.items():
+        np.testing.assert_array_equal(np.asarray(v), arrays[k], err_msg=k)
+    state = learner.get_state()
+    for v in event.values():
+        if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+            v += 1.0  # mutating the event afterwards must not reach the learner
+    x += 1.0
+    _assert_state_equal(state, learner.get_state())
+
+
+def test_decide_without_exploration_keeps_state_and_generator(case: tuple[str, str]) -> None:
+    learner, twin = _build(*case, seed=5), _build(*case, seed=5)
+    _play(learner, 20)
+    _play(twin, 20)
+    before = learner.get_state()
+    for x in _inputs(5, seed=4):
+        learner.decide(x, explore=False)
+    _assert_state_equal(before, learner.get_state())
+    for x in _inputs(5, seed=6):  # the generator was not advanced either
+        assert learner.decide(x).output == twin.decide(x).output
+
+
+def test_state_round_trips(case: tuple[str, str]) -> None:
+    learner = _build(*case)
+    _play(learner, 30)
+    state = learner.get_state()
+    assert state and all(name.endswith("_") for name in state)
+    for arr in state.values():
+        arr[...] = 0  # the export is a copy
+    state = learner.get_state()
+    fresh = _build(*case, seed=99)
+    fresh.set_state(state)
+    _assert_state_equal(state, fresh.get_state())
+    for x in _inputs(10, seed=7):
+        assert fresh.decide(x, explore=False).output == learner.decide(x, explore=False).output
+
+
+def test_set_state_refuses_wrong_shapes_and_missing_arrays(case: tuple[str, str]) -> None:
+    learner = _build(*case)
+    state = learner.get_state()
+    name = next(iter(state))
+    with pytest.raises(ParamError, match=name):
+        learner.set_state({**state, name: np.zeros(np.asarray(state[name]).size + 1)})
+    with pytest.raises(ParamError, match="missing"):
+        learner.set_state({k: v for k, v in state.items() if k != name})
+
+
+def test_same_seed_gives_same_decisions(case: tuple[str, str]) -> None:
+    a, b = _build(*case, seed=11), _build(*case, seed=11)
+    events_a, events_b = _play(a), _play(b)
+    for ea, eb in zip(events_a, events_b, strict=True):
+        assert ea.keys() == eb.keys()
+        for k in ea:
+            np.testing.assert_array_equal(np.asarray(ea[k]), np.asarray(eb[k]), err_msg=k)
+    _assert_state_equal(a.get_state(), b.get_state())
+
+
+def test_learn_many_equals_learn_one(case: tuple[str, str]) -> None:
+    sequential = _build(*case, seed=3)
+    events = _play(sequential, 80)
+    batched = _build(*case, seed=3)
+    batched.learn_many(stack_events(events))
+    seq, bat = sequential.get_state(), batched.get_state()
+    assert seq.keys() == bat.keys()
+    for name, value in seq.items():
+        scale = max(float(np.max(np.abs(value), initial=0.0)), 1.0)
+        np.testing.assert_allclose(bat[name], value, rtol=1e-9, atol=1e-9 * scale, err_msg=name)
+
+
+def test_learn_many_empty_batch_is_a_no_op(case: tuple[str, str]) -> None:
+    learner = _build(*case)
+    before = learner.get_state()
+    learner.learn_many({})
+    _assert_state_equal(before, learner.get_state())
+
+
+def test_state_size_is_bounded(case: tuple[str, str]) -> None:
+    learner = _build(*case)
+    _play(learner, 10)
+    size = sum(np.asarray(v).nbytes for v in learner.get_state().values())
+    _play(learner, 100, seed=8)
+    assert sum(np.asarray(v).nbytes for v in learner.get_state().values()) == size
+
+
+def test_decide_refuses_bad_inputs(case: tuple[str, str]) -> None:
+    learner = _build(*case)
+    with pytest.raises(ValueError, match="features"):
+        learner.decide(np.zeros(N_FEATURES + 1))
+    bad = np.zeros(N_FEATURES)
+    bad[2] = np.nan
+    with pytest.raises(ValueError, match="features"):
+        learner.decide(bad)
+
+
+def test_learn_refuses_out_of_domain_feedback(case: tuple[str, str]) -> None:
+    learner = _build(*case)
+    _require_feedback(learner)
+    checked = [f for f in learner.feedback_fields if f in INVALID_FEEDBACK]
+    if not checked:
+        pytest.skip("no invalid value known for these feedback fields")
+    decision = learner.decide(_inputs(1)[0])
+    for field in checked:
+        event = {**_event(learner, decision, np.random.default_rng(0)),
+                 field: INVALID_FEEDBACK[field]}
+        with pytest.raises(ValueError):
+            learner.learn_one(event)
+
+
+def test_construction_refuses_invalid_params(case: tuple[str, str]) -> None:
+    task, algorithm = case
+    with pytest.raises(ParamError, match="n_features"):
+        registry.build(task, algorithm, 0, N_CLASSES if task in registry.CLASS_TASKS else None)
+    if task in registry.CLASS_TASKS:
+        with pytest.raises(ParamError, match="n_classes"):
+            registry.build(task, algorithm, N_FEATURES, 1)
+    with pytest.raises(ParamError, match="params.no_such_param"):
+        _build(*case, no_such_param=1)
+    cls = registry.learner_class(task, algorithm)
+    for name, default in registry.default_params(cls).items():
+        if isinstance(default, bool) or not isinstance(default, (int, float)):
+            continue
+        bad = float("nan") if isinstance(default, float) else -10**9
+        with pytest.raises(ParamError, match=f"params.{name}"):
+            _build(*case, **{name: bad})
+
+
+def test_constructor_hyperparameters_have_immutable_defaults(case: tuple[str, str]) -> None:
+    cls = registry.learner_class(*case)
+    for name, p in inspect.signature(cls.__init__).parameters.items():
+        if name in ("self", *registry.STRUCTURAL_ARGS):
+            continue
+        assert p.kind is not inspect.Parameter.VAR_POSITIONAL, name
+        assert isinstance(p.default, (int, float, str, bool, tuple, type(None))), name
