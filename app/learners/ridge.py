@@ -38,6 +38,7 @@ from app.learners.base import (
     Learner,
     ParamError,
     State,
+    batch_size,
     check_input,
     check_int,
     check_range,
@@ -161,7 +162,13 @@ class RidgeBandit(Learner):
         return x, played, click
 
     def _check_batch(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(X, played, click)`` of a columnar batch, validated like :meth:`_check_event`."""
+        """``(X, played, click)`` of a columnar batch, validated like :meth:`_check_event`.
+
+        An empty batch (no fields, as :func:`~app.learners.base.stack_events`
+        returns for no events) gives empty arrays.
+        """
+        if batch_size(batch) == 0:
+            return np.zeros((0, self.n_features)), np.zeros(0, dtype=np.intp), np.zeros(0)
         X = np.asarray(batch["x"], dtype=np.float64)
         played = np.asarray(batch["played"])
         click = np.asarray(batch["click"], dtype=np.float64)
