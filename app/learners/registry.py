@@ -29,6 +29,8 @@ ALGORITHMS: dict[tuple[str, str], str] = {
     ("regression", "ors"): "app.learners.ors:ORS",
     ("regression", "nlms"): "app.learners.ors:NLMS",
     ("noisy_input", "kernel_ogd"): "app.learners.kernel_ogd:KernelOGD",
+    ("noisy_label", "uma"): "app.learners.uma:UMA",
+    ("noisy_label", "perceptron"): "app.learners.uma:NoisyLabelPerceptron",
 }
 
 #: Tasks whose learners take ``n_classes``.

@@ -34,16 +34,23 @@ def _label(learner: Learner, decision: Decision, rng: np.random.Generator) -> in
     return int(rng.integers(learner.n_classes))  # type: ignore[attr-defined]
 
 
+def _gold(learner: Learner, decision: Decision, rng: np.random.Generator) -> int:
+    return int(rng.integers(2))
+
+
 #: Feedback field name -> generator of a valid random value for one decision.
 FEEDBACK: dict[str, FeedbackGenerator] = {
     "click": _click,
     "label": _label,
+    "gold": _gold,
+    "true_label": _label,
 }
 
 #: Feedback field name -> a value the learner must refuse with a ValueError.
 INVALID_FEEDBACK: dict[str, Any] = {
     "click": 1.5,
     "label": N_CLASSES + 3,
+    "true_label": -1,
 }
 
 CASES = sorted(registry.ALGORITHMS)
