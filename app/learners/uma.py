@@ -239,7 +239,7 @@ class UMA(Learner):
     >>> for x, label, truth in zip(X, y, t):
     ...     errors += model.decide(x).output["label"] != truth
     ...     model.learn_one({"x": x, "label": label, "gold": 0, "true_label": -1})
-    >>> bool(errors / len(X) < 0.1), bool(np.allclose(model.W_.sum(axis=0), 0))
+    >>> bool(errors / len(X) < 0.15), bool(np.allclose(model.W_.sum(axis=0), 0))
     (True, True)
     """
 
