@@ -56,6 +56,7 @@ from app.learners.kernels.store import EVICTIONS, FeatureStore, SupportStore
 
 SCHEDULES: tuple[str, ...] = ("constant", "sqrt_t")
 ESTIMATORS: tuple[str, ...] = ("auto", "taylor", "two_copy")
+GRADIENT_ORDERS: tuple[str, ...] = ("fixed", "random")
 
 
 class KernelOGD(Learner):
@@ -100,6 +101,12 @@ class KernelOGD(Learner):
     estimator:
         ``"taylor"`` (P5), ``"two_copy"`` (linear kernel and squared loss only,
         spec 5.6) or ``"auto"`` (``two_copy`` when it applies).
+    gradient_order:
+        ``"random"``: P5's geometric order ``C`` of the gradient-length
+        estimate; ``"fixed"`` (default): for a polynomial ``l'`` (the squared
+        loss) ``C`` is its degree and ``g~ = sum_n gamma_n prod_j u_j``, still
+        unbiased with less variance (spec 5.6 [ours]); other losses always use
+        the random order.
     naive:
         Plain OGD on the single logged copy (the biased baseline).
 
@@ -147,6 +154,7 @@ class KernelOGD(Learner):
         explicit_dim: int = 4096,
         max_order: int = 30,
         estimator: str = "auto",
+        gradient_order: str = "fixed",
         naive: bool = False,
     ) -> None:
         self.n_features = check_int("n_features", n_features, 1)
@@ -164,6 +172,7 @@ class KernelOGD(Learner):
         self.explicit_dim = check_int("explicit_dim", explicit_dim, 0)
         self.max_order = check_int("max_order", max_order, 1, 200)
         self.estimator = _check_choice("estimator", estimator, ESTIMATORS)
+        self.gradient_order = _check_choice("gradient_order", gradient_order, GRADIENT_ORDERS)
         if not isinstance(naive, (bool, np.bool_)):
             raise ParamError("naive", f"must be a boolean, got {naive!r}")
         self.naive = bool(naive)
@@ -174,7 +183,8 @@ class KernelOGD(Learner):
             raise ParamError("estimator", "two_copy needs kernel='linear' and loss='squared'")
         self._estimator = TaylorEstimator(
             self._kernel, self._loss, self.p, self.max_order,
-            deterministic=estimator == "two_copy" or (estimator == "auto" and linear_squared))
+            deterministic=estimator == "two_copy" or (estimator == "auto" and linear_squared),
+            fixed_order=gradient_order == "fixed")
         self._store: FeatureStore | SupportStore
         if self.naive and self._kernel.name != "linear":
             self._store = SupportStore(self._kernel, self.n_features, self.budget, self.eviction)
@@ -213,6 +223,36 @@ class KernelOGD(Learner):
         trainer, however late the feedback arrives.
         """
         return self._needed(self._check_plan(context["plan"]))
+
+    def queries_used(self, context: Mapping[str, Any]) -> int:
+        """Copies the update of the logged round consumes, the logged one included
+        (0 when the update is zero whatever the copies, spec 5.8)."""
+        if self.naive:
+            return 1
+        return self._estimator.plan_queries(self._check_plan(context["plan"]))
+
+    def expected_queries(self) -> float:
+        """Expected queries per round of the plan, before skipping: P5's
+        ``m p/(p-1)^2`` (``m`` = 1 for dot-product kernels, 3 for the Gaussian)
+        with the random gradient order, ``m (1 + D)/(p-1)`` with the fixed order
+        ``D``; 2 for ``two_copy``, 1 for ``naive``.
+
+        The learner uses fewer when ``gamma_C = 0`` or a level is absent (it
+        skips queries whose result cannot matter).
+        """
+        if self.naive:
+            return 1.0
+        if self._estimator.deterministic:
+            return 2.0
+        m = 3.0 if self._kernel.gaussian else 1.0
+        fixed = self._estimator.fixed_degree
+        if fixed is None:
+            return m * self.p / (self.p - 1.0) ** 2
+        return m * (1 + fixed) / (self.p - 1.0)
+
+    def support_terms(self) -> int:
+        """Number of stored support terms (the budgeted list, or the naive support set)."""
+        return int(np.count_nonzero(self._store.stamp >= 0))
 
     def learn_one(self, event: Event) -> None:
         """One update ``w <- Proj(w - eta_t g~ Psi~(x_t))``; raises ParamError on too few copies."""

@@ -151,6 +151,11 @@ class Loss:
         """Expansion centre ``c`` (1 for the smoothed hinge, else 0)."""
         return 1.0 if self.name == "smooth_hinge" else 0.0
 
+    @property
+    def degree(self) -> int | None:
+        """Degree of ``l'`` when it is a polynomial (squared loss: 1), else None."""
+        return 1 if self.name == "squared" else None
+
     def gamma(self, n: int) -> float:
         """Taylor coefficient ``gamma_n`` of ``l'`` around the centre."""
         s = self.smoothing
