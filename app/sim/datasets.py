@@ -133,7 +133,9 @@ def load_csv(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 def normalise_rows(X: np.ndarray) -> np.ndarray:
     """Scale each row to unit L2 norm (all-zero rows stay zero)."""
     norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
+    out = np.zeros_like(X)
+    np.divide(X, norms, out=out, where=norms > 0)
+    return out
 
 
 def load_classification(name: str, *, n: int = 10_000, seed: int = 0, normalise: bool = True

@@ -19,10 +19,10 @@ def set_contains(played: np.ndarray, y: np.ndarray) -> np.ndarray:
     played_arr = np.asarray(played)
     y_arr = np.asarray(y)
     if played_arr.ndim == y_arr.ndim:
-        return (played_arr == y_arr).astype(np.float64)
+        return np.asarray(played_arr == y_arr, dtype=np.float64)
     if played_arr.ndim != y_arr.ndim + 1:
         raise ValueError(f"played shape {played_arr.shape} does not fit labels {y_arr.shape}")
-    return (played_arr == y_arr[..., None]).any(axis=-1).astype(np.float64)
+    return np.asarray((played_arr == y_arr[..., None]).any(axis=-1), dtype=np.float64)
 
 
 def noisy_clicks(true_click: np.ndarray, rho0: float, rho1: float,
