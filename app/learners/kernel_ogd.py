@@ -196,17 +196,29 @@ class KernelOGD(Learner):
 
     # -- protocol ---------------------------------------------------------------------------
 
+    @property
+    def classification(self) -> bool:
+        """Whether the loss is a classification loss (``target`` in {-1, +1})."""
+        return self._loss.classification
+
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
         """Predict ``<w, Psi(x)>`` from one noisy copy and draw the round's plan.
 
         ``output``: ``value`` (and ``label`` = its sign for classification
-        losses) and ``copies_needed``; ``context``: ``x`` and ``plan``.
+        losses) and ``copies_needed``; ``context``: ``x`` and ``plan``.  With
+        ``explore=False`` nothing is drawn (the generator does not advance):
+        the plan is all ``-1`` and such a decision cannot be learned from.
         """
         x = check_input(x, self.n_features)
         value = self.predict(x)
-        plan = (np.zeros(0, dtype=np.int64) if self.naive
-                else self._estimator.draw_plan(self._rng))
-        output: dict[str, Any] = {"value": value, "copies_needed": self._needed(plan)}
+        if self.naive:
+            plan = np.zeros(0, dtype=np.int64)
+        elif explore:
+            plan = self._estimator.draw_plan(self._rng)
+        else:
+            plan = np.full(self._estimator.plan_length, -1, dtype=np.int64)
+        needed = 0 if plan.size and plan[0] < 0 else self._needed(plan)
+        output: dict[str, Any] = {"value": value, "copies_needed": needed}
         if self._loss.classification:
             output["label"] = 1 if value >= 0 else -1
         return Decision(output=output, context={"x": x.copy(), "plan": plan})
@@ -306,7 +318,9 @@ class KernelOGD(Learner):
         if arr.shape != (expected,) or (arr.size and arr.dtype.kind not in "iu"):
             raise ParamError("plan", f"expected an int array of shape ({expected},), "
                              f"got {arr.dtype} {arr.shape}")
-        if arr.size and (arr[0] < 0 or arr[0] > self.max_order or arr.max() > self.max_order):
+        if arr.size and arr[0] < 0:
+            raise ParamError("plan", "a decision made with explore=False cannot be learned from")
+        if arr.size and (arr[0] > self.max_order or arr.max() > self.max_order):
             raise ParamError("plan", "orders out of range")
         return arr.astype(np.int64)
 

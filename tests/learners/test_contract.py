@@ -38,12 +38,27 @@ def _gold(learner: Learner, decision: Decision, rng: np.random.Generator) -> int
     return int(rng.integers(2))
 
 
+def _target(learner: Learner, decision: Decision, rng: np.random.Generator) -> float:
+    if getattr(learner, "classification", False):
+        return float(rng.choice([-1.0, 1.0]))
+    return float(rng.standard_normal())
+
+
+def _copies(learner: Learner, decision: Decision, rng: np.random.Generator) -> np.ndarray:
+    """Noisy copies of the logged input, padded to a fixed count so that events stack."""
+    x = np.asarray(decision.context["x"])
+    k = max(learner.copies_needed(decision.context), 64)  # type: ignore[attr-defined]
+    return x + 0.1 * rng.standard_normal((k, x.shape[0]))
+
+
 #: Feedback field name -> generator of a valid random value for one decision.
 FEEDBACK: dict[str, FeedbackGenerator] = {
     "click": _click,
     "label": _label,
     "gold": _gold,
     "true_label": _label,
+    "target": _target,
+    "copies": _copies,
 }
 
 #: Feedback field name -> a value the learner must refuse with a ValueError.
@@ -51,6 +66,8 @@ INVALID_FEEDBACK: dict[str, Any] = {
     "click": 1.5,
     "label": N_CLASSES + 3,
     "true_label": -1,
+    "target": float("nan"),
+    "copies": np.zeros((1, N_FEATURES + 1)),
 }
 
 CASES = sorted(registry.ALGORITHMS)
