@@ -20,6 +20,7 @@ ALGORITHMS: dict[tuple[str, str], str] = {
     ("label", "rcnbf"): "app.learners.rcnbf:RCNBF",
     ("label", "banditron"): "app.learners.banditron:Banditron",
     ("label", "soba"): "app.learners.soba:SOBA",
+    ("label", "bpa"): "app.learners.bpa:BanditPA",
     ("label", "linucb_diag"): "app.learners.ridge:LinUCBDiag",
     ("label", "squarecb_diag"): "app.learners.ridge:SquareCBDiag",
     ("label", "linucb"): "app.learners.linucb:LinUCB",
