@@ -13,6 +13,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Self
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class EmbeddedRedis:
             os.killpg(self.process.pid, 9)
             self.process.wait()
 
-    def __enter__(self) -> EmbeddedRedis:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -160,5 +160,14 @@ class EventStore:
 
     async def last_stream_id(self, mk: ModelKeys) -> str:
         """Id of the newest entry ever added to the model's stream ("0-0" if none)."""
-        info = await self.redis.xinfo_stream(mk.events)
-        return text(info.get("last-generated-id") or info.get(b"last-generated-id")) or "0-0"
+        info = {text(k): v for k, v in (await self.redis.xinfo_stream(mk.events)).items()}
+        return text(info.get("last-generated-id")) or "0-0"
+
+    async def group_progress(self, mk: ModelKeys) -> tuple[str, int]:
+        """``(last delivered id, unacknowledged count)`` of the trainer group."""
+        for group in await self.redis.xinfo_groups(mk.events):
+            fields = {text(k): v for k, v in group.items()}
+            if text(fields.get("name")) == TRAINER_GROUP:
+                return (text(fields.get("last-delivered-id")) or "0-0",
+                        int(fields.get("pending") or 0))
+        return "0-0", 0

@@ -75,7 +75,7 @@ def split_model_ref(ref: str) -> tuple[str, str]:
 class ModelKeys:
     """The keys of one model, all with the hash tag ``{tenant:model}``."""
 
-    __slots__ = ("tenant", "model", "tag")
+    __slots__ = ("model", "tag", "tenant")
 
     def __init__(self, tenant: str, model: str) -> None:
         self.tenant = tenant

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 
+from app.store import keys
 from app.store.keys import ModelKeys
 from app.store.util import text, utc_now
 
 #: Estimates kept in the history of a noise record.
 HISTORY_MAX = 20
+#: How long an NREst job's status is kept.
+JOB_TTL_SECONDS = 86400
 NOISE_FIELDS = ("rho0", "rho1", "source", "estimated_at", "n_samples", "history")
 
 
@@ -78,3 +82,27 @@ class NoiseStore:
                 except aioredis.WatchError:
                     continue
         return await self.get(mk)
+
+    async def queue_estimate(self, mk: ModelKeys) -> str:
+        """Queue an NREst run for the model; return its job id.
+
+        The job is a hash (``status`` "queued" -> "running" -> "done" or
+        "failed", ``queued_at``, then the result fields) expiring after a
+        day, and ``"tenant/model/job"`` pushed on :data:`keys.NREST_QUEUE`.
+        """
+        job_id = secrets.token_urlsafe(12)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(mk.job(job_id), mapping={"status": "queued", "queued_at": utc_now()})
+            pipe.expire(mk.job(job_id), JOB_TTL_SECONDS)
+            pipe.lpush(keys.NREST_QUEUE, f"{keys.model_ref(mk.tenant, mk.model)}/{job_id}")
+            await pipe.execute()
+        return job_id
+
+    async def job(self, mk: ModelKeys, job_id: str) -> dict[str, str] | None:
+        """Status fields of an NREst job, or None when unknown/expired."""
+        raw = await self.redis.hgetall(mk.job(job_id))
+        return {text(k) or "": text(v) or "" for k, v in raw.items()} if raw else None
+
+    async def set_job(self, mk: ModelKeys, job_id: str, **fields: str | float) -> None:
+        """Update an NREst job's status fields (worker side)."""
+        await self.redis.hset(mk.job(job_id), mapping=fields)  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""HTTP/WebSocket API of noisyloop (FastAPI); composes the store and the learners."""

@@ -1,0 +1,20 @@
+"""What the API's handlers share: the store, the settings, the metrics, the learner cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.api.cache import LearnerCache
+from app.metrics import Metrics
+from app.settings import Settings
+from app.store import Store
+
+
+@dataclass
+class ApiContext:
+    """Resources opened by the app's lifespan and handed to every handler."""
+
+    settings: Settings
+    store: Store
+    metrics: Metrics
+    cache: LearnerCache

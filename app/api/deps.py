@@ -1,0 +1,94 @@
+"""Request dependencies as ``Annotated`` aliases: context, admin, tenant, model view.
+
+:data:`ModelDep` authenticates the API key *and* reads the model's config,
+version and noise rates in one pipelined Redis round trip.  A key of another
+tenant gets 404 ``unknown_model``, exactly like a model that does not exist.
+"""
+
+from __future__ import annotations
+
+import hmac
+from contextvars import ContextVar
+from typing import Annotated
+
+from fastapi import Depends, Header, Path, Request
+
+from app.api.context import ApiContext
+from app.api.errors import ApiError, unknown_model
+from app.store.models import ModelView
+
+#: Tenant and model of the current request (for logs).
+request_tenant: ContextVar[str | None] = ContextVar("request_tenant", default=None)
+request_model: ContextVar[str | None] = ContextVar("request_model", default=None)
+
+AuthHeader = Annotated[str | None, Header(alias="Authorization", include_in_schema=False)]
+
+
+def get_context(request: Request) -> ApiContext:
+    ctx: ApiContext = request.app.state.ctx
+    return ctx
+
+
+Context = Annotated[ApiContext, Depends(get_context)]
+
+
+def bearer_token(authorization: str | None) -> str:
+    """The token of ``Authorization: Bearer <token>``; 401 ``unauthenticated`` otherwise."""
+    if not authorization:
+        raise ApiError(401, "unauthenticated", "missing Authorization header",
+                       headers={"WWW-Authenticate": "Bearer"})
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or len(token) > 512:
+        raise ApiError(401, "unauthenticated", "Authorization must be 'Bearer <key>'",
+                       headers={"WWW-Authenticate": "Bearer"})
+    return token
+
+
+def invalid_key() -> ApiError:
+    return ApiError(401, "invalid_api_key", "unknown or revoked API key",
+                    headers={"WWW-Authenticate": "Bearer"})
+
+
+async def require_admin(ctx: Context, authorization: AuthHeader = None) -> None:
+    """Admin routes: the configured admin token (constant-time compare)."""
+    token = bearer_token(authorization)
+    expected = ctx.settings.admin_token
+    if expected is None or not hmac.compare_digest(token.encode(),
+                                                   expected.get_secret_value().encode()):
+        raise ApiError(401, "invalid_admin_token", "unknown admin token",
+                       headers={"WWW-Authenticate": "Bearer"})
+
+
+async def require_tenant(ctx: Context, authorization: AuthHeader = None) -> str:
+    """The tenant of a valid API key."""
+    tenant = await ctx.store.tenants.authenticate(bearer_token(authorization))
+    if tenant is None:
+        raise invalid_key()
+    request_tenant.set(tenant)
+    return tenant
+
+
+ModelIdPath = Annotated[str, Path(max_length=128, description="the model's id")]
+
+
+async def authorize_model(ctx: ApiContext, token: str, model_id: str) -> ModelView:
+    """Authenticate ``token`` and load the model view (one round trip)."""
+    tenant, view = await ctx.store.models.view_with_key(token, model_id)
+    if tenant is None:
+        raise invalid_key()
+    request_tenant.set(tenant)
+    request_model.set(model_id)
+    if view is None:
+        raise unknown_model(model_id)
+    return view
+
+
+async def require_model(ctx: Context, model_id: ModelIdPath,
+                        authorization: AuthHeader = None) -> ModelView:
+    return await authorize_model(ctx, bearer_token(authorization), model_id)
+
+
+Admin = Annotated[None, Depends(require_admin)]
+Tenant = Annotated[str, Depends(require_tenant)]
+ModelDep = Annotated[ModelView, Depends(require_model)]

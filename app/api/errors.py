@@ -1,0 +1,135 @@
+"""The one JSON error shape and the exception handlers that produce it.
+
+Every error is ``{"error": {"code", "message", "field"}}``: route errors
+raise :class:`ApiError`; request validation, unknown routes, invalid learner
+parameters, an unreachable store (503 ``store_unavailable`` with
+``Retry-After``) and unexpected failures are mapped here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.api.responses import OrjsonResponse
+from app.learners.base import ParamError
+from app.store import STORE_ERRORS
+
+logger = logging.getLogger(__name__)
+
+_STATUS_CODES = {400: "bad_request", 401: "unauthenticated", 403: "forbidden",
+                 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large",
+                 415: "unsupported_media_type", 429: "rate_limited"}
+
+
+class ApiError(Exception):
+    """An error response: HTTP status, snake_case code, message, JSON path of the field."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.headers = headers
+
+    def body(self) -> dict[str, Any]:
+        """The ``{"error": ...}`` document."""
+        return error_body(self.code, self.message, self.field)
+
+    def response(self) -> OrjsonResponse:
+        return OrjsonResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "field": field}}
+
+
+def unknown_model(model_id: str) -> ApiError:
+    return ApiError(404, "unknown_model", f"no model {model_id!r}")
+
+
+def from_param_error(exc: ParamError, prefix: str = "") -> ApiError:
+    """A learner's :class:`ParamError` as a 422 naming the field."""
+    return ApiError(422, "invalid_param", exc.message, f"{prefix}{exc.field}")
+
+
+def field_path(loc: Sequence[int | str], skip_root: bool = True) -> str | None:
+    """``("body", "instances", 3, "<dense>", 7)`` -> ``"instances[3][7]"``.
+
+    Union tags (``"<...>"``) and pydantic's type markers (``"list[...]"``,
+    ``"function-after[...]"``) are dropped.
+    """
+    parts: list[str] = []
+    items = list(loc)
+    if skip_root and items and items[0] in ("body", "query", "path", "header"):
+        items = items[1:]
+    for item in items:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif item.startswith("<") or "[" in item:
+            continue
+        else:
+            parts.append(f".{item}" if parts else item)
+    return "".join(parts) or None
+
+
+def validation_error(errors: Sequence[dict[str, Any]], prefix: str = "") -> ApiError:
+    """The first pydantic error as a 422 ``invalid_request`` naming its field."""
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    path = field_path(first.get("loc", ()))
+    if prefix:
+        path = f"{prefix}.{path}" if path and not path.startswith("[") else f"{prefix}{path or ''}"
+    message = str(first.get("msg", "invalid value"))
+    if first.get("type") == "json_invalid":
+        return ApiError(422, "invalid_json", f"body is not valid JSON: {message}")
+    if first.get("type") == "missing" and path is None:
+        return ApiError(422, "invalid_request", "a JSON body is required")
+    return ApiError(422, "invalid_request", message, path)
+
+
+def store_unavailable(retry_after: int) -> ApiError:
+    return ApiError(503, "store_unavailable", "the store (Redis) is unreachable; retry later",
+                    headers={"Retry-After": str(retry_after)})
+
+
+def install_error_handlers(app: FastAPI, retry_after: int) -> None:
+    """Map every exception to the one error shape."""
+
+    async def on_api_error(request: Request, exc: Exception) -> OrjsonResponse:
+        assert isinstance(exc, ApiError)
+        return exc.response()
+
+    async def on_validation(request: Request, exc: Exception) -> OrjsonResponse:
+        assert isinstance(exc, RequestValidationError)
+        return validation_error(exc.errors()).response()
+
+    async def on_http(request: Request, exc: Exception) -> OrjsonResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = _STATUS_CODES.get(exc.status_code, "http_error")
+        return ApiError(exc.status_code, code, str(exc.detail), headers=exc.headers).response()
+
+    async def on_param(request: Request, exc: Exception) -> OrjsonResponse:
+        assert isinstance(exc, ParamError)
+        return from_param_error(exc).response()
+
+    async def on_store(request: Request, exc: Exception) -> OrjsonResponse:
+        logger.warning("store unavailable: %s", exc)
+        return store_unavailable(retry_after).response()
+
+    async def on_recursion(request: Request, exc: Exception) -> OrjsonResponse:
+        return ApiError(422, "invalid_json", "JSON nested too deeply").response()
+
+    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(ParamError, on_param)
+    app.add_exception_handler(RecursionError, on_recursion)
+    for exc_type in STORE_ERRORS:
+        app.add_exception_handler(exc_type, on_store)

@@ -1,0 +1,109 @@
+"""ASGI middleware: body size limit, request id, access log and HTTP metrics."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.api.deps import request_model, request_tenant
+from app.logs import request_id
+from app.metrics import Metrics
+
+logger = logging.getLogger("app.api.access")
+
+
+async def _send_json(send: Send, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimitMiddleware:
+    """Refuse bodies over ``max_bytes`` with 413 before any work (reads them up front)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = b'{"error":{"code":"payload_too_large","message":"request body exceeds ' + \
+            str(self.max_bytes).encode() + b' bytes","field":null}}'
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await _send_json(send, 413, too_large)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await _send_json(send, 413, too_large)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class ObservabilityMiddleware:
+    """Request id (``X-Request-ID``), one access-log line, HTTP request metrics."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = secrets.token_hex(8)
+        token = request_id.set(rid)
+        request_tenant.set(None)
+        request_model.set(None)
+        status = 500
+        start = time.perf_counter()
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            elapsed = time.perf_counter() - start
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            method = scope.get("method", "")
+            self.metrics.http_requests.labels(method, template, str(status)).inc()
+            self.metrics.http_duration.labels(template).observe(elapsed)
+            logger.info("%s %s %d", method, template, status, extra={
+                "method": method, "path": template, "status": status,
+                "duration_ms": round(elapsed * 1000, 2), "tenant": request_tenant.get(),
+                "model": request_model.get()})
+            request_id.reset(token)

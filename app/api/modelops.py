@@ -1,0 +1,188 @@
+"""Model management: create (validated), describe, reset, snapshot export/import, sync."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import secrets
+import time
+from typing import Any
+
+import numpy as np
+
+from app.api.context import ApiContext
+from app.api.errors import ApiError, from_param_error, unknown_model
+from app.api.schemas.models import (
+    ArrayPayload,
+    ModelCreateRequest,
+    ModelResponse,
+    ModelStats,
+    NoiseResponse,
+    SnapshotImportRequest,
+)
+from app.api.tasks import task_spec
+from app.learners.base import ParamError, check_state
+from app.learners.registry import algorithms, default_params, learner_class
+from app.learning import build_learner, initial_noise_rates
+from app.store.keys import ModelKeys
+from app.store.models import ModelRecord
+from app.store.noise import NoiseRecord
+from app.store.util import parse_stream_id
+
+#: Fields of a snapshot's config that must match the model on import.
+SNAPSHOT_CONFIG_FIELDS = ("task", "algorithm", "n_features", "n_classes")
+SYNC_POLL_SECONDS = 0.02
+
+
+def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
+    """The config to store: defaults filled in, learner built once to validate (422 naming
+    the field otherwise)."""
+    spec = task_spec(body.task)
+    algorithm = body.algorithm or algorithms(body.task)[0]
+    try:
+        cls = learner_class(body.task, algorithm)
+    except ParamError as exc:
+        raise from_param_error(exc) from None
+    if body.n_classes is None:
+        raise ApiError(422, "invalid_param", f"task {body.task!r} needs n_classes", "n_classes")
+    if body.feedback.on_timeout == "no_click" and not (
+            spec.has_clicks and "click" in cls.feedback_fields):
+        raise ApiError(422, "invalid_param", f"{algorithm!r} learns from labels, not clicks: "
+                       "an unanswered decision can only be dropped", "feedback.on_timeout")
+    params = {**default_params(cls), **body.params}
+    config = {"model_id": body.model_id, "task": body.task, "algorithm": algorithm,
+              "n_features": body.n_features, "n_classes": body.n_classes, "params": params,
+              "feedback": body.feedback.model_dump(), "seed": body.seed,
+              "uid": secrets.token_hex(8)}
+    try:
+        build_learner(config)
+    except ParamError as exc:
+        field = exc.field if exc.field.startswith("params.") or exc.field in (
+            "n_features", "n_classes", "task", "algorithm") else f"params.{exc.field}"
+        raise ApiError(422, "invalid_param", exc.message, field) from None
+    except (TypeError, ValueError) as exc:
+        raise ApiError(422, "invalid_param", str(exc), "params") from None
+    return config
+
+
+def noise_response(noise: NoiseRecord | None) -> NoiseResponse | None:
+    if noise is None:
+        return None
+    return NoiseResponse(rho0=noise.rho0, rho1=noise.rho1, source=noise.source,  # type: ignore[arg-type]
+                         estimated_at=noise.estimated_at, n_samples=noise.n_samples,
+                         history=noise.history)
+
+
+def model_response(record: ModelRecord) -> ModelResponse:
+    """The API view of a stored model."""
+    c, s = record.config, record.snapshot
+    return ModelResponse(
+        model_id=c["model_id"], task=c["task"], algorithm=c["algorithm"],
+        n_features=c["n_features"], n_classes=c.get("n_classes"), params=c["params"],
+        feedback=c["feedback"], seed=c.get("seed"), created_at=c["created_at"],
+        version=s.version, updated_at=s.updated_at,
+        stats=ModelStats(predictions=record.predictions,
+                         feedback_accepted=record.feedback_accepted,
+                         events_applied=s.events_applied, events_expired=s.events_expired,
+                         debiased_reward=s.debiased_reward),
+        noise=noise_response(record.noise) if c["task"] in ("label", "label_set") else None)
+
+
+async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -> ModelResponse:
+    config = validated_config(body)
+    learner = build_learner(config)
+    rho0, rho1 = initial_noise_rates(config["params"])
+    stored = await ctx.store.models.create(tenant, config, learner.get_state(), rho0, rho1)
+    if stored is None:
+        raise ApiError(409, "model_exists", f"model {body.model_id!r} exists", "model_id")
+    return await describe_model(ctx, tenant, body.model_id)
+
+
+async def describe_model(ctx: ApiContext, tenant: str, model_id: str) -> ModelResponse:
+    record = await ctx.store.models.record(tenant, model_id)
+    if record is None:
+        raise unknown_model(model_id)
+    if record.snapshot.debiased_reward is not None:
+        ctx.metrics.debiased_reward.labels(tenant, model_id).set(record.snapshot.debiased_reward)
+    return model_response(record)
+
+
+async def reset_model(ctx: ApiContext, tenant: str, config: dict[str, Any]) -> ModelResponse:
+    """Initial weights under a new version (queued events still apply afterwards)."""
+    learner = build_learner(config)
+    await ctx.store.snapshots.publish(ModelKeys(tenant, config["model_id"]), learner.get_state())
+    ctx.cache.forget(tenant, config["model_id"])
+    return await describe_model(ctx, tenant, config["model_id"])
+
+
+def encode_array(arr: np.ndarray) -> ArrayPayload:
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(arr), allow_pickle=False)
+    return ArrayPayload(dtype=arr.dtype.str, shape=list(arr.shape),
+                        data_b64=base64.b64encode(buf.getvalue()).decode("ascii"))
+
+
+def decode_array(name: str, payload: ArrayPayload) -> np.ndarray:
+    field = f"state.{name}"
+    try:
+        arr = np.load(io.BytesIO(base64.b64decode(payload.data_b64, validate=True)),
+                      allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ApiError(422, "invalid_snapshot", f"not base64 of .npy bytes: {exc}", field) from None
+    if list(arr.shape) != payload.shape:
+        raise ApiError(422, "invalid_snapshot", f"shape {list(arr.shape)} != declared "
+                       f"{payload.shape}", field)
+    return arr
+
+
+async def export_snapshot(ctx: ApiContext, tenant: str, config: dict[str, Any]) -> dict[str, Any]:
+    snap = await ctx.store.snapshots.load(ModelKeys(tenant, config["model_id"]))
+    if snap is None:
+        raise unknown_model(config["model_id"])
+    return {"model": {k: config.get(k) for k in ("model_id", *SNAPSHOT_CONFIG_FIELDS, "params")},
+            "version": snap.version,
+            "state": {name: encode_array(arr) for name, arr in snap.state.items()}}
+
+
+async def import_snapshot(ctx: ApiContext, tenant: str, config: dict[str, Any],
+                          body: SnapshotImportRequest) -> ModelResponse:
+    if body.model is not None:
+        for name in SNAPSHOT_CONFIG_FIELDS:
+            if getattr(body.model, name) != config.get(name):
+                raise ApiError(422, "snapshot_mismatch", f"snapshot {name} "
+                               f"{getattr(body.model, name)!r} != model's {config.get(name)!r}",
+                               f"model.{name}")
+    learner = build_learner(config)
+    given = {name: decode_array(name, payload) for name, payload in body.state.items()}
+    try:
+        state = check_state(learner.get_state(), given)
+        learner.set_state(state)
+    except ParamError as exc:
+        raise ApiError(422, "snapshot_mismatch", exc.message, exc.field) from None
+    await ctx.store.snapshots.publish(ModelKeys(tenant, config["model_id"]), learner.get_state())
+    ctx.cache.forget(tenant, config["model_id"])
+    return await describe_model(ctx, tenant, config["model_id"])
+
+
+async def sync_model(ctx: ApiContext, tenant: str, model_id: str,
+                     timeout: float) -> dict[str, int]:
+    """Wait until every event accepted before the call has been applied (504 after
+    ``timeout``)."""
+    mk = ModelKeys(tenant, model_id)
+    target = parse_stream_id(await ctx.store.events.last_stream_id(mk))
+    deadline = time.monotonic() + timeout
+    while True:
+        info = await ctx.store.snapshots.info(mk)
+        if info is None:
+            raise unknown_model(model_id)
+        if parse_stream_id(info.last_id) >= target:
+            return {"version": info.version, "pending": 0}
+        delivered, unacked = await ctx.store.events.group_progress(mk)
+        if unacked == 0 and parse_stream_id(delivered) >= target:
+            # the rest was skipped or dropped by the trainer, nothing left to apply
+            return {"version": info.version, "pending": 0}
+        if time.monotonic() >= deadline:
+            raise ApiError(504, "sync_timeout", f"events not applied within {timeout} s "
+                           "(is a trainer running?)")
+        await asyncio.sleep(SYNC_POLL_SECONDS)

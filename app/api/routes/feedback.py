@@ -1,0 +1,30 @@
+"""``POST /v1/models/{model_id}/feedback``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body
+
+from app.api import decisions
+from app.api.deps import Context, ModelDep
+from app.api.responses import OrjsonResponse
+from app.api.schemas.common import ErrorResponse
+from app.api.schemas.feedback import (
+    FeedbackAcceptedResponse,
+    FeedbackBatchResponse,
+    FeedbackRequest,
+)
+
+router = APIRouter(prefix="/v1/models", tags=["feedback"])
+
+
+@router.post("/{model_id}/feedback", status_code=202,
+             response_model=FeedbackAcceptedResponse | FeedbackBatchResponse,
+             responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
+                        409: {"model": ErrorResponse}, 422: {"model": ErrorResponse}})
+async def create_feedback(body: Annotated[FeedbackRequest, Body()], view: ModelDep,
+                          ctx: Context) -> OrjsonResponse:
+    """Join feedback with its decision exactly once and queue it for the trainer."""
+    status, doc = await decisions.feedback(ctx, view, body)
+    return OrjsonResponse(doc, status_code=status)

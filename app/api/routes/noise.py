@@ -1,0 +1,85 @@
+"""Noise-rate routes: read, configure, estimate (NREst)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from app.api.deps import Context, ModelDep
+from app.api.errors import ApiError, from_param_error, unknown_model
+from app.api.modelops import noise_response
+from app.api.responses import OrjsonResponse
+from app.api.schemas.common import ErrorResponse
+from app.api.schemas.models import NoiseResponse
+from app.api.schemas.noise import NoiseJobResponse, NoisePutRequest
+from app.learners.base import ParamError
+from app.learners.proxy import check_noise_rates
+from app.store.models import ModelView
+
+router = APIRouter(prefix="/v1/models", tags=["noise"],
+                   responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}})
+JOB_POLL_SECONDS = 0.05
+
+
+def _bandit_only(view: ModelView) -> None:
+    if view.config["task"] not in ("label", "label_set"):
+        raise ApiError(404, "no_noise_rates", "noise rates exist for label and label_set models")
+
+
+@router.get("/{model_id}/noise", response_model=NoiseResponse)
+async def get_noise(view: ModelDep) -> NoiseResponse:
+    """Current rates, their source and the estimate history."""
+    _bandit_only(view)
+    out = noise_response(view.noise)
+    if out is None:
+        raise unknown_model(view.config["model_id"])
+    return out
+
+
+@router.put("/{model_id}/noise", response_model=NoiseResponse,
+            responses={422: {"model": ErrorResponse}})
+async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> NoiseResponse:
+    """Configure rates (each in [0, 1), sum < 1); the trainer uses them from its next batch."""
+    _bandit_only(view)
+    try:
+        rho0, rho1 = check_noise_rates(body.rho0, body.rho1)
+    except ParamError as exc:
+        raise from_param_error(exc) from None
+    record = await ctx.store.noise.put(view.keys, rho0, rho1, source="configured")
+    out = noise_response(record)
+    if out is None:
+        raise unknown_model(view.config["model_id"])
+    for kind, value in (("rho0", rho0), ("rho1", rho1)):
+        ctx.metrics.noise_rate.labels(view.tenant, view.config["model_id"], kind).set(value)
+    return out
+
+
+@router.post("/{model_id}/noise/estimate", status_code=202,
+             response_model=NoiseJobResponse | NoiseResponse,
+             responses={504: {"model": ErrorResponse}, 422: {"model": ErrorResponse}})
+async def create_noise_estimate(
+        view: ModelDep, ctx: Context,
+        wait: Annotated[bool, Query(description="wait for the estimate (200)")] = False,
+        timeout: Annotated[float, Query(gt=0, le=300)] = 60.0) -> OrjsonResponse:
+    """Queue an NREst run (202 with its job id); ``?wait=true``: 200 with the new estimate."""
+    _bandit_only(view)
+    job_id = await ctx.store.noise.queue_estimate(view.keys)
+    if not wait:
+        return OrjsonResponse({"job_id": job_id}, status_code=202)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = await ctx.store.noise.job(view.keys, job_id)
+        if job and job.get("status") == "failed":
+            raise ApiError(422, "estimate_failed", job.get("reason") or "NREst failed")
+        if job and job.get("status") == "done":
+            record = await ctx.store.noise.get(view.keys)
+            out = noise_response(record)
+            if out is None:
+                raise unknown_model(view.config["model_id"])
+            return OrjsonResponse(out.model_dump(), status_code=200)
+        await asyncio.sleep(JOB_POLL_SECONDS)
+    raise ApiError(504, "estimate_timeout", f"no NREst result within {timeout} s "
+                   f"(job {job_id} stays queued; is an nrest worker running?)")

@@ -1,0 +1,48 @@
+"""Operations: liveness, readiness, Prometheus metrics (no authentication)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel
+
+from app.api.deps import Context
+from app.api.responses import OrjsonResponse
+from app.api.schemas.common import ErrorResponse
+from app.metrics import CONTENT_TYPE
+from app.store import STORE_ERRORS
+
+router = APIRouter(tags=["ops"])
+
+
+class StatusResponse(BaseModel):
+    status: str
+
+
+@router.get("/healthz", response_model=StatusResponse)
+async def get_health() -> StatusResponse:
+    """200 while the process runs."""
+    return StatusResponse(status="ok")
+
+
+@router.get("/readyz", response_model=StatusResponse,
+            responses={503: {"model": ErrorResponse}})
+async def get_readiness(ctx: Context) -> OrjsonResponse:
+    """200 when Redis answers, else 503."""
+    try:
+        await asyncio.wait_for(ctx.store.ping(), ctx.settings.redis_socket_timeout)
+    except (*STORE_ERRORS, TimeoutError):
+        return OrjsonResponse(
+            {"error": {"code": "store_unavailable", "message": "Redis does not answer",
+                       "field": None}},
+            status_code=503, headers={"Retry-After": str(ctx.settings.retry_after_seconds)})
+    return OrjsonResponse({"status": "ok"})
+
+
+@router.get("/metrics", response_class=Response,
+            responses={200: {"content": {CONTENT_TYPE: {}},
+                             "description": "Prometheus text format"}})
+async def get_metrics(ctx: Context) -> Response:
+    """Every series of :class:`app.metrics.Metrics`."""
+    return Response(ctx.metrics.render(), media_type=CONTENT_TYPE)

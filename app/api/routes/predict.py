@@ -1,0 +1,23 @@
+"""``POST /v1/models/{model_id}/predict``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.api import decisions
+from app.api.deps import Context, ModelDep
+from app.api.responses import OrjsonResponse
+from app.api.schemas.common import ErrorResponse
+from app.api.schemas.predict import Prediction, PredictionBatchResponse, PredictRequest
+
+router = APIRouter(prefix="/v1/models", tags=["predict"])
+
+
+@router.post("/{model_id}/predict", response_model=Prediction | PredictionBatchResponse,
+             response_model_exclude_none=True,
+             responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
+                        422: {"model": ErrorResponse}})
+async def create_prediction(body: PredictRequest, view: ModelDep,
+                            ctx: Context) -> OrjsonResponse:
+    """Decide for ``features`` (one) or ``instances`` (many); log each decision for feedback."""
+    return OrjsonResponse(await decisions.predict(ctx, view, body))

@@ -1,0 +1,145 @@
+"""``GET /v1/models/{model_id}/stream``: predict and feedback over one WebSocket.
+
+Authenticate with the ``Authorization`` header or a first message
+``{"op": "auth", "api_key": "..."}``; a failed authentication closes the
+socket with code 4401.  Then each message ``{"op": "predict"|"feedback",
+"id": <any>, ...same body as the POST route}`` gets ``{"id", "result"}`` or
+``{"id", "error"}``, in order; an error never closes the socket.  The key and
+the model are re-checked on every message (one round trip), so a revoked key
+stops working at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from pydantic import TypeAdapter, ValidationError
+
+from app.api import decisions
+from app.api.context import ApiContext
+from app.api.deps import authorize_model, bearer_token
+from app.api.errors import ApiError, store_unavailable, validation_error
+from app.api.schemas.feedback import FeedbackRequest
+from app.api.schemas.predict import PredictRequest
+from app.store import STORE_ERRORS
+
+logger = logging.getLogger(__name__)
+router = APIRouter(tags=["stream"])
+
+AUTH_FAILED = 4401
+UNKNOWN_MODEL = 4404
+AUTH_TIMEOUT_SECONDS = 10.0
+_FEEDBACK = TypeAdapter(FeedbackRequest)
+
+
+async def _receive_json(websocket: WebSocket, max_bytes: int) -> Any:
+    """Next message as JSON; raises ApiError for an oversized or malformed one."""
+    message = await websocket.receive()
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000))
+    raw = message.get("text")
+    data = raw.encode() if raw is not None else message.get("bytes") or b""
+    if len(data) > max_bytes:
+        raise ApiError(413, "payload_too_large", f"message exceeds {max_bytes} bytes")
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(422, "invalid_json", f"message is not valid JSON: {exc}") from None
+
+
+async def _authenticate(websocket: WebSocket, ctx: ApiContext, model_id: str) -> str | None:
+    header = websocket.headers.get("authorization")
+    try:
+        if header:
+            token = bearer_token(header)
+        else:
+            first = await asyncio.wait_for(
+                _receive_json(websocket, ctx.settings.max_body_bytes), AUTH_TIMEOUT_SECONDS)
+            if not (isinstance(first, dict) and first.get("op") == "auth"
+                    and isinstance(first.get("api_key"), str)):
+                raise ApiError(401, "unauthenticated", "first message must be "
+                               '{"op": "auth", "api_key": "..."}')
+            token = first["api_key"]
+        await authorize_model(ctx, token, model_id)
+    except ApiError as exc:
+        if exc.code == "unknown_model":
+            await websocket.send_bytes(orjson.dumps({"id": None, "error": exc.body()["error"]}))
+            await websocket.close(UNKNOWN_MODEL)
+            return None
+        await websocket.close(AUTH_FAILED, exc.code)
+        return None
+    except (TimeoutError, *STORE_ERRORS):
+        await websocket.close(AUTH_FAILED, "authentication failed")
+        return None
+    return token
+
+
+async def _handle(ctx: ApiContext, token: str, model_id: str, message: Any) -> Any:
+    if not isinstance(message, dict):
+        raise ApiError(422, "invalid_request", "a message must be a JSON object")
+    op = message.get("op")
+    body = {k: v for k, v in message.items() if k not in ("op", "id")}
+    if op == "auth":
+        return {"authenticated": True}
+    view = await authorize_model(ctx, token, model_id)
+    try:
+        if op == "predict":
+            return await decisions.predict(ctx, view, PredictRequest.model_validate(body))
+        if op == "feedback":
+            _, doc = await decisions.feedback(ctx, view, _FEEDBACK.validate_python(body))
+            return doc
+    except ValidationError as exc:
+        raise validation_error(exc.errors()) from None
+    raise ApiError(422, "unknown_op", "op must be 'predict', 'feedback' or 'auth'", "op")
+
+
+@router.websocket("/v1/models/{model_id}/stream")
+async def stream_model(websocket: WebSocket, model_id: str) -> None:
+    """Predict and feedback messages, replied in order."""
+    ctx: ApiContext = websocket.app.state.ctx
+    await websocket.accept()
+    token = await _authenticate(websocket, ctx, model_id)
+    if token is None:
+        return
+    try:
+        while True:
+            msg_id: Any = None
+            try:
+                message = await _receive_json(websocket, ctx.settings.max_body_bytes)
+                if isinstance(message, dict):
+                    msg_id = message.get("id")
+                reply = {"id": msg_id, "result": await _handle(ctx, token, model_id, message)}
+            except ApiError as exc:
+                reply = {"id": msg_id, "error": exc.body()["error"]}
+            except STORE_ERRORS:
+                reply = {"id": msg_id, "error": store_unavailable(
+                    ctx.settings.retry_after_seconds).body()["error"]}
+            except (WebSocketDisconnect, RuntimeError):
+                raise
+            except Exception:  # never close the socket for one bad message
+                logger.exception("websocket message failed")
+                reply = {"id": msg_id, "error": {"code": "internal_error",
+                                                 "message": "internal error", "field": None}}
+            await websocket.send_text(orjson.dumps(reply, option=orjson.OPT_SERIALIZE_NUMPY
+                                                   ).decode())
+    except (WebSocketDisconnect, RuntimeError):
+        return
+
+
+@router.get("/v1/models/{model_id}/stream", status_code=426,
+            responses={426: {"description": "send a WebSocket upgrade request"}})
+async def describe_stream(model_id: str) -> None:
+    """WebSocket endpoint (documented here; a plain GET gets 426).
+
+    Messages: ``{"op": "auth", "api_key"}`` (first, unless the Authorization
+    header is set), ``{"op": "predict", "id", ...PredictRequest}``,
+    ``{"op": "feedback", "id", ...FeedbackRequest}``; replies ``{"id",
+    "result"}`` or ``{"id", "error"}`` in order; close code 4401 on failed
+    authentication.
+    """
+    raise ApiError(426, "upgrade_required", "this endpoint is a WebSocket",
+                   headers={"Upgrade": "websocket"})

@@ -1,0 +1,1 @@
+"""Request and response schemas of the API (kept apart: ``*Request`` / ``*Response``)."""

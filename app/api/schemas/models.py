@@ -1,0 +1,123 @@
+"""Schemas of the model routes (create, read, snapshot export/import, sync)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from app.api.schemas.common import ModelId, RequestModel
+
+MAX_FEATURES = 1_000_000
+MAX_CLASSES = 10_000
+#: Longest wait for feedback: 30 days.
+MAX_WAIT_SECONDS = 30 * 86400
+
+
+class FeedbackPolicy(RequestModel):
+    """How long a decision waits for feedback and what an unanswered one becomes."""
+
+    wait_seconds: int = Field(default=86400, ge=1, le=MAX_WAIT_SECONDS, strict=True)
+    on_timeout: Literal["drop", "no_click"] = "drop"
+
+
+class ModelCreateRequest(RequestModel):
+    """Body of ``POST /v1/models``; ``algorithm`` defaults to the task's first."""
+
+    model_id: ModelId
+    task: str
+    algorithm: str | None = None
+    n_features: int = Field(ge=1, le=MAX_FEATURES, strict=True)
+    n_classes: int | None = Field(default=None, ge=2, le=MAX_CLASSES, strict=True)
+    params: dict[str, Any] = Field(default_factory=dict, max_length=64)
+    feedback: FeedbackPolicy = Field(default_factory=FeedbackPolicy)
+    seed: int | None = Field(default=None, ge=0, le=2**63 - 1, strict=True)
+
+
+class ModelStats(BaseModel):
+    """Counters of a model."""
+
+    predictions: int
+    feedback_accepted: int
+    events_applied: int
+    events_expired: int
+    debiased_reward: float | None = Field(
+        description="Running mean of the noise-corrected click h(f) over applied events "
+                    "(unbiased estimate of the true click rate); null before any event.")
+
+
+class NoiseResponse(BaseModel):
+    """Current click-noise rates of a model."""
+
+    rho0: float
+    rho1: float
+    source: Literal["initial", "configured", "estimated"]
+    estimated_at: str | None = None
+    n_samples: int = 0
+    history: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ModelResponse(BaseModel):
+    """A stored model with its version and stats."""
+
+    model_id: str
+    task: str
+    algorithm: str
+    n_features: int
+    n_classes: int | None
+    params: dict[str, Any]
+    feedback: FeedbackPolicy
+    seed: int | None = None
+    created_at: str
+    version: int
+    updated_at: str | None = None
+    stats: ModelStats
+    noise: NoiseResponse | None = None
+
+
+class ModelListResponse(BaseModel):
+    """Every model of the caller's tenant."""
+
+    models: list[ModelResponse]
+
+
+class ArrayPayload(BaseModel):
+    """One array: base64 of its ``.npy`` bytes, with dtype and shape for reading."""
+
+    dtype: str
+    shape: list[int]
+    data_b64: str
+
+
+class ModelConfigPayload(BaseModel):
+    """The config part of a snapshot."""
+
+    model_id: str
+    task: str
+    algorithm: str
+    n_features: int
+    n_classes: int | None
+    params: dict[str, Any]
+
+
+class SnapshotResponse(BaseModel):
+    """``GET /v1/models/{id}/snapshot``."""
+
+    model: ModelConfigPayload
+    version: int
+    state: dict[str, ArrayPayload]
+
+
+class SnapshotImportRequest(BaseModel):
+    """``PUT /v1/models/{id}/snapshot``: the state arrays; ``model`` must match the config."""
+
+    model: ModelConfigPayload | None = None
+    version: int | None = None
+    state: dict[str, ArrayPayload] = Field(max_length=64)
+
+
+class SyncResponse(BaseModel):
+    """Every feedback accepted before the call has been applied."""
+
+    version: int
+    pending: int

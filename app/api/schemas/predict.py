@@ -1,0 +1,107 @@
+"""Schemas of ``POST /v1/models/{id}/predict``.
+
+Features come dense (a list of ``n_features`` numbers), sparse (``indices``
+and ``values``) or named (``{"named": {name: value}}``, hashed into
+``n_features`` buckets, see :mod:`app.api.features`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Discriminator, Field, StringConstraints, Tag, model_validator
+
+from app.api.schemas.common import FiniteFloat, Index, RequestModel
+from app.settings import MAX_BATCH
+
+MAX_DENSE = 1_000_000
+MAX_NAMED = 10_000
+FeatureName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+class SparseFeatures(RequestModel):
+    """Non-zero entries by index."""
+
+    indices: list[Index] = Field(max_length=MAX_DENSE)
+    values: list[FiniteFloat] = Field(max_length=MAX_DENSE)
+
+    @model_validator(mode="after")
+    def _same_length(self) -> SparseFeatures:
+        if len(self.indices) != len(self.values):
+            raise ValueError("indices and values must have the same length")
+        return self
+
+
+class NamedFeatures(RequestModel):
+    """Named features, hashed with signed murmurhash3 (as scikit-learn's FeatureHasher).
+
+    A string value ``{"country": "FR"}`` is the feature ``"country=FR"`` with value 1.
+    """
+
+    named: dict[FeatureName, FiniteFloat | Annotated[str, StringConstraints(max_length=256)]] = (
+        Field(max_length=MAX_NAMED))
+
+
+def _features_kind(value: Any) -> str | None:
+    if isinstance(value, list):
+        return "<dense>"
+    if isinstance(value, dict):
+        return "<named>" if "named" in value else "<sparse>"
+    if isinstance(value, BaseModel):
+        return "<named>" if isinstance(value, NamedFeatures) else "<sparse>"
+    return None
+
+
+Features = Annotated[
+    Annotated[list[FiniteFloat], Tag("<dense>"), Field(max_length=MAX_DENSE)]
+    | Annotated[SparseFeatures, Tag("<sparse>")]
+    | Annotated[NamedFeatures, Tag("<named>")],
+    Discriminator(_features_kind, custom_error_type="invalid_features",
+                  custom_error_message="features must be a list of numbers, "
+                                       "{indices, values} or {named}"),
+]
+
+
+class PredictRequest(RequestModel):
+    """One decision (``features``) or many (``instances``, 1 to 1000)."""
+
+    features: Features | None = None
+    instances: list[Features] | None = Field(default=None, min_length=1, max_length=MAX_BATCH)
+    explore: bool = Field(default=True, description="false: greedy decision, nothing logged "
+                                                    "(no event_id, no feedback expected)")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> PredictRequest:
+        if (self.features is None) == (self.instances is None):
+            raise ValueError("give exactly one of 'features' or 'instances'")
+        return self
+
+
+class LabelPrediction(BaseModel):
+    """A decision of the ``label`` task."""
+
+    event_id: str | None = Field(default=None, description="absent with explore: false")
+    label: int
+    probability: float
+    greedy_label: int
+    model_version: int
+    expected_reward: float | None = None
+
+
+class LabelSetPrediction(BaseModel):
+    """A decision of the ``label_set`` task: ``m`` labels in draw order."""
+
+    event_id: str | None = Field(default=None, description="absent with explore: false")
+    labels: list[int]
+    probability: float
+    greedy_labels: list[int]
+    model_version: int
+
+
+Prediction = LabelPrediction | LabelSetPrediction
+
+
+class PredictionBatchResponse(BaseModel):
+    """Decisions for ``instances``, in order."""
+
+    predictions: list[Prediction]

@@ -1,0 +1,55 @@
+"""Learners built from stored model configs: shared by the API and the workers.
+
+A stored config (see :mod:`app.store.models`) names the task, the algorithm,
+the sizes, the hyper-parameters and the seed; :func:`build_learner` turns it
+(plus a snapshot's arrays and the model's current noise rates) into a ready
+learner.  Pure numpy: no Redis, no HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from app.learners.base import Learner
+from app.learners.registry import build
+
+
+def build_learner(config: Mapping[str, Any], state: Mapping[str, np.ndarray] | None = None,
+                  noise: tuple[float, float] | None = None) -> Learner:
+    """A learner for ``config``, with ``state`` loaded and ``noise`` rates applied."""
+    learner = build(config["task"], config["algorithm"], config["n_features"],
+                    config.get("n_classes"), config.get("params") or {}, seed=config.get("seed"))
+    if state is not None:
+        learner.set_state(state)
+    if noise is not None:
+        apply_noise_rates(learner, *noise)
+    return learner
+
+
+def uses_noise_rates(learner: Learner) -> bool:
+    """Whether the learner corrects for click noise (``set_noise_rates``)."""
+    return bool(getattr(learner, "uses_noise_rates", False))
+
+
+def apply_noise_rates(learner: Learner, rho0: float, rho1: float) -> None:
+    """Hand the model's current noise rates to a noise-aware learner (no-op otherwise)."""
+    if uses_noise_rates(learner):
+        learner.set_noise_rates(rho0, rho1)  # type: ignore[attr-defined]
+
+
+def initial_noise_rates(params: Mapping[str, Any]) -> tuple[float, float]:
+    """The rates a new model starts from: its ``rho0``/``rho1`` params, else 0."""
+    return float(params.get("rho0", 0.0) or 0.0), float(params.get("rho1", 0.0) or 0.0)
+
+
+def takes_clicks(learner_or_cls: Learner | type[Learner]) -> bool:
+    """Whether feedback is a (noisy) click rather than a full-information label."""
+    return "click" in learner_or_cls.feedback_fields
+
+
+def timeout_feedback() -> dict[str, np.ndarray]:
+    """Feedback fields of an unanswered decision under ``on_timeout: "no_click"``."""
+    return {"click": np.array(0.0)}

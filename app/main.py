@@ -1,0 +1,76 @@
+"""The FastAPI app factory: a lifespan that opens the store, routers, middleware.
+
+``create_app(settings)`` is what ``noisyloop serve`` / ``noisyloop api`` and
+the tests run.  Background roles (the trainer inside ``serve``) are handed in
+by the composition root as ``background`` coroutine factories, so the API
+never imports :mod:`workers`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from app.api.cache import LearnerCache
+from app.api.context import ApiContext
+from app.api.errors import install_error_handlers
+from app.api.middleware import BodyLimitMiddleware, ObservabilityMiddleware
+from app.api.routes import admin, feedback, models, noise, ops, predict, stream
+from app.metrics import Metrics
+from app.settings import Settings
+from app.store import Store
+
+logger = logging.getLogger(__name__)
+
+#: A background role: given the app's context and a stop event, runs until stopped.
+Background = Callable[[ApiContext, asyncio.Event], Awaitable[None]]
+
+
+def create_app(settings: Settings | None = None, *, background: Sequence[Background] = (),
+               metrics: Metrics | None = None) -> FastAPI:
+    """The noisyloop app; needs ``settings.redis_url``."""
+    settings = settings or Settings()
+    if settings.redis_url is None:
+        raise ValueError("create_app needs settings.redis_url (noisyloop serve starts an "
+                         "embedded Redis and sets it)")
+    metrics = metrics or Metrics()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        assert settings.redis_url is not None
+        store = Store.from_url(settings.redis_url, socket_timeout=settings.redis_socket_timeout,
+                               connect_timeout=settings.redis_connect_timeout)
+        ctx = ApiContext(settings, store, metrics, LearnerCache(store, settings.snapshot_cache_size))
+        app.state.ctx = ctx
+        stop = asyncio.Event()
+        tasks = [asyncio.create_task(role(ctx, stop)) for role in background]
+        try:
+            yield
+        finally:
+            stop.set()
+            for task in tasks:
+                try:
+                    await asyncio.wait_for(task, 10)
+                except (TimeoutError, asyncio.CancelledError):
+                    logger.warning("background role did not stop in time")
+                except Exception:
+                    logger.exception("background role failed")
+            await store.close()
+
+    app = FastAPI(title="noisyloop", version="1",
+                  description="Online learning from noisy, delayed, partial feedback.",
+                  lifespan=lifespan)
+    install_error_handlers(app, settings.retry_after_seconds)
+    for module in (admin, models, predict, feedback, noise, stream, ops):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
+                           allow_methods=["*"], allow_headers=["Authorization", "Content-Type"])
+    app.add_middleware(ObservabilityMiddleware, metrics=metrics)
+    return app

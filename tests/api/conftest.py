@@ -1,0 +1,67 @@
+"""Fixtures of the API tests: the real app (with the in-process trainer) on the test Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+with warnings.catch_warnings():
+    # starlette 1.x asks for httpx2 in its TestClient; plain httpx still works
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+from app.api.context import ApiContext
+from app.main import create_app
+from app.settings import Settings
+from workers.trainer import Trainer
+
+ADMIN_TOKEN = "test-admin-token-0123456789abcdef"
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+async def run_trainer(ctx: ApiContext, stop: asyncio.Event) -> None:
+    await Trainer(ctx.store, metrics=ctx.metrics, interval=0.01).run(stop)
+
+
+def make_client(redis_url: str, trainer: bool = True, **settings: Any) -> TestClient:
+    app = create_app(Settings(redis_url=redis_url, admin_token=ADMIN_TOKEN, **settings),
+                     background=[run_trainer] if trainer else [])
+    return TestClient(app)
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[TestClient]:
+    """The app with a running in-process trainer."""
+    with make_client(redis_url) as c:
+        yield c
+
+
+@pytest.fixture
+def idle_client(redis_url: str) -> Iterator[TestClient]:
+    """The app without a trainer (events stay queued)."""
+    with make_client(redis_url, trainer=False) as c:
+        yield c
+
+
+def new_tenant(client: TestClient, tenant: str = "acme") -> dict[str, str]:
+    """Create a tenant; return the Authorization header of its key."""
+    r = client.post("/v1/admin/tenants", json={"tenant_id": tenant}, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    return {"Authorization": f"Bearer {r.json()['api_key']}"}
+
+
+def new_model(client: TestClient, auth: dict[str, str], **overrides: Any) -> dict[str, Any]:
+    body = {"model_id": "m1", "task": "label", "algorithm": "rcnbf", "n_features": 4,
+            "n_classes": 3, "seed": 0, **overrides}
+    r = client.post("/v1/models", json=body, headers=auth)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+@pytest.fixture
+def tenant(client: TestClient) -> dict[str, str]:
+    return new_tenant(client)

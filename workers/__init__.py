@@ -1,0 +1,1 @@
+"""Background roles of noisyloop (trainer, NREst, sweeper), run beside the API."""
