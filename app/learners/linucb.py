@@ -99,8 +99,8 @@ class LinUCB(RidgeBandit):
         self.gram_ = np.zeros((k, d, d))
         self.cov_ = np.zeros((k, d, d))
         self.sum_rx_ = np.zeros((k, d))
-        self.lambda_ = np.zeros(())
-        self.count_ = np.zeros((), dtype=np.int64)
+        self.lambda_ = 0.0  # Python scalars; arrays in get_state
+        self.count_ = 0
 
     def coefficients(self) -> np.ndarray:
         """The ridge solutions ``theta_a`` as rows of a ``(K, d)`` array."""
@@ -116,7 +116,7 @@ class LinUCB(RidgeBandit):
     def _start(self, x: np.ndarray) -> None:
         """Fix ``lambda`` from the first learned input and set every ``cov_`` to ``I/lambda``."""
         norm2 = float(x @ x)
-        self.lambda_ = np.array(self.ridge * (norm2 if norm2 > 0.0 else 1.0))
+        self.lambda_ = self.ridge * (norm2 if norm2 > 0.0 else 1.0)
         self.cov_[:] = np.eye(self.n_features) / self.lambda_
 
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
@@ -153,8 +153,8 @@ class LinUCB(RidgeBandit):
             "gram_": self.gram_.copy(),
             "cov_": self.cov_.copy(),
             "sum_rx_": self.sum_rx_.copy(),
-            "lambda_": self.lambda_.copy(),
-            "count_": self.count_.copy(),
+            "lambda_": np.array(self.lambda_),
+            "count_": np.array(self.count_, dtype=np.int64),
         }
 
     def set_state(self, state: Mapping[str, np.ndarray]) -> None:
@@ -162,5 +162,6 @@ class LinUCB(RidgeBandit):
         if checked["lambda_"] < 0.0 or checked["count_"] < 0 or (
                 checked["count_"] > 0 and checked["lambda_"] == 0.0):
             raise ParamError("state", "lambda_ must be positive once events were learned")
-        for name, value in checked.items():
-            setattr(self, name, value)
+        self.gram_, self.cov_ = checked["gram_"], checked["cov_"]
+        self.sum_rx_ = checked["sum_rx_"]
+        self.lambda_, self.count_ = float(checked["lambda_"]), int(checked["count_"])

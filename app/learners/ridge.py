@@ -27,7 +27,7 @@ same map as the proxy ``h``), as ``expected_reward`` in the decision.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -39,7 +39,6 @@ from app.learners.base import (
     ParamError,
     State,
     batch_size,
-    check_input,
     check_int,
     check_range,
     check_state,
@@ -65,7 +64,7 @@ def ucb_labels(mean: np.ndarray, width: np.ndarray, alpha: float) -> tuple[int, 
     >>> ucb_labels(np.array([0.5, 0.4]), np.array([0.0, 0.2]), alpha=1.0)
     (0, 1)
     """
-    return int(np.argmax(mean)), int(np.argmax(mean + alpha * width))
+    return int(mean.argmax()), int((mean + alpha * width).argmax())
 
 
 def igw_probabilities(mean: np.ndarray, gamma: float) -> np.ndarray:
@@ -80,7 +79,7 @@ def igw_probabilities(mean: np.ndarray, gamma: float) -> np.ndarray:
     array([0.55, 0.2 , 0.25])
     """
     k = mean.shape[0]
-    best = int(np.argmax(mean))
+    best = int(mean.argmax())
     p: np.ndarray = 1.0 / (k + gamma * (mean[best] - mean))
     p[best] = 0.0
     p[best] = 1.0 - p.sum()
@@ -127,9 +126,25 @@ class RidgeBandit(Learner):
         """Per-arm predicted observed click rate and uncertainty width for ``x``."""
         raise NotImplementedError
 
+    def _input(self, x: np.ndarray, copy: bool = False) -> np.ndarray:
+        """``x`` as a float64 vector of length ``n_features``, else :class:`ParamError`.
+
+        A cheaper :func:`~app.learners.base.check_input` for the per-event
+        path: one sum tells whether every entry is finite (a NaN or an
+        infinity makes it non-finite; so does an overflowing sum, which the
+        squared norms would overflow anyway).  ``copy=True`` returns a private
+        copy (for the logged context).
+        """
+        arr = np.array(x, dtype=np.float64, copy=copy or None)
+        if arr.shape != (self.n_features,):
+            raise ParamError("features", f"expected shape ({self.n_features},), got {arr.shape}")
+        if not np.isfinite(arr.sum()):
+            raise ParamError("features", "contains non-finite values")
+        return arr
+
     def _decide_ucb(self, x: np.ndarray, explore: bool, alpha: float) -> Decision:
         """LinUCB decision: play ``argmax mean + alpha * width`` (greedy without ``explore``)."""
-        x = check_input(x, self.n_features)
+        x = self._input(x, copy=True)
         mean, width = self._estimate(x)
         greedy, optimistic = ucb_labels(mean, width, alpha)
         return self._decision(x, mean, greedy, optimistic if explore else greedy, 1.0)
@@ -142,17 +157,17 @@ class RidgeBandit(Learner):
             "greedy_label": greedy,
             "expected_reward": self.calibrate(float(mean[played])),
         }
-        context = {
-            "x": x.copy(),
-            "greedy": np.array(greedy, dtype=np.int64),
-            "played": np.array(played, dtype=np.int64),
-            "prob": np.array(prob, dtype=np.float64),
+        context: dict[str, Any] = {
+            "x": x,
+            "greedy": np.int64(greedy),
+            "played": np.int64(played),
+            "prob": np.float64(prob),
         }
         return Decision(output=output, context=context)
 
     def _check_event(self, event: Event) -> tuple[np.ndarray, int, float]:
         """``(x, played, click)`` of one joined event, validated (spec 0.4)."""
-        x = check_input(event["x"], self.n_features)
+        x = self._input(event["x"])
         played = int(event["played"])
         if not 0 <= played < self.n_classes:
             raise ParamError("played", f"must be a label in [0, {self.n_classes}), got {played}")
@@ -227,8 +242,8 @@ class DiagRidge(RidgeBandit):
         shape = (self.n_classes, self.n_features)
         self.weights_ = np.zeros(shape)
         self.sum_x2_ = np.zeros(shape)
-        self.sum_norm2_ = np.zeros(())
-        self.count_ = np.zeros((), dtype=np.int64)
+        self.sum_norm2_ = 0.0  # Python scalars: cheaper per event; arrays in get_state
+        self.count_ = 0
 
     def _lambdas(self, sum_norm2: np.ndarray, count: np.ndarray) -> np.ndarray:
         """``lambda`` for running sums ``sum_norm2`` over ``count`` events (elementwise)."""
@@ -238,8 +253,12 @@ class DiagRidge(RidgeBandit):
         return lam
 
     def ridge_strength(self) -> float:
-        """Current ``lambda = ridge * mean ||x||^2`` over learned events (``ridge`` if none)."""
-        return float(self._lambdas(self.sum_norm2_, self.count_))
+        """Current ``lambda = ridge * mean ||x||^2`` over learned events (``ridge`` if none).
+
+        Same floating-point operations as :meth:`_lambdas`, in scalar form.
+        """
+        n, total = self.count_, self.sum_norm2_
+        return self.ridge * (total / n) if n > 0 and total > 0.0 else self.ridge
 
     def _estimate(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         inv = 1.0 / (self.ridge_strength() + self.sum_x2_)
@@ -252,7 +271,7 @@ class DiagRidge(RidgeBandit):
         w = self.weights_[played]
         w += gain * ((click - w @ x) / (1.0 + x @ gain))
         self.sum_x2_[played] += x2
-        self.sum_norm2_ += x2.sum()
+        self.sum_norm2_ += float(x2.sum())
         self.count_ += 1
 
     def learn_many(self, batch: Batch) -> None:
@@ -276,15 +295,15 @@ class DiagRidge(RidgeBandit):
             resid = click[sel] - np.einsum("ij,ij->i", self.weights_[arms], xs)
             self.weights_[arms] += gain * (resid / (1.0 + np.einsum("ij,ij->i", xs, gain)))[:, None]
             self.sum_x2_[arms] += X2[sel]
-        self.sum_norm2_ = sums[-1]
+        self.sum_norm2_ = float(sums[-1])
         self.count_ += n
 
     def get_state(self) -> State:
         return {
             "weights_": self.weights_.copy(),
             "sum_x2_": self.sum_x2_.copy(),
-            "sum_norm2_": self.sum_norm2_.copy(),
-            "count_": self.count_.copy(),
+            "sum_norm2_": np.array(self.sum_norm2_),
+            "count_": np.array(self.count_, dtype=np.int64),
         }
 
     def set_state(self, state: Mapping[str, np.ndarray]) -> None:
@@ -294,8 +313,8 @@ class DiagRidge(RidgeBandit):
             raise ParamError("state", "sums of squares and the count must be non-negative")
         self.weights_ = checked["weights_"]
         self.sum_x2_ = checked["sum_x2_"]
-        self.sum_norm2_ = checked["sum_norm2_"]
-        self.count_ = checked["count_"]
+        self.sum_norm2_ = float(checked["sum_norm2_"])
+        self.count_ = int(checked["count_"])
 
 
 class LinUCBDiag(DiagRidge):
@@ -424,17 +443,17 @@ class SquareCBDiag(DiagRidge):
 
     def gamma(self) -> float:
         """Current ``gamma_t = gamma_scale * sqrt(1 + learned events)``."""
-        return self.gamma_scale * float(np.sqrt(1.0 + float(self.count_)))
+        return self.gamma_scale * float(np.sqrt(1.0 + self.count_))
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
         """The exploration distribution over labels for input ``x``."""
-        mean, _ = self._estimate(check_input(x, self.n_features))
+        mean, _ = self._estimate(self._input(x))
         return igw_probabilities(mean, self.gamma())
 
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
-        x = check_input(x, self.n_features)
+        x = self._input(x, copy=True)
         mean, _ = self._estimate(x)
-        greedy = int(np.argmax(mean))
+        greedy = int(mean.argmax())
         if not explore:
             return self._decision(x, mean, greedy, greedy, 1.0)
         p = igw_probabilities(mean, self.gamma())
