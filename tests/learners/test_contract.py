@@ -51,6 +51,19 @@ def _copies(learner: Learner, decision: Decision, rng: np.random.Generator) -> n
     return x + 0.1 * rng.standard_normal((k, x.shape[0]))
 
 
+def _values(learner: Learner, decision: Decision, rng: np.random.Generator) -> np.ndarray:
+    """1 to 3 noisy labels, NaN-padded to 3 so that events stack (regression task)."""
+    values = np.full(3, np.nan)
+    k = int(rng.integers(1, 4))
+    values[:k] = rng.standard_normal() + 0.5 * rng.standard_normal(k)
+    return values
+
+
+def _variance(learner: Learner, decision: Decision, rng: np.random.Generator) -> float:
+    """Known label-noise variance, or NaN (unknown) half of the time."""
+    return float(rng.uniform(0.0, 2.0)) if rng.random() < 0.5 else float("nan")
+
+
 #: Feedback field name -> generator of a valid random value for one decision.
 FEEDBACK: dict[str, FeedbackGenerator] = {
     "click": _click,
@@ -59,6 +72,8 @@ FEEDBACK: dict[str, FeedbackGenerator] = {
     "true_label": _label,
     "target": _target,
     "copies": _copies,
+    "values": _values,
+    "variance": _variance,
 }
 
 #: Feedback field name -> a value the learner must refuse with a ValueError.
@@ -68,6 +83,8 @@ INVALID_FEEDBACK: dict[str, Any] = {
     "true_label": -1,
     "target": float("nan"),
     "copies": np.zeros((1, N_FEATURES + 1)),
+    "values": np.array([1.0, np.inf]),
+    "variance": -1.0,
 }
 
 CASES = sorted(registry.ALGORITHMS)
