@@ -39,14 +39,17 @@ Variant 8 ("one sample and pred", unknown variance) estimates ``y`` by
 collapses to the data-independent ``α = r/(2r + ‖x‖²)``, half the unscaled
 step (spec 3.4, erratum 7.2 #8 and #10).  With ``k >= 2`` labels and unknown
 variance, ``k_variance`` says how the variance of the mean ``ȳ`` is
-estimated: ``"sample"`` (``s²/k`` with the unbiased ``s²``, spec 3.5
-default; for ``k = 2`` it is the paper's ``(ỹ_1 - ỹ_2)²/4``),
-``"population"`` (the ddof=0 sample variance), or ``"pred"`` (the mean is
-treated as one label of variant 8: ``ê = (ȳ - ŷ)/2``, ``V = ê²``).  The
-two-sample estimates make ``α`` a random factor that is largest when the
-realised noise of ``ȳ`` is largest (``ê²`` and ``V`` are independent for
-Gaussian noise); ``"pred"`` avoids that; see ``docs/results/regression.md``
-for when it matters (small ``r``).
+estimated: ``"pred"`` (default [ours]: the mean is treated as one label of
+variant 8, ``ê = (ȳ - ŷ)/2`` and ``V = ê²``, so ``α = r/(2r + ‖x‖²)``),
+``"sample"`` (``s²/k`` with the unbiased ``s²``, the spec 3.5 reading of
+the paper's "sample variance"; for ``k = 2`` it is the paper's
+``(ỹ_1 - ỹ_2)²/4``, variant 9) or ``"population"`` (the ddof=0 sample
+variance).  The sample estimates make ``α = ê²/(ê² + V)``-like factors
+random, and largest when the realised noise of ``ȳ`` is largest (``ê²``
+grows with it while ``V`` is independent of it for Gaussian noise).  With a
+small ``r`` the step is nearly a full NLMS step and that factor makes a
+second label *hurt*; ``"pred"`` makes extra labels help at every ``r``
+(measurements in ``docs/results/regression.md``).
 
 Feedback fields: ``values`` (1-D float array of >= 1 noisy labels; trailing
 ``NaN`` entries are padding so that events with different label counts
@@ -79,7 +82,7 @@ from app.learners.base import (
 ALPHA_RULES: tuple[str, ...] = ("pred", "one_sample", "two_sample", "beta")
 
 #: Estimates of the variance of a k-label mean (unknown variance); first is default.
-K_VARIANCES: tuple[str, ...] = ("sample", "population", "pred")
+K_VARIANCES: tuple[str, ...] = ("pred", "sample", "population")
 
 #: Default regulariser: of the order of ``‖x‖²`` for the paper's d = 20 inputs
 #: (see docs/results/regression.md for the measurements behind it).
@@ -257,7 +260,8 @@ class ORS(_LinearRegression):
         ``β >= 0`` of rule (6); used only by ``alpha_rule="beta"``.
     k_variance:
         Estimate of the variance of a k-label mean when the variance is
-        unknown: ``"sample"`` (``s²/k``), ``"population"`` or ``"pred"``.
+        unknown: ``"pred"`` (default), ``"sample"`` (``s²/k``, the paper's
+        two-sample rule) or ``"population"``.
 
     Examples
     --------
@@ -283,7 +287,7 @@ class ORS(_LinearRegression):
         r: float = DEFAULT_R,
         alpha_rule: str = "pred",
         beta: float = 1.0,
-        k_variance: str = "sample",
+        k_variance: str = "pred",
     ) -> None:
         super().__init__(n_features=n_features, seed=seed,
                          r=check_range("r", r, 0.0, math.inf, low_open=True, high_open=True))

@@ -125,7 +125,7 @@ def test_variant8_step_is_half_the_nlms_step() -> None:
 
 
 def test_two_labels_sample_variance_is_papers_estimate() -> None:
-    model = ORS(n_features=D, r=2.0, alpha_rule="two_sample")
+    model = ORS(n_features=D, r=2.0, alpha_rule="two_sample", k_variance="sample")
     x, labels, pred = np.ones(D), np.array([1.0, 3.0]), 0.5
     expected = optimal_alpha((2.0 - pred) ** 2, (1.0 - 3.0) ** 2 / 4, 2.0, float(D))
     assert model.alpha(labels, pred, None, float(D)) == pytest.approx(expected)
@@ -231,6 +231,7 @@ def test_build_refuses_invalid_params(algorithm: str, params: dict[str, object],
 def test_build_defaults_to_ors() -> None:
     model = build("regression", "ors", n_features=D)
     assert isinstance(model, ORS) and model.alpha_rule == "pred" and model.r == 30.0
+    assert model.k_variance == "pred"
 
 
 def test_scaling_beats_noisy_feedback_on_synthetic_stream() -> None:
