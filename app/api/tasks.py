@@ -69,19 +69,19 @@ def _label_feedback(event: LabelFeedback, config: Mapping[str, Any],
                     cls: type[Learner]) -> dict[str, np.ndarray]:
     algorithm = config["algorithm"]
     if takes_clicks(cls):
-        if event.click is None:
-            raise ApiError(422, "invalid_feedback", f"{algorithm!r} learns from a click: "
-                           "send {\"event_id\", \"click\": true|false}", "click")
         if event.label is not None:
             raise ApiError(422, "invalid_feedback", f"{algorithm!r} learns from a click, "
                            "not a label", "label")
+        if event.click is None:
+            raise ApiError(422, "invalid_feedback", f"{algorithm!r} learns from a click: "
+                           "send {\"event_id\", \"click\": true|false}", "click")
         return {"click": np.array(float(event.click))}
-    if event.label is None:
-        raise ApiError(422, "invalid_feedback", f"{algorithm!r} learns from the true label: "
-                       "send {\"event_id\", \"label\": k}", "label")
     if event.click is not None:
         raise ApiError(422, "invalid_feedback", f"{algorithm!r} learns from a label, "
                        "not a click", "click")
+    if event.label is None:
+        raise ApiError(422, "invalid_feedback", f"{algorithm!r} learns from the true label: "
+                       "send {\"event_id\", \"label\": k}", "label")
     if event.label >= config["n_classes"]:
         raise ApiError(422, "invalid_feedback",
                        f"label must be in [0, {config['n_classes']})", "label")

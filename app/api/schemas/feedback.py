@@ -4,10 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Discriminator, Field, SkipValidation, StrictBool, Tag
+from pydantic import BaseModel, BeforeValidator, Discriminator, Field, SkipValidation, Tag
 
 from app.api.schemas.common import ErrorDetail, EventId, Index, RequestModel
 from app.settings import MAX_BATCH
+
+
+def _strict_click(value: Any) -> bool:
+    """A click is ``true``/``false`` or ``1``/``0`` (no strings, no other numbers)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise ValueError("click must be true, false, 1 or 0")
+
+
+Click = Annotated[bool, BeforeValidator(_strict_click)]
 
 
 class LabelFeedback(RequestModel):
@@ -19,7 +31,7 @@ class LabelFeedback(RequestModel):
     """
 
     event_id: EventId
-    click: StrictBool | Literal[0, 1] | None = None
+    click: Click | None = None
     label: Index | None = None
 
 

@@ -1,0 +1,1 @@
+"""Sub-commands of the ``noisyloop`` command line (each exposes ``register``)."""

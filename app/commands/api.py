@@ -1,0 +1,38 @@
+"""``noisyloop api``: the API alone (uvicorn workers) against an external Redis."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from app.commands.runtime import add_service_arguments, settings_from_args
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("api", help="run the API alone against an external Redis")
+    add_service_arguments(parser)
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.logs import configure_logging
+    from app.main import create_app
+
+    settings = settings_from_args(args)
+    configure_logging(settings.log_level, settings.log_json)
+    if settings.redis_url is None:
+        raise SystemExit("noisyloop api needs --redis-url or REDIS_URL "
+                         "(use `noisyloop serve` for the embedded Redis)")
+    if args.workers > 1:
+        # each worker process builds its app from the environment
+        os.environ["NOISYLOOP_REDIS_URL"] = settings.redis_url
+        uvicorn.run("app.main:create_app", factory=True, host=settings.host,
+                    port=settings.port, workers=args.workers, log_config=None,
+                    ws_max_size=settings.max_body_bytes, access_log=False)
+    else:
+        uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
+                    log_config=None, ws_max_size=settings.max_body_bytes, access_log=False)
+    return 0

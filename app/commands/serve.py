@@ -1,0 +1,68 @@
+"""``noisyloop serve``: the API and every background role in one process.
+
+With no Redis URL it starts an embedded redis-server (AOF under
+``--data-dir``); on first start without an admin token it generates one,
+stores it in the data directory and prints it with a curl example.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+
+from app.commands.runtime import (
+    add_service_arguments,
+    redis_for,
+    settings_from_args,
+    with_admin_token,
+)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("serve", help="run the API and all workers in one process "
+                                                 "(embedded Redis unless a URL is given)")
+    add_service_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def first_start_banner(token: str, host: str, port: int) -> str:
+    """What a new user sees once: the admin token and a curl that creates a tenant."""
+    base = f"http://{host}:{port}"
+    return (
+        "\nnoisyloop: generated an admin token (stored in the data directory, shown once):\n\n"
+        f"    {token}\n\n"
+        "Create a tenant and get its API key:\n\n"
+        f"    curl -s -X POST {base}/v1/admin/tenants \\\n"
+        f"      -H 'Authorization: Bearer {token}' \\\n"
+        "      -H 'Content-Type: application/json' \\\n"
+        "      -d '{\"tenant_id\": \"acme\"}'\n"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.api.context import ApiContext
+    from app.logs import configure_logging
+    from app.main import create_app
+    from workers.trainer import Trainer
+
+    settings = settings_from_args(args)
+    configure_logging(settings.log_level, settings.log_json)
+    settings, new_token = with_admin_token(settings)
+
+    async def trainer(ctx: ApiContext, stop: asyncio.Event) -> None:
+        await Trainer(ctx.store, consumer=f"serve-{socket.gethostname()}",
+                      batch_size=ctx.settings.trainer_batch_size,
+                      interval=ctx.settings.trainer_interval_seconds,
+                      metrics=ctx.metrics).run(stop)
+
+    with redis_for(settings, publish_url=True) as url:
+        settings = settings.model_copy(update={"redis_url": url})
+        if new_token is not None:
+            print(first_start_banner(new_token, settings.host, settings.port), flush=True)
+        app = create_app(settings, background=[trainer])
+        uvicorn.run(app, host=settings.host, port=settings.port, log_config=None,
+                    ws_max_size=settings.max_body_bytes, access_log=False)
+    return 0

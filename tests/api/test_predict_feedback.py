@@ -1,0 +1,156 @@
+"""Predict (dense, sparse, named, batch, explore: false) and feedback (202/404/409/422)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.feature_extraction import FeatureHasher
+
+from app.api.features import to_vector
+from app.api.schemas.predict import NamedFeatures
+from tests.api.conftest import TestClient, new_model
+
+
+def _predict(client: TestClient, auth: dict[str, str], body: dict, model: str = "m1"):
+    return client.post(f"/v1/models/{model}/predict", json=body, headers=auth)
+
+
+def test_predict_dense_sparse_named(client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant)
+    for features in ([0.5, 0, 1, 0], {"indices": [0, 2], "values": [0.5, 1.0]},
+                     {"named": {"country=FR": 1, "age": 0.31}}):
+        r = _predict(client, tenant, {"features": features})
+        assert r.status_code == 200, r.text
+        p = r.json()
+        assert len(p["event_id"]) >= 16 and 0 <= p["label"] < 3
+        assert 0 < p["probability"] <= 1 and p["model_version"] == 1
+
+
+def test_named_features_match_sklearn_feature_hasher() -> None:
+    named = {"country=FR": 1.0, "age": 0.31, "city": "Paris"}
+    x = to_vector(NamedFeatures(named=named), 64)
+    ref = FeatureHasher(n_features=64, input_type="dict").transform([named]).toarray()[0]
+    np.testing.assert_allclose(x, ref)
+
+
+def test_predict_batch_and_explore_false(client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant)
+    r = _predict(client, tenant, {"instances": [[1, 0, 0, 0], {"indices": [1], "values": [2]}]})
+    preds = r.json()["predictions"]
+    assert len(preds) == 2 and len({p["event_id"] for p in preds}) == 2
+    r = _predict(client, tenant, {"features": [1, 0, 0, 0], "explore": False})
+    assert r.status_code == 200 and "event_id" not in r.json()
+    stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
+    assert stats["predictions"] == 3
+
+
+def test_predict_label_set(client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant, task="label_set", algorithm="mc_dbf", n_classes=5,
+              params={"m": 2})
+    p = _predict(client, tenant, {"features": [1, 0, 0, 0]}).json()
+    assert len(p["labels"]) == 2 and len(set(p["labels"])) == 2
+    assert len(p["greedy_labels"]) == 2 and 0 < p["probability"] <= 1
+    r = client.post("/v1/models/m1/feedback", json={"event_id": p["event_id"], "click": True},
+                    headers=tenant)
+    assert r.status_code == 202
+    assert client.post("/v1/models/m1/sync", headers=tenant).json()["version"] == 2
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"features": [1, 0, 0]}, "features"),
+    ({"features": [1, 0, 0, "x"]}, "features[3]"),
+    ({"features": {"indices": [7], "values": [1.0]}}, "features.indices[0]"),
+    ({"features": {"indices": [1, 2], "values": [1.0]}}, "features"),
+    ({"instances": [[1, 0, 0, 0], [1, 0]]}, "instances[1]"),
+    ({"instances": []}, "instances"),
+    ({"features": [1, 0, 0, 0], "instances": [[1, 0, 0, 0]]}, None),
+    ({"features": 3}, "features"),
+    ({"features": [1, 0, 0, 0], "extra": 1}, "extra"),
+])
+def test_predict_invalid_422(client: TestClient, tenant: dict[str, str], body: dict,
+                             field: str | None) -> None:
+    new_model(client, tenant)
+    r = _predict(client, tenant, body)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == field, r.json()
+
+
+def test_predict_non_finite_422(client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant)
+    for raw in (b'{"features": [1, 0, NaN, 0]}', b'{"features": [1, 0, Infinity, 0]}',
+                b'{"features": [1, 0, 1e999, 0]}', b'{"features": '):
+        r = client.post("/v1/models/m1/predict", content=raw,
+                        headers={**tenant, "Content-Type": "application/json"})
+        assert r.status_code == 422, (raw, r.text)
+        assert set(r.json()["error"]) == {"code", "message", "field"}
+
+
+def test_predict_batch_over_1000_422(client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant)
+    r = _predict(client, tenant, {"instances": [[0, 0, 0, 1]] * 1001})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "instances"
+
+
+def test_feedback_once_then_409_and_unknown_404(client: TestClient,
+                                                tenant: dict[str, str]) -> None:
+    new_model(client, tenant)
+    new_model(client, tenant, model_id="m2")
+    eid = _predict(client, tenant, {"features": [1, 0, 0, 0]}).json()["event_id"]
+    fb = {"event_id": eid, "click": False}
+    r = client.post("/v1/models/m2/feedback", json=fb, headers=tenant)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_event"
+    assert client.post("/v1/models/m1/feedback", json=fb, headers=tenant).status_code == 202
+    r = client.post("/v1/models/m1/feedback", json=fb, headers=tenant)
+    assert r.status_code == 409 and r.json()["error"]["code"] == "duplicate_feedback"
+    r = client.post("/v1/models/m1/feedback", json={"event_id": "never-issued", "click": 1},
+                    headers=tenant)
+    assert r.status_code == 404
+    client.post("/v1/models/m1/sync", headers=tenant)
+    assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == 1
+
+
+@pytest.mark.parametrize(("event", "field"), [
+    ({"click": True}, "event_id"),
+    ({"event_id": "x", "label": 1}, "label"),
+    ({"event_id": "x"}, "click"),
+    ({"event_id": "x", "click": "yes"}, "click"),
+    ({"event_id": "x/../y", "click": True}, "event_id"),
+])
+def test_feedback_invalid_422(client: TestClient, tenant: dict[str, str], event: dict,
+                              field: str) -> None:
+    new_model(client, tenant)
+    r = client.post("/v1/models/m1/feedback", json=event, headers=tenant)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == field
+
+
+def test_feedback_full_information_label(client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant, algorithm="perceptron")
+    eid = _predict(client, tenant, {"features": [1, 0, 0, 0]}).json()["event_id"]
+    r = client.post("/v1/models/m1/feedback", json={"event_id": eid, "click": True},
+                    headers=tenant)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "click"
+    r = client.post("/v1/models/m1/feedback", json={"event_id": eid, "label": 3}, headers=tenant)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "label"
+    r = client.post("/v1/models/m1/feedback", json={"event_id": eid, "label": 2}, headers=tenant)
+    assert r.status_code == 202
+
+
+def test_feedback_batch_accepts_and_rejects_each(client: TestClient,
+                                                 tenant: dict[str, str]) -> None:
+    new_model(client, tenant)
+    preds = _predict(client, tenant, {"instances": [[1, 0, 0, 0]] * 3}).json()["predictions"]
+    a, b, c = (p["event_id"] for p in preds)
+    events = [{"event_id": a, "click": True}, {"event_id": a, "click": True},
+              {"event_id": "nope", "click": False}, {"event_id": b, "label": 1},
+              {"event_id": c, "click": False}, 17]
+    r = client.post("/v1/models/m1/feedback", json={"events": events}, headers=tenant)
+    assert r.status_code == 202, r.text
+    body = r.json()
+    assert body["accepted"] == 2
+    codes = {x["index"]: x["error"]["code"] for x in body["rejected"]}
+    assert codes == {1: "duplicate_feedback", 2: "unknown_event", 3: "invalid_feedback",
+                     5: "invalid_request"}
+    assert body["rejected"][2]["error"]["field"] == "events[3].label"
+    r = client.post("/v1/models/m1/sync", headers=tenant)
+    assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == 2
