@@ -16,6 +16,9 @@ from collections.abc import Sequence
 
 COMMAND_MODULES: tuple[str, ...] = (
     "app.commands.replay",
+    "app.commands.serve",
+    "app.commands.api",
+    "app.commands.admin",
 )
 
 
