@@ -11,8 +11,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+
+# One BLAS thread per process: the learners' matrix products are small, and
+# OpenBLAS's thread pool makes a batch update up to 70x slower on a busy
+# 2-core machine.  Set before any sub-command imports numpy.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 COMMAND_MODULES: tuple[str, ...] = (
     "app.commands.replay",
