@@ -21,7 +21,7 @@ serve: $(STAMP)
 	$(BIN)/noisyloop serve
 
 test: $(STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check app workers tests bench
