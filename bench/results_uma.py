@@ -15,21 +15,21 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # BLAS threads thrash on a shared machine
 
-import argparse  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+from pathlib import Path
 
-import matplotlib  # noqa: E402
+import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from app.learners.base import ParamError  # noqa: E402
-from app.learners.confusion import count_gold, estimate_confusion, validate_confusion  # noqa: E402
-from app.learners.uma import UMA, NoisyLabelPerceptron  # noqa: E402
-from app.replay import noisy_label  # noqa: E402
-from app.sim.datasets import load_classification  # noqa: E402
-from app.sim.noisy_labels import (  # noqa: E402
+from app.learners.base import ParamError
+from app.learners.confusion import count_gold, estimate_confusion, validate_confusion
+from app.learners.uma import UMA, NoisyLabelPerceptron
+from app.replay import noisy_label
+from app.sim.datasets import load_classification
+from app.sim.noisy_labels import (
     circle,
     confusion_rate,
     corrupt_labels,
@@ -75,7 +75,7 @@ def toy(runs: int, steps: list[int], img: Path) -> str:
     b_uma = np.zeros((runs, len(steps)))
     for r in range(runs):
         rng = np.random.default_rng(100 + r)
-        X, t, W = circle(TOY_TRAIN + TOY_TEST, rng, Q_TOY)
+        X, t, _ = circle(TOY_TRAIN + TOY_TEST, rng, Q_TOY)
         Xtr, ttr, Xte, tte = X[:TOY_TRAIN], t[:TOY_TRAIN], X[TOY_TRAIN:], t[TOY_TRAIN:]
         M = toy_reference_matrix(Q_TOY, rng)
         y_M = corrupt_labels(ttr, M, rng)
@@ -169,9 +169,10 @@ def table1_digits(runs: int) -> str:
         N = np.zeros((10, 10))
         count_gold(N, y[conf], ttr[conf])
         C_hat = estimate_confusion(N)
+        Xte, tte = X[te], t[te]
 
-        def err(W: np.ndarray) -> float:
-            return float(np.mean((X[te] @ W.T).argmax(1) != t[te]))
+        def err(W: np.ndarray, Xte: np.ndarray = Xte, tte: np.ndarray = tte) -> float:
+            return float(np.mean((Xte @ W.T).argmax(1) != tte))
 
         rows["f_y"].append(err(perceptron_epochs(Xtr, y, 10, r)))
         rows["f_conf"].append(err(perceptron_epochs(Xtr[conf], ttr[conf], 10, r)))
@@ -183,10 +184,10 @@ def table1_digits(runs: int) -> str:
         except (ParamError, AssertionError):
             rows["UMA"].append(np.nan)
     head = "| | " + " | ".join(rows) + " |"
-    ours = "| ours (linear, mean over %d splits) | " % runs + " | ".join(
+    ours = f"| ours (linear, mean over {runs} splits) | " + " | ".join(
         f"{np.nanmean(v):.2f}" for v in rows.values()) + " |"
     paper = "| paper (K-PCA D = 640) | 0.25 | 0.21 | 0.04 | 0.16 |"
-    return "\n".join([head, "|---|---|---|---|---|", paper, ours])
+    return f"{head}\n|---|---|---|---|---|\n{paper}\n{ours}"
 
 
 def main() -> None:
