@@ -1,0 +1,126 @@
+"""Health, readiness, metrics, OpenAPI, error shape, body limit, Redis outage and recovery."""
+
+from __future__ import annotations
+
+import time
+
+from app.store.embedded import EmbeddedRedis
+from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
+
+METRIC_SERIES = ("http_requests_total", "http_request_duration_seconds", "predictions_total",
+                 "feedback_total", "events_applied_total", "trainer_lag_seconds",
+                 "model_version", "noise_rate", "debiased_reward")
+
+
+def test_health_ready_metrics(client: TestClient, tenant: dict[str, str]) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").status_code == 200
+    new_model(client, tenant)
+    p = client.post("/v1/models/m1/predict", json={"features": [1, 0, 0, 0]},
+                    headers=tenant).json()
+    client.post("/v1/models/m1/feedback", json={"event_id": p["event_id"], "click": 1},
+                headers=tenant)
+    client.put("/v1/models/m1/noise", json={"rho0": 0.1, "rho1": 0.2}, headers=tenant)
+    client.post("/v1/models/m1/sync", headers=tenant)
+    client.get("/v1/models/m1", headers=tenant)
+    text = client.get("/metrics").text
+    for series in METRIC_SERIES:
+        assert f"noisyloop_{series}" in text, series
+    assert 'noisyloop_predictions_total{model="m1",tenant="acme"} 1.0' in text
+    assert 'route="/v1/models/{model_id}/predict"' in text
+
+
+def test_noise_get_put(client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant, params={"rho0": 0.05, "rho1": 0.1})
+    r = client.get("/v1/models/m1/noise", headers=tenant).json()
+    assert (r["rho0"], r["rho1"], r["source"]) == (0.05, 0.1, "initial")
+    r = client.put("/v1/models/m1/noise", json={"rho0": 0.2, "rho1": 0.3}, headers=tenant)
+    assert r.status_code == 200 and r.json()["source"] == "configured"
+    for bad in ({"rho0": 0.6, "rho1": 0.5}, {"rho0": -0.1, "rho1": 0.1}, {"rho0": 1, "rho1": 0}):
+        assert client.put("/v1/models/m1/noise", json=bad, headers=tenant).status_code == 422
+    r = client.post("/v1/models/m1/noise/estimate", headers=tenant)
+    assert r.status_code == 202 and r.json()["job_id"]
+
+
+def test_openapi_describes_every_endpoint(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    paths = spec["paths"]
+    expected = {
+        ("post", "/v1/admin/tenants"), ("get", "/v1/admin/tenants"),
+        ("delete", "/v1/admin/tenants/{tenant_id}"), ("post", "/v1/admin/tenants/{tenant_id}/keys"),
+        ("delete", "/v1/admin/tenants/{tenant_id}/keys/{key_id}"),
+        ("post", "/v1/models"), ("get", "/v1/models"), ("get", "/v1/models/{model_id}"),
+        ("delete", "/v1/models/{model_id}"), ("post", "/v1/models/{model_id}/reset"),
+        ("get", "/v1/models/{model_id}/snapshot"), ("put", "/v1/models/{model_id}/snapshot"),
+        ("post", "/v1/models/{model_id}/sync"), ("post", "/v1/models/{model_id}/predict"),
+        ("post", "/v1/models/{model_id}/feedback"), ("get", "/v1/models/{model_id}/noise"),
+        ("put", "/v1/models/{model_id}/noise"), ("post", "/v1/models/{model_id}/noise/estimate"),
+        ("get", "/v1/models/{model_id}/stream"), ("get", "/healthz"), ("get", "/readyz"),
+        ("get", "/metrics"),
+    }
+    found = {(m, p) for p, ops in paths.items() for m in ops}
+    assert expected <= found, expected - found
+    for method, path in [("post", "/v1/models"), ("post", "/v1/models/{model_id}/predict"),
+                         ("post", "/v1/models/{model_id}/feedback"),
+                         ("put", "/v1/models/{model_id}/noise"),
+                         ("post", "/v1/admin/tenants"), ("put", "/v1/models/{model_id}/snapshot")]:
+        op = paths[path][method]
+        assert "requestBody" in op, (method, path)
+    for method, path in expected - {("get", "/metrics"), ("get", "/v1/models/{model_id}/stream")}:
+        responses = paths[path][method]["responses"]
+        ok = [c for c in responses if c.startswith("2")]
+        if ok[0] == "204":
+            continue
+        assert "$ref" in str(responses[ok[0]]) or "schema" in str(responses[ok[0]]), (method, path)
+    schemas = spec["components"]["schemas"]
+    for name in ("PredictRequest", "LabelPrediction", "LabelSetPrediction", "LabelFeedback",
+                 "FeedbackBatchRequest", "ModelResponse", "ErrorResponse"):
+        assert name in schemas
+
+
+def test_unknown_route_and_body_limit_use_error_shape(redis_url: str) -> None:
+    with make_client(redis_url, trainer=False, max_body_bytes=2048) as client:
+        r = client.get("/v1/nothing")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+        auth = new_tenant(client)
+        r = client.post("/v1/models/m1/predict", json={"features": [0.0] * 2000}, headers=auth)
+        assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
+
+
+def test_deeply_nested_json_4xx(client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant)
+    for depth in (1500, 100_000):
+        r = client.post("/v1/models/m1/predict",
+                        content=b'{"features": ' + b"[" * depth + b"]" * depth + b"}",
+                        headers={**tenant, "Content-Type": "application/json"})
+        assert 400 <= r.status_code < 500, r.text
+        assert set(r.json()["error"]) == {"code", "message", "field"}
+
+
+def test_redis_outage_503_then_recovers(tmp_path) -> None:
+    server = EmbeddedRedis(tmp_path / "r").start()
+    try:
+        with make_client(server.url, redis_socket_timeout=0.5,
+                         redis_connect_timeout=0.5) as client:
+            auth = new_tenant(client)
+            new_model(client, auth)
+            server.stop()
+            start = time.monotonic()
+            r = client.post("/v1/models/m1/predict", json={"features": [1, 0, 0, 0]},
+                            headers=auth)
+            assert r.status_code == 503 and r.json()["error"]["code"] == "store_unavailable"
+            assert r.headers["Retry-After"].isdigit()
+            assert time.monotonic() - start < 3
+            assert client.get("/readyz").status_code == 503
+            assert client.get("/healthz").status_code == 200
+            server.start()
+            for _ in range(50):
+                if client.get("/readyz").status_code == 200:
+                    break
+                time.sleep(0.1)
+            r = client.post("/v1/models/m1/predict", json={"features": [1, 0, 0, 0]},
+                            headers=auth)
+            assert r.status_code == 200, r.text
+            assert client.get("/v1/admin/tenants", headers=ADMIN).status_code == 200
+    finally:
+        server.stop()
