@@ -190,7 +190,7 @@ def test_incremental_norm_and_projection_are_exact(explicit_dim: int, eviction: 
 
 
 def test_explicit_levels_give_the_same_function_as_the_list() -> None:
-    kw = dict(n_features=3, seed=4, kernel="exp", loss="smooth_abs", eta=0.2, budget=400)
+    kw = {"n_features": 3, "seed": 4, "kernel": "exp", "loss": "smooth_abs", "eta": 0.2, "budget": 400}
     exact, listed = KernelOGD(explicit_dim=27, **kw), KernelOGD(explicit_dim=0, **kw)
     rng = np.random.default_rng(10)
     for _ in range(100):
