@@ -67,7 +67,7 @@ class EmbeddedRedis:
                "--protected-mode", "yes", "--logfile", str(self.data_dir / "redis.log")]
         self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True,
-                                        preexec_fn=_die_with_parent)
+                                        preexec_fn=_die_with_parent)  # noqa: PLW1509 (prctl only)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
