@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.commands.serve",
     "app.commands.api",
     "app.commands.admin",
+    "app.commands.bench",
 )
 
 
