@@ -139,3 +139,11 @@ class ModelKeys:
         """Every key of the model except the per-event and per-job ones."""
         return [self.meta, self.snapshot, self.stats, self.pending, self.events,
                 self.noise, self.samples, self.lease, self.dead_letter]
+
+
+#: Sorted set: worker id -> Redis time of its last heartbeat, for the workers
+#: that run the trainer role (they share the models by counting each other).
+#: Worker ids never start with "_", so this never collides with a heartbeat.
+LIVE_TRAINERS = f"{PREFIX}:{{workers}}:_trainers"
+#: Field of a model's noise hash: samples buffered since its last NREst run.
+SAMPLES_NEW_FIELD = "samples_new"
