@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -28,7 +29,7 @@ from app.store import Store
 logger = logging.getLogger(__name__)
 
 #: A background role: given the app's context and a stop event, runs until stopped.
-Background = Callable[[ApiContext, asyncio.Event], Awaitable[None]]
+Background = Callable[[ApiContext, asyncio.Event], Coroutine[Any, Any, None]]
 
 
 def create_app(settings: Settings | None = None, *, background: Sequence[Background] = (),

@@ -80,7 +80,7 @@ def field_path(loc: Sequence[int | str], skip_root: bool = True) -> str | None:
     return "".join(parts) or None
 
 
-def validation_error(errors: Sequence[dict[str, Any]], prefix: str = "") -> ApiError:
+def validation_error(errors: Sequence[Any], prefix: str = "") -> ApiError:
     """The first pydantic error as a 422 ``invalid_request`` naming its field."""
     first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
     path = field_path(first.get("loc", ()))
@@ -113,7 +113,8 @@ def install_error_handlers(app: FastAPI, retry_after: int) -> None:
     async def on_http(request: Request, exc: Exception) -> OrjsonResponse:
         assert isinstance(exc, StarletteHTTPException)
         code = _STATUS_CODES.get(exc.status_code, "http_error")
-        return ApiError(exc.status_code, code, str(exc.detail), headers=exc.headers).response()
+        headers = dict(exc.headers) if exc.headers else None
+        return ApiError(exc.status_code, code, str(exc.detail), headers=headers).response()
 
     async def on_param(request: Request, exc: Exception) -> OrjsonResponse:
         assert isinstance(exc, ParamError)

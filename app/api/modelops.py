@@ -126,7 +126,7 @@ def encode_array(arr: np.ndarray) -> ArrayPayload:
 def decode_array(name: str, payload: ArrayPayload) -> np.ndarray:
     field = f"state.{name}"
     try:
-        arr = np.load(io.BytesIO(base64.b64decode(payload.data_b64, validate=True)),
+        arr: np.ndarray = np.load(io.BytesIO(base64.b64decode(payload.data_b64, validate=True)),
                       allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise ApiError(422, "invalid_snapshot", f"not base64 of .npy bytes: {exc}", field) from None

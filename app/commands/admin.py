@@ -44,7 +44,7 @@ async def _run(url: str, args: argparse.Namespace) -> tuple[int, object]:
             api_key, key_id = await store.tenants.create_key(args.tenant_id)
             return 0, {"tenant_id": args.tenant_id, "api_key": api_key, "key_id": key_id}
         if args.action == "list-tenants":
-            return 0, {"tenants": [t.__dict__ for t in await store.tenants.list()]}
+            return 0, {"tenants": [t.__dict__ for t in await store.tenants.list_all()]}
         if not await store.tenants.exists(args.tenant_id):
             return 1, {"error": f"no tenant {args.tenant_id!r}"}
         if args.action == "create-key":

@@ -58,7 +58,7 @@ class EmbeddedRedis:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout: float = 20.0) -> EmbeddedRedis:
+    def start(self, timeout: float = 20.0) -> Self:
         """Start the server and wait until it accepts commands (AOF loaded)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = [str(redis_server_binary()), "--port", str(self.port), "--bind", "127.0.0.1",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import redis.asyncio as aioredis
@@ -81,7 +82,8 @@ class EventStore:
         args: list[bytes | str | int | float] = [int(wait_seconds), int(grace_seconds)]
         for eid, ctx in contexts:
             args += [eid, codec.encode(ctx)]
-        return int(await self.scripts.run("record_decisions", keys_, args))  # type: ignore[call-overload]
+        reply: Any = await self.scripts.run("record_decisions", keys_, args)
+        return int(reply)
 
     async def count_predictions(self, mk: ModelKeys, n: int) -> None:
         """Count decisions that were not logged (``explore: false``)."""
@@ -96,7 +98,7 @@ class EventStore:
                 await self.scripts.run(
                     "take_feedback", [mk.context(eid), mk.pending, mk.events, mk.stats],
                     [eid, codec.encode(feedback), TOMBSTONE], client=pipe)
-            replies = await pipe.execute()
+            replies: Any = await pipe.execute()
         out = []
         for reply in replies:
             status = text(reply[0]) or "unknown"
@@ -110,16 +112,16 @@ class EventStore:
 
     async def due_decisions(self, mk: ModelKeys, now: float, limit: int = 1000) -> list[str]:
         """Event ids whose deadline is before ``now`` (Redis clock seconds)."""
-        ids = await self.redis.zrangebyscore(mk.pending, "-inf", f"({now}", start=0, num=limit)
+        ids: Any = await self.redis.zrangebyscore(mk.pending, "-inf", f"({now}", start=0, num=limit)
         return [text(i) or "" for i in ids]
 
     async def expire_decision(self, mk: ModelKeys, event_id: str, mode: str,
                               default_feedback: Mapping[str, np.ndarray]) -> str:
         """End one overdue decision; return "expired", "not_due" or "gone"."""
-        reply = await self.scripts.run(
+        reply: Any = await self.scripts.run(
             "expire_decision", [mk.context(event_id), mk.pending, mk.events, mk.snapshot],
             [event_id, mode, codec.encode(default_feedback)])
-        return text(reply[0]) or "gone"  # type: ignore[index]
+        return text(reply[0]) or "gone"
 
     async def server_time(self) -> float:
         """Redis clock in seconds (deadlines use it)."""
@@ -133,7 +135,7 @@ class EventStore:
         ``own_pending=True`` re-reads entries delivered to this consumer but
         not yet acknowledged (after a crash of the same consumer name).
         """
-        reply = await self.redis.xreadgroup(TRAINER_GROUP, consumer,
+        reply: Any = await self.redis.xreadgroup(TRAINER_GROUP, consumer,
                                             {mk.events: "0" if own_pending else ">"},
                                             count=count)
         if not reply:
@@ -143,7 +145,7 @@ class EventStore:
     async def claim_stale(self, mk: ModelKeys, consumer: str, min_idle_ms: int, count: int,
                           ) -> list[tuple[str, Mapping[bytes, bytes]]]:
         """Take over entries idle for ``min_idle_ms`` from dead consumers (XAUTOCLAIM)."""
-        reply = await self.redis.xautoclaim(mk.events, TRAINER_GROUP, consumer,
+        reply: Any = await self.redis.xautoclaim(mk.events, TRAINER_GROUP, consumer,
                                             min_idle_time=min_idle_ms, start_id="0-0",
                                             count=count)
         return [(text(sid) or "", fields) for sid, fields in reply[1] if fields]
@@ -160,12 +162,14 @@ class EventStore:
 
     async def last_stream_id(self, mk: ModelKeys) -> str:
         """Id of the newest entry ever added to the model's stream ("0-0" if none)."""
-        info = {text(k): v for k, v in (await self.redis.xinfo_stream(mk.events)).items()}
+        raw: Any = await self.redis.xinfo_stream(mk.events)
+        info = {text(k): v for k, v in raw.items()}
         return text(info.get("last-generated-id")) or "0-0"
 
     async def group_progress(self, mk: ModelKeys) -> tuple[str, int]:
         """``(last delivered id, unacknowledged count)`` of the trainer group."""
-        for group in await self.redis.xinfo_groups(mk.events):
+        groups: Any = await self.redis.xinfo_groups(mk.events)
+        for group in groups:
             fields = {text(k): v for k, v in group.items()}
             if text(fields.get("name")) == TRAINER_GROUP:
                 return (text(fields.get("last-delivered-id")) or "0-0",

@@ -155,7 +155,7 @@ class ModelStore:
 
     async def all_models(self) -> list[tuple[str, str]]:
         """Every ``(tenant, model)`` of the service (for the background roles)."""
-        refs = await self.redis.smembers(keys.ALL_MODELS)
+        refs: Any = await self.redis.smembers(keys.ALL_MODELS)
         return sorted(keys.split_model_ref(text(r) or "") for r in refs)
 
     async def delete(self, tenant: str, model_id: str) -> bool:
@@ -170,7 +170,7 @@ class ModelStore:
             pipe.delete(mk.meta)
             await pipe.execute()
         while True:
-            ids = await self.redis.zrange(mk.pending, 0, _DELETE_CHUNK - 1)
+            ids: Any = await self.redis.zrange(mk.pending, 0, _DELETE_CHUNK - 1)
             if not ids:
                 break
             async with self.redis.pipeline(transaction=False) as pipe:

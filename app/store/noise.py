@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,7 @@ class NoiseRecord:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
-def parse_noise(values: list[bytes | None]) -> NoiseRecord | None:
+def parse_noise(values: Sequence[Any]) -> NoiseRecord | None:
     """A :class:`NoiseRecord` from an HMGET of :data:`NOISE_FIELDS`."""
     rho0, rho1, source, estimated_at, n_samples, history = values
     if rho0 is None or rho1 is None:
@@ -68,15 +69,15 @@ class NoiseStore:
                     if current is None:
                         return None
                     history = list(current.history)
-                    mapping: dict[str, str | float | int] = {
+                    mapping: dict[str | bytes, str | bytes | float | int] = {
                         "rho0": rho0, "rho1": rho1, "source": source}
                     if source == "estimated":
                         history.append({"t": now, "rho0": rho0, "rho1": rho1,
                                         "n_samples": n_samples or 0})
                         mapping.update(estimated_at=now, n_samples=n_samples or 0,
                                        history=orjson.dumps(history[-HISTORY_MAX:]).decode())
-                    pipe.multi()
-                    pipe.hset(mk.noise, mapping=mapping)
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.hset(mk.noise, mapping=mapping)  # type: ignore[arg-type]
                     await pipe.execute()
                     break
                 except aioredis.WatchError:

@@ -8,7 +8,9 @@ started from and the publisher still holds the model's lease.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import redis.asyncio as aioredis
@@ -62,7 +64,7 @@ class PublishConflict(Exception):
         self.code = code
 
 
-def parse_info(values: list[bytes | None]) -> SnapshotInfo | None:
+def parse_info(values: Sequence[Any]) -> SnapshotInfo | None:
     """A :class:`SnapshotInfo` from an HMGET of :data:`COUNTER_FIELDS`."""
     version, last_id, applied, expired, reward_sum, reward_n, updated_at = values
     if version is None:
@@ -90,7 +92,7 @@ class SnapshotStore:
 
     async def load(self, mk: ModelKeys) -> Snapshot | None:
         """The full snapshot, read in one round trip."""
-        values = await self.redis.hmget(mk.snapshot, ["state", *COUNTER_FIELDS])
+        values: list[Any] = await self.redis.hmget(mk.snapshot, ["state", *COUNTER_FIELDS])
         info = parse_info(values[1:])
         if info is None or values[0] is None:
             return None
@@ -114,8 +116,8 @@ class SnapshotStore:
             int(applied), repr(float(reward_sum)), int(reward_n), utc_now(),
             lease_owner or "",
         ]
-        result = int(await self.scripts.run(  # type: ignore[call-overload]
-            "publish_snapshot", [mk.snapshot, mk.lease], args))
+        reply: Any = await self.scripts.run("publish_snapshot", [mk.snapshot, mk.lease], args)
+        result = int(reply)
         if result < 0:
             raise PublishConflict(result)
         return result

@@ -14,7 +14,9 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
@@ -62,7 +64,7 @@ def hash_secret(salt: bytes, secret: str) -> bytes:
     return hmac.new(salt, secret.encode("utf-8"), hashlib.sha256).digest()
 
 
-def verify_key_record(parsed: ParsedKey, record: list[bytes | None]) -> bool:
+def verify_key_record(parsed: ParsedKey, record: Sequence[Any]) -> bool:
     """Check a presented key against its ``[tenant, salt, hash]`` record, in constant time."""
     tenant, salt, digest = record
     if tenant is None or salt is None or digest is None:
@@ -92,7 +94,7 @@ class TenantStore:
         """Whether ``tenant`` is registered."""
         return bool(await self.redis.hexists(keys.TENANT_INDEX, tenant))
 
-    async def list(self) -> list[TenantInfo]:
+    async def list_all(self) -> list[TenantInfo]:
         """Every tenant with its model count, sorted by id."""
         index = await self.redis.hgetall(keys.TENANT_INDEX)
         names = sorted(text(k) or "" for k in index)

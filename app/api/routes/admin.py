@@ -37,7 +37,7 @@ async def create_tenant(body: TenantCreateRequest, ctx: Context,
 @router.get("/tenants", response_model=TenantListResponse)
 async def list_tenants(ctx: Context, _: Admin) -> TenantListResponse:
     """Every tenant with its number of models."""
-    tenants = await ctx.store.tenants.list()
+    tenants = await ctx.store.tenants.list_all()
     return TenantListResponse(tenants=[TenantSummary(tenant_id=t.tenant_id, n_models=t.n_models,
                                                      created_at=t.created_at) for t in tenants])
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
@@ -20,7 +20,7 @@ from app.api.schemas.models import (
 
 router = APIRouter(prefix="/v1/models", tags=["models"],
                    responses={401: {"model": ErrorResponse}, 422: {"model": ErrorResponse}})
-_404 = {404: {"model": ErrorResponse}}
+_404: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
 
 
 @router.post("", status_code=201, response_model=ModelResponse,

@@ -32,7 +32,7 @@ async def get_readiness(ctx: Context) -> OrjsonResponse:
     """200 when Redis answers, else 503."""
     try:
         await asyncio.wait_for(ctx.store.ping(), ctx.settings.redis_socket_timeout)
-    except (*STORE_ERRORS, TimeoutError):
+    except (*STORE_ERRORS, TimeoutError):  # type: ignore[misc]
         return OrjsonResponse(
             {"error": {"code": "store_unavailable", "message": "Redis does not answer",
                        "field": None}},

@@ -33,7 +33,7 @@ router = APIRouter(tags=["stream"])
 AUTH_FAILED = 4401
 UNKNOWN_MODEL = 4404
 AUTH_TIMEOUT_SECONDS = 10.0
-_FEEDBACK = TypeAdapter(FeedbackRequest)
+_FEEDBACK: TypeAdapter[Any] = TypeAdapter(FeedbackRequest)  # type: ignore[arg-type]
 
 
 async def _receive_json(websocket: WebSocket, max_bytes: int) -> Any:
@@ -72,7 +72,7 @@ async def _authenticate(websocket: WebSocket, ctx: ApiContext, model_id: str) ->
             return None
         await websocket.close(AUTH_FAILED, exc.code)
         return None
-    except (TimeoutError, *STORE_ERRORS):
+    except (TimeoutError, *STORE_ERRORS):  # type: ignore[misc]
         await websocket.close(AUTH_FAILED, "authentication failed")
         return None
     return token
