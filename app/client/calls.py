@@ -1,0 +1,226 @@
+"""What each API operation sends: method, path, query, body, which token, expected status.
+
+The sync and async clients differ only in how they send a :class:`Call`, so
+every path, body and default of the contract (``api.md``) is written once,
+here.  Bodies are encoded with orjson (numpy arrays are serialised directly,
+without per-element Python floats).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+
+from app.client.errors import NoisyloopError
+from app.client.types import Features
+
+#: Statuses worth retrying: the store is unavailable (the contract's 503).
+RETRY_STATUSES = frozenset({503})
+
+
+@dataclass(frozen=True)
+class Call:
+    """One HTTP request of the API and the status that means success."""
+
+    method: str
+    path: str
+    ok: int = 200
+    body: Any = None
+    params: dict[str, Any] = field(default_factory=dict)
+    admin: bool = False
+
+    def content(self) -> bytes | None:
+        """The JSON body as bytes (orjson; numpy arrays and scalars allowed)."""
+        if self.body is None:
+            return None
+        return orjson.dumps(self.body, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with jitter for 503 answers and connection errors.
+
+    Attempt ``n`` (0-based) waits ``min(max_delay, base * 2**n)`` times a
+    uniform factor in ``[0.5, 1]``, or the server's ``Retry-After`` when it
+    is larger (still capped by ``max_delay``).  4xx answers are never retried.
+    """
+
+    retries: int = 3
+    base: float = 0.1
+    max_delay: float = 5.0
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        wait = min(self.max_delay, self.base * 2 ** attempt) * random.uniform(0.5, 1.0)
+        if retry_after is not None:
+            wait = max(wait, min(retry_after, self.max_delay))
+        return wait
+
+
+def _seg(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _model(model_id: str, suffix: str = "") -> str:
+    return f"/v1/models/{_seg(model_id)}{suffix}"
+
+
+def parse(status: int, content: bytes, headers: Any, call: Call) -> Any:
+    """Decoded answer of a successful call; raise :class:`NoisyloopError` otherwise."""
+    if status == call.ok or (call.ok == 202 and status == 200 and call.params.get("wait")):
+        return orjson.loads(content) if content else None
+    try:
+        body: Any = orjson.loads(content) if content else None
+    except orjson.JSONDecodeError:
+        body = content.decode("utf-8", errors="replace")
+    raise NoisyloopError.from_body(status, body, retry_after_of(headers))
+
+
+def retry_after_of(headers: Any) -> float | None:
+    """``Retry-After`` in seconds (numeric form only), else None."""
+    value = headers.get("retry-after") if headers is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+# --- admin -----------------------------------------------------------------
+
+def create_tenant(tenant_id: str) -> Call:
+    return Call("POST", "/v1/admin/tenants", 201, {"tenant_id": tenant_id}, admin=True)
+
+
+def list_tenants() -> Call:
+    return Call("GET", "/v1/admin/tenants", admin=True)
+
+
+def delete_tenant(tenant_id: str) -> Call:
+    return Call("DELETE", f"/v1/admin/tenants/{_seg(tenant_id)}", 204, admin=True)
+
+
+def create_key(tenant_id: str) -> Call:
+    return Call("POST", f"/v1/admin/tenants/{_seg(tenant_id)}/keys", 201, admin=True)
+
+
+def revoke_key(tenant_id: str, key_id: str) -> Call:
+    return Call("DELETE", f"/v1/admin/tenants/{_seg(tenant_id)}/keys/{_seg(key_id)}", 204,
+                admin=True)
+
+
+# --- models ----------------------------------------------------------------
+
+def create_model(model_id: str, task: str, n_features: int, *, algorithm: str | None = None,
+                 n_classes: int | None = None, params: dict[str, Any] | None = None,
+                 feedback: dict[str, Any] | None = None, seed: int | None = None) -> Call:
+    body: dict[str, Any] = {"model_id": model_id, "task": task, "n_features": n_features}
+    for name, value in (("algorithm", algorithm), ("n_classes", n_classes), ("params", params),
+                        ("feedback", feedback), ("seed", seed)):
+        if value is not None:
+            body[name] = value
+    return Call("POST", "/v1/models", 201, body)
+
+
+def list_models() -> Call:
+    return Call("GET", "/v1/models")
+
+
+def get_model(model_id: str) -> Call:
+    return Call("GET", _model(model_id))
+
+
+def delete_model(model_id: str) -> Call:
+    return Call("DELETE", _model(model_id), 204)
+
+
+def reset_model(model_id: str) -> Call:
+    return Call("POST", _model(model_id, "/reset"))
+
+
+def get_snapshot(model_id: str) -> Call:
+    return Call("GET", _model(model_id, "/snapshot"))
+
+
+def put_snapshot(model_id: str, snapshot: dict[str, Any]) -> Call:
+    return Call("PUT", _model(model_id, "/snapshot"), 200, snapshot)
+
+
+def sync(model_id: str, timeout: float | None = None) -> Call:
+    params = {} if timeout is None else {"timeout": timeout}
+    return Call("POST", _model(model_id, "/sync"), 200, None, params)
+
+
+# --- predict and feedback --------------------------------------------------
+
+def predict_body(features: Features, explore: bool = True) -> dict[str, Any]:
+    body: dict[str, Any] = {"features": features}
+    if not explore:
+        body["explore"] = False
+    return body
+
+
+def predict_batch_body(instances: Any, explore: bool = True) -> dict[str, Any]:
+    body: dict[str, Any] = {"instances": instances}
+    if not explore:
+        body["explore"] = False
+    return body
+
+
+def predict(model_id: str, features: Features, explore: bool = True) -> Call:
+    return Call("POST", _model(model_id, "/predict"), 200, predict_body(features, explore))
+
+
+def predict_batch(model_id: str, instances: Any, explore: bool = True) -> Call:
+    return Call("POST", _model(model_id, "/predict"), 200,
+                predict_batch_body(instances, explore))
+
+
+def feedback_event(event_id: str | None, fields: dict[str, Any]) -> dict[str, Any]:
+    """One feedback event: ``event_id`` plus the task's fields (``click``, ``label``, ...)."""
+    return fields if event_id is None else {"event_id": event_id, **fields}
+
+
+def feedback(model_id: str, event_id: str | None, fields: dict[str, Any]) -> Call:
+    return Call("POST", _model(model_id, "/feedback"), 202, feedback_event(event_id, fields))
+
+
+def feedback_batch(model_id: str, events: list[dict[str, Any]]) -> Call:
+    return Call("POST", _model(model_id, "/feedback"), 202, {"events": events})
+
+
+# --- noise and confusion ---------------------------------------------------
+
+def get_noise(model_id: str) -> Call:
+    return Call("GET", _model(model_id, "/noise"))
+
+
+def put_noise(model_id: str, rho0: float, rho1: float) -> Call:
+    return Call("PUT", _model(model_id, "/noise"), 200, {"rho0": rho0, "rho1": rho1})
+
+
+def estimate_noise(model_id: str, wait: bool = False, timeout: float | None = None) -> Call:
+    params: dict[str, Any] = {"wait": "true"} if wait else {}
+    if timeout is not None:
+        params["timeout"] = timeout
+    return Call("POST", _model(model_id, "/noise/estimate"), 202, None, params)
+
+
+def get_confusion(model_id: str) -> Call:
+    return Call("GET", _model(model_id, "/confusion"))
+
+
+def put_confusion(model_id: str, matrix: Any) -> Call:
+    return Call("PUT", _model(model_id, "/confusion"), 200, {"matrix": matrix})
+
+
+# --- operations ------------------------------------------------------------
+
+def health() -> Call:
+    return Call("GET", "/healthz")
+
+
+def ready() -> Call:
+    return Call("GET", "/readyz")

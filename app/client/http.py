@@ -1,0 +1,345 @@
+"""Sync and async HTTP clients of the noisyloop API (httpx, keep-alive, orjson).
+
+Both expose the same methods (one per operation of ``api.md``); the request
+each one sends is built in :mod:`app.client.calls`.  A 503 answer or a
+connection failure is retried with exponential backoff
+(:class:`~app.client.calls.RetryPolicy`); any other error answer raises
+:class:`~app.client.errors.NoisyloopError` at once.
+
+Retrying a POST whose answer was lost can send it twice: a repeated feedback
+then gets 409 ``duplicate_feedback`` (the first one was accepted), a
+repeated predict makes one extra logged decision that never gets feedback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Self, cast
+
+import httpx
+
+from app.client import calls
+from app.client.calls import Call, RetryPolicy
+from app.client.errors import ConnectionFailed, NoisyloopError
+from app.client.types import (
+    Confusion,
+    Features,
+    FeedbackBatchResult,
+    KeyCreated,
+    Model,
+    Noise,
+    Prediction,
+    Snapshot,
+    SyncResult,
+    TenantCreated,
+    TenantInfo,
+)
+
+#: Transport failures worth retrying (the request may not have reached the service).
+RETRY_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadError,
+                httpx.RemoteProtocolError, httpx.WriteError, httpx.PoolTimeout)
+JSON = {"Content-Type": "application/json"}
+
+
+class _Base:
+    """Configuration shared by :class:`Client` and :class:`AsyncClient`."""
+
+    def __init__(self, base_url: str, api_key: str | None, admin_token: str | None,
+                 retry: RetryPolicy | None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.admin_token = admin_token
+        self.retry = retry or RetryPolicy()
+
+    def _headers(self, call: Call) -> dict[str, str]:
+        token = self.admin_token if call.admin else self.api_key
+        headers = dict(JSON) if call.body is not None else {}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def _retry_delay(self, attempt: int, exc: Exception) -> float | None:
+        """Seconds to wait before retrying after ``exc``, or None to give up."""
+        if attempt >= self.retry.retries:
+            return None
+        if isinstance(exc, NoisyloopError):
+            if exc.status not in calls.RETRY_STATUSES:
+                return None
+            return self.retry.delay(attempt, exc.retry_after)
+        return self.retry.delay(attempt)
+
+
+def _give_up(exc: Exception) -> NoisyloopError:
+    if isinstance(exc, NoisyloopError):
+        return exc
+    return ConnectionFailed(f"{type(exc).__name__}: {exc}")
+
+
+class Client(_Base):
+    """Blocking client.
+
+    Parameters
+    ----------
+    base_url:
+        e.g. ``http://127.0.0.1:8000``.
+    api_key:
+        Tenant key for the model routes.
+    admin_token:
+        Token of the ``/v1/admin`` routes.
+    retry:
+        Backoff policy for 503 and connection errors.
+    timeout:
+        Seconds per request (httpx timeout).
+    transport:
+        Optional httpx transport (for tests or an in-process ASGI app).
+    """
+
+    def __init__(self, base_url: str, api_key: str | None = None, *,
+                 admin_token: str | None = None, retry: RetryPolicy | None = None,
+                 timeout: float = 30.0, transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(base_url, api_key, admin_token, retry)
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, call: Call) -> Any:
+        """Send ``call`` with retries; return the decoded answer (None for 204)."""
+        content = call.content()
+        headers = self._headers(call)
+        attempt = 0
+        while True:
+            try:
+                r = self._http.request(call.method, call.path, content=content,
+                                       params=call.params or None, headers=headers)
+                return calls.parse(r.status_code, r.content, r.headers, call)
+            except (NoisyloopError, *RETRY_ERRORS) as exc:
+                wait = self._retry_delay(attempt, exc)
+                if wait is None:
+                    raise _give_up(exc) from (None if isinstance(exc, NoisyloopError) else exc)
+                time.sleep(wait)
+                attempt += 1
+
+    # admin
+    def create_tenant(self, tenant_id: str) -> TenantCreated:
+        return cast(TenantCreated, self.send(calls.create_tenant(tenant_id)))
+
+    def list_tenants(self) -> list[TenantInfo]:
+        return cast(list[TenantInfo], self.send(calls.list_tenants())["tenants"])
+
+    def delete_tenant(self, tenant_id: str) -> None:
+        self.send(calls.delete_tenant(tenant_id))
+
+    def create_key(self, tenant_id: str) -> KeyCreated:
+        return cast(KeyCreated, self.send(calls.create_key(tenant_id)))
+
+    def revoke_key(self, tenant_id: str, key_id: str) -> None:
+        self.send(calls.revoke_key(tenant_id, key_id))
+
+    # models
+    def create_model(self, model_id: str, task: str, n_features: int, *,
+                     algorithm: str | None = None, n_classes: int | None = None,
+                     params: dict[str, Any] | None = None,
+                     feedback: dict[str, Any] | None = None, seed: int | None = None) -> Model:
+        return cast(Model, self.send(calls.create_model(
+            model_id, task, n_features, algorithm=algorithm, n_classes=n_classes,
+            params=params, feedback=feedback, seed=seed)))
+
+    def list_models(self) -> list[Model]:
+        return cast(list[Model], self.send(calls.list_models())["models"])
+
+    def get_model(self, model_id: str) -> Model:
+        return cast(Model, self.send(calls.get_model(model_id)))
+
+    def delete_model(self, model_id: str) -> None:
+        self.send(calls.delete_model(model_id))
+
+    def reset_model(self, model_id: str) -> Model:
+        return cast(Model, self.send(calls.reset_model(model_id)))
+
+    def get_snapshot(self, model_id: str) -> Snapshot:
+        return cast(Snapshot, self.send(calls.get_snapshot(model_id)))
+
+    def put_snapshot(self, model_id: str, snapshot: dict[str, Any]) -> Model:
+        return cast(Model, self.send(calls.put_snapshot(model_id, snapshot)))
+
+    def sync(self, model_id: str, timeout: float | None = None) -> SyncResult:
+        return cast(SyncResult, self.send(calls.sync(model_id, timeout)))
+
+    # predict and feedback
+    def predict(self, model_id: str, features: Features, *, explore: bool = True) -> Prediction:
+        return cast(Prediction, self.send(calls.predict(model_id, features, explore)))
+
+    def predict_batch(self, model_id: str, instances: Any, *, explore: bool = True
+                      ) -> list[Prediction]:
+        return cast(list[Prediction],
+                    self.send(calls.predict_batch(model_id, instances, explore))["predictions"])
+
+    def feedback(self, model_id: str, event_id: str | None = None, **fields: Any
+                 ) -> dict[str, Any]:
+        return cast(dict[str, Any], self.send(calls.feedback(model_id, event_id, fields)))
+
+    def feedback_batch(self, model_id: str, events: list[dict[str, Any]]
+                       ) -> FeedbackBatchResult:
+        return cast(FeedbackBatchResult, self.send(calls.feedback_batch(model_id, events)))
+
+    # noise and confusion
+    def get_noise(self, model_id: str) -> Noise:
+        return cast(Noise, self.send(calls.get_noise(model_id)))
+
+    def put_noise(self, model_id: str, rho0: float, rho1: float) -> Noise:
+        return cast(Noise, self.send(calls.put_noise(model_id, rho0, rho1)))
+
+    def estimate_noise(self, model_id: str, *, wait: bool = False,
+                       timeout: float | None = None) -> dict[str, Any]:
+        return cast(dict[str, Any], self.send(calls.estimate_noise(model_id, wait, timeout)))
+
+    def get_confusion(self, model_id: str) -> Confusion:
+        return cast(Confusion, self.send(calls.get_confusion(model_id)))
+
+    def put_confusion(self, model_id: str, matrix: Any) -> Confusion:
+        return cast(Confusion, self.send(calls.put_confusion(model_id, matrix)))
+
+    # operations
+    def health(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self.send(calls.health()))
+
+    def ready(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self.send(calls.ready()))
+
+
+class AsyncClient(_Base):
+    """Asyncio client; the same methods as :class:`Client`, as coroutines."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, *,
+                 admin_token: str | None = None, retry: RetryPolicy | None = None,
+                 timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None,
+                 max_connections: int = 100) -> None:
+        super().__init__(base_url, api_key, admin_token, retry)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, timeout=timeout, transport=transport,
+            limits=httpx.Limits(max_connections=max_connections,
+                                max_keepalive_connections=max_connections))
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def send(self, call: Call) -> Any:
+        """Send ``call`` with retries; return the decoded answer (None for 204)."""
+        content = call.content()
+        headers = self._headers(call)
+        attempt = 0
+        while True:
+            try:
+                r = await self._http.request(call.method, call.path, content=content,
+                                             params=call.params or None, headers=headers)
+                return calls.parse(r.status_code, r.content, r.headers, call)
+            except (NoisyloopError, *RETRY_ERRORS) as exc:
+                wait = self._retry_delay(attempt, exc)
+                if wait is None:
+                    raise _give_up(exc) from (None if isinstance(exc, NoisyloopError) else exc)
+                await asyncio.sleep(wait)
+                attempt += 1
+
+    # admin
+    async def create_tenant(self, tenant_id: str) -> TenantCreated:
+        return cast(TenantCreated, await self.send(calls.create_tenant(tenant_id)))
+
+    async def list_tenants(self) -> list[TenantInfo]:
+        return cast(list[TenantInfo], (await self.send(calls.list_tenants()))["tenants"])
+
+    async def delete_tenant(self, tenant_id: str) -> None:
+        await self.send(calls.delete_tenant(tenant_id))
+
+    async def create_key(self, tenant_id: str) -> KeyCreated:
+        return cast(KeyCreated, await self.send(calls.create_key(tenant_id)))
+
+    async def revoke_key(self, tenant_id: str, key_id: str) -> None:
+        await self.send(calls.revoke_key(tenant_id, key_id))
+
+    # models
+    async def create_model(self, model_id: str, task: str, n_features: int, *,
+                           algorithm: str | None = None, n_classes: int | None = None,
+                           params: dict[str, Any] | None = None,
+                           feedback: dict[str, Any] | None = None,
+                           seed: int | None = None) -> Model:
+        return cast(Model, await self.send(calls.create_model(
+            model_id, task, n_features, algorithm=algorithm, n_classes=n_classes,
+            params=params, feedback=feedback, seed=seed)))
+
+    async def list_models(self) -> list[Model]:
+        return cast(list[Model], (await self.send(calls.list_models()))["models"])
+
+    async def get_model(self, model_id: str) -> Model:
+        return cast(Model, await self.send(calls.get_model(model_id)))
+
+    async def delete_model(self, model_id: str) -> None:
+        await self.send(calls.delete_model(model_id))
+
+    async def reset_model(self, model_id: str) -> Model:
+        return cast(Model, await self.send(calls.reset_model(model_id)))
+
+    async def get_snapshot(self, model_id: str) -> Snapshot:
+        return cast(Snapshot, await self.send(calls.get_snapshot(model_id)))
+
+    async def put_snapshot(self, model_id: str, snapshot: dict[str, Any]) -> Model:
+        return cast(Model, await self.send(calls.put_snapshot(model_id, snapshot)))
+
+    async def sync(self, model_id: str, timeout: float | None = None) -> SyncResult:
+        return cast(SyncResult, await self.send(calls.sync(model_id, timeout)))
+
+    # predict and feedback
+    async def predict(self, model_id: str, features: Features, *, explore: bool = True
+                      ) -> Prediction:
+        return cast(Prediction, await self.send(calls.predict(model_id, features, explore)))
+
+    async def predict_batch(self, model_id: str, instances: Any, *, explore: bool = True
+                            ) -> list[Prediction]:
+        answer = await self.send(calls.predict_batch(model_id, instances, explore))
+        return cast(list[Prediction], answer["predictions"])
+
+    async def feedback(self, model_id: str, event_id: str | None = None, **fields: Any
+                       ) -> dict[str, Any]:
+        return cast(dict[str, Any], await self.send(calls.feedback(model_id, event_id, fields)))
+
+    async def feedback_batch(self, model_id: str, events: list[dict[str, Any]]
+                             ) -> FeedbackBatchResult:
+        return cast(FeedbackBatchResult, await self.send(calls.feedback_batch(model_id, events)))
+
+    # noise and confusion
+    async def get_noise(self, model_id: str) -> Noise:
+        return cast(Noise, await self.send(calls.get_noise(model_id)))
+
+    async def put_noise(self, model_id: str, rho0: float, rho1: float) -> Noise:
+        return cast(Noise, await self.send(calls.put_noise(model_id, rho0, rho1)))
+
+    async def estimate_noise(self, model_id: str, *, wait: bool = False,
+                             timeout: float | None = None) -> dict[str, Any]:
+        return cast(dict[str, Any],
+                    await self.send(calls.estimate_noise(model_id, wait, timeout)))
+
+    async def get_confusion(self, model_id: str) -> Confusion:
+        return cast(Confusion, await self.send(calls.get_confusion(model_id)))
+
+    async def put_confusion(self, model_id: str, matrix: Any) -> Confusion:
+        return cast(Confusion, await self.send(calls.put_confusion(model_id, matrix)))
+
+    # operations
+    async def health(self) -> dict[str, Any]:
+        return cast(dict[str, Any], await self.send(calls.health()))
+
+    async def ready(self) -> dict[str, Any]:
+        return cast(dict[str, Any], await self.send(calls.ready()))

@@ -1,0 +1,110 @@
+"""Shapes of the service's JSON answers (``api.md``), as ``TypedDict`` for type checkers.
+
+The client returns the decoded JSON as is (no per-field conversion, so
+batches stay cheap); these types name the fields the contract guarantees.
+The service may add fields, hence ``total=False`` where the contract lists
+optional ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+#: Features in one of the three forms of ``api.md``: dense list (or numpy
+#: vector), ``{"indices", "values"}`` or ``{"named": {...}}``.
+Features = Any
+
+
+class TenantCreated(TypedDict):
+    tenant_id: str
+    api_key: str
+    key_id: str
+
+
+class KeyCreated(TypedDict):
+    api_key: str
+    key_id: str
+
+
+class TenantInfo(TypedDict):
+    tenant_id: str
+    n_models: int
+    created_at: str
+
+
+class ModelStats(TypedDict):
+    predictions: int
+    feedback_accepted: int
+    events_applied: int
+    events_expired: int
+    debiased_reward: float | None
+
+
+class Noise(TypedDict, total=False):
+    rho0: float
+    rho1: float
+    source: str
+    estimated_at: str | None
+    n_samples: int
+    history: list[dict[str, Any]]
+
+
+class Model(TypedDict, total=False):
+    model_id: str
+    task: str
+    algorithm: str
+    n_features: int
+    n_classes: int | None
+    params: dict[str, Any]
+    feedback: dict[str, Any]
+    created_at: str
+    version: int
+    stats: ModelStats
+    noise: Noise | None
+
+
+class ArrayPayload(TypedDict):
+    dtype: str
+    shape: list[int]
+    data_b64: str
+
+
+class Snapshot(TypedDict):
+    model: dict[str, Any]
+    version: int
+    state: dict[str, ArrayPayload]
+
+
+class Prediction(TypedDict, total=False):
+    """One decision; which fields are present depends on the task."""
+
+    event_id: str
+    label: int
+    labels: list[int]
+    probability: float
+    greedy_label: int
+    greedy_labels: list[int]
+    expected_reward: float
+    value: float
+    model_version: int
+
+
+class Rejected(TypedDict):
+    index: int
+    error: dict[str, Any]
+
+
+class FeedbackBatchResult(TypedDict):
+    accepted: int
+    rejected: list[Rejected]
+
+
+class SyncResult(TypedDict):
+    version: int
+    pending: int
+
+
+class Confusion(TypedDict, total=False):
+    matrix: list[list[float]]
+    source: str
+    n_gold: int

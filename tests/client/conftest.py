@@ -1,0 +1,90 @@
+"""A real noisyloop service on a free port (uvicorn in a thread, real Redis, in-process trainer).
+
+The client is tested over real sockets: HTTP (httpx) and WebSocket
+(websockets) against the same app ``noisyloop serve`` runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis
+import uvicorn
+
+from app.client import Client
+from app.store.embedded import EmbeddedRedis
+
+ADMIN_TOKEN = "client-test-admin-token-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _trainer(ctx: Any, stop: asyncio.Event) -> None:
+    from workers.worker import Worker
+
+    await Worker(ctx.store, roles=("trainer",), worker_id="client-tests", flush_interval=0.01,
+                 metrics=ctx.metrics).run(stop)
+
+
+@dataclass(frozen=True)
+class Service:
+    url: str
+    admin_token: str
+
+
+@pytest.fixture(scope="module")
+def service(redis_server: EmbeddedRedis) -> Iterator[Service]:
+    """The app with its trainer, served by uvicorn on 127.0.0.1:<free port>."""
+    from app.main import create_app
+    from app.settings import Settings
+
+    with redis.Redis.from_url(redis_server.url) as r:
+        r.flushall()
+    app = create_app(Settings(redis_url=redis_server.url, admin_token=ADMIN_TOKEN),
+                     background=[_trainer])
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None,
+                                           access_log=False, ws="websockets-sansio",
+                                           lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield Service(f"http://127.0.0.1:{port}", ADMIN_TOKEN)
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+@pytest.fixture
+def admin(service: Service) -> Iterator[Client]:
+    with Client(service.url, admin_token=service.admin_token) as c:
+        yield c
+
+
+@pytest.fixture
+def api_key(admin: Client) -> str:
+    """The key of a new tenant (unique per test)."""
+    return admin.create_tenant(f"t-{uuid.uuid4().hex[:12]}")["api_key"]
+
+
+@pytest.fixture
+def client(service: Service, api_key: str) -> Iterator[Client]:
+    with Client(service.url, api_key) as c:
+        yield c

@@ -1,0 +1,120 @@
+"""The sync and async HTTP clients against the real service (every route of api.md)."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+
+from app.client import AsyncClient, Client, NoisyloopError, snapshot_arrays
+from tests.client.conftest import Service
+
+
+def _model(c: Client, model_id: str = "m1", **kw: object) -> None:
+    c.create_model(model_id, "label", 4, algorithm="rcnbf", n_classes=3, seed=0,
+                   **kw)  # type: ignore[arg-type]
+
+
+def test_admin_tenant_and_key_lifecycle(service: Service, admin: Client) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    created = admin.create_tenant(tenant)
+    assert created["tenant_id"] == tenant
+    assert tenant in {t["tenant_id"] for t in admin.list_tenants()}
+    with pytest.raises(NoisyloopError) as info:
+        admin.create_tenant(tenant)
+    assert (info.value.status, info.value.code) == (409, "tenant_exists")
+    second = admin.create_key(tenant)
+    admin.revoke_key(tenant, created["key_id"])
+    with Client(service.url, created["api_key"]) as old, pytest.raises(NoisyloopError) as info:
+        old.list_models()
+    assert (info.value.status, info.value.code) == (401, "invalid_api_key")
+    with Client(service.url, second["api_key"]) as new:
+        assert new.list_models() == []
+    admin.delete_tenant(tenant)
+    with pytest.raises(NoisyloopError) as info:
+        admin.delete_tenant(tenant)
+    assert info.value.code == "unknown_tenant"
+
+
+def test_predict_feedback_sync_loop(client: Client) -> None:
+    _model(client)
+    assert [m["model_id"] for m in client.list_models()] == ["m1"]
+    one = client.predict("m1", [1.0, 0.0, 0.0, 0.0])
+    sparse = client.predict("m1", {"indices": [1], "values": [1.0]})
+    named = client.predict("m1", {"named": {"country=FR": 1, "age": 0.3}})
+    batch = client.predict_batch("m1", np.eye(4))
+    greedy = client.predict("m1", np.ones(4), explore=False)
+    assert len(batch) == 4 and "event_id" not in greedy
+    for p in (one, sparse, named, *batch):
+        assert 0 <= p["label"] < 3 and 0 < p["probability"] <= 1
+    assert client.feedback("m1", one["event_id"], click=True) == {"accepted": True}
+    result = client.feedback_batch("m1", [
+        {"event_id": sparse["event_id"], "click": False},
+        {"event_id": "no-such-event", "click": True},
+        {"event_id": named["event_id"], "click": True},
+    ])
+    assert result["accepted"] == 2
+    assert [(r["index"], r["error"]["code"]) for r in result["rejected"]] == [
+        (1, "unknown_event")]
+    with pytest.raises(NoisyloopError) as info:
+        client.feedback("m1", one["event_id"], click=False)
+    assert (info.value.status, info.value.code) == (409, "duplicate_feedback")
+    assert client.sync("m1", timeout=10)["pending"] == 0
+    model = client.get_model("m1")
+    assert model["stats"]["events_applied"] == 3
+    assert model["stats"]["predictions"] >= 7
+
+
+def test_snapshot_reset_delete(client: Client) -> None:
+    _model(client)
+    p = client.predict("m1", [0.0, 1.0, 0.0, 0.0])
+    client.feedback("m1", p["event_id"], click=True)
+    client.sync("m1")
+    snap = client.get_snapshot("m1")
+    weights = snapshot_arrays(snap)["W_"]
+    assert weights.shape == (3, 4) and np.abs(weights).sum() > 0
+    reset = client.reset_model("m1")
+    assert reset["version"] > snap["version"]
+    assert np.abs(snapshot_arrays(client.get_snapshot("m1"))["W_"]).sum() == 0
+    client.put_snapshot("m1", dict(snap))
+    assert np.array_equal(snapshot_arrays(client.get_snapshot("m1"))["W_"], weights)
+    client.delete_model("m1")
+    with pytest.raises(NoisyloopError) as info:
+        client.get_model("m1")
+    assert (info.value.status, info.value.code) == (404, "unknown_model")
+
+
+def test_noise_get_put(client: Client) -> None:
+    _model(client)
+    assert client.get_noise("m1")["source"] == "initial"
+    noise = client.put_noise("m1", 0.1, 0.2)
+    assert (noise["rho0"], noise["rho1"], noise["source"]) == (0.1, 0.2, "configured")
+    with pytest.raises(NoisyloopError) as info:
+        client.put_noise("m1", 0.6, 0.5)
+    assert info.value.status == 422
+
+
+def test_validation_error_names_field(client: Client) -> None:
+    _model(client)
+    with pytest.raises(NoisyloopError) as info:
+        client.predict("m1", [1.0, 2.0])
+    assert info.value.status == 422 and info.value.field is not None
+    with pytest.raises(NoisyloopError) as info:
+        client.create_model("m2", "label", 4, algorithm="nope", n_classes=3)
+    assert info.value.status == 422 and info.value.field == "algorithm"
+
+
+async def test_async_client_loop(service: Service, api_key: str) -> None:
+    async with AsyncClient(service.url, api_key) as c:
+        await c.create_model("a1", "label_set", 4, n_classes=4, params={"m": 2}, seed=1)
+        preds = await c.predict_batch("a1", [[1.0, 0, 0, 0], [0, 1.0, 0, 0]])
+        assert all(len(p["labels"]) == 2 for p in preds)
+        result = await c.feedback_batch("a1", [{"event_id": p["event_id"], "click": True}
+                                               for p in preds])
+        assert result == {"accepted": 2, "rejected": []}
+        assert (await c.sync("a1"))["pending"] == 0
+        assert (await c.get_model("a1"))["stats"]["events_applied"] == 2
+        assert (await c.health())["status"] == "ok"
+        await c.delete_model("a1")
+        assert await c.list_models() == []
