@@ -47,23 +47,23 @@ def run(args: argparse.Namespace) -> int:
     from app.api.context import ApiContext
     from app.logs import configure_logging
     from app.main import create_app
-    from workers.trainer import Trainer
+    from workers.worker import DEFAULT_ROLES, Worker
 
     settings = settings_from_args(args)
     configure_logging(settings.log_level, settings.log_json)
     settings, new_token = with_admin_token(settings)
 
-    async def trainer(ctx: ApiContext, stop: asyncio.Event) -> None:
-        await Trainer(ctx.store, consumer=f"serve-{socket.gethostname()}",
-                      batch_size=ctx.settings.trainer_batch_size,
-                      interval=ctx.settings.trainer_interval_seconds,
-                      metrics=ctx.metrics).run(stop)
+    async def workers(ctx: ApiContext, stop: asyncio.Event) -> None:
+        await Worker(ctx.store, roles=DEFAULT_ROLES, worker_id=f"serve-{socket.gethostname()}",
+                     batch_size=ctx.settings.trainer_batch_size,
+                     flush_interval=ctx.settings.trainer_interval_seconds,
+                     metrics=ctx.metrics).run(stop)
 
     with redis_for(settings, publish_url=True) as url:
         settings = settings.model_copy(update={"redis_url": url})
         if new_token is not None:
             print(first_start_banner(new_token, settings.host, settings.port), flush=True)
-        app = create_app(settings, background=[trainer])
+        app = create_app(settings, background=[workers])
         # uvicorn re-raises SIGTERM after its graceful shutdown; a no-op handler lets us
         # return normally, so the embedded Redis is stopped (with its AOF flushed)
         signal.signal(signal.SIGTERM, lambda signum, frame: None)

@@ -17,14 +17,15 @@ with warnings.catch_warnings():
 from app.api.context import ApiContext
 from app.main import create_app
 from app.settings import Settings
-from workers.trainer import Trainer
+from workers.worker import Worker
 
 ADMIN_TOKEN = "test-admin-token-0123456789abcdef"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 async def run_trainer(ctx: ApiContext, stop: asyncio.Event) -> None:
-    await Trainer(ctx.store, metrics=ctx.metrics, interval=0.01).run(stop)
+    await Worker(ctx.store, roles=("trainer",), worker_id="api-tests", flush_interval=0.01,
+                 metrics=ctx.metrics, nrest_processes=False).run(stop)
 
 
 def make_client(redis_url: str, trainer: bool = True, **settings: Any) -> TestClient:

@@ -11,7 +11,7 @@ from app.store import ModelKeys, Store
 from app.store.codec import decode, encode
 from app.store.snapshots import PublishConflict
 from app.store.tenants import parse_api_key
-from workers.trainer import Trainer
+from workers.worker import Worker
 
 CONFIG = {"model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 2,
           "n_classes": 3, "params": {"gamma": 0.05, "rho0": 0.0, "rho1": 0.0},
@@ -32,6 +32,10 @@ async def store(redis_url: str):
 
 
 MK = ModelKeys("t", "m")
+
+
+def _trainer(store: Store, worker_id: str) -> Worker:
+    return Worker(store, roles=("trainer",), worker_id=worker_id, nrest_processes=False)
 
 
 def test_codec_roundtrip_shapes_and_dtypes() -> None:
@@ -88,18 +92,16 @@ async def test_trainer_skips_entries_already_in_snapshot(store: Store) -> None:
     """A crash between publish and ack re-delivers entries; they must not apply twice."""
     await store.events.record_decisions(MK, [("e1", CTX), ("e2", CTX)], 60, 60)
     await store.events.take_feedback(MK, "e1", CLICK)
-    trainer = Trainer(store, consumer="c1")
-    assert await trainer.drain() == 1
+    assert await _trainer(store, "c1").drain() == 1
     w1 = (await store.snapshots.load(MK)).state["W_"].copy()
     # simulate the crash: the same entry is delivered again (un-acked, then re-read)
     stream_id = (await store.redis.xrange(MK.events))[0][0]
     await store.redis.xgroup_setid(MK.events, "trainers", "0")
-    fresh = Trainer(store, consumer="c2")
-    assert await fresh.drain() == 0
+    assert await _trainer(store, "c2").drain() == 0
     np.testing.assert_array_equal((await store.snapshots.load(MK)).state["W_"], w1)
     assert stream_id
     await store.events.take_feedback(MK, "e2", CLICK)
-    assert await fresh.drain() == 1
+    assert await _trainer(store, "c2").drain() == 1
     info = await store.snapshots.info(MK)
     assert info.events_applied == 2 and info.version == 3
 
