@@ -260,6 +260,11 @@ def sanitise(rho0: float, rho1: float, beta_min: float) -> tuple[float, float]:
     if total > 1.0 - beta_min:
         scale = (1.0 - beta_min) / total
         r0, r1 = r0 * scale, r1 * scale
+        while 1.0 - r0 - r1 < beta_min:  # rounding: the learner checks this exact test
+            if r1 >= r0:
+                r1 = math.nextafter(r1, 0.0)
+            else:
+                r0 = math.nextafter(r0, 0.0)
     return r0, r1
 
 

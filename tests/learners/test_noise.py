@@ -120,6 +120,15 @@ def test_sanitise_clips_negative_and_ones() -> None:
     assert sanitise(0.3, 0.3, 0.1) == (0.3, 0.3)
 
 
+def test_sanitise_meets_beta_min_exactly() -> None:
+    grid = np.linspace(0.0, 0.999, 37)
+    for beta_min in (0.1, 0.3, 0.01):
+        for a in grid:
+            for b in grid:
+                r0, r1 = sanitise(float(a), float(b), beta_min)
+                assert 1.0 - r0 - r1 >= beta_min and 0.0 <= r0 < 1.0 and 0.0 <= r1 < 1.0
+
+
 def test_nearest_rank_positions() -> None:
     values = np.arange(10.0)[::-1]  # 9, 8, ..., 0
     assert values[nearest_rank(values, 95.0)] == 9.0   # ceil(9.5) - 1 = 9
