@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.commands.api",
     "app.commands.admin",
     "app.commands.bench",
+    "app.commands.worker",
 )
 
 

@@ -1,24 +1,39 @@
-"""Trainer: applies each model's event stream to its learner, exactly once.
+"""Trainer role: applies each model's event stream to its learner, exactly once.
 
-For every model, one step is: read a batch from the model's stream with the
-trainer consumer group (first this consumer's own unacknowledged entries,
-then new ones), skip entries not newer than the snapshot's ``last_id``,
-stack the rest into one columnar batch, ``learn_many`` it (off the event
-loop), publish state + version + ``last_id`` + counters atomically (only if
-the snapshot did not move meanwhile), then acknowledge.  A crash between
-publish and ack re-delivers entries that the ``last_id`` check then skips,
-so every event changes the model exactly once.
+One pass (:func:`run_pass`) balances the trainer leases (each live trainer
+holds about ``ceil(models / live trainers)`` of them; a dead trainer's
+leases expire and are taken over), then runs one :func:`step` per owned
+model:
 
-This is the minimal single-trainer version used by ``noisyloop serve``;
-leases and claiming a dead trainer's entries build on the same store calls
-(:meth:`EventStore.claim_stale`, ``lease_owner`` of
-:meth:`SnapshotStore.publish`).
+1. read a batch, only while holding the lease (one Lua step): first any
+   unacknowledged entries (a dead trainer's, or ours after a refused
+   publish), then new ones;
+2. acknowledge entries not newer than the snapshot's ``last_id`` (applied
+   before a crash, re-delivered) and move poison entries (delivered more
+   than ``max_deliveries`` times, undecodable, or refused by the learner)
+   to the dead-letter stream with the reason;
+3. stack the rest and ``learn_many`` it in a thread (one matrix product for
+   the logged-only learners, an in-order loop for the others), with the
+   model's current noise rates (so an NREst estimate applies from the next
+   batch on);
+4. publish state + version + ``last_id`` + counters (events applied, the
+   sum and count of ``h(f)`` for ``debiased_reward``) in one Lua step that
+   also checks the lease and the version, THEN acknowledge and trim; this
+   step is shielded from cancellation.
+
+A crash anywhere before the publish leaves the entries pending (the next
+owner claims them); a crash between publish and acknowledgement re-delivers
+entries that step 2 skips.  So every accepted event changes the model
+exactly once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
+import math
+import random
 import time
 from dataclasses import dataclass
 
@@ -27,153 +42,251 @@ import numpy as np
 from app.learners.base import Learner, stack_events
 from app.learners.proxy import unbiased_click
 from app.learning import apply_noise_rates, build_learner
-from app.metrics import Metrics
-from app.store import STORE_ERRORS, ModelKeys, Store
 from app.store.codec import CodecError
+from app.store.delivery import Delivery, TrainerView
 from app.store.events import StreamEvent, decode_entry
+from app.store.keys import ModelKeys
 from app.store.snapshots import PublishConflict
 from app.store.util import parse_stream_id
+from workers import nrest
+from workers.context import CachedLearner, ModelRef, WorkerContext
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class _Cached:
-    uid: str
-    version: int
-    learner: Learner
+class _Outcome:
+    """What one batch produced, before it is published."""
+
+    applied: list[StreamEvent]
+    rejected: list[tuple[StreamEvent, str]]
 
 
-class Trainer:
-    """Applies the event streams of all models (see the module docstring)."""
+async def run_pass(ctx: WorkerContext) -> int:
+    """Balance the leases, then one step per owned model; returns events applied."""
+    models = await ctx.store.models.all_models()
+    await balance_leases(ctx, models)
+    applied = 0
+    for ref in sorted(ctx.held):
+        if ctx.stopping.is_set():
+            break
+        applied += await step(ctx, ref)
+    return applied
 
-    def __init__(self, store: Store, *, consumer: str = "trainer-0", batch_size: int = 1000,
-                 interval: float = 0.05, metrics: Metrics | None = None) -> None:
-        self.store = store
-        self.consumer = consumer
-        self.batch_size = batch_size
-        self.interval = interval
-        self.metrics = metrics
-        self._learners: dict[tuple[str, str], _Cached] = {}
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Apply batches until ``stop`` is set; idle for ``interval`` when nothing is queued."""
-        while not stop.is_set():
+async def balance_leases(ctx: WorkerContext, models: list[ModelRef]) -> None:
+    """Renew owned leases, give back more than a fair share, take free ones up to it."""
+    cfg = ctx.config
+    for ref in [r for r in ctx.held if r not in set(models)]:
+        ctx.forget(ref)  # deleted model
+    await renew_leases(ctx)
+    live = max(1, await ctx.heartbeats.live_trainers(cfg.heartbeat_ttl))
+    share = math.ceil(len(models) / live)
+    if len(ctx.held) > share:
+        extra = sorted(ctx.held)[share:]
+        await ctx.leases.release_many([ModelKeys(*r) for r in extra], cfg.worker_id)
+        for ref in extra:
+            ctx.forget(ref)
+        logger.info("trainer %s: gave back %d model(s) (fair share %d)", cfg.worker_id,
+                    len(extra), share)
+    elif len(ctx.held) < share:
+        free = [r for r in models if r not in ctx.held]
+        random.shuffle(free)
+        owners = await ctx.leases.owners([ModelKeys(*r) for r in free])
+        wanted = [r for r, owner in zip(free, owners, strict=True)
+                  if owner in (None, cfg.worker_id)]  # ours: a restart of this worker
+        wanted = wanted[: share - len(ctx.held)]
+        taken = await ctx.leases.take_many([ModelKeys(*r) for r in wanted], cfg.worker_id,
+                                           int(cfg.lease_ttl * 1000))
+        for ref, ok in zip(wanted, taken, strict=True):
+            if ok:
+                ctx.held.add(ref)
+                ctx.learners.pop(ref, None)  # someone else may have published since
+                logger.info("trainer %s: took %s/%s", cfg.worker_id, *ref)
+
+
+async def renew_leases(ctx: WorkerContext) -> None:
+    """Renew every owned lease; forget the ones another trainer holds now."""
+    held = sorted(ctx.held)
+    ok = await ctx.leases.take_many([ModelKeys(*r) for r in held], ctx.config.worker_id,
+                                    int(ctx.config.lease_ttl * 1000))
+    for ref, good in zip(held, ok, strict=True):
+        if not good:
+            logger.warning("trainer %s: lost the lease of %s/%s", ctx.config.worker_id, *ref)
+            ctx.forget(ref)
+
+
+async def release_leases(ctx: WorkerContext) -> None:
+    """Give every owned lease back (clean shutdown: others take over at once)."""
+    await ctx.leases.release_many([ModelKeys(*r) for r in sorted(ctx.held)],
+                                  ctx.config.worker_id)
+    for ref in list(ctx.held):
+        ctx.forget(ref)
+
+
+async def step(ctx: WorkerContext, ref: ModelRef) -> int:
+    """Read, apply, publish and acknowledge one batch of one model; returns events applied."""
+    cfg = ctx.config
+    mk = ModelKeys(*ref)
+    deliveries = await ctx.delivery.read_batch(mk, cfg.worker_id, cfg.batch_size)
+    if deliveries is None:
+        ctx.forget(ref)  # the lease expired or the model is gone
+        return 0
+    if not deliveries:
+        return 0
+    view = await ctx.delivery.read_model(mk)
+    if view is None:
+        ctx.forget(ref)
+        return 0
+    cached = await _learner(ctx, ref, view)
+    if cached is None:
+        return 0
+    last = parse_stream_id(view.info.last_id)
+    skipped: list[str] = []
+    dead: list[tuple[Delivery, str]] = []
+    fresh: list[tuple[Delivery, StreamEvent]] = []
+    for d in deliveries:
+        if not d.fields or parse_stream_id(d.stream_id) <= last:
+            skipped.append(d.stream_id)  # applied before a crash, or deleted
+        elif d.deliveries > cfg.max_deliveries:
+            dead.append((d, f"delivered {d.deliveries} times without being applied"))
+        else:
             try:
-                applied = await self.run_once()
-            except STORE_ERRORS as exc:
-                logger.warning("trainer: store unavailable (%s); retrying", exc)
-                applied = 0
-                await asyncio.sleep(min(1.0, 10 * self.interval))
-            if applied == 0:
-                try:
-                    await asyncio.wait_for(stop.wait(), self.interval)
-                except TimeoutError:
-                    pass
+                fresh.append((d, decode_entry(d.stream_id, d.fields)))
+            except (CodecError, KeyError, ValueError) as exc:
+                dead.append((d, f"malformed entry: {exc!r}"))
+    if not fresh:
+        await _dead_letter(ctx, mk, dead)
+        await ctx.delivery.ack_and_trim(mk, skipped, None)
+        return 0
+    rates = (view.noise.rho0, view.noise.rho1) if view.noise else (0.0, 0.0)
+    cached, outcome = await _learn(ctx, ref, cached, [ev for _, ev in fresh], rates)
+    by_id = {d.stream_id: d for d, _ in fresh}
+    dead += [(by_id[ev.stream_id], reason) for ev, reason in outcome.rejected]
+    await _dead_letter(ctx, mk, dead)
+    if cached is None or not outcome.applied:
+        await ctx.delivery.ack_and_trim(mk, skipped, None)
+        return 0
+    return await _commit(ctx, ref, view, cached, outcome.applied, rates,
+                         skipped + [d.stream_id for d, _ in fresh], fresh[-1][0].stream_id)
 
-    async def run_once(self) -> int:
-        """One pass over every model; returns the number of events applied."""
-        total = 0
-        models = await self.store.models.all_models()
-        for tenant, model in models:
-            try:
-                total += await self.step(tenant, model)
-            except STORE_ERRORS:
-                raise
-            except Exception:  # one broken model must not stop the others
-                logger.exception("trainer: step of %s/%s failed", tenant, model)
-                self._learners.pop((tenant, model), None)
-        live = set(models)
-        for gone in [k for k in self._learners if k not in live]:
-            del self._learners[gone]
-        return total
 
-    async def drain(self) -> int:
-        """Apply until every stream is empty (tests and ``sync``)."""
-        total = 0
-        while applied := await self.run_once():
-            total += applied
-        return total
+async def _learner(ctx: WorkerContext, ref: ModelRef, view: TrainerView) -> CachedLearner | None:
+    """The cached learner if it is still at the published version, else a reload."""
+    cached = ctx.learners.get(ref)
+    uid = str(view.config.get("uid", ""))
+    if cached is not None and cached.uid == uid and cached.version == view.info.version:
+        return cached
+    snap = await ctx.store.snapshots.load(ModelKeys(*ref))
+    if snap is None:
+        ctx.forget(ref)
+        return None
+    cached = CachedLearner(uid, snap.version, view.config, build_learner(view.config, snap.state))
+    ctx.learners[ref] = cached
+    return cached
 
-    async def step(self, tenant: str, model: str) -> int:
-        """Read and apply one batch of one model; returns the events applied."""
-        mk = ModelKeys(tenant, model)
-        entries = await self.store.events.read_group(mk, self.consumer, self.batch_size,
-                                                     own_pending=True)
-        if not entries:
-            entries = await self.store.events.read_group(mk, self.consumer, self.batch_size)
-        if not entries:
-            return 0
-        return await self._apply(mk, entries)
 
-    async def _learner(self, mk: ModelKeys) -> tuple[_Cached, str] | None:
-        config = await self.store.models.config(mk.tenant, mk.model)
-        info = await self.store.snapshots.info(mk)
-        if config is None or info is None:
-            return None
-        key = (mk.tenant, mk.model)
-        cached = self._learners.get(key)
-        if cached is None or cached.uid != config["uid"] or cached.version != info.version:
-            snap = await self.store.snapshots.load(mk)
-            if snap is None:
-                return None
-            cached = _Cached(config["uid"], snap.version, build_learner(config, snap.state))
-            self._learners[key] = cached
-        return cached, info.last_id
+async def _learn(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner,
+                 events: list[StreamEvent], rates: tuple[float, float],
+                 ) -> tuple[CachedLearner | None, _Outcome]:
+    """``learn_many`` the batch in a thread; on failure find the culprits one by one.
 
-    async def _apply(self, mk: ModelKeys, entries: list[tuple[str, object]]) -> int:
-        found = await self._learner(mk)
-        if found is None:  # model deleted meanwhile
-            return 0
-        cached, last_id = found
-        last = parse_stream_id(last_id)
-        fresh: list[StreamEvent] = []
-        for stream_id, fields in entries:
-            if parse_stream_id(stream_id) <= last:
-                continue  # applied before a crash, re-delivered: skip
-            try:
-                fresh.append(decode_entry(stream_id, fields))  # type: ignore[arg-type]
-            except (CodecError, KeyError) as exc:
-                logger.error("trainer: dropping malformed entry %s of %s/%s: %s",
-                             stream_id, mk.tenant, mk.model, exc)
-        ids = [sid for sid, _ in entries]
-        if not fresh:
-            await self.store.events.ack(mk, ids)
-            return 0
-        noise = await self.store.noise.get(mk)
-        rates = (noise.rho0, noise.rho1) if noise else (0.0, 0.0)
-        learner = cached.learner
-        apply_noise_rates(learner, *rates)
-        batch = stack_events([ev.fields for ev in fresh])
-        await asyncio.to_thread(learner.learn_many, batch)
-        reward_sum, reward_n = 0.0, 0
-        if "click" in batch:
-            reward_sum = float(np.sum(unbiased_click(batch["click"].astype(float), *rates)))
-            reward_n = len(fresh)
+    Returns the learner that holds the result (None when the model is gone).
+    """
+    learner = cached.learner
+    apply_noise_rates(learner, *rates)
+    try:
+        batch = stack_events([ev.fields for ev in events])
+        await asyncio.wait_for(asyncio.to_thread(learner.learn_many, batch),
+                               ctx.config.handler_timeout)
+        return cached, _Outcome(events, [])
+    except TimeoutError:
+        ctx.learners.pop(ref, None)  # the thread may still change it
+        raise
+    except Exception as exc:  # noqa: BLE001 - any learner error: isolate the culprits
+        logger.warning("trainer: batch of %s/%s failed (%r); isolating entries", *ref, exc)
+    ctx.learners.pop(ref, None)
+    view = await ctx.delivery.read_model(ModelKeys(*ref))
+    fresh = None if view is None else await _learner(ctx, ref, view)
+    if fresh is None:  # the model is gone
+        return None, _Outcome([], [])
+    apply_noise_rates(fresh.learner, *rates)
+    learned, outcome = await asyncio.wait_for(
+        asyncio.to_thread(_learn_isolated, fresh.learner, events), ctx.config.handler_timeout)
+    fresh.learner = learned
+    return fresh, outcome
+
+
+def _learn_isolated(learner: Learner, events: list[StreamEvent]) -> tuple[Learner, _Outcome]:
+    """Learn events one at a time on copies; events that raise are rejected with the reason."""
+    outcome = _Outcome([], [])
+    for ev in events:
+        trial = copy.deepcopy(learner)
         try:
-            version = await self.store.snapshots.publish(
-                mk, learner.get_state(), expected_version=cached.version,
-                last_id=fresh[-1].stream_id, applied=len(fresh),
-                reward_sum=reward_sum, reward_n=reward_n)
-        except PublishConflict as exc:
-            # reset/import/another trainer moved the snapshot: reload and retry later
-            logger.info("trainer: publish of %s/%s refused (%s)", mk.tenant, mk.model, exc)
-            self._learners.pop((mk.tenant, mk.model), None)
-            return 0
-        cached.version = version
-        await self.store.events.ack(mk, ids)
-        await self.store.events.trim(mk, fresh[-1].stream_id)
-        await self._record(mk, len(fresh), version, fresh[-1].stream_id)
-        return len(fresh)
+            trial.learn_one(ev.fields)
+        except Exception as exc:  # noqa: BLE001 - the reason goes to the dead letter
+            outcome.rejected.append((ev, f"learner refused the event: {exc!r}"))
+            continue
+        learner = trial
+        outcome.applied.append(ev)
+    return learner, outcome
 
-    async def _record(self, mk: ModelKeys, applied: int, version: int, last_id: str) -> None:
-        if self.metrics is None:
-            return
-        labels = (mk.tenant, mk.model)
-        info = await self.store.snapshots.info(mk)
-        if info is not None and info.debiased_reward is not None:
-            self.metrics.debiased_reward.labels(*labels).set(info.debiased_reward)
-        self.metrics.events_applied.labels(*labels).inc(applied)
-        self.metrics.model_version.labels(*labels).set(version)
-        lag = time.time() - parse_stream_id(last_id)[0] / 1000.0
-        self.metrics.trainer_lag.labels(*labels).set(max(lag, 0.0))
+
+async def _dead_letter(ctx: WorkerContext, mk: ModelKeys,
+                       dead: list[tuple[Delivery, str]]) -> None:
+    if dead:
+        logger.error("trainer: %d poison entr(ies) of %s/%s to the dead-letter stream: %s",
+                     len(dead), mk.tenant, mk.model, dead[0][1])
+        await ctx.delivery.dead_letter(mk, dead)
+
+
+async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: CachedLearner,
+                  applied: list[StreamEvent], rates: tuple[float, float], ack_ids: list[str],
+                  last_id: str) -> int:
+    """Publish then acknowledge (shielded); returns the events applied (0 if refused)."""
+    mk = ModelKeys(*ref)
+    clicks = [ev.fields["click"] for ev in applied if "click" in ev.fields]
+    reward_sum = float(np.sum(unbiased_click(np.asarray(clicks, dtype=float), *rates)))
+    samples = nrest.samples_of(cached.config, applied)
+    cap = nrest.buffer_size(ctx, cached.config)
+
+    async def publish_then_ack() -> int:
+        version = await ctx.store.snapshots.publish(
+            mk, cached.learner.get_state(), expected_version=cached.version, last_id=last_id,
+            applied=len(applied), reward_sum=reward_sum, reward_n=len(clicks),
+            lease_owner=ctx.config.worker_id)
+        await ctx.delivery.ack_and_trim(mk, ack_ids, last_id)
+        if samples is not None:
+            await ctx.samples.append(mk, *samples, cap=cap)
+        return version
+
+    task = asyncio.ensure_future(publish_then_ack())
+    ctx.inflight.add(task)
+    task.add_done_callback(ctx.inflight.discard)
+    try:
+        version = await asyncio.shield(task)
+    except PublishConflict as exc:
+        # reset/import moved the version, or the lease is gone: entries stay pending
+        logger.info("trainer: publish of %s/%s refused (%s)", *ref, exc)
+        if exc.code == -1:
+            ctx.learners.pop(ref, None)
+        else:
+            ctx.forget(ref)
+        return 0
+    cached.version = version
+    _record(ctx, ref, view, len(applied), version, last_id, reward_sum, len(clicks), rates)
+    return len(applied)
+
+
+def _record(ctx: WorkerContext, ref: ModelRef, view: TrainerView, applied: int, version: int,
+            last_id: str, reward_sum: float, reward_n: int, rates: tuple[float, float]) -> None:
+    m = ctx.metrics
+    m.events_applied.labels(*ref).inc(applied)
+    m.model_version.labels(*ref).set(version)
+    lag = time.time() - parse_stream_id(last_id)[0] / 1000.0
+    m.trainer_lag.labels(*ref).set(max(lag, 0.0))
+    n = view.info.reward_n + reward_n
+    if n:
+        m.debiased_reward.labels(*ref).set((view.info.reward_sum + reward_sum) / n)
+    for kind, value in zip(("rho0", "rho1"), rates, strict=True):
+        m.noise_rate.labels(*ref, kind).set(value)

@@ -1,0 +1,127 @@
+"""Delivery bookkeeping of the trainer group on a model's event stream.
+
+Only the owner of a model's lease gets entries (the lease is checked in the
+same Lua step that delivers them).  It first takes over every
+unacknowledged entry of the group (its own after a refused publish, a dead
+trainer's after a crash) with XCLAIM, oldest first and with their delivery
+counts, and reads new entries only when none is pending.  Entries delivered too often, or
+that cannot be decoded or learned, go to the model's dead-letter stream with
+the reason, acknowledged in the same transaction.  Applied entries are
+acknowledged and trimmed from the stream in one round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from app.store.client import lua_source
+from app.store.keys import TRAINER_GROUP, ModelKeys
+from app.store.noise import NOISE_FIELDS, NoiseRecord, parse_noise
+from app.store.snapshots import COUNTER_FIELDS, SnapshotInfo, parse_info
+from app.store.util import text
+
+#: Entries kept in a dead-letter stream (approximately; oldest dropped first).
+DEAD_LETTER_MAXLEN = 10_000
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One stream entry handed to a trainer."""
+
+    stream_id: str
+    fields: Mapping[bytes, bytes]
+    deliveries: int
+    """Times the entry was delivered to a consumer, this delivery included."""
+
+
+@dataclass(frozen=True)
+class TrainerView:
+    """What the trainer needs of a model before a batch: config, counters, noise rates."""
+
+    config: dict[str, Any]
+    info: SnapshotInfo
+    noise: NoiseRecord | None
+
+
+def _pairs(flat: list[bytes] | None) -> dict[bytes, bytes]:
+    """``[f1, v1, f2, v2, ...]`` (a raw stream entry) as a dict; {} for a deleted entry."""
+    if not flat:
+        return {}
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+class DeliveryStore:
+    """Lease-checked reads, dead letters and acknowledgements of the trainer group."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.redis = redis
+        self._read = redis.register_script(lua_source("trainer_read"))
+
+    async def read_batch(self, mk: ModelKeys, consumer: str, count: int) -> list[Delivery] | None:
+        """Up to ``count`` entries for the lease owner ``consumer``; None without the lease.
+
+        Pending entries of any consumer (its own after a refused publish, a
+        dead trainer's after a crash) come first, oldest first, taken over
+        with their delivery counts; new entries are read only when nothing is
+        pending.  An entry deleted from the stream meanwhile comes back with
+        empty ``fields`` (acknowledge it, there is nothing to apply).
+        """
+        reply: Any = await self._read(keys=[mk.lease, mk.events],
+                                      args=[consumer, TRAINER_GROUP, int(count)])
+        if int(reply[0]) == 0:
+            return None
+        ids, fields = reply[1], reply[2]
+        counts = reply[3] if int(reply[0]) == 1 else [1] * len(ids)
+        return [Delivery(text(sid) or "", _pairs(f), int(n))
+                for sid, f, n in zip(ids, fields, counts, strict=True)]
+
+    async def read_model(self, mk: ModelKeys) -> TrainerView | None:
+        """Config, snapshot counters and noise record in one round trip (None: model gone)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(mk.meta, "config")
+            pipe.hmget(mk.snapshot, list(COUNTER_FIELDS))
+            pipe.hmget(mk.noise, list(NOISE_FIELDS))
+            config, counters, noise = await pipe.execute()
+        info = parse_info(counters)
+        if config is None or info is None:
+            return None
+        return TrainerView(orjson.loads(config), info, parse_noise(noise))
+
+    async def dead_letter(self, mk: ModelKeys, items: Sequence[tuple[Delivery, str]]) -> None:
+        """Move entries to the dead-letter stream with their reason, and acknowledge them."""
+        if not items:
+            return
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for delivery, reason in items:
+                fields: dict[Any, Any] = {**delivery.fields, "stream_id": delivery.stream_id,
+                                          "deliveries": delivery.deliveries, "reason": reason}
+                pipe.xadd(mk.dead_letter, fields, maxlen=DEAD_LETTER_MAXLEN, approximate=True)
+            pipe.xack(mk.events, TRAINER_GROUP, *(d.stream_id for d, _ in items))
+            await pipe.execute()
+
+    async def dead_letters(self, mk: ModelKeys, count: int = 100) -> list[dict[str, str]]:
+        """The newest dead letters' stream id, delivery count and reason (newest first)."""
+        reply: Any = await self.redis.xrevrange(mk.dead_letter, count=count)
+        return [{"stream_id": text(f.get(b"stream_id")) or "",
+                 "deliveries": text(f.get(b"deliveries")) or "",
+                 "reason": text(f.get(b"reason")) or ""} for _, f in reply]
+
+    async def ack_and_trim(self, mk: ModelKeys, stream_ids: Sequence[str],
+                           applied_up_to: str | None) -> None:
+        """Acknowledge ``stream_ids`` and drop the stream entries older than ``applied_up_to``.
+
+        Trimming is safe because the lease owner reads new entries only when
+        nothing older is pending: every entry below ``applied_up_to`` is applied
+        or dead-lettered.
+        """
+        async with self.redis.pipeline(transaction=False) as pipe:
+            if stream_ids:
+                pipe.xack(mk.events, TRAINER_GROUP, *stream_ids)
+            if applied_up_to is not None:
+                pipe.xtrim(mk.events, minid=applied_up_to, approximate=False)
+            await pipe.execute()

@@ -1,0 +1,161 @@
+"""Trainer role in process against a real Redis: batch = learn_many, exactly once, leases, poison."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.learners.base import stack_events
+from app.learners.proxy import unbiased_click
+from app.learning import build_learner
+from app.store import ModelKeys, Store
+from app.store.delivery import DeliveryStore
+from app.store.leases import LeaseStore
+from tests.workers.conftest import create_model, decisions, model_config
+from workers import trainer
+from workers.worker import Worker
+
+
+async def feed(store: Store, mk: ModelKeys, config: dict, n: int, seed: int = 0
+               ) -> list[dict[str, np.ndarray]]:
+    """Log ``n`` decisions and post a click for each; return the joined events."""
+    logged, clicks = decisions(config, n, seed)
+    await store.events.record_decisions(mk, logged, 60, 60)
+    outcomes = await store.events.take_feedback_many(
+        mk, [(eid, {"click": np.array(c)}) for (eid, _), c in zip(logged, clicks, strict=True)])
+    assert all(o.status == "ok" for o in outcomes)
+    return [{**ctx, "click": np.array(c)} for (_, ctx), c in zip(logged, clicks, strict=True)]
+
+
+def expected_state(config: dict, events: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    learner = build_learner(config)
+    learner.learn_many(stack_events(events))
+    return learner.get_state()
+
+
+def worker(store: Store, wid: str = "w1", **kwargs: object) -> Worker:
+    return Worker(store, roles=("trainer",), worker_id=wid, nrest_processes=False, **kwargs)
+
+
+async def test_trainer_batches_equal_learn_many_of_all_events(store: Store) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    events = await feed(store, mk, config, 250)
+    assert await worker(store, batch_size=64).drain() == 250
+    snap = await store.snapshots.load(mk)
+    assert snap is not None
+    for name, arr in expected_state(config, events).items():
+        np.testing.assert_allclose(snap.state[name], arr, rtol=1e-12, atol=1e-12)
+    assert snap.info.events_applied == 250 and snap.version == 1 + 4  # ceil(250 / 64)
+    clicks = np.array([float(e["click"]) for e in events])
+    assert snap.info.debiased_reward is not None
+    np.testing.assert_allclose(snap.info.debiased_reward,
+                               unbiased_click(clicks, 0.1, 0.2).mean(), rtol=1e-12)
+    # everything acknowledged and trimmed up to the last applied entry
+    assert (await store.events.group_progress(mk))[1] == 0
+    assert await store.redis.xlen(mk.events) == 1
+
+
+async def test_trainer_skips_redelivered_entries_after_crash_between_publish_and_ack(
+        store: Store) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    events = await feed(store, mk, config, 30)
+    assert await worker(store).drain() == 30
+    before = await store.snapshots.load(mk)
+    # a crash before XACK: the entries are delivered again
+    await store.redis.xgroup_setid(mk.events, "trainers", "0")
+    assert await worker(store, "w2").drain() == 0
+    after = await store.snapshots.load(mk)
+    assert after is not None and before is not None
+    assert after.version == before.version and after.info.events_applied == 30
+    np.testing.assert_array_equal(after.state["W_"], expected_state(config, events)["W_"])
+
+
+async def test_trainer_takes_over_a_dead_trainers_pending_entries(store: Store) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    events = await feed(store, mk, config, 40)
+    # trainer "dead" takes the lease, reads a batch, and dies before publishing
+    leases, delivery = LeaseStore(store.redis), DeliveryStore(store.redis)
+    assert await leases.take_many([mk], "dead", 100) == [True]
+    got = await delivery.read_batch(mk, "dead", 25)
+    assert got is not None and len(got) == 25
+    # nobody else gets entries while the lease lives
+    assert await delivery.read_batch(mk, "w1", 25) is None
+    await store.redis.delete(mk.lease)  # the lease expired
+    assert await worker(store, batch_size=10).drain() == 40
+    snap = await store.snapshots.load(mk)
+    assert snap is not None and snap.info.events_applied == 40
+    np.testing.assert_allclose(snap.state["W_"], expected_state(config, events)["W_"],
+                               rtol=1e-12, atol=1e-12)
+    assert (await store.events.group_progress(mk))[1] == 0
+
+
+async def test_trainer_moves_poison_entries_to_the_dead_letter_stream(store: Store) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    events = await feed(store, mk, config, 10)
+    await store.redis.xadd(mk.events, {"k": "feedback", "e": "bad", "c": b"junk", "f": b"x"})
+    wrong_shape = {**events[0], "x": np.ones(3)}
+    from app.store import codec
+
+    await store.redis.xadd(mk.events, {"k": "feedback", "e": "short",
+                                       "c": codec.encode({k: v for k, v in wrong_shape.items()
+                                                          if k != "click"}),
+                                       "f": codec.encode({"click": np.array(1.0)})})
+    more = await feed(store, mk, config, 5, seed=1)
+    assert await worker(store).drain() == 15
+    letters = await DeliveryStore(store.redis).dead_letters(mk)
+    reasons = sorted(letter["reason"].split(":")[0] for letter in letters)
+    assert reasons == ["learner refused the event", "malformed entry"]
+    snap = await store.snapshots.load(mk)
+    assert snap is not None and snap.info.events_applied == 15
+    np.testing.assert_allclose(snap.state["W_"], expected_state(config, events + more)["W_"],
+                               rtol=1e-12, atol=1e-12)
+    assert (await store.events.group_progress(mk))[1] == 0
+
+
+async def test_trainer_dead_letters_entries_delivered_too_often(store: Store) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    await feed(store, mk, config, 3)
+    delivery = DeliveryStore(store.redis)
+    await LeaseStore(store.redis).take_many([mk], "w1", 10_000)
+    for _ in range(3):  # three deliveries that were never applied
+        assert len(await delivery.read_batch(mk, "w1", 10) or []) == 3
+    assert await worker(store, max_deliveries=3).drain() == 0
+    letters = await delivery.dead_letters(mk)
+    assert len(letters) == 3 and letters[0]["reason"].startswith("delivered 4 times")
+    assert (await store.events.group_progress(mk))[1] == 0
+
+
+async def test_trainer_refetches_after_reset_and_applies_to_the_new_state(store: Store) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    await feed(store, mk, config, 20)
+    assert await worker(store).drain() == 20
+    # reset (as the API does: publish initial weights without a last_id)
+    await store.snapshots.publish(mk, build_learner(config).get_state())
+    events = await feed(store, mk, config, 7, seed=5)
+    assert await worker(store).drain() == 7
+    snap = await store.snapshots.load(mk)
+    assert snap is not None
+    np.testing.assert_allclose(snap.state["W_"], expected_state(config, events)["W_"],
+                               rtol=1e-12, atol=1e-12)
+
+
+async def test_leases_share_models_between_live_trainers(store: Store) -> None:
+    for i in range(4):
+        await create_model(store, model_config(f"m{i}"))
+    a, b = worker(store, "a"), worker(store, "b")
+    ctx_a, ctx_b = await a.start(), await b.start()
+    models = await store.models.all_models()
+    await trainer.balance_leases(ctx_a, models)
+    assert len(ctx_a.held) == 2  # two live trainers: a fair share is half
+    await trainer.balance_leases(ctx_b, models)
+    assert len(ctx_b.held) == 2 and not ctx_a.held & ctx_b.held
+    await b.close()  # clean shutdown gives the leases back at once
+    await ctx_a.heartbeats.forget("b")
+    await trainer.balance_leases(ctx_a, models)
+    assert len(ctx_a.held) == 4
+    await a.close()

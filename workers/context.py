@@ -1,0 +1,88 @@
+"""What the role handlers share: configuration, store, metrics, leases, caches.
+
+Built once when a :class:`workers.worker.Worker` starts (arq's "context"):
+the handlers in :mod:`workers.trainer`, :mod:`workers.nrest` and
+:mod:`workers.sweeper` are plain ``async`` functions of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.learners.base import Learner
+from app.metrics import Metrics
+from app.store import Store
+from app.store.delivery import DeliveryStore
+from app.store.leases import HeartbeatStore, LeaseStore
+from app.store.nrest import SampleStore
+
+ModelRef = tuple[str, str]
+"""``(tenant, model)``."""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Settings of one worker process (see :class:`workers.worker.Worker`)."""
+
+    worker_id: str
+    roles: tuple[str, ...]
+    batch_size: int = 1000
+    flush_interval: float = 0.05
+    poll_interval: float = 0.5
+    lease_ttl: float = 10.0
+    heartbeat_ttl: float = 15.0
+    max_deliveries: int = 10
+    handler_timeout: float = 120.0
+    retry_delay: float = 1.0
+    nrest_interval: float = 600.0
+    nrest_buffer: int = 5000
+    nrest_timeout: float = 300.0
+    sweep_limit: int = 1000
+
+
+@dataclass
+class CachedLearner:
+    """A model's learner as of snapshot ``version`` (``uid`` tells re-created ids apart)."""
+
+    uid: str
+    version: int
+    config: dict[str, Any]
+    learner: Learner
+
+
+@dataclass
+class WorkerContext:
+    """Resources opened at start-up and handed to every handler."""
+
+    config: WorkerConfig
+    store: Store
+    metrics: Metrics
+    executor: Executor
+    """Pool that runs NREst fits off the event loop."""
+    stopping: asyncio.Event
+    """Set on shutdown: handlers finish the model at hand and return."""
+    leases: LeaseStore = field(init=False)
+    heartbeats: HeartbeatStore = field(init=False)
+    delivery: DeliveryStore = field(init=False)
+    samples: SampleStore = field(init=False)
+    held: set[ModelRef] = field(default_factory=set)
+    """Models whose trainer lease this worker holds."""
+    learners: dict[ModelRef, CachedLearner] = field(default_factory=dict)
+    inflight: set[asyncio.Task[Any]] = field(default_factory=set)
+    """Shielded publish-then-ack steps still running (awaited at shutdown)."""
+    nrest_last_run: dict[ModelRef, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        redis = self.store.redis
+        self.leases = LeaseStore(redis)
+        self.heartbeats = HeartbeatStore(redis)
+        self.delivery = DeliveryStore(redis)
+        self.samples = SampleStore(redis)
+
+    def forget(self, ref: ModelRef) -> None:
+        """Stop treating ``ref`` as owned; drop its cached learner."""
+        self.held.discard(ref)
+        self.learners.pop(ref, None)

@@ -1,0 +1,181 @@
+"""NREst role: re-estimates the click-noise rates rho0, rho1 of the models that learn them.
+
+Which models: ``rcine`` (the estimate is its algorithm, P1 Algorithm 2) and
+the ridge bandits (``linucb_diag``, ``squarecb_diag``, ``linucb``, whose
+``expected_reward`` is calibrated with the rates) unless their rates were
+configured with ``PUT .../noise``.  For these the trainer appends the
+logged ``(x, played label, noisy click)`` of every applied feedback event
+(not the sweeper's default no-click events, which were never observed) to
+a capped sample buffer (``n_s`` samples for ``rcine``, else the worker's
+``nrest_buffer``).
+
+One pass (:func:`run_pass`) first runs the queued jobs of
+``POST .../noise/estimate`` (any label model with samples), then every
+model due for a periodic run: ``n_s`` new samples since its last estimate,
+or ``nrest_interval`` seconds with some new samples.  The fit
+(:func:`app.learners.noise.estimate_noise_rates`, with the model's
+``percentile`` and ``beta_min``) runs in the worker's process pool, never
+on the event loop; the estimate is written with its time, sample count and
+history, and the trainer uses it from its next batch on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from app.learners.noise import NoiseEstimate, estimate_noise_rates
+from app.learners.rcnbf import RCINE
+from app.learners.registry import learner_class
+from app.learners.ridge import RidgeBandit
+from app.store.events import StreamEvent
+from app.store.keys import ModelKeys
+from app.store.nrest import QueuedJob
+from app.store.util import utc_now
+from workers.context import ModelRef, WorkerContext
+
+logger = logging.getLogger(__name__)
+
+#: beta_min of the learners that take no such parameter (the ridge bandits).
+DEFAULT_BETA_MIN = 0.1
+
+
+class EstimateFailed(Exception):
+    """NREst could not produce an estimate (the reason is the message)."""
+
+
+def keeps_samples(config: dict[str, Any]) -> bool:
+    """Whether the trainer buffers NREst samples for this model."""
+    if config.get("task") != "label":
+        return False
+    cls = learner_class(config["task"], config["algorithm"])
+    return issubclass(cls, (RCINE, RidgeBandit))
+
+
+def estimates_periodically(config: dict[str, Any], source: str) -> bool:
+    """rcine always; the ridge bandits while their rates are not configured by hand."""
+    if not keeps_samples(config):
+        return False
+    return config["algorithm"] == "rcine" or source != "configured"
+
+
+def buffer_size(ctx: WorkerContext, config: dict[str, Any]) -> int:
+    """Samples kept per model: rcine's ``n_s``, else the worker's ``nrest_buffer``."""
+    return int((config.get("params") or {}).get("n_s") or ctx.config.nrest_buffer)
+
+
+def samples_of(config: dict[str, Any], events: list[StreamEvent]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(X, played, clicks)`` of the observed feedback among ``events`` (None: not kept)."""
+    if not keeps_samples(config):
+        return None
+    rows = [ev.fields for ev in events if ev.kind == "feedback" and "click" in ev.fields]
+    if not rows:
+        return None
+    return (np.stack([r["x"] for r in rows]),
+            np.array([int(r["played"]) for r in rows], dtype=np.int64),
+            np.array([float(r["click"]) for r in rows]))
+
+
+async def run_pass(ctx: WorkerContext) -> int:
+    """Queued jobs first, then the periodic runs that are due; returns runs done."""
+    runs = 0
+    while not ctx.stopping.is_set() and (job := await ctx.samples.pop_job()) is not None:
+        await run_job(ctx, job)
+        runs += 1
+    models = await ctx.store.models.all_models()
+    new_counts = await ctx.samples.new_counts([ModelKeys(*ref) for ref in models])
+    now = time.monotonic()
+    for ref, new in zip(models, new_counts, strict=True):
+        if ctx.stopping.is_set():
+            break
+        if new <= 0:
+            continue
+        config = await ctx.store.models.config(*ref)
+        if config is None or not keeps_samples(config):
+            continue
+        last = ctx.nrest_last_run.setdefault(ref, now)
+        if new < buffer_size(ctx, config) and now - last < ctx.config.nrest_interval:
+            continue
+        noise = await ctx.store.noise.get(ModelKeys(*ref))
+        if noise is None or not estimates_periodically(config, noise.source):
+            continue
+        try:
+            await estimate(ctx, ref, config, new)
+        except EstimateFailed as exc:
+            logger.info("NREst of %s/%s kept the previous rates: %s", *ref, exc)
+        runs += 1
+    return runs
+
+
+async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:
+    """Run one queued estimate and record its outcome in the job's status."""
+    ref = (job.tenant, job.model)
+    mk = ModelKeys(*ref)
+    await ctx.store.noise.set_job(mk, job.job_id, status="running", started_at=utc_now())
+    config = await ctx.store.models.config(*ref)
+    try:
+        if config is None:
+            raise EstimateFailed("the model no longer exists")
+        if not keeps_samples(config):
+            raise EstimateFailed(f"{config['algorithm']!r} models keep no NREst sample "
+                                 "buffer (rcine and the ridge bandits do)")
+        new = (await ctx.samples.new_counts([mk]))[0]
+        est = await estimate(ctx, ref, config, new)
+    except EstimateFailed as exc:
+        await ctx.store.noise.set_job(mk, job.job_id, status="failed", reason=str(exc),
+                                      finished_at=utc_now())
+        return
+    await ctx.store.noise.set_job(mk, job.job_id, status="done", rho0=est.rho0, rho1=est.rho1,
+                                  n_samples=est.n_samples, finished_at=utc_now())
+
+
+async def estimate(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
+                   new: int) -> NoiseEstimate:
+    """Fit NREst on the model's buffer in the pool and store the estimate."""
+    mk = ModelKeys(*ref)
+    ctx.nrest_last_run[ref] = time.monotonic()
+    samples = await ctx.samples.load(mk)
+    noise = await ctx.store.noise.get(mk)
+    if samples is None or noise is None:
+        _count(ctx, "failed")
+        raise EstimateFailed("no samples buffered yet")
+    params = config.get("params") or {}
+    fit = functools.partial(
+        estimate_noise_rates, samples.X, samples.played, samples.clicks, config["n_classes"],
+        percentile=params.get("percentile"),
+        beta_min=float(params.get("beta_min", DEFAULT_BETA_MIN)),
+        seed=int(config.get("seed") or 0) * 1000 + len(noise.history),
+        previous=(noise.rho0, noise.rho1))
+    started = time.perf_counter()
+    try:
+        est: NoiseEstimate = await asyncio.wait_for(
+            asyncio.get_running_loop().run_in_executor(ctx.executor, fit),
+            ctx.config.nrest_timeout)
+    except Exception as exc:
+        _count(ctx, "error")
+        logger.exception("NREst of %s/%s failed", *ref)
+        raise EstimateFailed(f"the fit failed: {exc!r}") from exc
+    finally:
+        ctx.metrics.nrest_duration.observe(time.perf_counter() - started)
+    await ctx.samples.consume(mk, new)
+    if not est.ok:
+        _count(ctx, "failed")
+        raise EstimateFailed(est.reason)
+    await ctx.store.noise.put(mk, est.rho0, est.rho1, source="estimated",
+                              n_samples=est.n_samples)
+    _count(ctx, "ok")
+    for kind, value in (("rho0", est.rho0), ("rho1", est.rho1)):
+        ctx.metrics.noise_rate.labels(*ref, kind).set(value)
+    logger.info("NREst of %s/%s: rho0=%.3f rho1=%.3f from %d samples (%.1f s)", *ref,
+                est.rho0, est.rho1, est.n_samples, time.perf_counter() - started)
+    return est
+
+
+def _count(ctx: WorkerContext, outcome: str) -> None:
+    ctx.metrics.nrest_runs.labels(outcome).inc()

@@ -1,0 +1,47 @@
+"""Sweeper role: ends the decisions whose wait time ran out.
+
+Per model, the ids whose deadline (Redis clock) has passed are read from the
+model's pending set and each is ended by the ``expire_decision`` Lua step:
+with ``on_timeout: "no_click"`` the logged context joined with a click of 0
+goes to the event stream (the trainer applies it like any feedback), with
+``"drop"`` nothing does; either way ``events_expired`` counts it and the
+context is gone, so a late feedback gets 404.  The feedback join and the
+expiry both remove the pending entry atomically, so each decision ends
+exactly once, whichever comes first; several sweepers may run at once.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from app.learning import timeout_feedback
+from app.store.expiry import expire_many
+from app.store.keys import ModelKeys
+from workers.context import WorkerContext
+
+logger = logging.getLogger(__name__)
+
+
+async def run_pass(ctx: WorkerContext) -> int:
+    """Expire every overdue decision of every model (up to ``sweep_limit`` per model)."""
+    now = await ctx.store.events.server_time()
+    default = timeout_feedback()
+    total = 0
+    for ref in await ctx.store.models.all_models():
+        if ctx.stopping.is_set():
+            break
+        mk = ModelKeys(*ref)
+        due = await ctx.store.events.due_decisions(mk, now, ctx.config.sweep_limit)
+        if not due:
+            continue
+        config = await ctx.store.models.config(*ref)
+        if config is None:
+            continue
+        mode = (config.get("feedback") or {}).get("on_timeout", "drop")
+        outcomes = await expire_many(ctx.store.events, mk, due, mode, default)
+        expired = outcomes.count("expired")
+        if expired:
+            ctx.metrics.events_expired.labels(*ref).inc(expired)
+            logger.debug("sweeper: %d decision(s) of %s/%s expired (%s)", expired, *ref, mode)
+        total += expired
+    return total
