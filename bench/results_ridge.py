@@ -7,7 +7,8 @@ a learner that plays the right label sees ``right[t]`` and one that plays a
 wrong label ``wrong[t]`` (common random numbers).  Reported per run: the
 played error (fraction of rounds whose played label is wrong, against the true
 label) and the wall-clock microseconds per example of ``decide`` + ``learn``,
-measured in this process, one learner after the other.
+measured in this process with the learners run in lockstep, 1,000 rounds
+each in turn, so that the load of a shared machine falls on all alike.
 
 Vowpal Wabbit (the ``bench`` extra) runs through its Python binding: the
 time includes formatting the example strings, which is part of using VW
@@ -93,8 +94,8 @@ class VWBandit:
         pmf = np.asarray(self.vw.predict([text, *self.actions] if self.adf else text))
         cdf = np.cumsum(pmf / pmf.sum())
         played = min(int(np.searchsorted(cdf, self.rng.random(), side="right")), self.k - 1)
-        return Decision({"label": played}, {"text": text, "played": played,
-                                            "prob": float(pmf[played])})
+        context: dict[str, Any] = {"text": text, "played": played, "prob": float(pmf[played])}
+        return Decision({"label": played}, context)
 
     def learn_one(self, event: Event) -> None:
         a, cost, prob, text = event["played"], 1.0 - event["click"], event["prob"], event["text"]
@@ -146,24 +147,48 @@ LEARNERS: dict[str, Factory] = {
 }
 
 
-def run_one(model: Learner | VWBandit, X: np.ndarray, y: np.ndarray, idx: np.ndarray,
-            right: np.ndarray, wrong: np.ndarray, points: int
-            ) -> tuple[float, list[tuple[int, float]], float]:
-    """Played error, its running curve and microseconds per example of one run."""
+class Run:
+    """One learner on one stream: played errors, running curve, time spent learning."""
+
+    def __init__(self, model: Learner | VWBandit, marks: set[int]) -> None:
+        self.model, self.marks = model, marks
+        self.errors, self.seconds = 0, 0.0
+        self.curve: list[tuple[int, float]] = []
+
+    def advance(self, X: np.ndarray, y: np.ndarray, idx: np.ndarray, right: np.ndarray,
+                wrong: np.ndarray, start: int, stop: int) -> None:
+        """Play rounds ``start .. stop - 1``; only decide + learn are timed."""
+        model, errors = self.model, 0
+        t0 = time.perf_counter()
+        for t in range(start, stop):
+            i = idx[t]
+            d = model.decide(X[i])
+            ok = d.output["label"] == y[i]
+            errors += not ok
+            model.learn_one({**d.context, "click": right[t] if ok else wrong[t]})
+            if t + 1 in self.marks:
+                self.curve.append((t + 1, (self.errors + errors) / (t + 1)))
+        self.seconds += time.perf_counter() - t0
+        self.errors += errors
+
+
+def run_all(models: dict[str, Learner | VWBandit], X: np.ndarray, y: np.ndarray,
+            idx: np.ndarray, right: np.ndarray, wrong: np.ndarray, points: int = 50,
+            chunk: int = 1000) -> dict[str, Run]:
+    """Run the learners in lockstep, ``chunk`` rounds each in turn.
+
+    Interleaving makes the load of a shared machine fall on every learner
+    alike, so the microseconds per example are comparable within a run.
+    The curve bookkeeping (one set lookup per round) is inside the timing,
+    the same for every learner.
+    """
     rounds = len(idx)
     marks = set(np.unique(np.linspace(1, rounds, points).astype(int)).tolist())
-    curve: list[tuple[int, float]] = []
-    errors = 0
-    start = time.perf_counter()
-    for t, i in enumerate(idx):
-        d = model.decide(X[i])
-        ok = d.output["label"] == y[i]
-        errors += not ok
-        model.learn_one({**d.context, "click": right[t] if ok else wrong[t]})
-        if t + 1 in marks:
-            curve.append((t + 1, errors / (t + 1)))
-    us = (time.perf_counter() - start) / rounds * 1e6
-    return errors / rounds, curve, us
+    runs = {name: Run(model, marks) for name, model in models.items()}
+    for start in range(0, rounds, chunk):
+        for run in runs.values():
+            run.advance(X, y, idx, right, wrong, start, min(start + chunk, rounds))
+    return runs
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -185,16 +210,17 @@ def main(argv: list[str] | None = None) -> None:
             rng = np.random.default_rng(args.seed + 2)
             right = noisy_clicks(np.ones(rounds), *rho, rng)
             wrong = noisy_clicks(np.zeros(rounds), *rho, rng)
-            for alg in args.learners:
-                model = LEARNERS[alg](X.shape[1], k, rho, args.seed)
-                if model is None:
-                    continue
-                err, curve, us = run_one(model, X, y, idx, right, wrong, points=50)
-                if isinstance(model, VWBandit):
-                    model.finish()
+            models = {alg: LEARNERS[alg](X.shape[1], k, rho, args.seed)
+                      for alg in args.learners}
+            runs = run_all({a: m for a, m in models.items() if m is not None},
+                           X, y, idx, right, wrong)
+            for alg, run in runs.items():
+                if isinstance(run.model, VWBandit):
+                    run.model.finish()
+                err, us = run.errors / rounds, run.seconds / rounds * 1e6
                 results.append(ReplayResult(
                     algorithm=alg, dataset=name, rounds=rounds, metric="played_error",
-                    final=err, curve=curve, seed=args.seed,
+                    final=err, curve=run.curve, seed=args.seed,
                     extra={"rho0": rho[0], "rho1": rho[1], "us_per_example": us}))
                 print(f"{name:7s} rho={rho} {alg:18s} played error {err:.3f}  {us:7.1f} us/ex",
                       flush=True)
