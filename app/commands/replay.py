@@ -1,0 +1,188 @@
+"""``noisyloop replay``: run a data set through a learner with simulated feedback.
+
+The common options live here; each task's runner module
+(``app.replay.<module>``, listed by :data:`REPLAY_TASKS`) contributes its own
+option group with ``add_arguments(group)`` and does the run with
+``run(args, seed, progress) -> ReplayResult``.  The task is ``--task`` or is
+inferred from ``--algorithm`` (see :func:`infer_task`).  Repeats use seeds
+``seed .. seed + repeats - 1``; the summary (mean curve, band over runs) is
+printed, written as JSON (``--json``) and plotted (``--plot``), see
+:mod:`app.replay.output`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from app.learners.base import ParamError
+from app.learners.registry import ALGORITHMS, algorithms
+from app.replay.output import plot, progress_bar, run_repeats, summarise, write_json
+from app.replay.result import ReplayResult
+
+#: Tasks that ``replay`` can run, in the order used to break ties when an
+#: algorithm serves several tasks (``perceptron``: label before noisy_label).
+REPLAY_TASKS: tuple[str, ...] = ("label", "label_set", "regression", "noisy_label",
+                                 "noisy_input")
+
+#: Tasks whose runner module is not named after the task.
+RUNNER_MODULE: dict[str, str] = {"label_set": "label"}
+
+
+def runner_module(task: str) -> ModuleType:
+    """The runner module of ``task``: ``app.replay.<name>``."""
+    return importlib.import_module(f"app.replay.{RUNNER_MODULE.get(task, task)}")
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"gamma\": 0.1}'")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``replay`` parser with every task's option group."""
+    parser = subparsers.add_parser(
+        "replay", allow_abbrev=False,
+        help="replay a data set through a learner with simulated noisy feedback",
+        description=__doc__.split("\n\n")[0] if __doc__ else None)
+    common = parser.add_argument_group("common options")
+    common.add_argument("--dataset", required=True,
+                        help="data set name (synsep, digits, ...) or CSV path")
+    common.add_argument("--algorithm", default=None,
+                        help="learner, e.g. rcnbf, rcine, banditron, mc_dbf, ors, uma")
+    common.add_argument("--task", choices=REPLAY_TASKS, default=None,
+                        help="task (default: inferred from --algorithm)")
+    common.add_argument("--rounds", type=int, default=None,
+                        help="rounds to replay (default: the task's)")
+    common.add_argument("--seed", type=int, default=0, help="seed of the first run (default 0)")
+    common.add_argument("--repeats", type=int, default=1,
+                        help="independent runs with seeds seed..seed+K-1, averaged (default 1)")
+    common.add_argument("--json", default=None, metavar="FILE", help="write the summary as JSON")
+    common.add_argument("--plot", default=None, metavar="FILE.png",
+                        help="plot the learning curve (log-log)")
+    common.add_argument("--no-normalise", action="store_true",
+                        help="keep raw features (default: rows scaled to unit L2 norm)")
+    common.add_argument("--params", type=_json_object, default=None, metavar="JSON",
+                        help="extra learner hyper-parameters as a JSON object")
+    common.add_argument("--service", default=None, metavar="URL",
+                        help="run through a noisyloop service (not yet available)")
+    common.add_argument("--api-key", default=None, metavar="KEY", help="API key for --service")
+    common.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    owners: dict[str, tuple[str, ...]] = {}
+    seen: set[str] = set()
+    for task in REPLAY_TASKS:
+        module = runner_module(task)
+        if module.__name__ in seen:
+            continue
+        seen.add(module.__name__)
+        served = tuple(t for t in REPLAY_TASKS if runner_module(t) is module)
+        group = parser.add_argument_group(f"{' / '.join(served)} options")
+        module.add_arguments(group)
+        for action in group._group_actions:
+            owners[action.dest] = served
+    parser.set_defaults(handler=handle, _option_tasks=owners, _defaults={
+        a.dest: a.default for a in parser._actions})
+
+
+def _explicit(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
+    """Task options given with a non-default value, with the tasks they belong to."""
+    return {dest: tasks for dest, tasks in args._option_tasks.items()
+            if getattr(args, dest) != args._defaults.get(dest)}
+
+
+def infer_task(args: argparse.Namespace) -> str:
+    """``--task``, or the task of ``--algorithm``.
+
+    An algorithm that serves several tasks (``perceptron``: label and
+    noisy_label) runs the task whose options were given, else the first in
+    :data:`REPLAY_TASKS`.  Raises :class:`ParamError` with the choices.
+    """
+    explicit = _explicit(args)
+    if args.task is not None:
+        if args.algorithm is not None and (args.task, args.algorithm) not in ALGORITHMS:
+            raise ParamError("--algorithm", f"{args.algorithm!r} does not fit task "
+                             f"{args.task!r}; choose one of {algorithms(args.task)}")
+        return str(args.task)
+    if args.algorithm is None:
+        raise ParamError("--algorithm", "give --algorithm (or --task to use its default "
+                         "algorithm)")
+    candidates = [t for t in REPLAY_TASKS if (t, args.algorithm) in ALGORITHMS]
+    if not candidates:
+        known = sorted({alg for t, alg in ALGORITHMS if t in REPLAY_TASKS})
+        raise ParamError("--algorithm", f"unknown algorithm {args.algorithm!r}; "
+                         f"choose one of {known}")
+    wanted = [t for t in candidates if any(t in tasks for tasks in explicit.values())]
+    if len(wanted) > 1:
+        raise ParamError("--task", f"{args.algorithm!r} serves {wanted}; say which with --task")
+    return wanted[0] if wanted else candidates[0]
+
+
+def check_options(args: argparse.Namespace, task: str) -> None:
+    """Refuse options of other tasks (they would be silently ignored)."""
+    for dest, tasks in _explicit(args).items():
+        if task not in tasks:
+            flag = "--" + dest.replace("_", "-")
+            raise ParamError(flag, f"is an option of the {'/'.join(tasks)} task, but "
+                             f"{args.algorithm or 'this replay'!s} runs the {task} task")
+
+
+def _validate(args: argparse.Namespace) -> None:
+    if args.service is not None or args.api_key is not None:
+        raise ParamError("--service", "replay through a running service is not yet "
+                         "available; drop --service/--api-key to replay in process")
+    if args.repeats < 1:
+        raise ParamError("--repeats", f"must be >= 1, got {args.repeats}")
+    if args.rounds is not None and args.rounds < 1:
+        raise ParamError("--rounds", f"must be >= 1, got {args.rounds}")
+
+
+def replay(args: argparse.Namespace, advance: Callable[[int], None] | None = None
+           ) -> tuple[str, list[ReplayResult], float]:
+    """Validate, infer the task and run all repeats; returns (task, results, seconds)."""
+    _validate(args)
+    task = infer_task(args)
+    check_options(args, task)
+    args.task = task
+    module = runner_module(task)
+    start = time.perf_counter()
+    results = run_repeats(lambda seed, progress: module.run(args, seed, progress),
+                          args.seed, args.repeats, advance or (lambda n: None))
+    return task, results, time.perf_counter() - start
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Run the replay, print the summary, write JSON and plot; 2 on a usage error."""
+    try:
+        _validate(args)
+        task = infer_task(args)
+        module = runner_module(task)
+        rounds = args.rounds or getattr(module, "DEFAULT_ROUNDS", None)
+        total = rounds * args.repeats if rounds else None
+        desc = f"{args.algorithm or task} on {args.dataset}"
+        with progress_bar(total, desc, enabled=False if args.no_progress else None) as advance:
+            task, results, seconds = replay(args, advance)
+    except (ParamError, ValueError) as exc:
+        print(f"noisyloop replay: error: {exc}", file=sys.stderr)
+        return 2
+    summary = summarise(results, task=task, seconds=seconds)
+    n = sum(r.rounds for r in results)
+    print(f"{summary.algorithm} on {summary.dataset} ({task}): final {summary.metric} "
+          f"{summary.final:.4g}" + (f" ± {summary.final_std:.2g} (sd over {len(results)} runs)"
+                                     if len(results) > 1 else "")
+          + f"; {summary.rounds} rounds, {seconds:.1f} s, {n / seconds:,.0f} rounds/s")
+    if args.json:
+        write_json(summary, args.json)
+    if args.plot:
+        plot([summary], args.plot)
+    return 0

@@ -1,0 +1,228 @@
+"""Replay runner of the ``label`` and ``label_set`` tasks (P1 and P2).
+
+One module serves both tasks (the command maps ``label_set`` to it): the
+loop is the same, only the feedback differs.  Each round the learner decides
+for ``x_t`` and the greedy prediction (``greedy_label``, or the first of
+``greedy_labels``) is scored against the true label -- the online error rate
+the papers plot.  The learner then learns from
+
+* ``click``: the true bandit bit ``I[played = y]`` (``label``) or
+  ``I[y in played set]`` (``label_set``, P2's dilute feedback), flipped with
+  ``--rho0`` / ``--rho1`` (spec 1.1);
+* ``label``: the true label, for the full-information learners (Perceptron,
+  MC-SLP), which ignore the click noise.
+
+Learners that use noise rates (``uses_noise_rates``: rcnbf, soba,
+the ridge bandits) are given the true ``--rho0``/``--rho1``; ``rcine`` is not:
+it starts from 0 and every ``--n-s`` feedback events runs NREst
+(:func:`app.learners.noise.estimate_noise_rates`) on the buffer of logged
+``(x, played, noisy click)`` and calls ``set_noise_rates``, as the service's
+NREst worker does.  ``extra["noise_estimates"]`` lists every estimate.
+
+With ``--feedback-delay B`` (default 1, the papers' fully online protocol)
+the learner decides ``B`` rounds with the same weights and then learns
+them with one ``learn_many`` call, as the service's trainer applies a batch of
+delayed feedback; a batch never spans an NREst refresh.
+
+``extra`` also holds the cumulative error of the *played* label (or the
+rate of played sets that miss the true label), the observed noisy click rate
+and the error over the last 10% of rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from app.learners.base import Learner, ParamError, stack_events
+from app.learners.noise import estimate_noise_rates
+from app.learners.rcnbf import RCINE
+from app.learners.registry import algorithms, build, default_params, learner_class
+from app.replay.result import ReplayResult
+from app.sim.datasets import load_classification, stream_indices
+from app.sim.feedback import noisy_clicks, set_contains
+
+TASKS = ("label", "label_set")
+DEFAULT_ROUNDS = 10_000
+CURVE_POINTS = 200
+PROGRESS_STEP = 1_000
+
+
+def add_arguments(group: argparse._ArgumentGroup) -> None:
+    """Options of the bandit replays (noisy bandit feedback P1, dilute feedback P2)."""
+    group.add_argument("--rho0", type=float, default=0.0, metavar="R0",
+                       help="click noise P(click=1 | wrong) (default 0)")
+    group.add_argument("--rho1", type=float, default=0.0, metavar="R1",
+                       help="click noise P(click=0 | right) (default 0)")
+    group.add_argument("--gamma", type=float, default=None, metavar="G",
+                       help="exploration rate (default: the learner's)")
+    group.add_argument("--m", type=int, default=None, metavar="M",
+                       help="label-set size of label_set learners (default: the learner's)")
+    group.add_argument("--n-s", type=int, default=None, metavar="N",
+                       help="rcine: NREst period in feedback events (default 5000)")
+    group.add_argument("--nrest-percentile", type=float, default=None, metavar="P",
+                       help="rcine: NREst perfect-example percentile "
+                            "(default 100 (1 - 1/(2K)))")
+    group.add_argument("--feedback-delay", type=int, default=1, metavar="B",
+                       help="learn in batches of B rounds decided with the same weights "
+                            "(delayed feedback, learn_many); default 1 = fully online")
+
+
+def learner_params(args: argparse.Namespace, task: str, algorithm: str) -> dict[str, Any]:
+    """Hyper-parameters from the command line, then ``--params`` on top.
+
+    An option the learner does not take (``--gamma`` for the Perceptron,
+    ``--n-s`` for rcnbf, ...) is refused with a :class:`ParamError` naming
+    it, so a typo'd experiment cannot silently run with defaults.
+    """
+    cls = learner_class(task, algorithm)
+    known = default_params(cls)
+    given = {"gamma": args.gamma, "m": args.m, "n_s": args.n_s,
+             "percentile": args.nrest_percentile}
+    flags = {"gamma": "--gamma", "m": "--m", "n_s": "--n-s",
+             "percentile": "--nrest-percentile"}
+    params: dict[str, Any] = {}
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name not in known:
+            raise ParamError(flags[name], f"does not apply to {algorithm!r} (task {task})")
+        params[name] = value
+    if getattr(cls, "uses_noise_rates", False) and not issubclass(cls, RCINE):
+        params |= {"rho0": args.rho0, "rho1": args.rho1}
+    return params | dict(getattr(args, "params", None) or {})
+
+
+def _click_source(rounds: int, rho0: float, rho1: float, seed: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Noisy clicks for a true click of 0 and of 1, one pair per round.
+
+    Both come from :func:`noisy_clicks` with generators of the same seed, so
+    round ``t`` uses one uniform draw whatever the true click turns out to
+    be: the noise is fixed before the run and vectorised.
+    """
+    if_wrong = noisy_clicks(np.zeros(rounds), rho0, rho1, np.random.default_rng([seed, 2]))
+    if_right = noisy_clicks(np.ones(rounds), rho0, rho1, np.random.default_rng([seed, 2]))
+    return if_wrong, if_right
+
+
+def _greedy(output: dict[str, Any]) -> int:
+    return int(output["greedy_labels"][0] if "greedy_labels" in output
+               else output["greedy_label"])
+
+
+def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) -> ReplayResult:
+    """Replay ``args.dataset`` through ``args.algorithm`` (default: the task's first)."""
+    task = getattr(args, "task", None) or "label"
+    algorithm = getattr(args, "algorithm", None) or algorithms(task)[0]
+    rounds = getattr(args, "rounds", None) or DEFAULT_ROUNDS
+    delay = int(args.feedback_delay)
+    if delay < 1:
+        raise ParamError("--feedback-delay", f"must be >= 1, got {delay}")
+    X, y = load_classification(args.dataset, n=rounds, seed=seed,
+                               normalise=not getattr(args, "no_normalise", False))
+    n_classes = int(y.max()) + 1
+    params = learner_params(args, task, algorithm)
+    learner = build(task, algorithm, n_features=X.shape[1], n_classes=n_classes,
+                    params=params, seed=seed)
+    order = stream_indices(len(y), rounds, np.random.default_rng([seed, 1]))
+    if_wrong, if_right = _click_source(rounds, args.rho0, args.rho1, seed)
+    loop = _Loop(learner, X, y, order, if_wrong, if_right, progress, seed)
+    loop.run(delay)
+
+    running = np.cumsum(loop.greedy_err) / np.arange(1, rounds + 1)
+    # log-spaced points: the curves are read on log-log axes, like the papers'
+    points = np.unique(np.append(np.geomspace(1, rounds, min(CURVE_POINTS, rounds)).astype(int), rounds))
+    extra: dict[str, Any] = {
+        "task": task,
+        "rho0": args.rho0,
+        "rho1": args.rho1,
+        "played_error_rate": float(loop.played_err.mean()),
+        "noisy_click_rate": float(loop.clicks.mean()),
+        "final_window_error_rate": float(loop.greedy_err[-max(1, rounds // 10):].mean()),
+        "feedback_delay": delay,
+    }
+    if isinstance(learner, RCINE):
+        extra["noise_estimates"] = loop.estimates
+    return ReplayResult(
+        algorithm=algorithm, dataset=str(args.dataset), rounds=rounds, metric="error_rate",
+        final=float(running[-1]),
+        curve=[(int(p), float(running[p - 1])) for p in points],
+        seed=seed, params=params, extra=extra,
+    )
+
+
+class _Loop:
+    """The replay loop's state: one learner, the stream, the simulated feedback."""
+
+    def __init__(self, learner: Learner, X: np.ndarray, y: np.ndarray, order: np.ndarray,
+                 if_wrong: np.ndarray, if_right: np.ndarray,
+                 progress: Callable[[int], None], seed: int) -> None:
+        self.learner, self.X, self.y, self.order = learner, X, y, order
+        self.if_wrong, self.if_right = if_wrong, if_right
+        self.progress, self.seed = progress, seed
+        rounds = len(order)
+        self.greedy_err = np.zeros(rounds)
+        self.played_err = np.zeros(rounds)
+        self.clicks = np.zeros(rounds)
+        self.full_info = "label" in learner.feedback_fields
+        self.rcine = learner if isinstance(learner, RCINE) else None
+        self.buffer: list[tuple[np.ndarray, int, float]] = []
+        self.estimates: list[dict[str, Any]] = []
+        self.reported = 0
+
+    def run(self, delay: int) -> None:
+        rounds = len(self.order)
+        t = 0
+        while t < rounds:
+            stop = min(t + delay, rounds)
+            if self.rcine is not None:  # a batch must not span an NREst refresh
+                stop = min(stop, t + self.rcine.n_s - len(self.buffer))
+            events = [self._round(k) for k in range(t, stop)]
+            if len(events) == 1:
+                self.learner.learn_one(events[0])
+            else:
+                self.learner.learn_many(stack_events(events))
+            t = stop
+            if self.rcine is not None and len(self.buffer) >= self.rcine.n_s:
+                self._refresh(self.rcine, t)
+            if t - self.reported >= PROGRESS_STEP or t == rounds:
+                self.progress(t - self.reported)
+                self.reported = t
+
+    def _round(self, k: int) -> dict[str, Any]:
+        """Decide round ``k``, score it, simulate its feedback; return the joined event."""
+        i = self.order[k]
+        label = int(self.y[i])
+        decision = self.learner.decide(self.X[i])
+        ctx = decision.context
+        self.greedy_err[k] = _greedy(decision.output) != label
+        right = bool(set_contains(ctx["played"], np.asarray(label)))
+        self.played_err[k] = not right
+        click = self.if_right[k] if right else self.if_wrong[k]
+        self.clicks[k] = click
+        if self.full_info:
+            return {**ctx, "label": label}
+        if self.rcine is not None:
+            self.buffer.append((ctx["x"], int(ctx["played"]), float(click)))
+        return {**ctx, "click": click}
+
+    def _refresh(self, learner: RCINE, t: int) -> None:
+        """NREst on the buffer, then new rates for later updates (P1 Algorithm 2)."""
+        X = np.stack([b[0] for b in self.buffer])
+        played = np.array([b[1] for b in self.buffer])
+        clicks = np.array([b[2] for b in self.buffer])
+        previous = (float(learner.noise_rates_[0]), float(learner.noise_rates_[1]))
+        est = estimate_noise_rates(
+            X, played, clicks, learner.n_classes, percentile=learner.percentile,
+            seed=self.seed * 1_000 + len(self.estimates), previous=previous,
+            beta_min=learner.beta_min)
+        self.buffer.clear()
+        learner.set_noise_rates(est.rho0, est.rho1)
+        self.estimates.append({"t": t, "rho0": est.rho0, "rho1": est.rho1,
+                               "raw_rho0": None if est.raw_rho0 != est.raw_rho0 else est.raw_rho0,
+                               "raw_rho1": None if est.raw_rho1 != est.raw_rho1 else est.raw_rho1,
+                               "ok": est.ok})

@@ -1,0 +1,204 @@
+"""What every replay writes: repeats averaged, the JSON summary, the progress bar, the plot.
+
+A replay of ``--repeats k`` runs the task runner with seeds ``seed ..
+seed + k - 1`` and summarises them in a :class:`Summary`: the mean curve with
+its standard deviation over runs, the mean final value, per-run details.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.replay.result import ReplayResult
+
+Runner = Callable[[int, Callable[[int], None]], ReplayResult]
+"""One run for a seed, reporting progress in rounds: ``runner(seed, progress)``."""
+
+
+@dataclass
+class Summary:
+    """Runs of one replay configuration over consecutive seeds.
+
+    ``t``, ``mean`` and ``std`` are the curve's rounds, its mean over runs
+    and the (population) standard deviation over runs at each point.
+    """
+
+    algorithm: str
+    dataset: str
+    rounds: int
+    metric: str
+    seeds: list[int]
+    t: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    final: float
+    final_std: float
+    runs: list[ReplayResult] = field(repr=False)
+    task: str | None = None
+    seconds: float = math.nan
+
+    @property
+    def label(self) -> str:
+        """Curve label for plots."""
+        return self.algorithm
+
+
+def summarise(results: Sequence[ReplayResult], task: str | None = None,
+              seconds: float = math.nan) -> Summary:
+    """Average runs of the same configuration (their curves share the same rounds)."""
+    if not results:
+        raise ValueError("no runs to summarise")
+    first = results[0]
+    t = np.array([p[0] for p in first.curve])
+    for r in results[1:]:
+        if [p[0] for p in r.curve] != t.tolist():
+            raise ValueError("runs have different curve points; cannot average them")
+    values = np.array([[p[1] for p in r.curve] for r in results])
+    finals = np.array([r.final for r in results])
+    return Summary(
+        algorithm=first.algorithm, dataset=first.dataset, rounds=first.rounds,
+        metric=first.metric, seeds=[r.seed for r in results], t=t,
+        mean=values.mean(axis=0), std=values.std(axis=0),
+        final=float(finals.mean()), final_std=float(finals.std()),
+        runs=list(results), task=task, seconds=seconds,
+    )
+
+
+def _json_safe(value: Any) -> Any:
+    """numpy scalars/arrays to Python, NaN/inf to None (strict JSON)."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _json_safe(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def to_json_dict(summary: Summary) -> dict[str, Any]:
+    """The replay JSON (api.md, "Command line").
+
+    Always ``algorithm``, ``dataset``, ``rounds``, ``final_<metric>`` (mean
+    over runs) and ``curve`` ``[[t, mean], ...]``; then ``final_<metric>_std``,
+    ``curve_std``, ``task``, ``metric``, ``repeats``, ``seeds``, ``params``,
+    ``seconds`` and ``runs`` (per run: seed, final value, its ``extra``).
+    The ``extra`` fields of the runs are lifted to the top level: numbers
+    that differ between runs as their mean, anything else (settings,
+    ``noise_estimates``, ...) from the first run.
+    """
+    key = f"final_{summary.metric}"
+    out: dict[str, Any] = {
+        "algorithm": summary.algorithm,
+        "dataset": summary.dataset,
+        "task": summary.task,
+        "rounds": summary.rounds,
+        "metric": summary.metric,
+        key: summary.final,
+        f"{key}_std": summary.final_std,
+        "curve": [[int(t), float(v)] for t, v in zip(summary.t, summary.mean, strict=True)],
+        "curve_std": [[int(t), float(v)] for t, v in zip(summary.t, summary.std, strict=True)],
+        "repeats": len(summary.runs),
+        "seeds": summary.seeds,
+        "params": summary.runs[0].params,
+        "seconds": summary.seconds,
+    }
+    for name, value in summary.runs[0].extra.items():
+        if name in out:
+            continue
+        values = [r.extra.get(name) for r in summary.runs]
+        numbers = all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+                      for v in values)
+        differ = numbers and len(set(values)) > 1
+        out[name] = float(np.mean(np.asarray(values, dtype=np.float64))) if differ else value
+    out["runs"] = [{"seed": r.seed, key: r.final, "extra": r.extra} for r in summary.runs]
+    return dict(_json_safe(out))
+
+
+def write_json(summary: Summary, path: str | Path) -> None:
+    """Write :func:`to_json_dict` to ``path`` (parent directories created)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(to_json_dict(summary), separators=(",", ":"), allow_nan=False)
+                 + "\n")
+
+
+METRIC_LABELS = {"error_rate": "online error rate (greedy vs true label)",
+                 "mse": "running mean squared error"}
+
+
+def plot(summaries: Sequence[Summary], path: str | Path, title: str | None = None,
+         logx: bool = True, logy: bool = True) -> None:
+    """PNG of each summary's mean curve against rounds, with a +-1 std band over runs.
+
+    Log-log axes by default, as in the papers' figures.  Uses matplotlib's
+    Agg backend (no display needed).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    try:
+        for s in summaries:
+            (line,) = ax.plot(s.t, s.mean, label=f"{s.label} ({s.final:.3g})")
+            if len(s.runs) > 1:
+                low = np.maximum(s.mean - s.std, np.finfo(float).tiny) if logy else s.mean - s.std
+                ax.fill_between(s.t, low, s.mean + s.std, color=line.get_color(), alpha=0.2)
+        if logx:
+            ax.set_xscale("log")
+        if logy and all(np.all(s.mean > 0) for s in summaries):
+            ax.set_yscale("log")
+        ax.set_xlabel("rounds")
+        ax.set_ylabel(METRIC_LABELS.get(summaries[0].metric, summaries[0].metric))
+        if title is None:
+            s = summaries[0]
+            repeats = len(s.runs)
+            title = f"{s.dataset}: " + ", ".join(x.label for x in summaries) + (
+                f" (mean of {repeats} runs, band = ±1 sd)" if repeats > 1 else "")
+        ax.set_title(title, fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(p, dpi=110)
+    finally:
+        plt.close(fig)
+
+
+@contextmanager
+def progress_bar(total: int | None, desc: str, enabled: bool | None = None
+                 ) -> Iterator[Callable[[int], None]]:
+    """A tqdm bar on stderr; yields ``advance(n_rounds)``.
+
+    ``enabled=None`` shows it only when stderr is a terminal.
+    """
+    from tqdm import tqdm
+
+    show = sys.stderr.isatty() if enabled is None else enabled
+    bar = tqdm(total=total, desc=desc, unit="round", unit_scale=True, disable=not show,
+               file=sys.stderr, dynamic_ncols=True)
+    try:
+        yield bar.update
+    finally:
+        bar.close()
+
+
+def run_repeats(runner: Runner, seed: int, repeats: int, advance: Callable[[int], None]
+                ) -> list[ReplayResult]:
+    """Run ``runner`` for seeds ``seed .. seed + repeats - 1`` (one after another)."""
+    return [runner(s, advance) for s in range(seed, seed + repeats)]

@@ -1,0 +1,72 @@
+"""``noisyloop replay`` end to end: JSON, plot, repeats, task inference, clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+
+
+def test_replay_writes_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, png = tmp_path / "r.json", tmp_path / "r.png"
+    code = main(["replay", "--dataset", "iris", "--algorithm", "rcnbf", "--rounds", "400",
+                 "--rho0", "0.1", "--rho1", "0.2", "--gamma", "0.3", "--repeats", "2",
+                 "--seed", "4", "--json", str(out), "--plot", str(png)])
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert data["algorithm"] == "rcnbf" and data["dataset"] == "iris"
+    assert data["rounds"] == 400 and data["task"] == "label" and data["seeds"] == [4, 5]
+    assert data["curve"][-1][0] == 400
+    finals = [r["final_error_rate"] for r in data["runs"]]
+    assert data["final_error_rate"] == pytest.approx(sum(finals) / 2)
+    assert data["params"] == {"gamma": 0.3, "rho0": 0.1, "rho1": 0.2}
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert "rounds/s" in capsys.readouterr().out
+
+
+def test_replay_rcine_json_has_noise_estimates(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    assert main(["replay", "--dataset", "iris", "--algorithm", "rcine", "--rounds", "300",
+                 "--rho0", "0.1", "--rho1", "0.2", "--n-s", "150", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert [e["t"] for e in data["noise_estimates"]] == [150, 300]
+    assert {"t", "rho0", "rho1"} <= data["noise_estimates"][0].keys()
+
+
+def test_replay_infers_task_from_options(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    assert main(["replay", "--dataset", "iris", "--algorithm", "perceptron", "--rounds", "200",
+                 "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["task"] == "label"
+    assert main(["replay", "--dataset", "iris", "--algorithm", "perceptron", "--rounds", "200",
+                 "--flip-rate", "0.2", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["task"] == "noisy_label"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--algorithm", "nope"], "unknown algorithm 'nope'"),
+    ([], "give --algorithm"),
+    (["--algorithm", "rcnbf", "--service", "http://x"], "not yet available"),
+    (["--algorithm", "rcnbf", "--flip-rate", "0.2"], "option of the noisy_label task"),
+    (["--algorithm", "rcnbf", "--task", "label_set"], "does not fit task 'label_set'"),
+    (["--algorithm", "rcnbf", "--n-s", "100"], "--n-s: does not apply to 'rcnbf'"),
+    (["--algorithm", "rcnbf", "--repeats", "0"], "--repeats: must be >= 1"),
+    (["--algorithm", "rcnbf", "--rho0", "0.6", "--rho1", "0.6"], "1 - rho0 - rho1"),
+    (["--algorithm", "rcnbf", "--params", '{"bogus": 1}'], "unknown parameter"),
+    (["--dataset", "/no/such.csv", "--algorithm", "rcnbf"], "neither a known name"),
+])
+def test_replay_errors_are_clear(argv: list[str], message: str,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    dataset = [] if "--dataset" in argv else ["--dataset", "iris"]
+    assert main(["replay", *dataset, "--rounds", "50", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_replay_params_must_be_json_object(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["replay", "--dataset", "iris", "--algorithm", "rcnbf", "--params", "[1]"])
+    assert info.value.code == 2
+    assert "JSON object" in capsys.readouterr().err
