@@ -45,6 +45,7 @@ class Summary:
     runs: list[ReplayResult] = field(repr=False)
     task: str | None = None
     seconds: float = math.nan
+    cpu_seconds: float = math.nan
 
     @property
     def label(self) -> str:
@@ -53,7 +54,7 @@ class Summary:
 
 
 def summarise(results: Sequence[ReplayResult], task: str | None = None,
-              seconds: float = math.nan) -> Summary:
+              seconds: float = math.nan, cpu_seconds: float = math.nan) -> Summary:
     """Average runs of the same configuration (their curves share the same rounds)."""
     if not results:
         raise ValueError("no runs to summarise")
@@ -69,7 +70,7 @@ def summarise(results: Sequence[ReplayResult], task: str | None = None,
         metric=first.metric, seeds=[r.seed for r in results], t=t,
         mean=values.mean(axis=0), std=values.std(axis=0),
         final=float(finals.mean()), final_std=float(finals.std()),
-        runs=list(results), task=task, seconds=seconds,
+        runs=list(results), task=task, seconds=seconds, cpu_seconds=cpu_seconds,
     )
 
 
@@ -94,7 +95,7 @@ def to_json_dict(summary: Summary) -> dict[str, Any]:
     Always ``algorithm``, ``dataset``, ``rounds``, ``final_<metric>`` (mean
     over runs) and ``curve`` ``[[t, mean], ...]``; then ``final_<metric>_std``,
     ``curve_std``, ``task``, ``metric``, ``repeats``, ``seeds``, ``params``,
-    ``seconds`` and ``runs`` (per run: seed, final value, its ``extra``).
+    ``seconds``, ``cpu_seconds`` and ``runs`` (per run: seed, final value, its ``extra``).
     The ``extra`` fields of the runs are lifted to the top level: numbers
     that differ between runs as their mean, anything else (settings,
     ``noise_estimates``, ...) from the first run.
@@ -114,6 +115,7 @@ def to_json_dict(summary: Summary) -> dict[str, Any]:
         "seeds": summary.seeds,
         "params": summary.runs[0].params,
         "seconds": summary.seconds,
+        "cpu_seconds": summary.cpu_seconds,
     }
     for name, value in summary.runs[0].extra.items():
         if name in out:
