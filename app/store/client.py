@@ -1,17 +1,31 @@
 """Redis connection and the Lua scripts that run the atomic steps.
 
-Every store module shares one :class:`redis.asyncio.Redis` client (binary
-replies: blobs are bytes) created by :func:`connect` with short socket
-timeouts, so that an unreachable Redis fails fast (the API turns that into a
-503) and the pool reconnects by itself once Redis is back.
+Every store module shares one client (binary replies: blobs are bytes)
+created by :func:`connect` with short socket timeouts, so that an
+unreachable Redis fails fast (the API turns that into a 503) and the pool
+reconnects by itself once Redis is back.
+
+A URL ``redis+cluster://host:port[,host:port...]`` (or ``rediss+cluster://``)
+selects a Redis Cluster: :func:`connect` then returns a
+:class:`redis.asyncio.cluster.RedisCluster` seeded with those nodes, which
+speaks the same commands and routes each one by its key's slot.  The store
+keeps every multi-key step (Lua script, MULTI/EXEC) on the keys of one hash
+tag (:mod:`app.store.keys`), so each runs on one shard; pipelines without
+MULTI may mix tags (the cluster client splits them per node).  Scripts
+queued on a cluster pipeline go as EVAL with their source (redis-py refuses
+EVALSHA there, and a node that lost its script cache cannot answer NOSCRIPT
+inside a pipeline); see :func:`run_script`.
 """
 
 from __future__ import annotations
 
 from importlib import resources
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -23,17 +37,65 @@ SCRIPT_NAMES = ("create_model", "record_decisions", "take_feedback", "expire_dec
                 "publish_snapshot")
 
 
+#: URL schemes of a Redis Cluster, mapped to the scheme of one node.
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+
+def is_cluster_url(url: str) -> bool:
+    """True for ``redis+cluster://`` and ``rediss+cluster://`` URLs."""
+    return url.split("://", 1)[0] in CLUSTER_SCHEMES
+
+
 def connect(url: str, *, socket_timeout: float = 2.0, connect_timeout: float = 1.0,
             max_connections: int = 64) -> aioredis.Redis:
-    """An asyncio Redis client with bounded timeouts (no connection is made yet)."""
-    return aioredis.Redis.from_url(
-        url,
-        socket_timeout=socket_timeout,
-        socket_connect_timeout=connect_timeout,
-        health_check_interval=15,
-        max_connections=max_connections,
-        decode_responses=False,
-    )
+    """An asyncio Redis (or Redis Cluster) client with bounded timeouts (no connection yet).
+
+    ``max_connections`` is per server (per node on a cluster).
+    """
+    options: dict[str, Any] = {"socket_timeout": socket_timeout,
+                               "socket_connect_timeout": connect_timeout,
+                               "max_connections": max_connections, "decode_responses": False}
+    if is_cluster_url(url):
+        return connect_cluster(url, **options)
+    return aioredis.Redis.from_url(url, health_check_interval=15, **options)
+
+
+def connect_cluster(url: str, **options: Any) -> aioredis.Redis:
+    """A :class:`RedisCluster` client for ``redis+cluster://[user:pw@]h1:p1[,h2:p2...]``.
+
+    Every listed node is a startup node (the client discovers the others
+    from whichever answers first).  The result is typed as a plain client:
+    the store only uses commands both implement.
+    """
+    parts = urlsplit(url)
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    seeds = [h for h in hosts.split(",") if h]
+    if not seeds:
+        raise ValueError(f"no cluster node in {url!r}")
+    netloc = f"{userinfo}@{seeds[0]}" if userinfo else seeds[0]
+    first = urlunsplit((CLUSTER_SCHEMES[parts.scheme], netloc, "", parts.query, ""))
+    others = [ClusterNode(*_host_port(seed)) for seed in seeds[1:]]
+    cluster = RedisCluster.from_url(first, startup_nodes=others or None, **options)
+    return cluster  # type: ignore[return-value]  # same command API as Redis
+
+
+def _host_port(seed: str) -> tuple[str, int]:
+    host, _, port = seed.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+async def run_script(script: AsyncScript, keys: list[str],
+                     args: list[bytes | str | int | float], client: Any = None) -> object:
+    """Run ``script`` on its client, or queue it on ``client`` (a pipeline).
+
+    On a cluster pipeline the script is queued as EVAL with its source (its
+    keys share one hash tag, so it runs on one shard).  A cluster pipeline's
+    queued command must not be awaited: awaiting it re-initialises the
+    pipeline and drops what was queued.
+    """
+    if isinstance(client, ClusterPipeline):
+        return client.eval(script.script, len(keys), *keys, *args)  # type: ignore[arg-type]
+    return await script(keys=keys, args=args, client=client)
 
 
 def lua_source(name: str) -> str:
@@ -59,4 +121,4 @@ class Scripts:
     async def run(self, name: str, keys: list[str], args: list[bytes | str | int | float],
                   client: aioredis.Redis | Pipeline | None = None) -> object:
         """Run script ``name`` (on ``client`` if given, e.g. a pipeline)."""
-        return await self._scripts[name](keys=keys, args=args, client=client)
+        return await run_script(self._scripts[name], keys, args, client)

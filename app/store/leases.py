@@ -22,7 +22,7 @@ import orjson
 import redis.asyncio as aioredis
 
 from app.store import keys
-from app.store.client import lua_source
+from app.store.client import lua_source, run_script
 from app.store.keys import ModelKeys
 from app.store.util import text
 
@@ -51,7 +51,7 @@ class LeaseStore:
             return []
         async with self.redis.pipeline(transaction=False) as pipe:
             for mk in models:
-                await self._take(keys=[mk.lease], args=[owner, int(ttl_ms)], client=pipe)
+                await run_script(self._take, [mk.lease], [owner, int(ttl_ms)], pipe)
             replies: Any = await pipe.execute()
         return [bool(int(r)) for r in replies]
 
@@ -61,7 +61,7 @@ class LeaseStore:
             return
         async with self.redis.pipeline(transaction=False) as pipe:
             for mk in models:
-                await self._release(keys=[mk.lease], args=[owner], client=pipe)
+                await run_script(self._release, [mk.lease], [owner], pipe)
             await pipe.execute()
 
     async def owners(self, models: Sequence[ModelKeys]) -> list[str | None]:

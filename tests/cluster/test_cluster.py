@@ -1,0 +1,189 @@
+"""noisyloop on a 3-master Redis Cluster: two ``noisyloop api`` and two ``noisyloop worker``.
+
+The processes are the real commands, started with ``--redis-url
+redis+cluster://...``.  Every prediction is served by one API process and
+its feedback posted to the other; the two workers share the models'
+trainer leases and the sweeper.  The models' keys must land on more than
+one shard, each model's keys on one (its hash tag), and every accepted
+event must change its model exactly once (the weights equal a local replay).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from redis.cluster import RedisCluster
+
+from app.learners.base import stack_events
+from app.learning import build_learner
+from app.store.client import connect, is_cluster_url
+from app.store.embedded import free_port
+from app.store.keys import ModelKeys
+from tests.cluster.conftest import LocalCluster
+
+ADMIN_TOKEN = "cluster-test-admin-token-0123456789"
+WORKER_FLAGS = ["--roles", "trainer,sweeper", "--lease-ttl", "2", "--heartbeat-ttl", "3",
+                "--flush-interval", "0.02", "--poll-interval", "0.1"]
+MODELS = [f"m{i}" for i in range(6)]
+N_FEATURES, N_CLASSES, ROUNDS, PER_ROUND = 6, 3, 2, 150
+
+
+def test_connect_cluster_url_seeds_every_listed_node() -> None:
+    client: Any = connect("redis+cluster://u:pw@10.0.0.1:7000,10.0.0.2:7001")
+    seeds = {(n.host, n.port) for n in client.nodes_manager.startup_nodes.values()}
+    assert seeds == {("10.0.0.1", 7000), ("10.0.0.2", 7001)}
+    assert client.connection_kwargs["password"] == "pw"
+    assert is_cluster_url("rediss+cluster://h:1") and not is_cluster_url("redis://h:1")
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "NOISYLOOP_ADMIN_TOKEN": ADMIN_TOKEN, "NOISYLOOP_LOG_LEVEL": "WARNING",
+           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    for name in ("REDIS_URL", "NOISYLOOP_REDIS_URL"):
+        env.pop(name, None)
+    return env
+
+
+@pytest.fixture
+def stack(redis_cluster: LocalCluster) -> Iterator[list[str]]:
+    """Two API processes and two worker processes on the cluster; yields the API base URLs."""
+    ports = [free_port(), free_port()]
+    cmd = [sys.executable, "-m", "app.cli"]
+    procs = [subprocess.Popen([*cmd, "api", "--redis-url", redis_cluster.url, "--port", str(p)],
+                              env=_env()) for p in ports]
+    procs += [subprocess.Popen([*cmd, "worker", "--redis-url", redis_cluster.url,
+                                "--worker-id", w, *WORKER_FLAGS], env=_env()) for w in ("wa", "wb")]
+    bases = [f"http://127.0.0.1:{p}" for p in ports]
+    try:
+        deadline = time.monotonic() + 40
+        for base in bases:
+            while not _ready(base):
+                assert all(p.poll() is None for p in procs), "a process exited early"
+                assert time.monotonic() < deadline, f"{base} did not become ready"
+                time.sleep(0.2)
+        yield bases
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait(10)
+
+
+def _ready(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/readyz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _snapshot_state(api: httpx.Client, model: str) -> dict[str, np.ndarray]:
+    r = api.get(f"/v1/models/{model}/snapshot")
+    assert r.status_code == 200, r.text
+    return {name: np.load(io.BytesIO(base64.b64decode(a["data_b64"])), allow_pickle=False)
+            for name, a in r.json()["state"].items()}
+
+
+def _play(predict_api: httpx.Client, feedback_api: httpx.Client, model: str, X: np.ndarray,
+          rng: np.random.Generator) -> list[dict[str, np.ndarray]]:
+    """Predict on one API process, post the feedback to the other; return the joined events."""
+    r = predict_api.post(f"/v1/models/{model}/predict", json={"instances": X.tolist()})
+    assert r.status_code == 200, r.text
+    preds = r.json()["predictions"]
+    clicks = rng.random(len(preds)) < 0.4
+    r = feedback_api.post(f"/v1/models/{model}/feedback", json={"events": [
+        {"event_id": p["event_id"], "click": bool(c)} for p, c in zip(preds, clicks, strict=True)]})
+    assert r.status_code == 202 and r.json()["accepted"] == len(preds), r.text
+    return [{"x": x, "greedy": np.array(p["greedy_label"]), "played": np.array(p["label"]),
+             "prob": np.array(p["probability"]), "click": np.array(float(c))}
+            for x, p, c in zip(X, preds, clicks, strict=True)]
+
+
+def _wait_for(check: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_two_apis_two_workers_on_cluster_apply_every_event_exactly_once(
+        redis_cluster: LocalCluster, stack: list[str]) -> None:
+    admin = httpx.Client(base_url=stack[0], timeout=30,
+                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    r = admin.post("/v1/admin/tenants", json={"tenant_id": "acme"})
+    assert r.status_code == 201, r.text
+    auth = {"Authorization": f"Bearer {r.json()['api_key']}"}
+    apis = [httpx.Client(base_url=base, timeout=30, headers=auth) for base in stack]
+    configs = {}
+    for i, m in enumerate(MODELS):
+        r = apis[i % 2].post("/v1/models", json={
+            "model_id": m, "task": "label", "algorithm": "rcnbf", "n_features": N_FEATURES,
+            "n_classes": N_CLASSES, "seed": i, "params": {"gamma": 0.1}})
+        assert r.status_code == 201, r.text
+        configs[m] = r.json()
+    r = apis[0].post("/v1/models", json={
+        "model_id": "late", "task": "label", "algorithm": "rcnbf", "n_features": N_FEATURES,
+        "n_classes": N_CLASSES, "feedback": {"wait_seconds": 1, "on_timeout": "no_click"}})
+    assert r.status_code == 201, r.text
+
+    rng = np.random.default_rng(0)
+    events: dict[str, list[dict[str, np.ndarray]]] = {m: [] for m in MODELS}
+    for k in range(ROUNDS):
+        for i, m in enumerate(MODELS):
+            X = rng.standard_normal((PER_ROUND, N_FEATURES))
+            events[m] += _play(apis[(i + k) % 2], apis[(i + k + 1) % 2], m, X, rng)
+    # "late": 2 of 5 decisions answered, the sweeper ends the other 3 with no click
+    preds = apis[1].post("/v1/models/late/predict",
+                         json={"instances": rng.standard_normal((5, N_FEATURES)).tolist()}
+                         ).json()["predictions"]
+    r = apis[0].post("/v1/models/late/feedback", json={"events": [
+        {"event_id": p["event_id"], "click": True} for p in preds[:2]]})
+    assert r.status_code == 202 and r.json()["accepted"] == 2, r.text
+
+    for i, m in enumerate(MODELS):
+        r = apis[i % 2].post(f"/v1/models/{m}/sync", params={"timeout": 30})
+        assert r.status_code == 200, r.text
+        stats = apis[0].get(f"/v1/models/{m}").json()["stats"]
+        assert stats["events_applied"] == stats["feedback_accepted"] == ROUNDS * PER_ROUND
+        learner = build_learner(configs[m])
+        learner.learn_many(stack_events(events[m]))
+        state = _snapshot_state(apis[(i + 1) % 2], m)
+        for name, expected in learner.get_state().items():
+            np.testing.assert_allclose(state[name], expected, rtol=1e-9, atol=1e-9)
+    def late_done() -> dict[str, int] | None:
+        stats: dict[str, int] = apis[1].get("/v1/models/late").json()["stats"]
+        return stats if stats["events_expired"] == 3 and stats["events_applied"] == 5 else None
+
+    late = _wait_for(late_done, 15, "the sweeper to expire 3 decisions of 'late'")
+    assert late["feedback_accepted"] == 2
+
+    # the models' keys spread over the shards, each model's keys on one shard
+    shards: dict[str, set[int]] = {m: set() for m in [*MODELS, "late"]}
+    for port in redis_cluster.ports:
+        with redis_cluster.node(port) as node:
+            for key in node.keys("nl:{acme:*"):
+                shards[key.decode().split(":")[2].rstrip("}")].add(port)
+    assert all(len(ports) == 1 for ports in shards.values()), shards
+    assert len(set().union(*shards.values())) >= 2, shards
+
+    # both workers trained: the trainers share the models' leases
+    cluster = RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
+    try:
+        def both_own() -> bool:
+            return {cluster.get(ModelKeys("acme", m).lease) for m in MODELS} == {b"wa", b"wb"}
+
+        _wait_for(both_own, 15, "both workers to own models")
+    finally:
+        cluster.close()
