@@ -17,6 +17,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 MIN_ADMIN_TOKEN_CHARS = 24
 #: The contract fixes batch sizes at 1..1000 (predict instances, feedback events).
 MAX_BATCH = 1000
+#: Accepted Redis URL schemes (the ``+cluster`` ones select a Redis Cluster).
+REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 
 
 class Settings(BaseSettings):
@@ -28,8 +30,10 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None,
         validation_alias=AliasChoices("redis_url", "NOISYLOOP_REDIS_URL", "REDIS_URL"),
-        description="Redis URL (redis://, rediss:// or unix://). None: `serve` starts an "
-                    "embedded redis-server under data_dir.",
+        description="Redis URL (redis://, rediss:// or unix://). A Redis Cluster: "
+                    "redis+cluster://host:port[,host:port...] (or rediss+cluster://), any "
+                    "nodes of the cluster as seeds. None: `serve` starts an embedded "
+                    "redis-server under data_dir.",
     )
     data_dir: Path = Field(default=Path("./data"),
                            description="Embedded Redis files (AOF) and the generated admin token.")
@@ -80,8 +84,8 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _known_scheme(cls, v: str | None) -> str | None:
-        if v is not None and not v.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("redis_url must start with redis://, rediss:// or unix://")
+        if v is not None and not v.startswith(REDIS_URL_SCHEMES):
+            raise ValueError("redis_url must start with one of " + ", ".join(REDIS_URL_SCHEMES))
         return v
 
     @field_validator("log_level")
