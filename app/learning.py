@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from app.learners.base import Learner
+from app.learners.budget import LabelBudget, make_budget
 from app.learners.registry import build
 
 
@@ -53,3 +54,24 @@ def takes_clicks(learner_or_cls: Learner | type[Learner]) -> bool:
 def timeout_feedback() -> dict[str, np.ndarray]:
     """Feedback fields of an unanswered decision under ``on_timeout: "no_click"``."""
     return {"click": np.array(0.0)}
+
+
+def budget_strategy(label_budget: Mapping[str, Any], seed: int | None,
+                    state: Mapping[str, np.ndarray] | None = None) -> LabelBudget:
+    """The label-budget strategy of a regression model's ``label_budget`` config.
+
+    ``seed`` feeds the per-round coins (same seed and state: same answers in
+    every process); raises :class:`~app.learners.base.ParamError` for invalid settings.
+    """
+    strategy = make_budget(label_budget["strategy"], label_budget["budget"],
+                           a=label_budget.get("a", 1.0), horizon=label_budget.get("horizon"),
+                           seed=seed)
+    if state is not None:
+        strategy.set_state(state)
+    return strategy
+
+
+def budget_seed(config: Mapping[str, Any]) -> int:
+    """Seed of a model's label-budget coins: its ``seed``, else derived from its ``uid``."""
+    seed = config.get("seed")
+    return int(seed) if seed is not None else int(str(config.get("uid") or "0"), 16)

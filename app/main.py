@@ -21,7 +21,7 @@ from app.api.cache import LearnerCache
 from app.api.context import ApiContext
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, ObservabilityMiddleware
-from app.api.routes import admin, feedback, models, noise, ops, predict, stream
+from app.api.routes import admin, confusion, feedback, models, noise, ops, predict, stream
 from app.metrics import Metrics
 from app.settings import Settings
 from app.store import Store
@@ -67,7 +67,7 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
                   description="Online learning from noisy, delayed, partial feedback.",
                   lifespan=lifespan)
     install_error_handlers(app, settings.retry_after_seconds)
-    for module in (admin, models, predict, feedback, noise, stream, ops):
+    for module in (admin, models, predict, feedback, noise, confusion, stream, ops):
         app.include_router(module.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     if settings.cors_origins:

@@ -18,7 +18,8 @@ from app.api.errors import ApiError, unknown_model
 from app.api.features import to_vector
 from app.api.schemas.feedback import FeedbackBatchRequest
 from app.api.schemas.predict import PredictRequest
-from app.api.tasks import task_spec
+from app.api.openfeedback import add_examples, take_open
+from app.api.tasks import TaskSpec, task_spec
 from app.learners.registry import learner_class
 from app.store.events import new_event_id
 from app.store.models import ModelView
@@ -74,32 +75,81 @@ async def feedback(ctx: ApiContext, view: ModelView,
     labels = (view.tenant, config["model_id"])
     if not isinstance(body, FeedbackBatchRequest):
         event_id, fields = spec.parse_feedback(body, config, cls)
-        outcome = await ctx.store.events.take_feedback(mk, event_id, fields)
-        if outcome.status != "ok":
-            status, code, message = _OUTCOME_ERRORS[outcome.status]
+        if event_id is None:
+            await add_examples(ctx, view, [fields])
+            count.labels(*labels, "accepted").inc()
+            return 202, {"accepted": True}
+        more: dict[str, int] = {}
+        if spec.open_feedback is not None:
+            status, more = await take_open(ctx, view, spec, event_id, fields)
+        else:
+            status = (await ctx.store.events.take_feedback(mk, event_id, fields)).status
+        if status not in ("ok", "open"):
+            http_status, code, message = _OUTCOME_ERRORS[status]
             count.labels(*labels, code).inc()
-            raise ApiError(status, code, message, "event_id")
-        count.labels(*labels, "accepted").inc()
-        return 202, {"accepted": True}
+            raise ApiError(http_status, code, message, "event_id")
+        count.labels(*labels, status if status == "open" else "accepted").inc()
+        return 202, {"accepted": True, **more}
     rejected: list[dict[str, Any]] = []
     valid: list[tuple[int, str, dict[str, np.ndarray]]] = []
+    examples: list[dict[str, np.ndarray]] = []
     for i, raw in enumerate(body.events):
         try:
-            valid.append((i, *spec.parse_feedback(raw, config, cls, prefix=f"events[{i}]")))
+            eid, fields = spec.parse_feedback(raw, config, cls, prefix=f"events[{i}]")
         except ApiError as exc:
             rejected.append({"index": i, "error": exc.body()["error"]})
-    count.labels(*labels, "invalid").inc(len(rejected))
-    outcomes = await ctx.store.events.take_feedback_many(
-        mk, [(eid, fields) for _, eid, fields in valid]) if valid else []
-    accepted = 0
-    for (i, _, _), outcome in zip(valid, outcomes, strict=True):
-        if outcome.status == "ok":
-            accepted += 1
             continue
-        _, code, message = _OUTCOME_ERRORS[outcome.status]
-        count.labels(*labels, code).inc()
-        rejected.append({"index": i, "error": {"code": code, "message": message,
-                                               "field": f"events[{i}].event_id"}})
-    count.labels(*labels, "accepted").inc(accepted)
+        if eid is None:
+            examples.append(fields)
+        else:
+            valid.append((i, eid, fields))
+    count.labels(*labels, "invalid").inc(len(rejected))
+    opened: list[dict[str, Any]] = []
+    statuses = await _take_many(ctx, view, spec, valid, rejected, opened)
+    accepted = len(examples)
+    for (i, _, _), status in zip(valid, statuses, strict=True):
+        if status in ("ok", "open"):
+            accepted += 1
+        elif status in _OUTCOME_ERRORS:
+            _, code, message = _OUTCOME_ERRORS[status]
+            count.labels(*labels, code).inc()
+            rejected.append({"index": i, "error": {"code": code, "message": message,
+                                                   "field": f"events[{i}].event_id"}})
+    if examples:
+        await add_examples(ctx, view, examples)
+    count.labels(*labels, "accepted").inc(accepted - len(opened))
+    count.labels(*labels, "open").inc(len(opened))
     rejected.sort(key=lambda r: r["index"])
-    return 202, {"accepted": accepted, "rejected": rejected}
+    doc: dict[str, Any] = {"accepted": accepted, "rejected": rejected}
+    if opened:
+        doc["open"] = opened
+    return 202, doc
+
+
+async def _take_many(ctx: ApiContext, view: ModelView, spec: TaskSpec,
+                     valid: list[tuple[int, str, dict[str, np.ndarray]]],
+                     rejected: list[dict[str, Any]], opened: list[dict[str, Any]]) -> list[str]:
+    """Join the batch's events; per event "ok", "open", "unknown", "duplicate" or "invalid".
+
+    Tasks with feedback in parts go one event at a time (each is a
+    compare-and-set step); the others in one pipelined round trip.
+    """
+    if spec.open_feedback is None:
+        outcomes = await ctx.store.events.take_feedback_many(
+            view.keys, [(eid, fields) for _, eid, fields in valid]) if valid else []
+        return [o.status for o in outcomes]
+    statuses = []
+    for i, eid, fields in valid:
+        try:
+            status, more = await take_open(ctx, view, spec, eid, fields)
+        except ApiError as exc:
+            if exc.status != 422:
+                raise
+            error = exc.body()["error"]
+            error["field"] = f"events[{i}].{exc.field}" if exc.field else f"events[{i}]"
+            rejected.append({"index": i, "error": error})
+            status = "invalid"
+        if more:
+            opened.append({"index": i, "event_id": eid, **more})
+        statuses.append(status)
+    return statuses

@@ -23,8 +23,8 @@ from app.api.schemas.models import (
 )
 from app.api.tasks import task_spec
 from app.learners.base import ParamError, check_state
-from app.learners.registry import algorithms, default_params, learner_class
-from app.learning import build_learner, initial_noise_rates
+from app.learners.registry import CLASS_TASKS, algorithms, default_params, learner_class
+from app.learning import budget_strategy, build_learner, initial_noise_rates
 from app.store.keys import ModelKeys
 from app.store.models import ModelRecord
 from app.store.noise import NoiseRecord
@@ -33,6 +33,8 @@ from app.store.util import parse_stream_id
 #: Fields of a snapshot's config that must match the model on import.
 SNAPSHOT_CONFIG_FIELDS = ("task", "algorithm", "n_features", "n_classes")
 SYNC_POLL_SECONDS = 0.02
+#: Largest learner state a model may have (snapshots are rewritten at every batch).
+MAX_STATE_BYTES = 64 * 2**20
 
 
 def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
@@ -44,25 +46,46 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
         cls = learner_class(body.task, algorithm)
     except ParamError as exc:
         raise from_param_error(exc) from None
-    if body.n_classes is None:
+    if body.n_classes is None and body.task in CLASS_TASKS:
         raise ApiError(422, "invalid_param", f"task {body.task!r} needs n_classes", "n_classes")
+    if body.n_classes is not None and body.task not in CLASS_TASKS:
+        raise ApiError(422, "invalid_param", f"task {body.task!r} takes no n_classes",
+                       "n_classes")
+    label_budget = None
+    if body.label_budget is not None:
+        if not (spec.open_feedback and spec.open_feedback.budgeted):
+            raise ApiError(422, "invalid_param", f"task {body.task!r} has no label budget",
+                           "label_budget")
+        label_budget = body.label_budget.model_dump()
+        try:
+            budget_strategy(label_budget, None)
+        except ParamError as exc:
+            raise ApiError(422, "invalid_param", exc.message,
+                           f"label_budget.{exc.field}") from None
     if body.feedback.on_timeout == "no_click" and not (
             spec.has_clicks and "click" in cls.feedback_fields):
         raise ApiError(422, "invalid_param", f"{algorithm!r} learns from labels, not clicks: "
                        "an unanswered decision can only be dropped", "feedback.on_timeout")
-    params = {**default_params(cls), **body.params}
+    params = {**default_params(cls), **spec.service_defaults.get(algorithm, {}), **body.params}
     config = {"model_id": body.model_id, "task": body.task, "algorithm": algorithm,
               "n_features": body.n_features, "n_classes": body.n_classes, "params": params,
               "feedback": body.feedback.model_dump(), "seed": body.seed,
               "uid": secrets.token_hex(8)}
+    if label_budget is not None:
+        config["label_budget"] = label_budget
     try:
-        build_learner(config)
+        state_bytes = sum(a.nbytes for a in build_learner(config).get_state().values())
     except ParamError as exc:
         field = exc.field if exc.field.startswith("params.") or exc.field in (
             "n_features", "n_classes", "task", "algorithm") else f"params.{exc.field}"
         raise ApiError(422, "invalid_param", exc.message, field) from None
     except (TypeError, ValueError) as exc:
         raise ApiError(422, "invalid_param", str(exc), "params") from None
+    if state_bytes > MAX_STATE_BYTES:
+        raise ApiError(422, "invalid_param", f"the model's state would take "
+                       f"{state_bytes / 2**20:.0f} MiB (at most {MAX_STATE_BYTES // 2**20} MiB: "
+                       "it is written at every trainer batch); use fewer features or smaller "
+                       "buffers/budgets in params", "params")
     return config
 
 
@@ -86,7 +109,8 @@ def model_response(record: ModelRecord) -> ModelResponse:
                          feedback_accepted=record.feedback_accepted,
                          events_applied=s.events_applied, events_expired=s.events_expired,
                          debiased_reward=s.debiased_reward),
-        noise=noise_response(record.noise) if c["task"] in ("label", "label_set") else None)
+        noise=noise_response(record.noise) if c["task"] in ("label", "label_set") else None,
+        label_budget=c.get("label_budget"))
 
 
 async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -> ModelResponse:

@@ -10,19 +10,54 @@ becomes the response.  Serving a new task means adding its event model to
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from app.api.errors import ApiError, validation_error
-from app.api.schemas.feedback import LabelFeedback
-from app.api.schemas.predict import LabelPrediction, LabelSetPrediction
+from app.api.features import to_vector
+from app.api.schemas.feedback import (
+    LabelFeedback,
+    NoisyInputFeedback,
+    NoisyLabelFeedback,
+    RegressionFeedback,
+)
+from app.api.schemas.predict import (
+    LabelPrediction,
+    LabelSetPrediction,
+    NoisyInputPrediction,
+    NoisyLabelPrediction,
+    RegressionPrediction,
+)
 from app.learners.base import Learner
 from app.learning import takes_clicks
 
 FeedbackParser = Callable[[Any, Mapping[str, Any], type[Learner]], dict[str, np.ndarray]]
+WantedCount = Callable[[Learner, Mapping[str, np.ndarray], Mapping[str, np.ndarray]], int]
+
+
+@dataclass(frozen=True)
+class OpenPolicy:
+    """How a task's decision stays open until enough feedback parts arrived.
+
+    The first part's ``part_field`` rows (noisy labels, noisy copies) are counted
+    against ``first_wanted``; while fewer arrived, the 202 response says
+    ``reply: k`` and later parts (same ``event_id``) append rows.  ``fixed``
+    fields come with the first part; later parts repeat them or omit them.
+    See :mod:`app.api.openfeedback`.
+    """
+
+    part_field: str
+    reply: str
+    fixed: tuple[str, ...]
+    first_wanted: WantedCount
+    """(learner, logged context, first part's fields) -> rows wanted in total."""
+    budgeted: bool
+    """Whether a model's ``label_budget`` may raise the wanted count of a 1-row first part."""
+    enqueue_on_expiry: bool
+    """Whether an open decision that times out is learned from with the rows received."""
 
 
 @dataclass(frozen=True)
@@ -33,13 +68,23 @@ class TaskSpec:
     feedback_model: type[BaseModel]
     prediction_model: type[BaseModel]
     feedback_fields: FeedbackParser
-    """(validated event, model config, learner class) -> feedback arrays, or ApiError."""
+    """(validated event, model config, learner class) -> feedback arrays, or ApiError.
+    Examples without a prior decision (no ``event_id``) also get their input as ``x``."""
     has_clicks: bool
     """Whether an unanswered decision may become a no-click event."""
+    open_feedback: OpenPolicy | None = None
+    """Feedback in parts (more labels / copies), or None: one event joins at once."""
+    service_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """algorithm -> params the service uses instead of the learner's defaults (e.g. to keep
+    snapshots small); the client's params still win."""
 
     def parse_feedback(self, raw: Any, config: Mapping[str, Any], cls: type[Learner],
-                       prefix: str = "") -> tuple[str, dict[str, np.ndarray]]:
-        """Validate one raw event; return ``(event_id, feedback arrays)``."""
+                       prefix: str = "") -> tuple[str | None, dict[str, np.ndarray]]:
+        """Validate one raw event; return ``(event_id, feedback arrays)``.
+
+        ``event_id`` is None for an example posted without a prior decision
+        (its arrays then hold its input ``x``).
+        """
         if isinstance(raw, self.feedback_model):
             event = raw
         else:
@@ -48,7 +93,8 @@ class TaskSpec:
             except ValidationError as exc:
                 raise validation_error(exc.errors(), prefix) from None
         try:
-            return event.event_id, self.feedback_fields(event, config, cls)  # type: ignore[attr-defined]
+            return (getattr(event, "event_id", None),
+                    self.feedback_fields(event, config, cls))
         except ApiError as exc:
             if prefix and exc.field:
                 exc.field = f"{prefix}.{exc.field}"
@@ -88,11 +134,101 @@ def _label_feedback(event: LabelFeedback, config: Mapping[str, Any],
     return {"label": np.array(event.label, dtype=np.int64)}
 
 
+def _regression_feedback(event: RegressionFeedback, config: Mapping[str, Any],
+                         cls: type[Learner]) -> dict[str, np.ndarray]:
+    """``values`` (noisy labels) and ``variance`` (``NaN`` = unknown), as ORS/NLMS read them."""
+    variance = np.nan if event.variance is None else event.variance
+    return {"values": np.array(event.values, dtype=np.float64),
+            "variance": np.array(variance, dtype=np.float64)}
+
+
+def _noisy_label_feedback(event: NoisyLabelFeedback, config: Mapping[str, Any],
+                          cls: type[Learner]) -> dict[str, np.ndarray]:
+    """UMA's ``label`` (noisy), ``gold``, ``true_label``; the perceptron's ``label``.
+
+    A gold example's ``label`` is the checked class and ``noisy_label`` the
+    label the noise gave: UMA buffers the noisy one (its updates assume
+    every buffered label went through the noise) and counts the pair.
+    """
+    n_classes = config["n_classes"]
+    for name in ("label", "noisy_label"):
+        value = getattr(event, name)
+        if value is not None and value >= n_classes:
+            raise ApiError(422, "invalid_feedback", f"{name} must be in [0, {n_classes})", name)
+    if event.noisy_label is not None and not event.gold:
+        raise ApiError(422, "invalid_feedback", "noisy_label goes with \"gold\": true (the "
+                       "label of a non-gold example is the noisy one)", "noisy_label")
+    fields: dict[str, np.ndarray]
+    if "gold" not in cls.feedback_fields:
+        fields = {"label": np.array(event.label, dtype=np.int64)}
+    elif event.gold:
+        if event.noisy_label is None:
+            raise ApiError(422, "invalid_feedback", f"{config['algorithm']!r} estimates the "
+                           "confusion matrix from gold examples: send the label the noise "
+                           "source gave as noisy_label (and the correct class as label)",
+                           "noisy_label")
+        fields = {"label": np.array(event.noisy_label, dtype=np.int64),
+                  "gold": np.array(1, dtype=np.int64),
+                  "true_label": np.array(event.label, dtype=np.int64)}
+    else:
+        fields = {"label": np.array(event.label, dtype=np.int64),
+                  "gold": np.array(0, dtype=np.int64),
+                  "true_label": np.array(-1, dtype=np.int64)}
+    if event.features is not None:
+        fields["x"] = to_vector(event.features, config["n_features"])
+    return fields
+
+
+def _noisy_input_feedback(event: NoisyInputFeedback, config: Mapping[str, Any],
+                          cls: type[Learner]) -> dict[str, np.ndarray]:
+    """``copies`` as a ``(k, n_features)`` array and ``target`` (when given)."""
+    d = config["n_features"]
+    for i, row in enumerate(event.copies):
+        if len(row) != d:
+            raise ApiError(422, "invalid_feedback", f"each copy has n_features = {d} numbers, "
+                           f"got {len(row)}", f"copies[{i}]")
+    fields = {"copies": np.array(event.copies, dtype=np.float64).reshape(len(event.copies), d)}
+    if event.target is not None:
+        fields["target"] = np.array(event.target, dtype=np.float64)
+    return fields
+
+
+def _labels_sent(learner: Learner, context: Mapping[str, np.ndarray],
+                 fields: Mapping[str, np.ndarray]) -> int:
+    return int(fields["values"].shape[0])
+
+
+def _copies_needed(learner: Learner, context: Mapping[str, np.ndarray],
+                   fields: Mapping[str, np.ndarray]) -> int:
+    return int(learner.copies_needed(context))  # type: ignore[attr-defined]
+
+
+#: The noisy_input learner's snapshot holds ``budget x max_order x n_features``
+#: floats for its support list (plus the explicit low-level tensors): the
+#: learner's defaults (1000 x 30) make it 24 MB at d = 100, these 1.9 MB.  With
+#: the exact low levels, friedman1 stored only 172 terms in 3,000 rounds and a
+#: budget of 100 learned as well as 1,000 (docs/results/kernels.md, part C);
+#: orders above 12 are drawn with probability 2^-12 at p = 2.
+KERNEL_OGD_SERVICE = {"budget": 200, "max_order": 12}
+
 TASKS: dict[str, TaskSpec] = {
     "label": TaskSpec("label", LabelFeedback, LabelPrediction, _label_feedback,
                       has_clicks=True),
     "label_set": TaskSpec("label_set", LabelFeedback, LabelSetPrediction, _label_feedback,
                           has_clicks=True),
+    "regression": TaskSpec(
+        "regression", RegressionFeedback, RegressionPrediction, _regression_feedback,
+        has_clicks=False,
+        open_feedback=OpenPolicy("values", "more_labels", ("variance",), _labels_sent,
+                                 budgeted=True, enqueue_on_expiry=True)),
+    "noisy_label": TaskSpec("noisy_label", NoisyLabelFeedback, NoisyLabelPrediction,
+                            _noisy_label_feedback, has_clicks=False),
+    "noisy_input": TaskSpec(
+        "noisy_input", NoisyInputFeedback, NoisyInputPrediction, _noisy_input_feedback,
+        has_clicks=False,
+        open_feedback=OpenPolicy("copies", "more_copies", ("target",), _copies_needed,
+                                 budgeted=False, enqueue_on_expiry=False),
+        service_defaults={"kernel_ogd": KERNEL_OGD_SERVICE}),
 }
 
 

@@ -126,11 +126,33 @@ def check_state(expected: Mapping[str, np.ndarray], given: Mapping[str, np.ndarr
 
 
 def stack_events(events: Sequence[Event]) -> dict[str, np.ndarray]:
-    """Turn a list of events into a columnar batch (fields stacked on axis 0)."""
+    """Turn a list of events into a columnar batch (fields stacked on axis 0).
+
+    Float fields whose length (first axis) varies between events are padded
+    with ``NaN`` to the longest: the variable-length feedback fields (ORS's
+    ``values``, KernelOGD's ``copies``) treat trailing ``NaN`` rows as padding.
+
+    >>> stack_events([{"values": np.array([1.0])}, {"values": np.array([2.0, 3.0])}])["values"]
+    array([[ 1., nan],
+           [ 2.,  3.]])
+    """
     if not events:
         return {}
     keys = events[0].keys()
-    return {k: np.stack([np.asarray(e[k]) for e in events]) for k in keys}
+    return {k: _stack_field([np.asarray(e[k]) for e in events]) for k in keys}
+
+
+def _stack_field(arrays: list[np.ndarray]) -> np.ndarray:
+    """Stack one field; NaN-pad float arrays that differ only in their first axis."""
+    first = arrays[0].shape
+    if all(a.shape == first for a in arrays) or not all(
+            a.ndim >= 1 and a.shape[1:] == first[1:] and a.dtype.kind == "f" for a in arrays):
+        return np.stack(arrays)  # same shapes, or numpy's error for incompatible ones
+    out = np.full((len(arrays), max(a.shape[0] for a in arrays), *first[1:]), np.nan,
+                  dtype=np.result_type(*arrays))
+    for i, a in enumerate(arrays):
+        out[i, : a.shape[0]] = a
+    return out
 
 
 def iter_events(batch: Batch) -> Iterator[dict[str, np.ndarray]]:

@@ -4,7 +4,8 @@
 each concern: ``tenants`` (tenants and API keys), ``models`` (configs and
 the per-request model view), ``snapshots`` (learned arrays + version + last
 applied stream id), ``events`` (decision contexts, the exactly-once feedback
-join, the per-model stream) and ``noise`` (click-noise rates).  Key names
+join, the per-model stream), ``noise`` (click-noise rates) and ``open``
+(feedback in parts, label budgets, examples without a decision).  Key names
 live in :mod:`app.store.keys` only.
 """
 
@@ -17,6 +18,7 @@ from app.store.events import EventStore
 from app.store.keys import ModelKeys
 from app.store.models import ModelStore
 from app.store.noise import NoiseStore
+from app.store.openfeedback import OpenFeedbackStore
 from app.store.snapshots import SnapshotStore
 from app.store.tenants import TenantStore
 
@@ -34,6 +36,7 @@ class Store:
         self.snapshots = SnapshotStore(redis, self.scripts)
         self.events = EventStore(redis, self.scripts)
         self.noise = NoiseStore(redis)
+        self.open = OpenFeedbackStore(redis)
 
     @classmethod
     def from_url(cls, url: str, *, socket_timeout: float = 2.0,

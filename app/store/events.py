@@ -119,7 +119,8 @@ class EventStore:
                               default_feedback: Mapping[str, np.ndarray]) -> str:
         """End one overdue decision; return "expired", "not_due" or "gone"."""
         reply: Any = await self.scripts.run(
-            "expire_decision", [mk.context(event_id), mk.pending, mk.events, mk.snapshot],
+            "expire_decision", [mk.context(event_id), mk.pending, mk.events, mk.snapshot,
+                                mk.partial(event_id)],
             [event_id, mode, codec.encode(default_feedback)])
         return text(reply[0]) or "gone"
 

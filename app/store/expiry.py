@@ -27,7 +27,8 @@ async def expire_many(events: EventStore, mk: ModelKeys, event_ids: Sequence[str
     async with events.redis.pipeline(transaction=False) as pipe:
         for eid in event_ids:
             await events.scripts.run(
-                "expire_decision", [mk.context(eid), mk.pending, mk.events, mk.snapshot],
+                "expire_decision", [mk.context(eid), mk.pending, mk.events, mk.snapshot,
+                                    mk.partial(eid)],
                 [eid, mode, blob], client=pipe)
         replies: Any = await pipe.execute()
     return [text(r[0]) or "gone" for r in replies]

@@ -18,6 +18,8 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:stats              hash  predictions, feedback_accepted
     nl:{T:M}:ctx:E              str   decision context (codec) or a tombstone
     nl:{T:M}:pending            zset  E -> deadline (Redis clock, seconds)
+    nl:{T:M}:part:E             hash  open decision: feedback so far (want, n, f, expiry)
+    nl:{T:M}:budget             hash  label-budget strategy state (rounds, state)
     nl:{T:M}:events             stream joined events, consumer group "trainers"
     nl:{T:M}:noise              hash  rho0, rho1, source, estimated_at, n_samples, history
     nl:{T:M}:samples            list  NREst sample buffer (capped)
@@ -131,6 +133,15 @@ class ModelKeys:
         """String: logged decision context of one event (or its tombstone)."""
         return f"{self.tag}:ctx:{event_id}"
 
+    def partial(self, event_id: str) -> str:
+        """Hash: feedback received so far for a decision that awaits more labels or copies."""
+        return f"{self.tag}:part:{event_id}"
+
+    @property
+    def label_budget(self) -> str:
+        """Hash: ``rounds`` and ``state`` (codec) of the model's label-budget strategy."""
+        return f"{self.tag}:budget"
+
     def job(self, job_id: str) -> str:
         """Hash: status of one NREst job."""
         return f"{self.tag}:job:{job_id}"
@@ -138,7 +149,7 @@ class ModelKeys:
     def fixed(self) -> list[str]:
         """Every key of the model except the per-event and per-job ones."""
         return [self.meta, self.snapshot, self.stats, self.pending, self.events,
-                self.noise, self.samples, self.lease, self.dead_letter]
+                self.noise, self.samples, self.lease, self.dead_letter, self.label_budget]
 
 
 #: Sorted set: worker id -> Redis time of its last heartbeat, for the workers

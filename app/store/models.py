@@ -17,7 +17,7 @@ import orjson
 import redis.asyncio as aioredis
 
 from app.store import codec, keys
-from app.store.client import Scripts
+from app.store.client import Scripts, lua_source
 from app.store.keys import TRAINER_GROUP, ModelKeys
 from app.store.noise import NOISE_FIELDS, NoiseRecord, parse_noise
 from app.store.snapshots import COUNTER_FIELDS, SnapshotInfo, parse_info
@@ -59,6 +59,7 @@ class ModelStore:
     def __init__(self, redis: aioredis.Redis, scripts: Scripts) -> None:
         self.redis = redis
         self.scripts = scripts
+        self._set_config = redis.register_script(lua_source("set_config"))
 
     async def create(self, tenant: str, config: dict[str, Any], state: dict[str, np.ndarray],
                      rho0: float, rho1: float) -> dict[str, Any] | None:
@@ -84,6 +85,11 @@ class ModelStore:
         """The stored config, or None."""
         raw = await self.redis.hget(ModelKeys(tenant, model_id).meta, "config")
         return orjson.loads(raw) if raw else None
+
+    async def set_config(self, tenant: str, config: dict[str, Any]) -> bool:
+        """Replace the stored config of an existing model (e.g. its params); False if gone."""
+        mk = ModelKeys(tenant, config["model_id"])
+        return bool(await self._set_config(keys=[mk.meta], args=[orjson.dumps(config)]))
 
     async def view_with_key(self, token: str, model_id: str
                             ) -> tuple[str | None, ModelView | None]:
@@ -174,7 +180,8 @@ class ModelStore:
             if not ids:
                 break
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.delete(*(mk.context(text(i) or "") for i in ids))
+                pipe.delete(*(mk.context(text(i) or "") for i in ids),
+                            *(mk.partial(text(i) or "") for i in ids))
                 pipe.zrem(mk.pending, *ids)
                 await pipe.execute()
         await self.redis.delete(*mk.fixed())

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Discriminator, Field, SkipValidation, Tag
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Discriminator,
+    Field,
+    SkipValidation,
+    Tag,
+    model_validator,
+)
 
-from app.api.schemas.common import ErrorDetail, EventId, Index, RequestModel
+from app.api.schemas.common import ErrorDetail, EventId, FiniteFloat, Index, RequestModel
+from app.api.schemas.predict import Features
 from app.settings import MAX_BATCH
 
 
@@ -35,8 +44,73 @@ class LabelFeedback(RequestModel):
     label: Index | None = None
 
 
-#: One feedback event of any task (add a task's event model here).
-FeedbackEvent = LabelFeedback
+#: Most noisy labels or noisy copies in one feedback event.
+MAX_PARTS = 1000
+
+
+class RegressionFeedback(RequestModel):
+    """Feedback of the ``regression`` task: one or more noisy labels of the target.
+
+    When the model's label budget wants more labels for this event, the 202
+    response carries ``more_labels: k``; send them with the same
+    ``event_id`` (``{"event_id", "values": [...]}``) until none is wanted.
+    """
+
+    event_id: EventId
+    values: list[FiniteFloat] = Field(min_length=1, max_length=MAX_PARTS,
+                                      description="noisy labels of the event's target")
+    variance: FiniteFloat | None = Field(
+        default=None, ge=0, description="known noise variance of each label (omit if unknown); "
+                                        "a later part of the same event must repeat it or omit it")
+
+
+class NoisyLabelFeedback(RequestModel):
+    """Feedback of the ``noisy_label`` task: a class label, as the noise source gave it.
+
+    Either for a prediction (``event_id``) or a standalone example
+    (``features``, no prior prediction needed).  A gold example
+    (``"gold": true``) carries the checked, correct class in ``label`` and
+    the label the noise source gave for the same example in
+    ``noisy_label``; UMA estimates the confusion matrix from these pairs
+    (and needs ``noisy_label``; the ``perceptron`` learns from ``label``).
+    """
+
+    event_id: EventId | None = None
+    features: Features | None = None
+    label: Index
+    gold: bool = Field(default=False, strict=True,
+                       description="true: `label` is known to be the correct class")
+    noisy_label: Index | None = Field(default=None, description="gold examples: the label the "
+                                                                "noise source gave")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> NoisyLabelFeedback:
+        if (self.event_id is None) == (self.features is None):
+            raise ValueError("give exactly one of 'event_id' (feedback for a prediction) "
+                             "or 'features' (an example without a prediction)")
+        return self
+
+
+class NoisyInputFeedback(RequestModel):
+    """Feedback of the ``noisy_input`` task: the target and further noisy copies of the instance.
+
+    The round needs ``copies_needed`` copies (told by predict).  When fewer
+    arrive, the 202 response carries ``more_copies: k`` and the decision
+    stays open; send the rest with the same ``event_id`` (``target`` may then
+    be omitted).
+    """
+
+    event_id: EventId
+    target: FiniteFloat | None = Field(default=None, description="required with the first "
+                                                                 "part of an event")
+    copies: list[list[FiniteFloat]] = Field(default_factory=list, max_length=MAX_PARTS,
+                                            description="noisy copies, each of n_features")
+
+
+#: One feedback event of any task (add a task's event model here).  Each
+#: event is validated with the model of its model's task (see
+#: :mod:`app.api.tasks`), so the union only documents the shapes.
+FeedbackEvent = LabelFeedback | RegressionFeedback | NoisyLabelFeedback | NoisyInputFeedback
 
 
 class FeedbackBatchRequest(RequestModel):
@@ -52,15 +126,22 @@ def _feedback_kind(value: Any) -> str:
 
 
 FeedbackRequest = Annotated[
-    Annotated[FeedbackBatchRequest, Tag("<batch>")] | Annotated[FeedbackEvent, Tag("<event>")],
+    Annotated[FeedbackBatchRequest, Tag("<batch>")]
+    | Annotated[SkipValidation[FeedbackEvent], Tag("<event>")],
     Discriminator(_feedback_kind),
 ]
 
 
 class FeedbackAcceptedResponse(BaseModel):
-    """One event accepted (it will be applied by the trainer)."""
+    """One event accepted (it will be applied by the trainer).
+
+    ``more_labels`` (regression) / ``more_copies`` (noisy_input): the
+    decision stays open until that many more labels / copies arrive for it.
+    """
 
     accepted: Literal[True] = True
+    more_labels: int | None = None
+    more_copies: int | None = None
 
 
 class RejectedEvent(BaseModel):
@@ -70,8 +151,18 @@ class RejectedEvent(BaseModel):
     error: ErrorDetail
 
 
+class OpenEvent(BaseModel):
+    """An accepted event of a batch whose decision waits for more labels or copies."""
+
+    index: int
+    event_id: str
+    more_labels: int | None = None
+    more_copies: int | None = None
+
+
 class FeedbackBatchResponse(BaseModel):
-    """How many events of a batch were accepted, and which were rejected."""
+    """How many events of a batch were accepted, which were rejected, which wait for more."""
 
     accepted: int
     rejected: list[RejectedEvent]
+    open: list[OpenEvent] = Field(default_factory=list)

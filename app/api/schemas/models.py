@@ -21,6 +21,23 @@ class FeedbackPolicy(RequestModel):
     on_timeout: Literal["drop", "no_click"] = "drop"
 
 
+class LabelBudgetConfig(RequestModel):
+    """Label budget of a ``regression`` model (Moroshko & Crammer section 4.2).
+
+    ``budget`` is the average number of noisy labels per round the service
+    may ask for (one round = one event's first label).  When the strategy
+    wants ``k`` more for an event, the feedback response says
+    ``more_labels: k``; the service never asks for more than the budget allows.
+    """
+
+    budget: float = Field(ge=1, le=1000, allow_inf_nan=False)
+    strategy: Literal["const", "begin", "auto", "auto_self_tuned"] = "auto_self_tuned"
+    a: float = Field(default=1.0, gt=0, allow_inf_nan=False,
+                     description="`auto` only: stay with one label w.p. a/(a + (y - yhat)^2)")
+    horizon: int | None = Field(default=None, ge=1, strict=True,
+                                description="`begin` only: number of rounds n")
+
+
 class ModelCreateRequest(RequestModel):
     """Body of ``POST /v1/models``; ``algorithm`` defaults to the task's first."""
 
@@ -32,6 +49,8 @@ class ModelCreateRequest(RequestModel):
     params: dict[str, Any] = Field(default_factory=dict, max_length=64)
     feedback: FeedbackPolicy = Field(default_factory=FeedbackPolicy)
     seed: int | None = Field(default=None, ge=0, le=2**63 - 1, strict=True)
+    label_budget: LabelBudgetConfig | None = Field(
+        default=None, description="regression only: ask for extra noisy labels within a budget")
 
 
 class ModelStats(BaseModel):
@@ -73,6 +92,7 @@ class ModelResponse(BaseModel):
     updated_at: str | None = None
     stats: ModelStats
     noise: NoiseResponse | None = None
+    label_budget: LabelBudgetConfig | None = None
 
 
 class ModelListResponse(BaseModel):

@@ -98,7 +98,39 @@ class LabelSetPrediction(BaseModel):
     model_version: int
 
 
-Prediction = LabelPrediction | LabelSetPrediction
+class RegressionPrediction(BaseModel):
+    """A decision of the ``regression`` task: the predicted value."""
+
+    event_id: str | None = Field(default=None, description="absent with explore: false")
+    value: float
+    model_version: int
+
+
+class NoisyLabelPrediction(BaseModel):
+    """A decision of the ``noisy_label`` task: the predicted true class."""
+
+    event_id: str | None = Field(default=None, description="absent with explore: false")
+    label: int
+    model_version: int
+
+
+class NoisyInputPrediction(BaseModel):
+    """A decision of the ``noisy_input`` task, made from one noisy copy.
+
+    ``copies_needed``: further noisy copies of the instance the feedback must
+    carry for this round's unbiased update; ``label`` (the sign of
+    ``value``) for classification losses.
+    """
+
+    event_id: str | None = Field(default=None, description="absent with explore: false")
+    value: float
+    copies_needed: int
+    label: int | None = None
+    model_version: int
+
+
+Prediction = (LabelPrediction | LabelSetPrediction | RegressionPrediction | NoisyLabelPrediction
+              | NoisyInputPrediction)
 
 
 class PredictionBatchResponse(BaseModel):

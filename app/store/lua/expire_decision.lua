@@ -1,7 +1,11 @@
 -- End one decision whose wait time ran out (the sweeper's step), exactly
 -- once and never together with its feedback (both remove the pending entry).
--- KEYS: 1 context, 2 pending, 3 events, 4 snapshot
+-- KEYS: 1 context, 2 pending, 3 events, 4 snapshot, 5 partial feedback
+--       (optional; see take_partial.lua)
 -- ARGV: 1 event id, 2 mode ('no_click' or 'drop'), 3 default feedback blob
+-- A decision still waiting for more labels or copies ends with the feedback
+-- received so far when its partial record says 'enqueue' (whatever the
+-- mode), and with nothing when it says 'drop'.
 -- Returns {'expired', stream id or ''} | {'not_due'} | {'gone'}.
 local deadline = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not deadline then
@@ -15,7 +19,19 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 local ctx = redis.call('GET', KEYS[1])
 redis.call('DEL', KEYS[1])
 local id = ''
-if ctx and ARGV[2] == 'no_click' then
+local partial = false
+if #KEYS >= 5 then
+  partial = redis.call('HMGET', KEYS[5], 'f', 'expiry')
+  redis.call('DEL', KEYS[5])
+  if not partial[1] then
+    partial = false
+  end
+end
+if ctx and partial then
+  if partial[2] == 'enqueue' then
+    id = redis.call('XADD', KEYS[3], '*', 'k', 'feedback', 'e', ARGV[1], 'c', ctx, 'f', partial[1])
+  end
+elseif ctx and ARGV[2] == 'no_click' then
   id = redis.call('XADD', KEYS[3], '*', 'k', 'timeout', 'e', ARGV[1], 'c', ctx, 'f', ARGV[3])
 end
 redis.call('HINCRBY', KEYS[4], 'events_expired', 1)

@@ -1,0 +1,44 @@
+"""Schemas of ``GET/PUT /v1/models/{id}/confusion`` and the label budget's usage."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from app.api.schemas.common import FiniteFloat, RequestModel
+from app.api.schemas.models import MAX_CLASSES
+
+
+class ConfusionPutRequest(RequestModel):
+    """The client's confusion matrix, or ``null`` to go back to estimating it from gold examples.
+
+    ``matrix[p][q] = P(noisy label p | true class q)``: rows are observed
+    (noisy) labels, columns true classes; every column sums to 1; the matrix
+    must be invertible and well conditioned.
+    """
+
+    matrix: list[list[FiniteFloat]] | None = Field(max_length=MAX_CLASSES)
+
+
+class ConfusionResponse(BaseModel):
+    """The confusion matrix UMA uses now."""
+
+    matrix: list[list[float]] = Field(description="rows = noisy label p, columns = true class q")
+    source: Literal["configured", "estimated"] = Field(
+        description="configured: set with PUT; estimated: from gold examples")
+    n_gold: int = Field(description="gold examples received")
+    ready: bool = Field(description="false while the estimate is not usable yet (too few gold "
+                                    "examples per class, or not invertible): UMA then uses the "
+                                    "identity, i.e. learns from the noisy labels as they are")
+    message: str | None = Field(default=None, description="why the estimate is not used yet")
+
+
+class LabelBudgetResponse(BaseModel):
+    """A regression model's label budget and how much of it was spent."""
+
+    budget: float
+    strategy: str
+    rounds: int = Field(description="events whose first label arrived")
+    labels_used: int = Field(description="labels charged: 1 per round plus those asked for")
+    a: float | None = Field(default=None, description="current `a` of the auto strategies")
