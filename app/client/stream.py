@@ -28,6 +28,9 @@ from app.client.errors import ConnectionFailed, NoisyloopError
 from app.client.types import Features, Prediction
 
 AUTH_FAILED = 4401
+#: ``id`` of the first-message authentication.  The service may or may not
+#: answer it, so its answer (if any) is skipped rather than waited for.
+AUTH_ID = "auth"
 
 
 def stream_url(base_url: str, model_id: str) -> str:
@@ -42,9 +45,16 @@ def _message(msg_id: int, op: str, body: dict[str, Any]) -> bytes:
     return orjson.dumps({"op": op, "id": msg_id, **body}, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def _outcome(raw: str | bytes, expected_id: int) -> Any:
-    """The ``result`` of one answer, or a NoisyloopError for its ``error``."""
-    reply = orjson.loads(raw)
+def _auth_message(api_key: str) -> bytes:
+    return orjson.dumps({"op": "auth", "id": AUTH_ID, "api_key": api_key})
+
+
+def _is_auth_answer(reply: Any) -> bool:
+    return isinstance(reply, dict) and reply.get("id") == AUTH_ID
+
+
+def _outcome(reply: Any, expected_id: int) -> Any:
+    """The ``result`` of one decoded answer, or a NoisyloopError for its ``error``."""
     if reply.get("id") != expected_id:
         raise ConnectionFailed(f"answer for message {reply.get('id')!r} while waiting for "
                                f"{expected_id} (out of order)")
@@ -93,19 +103,21 @@ class AsyncStream:
                                max_size=max_size, compression=None)
         except OSError as exc:
             raise ConnectionFailed(f"websocket connect failed: {exc}") from exc
-        session = cls(ws)
         if not header_auth:
-            await session.request("auth", {"api_key": api_key})
-        return session
+            await ws.send(_auth_message(api_key), text=True)
+        return cls(ws)
 
     async def _read(self) -> None:
         from websockets.exceptions import ConnectionClosed
 
         try:
             async for raw in self._ws:
+                reply = orjson.loads(raw)
+                if _is_auth_answer(reply):
+                    continue
                 msg_id, fut = self._pending.popleft()
                 try:
-                    value = _outcome(raw, msg_id)
+                    value = _outcome(reply, msg_id)
                 except NoisyloopError as exc:
                     value = exc
                 if not fut.done():
@@ -180,10 +192,9 @@ class Stream:
                          max_size=max_size, compression=None)
         except OSError as exc:
             raise ConnectionFailed(f"websocket connect failed: {exc}") from exc
-        session = cls(ws)
         if not header_auth:
-            session.request("auth", {"api_key": api_key})
-        return session
+            ws.send(_auth_message(api_key), text=True)
+        return cls(ws)
 
     def _send(self, op: str, body: dict[str, Any]) -> int:
         msg_id = next(self._ids)
@@ -194,11 +205,13 @@ class Stream:
         return msg_id
 
     def _recv(self, msg_id: int) -> Any:
-        try:
-            raw = self._ws.recv()
-        except Exception as exc:
-            raise _closed(exc) from exc
-        return _outcome(raw, msg_id)
+        while True:
+            try:
+                reply = orjson.loads(self._ws.recv())
+            except Exception as exc:
+                raise _closed(exc) from exc
+            if not _is_auth_answer(reply):
+                return _outcome(reply, msg_id)
 
     def request(self, op: str, body: dict[str, Any]) -> Any:
         """One message, one answer (raises NoisyloopError for an error answer)."""
