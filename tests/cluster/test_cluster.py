@@ -22,10 +22,12 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from pydantic import ValidationError
 from redis.cluster import RedisCluster
 
 from app.learners.base import stack_events
 from app.learning import build_learner
+from app.settings import Settings
 from app.store.client import connect, is_cluster_url
 from app.store.embedded import free_port
 from app.store.keys import ModelKeys
@@ -44,6 +46,9 @@ def test_connect_cluster_url_seeds_every_listed_node() -> None:
     assert seeds == {("10.0.0.1", 7000), ("10.0.0.2", 7001)}
     assert client.connection_kwargs["password"] == "pw"
     assert is_cluster_url("rediss+cluster://h:1") and not is_cluster_url("redis://h:1")
+    assert Settings(redis_url="redis+cluster://h:7000,h:7001").redis_url.startswith("redis+c")
+    with pytest.raises(ValidationError):
+        Settings(redis_url="cluster://h:7000")
 
 
 def _env() -> dict[str, str]:
