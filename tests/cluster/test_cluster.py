@@ -24,10 +24,12 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
 from app.learners.base import stack_events
 from app.learning import build_learner
 from app.settings import Settings
+from app.store import keys
 from app.store.client import connect, is_cluster_url
 from app.store.embedded import free_port
 from app.store.keys import ModelKeys
@@ -192,3 +194,13 @@ def test_two_apis_two_workers_on_cluster_apply_every_event_exactly_once(
         _wait_for(both_own, 15, "both workers to own models")
     finally:
         cluster.close()
+
+
+@pytest.mark.parametrize(("tenant", "model"), [("acme", "m1"), ("a-b_c", "x_9-y"), ("t", "t")])
+def test_model_keys_all_on_one_slot_and_registries_on_their_own(tenant: str, model: str) -> None:
+    mk = ModelKeys(tenant, model)
+    model_keys = [*mk.fixed(), mk.context("ev"), mk.job("j")]
+    assert {key_slot(k.encode()) for k in model_keys} == {key_slot(f"{tenant}:{model}".encode())}
+    registry = [keys.TENANT_INDEX, keys.ALL_MODELS, keys.tenant_models(tenant),
+                keys.tenant_keys(tenant)]
+    assert len({key_slot(k.encode()) for k in registry}) == 1
