@@ -19,6 +19,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from app.api.cache import LearnerCache
 from app.api.context import ApiContext
+from app.api.deps import check_credentials
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, ObservabilityMiddleware
 from app.api.routes import admin, confusion, feedback, models, noise, ops, predict, stream
@@ -66,7 +67,7 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
     app = FastAPI(title="noisyloop", version="1",
                   description="Online learning from noisy, delayed, partial feedback.",
                   lifespan=lifespan)
-    install_error_handlers(app, settings.retry_after_seconds)
+    install_error_handlers(app, settings.retry_after_seconds, authenticate=check_credentials)
     for module in (admin, models, predict, feedback, noise, confusion, stream, ops):
         app.include_router(module.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)

@@ -60,6 +60,24 @@ async def require_admin(ctx: Context, authorization: AuthHeader = None) -> None:
                        headers={"WWW-Authenticate": "Bearer"})
 
 
+async def check_credentials(request: Request) -> None:
+    """Authenticate a request whose body or parameters failed validation.
+
+    FastAPI validates the body before it runs the dependencies; calling this
+    from the validation-error handler keeps 401 ahead of 422, so a caller
+    without valid credentials learns nothing about the schema of a route.
+    """
+    path = request.url.path
+    if not path.startswith("/v1/"):
+        return
+    ctx = get_context(request)
+    authorization = request.headers.get("authorization")
+    if path.startswith("/v1/admin/"):
+        await require_admin(ctx, authorization)
+    else:
+        await require_tenant(ctx, authorization)
+
+
 async def require_tenant(ctx: Context, authorization: AuthHeader = None) -> str:
     """The tenant of a valid API key."""
     tenant = await ctx.store.tenants.authenticate(bearer_token(authorization))

@@ -9,7 +9,7 @@ parameters, an unreachable store (503 ``store_unavailable`` with
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -25,6 +25,9 @@ logger = logging.getLogger(__name__)
 _STATUS_CODES = {400: "bad_request", 401: "unauthenticated", 403: "forbidden",
                  404: "not_found", 405: "method_not_allowed", 413: "payload_too_large",
                  415: "unsupported_media_type", 429: "rate_limited"}
+
+#: FastAPI's detail of a body it cannot decode (raised before validation).
+_FASTAPI_BODY_ERROR = "There was an error parsing the body"
 
 
 class ApiError(Exception):
@@ -99,19 +102,40 @@ def store_unavailable(retry_after: int) -> ApiError:
                     headers={"Retry-After": str(retry_after)})
 
 
-def install_error_handlers(app: FastAPI, retry_after: int) -> None:
-    """Map every exception to the one error shape."""
+def install_error_handlers(app: FastAPI, retry_after: int,
+                           authenticate: Callable[[Request], Awaitable[None]] | None = None
+                           ) -> None:
+    """Map every exception to the one error shape.
+
+    ``authenticate`` (raising :class:`ApiError`) runs before a validation
+    error is reported, so that unauthenticated requests get 401, not 422.
+    """
 
     async def on_api_error(request: Request, exc: Exception) -> OrjsonResponse:
         assert isinstance(exc, ApiError)
         return exc.response()
 
+    async def denied(request: Request) -> OrjsonResponse | None:
+        if authenticate is None:
+            return None
+        try:
+            await authenticate(request)
+        except ApiError as exc:
+            return exc.response()
+        except STORE_ERRORS:
+            return store_unavailable(retry_after).response()
+        return None
+
     async def on_validation(request: Request, exc: Exception) -> OrjsonResponse:
         assert isinstance(exc, RequestValidationError)
-        return validation_error(exc.errors()).response()
+        return await denied(request) or validation_error(exc.errors()).response()
 
     async def on_http(request: Request, exc: Exception) -> OrjsonResponse:
         assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400 and exc.detail == _FASTAPI_BODY_ERROR:
+            # a body that is not UTF-8 (FastAPI raises before validating): same as bad JSON
+            return await denied(request) or ApiError(
+                422, "invalid_json", "body is not valid UTF-8 JSON").response()
         code = _STATUS_CODES.get(exc.status_code, "http_error")
         headers = dict(exc.headers) if exc.headers else None
         return ApiError(exc.status_code, code, str(exc.detail), headers=headers).response()

@@ -1,0 +1,191 @@
+"""Property-based fuzzing of the whole HTTP API from its own OpenAPI schema (schemathesis).
+
+Every operation of ``/openapi.json`` gets schema-valid and schema-invalid
+requests (hypothesis, derandomised), authenticated with a tenant key or the
+admin token (and sometimes with the wrong credential or none), aimed at
+random model ids and at real models of every served task.  Properties:
+
+- no 5xx, and every 4xx carries the one error shape;
+- no request hangs (each answers within :data:`MAX_SECONDS`);
+- 2xx responses match the documented schema;
+- the ``frozen`` model, which only ever receives feedback for event ids
+  that were never issued, is unchanged (state, version, counters, noise).
+
+``NOISYLOOP_FUZZ_EXAMPLES`` scales the run (``make fuzz-long``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from fastapi import FastAPI
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis.python import asgi
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from app.api.tasks import TASKS
+from app.learners.registry import CLASS_TASKS, algorithms
+from app.main import create_app
+from app.settings import Settings
+from tests.reliability.conftest import ADMIN, ADMIN_TOKEN, FUZZ_EXAMPLES, setup_model, setup_tenant
+
+#: Longest acceptable answer of one fuzzed request (query timeouts are capped).
+MAX_SECONDS = 5.0
+#: ``?timeout=`` of the routes that wait by design (sync, noise estimate), capped.
+WAIT_SECONDS = 0.05
+#: Operations whose success changes a model: never aimed at the frozen model.
+MUTATING = {("DELETE", "/v1/models/{model_id}"), ("POST", "/v1/models/{model_id}/reset"),
+            ("PUT", "/v1/models/{model_id}/snapshot"), ("PUT", "/v1/models/{model_id}/noise")}
+FROZEN = "frozen"
+
+
+@pytest.fixture
+def app(redis_url: str) -> Iterator[FastAPI]:
+    """The API without background roles, its lifespan run by schemathesis' ASGI client."""
+    application = create_app(Settings(redis_url=redis_url, admin_token=ADMIN_TOKEN))
+    yield application
+    asgi.shutdown_lifespans()
+
+
+def task_body(task: str) -> dict[str, Any]:
+    """Fields of a small model of ``task`` with its default algorithm."""
+    return {"task": task, "algorithm": algorithms(task)[0],
+            "n_classes": 3 if task in CLASS_TASKS else None}
+
+
+def task_models(session: Any, auth: dict[str, str]) -> list[str]:
+    """One model per served task (default algorithm) plus the frozen label model."""
+    setup_model(session, auth, FROZEN)
+    ids = []
+    for task in TASKS:
+        ids.append(setup_model(session, auth, f"t-{task}", **task_body(task))["model_id"])
+    return ids
+
+
+def model_state(session: Any, auth: dict[str, str], model_id: str) -> dict[str, Any]:
+    """Everything a rejected request must not change (prediction counters may move)."""
+    model = session.request("GET", f"/v1/models/{model_id}", headers=auth).json()
+    snap = session.request("GET", f"/v1/models/{model_id}/snapshot", headers=auth).json()
+    stats = {k: v for k, v in model["stats"].items() if k != "predictions"}
+    return {"version": model["version"], "stats": stats, "noise": model["noise"],
+            "state": snap["state"]}
+
+
+def credentials(path: str, kind: str, tenant_auth: dict[str, str]) -> dict[str, str]:
+    admin_route = path.startswith("/v1/admin")
+    if kind == "right":
+        return ADMIN if admin_route else tenant_auth
+    if kind == "swapped":
+        return tenant_auth if admin_route else ADMIN
+    return {}
+
+
+def waits_long(timeout: Any) -> bool:
+    """Whether a ``?timeout=`` value is absent or a valid, longer wait than WAIT_SECONDS."""
+    if timeout is None:
+        return True
+    try:
+        return float(timeout) > WAIT_SECONDS
+    except (TypeError, ValueError):
+        return False
+
+
+def check_response(case: schemathesis.Case, response: Any, elapsed: float, kind: str) -> None:
+    label = f"{case.method} {case.formatted_path} {case.body!r:.300}"
+    waited = response.status_code == 504 and \
+        response.json()["error"]["code"] in ("sync_timeout", "estimate_timeout")
+    assert response.status_code < 500 or waited, (label, response.status_code, response.text[:500])
+    assert elapsed < MAX_SECONDS, (label, elapsed)
+    if response.status_code >= 400:
+        error = response.json()["error"]
+        assert set(error) == {"code", "message", "field"}, (label, error)
+    if kind != "right" and case.path not in ("/healthz", "/readyz", "/metrics",
+                                             "/v1/models/{model_id}/stream"):
+        assert response.status_code == 401, (label, response.status_code, response.text)
+    if 200 <= response.status_code < 300:
+        case.validate_response(response, checks=[status_code_conformance,
+                                                 content_type_conformance,
+                                                 response_schema_conformance])
+
+
+def fuzz_operation(session: Any, operation: schemathesis.APIOperation,
+                   tenant_auth: dict[str, str], model_ids: list[str],
+                   statuses: Counter[str]) -> None:
+    """``FUZZ_EXAMPLES`` generated requests per generation mode against one operation."""
+    targets: list[dict[str, Any] | None] = [None]
+    if "model_id" in operation.path:
+        allowed = model_ids if (operation.method.upper(), operation.path) in MUTATING \
+            else [FROZEN, *model_ids]
+        targets += [{"model_id": m} for m in allowed]
+    strategies = [operation.as_strategy(generation_mode=mode, path_parameters=target)
+                  for mode in schemathesis.GenerationMode for target in targets]
+
+    @settings(max_examples=FUZZ_EXAMPLES * 2, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck), print_blob=True)
+    @given(case=st.one_of(strategies),
+           kind=st.sampled_from(["right", "right", "right", "right", "swapped", "none"]))
+    def run(case: schemathesis.Case, kind: str) -> None:
+        if case.path.endswith(("/sync", "/noise/estimate")):
+            # these wait up to ?timeout= by design: keep the run short (invalid values stay)
+            query = case.query if isinstance(case.query, dict) else {}
+            if waits_long(query.get("timeout")):
+                case.query = {**query, "timeout": WAIT_SECONDS}
+        start = time.monotonic()
+        response = case.call(session=session, headers=credentials(case.path, kind, tenant_auth),
+                             timeout=MAX_SECONDS * 2)
+        elapsed = time.monotonic() - start
+        statuses[f"{case.method} {case.path} {response.status_code}"] += 1
+        check_response(case, response, elapsed, kind)
+        if response.status_code == 204 and case.method == "DELETE" and \
+                case.path == "/v1/models/{model_id}":
+            deleted = case.path_parameters["model_id"] if case.path_parameters else None
+            if deleted in model_ids:  # keep the real targets alive for later examples
+                setup_model(session, tenant_auth, deleted,
+                            **task_body(deleted.removeprefix("t-")))
+
+    run()
+
+
+def test_fuzz_every_operation_no_5xx_no_hang_no_change(app: FastAPI) -> None:
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    statuses: Counter[str] = Counter()
+    started = time.monotonic()
+    with asgi.get_client(app) as session:
+        auth = setup_tenant(session)
+        model_ids = task_models(session, auth)
+        for i in range(3):  # real, still open decisions on the frozen model
+            r = session.request("POST", f"/v1/models/{FROZEN}/predict",
+                                json={"features": [1.0, 0, 0, float(i)]}, headers=auth)
+            assert r.status_code == 200, r.text
+        before = model_state(session, auth, FROZEN)
+        operations = [result.ok() for result in schema.get_all_operations()]
+        assert len(operations) >= 20
+        for operation in operations:
+            fuzz_operation(session, operation, auth, model_ids, statuses)
+        after = model_state(session, auth, FROZEN)
+    assert after == before
+    total = sum(statuses.values())
+    elapsed = time.monotonic() - started
+    by_status: Counter[str] = Counter()
+    for key, n in statuses.items():
+        by_status[key.rsplit(" ", 1)[1]] += n
+    summary = {"operations": len(operations), "requests": total, "seconds": round(elapsed, 1),
+               "by_status": dict(sorted(by_status.items()))}
+    print("fuzz:", json.dumps(summary))
+    report = os.environ.get("NOISYLOOP_FUZZ_REPORT")
+    if report:
+        with open(report, "w", encoding="utf-8") as fh:
+            json.dump({**summary, "statuses": dict(sorted(statuses.items()))}, fh, indent=1)
+    assert total >= len(operations) * FUZZ_EXAMPLES
