@@ -65,7 +65,7 @@ class Profile:
     def of(cls, quick: bool) -> Profile:
         if quick:
             return cls(rounds=3000, batch_events=100_000, repeats=1, time_budget=3.0)
-        return cls(rounds=30_000, batch_events=1_000_000, repeats=3, time_budget=10.0)
+        return cls(rounds=30_000, batch_events=1_000_000, repeats=3, time_budget=4.0)
 
 
 @dataclass

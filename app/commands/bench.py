@@ -28,6 +28,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     learners.add_argument("--json", type=Path, help="write the report here")
     learners.set_defaults(handler=run_learners)
 
+    service = inner.add_parser("service", help="service req/s, latency, batch and trainer "
+                                               "throughput vs a bare FastAPI + Redis GET")
+    service.add_argument("--quick", action="store_true", help="3 s per phase instead of 10")
+    service.add_argument("--url", help="use a running service (default: start noisyloop serve)")
+    service.add_argument("--admin-token", help="admin token of --url")
+    service.add_argument("--json", type=Path, help="write the report here")
+    service.set_defaults(handler=run_service)
+
 
 def _write(report: dict[str, Any], path: Path | None) -> None:
     if path is not None:
@@ -61,5 +69,14 @@ def run_learners(args: argparse.Namespace) -> int:
             print(f"{ds:7s} {key:42s} {value}")
     for line in _goal_lines(report["goals"]):
         print(line)
+    _write(report, args.json)
+    return 0
+
+
+def run_service(args: argparse.Namespace) -> int:
+    from app.bench.service import run
+
+    report = run(quick=args.quick, url=args.url, admin_token=args.admin_token)
+    print(json.dumps({k: report[k] for k in ("results", "ratios", "goals")}, indent=1))
     _write(report, args.json)
     return 0
