@@ -199,8 +199,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--datasets", nargs="+", default=list(DATASETS))
     ap.add_argument("--learners", nargs="+", default=list(LEARNERS))
     ap.add_argument("--out", type=Path, default=Path("docs/results"))
+    ap.add_argument("--replot", action="store_true",
+                    help="redraw the table and plot from <out>/ridge[_quick].json, run nothing")
     args = ap.parse_args(argv)
     rounds = 5_000 if args.quick else args.rounds
+    suffix = "_quick" if args.quick else ""
+    if args.replot:
+        saved = json.loads((args.out / f"ridge{suffix}.json").read_text())
+        done = [ReplayResult(**{**r, "curve": [tuple(p) for p in r["curve"]]}) for r in saved]
+        print(markdown_table(done))
+        plot(done, args.out / "img" / f"ridge_curves{suffix}.png")
+        return
     results: list[ReplayResult] = []
     for name in args.datasets:
         X, y = load_classification(name, n=10_000, seed=args.seed)
@@ -225,7 +234,6 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{name:7s} rho={rho} {alg:18s} played error {err:.3f}  {us:7.1f} us/ex",
                       flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    suffix = "_quick" if args.quick else ""
     (args.out / f"ridge{suffix}.json").write_text(
         json.dumps([asdict(r) for r in results], indent=1))
     print(markdown_table(results))
@@ -265,7 +273,6 @@ def plot(results: list[ReplayResult], path: Path) -> None:
     for r in runs:
         t, e = zip(*r.curve)
         ax.plot(t, e, label=r.algorithm)
-    ax.set_xscale("log")
     ax.set_xlabel("round")
     ax.set_ylabel("running played error")
     ax.set_ylim(0, 1)
