@@ -25,7 +25,9 @@ def create_app(redis_url: str) -> FastAPI:
     @app.post("/get")
     async def get_value() -> Response:
         value = await client.get("noisyloop-bench-baseline")
-        return Response(orjson.dumps({"value": value.decode() if value else None}),
+        if isinstance(value, bytes):
+            value = value.decode()
+        return Response(orjson.dumps({"value": value}),
                         media_type="application/json")
 
     return app

@@ -54,7 +54,7 @@ class RetryPolicy:
     max_delay: float = 5.0
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        wait = min(self.max_delay, self.base * 2 ** attempt) * random.uniform(0.5, 1.0)
+        wait = min(self.max_delay, self.base * 2.0 ** attempt) * random.uniform(0.5, 1.0)
         if retry_after is not None:
             wait = max(wait, min(retry_after, self.max_delay))
         return wait
