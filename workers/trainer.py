@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.learners.base import Learner, stack_events
+from app.learners.base import Batch, Learner, stack_events
 from app.learners.proxy import unbiased_click
 from app.learning import apply_noise_rates, build_learner
 from app.store.codec import CodecError
@@ -197,7 +197,7 @@ async def _learn(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner,
     apply_noise_rates(learner, *rates)
     try:
         batch = stack_events([ev.fields for ev in events])
-        await asyncio.wait_for(asyncio.to_thread(learner.learn_many, batch),
+        await asyncio.wait_for(asyncio.to_thread(_learn_checked, learner, batch),
                                ctx.config.handler_timeout)
         return cached, _Outcome(events, [])
     except TimeoutError:
@@ -217,13 +217,21 @@ async def _learn(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner,
     return fresh, outcome
 
 
+def _learn_checked(learner: Learner, batch: Batch) -> None:
+    """``learn_many``, refusing a result with non-finite weights (e.g. a NaN-padded field)."""
+    learner.learn_many(batch)
+    for name, arr in learner.get_state().items():
+        if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+            raise FloatingPointError(f"non-finite values in {name} after the update")
+
+
 def _learn_isolated(learner: Learner, events: list[StreamEvent]) -> tuple[Learner, _Outcome]:
     """Learn events one at a time on copies; events that raise are rejected with the reason."""
     outcome = _Outcome([], [])
     for ev in events:
         trial = copy.deepcopy(learner)
         try:
-            trial.learn_one(ev.fields)
+            _learn_checked(trial, stack_events([ev.fields]))
         except Exception as exc:  # noqa: BLE001 - the reason goes to the dead letter
             outcome.rejected.append((ev, f"learner refused the event: {exc!r}"))
             continue

@@ -31,6 +31,7 @@ from typing import Any
 
 from app.metrics import Metrics
 from app.store import STORE_ERRORS, Store
+from app.store.embedded import _die_with_parent
 from app.store.leases import check_worker_id
 from app.store.util import utc_now
 from workers import nrest, sweeper, trainer
@@ -144,8 +145,10 @@ class Worker:
     def _executor(self) -> Executor:
         if self.nrest_processes and "nrest" in self.config.roles:
             # spawn: a fork of a process with threads and an event loop is unsafe
+            # (and the child dies with this process, even on SIGKILL)
             return ProcessPoolExecutor(max_workers=1,
-                                       mp_context=multiprocessing.get_context("spawn"))
+                                       mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_die_with_parent)
         return ThreadPoolExecutor(max_workers=1, thread_name_prefix="nrest")
 
     async def start(self, stop: asyncio.Event | None = None) -> WorkerContext:

@@ -1,0 +1,93 @@
+"""Sweeper role: unanswered decisions become no-click events (or are dropped), exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from app.learners.base import stack_events
+from app.learning import build_learner, timeout_feedback
+from app.store import Store
+from app.store.expiry import expire_many
+from tests.workers.conftest import create_model, decisions, model_config
+from workers.worker import Worker
+
+
+def worker(store: Store) -> Worker:
+    return Worker(store, roles=("sweeper", "trainer"), worker_id="sw", nrest_processes=False)
+
+
+async def test_sweeper_turns_unanswered_decisions_into_no_clicks(store: Store) -> None:
+    config = model_config(feedback={"wait_seconds": 1, "on_timeout": "no_click"})
+    mk = await create_model(store, config)
+    logged, clicks = decisions(config, 12)
+    await store.events.record_decisions(mk, logged, 1, 60)
+    answered = logged[:5]
+    for (eid, _), c in zip(answered, clicks[:5], strict=True):
+        assert (await store.events.take_feedback(mk, eid, {"click": np.array(c)})).status == "ok"
+    assert await worker(store).drain() == 5  # nothing is due yet
+    await asyncio.sleep(2.1)
+    assert await worker(store).drain() == 7 + 7  # 7 expired, then 7 applied
+    late = await store.events.take_feedback(mk, logged[-1][0], {"click": np.array(1.0)})
+    assert late.status == "unknown"  # the API answers 404
+    info = await store.snapshots.info(mk)
+    assert info is not None and info.events_expired == 7 and info.events_applied == 12
+    events = [{**ctx, "click": np.array(c)}
+              for (_, ctx), c in zip(answered, clicks[:5], strict=True)]
+    events += [{**ctx, **timeout_feedback()} for _, ctx in logged[5:]]
+    learner = build_learner(config)
+    learner.learn_many(stack_events(events))
+    snap = await store.snapshots.load(mk)
+    assert snap is not None
+    np.testing.assert_allclose(snap.state["W_"], learner.get_state()["W_"], rtol=1e-12,
+                               atol=1e-12)
+
+
+async def test_sweeper_drops_decisions_under_on_timeout_drop(store: Store) -> None:
+    config = model_config(feedback={"wait_seconds": 1, "on_timeout": "drop"})
+    mk = await create_model(store, config)
+    logged, _ = decisions(config, 4)
+    await store.events.record_decisions(mk, logged, 1, 60)
+    await asyncio.sleep(2.1)
+    assert await worker(store).drain() == 4  # 4 expired, none applied
+    info = await store.snapshots.info(mk)
+    assert info is not None and info.events_expired == 4 and info.events_applied == 0
+    assert info.version == 1
+
+
+async def test_feedback_and_sweeper_racing_end_each_decision_once(store: Store) -> None:
+    """At the deadline, feedback and expiry run concurrently: each decision ends once."""
+    config = model_config(feedback={"wait_seconds": 1, "on_timeout": "no_click"})
+    mk = await create_model(store, config)
+    logged, _ = decisions(config, 300)
+    ids = [eid for eid, _ in logged]
+    deadline = await store.events.record_decisions(mk, logged, 1, 60)
+    while await store.events.server_time() < deadline + 0.9:  # just before 'due' flips
+        await asyncio.sleep(0.01)
+
+    async def feedback(eid: str) -> str:
+        return (await store.events.take_feedback(mk, eid, {"click": np.array(1.0)})).status
+
+    async def sweep() -> list[str]:
+        out: list[str] = []
+        while await store.redis.zcard(mk.pending):
+            due = await store.events.due_decisions(mk, await store.events.server_time(), 1000)
+            out += await expire_many(store.events, mk, due, "no_click", timeout_feedback())
+            await asyncio.sleep(0.002)
+        return out
+
+    sweeper = asyncio.create_task(sweep())
+    statuses = []
+    for eid in ids:  # feedback trickles in across the deadline
+        statuses.append(await feedback(eid))
+        await asyncio.sleep(0.001)
+    swept = await sweeper
+    accepted = statuses.count("ok")
+    expired = swept.count("expired")
+    assert accepted + expired == len(ids)
+    assert accepted > 0 and expired > 0, (accepted, expired)
+    assert set(statuses) <= {"ok", "unknown"}
+    assert await store.redis.xlen(mk.events) == len(ids)  # one event per decision
+    info = await store.snapshots.info(mk)
+    assert info is not None and info.events_expired == expired
