@@ -24,6 +24,7 @@ ALGORITHMS: dict[tuple[str, str], str] = {
     ("label", "linucb_diag"): "app.learners.ridge:LinUCBDiag",
     ("label", "squarecb_diag"): "app.learners.ridge:SquareCBDiag",
     ("label", "linucb"): "app.learners.linucb:LinUCB",
+    ("label", "lints_diag"): "app.learners.lints:LinTSDiag",
     ("label", "perceptron"): "app.learners.perceptron:Perceptron",
     ("label_set", "mc_dbf"): "app.learners.mcdbf:MCDBF",
     ("label_set", "mc_slp"): "app.learners.mcdbf:MCSLP",

@@ -149,6 +149,14 @@ class RidgeBandit(Learner):
         greedy, optimistic = ucb_labels(mean, width, alpha)
         return self._decision(x, mean, greedy, optimistic if explore else greedy, 1.0)
 
+    def _draw(self, x: np.ndarray, mean: np.ndarray, greedy: int, p: np.ndarray) -> Decision:
+        """Decision playing a label drawn from ``p``, logging ``p[played]`` as ``prob``."""
+        # P(cdf[a-1] <= u < cdf[a]) = p[a]; the clamp absorbs rounding in cdf[-1].
+        cdf = np.cumsum(p)
+        played = min(int(np.searchsorted(cdf, self._rng.random(), side="right")),
+                     self.n_classes - 1)
+        return self._decision(x, mean, greedy, played, float(p[played]))
+
     def _decision(self, x: np.ndarray, mean: np.ndarray, greedy: int, played: int,
                   prob: float) -> Decision:
         output = {
@@ -456,9 +464,4 @@ class SquareCBDiag(DiagRidge):
         greedy = int(mean.argmax())
         if not explore:
             return self._decision(x, mean, greedy, greedy, 1.0)
-        p = igw_probabilities(mean, self.gamma())
-        # P(cdf[a-1] <= u < cdf[a]) = p[a]; the clamp absorbs rounding in cdf[-1].
-        cdf = np.cumsum(p)
-        played = min(int(np.searchsorted(cdf, self._rng.random(), side="right")),
-                     self.n_classes - 1)
-        return self._decision(x, mean, greedy, played, float(p[played]))
+        return self._draw(x, mean, greedy, igw_probabilities(mean, self.gamma()))
