@@ -22,14 +22,14 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from app.learning import build_learner  # noqa: E402
-from app.sim.datasets import synthetic  # noqa: E402
-from app.sim.feedback import noisy_clicks  # noqa: E402
-from app.store import ModelKeys, Store  # noqa: E402
-from app.store.embedded import EmbeddedRedis  # noqa: E402
-from workers.worker import Worker  # noqa: E402
+from app.learning import build_learner
+from app.sim.datasets import synthetic
+from app.sim.feedback import noisy_clicks
+from app.store import ModelKeys, Store
+from app.store.embedded import EmbeddedRedis
+from workers.worker import Worker
 
 
 async def run(url: str, algorithm: str, events: int, batch_size: int, seed: int) -> float:
@@ -73,10 +73,10 @@ def main() -> None:
     args = parser.parse_args()
     rates = []
     for r in range(args.repeats):
-        with tempfile.TemporaryDirectory() as tmp:
-            with EmbeddedRedis(Path(tmp), appendonly=False) as server:
-                elapsed = asyncio.run(run(server.url, args.algorithm, args.events,
-                                          args.batch_size, args.seed + r))
+        with tempfile.TemporaryDirectory() as tmp, \
+                EmbeddedRedis(Path(tmp), appendonly=False) as server:
+            elapsed = asyncio.run(run(server.url, args.algorithm, args.events,
+                                      args.batch_size, args.seed + r))
         rates.append(args.events / elapsed)
         print(f"run {r}: {args.events} events in {elapsed:.2f} s = {rates[-1]:,.0f} events/s")
     print(f"{args.algorithm}, batch {args.batch_size}: median {np.median(rates):,.0f} events/s "
