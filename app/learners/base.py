@@ -128,9 +128,10 @@ def check_state(expected: Mapping[str, np.ndarray], given: Mapping[str, np.ndarr
 def stack_events(events: Sequence[Event]) -> dict[str, np.ndarray]:
     """Turn a list of events into a columnar batch (fields stacked on axis 0).
 
-    Float fields whose length (first axis) varies between events are padded
-    with ``NaN`` to the longest: the variable-length feedback fields (ORS's
-    ``values``, KernelOGD's ``copies``) treat trailing ``NaN`` rows as padding.
+    The variable-length feedback fields (:data:`PADDED_FIELDS`: ORS's
+    ``values``, KernelOGD's ``copies``) are padded with ``NaN`` rows to the
+    longest; their learners ignore trailing ``NaN`` rows.  Any other field
+    must have the same shape in every event (numpy raises otherwise).
 
     >>> stack_events([{"values": np.array([1.0])}, {"values": np.array([2.0, 3.0])}])["values"]
     array([[ 1., nan],
@@ -139,13 +140,18 @@ def stack_events(events: Sequence[Event]) -> dict[str, np.ndarray]:
     if not events:
         return {}
     keys = events[0].keys()
-    return {k: _stack_field([np.asarray(e[k]) for e in events]) for k in keys}
+    return {k: _stack_field([np.asarray(e[k]) for e in events], k in PADDED_FIELDS)
+            for k in keys}
 
 
-def _stack_field(arrays: list[np.ndarray]) -> np.ndarray:
-    """Stack one field; NaN-pad float arrays that differ only in their first axis."""
+#: Feedback fields whose length varies between events (padded with NaN rows in a batch).
+PADDED_FIELDS = frozenset({"values", "copies"})
+
+
+def _stack_field(arrays: list[np.ndarray], pad: bool) -> np.ndarray:
+    """Stack one field; with ``pad``, NaN-pad float arrays that differ only in their first axis."""
     first = arrays[0].shape
-    if all(a.shape == first for a in arrays) or not all(
+    if not pad or all(a.shape == first for a in arrays) or not all(
             a.ndim >= 1 and a.shape[1:] == first[1:] and a.dtype.kind == "f" for a in arrays):
         return np.stack(arrays)  # same shapes, or numpy's error for incompatible ones
     out = np.full((len(arrays), max(a.shape[0] for a in arrays), *first[1:]), np.nan,
