@@ -16,9 +16,9 @@ import numpy as np
 from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
 from app.api.features import to_vector
+from app.api.openfeedback import add_examples, take_open
 from app.api.schemas.feedback import FeedbackBatchRequest
 from app.api.schemas.predict import PredictRequest
-from app.api.openfeedback import add_examples, take_open
 from app.api.tasks import TaskSpec, task_spec
 from app.learners.registry import learner_class
 from app.store.events import new_event_id

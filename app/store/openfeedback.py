@@ -117,7 +117,8 @@ class OpenFeedbackStore:
 
     async def budget(self, mk: ModelKeys) -> tuple[int, dict[str, np.ndarray] | None]:
         """``(rounds, strategy state or None)`` of the model's label budget."""
-        rounds, state = await self.redis.hmget(mk.label_budget, ["rounds", "state"])
+        reply: Any = await self.redis.hmget(mk.label_budget, ["rounds", "state"])
+        rounds, state = reply
         return int(rounds or 0), dict(codec.decode(state)) if state is not None else None
 
     async def add_examples(self, mk: ModelKeys,

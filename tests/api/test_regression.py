@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import time
@@ -10,10 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app.api.openfeedback import take_open
+from app.api.tasks import task_spec
 from app.learners.ors import ORS
 from app.store.expiry import expire_many
 from app.store.keys import ModelKeys
-from tests.api.conftest import TestClient, new_model
+from tests.api.conftest import TestClient
 
 
 def _model(client: TestClient, auth: dict[str, str], **overrides: Any) -> dict[str, Any]:
@@ -216,3 +219,25 @@ def test_regression_learns_linear_gaussian(client: TestClient, tenant: dict[str,
     assert client.post("/v1/models/m1/sync", headers=tenant).json()["version"] >= 2
     # MSE against the clean target: from ||u||^2 (~d) to well below the label noise
     assert mse() < 0.05 * before
+
+
+def test_concurrent_first_labels_never_overspend(client: TestClient,
+                                                 tenant: dict[str, str]) -> None:
+    budget, n = 1.5, 30
+    _model(client, tenant, label_budget={"budget": budget, "strategy": "const"})
+    preds = _predict(client, tenant, np.ones((n, 3)))
+    ctx = client.app.state.ctx  # type: ignore[attr-defined]
+
+    async def burst() -> list[tuple[str, dict[str, int]]]:
+        view = await ctx.store.models.view("acme", "m1")
+        fields = {"values": np.array([1.0]), "variance": np.array(np.nan)}
+        return list(await asyncio.gather(*(
+            take_open(ctx, view, task_spec("regression"), p["event_id"], fields)
+            for p in preds)))
+
+    results = client.portal.call(burst)  # type: ignore[union-attr]
+    asked = sum(more.get("more_labels", 0) for _, more in results)
+    assert {status for status, _ in results} <= {"ok", "open"}
+    state = client.get("/v1/models/m1/label-budget", headers=tenant).json()
+    assert state["rounds"] == n and state["labels_used"] == n + asked
+    assert state["labels_used"] <= budget * n
