@@ -48,9 +48,22 @@ class Terms(NamedTuple):
 
 
 def lo_update_one(W: np.ndarray, x: np.ndarray, t: Terms) -> None:
-    """Apply one event's LO update to ``W`` in place (rows in ``t.up`` are distinct)."""
-    W[t.up] += t.up_weight * x
-    W[t.down] -= t.down_weight * x
+    """Apply one event's LO update to ``W`` in place (rows in ``t.up`` are distinct).
+
+    Fast path for the Banditron family (one played and one greedy row given
+    as integers): each row is updated in place through a view, without the
+    write-back of ``W[i] += ...``; the arithmetic, and so the result, is the
+    same as the general path's.
+    """
+    up, down = t.up, t.down
+    if isinstance(up, (int, np.integer)) and isinstance(down, (int, np.integer)):
+        row = W[up]
+        row += t.up_weight * x
+        row = W[down]
+        row -= x if t.down_weight == 1.0 else t.down_weight * x
+    else:
+        W[up] += t.up_weight * x
+        W[down] -= t.down_weight * x
     if t.shift:
         W -= t.shift * x
 
@@ -137,7 +150,10 @@ def explore_decision(W: np.ndarray, x: np.ndarray, rng: np.random.Generator, gam
     Greedy label ``argmax W x`` (ties to the lowest index) and, with
     ``explore``, a draw from :func:`explore_draw`; without exploration the
     greedy label is played with probability 1 and ``rng`` is not touched.
-    Logs ``x``, ``greedy``, ``played`` and ``prob = P(played)``.
+    Logs ``x``, ``greedy``, ``played`` and ``prob = P(played)``, the scalars
+    as Python ``int`` / ``float`` (cheaper to build and to read back than
+    numpy scalars; the store codec and :func:`~app.learners.base.stack_events`
+    turn them into ``int64`` / ``float64`` arrays).
     """
     xv = own_input(x, W.shape[1])
     greedy = int((W @ xv).argmax())
@@ -145,8 +161,7 @@ def explore_decision(W: np.ndarray, x: np.ndarray, rng: np.random.Generator, gam
         played, prob = explore_draw(rng, greedy, gamma, W.shape[0])
     else:
         played, prob = greedy, 1.0
-    context: dict[str, Any] = {"x": xv, "greedy": np.int64(greedy), "played": np.int64(played),
-                               "prob": np.float64(prob)}
+    context: dict[str, Any] = {"x": xv, "greedy": greedy, "played": played, "prob": prob}
     output: dict[str, Any] = {"label": played, "probability": prob, "greedy_label": greedy}
     return Decision(output=output, context=context)
 

@@ -74,7 +74,8 @@ class RCNBF(Banditron):
 
     def click_value(self, click: Any) -> Any:
         """``h(f)``, the unbiased proxy of the clean click."""
-        return unbiased_click(click, float(self.noise_rates_[0]), float(self.noise_rates_[1]))
+        rho0, rho1 = self.noise_rates_.tolist()
+        return unbiased_click(click, rho0, rho1)
 
     def _extra_state(self) -> State:
         return {"noise_rates_": self.noise_rates_.copy()}
