@@ -57,6 +57,10 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
             raise ApiError(422, "invalid_param", f"task {body.task!r} has no label budget",
                            "label_budget")
         label_budget = body.label_budget.model_dump()
+        if body.params.get("alpha_rule") == "two_sample":
+            raise ApiError(422, "invalid_param", "alpha_rule 'two_sample' needs two labels in "
+                           "every round; a label budget chooses between 1 and ceil(budget)",
+                           "label_budget")
         try:
             budget_strategy(label_budget, None)
         except ParamError as exc:

@@ -32,6 +32,7 @@ from app.api.schemas.predict import (
     RegressionPrediction,
 )
 from app.learners.base import Learner
+from app.learners.kernels.functions import make_loss
 from app.learning import takes_clicks
 
 FeedbackParser = Callable[[Any, Mapping[str, Any], type[Learner]], dict[str, np.ndarray]]
@@ -188,6 +189,11 @@ def _noisy_input_feedback(event: NoisyInputFeedback, config: Mapping[str, Any],
             raise ApiError(422, "invalid_feedback", f"each copy has n_features = {d} numbers, "
                            f"got {len(row)}", f"copies[{i}]")
     fields = {"copies": np.array(event.copies, dtype=np.float64).reshape(len(event.copies), d)}
+    params = config["params"]
+    if (event.target is not None and make_loss(params["loss"], params["smoothing"]).classification
+            and event.target not in (-1.0, 1.0)):
+        raise ApiError(422, "invalid_feedback", f"loss {params['loss']!r} is a classification "
+                       "loss: target must be -1 or +1", "target")
     if event.target is not None:
         fields["target"] = np.array(event.target, dtype=np.float64)
     return fields
@@ -195,7 +201,9 @@ def _noisy_input_feedback(event: NoisyInputFeedback, config: Mapping[str, Any],
 
 def _labels_sent(learner: Learner, context: Mapping[str, np.ndarray],
                  fields: Mapping[str, np.ndarray]) -> int:
-    return int(fields["values"].shape[0])
+    """The labels sent, or 2 for ORS's ``two_sample`` rule (it needs two per event)."""
+    least = 2 if getattr(learner, "alpha_rule", None) == "two_sample" else 1
+    return max(int(fields["values"].shape[0]), least)
 
 
 def _copies_needed(learner: Learner, context: Mapping[str, np.ndarray],

@@ -124,3 +124,18 @@ def test_kernel_ogd_linear_learns_from_noisy_copies(client: TestClient,
     assert client.post("/v1/models/m1/sync", headers=tenant).json()["version"] >= 2
     # the naive single-copy learner would stop near w / (1 + sigma^2): MSE ~ |w|^2 / 4 = 0.47
     assert mse() < 0.1 * before and mse() < 0.2
+
+
+def test_classification_loss_needs_a_sign_target(client: TestClient,
+                                                 tenant: dict[str, str]) -> None:
+    _model(client, tenant, params={"kernel": "linear", "loss": "smooth_hinge"})
+    p = _predict(client, tenant, np.ones((1, 3)))[0]
+    assert p["label"] in (-1, 1)
+    r = _feedback(client, tenant, {"event_id": p["event_id"], "target": 0.5,
+                                   "copies": np.ones((p["copies_needed"], 3)).tolist()})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "target"
+    r = _feedback(client, tenant, {"event_id": p["event_id"], "target": -1,
+                                   "copies": np.ones((p["copies_needed"], 3)).tolist()})
+    assert r.json() == {"accepted": True}
+    client.post("/v1/models/m1/sync", headers=tenant)
+    assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == 1

@@ -241,3 +241,19 @@ def test_concurrent_first_labels_never_overspend(client: TestClient,
     state = client.get("/v1/models/m1/label-budget", headers=tenant).json()
     assert state["rounds"] == n and state["labels_used"] == n + asked
     assert state["labels_used"] <= budget * n
+
+
+def test_two_sample_rule_asks_for_a_second_label(client: TestClient,
+                                                 tenant: dict[str, str]) -> None:
+    _model(client, tenant, params={"alpha_rule": "two_sample"})
+    eid = _predict(client, tenant, np.ones((1, 3)))[0]["event_id"]
+    assert _feedback(client, tenant, {"event_id": eid, "values": [1.0]}).json() == {
+        "accepted": True, "more_labels": 1}
+    assert _feedback(client, tenant, {"event_id": eid, "values": [2.0]}).json() == {
+        "accepted": True}
+    client.post("/v1/models/m1/sync", headers=tenant)
+    assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == 1
+    r = client.post("/v1/models", json={"model_id": "m2", "task": "regression", "n_features": 3,
+                                        "params": {"alpha_rule": "two_sample"},
+                                        "label_budget": {"budget": 2}}, headers=tenant)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "label_budget"
