@@ -65,3 +65,11 @@ def test_init_refuses_too_many_classes_and_negative_scale() -> None:
         LinTSDiag(n_features=2, n_classes=101)
     with pytest.raises(ParamError, match="scale"):
         LinTSDiag(n_features=2, n_classes=3, scale=-0.1)
+
+
+def test_thompson_probabilities_drop_hopeless_labels() -> None:
+    mean, scale = np.array([1.0, 0.0, 0.99]), np.array([0.01, 0.01, 0.01])
+    p = thompson_probabilities(mean, scale)
+    assert p[1] == 0.0
+    np.testing.assert_allclose(p[[0, 2]], thompson_probabilities(mean[[0, 2]], scale[[0, 2]]))
+    assert p[0] == pytest.approx(normal_cdf(np.array([0.01 / (0.01 * np.sqrt(2.0))]))[0])
