@@ -70,7 +70,8 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
     install_error_handlers(app, settings.retry_after_seconds, authenticate=check_credentials)
     for module in (admin, models, predict, feedback, noise, confusion, stream, ops):
         app.include_router(module.router)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
+                       max_depth=settings.max_json_depth)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                            allow_methods=["*"], allow_headers=["Authorization", "Content-Type"])

@@ -50,6 +50,17 @@ class Settings(BaseSettings):
     max_name_chars: int = Field(default=256, ge=1, le=4096,
                                 description="Longest feature name / string field.")
 
+    max_json_depth: int = Field(default=32, ge=4, le=512,
+                                description="Deepest nesting of arrays/objects in a request body "
+                                            "or WebSocket message (checked before parsing).")
+    rate_limit_per_second: float = Field(
+        default=0.0, ge=0, le=1_000_000,
+        description="Per-tenant request rate (token bucket in Redis, shared by all replicas); "
+                    "0 turns rate limiting off (the default: a single-user `serve` never "
+                    "throttles itself; set it for shared deployments).")
+    rate_limit_burst: int = Field(default=200, ge=1, le=10_000_000,
+                                  description="Requests a tenant may send at once (bucket size).")
+
     redis_socket_timeout: float = Field(default=2.0, gt=0, le=30,
                                         description="Seconds before a Redis command fails.")
     redis_connect_timeout: float = Field(default=1.0, gt=0, le=30,

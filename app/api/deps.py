@@ -8,6 +8,7 @@ tenant gets 404 ``unknown_model``, exactly like a model that does not exist.
 from __future__ import annotations
 
 import hmac
+import math
 from contextvars import ContextVar
 from typing import Annotated
 
@@ -15,6 +16,7 @@ from fastapi import Depends, Header, Path, Request
 
 from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
+from app.api.schemas.common import MODEL_ID_PATTERN
 from app.store.models import ModelView
 
 #: Tenant and model of the current request (for logs).
@@ -78,25 +80,46 @@ async def check_credentials(request: Request) -> None:
         await require_tenant(ctx, authorization)
 
 
+async def enforce_rate_limit(ctx: ApiContext, tenant: str) -> None:
+    """429 ``rate_limited`` with ``Retry-After`` when ``tenant``'s token bucket is empty.
+
+    Off when ``settings.rate_limit_per_second`` is 0; one request costs one
+    token (a batch too), every HTTP request and WebSocket message counts.
+    """
+    rate = ctx.settings.rate_limit_per_second
+    if rate <= 0:
+        return
+    burst = ctx.settings.rate_limit_burst
+    wait = await ctx.store.rate.take(tenant, rate, burst)
+    if wait > 0:
+        raise ApiError(429, "rate_limited", f"more than {rate:g} requests per second "
+                       f"(burst {burst}); retry in {wait:.3f} s",
+                       headers={"Retry-After": str(max(1, math.ceil(wait)))})
+
+
 async def require_tenant(ctx: Context, authorization: AuthHeader = None) -> str:
-    """The tenant of a valid API key."""
+    """The tenant of a valid API key (within its rate limit)."""
     tenant = await ctx.store.tenants.authenticate(bearer_token(authorization))
     if tenant is None:
         raise invalid_key()
     request_tenant.set(tenant)
+    await enforce_rate_limit(ctx, tenant)
     return tenant
 
 
-ModelIdPath = Annotated[str, Path(max_length=128, description="the model's id")]
+ModelIdPath = Annotated[str, Path(max_length=128, pattern=MODEL_ID_PATTERN,
+                                  description="the model's id")]
 
 
 async def authorize_model(ctx: ApiContext, token: str, model_id: str) -> ModelView:
-    """Authenticate ``token`` and load the model view (one round trip)."""
+    """Authenticate ``token`` and load the model view (one round trip; a second one for the
+    rate limit when it is on)."""
     tenant, view = await ctx.store.models.view_with_key(token, model_id)
     if tenant is None:
         raise invalid_key()
     request_tenant.set(tenant)
     request_model.set(model_id)
+    await enforce_rate_limit(ctx, tenant)
     if view is None:
         raise unknown_model(model_id)
     return view

@@ -1,4 +1,4 @@
-"""ASGI middleware: body size limit, request id, access log and HTTP metrics."""
+"""ASGI middleware: body size and nesting limits, request id, access log and HTTP metrics."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ import logging
 import secrets
 import time
 
+import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.deps import request_model, request_tenant
+from app.api.errors import ApiError
+from app.api.limits import check_json_depth
 from app.logs import request_id
 from app.metrics import Metrics
 
@@ -23,11 +26,13 @@ async def _send_json(send: Send, status: int, body: bytes) -> None:
 
 
 class BodyLimitMiddleware:
-    """Refuse bodies over ``max_bytes`` with 413 before any work (reads them up front)."""
+    """Refuse bodies over ``max_bytes`` (413) or nested deeper than ``max_depth`` (422
+    ``json_too_deep``) before any work: the body is read up front, then replayed."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, max_depth: int = 32) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.max_depth = max_depth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -55,6 +60,11 @@ class BodyLimitMiddleware:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        try:
+            check_json_depth(body, self.max_depth)
+        except ApiError as exc:
+            await _send_json(send, exc.status, orjson.dumps(exc.body()))
+            return
         sent = False
 
         async def replay() -> Message:

@@ -19,6 +19,7 @@ from app.store.keys import ModelKeys
 from app.store.models import ModelStore
 from app.store.noise import NoiseStore
 from app.store.openfeedback import OpenFeedbackStore
+from app.store.ratelimit import RateLimitStore
 from app.store.snapshots import SnapshotStore
 from app.store.tenants import TenantStore
 
@@ -37,6 +38,7 @@ class Store:
         self.events = EventStore(redis, self.scripts)
         self.noise = NoiseStore(redis)
         self.open = OpenFeedbackStore(redis)
+        self.rate = RateLimitStore(redis)
 
     @classmethod
     def from_url(cls, url: str, *, socket_timeout: float = 2.0,

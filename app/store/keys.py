@@ -28,6 +28,7 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:job:J              hash  NREst job status
     nl:{jobs}:nrest             list  queued NREst jobs ("T/M/J")
     nl:{workers}:W              str   worker heartbeat (with expiry)
+    nl:{rate:T}:bucket          hash  rate-limit token bucket of T (tokens, ts; expires)
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ def tenant_keys(tenant: str) -> str:
 def api_key(key_id: str) -> str:
     """Hash of one API key (tenant, salt, keyed hash of the secret)."""
     return f"{PREFIX}:{{keys}}:{key_id}"
+
+
+def rate_bucket(tenant: str) -> str:
+    """Token bucket of ``tenant``'s rate limit (own hash tag: spreads over Cluster shards)."""
+    return f"{PREFIX}:{{rate:{tenant}}}:bucket"
 
 
 def worker_heartbeat(worker_id: str) -> str:

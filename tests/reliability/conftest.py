@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from typing import Any, Protocol
 
+from app.learners.registry import CLASS_TASKS, algorithms
+
 ADMIN_TOKEN = "test-admin-token-0123456789abcdef"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 #: Generated requests per operation and generation mode in CI; the long run raises it.
@@ -38,3 +40,9 @@ def setup_model(session: Session, auth: dict[str, str], model_id: str,
     r = session.request("POST", "/v1/models", json=body, headers=auth)
     assert r.status_code == 201, r.text
     return dict(r.json())
+
+
+def task_body(task: str) -> dict[str, Any]:
+    """Fields of a small model of ``task`` with its default algorithm."""
+    return {"task": task, "algorithm": algorithms(task)[0],
+            "n_classes": 3 if task in CLASS_TASKS else None}

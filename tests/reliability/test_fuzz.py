@@ -36,10 +36,16 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from app.api.tasks import TASKS
-from app.learners.registry import CLASS_TASKS, algorithms
 from app.main import create_app
 from app.settings import Settings
-from tests.reliability.conftest import ADMIN, ADMIN_TOKEN, FUZZ_EXAMPLES, setup_model, setup_tenant
+from tests.reliability.conftest import (
+    ADMIN,
+    ADMIN_TOKEN,
+    FUZZ_EXAMPLES,
+    setup_model,
+    setup_tenant,
+    task_body,
+)
 
 #: Longest acceptable answer of one fuzzed request (query timeouts are capped).
 MAX_SECONDS = 5.0
@@ -57,12 +63,6 @@ def app(redis_url: str) -> Iterator[FastAPI]:
     application = create_app(Settings(redis_url=redis_url, admin_token=ADMIN_TOKEN))
     yield application
     asgi.shutdown_lifespans()
-
-
-def task_body(task: str) -> dict[str, Any]:
-    """Fields of a small model of ``task`` with its default algorithm."""
-    return {"task": task, "algorithm": algorithms(task)[0],
-            "n_classes": 3 if task in CLASS_TASKS else None}
 
 
 def task_models(session: Any, auth: dict[str, str]) -> list[str]:

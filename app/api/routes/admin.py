@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Response
 
 from app.api.deps import Admin, Context
 from app.api.errors import ApiError
@@ -13,7 +15,11 @@ from app.api.schemas.admin import (
     TenantListResponse,
     TenantSummary,
 )
-from app.api.schemas.common import ErrorResponse
+from app.api.schemas.common import TENANT_ID_PATTERN, ErrorResponse
+from app.store.tenants import KEY_ID_RE
+
+TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN, description="the tenant's id")]
+KeyIdPath = Annotated[str, Path(pattern=KEY_ID_RE.pattern, description="the key's id")]
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"],
                    responses={401: {"model": ErrorResponse}})
@@ -44,7 +50,7 @@ async def list_tenants(ctx: Context, _: Admin) -> TenantListResponse:
 
 @router.delete("/tenants/{tenant_id}", status_code=204, response_class=Response,
                responses={404: {"model": ErrorResponse}})
-async def delete_tenant(tenant_id: str, ctx: Context, _: Admin) -> Response:
+async def delete_tenant(tenant_id: TenantIdPath, ctx: Context, _: Admin) -> Response:
     """Delete a tenant: its keys stop working, its models, events and keys are gone."""
     if not await ctx.store.tenants.exists(tenant_id):
         raise unknown_tenant(tenant_id)
@@ -57,7 +63,7 @@ async def delete_tenant(tenant_id: str, ctx: Context, _: Admin) -> Response:
 
 @router.post("/tenants/{tenant_id}/keys", status_code=201, response_model=KeyCreatedResponse,
              responses={404: {"model": ErrorResponse}})
-async def create_key(tenant_id: str, ctx: Context, _: Admin) -> KeyCreatedResponse:
+async def create_key(tenant_id: TenantIdPath, ctx: Context, _: Admin) -> KeyCreatedResponse:
     """Issue another API key (rotation: older keys stay valid until revoked)."""
     if not await ctx.store.tenants.exists(tenant_id):
         raise unknown_tenant(tenant_id)
@@ -67,7 +73,8 @@ async def create_key(tenant_id: str, ctx: Context, _: Admin) -> KeyCreatedRespon
 
 @router.delete("/tenants/{tenant_id}/keys/{key_id}", status_code=204, response_class=Response,
                responses={404: {"model": ErrorResponse}})
-async def revoke_key(tenant_id: str, key_id: str, ctx: Context, _: Admin) -> Response:
+async def revoke_key(tenant_id: TenantIdPath, key_id: KeyIdPath, ctx: Context,
+                     _: Admin) -> Response:
     """Revoke a key: it stops working at once."""
     if not await ctx.store.tenants.exists(tenant_id):
         raise unknown_tenant(tenant_id)

@@ -23,6 +23,7 @@ from app.api import decisions
 from app.api.context import ApiContext
 from app.api.deps import authorize_model, bearer_token
 from app.api.errors import ApiError, store_unavailable, validation_error
+from app.api.limits import check_json_depth
 from app.api.schemas.feedback import FeedbackRequest
 from app.api.schemas.predict import PredictRequest
 from app.store import STORE_ERRORS
@@ -36,8 +37,8 @@ AUTH_TIMEOUT_SECONDS = 10.0
 _FEEDBACK: TypeAdapter[Any] = TypeAdapter(FeedbackRequest)  # type: ignore[arg-type]
 
 
-async def _receive_json(websocket: WebSocket, max_bytes: int) -> Any:
-    """Next message as JSON; raises ApiError for an oversized or malformed one."""
+async def _receive_json(websocket: WebSocket, max_bytes: int, max_depth: int) -> Any:
+    """Next message as JSON; raises ApiError for an oversized, too deep or malformed one."""
     message = await websocket.receive()
     if message["type"] == "websocket.disconnect":
         raise WebSocketDisconnect(message.get("code", 1000))
@@ -45,6 +46,7 @@ async def _receive_json(websocket: WebSocket, max_bytes: int) -> Any:
     data = raw.encode() if raw is not None else message.get("bytes") or b""
     if len(data) > max_bytes:
         raise ApiError(413, "payload_too_large", f"message exceeds {max_bytes} bytes")
+    check_json_depth(data, max_depth)
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -58,7 +60,8 @@ async def _authenticate(websocket: WebSocket, ctx: ApiContext, model_id: str) ->
             token = bearer_token(header)
         else:
             first = await asyncio.wait_for(
-                _receive_json(websocket, ctx.settings.max_body_bytes), AUTH_TIMEOUT_SECONDS)
+                _receive_json(websocket, ctx.settings.max_body_bytes,
+                              ctx.settings.max_json_depth), AUTH_TIMEOUT_SECONDS)
             if not (isinstance(first, dict) and first.get("op") == "auth"
                     and isinstance(first.get("api_key"), str)):
                 raise ApiError(401, "unauthenticated", "first message must be "
@@ -109,7 +112,8 @@ async def stream_model(websocket: WebSocket, model_id: str) -> None:
         while True:
             msg_id: Any = None
             try:
-                message = await _receive_json(websocket, ctx.settings.max_body_bytes)
+                message = await _receive_json(websocket, ctx.settings.max_body_bytes,
+                                              ctx.settings.max_json_depth)
                 if isinstance(message, dict):
                     msg_id = message.get("id")
                 reply = {"id": msg_id, "result": await _handle(ctx, token, model_id, message)}
