@@ -44,7 +44,7 @@ from app.learners.proxy import unbiased_click
 from app.learning import apply_noise_rates, build_learner
 from app.store.codec import CodecError
 from app.store.delivery import Delivery, TrainerView
-from app.store.events import StreamEvent, decode_entry
+from app.store.events import StreamEvent, decode_entries, decode_entry
 from app.store.keys import ModelKeys
 from app.store.snapshots import PublishConflict
 from app.store.util import parse_stream_id
@@ -144,23 +144,21 @@ async def step(ctx: WorkerContext, ref: ModelRef) -> int:
     last = parse_stream_id(view.info.last_id)
     skipped: list[str] = []
     dead: list[tuple[Delivery, str]] = []
-    fresh: list[tuple[Delivery, StreamEvent]] = []
+    candidates: list[Delivery] = []
     for d in deliveries:
         if not d.fields or parse_stream_id(d.stream_id) <= last:
             skipped.append(d.stream_id)  # applied before a crash, or deleted
         elif d.deliveries > cfg.max_deliveries:
             dead.append((d, f"delivered {d.deliveries} times without being applied"))
         else:
-            try:
-                fresh.append((d, decode_entry(d.stream_id, d.fields)))
-            except (CodecError, KeyError, ValueError) as exc:
-                dead.append((d, f"malformed entry: {exc!r}"))
+            candidates.append(d)
+    fresh, batch = _decode(candidates, dead)
     if not fresh:
         await _dead_letter(ctx, mk, dead)
         await ctx.delivery.ack_and_trim(mk, skipped, None)
         return 0
     rates = (view.noise.rho0, view.noise.rho1) if view.noise else (0.0, 0.0)
-    cached, outcome = await _learn(ctx, ref, cached, [ev for _, ev in fresh], rates)
+    cached, outcome = await _learn(ctx, ref, cached, [ev for _, ev in fresh], rates, batch)
     by_id = {d.stream_id: d for d, _ in fresh}
     dead += [(by_id[ev.stream_id], reason) for ev, reason in outcome.rejected]
     await _dead_letter(ctx, mk, dead)
@@ -169,6 +167,25 @@ async def step(ctx: WorkerContext, ref: ModelRef) -> int:
         return 0
     return await _commit(ctx, ref, view, cached, outcome.applied, rates,
                          skipped + [d.stream_id for d, _ in fresh], fresh[-1][0].stream_id)
+
+
+def _decode(candidates: list[Delivery], dead: list[tuple[Delivery, str]],
+            ) -> tuple[list[tuple[Delivery, StreamEvent]], Batch | None]:
+    """Decode the entries to apply, with their columnar batch when all share one layout.
+
+    Otherwise (or when one is malformed) entries are decoded one by one,
+    malformed ones are added to ``dead`` and the batch is stacked later.
+    """
+    decoded = decode_entries([(d.stream_id, d.fields) for d in candidates])
+    if decoded is not None:
+        return list(zip(candidates, decoded[0], strict=True)), decoded[1]
+    fresh = []
+    for d in candidates:
+        try:
+            fresh.append((d, decode_entry(d.stream_id, d.fields)))
+        except (CodecError, KeyError, ValueError) as exc:
+            dead.append((d, f"malformed entry: {exc!r}"))
+    return fresh, None
 
 
 async def _learner(ctx: WorkerContext, ref: ModelRef, view: TrainerView) -> CachedLearner | None:
@@ -188,15 +205,17 @@ async def _learner(ctx: WorkerContext, ref: ModelRef, view: TrainerView) -> Cach
 
 async def _learn(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner,
                  events: list[StreamEvent], rates: tuple[float, float],
-                 ) -> tuple[CachedLearner | None, _Outcome]:
-    """``learn_many`` the batch in a thread; on failure find the culprits one by one.
+                 batch: Batch | None = None) -> tuple[CachedLearner | None, _Outcome]:
+    """``learn_many`` the batch (``events`` stacked, unless given) in a thread; on
+    failure find the culprits one by one.
 
     Returns the learner that holds the result (None when the model is gone).
     """
     learner = cached.learner
     apply_noise_rates(learner, *rates)
     try:
-        batch = stack_events([ev.fields for ev in events])
+        if batch is None:
+            batch = stack_events([ev.fields for ev in events])
         await asyncio.wait_for(asyncio.to_thread(_learn_checked, learner, batch),
                                ctx.config.handler_timeout)
         return cached, _Outcome(events, [])

@@ -3,7 +3,10 @@
 Layout: the magic ``b"NLA1"``, a little-endian ``uint32`` header length, a
 JSON header ``[[name, dtype, shape], ...]`` and then the raw C-ordered
 buffers back to back.  Decoding is zero-copy (read-only views on the bytes);
-callers that mutate must copy.
+callers that mutate must copy.  Every event of a model carries the same few
+headers, so parsed headers are cached (:func:`layout`), and
+:func:`decode_columns` decodes many blobs of one layout into columns with one
+``np.frombuffer`` (a packed structured dtype) instead of one per array.
 
 >>> import numpy as np
 >>> blob = encode({"w_": np.eye(2), "t_": np.array(3)})
@@ -14,8 +17,11 @@ callers that mutate must copy.
 
 from __future__ import annotations
 
+import math
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import orjson
@@ -44,27 +50,92 @@ def encode(arrays: Mapping[str, np.ndarray]) -> bytes:
     return b"".join([MAGIC, _LEN.pack(len(head)), head, *buffers])
 
 
-def decode(blob: bytes) -> dict[str, np.ndarray]:
-    """Inverse of :func:`encode`; raises :class:`CodecError` on a malformed blob."""
+@dataclass(frozen=True)
+class Layout:
+    """A parsed header: the arrays' names, dtypes and shapes, and the payload size."""
+
+    fields: tuple[tuple[str, np.dtype, tuple[int, ...], int], ...]
+    """``(name, dtype, shape, element count)`` in buffer order."""
+    nbytes: int
+
+    @property
+    def record(self) -> np.dtype:
+        """The payload as one packed structured record (one field per array)."""
+        return np.dtype([(name, dtype, shape) for name, dtype, shape, _ in self.fields])
+
+
+@lru_cache(maxsize=1024)
+def layout(head: bytes) -> Layout:
+    """Parse and check a JSON header (cached: a model's blobs share a few headers)."""
+    try:
+        header = orjson.loads(head)
+        fields = []
+        nbytes = 0
+        for name, dtype_str, shape in header:
+            dtype = np.dtype(dtype_str)
+            if dtype.kind not in ALLOWED_KINDS:
+                raise CodecError(f"array {name!r}: unsupported dtype {dtype}")
+            dims = tuple(int(n) for n in shape)
+            if any(n < 0 for n in dims):
+                raise CodecError(f"array {name!r}: negative dimension")
+            count = math.prod(dims)
+            fields.append((str(name), dtype, dims, count))
+            nbytes += count * dtype.itemsize
+    except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
+        if isinstance(exc, CodecError):
+            raise
+        raise CodecError(f"bad header: {exc}") from None
+    return Layout(tuple(fields), nbytes)
+
+
+def _split(blob: bytes) -> tuple[Layout, int]:
+    """The blob's layout and payload offset; checks magic and total size."""
     if len(blob) < 8 or blob[:4] != MAGIC:
         raise CodecError("not a noisyloop array blob")
     (n_head,) = _LEN.unpack_from(blob, 4)
     offset = 8 + n_head
-    try:
-        header = orjson.loads(blob[8:offset])
-    except orjson.JSONDecodeError as exc:
-        raise CodecError(f"bad header: {exc}") from None
-    out: dict[str, np.ndarray] = {}
-    for name, dtype_str, shape in header:
-        dtype = np.dtype(dtype_str)
-        if dtype.kind not in ALLOWED_KINDS:
-            raise CodecError(f"array {name!r}: unsupported dtype {dtype}")
-        count = int(np.prod(shape, dtype=np.int64))
-        end = offset + count * dtype.itemsize
-        if end > len(blob):
-            raise CodecError(f"array {name!r}: truncated blob")
-        out[name] = np.frombuffer(blob, dtype=dtype, count=count, offset=offset).reshape(shape)
-        offset = end
-    if offset != len(blob):
+    if offset > len(blob):
+        raise CodecError("truncated header")
+    lay = layout(bytes(blob[8:offset]))
+    if offset + lay.nbytes > len(blob):
+        raise CodecError("truncated blob")
+    if offset + lay.nbytes != len(blob):
         raise CodecError("trailing bytes after the last array")
+    return lay, offset
+
+
+def decode(blob: bytes) -> dict[str, np.ndarray]:
+    """Inverse of :func:`encode`; raises :class:`CodecError` on a malformed blob."""
+    lay, offset = _split(blob)
+    out: dict[str, np.ndarray] = {}
+    for name, dtype, shape, count in lay.fields:
+        out[name] = np.frombuffer(blob, dtype=dtype, count=count, offset=offset).reshape(shape)
+        offset += count * dtype.itemsize
     return out
+
+
+def decode_columns(blobs: Sequence[bytes]) -> dict[str, np.ndarray] | None:
+    """Decode blobs of one layout into columns (each array stacked on a new axis 0).
+
+    One ``np.frombuffer`` reads all payloads as packed records; the columns
+    are contiguous, writable copies.  Returns None when the blobs do not all
+    share one layout (e.g. variable-length fields); raises
+    :class:`CodecError` on a malformed blob.
+
+    >>> blobs = [encode({"x": np.arange(2.0) + i, "k": np.array(i)}) for i in range(3)]
+    >>> cols = decode_columns(blobs)
+    >>> cols["x"].tolist(), cols["k"].tolist()
+    ([[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]], [0, 1, 2])
+    """
+    if not blobs:
+        return None
+    first, offset = _split(blobs[0])
+    head, size = blobs[0][:offset], len(blobs[0])
+    payloads: list[memoryview] = []
+    for blob in blobs:  # same header and size: same (checked) layout, no trailing bytes
+        if len(blob) != size or blob[:offset] != head:
+            return None
+        payloads.append(memoryview(blob)[offset:])
+    records = np.frombuffer(b"".join(payloads), dtype=first.record)
+    return {name: np.array(records[name], dtype=dtype)
+            for name, dtype, _, _ in first.fields}

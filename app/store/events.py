@@ -67,6 +67,34 @@ def decode_entry(stream_id: bytes | str, fields: Mapping[bytes, bytes]) -> Strea
                        text(fields.get(b"k")) or "feedback", joined)
 
 
+def decode_entries(entries: Sequence[tuple[str, Mapping[bytes, bytes]]],
+                   ) -> tuple[list[StreamEvent], dict[str, np.ndarray]] | None:
+    """Decode a batch of entries at once: the events and their columnar batch.
+
+    When every context blob shares one layout and every feedback blob
+    another (the usual case: one model, fixed-size fields), each field is
+    read for the whole batch with one ``np.frombuffer``
+    (:func:`~app.store.codec.decode_columns`); each event's fields are then
+    rows of those columns, equal to what :func:`decode_entry` gives.  The
+    columns are what :func:`~app.learners.base.stack_events` would build
+    from the events.  Returns None when the layouts differ or an entry is
+    malformed: decode one entry at a time then (and find the culprit).
+    """
+    try:
+        ctx = codec.decode_columns([f[b"c"] for _, f in entries])
+        fb = codec.decode_columns([f[b"f"] for _, f in entries])
+    except (codec.CodecError, KeyError):
+        return None
+    if ctx is None or fb is None:
+        return None
+    columns = {**ctx, **fb}
+    events = [StreamEvent(text(sid) or "", text(f.get(b"e")) or "",
+                          text(f.get(b"k")) or "feedback",
+                          {k: col[i, ...] for k, col in columns.items()})
+              for i, (sid, f) in enumerate(entries)]
+    return events, columns
+
+
 class EventStore:
     """Decisions, feedback and the event stream of each model."""
 
