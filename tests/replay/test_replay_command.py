@@ -49,7 +49,7 @@ def test_replay_infers_task_from_options(tmp_path: Path) -> None:
 @pytest.mark.parametrize("argv, message", [
     (["--algorithm", "nope"], "unknown algorithm 'nope'"),
     ([], "give --algorithm"),
-    (["--algorithm", "rcnbf", "--service", "http://x"], "not yet available"),
+    (["--algorithm", "rcnbf", "--api-key", "k"], "--api-key"),
     (["--algorithm", "rcnbf", "--flip-rate", "0.2"], "option of the noisy_label task"),
     (["--algorithm", "rcnbf", "--task", "label_set"], "does not fit task 'label_set'"),
     (["--algorithm", "rcnbf", "--n-s", "100"], "--n-s: does not apply to 'rcnbf'"),
