@@ -141,6 +141,7 @@ LEARNERS: dict[str, Factory] = {
     "linucb_diag": _registry("linucb_diag"),
     "squarecb_diag": _registry("squarecb_diag"),
     "linucb": _registry("linucb"),
+    "lints_diag": _registry("lints_diag"),
     "additive_diag_ucb": lambda d, k, rho, seed: AdditiveDiagUCB(n_features=d, n_classes=k),
     "vw_cb_explore_adf": _vw(adf=True),
     "vw_cb_explore": _vw(adf=False),
