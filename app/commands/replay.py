@@ -21,6 +21,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from app.client import NoisyloopError
 from app.learners.base import ParamError
 from app.learners.registry import ALGORITHMS, algorithms
 from app.replay.output import plot, progress_bar, run_repeats, summarise, write_json
@@ -76,7 +77,8 @@ def register(subparsers: Any) -> None:
     common.add_argument("--params", type=_json_object, default=None, metavar="JSON",
                         help="extra learner hyper-parameters as a JSON object")
     common.add_argument("--service", default=None, metavar="URL",
-                        help="run through a noisyloop service (not yet available)")
+                        help="replay through a running noisyloop service (label and label_set "
+                             "tasks; batches of --feedback-delay rounds)")
     common.add_argument("--api-key", default=None, metavar="KEY", help="API key for --service")
     common.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     owners: dict[str, tuple[str, ...]] = {}
@@ -138,9 +140,10 @@ def check_options(args: argparse.Namespace, task: str) -> None:
 
 
 def _validate(args: argparse.Namespace) -> None:
-    if args.service is not None or args.api_key is not None:
-        raise ParamError("--service", "replay through a running service is not yet "
-                         "available; drop --service/--api-key to replay in process")
+    if args.api_key is not None and args.service is None:
+        raise ParamError("--api-key", "is only used with --service URL")
+    if args.service is not None and not args.api_key:
+        raise ParamError("--api-key", "is required with --service (a tenant's API key)")
     if args.repeats < 1:
         raise ParamError("--repeats", f"must be >= 1, got {args.repeats}")
     if args.rounds is not None and args.rounds < 1:
@@ -160,6 +163,11 @@ def replay(args: argparse.Namespace, advance: Callable[[int], None] | None = Non
     check_options(args, task)
     args.task = task
     module = runner_module(task)
+    if args.service is not None:
+        module = importlib.import_module("app.replay.service")
+        if task not in module.SERVICE_TASKS:
+            raise ParamError("--service", f"replay through a service supports the tasks "
+                             f"{module.SERVICE_TASKS}, not {task!r}")
     start, cpu = time.perf_counter(), time.process_time()
     results = run_repeats(lambda seed, progress: module.run(args, seed, progress),
                           args.seed, args.repeats, advance or (lambda n: None))
@@ -180,6 +188,9 @@ def handle(args: argparse.Namespace) -> int:
     except (ParamError, ValueError) as exc:
         print(f"noisyloop replay: error: {exc}", file=sys.stderr)
         return 2
+    except NoisyloopError as exc:
+        print(f"noisyloop replay: service error: {exc}", file=sys.stderr)
+        return 1
     summary = summarise(results, task=task, seconds=seconds, cpu_seconds=cpu)
     n = sum(r.rounds for r in results)
     print(f"{summary.algorithm} on {summary.dataset} ({task}): final {summary.metric} "

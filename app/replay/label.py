@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -96,7 +97,7 @@ def learner_params(args: argparse.Namespace, task: str, algorithm: str) -> dict[
     return params | dict(getattr(args, "params", None) or {})
 
 
-def _click_source(rounds: int, rho0: float, rho1: float, seed: int
+def click_source(rounds: int, rho0: float, rho1: float, seed: int
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Noisy clicks for a true click of 0 and of 1, one pair per round.
 
@@ -109,13 +110,36 @@ def _click_source(rounds: int, rho0: float, rho1: float, seed: int
     return if_wrong, if_right
 
 
-def _greedy(output: dict[str, Any]) -> int:
+def greedy_label(output: dict[str, Any]) -> int:
+    """The greedy label of a decision's output (the first greedy label of a set)."""
     return int(output["greedy_labels"][0] if "greedy_labels" in output
                else output["greedy_label"])
 
 
-def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) -> ReplayResult:
-    """Replay ``args.dataset`` through ``args.algorithm`` (default: the task's first)."""
+@dataclass(frozen=True)
+class Setup:
+    """What a label / label_set replay run needs before its first round."""
+
+    task: str
+    algorithm: str
+    params: dict[str, Any]
+    X: np.ndarray
+    y: np.ndarray
+    order: np.ndarray
+    if_wrong: np.ndarray
+    if_right: np.ndarray
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.y.max()) + 1
+
+
+def setup(args: argparse.Namespace, seed: int) -> Setup:
+    """Task, algorithm, hyper-parameters, data, round order and pre-drawn clicks of one run.
+
+    Shared by the in-process loop and the replay through a service
+    (:mod:`app.replay.service`), so both replay the same stream.
+    """
     task = getattr(args, "task", None) or "label"
     algorithm = getattr(args, "algorithm", None) or algorithms(task)[0]
     rounds = getattr(args, "rounds", None) or DEFAULT_ROUNDS
@@ -124,29 +148,46 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         raise ParamError("--feedback-delay", f"must be >= 1, got {delay}")
     X, y = load_classification(args.dataset, n=rounds, seed=seed,
                                normalise=not getattr(args, "no_normalise", False))
-    n_classes = int(y.max()) + 1
     params = learner_params(args, task, algorithm)
-    learner = build(task, algorithm, n_features=X.shape[1], n_classes=n_classes,
-                    params=params, seed=seed)
     order = stream_indices(len(y), rounds, np.random.default_rng([seed, 1]))
-    if_wrong, if_right = _click_source(rounds, args.rho0, args.rho1, seed)
-    loop = _Loop(learner, X, y, order, if_wrong, if_right, progress, seed)
-    loop.run(delay)
+    if_wrong, if_right = click_source(rounds, args.rho0, args.rho1, seed)
+    return Setup(task, algorithm, params, X, y, order, if_wrong, if_right)
 
-    running = np.cumsum(loop.greedy_err) / np.arange(1, rounds + 1)
+
+def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) -> ReplayResult:
+    """Replay ``args.dataset`` through ``args.algorithm`` (default: the task's first)."""
+    s = setup(args, seed)
+    learner = build(s.task, s.algorithm, n_features=s.X.shape[1], n_classes=s.n_classes,
+                    params=s.params, seed=seed)
+    loop = _Loop(learner, s.X, s.y, s.order, s.if_wrong, s.if_right, progress, seed)
+    loop.run(int(args.feedback_delay))
+    return result(args, s.task, s.algorithm, seed, s.params, loop.greedy_err, loop.played_err,
+                  loop.clicks, loop.estimates if isinstance(learner, RCINE) else None)
+
+
+def result(args: argparse.Namespace, task: str, algorithm: str, seed: int,
+           params: dict[str, Any], greedy_err: np.ndarray, played_err: np.ndarray,
+           clicks: np.ndarray, estimates: list[dict[str, Any]] | None) -> ReplayResult:
+    """The run's learning curve and summary from its per-round errors and clicks.
+
+    Shared by the in-process loop and the replay through a service
+    (:mod:`app.replay.service`), so both write the same fields.
+    """
+    rounds = len(greedy_err)
+    running = np.cumsum(greedy_err) / np.arange(1, rounds + 1)
     # log-spaced points: the curves are read on log-log axes, like the papers'
     points = np.unique(np.append(np.geomspace(1, rounds, min(CURVE_POINTS, rounds)).astype(int), rounds))
     extra: dict[str, Any] = {
         "task": task,
         "rho0": args.rho0,
         "rho1": args.rho1,
-        "played_error_rate": float(loop.played_err.mean()),
-        "noisy_click_rate": float(loop.clicks.mean()),
-        "final_window_error_rate": float(loop.greedy_err[-max(1, rounds // 10):].mean()),
-        "feedback_delay": delay,
+        "played_error_rate": float(played_err.mean()),
+        "noisy_click_rate": float(clicks.mean()),
+        "final_window_error_rate": float(greedy_err[-max(1, rounds // 10):].mean()),
+        "feedback_delay": int(args.feedback_delay),
     }
-    if isinstance(learner, RCINE):
-        extra["noise_estimates"] = loop.estimates
+    if estimates is not None:
+        extra["noise_estimates"] = estimates
     return ReplayResult(
         algorithm=algorithm, dataset=str(args.dataset), rounds=rounds, metric="error_rate",
         final=float(running[-1]),
@@ -199,7 +240,7 @@ class _Loop:
         label = int(self.y[i])
         decision = self.learner.decide(self.X[i])
         ctx = decision.context
-        self.greedy_err[k] = _greedy(decision.output) != label
+        self.greedy_err[k] = greedy_label(decision.output) != label
         right = bool(set_contains(ctx["played"], np.asarray(label)))
         self.played_err[k] = not right
         click = self.if_right[k] if right else self.if_wrong[k]
