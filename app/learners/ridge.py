@@ -11,8 +11,9 @@ Each label (arm) ``a`` has a linear model of the *observed* click rate,
   SquareCB (Foster & Rakhlin 2020), a stochastic policy whose propensities are
   logged for off-policy evaluation.
 
-:class:`LinUCB` (``app/learners/linucb.py``) keeps a full ``d x d`` precision
-per arm for small ``d``.
+:class:`~app.learners.lints.LinTSDiag` (``lints_diag``) samples from it
+(Thompson sampling); :class:`~app.learners.linucb.LinUCB` (``linucb``) keeps
+a full ``d x d`` precision per arm for small ``d``.
 
 Noise handling.  Under class-independent click noise (spec 1.1) the observed
 click has expectation ``rho0 + (1 - rho0 - rho1) * p`` where ``p`` is the true
