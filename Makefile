@@ -29,3 +29,14 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# Reliability: the long fuzz run (CI runs 20 examples per operation) and the soak test.
+FUZZ_EXAMPLES ?= 200
+fuzz-long: $(STAMP)
+	NOISYLOOP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) NOISYLOOP_FUZZ_REPORT=fuzz-report.json \
+	  OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -s -p no:cacheprovider \
+	  tests/reliability/test_fuzz.py tests/reliability/test_fuzz_messages.py
+
+SOAK_MINUTES ?= 10
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py --minutes $(SOAK_MINUTES) --json soak.json

@@ -90,6 +90,8 @@ def test_redis_killed_and_restarted_with_aof_loses_no_accepted_feedback(
             stats = api.get("/v1/models/m1", headers=auth).json()["stats"]
             assert stats["feedback_accepted"] == accepted
             assert stats["events_applied"] == accepted
+            print(f"redis kill: {accepted} feedback accepted and applied, outage answers "
+                  f"{max(t for _, t in outage):.3f} s max")
     finally:
         server.stop()
 
@@ -201,6 +203,8 @@ def test_slow_redis_bounded_503_and_no_backlog(redis_url: str) -> None:
         codes = {c for c, _ in results}
         assert codes <= {200, 503} and 503 in codes, results
         assert max(t for _, t in results) < OUTAGE_ANSWER_SECONDS * 2, results
+        print(f"slow redis: {sum(c == 503 for c, _ in results)}/{len(results)} answered 503, "
+              f"slowest {max(t for _, t in results):.2f} s")
         # once Redis answers again, the next requests are served at once (nothing queued)
         start = time.monotonic()
         for _ in range(10):
