@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from app.api.errors import ApiError, validation_error
 from app.api.features import to_vector
@@ -90,7 +91,7 @@ class TaskSpec:
             event = raw
         else:
             try:
-                event = TypeAdapter(self.feedback_model).validate_python(raw)
+                event = self.feedback_model.model_validate(raw)
             except ValidationError as exc:
                 raise validation_error(exc.errors(), prefix) from None
         try:
@@ -104,12 +105,18 @@ class TaskSpec:
     def prediction(self, output: Mapping[str, Any], event_id: str | None,
                    version: int) -> dict[str, Any]:
         """Response fields of one decision (only the fields of the response model)."""
-        out = {name: output[name] for name in self.prediction_model.model_fields
+        out = {name: output[name] for name in _field_names(self.prediction_model)
                if name in output and output[name] is not None}
         out["model_version"] = version
         if event_id is not None:
             out["event_id"] = event_id
         return out
+
+
+@cache
+def _field_names(model: type[BaseModel]) -> tuple[str, ...]:
+    """A response model's field names (read once: the per-decision path needs them)."""
+    return tuple(model.model_fields)
 
 
 def _label_feedback(event: LabelFeedback, config: Mapping[str, Any],

@@ -5,9 +5,10 @@ Life of one event:
 1. :meth:`EventStore.record_decisions` logs each decision's context under
    its event id with a TTL and adds the id to the model's pending set with
    its deadline (one Lua step for a whole batch of decisions).
-2. :meth:`EventStore.take_feedback` (Lua) takes the context exactly once,
-   leaves a tombstone (so a second feedback gets "duplicate"), removes the
-   pending entry and appends the joined event to the model's stream.  Or
+2. :meth:`EventStore.take_feedback_many` (one Lua call per batch) takes each
+   context exactly once, leaves a tombstone (so a second feedback gets
+   "duplicate"), removes the pending entry and appends the joined event to
+   the model's stream.  Or
    :meth:`EventStore.expire_decision` (the sweeper) ends it after its
    deadline: a default event on the stream (``no_click``) or nothing
    (``drop``).  Both remove the pending entry, so only one of them wins.
@@ -120,18 +121,16 @@ class EventStore:
     async def take_feedback_many(self, mk: ModelKeys,
                                  items: Sequence[tuple[str, Mapping[str, np.ndarray]]],
                                  ) -> list[FeedbackOutcome]:
-        """Join each ``(event_id, feedback fields)`` exactly once (one pipelined round trip)."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for eid, feedback in items:
-                await self.scripts.run(
-                    "take_feedback", [mk.context(eid), mk.pending, mk.events, mk.stats],
-                    [eid, codec.encode(feedback), TOMBSTONE], client=pipe)
-            replies: Any = await pipe.execute()
-        out = []
-        for reply in replies:
-            status = text(reply[0]) or "unknown"
-            out.append(FeedbackOutcome(status, text(reply[1]) if len(reply) > 1 else None))
-        return out
+        """Join each ``(event_id, feedback fields)`` exactly once (one Lua call, in order)."""
+        if not items:
+            return []
+        keys_ = [mk.pending, mk.events, mk.stats, *(mk.context(eid) for eid, _ in items)]
+        args: list[bytes | str | int | float] = [TOMBSTONE]
+        for eid, feedback in items:
+            args += [eid, codec.encode(feedback)]
+        reply: Any = await self.scripts.run("take_feedback", keys_, args)
+        return [FeedbackOutcome(text(status) or "unknown", text(sid) or None)
+                for status, sid in zip(reply[::2], reply[1::2], strict=True)]
 
     async def take_feedback(self, mk: ModelKeys, event_id: str,
                             feedback: Mapping[str, np.ndarray]) -> FeedbackOutcome:

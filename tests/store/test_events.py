@@ -56,6 +56,19 @@ async def test_take_feedback_exactly_once_under_concurrency(store: Store) -> Non
     assert len(await store.events.read_group(MK, "c", 100)) == 1
 
 
+async def test_take_feedback_many_joins_in_order_in_one_call(store: Store) -> None:
+    await store.events.record_decisions(MK, [("e1", CTX), ("e2", CTX)], 60, 60)
+    outcomes = await store.events.take_feedback_many(
+        MK, [("e1", CLICK), ("nope", CLICK), ("e2", {"click": np.array(0.0)}), ("e1", CLICK)])
+    assert [o.status for o in outcomes] == ["ok", "unknown", "ok", "duplicate"]
+    assert [o.stream_id is not None for o in outcomes] == [True, False, True, False]
+    entries = await store.events.read_group(MK, "c", 100)
+    assert [sid for sid, _ in entries] == [outcomes[0].stream_id, outcomes[2].stream_id]
+    assert [decode(f[b"f"])["click"].item() for _, f in entries] == [1.0, 0.0]
+    assert (await store.models.record("t", "m")).feedback_accepted == 2  # type: ignore[union-attr]
+    assert await store.events.take_feedback_many(MK, []) == []
+
+
 async def test_expired_decision_refuses_feedback_and_ends_once(store: Store) -> None:
     await store.events.record_decisions(MK, [("e1", CTX), ("e2", CTX)], 1, 60)
     assert await store.events.expire_decision(MK, "e1", "no_click", {"click": np.array(0.0)}) \
