@@ -465,7 +465,8 @@ def render(data: dict[str, Any]) -> str:
         + "; we attribute the difference to the K-dependent percentile (P1's 89 sits at "
         "the edge of a class when K = 9 or 10; section 4). The buffer size matters at "
         "least as much as the percentile: in a `--quick` run (2,500-event buffers, "
-        "10,000 rounds) the worst refresh was off by 0.38 on SynSep and 0.36 on digits, "
+        "10,000 rounds, gamma 0.4) the worst refresh was off by 0.32 on SynSep and 0.35 on "
+        "digits, "
         "both rates pulled towards the buffer's mean click rate because the network is too "
         "weakly trained to saturate q at the perfect examples.")
     dil = {d: {r["algorithm"] + str(r["params"].get("m", "")): r["final_error_rate"]
