@@ -59,8 +59,8 @@ def run_learners(args: argparse.Namespace) -> int:
         if not m.events:
             print(f"{m.dataset:7s} {m.learner:28s} {m.mode:22s} {m.note}", flush=True)
             return
-        print(f"{m.dataset:7s} {m.learner:28s} {m.mode:22s} {m.per_second:12,.0f} /s "
-              f"{m.us_per_event:9.2f} us", flush=True)
+        print(f"{m.dataset:7s} {m.learner:28s} {m.mode:22s} {m.per_cpu_second:12,.0f} /CPU-s "
+              f"{m.cpu_us_per_event:9.2f} CPU-us  (wall {m.per_second:12,.0f} /s)", flush=True)
 
     report = run(quick=args.quick, datasets=args.datasets, seed=args.seed, vw=not args.no_vw,
                  progress=show)
