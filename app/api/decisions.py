@@ -15,7 +15,7 @@ import numpy as np
 
 from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
-from app.api.features import to_vector
+from app.api.features import to_matrix, to_vector
 from app.api.openfeedback import add_examples, take_open
 from app.api.schemas.feedback import FeedbackBatchRequest
 from app.api.schemas.predict import PredictRequest
@@ -40,8 +40,7 @@ async def predict(ctx: ApiContext, view: ModelView, body: PredictRequest) -> dic
         X = to_vector(body.features, n_features)[None, :]
     else:
         assert body.instances is not None
-        X = np.stack([to_vector(f, n_features, f"instances[{i}]")
-                      for i, f in enumerate(body.instances)])
+        X = to_matrix(body.instances, n_features)
     found = await ctx.cache.get(view)
     if found is None:
         raise unknown_model(config["model_id"])

@@ -53,3 +53,14 @@ def to_vector(features: list[float] | SparseFeatures | NamedFeatures, n_features
     if not np.all(np.isfinite(x)):
         raise ApiError(422, "invalid_features", "hashed features overflow", field)
     return x
+
+
+def to_matrix(instances: list[list[float] | SparseFeatures | NamedFeatures], n_features: int,
+              field: str = "instances") -> np.ndarray:
+    """The ``(n, n_features)`` inputs of a batch; 422 naming ``field[i]`` as :func:`to_vector`.
+
+    All-dense batches of the right width become one array in one call.
+    """
+    if all(isinstance(f, list) and len(f) == n_features for f in instances):
+        return np.asarray(instances, dtype=np.float64).reshape(len(instances), n_features)
+    return np.stack([to_vector(f, n_features, f"{field}[{i}]") for i, f in enumerate(instances)])

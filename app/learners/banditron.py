@@ -8,7 +8,13 @@ from typing import Any
 import numpy as np
 
 from app.learners.base import Decision, check_range
-from app.learners.linear import LoggedOnlyLearner, Terms, check_click, explore_decision
+from app.learners.linear import (
+    LoggedOnlyLearner,
+    Terms,
+    check_click,
+    explore_decision,
+    explore_decisions,
+)
 
 
 class Banditron(LoggedOnlyLearner):
@@ -59,6 +65,10 @@ class Banditron(LoggedOnlyLearner):
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
         """Greedy label and, with ``explore``, an exploration draw (see ``explore_decision``)."""
         return explore_decision(self.W_, x, self._rng, self.gamma, explore)
+
+    def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
+        """:meth:`decide` for each row of ``X`` with one matrix product (``explore_decisions``)."""
+        return explore_decisions(self.W_, X, self._rng, self.gamma, explore)
 
     def click_value(self, click: Any) -> Any:
         """The value that replaces the click in the update: the click itself here."""

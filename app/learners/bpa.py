@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.learners.base import Decision, Event, check_range
-from app.learners.linear import LinearLearner, check_click, explore_decision
+from app.learners.linear import LinearLearner, check_click, explore_decision, explore_decisions
 
 
 class BanditPA(LinearLearner):
@@ -52,6 +52,10 @@ class BanditPA(LinearLearner):
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
         """Greedy label and, with ``explore``, an exploration draw (as the Banditron)."""
         return explore_decision(self.W_, x, self._rng, self.gamma, explore)
+
+    def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
+        """:meth:`decide` for each row of ``X`` with one matrix product (``explore_decisions``)."""
+        return explore_decisions(self.W_, X, self._rng, self.gamma, explore)
 
     def learn_one(self, event: Event) -> None:
         sign = 2.0 * float(check_click(event["click"])) - 1.0

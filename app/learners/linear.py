@@ -166,6 +166,50 @@ def explore_decision(W: np.ndarray, x: np.ndarray, rng: np.random.Generator, gam
     return Decision(output=output, context=context)
 
 
+def explore_decisions(W: np.ndarray, X: np.ndarray, rng: np.random.Generator, gamma: float,
+                      explore: bool) -> list[Decision]:
+    """:func:`explore_decision` for each row of ``X``, with one matrix product.
+
+    Same decisions and the same draws from ``rng``, in the same order, as
+    the loop (one uniform per row when exploring).  The batch scores
+    ``X W^T`` may differ from the loop's ``W x`` in the last bits (another
+    summation order); both are within ``d eps ||x||_1 max|W|`` of the exact
+    scores, so a row whose top two scores are closer than four times that is
+    re-scored as the loop does.  Inputs the loop would refuse (wrong shape,
+    non-finite values), or whose scores overflow, take the loop itself.
+
+    >>> W = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> rng = np.random.default_rng(0)
+    >>> [d.output["label"] for d in explore_decisions(W, np.eye(2), rng, 0.1, explore=False)]
+    [0, 1]
+    """
+    n_classes, n_features = W.shape
+    Xv = np.array(X, dtype=np.float64)
+    scores = Xv @ W.T if Xv.ndim == 2 and Xv.shape[1] == n_features else None
+    if scores is None or not np.isfinite(scores).all():
+        return [explore_decision(W, x, rng, gamma, explore) for x in Xv]
+    greedy = scores.argmax(axis=1)
+    top2 = np.sort(scores, axis=1)[:, -2:]
+    tol = 4.0 * n_features * np.finfo(np.float64).eps * np.abs(W).max() * np.abs(Xv).sum(axis=1)
+    for i in np.flatnonzero(top2[:, 1] - top2[:, 0] < tol):
+        greedy[i] = (W @ Xv[i]).argmax()
+    if explore:
+        u = rng.random(len(Xv))
+        # min(u, gamma): rows that play greedy never overflow the cast
+        uniform = np.minimum((np.minimum(u, gamma) / gamma * n_classes).astype(np.int64),
+                             n_classes - 1)
+        played = np.where(u < gamma, uniform, greedy)
+        prob = np.where(played == greedy, gamma / n_classes + (1.0 - gamma), gamma / n_classes)
+    else:
+        played, prob = greedy, np.ones(len(Xv))
+    out = []
+    for xv, g, p, q in zip(Xv, greedy.tolist(), played.tolist(), prob.tolist(), strict=True):
+        context: dict[str, Any] = {"x": xv, "greedy": g, "played": p, "prob": q}
+        out.append(Decision(output={"label": p, "probability": q, "greedy_label": g},
+                            context=context))
+    return out
+
+
 class LinearLearner(Learner):
     """A ``(K, d)`` weight matrix ``W_`` with validated sizes and a seeded generator.
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from app.learners.base import Decision, Event, ParamError, State, check_range
-from app.learners.linear import LinearLearner, check_click, explore_decision
+from app.learners.linear import LinearLearner, check_click, explore_decision, explore_decisions
 from app.learners.proxy import check_noise_rates, unbiased_click
 
 #: Largest ``K d`` for the full ``(Kd, Kd)`` inverse (200 MB of float64);
@@ -118,6 +118,10 @@ class SOBA(LinearLearner):
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
         """Greedy label and, with ``explore``, an exploration draw (as the Banditron)."""
         return explore_decision(self.W_, x, self._rng, self.gamma, explore)
+
+    def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
+        """:meth:`decide` for each row of ``X`` with one matrix product (``explore_decisions``)."""
+        return explore_decisions(self.W_, X, self._rng, self.gamma, explore)
 
     def learn_one(self, event: Event) -> None:
         click = float(check_click(event["click"]))

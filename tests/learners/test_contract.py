@@ -215,6 +215,25 @@ def test_same_seed_gives_same_decisions(case: tuple[str, str]) -> None:
     _assert_state_equal(a.get_state(), b.get_state())
 
 
+@pytest.mark.parametrize("explore", [True, False])
+def test_decide_many_equals_decide_in_a_loop(case: tuple[str, str], explore: bool) -> None:
+    looped, batched = _build(*case, seed=5), _build(*case, seed=5)
+    for learner in (looped, batched):
+        _play(learner, 40)  # trained weights, so decisions are not all ties
+    X = _inputs(30, seed=4)
+    expected = [looped.decide(x, explore=explore) for x in X]
+    got = batched.decide_many(X, explore=explore)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        assert g.output == e.output
+        assert g.context.keys() == e.context.keys()
+        for k in e.context:
+            np.testing.assert_array_equal(np.asarray(g.context[k]), np.asarray(e.context[k]),
+                                          err_msg=k)
+    # the generators are in the same place afterwards
+    assert looped.decide(X[0]).output == batched.decide(X[0]).output
+
+
 def test_learn_many_equals_learn_one(case: tuple[str, str]) -> None:
     sequential = _build(*case, seed=3)
     events = _play(sequential, 80)
