@@ -12,6 +12,7 @@ stops working at once.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
@@ -48,9 +49,35 @@ async def _receive_json(websocket: WebSocket, max_bytes: int, max_depth: int) ->
         raise ApiError(413, "payload_too_large", f"message exceeds {max_bytes} bytes")
     check_json_depth(data, max_depth)
     try:
-        return orjson.loads(data)
+        message = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise ApiError(422, "invalid_json", f"message is not valid JSON: {exc}") from None
+    if isinstance(message, dict) and _lossy_id(message.get("id")):
+        # orjson reads integers beyond 64 bits as floats; the reply must echo the same id
+        message = json.loads(data)
+    return message
+
+
+def _lossy_id(value: Any) -> bool:
+    """Whether ``value`` holds a float that orjson may have made of an integer beyond 64 bits."""
+    if isinstance(value, float):
+        return value.is_integer() and abs(value) >= 2.0**63
+    if isinstance(value, list):
+        return any(_lossy_id(v) for v in value)
+    if isinstance(value, dict):
+        return any(_lossy_id(v) for v in value.values())
+    return False
+
+
+def _encode_reply(reply: dict[str, Any]) -> str:
+    """The reply as JSON text (stdlib json for an id orjson cannot write: integers beyond
+    64 bits)."""
+    try:
+        return orjson.dumps(reply, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+    except TypeError:
+        rest = {k: v for k, v in reply.items() if k != "id"}
+        plain = orjson.loads(orjson.dumps(rest, option=orjson.OPT_SERIALIZE_NUMPY))
+        return json.dumps({"id": reply["id"], **plain})
 
 
 async def _authenticate(websocket: WebSocket, ctx: ApiContext, model_id: str) -> str | None:
@@ -128,8 +155,7 @@ async def stream_model(websocket: WebSocket, model_id: str) -> None:
                 logger.exception("websocket message failed")
                 reply = {"id": msg_id, "error": {"code": "internal_error",
                                                  "message": "internal error", "field": None}}
-            await websocket.send_text(orjson.dumps(reply, option=orjson.OPT_SERIALIZE_NUMPY
-                                                   ).decode())
+            await websocket.send_text(_encode_reply(reply))
     except (WebSocketDisconnect, RuntimeError):
         return
 
