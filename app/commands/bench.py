@@ -67,6 +67,9 @@ def run_learners(args: argparse.Namespace) -> int:
     for ds, row in report["ratios"].items():
         for key, value in row.items():
             print(f"{ds:7s} {key:42s} {value}")
+    for ds, pair in report["paired_rcnbf_over_vw_cb_explore"].items():
+        print(f"{ds:7s} rcnbf / vw --cb_explore, back-to-back pairs (CPU): {pair['ratios']} "
+              f"median {pair['median']}")
     for line in _goal_lines(report["goals"]):
         print(line)
     _write(report, args.json)
