@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body
 from app.api import decisions
 from app.api.deps import Context, ModelDep
 from app.api.responses import OrjsonResponse
+from app.api.routing import OrjsonRoute
 from app.api.schemas.common import ErrorResponse
 from app.api.schemas.feedback import (
     FeedbackAcceptedResponse,
@@ -16,7 +17,7 @@ from app.api.schemas.feedback import (
     FeedbackRequest,
 )
 
-router = APIRouter(prefix="/v1/models", tags=["feedback"])
+router = APIRouter(prefix="/v1/models", tags=["feedback"], route_class=OrjsonRoute)
 
 
 @router.post("/{model_id}/feedback", status_code=202,

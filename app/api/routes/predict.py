@@ -7,10 +7,11 @@ from fastapi import APIRouter
 from app.api import decisions
 from app.api.deps import Context, ModelDep
 from app.api.responses import OrjsonResponse
+from app.api.routing import OrjsonRoute
 from app.api.schemas.common import ErrorResponse
 from app.api.schemas.predict import Prediction, PredictionBatchResponse, PredictRequest
 
-router = APIRouter(prefix="/v1/models", tags=["predict"])
+router = APIRouter(prefix="/v1/models", tags=["predict"], route_class=OrjsonRoute)
 
 
 @router.post("/{model_id}/predict", response_model=Prediction | PredictionBatchResponse,
