@@ -16,6 +16,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    """Serve the API with uvloop's event loop and httptools' parser (C; both come with
+    uvicorn[standard]; named, so a missing one fails at start-up instead of silently
+    falling back to the pure-Python ones)."""
     import uvicorn
 
     from app.logs import configure_logging
@@ -31,8 +34,10 @@ def run(args: argparse.Namespace) -> int:
         os.environ["NOISYLOOP_REDIS_URL"] = settings.redis_url
         uvicorn.run("app.main:create_app", factory=True, host=settings.host,
                     port=settings.port, workers=args.workers, log_config=None,
-                    ws_max_size=settings.max_body_bytes, access_log=False)
+                    ws_max_size=settings.max_body_bytes, access_log=False,
+                    loop="uvloop", http="httptools")
     else:
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                    log_config=None, ws_max_size=settings.max_body_bytes, access_log=False)
+                    log_config=None, ws_max_size=settings.max_body_bytes, access_log=False,
+                    loop="uvloop", http="httptools")
     return 0
