@@ -25,6 +25,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -57,7 +59,15 @@ def connect(url: str, *, socket_timeout: float = 2.0, connect_timeout: float = 1
                                "max_connections": max_connections, "decode_responses": False}
     if is_cluster_url(url):
         return connect_cluster(url, **options)
-    return aioredis.Redis.from_url(url, health_check_interval=15, **options)
+    # One immediate retry on a connection error: after a Redis restart every pooled
+    # connection is dead and fails once ("Connection closed by server") before the
+    # pool reconnects.  Timeouts are not retried, so a slow Redis still answers 503
+    # within one socket timeout.  A retried Lua step is safe: each one checks its own
+    # effect (a feedback already taken answers "duplicate", never a second append).
+    return aioredis.Redis.from_url(
+        url, health_check_interval=15,
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        retry_on_error=[RedisConnectionError], **options)
 
 
 def connect_cluster(url: str, **options: Any) -> aioredis.Redis:
