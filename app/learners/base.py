@@ -186,6 +186,16 @@ def check_range(name: str, value: float, low: float, high: float,
     return v
 
 
+def check_positive(name: str, value: float) -> float:
+    """``value`` as a float if it is finite and ``> 0``, else :class:`ParamError`."""
+    return check_range(name, value, 0.0, np.inf, low_open=True, high_open=True)
+
+
+def check_non_negative(name: str, value: float) -> float:
+    """``value`` as a float if it is finite and ``>= 0``, else :class:`ParamError`."""
+    return check_range(name, value, 0.0, np.inf, high_open=True)
+
+
 def check_int(name: str, value: int, low: int, high: int | None = None) -> int:
     """Return ``value`` if it is an integer in ``[low, high]``, else raise ParamError."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):

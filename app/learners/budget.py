@@ -58,7 +58,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from app.learners.base import ParamError, State, check_int, check_range, check_state
+from app.learners.base import (
+    ParamError,
+    State,
+    check_int,
+    check_positive,
+    check_range,
+    check_state,
+)
 
 #: Strategy names accepted by :func:`make_budget`; the first is the default.
 STRATEGIES: tuple[str, ...] = ("const", "begin", "auto", "auto_self_tuned")
@@ -178,7 +185,7 @@ class AutoBudget(LabelBudget):
     def __init__(self, budget: float, *, a: float = 1.0, seed: int | None = None,
                  hard_cap: bool = True) -> None:
         super().__init__(budget, seed=seed, hard_cap=hard_cap)
-        self.a = check_range("a", a, 0.0, math.inf, low_open=True, high_open=True)
+        self.a = check_positive("a", a)
 
     def _want(self, first_value: float, prediction: float) -> bool:
         delta = float(first_value) - float(prediction)

@@ -47,6 +47,7 @@ from app.learners.base import (
     State,
     check_input,
     check_int,
+    check_positive,
     check_range,
     check_state,
 )
@@ -163,10 +164,9 @@ class KernelOGD(Learner):
         self.loss = loss
         self.smoothing = check_range("smoothing", smoothing, 0.0, math.inf, low_open=True)
         self.p = check_range("p", p, 1.0, math.inf, low_open=True, high_open=True)
-        self.eta = check_range("eta", eta, 0.0, math.inf, low_open=True, high_open=True)
+        self.eta = check_positive("eta", eta)
         self.schedule = _check_choice("schedule", schedule, SCHEDULES)
-        self.norm_bound = check_range("norm_bound", norm_bound, 0.0, math.inf,
-                                      low_open=True, high_open=True)
+        self.norm_bound = check_positive("norm_bound", norm_bound)
         self.budget = check_int("budget", budget, 1)
         self.eviction = _check_choice("eviction", eviction, EVICTIONS)
         self.explicit_dim = check_int("explicit_dim", explicit_dim, 0)

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.learners.base import Decision, ParamError, check_int
-from app.learners.ridge import DiagRidge, check_non_negative
+from app.learners.base import Decision, ParamError, check_int, check_non_negative
+from app.learners.ridge import DiagRidge
 
 #: Gauss-Hermite nodes and weights for the standard normal (weights sum to 1).
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(32)

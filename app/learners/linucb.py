@@ -12,8 +12,18 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from app.learners.base import Batch, Decision, Event, ParamError, State, check_int, check_state
-from app.learners.ridge import RidgeBandit, check_non_negative, check_positive
+from app.learners.base import (
+    Batch,
+    Decision,
+    Event,
+    ParamError,
+    State,
+    check_int,
+    check_non_negative,
+    check_positive,
+    check_state,
+)
+from app.learners.ridge import RidgeBandit
 
 
 class LinUCB(RidgeBandit):

@@ -74,7 +74,8 @@ from app.learners.base import (
     State,
     check_input,
     check_int,
-    check_range,
+    check_non_negative,
+    check_positive,
     check_state,
 )
 
@@ -234,7 +235,7 @@ class NLMS(_LinearRegression):
     def __init__(self, *, n_features: int, seed: int | None = None, r: float = DEFAULT_R
                  ) -> None:
         super().__init__(n_features=n_features, seed=seed,
-                         r=check_range("r", r, 0.0, math.inf, high_open=True))
+                         r=check_non_negative("r", r))
 
 
 class ORS(_LinearRegression):
@@ -290,7 +291,7 @@ class ORS(_LinearRegression):
         k_variance: str = "pred",
     ) -> None:
         super().__init__(n_features=n_features, seed=seed,
-                         r=check_range("r", r, 0.0, math.inf, low_open=True, high_open=True))
+                         r=check_positive("r", r))
         if alpha_rule not in ALPHA_RULES:
             raise ParamError("alpha_rule", f"must be one of {list(ALPHA_RULES)}, "
                              f"got {alpha_rule!r}")
@@ -298,7 +299,7 @@ class ORS(_LinearRegression):
             raise ParamError("k_variance", f"must be one of {list(K_VARIANCES)}, "
                              f"got {k_variance!r}")
         self.alpha_rule = alpha_rule
-        self.beta = check_range("beta", beta, 0.0, math.inf, high_open=True)
+        self.beta = check_non_negative("beta", beta)
         self.k_variance = k_variance
 
     def alpha(self, labels: np.ndarray, prediction: float, variance: float | None,

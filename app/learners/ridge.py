@@ -41,20 +41,11 @@ from app.learners.base import (
     State,
     batch_size,
     check_int,
-    check_range,
+    check_non_negative,
+    check_positive,
     check_state,
 )
 from app.learners.proxy import check_noise_rates, unbiased_click
-
-
-def check_positive(name: str, value: float) -> float:
-    """``value`` as a float if it is finite and ``> 0``, else :class:`ParamError`."""
-    return check_range(name, value, 0.0, np.inf, low_open=True, high_open=True)
-
-
-def check_non_negative(name: str, value: float) -> float:
-    """``value`` as a float if it is finite and ``>= 0``, else :class:`ParamError`."""
-    return check_range(name, value, 0.0, np.inf, high_open=True)
 
 
 def ucb_labels(mean: np.ndarray, width: np.ndarray, alpha: float) -> tuple[int, int]:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from app.learners.base import Decision, Event, ParamError, State, check_range
+from app.learners.base import Decision, Event, ParamError, State, check_positive, check_range
 from app.learners.linear import LinearLearner, check_click, explore_decision, explore_decisions
 from app.learners.proxy import check_noise_rates, unbiased_click
 
@@ -98,7 +98,7 @@ class SOBA(LinearLearner):
                  rho0: float = 0.0, rho1: float = 0.0) -> None:
         super().__init__(n_features=n_features, n_classes=n_classes, seed=seed)
         self.gamma = check_range("gamma", gamma, 0.0, 0.5, low_open=True)
-        self.a = check_range("a", a, 0.0, math.inf, low_open=True, high_open=True)
+        self.a = check_positive("a", a)
         self.diagonal = bool(diagonal)
         self.noise_corrected = bool(noise_corrected)
         self.rho0, self.rho1 = check_noise_rates(rho0, rho1)

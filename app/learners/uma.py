@@ -34,6 +34,7 @@ from app.learners.base import (
     State,
     check_input,
     check_int,
+    check_non_negative,
     check_range,
     check_state,
 )
@@ -274,11 +275,11 @@ class UMA(Learner):
             raise ParamError("tau_rule", f"must be one of {TAU_RULES}, got {tau_rule!r}")
         self.selection = selection
         self.tau_rule = tau_rule
-        self.alpha = check_range("alpha", alpha, 0.0, np.inf, high_open=True)
+        self.alpha = check_non_negative("alpha", alpha)
         self.chunk = check_int("chunk", chunk, 1)
         self.iterations = check_int("iterations", iterations, 1)
         self.window = check_int("window", window, 2)
-        self.eps_z = check_range("eps_z", eps_z, 0.0, np.inf, high_open=True)
+        self.eps_z = check_non_negative("eps_z", eps_z)
         self.gold_min_per_class = check_int("gold_min_per_class", gold_min_per_class, 1)
         self.cond_max = check_range("cond_max", cond_max, 1.0, np.inf, high_open=True)
         self.auto_step = bool(auto_step)
