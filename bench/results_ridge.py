@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from app.bench.vw import VWBandit, vw_text
 from app.learners.base import Decision, Event, Learner
 from app.learners.registry import build
 from app.learners.ridge import LinUCBDiag
@@ -68,49 +69,33 @@ class AdditiveDiagUCB(LinUCBDiag):
         self.count_ += 1
 
 
-class VWBandit:
-    """Vowpal Wabbit contextual bandit behind ``decide`` / ``learn_one``.
+class VWLearner:
+    """:class:`app.bench.vw.VWBandit` behind ``decide`` / ``learn_one``.
 
     ``adf=True``: ``--cb_explore_adf -q sa`` with a shared context namespace
     ``s`` and one action namespace ``a`` per label; otherwise ``--cb_explore K``.
+    The played action is drawn from VW's pmf with one uniform of this
+    learner's generator per round.
     """
 
     def __init__(self, n_classes: int, seed: int, adf: bool) -> None:
-        import vowpalwabbit
-
-        self.k = n_classes
-        self.adf = adf
-        args = "--cb_explore_adf -q sa" if adf else f"--cb_explore {n_classes}"
-        self.vw = vowpalwabbit.Workspace(f"{args} --quiet --random_seed {seed}")
+        self.vw = VWBandit(n_classes, seed, adf)
         self.rng = np.random.default_rng(seed)
-        self.actions = [f"|a a{k}" for k in range(n_classes)]
-
-    def _example(self, x: np.ndarray) -> str:
-        feats = " ".join(f"{j}:{v:.6g}" for j, v in enumerate(x) if v != 0.0)
-        return f"shared |s {feats}" if self.adf else f"|s {feats}"
 
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
-        text = self._example(x)
-        pmf = np.asarray(self.vw.predict([text, *self.actions] if self.adf else text))
-        cdf = np.cumsum(pmf / pmf.sum())
-        played = min(int(np.searchsorted(cdf, self.rng.random(), side="right")), self.k - 1)
-        context: dict[str, Any] = {"text": text, "played": played, "prob": float(pmf[played])}
+        text = vw_text(x, self.vw.adf)
+        played, prob = self.vw.predict(text, self.rng.random())
+        context: dict[str, Any] = {"text": text, "played": played, "prob": prob}
         return Decision({"label": played}, context)
 
     def learn_one(self, event: Event) -> None:
-        a, cost, prob, text = event["played"], 1.0 - event["click"], event["prob"], event["text"]
-        if self.adf:
-            lines = [f"0:{cost}:{prob} {act}" if k == a else act
-                     for k, act in enumerate(self.actions)]
-            self.vw.learn([text, *lines])
-        else:
-            self.vw.learn(f"{a + 1}:{cost}:{prob} {text}")
+        self.vw.learn(event["text"], event["played"], 1.0 - event["click"], event["prob"])
 
     def finish(self) -> None:
         self.vw.finish()
 
 
-Factory = Callable[[int, int, tuple[float, float], int], "Learner | VWBandit | None"]
+Factory = Callable[[int, int, tuple[float, float], int], "Learner | VWLearner | None"]
 
 
 def _registry(algorithm: str, **params: Any) -> Factory:
@@ -127,9 +112,9 @@ def _registry(algorithm: str, **params: Any) -> Factory:
 
 
 def _vw(adf: bool) -> Factory:
-    def make(d: int, k: int, rho: tuple[float, float], seed: int) -> VWBandit | None:
+    def make(d: int, k: int, rho: tuple[float, float], seed: int) -> VWLearner | None:
         try:
-            return VWBandit(k, seed, adf)
+            return VWLearner(k, seed, adf)
         except ImportError:
             return None
     return make
@@ -151,7 +136,7 @@ LEARNERS: dict[str, Factory] = {
 class Run:
     """One learner on one stream: played errors, running curve, time spent learning."""
 
-    def __init__(self, model: Learner | VWBandit, marks: set[int]) -> None:
+    def __init__(self, model: Learner | VWLearner, marks: set[int]) -> None:
         self.model, self.marks = model, marks
         self.errors, self.seconds = 0, 0.0
         self.curve: list[tuple[int, float]] = []
@@ -173,7 +158,7 @@ class Run:
         self.errors += errors
 
 
-def run_all(models: dict[str, Learner | VWBandit], X: np.ndarray, y: np.ndarray,
+def run_all(models: dict[str, Learner | VWLearner], X: np.ndarray, y: np.ndarray,
             idx: np.ndarray, right: np.ndarray, wrong: np.ndarray, points: int = 50,
             chunk: int = 1000) -> dict[str, Run]:
     """Run the learners in lockstep, ``chunk`` rounds each in turn.
@@ -225,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
             runs = run_all({a: m for a, m in models.items() if m is not None},
                            X, y, idx, right, wrong)
             for alg, run in runs.items():
-                if isinstance(run.model, VWBandit):
+                if isinstance(run.model, VWLearner):
                     run.model.finish()
                 err, us = run.errors / rounds, run.seconds / rounds * 1e6
                 results.append(ReplayResult(
