@@ -26,7 +26,9 @@ request_model: ContextVar[str | None] = ContextVar("request_model", default=None
 AuthHeader = Annotated[str | None, Header(alias="Authorization", include_in_schema=False)]
 
 
-def get_context(request: Request) -> ApiContext:
+async def get_context(request: Request) -> ApiContext:
+    """The app's shared context (``async``: FastAPI runs a plain ``def`` dependency in
+    a worker thread, which costs more than the whole rest of a small request)."""
     ctx: ApiContext = request.app.state.ctx
     return ctx
 
@@ -72,7 +74,7 @@ async def check_credentials(request: Request) -> None:
     path = request.url.path
     if not path.startswith("/v1/"):
         return
-    ctx = get_context(request)
+    ctx = await get_context(request)
     authorization = request.headers.get("authorization")
     if path.startswith("/v1/admin/"):
         await require_admin(ctx, authorization)

@@ -111,10 +111,13 @@ def own_input(x: np.ndarray, n_features: int) -> np.ndarray:
     Always a copy, so a logged context never aliases the caller's array.
     Fast path for the per-request call: one dot product tells that all
     entries are finite; only a failing input takes the full check (which
-    raises :class:`ParamError` naming ``features``).
+    raises :class:`ParamError` naming ``features``).  ``ndarray.dot`` rather
+    than ``@`` here and in the decisions: the same BLAS call, without the
+    ufunc dispatch that costs ``@`` about 0.5-0.9 us per call on small
+    operands (measured with numpy 2.4).
     """
     arr = np.array(x, dtype=np.float64)
-    if arr.shape == (n_features,) and math.isfinite(arr @ arr):
+    if arr.shape == (n_features,) and math.isfinite(arr.dot(arr)):
         return arr
     if arr.shape != (n_features,) or not np.isfinite(arr).all():
         check_input(arr, n_features)  # raises
@@ -156,7 +159,7 @@ def explore_decision(W: np.ndarray, x: np.ndarray, rng: np.random.Generator, gam
     turn them into ``int64`` / ``float64`` arrays).
     """
     xv = own_input(x, W.shape[1])
-    greedy = int((W @ xv).argmax())
+    greedy = int(W.dot(xv).argmax())
     if explore:
         played, prob = explore_draw(rng, greedy, gamma, W.shape[0])
     else:
@@ -175,8 +178,9 @@ def explore_decisions(W: np.ndarray, X: np.ndarray, rng: np.random.Generator, ga
     ``X W^T`` may differ from the loop's ``W x`` in the last bits (another
     summation order); both are within ``d eps ||x||_1 max|W|`` of the exact
     scores, so a row whose top two scores are closer than four times that is
-    re-scored as the loop does.  Inputs the loop would refuse (wrong shape,
-    non-finite values), or whose scores overflow, take the loop itself.
+    re-scored as the loop does.  A single row, inputs the loop would refuse
+    (wrong shape, non-finite values), or whose scores overflow, take the loop
+    itself.
 
     >>> W = np.array([[1.0, 0.0], [0.0, 1.0]])
     >>> rng = np.random.default_rng(0)
@@ -185,8 +189,8 @@ def explore_decisions(W: np.ndarray, X: np.ndarray, rng: np.random.Generator, ga
     """
     n_classes, n_features = W.shape
     Xv = np.array(X, dtype=np.float64)
-    scores = Xv @ W.T if Xv.ndim == 2 and Xv.shape[1] == n_features else None
-    if scores is None or not np.isfinite(scores).all():
+    scores = Xv @ W.T if Xv.ndim == 2 and Xv.shape[1] == n_features and len(Xv) > 1 else None
+    if scores is None or not np.isfinite(scores).all():  # (one row: the loop is cheaper)
         return [explore_decision(W, x, rng, gamma, explore) for x in Xv]
     greedy = scores.argmax(axis=1)
     top2 = np.sort(scores, axis=1)[:, -2:]
