@@ -45,10 +45,6 @@ class Settings(BaseSettings):
 
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024,
                                 description="Largest request body (and WebSocket message).")
-    max_named_features: int = Field(default=10_000, ge=1, le=1_000_000,
-                                    description="Most named features in one instance.")
-    max_name_chars: int = Field(default=256, ge=1, le=4096,
-                                description="Longest feature name / string field.")
 
     max_json_depth: int = Field(default=32, ge=4, le=512,
                                 description="Deepest nesting of arrays/objects in a request body "

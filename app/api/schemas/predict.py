@@ -14,9 +14,12 @@ from pydantic import BaseModel, Discriminator, Field, StringConstraints, Tag, mo
 from app.api.schemas.common import FiniteFloat, Index, RequestModel
 from app.settings import MAX_BATCH
 
+#: Request-size limits of the published contract (docs/architecture.md), fixed in
+#: the schema so that they appear in the OpenAPI document and hold before any work.
 MAX_DENSE = 1_000_000
 MAX_NAMED = 10_000
-FeatureName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+MAX_NAME_CHARS = 256
+FeatureName = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)]
 
 
 class SparseFeatures(RequestModel):
@@ -38,7 +41,7 @@ class NamedFeatures(RequestModel):
     A string value ``{"country": "FR"}`` is the feature ``"country=FR"`` with value 1.
     """
 
-    named: dict[FeatureName, FiniteFloat | Annotated[str, StringConstraints(max_length=256)]] = (
+    named: dict[FeatureName, FiniteFloat | Annotated[str, StringConstraints(max_length=MAX_NAME_CHARS)]] = (
         Field(max_length=MAX_NAMED))
 
 
