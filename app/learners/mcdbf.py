@@ -153,7 +153,7 @@ class MCSLP(_TopMLearner):
 
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
         xv = own_input(x, self.n_features)
-        greedy = top_m(self.W_ @ xv, self.m)
+        greedy = top_m(self.W_.dot(xv), self.m)
         labels = greedy.tolist()
         context: dict[str, Any] = {"x": xv, "greedy": greedy, "played": greedy.copy(),
                                   "log_prob": np.float64(0.0)}
@@ -227,7 +227,7 @@ class MCDBF(_TopMLearner):
         the generator is not touched.
         """
         xv = own_input(x, self.n_features)
-        greedy = top_m(self.W_ @ xv, self.m)
+        greedy = top_m(self.W_.dot(xv), self.m)
         if explore:
             played, log_prob = ordered_draw(self._rng, greedy, self.gamma, self.n_classes)
         else:

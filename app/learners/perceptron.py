@@ -51,7 +51,7 @@ class Perceptron(LoggedOnlyLearner):
 
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
         xv = own_input(x, self.n_features)
-        greedy = int((self.W_ @ xv).argmax())
+        greedy = int(self.W_.dot(xv).argmax())
         context: dict[str, Any] = {"x": xv, "greedy": greedy, "played": greedy, "prob": 1.0}
         output: dict[str, Any] = {"label": greedy, "probability": 1.0, "greedy_label": greedy}
         return Decision(output=output, context=context)
