@@ -21,7 +21,6 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from app.client import NoisyloopError
 from app.learners.base import ParamError
 from app.learners.registry import ALGORITHMS, algorithms
 from app.replay.output import plot, progress_bar, run_repeats, summarise, write_json
@@ -176,6 +175,11 @@ def replay(args: argparse.Namespace, advance: Callable[[int], None] | None = Non
 
 def handle(args: argparse.Namespace) -> int:
     """Run the replay, print the summary, write JSON and plot; 2 on a usage error."""
+    service_errors: tuple[type[Exception], ...] = ()
+    if args.service is not None:  # the HTTP client (httpx) only for --service
+        from app.client import NoisyloopError
+
+        service_errors = (NoisyloopError,)
     try:
         _validate(args)
         task = infer_task(args)
@@ -188,7 +192,7 @@ def handle(args: argparse.Namespace) -> int:
     except (ParamError, ValueError) as exc:
         print(f"noisyloop replay: error: {exc}", file=sys.stderr)
         return 2
-    except NoisyloopError as exc:
+    except service_errors as exc:
         print(f"noisyloop replay: service error: {exc}", file=sys.stderr)
         return 1
     summary = summarise(results, task=task, seconds=seconds, cpu_seconds=cpu)

@@ -4,6 +4,10 @@ The data directory holds the embedded Redis files (``redis/``), the URL of a
 running embedded Redis (``redis.url``, so ``noisyloop admin`` talks to the
 server that ``serve`` started instead of starting a second one) and the
 generated admin token (``admin_token``, mode 0600).
+
+redis-py, pydantic and the settings are imported inside the functions that
+use them: every sub-command's ``register`` imports this module, and
+``noisyloop replay`` needs none of them.
 """
 
 from __future__ import annotations
@@ -14,13 +18,10 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
-from pydantic import SecretStr
-
-from app.settings import Settings
-from app.store.embedded import EmbeddedRedis
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 ADMIN_TOKEN_FILE = "admin_token"
 REDIS_URL_FILE = "redis.url"
@@ -38,6 +39,8 @@ def add_service_arguments(parser: argparse.ArgumentParser, *, http: bool = True)
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Settings from the environment, overridden by the given flags."""
+    from app.settings import Settings
+
     overrides: dict[str, Any] = {}
     for name in ("host", "port", "data_dir", "redis_url"):
         value = getattr(args, name, None)
@@ -64,6 +67,8 @@ def with_admin_token(settings: Settings) -> tuple[Settings, str | None]:
 
     Returns the new token too when it was generated just now (to print once).
     """
+    from pydantic import SecretStr
+
     if settings.admin_token is not None:
         return settings, None
     token, created = ensure_admin_token(settings.data_dir)
@@ -72,6 +77,8 @@ def with_admin_token(settings: Settings) -> tuple[Settings, str | None]:
 
 
 def _answers(url: str) -> bool:
+    import redis
+
     try:
         with redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1) as client:
             return bool(client.ping())
@@ -86,6 +93,8 @@ def redis_for(settings: Settings, *, publish_url: bool = False) -> Iterator[str]
     A new embedded server is stopped on exit; with ``publish_url`` its URL is
     written to ``data_dir/redis.url`` while it runs.
     """
+    from app.store.embedded import EmbeddedRedis
+
     if settings.redis_url is not None:
         yield settings.redis_url
         return
