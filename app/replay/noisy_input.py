@@ -66,19 +66,22 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
 
 def learner_params(args: argparse.Namespace, rounds: int, classification: bool
                    ) -> dict[str, Any]:
-    """KernelOGD hyper-parameters from the command line (step from P5's eta)."""
-    parse_kernel(args.kernel)
-    loss = args.loss or ("smooth_hinge" if classification else "squared")
-    if (loss in CLASSIFICATION_LOSSES) != classification:
-        kind = "classification" if classification else "regression"
-        raise ValueError(f"loss {loss!r} does not fit this {kind} data set")
+    """KernelOGD hyper-parameters from the command line (step from P5's eta), then
+    ``--params`` on top (learner hyper-parameters as they are, e.g. ``eta`` unscaled)."""
     horizon = args.schedule == "horizon"
-    return {"kernel": args.kernel, "loss": loss, "p": args.p,
-            "eta": args.eta / np.sqrt(rounds) if horizon else args.eta,
-            "schedule": "constant" if horizon else "sqrt_t",
-            "norm_bound": args.norm_bound, "naive": bool(args.naive),
-            "gradient_order": args.gradient_order,
-            "budget": args.support_budget, "explicit_dim": args.explicit_dim}
+    params = {"kernel": args.kernel,
+              "loss": args.loss or ("smooth_hinge" if classification else "squared"),
+              "p": args.p, "eta": args.eta / np.sqrt(rounds) if horizon else args.eta,
+              "schedule": "constant" if horizon else "sqrt_t",
+              "norm_bound": args.norm_bound, "naive": bool(args.naive),
+              "gradient_order": args.gradient_order,
+              "budget": args.support_budget, "explicit_dim": args.explicit_dim,
+              } | dict(getattr(args, "params", None) or {})
+    parse_kernel(params["kernel"])
+    if (params["loss"] in CLASSIFICATION_LOSSES) != classification:
+        kind = "classification" if classification else "regression"
+        raise ValueError(f"loss {params['loss']!r} does not fit this {kind} data set")
+    return params
 
 
 def paper_expected_queries(kernel: str, p: float) -> float:
@@ -121,7 +124,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         "copies_per_round": oracle.queries / rounds,
         "queries_per_round": queries / rounds,
         "expected_queries": learner.expected_queries(),
-        "paper_expected_queries": paper_expected_queries(args.kernel, args.p),
+        "paper_expected_queries": paper_expected_queries(params["kernel"], params["p"]),
         f"first_window_{metric}": first,
         f"final_window_{metric}": last,
         "window_ratio": last / first if first > 0 else float("nan"),
@@ -130,7 +133,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         "centred": not args.no_centre,
     }
     return ReplayResult(
-        algorithm=algorithm + (" (naive)" if args.naive else ""),
+        algorithm=algorithm + (" (naive)" if params["naive"] else ""),
         dataset=str(args.dataset),
         rounds=rounds,
         metric=metric,

@@ -118,6 +118,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
             params["selection"] = args.selection
         if not gold.any():
             params["confusion"] = C.tolist()
+    params |= dict(getattr(args, "params", None) or {})  # --params on top
     learner = build(TASK, algorithm, n_features=X.shape[1], n_classes=n_classes,
                     params=params, seed=seed)
     fixed_noisy = corrupt_labels(t, C, rng)

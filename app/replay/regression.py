@@ -55,13 +55,15 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
 
 
 def learner_params(args: argparse.Namespace, algorithm: str) -> dict[str, Any]:
-    """Hyper-parameters given on the command line that ``algorithm`` accepts."""
+    """Hyper-parameters given on the command line that ``algorithm`` accepts, then
+    ``--params`` on top (as the label runner does)."""
     given = {"r": getattr(args, "r", None)}
     if algorithm == "ors":
         given |= {"alpha_rule": getattr(args, "alpha_rule", None),
                   "beta": getattr(args, "beta", None),
                   "k_variance": getattr(args, "k_variance", None)}
-    return {name: value for name, value in given.items() if value is not None}
+    return ({name: value for name, value in given.items() if value is not None}
+            | dict(getattr(args, "params", None) or {}))
 
 
 def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) -> ReplayResult:

@@ -70,3 +70,24 @@ def test_replay_params_must_be_json_object(capsys: pytest.CaptureFixture[str]) -
         main(["replay", "--dataset", "iris", "--algorithm", "rcnbf", "--params", "[1]"])
     assert info.value.code == 2
     assert "JSON object" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("task_args", "params"), [
+    (["--algorithm", "ors", "--dataset", "linear-gaussian"], {"r": 5.0}),
+    (["--algorithm", "uma", "--dataset", "circle", "--flip-to", "next"], {"alpha": 0.5}),
+    (["--algorithm", "kernel_ogd", "--dataset", "linear-gaussian", "--kernel", "linear"],
+     {"eta": 0.05}),
+])
+def test_replay_params_reach_every_task_runner(tmp_path: Path, task_args: list[str],
+                                                params: dict[str, float]) -> None:
+    out = tmp_path / "r.json"
+    assert main(["replay", *task_args, "--rounds", "200", "--no-progress",
+                 "--params", json.dumps(params), "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["params"].items() >= params.items()
+
+
+def test_replay_params_unknown_name_refused_by_regression_runner(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["replay", "--algorithm", "ors", "--dataset", "linear-gaussian", "--rounds",
+                 "50", "--no-progress", "--params", '{"bogus": 1}'])
+    assert code == 2 and "unknown parameter" in capsys.readouterr().err
