@@ -25,7 +25,8 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check app workers tests bench
-	$(BIN)/mypy app/learners app/store
+	$(BIN)/mypy --strict app/learners app/store
+	$(BIN)/mypy app workers
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
