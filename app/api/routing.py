@@ -5,9 +5,10 @@ FastAPI parses a JSON body with ``Request.json()`` (the standard library's
 large share of the request.  :class:`OrjsonRoute` hands the endpoint a
 request whose ``json()`` tries orjson first and falls back to ``json.loads``
 for anything orjson refuses (``NaN`` literals, non-UTF-8 encodings, lone
-surrogates) and for bodies with a run of 20 or more digits (orjson turns an
-integer beyond 64 bits into a float; ``json`` keeps it exact), so every body
-parses exactly as before: same value, or the same ``JSONDecodeError``.
+surrogates) and for bodies that may hold an integer of 20 or more digits
+(orjson turns an integer beyond 64 bits into a float; ``json`` keeps it
+exact), so every body parses exactly as before: same value, or the same
+``JSONDecodeError``.
 """
 
 from __future__ import annotations
@@ -20,11 +21,21 @@ import orjson
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-#: Digits -> "d", other bytes -> ".": a run of 20 "d" may be an integer beyond
-#: 64 bits, which orjson cannot keep exact (a translate and a substring search
-#: cost a fraction of the parse; a regular expression costs as much as ``json``).
-_DIGITS = bytes(0x64 if 0x30 <= b <= 0x39 else 0x2E for b in range(256))
-_LONG_RUN = b"d" * 20
+#: Digits -> "d", "." and exponent markers -> ".", any other byte -> ",".  An integer
+#: literal beyond 64 bits (which orjson turns into a float; ``json`` keeps it exact)
+#: is a run of 20 or more digits at the start of a number, i.e. after a ","
+#: (fractions and exponents follow a "."; "e-" also gives "," and just falls back).
+#: A translate and a substring search cost a fraction of the parse; a regular
+#: expression costs as much as ``json`` itself.
+_CLASSES = bytes(0x64 if 0x30 <= b <= 0x39 else 0x2E if b in b".eE" else 0x2C
+                 for b in range(256))
+_LONG_INT = b"d" * 20
+
+
+def _may_hold_big_int(body: bytes) -> bool:
+    """Whether ``body`` may hold an integer literal of 20 or more digits."""
+    classes = body.translate(_CLASSES)
+    return classes.startswith(_LONG_INT) or b"," + _LONG_INT in classes
 
 
 class OrjsonRequest(Request):
@@ -33,7 +44,7 @@ class OrjsonRequest(Request):
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
             body = await self.body()
-            if _LONG_RUN in body.translate(_DIGITS):
+            if _may_hold_big_int(body):
                 self._json = json.loads(body)
             else:
                 try:
