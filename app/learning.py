@@ -19,15 +19,42 @@ from app.learners.registry import build
 
 
 def build_learner(config: Mapping[str, Any], state: Mapping[str, np.ndarray] | None = None,
-                  noise: tuple[float, float] | None = None) -> Learner:
-    """A learner for ``config``, with ``state`` loaded and ``noise`` rates applied."""
+                  noise: tuple[float, float] | None = None,
+                  version: int | None = None) -> Learner:
+    """A learner for ``config``, with ``state`` loaded and ``noise`` rates applied.
+
+    ``version`` (the snapshot's) is given where the learner will *decide*: see
+    :func:`decision_seed`.
+    """
+    seed = config.get("seed")
+    if version is not None:
+        seed = decision_seed(seed, version)
     learner = build(config["task"], config["algorithm"], config["n_features"],
-                    config.get("n_classes"), config.get("params") or {}, seed=config.get("seed"))
+                    config.get("n_classes"), config.get("params") or {}, seed=seed)
     if state is not None:
         learner.set_state(state)
     if noise is not None:
         apply_noise_rates(learner, *noise)
     return learner
+
+
+def decision_seed(seed: int | None, version: int) -> int | None:
+    """Seed of the learner that decides at snapshot ``version`` of a seeded model.
+
+    The API rebuilds its learner at every new version; seeding each with the
+    model's own seed would restart the same exploration draws after every
+    trainer update (draws correlated across rounds).  Mixing in the version
+    keeps a seeded model reproducible while each version draws afresh.  An
+    unseeded model stays unseeded (fresh entropy per build).
+
+    >>> decision_seed(7, 1) == decision_seed(7, 1) != decision_seed(7, 2)
+    True
+    >>> decision_seed(None, 3) is None
+    True
+    """
+    if seed is None:
+        return None
+    return int(np.random.SeedSequence([int(seed), int(version)]).generate_state(1)[0])
 
 
 def uses_noise_rates(learner: Learner) -> bool:

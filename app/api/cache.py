@@ -43,7 +43,7 @@ class LearnerCache:
             if snap is None:
                 return None
             entry = _Entry(view.config["uid"], snap.version, noise,
-                           build_learner(view.config, snap.state, noise))
+                           build_learner(view.config, snap.state, noise, version=snap.version))
             self._entries[key] = entry
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
