@@ -17,6 +17,14 @@ the paper's sentence swaps ``p`` and ``q``, erratum 4.9.1).
 The streaming form (spec 4.5, with the settings that work in practice, see
 ``docs/results/uma.md``) buffers the noisy examples in a sliding window and
 runs a few UMA iterations on the whole window every ``chunk`` new examples.
+
+Kernels (P4 section 3.6): the paper projects the inputs onto ``D`` kernel-PCA
+axes and runs UMA on the projections.  With ``kernel="gaussian:SIGMA2"``
+UMA runs on ``D = n_components`` random Fourier features of the Gaussian
+kernel ``exp(-||x - x'||^2 / sigma2)`` (Rahimi and Recht, 2007),
+``phi(x) = sqrt(2/D) cos(Omega^T x + b)``, ``Omega ~ N(0, (2/sigma2) I)``,
+``b ~ U[0, 2 pi)``, so that ``E <phi(x), phi(x')> = k(x, x')``; see
+:func:`fourier_features`.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from app.learners.confusion import (
     estimate_confusion,
     validate_confusion,
 )
+from app.learners.kernels.functions import parse_kernel
 from app.learners.linear import own_input
 from app.learners.perceptron import Perceptron
 
@@ -56,6 +65,23 @@ SOURCE_IDENTITY, SOURCE_GIVEN, SOURCE_GOLD = 0, 1, 2
 SOURCE_NAMES = ("identity", "given", "gold")
 
 PI_MIN = 1e-12
+
+
+def fourier_features(X: np.ndarray, omega: np.ndarray, phase: np.ndarray) -> np.ndarray:
+    """Random Fourier features ``phi(x) = sqrt(2/D) cos(Omega^T x + b)`` of the rows of ``X``.
+
+    ``omega`` has shape ``(d, D)``, ``phase`` shape ``(D,)``.  With
+    ``Omega ~ N(0, (2/sigma2) I)`` and ``b ~ U[0, 2 pi)``,
+    ``E <phi(x), phi(x')> = exp(-||x - x'||^2 / sigma2)``.
+
+    >>> rng = np.random.default_rng(0)
+    >>> omega, phase = rng.standard_normal((2, 20000)), rng.uniform(0, 2 * np.pi, 20000)
+    >>> phi = fourier_features(np.array([[0.0, 0.0], [0.6, 0.8]]), omega * np.sqrt(2.0), phase)
+    >>> bool(abs(phi[0] @ phi[1] - np.exp(-1.0)) < 0.03)   # sigma2 = 1; s.d. about 0.005
+    True
+    """
+    D = phase.shape[0]
+    return np.asarray(np.sqrt(2.0 / D) * np.cos(X @ omega + phase))
 
 
 def membership(scores: np.ndarray, alpha: float) -> np.ndarray:
@@ -166,6 +192,9 @@ class UMA(Learner):
     ``window`` examples; every ``chunk`` new examples, :meth:`step` runs up
     to ``iterations`` UMA iterations (:func:`uma_iteration`) on the whole
     window.  Predictions are ``argmax_q <w_q, x>`` (lowest index on ties).
+    With a ``kernel``, ``x`` is replaced by its random Fourier features
+    ``phi(x)`` everywhere (updates and predictions); the window keeps the
+    raw inputs and a step maps them.
 
     Gold examples (``gold = 1``) carry, besides the noisy label the noise
     source gave, the checked ``true_label``; their pair counts estimate
@@ -211,11 +240,22 @@ class UMA(Learner):
         Run :meth:`step` from :meth:`learn_one` when a chunk is complete;
         ``False`` leaves it to the caller (the service's ``uma`` worker),
         which checks :attr:`step_due`.
+    kernel:
+        ``None`` (default): linear UMA on ``x``.  ``"gaussian:SIGMA2"``: UMA
+        on random Fourier features of ``exp(-||x - x'||^2 / sigma2)`` (the
+        project's kernel syntax, :func:`~app.learners.kernels.functions.parse_kernel`;
+        other kernels are refused).  Random features rather than a Nystroem
+        map from the first examples: the map is fixed by the seed from the
+        first decision on, has fixed shapes and needs no warm-up phase.
+    n_components:
+        Number ``D`` of random features (ignored without ``kernel``).
 
     Attributes
     ----------
-    W_ : ndarray of shape (Q, d)
+    W_ : ndarray of shape (Q, d), or (Q, D) with a kernel
         Weight rows; they sum to 0.
+    omega_, phase_ : ndarrays of shape (d, D) and (D,), only with a kernel
+        The random Fourier map ``Omega``, ``b``, drawn once from ``seed``.
     confusion_ : ndarray of shape (Q, Q)
         The confusion matrix in use.
     confusion_source_ : 0-d int array
@@ -265,6 +305,8 @@ class UMA(Learner):
         gold_min_per_class: int = 10,
         cond_max: float = COND_MAX,
         auto_step: bool = True,
+        kernel: str | None = None,
+        n_components: int = 200,
     ) -> None:
         self.n_features = check_int("n_features", n_features, 1)
         self.n_classes = check_int("n_classes", n_classes, 2)
@@ -283,12 +325,26 @@ class UMA(Learner):
         self.gold_min_per_class = check_int("gold_min_per_class", gold_min_per_class, 1)
         self.cond_max = check_range("cond_max", cond_max, 1.0, np.inf, high_open=True)
         self.auto_step = bool(auto_step)
+        self.n_components = check_int("n_components", n_components, 1)
+        self.kernel = kernel
+        sigma2 = None
+        if kernel is not None:
+            spec = parse_kernel(kernel)
+            if not spec.gaussian:
+                raise ParamError("kernel", f"UMA supports 'gaussian:SIGMA2' only, got {kernel!r}")
+            sigma2 = spec.sigma2
         self.confusion = confusion
         #: Why the last gold estimate of ``C`` was not used (``None`` if it was).
         self.confusion_warning: str | None = None
         self._rng = np.random.default_rng(seed)
         Q, d = self.n_classes, self.n_features
-        self.W_ = np.zeros((Q, d))
+        self._state_names = self._STATE
+        if sigma2 is not None:
+            D = self.n_components
+            self.omega_ = self._rng.standard_normal((d, D)) * np.sqrt(2.0 / sigma2)
+            self.phase_ = self._rng.uniform(0.0, 2.0 * np.pi, D)
+            self._state_names += ("omega_", "phase_")
+        self.W_ = np.zeros((Q, self.n_components if sigma2 is not None else d))
         self.buffer_x_ = np.zeros((self.window, d))
         self.buffer_y_ = np.zeros(self.window, dtype=np.int64)
         self.seen_ = np.zeros((), dtype=np.int64)
@@ -347,10 +403,16 @@ class UMA(Learner):
 
     # -- learning ---------------------------------------------------------------------------
 
+    def features(self, X: np.ndarray) -> np.ndarray:
+        """The inputs UMA works on: the rows of ``X``, or their random Fourier features."""
+        if self.kernel is None:
+            return X
+        return fourier_features(X, self.omega_, self.phase_)
+
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
-        """Predict ``argmax_q <w_q, x>``; logs ``x`` (UMA needs nothing else, spec 4.4)."""
+        """Predict ``argmax_q <w_q, phi(x)>``; logs ``x`` (UMA needs nothing else, spec 4.4)."""
         xv = own_input(x, self.n_features)
-        label = int(np.argmax(self.W_ @ xv))
+        label = int(np.argmax(self.W_ @ self.features(xv[None, :])[0]))
         return Decision(output={"label": label}, context={"x": xv})
 
     def _check_label(self, name: str, value: Any) -> int:
@@ -400,9 +462,10 @@ class UMA(Learner):
         """Batch UMA (Algorithm 2) on ``(X, y)`` from the current ``W``, with the current ``C``.
 
         Stops when no candidate pair is left (spec 4.2 step 9) or after
-        ``max_iter`` iterations; returns the number of updates.
+        ``max_iter`` iterations; returns the number of updates.  ``X`` holds
+        raw inputs (mapped by :meth:`features` with a kernel).
         """
-        X = np.asarray(X, dtype=np.float64)
+        X = self.features(np.asarray(X, dtype=np.float64))
         y = np.asarray(y, dtype=np.int64)
         eps = self.eps_z * float(np.mean(np.linalg.norm(X, axis=1)))
         done = 0
@@ -421,8 +484,8 @@ class UMA(Learner):
               "gold_counts_", "confusion_", "confusion_source_")
 
     def get_state(self) -> State:
-        """Copies of the weights, the window, the counters and the confusion matrix."""
-        return {name: np.array(getattr(self, name), copy=True) for name in self._STATE}
+        """Copies of the weights, the window, the counters, the confusion matrix (and the kernel map)."""
+        return {name: np.array(getattr(self, name), copy=True) for name in self._state_names}
 
     def set_state(self, state: Mapping[str, np.ndarray]) -> None:
         """Replace everything :meth:`get_state` exports (shapes must match)."""

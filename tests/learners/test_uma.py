@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.learners.base import ParamError
+from app.learners.base import ParamError, stack_events
 from app.learners.uma import (
     SELECTIONS,
     TAU_RULES,
@@ -171,3 +171,74 @@ def test_uma_with_true_confusion_beats_perceptron_on_noisy_labels() -> None:
         errors[name] = wrong / len(X)
     # Perceptron's online error against a 35% structured noise stays far above UMA's.
     assert errors["uma"] + 0.1 < errors["perceptron"], errors
+
+
+def _rings(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Three concentric rings of equal width in the unit disc, radius uniform: equal class sizes."""
+    radius, angle = rng.uniform(0.0, 1.0, n), rng.uniform(0.0, 2 * np.pi, n)
+    t = np.minimum((radius * Q).astype(int), Q - 1)
+    return np.c_[radius * np.cos(angle), radius * np.sin(angle)], t
+
+
+def test_kernel_uma_learns_rings_that_linear_uma_cannot() -> None:
+    rng = np.random.default_rng(6)
+    X, t = _rings(2000, rng)
+    C = uniform_confusion(Q, 0.3)
+    noisy = corrupt_labels(t, C, rng)
+    X_test, t_test = _rings(2000, np.random.default_rng(7))
+    errors = {}
+    for name, params in (("linear", {}), ("kernel", {"kernel": "gaussian:0.1", "n_components": 100})):
+        model = UMA(n_features=2, n_classes=Q, confusion=C.tolist(), seed=0, **params)
+        for x, y in zip(X, noisy):
+            model.learn_one({"x": x, "label": y, "gold": 0, "true_label": -1})
+        errors[name] = float(np.mean([model.decide(x).output["label"] != q
+                                      for x, q in zip(X_test, t_test)]))
+    # Without a bias, a linear rule predicts from the angle alone, which is independent of the
+    # ring: its expected error is >= 2/3 (s.e. 0.011 on 2,000 test points).  Kernel UMA
+    # measured 0.05-0.09 on seeds 0-2 of this problem: 0.25 leaves a wide margin.
+    assert errors["linear"] > 0.6, errors
+    assert errors["kernel"] < 0.25, errors
+
+
+def _kernel_uma(seed: int | None) -> UMA:
+    return UMA(n_features=3, n_classes=Q, seed=seed, kernel="gaussian:0.5", n_components=16,
+               confusion=uniform_confusion(Q, 0.2).tolist(), chunk=10)
+
+
+def _kernel_events(n: int = 60) -> list[dict[str, object]]:
+    X, t, _ = _problem(n=n)
+    return [{"x": x, "label": y, "gold": 0, "true_label": -1} for x, y in zip(X, t)]
+
+
+def test_kernel_state_round_trips_with_the_random_map() -> None:
+    model = _kernel_uma(seed=None)
+    for event in _kernel_events():
+        model.learn_one(event)
+    state = model.get_state()
+    assert state["omega_"].shape == (3, 16) and state["W_"].shape == (Q, 16)
+    fresh = _kernel_uma(seed=99)
+    fresh.set_state(state)
+    X, _, _ = _problem(n=20, seed=8)
+    assert [fresh.decide(x).output for x in X] == [model.decide(x).output for x in X]
+    assert model.W_.any()
+
+
+def test_kernel_same_seed_and_learn_many_give_same_state() -> None:
+    events = _kernel_events()
+    a, b, batched = _kernel_uma(4), _kernel_uma(4), _kernel_uma(4)
+    for event in events:
+        a.learn_one(event)
+        b.learn_one(event)
+    batched.learn_many(stack_events(events))
+    for name, value in a.get_state().items():
+        np.testing.assert_array_equal(b.get_state()[name], value, err_msg=name)
+        np.testing.assert_array_equal(batched.get_state()[name], value, err_msg=name)
+    assert not np.array_equal(_kernel_uma(5).omega_, a.omega_)
+
+
+@pytest.mark.parametrize("kernel", ["poly:2", "gaussian:0", "rbf:1"])
+def test_kernel_refuses_unsupported_specs(kernel: str) -> None:
+    with pytest.raises(ParamError, match="kernel"):
+        UMA(n_features=2, n_classes=Q, kernel=kernel)
+    with pytest.raises(ParamError, match="n_components"):
+        UMA(n_features=2, n_classes=Q, kernel="gaussian:1", n_components=0)
