@@ -21,6 +21,10 @@ annotations); ``--noise-per example`` corrupts each data set row once (a
 fixed noisy data set replayed with repetition).  ``extra`` holds the
 confusion matrix in use at the end, its source and its largest error, the
 number of gold labels and the error over the last 10% of rounds.
+
+UMA's kernel option goes through ``--params``, e.g. ``--params '{"kernel":
+"gaussian:0.25", "n_components": 300}'`` (``--kernel`` belongs to the
+``noisy_input`` options of ``noisyloop replay``).
 """
 
 from __future__ import annotations
