@@ -5,19 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
-from app.learners.base import Decision, check_range
-from app.learners.linear import (
-    LoggedOnlyLearner,
-    Terms,
-    check_click,
-    explore_decision,
-    explore_decisions,
-)
+from app.learners.base import check_range
+from app.learners.linear import BanditronExploration, LoggedOnlyLearner, Terms, check_click
 
 
-class Banditron(LoggedOnlyLearner):
+class Banditron(BanditronExploration, LoggedOnlyLearner):
     """Banditron: explore with ``P(r) = (1 - gamma) I[r = yhat] + gamma / K``, update
 
         W <- W + x ((f / P(ytilde)) e_ytilde - e_yhat)
@@ -44,6 +36,7 @@ class Banditron(LoggedOnlyLearner):
 
     Examples
     --------
+    >>> import numpy as np
     >>> rng = np.random.default_rng(0)
     >>> model = Banditron(n_features=3, n_classes=3, seed=1, gamma=0.2)
     >>> for _ in range(2000):
@@ -61,14 +54,6 @@ class Banditron(LoggedOnlyLearner):
                  seed: int | None = None, gamma: float = 0.05) -> None:
         super().__init__(n_features=n_features, n_classes=n_classes, seed=seed)
         self.gamma = check_range("gamma", gamma, 0.0, 1.0, low_open=True, high_open=True)
-
-    def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
-        """Greedy label and, with ``explore``, an exploration draw (see ``explore_decision``)."""
-        return explore_decision(self.W_, x, self._rng, self.gamma, explore)
-
-    def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
-        """:meth:`decide` for each row of ``X`` with one matrix product (``explore_decisions``)."""
-        return explore_decisions(self.W_, X, self._rng, self.gamma, explore)
 
     def click_value(self, click: Any) -> Any:
         """The value that replaces the click in the update: the click itself here."""

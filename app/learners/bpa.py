@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.learners.base import Decision, Event, check_range
-from app.learners.linear import LinearLearner, check_click, explore_decision, explore_decisions
+from app.learners.base import Event, check_range
+from app.learners.linear import BanditronExploration, LinearLearner, check_click
 
 
-class BanditPA(LinearLearner):
+class BanditPA(BanditronExploration, LinearLearner):
     """Bandit Passive-Aggressive: plays like the Banditron, corrects only the played row.
 
     With ``a = click`` (1 when the played label ``yt`` was right), spec 6.3:
@@ -48,14 +48,6 @@ class BanditPA(LinearLearner):
                  seed: int | None = None, gamma: float = 0.05) -> None:
         super().__init__(n_features=n_features, n_classes=n_classes, seed=seed)
         self.gamma = check_range("gamma", gamma, 0.0, 1.0, low_open=True, high_open=True)
-
-    def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
-        """Greedy label and, with ``explore``, an exploration draw (as the Banditron)."""
-        return explore_decision(self.W_, x, self._rng, self.gamma, explore)
-
-    def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
-        """:meth:`decide` for each row of ``X`` with one matrix product (``explore_decisions``)."""
-        return explore_decisions(self.W_, X, self._rng, self.gamma, explore)
 
     def learn_one(self, event: Event) -> None:
         sign = 2.0 * float(check_click(event["click"])) - 1.0

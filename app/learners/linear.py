@@ -214,6 +214,26 @@ def explore_decisions(W: np.ndarray, X: np.ndarray, rng: np.random.Generator, ga
     return out
 
 
+class BanditronExploration:
+    """Mixin: decisions drawn from the Banditron exploration law (spec 0.6) with ``gamma``.
+
+    Shared by the Banditron family, BPA and SOBA, which differ only in their
+    updates: ``P(r) = (1 - gamma) I[r = y_hat] + gamma / K``.
+    """
+
+    W_: np.ndarray
+    gamma: float
+    _rng: np.random.Generator
+
+    def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
+        """Greedy label and, with ``explore``, an exploration draw (see ``explore_decision``)."""
+        return explore_decision(self.W_, x, self._rng, self.gamma, explore)
+
+    def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
+        """:meth:`decide` for each row of ``X`` with one matrix product (``explore_decisions``)."""
+        return explore_decisions(self.W_, X, self._rng, self.gamma, explore)
+
+
 class LinearLearner(Learner):
     """A ``(K, d)`` weight matrix ``W_`` with validated sizes and a seeded generator.
 

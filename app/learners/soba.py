@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from app.learners.base import Decision, Event, ParamError, State, check_positive, check_range
-from app.learners.linear import LinearLearner, check_click, explore_decision, explore_decisions
+from app.learners.base import Event, ParamError, State, check_positive, check_range
+from app.learners.linear import BanditronExploration, LinearLearner, check_click
 from app.learners.proxy import check_noise_rates, unbiased_click
 
 #: Largest ``K d`` for the full ``(Kd, Kd)`` inverse (200 MB of float64);
@@ -15,7 +15,7 @@ from app.learners.proxy import check_noise_rates, unbiased_click
 MAX_FULL_DIM = 5000
 
 
-class SOBA(LinearLearner):
+class SOBA(BanditronExploration, LinearLearner):
     """Second Order Banditron: an online-Newton step on importance-weighted hinge gradients.
 
     Plays like the Banditron (``p = (1 - gamma) e_yhat + gamma / K``).  State:
@@ -114,14 +114,6 @@ class SOBA(LinearLearner):
     def set_noise_rates(self, rho0: float, rho1: float) -> None:
         """Rates for ``h`` (used only when ``noise_corrected``), for later updates."""
         self.noise_rates_ = np.array(check_noise_rates(rho0, rho1))
-
-    def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
-        """Greedy label and, with ``explore``, an exploration draw (as the Banditron)."""
-        return explore_decision(self.W_, x, self._rng, self.gamma, explore)
-
-    def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
-        """:meth:`decide` for each row of ``X`` with one matrix product (``explore_decisions``)."""
-        return explore_decisions(self.W_, X, self._rng, self.gamma, explore)
 
     def learn_one(self, event: Event) -> None:
         click = float(check_click(event["click"]))
