@@ -7,6 +7,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
 with warnings.catch_warnings():
@@ -62,6 +63,24 @@ def new_model(client: TestClient, auth: dict[str, str], **overrides: Any) -> dic
     r = client.post("/v1/models", json=body, headers=auth)
     assert r.status_code == 201, r.text
     return r.json()
+
+
+def predict_all(client: TestClient, auth: dict[str, str], X: np.ndarray,
+                explore: bool = True, model: str = "m1") -> list[dict[str, Any]]:
+    """Batch-predict every row of ``X`` (1000 instances per request)."""
+    out: list[dict[str, Any]] = []
+    for i in range(0, len(X), 1000):
+        r = client.post(f"/v1/models/{model}/predict",
+                        json={"instances": X[i:i + 1000].tolist(), "explore": explore},
+                        headers=auth)
+        assert r.status_code == 200, r.text
+        out += r.json()["predictions"]
+    return out
+
+
+def post_feedback(client: TestClient, auth: dict[str, str], body: Any, model: str = "m1") -> Any:
+    """POST one feedback body (single event or batch) and return the response."""
+    return client.post(f"/v1/models/{model}/feedback", json=body, headers=auth)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.api.conftest import TestClient
+from tests.api.conftest import TestClient, post_feedback, predict_all
 
 
 def _model(client: TestClient, auth: dict[str, str], **overrides: Any) -> dict[str, Any]:
@@ -15,21 +15,6 @@ def _model(client: TestClient, auth: dict[str, str], **overrides: Any) -> dict[s
     r = client.post("/v1/models", json=body, headers=auth)
     assert r.status_code == 201, r.text
     return r.json()
-
-
-def _predict(client: TestClient, auth: dict[str, str], X: np.ndarray,
-             explore: bool = True) -> list[dict[str, Any]]:
-    out = []
-    for i in range(0, len(X), 1000):
-        r = client.post("/v1/models/m1/predict", json={"instances": X[i:i + 1000].tolist(),
-                                                       "explore": explore}, headers=auth)
-        assert r.status_code == 200, r.text
-        out += r.json()["predictions"]
-    return out
-
-
-def _feedback(client: TestClient, auth: dict[str, str], body: Any) -> Any:
-    return client.post("/v1/models/m1/feedback", json=body, headers=auth)
 
 
 def test_create_service_defaults_keep_snapshots_small(client: TestClient,
@@ -60,37 +45,37 @@ def test_create_service_defaults_keep_snapshots_small(client: TestClient,
 def test_feedback_invalid_422(client: TestClient, tenant: dict[str, str], body: dict[str, Any],
                               field: str) -> None:
     _model(client, tenant, params={"kernel": "linear"})
-    eid = _predict(client, tenant, np.ones((1, 3)))[0]["event_id"]
-    r = _feedback(client, tenant, {"event_id": eid, **body})
+    eid = predict_all(client, tenant, np.ones((1, 3)))[0]["event_id"]
+    r = post_feedback(client, tenant, {"event_id": eid, **body})
     assert r.status_code == 422, r.text
     assert r.json()["error"]["field"] == field
 
 
 def test_more_copies_flow(client: TestClient, tenant: dict[str, str]) -> None:
     _model(client, tenant)                             # gaussian kernel: random plans
-    preds = _predict(client, tenant, np.ones((50, 3)))
+    preds = predict_all(client, tenant, np.ones((50, 3)))
     assert all(set(p) == {"event_id", "value", "copies_needed", "model_version"} for p in preds)
     p = next(p for p in preds if p["copies_needed"] >= 3)
     k = p["copies_needed"]
     copies = np.random.default_rng(0).normal(1.0, 0.1, (k + 1, 3)).tolist()
-    r = _feedback(client, tenant, {"event_id": p["event_id"], "target": 0.5,
+    r = post_feedback(client, tenant, {"event_id": p["event_id"], "target": 0.5,
                                    "copies": copies[:1]})
     assert r.status_code == 202 and r.json() == {"accepted": True, "more_copies": k - 1}
-    r = _feedback(client, tenant, {"event_id": p["event_id"], "target": 0.7,
+    r = post_feedback(client, tenant, {"event_id": p["event_id"], "target": 0.7,
                                    "copies": copies[1:2]})
     assert r.status_code == 422 and r.json()["error"]["field"] == "target"
-    r = _feedback(client, tenant, {"event_id": p["event_id"], "copies": []})
+    r = post_feedback(client, tenant, {"event_id": p["event_id"], "copies": []})
     assert r.status_code == 422 and r.json()["error"]["field"] == "copies"
-    r = _feedback(client, tenant, {"event_id": p["event_id"], "copies": copies[1:2]})
+    r = post_feedback(client, tenant, {"event_id": p["event_id"], "copies": copies[1:2]})
     assert r.json() == {"accepted": True, "more_copies": k - 2}
     assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["feedback_accepted"] == 0
-    r = _feedback(client, tenant, {"event_id": p["event_id"], "target": 0.5,
+    r = post_feedback(client, tenant, {"event_id": p["event_id"], "target": 0.5,
                                    "copies": copies[2:]})   # one more than needed: ignored
     assert r.json() == {"accepted": True}
-    assert _feedback(client, tenant, {"event_id": p["event_id"],
+    assert post_feedback(client, tenant, {"event_id": p["event_id"],
                                       "copies": copies[:1]}).status_code == 409
     none = next(p for p in preds if p["copies_needed"] == 0)
-    assert _feedback(client, tenant, {"event_id": none["event_id"],
+    assert post_feedback(client, tenant, {"event_id": none["event_id"],
                                       "target": 0.5}).json() == {"accepted": True}
     assert client.post("/v1/models/m1/sync", headers=tenant).json()["version"] >= 2
     model = client.get("/v1/models/m1", headers=tenant).json()
@@ -108,15 +93,15 @@ def test_kernel_ogd_linear_learns_from_noisy_copies(client: TestClient,
     X_test = rng.standard_normal((300, d))
 
     def mse() -> float:
-        values = np.array([p["value"] for p in _predict(client, tenant, X_test, explore=False)])
+        values = np.array([p["value"] for p in predict_all(client, tenant, X_test, explore=False)])
         return float(np.mean((values - X_test @ w) ** 2))
 
     before = mse()
     X = rng.standard_normal((3000, d))
-    preds = _predict(client, tenant, X + rng.normal(0, sigma, X.shape))
+    preds = predict_all(client, tenant, X + rng.normal(0, sigma, X.shape))
     assert {p["copies_needed"] for p in preds} == {1}   # linear + squared: two copies per round
     for start in range(0, len(X), 1000):
-        r = _feedback(client, tenant, {"events": [
+        r = post_feedback(client, tenant, {"events": [
             {"event_id": preds[i]["event_id"], "target": float(X[i] @ w),
              "copies": (X[i] + rng.normal(0, sigma, (1, d))).tolist()}
             for i in range(start, start + 1000)]})
@@ -129,12 +114,12 @@ def test_kernel_ogd_linear_learns_from_noisy_copies(client: TestClient,
 def test_classification_loss_needs_a_sign_target(client: TestClient,
                                                  tenant: dict[str, str]) -> None:
     _model(client, tenant, params={"kernel": "linear", "loss": "smooth_hinge"})
-    p = _predict(client, tenant, np.ones((1, 3)))[0]
+    p = predict_all(client, tenant, np.ones((1, 3)))[0]
     assert p["label"] in (-1, 1)
-    r = _feedback(client, tenant, {"event_id": p["event_id"], "target": 0.5,
+    r = post_feedback(client, tenant, {"event_id": p["event_id"], "target": 0.5,
                                    "copies": np.ones((p["copies_needed"], 3)).tolist()})
     assert r.status_code == 422 and r.json()["error"]["field"] == "target"
-    r = _feedback(client, tenant, {"event_id": p["event_id"], "target": -1,
+    r = post_feedback(client, tenant, {"event_id": p["event_id"], "target": -1,
                                    "copies": np.ones((p["copies_needed"], 3)).tolist()})
     assert r.json() == {"accepted": True}
     client.post("/v1/models/m1/sync", headers=tenant)

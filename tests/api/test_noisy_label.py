@@ -9,7 +9,7 @@ import pytest
 
 from app.sim.datasets import load_classification
 from app.sim.noisy_labels import corrupt_labels, next_class_confusion
-from tests.api.conftest import TestClient
+from tests.api.conftest import TestClient, post_feedback
 
 
 def _model(client: TestClient, auth: dict[str, str], **overrides: Any) -> dict[str, Any]:
@@ -20,15 +20,11 @@ def _model(client: TestClient, auth: dict[str, str], **overrides: Any) -> dict[s
     return r.json()
 
 
-def _feedback(client: TestClient, auth: dict[str, str], body: Any, model: str = "m1") -> Any:
-    return client.post(f"/v1/models/{model}/feedback", json=body, headers=auth)
-
-
 def _examples(client: TestClient, auth: dict[str, str], X: np.ndarray, labels: np.ndarray,
               model: str = "m1", chunk: int = 1000) -> None:
     """Post examples without predictions, ``chunk`` at a time, each chunk applied before the next."""
     for i in range(0, len(X), chunk):
-        r = _feedback(client, auth, {"events": [
+        r = post_feedback(client, auth, {"events": [
             {"features": x.tolist(), "label": int(y)}
             for x, y in zip(X[i:i + chunk], labels[i:i + chunk], strict=True)]}, model)
         assert r.json() == {"accepted": len(X[i:i + chunk]), "rejected": []}, r.text
@@ -43,10 +39,10 @@ def test_create_predict_feedback(client: TestClient, tenant: dict[str, str]) -> 
     assert r.status_code == 422 and r.json()["error"]["field"] == "n_classes"
     p = client.post("/v1/models/m1/predict", json={"features": [1, 0, 0]}, headers=tenant).json()
     assert set(p) == {"event_id", "label", "model_version"} and 0 <= p["label"] < 3
-    assert _feedback(client, tenant, {"event_id": p["event_id"], "label": 2}).status_code == 202
-    assert _feedback(client, tenant, {"event_id": p["event_id"], "label": 2}).status_code == 409
-    assert _feedback(client, tenant, {"event_id": "nope", "label": 2}).status_code == 404
-    r = _feedback(client, tenant, {"features": [0, 1, 0], "label": 1})
+    assert post_feedback(client, tenant, {"event_id": p["event_id"], "label": 2}).status_code == 202
+    assert post_feedback(client, tenant, {"event_id": p["event_id"], "label": 2}).status_code == 409
+    assert post_feedback(client, tenant, {"event_id": "nope", "label": 2}).status_code == 404
+    r = post_feedback(client, tenant, {"features": [0, 1, 0], "label": 1})
     assert r.status_code == 202 and r.json() == {"accepted": True}
     assert client.post("/v1/models/m1/sync", headers=tenant).json()["version"] >= 2
     stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
@@ -66,17 +62,17 @@ def test_create_predict_feedback(client: TestClient, tenant: dict[str, str]) -> 
 def test_feedback_invalid_422(client: TestClient, tenant: dict[str, str], body: dict[str, Any],
                               field: str | None) -> None:
     _model(client, tenant)
-    r = _feedback(client, tenant, body)
+    r = post_feedback(client, tenant, body)
     assert r.status_code == 422, r.text
     assert r.json()["error"]["field"] == field
-    r = _feedback(client, tenant, {"events": [{"features": [1, 0, 0], "label": 0}, body]})
+    r = post_feedback(client, tenant, {"events": [{"features": [1, 0, 0], "label": 0}, body]})
     assert r.json()["accepted"] == 1 and r.json()["rejected"][0]["index"] == 1
 
 
 def test_perceptron_gold_needs_no_noisy_label(client: TestClient,
                                               tenant: dict[str, str]) -> None:
     _model(client, tenant, algorithm="perceptron")
-    r = _feedback(client, tenant, {"features": [1, 0, 0], "label": 1, "gold": True})
+    r = post_feedback(client, tenant, {"features": [1, 0, 0], "label": 1, "gold": True})
     assert r.status_code == 202
     client.post("/v1/models/m1/sync", headers=tenant)
     p = client.post("/v1/models/m1/predict", json={"features": [1, 0, 0], "explore": False},
@@ -128,7 +124,7 @@ def test_gold_examples_change_the_estimated_confusion(client: TestClient,
     true = np.repeat(np.arange(3), 50)  # 150: the last UMA step (every 50) sees them all
     noisy = corrupt_labels(true, C, rng)
     X = rng.standard_normal((len(true), 3))
-    r = _feedback(client, tenant, {"events": [
+    r = post_feedback(client, tenant, {"events": [
         {"features": x.tolist(), "label": int(t), "gold": True, "noisy_label": int(n)}
         for x, t, n in zip(X, true, noisy, strict=True)]})
     assert r.json()["accepted"] == len(true)

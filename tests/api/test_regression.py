@@ -16,7 +16,7 @@ from app.api.tasks import task_spec
 from app.learners.ors import ORS
 from app.store.expiry import expire_many
 from app.store.keys import ModelKeys
-from tests.api.conftest import TestClient
+from tests.api.conftest import TestClient, post_feedback, predict_all
 
 
 def _model(client: TestClient, auth: dict[str, str], **overrides: Any) -> dict[str, Any]:
@@ -26,21 +26,6 @@ def _model(client: TestClient, auth: dict[str, str], **overrides: Any) -> dict[s
     r = client.post("/v1/models", json={"model_id": "m1", "seed": 0, **body}, headers=auth)
     assert r.status_code == 201, r.text
     return r.json()
-
-
-def _predict(client: TestClient, auth: dict[str, str], X: np.ndarray,
-             explore: bool = True) -> list[dict[str, Any]]:
-    out = []
-    for i in range(0, len(X), 1000):
-        r = client.post("/v1/models/m1/predict", json={"instances": X[i:i + 1000].tolist(),
-                                                       "explore": explore}, headers=auth)
-        assert r.status_code == 200, r.text
-        out += r.json()["predictions"]
-    return out
-
-
-def _feedback(client: TestClient, auth: dict[str, str], body: Any) -> Any:
-    return client.post("/v1/models/m1/feedback", json=body, headers=auth)
 
 
 def _weights(client: TestClient, auth: dict[str, str]) -> np.ndarray:
@@ -77,15 +62,15 @@ def test_create_regression_defaults_and_validation(client: TestClient,
 def test_feedback_invalid_422(client: TestClient, tenant: dict[str, str], body: dict[str, Any],
                               field: str) -> None:
     _model(client, tenant)
-    eid = _predict(client, tenant, np.ones((1, 3)))[0]["event_id"]
-    r = _feedback(client, tenant, {"event_id": eid, **body})
+    eid = predict_all(client, tenant, np.ones((1, 3)))[0]["event_id"]
+    r = post_feedback(client, tenant, {"event_id": eid, **body})
     assert r.status_code == 422, r.text
     assert r.json()["error"]["field"] == field
 
 
 def test_feedback_non_finite_422(client: TestClient, tenant: dict[str, str]) -> None:
     _model(client, tenant)
-    eid = _predict(client, tenant, np.ones((1, 3)))[0]["event_id"]
+    eid = predict_all(client, tenant, np.ones((1, 3)))[0]["event_id"]
     for raw, field in ((b'{"event_id": "%s", "values": [1.0, NaN]}', "values[1]"),
                        (b'{"event_id": "%s", "values": [1.0], "variance": Infinity}',
                         "variance")):
@@ -97,13 +82,13 @@ def test_feedback_non_finite_422(client: TestClient, tenant: dict[str, str]) -> 
 def test_feedback_unknown_duplicate_and_version(client: TestClient,
                                                 tenant: dict[str, str]) -> None:
     _model(client, tenant)
-    p = _predict(client, tenant, np.array([[1.0, 2.0, 3.0]]))[0]
+    p = predict_all(client, tenant, np.array([[1.0, 2.0, 3.0]]))[0]
     assert set(p) == {"event_id", "value", "model_version"} and p["value"] == 0.0
-    assert _feedback(client, tenant, {"event_id": "nope", "values": [1.0]}).status_code == 404
-    r = _feedback(client, tenant, {"event_id": p["event_id"], "values": [1.0, 2.0],
+    assert post_feedback(client, tenant, {"event_id": "nope", "values": [1.0]}).status_code == 404
+    r = post_feedback(client, tenant, {"event_id": p["event_id"], "values": [1.0, 2.0],
                                    "variance": 0.5})
     assert r.status_code == 202 and r.json() == {"accepted": True}
-    assert _feedback(client, tenant, {"event_id": p["event_id"],
+    assert post_feedback(client, tenant, {"event_id": p["event_id"],
                                       "values": [1.0]}).status_code == 409
     assert client.post("/v1/models/m1/sync", headers=tenant).json()["version"] == 2
     assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == 1
@@ -113,18 +98,18 @@ def test_more_labels_flow_joins_all_values(client: TestClient, tenant: dict[str,
     # budget 3 with "const": every round gets ceil(3) = 3 labels (p = 1)
     _model(client, tenant, label_budget={"budget": 3, "strategy": "const"})
     x = np.array([1.0, -2.0, 0.5])
-    eid = _predict(client, tenant, x[None])[0]["event_id"]
-    r = _feedback(client, tenant, {"event_id": eid, "values": [1.0], "variance": 0.2})
+    eid = predict_all(client, tenant, x[None])[0]["event_id"]
+    r = post_feedback(client, tenant, {"event_id": eid, "values": [1.0], "variance": 0.2})
     assert r.status_code == 202 and r.json() == {"accepted": True, "more_labels": 2}
-    r = _feedback(client, tenant, {"event_id": eid, "values": [1.5], "variance": 0.3})
+    r = post_feedback(client, tenant, {"event_id": eid, "values": [1.5], "variance": 0.3})
     assert r.status_code == 422 and r.json()["error"]["field"] == "variance"
-    r = _feedback(client, tenant, {"event_id": eid, "values": [1.5]})
+    r = post_feedback(client, tenant, {"event_id": eid, "values": [1.5]})
     assert r.json() == {"accepted": True, "more_labels": 1}
     stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
     assert stats["feedback_accepted"] == 0          # still open
-    r = _feedback(client, tenant, {"event_id": eid, "values": [2.5, 9.0], "variance": 0.2})
+    r = post_feedback(client, tenant, {"event_id": eid, "values": [2.5, 9.0], "variance": 0.2})
     assert r.json() == {"accepted": True}           # one more than asked: kept
-    assert _feedback(client, tenant, {"event_id": eid, "values": [1.0]}).status_code == 409
+    assert post_feedback(client, tenant, {"event_id": eid, "values": [1.0]}).status_code == 409
     client.post("/v1/models/m1/sync", headers=tenant)
     ref = ORS(n_features=3)
     ref.learn_one({"x": x, "values": np.array([1.0, 1.5, 2.5, 9.0]), "variance": 0.2})
@@ -138,8 +123,8 @@ def test_open_decision_expires_with_labels_received(client: TestClient,
     _model(client, tenant, label_budget={"budget": 2, "strategy": "const"},
            feedback={"wait_seconds": 1})
     x = np.array([1.0, 0.0, 0.0])
-    eid = _predict(client, tenant, x[None])[0]["event_id"]
-    assert _feedback(client, tenant, {"event_id": eid, "values": [2.0]}).json()["more_labels"] == 1
+    eid = predict_all(client, tenant, x[None])[0]["event_id"]
+    assert post_feedback(client, tenant, {"event_id": eid, "values": [2.0]}).json()["more_labels"] == 1
     time.sleep(2.1)
     ctx = client.app.state.ctx  # type: ignore[attr-defined]
     mk = ModelKeys("acme", "m1")
@@ -149,7 +134,7 @@ def test_open_decision_expires_with_labels_received(client: TestClient,
         return await expire_many(ctx.store.events, mk, due, "drop", {})
 
     assert client.portal.call(sweep) == ["expired"]  # type: ignore[union-attr]
-    assert _feedback(client, tenant, {"event_id": eid, "values": [2.0]}).status_code == 404
+    assert post_feedback(client, tenant, {"event_id": eid, "values": [2.0]}).status_code == 404
     client.post("/v1/models/m1/sync", headers=tenant)
     ref = ORS(n_features=3)
     ref.learn_one({"x": x, "values": np.array([2.0]), "variance": np.nan})
@@ -163,13 +148,13 @@ def test_budget_never_exceeded_and_events_applied_in_order(client: TestClient,
     rng = np.random.default_rng(3)
     u = rng.standard_normal(3)
     X = rng.standard_normal((600, 3))
-    preds = _predict(client, tenant, X)
+    preds = predict_all(client, tenant, X)
     first = rng.normal(X @ u, 1.0)
     asked = 0
     order: list[tuple[int, list[float]]] = []
     for start in range(0, 600, 200):
         idx = range(start, start + 200)
-        r = _feedback(client, tenant, {"events": [
+        r = post_feedback(client, tenant, {"events": [
             {"event_id": preds[i]["event_id"], "values": [float(first[i])]} for i in idx]})
         doc = r.json()
         assert doc["accepted"] == 200 and doc["rejected"] == []
@@ -177,7 +162,7 @@ def test_budget_never_exceeded_and_events_applied_in_order(client: TestClient,
         asked += sum(opened.values())
         order += [(i, [float(first[i])]) for i in idx if i not in opened]
         more = {i: rng.normal(X[i] @ u, 1.0, k).tolist() for i, k in opened.items()}
-        r = _feedback(client, tenant, {"events": [
+        r = post_feedback(client, tenant, {"events": [
             {"event_id": preds[i]["event_id"], "values": v} for i, v in more.items()]})
         assert r.json()["accepted"] == len(more) and "open" not in r.json()
         order += [(i, [float(first[i]), *v]) for i, v in more.items()]
@@ -203,16 +188,16 @@ def test_regression_learns_linear_gaussian(client: TestClient, tenant: dict[str,
     y_test = X_test @ u
 
     def mse() -> float:
-        values = np.array([p["value"] for p in _predict(client, tenant, X_test, explore=False)])
+        values = np.array([p["value"] for p in predict_all(client, tenant, X_test, explore=False)])
         return float(np.mean((values - y_test) ** 2))
 
     before = mse()
     X = rng.standard_normal((2000, d))
-    preds = _predict(client, tenant, X)
+    preds = predict_all(client, tenant, X)
     variance = rng.uniform(0, 1.0, len(X))
     noisy = rng.normal(X @ u, np.sqrt(variance))
     for start in range(0, len(X), 1000):
-        r = _feedback(client, tenant, {"events": [
+        r = post_feedback(client, tenant, {"events": [
             {"event_id": preds[i]["event_id"], "values": [float(noisy[i])]}
             for i in range(start, start + 1000)]})
         assert r.json()["accepted"] == 1000
@@ -225,7 +210,7 @@ def test_concurrent_first_labels_never_overspend(client: TestClient,
                                                  tenant: dict[str, str]) -> None:
     budget, n = 1.5, 30
     _model(client, tenant, label_budget={"budget": budget, "strategy": "const"})
-    preds = _predict(client, tenant, np.ones((n, 3)))
+    preds = predict_all(client, tenant, np.ones((n, 3)))
     ctx = client.app.state.ctx  # type: ignore[attr-defined]
 
     async def burst() -> list[tuple[str, dict[str, int]]]:
@@ -246,10 +231,10 @@ def test_concurrent_first_labels_never_overspend(client: TestClient,
 def test_two_sample_rule_asks_for_a_second_label(client: TestClient,
                                                  tenant: dict[str, str]) -> None:
     _model(client, tenant, params={"alpha_rule": "two_sample"})
-    eid = _predict(client, tenant, np.ones((1, 3)))[0]["event_id"]
-    assert _feedback(client, tenant, {"event_id": eid, "values": [1.0]}).json() == {
+    eid = predict_all(client, tenant, np.ones((1, 3)))[0]["event_id"]
+    assert post_feedback(client, tenant, {"event_id": eid, "values": [1.0]}).json() == {
         "accepted": True, "more_labels": 1}
-    assert _feedback(client, tenant, {"event_id": eid, "values": [2.0]}).json() == {
+    assert post_feedback(client, tenant, {"event_id": eid, "values": [2.0]}).json() == {
         "accepted": True}
     client.post("/v1/models/m1/sync", headers=tenant)
     assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == 1
