@@ -33,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     service.add_argument("--quick", action="store_true", help="3 s per phase instead of 10")
     service.add_argument("--url", help="use a running service (default: start noisyloop serve)")
     service.add_argument("--admin-token", help="admin token of --url")
+    service.add_argument("--api-workers", type=int, default=1,
+                         help="serve the load from `noisyloop api --workers N` (and run the "
+                              "baseline with N workers)")
     service.add_argument("--json", type=Path, help="write the report here")
     service.set_defaults(handler=run_service)
 
@@ -79,7 +82,10 @@ def run_learners(args: argparse.Namespace) -> int:
 def run_service(args: argparse.Namespace) -> int:
     from app.bench.service import run
 
-    report = run(quick=args.quick, url=args.url, admin_token=args.admin_token)
-    print(json.dumps({k: report[k] for k in ("results", "ratios", "goals")}, indent=1))
+    report = run(quick=args.quick, url=args.url, admin_token=args.admin_token,
+                 api_workers=args.api_workers)
+    print(json.dumps({k: report[k] for k in ("results", "ratios")}, indent=1))
+    for line in _goal_lines(report["goals"]):
+        print(line)
     _write(report, args.json)
     return 0

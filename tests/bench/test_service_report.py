@@ -1,0 +1,54 @@
+"""The service benchmark's report: trainer-lag percentiles and the goal verdicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.bench.service import goals, lag_percentiles
+
+
+def test_lag_is_from_each_ack_to_the_first_poll_showing_it_applied() -> None:
+    acks = [(1.0, 1000), (2.0, 2000), (3.0, 3000)]
+    applied = [(0.9, 0), (1.5, 1000), (2.5, 1500), (2.7, 2000), (3.05, 3000)]
+    lag = lag_percentiles(acks, applied)
+    assert lag["lags_s"] == pytest.approx([0.5, 0.7, 0.05])
+    assert lag["unapplied"] == 0
+    assert lag["max_s"] == pytest.approx(0.7)
+
+
+def test_a_poll_before_the_ack_does_not_count_and_unapplied_batches_are_reported() -> None:
+    # the count already covers the batch at 0.5 s, but the batch was acked at 1.0 s
+    lag = lag_percentiles([(1.0, 10), (2.0, 20)], [(0.5, 10), (1.2, 10), (2.5, 15)])
+    assert lag["lags_s"] == pytest.approx([0.2])
+    assert lag["unapplied"] == 1
+
+
+def _results(p99_ms: float, achieved: float, lag_p99: float, unapplied: int = 0
+             ) -> dict[str, Any]:
+    return {"predict_open": [{"target_rate": 1000.0, "achieved_per_second": achieved,
+                              "p99_ms": p99_ms}],
+            "trainer_steady": {"p99_s": lag_p99, "unapplied": unapplied,
+                               "target_events_per_second": 10_000.0,
+                               "achieved_events_per_second": 10_100},
+            "feedback_batch": {"events_per_second": 25_000},
+            "predict_batch": {"decisions_per_second": 19_000}}
+
+
+def test_goals_hold_only_when_the_rate_was_achieved() -> None:
+    met = goals(_results(15.0, 999.0, 0.3), {"1": 0.4, "8": 0.7})
+    assert met["p99_ms_at_1000_predicts_per_s"]["met"] is True
+    assert met["single_predict_over_baseline"] == {"value": 0.7, "target": ">= 0.6",
+                                                   "met": True}
+    assert met["batch_feedback_events_per_s"]["met"] is True
+    assert met["batch_predict_decisions_per_s"]["met"] is False
+    assert met["trainer_lag_p99_s_at_10k_events_per_s"]["met"] is True
+    saturated = goals(_results(15.0, 700.0, 0.3), None)
+    assert saturated["p99_ms_at_1000_predicts_per_s"]["met"] is False
+    assert saturated["single_predict_over_baseline"]["met"] is None
+
+
+def test_lag_goal_is_not_measured_when_a_batch_was_never_applied() -> None:
+    verdict = goals(_results(15.0, 999.0, 0.3, unapplied=1), None)
+    assert verdict["trainer_lag_p99_s_at_10k_events_per_s"]["met"] is None
