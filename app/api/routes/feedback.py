@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request
 
 from app.api import decisions
-from app.api.deps import Context, ModelDep
+from app.api.deps import AuthHeader, ModelIdPath, get_context, require_model
 from app.api.responses import OrjsonResponse
 from app.api.routing import OrjsonRoute
 from app.api.schemas.common import ErrorResponse
@@ -24,8 +24,9 @@ router = APIRouter(prefix="/v1/models", tags=["feedback"], route_class=OrjsonRou
              response_model=FeedbackAcceptedResponse | FeedbackBatchResponse,
              responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
                         409: {"model": ErrorResponse}, 422: {"model": ErrorResponse}})
-async def create_feedback(body: Annotated[FeedbackRequest, Body()], view: ModelDep,
-                          ctx: Context) -> OrjsonResponse:
+async def create_feedback(body: Annotated[FeedbackRequest, Body()], model_id: ModelIdPath,
+                          request: Request, authorization: AuthHeader = None) -> OrjsonResponse:
     """Join feedback with its decision exactly once and queue it for the trainer."""
-    status, doc = await decisions.feedback(ctx, view, body)
+    view = await require_model(request, model_id, authorization)
+    status, doc = await decisions.feedback(await get_context(request), view, body)
     return OrjsonResponse(doc, status_code=status)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from app.api import decisions
-from app.api.deps import Context, ModelDep
+from app.api.deps import AuthHeader, ModelIdPath, get_context, require_model
 from app.api.responses import OrjsonResponse
 from app.api.routing import OrjsonRoute
 from app.api.schemas.common import ErrorResponse
@@ -18,7 +18,8 @@ router = APIRouter(prefix="/v1/models", tags=["predict"], route_class=OrjsonRout
              response_model_exclude_none=True,
              responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
                         422: {"model": ErrorResponse}})
-async def create_prediction(body: PredictRequest, view: ModelDep,
-                            ctx: Context) -> OrjsonResponse:
+async def create_prediction(body: PredictRequest, model_id: ModelIdPath, request: Request,
+                            authorization: AuthHeader = None) -> OrjsonResponse:
     """Decide for ``features`` (one) or ``instances`` (many); log each decision for feedback."""
-    return OrjsonResponse(await decisions.predict(ctx, view, body))
+    view = await require_model(request, model_id, authorization)
+    return OrjsonResponse(await decisions.predict(await get_context(request), view, body))
