@@ -277,9 +277,23 @@ def _goal(value: Any, target: str, met: bool | None) -> dict[str, Any]:
     return {"value": value, "target": target, "met": met}
 
 
-def goals(results: dict[str, Any], ratio: dict[str, float] | None) -> dict[str, Any]:
+def peak_ratio(results: dict[str, Any]) -> float | None:
+    """Peak single-predict requests/s over the baseline's peak, each over the concurrencies.
+
+    Capacity against capacity: the best of the per-concurrency ratios would
+    pass on one disturbed baseline measurement (seen: 0.70 at c = 1 while
+    the peaks gave 0.27).
+    """
+    if "baseline_closed" not in results:
+        return None
+    ours = max(p["per_second"] for p in results["predict_closed"])
+    base = max(p["per_second"] for p in results["baseline_closed"])
+    return round(ours / base, 3) if base else None
+
+
+def goals(results: dict[str, Any]) -> dict[str, Any]:
     """The issue's service goals, each with the measured value (None: not measured)."""
-    best_ratio = max(ratio.values()) if ratio else None
+    ratio = peak_ratio(results)
     at_1000 = [r for r in results["predict_open"] if r["target_rate"] == 1000.0]
     p99 = at_1000[0]["p99_ms"] if at_1000 else None
     kept_up = bool(at_1000) and at_1000[0]["achieved_per_second"] >= 0.98 * 1000.0
@@ -290,8 +304,8 @@ def goals(results: dict[str, Any], ratio: dict[str, float] | None) -> dict[str, 
     return {
         "batch_feedback_events_per_s": _goal(feedback, ">= 20000", feedback >= 20_000),
         "batch_predict_decisions_per_s": _goal(decisions, ">= 20000", decisions >= 20_000),
-        "single_predict_over_baseline": _goal(
-            best_ratio, ">= 0.6", None if best_ratio is None else best_ratio >= 0.6),
+        "single_predict_peak_over_baseline_peak": _goal(
+            ratio, ">= 0.6", None if ratio is None else ratio >= 0.6),
         "p99_ms_at_1000_predicts_per_s": _goal(
             p99, "<= 20 (and 1000/s achieved)",
             None if p99 is None else (p99 <= 20.0 and kept_up)),
@@ -354,5 +368,6 @@ def run(*, quick: bool = False, url: str | None = None, admin_token: str | None 
                                  strict=True)}
     cfg.pop("api_key", None)
     return {"benchmark": "service", "machine": machine_info(), "config": cfg,
-            "results": results, "ratios": {"predict_over_baseline_by_concurrency": ratio},
-            "goals": goals(results, ratio)}
+            "results": results, "ratios": {"predict_over_baseline_by_concurrency": ratio,
+                                           "predict_peak_over_baseline_peak": peak_ratio(results)},
+            "goals": goals(results)}
