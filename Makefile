@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install serve test lint bench-learners bench-service results fuzz-long soak clean
+.PHONY: install serve test lint bench-learners bench-service fuzz-long soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,3 +41,14 @@ fuzz-long: $(STAMP)
 SOAK_MINUTES ?= 10
 soak: $(STAMP)
 	$(BIN)/python bench/soak.py --minutes $(SOAK_MINUTES) --json soak.json
+
+# Benchmarks (issue 9): the figures of docs/benchmarks/*.md. The learners need the `bench`
+# extra (Vowpal Wabbit) for the same-run reference: pip install -e '.[bench]'.
+bench-learners: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(BIN)/noisyloop bench learners --json docs/benchmarks/learners.json
+
+bench-service: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 $(BIN)/noisyloop bench service \
+	  --json docs/benchmarks/service-full-1worker.json
+	OPENBLAS_NUM_THREADS=1 $(BIN)/noisyloop bench service --api-workers 2 \
+	  --json docs/benchmarks/service-full-2workers.json
