@@ -64,10 +64,16 @@ def connect(url: str, *, socket_timeout: float = 2.0, connect_timeout: float = 1
     # pool reconnects.  Timeouts are not retried, so a slow Redis still answers 503
     # within one socket timeout.  A retried Lua step is safe: each one checks its own
     # effect (a feedback already taken answers "duplicate", never a second append).
-    return aioredis.Redis.from_url(
-        url, health_check_interval=15,
+    #
+    # A blocking pool: past ``max_connections`` busy connections a command waits (up to
+    # one socket timeout) for a free one instead of failing at once with "Too many
+    # connections" -- a burst of concurrent requests or WebSocket messages queues
+    # briefly rather than answering 503 and stalling the in-process trainer.
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, timeout=socket_timeout, health_check_interval=15,
         retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         retry_on_error=[RedisConnectionError], **options)
+    return aioredis.Redis.from_pool(pool)
 
 
 def connect_cluster(url: str, **options: Any) -> aioredis.Redis:
