@@ -63,3 +63,26 @@ def test_stream_revoked_key_stops_at_once(client: TestClient, tenant: dict[str, 
         client.delete(f"/v1/admin/tenants/acme/keys/{key_id}", headers=ADMIN)
         ws.send_json({"op": "predict", "id": 2, "features": [1, 0, 0, 0]})
         assert ws.receive_json()["error"]["code"] == "invalid_api_key"
+
+
+def test_stream_feedback_keeps_its_place_among_predicts_in_flight(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """Predicts are handled concurrently, but a feedback waits for the messages before it
+    and holds back the ones after it: duplicates are decided by arrival, replies in order."""
+    new_model(client, tenant)
+    with client.websocket_connect("/v1/models/m1/stream", headers=tenant) as ws:
+        ws.send_json({"op": "predict", "id": "first", "features": [1, 0, 0, 0]})
+        eid = ws.receive_json()["result"]["event_id"]
+        sent = []
+        for i in range(40):
+            if i % 10 == 5:  # the same event, four times, between predicts in flight
+                ws.send_json({"op": "feedback", "id": f"f{i}", "event_id": eid, "click": True})
+            else:
+                ws.send_json({"op": "predict", "id": i, "features": [i % 2, 1, 0, 0]})
+            sent.append(f"f{i}" if i % 10 == 5 else i)
+        replies = [ws.receive_json() for _ in sent]
+    assert [r["id"] for r in replies] == sent
+    feedback = [r for r in replies if isinstance(r["id"], str)]
+    assert feedback[0]["result"] == {"accepted": True}
+    assert [r["error"]["code"] for r in feedback[1:]] == ["duplicate_feedback"] * 3
+    assert len({r["result"]["event_id"] for r in replies if isinstance(r["id"], int)}) == 36
