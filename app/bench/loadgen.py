@@ -57,8 +57,10 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self._fail(exc)
+        except httptools.HttpParserError as exc:  # counted as a failed request, not a crash
+            self._lost = ConnectionError(f"malformed HTTP response: {exc}")
+            self._fail(self._lost)
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = exc or ConnectionResetError("connection closed by the server")

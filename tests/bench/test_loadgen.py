@@ -111,3 +111,10 @@ async def test_open_loop_replaces_connections_the_server_closes(server: Server) 
                              rate=100.0, seconds=0.3, connections=2)
     assert result["requests"] + result["errors"] == 30
     assert result["requests"] >= 2
+
+
+async def test_a_malformed_response_is_an_error_not_a_crash(server: Server) -> None:
+    server.status = 99999  # "HTTP/1.1 99999 X": httptools refuses the status line
+    result = await closed_loop(server.url, [encode_request(server.url, "/", b"{}")], 2, 0.2)
+    assert result["requests"] == 0
+    assert result["errors"] == 2  # one per connection, which is then closed
