@@ -151,7 +151,12 @@ def lag_percentiles(acks: Sequence[tuple[float, int]], applied: Sequence[tuple[f
 
 async def _steady_feedback(c: AsyncClient, model: str, rate: float, seconds: float
                            ) -> dict[str, Any]:
-    """Feedback at ``rate`` events/s (batches of 1000 on a fixed schedule) with lag polling."""
+    """Feedback at ``rate`` events/s with lag polling.
+
+    Batches of 1000 are due on a fixed schedule and sent one after the other
+    (a batch still in flight at the next one's due time delays it, which
+    ``achieved_events_per_second`` shows).
+    """
     batch = 1000
     n_batches = max(1, int(rate * seconds / batch))
     X = np.random.default_rng(1).random((batch, D))
@@ -182,10 +187,11 @@ async def _steady_feedback(c: AsyncClient, model: str, rate: float, seconds: flo
 
     poller = asyncio.create_task(poll())
     start = time.perf_counter()
-    for i in range(n_batches):  # in order, so the running totals below are exact
+    for i in range(n_batches):  # one after the other, so the running totals below are exact
         await send(i, start + i * batch / rate)
     sent = time.perf_counter() - start
-    acks = [(t, (k + 1) * batch) for k, (t, _) in enumerate(acks)]
+    totals = np.cumsum([accepted for _, accepted in acks]).tolist()
+    acks = [(t, total) for (t, _), total in zip(acks, totals, strict=True)]
     done.set()
     await asyncio.wait_for(poller, 120)
     lag = lag_percentiles(acks, applied)
