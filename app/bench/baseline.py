@@ -42,9 +42,6 @@ def app_from_env() -> FastAPI:
     return create_app(os.environ[REDIS_URL_ENV])
 
 
-
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)

@@ -149,6 +149,17 @@ def lag_percentiles(acks: Sequence[tuple[float, int]], applied: Sequence[tuple[f
                for k, v in latency_summary(lags).items()}}
 
 
+async def _feedback_batches(c: AsyncClient, model: str, X: np.ndarray, n_batches: int
+                            ) -> list[list[dict[str, Any]]]:
+    """Predict ``X`` ``n_batches`` times (logging each decision) and return one feedback
+    batch per predict: a click for every third decision."""
+    bodies = []
+    for _ in range(n_batches):
+        ids = [p["event_id"] for p in await c.predict_batch(model, X)]
+        bodies.append([{"event_id": e, "click": j % 3 == 0} for j, e in enumerate(ids)])
+    return bodies
+
+
 async def _steady_feedback(c: AsyncClient, model: str, rate: float, seconds: float
                            ) -> dict[str, Any]:
     """Feedback at ``rate`` events/s with lag polling.
@@ -159,11 +170,8 @@ async def _steady_feedback(c: AsyncClient, model: str, rate: float, seconds: flo
     """
     batch = 1000
     n_batches = max(1, int(rate * seconds / batch))
-    X = np.random.default_rng(1).random((batch, D))
-    bodies = []
-    for _ in range(n_batches):
-        ids = [p["event_id"] for p in await c.predict_batch(model, X)]
-        bodies.append([{"event_id": e, "click": bool(j % 3 == 0)} for j, e in enumerate(ids)])
+    bodies = await _feedback_batches(c, model, np.random.default_rng(1).random((batch, D)),
+                                     n_batches)
     await c.sync(model, timeout=120)
     base = (await c.get_model(model))["stats"]["events_applied"]
     acks: list[tuple[float, int]] = []
@@ -204,11 +212,8 @@ async def _feedback_burst(c: AsyncClient, X: np.ndarray, n_batches: int, in_flig
                           ) -> dict[str, Any]:
     """``n_batches`` feedback batches of 1000 events sent with ``in_flight`` senders, then the
     time the trainer needs to apply them all (``POST /sync``)."""
-    ids: list[str] = []
-    for _ in range(n_batches):
-        ids += [p["event_id"] for p in await c.predict_batch(MODEL, X)]
-    queue = [[{"event_id": e, "click": bool(j % 3 == 0)} for j, e in
-              enumerate(ids[s:s + 1000])] for s in range(0, len(ids), 1000)]
+    queue = await _feedback_batches(c, MODEL, X, n_batches)
+    events = sum(len(body) for body in queue)
     lat: list[float] = []
     start = time.perf_counter()
 
@@ -223,10 +228,10 @@ async def _feedback_burst(c: AsyncClient, X: np.ndarray, n_batches: int, in_flig
     burst = time.perf_counter() - start
     await c.sync(MODEL, timeout=120)
     drained = time.perf_counter() - start
-    return {"in_flight": in_flight, "events": len(ids), "seconds": round(burst, 3),
-            "events_per_second": round(len(ids) / burst), **latency_summary(lat),
+    return {"in_flight": in_flight, "events": events, "seconds": round(burst, 3),
+            "events_per_second": round(events / burst), **latency_summary(lat),
             "trainer_drain_s": round(drained - burst, 3),
-            "applied_per_second_over_burst_and_drain": round(len(ids) / drained)}
+            "applied_per_second_over_burst_and_drain": round(events / drained)}
 
 
 async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
