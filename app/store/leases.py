@@ -46,12 +46,13 @@ class LeaseStore:
         self._release = redis.register_script(lua_source("lease_release"))
 
     async def take_many(self, models: Sequence[ModelKeys], owner: str, ttl_ms: int) -> list[bool]:
-        """Take or renew the lease of each model; True where ``owner`` holds it now."""
+        """Take or renew the lease of each model; True where ``owner`` holds it now (False
+        for a model that no longer exists)."""
         if not models:
             return []
         async with self.redis.pipeline(transaction=False) as pipe:
             for mk in models:
-                await run_script(self._take, [mk.lease], [owner, int(ttl_ms)], pipe)
+                await run_script(self._take, [mk.lease, mk.meta], [owner, int(ttl_ms)], pipe)
             replies: Any = await pipe.execute()
         return [bool(int(r)) for r in replies]
 

@@ -9,6 +9,7 @@ import pytest
 
 from app.store import ModelKeys, Store
 from app.store.codec import decode, encode
+from app.store.leases import LeaseStore
 from app.store.snapshots import PublishConflict
 from app.store.tenants import parse_api_key
 from workers.worker import Worker
@@ -128,3 +129,13 @@ async def test_view_with_key_checks_tenant_and_secret(store: Store) -> None:
     wrong = key[:-1] + ("A" if key[-1] != "A" else "B")
     assert await store.models.view_with_key(wrong, "m") == (None, None)
     assert (await store.models.view_with_key(key, "nope"))[1] is None
+
+
+async def test_no_lease_for_a_deleted_model(store: Store) -> None:
+    """A trainer that found the model just before its deletion takes no lease (and leaves
+    no key behind)."""
+    leases = LeaseStore(store.redis)
+    assert await leases.take_many([MK], "w1", 10_000) == [True]
+    assert await store.models.delete("t", "m")
+    assert await leases.take_many([MK], "w1", 10_000) == [False]
+    assert await store.redis.exists(MK.lease) == 0
