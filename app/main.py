@@ -18,10 +18,11 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from app.api.cache import LearnerCache
+from app.api.cache import KeyCache, LearnerCache
 from app.api.context import ApiContext
 from app.api.deps import check_credentials
 from app.api.errors import install_error_handlers
+from app.api.fastpath import SinglePredictFastPath
 from app.api.middleware import BodyLimitMiddleware, ObservabilityMiddleware
 from app.api.routes import admin, confusion, feedback, models, noise, ops, predict, stream
 from app.metrics import Metrics
@@ -48,7 +49,8 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
         assert settings.redis_url is not None
         store = Store.from_url(settings.redis_url, socket_timeout=settings.redis_socket_timeout,
                                connect_timeout=settings.redis_connect_timeout)
-        ctx = ApiContext(settings, store, metrics, LearnerCache(store, settings.snapshot_cache_size))
+        ctx = ApiContext(settings, store, metrics, LearnerCache(store, settings.snapshot_cache_size),
+                         KeyCache())
         app.state.ctx = ctx
         # Move every object of the start-up (modules, schemas, routes: millions) out of the
         # collector's reach: a full collection of them stalled every request in flight for
@@ -77,6 +79,9 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
     for module in (predict, feedback, models, admin, noise, confusion, stream, ops):
         app.include_router(module.router)
+    app.add_middleware(SinglePredictFastPath, route=next(
+        r for r in predict.router.routes
+        if getattr(r, "name", None) == predict.create_prediction.__name__))
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        max_depth=settings.max_json_depth)
     if settings.cors_origins:

@@ -31,6 +31,10 @@ class Metrics:
                                                 1, 2.5, 5, 10))
         self.predictions = Counter("predictions", "Decisions served", _MODEL,
                                    namespace=ns, registry=r)
+        self.predict_requests = Counter(
+            "predict_requests", "Predict requests (HTTP and WebSocket) by path: "
+            "one_round_trip (cached key and learner, checked by the Lua step that logs) "
+            "or regular (key and model read first)", ("path",), namespace=ns, registry=r)
         self.feedback = Counter("feedback", "Feedback events by outcome",
                                 (*_MODEL, "outcome"), namespace=ns, registry=r)
         self.events_applied = Counter("events_applied", "Events applied by the trainer",

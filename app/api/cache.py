@@ -1,28 +1,45 @@
-"""Per-process cache of ready learners, refreshed when a model's version changes.
+"""Per-process caches of the request path: ready learners, and verified API key records.
 
-The request path reads the model's version with its config (one pipelined
-round trip, :meth:`ModelStore.view_with_key`); only when that version (or
-the model's ``uid``: a deleted and re-created id) differs from the cached
-one is the snapshot fetched and a learner rebuilt.
+The regular request path reads the model's version with its config (one
+pipelined round trip, :meth:`ModelStore.view_with_key`); only when that
+version or the config (its SHA-1: a changed config, or a deleted and
+re-created model id with a new ``uid``) differs from the cached one is the
+snapshot fetched and a learner rebuilt.
+
+The one-round-trip predict (:func:`app.api.decisions.predict_cached`) decides
+with a cached learner and a cached key record without reading either first;
+its Lua step then logs the decision only if Redis still holds the same key
+and model state (:class:`~app.store.events.DecisionGuard`), so neither cache
+can serve a revoked key or a changed model: a stale entry costs one fall back
+to the regular path, which refreshes it.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from app.learners.base import Learner
 from app.learning import apply_noise_rates, build_learner
 from app.store import Store
-from app.store.models import ModelView
+from app.store.models import ModelStamp, ModelView
+from app.store.tenants import KeyRecord
+
+#: Verified API key records kept per process (a few hundred bytes each).
+KEY_CACHE_SIZE = 10_000
 
 
 @dataclass
-class _Entry:
-    uid: str
+class CachedModel:
+    """A ready learner with the config and the stored state it was built from."""
+
+    config: dict[str, Any]
     version: int
     noise: tuple[float, float]
     learner: Learner
+    stamp: ModelStamp
+    """What Redis held when this entry was last checked (``stamp.version`` is ``version``)."""
 
 
 class LearnerCache:
@@ -31,28 +48,55 @@ class LearnerCache:
     def __init__(self, store: Store, size: int) -> None:
         self.store = store
         self.size = size
-        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], CachedModel] = OrderedDict()
 
     async def get(self, view: ModelView) -> tuple[Learner, int] | None:
         """The learner of ``view`` and its version; None when the model vanished."""
         key = (view.tenant, view.config["model_id"])
         noise = (view.noise.rho0, view.noise.rho1) if view.noise else (0.0, 0.0)
         entry = self._entries.get(key)
-        if entry is None or entry.uid != view.config["uid"] or entry.version < view.version:
+        if (entry is None or entry.stamp.config_sha1 != view.stamp.config_sha1
+                or entry.version < view.version):
             snap = await self.store.snapshots.load(view.keys)
             if snap is None:
                 return None
-            entry = _Entry(view.config["uid"], snap.version, noise,
-                           build_learner(view.config, snap.state, noise, version=snap.version))
+            entry = CachedModel(view.config, snap.version, noise,
+                                build_learner(view.config, snap.state, noise,
+                                              version=snap.version), view.stamp)
             self._entries[key] = entry
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
         elif entry.noise != noise:
             apply_noise_rates(entry.learner, *noise)
             entry.noise = noise
+        entry.stamp = ModelStamp(view.stamp.config_sha1, entry.version, view.stamp.rho0,
+                                 view.stamp.rho1)
         self._entries.move_to_end(key)
         return entry.learner, entry.version
+
+    def peek(self, tenant: str, model_id: str) -> CachedModel | None:
+        """The cached entry as it is (no round trip; it may be stale)."""
+        return self._entries.get((tenant, model_id))
 
     def forget(self, tenant: str, model_id: str) -> None:
         """Drop a model (deleted or reset)."""
         self._entries.pop((tenant, model_id), None)
+
+
+class KeyCache:
+    """LRU of ``key id -> verified key record`` (the salt and hash to verify a secret in-process)."""
+
+    def __init__(self, size: int = KEY_CACHE_SIZE) -> None:
+        self.size = size
+        self._records: OrderedDict[str, KeyRecord] = OrderedDict()
+
+    def remember(self, record: KeyRecord) -> None:
+        """Keep a record that Redis just verified."""
+        self._records[record.key_id] = record
+        self._records.move_to_end(record.key_id)
+        while len(self._records) > self.size:
+            self._records.popitem(last=False)
+
+    def get(self, key_id: str) -> KeyRecord | None:
+        """The cached record of ``key_id`` (it may have been revoked since)."""
+        return self._records.get(key_id)

@@ -1,10 +1,10 @@
-"""What the API's handlers share: the store, the settings, the metrics, the learner cache."""
+"""What the API's handlers share: the store, the settings, the metrics, the caches."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.api.cache import LearnerCache
+from app.api.cache import KeyCache, LearnerCache
 from app.metrics import Metrics
 from app.settings import Settings
 from app.store import Store
@@ -18,3 +18,4 @@ class ApiContext:
     store: Store
     metrics: Metrics
     cache: LearnerCache
+    keys: KeyCache

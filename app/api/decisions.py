@@ -5,6 +5,10 @@ the model view, see :mod:`app.api.deps`): predict makes one (log the
 decision contexts with their deadline, count), plus one snapshot fetch when
 the model's version changed; feedback makes one (the exactly-once join of
 all its events, pipelined).  Feedback never waits for learning.
+
+:func:`predict_cached` does a predict in a single round trip in all: no
+authenticating read first, the key and model state it decided with are
+checked by the Lua step that logs the decision.
 """
 
 from __future__ import annotations
@@ -14,15 +18,19 @@ from typing import Any
 import numpy as np
 
 from app.api.context import ApiContext
+from app.api.deps import request_model, request_tenant
 from app.api.errors import ApiError, unknown_model
 from app.api.features import to_matrix, to_vector
 from app.api.openfeedback import add_examples, take_open
 from app.api.schemas.feedback import FeedbackBatchRequest
 from app.api.schemas.predict import PredictRequest
 from app.api.tasks import TaskSpec, task_spec
+from app.learners.base import Learner
 from app.learners.registry import learner_class
-from app.store.events import new_event_id
+from app.store.events import DecisionGuard, new_event_id
+from app.store.keys import ModelKeys
 from app.store.models import ModelView
+from app.store.tenants import parse_api_key
 
 _OUTCOME_ERRORS = {
     "unknown": (404, "unknown_event",
@@ -33,31 +41,79 @@ _OUTCOME_ERRORS = {
 
 async def predict(ctx: ApiContext, view: ModelView, body: PredictRequest) -> dict[str, Any]:
     """Decide for one instance or a batch; log each decision unless ``explore`` is false."""
-    config = view.config
-    spec = task_spec(config["task"])
-    n_features = config["n_features"]
-    if body.features is not None:
-        X = to_vector(body.features, n_features)[None, :]
-    else:
-        assert body.instances is not None
-        X = to_matrix(body.instances, n_features)
     found = await ctx.cache.get(view)
     if found is None:
-        raise unknown_model(config["model_id"])
+        raise unknown_model(view.config["model_id"])
     learner, version = found
+    X = _inputs(body, view.config["n_features"])
+    doc = await _decide_and_log(ctx, view.tenant, view.config, learner, version, X, body)
+    assert doc is not None  # unguarded: always logged
+    ctx.metrics.predict_requests.labels("regular").inc()
+    return doc
+
+
+async def predict_cached(ctx: ApiContext, token: str, model_id: str,
+                         body: PredictRequest) -> dict[str, Any] | None:
+    """:func:`predict` in one round trip to Redis, with the cached key record and learner.
+
+    The key's secret is verified in-process against the cached record (a
+    constant-time compare, as the regular path does), the decision is made
+    with the cached learner, and one guarded Lua step logs it only if Redis
+    still holds that key and that model state (config, snapshot version,
+    noise rates: :class:`~app.store.events.DecisionGuard`).  Returns None,
+    having written nothing, whenever the regular path must answer instead:
+    nothing cached yet, a stale cache (a new snapshot, a revoked key, a
+    deleted model), a secret that does not verify, an invalid body (so that
+    errors are exactly the regular path's), a Redis Cluster, or a rate limit
+    (its token bucket is a round trip of its own; a fall back after taking a
+    token would take a second one).
+    """
+    parsed = parse_api_key(token)
+    if parsed is None or not ctx.store.single_redis or ctx.settings.rate_limit_per_second > 0:
+        return None
+    key = ctx.keys.get(parsed.key_id)
+    entry = ctx.cache.peek(parsed.tenant, model_id)
+    if key is None or entry is None or not key.verifies(parsed):
+        return None
+    try:
+        X = _inputs(body, entry.config["n_features"])
+    except ApiError:
+        return None
+    request_tenant.set(key.tenant)
+    request_model.set(model_id)
+    doc = await _decide_and_log(ctx, key.tenant, entry.config, entry.learner, entry.version,
+                                X, body, DecisionGuard(key, entry.stamp))
+    if doc is not None:
+        ctx.metrics.predict_requests.labels("one_round_trip").inc()
+    return doc
+
+
+def _inputs(body: PredictRequest, n_features: int) -> np.ndarray:
+    """The ``(n, n_features)`` inputs of a request (422 naming the field when they do not fit)."""
+    if body.features is not None:
+        return to_vector(body.features, n_features)[None, :]
+    assert body.instances is not None
+    return to_matrix(body.instances, n_features)
+
+
+async def _decide_and_log(ctx: ApiContext, tenant: str, config: dict[str, Any],
+                          learner: Learner, version: int, X: np.ndarray, body: PredictRequest,
+                          guard: DecisionGuard | None = None) -> dict[str, Any] | None:
+    """Decide for the rows of ``X``, log (or count) the decisions, count them in the metrics
+    and build the response; None when ``guard`` failed (nothing logged)."""
     decisions = learner.decide_many(X, explore=body.explore)
-    mk = view.keys
-    if body.explore:
-        event_ids: list[str | None] = [new_event_id() for _ in decisions]
-        await ctx.store.events.record_decisions(
-            mk, [(eid, d.context) for eid, d in zip(event_ids, decisions, strict=True)
-                 if eid is not None],
-            config["feedback"]["wait_seconds"], ctx.settings.context_grace_seconds)
-    else:
-        event_ids = [None] * len(decisions)
-        await ctx.store.events.count_predictions(mk, len(decisions))
-    ctx.metrics.predictions.labels(view.tenant, config["model_id"]).inc(len(decisions))
-    ctx.metrics.model_version.labels(view.tenant, config["model_id"]).set(version)
+    model_id = config["model_id"]
+    event_ids: list[str | None] = [new_event_id() if body.explore else None for _ in decisions]
+    logged = await ctx.store.events.record_decisions(
+        ModelKeys(tenant, model_id),
+        [(eid, d.context) for eid, d in zip(event_ids, decisions, strict=True) if eid is not None],
+        config["feedback"]["wait_seconds"], ctx.settings.context_grace_seconds,
+        predictions=len(decisions), guard=guard)
+    if logged is None:
+        return None
+    ctx.metrics.predictions.labels(tenant, model_id).inc(len(decisions))
+    ctx.metrics.model_version.labels(tenant, model_id).set(version)
+    spec = task_spec(config["task"])
     out = [spec.prediction(d.output, eid, version)
            for d, eid in zip(decisions, event_ids, strict=True)]
     return out[0] if body.features is not None else {"predictions": out}

@@ -115,13 +115,15 @@ ModelIdPath = Annotated[str, Path(max_length=128, pattern=MODEL_ID_PATTERN,
 
 async def authorize_model(ctx: ApiContext, token: str, model_id: str) -> ModelView:
     """Authenticate ``token`` and load the model view (one round trip; a second one for the
-    rate limit when it is on)."""
-    tenant, view = await ctx.store.models.view_with_key(token, model_id)
-    if tenant is None:
+    rate limit when it is on).  The verified key record is cached for
+    :func:`app.api.decisions.predict_cached`."""
+    key, view = await ctx.store.models.view_with_key(token, model_id)
+    if key is None:
         raise invalid_key()
-    request_tenant.set(tenant)
+    ctx.keys.remember(key)
+    request_tenant.set(key.tenant)
     request_model.set(model_id)
-    await enforce_rate_limit(ctx, tenant)
+    await enforce_rate_limit(ctx, key.tenant)
     if view is None:
         raise unknown_model(model_id)
     return view
@@ -132,10 +134,11 @@ async def require_model(request: Request, model_id: ModelIdPath,
     """The model view of ``model_id`` for the request's API key.
 
     Takes the request rather than :data:`Context`: each sub-dependency costs
-    FastAPI tens of microseconds per request.  The predict and feedback
-    routes call it directly with their own parameters, one dependency less
-    on the two hottest routes (with the hot routes matched first, 23 % less
-    CPU per single predict in process; ``bench/bench_predict_cpu.py``).
+    FastAPI tens of microseconds per request.  The feedback route calls it
+    directly with its own parameters, one dependency less on a hot route
+    (with the hot routes matched first, this gave 23 % less CPU per single
+    predict in process when the predict route still used it;
+    ``bench/bench_predict_cpu.py``).
     """
     return await authorize_model(await get_context(request), bearer_token(authorization),
                                  model_id)

@@ -102,6 +102,12 @@ def store_unavailable(retry_after: int) -> ApiError:
                     headers={"Retry-After": str(retry_after)})
 
 
+def store_error_response(exc: Exception, retry_after: int) -> OrjsonResponse:
+    """The 503 of an unreachable store (logged once per request)."""
+    logger.warning("store unavailable: %s", exc)
+    return store_unavailable(retry_after).response()
+
+
 def install_error_handlers(app: FastAPI, retry_after: int,
                            authenticate: Callable[[Request], Awaitable[None]] | None = None
                            ) -> None:
@@ -145,8 +151,7 @@ def install_error_handlers(app: FastAPI, retry_after: int,
         return from_param_error(exc).response()
 
     async def on_store(request: Request, exc: Exception) -> OrjsonResponse:
-        logger.warning("store unavailable: %s", exc)
-        return store_unavailable(retry_after).response()
+        return store_error_response(exc, retry_after)
 
     async def on_recursion(request: Request, exc: Exception) -> OrjsonResponse:
         return ApiError(422, "invalid_json", "JSON nested too deeply").response()

@@ -32,7 +32,7 @@ _CLASSES = bytes(0x64 if 0x30 <= b <= 0x39 else 0x2E if b in b".eE" else 0x2C
 _LONG_INT = b"d" * 20
 
 
-def _may_hold_big_int(body: bytes) -> bool:
+def may_hold_big_int(body: bytes) -> bool:
     """Whether ``body`` may hold an integer literal of 20 or more digits."""
     classes = body.translate(_CLASSES)
     return classes.startswith(_LONG_INT) or b"," + _LONG_INT in classes
@@ -44,7 +44,7 @@ class OrjsonRequest(Request):
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
             body = await self.body()
-            if _may_hold_big_int(body):
+            if may_hold_big_int(body):
                 self._json = json.loads(body)
             else:
                 try:

@@ -12,6 +12,7 @@ live in :mod:`app.store.keys` only.
 from __future__ import annotations
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
 from app.store.client import STORE_ERRORS, Scripts, connect
 from app.store.events import EventStore
@@ -31,6 +32,9 @@ class Store:
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
+        #: One Redis (not a Cluster): a Lua step may then read keys of several hash tags,
+        #: as the guarded decision log does (:class:`~app.store.events.DecisionGuard`).
+        self.single_redis = not isinstance(redis, RedisCluster)
         self.scripts = Scripts(redis)
         self.tenants = TenantStore(redis)
         self.models = ModelStore(redis, self.scripts)

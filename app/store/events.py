@@ -29,7 +29,9 @@ import redis.asyncio as aioredis
 
 from app.store import codec
 from app.store.client import Scripts
-from app.store.keys import TRAINER_GROUP, ModelKeys
+from app.store.keys import TRAINER_GROUP, ModelKeys, api_key
+from app.store.models import ModelStamp
+from app.store.tenants import KeyRecord
 from app.store.util import text
 
 #: Value left in place of a context once its feedback was accepted.
@@ -51,6 +53,21 @@ class StreamEvent:
     """``"feedback"`` or ``"timeout"`` (a sweeper default event)."""
     fields: dict[str, np.ndarray]
     """Context fields joined with the feedback fields."""
+
+
+@dataclass(frozen=True)
+class DecisionGuard:
+    """The API key record and model state a decision was made with (all cached in the API).
+
+    A guarded :meth:`EventStore.record_decisions` logs the decision only if
+    Redis still holds exactly these: the key's hash and tenant (so a revoked
+    key stops at once), and the model's config, snapshot version and noise
+    rates.  The key record carries its own hash tag, so a guarded step needs
+    a single Redis; a Redis Cluster would refuse it (cross-slot).
+    """
+
+    key: KeyRecord
+    model: ModelStamp
 
 
 @dataclass(frozen=True)
@@ -105,18 +122,30 @@ class EventStore:
 
     async def record_decisions(self, mk: ModelKeys,
                                contexts: Sequence[tuple[str, Mapping[str, np.ndarray]]],
-                               wait_seconds: int, grace_seconds: int) -> int:
-        """Log ``(event_id, context)`` pairs awaiting feedback; return their deadline."""
+                               wait_seconds: int, grace_seconds: int, *,
+                               predictions: int | None = None,
+                               guard: DecisionGuard | None = None) -> int | None:
+        """Log ``(event_id, context)`` pairs awaiting feedback; return their deadline.
+
+        Counts ``predictions`` decisions (default: one per context; decisions
+        made with ``explore: false`` are counted, not logged).  With a
+        ``guard``, nothing is written and None is returned unless the API key
+        and the model are still those of the guard (one Lua step; a single
+        Redis only, see :class:`DecisionGuard`).
+        """
         keys_ = [mk.stats, mk.pending, *(mk.context(eid) for eid, _ in contexts)]
-        args: list[bytes | str | int | float] = [int(wait_seconds), int(grace_seconds)]
+        args: list[bytes | str | int | float] = [
+            int(wait_seconds), int(grace_seconds),
+            len(contexts) if predictions is None else int(predictions), len(contexts)]
         for eid, ctx in contexts:
             args += [eid, codec.encode(ctx)]
+        if guard is not None:
+            stamp = guard.model
+            keys_ += [api_key(guard.key.key_id), mk.meta, mk.snapshot, mk.noise]
+            args += [guard.key.hash, guard.key.tenant, stamp.config_sha1, stamp.version,
+                     stamp.rho0, stamp.rho1]
         reply: Any = await self.scripts.run("record_decisions", keys_, args)
-        return int(reply)
-
-    async def count_predictions(self, mk: ModelKeys, n: int) -> None:
-        """Count decisions that were not logged (``explore: false``)."""
-        await self.redis.hincrby(mk.stats, "predictions", n)
+        return None if reply is None else int(reply)
 
     async def take_feedback_many(self, mk: ModelKeys,
                                  items: Sequence[tuple[str, Mapping[str, np.ndarray]]],

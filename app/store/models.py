@@ -9,6 +9,7 @@ with its consumer group (one Lua step).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,11 +22,24 @@ from app.store.client import Scripts, lua_source
 from app.store.keys import TRAINER_GROUP, ModelKeys
 from app.store.noise import NOISE_FIELDS, NoiseRecord, parse_noise
 from app.store.snapshots import COUNTER_FIELDS, SnapshotInfo, parse_info
-from app.store.tenants import KEY_RECORD_FIELDS, parse_api_key, verify_key_record
+from app.store.tenants import KEY_RECORD_FIELDS, KeyRecord, parse_api_key, verify_key_record
 from app.store.util import text, utc_now
 
 #: Pending contexts deleted per round trip when a model is removed.
 _DELETE_CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class ModelStamp:
+    """What identifies the stored state a decision depends on, as a guarded Lua step compares
+    it (see :class:`~app.store.events.DecisionGuard`): the SHA-1 of the config JSON (its
+    ``uid`` changes when a model id is re-created), the snapshot version and the raw noise
+    rates (``""`` when the model has no noise record)."""
+
+    config_sha1: str
+    version: int
+    rho0: str
+    rho1: str
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,7 @@ class ModelView:
     config: dict[str, Any]
     version: int
     noise: NoiseRecord | None
+    stamp: ModelStamp
 
     @property
     def keys(self) -> ModelKeys:
@@ -92,10 +107,10 @@ class ModelStore:
         return bool(await self._set_config(keys=[mk.meta], args=[orjson.dumps(config)]))
 
     async def view_with_key(self, token: str, model_id: str
-                            ) -> tuple[str | None, ModelView | None]:
+                            ) -> tuple[KeyRecord | None, ModelView | None]:
         """Authenticate ``token`` and read the model in one pipelined round trip.
 
-        Returns ``(tenant or None, view or None)``; the view is only
+        Returns ``(key record or None, view or None)``; the view is only
         returned for a valid key of the model's own tenant.
         """
         parsed = parse_api_key(token)
@@ -106,9 +121,10 @@ class ModelStore:
             pipe.hmget(keys.api_key(parsed.key_id), list(KEY_RECORD_FIELDS))
             self._queue_view(pipe, mk)
             record, *view_values = await pipe.execute()
-        if not verify_key_record(parsed, record):
+        key = verify_key_record(parsed, record)
+        if key is None:
             return None, None
-        return parsed.tenant, self._parse_view(parsed.tenant, view_values)
+        return key, self._parse_view(parsed.tenant, view_values)
 
     async def view(self, tenant: str, model_id: str) -> ModelView | None:
         """The model view of an authenticated tenant (one round trip)."""
@@ -128,7 +144,10 @@ class ModelStore:
         config_raw, version, noise = values
         if config_raw is None or version is None:
             return None
-        return ModelView(tenant, orjson.loads(config_raw), int(version), parse_noise(noise))
+        stamp = ModelStamp(hashlib.sha1(config_raw).hexdigest(), int(version),
+                           text(noise[0]) or "", text(noise[1]) or "")
+        return ModelView(tenant, orjson.loads(config_raw), int(version), parse_noise(noise),
+                         stamp)
 
     async def records(self, tenant: str, model_ids: list[str]) -> list[ModelRecord]:
         """Models with stats (missing ids are skipped), in one round trip."""

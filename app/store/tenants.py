@@ -40,6 +40,21 @@ class ParsedKey:
 
 
 @dataclass(frozen=True)
+class KeyRecord:
+    """A verified API key's stored record: what the API caches to verify it again in-process."""
+
+    key_id: str
+    tenant: str
+    salt: bytes
+    hash: bytes
+
+    def verifies(self, parsed: ParsedKey) -> bool:
+        """Whether ``parsed`` is this key with the right secret (constant-time compare)."""
+        return (parsed.key_id == self.key_id and parsed.tenant == self.tenant
+                and hmac.compare_digest(hash_secret(self.salt, parsed.secret), self.hash))
+
+
+@dataclass(frozen=True)
 class TenantInfo:
     """One tenant as the admin listing shows it."""
 
@@ -64,15 +79,20 @@ def hash_secret(salt: bytes, secret: str) -> bytes:
     return hmac.new(salt, secret.encode("utf-8"), hashlib.sha256).digest()
 
 
-def verify_key_record(parsed: ParsedKey, record: Sequence[Any]) -> bool:
-    """Check a presented key against its ``[tenant, salt, hash]`` record, in constant time."""
+def verify_key_record(parsed: ParsedKey, record: Sequence[Any]) -> KeyRecord | None:
+    """Check a presented key against its ``[tenant, salt, hash]`` record, in constant time.
+
+    Returns the record when the key is valid, else None.
+    """
     tenant, salt, digest = record
     if tenant is None or salt is None or digest is None:
         # still spend the time of one hash, so a miss is not faster than a mismatch
         hmac.compare_digest(hash_secret(b"0" * 16, parsed.secret), b"\0" * 32)
-        return False
+        return None
     ok = hmac.compare_digest(hash_secret(salt, parsed.secret), digest)
-    return ok and hmac.compare_digest(text(tenant) or "", parsed.tenant)
+    if not (ok and hmac.compare_digest(text(tenant) or "", parsed.tenant)):
+        return None
+    return KeyRecord(parsed.key_id, parsed.tenant, bytes(salt), bytes(digest))
 
 
 #: Fields of a key record, in the order :func:`verify_key_record` expects.
@@ -143,14 +163,10 @@ class TenantStore:
         await self.redis.delete(keys.api_key(key_id))
         return True
 
-    def queue_key_record(self, pipe: aioredis.client.Pipeline, key_id: str) -> None:
-        """Queue the read of a key record on ``pipe`` (see :func:`verify_key_record`)."""
-        pipe.hmget(keys.api_key(key_id), list(KEY_RECORD_FIELDS))
-
     async def authenticate(self, token: str) -> str | None:
         """The tenant of a valid API key, else None."""
         parsed = parse_api_key(token)
         if parsed is None:
             return None
         record = await self.redis.hmget(keys.api_key(parsed.key_id), list(KEY_RECORD_FIELDS))
-        return parsed.tenant if verify_key_record(parsed, record) else None
+        return parsed.tenant if verify_key_record(parsed, record) is not None else None

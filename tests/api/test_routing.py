@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.api.routing import OrjsonRequest, _may_hold_big_int
+from app.api.routing import OrjsonRequest, may_hold_big_int
 
 BODIES = [b'{"instances": [[0.1, 2, -3e-5]], "explore": false}',
           b"[0.00019000160734350402, 123456789012345678901.5, 1e-00000000000000000001]", b"[NaN, Infinity]",
@@ -47,4 +47,4 @@ async def test_orjson_request_parses_like_json_loads(body: bytes) -> None:
     (b"12345678901234567890", True), (b"[-12345678901234567890]", True),
     (b'{"label": 98765432109876543210}', True)])
 def test_may_hold_big_int_only_for_long_integer_parts(body: bytes, big: bool) -> None:
-    assert _may_hold_big_int(body) is big
+    assert may_hold_big_int(body) is big

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 import pytest
 
 from app.store import ModelKeys, Store
 from app.store.codec import decode, encode
+from app.store.events import DecisionGuard
+from app.store.keys import api_key
 from app.store.leases import LeaseStore
+from app.store.models import ModelView
 from app.store.snapshots import PublishConflict
-from app.store.tenants import parse_api_key
+from app.store.tenants import KeyRecord, parse_api_key
 from workers.worker import Worker
 
 CONFIG = {"model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 2,
@@ -121,11 +125,12 @@ async def test_trainer_skips_entries_already_in_snapshot(store: Store) -> None:
 
 
 async def test_view_with_key_checks_tenant_and_secret(store: Store) -> None:
-    key, _ = await store.tenants.create_key("t")
-    tenant, view = await store.models.view_with_key(key, "m")
-    assert tenant == "t" and view is not None and view.version == 1
+    key, key_id = await store.tenants.create_key("t")
+    record, view = await store.models.view_with_key(key, "m")
+    assert record is not None and view is not None and view.version == 1
+    assert (record.tenant, record.key_id) == ("t", key_id)
     parsed = parse_api_key(key)
-    assert parsed is not None
+    assert parsed is not None and record.verifies(parsed)
     wrong = key[:-1] + ("A" if key[-1] != "A" else "B")
     assert await store.models.view_with_key(wrong, "m") == (None, None)
     assert (await store.models.view_with_key(key, "nope"))[1] is None
@@ -139,3 +144,74 @@ async def test_no_lease_for_a_deleted_model(store: Store) -> None:
     assert await store.models.delete("t", "m")
     assert await leases.take_many([MK], "w1", 10_000) == [False]
     assert await store.redis.exists(MK.lease) == 0
+
+
+async def _guarded_setup(store: Store) -> tuple[KeyRecord, ModelView]:
+    key, _ = await store.tenants.create_key("t")
+    record, view = await store.models.view_with_key(key, "m")
+    assert record is not None and view is not None
+    return record, view
+
+
+async def _log_guarded(store: Store, guard: DecisionGuard, eid: str = "g1") -> int | None:
+    return await store.events.record_decisions(MK, [(eid, CTX)], 60, 60, guard=guard)
+
+
+async def test_guarded_log_writes_while_key_and_model_are_unchanged(store: Store) -> None:
+    record, view = await _guarded_setup(store)
+    deadline = await _log_guarded(store, DecisionGuard(record, view.stamp))
+    assert deadline is not None
+    assert await store.redis.zscore(MK.pending, "g1") == deadline
+    assert decode(await store.redis.get(MK.context("g1")))["played"] == 1
+    assert await store.redis.hget(MK.stats, "predictions") == b"1"
+
+
+async def test_guarded_log_counts_unlogged_predictions(store: Store) -> None:
+    record, view = await _guarded_setup(store)
+    guard = DecisionGuard(record, view.stamp)
+    assert await store.events.record_decisions(MK, [], 60, 60, predictions=3,
+                                               guard=guard) is not None
+    assert await store.redis.hget(MK.stats, "predictions") == b"3"
+    assert await store.redis.zcard(MK.pending) == 0
+
+
+def _changes(store: Store, record: KeyRecord) -> dict[str, Any]:
+    """Each change that must void a guard, as (name, coroutine factory)."""
+    async def revoke() -> None:
+        assert await store.tenants.revoke_key("t", record.key_id)
+
+    async def publish() -> None:
+        await store.snapshots.publish(MK, {"W_": np.ones((3, 2)), "noise_rates_": np.zeros(2)})
+
+    async def noise() -> None:
+        await store.noise.put(MK, 0.1, 0.2, source="configured")
+
+    async def config() -> None:
+        assert await store.models.set_config("t", {**CONFIG, "params": {"gamma": 0.1}})
+
+    async def recreate() -> None:
+        assert await store.models.delete("t", "m")
+        await store.models.create("t", {**CONFIG, "uid": "u2"},
+                                  {"W_": np.zeros((3, 2)), "noise_rates_": np.zeros(2)}, 0.0, 0.0)
+
+    async def forge_tenant() -> None:
+        await store.redis.hset(api_key(record.key_id), "tenant", "other")
+
+    return {"revoke": revoke, "publish": publish, "noise": noise, "config": config,
+            "recreate": recreate, "tenant": forge_tenant}
+
+
+@pytest.mark.parametrize("change", ["revoke", "publish", "noise", "config", "recreate", "tenant"])
+async def test_guarded_log_writes_nothing_after_a_change(store: Store, change: str) -> None:
+    record, view = await _guarded_setup(store)
+    await _changes(store, record)[change]()
+    before = await store.redis.hget(MK.stats, "predictions")
+    assert await _log_guarded(store, DecisionGuard(record, view.stamp)) is None
+    assert await store.redis.exists(MK.context("g1")) == 0
+    assert await store.redis.zscore(MK.pending, "g1") is None
+    assert await store.redis.hget(MK.stats, "predictions") == before
+    # the view read after the change guards again (except for a revoked or forged key)
+    fresh = await store.models.view("t", "m")
+    assert fresh is not None
+    if change not in ("revoke", "tenant"):
+        assert await _log_guarded(store, DecisionGuard(record, fresh.stamp), "g2") is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from app.api import decisions
-from app.api.deps import AuthHeader, ModelIdPath, get_context, require_model
+from app.api.deps import AuthHeader, ModelIdPath, authorize_model, bearer_token, get_context
 from app.api.responses import OrjsonResponse
 from app.api.routing import OrjsonRoute
 from app.api.schemas.common import ErrorResponse
@@ -21,5 +21,9 @@ router = APIRouter(prefix="/v1/models", tags=["predict"], route_class=OrjsonRout
 async def create_prediction(body: PredictRequest, model_id: ModelIdPath, request: Request,
                             authorization: AuthHeader = None) -> OrjsonResponse:
     """Decide for ``features`` (one) or ``instances`` (many); log each decision for feedback."""
-    view = await require_model(request, model_id, authorization)
-    return OrjsonResponse(await decisions.predict(await get_context(request), view, body))
+    ctx = await get_context(request)
+    token = bearer_token(authorization)
+    doc = await decisions.predict_cached(ctx, token, model_id, body)
+    if doc is None:
+        doc = await decisions.predict(ctx, await authorize_model(ctx, token, model_id), body)
+    return OrjsonResponse(doc)

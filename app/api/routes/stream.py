@@ -5,8 +5,10 @@ Authenticate with the ``Authorization`` header or a first message
 socket with code 4401.  Then each message ``{"op": "predict"|"feedback",
 "id": <any>, ...same body as the POST route}`` gets ``{"id", "result"}`` or
 ``{"id", "error"}``, in order; an error never closes the socket.  The key and
-the model are re-checked on every message (one round trip), so a revoked key
-stops working at once.
+the model are re-checked on every message, so a revoked key stops working at
+once: a predict in the one round trip that logs it
+(:func:`~app.api.decisions.predict_cached`) when the caches allow, any other
+message in one round trip before it is handled.
 """
 
 from __future__ import annotations
@@ -119,16 +121,31 @@ async def _handle(ctx: ApiContext, token: str, model_id: str, message: Any) -> A
     body = {k: v for k, v in message.items() if k not in ("op", "id")}
     if op == "auth":
         return {"authenticated": True}
+    request = _predict_request(body) if op == "predict" else None
+    if request is not None:
+        doc = await decisions.predict_cached(ctx, token, model_id, request)
+        if doc is not None:
+            return doc
     view = await authorize_model(ctx, token, model_id)
     try:
         if op == "predict":
-            return await decisions.predict(ctx, view, PredictRequest.model_validate(body))
+            return await decisions.predict(ctx, view,
+                                           request or PredictRequest.model_validate(body))
         if op == "feedback":
             _, doc = await decisions.feedback(ctx, view, _FEEDBACK.validate_python(body))
             return doc
     except ValidationError as exc:
         raise validation_error(exc.errors()) from None
     raise ApiError(422, "unknown_op", "op must be 'predict', 'feedback' or 'auth'", "op")
+
+
+def _predict_request(body: dict[str, Any]) -> PredictRequest | None:
+    """The validated predict body, or None (validated again after authentication then, so
+    that an invalid key is reported before an invalid body)."""
+    try:
+        return PredictRequest.model_validate(body)
+    except ValidationError:
+        return None
 
 
 async def _reply(ctx: ApiContext, token: str, model_id: str, message: Any,
