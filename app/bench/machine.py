@@ -35,6 +35,37 @@ def versions(names: tuple[str, ...] = VERSIONED) -> dict[str, str | None]:
     return out
 
 
+#: The first eight columns of the ``cpu`` line of ``/proc/stat``.
+CPU_TIME_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_times() -> tuple[int, ...] | None:
+    """Machine-wide CPU time counters (:data:`CPU_TIME_FIELDS`, in ticks), or None off Linux."""
+    stat = Path("/proc/stat")
+    if not stat.is_file():
+        return None
+    fields = stat.read_text("ascii").split("\n", 1)[0].split()[1:1 + len(CPU_TIME_FIELDS)]
+    return tuple(int(v) for v in fields)
+
+
+def cpu_shares(before: tuple[int, ...] | None, after: tuple[int, ...] | None
+               ) -> dict[str, float] | None:
+    """Percent of the machine's CPU time in each state between two :func:`cpu_times`.
+
+    ``steal`` is time the hypervisor gave to other guests while this VM
+    wanted to run: on a shared host it slows every figure of a benchmark.
+
+    >>> cpu_shares((0, 0, 0, 10, 0, 0, 0, 0), (30, 0, 10, 60, 0, 0, 0, 10))["steal"]
+    10.0
+    """
+    if before is None or after is None:
+        return None
+    spent = [b - a for a, b in zip(before, after, strict=True)]
+    total = sum(spent) or 1
+    return {name: round(100 * v / total, 1) for name, v in zip(CPU_TIME_FIELDS, spent,
+                                                               strict=True)}
+
+
 def machine_info() -> dict[str, Any]:
     """CPU, cores, load, Python, BLAS thread settings and library versions."""
     try:

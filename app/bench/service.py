@@ -10,8 +10,10 @@ load generator (:func:`load`, in a child process):
 * single predict, open loop at fixed rates (requests are due on a fixed
   schedule and latency counts from the due time, so a slow answer cannot hide
   the queue it causes: no coordinated omission);
-* the same closed loop against a bare FastAPI endpoint with one Redis GET on
-  the same Redis (:mod:`app.bench.baseline`), for the ratio;
+* the same closed and open loops against a bare FastAPI endpoint with one
+  Redis GET on the same Redis (:mod:`app.bench.baseline`), each right after
+  its noisyloop twin: the ratio, and the latency the machine and the
+  generator allow at the same rate;
 * batch predict, 1000 instances per request, 2 and then 4 requests in
   flight: decisions/s (:mod:`app.client`);
 * batch feedback, 1000 events per request, with 2 and then 4 senders:
@@ -48,7 +50,7 @@ import numpy as np
 import orjson
 
 from app.bench.loadgen import closed_loop, encode_request, latency_summary, open_loop
-from app.bench.machine import machine_info
+from app.bench.machine import cpu_shares, cpu_times, machine_info
 from app.client import AsyncClient, AsyncStream, Client, NoisyloopError
 
 D, K = 64, 10
@@ -241,14 +243,20 @@ async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
     path = f"/v1/models/{MODEL}/predict"
     singles = [encode_request(url, path, orjson.dumps({"features": row.tolist()}), key)
                for row in X[:64]]
-    out: dict[str, Any] = {
-        "predict_closed": [await closed_loop(url, singles, conc, secs)
-                           for conc in cfg["concurrencies"]],
-        "predict_open": [await open_loop(url, singles, rate, secs) for rate in cfg["rates"]]}
-    if cfg.get("baseline_url"):
-        get = [encode_request(cfg["baseline_url"], "/get", b"")]
-        out["baseline_closed"] = [await closed_loop(cfg["baseline_url"], get, conc, secs)
-                                  for conc in cfg["concurrencies"]]
+    base_url = cfg.get("baseline_url")
+    get = [encode_request(base_url, "/get", b"")] if base_url else []
+    out: dict[str, Any] = {"predict_closed": [], "predict_open": []}
+    if base_url:
+        out.update(baseline_closed=[], baseline_open=[])
+    # each phase right before its baseline twin: the VM's speed drifts over minutes
+    for conc in cfg["concurrencies"]:
+        out["predict_closed"].append(await closed_loop(url, singles, conc, secs))
+        if base_url:
+            out["baseline_closed"].append(await closed_loop(base_url, get, conc, secs))
+    for rate in cfg["rates"]:
+        out["predict_open"].append(await open_loop(url, singles, rate, secs))
+        if base_url:
+            out["baseline_open"].append(await open_loop(base_url, get, rate, secs))
     async with AsyncClient(url, key, max_connections=128) as c:
         async def predict_batch() -> None:
             await c.predict_batch(MODEL, X)
@@ -318,6 +326,7 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
     at_1000 = [r for r in results["predict_open"] if r["target_rate"] == 1000.0]
     p99 = at_1000[0]["p99_ms"] if at_1000 else None
     kept_up = bool(at_1000) and at_1000[0]["achieved_per_second"] >= 0.98 * 1000.0
+    base_1000 = [r for r in results.get("baseline_open", []) if r["target_rate"] == 1000.0]
     steady = results["trainer_steady"]
     lag_p99 = steady["p99_s"] if steady["unapplied"] == 0 else None
     feedback = max(r["events_per_second"] for r in results["feedback_batch"])
@@ -327,9 +336,12 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
         "batch_predict_decisions_per_s": _goal(decisions, ">= 20000", decisions >= 20_000),
         "single_predict_peak_over_baseline_peak": _goal(
             ratio, ">= 0.6", None if ratio is None else ratio >= 0.6),
-        "p99_ms_at_1000_predicts_per_s": _goal(
-            p99, "<= 20 (and 1000/s achieved)",
-            None if p99 is None else (p99 <= 20.0 and kept_up)),
+        "p99_ms_at_1000_predicts_per_s": {
+            **_goal(p99, "<= 20 (and 1000/s achieved)",
+                    None if p99 is None else (p99 <= 20.0 and kept_up)),
+            # the same open loop against the bare baseline, right after: what the machine
+            # and the generator allow at that rate
+            "baseline_p99_ms": base_1000[0]["p99_ms"] if base_1000 else None},
         "trainer_lag_p99_s_at_10k_events_per_s": _goal(
             lag_p99, "< 2 (10k/s achieved)",
             None if lag_p99 is None else (lag_p99 < 2.0 and steady["achieved_events_per_second"]
@@ -382,7 +394,9 @@ def run(*, quick: bool = False, url: str | None = None, admin_token: str | None 
         cfg.update(url=url, api_key=_setup(url, admin_token))
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(1) as pool:
+            before = cpu_times()
             results = pool.apply(load, (cfg,))
+            results["cpu_percent_during_load"] = cpu_shares(before, cpu_times())
     ratio = None
     if "baseline_closed" in results:
         ratio = {str(p["concurrency"]): round(p["per_second"] / b["per_second"], 3)
