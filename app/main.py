@@ -17,6 +17,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp
 
 from app.api.cache import KeyCache, LearnerCache
 from app.api.context import ApiContext
@@ -33,6 +34,19 @@ logger = logging.getLogger(__name__)
 
 #: A background role: given the app's context and a stop event, runs until stopped.
 Background = Callable[[ApiContext, asyncio.Event], Coroutine[Any, Any, None]]
+
+
+class NoisyloopApp(FastAPI):
+    """FastAPI with :class:`~app.api.fastpath.SinglePredictFastPath` outside every layer.
+
+    ``add_middleware`` would put it inside Starlette's error middleware and
+    FastAPI's own wrappers, whose cost is what the fast path saves.
+    """
+
+    fast_path_options: dict[str, Any]
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SinglePredictFastPath(super().build_middleware_stack(), **self.fast_path_options)
 
 
 def create_app(settings: Settings | None = None, *, background: Sequence[Background] = (),
@@ -72,16 +86,16 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
                     logger.exception("background role failed")
             await store.close()
 
-    app = FastAPI(title="noisyloop", version="1",
-                  description="Online learning from noisy, delayed, partial feedback.",
-                  lifespan=lifespan)
+    app = NoisyloopApp(title="noisyloop", version="1",
+                       description="Online learning from noisy, delayed, partial feedback.",
+                       lifespan=lifespan)
+    app.fast_path_options = {"template": predict.PREDICT_PATH, "metrics": metrics,
+                             "max_body_bytes": settings.max_body_bytes,
+                             "retry_after_seconds": settings.retry_after_seconds}
     install_error_handlers(app, settings.retry_after_seconds, authenticate=check_credentials)
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
     for module in (predict, feedback, models, admin, noise, confusion, stream, ops):
         app.include_router(module.router)
-    app.add_middleware(SinglePredictFastPath, route=next(
-        r for r in predict.router.routes
-        if getattr(r, "name", None) == predict.create_prediction.__name__))
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        max_depth=settings.max_json_depth)
     if settings.cors_origins:

@@ -1,13 +1,16 @@
 """ASGI fast path of the hottest request: one dense ``POST /v1/models/{id}/predict``.
 
-FastAPI's routing, dependency solving and pydantic validation cost more CPU
-than the rest of a single predict (``docs/benchmarks/service.md``).  This
-middleware sits inside the body-limit and observability middleware (so a
-fast request is limited, logged and counted like any other) and answers a
-single predict itself when, and only when, the request is unambiguous:
+Starlette's and FastAPI's layers (error middleware, telemetry, body limit,
+exception middleware, routing, dependency solving, pydantic validation)
+cost more CPU than the rest of a single predict
+(``docs/benchmarks/service.md``).  This layer wraps the whole app (see
+:class:`app.main.NoisyloopApp`) and answers a single predict itself when,
+and only when, the request is unambiguous:
 
 * ``POST``, a path ``/v1/models/<id>/predict`` whose id matches the
-  contract's pattern, ``Content-Type: application/json``, a bearer token;
+  contract's pattern, ``Content-Type: application/json``, a bearer token, a
+  ``Content-Length`` within the body limit, no ``Origin`` (CORS is the app's
+  business), and the whole body in one message;
 * a body that is exactly ``{"features": [numbers...]}`` with an optional
   boolean ``"explore"`` (numbers as pydantic's strict ``FiniteFloat`` takes
   them: JSON integers and floats, not booleans; no integer literal long
@@ -15,11 +18,13 @@ single predict itself when, and only when, the request is unambiguous:
 * and :func:`~app.api.decisions.predict_cached` can answer it in one round
   trip (cached key record and learner, unchanged in Redis).
 
-Anything else, every error included, goes on to the FastAPI app with the
-body replayed, so the fast path changes no response, only the CPU spent.
-The one error it answers itself is an unreachable Redis (503
-``store_unavailable``, as the app's handler answers it): going on would
-wait for a second connect timeout before the same answer.
+Such a request is observed as every other (request id header, metrics under
+the route template, one access-log line: :class:`ObservedRequest`).
+Anything else, every error included, goes on to the app with the body
+replayed, so the fast path changes no response, only the CPU spent.  The
+one error it answers itself is an unreachable Redis (503
+``store_unavailable``, as the app's handler answers it): going on would wait
+for a second connect timeout before the same answer.
 """
 
 from __future__ import annotations
@@ -32,15 +37,19 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api import decisions
 from app.api.errors import store_error_response
-from app.api.responses import OrjsonResponse
+from app.api.middleware import ObservedRequest
+from app.api.responses import dumps
 from app.api.routing import may_hold_big_int
 from app.api.schemas.common import MODEL_ID_PATTERN
 from app.api.schemas.predict import PredictRequest
+from app.metrics import Metrics
 from app.store import STORE_ERRORS
 
 _PATH = re.compile(r"/v1/models/([^/]+)/predict")
 _MODEL_ID = re.compile(MODEL_ID_PATTERN)
 _NUMBER_TYPES = frozenset((int, float))
+_JSON = b"application/json"
+_WANTED = frozenset((b"content-type", b"content-length", b"authorization", b"origin"))
 
 
 def single_predict_body(body: bytes) -> PredictRequest | None:
@@ -72,64 +81,79 @@ def single_predict_body(body: bytes) -> PredictRequest | None:
     return PredictRequest.model_construct(features=features, explore=explore)
 
 
-def _header(scope: Scope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return bytes(value)
-    return None
-
-
 class SinglePredictFastPath:
-    """Answer unambiguous single predicts in one Redis round trip, without FastAPI.
+    """Answer unambiguous single predicts in one Redis round trip, before the app's layers.
 
-    ``route`` is the predict route (its ``path`` template is what the
-    observability middleware labels the request with).
+    ``template`` is the predict route's path template (the metrics label);
+    ``max_body_bytes`` the app's body limit (a larger body goes on to the
+    app, which refuses it).
     """
 
-    def __init__(self, app: ASGIApp, route: Any) -> None:
+    def __init__(self, app: ASGIApp, *, template: str, metrics: Metrics, max_body_bytes: int,
+                 retry_after_seconds: int) -> None:
         self.app = app
-        self.route = route
+        self.template = template
+        self.metrics = metrics
+        self.max_body_bytes = max_body_bytes
+        self.retry_after_seconds = retry_after_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
-        match = _PATH.fullmatch(scope["path"])
-        if match is None:
+        match = (_PATH.fullmatch(scope["path"])
+                 if scope["type"] == "http" and scope["method"] == "POST" else None)
+        token = self._token(scope) if match is not None else None
+        if match is None or token is None:
             await self.app(scope, receive, send)
             return
         message = await receive()
-        doc = None
-        if not message.get("more_body", False):  # the body-limit middleware sends it whole
-            try:
-                doc = await self._answer(scope, match.group(1), message.get("body", b""))
-            except STORE_ERRORS as exc:
-                scope["route"] = self.route
-                ctx = scope["app"].state.ctx
-                await store_error_response(exc, ctx.settings.retry_after_seconds)(
-                    scope, receive, send)
-                return
-        if doc is None:
+        if message["type"] != "http.request" or message.get("more_body", False):
             await self.app(scope, _replay(message, receive), send)
             return
-        scope["route"] = self.route
-        await OrjsonResponse(doc)(scope, receive, send)
+        observed = ObservedRequest(self.metrics)
+        try:
+            answer = await self._answer(token, match.group(1), message.get("body", b""), scope)
+        except STORE_ERRORS as exc:
+            answer = store_error_response(exc, self.retry_after_seconds)
+        if answer is None:
+            observed.abandon()
+            await self.app(scope, _replay(message, receive), send)
+            return
+        status = 200 if isinstance(answer, bytes) else answer.status_code
+        try:
+            if isinstance(answer, bytes):
+                await send({"type": "http.response.start", "status": 200, "headers": [
+                    (b"content-type", _JSON), (b"content-length", str(len(answer)).encode()),
+                    observed.header()]})
+                await send({"type": "http.response.body", "body": answer})
+            else:
+                answer.raw_headers.append(observed.header())
+                await answer(scope, receive, send)
+        finally:
+            observed.finish("POST", self.template, status)
 
-    async def _answer(self, scope: Scope, model_id: str, body: bytes) -> dict[str, Any] | None:
-        """The response document, or None when the regular route must answer."""
-        content_type = _header(scope, b"content-type")
-        authorization = _header(scope, b"authorization")
-        if (content_type is None
-                or content_type.partition(b";")[0].strip().lower() != b"application/json"
-                or authorization is None or len(model_id) > 128
-                or not _MODEL_ID.fullmatch(model_id)):
+    def _token(self, scope: Scope) -> str | None:
+        """The bearer token of a request the fast path may take (headers only), else None."""
+        found: dict[bytes, bytes] = {}
+        for name, value in scope["headers"]:
+            if name in _WANTED:
+                found[name] = value
+        length = found.get(b"content-length", b"")
+        authorization = found.get(b"authorization", b"")
+        if (b"origin" in found or not length.isdigit() or int(length) > self.max_body_bytes
+                or found.get(b"content-type", b"").partition(b";")[0].strip().lower() != _JSON
+                or authorization[:7].lower() != b"bearer "):
             return None
-        scheme, _, token = authorization.decode("latin-1").partition(" ")
-        token = token.strip()
+        token = authorization[7:].strip()
+        return token.decode("latin-1") if token else None
+
+    async def _answer(self, token: str, model_id: str, body: bytes, scope: Scope) -> Any:
+        """The response body (bytes) or a 503 response, or None when the app must answer."""
+        if len(model_id) > 128 or not _MODEL_ID.fullmatch(model_id):
+            return None
         request = single_predict_body(body)
-        if request is None or scheme.lower() != "bearer" or not token:
+        if request is None:
             return None
-        return await decisions.predict_cached(scope["app"].state.ctx, token, model_id, request)
+        doc = await decisions.predict_cached(scope["app"].state.ctx, token, model_id, request)
+        return None if doc is None else dumps(doc)
 
 
 def _replay(message: Message, receive: Receive) -> Receive:

@@ -77,6 +77,45 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
 
+class ObservedRequest:
+    """What the API records of one HTTP request: its id, metrics and one access-log line.
+
+    Created when the request comes in (a new id, the log context cleared),
+    :meth:`finish` ed when it is answered.  Used by
+    :class:`ObservabilityMiddleware` and by the single-predict fast path,
+    which answers before that middleware (:mod:`app.api.fastpath`).
+    """
+
+    __slots__ = ("_token", "metrics", "rid", "started")
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self.rid = secrets.token_hex(8)
+        self._token = request_id.set(self.rid)
+        request_tenant.set(None)
+        request_model.set(None)
+        self.started = time.perf_counter()
+
+    def header(self) -> tuple[bytes, bytes]:
+        """The ``X-Request-ID`` response header."""
+        return b"x-request-id", self.rid.encode()
+
+    def finish(self, method: str, template: str, status: int) -> None:
+        """Count and log the answered request; restore the log context."""
+        elapsed = time.perf_counter() - self.started
+        self.metrics.http_requests.labels(method, template, str(status)).inc()
+        self.metrics.http_duration.labels(template).observe(elapsed)
+        logger.info("%s %s %d", method, template, status, extra={
+            "method": method, "path": template, "status": status,
+            "duration_ms": round(elapsed * 1000, 2), "tenant": request_tenant.get(),
+            "model": request_model.get()})
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Restore the log context without recording (another layer answers)."""
+        request_id.reset(self._token)
+
+
 class ObservabilityMiddleware:
     """Request id (``X-Request-ID``), one access-log line, HTTP request metrics."""
 
@@ -88,32 +127,20 @@ class ObservabilityMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rid = secrets.token_hex(8)
-        token = request_id.set(rid)
-        request_tenant.set(None)
-        request_model.set(None)
+        observed = ObservedRequest(self.metrics)
         status = 500
-        start = time.perf_counter()
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
+                message["headers"] = [*message["headers"], observed.header()]
             await send(message)
 
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            elapsed = time.perf_counter() - start
             route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
-            method = scope.get("method", "")
-            self.metrics.http_requests.labels(method, template, str(status)).inc()
-            self.metrics.http_duration.labels(template).observe(elapsed)
-            logger.info("%s %s %d", method, template, status, extra={
-                "method": method, "path": template, "status": status,
-                "duration_ms": round(elapsed * 1000, 2), "tenant": request_tenant.get(),
-                "model": request_model.get()})
-            request_id.reset(token)
+            observed.finish(scope.get("method", ""),
+                            getattr(route, "path", None) or "unmatched", status)

@@ -16,7 +16,6 @@ import pytest
 import redis
 
 from app.api.fastpath import SinglePredictFastPath, single_predict_body
-from app.api.routes import predict
 from app.store.keys import ModelKeys
 from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
 
@@ -230,9 +229,9 @@ def _call_fast_path(client: TestClient, body: bytes, auth: dict[str, str]
         await send({"type": "http.response.start", "status": 299, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
-    route = next(r for r in predict.router.routes if r.name == "create_prediction")
     scope = {"type": "http", "method": "POST", "path": PREDICT, "app": client.app,
              "headers": [(b"content-type", b"application/json"),
+                         (b"content-length", str(len(body)).encode()),
                          (b"authorization", auth["Authorization"].encode())]}
     sent: list[dict[str, Any]] = []
 
@@ -243,7 +242,8 @@ def _call_fast_path(client: TestClient, body: bytes, auth: dict[str, str]
         sent.append(message)
 
     assert client.portal is not None
-    client.portal.call(SinglePredictFastPath(inner, route), scope, receive, send)
+    options = client.app.fast_path_options  # type: ignore[attr-defined]
+    client.portal.call(SinglePredictFastPath(inner, **options), scope, receive, send)
     return sent, inner_bodies
 
 
@@ -252,6 +252,8 @@ def test_fast_path_answers_without_the_app_and_passes_the_rest_on_intact(
     predicted_by(idle_client, tenant)  # the regular path fills the caches
     sent, inner = _call_fast_path(idle_client, b'{"features": [1, 0, 0.5, 0]}', tenant)
     assert inner == [] and sent[0]["status"] == 200
+    assert dict(sent[0]["headers"]).keys() == {b"content-type", b"content-length",
+                                               b"x-request-id"}
     assert orjson.loads(sent[1]["body"]).keys() >= {"label", "event_id", "model_version"}
     odd = b'{"features": [1, 0, 0.5, 0], "explore": "yes"}'
     sent, inner = _call_fast_path(idle_client, odd, tenant)

@@ -12,9 +12,11 @@ from app.api.schemas.common import ErrorResponse
 from app.api.schemas.predict import Prediction, PredictionBatchResponse, PredictRequest
 
 router = APIRouter(prefix="/v1/models", tags=["predict"], route_class=OrjsonRoute)
+#: The route's path template (also the metrics label of the fast path's answers).
+PREDICT_PATH = "/v1/models/{model_id}/predict"
 
 
-@router.post("/{model_id}/predict", response_model=Prediction | PredictionBatchResponse,
+@router.post(PREDICT_PATH.removeprefix("/v1/models"), response_model=Prediction | PredictionBatchResponse,
              response_model_exclude_none=True,
              responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
                         422: {"model": ErrorResponse}})
