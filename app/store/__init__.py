@@ -39,7 +39,7 @@ class Store:
         self.tenants = TenantStore(redis)
         self.models = ModelStore(redis, self.scripts)
         self.snapshots = SnapshotStore(redis, self.scripts)
-        self.events = EventStore(redis, self.scripts)
+        self.events = EventStore(redis, self.scripts, batch_decisions=self.single_redis)
         self.noise = NoiseStore(redis)
         self.open = OpenFeedbackStore(redis)
         self.rate = RateLimitStore(redis)

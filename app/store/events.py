@@ -28,7 +28,7 @@ import numpy as np
 import redis.asyncio as aioredis
 
 from app.store import codec
-from app.store.client import Scripts
+from app.store.client import ScriptBatch, Scripts
 from app.store.keys import TRAINER_GROUP, ModelKeys, api_key
 from app.store.models import ModelStamp
 from app.store.tenants import KeyRecord
@@ -116,9 +116,13 @@ def decode_entries(entries: Sequence[tuple[str, Mapping[bytes, bytes]]],
 class EventStore:
     """Decisions, feedback and the event stream of each model."""
 
-    def __init__(self, redis: aioredis.Redis, scripts: Scripts) -> None:
+    def __init__(self, redis: aioredis.Redis, scripts: Scripts, *,
+                 batch_decisions: bool = False) -> None:
         self.redis = redis
         self.scripts = scripts
+        #: Decision logs of concurrent predicts, pipelined per loop turn (single Redis only).
+        self._decision_batch = ScriptBatch(scripts["record_decisions"]) if batch_decisions \
+            else None
 
     async def record_decisions(self, mk: ModelKeys,
                                contexts: Sequence[tuple[str, Mapping[str, np.ndarray]]],
@@ -131,7 +135,8 @@ class EventStore:
         made with ``explore: false`` are counted, not logged).  With a
         ``guard``, nothing is written and None is returned unless the API key
         and the model are still those of the guard (one Lua step; a single
-        Redis only, see :class:`DecisionGuard`).
+        Redis only, see :class:`DecisionGuard`).  On a single Redis, the logs
+        of concurrent predicts go to Redis together (:class:`ScriptBatch`).
         """
         keys_ = [mk.stats, mk.pending, *(mk.context(eid) for eid, _ in contexts)]
         args: list[bytes | str | int | float] = [
@@ -144,7 +149,8 @@ class EventStore:
             keys_ += [api_key(guard.key.key_id), mk.meta, mk.snapshot, mk.noise]
             args += [guard.key.hash, guard.key.tenant, stamp.config_sha1, stamp.version,
                      stamp.rho0, stamp.rho1]
-        reply: Any = await self.scripts.run("record_decisions", keys_, args)
+        reply: Any = await (self._decision_batch.run(keys_, args) if self._decision_batch
+                            else self.scripts.run("record_decisions", keys_, args))
         return None if reply is None else int(reply)
 
     async def take_feedback_many(self, mk: ModelKeys,

@@ -4,12 +4,14 @@ are packed by hiredis into the bytes redis-py would send."""
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 
-from app.store.client import connect
+from app.store.client import STORE_ERRORS, ScriptBatch, connect
 
 
 async def test_more_concurrent_commands_than_connections_wait_instead_of_failing(
@@ -57,5 +59,84 @@ async def test_hiredis_packed_commands_round_trip(redis_url: str) -> None:
         assert await client.get("k") == b"\x00\xff\r\n"
         await client.hset("h", mapping={"f": 1.25, "é": "ü"})
         assert await client.hgetall("h") == {b"f": b"1.25", "é".encode(): "ü".encode()}
+    finally:
+        await client.aclose()
+
+
+ECHO = "if ARGV[1] == 'fail' then return redis.error_reply('failed') end return ARGV[1]"
+
+
+async def _connected_clients(redis_url: str) -> int:
+    probe = aioredis.Redis.from_url(redis_url)
+    try:
+        return int((await probe.info("clients"))["connected_clients"])
+    finally:
+        await probe.aclose()
+
+
+async def test_script_batch_answers_each_caller_over_one_connection(redis_url: str) -> None:
+    client = connect(redis_url)
+    try:
+        batch = ScriptBatch(client.register_script(ECHO))
+        before = await _connected_clients(redis_url)
+        replies = await asyncio.gather(*(batch.run(["k"], [f"v{i}"]) for i in range(20)),
+                                       return_exceptions=True)
+        assert replies == [f"v{i}".encode() for i in range(20)]
+        # 20 concurrent plain calls would have opened 20 connections
+        assert await _connected_clients(redis_url) - before == 1
+    finally:
+        await client.aclose()
+
+
+async def test_script_batch_keeps_errors_to_their_callers(redis_url: str) -> None:
+    client = connect(redis_url)
+    try:
+        batch = ScriptBatch(client.register_script(ECHO))
+        replies = await asyncio.gather(batch.run(["k"], ["a"]), batch.run(["k"], ["fail"]),
+                                       batch.run(["k"], ["b"]), return_exceptions=True)
+        assert replies[0] == b"a" and replies[2] == b"b"
+        assert isinstance(replies[1], ResponseError) and "failed" in str(replies[1])
+    finally:
+        await client.aclose()
+
+
+async def test_script_batch_reloads_a_lost_script(redis_url: str) -> None:
+    client = connect(redis_url)
+    try:
+        batch = ScriptBatch(client.register_script(ECHO))
+        assert await batch.run(["k"], ["x"]) == b"x"
+        await client.script_flush()  # as after a Redis restart
+        assert await asyncio.gather(batch.run(["k"], ["y"]), batch.run(["k"], ["z"])) == \
+            [b"y", b"z"]
+        await client.script_flush()
+        assert await batch.run(["k"], ["w"]) == b"w"  # a batch of one
+    finally:
+        await client.aclose()
+
+
+async def test_a_cancelled_caller_does_not_strand_the_batch(redis_url: str) -> None:
+    client = connect(redis_url)
+    try:
+        batch = ScriptBatch(client.register_script(ECHO))
+        first = asyncio.ensure_future(batch.run(["k"], ["a"]))
+        second = asyncio.ensure_future(batch.run(["k"], ["b"]))
+        await asyncio.sleep(0)  # both queued, the send not yet run
+        first.cancel()
+        assert await asyncio.wait_for(second, 5) == b"b"
+        assert first.cancelled()
+    finally:
+        await client.aclose()
+
+
+async def test_every_caller_gets_the_error_of_an_unreachable_store() -> None:
+    with socket.socket() as s:  # a port with nothing behind it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = connect(f"redis://127.0.0.1:{port}/0", socket_timeout=0.5, connect_timeout=0.5)
+    try:
+        batch = ScriptBatch(client.register_script(ECHO))
+        replies = await asyncio.gather(batch.run(["k"], ["a"]), batch.run(["k"], ["b"]),
+                                       return_exceptions=True)
+        assert all(isinstance(r, STORE_ERRORS) for r in replies)
     finally:
         await client.aclose()
