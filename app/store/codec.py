@@ -22,6 +22,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import orjson
@@ -48,6 +49,57 @@ def encode(arrays: Mapping[str, np.ndarray]) -> bytes:
         buffers.append(arr.tobytes())
     head = orjson.dumps(header)
     return b"".join([MAGIC, _LEN.pack(len(head)), head, *buffers])
+
+
+def encode_many(items: Sequence[Mapping[str, Any]]) -> list[bytes]:
+    """:func:`encode` of each mapping (the same bytes), at once when they share one layout.
+
+    The decision contexts of a batch predict (up to 1000) all have the same
+    fields, dtypes and shapes: each field is stacked with one ``np.asarray``,
+    all records are packed into one buffer, and every blob is the shared
+    header plus its slice of it (about a tenth of the CPU of one
+    :func:`encode` per item).  Items whose layouts differ (or values that
+    are not of one Python or numpy type per field) are encoded one by one.
+
+    >>> items = [{"x": np.arange(2.0) + i, "k": i} for i in range(3)]
+    >>> encode_many(items) == [encode(item) for item in items]
+    True
+    """
+    columns = _columns(items) if len(items) > 1 else None
+    if columns is None:
+        return [encode(item) for item in items]
+    first = encode(items[0])
+    records = np.empty(len(items), dtype=[(name, col.dtype, col.shape[1:])
+                                          for name, col in columns.items()])
+    for name, col in columns.items():
+        records[name] = col
+    size = records.dtype.itemsize
+    prefix = first[:len(first) - size]
+    payload = records.tobytes()
+    return [prefix + payload[i * size:(i + 1) * size] for i in range(len(items))]
+
+
+def _columns(items: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray] | None:
+    """Each field of ``items`` stacked on a new axis 0; None when their layouts may differ."""
+    names = tuple(items[0])
+    if any(len(item) != len(names) for item in items):
+        return None
+    columns = {}
+    for name in names:
+        try:
+            values = [item[name] for item in items]
+        except KeyError:
+            return None
+        kinds = set(map(type, values))
+        if len(kinds) != 1:
+            return None
+        if kinds == {np.ndarray} and len({(v.dtype, v.shape) for v in values}) != 1:
+            return None
+        col = np.asarray(values)
+        if col.dtype.kind not in ALLOWED_KINDS:
+            return None
+        columns[name] = col
+    return columns
 
 
 @dataclass(frozen=True)

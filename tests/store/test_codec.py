@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from app.learners.base import stack_events
-from app.store.codec import CodecError, decode, decode_columns, encode
+from app.store.codec import CodecError, decode, decode_columns, encode, encode_many
 from app.store.events import decode_entries, decode_entry
 
 
@@ -62,3 +64,38 @@ def test_decode_entries_malformed_returns_none() -> None:
     bad = {**fields, b"c": fields[b"c"][:-3]}
     assert decode_entries([(sid, fields), (sid, bad)]) is None
     assert decode_entries([(sid, {b"c": fields[b"c"]})]) is None
+
+
+def _contexts(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.random(5), "greedy": int(rng.integers(3)), "played": np.int64(1),
+             "prob": float(rng.random()), "m": rng.random((2, 3)).astype(np.float32)}
+            for _ in range(n)]
+
+
+def test_encode_many_gives_encodes_bytes_and_decodes_by_columns() -> None:
+    items = _contexts(50)
+    blobs = encode_many(items)
+    assert blobs == [encode(item) for item in items]
+    cols = decode_columns(blobs)
+    assert cols is not None and cols["m"].dtype == np.float32
+    assert np.array_equal(cols["x"], np.stack([item["x"] for item in items]))
+
+
+@pytest.mark.parametrize("change", [
+    lambda c: c.update(greedy=1.5),                        # another Python type
+    lambda c: c.update(x=np.arange(4.0)),                  # another shape
+    lambda c: c.update(m=np.zeros((2, 3))),                # another dtype
+    lambda c: c.pop("prob"),                               # a field missing
+    lambda c: c.update(extra=np.zeros(1)),                 # a field more
+])
+def test_encode_many_falls_back_per_item_when_layouts_differ(change: Any) -> None:
+    items = _contexts(5)
+    change(items[3])
+    assert encode_many(items) == [encode(item) for item in items]
+
+
+def test_encode_many_refuses_what_encode_refuses() -> None:
+    items = [{"x": np.array(["a", "b"])}, {"x": np.array(["c", "d"])}]
+    with pytest.raises(CodecError):
+        encode_many(items)
