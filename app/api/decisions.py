@@ -27,7 +27,7 @@ from app.api.schemas.predict import PredictRequest
 from app.api.tasks import TaskSpec, task_spec
 from app.learners.base import Learner
 from app.learners.registry import learner_class
-from app.store.events import DecisionGuard, new_event_id
+from app.store.events import DecisionGuard, new_event_ids
 from app.store.keys import ModelKeys
 from app.store.models import ModelView
 from app.store.tenants import parse_api_key
@@ -103,7 +103,8 @@ async def _decide_and_log(ctx: ApiContext, tenant: str, config: dict[str, Any],
     and build the response; None when ``guard`` failed (nothing logged)."""
     decisions = learner.decide_many(X, explore=body.explore)
     model_id = config["model_id"]
-    event_ids: list[str | None] = [new_event_id() if body.explore else None for _ in decisions]
+    event_ids: list[str | None] = ([*new_event_ids(len(decisions))] if body.explore
+                                   else [None] * len(decisions))
     logged = await ctx.store.events.record_decisions(
         ModelKeys(tenant, model_id),
         [(eid, d.context) for eid, d in zip(event_ids, decisions, strict=True) if eid is not None],

@@ -19,6 +19,7 @@ Life of one event:
 
 from __future__ import annotations
 
+import base64
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,9 +39,26 @@ from app.store.util import text
 TOMBSTONE = b"\x00taken"
 
 
+#: Random bytes of an event id: 144 bits, a multiple of 3 bytes, so that the ids of a batch
+#: are slices of one URL-safe base64 string (24 characters each, no padding).
+EVENT_ID_BYTES = 18
+
+
+def new_event_ids(n: int) -> list[str]:
+    """``n`` unguessable event ids (144 random bits each, URL-safe), made in one call.
+
+    >>> ids = new_event_ids(3)
+    >>> len(set(ids)), [len(i) for i in ids]
+    (3, [24, 24, 24])
+    """
+    size = 4 * EVENT_ID_BYTES // 3
+    text = base64.urlsafe_b64encode(secrets.token_bytes(EVENT_ID_BYTES * n)).decode("ascii")
+    return [text[i:i + size] for i in range(0, size * n, size)]
+
+
 def new_event_id() -> str:
-    """An unguessable event id (128 random bits, URL-safe)."""
-    return secrets.token_urlsafe(16)
+    """One unguessable event id (see :func:`new_event_ids`)."""
+    return new_event_ids(1)[0]
 
 
 @dataclass(frozen=True)
@@ -142,8 +160,9 @@ class EventStore:
         args: list[bytes | str | int | float] = [
             int(wait_seconds), int(grace_seconds),
             len(contexts) if predictions is None else int(predictions), len(contexts)]
-        for eid, ctx in contexts:
-            args += [eid, codec.encode(ctx)]
+        blobs = codec.encode_many([ctx for _, ctx in contexts])
+        for (eid, _), blob in zip(contexts, blobs, strict=True):
+            args += [eid, blob]
         if guard is not None:
             stamp = guard.model
             keys_ += [api_key(guard.key.key_id), mk.meta, mk.snapshot, mk.noise]
