@@ -180,8 +180,9 @@ class EventStore:
             return []
         keys_ = [mk.pending, mk.events, mk.stats, *(mk.context(eid) for eid, _ in items)]
         args: list[bytes | str | int | float] = [TOMBSTONE]
-        for eid, feedback in items:
-            args += [eid, codec.encode(feedback)]
+        blobs = codec.encode_many([feedback for _, feedback in items])
+        for (eid, _), blob in zip(items, blobs, strict=True):
+            args += [eid, blob]
         reply: Any = await self.scripts.run("take_feedback", keys_, args)
         return [FeedbackOutcome(text(status) or "unknown", text(sid) or None)
                 for status, sid in zip(reply[::2], reply[1::2], strict=True)]
