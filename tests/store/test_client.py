@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
@@ -74,58 +75,54 @@ async def _connected_clients(redis_url: str) -> int:
         await probe.aclose()
 
 
-async def test_script_batch_answers_each_caller_over_one_connection(redis_url: str) -> None:
+@pytest.fixture
+async def echo(redis_url: str) -> AsyncIterator[tuple[aioredis.Redis, ScriptBatch]]:
+    """A store client and a :class:`ScriptBatch` of :data:`ECHO` on it."""
     client = connect(redis_url)
-    try:
-        batch = ScriptBatch(client.register_script(ECHO))
-        before = await _connected_clients(redis_url)
-        replies = await asyncio.gather(*(batch.run(["k"], [f"v{i}"]) for i in range(20)),
-                                       return_exceptions=True)
-        assert replies == [f"v{i}".encode() for i in range(20)]
-        # 20 concurrent plain calls would have opened 20 connections
-        assert await _connected_clients(redis_url) - before == 1
-    finally:
-        await client.aclose()
+    yield client, ScriptBatch(client.register_script(ECHO))
+    await client.aclose()
 
 
-async def test_script_batch_keeps_errors_to_their_callers(redis_url: str) -> None:
-    client = connect(redis_url)
-    try:
-        batch = ScriptBatch(client.register_script(ECHO))
-        replies = await asyncio.gather(batch.run(["k"], ["a"]), batch.run(["k"], ["fail"]),
-                                       batch.run(["k"], ["b"]), return_exceptions=True)
-        assert replies[0] == b"a" and replies[2] == b"b"
-        assert isinstance(replies[1], ResponseError) and "failed" in str(replies[1])
-    finally:
-        await client.aclose()
+async def test_script_batch_answers_each_caller_over_one_connection(
+        redis_url: str, echo: tuple[aioredis.Redis, ScriptBatch]) -> None:
+    _, batch = echo
+    before = await _connected_clients(redis_url)
+    replies = await asyncio.gather(*(batch.run(["k"], [f"v{i}"]) for i in range(20)),
+                                   return_exceptions=True)
+    assert replies == [f"v{i}".encode() for i in range(20)]
+    # 20 concurrent plain calls would have opened 20 connections
+    assert await _connected_clients(redis_url) - before == 1
 
 
-async def test_script_batch_reloads_a_lost_script(redis_url: str) -> None:
-    client = connect(redis_url)
-    try:
-        batch = ScriptBatch(client.register_script(ECHO))
-        assert await batch.run(["k"], ["x"]) == b"x"
-        await client.script_flush()  # as after a Redis restart
-        assert await asyncio.gather(batch.run(["k"], ["y"]), batch.run(["k"], ["z"])) == \
-            [b"y", b"z"]
-        await client.script_flush()
-        assert await batch.run(["k"], ["w"]) == b"w"  # a batch of one
-    finally:
-        await client.aclose()
+async def test_script_batch_keeps_errors_to_their_callers(
+        echo: tuple[aioredis.Redis, ScriptBatch]) -> None:
+    _, batch = echo
+    replies = await asyncio.gather(batch.run(["k"], ["a"]), batch.run(["k"], ["fail"]),
+                                   batch.run(["k"], ["b"]), return_exceptions=True)
+    assert replies[0] == b"a" and replies[2] == b"b"
+    assert isinstance(replies[1], ResponseError) and "failed" in str(replies[1])
 
 
-async def test_a_cancelled_caller_does_not_strand_the_batch(redis_url: str) -> None:
-    client = connect(redis_url)
-    try:
-        batch = ScriptBatch(client.register_script(ECHO))
-        first = asyncio.ensure_future(batch.run(["k"], ["a"]))
-        second = asyncio.ensure_future(batch.run(["k"], ["b"]))
-        await asyncio.sleep(0)  # both queued, the send not yet run
-        first.cancel()
-        assert await asyncio.wait_for(second, 5) == b"b"
-        assert first.cancelled()
-    finally:
-        await client.aclose()
+async def test_script_batch_reloads_a_lost_script(
+        echo: tuple[aioredis.Redis, ScriptBatch]) -> None:
+    client, batch = echo
+    assert await batch.run(["k"], ["x"]) == b"x"
+    await client.script_flush()  # as after a Redis restart
+    assert await asyncio.gather(batch.run(["k"], ["y"]), batch.run(["k"], ["z"])) == \
+        [b"y", b"z"]
+    await client.script_flush()
+    assert await batch.run(["k"], ["w"]) == b"w"  # a batch of one
+
+
+async def test_a_cancelled_caller_does_not_strand_the_batch(
+        echo: tuple[aioredis.Redis, ScriptBatch]) -> None:
+    _, batch = echo
+    first = asyncio.ensure_future(batch.run(["k"], ["a"]))
+    second = asyncio.ensure_future(batch.run(["k"], ["b"]))
+    await asyncio.sleep(0)  # both queued, the send not yet run
+    first.cancel()
+    assert await asyncio.wait_for(second, 5) == b"b"
+    assert first.cancelled()
 
 
 async def test_every_caller_gets_the_error_of_an_unreachable_store() -> None:
