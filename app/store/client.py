@@ -32,7 +32,7 @@ from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from redis.connection import HiredisRespSerializer
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 #: Exceptions meaning "the store is unreachable right now" (incl. AOF loading).
@@ -143,12 +143,14 @@ async def run_script(script: AsyncScript, keys: list[str],
 class ScriptBatch:
     """Concurrent runs of one Lua script, sent together: one pipeline per event-loop turn.
 
-    The first call of a loop turn schedules a send at the end of that turn
-    (``call_soon``); every call made before it runs joins the batch.  A batch
-    of one goes as a plain EVALSHA; a larger one as one non-transactional
-    pipeline: one connection checkout and one round trip for all, which costs
-    a third of the client CPU per call at eight calls per batch
-    (``docs/benchmarks/service.md``).  Each caller gets its own reply or
+    A call that finds nothing queued and nothing in flight goes straight to
+    Redis as a plain EVALSHA (a lone request, the usual case at low rates,
+    pays nothing for batching).  Otherwise the first queued call of a loop
+    turn schedules a send at the end of that turn (``call_soon``) and every
+    call made before it runs joins the batch: a batch of one goes as a plain
+    EVALSHA, a larger one as one non-transactional pipeline, one connection
+    checkout and one round trip for all, which costs a third of the client
+    CPU per call at eight calls per batch (``docs/benchmarks/service.md``).  Each caller gets its own reply or
     error; a script that Redis lost (NOSCRIPT, e.g. after a restart) is
     loaded and its calls run again one by one.  The send runs in a task of
     its own, so a cancelled caller never strands the others.  For a single
@@ -161,9 +163,16 @@ class ScriptBatch:
         self._queue: list[tuple[list[str], list[bytes | str | int | float],
                                 asyncio.Future[Any]]] = []
         self._sending: set[asyncio.Task[None]] = set()
+        self._direct = 0  # plain calls in flight
 
     async def run(self, keys: list[str], args: list[bytes | str | int | float]) -> Any:
         """The script's reply to ``keys`` and ``args`` (or its error)."""
+        if not (self._queue or self._sending or self._direct):
+            self._direct += 1
+            try:
+                return await self._script(keys=keys, args=args)
+            finally:
+                self._direct -= 1
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._queue.append((keys, args, future))
@@ -208,7 +217,10 @@ class ScriptBatch:
             replies: list[Any] = await pipe.execute(raise_on_error=False)
         for i, reply in enumerate(replies):
             if isinstance(reply, NoScriptError):  # runs again, loading the script
-                replies[i] = await self._script(keys=calls[i][0], args=calls[i][1])
+                try:
+                    replies[i] = await self._script(keys=calls[i][0], args=calls[i][1])
+                except ResponseError as exc:  # the script's own error: this caller's only
+                    replies[i] = exc
         return replies
 
 
