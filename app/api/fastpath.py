@@ -116,6 +116,9 @@ class SinglePredictFastPath:
             answer = await self._answer(token, match.group(1), message.get("body", b""), scope)
         except STORE_ERRORS as exc:
             answer = store_error_response(exc, self.retry_after_seconds)
+        except BaseException:  # a bug: uvicorn answers 500; the log context is restored
+            observed.abandon()
+            raise
         if answer is None:
             observed.abandon()
             await self.app(scope, _replay(message, receive), send)
