@@ -17,7 +17,7 @@ to the regular path, which refreshes it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.learners.base import Learner
@@ -35,11 +35,15 @@ class CachedModel:
     """A ready learner with the config and the stored state it was built from."""
 
     config: dict[str, Any]
-    version: int
     noise: tuple[float, float]
     learner: Learner
     stamp: ModelStamp
-    """What Redis held when this entry was last checked (``stamp.version`` is ``version``)."""
+    """What Redis held when this entry was last checked; ``stamp.version`` is the learner's."""
+
+    @property
+    def version(self) -> int:
+        """The snapshot version the learner was built from."""
+        return self.stamp.version
 
 
 class LearnerCache:
@@ -60,17 +64,18 @@ class LearnerCache:
             snap = await self.store.snapshots.load(view.keys)
             if snap is None:
                 return None
-            entry = CachedModel(view.config, snap.version, noise,
+            entry = CachedModel(view.config, noise,
                                 build_learner(view.config, snap.state, noise,
-                                              version=snap.version), view.stamp)
+                                              version=snap.version),
+                                replace(view.stamp, version=snap.version))
             self._entries[key] = entry
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
-        elif entry.noise != noise:
-            apply_noise_rates(entry.learner, *noise)
-            entry.noise = noise
-        entry.stamp = ModelStamp(view.stamp.config_sha1, entry.version, view.stamp.rho0,
-                                 view.stamp.rho1)
+        else:
+            if entry.noise != noise:
+                apply_noise_rates(entry.learner, *noise)
+                entry.noise = noise
+            entry.stamp = replace(view.stamp, version=entry.version)
         self._entries.move_to_end(key)
         return entry.learner, entry.version
 
@@ -84,7 +89,8 @@ class LearnerCache:
 
 
 class KeyCache:
-    """LRU of ``key id -> verified key record`` (the salt and hash to verify a secret in-process)."""
+    """``key id -> verified key record`` (the salt and hash to verify a secret in-process),
+    bounded: the record verified longest ago goes first."""
 
     def __init__(self, size: int = KEY_CACHE_SIZE) -> None:
         self.size = size

@@ -48,9 +48,13 @@ class ModelView:
 
     tenant: str
     config: dict[str, Any]
-    version: int
     noise: NoiseRecord | None
     stamp: ModelStamp
+
+    @property
+    def version(self) -> int:
+        """The snapshot version."""
+        return self.stamp.version
 
     @property
     def keys(self) -> ModelKeys:
@@ -146,8 +150,7 @@ class ModelStore:
             return None
         stamp = ModelStamp(hashlib.sha1(config_raw).hexdigest(), int(version),
                            text(noise[0]) or "", text(noise[1]) or "")
-        return ModelView(tenant, orjson.loads(config_raw), int(version), parse_noise(noise),
-                         stamp)
+        return ModelView(tenant, orjson.loads(config_raw), parse_noise(noise), stamp)
 
     async def records(self, tenant: str, model_ids: list[str]) -> list[ModelRecord]:
         """Models with stats (missing ids are skipped), in one round trip."""

@@ -49,9 +49,11 @@ class KeyRecord:
     hash: bytes
 
     def verifies(self, parsed: ParsedKey) -> bool:
-        """Whether ``parsed`` is this key with the right secret (constant-time compare)."""
-        return (parsed.key_id == self.key_id and parsed.tenant == self.tenant
-                and hmac.compare_digest(hash_secret(self.salt, parsed.secret), self.hash))
+        """Whether ``parsed`` is this key of this tenant with the right secret (the hash is
+        computed and compared in constant time whatever the id and tenant)."""
+        ok = hmac.compare_digest(hash_secret(self.salt, parsed.secret), self.hash)
+        return ok and hmac.compare_digest(self.tenant, parsed.tenant) and \
+            parsed.key_id == self.key_id
 
 
 @dataclass(frozen=True)
@@ -89,10 +91,8 @@ def verify_key_record(parsed: ParsedKey, record: Sequence[Any]) -> KeyRecord | N
         # still spend the time of one hash, so a miss is not faster than a mismatch
         hmac.compare_digest(hash_secret(b"0" * 16, parsed.secret), b"\0" * 32)
         return None
-    ok = hmac.compare_digest(hash_secret(salt, parsed.secret), digest)
-    if not (ok and hmac.compare_digest(text(tenant) or "", parsed.tenant)):
-        return None
-    return KeyRecord(parsed.key_id, parsed.tenant, bytes(salt), bytes(digest))
+    stored = KeyRecord(parsed.key_id, text(tenant) or "", bytes(salt), bytes(digest))
+    return stored if stored.verifies(parsed) else None
 
 
 #: Fields of a key record, in the order :func:`verify_key_record` expects.
