@@ -30,13 +30,14 @@ for a second connect timeout before the same answer.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import orjson
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api import decisions
-from app.api.errors import store_error_response
+from app.api.deps import bearer_token
+from app.api.errors import ApiError, store_error_response
 from app.api.middleware import ObservedRequest
 from app.api.responses import dumps
 from app.api.routing import may_hold_big_int
@@ -112,6 +113,7 @@ class SinglePredictFastPath:
             await self.app(scope, _replay(message, receive), send)
             return
         observed = ObservedRequest(self.metrics)
+        answer: bytes | Response | None
         try:
             answer = await self._answer(token, match.group(1), message.get("body", b""), scope)
         except STORE_ERRORS as exc:
@@ -143,17 +145,19 @@ class SinglePredictFastPath:
             if name in _WANTED:
                 found[name] = value
         length = found.get(b"content-length", b"")
-        authorization = found.get(b"authorization", b"")
-        if (b"origin" in found or not length.isdigit() or int(length) > self.max_body_bytes
-                or found.get(b"content-type", b"").partition(b";")[0].strip().lower() != _JSON
-                or authorization[:7].lower() != b"bearer "):
+        if (b"origin" in found or b"authorization" not in found or not length.isdigit()
+                or int(length) > self.max_body_bytes
+                or found.get(b"content-type", b"").partition(b";")[0].strip().lower() != _JSON):
             return None
-        token = authorization[7:].strip()
-        return token.decode("latin-1") if token else None
+        try:
+            return bearer_token(found[b"authorization"].decode("latin-1"))
+        except ApiError:
+            return None
 
-    async def _answer(self, token: str, model_id: str, body: bytes, scope: Scope) -> Any:
-        """The response body (bytes) or a 503 response, or None when the app must answer."""
-        if len(model_id) > 128 or not _MODEL_ID.fullmatch(model_id):
+    async def _answer(self, token: str, model_id: str, body: bytes, scope: Scope
+                      ) -> bytes | None:
+        """The response body, or None when the app must answer."""
+        if not _MODEL_ID.fullmatch(model_id):  # (the pattern bounds the length too)
             return None
         request = single_predict_body(body)
         if request is None:
