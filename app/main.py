@@ -43,7 +43,9 @@ class NoisyloopApp(FastAPI):
     FastAPI's own wrappers, whose cost is what the fast path saves.
     """
 
-    fast_path_options: dict[str, Any]
+    def __init__(self, *, fast_path_options: dict[str, Any], **options: Any) -> None:
+        self.fast_path_options = fast_path_options
+        super().__init__(**options)
 
     def build_middleware_stack(self) -> ASGIApp:
         return SinglePredictFastPath(super().build_middleware_stack(), **self.fast_path_options)
@@ -86,12 +88,12 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
                     logger.exception("background role failed")
             await store.close()
 
-    app = NoisyloopApp(title="noisyloop", version="1",
-                       description="Online learning from noisy, delayed, partial feedback.",
-                       lifespan=lifespan)
-    app.fast_path_options = {"template": predict.PREDICT_PATH, "metrics": metrics,
-                             "max_body_bytes": settings.max_body_bytes,
-                             "retry_after_seconds": settings.retry_after_seconds}
+    app = NoisyloopApp(
+        title="noisyloop", version="1",
+        description="Online learning from noisy, delayed, partial feedback.", lifespan=lifespan,
+        fast_path_options={"template": predict.PREDICT_PATH, "metrics": metrics,
+                           "max_body_bytes": settings.max_body_bytes,
+                           "retry_after_seconds": settings.retry_after_seconds})
     install_error_handlers(app, settings.retry_after_seconds, authenticate=check_credentials)
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
     for module in (predict, feedback, models, admin, noise, confusion, stream, ops):

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from app.api.context import ApiContext
-from app.api.deps import request_model, request_tenant
+from app.api.deps import authorize_model, request_model, request_tenant
 from app.api.errors import ApiError, unknown_model
 from app.api.features import to_matrix, to_vector
 from app.api.openfeedback import add_examples, take_open
@@ -85,6 +85,15 @@ async def predict_cached(ctx: ApiContext, token: str, model_id: str,
                                 X, body, DecisionGuard(key, entry.stamp))
     if doc is not None:
         ctx.metrics.predict_requests.labels("one_round_trip").inc()
+    return doc
+
+
+async def predict_for_key(ctx: ApiContext, token: str, model_id: str,
+                          body: PredictRequest) -> dict[str, Any]:
+    """:func:`predict_cached` when it can answer, else authenticate and :func:`predict`."""
+    doc = await predict_cached(ctx, token, model_id, body)
+    if doc is None:
+        doc = await predict(ctx, await authorize_model(ctx, token, model_id), body)
     return doc
 
 

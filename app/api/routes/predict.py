@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from app.api import decisions
-from app.api.deps import AuthHeader, ModelIdPath, authorize_model, bearer_token, get_context
+from app.api.deps import AuthHeader, ModelIdPath, bearer_token, get_context
 from app.api.responses import OrjsonResponse
 from app.api.routing import OrjsonRoute
 from app.api.schemas.common import ErrorResponse
@@ -16,16 +16,12 @@ router = APIRouter(prefix="/v1/models", tags=["predict"], route_class=OrjsonRout
 PREDICT_PATH = "/v1/models/{model_id}/predict"
 
 
-@router.post(PREDICT_PATH.removeprefix("/v1/models"), response_model=Prediction | PredictionBatchResponse,
-             response_model_exclude_none=True,
+@router.post(PREDICT_PATH.removeprefix("/v1/models"),
+             response_model=Prediction | PredictionBatchResponse, response_model_exclude_none=True,
              responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
                         422: {"model": ErrorResponse}})
 async def create_prediction(body: PredictRequest, model_id: ModelIdPath, request: Request,
                             authorization: AuthHeader = None) -> OrjsonResponse:
     """Decide for ``features`` (one) or ``instances`` (many); log each decision for feedback."""
-    ctx = await get_context(request)
-    token = bearer_token(authorization)
-    doc = await decisions.predict_cached(ctx, token, model_id, body)
-    if doc is None:
-        doc = await decisions.predict(ctx, await authorize_model(ctx, token, model_id), body)
-    return OrjsonResponse(doc)
+    return OrjsonResponse(await decisions.predict_for_key(
+        await get_context(request), bearer_token(authorization), model_id, body))

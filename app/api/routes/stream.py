@@ -123,14 +123,11 @@ async def _handle(ctx: ApiContext, token: str, model_id: str, message: Any) -> A
         return {"authenticated": True}
     request = _predict_request(body) if op == "predict" else None
     if request is not None:
-        doc = await decisions.predict_cached(ctx, token, model_id, request)
-        if doc is not None:
-            return doc
+        return await decisions.predict_for_key(ctx, token, model_id, request)
     view = await authorize_model(ctx, token, model_id)
     try:
-        if op == "predict":
-            return await decisions.predict(ctx, view,
-                                           request or PredictRequest.model_validate(body))
+        if op == "predict":  # an invalid body: its 422 comes after the key's check
+            return await decisions.predict(ctx, view, PredictRequest.model_validate(body))
         if op == "feedback":
             _, doc = await decisions.feedback(ctx, view, _FEEDBACK.validate_python(body))
             return doc
