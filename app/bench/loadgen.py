@@ -10,6 +10,16 @@ httptools' C parser, so its own cost is a few tens of microseconds per
 request.  The batch, feedback and WebSocket phases, where the server's work
 per request dominates, still go through :mod:`app.client`.
 
+The generator is a Python process too: its own pauses would count as the
+server's latency.  Each timed loop therefore runs with the cyclic garbage
+collector off (as :mod:`timeit` does; a loop of 10,000 requests allocates
+a few MB of tasks, freed by reference counting), and the open loop keeps its
+in-flight requests in a set instead of gathering every request at the end.
+Before that, the generator's own generation-2 collections (23-64 ms on this
+machine) and its final gather over 10,000 tasks (about 150 ms) showed as
+the p99 spikes of *both* noisyloop and the baseline
+(``docs/benchmarks/service.md``).
+
 Two schedules:
 
 * :func:`closed_loop`: ``concurrency`` connections, each sending its next
@@ -22,8 +32,10 @@ Two schedules:
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -110,6 +122,19 @@ def latency_summary(latencies: Sequence[float]) -> dict[str, float | None]:
             "p99_ms": round(float(p99), 3), "max_ms": round(float(arr.max()), 3)}
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for a timed loop (on again after, if it was on)."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 class _Tally:
     """Latencies of answered requests; non-2xx answers and failures are counted apart."""
 
@@ -134,17 +159,17 @@ async def closed_loop(url: str, requests: Sequence[bytes], concurrency: int, sec
     """``concurrency`` connections sending back to back for ``seconds``; requests/s, latency."""
     conns = [await _connect(url) for _ in range(concurrency)]
     tally = _Tally()
-    end = time.perf_counter() + seconds
 
-    async def worker(conn: _Connection, offset: int) -> None:
+    async def worker(conn: _Connection, offset: int, end: float) -> None:
         i = offset
         while time.perf_counter() < end and not conn.closed:
             i += 1
             await tally.send(conn, requests[i % len(requests)], time.perf_counter())
 
-    start = time.perf_counter()
     try:
-        await asyncio.gather(*(worker(c, k) for k, c in enumerate(conns)))
+        with _collector_paused():
+            start = time.perf_counter()
+            await asyncio.gather(*(worker(c, k, start + seconds) for k, c in enumerate(conns)))
     finally:
         for conn in conns:
             conn.close()
@@ -181,18 +206,21 @@ async def open_loop(url: str, requests: Sequence[bytes], rate: float, seconds: f
             else:  # replace a connection the server closed
                 idle.put_nowait(await _connect(url))
 
-    start = time.perf_counter()
-    tasks = []
+    in_flight: set[asyncio.Task[None]] = set()
     late: list[float] = []
     try:
-        for i in range(n):
-            due = start + i / rate
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            late.append(time.perf_counter() - due)
-            tasks.append(asyncio.create_task(one(i, due)))
-        await asyncio.gather(*tasks)
+        with _collector_paused():
+            start = time.perf_counter()
+            for i in range(n):
+                due = start + i / rate
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                late.append(time.perf_counter() - due)
+                task = asyncio.create_task(one(i, due))
+                in_flight.add(task)
+                task.add_done_callback(in_flight.discard)
+            await asyncio.gather(*in_flight)
     finally:
         while not idle.empty():
             idle.get_nowait().close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -23,6 +24,7 @@ class Server:
     close_after: int | None = None
     url: str = ""
     requests: list[bytes] = field(default_factory=list)
+    collector_on: list[bool] = field(default_factory=list)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         answered = 0
@@ -35,6 +37,7 @@ class Server:
                         length = int(line.split(b":")[1])
                 body = await reader.readexactly(length)
                 self.requests.append(head + body)
+                self.collector_on.append(gc.isenabled())  # the generator's: one process
                 await asyncio.sleep(self.delay)
                 writer.write(b"HTTP/1.1 %d X\r\nContent-Length: 2\r\n\r\n{}" % self.status)
                 answered += 1
@@ -118,3 +121,23 @@ async def test_a_malformed_response_is_an_error_not_a_crash(server: Server) -> N
     result = await closed_loop(server.url, [encode_request(server.url, "/", b"{}")], 2, 0.2)
     assert result["requests"] == 0
     assert result["errors"] == 2  # one per connection, which is then closed
+
+
+@pytest.mark.parametrize("loop", ["closed", "open"])
+async def test_timed_loops_run_without_the_cyclic_collector_and_restore_it(
+        server: Server, loop: str) -> None:
+    """The generator's own collections would count as server latency."""
+    requests = [encode_request(server.url, "/", b"{}")]
+    assert gc.isenabled()
+    if loop == "closed":
+        await closed_loop(server.url, requests, concurrency=2, seconds=0.1)
+    else:
+        await open_loop(server.url, requests, rate=200.0, seconds=0.1, connections=2)
+    assert server.collector_on and not any(server.collector_on)
+    assert gc.isenabled()
+    gc.disable()  # a caller that had it off keeps it off
+    try:
+        await closed_loop(server.url, requests, concurrency=1, seconds=0.05)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

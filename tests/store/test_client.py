@@ -53,6 +53,24 @@ def test_hiredis_packing_gives_redis_pys_bytes(args: tuple[object, ...]) -> None
     assert b"".join(fast.pack_command(*args)) == b"".join(plain.pack_command(*args))
 
 
+async def test_new_connections_do_not_read_package_metadata(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # redis-py >= 7.2 looks its version up in the installed packages' metadata for each
+    # new connection unless told it; that blocked the event loop 20-50 ms per connection
+    def no_lookup(*_: object) -> str:
+        raise AssertionError("package metadata read while opening a connection")
+
+    monkeypatch.setattr("redis.utils.get_lib_version", no_lookup)
+    client = connect(redis_url, max_connections=8)
+    try:
+        # 8 concurrent pops open 8 connections (each would have failed on the lookup)
+        pops = await asyncio.gather(*(client.blpop([f"none-{i}"], timeout=0.01)
+                                      for i in range(8)))
+        assert pops == [None] * 8
+    finally:
+        await client.aclose()
+
+
 async def test_hiredis_packed_commands_round_trip(redis_url: str) -> None:
     client = connect(redis_url)
     try:
