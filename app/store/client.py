@@ -28,6 +28,7 @@ import redis
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
@@ -155,17 +156,21 @@ class ScriptBatch:
 
     A call that finds nothing queued and nothing in flight goes straight to
     Redis as a plain EVALSHA (a lone request, the usual case at low rates,
-    pays nothing for batching).  Otherwise the first queued call of a loop
-    turn schedules a send at the end of that turn (``call_soon``) and every
-    call made before it runs joins the batch: a batch of one goes as a plain
+    pays nothing for batching), on a connection the batch keeps for such
+    calls: no pool checkout and none of the command layer's wrappers, which
+    cost about as much client CPU as the round trip itself
+    (:meth:`_lone_call`).  Otherwise the first queued call of a loop turn
+    schedules a send at the end of that turn (``call_soon``) and every call
+    made before it runs joins the batch: a batch of one goes as a plain
     EVALSHA, a larger one as one non-transactional pipeline, one connection
     checkout and one round trip for all, which costs a third of the client
-    CPU per call at eight calls per batch (``docs/benchmarks/service.md``).  Each caller gets its own reply or
-    error; a script that Redis lost (NOSCRIPT, e.g. after a restart) is
-    loaded and its calls run again one by one.  The send runs in a task of
-    its own, so a cancelled caller never strands the others.  For a single
-    Redis (a Redis Cluster client splits pipelines by node, and the store
-    sends scripts there as EVAL, see :func:`run_script`).
+    CPU per call at eight calls per batch (``docs/benchmarks/service.md``).
+    Each caller gets its own reply or error; a script that Redis lost
+    (NOSCRIPT, e.g. after a restart) is loaded and its calls run again one
+    by one.  The send runs in a task of its own, so a cancelled caller never
+    strands the others.  For a single Redis (a Redis Cluster client splits
+    pipelines by node, and the store sends scripts there as EVAL, see
+    :func:`run_script`).
     """
 
     def __init__(self, script: AsyncScript) -> None:
@@ -173,14 +178,15 @@ class ScriptBatch:
         self._queue: list[tuple[list[str], list[bytes | str | int | float],
                                 asyncio.Future[Any]]] = []
         self._sending: set[asyncio.Task[None]] = set()
-        self._direct = 0  # plain calls in flight
+        self._direct = 0  # plain calls in flight (at most one: a second one is queued)
+        self._kept: AbstractConnection | None = None  # taken from the pool for lone calls
 
     async def run(self, keys: list[str], args: list[bytes | str | int | float]) -> Any:
         """The script's reply to ``keys`` and ``args`` (or its error)."""
         if not (self._queue or self._sending or self._direct):
             self._direct += 1
             try:
-                return await self._script(keys=keys, args=args)
+                return await self._lone_call(keys, args)
             finally:
                 self._direct -= 1
         loop = asyncio.get_running_loop()
@@ -189,6 +195,27 @@ class ScriptBatch:
         if len(self._queue) == 1:
             loop.call_soon(self._flush)
         return await future
+
+    async def _lone_call(self, keys: list[str], args: list[bytes | str | int | float]) -> Any:
+        """EVALSHA on the kept connection (one call at a time uses it, see :meth:`run`).
+
+        redis-py's connection still does the work that matters: it connects
+        when it is not, checks its health after an idle spell, times out,
+        and disconnects on any error, a cancelled read included, so that no
+        reply is left unread.  A connection error (Redis restarted) or a
+        script Redis lost (NOSCRIPT) goes once through the script's regular
+        call, which reconnects and reloads as every other command does.
+        """
+        if self._kept is None:
+            client: Any = self._script.registered_client  # a single Redis (see the class)
+            self._kept = await client.connection_pool.get_connection()
+        conn = self._kept
+        try:
+            await conn.send_packed_command(
+                conn.pack_command("EVALSHA", self._script.sha, len(keys), *keys, *args))
+            return await conn.read_response()
+        except (RedisConnectionError, NoScriptError):
+            return await self._script(keys=keys, args=args)
 
     def _flush(self) -> None:
         batch, self._queue = self._queue, []

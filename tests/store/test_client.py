@@ -4,6 +4,7 @@ are packed by hiredis into the bytes redis-py would send."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import AsyncIterator
 
@@ -111,14 +112,16 @@ async def echo(redis_url: str) -> AsyncIterator[tuple[aioredis.Redis, ScriptBatc
 
 async def test_script_batch_answers_each_caller_over_one_connection(
         redis_url: str, echo: tuple[aioredis.Redis, ScriptBatch]) -> None:
-    _, batch = echo
+    client, batch = echo
+    await client.script_load(ECHO)  # opens the pool's first connection
     before = await _connected_clients(redis_url)
     replies = await asyncio.gather(*(batch.run(["k"], [f"v{i}"]) for i in range(20)),
                                    return_exceptions=True)
     assert replies == [f"v{i}".encode() for i in range(20)]
-    # the first call went alone (nothing was in flight), the 19 others in one pipeline;
-    # 20 concurrent plain calls would have opened 20 connections
-    assert await _connected_clients(redis_url) - before == 2
+    # the first call went alone (nothing was in flight) on a connection the batch took from
+    # the pool and keeps, the 19 others in one pipeline on the pool's first connection;
+    # 20 concurrent plain calls would have opened 19 more
+    assert await _connected_clients(redis_url) - before == 1
 
 
 async def test_script_batch_keeps_errors_to_their_callers(
@@ -145,6 +148,30 @@ async def test_script_batch_reloads_a_lost_script(
     # a lone call in flight may reload the script before the pipeline goes out)
     assert await batch._replies([(["k"], ["z"]), (["k"], ["fail"]), (["k"], ["w"])]) == \
         [b"z", ANY_ERROR, b"w"]
+
+
+async def test_a_lone_call_survives_its_kept_connection_being_closed(
+        echo: tuple[aioredis.Redis, ScriptBatch]) -> None:
+    client, batch = echo
+    assert await batch.run(["k"], ["a"]) == b"a"
+    # every connection but the one asking: the batch's kept one too (as a Redis restart does)
+    assert await client.client_kill_filter(_type="normal", skipme=True) >= 1
+    assert await batch.run(["k"], ["b"]) == b"b"
+    assert await batch.run(["k"], ["c"]) == b"c"  # the kept connection reconnected
+
+
+async def test_a_cancelled_lone_call_leaves_no_reply_for_the_next(
+        echo: tuple[aioredis.Redis, ScriptBatch]) -> None:
+    _, batch = echo
+    assert await batch.run(["k"], ["warm"]) == b"warm"
+    for turns in range(1, 6):  # cancelled before, while and after its command is sent
+        call = asyncio.ensure_future(batch.run(["k"], [f"cancelled-{turns}"]))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        call.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+        assert await batch.run(["k"], [f"next-{turns}"]) == f"next-{turns}".encode()
 
 
 async def test_a_cancelled_caller_does_not_strand_the_batch(
