@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -236,6 +236,16 @@ async def _feedback_burst(c: AsyncClient, X: np.ndarray, n_batches: int, in_flig
             "applied_per_second_over_burst_and_drain": round(events / drained)}
 
 
+async def with_steal(phase: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """``phase``'s result with ``steal_percent``: the machine's CPU time the host gave to
+    other guests meanwhile (None off Linux).  A latency tail on a VM often has no other
+    cause; each phase gets its own figure, as the host's share moves within minutes."""
+    before = cpu_times()
+    result = await phase
+    shares = cpu_shares(before, cpu_times())
+    return {**result, "steal_percent": None if shares is None else shares["steal"]}
+
+
 async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
     url, key, secs = cfg["url"], cfg["api_key"], cfg["seconds"]
     rng = np.random.default_rng(0)
@@ -250,13 +260,14 @@ async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
         out.update(baseline_closed=[], baseline_open=[])
     # each phase right before its baseline twin: the VM's speed drifts over minutes
     for conc in cfg["concurrencies"]:
-        out["predict_closed"].append(await closed_loop(url, singles, conc, secs))
+        out["predict_closed"].append(await with_steal(closed_loop(url, singles, conc, secs)))
         if base_url:
-            out["baseline_closed"].append(await closed_loop(base_url, get, conc, secs))
+            out["baseline_closed"].append(await with_steal(closed_loop(base_url, get, conc,
+                                                                       secs)))
     for rate in cfg["rates"]:
-        out["predict_open"].append(await open_loop(url, singles, rate, secs))
+        out["predict_open"].append(await with_steal(open_loop(url, singles, rate, secs)))
         if base_url:
-            out["baseline_open"].append(await open_loop(base_url, get, rate, secs))
+            out["baseline_open"].append(await with_steal(open_loop(base_url, get, rate, secs)))
     async with AsyncClient(url, key, max_connections=128) as c:
         async def predict_batch() -> None:
             await c.predict_batch(MODEL, X)
@@ -341,7 +352,9 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
                     None if p99 is None else (p99 <= 20.0 and kept_up)),
             # the same open loop against the bare baseline, right after: what the machine
             # and the generator allow at that rate
-            "baseline_p99_ms": base_1000[0]["p99_ms"] if base_1000 else None},
+            "baseline_p99_ms": base_1000[0]["p99_ms"] if base_1000 else None,
+            "steal_percent": at_1000[0].get("steal_percent") if at_1000 else None,
+            "baseline_steal_percent": base_1000[0].get("steal_percent") if base_1000 else None},
         "trainer_lag_p99_s_at_10k_events_per_s": _goal(
             lag_p99, "< 2 (10k/s achieved)",
             None if lag_p99 is None else (lag_p99 < 2.0 and steady["achieved_events_per_second"]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from app.bench.service import goals, lag_percentiles
+from app.bench.service import goals, lag_percentiles, with_steal
 
 
 def test_lag_is_from_each_ack_to_the_first_poll_showing_it_applied() -> None:
@@ -68,3 +69,17 @@ def test_goals_hold_only_when_the_rate_was_achieved() -> None:
 def test_lag_goal_is_not_measured_when_a_batch_was_never_applied() -> None:
     verdict = goals(_results(15.0, 999.0, 0.3, unapplied=1))
     assert verdict["trainer_lag_p99_s_at_10k_events_per_s"]["met"] is None
+
+
+async def test_each_phase_reports_the_cpu_share_the_host_stole_meanwhile() -> None:
+    async def phase() -> dict[str, Any]:
+        sum(i * i for i in range(200_000))  # some CPU time passes
+        return {"p99_ms": 1.0}
+
+    result = await with_steal(phase())
+    assert result["p99_ms"] == 1.0
+    if Path("/proc/stat").is_file():  # a share of the machine's CPU time over the phase
+        assert isinstance(result["steal_percent"], float)
+        assert 0.0 <= result["steal_percent"] <= 100.0
+    else:
+        assert result["steal_percent"] is None
