@@ -15,9 +15,9 @@ server's latency.  Each timed loop therefore runs with the cyclic garbage
 collector off (as :mod:`timeit` does; a loop of 10,000 requests allocates
 a few MB of tasks, freed by reference counting), and the open loop keeps its
 in-flight requests in a set instead of gathering every request at the end.
-Before that, the generator's own generation-2 collections (23-64 ms on this
-machine) and its final gather over 10,000 tasks (about 150 ms) showed as
-the p99 spikes of *both* noisyloop and the baseline
+Before that, the generator's own generation-2 collections (23-69 ms on this
+machine) and its final gather over all its tasks (up to 150 ms at the end of
+a 30 s loop) showed as the p99 spikes of *both* noisyloop and the baseline
 (``docs/benchmarks/service.md``).
 
 Two schedules:
