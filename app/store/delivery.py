@@ -48,11 +48,22 @@ class TrainerView:
     noise: NoiseRecord | None
 
 
-def _pairs(flat: list[bytes] | None) -> dict[bytes, bytes]:
-    """``[f1, v1, f2, v2, ...]`` (a raw stream entry) as a dict; {} for a deleted entry."""
-    if not flat:
-        return {}
-    return dict(zip(flat[::2], flat[1::2], strict=True))
+def _deliveries(flat: list[Any]) -> list[Delivery]:
+    """The entries of ``trainer_read``'s flat reply ``[source, id, count, n, item * n, ...]``.
+
+    >>> [(d.stream_id, d.fields, d.deliveries)
+    ...  for d in _deliveries([2, b"1-0", 1, 2, b"k", b"feedback", b"2-0", 3, 0])]
+    [('1-0', {b'k': b'feedback'}, 1), ('2-0', {}, 3)]
+    """
+    out = []
+    i, end = 1, len(flat)
+    while i < end:
+        n = int(flat[i + 2])
+        items = flat[i + 3:i + 3 + n]
+        out.append(Delivery(text(flat[i]) or "", dict(zip(items[::2], items[1::2], strict=True)),
+                            int(flat[i + 1])))
+        i += 3 + n
+    return out
 
 
 class DeliveryStore:
@@ -73,12 +84,7 @@ class DeliveryStore:
         """
         reply: Any = await self._read(keys=[mk.lease, mk.events],
                                       args=[consumer, TRAINER_GROUP, int(count)])
-        if int(reply[0]) == 0:
-            return None
-        ids, fields = reply[1], reply[2]
-        counts = reply[3] if int(reply[0]) == 1 else [1] * len(ids)
-        return [Delivery(text(sid) or "", _pairs(f), int(n))
-                for sid, f, n in zip(ids, fields, counts, strict=True)]
+        return None if int(reply[0]) == 0 else _deliveries(reply)
 
     async def read_model(self, mk: ModelKeys) -> TrainerView | None:
         """Config, snapshot counters and noise record in one round trip (None: model gone)."""

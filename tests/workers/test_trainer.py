@@ -159,3 +159,24 @@ async def test_leases_share_models_between_live_trainers(store: Store) -> None:
     await trainer.balance_leases(ctx_a, models)
     assert len(ctx_a.held) == 4
     await a.close()
+
+
+async def test_read_batch_gives_fields_and_delivery_counts_also_of_deleted_entries(
+        store: Store) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    await feed(store, mk, config, 3)
+    delivery = DeliveryStore(store.redis)
+    await LeaseStore(store.redis).take_many([mk], "w1", 10_000)
+    new = await delivery.read_batch(mk, "w1", 10)
+    assert new is not None and [d.deliveries for d in new] == [1, 1, 1]
+    assert all(set(d.fields) == {b"k", b"e", b"c", b"f"} for d in new)
+    raw = await store.redis.xrange(mk.events)
+    assert [d.stream_id for d in new] == [sid.decode() for sid, _ in raw]
+    assert [d.fields for d in new] == [fields for _, fields in raw]
+    await store.redis.xdel(mk.events, new[1].stream_id)
+    again = await delivery.read_batch(mk, "w1", 10)  # still pending: taken over again
+    assert again is not None and [d.stream_id for d in again] == [d.stream_id for d in new]
+    assert [d.deliveries for d in again] == [2, 2, 2]
+    assert [bool(d.fields) for d in again] == [True, False, True]
+    assert again[2].fields == new[2].fields
