@@ -8,6 +8,7 @@ the handlers in :mod:`workers.trainer`, :mod:`workers.nrest` and
 from __future__ import annotations
 
 import asyncio
+import math
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +75,8 @@ class WorkerContext:
     inflight: set[asyncio.Task[Any]] = field(default_factory=set)
     """Shielded publish-then-ack steps still running (awaited at shutdown)."""
     nrest_last_run: dict[ModelRef, float] = field(default_factory=dict)
+    balanced_at: float = -math.inf
+    """``time.monotonic()`` of the last lease balancing (see :mod:`workers.trainer`)."""
 
     def __post_init__(self) -> None:
         redis = self.store.redis

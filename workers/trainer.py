@@ -1,9 +1,9 @@
 """Trainer role: applies each model's event stream to its learner, exactly once.
 
-One pass (:func:`run_pass`) balances the trainer leases (each live trainer
-holds about ``ceil(models / live trainers)`` of them; a dead trainer's
-leases expire and are taken over), then runs one :func:`step` per owned
-model:
+One pass (:func:`run_pass`) balances the trainer leases, at most once a
+second (each live trainer holds about ``ceil(models / live trainers)`` of
+them; a dead trainer's leases expire and are taken over), then runs one
+:func:`step` per owned model:
 
 1. read a batch, only while holding the lease (one Lua step): first any
    unacknowledged entries (a dead trainer's, or ours after a refused
@@ -62,10 +62,19 @@ class _Outcome:
     rejected: list[tuple[StreamEvent, str]]
 
 
+#: Seconds between two lease balancings (a new model waits at most this long for a trainer).
+#: Balancing costs 3-5 round trips; done on every pass, those waited behind the API's
+#: requests in a shared event loop and held the trainer at about 10k events/s.
+BALANCE_SECONDS = 1.0
+
+
 async def run_pass(ctx: WorkerContext) -> int:
-    """Balance the leases, then one step per owned model; returns events applied."""
-    models = await ctx.store.models.all_models()
-    await balance_leases(ctx, models)
+    """Balance the leases (at most every :data:`BALANCE_SECONDS`), then one step per owned
+    model; returns events applied."""
+    now = time.monotonic()
+    if now - ctx.balanced_at >= BALANCE_SECONDS:
+        ctx.balanced_at = now
+        await balance_leases(ctx, await ctx.store.models.all_models())
     applied = 0
     for ref in sorted(ctx.held):
         if ctx.stopping.is_set():
