@@ -75,6 +75,8 @@ class WorkerContext:
     inflight: set[asyncio.Task[Any]] = field(default_factory=set)
     """Shielded publish-then-ack steps still running (awaited at shutdown)."""
     nrest_last_run: dict[ModelRef, float] = field(default_factory=dict)
+    read_sizes: dict[ModelRef, int] = field(default_factory=dict)
+    """Entries the trainer asks for in its next read of a model (see :mod:`workers.trainer`)."""
     balanced_at: float = -math.inf
     """``time.monotonic()`` of the last lease balancing (see :mod:`workers.trainer`)."""
 
@@ -89,3 +91,4 @@ class WorkerContext:
         """Stop treating ``ref`` as owned; drop its cached learner."""
         self.held.discard(ref)
         self.learners.pop(ref, None)
+        self.read_sizes.pop(ref, None)

@@ -45,7 +45,8 @@ async def test_trainer_batches_equal_learn_many_of_all_events(store: Store) -> N
     assert snap is not None
     for name, arr in expected_state(config, events).items():
         np.testing.assert_allclose(snap.state[name], arr, rtol=1e-12, atol=1e-12)
-    assert snap.info.events_applied == 250 and snap.version == 1 + 4  # ceil(250 / 64)
+    # reads of 64, then 128 (a full read doubles the next), then the 58 left
+    assert snap.info.events_applied == 250 and snap.version == 1 + 3
     clicks = np.array([float(e["click"]) for e in events])
     assert snap.info.debiased_reward is not None
     np.testing.assert_allclose(snap.info.debiased_reward,
@@ -180,3 +181,27 @@ async def test_read_batch_gives_fields_and_delivery_counts_also_of_deleted_entri
     assert [d.deliveries for d in again] == [2, 2, 2]
     assert [bool(d.fields) for d in again] == [True, False, True]
     assert again[2].fields == new[2].fields
+
+
+async def test_read_size_doubles_after_a_full_read_and_resets_after_a_partial_one(
+        store: Store) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    await feed(store, mk, config, 100)
+    w = worker(store, batch_size=10)
+    ctx = await w.start()
+    ref = (mk.tenant, mk.model)
+    try:
+        sizes = []
+        for _ in range(5):
+            await trainer.run_pass(ctx)
+            sizes.append(ctx.read_sizes[ref])
+        # reads of 10, 20, 40, 30 (the rest: partial), then 0
+        assert sizes == [20, 40, 80, 10, 10]
+        assert ctx.read_sizes[ref] <= trainer.MAX_BATCH_GROWTH * 10
+        for _ in range(5):  # a long backlog: the read size stops at its cap
+            await feed(store, mk, config, 200, seed=1)
+            await trainer.run_pass(ctx)
+        assert ctx.read_sizes[ref] == trainer.MAX_BATCH_GROWTH * 10
+    finally:
+        await w.close()
