@@ -69,7 +69,8 @@ class Settings(BaseSettings):
                     "sweeper still finds it (and a duplicate still gets 409).")
 
     trainer_batch_size: int = Field(default=1000, ge=1, le=100_000,
-                                    description="Most stream entries applied in one update.")
+                                    description="Stream entries read for one update (doubled after a "
+                                                "full read, up to 8x).")
     trainer_interval_seconds: float = Field(default=0.05, gt=0, le=60,
                                             description="Trainer idle poll / flush interval.")
     snapshot_cache_size: int = Field(default=256, ge=1, le=100_000,

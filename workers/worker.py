@@ -87,7 +87,8 @@ class Worker:
         Heartbeat name and consumer name in the trainer group (default: the
         host name).  Two workers on one host need distinct ids.
     batch_size:
-        Most stream entries applied in one update.
+        Stream entries read for one update; a full read doubles the model's next
+        read, up to ``MAX_BATCH_GROWTH`` times this (:mod:`workers.trainer`).
     flush_interval:
         Trainer's sleep when no model had a full batch (the longest an event
         waits for a batch to fill).

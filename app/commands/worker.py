@@ -35,8 +35,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="serve Prometheus metrics on this port")
     parser.add_argument("--check", action="store_true",
                         help="exit 0 if this worker's heartbeat is fresh, else 1 (probes)")
-    parser.add_argument("--batch-size", type=int, help="stream entries per update "
-                                                      "(default: settings, 1000)")
+    parser.add_argument("--batch-size", type=int, help="stream entries per update, doubled "
+                        "after a full read up to 8x (default: settings, 1000)")
     parser.add_argument("--flush-interval", type=float,
                         help="trainer idle sleep in seconds (default: settings, 0.05)")
     for name, default in WORKER_DEFAULTS.items():
