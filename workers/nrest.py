@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from app.learners.base import Batch
 from app.learners.noise import NoiseEstimate, estimate_noise_rates
 from app.learners.rcnbf import RCINE
 from app.learners.registry import learner_class
 from app.learners.ridge import RidgeBandit
-from app.store.events import StreamEvent
 from app.store.keys import ModelKeys
 from app.store.nrest import QueuedJob
 from app.store.util import utc_now
@@ -69,17 +69,15 @@ def buffer_size(ctx: WorkerContext, config: dict[str, Any]) -> int:
     return int((config.get("params") or {}).get("n_s") or ctx.config.nrest_buffer)
 
 
-def samples_of(config: dict[str, Any], events: list[StreamEvent]
+def samples_of(config: dict[str, Any], applied: Batch, observed: np.ndarray,
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(X, played, clicks)`` of the observed feedback among ``events`` (None: not kept)."""
-    if not keeps_samples(config):
+    """``(X, played, clicks)`` of the rows of ``applied`` that are ``observed`` feedback
+    with a click (None: none, or the model keeps no samples)."""
+    if not keeps_samples(config) or "click" not in applied or not observed.any():
         return None
-    rows = [ev.fields for ev in events if ev.kind == "feedback" and "click" in ev.fields]
-    if not rows:
-        return None
-    return (np.stack([r["x"] for r in rows]),
-            np.array([int(r["played"]) for r in rows], dtype=np.int64),
-            np.array([float(r["click"]) for r in rows]))
+    return (applied["x"][observed],
+            np.asarray(applied["played"][observed], dtype=np.int64).reshape(-1),
+            np.asarray(applied["click"][observed], dtype=float).reshape(-1))
 
 
 async def run_pass(ctx: WorkerContext) -> int:

@@ -30,6 +30,7 @@ exactly once.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import copy
 import logging
 import math
@@ -39,12 +40,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.learners.base import Batch, Learner, stack_events
+from app.learners.base import Batch, Event, Learner, batch_size, iter_events, stack_events
 from app.learners.proxy import unbiased_click
 from app.learning import apply_noise_rates, build_learner
 from app.store.codec import CodecError
-from app.store.delivery import Delivery, TrainerView
-from app.store.events import StreamEvent, decode_entries, decode_entry
+from app.store.delivery import Deliveries, TrainerView
+from app.store.events import decode_entries, decode_entry
 from app.store.keys import ModelKeys
 from app.store.snapshots import PublishConflict
 from app.store.util import parse_stream_id
@@ -58,8 +59,12 @@ logger = logging.getLogger(__name__)
 class _Outcome:
     """What one batch produced, before it is published."""
 
-    applied: list[StreamEvent]
-    rejected: list[tuple[StreamEvent, str]]
+    applied: Batch | None
+    """The applied events as a columnar batch (None: none applied)."""
+    rows: list[int]
+    """Their rows in the decoded batch."""
+    rejected: list[tuple[int, str]]
+    """Rows the learner refused, with the reason."""
 
 
 #: Seconds between two lease balancings (a new model waits at most this long for a trainer).
@@ -145,13 +150,13 @@ async def step(ctx: WorkerContext, ref: ModelRef) -> int:
     cfg = ctx.config
     mk = ModelKeys(*ref)
     count = ctx.read_sizes.get(ref, cfg.batch_size)
-    deliveries = await ctx.delivery.read_batch(mk, cfg.worker_id, count)
-    if deliveries is None:
+    batch = await ctx.delivery.read_batch(mk, cfg.worker_id, count)
+    if batch is None:
         ctx.forget(ref)  # the lease expired or the model is gone
         return 0
     ctx.read_sizes[ref] = (min(2 * count, MAX_BATCH_GROWTH * cfg.batch_size)
-                           if len(deliveries) == count else cfg.batch_size)
-    if not deliveries:
+                           if len(batch) == count else cfg.batch_size)
+    if not batch:
         return 0
     view = await ctx.delivery.read_model(mk)
     if view is None:
@@ -160,52 +165,87 @@ async def step(ctx: WorkerContext, ref: ModelRef) -> int:
     cached = await _learner(ctx, ref, view)
     if cached is None:
         return 0
-    last = parse_stream_id(view.info.last_id)
-    skipped: list[str] = []
-    dead: list[tuple[Delivery, str]] = []
-    candidates: list[Delivery] = []
-    for d in deliveries:
-        if not d.fields or parse_stream_id(d.stream_id) <= last:
-            skipped.append(d.stream_id)  # applied before a crash, or deleted
-        elif d.deliveries > cfg.max_deliveries:
-            dead.append((d, f"delivered {d.deliveries} times without being applied"))
-        else:
-            candidates.append(d)
+    skipped, dead, fresh = _triage(batch, view.info.last_id, cfg.max_deliveries)
     # in a thread, as the update: a large batch would stall the API's requests in serve's loop
-    fresh, batch = await asyncio.to_thread(_decode, candidates, dead)
-    if not fresh:
-        await _dead_letter(ctx, mk, dead)
+    decoded = await asyncio.to_thread(_decode, batch, fresh, dead)
+    if not decoded.positions:
+        await _dead_letter(ctx, mk, batch, dead)
         await ctx.delivery.ack_and_trim(mk, skipped, None)
         return 0
     rates = (view.noise.rho0, view.noise.rho1) if view.noise else (0.0, 0.0)
-    cached, outcome = await _learn(ctx, ref, cached, [ev for _, ev in fresh], rates, batch)
-    by_id = {d.stream_id: d for d, _ in fresh}
-    dead += [(by_id[ev.stream_id], reason) for ev, reason in outcome.rejected]
-    await _dead_letter(ctx, mk, dead)
-    if cached is None or not outcome.applied:
+    cached, outcome = await _learn(ctx, ref, cached, decoded, rates)
+    dead += [(decoded.positions[row], reason) for row, reason in outcome.rejected]
+    await _dead_letter(ctx, mk, batch, dead)
+    if cached is None or outcome.applied is None:
         await ctx.delivery.ack_and_trim(mk, skipped, None)
         return 0
-    return await _commit(ctx, ref, view, cached, outcome.applied, rates,
-                         skipped + [d.stream_id for d, _ in fresh], fresh[-1][0].stream_id)
+    observed = np.array([batch.kinds[decoded.positions[row]] != b"timeout"
+                         for row in outcome.rows])
+    return await _commit(ctx, ref, view, cached, outcome.applied, observed, rates,
+                         skipped + [batch.stream_ids[i] for i in decoded.positions],
+                         batch.stream_ids[decoded.positions[-1]])
 
 
-def _decode(candidates: list[Delivery], dead: list[tuple[Delivery, str]],
-            ) -> tuple[list[tuple[Delivery, StreamEvent]], Batch | None]:
-    """Decode the entries to apply, with their columnar batch when all share one layout.
+def _triage(batch: Deliveries, last_id: str, max_deliveries: int,
+            ) -> tuple[list[str], list[tuple[int, str]], list[int]]:
+    """Sort a batch's entries into ``(ids to only acknowledge, dead letters, entries to apply)``.
 
-    Otherwise (or when one is malformed) entries are decoded one by one,
-    malformed ones are added to ``dead`` and the batch is stacked later.
+    Only acknowledged: entries not newer than the snapshot's ``last_id``
+    (applied before a crash, re-delivered; a prefix of the batch, whose ids
+    ascend) and entries deleted from the stream.  Dead: delivered more than
+    ``max_deliveries`` times.  Dead letters and entries to apply are indices
+    into the batch.
     """
-    decoded = decode_entries([(d.stream_id, d.fields) for d in candidates])
-    if decoded is not None:
-        return list(zip(candidates, decoded[0], strict=True)), decoded[1]
-    fresh = []
-    for d in candidates:
+    first_new = bisect.bisect_right(batch.stream_ids, parse_stream_id(last_id),
+                                    key=parse_stream_id)
+    skipped = batch.stream_ids[:first_new]
+    dead: list[tuple[int, str]] = []
+    fresh: list[int] = []
+    for i in range(first_new, len(batch)):
+        if batch.kinds[i] is None and not batch.fields(i):
+            skipped.append(batch.stream_ids[i])
+        elif batch.counts[i] > max_deliveries:
+            dead.append((i, f"delivered {batch.counts[i]} times without being applied"))
+        else:
+            fresh.append(i)
+    return skipped, dead, fresh
+
+
+@dataclass
+class _Decoded:
+    """The decoded entries of a batch: a columnar batch, or (when their layouts differ)
+    each entry's fields."""
+
+    positions: list[int]
+    """Index in the read batch of each decoded entry (row), in order."""
+    columns: Batch | None
+    rows: list[Event] | None
+
+    def events(self) -> list[Event]:
+        """One event per row (to learn them one by one)."""
+        return self.rows if self.rows is not None else list(iter_events(self.columns or {}))
+
+
+def _decode(batch: Deliveries, fresh: list[int], dead: list[tuple[int, str]]) -> _Decoded:
+    """Decode the entries ``fresh``: at once when all share one layout (the usual case).
+
+    Otherwise (or when one is malformed) entries are decoded one by one and
+    malformed ones are added to ``dead``.
+    """
+    columns = decode_entries([batch.contexts[i] for i in fresh],
+                             [batch.feedbacks[i] for i in fresh])
+    if columns is not None:
+        return _Decoded(fresh, columns, None)
+    positions: list[int] = []
+    rows: list[Event] = []
+    for i in fresh:
         try:
-            fresh.append((d, decode_entry(d.stream_id, d.fields)))
+            rows.append(decode_entry(batch.contexts[i], batch.feedbacks[i]))
         except (CodecError, KeyError, ValueError) as exc:
-            dead.append((d, f"malformed entry: {exc!r}"))
-    return fresh, None
+            dead.append((i, f"malformed entry: {exc!r}"))
+            continue
+        positions.append(i)
+    return _Decoded(positions, None, rows)
 
 
 async def _learner(ctx: WorkerContext, ref: ModelRef, view: TrainerView) -> CachedLearner | None:
@@ -223,22 +263,20 @@ async def _learner(ctx: WorkerContext, ref: ModelRef, view: TrainerView) -> Cach
     return cached
 
 
-async def _learn(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner,
-                 events: list[StreamEvent], rates: tuple[float, float],
-                 batch: Batch | None = None) -> tuple[CachedLearner | None, _Outcome]:
-    """``learn_many`` the batch (``events`` stacked, unless given) in a thread; on
-    failure find the culprits one by one.
+async def _learn(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner, decoded: _Decoded,
+                 rates: tuple[float, float]) -> tuple[CachedLearner | None, _Outcome]:
+    """``learn_many`` the decoded batch in a thread; on failure find the culprits one by one.
 
     Returns the learner that holds the result (None when the model is gone).
     """
     learner = cached.learner
     apply_noise_rates(learner, *rates)
     try:
-        if batch is None:
-            batch = stack_events([ev.fields for ev in events])
+        batch = decoded.columns if decoded.columns is not None else stack_events(
+            decoded.rows or [])
         await asyncio.wait_for(asyncio.to_thread(_learn_checked, learner, batch),
                                ctx.config.handler_timeout)
-        return cached, _Outcome(events, [])
+        return cached, _Outcome(batch, list(range(len(decoded.positions))), [])
     except TimeoutError:
         ctx.learners.pop(ref, None)  # the thread may still change it
         raise
@@ -248,10 +286,11 @@ async def _learn(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner,
     view = await ctx.delivery.read_model(ModelKeys(*ref))
     fresh = None if view is None else await _learner(ctx, ref, view)
     if fresh is None:  # the model is gone
-        return None, _Outcome([], [])
+        return None, _Outcome(None, [], [])
     apply_noise_rates(fresh.learner, *rates)
     learned, outcome = await asyncio.wait_for(
-        asyncio.to_thread(_learn_isolated, fresh.learner, events), ctx.config.handler_timeout)
+        asyncio.to_thread(_learn_isolated, fresh.learner, decoded.events()),
+        ctx.config.handler_timeout)
     fresh.learner = learned
     return fresh, outcome
 
@@ -264,43 +303,50 @@ def _learn_checked(learner: Learner, batch: Batch) -> None:
             raise FloatingPointError(f"non-finite values in {name} after the update")
 
 
-def _learn_isolated(learner: Learner, events: list[StreamEvent]) -> tuple[Learner, _Outcome]:
+def _learn_isolated(learner: Learner, events: list[Event]) -> tuple[Learner, _Outcome]:
     """Learn events one at a time on copies; events that raise are rejected with the reason."""
-    outcome = _Outcome([], [])
-    for ev in events:
+    rows: list[int] = []
+    rejected: list[tuple[int, str]] = []
+    for row, event in enumerate(events):
         trial = copy.deepcopy(learner)
         try:
-            _learn_checked(trial, stack_events([ev.fields]))
+            _learn_checked(trial, stack_events([event]))
         except Exception as exc:  # noqa: BLE001 - the reason goes to the dead letter
-            outcome.rejected.append((ev, f"learner refused the event: {exc!r}"))
+            rejected.append((row, f"learner refused the event: {exc!r}"))
             continue
         learner = trial
-        outcome.applied.append(ev)
-    return learner, outcome
+        rows.append(row)
+    applied = stack_events([events[row] for row in rows]) if rows else None
+    return learner, _Outcome(applied, rows, rejected)
 
 
-async def _dead_letter(ctx: WorkerContext, mk: ModelKeys,
-                       dead: list[tuple[Delivery, str]]) -> None:
+async def _dead_letter(ctx: WorkerContext, mk: ModelKeys, batch: Deliveries,
+                       dead: list[tuple[int, str]]) -> None:
     if dead:
         logger.error("trainer: %d poison entr(ies) of %s/%s to the dead-letter stream: %s",
                      len(dead), mk.tenant, mk.model, dead[0][1])
-        await ctx.delivery.dead_letter(mk, dead)
+        await ctx.delivery.dead_letter(mk, batch, dead)
 
 
 async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: CachedLearner,
-                  applied: list[StreamEvent], rates: tuple[float, float], ack_ids: list[str],
-                  last_id: str) -> int:
-    """Publish then acknowledge (shielded); returns the events applied (0 if refused)."""
+                  applied: Batch, observed: np.ndarray, rates: tuple[float, float],
+                  ack_ids: list[str], last_id: str) -> int:
+    """Publish then acknowledge (shielded); returns the events applied (0 if refused).
+
+    ``observed`` marks the rows of ``applied`` that are real feedback (not a
+    sweeper's default event).
+    """
     mk = ModelKeys(*ref)
-    clicks = [ev.fields["click"] for ev in applied if "click" in ev.fields]
-    reward_sum = float(np.sum(unbiased_click(np.asarray(clicks, dtype=float), *rates)))
-    samples = nrest.samples_of(cached.config, applied)
+    n_applied = batch_size(applied)
+    clicks = np.asarray(applied.get("click", np.empty(0)), dtype=float)
+    reward_sum = float(np.sum(unbiased_click(clicks, *rates)))
+    samples = nrest.samples_of(cached.config, applied, observed)
     cap = nrest.buffer_size(ctx, cached.config)
 
     async def publish_then_ack() -> int:
         version = await ctx.store.snapshots.publish(
             mk, cached.learner.get_state(), expected_version=cached.version, last_id=last_id,
-            applied=len(applied), reward_sum=reward_sum, reward_n=len(clicks),
+            applied=n_applied, reward_sum=reward_sum, reward_n=len(clicks),
             lease_owner=ctx.config.worker_id)
         await ctx.delivery.ack_and_trim(mk, ack_ids, last_id)
         if samples is not None:
@@ -321,8 +367,8 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
             ctx.forget(ref)
         return 0
     cached.version = version
-    _record(ctx, ref, view, len(applied), version, last_id, reward_sum, len(clicks), rates)
-    return len(applied)
+    _record(ctx, ref, view, n_applied, version, last_id, reward_sum, len(clicks), rates)
+    return n_applied
 
 
 def _record(ctx: WorkerContext, ref: ModelRef, view: TrainerView, applied: int, version: int,

@@ -169,9 +169,11 @@ def decode(blob: bytes) -> dict[str, np.ndarray]:
 def decode_columns(blobs: Sequence[bytes]) -> dict[str, np.ndarray] | None:
     """Decode blobs of one layout into columns (each array stacked on a new axis 0).
 
-    One ``np.frombuffer`` reads all payloads as packed records; the columns
-    are contiguous, writable copies.  Returns None when the blobs do not all
-    share one layout (e.g. variable-length fields); raises
+    The blobs are joined into one ``(n, size)`` byte matrix: one comparison
+    checks that every header equals the first, and the payload columns are
+    read as packed records; the columns are contiguous, writable copies.
+    Returns None when the blobs do not all share one layout (e.g.
+    variable-length fields) or carry no payload; raises
     :class:`CodecError` on a malformed blob.
 
     >>> blobs = [encode({"x": np.arange(2.0) + i, "k": np.array(i)}) for i in range(3)]
@@ -182,12 +184,13 @@ def decode_columns(blobs: Sequence[bytes]) -> dict[str, np.ndarray] | None:
     if not blobs:
         return None
     first, offset = _split(blobs[0])
-    head, size = blobs[0][:offset], len(blobs[0])
-    payloads: list[memoryview] = []
-    for blob in blobs:  # same header and size: same (checked) layout, no trailing bytes
-        if len(blob) != size or blob[:offset] != head:
-            return None
-        payloads.append(memoryview(blob)[offset:])
-    records = np.frombuffer(b"".join(payloads), dtype=first.record)
+    size = len(blobs[0])
+    if first.nbytes == 0 or any(len(blob) != size for blob in blobs):
+        return None
+    rows = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), size)
+    if not (rows[:, :offset] == rows[0, :offset]).all():
+        return None  # same size, other header: another layout
+    # same header and size: the same (checked) layout, no trailing bytes
+    records = np.ascontiguousarray(rows[:, offset:]).view(first.record).reshape(len(blobs))
     return {name: np.array(records[name], dtype=dtype)
             for name, dtype, _, _ in first.fields}

@@ -13,8 +13,8 @@ Life of one event:
    deadline: a default event on the stream (``no_click``) or nothing
    (``drop``).  Both remove the pending entry, so only one of them wins.
 3. The trainer reads the stream with the consumer group
-   (:meth:`read_group`, :meth:`claim_stale`), applies, publishes and then
-   :meth:`ack` s.
+   (:class:`~app.store.delivery.DeliveryStore`), applies, publishes and
+   then acknowledges.
 """
 
 from __future__ import annotations
@@ -62,18 +62,6 @@ def new_event_id() -> str:
 
 
 @dataclass(frozen=True)
-class StreamEvent:
-    """One joined event read from a model's stream."""
-
-    stream_id: str
-    event_id: str
-    kind: str
-    """``"feedback"`` or ``"timeout"`` (a sweeper default event)."""
-    fields: dict[str, np.ndarray]
-    """Context fields joined with the feedback fields."""
-
-
-@dataclass(frozen=True)
 class DecisionGuard:
     """The API key record and model state a decision was made with (all cached in the API).
 
@@ -96,39 +84,38 @@ class FeedbackOutcome:
     stream_id: str | None = None
 
 
-def decode_entry(stream_id: bytes | str, fields: Mapping[bytes, bytes]) -> StreamEvent:
-    """A :class:`StreamEvent` from a raw stream entry (raises CodecError if malformed)."""
-    joined = {**codec.decode(fields[b"c"]), **codec.decode(fields[b"f"])}
-    return StreamEvent(text(stream_id) or "", text(fields.get(b"e")) or "",
-                       text(fields.get(b"k")) or "feedback", joined)
+def decode_entry(context: bytes | None, feedback: bytes | None) -> dict[str, np.ndarray]:
+    """One stream entry's fields: its context joined with its feedback.
+
+    Raises :class:`~app.store.codec.CodecError` when a blob is missing or malformed.
+    """
+    if context is None or feedback is None:
+        raise codec.CodecError("entry without a context or a feedback blob")
+    return {**codec.decode(context), **codec.decode(feedback)}
 
 
-def decode_entries(entries: Sequence[tuple[str, Mapping[bytes, bytes]]],
-                   ) -> tuple[list[StreamEvent], dict[str, np.ndarray]] | None:
-    """Decode a batch of entries at once: the events and their columnar batch.
+def decode_entries(contexts: Sequence[bytes | None], feedbacks: Sequence[bytes | None],
+                   ) -> dict[str, np.ndarray] | None:
+    """The columnar batch of many entries' fields (each field stacked on axis 0), at once.
 
     When every context blob shares one layout and every feedback blob
     another (the usual case: one model, fixed-size fields), each field is
     read for the whole batch with one ``np.frombuffer``
-    (:func:`~app.store.codec.decode_columns`); each event's fields are then
-    rows of those columns, equal to what :func:`decode_entry` gives.  The
-    columns are what :func:`~app.learners.base.stack_events` would build
-    from the events.  Returns None when the layouts differ or an entry is
-    malformed: decode one entry at a time then (and find the culprit).
+    (:func:`~app.store.codec.decode_columns`); the columns equal what
+    :func:`~app.learners.base.stack_events` builds from each entry's
+    :func:`decode_entry`.  Returns None when the layouts differ or an entry
+    is malformed: decode one entry at a time then (and find the culprit).
     """
+    if None in contexts or None in feedbacks:
+        return None
     try:
-        ctx = codec.decode_columns([f[b"c"] for _, f in entries])
-        fb = codec.decode_columns([f[b"f"] for _, f in entries])
-    except (codec.CodecError, KeyError):
+        ctx = codec.decode_columns(contexts)  # type: ignore[arg-type]  # no None (checked)
+        fb = codec.decode_columns(feedbacks)  # type: ignore[arg-type]
+    except codec.CodecError:
         return None
     if ctx is None or fb is None:
         return None
-    columns = {**ctx, **fb}
-    events = [StreamEvent(text(sid) or "", text(f.get(b"e")) or "",
-                          text(f.get(b"k")) or "feedback",
-                          {k: col[i, ...] for k, col in columns.items()})
-              for i, (sid, f) in enumerate(entries)]
-    return events, columns
+    return {**ctx, **fb}
 
 
 class EventStore:
@@ -224,24 +211,6 @@ class EventStore:
         if not reply:
             return []
         return [(text(sid) or "", fields) for sid, fields in reply[0][1] if fields]
-
-    async def claim_stale(self, mk: ModelKeys, consumer: str, min_idle_ms: int, count: int,
-                          ) -> list[tuple[str, Mapping[bytes, bytes]]]:
-        """Take over entries idle for ``min_idle_ms`` from dead consumers (XAUTOCLAIM)."""
-        reply: Any = await self.redis.xautoclaim(mk.events, TRAINER_GROUP, consumer,
-                                            min_idle_time=min_idle_ms, start_id="0-0",
-                                            count=count)
-        return [(text(sid) or "", fields) for sid, fields in reply[1] if fields]
-
-    async def ack(self, mk: ModelKeys, stream_ids: Sequence[str]) -> int:
-        """Acknowledge applied entries."""
-        if not stream_ids:
-            return 0
-        return int(await self.redis.xack(mk.events, TRAINER_GROUP, *stream_ids))
-
-    async def trim(self, mk: ModelKeys, min_id: str) -> int:
-        """Drop stream entries older than ``min_id`` (already applied and acked)."""
-        return int(await self.redis.xtrim(mk.events, minid=min_id, approximate=False))
 
     async def last_stream_id(self, mk: ModelKeys) -> str:
         """Id of the newest entry ever added to the model's stream ("0-0" if none)."""

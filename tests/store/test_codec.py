@@ -12,11 +12,11 @@ from app.store.codec import CodecError, decode, decode_columns, encode, encode_m
 from app.store.events import decode_entries, decode_entry
 
 
-def _entry(i: int, feedback: dict[str, np.ndarray]) -> tuple[str, dict[bytes, bytes]]:
+def _entry(i: int, feedback: dict[str, np.ndarray]) -> tuple[bytes, bytes]:
+    """A stream entry's context and feedback blobs."""
     rng = np.random.default_rng(i)
     ctx = {"x": rng.normal(size=5), "greedy": i % 3, "played": (i + 1) % 3, "prob": 0.25 + i}
-    return f"{i}-0", {b"k": b"feedback", b"e": f"e{i}".encode(), b"c": encode(ctx),
-                      b"f": encode(feedback)}
+    return encode(ctx), encode(feedback)
 
 
 @pytest.mark.parametrize("blob", [b"", b"NLA0\x02\x00\x00\x00[]", b"NLA1\x09\x00\x00\x00[]",
@@ -35,35 +35,31 @@ def test_decode_object_dtype_refused() -> None:
 
 def test_decode_entries_equals_one_by_one() -> None:
     entries = [_entry(i, {"click": np.array(float(i % 2))}) for i in range(7)]
-    decoded = decode_entries(entries)
-    assert decoded is not None
-    events, columns = decoded
-    singles = [decode_entry(sid, f) for sid, f in entries]
-    expected = stack_events([ev.fields for ev in singles])
+    columns = decode_entries([c for c, _ in entries], [f for _, f in entries])
+    assert columns is not None
+    expected = stack_events([decode_entry(c, f) for c, f in entries])
     assert list(columns) == list(expected)
     for name, col in expected.items():
         assert columns[name].dtype == col.dtype and columns[name].shape == col.shape
+        assert columns[name].flags.writeable and columns[name].flags.c_contiguous
         np.testing.assert_array_equal(columns[name], col)
-    for got, want in zip(events, singles, strict=True):
-        assert (got.stream_id, got.event_id, got.kind) == (want.stream_id, want.event_id,
-                                                           want.kind)
-        assert list(got.fields) == list(want.fields)
-        for name, value in want.fields.items():
-            assert got.fields[name].shape == value.shape
-            np.testing.assert_array_equal(got.fields[name], value)
 
 
 def test_decode_entries_mixed_layouts_returns_none() -> None:
     entries = [_entry(0, {"values": np.ones(1)}), _entry(1, {"values": np.ones(2)})]
-    assert decode_entries(entries) is None
+    assert decode_entries([c for c, _ in entries], [f for _, f in entries]) is None
+    # same size, another header
     assert decode_columns([encode({"a": np.ones(1)}), encode({"b": np.ones(1)})]) is None
+    assert decode_columns([encode({"a": np.ones(2)}), encode({"a": np.ones((1, 2))})]) is None
+    assert decode_columns([encode({})]) is None  # no payload to read
 
 
-def test_decode_entries_malformed_returns_none() -> None:
-    sid, fields = _entry(0, {"click": np.array(1.0)})
-    bad = {**fields, b"c": fields[b"c"][:-3]}
-    assert decode_entries([(sid, fields), (sid, bad)]) is None
-    assert decode_entries([(sid, {b"c": fields[b"c"]})]) is None
+def test_decode_entries_malformed_or_missing_returns_none() -> None:
+    ctx, fb = _entry(0, {"click": np.array(1.0)})
+    assert decode_entries([ctx, ctx[:-3]], [fb, fb]) is None
+    assert decode_entries([ctx], [None]) is None
+    with pytest.raises(CodecError):
+        decode_entry(ctx, None)
 
 
 def _contexts(n: int, seed: int = 0) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from app.learners.base import stack_events
 from app.learning import build_learner, timeout_feedback
 from app.store import Store
 from app.store.expiry import expire_many
+from app.store.nrest import SampleStore
 from tests.workers.conftest import create_model, decisions, model_config
 from workers.worker import Worker
 
@@ -91,3 +92,26 @@ async def test_feedback_and_sweeper_racing_end_each_decision_once(store: Store) 
     assert await store.redis.xlen(mk.events) == len(ids)  # one event per decision
     info = await store.snapshots.info(mk)
     assert info is not None and info.events_expired == expired
+
+
+async def test_noise_samples_keep_only_observed_feedback_not_default_no_clicks(
+        store: Store) -> None:
+    config = model_config(algorithm="rcine", params={"gamma": 0.1, "n_s": 100},
+                          feedback={"wait_seconds": 1, "on_timeout": "no_click"})
+    mk = await create_model(store, config)
+    logged, clicks = decisions(config, 9)
+    await store.events.record_decisions(mk, logged, 1, 60)
+    answered = [1, 4, 6]
+    await store.events.take_feedback_many(
+        mk, [(logged[i][0], {"click": np.array(clicks[i])}) for i in answered])
+    await asyncio.sleep(2.1)
+    sweeper = Worker(store, roles=("sweeper",), worker_id="s", nrest_processes=False)
+    assert await sweeper.drain() == 6
+    # one batch of 3 answered and 6 default events
+    assert await Worker(store, roles=("trainer",), worker_id="t", nrest_processes=False,
+                        batch_size=10).drain() == 9
+    samples = await SampleStore(store.redis).load(mk)
+    assert samples is not None
+    np.testing.assert_array_equal(samples.X, np.stack([logged[i][1]["x"] for i in answered]))
+    np.testing.assert_array_equal(samples.played, [int(logged[i][1]["played"]) for i in answered])
+    np.testing.assert_array_equal(samples.clicks, clicks[answered])

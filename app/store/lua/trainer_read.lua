@@ -5,26 +5,33 @@
 -- KEYS: 1 lease, 2 events
 -- ARGV: 1 owner (consumer name), 2 group, 3 count
 -- Returns {0} when ARGV[1] does not hold the lease; else one flat array
--- {source, then per entry: id, delivery count, number of field items, the
--- items f1, v1, f2, v2, ...}.  source 1: the oldest pending entries of any
--- consumer, taken over (XCLAIM, which counts a delivery; an entry deleted
--- from the stream meanwhile has 0 items); source 2: new entries (XREADGROUP
+-- {source, then six items per entry: id, delivery count, and its fields k
+-- (kind), e (event id), c (context), f (feedback)}, ids ascending.  A field
+-- the entry lacks is nil (an entry deleted from the stream meanwhile lacks
+-- all four).  source 1: the oldest pending entries of any consumer, taken
+-- over (XCLAIM, which counts a delivery); source 2: new entries (XREADGROUP
 -- '>', delivery count 1), read only when nothing is pending.
 -- Flat, because Redis 6.2 writes each nested table of a script's reply as a
 -- reply block of its own: a batch of 1,000 nested entries reached the client
 -- in about 700 small reads and cost it 8x the CPU of the flat array
--- (bench/bench_lua_reply.py).
+-- (bench/bench_lua_reply.py).  A fixed stride lets the client take each
+-- field of the whole batch with one list slice.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {0}
 end
 local out = {}
 local function add(id, count, items)
-  out[#out + 1] = id
-  out[#out + 1] = count
-  out[#out + 1] = #items
-  for _, item in ipairs(items) do
-    out[#out + 1] = item
+  local fields = {}
+  for i = 1, #items, 2 do
+    fields[items[i]] = items[i + 1]
   end
+  local n = #out
+  out[n + 1] = id
+  out[n + 2] = count
+  out[n + 3] = fields.k or false
+  out[n + 4] = fields.e or false
+  out[n + 5] = fields.c or false
+  out[n + 6] = fields.f or false
 end
 local pending = redis.call('XPENDING', KEYS[2], ARGV[2], '-', '+', ARGV[3])
 if #pending > 0 then
