@@ -68,15 +68,31 @@ def encode_many(items: Sequence[Mapping[str, Any]]) -> list[bytes]:
     columns = _columns(items) if len(items) > 1 else None
     if columns is None:
         return [encode(item) for item in items]
-    first = encode(items[0])
-    records = np.empty(len(items), dtype=[(name, col.dtype, col.shape[1:])
-                                          for name, col in columns.items()])
+    return encode_columns(columns)
+
+
+def encode_columns(columns: Mapping[str, np.ndarray]) -> list[bytes]:
+    """:func:`encode` of each row ``{name: column[i]}`` of equally long columns, at once.
+
+    All records are packed into one buffer; every blob is the shared header
+    plus its slice of it.
+
+    >>> cols = {"x": np.arange(4.0).reshape(2, 2), "k": np.arange(2)}
+    >>> encode_columns(cols) == [encode({"x": c, "k": k}) for c, k in zip(cols["x"], cols["k"])]
+    True
+    """
+    n = len(next(iter(columns.values())))
+    if n == 0:
+        return []
+    records = np.empty(n, dtype=[(name, col.dtype, col.shape[1:])
+                                 for name, col in columns.items()])
     for name, col in columns.items():
         records[name] = col
+    first = encode({name: col[0] for name, col in columns.items()})
     size = records.dtype.itemsize
     prefix = first[:len(first) - size]
     payload = records.tobytes()
-    return [prefix + payload[i * size:(i + 1) * size] for i in range(len(items))]
+    return [prefix + payload[i * size:(i + 1) * size] for i in range(n)]
 
 
 def _columns(items: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray] | None:

@@ -57,8 +57,7 @@ class SampleStore:
         n = len(clicks)
         if n == 0:
             return
-        blobs = [codec.encode({"x": X[i], "played": played[i], "click": clicks[i]})
-                 for i in range(n)]
+        blobs = codec.encode_columns({"x": X, "played": played, "click": clicks})
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.rpush(mk.samples, *blobs)
             pipe.ltrim(mk.samples, -cap, -1)
