@@ -48,6 +48,7 @@ from typing import Any
 import httpx
 import numpy as np
 import orjson
+import redis.asyncio as aioredis
 
 from app.bench.loadgen import closed_loop, encode_request, latency_summary, open_loop
 from app.bench.machine import cpu_shares, cpu_times, machine_info
@@ -236,14 +237,32 @@ async def _feedback_burst(c: AsyncClient, X: np.ndarray, n_batches: int, in_flig
             "applied_per_second_over_burst_and_drain": round(events / drained)}
 
 
-async def with_steal(phase: Awaitable[dict[str, Any]]) -> dict[str, Any]:
-    """``phase``'s result with ``steal_percent``: the machine's CPU time the host gave to
-    other guests meanwhile (None off Linux).  A latency tail on a VM often has no other
-    cause; each phase gets its own figure, as the host's share moves within minutes."""
+async def with_disturbances(phase: Awaitable[dict[str, Any]],
+                            redis: aioredis.Redis | None = None) -> dict[str, Any]:
+    """``phase``'s result with what else could have slowed it down.
+
+    ``steal_percent``: the machine's CPU time the host gave to other guests
+    meanwhile (None off Linux).  A latency tail on a VM often has no other
+    cause; each phase gets its own figure, as the host's share moves within
+    minutes.  ``redis_forks``: forks of the service's Redis meanwhile (an
+    AOF rewrite or an RDB save; None when the benchmark did not start the
+    Redis).  On 2 cores the child that rewrites the AOF takes a core from
+    the service for a second or two: the p99 misses at 1,000/s came with one.
+    """
     before = cpu_times()
+    forks = await _total_forks(redis)
     result = await phase
     shares = cpu_shares(before, cpu_times())
-    return {**result, "steal_percent": None if shares is None else shares["steal"]}
+    after = await _total_forks(redis)
+    return {**result, "steal_percent": None if shares is None else shares["steal"],
+            "redis_forks": None if forks is None or after is None else after - forks}
+
+
+async def _total_forks(redis: aioredis.Redis | None) -> int | None:
+    """Forks since the Redis started (INFO stats ``total_forks``)."""
+    if redis is None:
+        return None
+    return int((await redis.info("stats"))["total_forks"])
 
 
 async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -256,18 +275,24 @@ async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
     base_url = cfg.get("baseline_url")
     get = [encode_request(base_url, "/get", b"")] if base_url else []
     out: dict[str, Any] = {"predict_closed": [], "predict_open": []}
+    redis = aioredis.Redis.from_url(cfg["redis_url"]) if cfg.get("redis_url") else None
     if base_url:
         out.update(baseline_closed=[], baseline_open=[])
     # each phase right before its baseline twin: the VM's speed drifts over minutes
     for conc in cfg["concurrencies"]:
-        out["predict_closed"].append(await with_steal(closed_loop(url, singles, conc, secs)))
+        out["predict_closed"].append(
+            await with_disturbances(closed_loop(url, singles, conc, secs), redis))
         if base_url:
-            out["baseline_closed"].append(await with_steal(closed_loop(base_url, get, conc,
-                                                                       secs)))
+            out["baseline_closed"].append(
+                await with_disturbances(closed_loop(base_url, get, conc, secs), redis))
     for rate in cfg["rates"]:
-        out["predict_open"].append(await with_steal(open_loop(url, singles, rate, secs)))
+        out["predict_open"].append(
+            await with_disturbances(open_loop(url, singles, rate, secs), redis))
         if base_url:
-            out["baseline_open"].append(await with_steal(open_loop(base_url, get, rate, secs)))
+            out["baseline_open"].append(
+                await with_disturbances(open_loop(base_url, get, rate, secs), redis))
+    if redis is not None:
+        await redis.aclose()
     async with AsyncClient(url, key, max_connections=128) as c:
         async def predict_batch() -> None:
             await c.predict_batch(MODEL, X)
@@ -354,7 +379,8 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
             # and the generator allow at that rate
             "baseline_p99_ms": base_1000[0]["p99_ms"] if base_1000 else None,
             "steal_percent": at_1000[0].get("steal_percent") if at_1000 else None,
-            "baseline_steal_percent": base_1000[0].get("steal_percent") if base_1000 else None},
+            "baseline_steal_percent": base_1000[0].get("steal_percent") if base_1000 else None,
+            "redis_forks": at_1000[0].get("redis_forks") if at_1000 else None},
         "trainer_lag_p99_s_at_10k_events_per_s": _goal(
             lag_p99, "< 2 (10k/s achieved)",
             None if lag_p99 is None else (lag_p99 < 2.0 and steady["achieved_events_per_second"]
@@ -389,6 +415,7 @@ def run(*, quick: bool = False, url: str | None = None, admin_token: str | None 
                 [sys.executable, "-m", "app.cli", "serve", "--port", str(port),
                  "--data-dir", str(data)], env_admin, url, "/healthz", data / "serve.log"))
             redis_url = (data / "redis.url").read_text("utf-8").strip()
+            cfg["redis_url"] = redis_url
             if api_workers > 1:
                 port = _free_port()
                 url = f"http://127.0.0.1:{port}"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
-from app.bench.service import goals, lag_percentiles, with_steal
+from app.bench.service import goals, lag_percentiles, with_disturbances
 
 
 def test_lag_is_from_each_ack_to_the_first_poll_showing_it_applied() -> None:
@@ -76,10 +78,31 @@ async def test_each_phase_reports_the_cpu_share_the_host_stole_meanwhile() -> No
         sum(i * i for i in range(200_000))  # some CPU time passes
         return {"p99_ms": 1.0}
 
-    result = await with_steal(phase())
+    result = await with_disturbances(phase())
     assert result["p99_ms"] == 1.0
     if Path("/proc/stat").is_file():  # a share of the machine's CPU time over the phase
         assert isinstance(result["steal_percent"], float)
         assert 0.0 <= result["steal_percent"] <= 100.0
     else:
         assert result["steal_percent"] is None
+    assert result["redis_forks"] is None  # no Redis given
+
+
+async def test_each_phase_counts_the_forks_of_the_services_redis(redis_url: str) -> None:
+    redis = aioredis.Redis.from_url(redis_url)
+
+    async def saves() -> dict[str, Any]:
+        await redis.bgsave()  # a fork, as an AOF rewrite makes
+        while (await redis.info("persistence"))["rdb_bgsave_in_progress"]:
+            await asyncio.sleep(0.01)
+        return {}
+
+    async def quiet() -> dict[str, Any]:
+        await redis.ping()
+        return {}
+
+    try:
+        assert (await with_disturbances(saves(), redis))["redis_forks"] == 1
+        assert (await with_disturbances(quiet(), redis))["redis_forks"] == 0
+    finally:
+        await redis.aclose()
