@@ -291,8 +291,6 @@ async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
         if base_url:
             out["baseline_open"].append(
                 await with_disturbances(open_loop(base_url, get, rate, secs), redis))
-    if redis is not None:
-        await redis.aclose()
     async with AsyncClient(url, key, max_connections=128) as c:
         async def predict_batch() -> None:
             await c.predict_batch(MODEL, X)
@@ -302,10 +300,12 @@ async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
             r = await _closed(predict_batch, in_flight, secs)
             out["predict_batch"].append({**r, "instances_per_request": 1000,
                                          "decisions_per_second": round(r["per_second"] * 1000)})
-        out["feedback_batch"] = [await _feedback_burst(c, X, cfg["feedback_batches"], in_flight)
-                                 for in_flight in cfg["batch_in_flight"]]
-        out["trainer_steady"] = await _steady_feedback(c, LAG_MODEL, cfg["feedback_rate"],
-                                                       cfg["lag_seconds"])
+        out["feedback_batch"] = [
+            await with_disturbances(_feedback_burst(c, X, cfg["feedback_batches"], in_flight),
+                                    redis)
+            for in_flight in cfg["batch_in_flight"]]
+        out["trainer_steady"] = await with_disturbances(
+            _steady_feedback(c, LAG_MODEL, cfg["feedback_rate"], cfg["lag_seconds"]), redis)
 
     async with await AsyncStream.connect(url, key, MODEL) as ws:
         j = 0
@@ -316,6 +316,8 @@ async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
             await ws.predict(X[j % 64].tolist())
 
         out["websocket_predict"] = await _closed(ws_predict, 64, secs)
+    if redis is not None:
+        await redis.aclose()
     return out
 
 
