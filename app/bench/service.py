@@ -247,7 +247,9 @@ async def with_disturbances(phase: Awaitable[dict[str, Any]],
     minutes.  ``redis_forks``: forks of the service's Redis meanwhile (an
     AOF rewrite or an RDB save; None when the benchmark did not start the
     Redis).  On 2 cores the child that rewrites the AOF takes a core from
-    the service for a second or two: the p99 misses at 1,000/s came with one.
+    the service for about a second; this count tells which phases had one
+    (a tail came with some automatic rewrites, not with forced ones: see
+    docs/benchmarks/service.md).
     """
     before = cpu_times()
     forks = await _total_forks(redis)
