@@ -224,6 +224,10 @@ class _Decoded:
     columns: Batch | None
     rows: list[Event] | None
 
+    def batch(self) -> Batch:
+        """All rows as one columnar batch (stacking the rows raises if they do not fit)."""
+        return self.columns if self.columns is not None else stack_events(self.rows or [])
+
     def events(self) -> list[Event]:
         """One event per row (to learn them one by one)."""
         return self.rows if self.rows is not None else list(iter_events(self.columns or {}))
@@ -275,8 +279,7 @@ async def _learn(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner, decod
     learner = cached.learner
     apply_noise_rates(learner, *rates)
     try:
-        batch = decoded.columns if decoded.columns is not None else stack_events(
-            decoded.rows or [])
+        batch = decoded.batch()
         await asyncio.wait_for(asyncio.to_thread(_learn_checked, learner, batch),
                                ctx.config.handler_timeout)
         return cached, _Outcome(batch, list(range(len(decoded.positions))), [])

@@ -56,7 +56,7 @@ class Deliveries:
     feedbacks: list[bytes | None]
 
     @classmethod
-    def from_reply(cls, flat: Sequence[Any]) -> Deliveries:
+    def from_reply(cls, flat: list[Any]) -> Deliveries:
         """The entries of ``trainer_read``'s flat reply ``[source, (id, count, k, e, c, f) * n]``.
 
         >>> d = Deliveries.from_reply([2, b"1-0", 1, b"feedback", b"e1", b"C", b"F",
@@ -65,7 +65,7 @@ class Deliveries:
         (['1-0', '2-0'], [1, 3], [b'C', None], {})
         """
         ids, counts, kinds, events, contexts, feedbacks = (
-            list(flat[1 + i::_STRIDE]) for i in range(_STRIDE))
+            flat[1 + i::_STRIDE] for i in range(_STRIDE))
         return cls([sid.decode() for sid in ids], [int(c) for c in counts], kinds, events,
                    contexts, feedbacks)
 
