@@ -24,6 +24,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import hiredis
 import redis
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
@@ -103,6 +104,15 @@ class _HiredisPacking:
     _serializer = HiredisRespSerializer()
 
     def pack_command(self, *args: Any) -> list[bytes]:
+        """``args`` packed at once; redis-py's serializer does the rare cases (a command name
+        of two words, bytearray or memoryview arguments), its per-argument scan costing
+        about 0.3 us per argument: a 1,000-event feedback batch has 2,000."""
+        command = args[0]
+        if (b" " if isinstance(command, bytes) else " ") not in command:
+            try:
+                return [hiredis.pack_command(args)]
+            except TypeError:
+                pass
         packed: list[bytes] = self._serializer.pack(*args)
         return packed
 

@@ -171,7 +171,7 @@ class EventStore:
         for (eid, _), blob in zip(items, blobs, strict=True):
             args += [eid, blob]
         reply: Any = await self.scripts.run("take_feedback", keys_, args)
-        return [FeedbackOutcome(text(status) or "unknown", text(sid) or None)
+        return [FeedbackOutcome(status.decode(), sid.decode() or None)
                 for status, sid in zip(reply[::2], reply[1::2], strict=True)]
 
     async def take_feedback(self, mk: ModelKeys, event_id: str,

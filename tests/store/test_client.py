@@ -46,6 +46,7 @@ async def test_a_command_that_cannot_get_a_connection_in_time_fails_as_unreachab
      10**15, -3, ""),
     ("CONFIG GET", "maxmemory"),  # a command name of two words is split, as redis-py does
     (b"CLIENT SETNAME", b"x"),
+    ("SET", bytearray(b"k"), memoryview(b"\x00v")),  # hiredis refuses these: redis-py packs
 ])
 def test_hiredis_packing_gives_redis_pys_bytes(args: tuple[object, ...]) -> None:
     fast = connect("redis://127.0.0.1:1/0").connection_pool.make_connection()
