@@ -205,7 +205,7 @@ def _triage(batch: Deliveries, last_id: str, max_deliveries: int,
     dead: list[tuple[int, str]] = []
     fresh: list[int] = []
     for i in range(first_new, len(batch)):
-        if batch.kinds[i] is None and not batch.fields(i):
+        if batch.kinds[i] is None and not batch.fields(i):  # deleted (stored ones all have k)
             skipped.append(batch.stream_ids[i])
         elif batch.counts[i] > max_deliveries:
             dead.append((i, f"delivered {batch.counts[i]} times without being applied"))
@@ -248,7 +248,7 @@ def _decode(batch: Deliveries, fresh: list[int], dead: list[tuple[int, str]]) ->
     for i in fresh:
         try:
             rows.append(decode_entry(batch.contexts[i], batch.feedbacks[i]))
-        except (CodecError, KeyError, ValueError) as exc:
+        except (CodecError, ValueError) as exc:
             dead.append((i, f"malformed entry: {exc!r}"))
             continue
         positions.append(i)
