@@ -2,7 +2,8 @@
 
 Run as ``python -m app.bench.baseline --port P --redis-url URL [--workers N]``:
 uvicorn with the event loop and HTTP parser the service uses (uvloop,
-httptools), and one ``await redis.get(...)`` per request.  The service's single-predict
+httptools), N processes as ``noisyloop api --workers N`` runs them
+(:mod:`app.commands.reuseport`), and one ``await redis.get(...)`` per request.  The service's single-predict
 requests/s are reported as a ratio of this endpoint's, measured in the same
 run by the same load generator.
 """
@@ -11,12 +12,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import orjson
 import redis.asyncio as aioredis
 import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import Response
+
+from app.commands import reuseport
 
 #: Where a worker process of ``--workers N`` finds the Redis URL.
 REDIS_URL_ENV = "NOISYLOOP_BENCH_BASELINE_REDIS_URL"
@@ -50,12 +54,10 @@ def main() -> None:
     args = ap.parse_args()
     options = {"host": "127.0.0.1", "port": args.port, "log_config": None,
                "access_log": False, "loop": "uvloop", "http": "httptools"}
-    if args.workers > 1:
+    if args.workers > 1:  # the process model of `noisyloop api --workers N`
         os.environ[REDIS_URL_ENV] = args.redis_url
-        uvicorn.run("app.bench.baseline:app_from_env", factory=True, workers=args.workers,
-                    **options)
-    else:
-        uvicorn.run(create_app(args.redis_url), **options)
+        sys.exit(reuseport.serve("app.bench.baseline:app_from_env", args.workers, **options))
+    uvicorn.run(create_app(args.redis_url), **options)
 
 
 if __name__ == "__main__":

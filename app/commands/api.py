@@ -1,24 +1,31 @@
-"""``noisyloop api``: the API alone (uvicorn workers) against an external Redis."""
+"""``noisyloop api``: the API alone (one or several processes) against an external Redis."""
 
 from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
+from app.commands import reuseport
 from app.commands.runtime import add_service_arguments, settings_from_args
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("api", help="run the API alone against an external Redis")
     add_service_arguments(parser)
-    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument("--workers", type=int, default=1, help="API processes, each accepting on its own socket "
+                             "(SO_REUSEPORT on Linux)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Serve the API with uvloop's event loop and httptools' parser (C; both come with
     uvicorn[standard]; named, so a missing one fails at start-up instead of silently
-    falling back to the pure-Python ones)."""
+    falling back to the pure-Python ones).  ``--workers N`` runs N processes, each
+    accepting on its own socket (:mod:`app.commands.reuseport`)."""
     import uvicorn
 
     from app.logs import configure_logging
@@ -29,15 +36,23 @@ def run(args: argparse.Namespace) -> int:
     if settings.redis_url is None:
         raise SystemExit("noisyloop api needs --redis-url or REDIS_URL "
                          "(use `noisyloop serve` for the embedded Redis)")
+    options = {"log_config": None, "ws_max_size": settings.max_body_bytes, "access_log": False,
+               "loop": "uvloop", "http": "httptools"}
     if args.workers > 1:
         # each worker process builds its app from the environment
         os.environ["NOISYLOOP_REDIS_URL"] = settings.redis_url
-        uvicorn.run("app.main:create_app", factory=True, host=settings.host,
-                    port=settings.port, workers=args.workers, log_config=None,
-                    ws_max_size=settings.max_body_bytes, access_log=False,
-                    loop="uvloop", http="httptools")
-    else:
-        uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                    log_config=None, ws_max_size=settings.max_body_bytes, access_log=False,
-                    loop="uvloop", http="httptools")
+        return reuseport.serve("app.commands.api:worker_app", args.workers, settings.host,
+                               settings.port, **options)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, **options)
     return 0
+
+
+def worker_app() -> FastAPI:
+    """The app of one worker process of ``--workers N``: settings from the environment."""
+    from app.logs import configure_logging
+    from app.main import create_app
+    from app.settings import Settings
+
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_json)
+    return create_app(settings)
