@@ -64,8 +64,14 @@ def serve(factory: str, workers: int, host: str, port: int, **options: Any) -> i
 
     ``options`` go to :class:`uvicorn.Config` in each worker.  Returns the
     exit status: 0 after SIGINT / SIGTERM, 1 when the address is taken or a
-    worker failed to start.
+    worker failed to start.  Where the kernel would not spread connections
+    (:func:`supported`), uvicorn's own workers serve instead.
     """
+    if not supported():
+        import uvicorn
+
+        uvicorn.run(factory, factory=True, workers=workers, host=host, port=port, **options)
+        return 0
     try:
         reserved = bind(host, port)
     except OSError as exc:
@@ -87,10 +93,11 @@ def serve(factory: str, workers: int, host: str, port: int, **options: Any) -> i
         return process
 
     status = 0
-    procs = [start() for _ in range(workers)]
-    logger.info("serving %s on %s:%d from %d workers (SO_REUSEPORT)", factory, host, port,
-                workers)
+    procs: list[BaseProcess] = []
     try:
+        procs += [start() for _ in range(workers)]
+        logger.info("serving %s on %s:%d from %d workers (SO_REUSEPORT)", factory, host,
+                    port, workers)
         while not stop["signal"]:
             wait([p.sentinel for p in procs], timeout=0.5)
             for i, process in enumerate(procs):

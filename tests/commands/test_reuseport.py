@@ -22,9 +22,12 @@ pytestmark = pytest.mark.skipif(not reuseport.supported(), reason="needs Linux S
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _start(factory: str, port: int, workers: int = 2) -> subprocess.Popen[bytes]:
-    code = ("import sys; from app.commands.reuseport import serve; "
-            f"sys.exit(serve({factory!r}, {workers}, '127.0.0.1', {port}, log_config=None))")
+def _start(factory: str, port: int, workers: int = 2, *,
+           supported: bool = True) -> subprocess.Popen[bytes]:
+    code = ("import sys; from app.commands import reuseport; "
+            + ("" if supported else "reuseport.supported = lambda: False; ")
+            + f"sys.exit(reuseport.serve({factory!r}, {workers}, '127.0.0.1', {port}, "
+            "log_config=None))")
     return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -116,6 +119,20 @@ def test_sigterm_stops_every_worker(served: tuple[int, subprocess.Popen[bytes]])
             os.kill(pid, 0)
     with pytest.raises(OSError):
         _open(port).close()
+
+
+def test_without_reuseport_uvicorns_workers_serve() -> None:
+    """Where the kernel would not spread connections (not Linux), uvicorn's workers."""
+    port = free_port()
+    proc = _start("tests.commands.pid_app:create", port, supported=False)
+    try:
+        _wait_serving(port, proc, workers=1)  # which worker answers is up to the kernel
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_a_taken_port_fails_at_once() -> None:
