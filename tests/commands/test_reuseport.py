@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -63,14 +65,27 @@ def _wait_serving(port: int, proc: subprocess.Popen[bytes], workers: int = 2) ->
     return seen
 
 
+@contextlib.contextmanager
+def _reaped(proc: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    """``proc``, killed on the way out if a test left it running."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _assert_stops_on_sigterm(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+
+
 @pytest.fixture
-def served() -> tuple[int, subprocess.Popen[bytes]]:
+def served() -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     port = free_port()
-    proc = _start("tests.commands.pid_app:create", port)
-    yield port, proc
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+    with _reaped(_start("tests.commands.pid_app:create", port)) as proc:
+        yield port, proc
 
 
 def test_connections_opened_together_are_spread_over_the_workers(
@@ -112,8 +127,7 @@ def test_a_worker_that_dies_is_replaced(served: tuple[int, subprocess.Popen[byte
 def test_sigterm_stops_every_worker(served: tuple[int, subprocess.Popen[bytes]]) -> None:
     port, proc = served
     workers = _wait_serving(port, proc)
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 0
+    _assert_stops_on_sigterm(proc)
     for pid in workers:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
@@ -124,15 +138,9 @@ def test_sigterm_stops_every_worker(served: tuple[int, subprocess.Popen[bytes]])
 def test_without_reuseport_uvicorns_workers_serve() -> None:
     """Where the kernel would not spread connections (not Linux), uvicorn's workers."""
     port = free_port()
-    proc = _start("tests.commands.pid_app:create", port, supported=False)
-    try:
+    with _reaped(_start("tests.commands.pid_app:create", port, supported=False)) as proc:
         _wait_serving(port, proc, workers=1)  # which worker answers is up to the kernel
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _assert_stops_on_sigterm(proc)
 
 
 def test_a_taken_port_fails_at_once() -> None:
@@ -143,12 +151,8 @@ def test_a_taken_port_fails_at_once() -> None:
 
 def test_an_app_that_cannot_start_stops_the_supervisor() -> None:
     """No restart loop: the failure would repeat on every restart."""
-    proc = _start("tests.commands.pid_app:broken", free_port())
-    try:
+    with _reaped(_start("tests.commands.pid_app:broken", free_port())) as proc:
         assert proc.wait(timeout=60) == 1
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.stderr is not None and b"this app cannot start" in proc.stderr.read()
 
 
@@ -162,7 +166,7 @@ def test_noisyloop_api_workers_serve_the_api_and_stop_cleanly(redis_url: str) ->
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "api", "--workers", "2",
                              "--port", str(port), "--redis-url", redis_url], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
+    with _reaped(proc):
         deadline = time.monotonic() + 60
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as probe:
             while True:
@@ -179,9 +183,4 @@ def test_noisyloop_api_workers_serve_the_api_and_stop_cleanly(redis_url: str) ->
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
                 statuses.append(c.get("/v1/admin/tenants", headers=auth).status_code)
         assert statuses == [200] * 16
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _assert_stops_on_sigterm(proc)
