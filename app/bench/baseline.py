@@ -3,9 +3,9 @@
 Run as ``python -m app.bench.baseline --port P --redis-url URL [--workers N]``:
 uvicorn with the event loop and HTTP parser the service uses (uvloop,
 httptools), N processes as ``noisyloop api --workers N`` runs them
-(:mod:`app.commands.reuseport`), and one ``await redis.get(...)`` per request.  The service's single-predict
-requests/s are reported as a ratio of this endpoint's, measured in the same
-run by the same load generator.
+(:mod:`app.commands.reuseport`), and one ``await redis.get(...)`` per
+request.  The service's single-predict requests/s are reported as a ratio
+of this endpoint's, measured in the same run by the same load generator.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("api", help="run the API alone against an external Redis")
     add_service_arguments(parser)
-    parser.add_argument("--workers", type=int, default=1, help="API processes, each accepting on its own socket "
+    parser.add_argument("--workers", type=int, default=1,
+                        help="API processes, each accepting on its own socket "
                              "(SO_REUSEPORT on Linux)")
     parser.set_defaults(handler=run)
 
