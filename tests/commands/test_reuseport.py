@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import http.client
 import os
 import signal
 import socket
@@ -34,20 +35,17 @@ def _start(factory: str, port: int, workers: int = 2, *,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def _open(port: int) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", port), timeout=10)
+def _open(port: int) -> http.client.HTTPConnection:
+    """A keep-alive connection, connected now (not at its first request)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.connect()
+    return conn
 
 
-def _pid(conn: socket.socket) -> int:
-    """Send one keep-alive GET on ``conn``; the id of the process that answered."""
-    conn.sendall(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
-    data = b""
-    while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < int(
-            data.split(b"content-length: ", 1)[1].split(b"\r\n", 1)[0]):
-        chunk = conn.recv(4096)
-        assert chunk, "connection closed"
-        data += chunk
-    return int(data.split(b"\r\n\r\n", 1)[1])
+def _pid(conn: http.client.HTTPConnection) -> int:
+    """The id of the process that answers one GET on ``conn``."""
+    conn.request("GET", "/")
+    return int(conn.getresponse().read())
 
 
 def _wait_serving(port: int, proc: subprocess.Popen[bytes], workers: int = 2) -> set[int]:
@@ -58,7 +56,7 @@ def _wait_serving(port: int, proc: subprocess.Popen[bytes], workers: int = 2) ->
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         assert time.monotonic() < deadline, f"only {seen} answered"
         try:
-            with _open(port) as conn:
+            with contextlib.closing(_open(port)) as conn:
                 seen.add(_pid(conn))
         except OSError:
             time.sleep(0.2)
