@@ -7,7 +7,7 @@ import os
 from typing import TYPE_CHECKING
 
 from app.commands import reuseport
-from app.commands.runtime import add_service_arguments, settings_from_args
+from app.commands.runtime import add_service_arguments, settings_from_args, uvicorn_options
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -23,10 +23,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve the API with uvloop's event loop and httptools' parser (C; both come with
-    uvicorn[standard]; named, so a missing one fails at start-up instead of silently
-    falling back to the pure-Python ones).  ``--workers N`` runs N processes, each
-    accepting on its own socket (:mod:`app.commands.reuseport`)."""
+    """Serve the API (uvicorn as :func:`~app.commands.runtime.uvicorn_options` sets it up);
+    ``--workers N`` runs N processes, each accepting on its own socket
+    (:mod:`app.commands.reuseport`)."""
     import uvicorn
 
     from app.logs import configure_logging
@@ -37,8 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if settings.redis_url is None:
         raise SystemExit("noisyloop api needs --redis-url or REDIS_URL "
                          "(use `noisyloop serve` for the embedded Redis)")
-    options = {"log_config": None, "ws_max_size": settings.max_body_bytes, "access_log": False,
-               "loop": "uvloop", "http": "httptools"}
+    options = uvicorn_options(settings)
     if args.workers > 1:
         # each worker process builds its app from the environment
         os.environ["NOISYLOOP_REDIS_URL"] = settings.redis_url

@@ -49,6 +49,22 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(**overrides)
 
 
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """How ``serve`` and ``api`` run uvicorn.
+
+    uvloop's event loop and httptools' parser (C; both come with
+    uvicorn[standard]; named, so a missing one fails at start-up instead of
+    silently falling back to the pure-Python ones), on a transport that sends
+    each response in one write (:mod:`app.commands.onewrite`); no access log
+    of uvicorn's (the API logs each request itself); WebSocket messages up to
+    the body limit.
+    """
+    from app.commands.onewrite import PROTOCOL
+
+    return {"log_config": None, "access_log": False, "ws_max_size": settings.max_body_bytes,
+            "loop": "uvloop", "http": PROTOCOL}
+
+
 def ensure_admin_token(data_dir: Path) -> tuple[str, bool]:
     """The admin token stored in ``data_dir`` (created if missing); True when created now."""
     path = data_dir / ADMIN_TOKEN_FILE

@@ -16,6 +16,7 @@ from app.commands.runtime import (
     add_service_arguments,
     redis_for,
     settings_from_args,
+    uvicorn_options,
     with_admin_token,
 )
 
@@ -67,6 +68,5 @@ def run(args: argparse.Namespace) -> int:
         # uvicorn re-raises SIGTERM after its graceful shutdown; a no-op handler lets us
         # return normally, so the embedded Redis is stopped (with its AOF flushed)
         signal.signal(signal.SIGTERM, lambda signum, frame: None)
-        uvicorn.run(app, host=settings.host, port=settings.port, log_config=None,
-                    ws_max_size=settings.max_body_bytes, access_log=False)
+        uvicorn.run(app, host=settings.host, port=settings.port, **uvicorn_options(settings))
     return 0

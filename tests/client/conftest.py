@@ -46,18 +46,19 @@ class Service:
 
 @pytest.fixture(scope="module")
 def service(redis_server: EmbeddedRedis) -> Iterator[Service]:
-    """The app with its trainer, served by uvicorn on 127.0.0.1:<free port>."""
+    """The app with its trainer, served by uvicorn on 127.0.0.1:<free port> as ``serve`` runs
+    it (one write per response: :mod:`app.commands.onewrite`)."""
+    from app.commands.runtime import uvicorn_options
     from app.main import create_app
     from app.settings import Settings
 
     with redis.Redis.from_url(redis_server.url) as r:
         r.flushall()
-    app = create_app(Settings(redis_url=redis_server.url, admin_token=ADMIN_TOKEN),
-                     background=[_trainer])
+    settings = Settings(redis_url=redis_server.url, admin_token=ADMIN_TOKEN)
+    app = create_app(settings, background=[_trainer])
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None,
-                                           access_log=False, ws="websockets-sansio",
-                                           lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on",
+                                           ws="websockets-sansio", **uvicorn_options(settings)))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
