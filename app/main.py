@@ -91,6 +91,7 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
     app = NoisyloopApp(
         title="noisyloop", version="1",
         description="Online learning from noisy, delayed, partial feedback.", lifespan=lifespan,
+        telemetry=None if settings.otel else {"tracing": False, "metrics": False, "logs": False},
         fast_path_options={"template": predict.PREDICT_PATH, "metrics": metrics,
                            "max_body_bytes": settings.max_body_bytes,
                            "retry_after_seconds": settings.retry_after_seconds})

@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     log_level: str = Field(default="INFO", description="Root log level.")
     log_json: bool | None = Field(default=None,
                                   description="JSON logs; None: JSON when stderr is not a TTY.")
+    otel: bool = Field(default=False,
+                       description="FastAPI's own OpenTelemetry traces, metrics and logs of "
+                                   "each request, once an OpenTelemetry SDK is set up in the "
+                                   "process; off, no request pays for looking (about 7 us).")
 
     @field_validator("admin_token")
     @classmethod

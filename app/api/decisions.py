@@ -48,7 +48,7 @@ async def predict(ctx: ApiContext, view: ModelView, body: PredictRequest) -> dic
     X = _inputs(body, view.config["n_features"])
     doc = await _decide_and_log(ctx, view.tenant, view.config, learner, version, X, body)
     assert doc is not None  # unguarded: always logged
-    ctx.metrics.predict_requests.labels("regular").inc()
+    ctx.metrics.predict_path["regular"].inc()
     return doc
 
 
@@ -84,7 +84,7 @@ async def predict_cached(ctx: ApiContext, token: str, model_id: str,
     doc = await _decide_and_log(ctx, key.tenant, entry.config, entry.learner, entry.version,
                                 X, body, DecisionGuard(key, entry.stamp))
     if doc is not None:
-        ctx.metrics.predict_requests.labels("one_round_trip").inc()
+        ctx.metrics.predict_path["one_round_trip"].inc()
     return doc
 
 
@@ -121,8 +121,7 @@ async def _decide_and_log(ctx: ApiContext, tenant: str, config: dict[str, Any],
         predictions=len(decisions), guard=guard)
     if logged is None:
         return None
-    ctx.metrics.predictions.labels(tenant, model_id).inc(len(decisions))
-    ctx.metrics.model_version.labels(tenant, model_id).set(version)
+    ctx.metrics.count_decisions(tenant, model_id, len(decisions), version)
     spec = task_spec(config["task"])
     out = [spec.prediction(d.output, eid, version)
            for d, eid in zip(decisions, event_ids, strict=True)]

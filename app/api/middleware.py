@@ -103,8 +103,7 @@ class ObservedRequest:
     def finish(self, method: str, template: str, status: int) -> None:
         """Count and log the answered request; restore the log context."""
         elapsed = time.perf_counter() - self.started
-        self.metrics.http_requests.labels(method, template, str(status)).inc()
-        self.metrics.http_duration.labels(template).observe(elapsed)
+        self.metrics.observe_request(method, template, status, elapsed)
         logger.info("%s %s %d", method, template, status, extra={
             "method": method, "path": template, "status": status,
             "duration_ms": round(elapsed * 1000, 2), "tenant": request_tenant.get(),

@@ -30,6 +30,22 @@ def test_health_ready_metrics(client: TestClient, tenant: dict[str, str]) -> Non
     assert 'route="/v1/models/{model_id}/predict"' in text
 
 
+def test_a_deleted_models_series_go_and_its_successor_counts_afresh(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """The kept series of a model (Metrics.count_decisions) go with it: a model created again
+    under the same id counts from zero on series that are exported."""
+    for _ in range(2):
+        new_model(client, tenant)
+        for _ in range(3):
+            assert client.post("/v1/models/m1/predict", json={"features": [1, 0, 0, 0]},
+                               headers=tenant).status_code == 200
+        text = client.get("/metrics").text
+        assert 'noisyloop_predictions_total{model="m1",tenant="acme"} 3.0' in text
+        assert 'noisyloop_model_version{model="m1",tenant="acme"} 1.0' in text
+        assert client.delete("/v1/models/m1", headers=tenant).status_code == 204
+        assert 'model="m1"' not in client.get("/metrics").text
+
+
 def test_noise_get_put(client: TestClient, tenant: dict[str, str]) -> None:
     new_model(client, tenant, params={"rho0": 0.05, "rho1": 0.1})
     r = client.get("/v1/models/m1/noise", headers=tenant).json()
