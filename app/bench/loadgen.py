@@ -42,6 +42,9 @@ from urllib.parse import urlsplit
 import httptools
 import numpy as np
 
+#: A request slower than this counts in an open loop's ``over_10ms_by_second``.
+SLOW_SECONDS = 0.010
+
 
 def encode_request(url: str, path: str, body: bytes | None, token: str | None = None) -> bytes:
     """The bytes of one keep-alive ``POST`` (or ``GET`` when ``body`` is None) to ``path``."""
@@ -136,11 +139,20 @@ def _collector_paused() -> Iterator[None]:
 
 
 class _Tally:
-    """Latencies of answered requests; non-2xx answers and failures are counted apart."""
+    """Latencies of answered requests (and when each was due); non-2xx answers and failures
+    are counted apart."""
 
     def __init__(self) -> None:
         self.latencies: list[float] = []
+        self.due: list[float] = []
         self.errors = 0
+
+    def slow_by_second(self, start: float, threshold: float = SLOW_SECONDS) -> dict[str, int]:
+        """Requests slower than ``threshold`` s by the second of the phase they were due in
+        (only the seconds that had any): one burst, or a tail spread over the phase."""
+        slow = np.asarray(self.latencies) > threshold
+        seconds = (np.asarray(self.due)[slow] - start).astype(int)
+        return {str(sec): int(n) for sec, n in enumerate(np.bincount(seconds)) if n}
 
     async def send(self, conn: _Connection, raw: bytes, since: float) -> None:
         try:
@@ -150,6 +162,7 @@ class _Tally:
             return
         if 200 <= status < 300:
             self.latencies.append(time.perf_counter() - since)
+            self.due.append(since)
         else:
             self.errors += 1
 
@@ -230,5 +243,6 @@ async def open_loop(url: str, requests: Sequence[bytes], rate: float, seconds: f
     return {"target_rate": rate, "requests": len(tally.latencies), "errors": tally.errors,
             "achieved_per_second": round(len(tally.latencies) / elapsed, 1),
             **latency_summary(tally.latencies),
+            "over_10ms_by_second": tally.slow_by_second(start),
             **{f"generator_late_{k}": v for k, v in latency_summary(late).items()
                if k in ("p99_ms", "max_ms")}}

@@ -53,6 +53,7 @@ import redis.asyncio as aioredis
 from app.bench.loadgen import closed_loop, encode_request, latency_summary, open_loop
 from app.bench.machine import cpu_shares, cpu_times, machine_info
 from app.client import AsyncClient, AsyncStream, Client, NoisyloopError
+from app.store.util import text
 
 D, K = 64, 10
 #: Failures a load phase counts instead of stopping.
@@ -60,6 +61,8 @@ SEND_ERRORS = (NoisyloopError, httpx.HTTPError, OSError)
 MODEL = "bench-d64"
 #: A second model for the steady-rate trainer-lag phase (its applied count is its own).
 LAG_MODEL = "bench-lag"
+#: Redis stalls its latency monitor logs (ms): a quarter of the p99 goal.
+STALL_THRESHOLD_MS = 5
 
 
 def _free_port() -> int:
@@ -249,15 +252,21 @@ async def with_disturbances(phase: Awaitable[dict[str, Any]],
     Redis).  On 2 cores the child that rewrites the AOF takes a core from
     the service for about a second; this count tells which phases had one
     (a tail came with some automatic rewrites, not with forced ones: see
-    docs/benchmarks/service.md).
+    docs/benchmarks/service.md).  ``redis_stalls_ms``: what Redis's latency
+    monitor logged meanwhile (event name -> its longest stall in ms, each
+    event of :data:`STALL_THRESHOLD_MS` or more: a slow command, an AOF
+    write waiting for the disk, a fork, an expiry cycle; None as for forks).
     """
     before = cpu_times()
     forks = await _total_forks(redis)
+    if redis is not None:
+        await redis.latency_reset()
     result = await phase
     shares = cpu_shares(before, cpu_times())
     after = await _total_forks(redis)
     return {**result, "steal_percent": None if shares is None else shares["steal"],
-            "redis_forks": None if forks is None or after is None else after - forks}
+            "redis_forks": None if forks is None or after is None else after - forks,
+            "redis_stalls_ms": await _stalls(redis)}
 
 
 async def _total_forks(redis: aioredis.Redis | None) -> int | None:
@@ -265,6 +274,14 @@ async def _total_forks(redis: aioredis.Redis | None) -> int | None:
     if redis is None:
         return None
     return int((await redis.info("stats"))["total_forks"])
+
+
+async def _stalls(redis: aioredis.Redis | None) -> dict[str, int] | None:
+    """The latency monitor's events since its last reset: name -> longest stall (ms)."""
+    if redis is None:
+        return None
+    return {text(name) or "": int(longest)  # type: ignore[arg-type]  # an integer reply
+            for name, _, _, longest in await redis.latency_latest()}
 
 
 async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -278,6 +295,8 @@ async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
     get = [encode_request(base_url, "/get", b"")] if base_url else []
     out: dict[str, Any] = {"predict_closed": [], "predict_open": []}
     redis = aioredis.Redis.from_url(cfg["redis_url"]) if cfg.get("redis_url") else None
+    if redis is not None:  # the benchmark's own Redis: log its stalls (with_disturbances)
+        await redis.config_set("latency-monitor-threshold", STALL_THRESHOLD_MS)
     if base_url:
         out.update(baseline_closed=[], baseline_open=[])
     # each phase right before its baseline twin: the VM's speed drifts over minutes

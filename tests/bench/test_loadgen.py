@@ -16,10 +16,12 @@ from app.bench.loadgen import closed_loop, encode_request, open_loop
 class Server:
     """An HTTP/1.1 server answering every request after ``delay`` s with ``status``.
 
-    With ``close_after``, it closes the connection after that many answers on it.
+    With ``close_after``, it closes the connection after that many answers on it; with
+    ``fast_first``, its first that many answers come at once.
     """
 
     delay: float = 0.0
+    fast_first: int = 0
     status: int = 200
     close_after: int | None = None
     url: str = ""
@@ -38,7 +40,7 @@ class Server:
                 body = await reader.readexactly(length)
                 self.requests.append(head + body)
                 self.collector_on.append(gc.isenabled())  # the generator's: one process
-                await asyncio.sleep(self.delay)
+                await asyncio.sleep(self.delay if len(self.requests) > self.fast_first else 0)
                 writer.write(b"HTTP/1.1 %d X\r\nContent-Length: 2\r\n\r\n{}" % self.status)
                 answered += 1
                 if self.close_after is not None and answered >= self.close_after:
@@ -106,6 +108,17 @@ async def test_open_loop_latency_includes_waiting_for_a_free_connection(server: 
     assert result["requests"] == 50
     # the last request waits for the 49 before it: about 50 * 20 ms - 250 ms
     assert result["max_ms"] > 500.0
+
+
+async def test_open_loop_tells_in_which_seconds_the_slow_requests_were_due(server: Server
+                                                                          ) -> None:
+    """100 requests due in the first second answered at once, 100 in the second after 30 ms."""
+    server.delay, server.fast_first = 0.03, 100
+    result = await open_loop(server.url, [encode_request(server.url, "/", b"{}")],
+                             rate=100.0, seconds=2.0, connections=16)
+    slow = result["over_10ms_by_second"]
+    assert result["requests"] == 200 and slow["1"] == 100
+    assert sum(slow.values()) < 200  # the first second's answers came at once
 
 
 async def test_open_loop_replaces_connections_the_server_closes(server: Server) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from app.bench.service import goals, lag_percentiles, with_disturbances
+from app.bench.service import STALL_THRESHOLD_MS, goals, lag_percentiles, with_disturbances
 
 
 def test_lag_is_from_each_ack_to_the_first_poll_showing_it_applied() -> None:
@@ -85,7 +85,7 @@ async def test_each_phase_reports_the_cpu_share_the_host_stole_meanwhile() -> No
         assert 0.0 <= result["steal_percent"] <= 100.0
     else:
         assert result["steal_percent"] is None
-    assert result["redis_forks"] is None  # no Redis given
+    assert result["redis_forks"] is None and result["redis_stalls_ms"] is None  # no Redis given
 
 
 async def test_each_phase_counts_the_forks_of_the_services_redis(redis_url: str) -> None:
@@ -105,4 +105,26 @@ async def test_each_phase_counts_the_forks_of_the_services_redis(redis_url: str)
         assert (await with_disturbances(saves(), redis))["redis_forks"] == 1
         assert (await with_disturbances(quiet(), redis))["redis_forks"] == 0
     finally:
+        await redis.aclose()
+
+
+async def test_each_phase_reports_the_stalls_redis_logged_meanwhile(redis_url: str) -> None:
+    redis = aioredis.Redis.from_url(redis_url)
+
+    async def stalls() -> dict[str, Any]:
+        await redis.execute_command("DEBUG", "SLEEP", "0.03")  # a 30 ms command
+        return {}
+
+    async def quiet() -> dict[str, Any]:
+        await redis.ping()
+        return {}
+
+    await redis.config_set("latency-monitor-threshold", STALL_THRESHOLD_MS)
+    try:
+        stalled = (await with_disturbances(stalls(), redis))["redis_stalls_ms"]
+        assert set(stalled) == {"command"} and 30 <= stalled["command"] < 1000
+        # each phase starts from a reset monitor: the stall above is not this phase's
+        assert (await with_disturbances(quiet(), redis))["redis_stalls_ms"] == {}
+    finally:
+        await redis.config_set("latency-monitor-threshold", 0)
         await redis.aclose()
