@@ -252,13 +252,17 @@ async def with_disturbances(phase: Awaitable[dict[str, Any]],
     Redis).  On 2 cores the child that rewrites the AOF takes a core from
     the service for about a second; this count tells which phases had one
     (a tail came with some automatic rewrites, not with forced ones: see
-    docs/benchmarks/service.md).  ``redis_stalls_ms``: what Redis's latency
+    docs/benchmarks/service.md).  ``redis_child_at_start``: whether such a
+    child was already running when the phase began (a rewrite forked in the
+    moment between two phases is in neither count, yet takes the core from
+    the next one; None as for forks).  ``redis_stalls_ms``: what Redis's latency
     monitor logged meanwhile (event name -> its longest stall in ms, each
     event of :data:`STALL_THRESHOLD_MS` or more: a slow command, an AOF
     write waiting for the disk, a fork, an expiry cycle; None as for forks).
     """
     before = cpu_times()
     forks = await _total_forks(redis)
+    child_at_start = await _child_running(redis)
     if redis is not None:
         await redis.latency_reset()
     result = await phase
@@ -266,6 +270,7 @@ async def with_disturbances(phase: Awaitable[dict[str, Any]],
     after = await _total_forks(redis)
     return {**result, "steal_percent": None if shares is None else shares["steal"],
             "redis_forks": None if forks is None or after is None else after - forks,
+            "redis_child_at_start": child_at_start,
             "redis_stalls_ms": await _stalls(redis)}
 
 
@@ -274,6 +279,14 @@ async def _total_forks(redis: aioredis.Redis | None) -> int | None:
     if redis is None:
         return None
     return int((await redis.info("stats"))["total_forks"])
+
+
+async def _child_running(redis: aioredis.Redis | None) -> bool | None:
+    """Whether Redis has a child at work: an AOF rewrite or an RDB save (INFO persistence)."""
+    if redis is None:
+        return None
+    info = await redis.info("persistence")
+    return bool(info["aof_rewrite_in_progress"] or info["rdb_bgsave_in_progress"])
 
 
 async def _stalls(redis: aioredis.Redis | None) -> dict[str, int] | None:
@@ -403,7 +416,8 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
             "baseline_p99_ms": base_1000[0]["p99_ms"] if base_1000 else None,
             "steal_percent": at_1000[0].get("steal_percent") if at_1000 else None,
             "baseline_steal_percent": base_1000[0].get("steal_percent") if base_1000 else None,
-            "redis_forks": at_1000[0].get("redis_forks") if at_1000 else None},
+            "redis_forks": at_1000[0].get("redis_forks") if at_1000 else None,
+            "redis_child_at_start": at_1000[0].get("redis_child_at_start") if at_1000 else None},
         "trainer_lag_p99_s_at_10k_events_per_s": _goal(
             lag_p99, "< 2 (10k/s achieved)",
             None if lag_p99 is None else (lag_p99 < 2.0 and steady["achieved_events_per_second"]

@@ -85,7 +85,9 @@ async def test_each_phase_reports_the_cpu_share_the_host_stole_meanwhile() -> No
         assert 0.0 <= result["steal_percent"] <= 100.0
     else:
         assert result["steal_percent"] is None
-    assert result["redis_forks"] is None and result["redis_stalls_ms"] is None  # no Redis given
+    # no Redis given
+    assert result["redis_forks"] is None and result["redis_stalls_ms"] is None
+    assert result["redis_child_at_start"] is None
 
 
 async def test_each_phase_counts_the_forks_of_the_services_redis(redis_url: str) -> None:
@@ -102,9 +104,34 @@ async def test_each_phase_counts_the_forks_of_the_services_redis(redis_url: str)
         return {}
 
     try:
-        assert (await with_disturbances(saves(), redis))["redis_forks"] == 1
+        saved = await with_disturbances(saves(), redis)
+        assert saved["redis_forks"] == 1 and saved["redis_child_at_start"] is False
         assert (await with_disturbances(quiet(), redis))["redis_forks"] == 0
     finally:
+        await redis.aclose()
+
+
+async def test_a_phase_that_begins_while_a_redis_child_runs_says_so(redis_url: str) -> None:
+    redis = aioredis.Redis.from_url(redis_url)
+
+    async def quiet() -> dict[str, Any]:
+        await redis.ping()
+        return {}
+
+    await redis.set("bench:one-key", b"x")
+    # Redis's own test knob: the save child sleeps this long (us) per key, so it outlives
+    # the fork and the phase begins with it still running
+    await redis.config_set("rdb-key-save-delay", 500_000)
+    try:
+        await redis.bgsave()
+        during = await with_disturbances(quiet(), redis)
+        assert during["redis_child_at_start"] is True and during["redis_forks"] == 0
+        while (await redis.info("persistence"))["rdb_bgsave_in_progress"]:
+            await asyncio.sleep(0.05)
+        assert (await with_disturbances(quiet(), redis))["redis_child_at_start"] is False
+    finally:
+        await redis.config_set("rdb-key-save-delay", 0)
+        await redis.delete("bench:one-key")
         await redis.aclose()
 
 
