@@ -7,9 +7,6 @@ The client is tested over real sockets: HTTP (httpx) and WebSocket
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,15 +17,10 @@ import redis
 import uvicorn
 
 from app.client import Client
-from app.store.embedded import EmbeddedRedis
+from app.store.embedded import EmbeddedRedis, free_port
+from tests.conftest import served
 
 ADMIN_TOKEN = "client-test-admin-token-0123456789"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _trainer(ctx: Any, stop: asyncio.Event) -> None:
@@ -57,20 +49,9 @@ def service(redis_server: EmbeddedRedis) -> Iterator[Service]:
     settings = Settings(redis_url=redis_server.url, admin_token=ADMIN_TOKEN)
     app = create_app(settings, background=[_trainer])
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on",
-                                           ws="websockets-sansio", **uvicorn_options(settings)))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    try:
+    with served(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on",
+                               ws="websockets-sansio", **uvicorn_options(settings))):
         yield Service(f"http://127.0.0.1:{port}", ADMIN_TOKEN)
-    finally:
-        server.should_exit = True
-        thread.join(15)
 
 
 @pytest.fixture

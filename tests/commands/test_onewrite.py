@@ -21,6 +21,7 @@ import uvicorn
 
 from app.commands.onewrite import FLUSH_BYTES, PROTOCOL, CoalescingTransport
 from app.store.embedded import free_port
+from tests.conftest import served
 
 BIG = bytes(range(256)) * (4 * FLUSH_BYTES // 256)  # several flushes' worth
 release = threading.Event()  # lets /wait finish its body
@@ -49,22 +50,13 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 def _serve(protocol: str) -> Iterator[int]:
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(_app, host="127.0.0.1", port=port, http=protocol,
-                                           loop="uvloop", lifespan="off", log_config=None,
-                                           access_log=False))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield port
-    finally:
-        release.set()
-        server.should_exit = True
-        thread.join(15)
-        release.clear()
+    with served(uvicorn.Config(_app, host="127.0.0.1", port=port, http=protocol, loop="uvloop",
+                               lifespan="off", log_config=None, access_log=False)):
+        try:
+            yield port
+        finally:
+            release.set()  # a /wait still running ends, so the server can stop
+    release.clear()
 
 
 @pytest.fixture(scope="module")
