@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,12 +26,7 @@ import time
 import numpy as np
 
 from app.client import Client
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from app.store.embedded import free_port
 
 
 def _cpu(pid: int) -> float:
@@ -42,7 +36,7 @@ def _cpu(pid: int) -> float:
 
 
 def main(n: int) -> None:
-    port, token = _free_port(), "bench-token-" + os.urandom(12).hex()
+    port, token = free_port(), "bench-token-" + os.urandom(12).hex()
     url = f"http://127.0.0.1:{port}"
     spy = os.environ.get("NL_PYSPY")
     pre = [os.path.join(os.path.dirname(sys.executable), "py-spy"), "record", "-r", "250",

@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -53,6 +52,7 @@ import redis.asyncio as aioredis
 from app.bench.loadgen import closed_loop, encode_request, latency_summary, open_loop
 from app.bench.machine import cpu_shares, cpu_times, machine_info
 from app.client import AsyncClient, AsyncStream, Client, NoisyloopError
+from app.store.embedded import free_port
 from app.store.util import text
 
 D, K = 64, 10
@@ -63,12 +63,6 @@ MODEL = "bench-d64"
 LAG_MODEL = "bench-lag"
 #: Redis stalls its latency monitor logs (ms): a quarter of the p99 goal.
 STALL_THRESHOLD_MS = 5
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_healthy(url: str, path: str, proc: subprocess.Popen[bytes], log: Path,
@@ -445,7 +439,7 @@ def run(*, quick: bool = False, url: str | None = None, admin_token: str | None 
         if url is None:
             data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nl-bench-")))
             admin_token = "bench-admin-token-" + os.urandom(12).hex()
-            port = _free_port()
+            port = free_port()
             url = f"http://127.0.0.1:{port}"
             env_admin = {**env, "NOISYLOOP_ADMIN_TOKEN": admin_token}
             stack.enter_context(_process(
@@ -454,13 +448,13 @@ def run(*, quick: bool = False, url: str | None = None, admin_token: str | None 
             redis_url = (data / "redis.url").read_text("utf-8").strip()
             cfg["redis_url"] = redis_url
             if api_workers > 1:
-                port = _free_port()
+                port = free_port()
                 url = f"http://127.0.0.1:{port}"
                 stack.enter_context(_process(
                     [sys.executable, "-m", "app.cli", "api", "--port", str(port),
                      "--workers", str(api_workers), "--redis-url", redis_url],
                     env_admin, url, "/healthz", data / "api.log"))
-            bport = _free_port()
+            bport = free_port()
             cfg["baseline_url"] = f"http://127.0.0.1:{bport}"
             stack.enter_context(_process(
                 [sys.executable, "-m", "app.bench.baseline", "--port", str(bport),
