@@ -10,7 +10,9 @@ from app.learners.linear import BanditronExploration, LoggedOnlyLearner, Terms, 
 
 
 class Banditron(BanditronExploration, LoggedOnlyLearner):
-    """Banditron: explore with ``P(r) = (1 - gamma) I[r = yhat] + gamma / K``, update
+    """Banditron: the multiclass Perceptron under bandit feedback, with uniform exploration.
+
+    Explores with ``P(r) = (1 - gamma) I[r = yhat] + gamma / K``, updates
 
         W <- W + x ((f / P(ytilde)) e_ytilde - e_yhat)
 
@@ -46,6 +48,11 @@ class Banditron(BanditronExploration, LoggedOnlyLearner):
     >>> [model.decide(np.eye(3)[c], explore=False).output["label"] for c in range(3)]
     [0, 1, 2]
     """
+
+    paper = (
+        "Kakade, Shalev-Shwartz & Tewari 2008, *Efficient Bandit Algorithms for Online "
+        "Multiclass Prediction*, Algorithm 1"
+    )
 
     task = "label"
     feedback_fields = ("click",)

@@ -72,13 +72,16 @@ class Learner(ABC):
 
     Subclasses set ``task`` (``label``, ``label_set``, ``regression``,
     ``noisy_label`` or ``noisy_input``), ``feedback_fields`` (the feedback
-    keys ``learn_one`` reads) and ``logged_only`` (True when an update
-    depends only on logged quantities, so batches commute).
+    keys ``learn_one`` reads), ``logged_only`` (True when an update
+    depends only on logged quantities, so batches commute) and ``paper``
+    (where the algorithm comes from: authors, title and the algorithm or
+    section; the algorithm reference in ``docs/algorithms.md`` shows it).
     """
 
     task: ClassVar[str]
     feedback_fields: ClassVar[tuple[str, ...]]
     logged_only: ClassVar[bool] = False
+    paper: ClassVar[str] = ""
 
     @abstractmethod
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:

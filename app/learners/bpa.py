@@ -41,6 +41,11 @@ class BanditPA(BanditronExploration, LinearLearner):
     [0, 1, 2]
     """
 
+    paper = (
+        "Zhong & Daucé 2015, *Online Multiclass Learning with \"Bandit\" Feedback under a "
+        "Passive-Aggressive Approach*"
+    )
+
     task = "label"
     feedback_fields = ("click",)
 

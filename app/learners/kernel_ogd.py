@@ -68,7 +68,7 @@ class KernelOGD(Learner):
     n_features:
         Input dimension ``d``.
     seed:
-        Seed of the generator drawing the plans (spec 0.3).
+        Seed of the generator drawing the plans.
     kernel:
         ``"linear"``, ``"poly:DEG"`` (``(1 + <x, x'>)^DEG``), ``"exp"``
         (``exp(<x, x'>)``) or ``"gaussian:SIGMA2"`` (``exp(-||x-x'||^2/SIGMA2)``).
@@ -89,7 +89,7 @@ class KernelOGD(Learner):
     norm_bound:
         ``B_w``: ``||w||^2`` is projected onto ``[0, B_w]`` after each update.
     budget:
-        Maximum number of stored high-level terms (spec 5.9.3, see
+        Maximum number of stored high-level terms (see
         :mod:`app.learners.kernels.store`); the naive baseline keeps at most
         ``budget`` support vectors.
     eviction:
@@ -98,15 +98,15 @@ class KernelOGD(Learner):
         Levels ``n`` with ``d^n <= explicit_dim`` are summed exactly into
         explicit tensors (0: none).
     max_order:
-        Cap on every geometric order (spec 5.8; bias at most ``p^-max_order``).
+        Cap on every geometric order (bias at most ``p^-max_order``).
     estimator:
-        ``"taylor"`` (P5), ``"two_copy"`` (linear kernel and squared loss only,
-        spec 5.6) or ``"auto"`` (``two_copy`` when it applies).
+        ``"taylor"`` (P5), ``"two_copy"`` (linear kernel and squared loss only)
+        or ``"auto"`` (``two_copy`` when it applies).
     gradient_order:
         ``"random"``: P5's geometric order ``C`` of the gradient-length
         estimate; ``"fixed"`` (default): for a polynomial ``l'`` (the squared
         loss) ``C`` is its degree and ``g~ = sum_n gamma_n prod_j u_j``, still
-        unbiased with less variance (spec 5.6 [ours]); other losses always use
+        unbiased with less variance; other losses always use
         the random order.
     naive:
         Plain OGD on the single logged copy (the biased baseline).
@@ -134,6 +134,11 @@ class KernelOGD(Learner):
     >>> bool(np.allclose(w, w_true, atol=0.2))
     True
     """
+
+    paper = (
+        "Cesa-Bianchi, Shalev-Shwartz & Shamir, *Online Learning of Noisy Data with "
+        "Kernels*, Algorithm 1"
+    )
 
     task: ClassVar[str] = "noisy_input"
     feedback_fields: ClassVar[tuple[str, ...]] = ("target", "copies")

@@ -128,6 +128,11 @@ class LinTSDiag(DiagRidge):
     True
     """
 
+    paper = (
+        "Agrawal & Goyal 2013, *Thompson Sampling for Contextual Bandits with Linear "
+        "Payoffs*, on a diagonal ridge regression (this project)"
+    )
+
     def __init__(self, *, n_features: int, n_classes: int, seed: int | None = None,
                  scale: float = 0.3, ridge: float = 0.5, max_classes: int = 100,
                  rho0: float = 0.0, rho1: float = 0.0) -> None:

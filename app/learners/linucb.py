@@ -93,6 +93,11 @@ class LinUCB(RidgeBandit):
     True
     """
 
+    paper = (
+        "Li, Chu, Langford & Schapire 2010, *A Contextual-Bandit Approach to Personalized "
+        "News Article Recommendation*, Algorithm 1 (disjoint LinUCB)"
+    )
+
     def __init__(self, *, n_features: int, n_classes: int, seed: int | None = None,
                  alpha: float = 1.0, ridge: float = 0.5, max_features: int = 200,
                  rho0: float = 0.0, rho1: float = 0.0) -> None:

@@ -145,6 +145,11 @@ class MCSLP(_TopMLearner):
     3
     """
 
+    paper = (
+        "Batra & Manwani, *Multiclass Classification using Dilute Bandit Feedback*, "
+        "Algorithm 1 (MC-SLP)"
+    )
+
     feedback_fields = ("label",)
 
     def __init__(self, *, n_features: int, n_classes: int | None = None,
@@ -209,6 +214,11 @@ class MCDBF(_TopMLearner):
     >>> [model.decide(np.eye(4)[c], explore=False).output["greedy_labels"][0] for c in range(4)]
     [0, 1, 2, 3]
     """
+
+    paper = (
+        "Batra & Manwani, *Multiclass Classification using Dilute Bandit Feedback*, "
+        "Algorithm 2 (MC-DBF)"
+    )
 
     feedback_fields = ("click",)
 

@@ -232,6 +232,11 @@ class NLMS(_LinearRegression):
     True
     """
 
+    paper = (
+        "Moroshko & Crammer, *Online Regression with Controlled Label Noise Rate*, the "
+        "regularised NLMS baseline"
+    )
+
     def __init__(self, *, n_features: int, seed: int | None = None, r: float = DEFAULT_R
                  ) -> None:
         super().__init__(n_features=n_features, seed=seed,
@@ -279,6 +284,11 @@ class ORS(_LinearRegression):
     >>> bool(np.sum((ors.w_ - u) ** 2) < np.sum((nlms.w_ - u) ** 2))
     True
     """
+
+    paper = (
+        "Moroshko & Crammer, *Online Regression with Controlled Label Noise Rate*, Figure "
+        "1 and Section 4 (label budgets)"
+    )
 
     def __init__(
         self,

@@ -42,6 +42,11 @@ class Perceptron(LoggedOnlyLearner):
     1
     """
 
+    paper = (
+        "Crammer & Singer 2003, *Ultraconservative Online Algorithms for Multiclass "
+        "Problems* (the multiclass Perceptron)"
+    )
+
     task = "label"
     feedback_fields = ("label",)
 

@@ -34,7 +34,7 @@ class RCNBF(Banditron):
         Exploration rate in ``(0, 1)``.
     rho0, rho1:
         Click-noise rates ``P(f=1 | correct=0)`` and ``P(f=0 | correct=1)``,
-        each in ``[0, 1)``, with ``1 - rho0 - rho1 >= 0.01`` (spec 1.6).
+        each in ``[0, 1)``, with ``1 - rho0 - rho1 >= 0.01``.
 
     Attributes
     ----------
@@ -56,6 +56,11 @@ class RCNBF(Banditron):
     >>> [model.decide(np.eye(3)[c], explore=False).output["label"] for c in range(3)]
     [0, 1, 2]
     """
+
+    paper = (
+        "Agarwal & Manwani, *Learning Multiclass Classifier Under Noisy Bandit Feedback*, "
+        "Algorithm 1 (RCNBF)"
+    )
 
     uses_noise_rates = True
     _beta_min: float = BETA_FLOOR
@@ -99,10 +104,13 @@ class RCINE(RCNBF):
 
     Parameters
     ----------
-    n_features, n_classes, seed, gamma:
+    n_features, n_classes, seed:
         As :class:`RCNBF`.
+    gamma:
+        Exploration rate in ``(0, 1)``.
     rho0, rho1:
-        Initial estimates (default 0).
+        Initial estimates of the click-noise rates (default 0), replaced by
+        each NREst estimate.
     n_s:
         NREst period / buffer size in feedback events, ``>= 10 K`` (default
         5000; P1 does not report its value).
@@ -113,6 +121,11 @@ class RCINE(RCNBF):
         NREst's perfect-example percentile in ``(0, 100]``; ``None`` means
         the K-dependent default ``100 (1 - 1/(2K))``.
     """
+
+    paper = (
+        "Agarwal & Manwani, *Learning Multiclass Classifier Under Noisy Bandit Feedback*, "
+        "Algorithm 2 (RCINE) with Algorithm 3 (NREst)"
+    )
 
     def __init__(self, *, n_features: int, n_classes: int | None = None,
                  seed: int | None = None, gamma: float = 0.05,

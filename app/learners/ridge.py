@@ -368,6 +368,12 @@ class LinUCBDiag(DiagRidge):
     True
     """
 
+    paper = (
+        "Li, Chu, Langford & Schapire 2010, *A Contextual-Bandit Approach to Personalized "
+        "News Article Recommendation*, Algorithm 1, on a diagonal ridge regression (this "
+        "project)"
+    )
+
     def __init__(self, *, n_features: int, n_classes: int, seed: int | None = None,
                  alpha: float = 1.0, ridge: float = 0.5,
                  rho0: float = 0.0, rho1: float = 0.0) -> None:
@@ -433,6 +439,12 @@ class SquareCBDiag(DiagRidge):
     >>> float(np.mean(mistakes[-500:])) < 0.1
     True
     """
+
+    paper = (
+        "Foster & Rakhlin 2020, *Beyond UCB: Optimal and Efficient Contextual Bandits "
+        "with Regression Oracles*, Algorithm 1, with a diagonal ridge oracle (this "
+        "project)"
+    )
 
     def __init__(self, *, n_features: int, n_classes: int, seed: int | None = None,
                  gamma_scale: float = 10.0, ridge: float = 0.5,

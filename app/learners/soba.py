@@ -53,7 +53,7 @@ class SOBA(BanditronExploration, LinearLearner):
     a:
         Regulariser ``a > 0`` (``A = a I`` initially).
     diagonal:
-        Keep only the diagonal of ``A`` (the cheap variant of spec 6.4); the
+        Keep only the diagonal of ``A`` (the cheap variant); the
         full inverse needs ``(Kd)^2`` floats and is refused above
         :data:`MAX_FULL_DIM`.
     noise_corrected:
@@ -87,6 +87,11 @@ class SOBA(BanditronExploration, LinearLearner):
     >>> [model.decide(np.eye(3)[c], explore=False).output["label"] for c in range(3)]
     [0, 1, 2]
     """
+
+    paper = (
+        "Beygelzimer, Orabona & Zhang 2017, *Efficient Online Bandit Multiclass Learning "
+        "with O(sqrt T) Regret*, Algorithm 1"
+    )
 
     task = "label"
     feedback_fields = ("click",)

@@ -284,6 +284,8 @@ class UMA(Learner):
     (True, True)
     """
 
+    paper = "Louche & Ralaivola, *Unconfused Ultraconservative Multiclass Algorithms*, Algorithm 2"
+
     task: ClassVar[str] = "noisy_label"
     feedback_fields: ClassVar[tuple[str, ...]] = ("label", "gold", "true_label")
     logged_only: ClassVar[bool] = False
@@ -501,5 +503,10 @@ class NoisyLabelPerceptron(Perceptron):
     registered for the ``noisy_label`` task; it reads only ``label`` and
     ignores ``gold`` / ``true_label``.
     """
+
+    paper = (
+        "Louche & Ralaivola, *Unconfused Ultraconservative Multiclass Algorithms*, the "
+        "Perceptron baseline on noisy labels"
+    )
 
     task = "noisy_label"
