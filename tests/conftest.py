@@ -3,10 +3,17 @@
 ``redis_url`` gives each test an empty database (FLUSHALL before the test).
 No mocks of Redis anywhere in the suite.  :func:`served` runs an ASGI app
 on a real uvicorn server for the tests that need real sockets.
+
+The run ends every process it started: the test process adopts the orphans
+of its descendants (:mod:`tests.processes`), and once every fixture is torn
+down the session fails, naming them, if any descendant still runs (they
+are killed then).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,14 +24,54 @@ import pytest
 import redis
 
 from app.store.embedded import EmbeddedRedis
+from tests import processes
 
 if TYPE_CHECKING:
     import uvicorn
 
 
+#: How long processes stopped by the last teardowns may take to exit.
+EXIT_GRACE_SECONDS = 10.0
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    processes.adopt_orphans()
+
+
+def _helpers_of_this_process() -> set[int]:
+    """multiprocessing's resource tracker and fork server of the test process: they stay
+    until it exits, and end with it."""
+    helpers = set()
+    if "multiprocessing.resource_tracker" in sys.modules:
+        tracker = sys.modules["multiprocessing.resource_tracker"]._resource_tracker
+        helpers.add(getattr(tracker, "_pid", None))
+    if "multiprocessing.forkserver" in sys.modules:
+        server = sys.modules["multiprocessing.forkserver"]._forkserver
+        helpers.add(getattr(server, "_forkserver_pid", None))
+    return {pid for pid in helpers if pid is not None}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail the run if a process it started outlived the last teardown (and end them)."""
+    left = processes.wait_gone(processes.descendants(os.getpid()) - _helpers_of_this_process(),
+                               EXIT_GRACE_SECONDS)
+    if not left:
+        return
+    names = "\n".join(f"  {pid}: {processes.command_line(pid)[:200]}" for pid in sorted(left))
+    processes.kill_all(left)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    message = f"the tests left {len(left)} process(es) running (now killed):\n{names}"
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_line(message, red=True, bold=True)
+    else:
+        print(message, file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
-    """One redis-server on a free TCP port with a temporary data dir (killed at the end)."""
+    """One redis-server (on its Unix socket) with a temporary data dir (stopped at the end)."""
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis"), appendonly=False).start()
     try:
         yield server

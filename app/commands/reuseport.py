@@ -15,7 +15,9 @@ The parent binds the address first, without listening: a port that is
 taken fails at once, with a clear message, and the bound socket keeps the
 port for the workers (a socket that does not listen gets no connections).
 It restarts a worker that dies, as uvicorn's supervisor does, and stops
-every worker on SIGINT or SIGTERM.  A worker that fails before it serves
+every worker on SIGINT or SIGTERM.  A supervisor killed without a chance to
+stop them (SIGKILL, the OOM killer) takes them along: each worker asks the
+kernel for SIGTERM when its parent dies, instead of serving on as an orphan.  A worker that fails before it serves
 (the app does not import or its start-up fails: uvicorn's exit code 3)
 stops them all: it would fail the same way on every restart.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 import socket
 import sys
@@ -87,7 +90,8 @@ def serve(factory: str, workers: int, host: str, port: int, **options: Any) -> i
     context = multiprocessing.get_context("spawn")
 
     def start() -> BaseProcess:
-        process = context.Process(target=_worker, args=(factory, host, port, options),
+        process = context.Process(target=_worker,
+                                  args=(factory, host, port, options, os.getpid()),
                                   name="noisyloop-api-worker")
         process.start()
         return process
@@ -130,9 +134,17 @@ def _stop_all(procs: list[BaseProcess]) -> None:
             process.join()
 
 
-def _worker(factory: str, host: str, port: int, options: dict[str, Any]) -> None:
-    """One worker process: its own listening socket, one uvicorn server."""
+def _worker(factory: str, host: str, port: int, options: dict[str, Any],
+            supervisor: int) -> None:
+    """One worker process: its own listening socket, one uvicorn server; it ends with the
+    ``supervisor`` process."""
     import uvicorn
+
+    from app.store.embedded import _die_with_parent
+
+    _die_with_parent()
+    if os.getppid() != supervisor:  # the supervisor died before the line above
+        return
 
     server = uvicorn.Server(uvicorn.Config(factory, factory=True, host=host, port=port,
                                            **options))

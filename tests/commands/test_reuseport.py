@@ -19,6 +19,7 @@ import pytest
 
 from app.commands import reuseport
 from app.store.embedded import free_port
+from tests import processes
 
 pytestmark = pytest.mark.skipif(not reuseport.supported(), reason="needs Linux SO_REUSEPORT")
 
@@ -31,7 +32,7 @@ def _start(factory: str, port: int, workers: int = 2, *,
             + ("" if supported else "reuseport.supported = lambda: False; ")
             + f"sys.exit(reuseport.serve({factory!r}, {workers}, '127.0.0.1', {port}, "
             "log_config=None))")
-    return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -65,13 +66,21 @@ def _wait_serving(port: int, proc: subprocess.Popen[bytes], workers: int = 2) ->
 
 @contextlib.contextmanager
 def _reaped(proc: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
-    """``proc``, killed on the way out if a test left it running."""
+    """``proc`` (started in a session of its own), and on the way out every process of its
+    group: a supervisor still running gets SIGTERM (it stops its workers), then whatever is
+    left of the group SIGKILL."""
     try:
         yield proc
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            proc.terminate()
+            try:
+                proc.wait(reuseport.STOP_TIMEOUT_SECONDS + 5)
+            except subprocess.TimeoutExpired:
+                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _assert_stops_on_sigterm(proc: subprocess.Popen[bytes]) -> None:
@@ -133,6 +142,19 @@ def test_sigterm_stops_every_worker(served: tuple[int, subprocess.Popen[bytes]])
         _open(port).close()
 
 
+def test_workers_end_with_a_supervisor_killed_by_sigkill(
+        served: tuple[int, subprocess.Popen[bytes]]) -> None:
+    """SIGKILL gives the supervisor no chance to stop its workers: the kernel ends them
+    (parent-death signal), so none keeps serving the port as an orphan."""
+    port, proc = served
+    workers = _wait_serving(port, proc)
+    proc.kill()
+    proc.wait()
+    assert processes.wait_gone(workers, timeout=30) == set()
+    with pytest.raises(OSError):
+        _open(port).close()
+
+
 def test_without_reuseport_uvicorns_workers_serve() -> None:
     """Where the kernel would not spread connections (not Linux), uvicorn's workers."""
     port = free_port()
@@ -163,7 +185,8 @@ def test_noisyloop_api_workers_serve_the_api_and_stop_cleanly(redis_url: str) ->
            "NOISYLOOP_LOG_LEVEL": "WARNING"}
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "api", "--workers", "2",
                              "--port", str(port), "--redis-url", redis_url], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
     with _reaped(proc):
         deadline = time.monotonic() + 60
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as probe:
