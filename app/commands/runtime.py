@@ -3,7 +3,8 @@
 The data directory holds the embedded Redis files (``redis/``), the URL of a
 running embedded Redis (``redis.url``, so ``noisyloop admin`` talks to the
 server that ``serve`` started instead of starting a second one) and the
-generated admin token (``admin_token``, mode 0600).
+generated admin token (``admin_token``).  It is its owner's only: 0700, its
+files 0600 (the embedded Redis has no password; only its owner may reach it).
 
 redis-py, pydantic and the settings are imported inside the functions that
 use them: every sub-command's ``register`` imports this module, and
@@ -67,10 +68,12 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
 
 def ensure_admin_token(data_dir: Path) -> tuple[str, bool]:
     """The admin token stored in ``data_dir`` (created if missing); True when created now."""
+    from app.store.embedded import make_private
+
     path = data_dir / ADMIN_TOKEN_FILE
     if path.is_file():
         return path.read_text("utf-8").strip(), False
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private(data_dir)
     token = secrets.token_urlsafe(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -109,7 +112,7 @@ def redis_for(settings: Settings, *, publish_url: bool = False) -> Iterator[str]
     A new embedded server is stopped on exit; with ``publish_url`` its URL is
     written to ``data_dir/redis.url`` while it runs.
     """
-    from app.store.embedded import EmbeddedRedis
+    from app.store.embedded import EmbeddedRedis, make_private
 
     if settings.redis_url is not None:
         yield settings.redis_url
@@ -123,9 +126,11 @@ def redis_for(settings: Settings, *, publish_url: bool = False) -> Iterator[str]
                                    f"{running} (is another `noisyloop serve` running?)")
             yield running
             return
+    make_private(settings.data_dir)
     with EmbeddedRedis(settings.data_dir / REDIS_DIR) as server:
         if publish_url:
             url_file.write_text(server.url + "\n", "utf-8")
+            url_file.chmod(0o600)
         try:
             yield server.url
         finally:

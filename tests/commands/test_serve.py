@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -43,12 +44,25 @@ def _stop(proc: subprocess.Popen[str]) -> str:
     return out
 
 
+def _assert_private(data_dir: Path) -> None:
+    """The data directory and the embedded Redis's are closed to other users, and that Redis
+    is reached through its socket there (no TCP port)."""
+    assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE((data_dir / "redis").stat().st_mode) == 0o700
+    for path in data_dir.iterdir():
+        if path.is_file():
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    url = (data_dir / "redis.url").read_text().strip()
+    assert url == f"unix://{data_dir.resolve() / 'redis' / 'redis.sock'}?db=0"
+
+
 def test_serve_restart_keeps_tenants_models_and_weights(tmp_path: Path) -> None:
     data_dir, port = tmp_path / "data", free_port()
     base = f"http://127.0.0.1:{port}"
     proc = _start(data_dir, port)
     try:
         _wait_ready(base, proc)
+        _assert_private(data_dir)
         token = (data_dir / "admin_token").read_text().strip()
         admin = {"Authorization": f"Bearer {token}"}
         key = httpx.post(f"{base}/v1/admin/tenants", json={"tenant_id": "acme"},

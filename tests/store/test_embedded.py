@@ -1,8 +1,11 @@
-"""The embedded Redis rewrites its AOF without compression and loads the rewrite back."""
+"""The embedded Redis: private to its owner (Unix socket, no TCP port, 0700 / 0600 files);
+it rewrites its AOF without compression and loads the rewrite back."""
 
 from __future__ import annotations
 
+import os
 import signal
+import stat
 import time
 from pathlib import Path
 
@@ -10,7 +13,70 @@ import numpy as np
 import redis
 
 from app.store import codec
-from app.store.embedded import EmbeddedRedis
+from app.store.embedded import MAX_SOCKET_PATH_BYTES, EmbeddedRedis
+
+
+def _listening_tcp_sockets() -> set[str]:
+    """Inodes of every TCP socket of this network namespace that listens (IPv4 and IPv6)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as fh:
+            for line in list(fh)[1:]:
+                fields = line.split()
+                if fields[3] == "0A":  # TCP_LISTEN
+                    inodes.add(fields[9])
+    return inodes
+
+
+def _sockets_of(pid: int) -> set[str]:
+    """Inodes of the sockets process ``pid`` holds open."""
+    links = (os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd"))
+    return {link[len("socket:["):-1] for link in links if link.startswith("socket:[")}
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_only_its_owner_can_reach_the_data(tmp_path: Path) -> None:
+    """No TCP port to connect to without a password; the socket, the directory and every file
+    (one left 0644 by an older version included) closed to other users."""
+    data = tmp_path / "redis"
+    data.mkdir(mode=0o755)
+    (data / "appendonly.aof").write_bytes(b"")
+    (data / "appendonly.aof").chmod(0o644)
+    server = EmbeddedRedis(data).start()
+    try:
+        assert server.url == f"unix://{data / 'redis.sock'}?db=0"
+        with redis.Redis.from_url(server.url) as client:
+            client.set("k", b"v")
+            assert client.config_get("port") == {"port": "0"}
+        assert server.process is not None
+        held = _sockets_of(server.process.pid)
+        assert held and not held & _listening_tcp_sockets()
+        assert _mode(data) == 0o700
+        assert stat.S_ISSOCK((data / "redis.sock").stat().st_mode)
+        assert _mode(data / "redis.sock") == 0o700
+        time.sleep(1.2)  # appendfsync everysec: the AOF has been written
+        files = {p.name: _mode(p) for p in data.iterdir() if p.name != "redis.sock"}
+        assert {"appendonly.aof", "redis.log"} <= set(files)
+        assert set(files.values()) == {0o600}, files
+    finally:
+        server.stop()
+
+
+def test_a_data_dir_too_deep_for_a_socket_address_gets_a_private_socket_dir(
+        tmp_path: Path) -> None:
+    data = tmp_path / ("d" * MAX_SOCKET_PATH_BYTES)
+    server = EmbeddedRedis(data, appendonly=False).start()
+    try:
+        socket_dir = server.socket_path.parent
+        assert socket_dir != data and _mode(socket_dir) == 0o700
+        with redis.Redis.from_url(server.url) as client:
+            assert client.ping()
+    finally:
+        server.stop()
+    assert not socket_dir.exists()
 
 
 def _wait_for_rewrite(client: redis.Redis, timeout: float = 20.0) -> None:
@@ -41,7 +107,7 @@ def test_uncompressed_aof_rewrite_is_loaded_back_after_a_crash(tmp_path: Path) -
         assert server.process is not None
         server.process.send_signal(signal.SIGKILL)
         server.process.wait(10)
-        server.start()  # same port, same files
+        server.start()  # same socket, same files
         client = redis.Redis.from_url(server.url)
         assert client.dbsize() == len(contexts) + 1
         assert client.mget(list(contexts)) == list(contexts.values())
