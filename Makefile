@@ -42,13 +42,13 @@ SOAK_MINUTES ?= 10
 soak: $(STAMP)
 	$(BIN)/python bench/soak.py --minutes $(SOAK_MINUTES) --json soak.json
 
-# Benchmarks (issue 9): the figures of docs/benchmarks/*.md. The learners need the `bench`
-# extra (Vowpal Wabbit) for the same-run reference: pip install -e '.[bench]'.
+# Benchmarks: the figures of docs/benchmarks/*.md; raw outputs go to bench/results/. The
+# learners need the `bench` extra (Vowpal Wabbit) for the same-run reference: pip install -e '.[bench]'.
 bench-learners: $(STAMP)
-	OPENBLAS_NUM_THREADS=1 $(BIN)/noisyloop bench learners --json docs/benchmarks/learners.json
+	OPENBLAS_NUM_THREADS=1 $(BIN)/noisyloop bench learners --json bench/results/learners.json
 
 bench-service: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/noisyloop bench service \
-	  --json docs/benchmarks/service-full-1worker.json
+	  --json bench/results/service-full-1worker.json
 	OPENBLAS_NUM_THREADS=1 $(BIN)/noisyloop bench service --api-workers 2 \
-	  --json docs/benchmarks/service-full-2workers.json
+	  --json bench/results/service-full-2workers.json

@@ -21,7 +21,7 @@ Usage::
     .venv/bin/python bench/results_bandit.py --quick   # minutes: smoke run
     .venv/bin/python bench/results_bandit.py           # the docs numbers
 
-Writes ``<out>/bandit.json`` (every summary), ``<out>/img/bandit_*.png`` and
+Writes ``<data>/bandit.json`` (every summary), ``<out>/img/bandit_*.png`` and
 prints the Markdown tables used in ``docs/results/bandit.md``.
 """
 
@@ -254,10 +254,10 @@ def render(data: dict[str, Any]) -> str:
 
     add("# Noisy and dilute bandit feedback: reproduction of P1 and P2\n")
     add(f"Made by `.venv/bin/python {meta.get('command', 'bench/results_bandit.py')}` "
-        f"({meta.get('date', 'date not recorded')}; {meta.get('machine', 'machine not recorded')};"
-        f" {meta.get('seconds', '?')} s on a 2-core machine shared with other sessions). "
+        f"({meta.get('machine', 'machine not recorded')}; "
+        f"{meta.get('seconds', '?')} s on a 2-core machine running other work). "
         "Every run is a `noisyloop replay` (the same parser and code path as the command "
-        "line); all numbers below are read from `docs/results/bandit.json`, and "
+        "line); all numbers below are read from `bench/results/bandit.json`, and "
         "`bench/results_bandit.py --render-only` rewrites this page from it.\n")
     add("P1 = *Learning Multiclass Classifier Under Noisy Bandit Feedback* (RCNBF, RCINE, "
         "NREst); P2 = *Multiclass Classification using dilute bandit feedback* (MC-DBF).\n")
@@ -499,13 +499,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default docs/results; --quick: "
                              "/tmp/noisyloop-bandit-quick)")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="directory of bandit.json, the raw records (default "
+                             "bench/results; --quick: the --out directory)")
     parser.add_argument("--render-only", action="store_true",
                         help="rewrite bandit.md from an existing bandit.json, no runs")
     opts = parser.parse_args()
     quick = bool(opts.quick)
     out = opts.out or Path("/tmp/noisyloop-bandit-quick" if quick else "docs/results")
+    data_dir = opts.data or (out if quick else Path("bench/results"))
     if opts.render_only:
-        (out / "bandit.md").write_text(render(json.loads((out / "bandit.json").read_text())))
+        (out / "bandit.md").write_text(render(json.loads((data_dir / "bandit.json").read_text())))
         return
     rounds = {"synsep": 10_000, "digits": 10_000} if quick else {"synsep": 100_000,
                                                                   "digits": 100_000}
@@ -525,9 +529,10 @@ def main() -> None:
             "seconds": round(time.perf_counter() - start),
             "date": time.strftime("%Y-%m-%d", time.gmtime())}
     data = {"gamma": gamma, "meta": meta, "records": b.records}
-    (out / "bandit.json").write_text(json.dumps(data, separators=(",", ":")) + "\n")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "bandit.json").write_text(json.dumps(data, separators=(",", ":")) + "\n")
     (out / "bandit.md").write_text(render(data))
-    print(f"total {meta['seconds']} s; wrote {out / 'bandit.json'} and {out / 'bandit.md'}")
+    print(f"total {meta['seconds']} s; wrote {data_dir / 'bandit.json'} and {out / 'bandit.md'}")
 
 
 if __name__ == "__main__":

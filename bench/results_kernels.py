@@ -11,8 +11,9 @@ B. friedman1 (noise 0.1): every kernel, naive vs unbiased (fixed and random
 C. the support budget (no explicit levels vs exact low levels);
 D. moons / circles with the smoothed hinge.
 
-Usage: ``.venv/bin/python bench/results_kernels.py [--quick] [--out docs/results]``
-(writes ``kernels.json`` and plots under ``img/``; prints a markdown table).
+Usage: ``.venv/bin/python bench/results_kernels.py [--quick] [--out docs/results]
+[--data bench/results]`` (writes ``<data>/kernels.json`` and plots under ``<out>/img/``;
+prints a markdown table).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from app.replay import noisy_input
+from app.replay.output import save_figure
 from app.replay.result import ReplayResult
 
 
@@ -62,7 +64,9 @@ def row(name: str, result: ReplayResult, seconds: float) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short streams (smoke run)")
-    parser.add_argument("--out", default="docs/results", help="output directory")
+    parser.add_argument("--out", default="docs/results", help="directory of the plots (img/)")
+    parser.add_argument("--data", type=Path, default=Path("bench/results"),
+                        help="directory of kernels.json, the raw rows")
     opts = parser.parse_args()
     scale = 0.2 if opts.quick else 1.0
     out = Path(opts.out)
@@ -103,7 +107,8 @@ def main() -> None:
             res, sec = replay(dataset, t_fr, kernel="gaussian:1", input_noise=0.1, **extra)
             rows["D"].append(row(f"{dataset} {label}", res, sec))
 
-    (out / "kernels.json").write_text(json.dumps(
+    opts.data.mkdir(parents=True, exist_ok=True)
+    (opts.data / "kernels.json").write_text(json.dumps(
         {"quick": opts.quick, "rows": rows}, indent=1))
     plot(rows, out / "img")
     for part, part_rows in rows.items():
@@ -129,7 +134,7 @@ def plot(rows: dict[str, list[dict[str, Any]]], img: Path) -> None:
            ylabel="MSE, last 10% of rounds", title="linear kernel, input noise 1.0")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(img / "kernels_eta_tradeoff.png", dpi=110)
+    save_figure(fig, img / "kernels_eta_tradeoff.png", dpi=110)
     plt.close(fig)
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
@@ -144,7 +149,7 @@ def plot(rows: dict[str, list[dict[str, Any]]], img: Path) -> None:
     for ax in axes:
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(img / "kernels_curves.png", dpi=110)
+    save_figure(fig, img / "kernels_curves.png", dpi=110)
     plt.close(fig)
 
 

@@ -12,7 +12,7 @@ Usage::
     .venv/bin/python bench/results_regression.py --quick   # minutes: shorter runs, 2 seeds
     .venv/bin/python bench/results_regression.py           # the docs: 50k / 10k rounds
 
-Writes ``<out>/regression.md``, ``<out>/regression.json`` and plots in
+Writes ``<out>/regression.md``, ``<data>/regression.json`` and plots in
 ``<out>/img/regression_*.png``.
 """
 
@@ -32,6 +32,7 @@ import numpy as np
 
 from app.learners.ors import DEFAULT_R
 from app.replay import regression
+from app.replay.output import save_figure
 from app.replay.result import ReplayResult
 
 #: Variant name -> (algorithm, replay options); the paper's §4.1 variants.
@@ -181,7 +182,7 @@ def plot_variants(results: dict[str, dict[str, Any]], panels: list[tuple[str, st
         ax.set(title=title, xlabel="round", ylabel="cumulative MSE", yscale="log")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -198,7 +199,7 @@ def plot_budget(budget: dict[str, dict[str, Any]], path: Path) -> None:
         ax.set(title=f"{schedule} noise variance", xlabel="budget B", ylabel="MSE")
         ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -215,7 +216,7 @@ def plot_trace(res: dict[str, Any], B: float, path: Path) -> None:
     ax2.set(ylabel="a", yscale="log")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -239,12 +240,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="short runs, 2 seeds")
     parser.add_argument("--out", type=Path, default=Path("docs/results"))
+    parser.add_argument("--data", type=Path, default=Path("bench/results"),
+                        help="directory of regression.json, the raw results")
     parser.add_argument("--from-json", action="store_true",
-                        help="rewrite the page and plots from <out>/regression.json")
+                        help="rewrite the page and plots from <data>/regression.json")
     args = parser.parse_args()
     (args.out / "img").mkdir(parents=True, exist_ok=True)
     if args.from_json:
-        results = json.loads((args.out / "regression.json").read_text())
+        results = json.loads((args.data / "regression.json").read_text())
         write_outputs(results, args.out, bool(results["settings"].get("quick")))
         return
     long_rounds, budget_rounds, reps, budget_reps = (
@@ -269,7 +272,8 @@ def main() -> None:
     print("Figure 6 (budgets)", flush=True)
     results["budget"] = budget_runs(budget_rounds, budget_reps, r)
     results["elapsed_s"] = time.time() - started
-    (args.out / "regression.json").write_text(json.dumps(results, indent=1))
+    args.data.mkdir(parents=True, exist_ok=True)
+    (args.data / "regression.json").write_text(json.dumps(results, indent=1))
     write_outputs(results, args.out, args.quick)
     print(f"done in {results['elapsed_s']:.0f} s", flush=True)
 

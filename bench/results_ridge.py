@@ -20,7 +20,7 @@ Usage::
     .venv/bin/python bench/results_ridge.py --quick          # 5,000 rounds
     .venv/bin/python bench/results_ridge.py --rounds 100000  # the docs table
 
-Writes ``<out>/ridge.json`` (one record per run) and
+Writes ``<data>/ridge.json`` (one record per run) and
 ``<out>/img/ridge_curves.png`` (running played error on digits at rho
 (0.2, 0.4)), and prints a Markdown table.
 """
@@ -41,6 +41,7 @@ from app.bench.vw import VWBandit, vw_text
 from app.learners.base import Decision, Event, Learner
 from app.learners.registry import build
 from app.learners.ridge import LinUCBDiag
+from app.replay.output import save_figure
 from app.replay.result import ReplayResult
 from app.sim.datasets import load_classification, stream_indices
 from app.sim.feedback import noisy_clicks
@@ -185,13 +186,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--datasets", nargs="+", default=list(DATASETS))
     ap.add_argument("--learners", nargs="+", default=list(LEARNERS))
     ap.add_argument("--out", type=Path, default=Path("docs/results"))
+    ap.add_argument("--data", type=Path, default=Path("bench/results"),
+                    help="directory of ridge[_quick].json, the raw records")
     ap.add_argument("--replot", action="store_true",
-                    help="redraw the table and plot from <out>/ridge[_quick].json, run nothing")
+                    help="redraw the table and plot from <data>/ridge[_quick].json, run nothing")
     args = ap.parse_args(argv)
     rounds = 5_000 if args.quick else args.rounds
     suffix = "_quick" if args.quick else ""
     if args.replot:
-        saved = json.loads((args.out / f"ridge{suffix}.json").read_text())
+        saved = json.loads((args.data / f"ridge{suffix}.json").read_text())
         done = [ReplayResult(**{**r, "curve": [tuple(p) for p in r["curve"]]}) for r in saved]
         print(markdown_table(done))
         plot(done, args.out / "img" / f"ridge_curves{suffix}.png")
@@ -219,8 +222,8 @@ def main(argv: list[str] | None = None) -> None:
                     extra={"rho0": rho[0], "rho1": rho[1], "us_per_example": us}))
                 print(f"{name:7s} rho={rho} {alg:18s} played error {err:.3f}  {us:7.1f} us/ex",
                       flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"ridge{suffix}.json").write_text(
+    args.data.mkdir(parents=True, exist_ok=True)
+    (args.data / f"ridge{suffix}.json").write_text(
         json.dumps([asdict(r) for r in results], indent=1))
     print(markdown_table(results))
     plot(results, args.out / "img" / f"ridge_curves{suffix}.png")
@@ -266,7 +269,7 @@ def plot(results: list[ReplayResult], path: Path) -> None:
     ax.legend(fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

@@ -28,6 +28,7 @@ from app.learners.base import ParamError
 from app.learners.confusion import count_gold, estimate_confusion, validate_confusion
 from app.learners.uma import UMA, NoisyLabelPerceptron
 from app.replay import noisy_label
+from app.replay.output import save_figure
 from app.sim.datasets import load_classification
 from app.sim.noisy_labels import (
     circle,
@@ -104,7 +105,7 @@ def toy(runs: int, steps: list[int], img: Path) -> str:
     axes[1].set(xlabel="approximation factor rho (>0: noise underestimated)",
                 ylabel="confusion rate (test)", title="(b) misestimated C (data noise = M)")
     fig.tight_layout()
-    fig.savefig(img / "uma_toy.png", dpi=100)
+    save_figure(fig, img / "uma_toy.png", dpi=100)
     plt.close(fig)
     lines = ["| i | ‖C−diag C‖_F | UMA (true C) | UMA, C = I | ρ = 1 − i/10 | UMA given C_i, data noise M |",
              "|---|---|---|---|---|---|"]
@@ -144,7 +145,7 @@ def digits_online(rounds: int, seeds: list[int], img: Path) -> str:
            title="digits, class q reported as q+1 w.p. 0.35")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(img / "uma_digits_online.png", dpi=100)
+    save_figure(fig, img / "uma_digits_online.png", dpi=100)
     plt.close(fig)
     return "\n".join(lines)
 
