@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("api", help="run the API alone against an external Redis")
-    add_service_arguments(parser)
+    add_service_arguments(parser, embedded=False)
     parser.add_argument("--workers", type=int, default=1,
                         help="API processes, each accepting on its own socket "
                              "(SO_REUSEPORT on Linux)")

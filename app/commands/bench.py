@@ -22,8 +22,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     learners = inner.add_parser("learners", help="in-process learner throughput vs numpy and VW")
     learners.add_argument("--quick", action="store_true", help="short run (a few seconds each)")
-    learners.add_argument("--datasets", nargs="+", default=["synsep", "digits"])
-    learners.add_argument("--seed", type=int, default=0)
+    learners.add_argument("--datasets", nargs="+", default=["synsep", "digits"],
+                          help="data sets to stream (default synsep digits)")
+    learners.add_argument("--seed", type=int, default=0,
+                          help="seed of the data, stream order, click noise and learners "
+                               "(default 0)")
     learners.add_argument("--no-vw", action="store_true", help="skip Vowpal Wabbit")
     learners.add_argument("--json", type=Path, help="write the report here")
     learners.set_defaults(handler=run_learners)

@@ -29,13 +29,23 @@ REDIS_URL_FILE = "redis.url"
 REDIS_DIR = "redis"
 
 
-def add_service_arguments(parser: argparse.ArgumentParser, *, http: bool = True) -> None:
-    """Flags shared by the service commands (defaults come from Settings / environment)."""
+def add_service_arguments(parser: argparse.ArgumentParser, *, http: bool = True,
+                          embedded: bool = True) -> None:
+    """Flags shared by the service commands (defaults come from Settings / environment);
+    ``embedded``: without a Redis URL the command uses the embedded Redis of the data
+    directory, else it needs one."""
     if http:
         parser.add_argument("--host", help="bind address (default 127.0.0.1)")
         parser.add_argument("--port", type=int, help="HTTP port (default 8000)")
-    parser.add_argument("--data-dir", type=Path, help="data directory (default ./data)")
-    parser.add_argument("--redis-url", help="external Redis (default: REDIS_URL, else embedded)")
+    if embedded:
+        parser.add_argument("--data-dir", type=Path, help="data directory (default ./data)")
+        parser.add_argument("--redis-url",
+                            help="external Redis (default: REDIS_URL, else the embedded Redis "
+                                 "of the data directory)")
+    else:
+        parser.add_argument("--redis-url",
+                            help="Redis URL (required: this flag or REDIS_URL; `noisyloop "
+                                 "serve` runs an embedded Redis)")
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:

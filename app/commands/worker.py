@@ -17,8 +17,19 @@ import signal
 
 from app.commands.runtime import add_service_arguments, redis_for, settings_from_args
 
-WORKER_DEFAULTS = {"lease_ttl": 10.0, "heartbeat_ttl": 15.0, "poll_interval": 0.5,
-                   "max_deliveries": 10, "nrest_interval": 600.0, "nrest_buffer": 5000}
+#: The :class:`workers.worker.Worker` options with a flag each: (default, what it sets).
+WORKER_OPTIONS: dict[str, tuple[float | int, str]] = {
+    "lease_ttl": (10.0, ("seconds a trainer lease lives without renewal (a dead worker's models "
+                         "are taken over after this)")),
+    "heartbeat_ttl": (15.0, ("seconds this worker's heartbeat lives without refresh (what --check "
+                             "reads)")),
+    "poll_interval": (0.5, "seconds the NREst and sweeper roles sleep when idle"),
+    "max_deliveries": (10, ("deliveries after which an event never applied goes to the dead "
+                            "letters")),
+    "nrest_interval": (600.0, ("seconds after which NREst re-estimates a model's noise rates if "
+                               "it has new samples (besides every n_s new samples)")),
+    "nrest_buffer": (5000, "NREst samples kept per model whose parameters set no n_s"),
+}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,10 +50,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "after a full read up to 8x (default: settings, 1000)")
     parser.add_argument("--flush-interval", type=float,
                         help="trainer idle sleep in seconds (default: settings, 0.05)")
-    for name, default in WORKER_DEFAULTS.items():
+    for name, (default, meaning) in WORKER_OPTIONS.items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, type=type(default), default=default,
-                            help=f"(default {default})")
+                            help=f"{meaning} (default {default})")
     parser.add_argument("--nrest-threads", action="store_true",
                         help="fit NREst in a thread instead of a child process")
     parser.set_defaults(handler=run)
@@ -86,7 +97,7 @@ async def _serve(url: str, args: argparse.Namespace, batch_size: int, interval: 
         store, roles=args.roles.split(","), worker_id=args.worker_id,
         batch_size=args.batch_size or batch_size, flush_interval=args.flush_interval or interval,
         metrics_port=args.metrics_port, nrest_processes=not args.nrest_threads,
-        **{name: getattr(args, name) for name in WORKER_DEFAULTS})
+        **{name: getattr(args, name) for name in WORKER_OPTIONS})
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
