@@ -67,3 +67,48 @@ def test_readme_learner_table_lists_every_algorithm() -> None:
     rows = {line.split("|")[1].strip().strip("`"): line for line in table.splitlines()[2:]}
     for task, algorithm in registry.ALGORITHMS:
         assert f"`{algorithm}`" in rows[task], f"{task}/{algorithm} missing from the README"
+
+
+def _links(page: Path) -> list[str]:
+    """The relative link targets of a Markdown page, outside code blocks and spans."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return [target for target in LINK.findall(text)
+            if not re.match(r"[a-z][a-z0-9+.-]*:", target) and not target.startswith("#")]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_resolves_to_a_file_in_the_repository(page: Path) -> None:
+    broken = []
+    for target in _links(page):
+        path = (page.parent / target.split("#", 1)[0]).resolve()
+        if not path.exists() or not path.is_relative_to(ROOT):
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)}: links that resolve to nothing: {broken}"
+
+
+def test_link_check_sees_a_broken_link(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("[ok](page.md) [gone](missing.md#x) `[code](nope.md)` [web](https://x.org)")
+    assert _links(page) == ["page.md", "missing.md#x"]
+
+
+#: Size budgets of docs/: the pages, and the figures the results pages show
+#: (64-colour palette PNGs from ``app.replay.output.save_figure``).
+PAGES_BUDGET_KB, FIGURES_BUDGET_KB = 250, 450
+
+
+def test_docs_hold_pages_and_figures_only_and_stay_small() -> None:
+    files = [p for p in (ROOT / "docs").rglob("*") if p.is_file()]
+    assert not [p for p in files if p.suffix == ".json"], "raw outputs belong in bench/results/"
+    assert {p.suffix for p in files} <= {".md", ".png", ".svg"}
+    pages = sum(p.stat().st_size for p in files if p.suffix == ".md") / 1024
+    figures = sum(p.stat().st_size for p in files if p.suffix != ".md") / 1024
+    assert pages < PAGES_BUDGET_KB, f"docs/ pages are {pages:.0f} KB"
+    assert figures < FIGURES_BUDGET_KB, f"docs/ figures are {figures:.0f} KB"
+
+
+def test_docs_never_point_outside_the_repository() -> None:
+    for page in PAGES:
+        text = page.read_text()
+        assert "shared/spec" not in text and "../shared" not in text, page.relative_to(ROOT)
