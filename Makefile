@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -43,7 +43,8 @@ soak: $(STAMP)
 	$(BIN)/python bench/soak.py --minutes $(SOAK_MINUTES) --json soak.json
 
 # Benchmarks: the figures of docs/benchmarks/*.md; raw outputs go to bench/results/. The
-# learners need the `bench` extra (Vowpal Wabbit) for the same-run reference: pip install -e '.[bench]'.
+# learners' same-run reference is Vowpal Wabbit, the `bench` extra, which `make install`
+# installs with `dev` (PyPI has binary wheels, CPython 3.11 on Linux x86_64 included).
 bench-learners: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/noisyloop bench learners --json bench/results/learners.json
 
