@@ -1,4 +1,4 @@
-"""ORS and label budgets on the paper's settings (issue 5): writes docs/results/regression.md.
+"""ORS and label budgets on the paper's settings: writes docs/results/regression.md.
 
 Every number comes from :func:`app.replay.regression.run` (the code path of
 ``noisyloop replay``), averaged over seeds ``1..reps``; tuning (``β`` of

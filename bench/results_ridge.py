@@ -1,4 +1,4 @@
-"""Ridge bandits beside the papers' learners and Vowpal Wabbit, under click noise (issue 11).
+"""Ridge bandits beside the papers' learners and Vowpal Wabbit, under click noise.
 
 Every learner sees the same stream (row order from ``stream_indices``) and the
 same click noise: for round ``t`` the noisy click is drawn in advance for both

@@ -1,4 +1,4 @@
-"""In-process learner throughput beside a plain numpy loop and Vowpal Wabbit (issue 9).
+"""In-process learner throughput beside a plain numpy loop and Vowpal Wabbit.
 
 Every learner of the ``label`` and ``label_set`` tasks runs on the same
 stream (rows in the order of :func:`~app.sim.datasets.stream_indices`, click

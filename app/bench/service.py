@@ -1,4 +1,4 @@
-"""Service throughput and latency with a load generator in its own process (issue 9).
+"""Service throughput and latency with a load generator in its own process.
 
 ``run()`` starts ``noisyloop serve`` on a temporary data directory (or uses
 ``--url`` with an admin token), creates a tenant and two ``label`` /

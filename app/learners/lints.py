@@ -1,4 +1,4 @@
-"""Linear Thompson sampling on the diagonal ridge regression (``lints_diag``; issue 11, optional).
+"""Linear Thompson sampling on the diagonal ridge regression (``lints_diag``, optional).
 
 Thompson sampling (Agrawal & Goyal 2013) draws a model from the posterior and
 plays its best label.  With the diagonal model of

@@ -1,4 +1,4 @@
-"""LinUCB with a full per-arm ridge regression, for small inputs (``linucb``; issue 11).
+"""LinUCB with a full per-arm ridge regression, for small inputs (``linucb``).
 
 Li, Chu, Langford & Schapire (2010), "A contextual-bandit approach to
 personalized news article recommendation", Algorithm 1 (disjoint models),

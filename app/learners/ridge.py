@@ -1,4 +1,4 @@
-"""Per-arm ridge-regression bandits for the ``label`` task (issue 11; not in the papers).
+"""Per-arm ridge-regression bandits for the ``label`` task (not in the papers).
 
 Each label (arm) ``a`` has a linear model of the *observed* click rate,
 ``mu_a(x) = theta_a . x``, fitted by ridge regression on the events where
@@ -318,7 +318,7 @@ class DiagRidge(RidgeBandit):
 
 
 class LinUCBDiag(DiagRidge):
-    """LinUCB on a per-arm diagonal ridge regression (``linucb_diag``; issue 11).
+    """LinUCB on a per-arm diagonal ridge regression (``linucb_diag``).
 
     Plays ``argmax_a mean_a(x) + alpha * width_a(x)`` (see :class:`DiagRidge`
     for ``mean`` and ``width``); deterministic, so the logged probability is
@@ -386,7 +386,7 @@ class LinUCBDiag(DiagRidge):
 
 
 class SquareCBDiag(DiagRidge):
-    """SquareCB on a per-arm diagonal ridge regression (``squarecb_diag``; issue 11).
+    """SquareCB on a per-arm diagonal ridge regression (``squarecb_diag``).
 
     Foster & Rakhlin (2020), "Beyond UCB", Algorithm 1 with the regression
     oracle of :class:`DiagRidge`: with ``t`` = 1 + number of learned events

@@ -1,4 +1,4 @@
-"""Numeric tests of the full-ridge LinUCB (app/learners/linucb.py, issue 11)."""
+"""Numeric tests of the full-ridge LinUCB (app/learners/linucb.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Numeric tests of the diagonal ridge bandits (app/learners/ridge.py, issue 11)."""
+"""Numeric tests of the diagonal ridge bandits (app/learners/ridge.py)."""
 
 from __future__ import annotations
 
