@@ -26,7 +26,17 @@ from app.api.docs import install_docs
 from app.api.errors import install_error_handlers
 from app.api.fastpath import SinglePredictFastPath
 from app.api.middleware import BodyLimitMiddleware, ObservabilityMiddleware
-from app.api.routes import admin, confusion, feedback, models, noise, ops, predict, stream
+from app.api.routes import (
+    admin,
+    confusion,
+    deadletters,
+    feedback,
+    models,
+    noise,
+    ops,
+    predict,
+    stream,
+)
 from app.metrics import Metrics
 from app.settings import Settings
 from app.store import Store
@@ -100,7 +110,8 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
     install_error_handlers(app, settings.retry_after_seconds, authenticate=check_credentials)
     install_docs(app)
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
-    for module in (predict, feedback, models, admin, noise, confusion, stream, ops):
+    for module in (predict, feedback, models, admin, noise, confusion, deadletters, stream,
+                   ops):
         app.include_router(module.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        max_depth=settings.max_json_depth)

@@ -49,6 +49,9 @@ class Metrics:
                                       _MODEL, namespace=ns, registry=r)
         self.events_expired = Counter("events_expired", "Decisions ended by the sweeper",
                                       _MODEL, namespace=ns, registry=r)
+        self.events_dead_lettered = Counter(
+            "events_dead_lettered", "Events the trainer could not apply, moved to the model's "
+            "dead letters", _MODEL, namespace=ns, registry=r)
         self.trainer_lag = Gauge("trainer_lag_seconds",
                                  "Age of the newest applied event when it was applied",
                                  _MODEL, namespace=ns, registry=r)
@@ -90,7 +93,8 @@ class Metrics:
         """Drop the series of a deleted model (keeps label sets bounded)."""
         self._decision_series.pop((tenant, model), None)
         for metric in (self.predictions, self.events_applied, self.events_expired,
-                       self.trainer_lag, self.model_version, self.debiased_reward):
+                       self.events_dead_lettered, self.trainer_lag, self.model_version,
+                       self.debiased_reward):
             try:
                 metric.remove(tenant, model)
             except KeyError:

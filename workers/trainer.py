@@ -331,7 +331,8 @@ async def _dead_letter(ctx: WorkerContext, mk: ModelKeys, batch: Deliveries,
     if dead:
         logger.error("trainer: %d poison entr(ies) of %s/%s to the dead-letter stream: %s",
                      len(dead), mk.tenant, mk.model, dead[0][1])
-        await ctx.delivery.dead_letter(mk, batch, dead)
+        moved = await ctx.delivery.dead_letter(mk, batch, dead)
+        ctx.metrics.events_dead_lettered.labels(mk.tenant, mk.model).inc(moved)
 
 
 async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: CachedLearner,

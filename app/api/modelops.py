@@ -112,6 +112,8 @@ def model_response(record: ModelRecord) -> ModelResponse:
         stats=ModelStats(predictions=record.predictions,
                          feedback_accepted=record.feedback_accepted,
                          events_applied=s.events_applied, events_expired=s.events_expired,
+                         events_dead_lettered=record.dead_lettered,
+                         dead_letters_dropped=record.dead_letters_dropped,
                          debiased_reward=s.debiased_reward),
         noise=noise_response(record.noise) if c["task"] in ("label", "label_set") else None,
         label_budget=c.get("label_budget"))
@@ -195,8 +197,8 @@ async def import_snapshot(ctx: ApiContext, tenant: str, config: dict[str, Any],
 
 async def sync_model(ctx: ApiContext, tenant: str, model_id: str,
                      timeout: float) -> dict[str, int]:
-    """Wait until every event accepted before the call has been applied (504 after
-    ``timeout``)."""
+    """Wait until the trainer has handled every event accepted before the call (504 after
+    ``timeout``); ``pending`` counts the accepted events it could not apply (dead letters)."""
     mk = ModelKeys(tenant, model_id)
     target = parse_stream_id(await ctx.store.events.last_stream_id(mk))
     deadline = time.monotonic() + timeout
@@ -204,12 +206,14 @@ async def sync_model(ctx: ApiContext, tenant: str, model_id: str,
         info = await ctx.store.snapshots.info(mk)
         if info is None:
             raise unknown_model(model_id)
-        if parse_stream_id(info.last_id) >= target:
-            return {"version": info.version, "pending": 0}
-        delivered, unacked = await ctx.store.events.group_progress(mk)
-        if unacked == 0 and parse_stream_id(delivered) >= target:
-            # the rest was skipped or dropped by the trainer, nothing left to apply
-            return {"version": info.version, "pending": 0}
+        done = parse_stream_id(info.last_id) >= target
+        if not done:
+            delivered, unacked = await ctx.store.events.group_progress(mk)
+            # the rest was skipped or dead-lettered by the trainer, nothing left to apply
+            done = unacked == 0 and parse_stream_id(delivered) >= target
+        if done:
+            dead = await ctx.store.dead_letters.held(mk)
+            return {"version": info.version, "pending": dead, "dead_lettered": dead}
         if time.monotonic() >= deadline:
             raise ApiError(504, "sync_timeout", f"events not applied within {timeout} s "
                            "(is a trainer running?)")

@@ -153,6 +153,28 @@ def sync(model_id: str, timeout: float | None = None) -> Call:
     return Call("POST", _model(model_id, "/sync"), 200, None, params)
 
 
+# --- dead letters ----------------------------------------------------------
+
+def list_dead_letters(model_id: str, limit: int | None = None, after: str | None = None
+                      ) -> Call:
+    params: dict[str, Any] = {name: value for name, value in (("limit", limit),
+                                                              ("after", after))
+                              if value is not None}
+    return Call("GET", _model(model_id, "/dead-letters"), 200, None, params)
+
+
+def drop_dead_letter(model_id: str, entry_id: str) -> Call:
+    return Call("DELETE", _model(model_id, f"/dead-letters/{_seg(entry_id)}"), 204)
+
+
+def drop_dead_letters(model_id: str) -> Call:
+    return Call("DELETE", _model(model_id, "/dead-letters"))
+
+
+def retry_dead_letter(model_id: str, entry_id: str) -> Call:
+    return Call("POST", _model(model_id, f"/dead-letters/{_seg(entry_id)}/retry"), 202)
+
+
 # --- predict and feedback --------------------------------------------------
 
 def predict_body(features: Features, explore: bool = True) -> dict[str, Any]:

@@ -24,6 +24,8 @@ from app.client.calls import Call, RetryPolicy
 from app.client.errors import ConnectionFailed, NoisyloopError
 from app.client.types import (
     Confusion,
+    DeadLetterPage,
+    DeadLetterRetried,
     Features,
     FeedbackBatchResult,
     KeyCreated,
@@ -173,6 +175,23 @@ class Client(_Base):
     def sync(self, model_id: str, timeout: float | None = None) -> SyncResult:
         return cast(SyncResult, self.send(calls.sync(model_id, timeout)))
 
+    # dead letters
+    def list_dead_letters(self, model_id: str, *, limit: int | None = None,
+                          after: str | None = None) -> DeadLetterPage:
+        """One page of the events the trainer could not apply, oldest first."""
+        return cast(DeadLetterPage, self.send(calls.list_dead_letters(model_id, limit, after)))
+
+    def drop_dead_letter(self, model_id: str, entry_id: str) -> None:
+        self.send(calls.drop_dead_letter(model_id, entry_id))
+
+    def drop_dead_letters(self, model_id: str) -> int:
+        """Drop every dead letter; returns how many were dropped."""
+        return int(self.send(calls.drop_dead_letters(model_id))["dropped"])
+
+    def retry_dead_letter(self, model_id: str, entry_id: str) -> DeadLetterRetried:
+        """Put the event back on the model's event stream for the trainer."""
+        return cast(DeadLetterRetried, self.send(calls.retry_dead_letter(model_id, entry_id)))
+
     # predict and feedback
     def predict(self, model_id: str, features: Features, *, explore: bool = True) -> Prediction:
         return cast(Prediction, self.send(calls.predict(model_id, features, explore)))
@@ -300,6 +319,25 @@ class AsyncClient(_Base):
 
     async def sync(self, model_id: str, timeout: float | None = None) -> SyncResult:
         return cast(SyncResult, await self.send(calls.sync(model_id, timeout)))
+
+    # dead letters
+    async def list_dead_letters(self, model_id: str, *, limit: int | None = None,
+                                after: str | None = None) -> DeadLetterPage:
+        """One page of the events the trainer could not apply, oldest first."""
+        return cast(DeadLetterPage,
+                    await self.send(calls.list_dead_letters(model_id, limit, after)))
+
+    async def drop_dead_letter(self, model_id: str, entry_id: str) -> None:
+        await self.send(calls.drop_dead_letter(model_id, entry_id))
+
+    async def drop_dead_letters(self, model_id: str) -> int:
+        """Drop every dead letter; returns how many were dropped."""
+        return int((await self.send(calls.drop_dead_letters(model_id)))["dropped"])
+
+    async def retry_dead_letter(self, model_id: str, entry_id: str) -> DeadLetterRetried:
+        """Put the event back on the model's event stream for the trainer."""
+        return cast(DeadLetterRetried,
+                    await self.send(calls.retry_dead_letter(model_id, entry_id)))
 
     # predict and feedback
     async def predict(self, model_id: str, features: Features, *, explore: bool = True

@@ -37,6 +37,8 @@ class ModelStats(TypedDict):
     feedback_accepted: int
     events_applied: int
     events_expired: int
+    events_dead_lettered: int
+    dead_letters_dropped: int
     debiased_reward: float | None
 
 
@@ -102,6 +104,32 @@ class FeedbackBatchResult(TypedDict):
 class SyncResult(TypedDict):
     version: int
     pending: int
+    dead_lettered: int
+
+
+class DeadLetter(TypedDict):
+    """An event the trainer could not apply (``entry_id`` is what drop and retry take)."""
+
+    entry_id: str
+    stream_id: str
+    event_id: str | None
+    kind: str | None
+    reason: str
+    deliveries: int
+    dead_lettered_at: str
+    fields: dict[str, list[int]] | None
+    feedback: dict[str, Any] | None
+
+
+class DeadLetterPage(TypedDict):
+    dead_letters: list[DeadLetter]
+    total: int
+    next_after: str | None
+
+
+class DeadLetterRetried(TypedDict):
+    entry_id: str
+    stream_id: str
 
 
 class Confusion(TypedDict, total=False):

@@ -4,7 +4,8 @@
 each concern: ``tenants`` (tenants and API keys), ``models`` (configs and
 the per-request model view), ``snapshots`` (learned arrays + version + last
 applied stream id), ``events`` (decision contexts, the exactly-once feedback
-join, the per-model stream), ``noise`` (click-noise rates) and ``open``
+join, the per-model stream), ``dead_letters`` (events the trainer could not
+apply), ``noise`` (click-noise rates) and ``open``
 (feedback in parts, label budgets, examples without a decision).  Key names
 live in :mod:`app.store.keys` only.
 """
@@ -15,6 +16,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
 from app.store.client import STORE_ERRORS, Scripts, connect
+from app.store.deadletters import DeadLetterStore
 from app.store.events import EventStore
 from app.store.keys import ModelKeys
 from app.store.models import ModelStore
@@ -40,6 +42,7 @@ class Store:
         self.models = ModelStore(redis, self.scripts)
         self.snapshots = SnapshotStore(redis, self.scripts)
         self.events = EventStore(redis, self.scripts, batch_decisions=self.single_redis)
+        self.dead_letters = DeadLetterStore(redis)
         self.noise = NoiseStore(redis)
         self.open = OpenFeedbackStore(redis)
         self.rate = RateLimitStore(redis)

@@ -6,7 +6,8 @@ unacknowledged entry of the group (its own after a refused publish, a dead
 trainer's after a crash) with XCLAIM, oldest first and with their delivery
 counts, and reads new entries only when none is pending.  Entries delivered too often, or
 that cannot be decoded or learned, go to the model's dead-letter stream with
-the reason, acknowledged in the same transaction.  Applied entries are
+the reason, acknowledged and counted in the same step
+(:mod:`app.store.deadletters`).  Applied entries are
 acknowledged and trimmed from the stream in one round trip.
 """
 
@@ -20,14 +21,10 @@ import orjson
 import redis.asyncio as aioredis
 
 from app.store.client import lua_source
+from app.store.deadletters import DeadLetterStore
 from app.store.keys import TRAINER_GROUP, ModelKeys
 from app.store.noise import NOISE_FIELDS, NoiseRecord, parse_noise
 from app.store.snapshots import COUNTER_FIELDS, SnapshotInfo, parse_info
-from app.store.util import text
-
-#: Entries kept in a dead-letter stream (approximately; oldest dropped first).
-DEAD_LETTER_MAXLEN = 10_000
-
 
 #: Items per entry in ``trainer_read``'s reply: id, delivery count, then the fields below.
 _STRIDE = 6
@@ -93,6 +90,7 @@ class DeliveryStore:
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
         self._read = redis.register_script(lua_source("trainer_read"))
+        self._dead = DeadLetterStore(redis)
 
     async def read_batch(self, mk: ModelKeys, consumer: str, count: int) -> Deliveries | None:
         """Up to ``count`` entries for the lease owner ``consumer``; None without the lease.
@@ -120,25 +118,11 @@ class DeliveryStore:
         return TrainerView(orjson.loads(config), info, parse_noise(noise))
 
     async def dead_letter(self, mk: ModelKeys, batch: Deliveries,
-                          items: Sequence[tuple[int, str]]) -> None:
-        """Move entries (``(index in batch, reason)``) to the dead-letter stream, and
-        acknowledge them."""
-        if not items:
-            return
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for i, reason in items:
-                fields: dict[Any, Any] = {**batch.fields(i), "stream_id": batch.stream_ids[i],
-                                          "deliveries": batch.counts[i], "reason": reason}
-                pipe.xadd(mk.dead_letter, fields, maxlen=DEAD_LETTER_MAXLEN, approximate=True)
-            pipe.xack(mk.events, TRAINER_GROUP, *(batch.stream_ids[i] for i, _ in items))
-            await pipe.execute()
-
-    async def dead_letters(self, mk: ModelKeys, count: int = 100) -> list[dict[str, str]]:
-        """The newest dead letters' stream id, delivery count and reason (newest first)."""
-        reply: Any = await self.redis.xrevrange(mk.dead_letter, count=count)
-        return [{"stream_id": text(f.get(b"stream_id")) or "",
-                 "deliveries": text(f.get(b"deliveries")) or "",
-                 "reason": text(f.get(b"reason")) or ""} for _, f in reply]
+                          items: Sequence[tuple[int, str]]) -> int:
+        """Move entries (``(index in batch, reason)``) to the dead letters, acknowledged and
+        counted in one step; returns how many were moved."""
+        return await self._dead.move(mk, [(batch.stream_ids[i], batch.counts[i], reason,
+                                           batch.fields(i)) for i, reason in items])
 
     async def ack_and_trim(self, mk: ModelKeys, stream_ids: Sequence[str],
                            applied_up_to: str | None) -> None:

@@ -15,7 +15,7 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{keys}:K                 hash  tenant, salt, hash, created_at
     nl:{T:M}:model              hash  config (JSON), created_at
     nl:{T:M}:snap               hash  state (codec), version, last_id, counters
-    nl:{T:M}:stats              hash  predictions, feedback_accepted
+    nl:{T:M}:stats              hash  predictions, feedback_accepted, dead-letter counters
     nl:{T:M}:ctx:E              str   decision context (codec) or a tombstone
     nl:{T:M}:pending            zset  E -> deadline (Redis clock, seconds)
     nl:{T:M}:part:E             hash  open decision: feedback so far (want, n, f, expiry)
@@ -102,7 +102,8 @@ class ModelKeys:
 
     @property
     def stats(self) -> str:
-        """Hash: API-side counters (``predictions``, ``feedback_accepted``)."""
+        """Hash: counters of the model's requests and events (``predictions``,
+        ``feedback_accepted``, ``events_dead_lettered``, ``dead_letters_dropped``)."""
         return f"{self.tag}:stats"
 
     @property
@@ -132,7 +133,7 @@ class ModelKeys:
 
     @property
     def dead_letter(self) -> str:
-        """Stream of stream entries that could not be applied, with the reason."""
+        """Stream of event-stream entries the trainer could not apply, with the reason."""
         return f"{self.tag}:dead"
 
     def context(self, event_id: str) -> str:

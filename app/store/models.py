@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 
 from app.store import codec, keys
 from app.store.client import Scripts, lua_source
+from app.store.deadletters import DROPPED_FIELD, HELD_FIELD
 from app.store.keys import TRAINER_GROUP, ModelKeys
 from app.store.noise import NOISE_FIELDS, NoiseRecord, parse_noise
 from app.store.snapshots import COUNTER_FIELDS, SnapshotInfo, parse_info
@@ -70,6 +71,9 @@ class ModelRecord:
     predictions: int
     feedback_accepted: int
     noise: NoiseRecord | None
+    dead_lettered: int
+    """Dead letters held now (:mod:`app.store.deadletters`)."""
+    dead_letters_dropped: int
 
 
 class ModelStore:
@@ -159,7 +163,8 @@ class ModelStore:
                 mk = ModelKeys(tenant, model_id)
                 pipe.hget(mk.meta, "config")
                 pipe.hmget(mk.snapshot, list(COUNTER_FIELDS))
-                pipe.hmget(mk.stats, ["predictions", "feedback_accepted"])
+                pipe.hmget(mk.stats, ["predictions", "feedback_accepted", HELD_FIELD,
+                                      DROPPED_FIELD])
                 pipe.hmget(mk.noise, list(NOISE_FIELDS))
             values = await pipe.execute()
         out = []
@@ -169,7 +174,8 @@ class ModelStore:
             if config_raw is None or info is None:
                 continue
             out.append(ModelRecord(orjson.loads(config_raw), info, int(stats[0] or 0),
-                                   int(stats[1] or 0), parse_noise(noise)))
+                                   int(stats[1] or 0), parse_noise(noise),
+                                   int(stats[2] or 0), int(stats[3] or 0)))
         return out
 
     async def record(self, tenant: str, model_id: str) -> ModelRecord | None:

@@ -25,6 +25,10 @@ def test_foreign_key_gets_404_on_every_model_route(client: TestClient) -> None:
         ("GET", "/v1/models/m1/noise", None),
         ("PUT", "/v1/models/m1/noise", {"rho0": 0.1, "rho1": 0.1}),
         ("POST", "/v1/models/m1/noise/estimate", None),
+        ("GET", "/v1/models/m1/dead-letters", None),
+        ("DELETE", "/v1/models/m1/dead-letters", None),
+        ("DELETE", "/v1/models/m1/dead-letters/1-0", None),
+        ("POST", "/v1/models/m1/dead-letters/1-0/retry", None),
     ]
     for method, path, body in calls:
         r = client.request(method, path, json=body, headers=b)

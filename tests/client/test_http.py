@@ -6,8 +6,11 @@ import uuid
 
 import numpy as np
 import pytest
+import redis
 
 from app.client import AsyncClient, Client, NoisyloopError, snapshot_arrays
+from app.store.embedded import EmbeddedRedis
+from app.store.keys import ModelKeys
 from tests.client.conftest import Service
 
 
@@ -118,3 +121,29 @@ async def test_async_client_loop(service: Service, api_key: str) -> None:
         assert (await c.health())["status"] == "ok"
         await c.delete_model("a1")
         assert await c.list_models() == []
+
+
+async def test_dead_letters_list_drop_retry(service: Service, client: Client, api_key: str,
+                                            redis_server: EmbeddedRedis) -> None:
+    _model(client)
+    tenant = api_key.split(".")[1]
+    with redis.Redis.from_url(redis_server.url) as r:
+        for i in range(3):  # entries the trainer cannot decode
+            r.xadd(ModelKeys(tenant, "m1").events, {"k": "feedback", "e": f"bad{i}"})
+    assert client.sync("m1") == {"version": 1, "pending": 3, "dead_lettered": 3}
+    page = client.list_dead_letters("m1", limit=2)
+    assert page["total"] == 3 and [d["event_id"] for d in page["dead_letters"]] == ["bad0", "bad1"]
+    rest = client.list_dead_letters("m1", after=page["next_after"])
+    assert [d["event_id"] for d in rest["dead_letters"]] == ["bad2"]
+    first = page["dead_letters"][0]["entry_id"]
+    assert client.retry_dead_letter("m1", first)["entry_id"] == first
+    client.drop_dead_letter("m1", page["dead_letters"][1]["entry_id"])
+    with pytest.raises(NoisyloopError) as info:
+        client.drop_dead_letter("m1", page["dead_letters"][1]["entry_id"])
+    assert (info.value.status, info.value.code) == (404, "unknown_dead_letter")
+    assert client.sync("m1")["dead_lettered"] == 2  # the retried one failed again
+    async with AsyncClient(service.url, api_key) as ac:
+        assert (await ac.list_dead_letters("m1"))["total"] == 2
+        assert await ac.drop_dead_letters("m1") == 2
+    stats = client.get_model("m1")["stats"]
+    assert stats["events_dead_lettered"] == 0 and stats["dead_letters_dropped"] == 3

@@ -106,9 +106,11 @@ async def test_trainer_moves_poison_entries_to_the_dead_letter_stream(store: Sto
                                        "f": codec.encode({"click": np.array(1.0)})})
     more = await feed(store, mk, config, 5, seed=1)
     assert await worker(store).drain() == 15
-    letters = await DeliveryStore(store.redis).dead_letters(mk)
-    reasons = sorted(letter["reason"].split(":")[0] for letter in letters)
+    letters = (await store.dead_letters.page(mk, 100)).items
+    reasons = sorted(letter.reason.split(":")[0] for letter in letters)
     assert reasons == ["learner refused the event", "malformed entry"]
+    # counted in the stats with the move
+    assert (await store.models.record("t", "m")).dead_lettered == 2  # type: ignore[union-attr]
     snap = await store.snapshots.load(mk)
     assert snap is not None and snap.info.events_applied == 15
     np.testing.assert_allclose(snap.state["W_"], expected_state(config, events + more)["W_"],
@@ -125,8 +127,9 @@ async def test_trainer_dead_letters_entries_delivered_too_often(store: Store) ->
     for _ in range(3):  # three deliveries that were never applied
         assert len(await delivery.read_batch(mk, "w1", 10) or []) == 3
     assert await worker(store, max_deliveries=3).drain() == 0
-    letters = await delivery.dead_letters(mk)
-    assert len(letters) == 3 and letters[0]["reason"].startswith("delivered 4 times")
+    letters = (await store.dead_letters.page(mk, 100)).items
+    assert len(letters) == 3 and letters[0].reason.startswith("delivered 4 times")
+    assert [d.deliveries for d in letters] == [4, 4, 4]
     assert (await store.events.group_progress(mk))[1] == 0
 
 

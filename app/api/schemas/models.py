@@ -60,6 +60,12 @@ class ModelStats(BaseModel):
     feedback_accepted: int
     events_applied: int
     events_expired: int
+    events_dead_lettered: int = Field(
+        description="Events the trainer could not apply, held as dead letters now "
+                    "(GET .../dead-letters lists them; drop or retry takes them off).")
+    dead_letters_dropped: int = Field(
+        description="Dead letters removed without being applied: dropped by the owner, or the "
+                    "oldest beyond 10,000 per model.")
     debiased_reward: float | None = Field(
         description="Running mean of the noise-corrected click h(f) over applied events "
                     "(unbiased estimate of the true click rate); null before any event.")
@@ -137,7 +143,12 @@ class SnapshotImportRequest(BaseModel):
 
 
 class SyncResponse(BaseModel):
-    """Every feedback accepted before the call has been applied."""
+    """The trainer has handled every event accepted before the call: each is applied or a
+    dead letter."""
 
     version: int
-    pending: int
+    pending: int = Field(
+        ge=0, description="Accepted events that are not applied: the dead letters held now "
+                          "(0: every accepted event is applied, expired or dropped by you).")
+    dead_lettered: int = Field(
+        ge=0, description="Dead letters held now (GET .../dead-letters); equals `pending`.")
