@@ -10,7 +10,7 @@ else
   n = redis.call('XDEL', KEYS[1], ARGV[1])
 end
 if n > 0 then
-  redis.call('HINCRBY', KEYS[2], 'events_dead_lettered', -n)
+  redis.call('HSET', KEYS[2], 'events_dead_lettered', redis.call('XLEN', KEYS[1]))
   redis.call('HINCRBY', KEYS[2], 'dead_letters_dropped', n)
 end
 return n

@@ -32,11 +32,11 @@ for _ = 1, tonumber(ARGV[3]) do
   end
 end
 if moved > 0 then
-  redis.call('HINCRBY', KEYS[3], 'events_dead_lettered', moved)
   if redis.call('XLEN', KEYS[2]) > tonumber(ARGV[2]) then
     local trimmed = redis.call('XTRIM', KEYS[2], 'MAXLEN', ARGV[2])
-    redis.call('HINCRBY', KEYS[3], 'events_dead_lettered', -trimmed)
     redis.call('HINCRBY', KEYS[3], 'dead_letters_dropped', trimmed)
   end
+  -- the count held is the stream's length (also right for dead letters older than the count)
+  redis.call('HSET', KEYS[3], 'events_dead_lettered', redis.call('XLEN', KEYS[2]))
 end
 return moved

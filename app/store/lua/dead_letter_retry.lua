@@ -27,5 +27,5 @@ if #fields == 0 then
 end
 local id = redis.call('XADD', KEYS[2], '*', unpack(fields))
 redis.call('XDEL', KEYS[1], ARGV[1])
-redis.call('HINCRBY', KEYS[3], 'events_dead_lettered', -1)
+redis.call('HSET', KEYS[3], 'events_dead_lettered', redis.call('XLEN', KEYS[1]))
 return id
