@@ -42,7 +42,7 @@ from app.learners.base import Learner, ParamError, stack_events
 from app.learners.noise import estimate_noise_rates
 from app.learners.rcnbf import RCINE
 from app.learners.registry import algorithms, build, default_params, learner_class
-from app.replay.result import ReplayResult
+from app.replay.result import ReplayResult, chance_error_rate
 from app.sim.datasets import load_classification, stream_indices
 from app.sim.feedback import noisy_clicks, set_contains
 
@@ -162,12 +162,14 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
     loop = _Loop(learner, s.X, s.y, s.order, s.if_wrong, s.if_right, progress, seed)
     loop.run(int(args.feedback_delay))
     return result(args, s.task, s.algorithm, seed, s.params, loop.greedy_err, loop.played_err,
-                  loop.clicks, loop.estimates if isinstance(learner, RCINE) else None)
+                  loop.clicks, loop.estimates if isinstance(learner, RCINE) else None,
+                  n_classes=s.n_classes)
 
 
 def result(args: argparse.Namespace, task: str, algorithm: str, seed: int,
            params: dict[str, Any], greedy_err: np.ndarray, played_err: np.ndarray,
-           clicks: np.ndarray, estimates: list[dict[str, Any]] | None) -> ReplayResult:
+           clicks: np.ndarray, estimates: list[dict[str, Any]] | None, *,
+           n_classes: int) -> ReplayResult:
     """The run's learning curve and summary from its per-round errors and clicks.
 
     Shared by the in-process loop and the replay through a service
@@ -185,6 +187,7 @@ def result(args: argparse.Namespace, task: str, algorithm: str, seed: int,
         "noisy_click_rate": float(clicks.mean()),
         "final_window_error_rate": float(greedy_err[-max(1, rounds // 10):].mean()),
         "feedback_delay": int(args.feedback_delay),
+        "chance_error_rate": chance_error_rate(n_classes),
     }
     if estimates is not None:
         extra["noise_estimates"] = estimates

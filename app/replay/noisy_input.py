@@ -25,7 +25,7 @@ import numpy as np
 from app.learners.kernel_ogd import KernelOGD
 from app.learners.kernels.functions import CLASSIFICATION_LOSSES, LOSSES, parse_kernel
 from app.learners.registry import algorithms, build
-from app.replay.result import ReplayResult
+from app.replay.result import ReplayResult, chance_error_rate
 from app.sim.noisy_inputs import CopyOracle, load_noisy_input
 
 TASK = "noisy_input"
@@ -132,6 +132,8 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         "support_terms": learner.support_terms(),
         "centred": not args.no_centre,
     }
+    if data.classification:  # the sign of a two-class label
+        extra["chance_error_rate"] = chance_error_rate(2)
     return ReplayResult(
         algorithm=algorithm + (" (naive)" if params["naive"] else ""),
         dataset=str(args.dataset),

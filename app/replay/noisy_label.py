@@ -40,7 +40,7 @@ import numpy as np
 from app.learners.confusion import Orientation, validate_confusion
 from app.learners.registry import algorithms, build
 from app.learners.uma import SELECTIONS, UMA
-from app.replay.result import ReplayResult
+from app.replay.result import ReplayResult, chance_error_rate
 from app.sim.datasets import load_classification, stream_indices
 from app.sim.noisy_labels import (
     circle,
@@ -149,6 +149,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         "final_window_error_rate": float(err[-max(1, rounds // 10):].mean()),
         "noisy_label_rate": float(np.mean(noisy != t[order])),
         "noise_per": args.noise_per,
+        "chance_error_rate": chance_error_rate(n_classes),
     }
     if isinstance(learner, UMA):
         extra |= {

@@ -139,14 +139,59 @@ def write_json(summary: Summary, path: str | Path) -> None:
 
 METRIC_LABELS = {"error_rate": "online error rate (greedy vs true label)",
                  "mse": "running mean squared error"}
+#: How a run's noise shows in a plot's title: its ``extra`` field, the text.
+NOISE_LABELS = {"noisy_label_rate": "label noise rate {:.3g}", "input_noise": "input noise sd {:g}",
+                "noise_variance_max": "label noise variance <= {:g}"}
+#: The learners' step sizes (and the exploration rate gamma) shown in a plot's title.
+STEP_LABELS = {"gamma": "γ = {:g}", "eta": "η = {:g}"}
+
+
+def settings(summary: Summary) -> str:
+    """The noise rates and step sizes of ``summary``'s runs, as a plot's title gives them."""
+    extra, params = summary.runs[0].extra, summary.runs[0].params
+    parts = []
+    if "rho0" in extra:
+        parts.append(f"ρ0 = {extra['rho0']:g}, ρ1 = {extra['rho1']:g}")
+    parts += [text.format(extra[name]) for name, text in NOISE_LABELS.items()
+              if isinstance(extra.get(name), (int, float))]
+    parts += [text.format(params[name]) for name, text in STEP_LABELS.items()
+              if isinstance(params.get(name), (int, float))]
+    return ", ".join(parts)
+
+
+def default_title(summaries: Sequence[Summary]) -> str:
+    """Data set and curves on the first line; noise rates and step sizes on the second (once
+    when every curve shares them, else per curve)."""
+    first, repeats = summaries[0], len(summaries[0].runs)
+    title = f"{first.dataset}: " + ", ".join(s.label for s in summaries) + (
+        f" (mean of {repeats} runs, band = ±1 sd)" if repeats > 1 else "")
+    each = {s.label: settings(s) for s in summaries}
+    shared = set(each.values())
+    line = (shared.pop() if len(shared) == 1
+            else "; ".join(f"{label}: {text}" for label, text in each.items() if text))
+    return f"{title}\n{line}" if line else title
 
 
 def plot(summaries: Sequence[Summary], path: str | Path, title: str | None = None,
          logx: bool = True, logy: bool = True) -> None:
-    """PNG of each summary's mean curve against rounds, with a +-1 std band over runs.
+    """PNG of :func:`figure`."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(summaries, title, logx=logx, logy=logy)
+    try:
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def figure(summaries: Sequence[Summary], title: str | None = None, logx: bool = True,
+           logy: bool = True) -> Any:
+    """A matplotlib figure of each summary's mean curve against rounds, with a +-1 std band
+    over runs, a dotted line at the chance level of a classification task (its runs'
+    ``chance_error_rate``) and by default :func:`default_title`.
 
     Log-log axes by default, as in the papers' figures.  Uses matplotlib's
-    Agg backend (no display needed).
+    Agg backend (no display needed); the caller closes the figure.
     """
     import matplotlib
 
@@ -160,24 +205,24 @@ def plot(summaries: Sequence[Summary], path: str | Path, title: str | None = Non
             if len(s.runs) > 1:
                 low = np.maximum(s.mean - s.std, np.finfo(float).tiny) if logy else s.mean - s.std
                 ax.fill_between(s.t, low, s.mean + s.std, color=line.get_color(), alpha=0.2)
+        for chance in sorted({s.runs[0].extra["chance_error_rate"] for s in summaries
+                              if "chance_error_rate" in s.runs[0].extra}):
+            ax.axhline(chance, color="grey", linestyle=":", linewidth=1,
+                       label=f"chance (1 - 1/K = {chance:.3g})")
         if logx:
             ax.set_xscale("log")
         if logy and all(np.all(s.mean > 0) for s in summaries):
             ax.set_yscale("log")
         ax.set_xlabel("rounds")
         ax.set_ylabel(METRIC_LABELS.get(summaries[0].metric, summaries[0].metric))
-        if title is None:
-            s = summaries[0]
-            repeats = len(s.runs)
-            title = f"{s.dataset}: " + ", ".join(x.label for x in summaries) + (
-                f" (mean of {repeats} runs, band = ±1 sd)" if repeats > 1 else "")
-        ax.set_title(title, fontsize=9)
+        ax.set_title(default_title(summaries) if title is None else title, fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
-        save_figure(fig, path)
-    finally:
+    except BaseException:
         plt.close(fig)
+        raise
+    return fig
 
 
 #: Colours of a saved figure: line plots need few, and a palette PNG is about a

@@ -15,7 +15,8 @@ class ReplayResult:
     squared error against the clean target).  ``curve`` holds ``(t, value)``
     pairs of the running metric after ``t`` rounds.  ``extra`` carries
     task-specific fields written to the JSON as they are (``noise_estimates``,
-    ``labels_used``, ``copies_per_round``, ...).
+    ``labels_used``, ``copies_per_round``, ...); a classification task puts
+    its chance level there (``chance_error_rate``, :func:`chance_error_rate`).
     """
 
     algorithm: str
@@ -27,3 +28,12 @@ class ReplayResult:
     seed: int = 0
     params: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def chance_error_rate(n_classes: int) -> float:
+    """``1 - 1/K``: the online error rate of a guess drawn uniformly among ``K`` classes.
+
+    >>> chance_error_rate(10)
+    0.9
+    """
+    return 1.0 - 1.0 / n_classes

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         finally:
             client.delete_model(model_id)
     out = result(args, s.task, s.algorithm, seed, s.params, greedy_err, played_err, clicks,
-                 estimates)
+                 estimates, n_classes=s.n_classes)
     out.extra["service"] = {"url": args.service, "model_id": model_id,
                             "version": model.get("version"), "stats": model.get("stats")}
     return out

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from app.replay.output import plot, run_repeats, summarise, to_json_dict, write_json
+from app.replay.output import figure, plot, run_repeats, summarise, to_json_dict, write_json
 from app.replay.result import ReplayResult
 
 
@@ -62,6 +63,44 @@ def test_plot_writes_png(tmp_path: Path) -> None:
     path = tmp_path / "curve.png"
     plot([a], path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _chance_lines(fig: Any) -> list[Any]:
+    return [line for line in fig.axes[0].get_lines() if line.get_label().startswith("chance")]
+
+
+def test_plot_title_gives_noise_rates_and_step_size_and_a_line_marks_chance() -> None:
+    import matplotlib.pyplot as plt
+
+    runs = [_result(seed, [1.0, 0.5, 0.2], rho0=0.2, rho1=0.4, chance_error_rate=0.9)
+            for seed in (0, 1)]
+    fig = figure([summarise(runs)])
+    try:
+        title = fig.axes[0].get_title()
+        assert "ρ0 = 0.2, ρ1 = 0.4" in title and "γ = 0.1" in title
+        (chance,) = _chance_lines(fig)
+        assert set(chance.get_ydata()) == {0.9} and "1 - 1/K = 0.9" in chance.get_label()
+        assert chance.get_label() in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    finally:
+        plt.close(fig)
+
+
+def test_plot_without_a_chance_level_draws_none_and_names_each_curves_step() -> None:
+    """Regression has no chance level; curves with different step sizes each name theirs."""
+    import matplotlib.pyplot as plt
+
+    ors = ReplayResult("ors", "friedman", 100, "mse", 0.2, [(1, 1.0), (100, 0.2)],
+                       params={"eta": 0.5}, extra={"noise_variance_max": 2.0})
+    nlms = ReplayResult("nlms", "friedman", 100, "mse", 0.3, [(1, 1.0), (100, 0.3)],
+                        params={"eta": 0.05}, extra={"noise_variance_max": 2.0})
+    fig = figure([summarise([ors]), summarise([nlms])])
+    try:
+        assert _chance_lines(fig) == []
+        title = fig.axes[0].get_title()
+        assert "ors: label noise variance <= 2, η = 0.5" in title
+        assert "nlms: label noise variance <= 2, η = 0.05" in title
+    finally:
+        plt.close(fig)
 
 
 def test_run_repeats_uses_consecutive_seeds() -> None:

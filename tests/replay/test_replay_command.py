@@ -23,6 +23,7 @@ def test_replay_writes_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixtu
     finals = [r["final_error_rate"] for r in data["runs"]]
     assert data["final_error_rate"] == pytest.approx(sum(finals) / 2)
     assert data["params"] == {"gamma": 0.3, "rho0": 0.1, "rho1": 0.2}
+    assert data["chance_error_rate"] == pytest.approx(2 / 3)  # iris: 3 classes
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert "rounds/s" in capsys.readouterr().out
 
