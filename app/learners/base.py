@@ -82,6 +82,32 @@ class Learner(ABC):
     feedback_fields: ClassVar[tuple[str, ...]]
     logged_only: ClassVar[bool] = False
     paper: ClassVar[str] = ""
+    uses_noise_rates: ClassVar[bool] = False
+    """Whether the learner reads click-noise rates (it then has ``set_noise_rates``)."""
+
+    @classmethod
+    def takes_noise_rates(cls, params: Mapping[str, Any]) -> bool:
+        """Whether a model of this class with hyper-parameters ``params`` uses noise rates."""
+        return cls.uses_noise_rates
+
+    @classmethod
+    def state_bytes(cls, n_features: int, n_classes: int | None,
+                    params: Mapping[str, Any]) -> int:
+        """Bytes of :meth:`get_state` for this config, from the shapes alone.
+
+        Nothing is allocated, so that a service can refuse a model too large
+        to build before building it.  ``params`` holds every hyper-parameter
+        (defaults filled in); a size parameter of the wrong type raises
+        :class:`ParamError`.  Every registered learner declares it (the
+        tests compare it with :meth:`get_state`).
+        """
+        raise NotImplementedError(f"{cls.__name__} does not declare its state size")
+
+    @classmethod
+    def buffer_bytes(cls, n_features: int, n_classes: int | None,
+                     params: Mapping[str, Any]) -> int:
+        """Bytes a driver keeps per model of this class beside its state (none by default)."""
+        return 0
 
     @abstractmethod
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
@@ -207,6 +233,15 @@ def check_int(name: str, value: int, low: int, high: int | None = None) -> int:
         bound = f"[{low}, {high}]" if high is not None else f">= {low}"
         raise ParamError(name, f"must be {bound}, got {value}")
     return int(value)
+
+
+#: Bytes of one float64 or int64 state entry.
+ITEM_BYTES = 8
+
+
+def size_param(params: Mapping[str, Any], name: str) -> int:
+    """The integer size parameter ``name`` of ``params`` (ParamError if it is not one)."""
+    return check_int(name, params[name], 0)
 
 
 def check_input(x: np.ndarray, n_features: int) -> np.ndarray:

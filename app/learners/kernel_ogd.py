@@ -40,6 +40,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from app.learners.base import (
+    ITEM_BYTES,
     Decision,
     Event,
     Learner,
@@ -50,6 +51,7 @@ from app.learners.base import (
     check_positive,
     check_range,
     check_state,
+    size_param,
 )
 from app.learners.kernels.estimators import MapEstimate, TaylorEstimator
 from app.learners.kernels.functions import make_loss, parse_kernel
@@ -198,6 +200,16 @@ class KernelOGD(Learner):
                                        self.max_order, self.explicit_dim, self.eviction)
         self.t_ = 0
         self._rng = np.random.default_rng(seed)
+
+    @classmethod
+    def state_bytes(cls, n_features: int, n_classes: int | None,
+                    params: Mapping[str, Any]) -> int:
+        """The store's arrays (support list, or estimate list and explicit tensors) and ``t_``."""
+        budget = size_param(params, "budget")
+        if params.get("naive") and parse_kernel(params["kernel"]).name != "linear":
+            return SupportStore.state_bytes(n_features, budget) + ITEM_BYTES
+        return FeatureStore.state_bytes(n_features, budget, size_param(params, "max_order"),
+                                        size_param(params, "explicit_dim")) + ITEM_BYTES
 
     # -- protocol ---------------------------------------------------------------------------
 

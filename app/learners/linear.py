@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from app.learners.base import (
+    ITEM_BYTES,
     Batch,
     Decision,
     Event,
@@ -251,6 +252,12 @@ class LinearLearner(Learner):
         self.seed = None if seed is None else check_int("seed", seed, 0)
         self._rng = np.random.default_rng(seed)
         self.W_ = np.zeros((self.n_classes, self.n_features))
+
+    @classmethod
+    def state_bytes(cls, n_features: int, n_classes: int | None,
+                    params: Mapping[str, Any]) -> int:
+        """``W_``: ``K d`` floats (subclasses with extra arrays add theirs)."""
+        return ITEM_BYTES * (n_classes or 0) * n_features
 
     def _extra_state(self) -> State:
         return {}

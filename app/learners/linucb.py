@@ -9,10 +9,12 @@ learning raw clicks as the diagonal learners of :mod:`app.learners.ridge` do
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from app.learners.base import (
+    ITEM_BYTES,
     Batch,
     Decision,
     Event,
@@ -116,6 +118,13 @@ class LinUCB(RidgeBandit):
         self.sum_rx_ = np.zeros((k, d))
         self.lambda_ = 0.0  # Python scalars; arrays in get_state
         self.count_ = 0
+
+    @classmethod
+    def state_bytes(cls, n_features: int, n_classes: int | None,
+                    params: Mapping[str, Any]) -> int:
+        """``gram_`` and ``cov_`` (``K d^2`` floats each), ``sum_rx_``, ``lambda_``, ``count_``."""
+        k, d = n_classes or 0, n_features
+        return ITEM_BYTES * (2 * k * d * d + k * d + 2)
 
     def coefficients(self) -> np.ndarray:
         """The ridge solutions ``theta_a`` as rows of a ``(K, d)`` array."""

@@ -67,6 +67,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from app.learners.base import (
+    ITEM_BYTES,
     Decision,
     Event,
     Learner,
@@ -157,6 +158,12 @@ class _LinearRegression(Learner):
         self.seed = seed
         self.r = r
         self.w_ = np.zeros(self.n_features)
+
+    @classmethod
+    def state_bytes(cls, n_features: int, n_classes: int | None,
+                    params: Mapping[str, Any]) -> int:
+        """``w_``: ``d`` floats."""
+        return ITEM_BYTES * n_features
 
     def predict(self, x: np.ndarray) -> float:
         """The prediction ``wᵀx`` with the current weights (no logging)."""

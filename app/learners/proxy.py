@@ -32,6 +32,10 @@ BETA_FLOOR = 0.01
 #: Below this ``beta`` the rates are accepted but a warning is logged (spec 1.3).
 BETA_WARN = 0.05
 
+#: Below this ``beta`` a calibrated probability is flagged as unreliable: dividing by
+#: ``beta`` multiplies every error of the predicted observed rate by more than 5.
+CALIBRATION_BETA_MIN = 0.2
+
 F = TypeVar("F", float, np.ndarray)
 
 
@@ -46,6 +50,36 @@ def unbiased_click(f: F, rho0: float, rho1: float) -> F:
     1.0
     """
     return (f - rho0) / (1.0 - rho0 - rho1)
+
+
+def calibrated_probability(f: float, rho0: float, rho1: float) -> float:
+    """``h(f)`` of a predicted observed click rate ``f``, clipped to ``[0, 1]``.
+
+    A probability, unlike ``h`` of single clicks (whose mean is unbiased only
+    unclipped).
+
+    >>> calibrated_probability(0.9, 0.2, 0.4), calibrated_probability(0.1, 0.2, 0.4)
+    (1.0, 0.0)
+    """
+    return clip_probability(unbiased_click(f, rho0, rho1))
+
+
+def clip_probability(p: float) -> float:
+    """``p`` clipped to ``[0, 1]``.
+
+    >>> clip_probability(-0.25), clip_probability(0.5), clip_probability(8.75)
+    (0.0, 0.5, 1.0)
+    """
+    return min(max(p, 0.0), 1.0)
+
+
+def calibration_unreliable(rho0: float, rho1: float) -> bool:
+    """Whether ``beta = 1 - rho0 - rho1`` is below :data:`CALIBRATION_BETA_MIN`.
+
+    >>> calibration_unreliable(0.1, 0.2), calibration_unreliable(0.45, 0.4)
+    (False, True)
+    """
+    return 1.0 - rho0 - rho1 < CALIBRATION_BETA_MIN
 
 
 def check_noise_rates(rho0: float, rho1: float, beta_min: float = BETA_FLOOR

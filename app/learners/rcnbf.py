@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from app.learners.banditron import Banditron
-from app.learners.base import State, check_int, check_range
+from app.learners.base import ITEM_BYTES, State, check_int, check_range, size_param
 from app.learners.proxy import BETA_FLOOR, check_noise_rates, unbiased_click
 
 
@@ -71,6 +72,12 @@ class RCNBF(Banditron):
         super().__init__(n_features=n_features, n_classes=n_classes, seed=seed, gamma=gamma)
         self.rho0, self.rho1 = check_noise_rates(rho0, rho1, self._beta_min)
         self.noise_rates_ = np.array([self.rho0, self.rho1])
+
+    @classmethod
+    def state_bytes(cls, n_features: int, n_classes: int | None,
+                    params: Mapping[str, Any]) -> int:
+        """``W_`` and the two noise rates."""
+        return super().state_bytes(n_features, n_classes, params) + 2 * ITEM_BYTES
 
     def set_noise_rates(self, rho0: float, rho1: float) -> None:
         """Use new rates for updates processed from now on (past ones are kept)."""
@@ -139,3 +146,9 @@ class RCINE(RCNBF):
         self.n_s = check_int("n_s", n_s, 10 * self.n_classes)
         self.percentile = None if percentile is None else check_range(
             "percentile", percentile, 0.0, 100.0, low_open=True)
+
+    @classmethod
+    def buffer_bytes(cls, n_features: int, n_classes: int | None,
+                     params: Mapping[str, Any]) -> int:
+        """The ``n_s`` logged ``(x, played, click)`` samples NREst refits on."""
+        return size_param(params, "n_s") * ITEM_BYTES * (n_features + 2)

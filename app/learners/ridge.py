@@ -22,7 +22,9 @@ the exploration rule therefore do not change when the models learn the raw
 clicks, and the exploration parameters (``alpha``, ``gamma_scale``) stay on
 the scale of the clicks they were tuned on.  The noise rates serve only to
 report a calibrated reward ``(mu - rho0) / (1 - rho0 - rho1)`` (spec 1.2, the
-same map as the proxy ``h``), as ``expected_reward`` in the decision.
+same map as the proxy ``h``) clipped to ``[0, 1]``, as ``expected_reward`` in the
+decision, with ``calibration_unreliable`` true when ``1 - rho0 - rho1`` is below
+:data:`~app.learners.proxy.CALIBRATION_BETA_MIN`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from app.learners.base import (
+    ITEM_BYTES,
     Batch,
     Decision,
     Event,
@@ -45,7 +48,7 @@ from app.learners.base import (
     check_positive,
     check_state,
 )
-from app.learners.proxy import check_noise_rates, unbiased_click
+from app.learners.proxy import calibrated_probability, calibration_unreliable, check_noise_rates
 
 
 def ucb_labels(mean: np.ndarray, width: np.ndarray, alpha: float) -> tuple[int, int]:
@@ -106,13 +109,14 @@ class RidgeBandit(Learner):
         self.rho0, self.rho1 = check_noise_rates(rho0, rho1)
 
     def calibrate(self, mean: float) -> float:
-        """Map predicted observed click rates to true ones: ``(mu - rho0) / (1 - rho0 - rho1)``.
+        """Map a predicted observed click rate to a true one: ``(mu - rho0) / (1 - rho0 - rho1)``.
 
-        This is the proxy ``h`` of spec 1.2 applied to the predicted rate:
-        unbiased when ``mu`` is (``h`` inverts the noise map of spec 1.1).
-        Not clipped to ``[0, 1]``, so that averages of it stay unbiased.
+        This is the proxy ``h`` of spec 1.2 applied to the predicted rate
+        (``h`` inverts the noise map of spec 1.1), clipped to ``[0, 1]``: the
+        linear model's ``mu`` is not confined to ``[0, 1]``, and ``h``
+        magnifies its errors by ``1 / (1 - rho0 - rho1)``.
         """
-        return unbiased_click(mean, self.rho0, self.rho1)
+        return calibrated_probability(mean, self.rho0, self.rho1)
 
     def _estimate(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per-arm predicted observed click rate and uncertainty width for ``x``."""
@@ -156,6 +160,7 @@ class RidgeBandit(Learner):
             "probability": prob,
             "greedy_label": greedy,
             "expected_reward": self.calibrate(float(mean[played])),
+            "calibration_unreliable": calibration_unreliable(self.rho0, self.rho1),
         }
         context: dict[str, Any] = {
             "x": x,
@@ -244,6 +249,12 @@ class DiagRidge(RidgeBandit):
         self.sum_x2_ = np.zeros(shape)
         self.sum_norm2_ = 0.0  # Python scalars: cheaper per event; arrays in get_state
         self.count_ = 0
+
+    @classmethod
+    def state_bytes(cls, n_features: int, n_classes: int | None,
+                    params: Mapping[str, Any]) -> int:
+        """``weights_`` and ``sum_x2_`` (``K d`` floats each), ``sum_norm2_`` and ``count_``."""
+        return ITEM_BYTES * (2 * (n_classes or 0) * n_features + 2)
 
     def _lambdas(self, sum_norm2: np.ndarray, count: np.ndarray) -> np.ndarray:
         """``lambda`` for running sums ``sum_norm2`` over ``count`` events (elementwise)."""

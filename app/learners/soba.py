@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from app.learners.base import Event, ParamError, State, check_positive, check_range
+from app.learners.base import (
+    ITEM_BYTES,
+    Event,
+    ParamError,
+    State,
+    check_positive,
+    check_range,
+)
 from app.learners.linear import BanditronExploration, LinearLearner, check_click
 from app.learners.proxy import check_noise_rates, unbiased_click
 
@@ -115,6 +124,19 @@ class SOBA(BanditronExploration, LinearLearner):
         self.Ainv_ = np.full(dim, self.a) if self.diagonal else np.eye(dim) / self.a
         self.theta_ = np.zeros(dim)
         self.margin_ = np.zeros(1)
+
+    @classmethod
+    def takes_noise_rates(cls, params: Mapping[str, Any]) -> bool:
+        """Only the ``noise_corrected`` variant reads the rates."""
+        return bool(params.get("noise_corrected"))
+
+    @classmethod
+    def state_bytes(cls, n_features: int, n_classes: int | None,
+                    params: Mapping[str, Any]) -> int:
+        """``W_``, ``theta_`` and ``A^-1`` (``K d`` floats diagonal, ``(K d)^2`` full), 3 scalars."""
+        dim = (n_classes or 0) * n_features
+        ainv = dim if params.get("diagonal") else dim * dim
+        return ITEM_BYTES * (2 * dim + ainv + 3)
 
     def set_noise_rates(self, rho0: float, rho1: float) -> None:
         """Rates for ``h`` (used only when ``noise_corrected``), for later updates."""

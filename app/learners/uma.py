@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from app.learners.base import (
+    ITEM_BYTES,
     Decision,
     Event,
     Learner,
@@ -45,6 +46,7 @@ from app.learners.base import (
     check_non_negative,
     check_range,
     check_state,
+    size_param,
 )
 from app.learners.confusion import (
     COND_MAX,
@@ -357,6 +359,17 @@ class UMA(Learner):
         self.confusion_source_ = np.array(SOURCE_IDENTITY, dtype=np.int64)
         if confusion is not None:
             self.set_confusion(confusion)
+
+    @classmethod
+    def state_bytes(cls, n_features: int, n_classes: int | None,
+                    params: Mapping[str, Any]) -> int:
+        """``W_`` (``Q x d``, or ``Q x D`` with a kernel map of ``d x D + D``), the window
+        (``window x (d + 1)``), the gold counts and confusion matrix (``Q^2`` each), 4 scalars."""
+        q, d = n_classes or 0, n_features
+        window = size_param(params, "window")
+        mapped = size_param(params, "n_components") if params.get("kernel") is not None else 0
+        weights = q * (mapped or d) + mapped * (d + 1)
+        return ITEM_BYTES * (weights + window * (d + 1) + 2 * q * q + 4)
 
     # -- confusion matrix -------------------------------------------------------------------
 

@@ -189,3 +189,18 @@ def test_learn_one_refuses_invalid_events(bad: dict[str, Any]) -> None:
         model.learn_one(event)
     with pytest.raises(ParamError):
         model.learn_many(stack_events([event]))
+
+
+@pytest.mark.parametrize("cls", DIAG)
+def test_expected_reward_is_clipped_and_flagged_when_beta_is_small(cls: type[DiagRidge]) -> None:
+    # clicks on every event: the observed rate tends to 1, calibrated (1 - 0.45) / 0.15 > 1
+    model = cls(n_features=1, n_classes=2, seed=0, rho0=0.45, rho1=0.4)
+    n = 200
+    model.learn_many({"x": np.ones((n, 1)), "played": np.zeros(n, dtype=np.int64),
+                      "click": np.ones(n), "greedy": np.zeros(n, dtype=np.int64),
+                      "prob": np.ones(n)})
+    out = model.decide(np.ones(1), explore=False).output
+    assert out["label"] == 0 and out["expected_reward"] == 1.0
+    assert out["calibration_unreliable"] is True
+    model.set_noise_rates(0.1, 0.1)
+    assert model.decide(np.ones(1), explore=False).output["calibration_unreliable"] is False

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from app.learners.base import State, check_state
+from app.learners.base import ITEM_BYTES, State, check_state
 from app.learners.kernels.estimators import MapEstimate, prod
 from app.learners.kernels.functions import Kernel
 
@@ -60,6 +60,19 @@ def _outer(vectors: np.ndarray) -> np.ndarray:
     return r
 
 
+def explicit_offsets(n_features: int, max_order: int, explicit_dim: int) -> list[int]:
+    """Offsets of the explicit level tensors ``d^n`` (``n <= max_order``, ``d^n <= explicit_dim``)
+    in one flat array; the last is its length.
+
+    >>> explicit_offsets(3, max_order=30, explicit_dim=10)
+    [0, 1, 4, 13]
+    """
+    offsets = [0]
+    while len(offsets) - 1 <= max_order and n_features ** (len(offsets) - 1) <= explicit_dim:
+        offsets.append(offsets[-1] + n_features ** (len(offsets) - 1))
+    return offsets
+
+
 class FeatureStore:
     """``w = sum of explicit level tensors + budgeted list of Map_Estimates``.
 
@@ -78,10 +91,7 @@ class FeatureStore:
         self.kernel = kernel
         self.d = n_features
         self.eviction = eviction
-        self.offsets: list[int] = [0]
-        while (len(self.offsets) - 1 <= max_order
-               and n_features ** (len(self.offsets) - 1) <= explicit_dim):
-            self.offsets.append(self.offsets[-1] + n_features ** (len(self.offsets) - 1))
+        self.offsets = explicit_offsets(n_features, max_order, explicit_dim)
         self.n_explicit = len(self.offsets) - 1
         self.tensor = np.zeros(self.offsets[-1])
         self.coef = np.zeros(budget)
@@ -92,6 +102,12 @@ class FeatureStore:
         self.added = 0
         self.level_coef = np.array([math.exp(kernel.log_level_coef(n))
                                     for n in range(max_order + 1)])
+
+    @staticmethod
+    def state_bytes(n_features: int, budget: int, max_order: int, explicit_dim: int) -> int:
+        """Bytes of :meth:`get_state` for these sizes (nothing allocated)."""
+        tensor = explicit_offsets(n_features, max_order, explicit_dim)[-1]
+        return ITEM_BYTES * (tensor + budget * (3 + max_order * n_features) + 2)
 
     def _tensor(self, n: int) -> np.ndarray:
         return self.tensor[self.offsets[n]:self.offsets[n + 1]]
@@ -204,6 +220,11 @@ class SupportStore:
         self.stamp = np.full(budget, -1, dtype=np.int64)
         self.norm2 = 0.0
         self.added = 0
+
+    @staticmethod
+    def state_bytes(n_features: int, budget: int) -> int:
+        """Bytes of :meth:`get_state` for these sizes (nothing allocated)."""
+        return ITEM_BYTES * (budget * (n_features + 2) + 2)
 
     def value(self, x: np.ndarray) -> float:
         """``<w, Psi(x)> = sum_i alpha_i k(sv_i, x)``."""
