@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.learners.base import Batch, Event, Learner, batch_size, iter_events, stack_events
-from app.learners.proxy import unbiased_click
+from app.learners.proxy import clip_probability, unbiased_click
 from app.learning import apply_noise_rates, build_learner
 from app.store.codec import CodecError
 from app.store.delivery import Deliveries, TrainerView
@@ -302,11 +302,14 @@ async def _learn(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner, decod
 
 
 def _learn_checked(learner: Learner, batch: Batch) -> None:
-    """``learn_many``, refusing a result with non-finite weights (e.g. a NaN-padded field)."""
-    learner.learn_many(batch)
+    """``learn_many``, refusing a result with non-finite state (an overflow, a NaN-padded
+    field): no accepted event may make a weight non-finite; the caller then isolates and
+    dead-letters the events that do."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        learner.learn_many(batch)
     for name, arr in learner.get_state().items():
         if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-            raise FloatingPointError(f"non-finite values in {name} after the update")
+            raise FloatingPointError(f"the update would make {name} non-finite (overflow)")
 
 
 def _learn_isolated(learner: Learner, events: list[Event]) -> tuple[Learner, _Outcome]:
@@ -387,6 +390,6 @@ def _record(ctx: WorkerContext, ref: ModelRef, view: TrainerView, applied: int, 
     m.trainer_lag.labels(*ref).set(max(lag, 0.0))
     n = view.info.reward_n + reward_n
     if n:
-        m.debiased_reward.labels(*ref).set((view.info.reward_sum + reward_sum) / n)
+        m.debiased_reward.labels(*ref).set(clip_probability((view.info.reward_sum + reward_sum) / n))
     for kind, value in zip(("rho0", "rho1"), rates, strict=True):
         m.noise_rate.labels(*ref, kind).set(value)

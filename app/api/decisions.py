@@ -13,19 +13,20 @@ checked by the Lua step that logs the decision.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from app.api.context import ApiContext
 from app.api.deps import authorize_model, request_model, request_tenant
-from app.api.errors import ApiError, unknown_model
-from app.api.features import to_matrix, to_vector
+from app.api.errors import ApiError, from_param_error, unknown_model
+from app.api.features import check_norms, feature_bound, to_matrix, to_vector
 from app.api.openfeedback import add_examples, take_open
 from app.api.schemas.feedback import FeedbackBatchRequest
 from app.api.schemas.predict import PredictRequest
 from app.api.tasks import TaskSpec, task_spec
-from app.learners.base import Learner
+from app.learners.base import Learner, ParamError
 from app.learners.registry import learner_class
 from app.store.events import DecisionGuard, new_event_ids
 from app.store.keys import ModelKeys
@@ -45,7 +46,7 @@ async def predict(ctx: ApiContext, view: ModelView, body: PredictRequest) -> dic
     if found is None:
         raise unknown_model(view.config["model_id"])
     learner, version = found
-    X = _inputs(body, view.config["n_features"])
+    X = _inputs(body, view.config)
     doc = await _decide_and_log(ctx, view.tenant, view.config, learner, version, X, body)
     assert doc is not None  # unguarded: always logged
     ctx.metrics.predict_path["regular"].inc()
@@ -76,13 +77,16 @@ async def predict_cached(ctx: ApiContext, token: str, model_id: str,
     if key is None or entry is None or not key.verifies(parsed):
         return None
     try:
-        X = _inputs(body, entry.config["n_features"])
+        X = _inputs(body, entry.config)
     except ApiError:
         return None
     request_tenant.set(key.tenant)
     request_model.set(model_id)
-    doc = await _decide_and_log(ctx, key.tenant, entry.config, entry.learner, entry.version,
-                                X, body, DecisionGuard(key, entry.stamp))
+    try:
+        doc = await _decide_and_log(ctx, key.tenant, entry.config, entry.learner, entry.version,
+                                    X, body, DecisionGuard(key, entry.stamp))
+    except ApiError:  # the learner refused the input (nothing logged): the regular path says so
+        return None
     if doc is not None:
         ctx.metrics.predict_path["one_round_trip"].inc()
     return doc
@@ -97,12 +101,18 @@ async def predict_for_key(ctx: ApiContext, token: str, model_id: str,
     return doc
 
 
-def _inputs(body: PredictRequest, n_features: int) -> np.ndarray:
-    """The ``(n, n_features)`` inputs of a request (422 naming the field when they do not fit)."""
+def _inputs(body: PredictRequest, config: Mapping[str, Any]) -> np.ndarray:
+    """The ``(n, n_features)`` inputs of a request (422 naming the field when they do not fit
+    or a norm exceeds the model's ``max_feature_norm``)."""
+    n_features = config["n_features"]
     if body.features is not None:
-        return to_vector(body.features, n_features)[None, :]
+        X = to_vector(body.features, n_features)[None, :]
+        check_norms(X, feature_bound(config), "features", "features")
+        return X
     assert body.instances is not None
-    return to_matrix(body.instances, n_features)
+    X = to_matrix(body.instances, n_features)
+    check_norms(X, feature_bound(config), "instances", "instances[{}]")
+    return X
 
 
 async def _decide_and_log(ctx: ApiContext, tenant: str, config: dict[str, Any],
@@ -110,7 +120,10 @@ async def _decide_and_log(ctx: ApiContext, tenant: str, config: dict[str, Any],
                           guard: DecisionGuard | None = None) -> dict[str, Any] | None:
     """Decide for the rows of ``X``, log (or count) the decisions, count them in the metrics
     and build the response; None when ``guard`` failed (nothing logged)."""
-    decisions = learner.decide_many(X, explore=body.explore)
+    try:
+        decisions = learner.decide_many(X, explore=body.explore)
+    except ParamError as exc:
+        raise from_param_error(exc) from None
     model_id = config["model_id"]
     event_ids: list[str | None] = ([*new_event_ids(len(decisions))] if body.explore
                                    else [None] * len(decisions))

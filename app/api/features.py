@@ -5,9 +5,18 @@ Named features are hashed as scikit-learn's ``FeatureHasher`` does
 bucket ``|h| mod n_features``, sign ``+1`` if ``h >= 0`` else ``-1``, so
 that inner products stay unbiased under collisions.  The hash is stable
 across processes and machines (never Python's salted ``hash()``).
+
+Every input a model sees (predict features, examples, noisy copies) must
+have a Euclidean norm of at most the model's ``max_feature_norm``
+(:func:`check_norms`): finite numbers whose squares overflow, or one
+huge event that would swamp every weight, are refused before any learner
+sees them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from sklearn.utils import murmurhash3_32
@@ -53,6 +62,50 @@ def to_vector(features: list[float] | SparseFeatures | NamedFeatures, n_features
     if not np.all(np.isfinite(x)):
         raise ApiError(422, "invalid_features", "hashed features overflow", field)
     return x
+
+
+#: ``max_feature_norm`` of a model that does not set it.
+DEFAULT_MAX_FEATURE_NORM = 1e6
+#: Largest ``max_feature_norm`` a model may set: squared norms up to 1e300 stay finite.
+MAX_FEATURE_NORM_LIMIT = 1e150
+
+
+def feature_bound(config: Mapping[str, Any]) -> float:
+    """The ``max_feature_norm`` of a stored model config (the default for older models)."""
+    return float(config.get("max_feature_norm", DEFAULT_MAX_FEATURE_NORM))
+
+
+def check_norms(X: np.ndarray, max_norm: float, field: str, rows: str | None = None) -> None:
+    """422 ``invalid_features`` naming the first row of ``X`` whose norm exceeds ``max_norm``.
+
+    ``X`` is one input ``(d,)`` (named ``field``) or one per row ``(n, d)``
+    (named ``rows`` formatted with the row index, e.g. ``"instances[{}]"``).
+
+    >>> check_norms(np.array([3.0, 4.0]), 5.0, "features")
+    >>> check_norms(np.array([1e308, -1e308]), 1e6, "features")
+    Traceback (most recent call last):
+    ...
+    app.api.errors.ApiError: finite values whose squares overflow float64: norm above 1.3e154 ...
+    """
+    # Entries within max_norm (<= 1e150) cannot overflow a sum of up to 1e8 squares: the
+    # usual case costs two vector operations, without an error-state context.
+    bound2 = max_norm * max_norm
+    if X.ndim == 1 or len(X) == 1:
+        x = X.reshape(-1)
+        if float(np.abs(x).max()) <= max_norm and float(x.dot(x)) <= bound2:
+            return
+    with np.errstate(over="ignore"):
+        norm2 = np.einsum("...j,...j->...", X, X)
+    bad = np.flatnonzero(~(np.atleast_1d(norm2) <= bound2))
+    if bad.size == 0:
+        return
+    i = int(bad[0])
+    where = field if rows is None or X.ndim == 1 else rows.format(i)
+    value = float(np.atleast_1d(norm2)[i])
+    found = (f"norm {np.sqrt(value):.4g}" if np.isfinite(value) else
+             "finite values whose squares overflow float64: norm above 1.3e154")
+    raise ApiError(422, "invalid_features", f"{found} exceeds the model's max_feature_norm "
+                   f"{max_norm:.4g}", where)
 
 
 def to_matrix(instances: list[list[float] | SparseFeatures | NamedFeatures], n_features: int,

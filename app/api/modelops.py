@@ -13,6 +13,7 @@ import numpy as np
 
 from app.api.context import ApiContext
 from app.api.errors import ApiError, from_param_error, unknown_model
+from app.api.features import feature_bound
 from app.api.schemas.models import (
     ArrayPayload,
     ModelCreateRequest,
@@ -77,13 +78,18 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
               "uid": secrets.token_hex(8)}
     if label_budget is not None:
         config["label_budget"] = label_budget
+    config["max_feature_norm"] = body.max_feature_norm
     try:
-        state_bytes = sum(a.nbytes for a in build_learner(config).get_state().values())
+        # from the shapes, before anything is allocated; then build once to validate
+        state_bytes = (cls.state_bytes(body.n_features, body.n_classes, params)
+                       + cls.buffer_bytes(body.n_features, body.n_classes, params))
+        if state_bytes <= MAX_STATE_BYTES:
+            build_learner(config)
     except ParamError as exc:
         field = exc.field if exc.field.startswith("params.") or exc.field in (
             "n_features", "n_classes", "task", "algorithm") else f"params.{exc.field}"
         raise ApiError(422, "invalid_param", exc.message, field) from None
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, KeyError) as exc:
         raise ApiError(422, "invalid_param", str(exc), "params") from None
     if state_bytes > MAX_STATE_BYTES:
         raise ApiError(422, "invalid_param", f"the model's state would take "
@@ -116,7 +122,7 @@ def model_response(record: ModelRecord) -> ModelResponse:
                          dead_letters_dropped=record.dead_letters_dropped,
                          debiased_reward=s.debiased_reward),
         noise=noise_response(record.noise) if c["task"] in ("label", "label_set") else None,
-        label_budget=c.get("label_budget"))
+        label_budget=c.get("label_budget"), max_feature_norm=feature_bound(c))
 
 
 async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -> ModelResponse:

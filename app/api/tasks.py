@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from app.api.errors import ApiError, validation_error
-from app.api.features import to_vector
+from app.api.features import check_norms, feature_bound, to_vector
 from app.api.schemas.common import EVENT_ID_PATTERN
 from app.api.schemas.feedback import (
     LabelFeedback,
@@ -230,6 +230,7 @@ def _noisy_label_feedback(event: NoisyLabelFeedback, config: Mapping[str, Any],
                   "true_label": np.array(-1, dtype=np.int64)}
     if event.features is not None:
         fields["x"] = to_vector(event.features, config["n_features"])
+        check_norms(fields["x"], feature_bound(config), "features")
     return fields
 
 
@@ -242,6 +243,7 @@ def _noisy_input_feedback(event: NoisyInputFeedback, config: Mapping[str, Any],
             raise ApiError(422, "invalid_feedback", f"each copy has n_features = {d} numbers, "
                            f"got {len(row)}", f"copies[{i}]")
     fields = {"copies": np.array(event.copies, dtype=np.float64).reshape(len(event.copies), d)}
+    check_norms(fields["copies"], feature_bound(config), "copies", "copies[{}]")
     params = config["params"]
     if (event.target is not None and make_loss(params["loss"], params["smoothing"]).classification
             and event.target not in (-1.0, 1.0)):

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import redis.asyncio as aioredis
 
+from app.learners.proxy import clip_probability
 from app.store import codec
 from app.store.client import Scripts
 from app.store.keys import ModelKeys
@@ -39,8 +40,9 @@ class SnapshotInfo:
 
     @property
     def debiased_reward(self) -> float | None:
-        """Running mean of the noise-corrected reward over applied events."""
-        return self.reward_sum / self.reward_n if self.reward_n else None
+        """Running mean of the noise-corrected reward over applied events, clipped to [0, 1]
+        (a click rate; the unclipped mean of ``h(f)`` strays outside it on few events)."""
+        return clip_probability(self.reward_sum / self.reward_n) if self.reward_n else None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from app.api.schemas.models import NoiseResponse
 from app.api.schemas.noise import NoiseJobResponse, NoisePutRequest
 from app.learners.base import ParamError
 from app.learners.proxy import check_noise_rates
+from app.learners.registry import algorithms, learner_class
 from app.store.models import ModelView
 
 router = APIRouter(prefix="/v1/models", tags=["noise"],
@@ -27,6 +28,19 @@ JOB_POLL_SECONDS = 0.05
 def _bandit_only(view: ModelView) -> None:
     if view.config["task"] not in ("label", "label_set"):
         raise ApiError(404, "no_noise_rates", "noise rates exist for label and label_set models")
+
+
+def _uses_noise_rates(view: ModelView) -> None:
+    """422 unless the model's learner uses noise rates (as its class declares)."""
+    config = view.config
+    task, algorithm = config["task"], config["algorithm"]
+    if learner_class(task, algorithm).takes_noise_rates(config["params"]):
+        return
+    users = [a for a in algorithms(task) if learner_class(task, a).uses_noise_rates]
+    which = (f"the {task} algorithms that use them: {', '.join(users)}" if users
+             else f"no {task} algorithm uses them")
+    raise ApiError(422, "noise_rates_unused", f"{algorithm!r} (with these params) ignores "
+                   f"click-noise rates, so setting them would change nothing; {which}")
 
 
 @router.get("/{model_id}/noise", response_model=NoiseResponse)
@@ -42,8 +56,12 @@ async def get_noise(view: ModelDep) -> NoiseResponse:
 @router.put("/{model_id}/noise", response_model=NoiseResponse,
             responses={422: {"model": ErrorResponse}})
 async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> NoiseResponse:
-    """Configure rates (each in [0, 1), sum < 1); the trainer uses them from its next batch."""
+    """Configure rates (each in [0, 1), sum < 1); the trainer uses them from its next batch.
+
+    A model whose algorithm ignores noise rates answers 422 ``noise_rates_unused``.
+    """
     _bandit_only(view)
+    _uses_noise_rates(view)
     try:
         rho0, rho1 = check_noise_rates(body.rho0, body.rho1)
     except ParamError as exc:

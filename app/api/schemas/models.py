@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from app.api.features import DEFAULT_MAX_FEATURE_NORM, MAX_FEATURE_NORM_LIMIT
 from app.api.schemas.common import ModelId, RequestModel
 
 MAX_FEATURES = 1_000_000
@@ -51,6 +52,11 @@ class ModelCreateRequest(RequestModel):
     seed: int | None = Field(default=None, ge=0, le=2**63 - 1, strict=True)
     label_budget: LabelBudgetConfig | None = Field(
         default=None, description="regression only: ask for extra noisy labels within a budget")
+    max_feature_norm: float = Field(
+        default=DEFAULT_MAX_FEATURE_NORM, gt=0, le=MAX_FEATURE_NORM_LIMIT, allow_inf_nan=False,
+        description="Largest Euclidean norm of an input (predict features, noisy_label example "
+                    "features, noisy_input copies); a larger one is refused with 422 "
+                    "invalid_features, so that no single event can swamp the weights")
 
 
 class ModelStats(BaseModel):
@@ -99,6 +105,7 @@ class ModelResponse(BaseModel):
     stats: ModelStats
     noise: NoiseResponse | None = None
     label_budget: LabelBudgetConfig | None = None
+    max_feature_norm: float = DEFAULT_MAX_FEATURE_NORM
 
 
 class ModelListResponse(BaseModel):

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Discriminator, Field, StringConstraints, Tag, model_validator
 
 from app.api.schemas.common import FiniteFloat, Index, RequestModel
+from app.learners.proxy import CALIBRATION_BETA_MIN
 from app.settings import MAX_BATCH
 
 #: Request-size limits of the published contract (docs/architecture.md), fixed in
@@ -88,7 +89,13 @@ class LabelPrediction(BaseModel):
     probability: float
     greedy_label: int
     model_version: int
-    expected_reward: float | None = None
+    expected_reward: float | None = Field(
+        default=None, description="ridge learners: the calibrated click probability of the "
+                                  "played label, (mu - rho0) / (1 - rho0 - rho1) clipped to [0, 1]")
+    calibration_unreliable: bool | None = Field(
+        default=None, description=f"with expected_reward: true when 1 - rho0 - rho1 < "
+                                  f"{CALIBRATION_BETA_MIN}, where dividing by it magnifies every "
+                                  "error of the predicted rate")
 
 
 class LabelSetPrediction(BaseModel):
