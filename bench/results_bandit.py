@@ -20,6 +20,7 @@ Usage::
 
     .venv/bin/python bench/results_bandit.py --quick   # minutes: smoke run
     .venv/bin/python bench/results_bandit.py           # the docs numbers
+    .venv/bin/python bench/results_bandit.py --render-only  # page and figures from the JSON
 
 Writes ``<data>/bandit.json`` (every summary), ``<out>/img/bandit_*.png`` and
 prints the Markdown tables used in ``docs/results/bandit.md``.
@@ -42,7 +43,7 @@ from app.cli import build_parser
 from app.commands.replay import replay
 from app.learners.noise import estimate_noise_rates
 from app.learners.registry import build
-from app.replay.output import Summary, plot, summarise, to_json_dict
+from app.replay.output import Summary, from_json_dict, plot, summarise, to_json_dict
 from app.sim.datasets import load_classification, stream_indices
 from app.sim.feedback import noisy_clicks
 
@@ -118,14 +119,9 @@ def noise_curves(b: Bench, gamma: dict[str, float]) -> None:
     print("\n## 2. error rate, Banditron vs RCNBF vs RCINE")
     for dataset in DATASETS:
         for rho0, rho1 in CURVE_NOISE:
-            summaries = [
+            for alg in ("banditron", "rcnbf", "rcine"):
                 b.run(dataset, alg, section="curves", rho0=rho0, rho1=rho1,
                       gamma=gamma[dataset], **({"n_s": b.n_s} if alg == "rcine" else {}))
-                for alg in ("banditron", "rcnbf", "rcine")
-            ]
-            plot(summaries, b.out / "img" / f"bandit_{dataset}_{rho0}_{rho1}.png",
-                 title=f"{dataset}, ρ=({rho0}, {rho1}), γ={gamma[dataset]}, "
-                       f"mean of {b.repeats} runs ±1 sd")
 
 
 def nrest_runs(b: Bench, gamma: dict[str, float]) -> None:
@@ -190,17 +186,33 @@ def dilute(b: Bench, gamma: dict[str, float]) -> None:
     """Section 5: MC-DBF for low/medium/high m against the baselines, noise-free."""
     print("\n## 5. MC-DBF (noise-free)")
     for dataset in DATASETS:
-        runs = [b.run(dataset, "perceptron", section="dilute", repeats=1),
-                b.run(dataset, "banditron", section="dilute", repeats=1, gamma=gamma[dataset]),
-                b.run(dataset, "soba", section="dilute", repeats=1, gamma=SOBA_GAMMA,
-                      params=json.dumps({"diagonal": True}))]
+        b.run(dataset, "perceptron", section="dilute", repeats=1)
+        b.run(dataset, "banditron", section="dilute", repeats=1, gamma=gamma[dataset])
+        b.run(dataset, "soba", section="dilute", repeats=1, gamma=SOBA_GAMMA,
+              params=json.dumps({"diagonal": True}))
         for m in SET_SIZES:
-            slp = b.run(dataset, "mc_slp", section="dilute", repeats=1, m=m)
-            dbf = b.run(dataset, "mc_dbf", section="dilute", repeats=1, m=m,
-                        gamma=MCDBF_GAMMA[m])
-            slp.algorithm, dbf.algorithm = f"mc_slp m={m}", f"mc_dbf m={m}"
-            runs += [slp, dbf]
-        plot(runs, b.out / "img" / f"bandit_dilute_{dataset}.png",
+            b.run(dataset, "mc_slp", section="dilute", repeats=1, m=m)
+            b.run(dataset, "mc_dbf", section="dilute", repeats=1, m=m, gamma=MCDBF_GAMMA[m])
+
+
+def figures(data: dict[str, Any], img: Path) -> None:
+    """The figures of sections 2 and 5, drawn from the JSON records."""
+    records, repeats = data["records"], data["meta"]["repeats"]
+    for dataset in DATASETS:
+        gamma = data["gamma"][dataset]
+        for rho0, rho1 in CURVE_NOISE:
+            curves = [from_json_dict(r) for r in _select(records, "curves", dataset=dataset,
+                                                          rho0=rho0, rho1=rho1)]
+            plot(curves, img / f"bandit_{dataset}_{rho0}_{rho1}.png",
+                 title=f"{dataset}, ρ=({rho0}, {rho1}), γ={gamma}, "
+                       f"mean of {repeats} runs ±1 sd")
+        runs = []
+        for record in _select(records, "dilute", dataset=dataset):
+            summary = from_json_dict(record)
+            if "m" in record["params"]:
+                summary.algorithm += f" m={record['params']['m']}"
+            runs.append(summary)
+        plot(runs, img / f"bandit_dilute_{dataset}.png",
              title=f"{dataset}, noise-free: MC-DBF vs baselines (1 run each)")
 
 
@@ -503,13 +515,16 @@ def main() -> None:
                         help="directory of bandit.json, the raw records (default "
                              "bench/results; --quick: the --out directory)")
     parser.add_argument("--render-only", action="store_true",
-                        help="rewrite bandit.md from an existing bandit.json, no runs")
+                        help="rewrite bandit.md and redraw its figures from an existing "
+                             "bandit.json, no runs")
     opts = parser.parse_args()
     quick = bool(opts.quick)
     out = opts.out or Path("/tmp/noisyloop-bandit-quick" if quick else "docs/results")
     data_dir = opts.data or (out if quick else Path("bench/results"))
     if opts.render_only:
-        (out / "bandit.md").write_text(render(json.loads((data_dir / "bandit.json").read_text())))
+        data = json.loads((data_dir / "bandit.json").read_text())
+        figures(data, out / "img")
+        (out / "bandit.md").write_text(render(data))
         return
     rounds = {"synsep": 10_000, "digits": 10_000} if quick else {"synsep": 100_000,
                                                                   "digits": 100_000}
@@ -531,6 +546,7 @@ def main() -> None:
     data = {"gamma": gamma, "meta": meta, "records": b.records}
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / "bandit.json").write_text(json.dumps(data, separators=(",", ":")) + "\n")
+    figures(data, out / "img")
     (out / "bandit.md").write_text(render(data))
     print(f"total {meta['seconds']} s; wrote {data_dir / 'bandit.json'} and {out / 'bandit.md'}")
 

@@ -13,7 +13,8 @@ D. moons / circles with the smoothed hinge.
 
 Usage: ``.venv/bin/python bench/results_kernels.py [--quick] [--out docs/results]
 [--data bench/results]`` (writes ``<data>/kernels.json`` and plots under ``<out>/img/``;
-prints a markdown table).
+prints a markdown table); ``--replot`` redraws the plots and tables from
+``<data>/kernels.json`` without running anything.
 """
 
 from __future__ import annotations
@@ -67,10 +68,17 @@ def main() -> None:
     parser.add_argument("--out", default="docs/results", help="directory of the plots (img/)")
     parser.add_argument("--data", type=Path, default=Path("bench/results"),
                         help="directory of kernels.json, the raw rows")
+    parser.add_argument("--replot", action="store_true",
+                        help="redraw the plots and tables from <data>/kernels.json, run nothing")
     opts = parser.parse_args()
     scale = 0.2 if opts.quick else 1.0
     out = Path(opts.out)
     (out / "img").mkdir(parents=True, exist_ok=True)
+    if opts.replot:
+        saved = json.loads((opts.data / "kernels.json").read_text())
+        plot(saved["rows"], out / "img")
+        print_tables(saved["rows"])
+        return
     rows: dict[str, list[dict[str, Any]]] = {"A": [], "B": [], "C": [], "D": []}
 
     # A: step-size trade-off, linear kernel, squared loss, noise 1.0.
@@ -111,6 +119,11 @@ def main() -> None:
     (opts.data / "kernels.json").write_text(json.dumps(
         {"quick": opts.quick, "rows": rows}, indent=1))
     plot(rows, out / "img")
+    print_tables(rows)
+
+
+def print_tables(rows: dict[str, list[dict[str, Any]]]) -> None:
+    """One Markdown table per part (A-D) of the rows."""
     for part, part_rows in rows.items():
         print(f"\n### {part}\n")
         print("| run | final (running) | first 10% | last 10% | last/first | copies/round "
@@ -134,7 +147,7 @@ def plot(rows: dict[str, list[dict[str, Any]]], img: Path) -> None:
            ylabel="MSE, last 10% of rounds", title="linear kernel, input noise 1.0")
     ax.legend()
     fig.tight_layout()
-    save_figure(fig, img / "kernels_eta_tradeoff.png", dpi=110)
+    save_figure(fig, img / "kernels_eta_tradeoff.png")
     plt.close(fig)
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
@@ -149,7 +162,7 @@ def plot(rows: dict[str, list[dict[str, Any]]], img: Path) -> None:
     for ax in axes:
         ax.legend(fontsize=7)
     fig.tight_layout()
-    save_figure(fig, img / "kernels_curves.png", dpi=110)
+    save_figure(fig, img / "kernels_curves.png")
     plt.close(fig)
 
 

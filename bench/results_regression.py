@@ -182,7 +182,7 @@ def plot_variants(results: dict[str, dict[str, Any]], panels: list[tuple[str, st
         ax.set(title=title, xlabel="round", ylabel="cumulative MSE", yscale="log")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    save_figure(fig, path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -199,7 +199,7 @@ def plot_budget(budget: dict[str, dict[str, Any]], path: Path) -> None:
         ax.set(title=f"{schedule} noise variance", xlabel="budget B", ylabel="MSE")
         ax.legend(fontsize=6)
     fig.tight_layout()
-    save_figure(fig, path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -216,7 +216,7 @@ def plot_trace(res: dict[str, Any], B: float, path: Path) -> None:
     ax2.set(ylabel="a", yscale="log")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    save_figure(fig, path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
 
 

@@ -269,7 +269,7 @@ def plot(results: list[ReplayResult], path: Path) -> None:
     ax.legend(fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    save_figure(fig, path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
 
 

@@ -53,7 +53,8 @@ def uma_batch(X: np.ndarray, y: np.ndarray, C: np.ndarray, n_classes: int) -> UM
 
 
 def perceptron_epochs(X: np.ndarray, y: np.ndarray, n_classes: int, seed: int) -> np.ndarray:
-    """Spec 6.1's batch baseline: shuffled epochs until one has no mistake, at most 10."""
+    """Batch multiclass Perceptron (the baseline): shuffled epochs until one has no mistake,
+    at most 10."""
     model = NoisyLabelPerceptron(n_features=X.shape[1], n_classes=n_classes)
     rng = np.random.default_rng(seed)
     for _ in range(PERCEPTRON_EPOCHS):
@@ -105,7 +106,7 @@ def toy(runs: int, steps: list[int], img: Path) -> str:
     axes[1].set(xlabel="approximation factor rho (>0: noise underestimated)",
                 ylabel="confusion rate (test)", title="(b) misestimated C (data noise = M)")
     fig.tight_layout()
-    save_figure(fig, img / "uma_toy.png", dpi=100)
+    save_figure(fig, img / "uma_toy.png")
     plt.close(fig)
     lines = ["| i | ‖C−diag C‖_F | UMA (true C) | UMA, C = I | ρ = 1 − i/10 | UMA given C_i, data noise M |",
              "|---|---|---|---|---|---|"]
@@ -145,7 +146,7 @@ def digits_online(rounds: int, seeds: list[int], img: Path) -> str:
            title="digits, class q reported as q+1 w.p. 0.35")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    save_figure(fig, img / "uma_digits_online.png", dpi=100)
+    save_figure(fig, img / "uma_digits_online.png")
     plt.close(fig)
     return "\n".join(lines)
 
