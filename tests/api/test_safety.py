@@ -91,7 +91,7 @@ def test_max_feature_norm_bounds_every_input(client: TestClient, tenant: dict[st
     assert_invalid_features(r, "copies[1]")
 
 
-@pytest.mark.parametrize("value", [0, -1.0, 1e151, "1e6"])
+@pytest.mark.parametrize("value", [0, -1.0, 1e151])
 def test_max_feature_norm_out_of_range_422(client: TestClient, tenant: dict[str, str],
                                            value: Any) -> None:
     r = client.post("/v1/models", json={"model_id": "m1", "task": "label", "n_features": 4,
