@@ -275,14 +275,14 @@ def render(data: dict[str, Any]) -> str:
         "NREst); P2 = *Multiclass Classification using dilute bandit feedback* (MC-DBF).\n")
 
     add("## Protocol\n")
-    add(f"* **Data.** `synsep`: the Kakade et al. generator of spec 6.6 (9 classes, 400 binary "
+    add(f"* **Data.** `synsep`: the generator of Kakade et al. (2008) (9 classes, 400 binary "
         f"features), {rounds['synsep']:,} fresh rows per run, as P1. `digits`: scikit-learn's "
         "8x8 digits (1,797 rows, 10 classes, 64 features) replayed in random order with "
         f"replacement for {rounds['digits']:,} rounds; P1 used MNIST/USPS/Fashion-MNIST and "
         "P2 VGG features of CIFAR/SVHN/MNIST, none of which ship with the project. Rows are "
         "scaled to unit L2 norm.")
     add("* **Metric.** Cumulative online error rate of the *greedy* prediction "
-        "`argmax W x` against the true label (what P2 states and what our API spec asks; "
+        "`argmax W x` against the true label (what P2 states and what `noisyloop replay` reports; "
         "P1 does not say which label it scores). The played-label error is given in "
         "brackets: it also pays for exploration.")
     add(f"* **Runs.** {repeats} runs per configuration (seeds 0..{repeats - 1}); "
@@ -295,7 +295,8 @@ def render(data: dict[str, Any]) -> str:
         "on the buffer of `(x, played, noisy click)` (P1 does not report N_s). NREst: "
         "scikit-learn MLP 2 x 48 (P1's SynSep size) with early stopping on the validation "
         "log-loss, one-hot label input, percentile 100 (1 - 1/(2K)), medians over classes "
-        "and class pairs, beta_min = 0.1 (spec 1.5).\n")
+        "and class pairs, beta_min = 0.1 (the estimates are scaled down so that "
+        "rho0 + rho1 <= 1 - beta_min).\n")
 
     add("## 1. gamma sweep at (rho0, rho1) = (0.2, 0.4)\n")
     rows = []
@@ -430,13 +431,13 @@ def render(data: dict[str, Any]) -> str:
     clean = {d: final(d, "banditron", (0.0, 0.0)) for d in DATASETS}
     noisy = {d: final(d, "rcnbf", (0.15, 0.15)) for d in DATASETS}
     add("* **Data and scale.** None of the papers' image data sets ship with the project, "
-        "and our SynSep generator is rebuilt from the description in spec 6.6 (the "
+        "and our SynSep generator is rebuilt from its published description (the "
         "Banditron paper's exact recipe could not be checked), so absolute error levels "
         "are not comparable with the papers' figures; only the orderings and shapes are. "
         f"`digits` has 1,797 rows, so {rounds['digits']:,} rounds revisit each row about "
         f"{rounds['digits'] // 1797} times. Runs are {rounds['synsep']:,} rounds and "
-        f"{repeats} repeats (P2: 10^6 rounds, both papers: 10 repeats) to fit a shared "
-        "2-core machine.")
+        f"{repeats} repeats (P2: 10^6 rounds, both papers: 10 repeats) to bound the run "
+        "time on 2 CPUs.")
     add("* **P1 claim 1 (under noise RCNBF and RCINE end far below the baselines): "
         "reproduced** on both data sets and all four noisy settings (section 2), with the "
         "same gamma for all three learners.")
@@ -496,7 +497,7 @@ def render(data: dict[str, Any]) -> str:
         "As in P2, low m is comparable to the bandit baselines and the error grows with m "
         "(P2 Figs. 3 and 5; on SynSep m = 4 and 6 are within noise of each other with one "
         "run each). P2's Fig. 4 (MC-DBF converges to MC-SLP) is not reached in 10^5 "
-        "rounds: the importance weight 1/(Z tau1) is heavy-tailed for larger m (spec 2.5) "
+        "rounds: the importance weight 1/(Z tau1) is heavy-tailed for larger m "
         "and P2 ran 10^6 rounds. Our SOBA uses a diagonal A (the full K d x K d inverse is "
         "too slow at d = 400), a weaker learner than P2's SOBA, so that comparison is not "
         "the paper's. MC-SLP itself stays close to the Perceptron on SynSep but not on "
