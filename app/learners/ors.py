@@ -37,7 +37,7 @@ two_sample    (5), ``ê = ȳ - ŷ``         refused (needs k >= 2)  (5), ``ê = 
 Variant 8 ("one sample and pred", unknown variance) estimates ``y`` by
 ``(ỹ + ŷ)/2`` and ``v`` by ``(ỹ - ŷ)²/4``; then ``ê² = V`` and rule (5)
 collapses to the data-independent ``α = r/(2r + ‖x‖²)``, half the unscaled
-step (spec 3.4, erratum 7.2 #8 and #10).  With ``k >= 2`` labels and unknown
+step.  With ``k >= 2`` labels and unknown
 variance, ``k_variance`` says how the variance of the mean ``ȳ`` is
 estimated: ``"pred"`` (default [ours]: the mean is treated as one label of
 variant 8, ``ê = (ȳ - ŷ)/2`` and ``V = ê²``, so ``α = r/(2r + ‖x‖²)``),

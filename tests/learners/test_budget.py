@@ -1,4 +1,4 @@
-"""Tests of the label-budget strategies (spec 3.5, 3.8 #7-8)."""
+"""Tests of the label-budget strategies: labels asked per round against the budget."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_self_tuned_never_exceeds_budget(budget: float, scale: float) -> None:
 
 @pytest.mark.parametrize("budget", [1.5, 2.0, 3.0])
 def test_self_tuned_ends_near_limited_budget(budget: float) -> None:
-    """Spec 3.8 #8: within a few percent of 0.95·B on a stationary stream."""
+    """The self-tuned strategy spends within a few percent of 0.95·B on a stationary stream."""
     strategy = make_budget("auto_self_tuned", budget, seed=4)
     _spend(strategy, np.random.default_rng(5).normal(0, 1, 20_000))
     running = strategy.labels_used / strategy.rounds

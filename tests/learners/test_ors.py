@@ -235,7 +235,7 @@ def test_build_defaults_to_ors() -> None:
 
 
 def test_scaling_beats_noisy_feedback_on_synthetic_stream() -> None:
-    """Spec 3.8 #9: variant 8 has lower long-run MSE than unscaled updates (same r).
+    """The paper's claim: variant 8 has lower long-run MSE than unscaled updates (same r).
 
     Over 5 seeds the mean of the last 2000 squared errors is compared; the
     gap (about 2x) is far above the spread between seeds.
