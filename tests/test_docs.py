@@ -1,14 +1,16 @@
 """The README and docs/ stay true to the code and stand on their own.
 
 Every setting is in the README; the algorithm reference is the generator's
-output; every relative link resolves to a file of the repository; docs/ holds
-pages and figures only (no raw run output) and never points at files outside
-the repository.
+output; every relative link resolves to a file of the repository, and its
+``#anchor`` to a heading of the page it names; docs/ holds pages and figures
+only (no raw run output) within size budgets and never points at files
+outside the repository.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,21 +71,54 @@ def test_readme_learner_table_lists_every_algorithm() -> None:
         assert f"`{algorithm}`" in rows[task], f"{task}/{algorithm} missing from the README"
 
 
+def _without_code(text: str) -> str:
+    """Markdown text without fenced code blocks and code spans."""
+    return re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.DOTALL))
+
+
 def _links(page: Path) -> list[str]:
-    """The relative link targets of a Markdown page, outside code blocks and spans."""
+    """The relative link targets of a Markdown page (``#anchor`` alone included),
+    outside code blocks and spans."""
+    return [target for target in LINK.findall(_without_code(page.read_text()))
+            if not re.match(r"[a-z][a-z0-9+.-]*:", target)]
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: its text lower-cased, without Markdown marks and
+    punctuation other than ``-`` and ``_``, spaces as hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "")
+    text = re.sub(r"[^\w\- ]", "", text.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors of a page's headings; a repeated one gets ``-1``, ``-2``, ... as on GitHub."""
     text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
-    text = re.sub(r"`[^`\n]*`", "", text)
-    return [target for target in LINK.findall(text)
-            if not re.match(r"[a-z][a-z0-9+.-]*:", target) and not target.startswith("#")]
+    seen: dict[str, int] = {}
+    anchors = set()
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*#*$", text, flags=re.MULTILINE):
+        slug = _slug(heading)
+        anchors.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def _broken(page: Path) -> list[str]:
+    """Relative links of ``page`` to no file of the repository, or to no heading of a page."""
+    broken = []
+    for target in _links(page):
+        name, _, anchor = target.partition("#")
+        path = (page.parent / name).resolve() if name else page
+        missing = not path.exists() or not path.is_relative_to(ROOT)
+        if missing or (anchor and path.suffix == ".md" and anchor not in _anchors(path)):
+            broken.append(target)
+    return broken
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_every_relative_link_resolves_to_a_file_in_the_repository(page: Path) -> None:
-    broken = []
-    for target in _links(page):
-        path = (page.parent / target.split("#", 1)[0]).resolve()
-        if not path.exists() or not path.is_relative_to(ROOT):
-            broken.append(target)
+def test_every_relative_link_resolves_to_a_file_and_heading_in_the_repository(
+        page: Path) -> None:
+    broken = _broken(page)
     assert not broken, f"{page.relative_to(ROOT)}: links that resolve to nothing: {broken}"
 
 
@@ -93,9 +128,22 @@ def test_link_check_sees_a_broken_link(tmp_path: Path) -> None:
     assert _links(page) == ["page.md", "missing.md#x"]
 
 
+def test_link_check_sees_a_missing_anchor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "other.md").write_text(
+        "# Current figures (27 runs)\n## `api --workers` and *p99*\n## Notes\n## Notes\n"
+        "```\n# not a heading\n```\n")
+    page = tmp_path / "page.md"
+    page.write_text("## Top\n[a](#top) [b](other.md#current-figures-27-runs) "
+                    "[c](other.md#api---workers-and-p99) [d](other.md#notes-1) "
+                    "[e](other.md#gone) [f](#missing) [g](other.md#not-a-heading)")
+    assert _broken(page) == ["other.md#gone", "#missing", "other.md#not-a-heading"]
+
+
 #: Size budgets of docs/: the pages, and the figures the results pages show
-#: (64-colour palette PNGs from ``app.replay.output.save_figure``).
-PAGES_BUDGET_KB, FIGURES_BUDGET_KB = 250, 450
+#: (64-colour palette PNGs at 80 dpi from ``app.replay.output.save_figure``).
+PAGES_BUDGET_KB, FIGURES_BUDGET_KB = 250, 300
 
 
 def test_docs_hold_pages_and_figures_only_and_stay_small() -> None:
