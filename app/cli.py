@@ -15,6 +15,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from app.commands.deferred import DeferredArgumentParser
+
 # One BLAS thread per process: the learners' matrix products are small, and
 # OpenBLAS's thread pool makes a batch update up to 70x slower on a busy
 # 2-core machine.  Set before any sub-command imports numpy.
@@ -62,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Online learning from noisy, delayed, partial feedback.",
     )
     parser.add_argument("--version", action=VersionAction)
-    subparsers = parser.add_subparsers(dest="command", required=True)
+    subparsers = parser.add_subparsers(dest="command", required=True,
+                                       parser_class=DeferredArgumentParser)
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
     return parser

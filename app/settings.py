@@ -1,4 +1,5 @@
-"""The one typed configuration shared by the API, the workers and the command line.
+"""The typed configuration of the API and the command line (the workers' own knobs are in
+:mod:`workers.settings`).
 
 Values come from the environment (prefix ``NOISYLOOP_``; the Redis URL also
 from plain ``REDIS_URL``) or from keyword arguments (the command line passes
@@ -68,11 +69,6 @@ class Settings(BaseSettings):
         description="How long a decision context outlives its wait time, so that a late "
                     "sweeper still finds it (and a duplicate still gets 409).")
 
-    trainer_batch_size: int = Field(default=1000, ge=1, le=100_000,
-                                    description="Stream entries read for one update (doubled after a "
-                                                "full read, up to 8x).")
-    trainer_interval_seconds: float = Field(default=0.05, gt=0, le=60,
-                                            description="Trainer idle poll / flush interval.")
     snapshot_cache_size: int = Field(default=256, ge=1, le=100_000,
                                      description="Learners kept per API process.")
 

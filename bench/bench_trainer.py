@@ -31,6 +31,7 @@ from app.sim.datasets import synthetic
 from app.sim.feedback import noisy_clicks
 from app.store import ModelKeys, Store
 from app.store.embedded import EmbeddedRedis
+from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 
@@ -65,8 +66,8 @@ async def run(url: str, algorithm: str, shape: str, events: int, batch_size: int
         clicks = noisy_clicks((played == y[lo:lo + len(ctxs)]).astype(float), 0.1, 0.3, rng)
         await store.events.take_feedback_many(
             mk, [(eid, {"click": np.array(c)}) for (eid, _), c in zip(ctxs, clicks, strict=True)])
-    worker = Worker(store, roles=("trainer",), worker_id="bench", batch_size=batch_size,
-                    nrest_processes=False)
+    worker = Worker(store, WorkerSettings(roles=("trainer",), worker_id="bench",
+                                          batch_size=batch_size, nrest_threads=True))
     started, cpu = time.perf_counter(), time.process_time()
     applied = await worker.drain()
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu

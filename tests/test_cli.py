@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from app.cli import build_parser, main
+from app.commands.deferred import DeferredArgumentParser
 
 SERVICE_MODULES = ("fastapi", "uvicorn", "starlette", "redis", "pydantic", "httpx",
                    "app.api", "app.main", "app.store", "app.client", "workers")
@@ -30,7 +31,9 @@ def test_build_parser_imports_no_service_module() -> None:
 
 
 def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
-    """``parser`` and every sub-command's parser below it."""
+    """``parser`` and every sub-command's parser below it, with its deferred flags."""
+    if isinstance(parser, DeferredArgumentParser):
+        parser.complete()
     yield parser
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):

@@ -1,4 +1,4 @@
-"""What the role handlers share: configuration, store, metrics, leases, caches.
+"""What the role handlers share: settings, store, metrics, leases, caches.
 
 Built once when a :class:`workers.worker.Worker` starts (arq's "context"):
 the handlers in :mod:`workers.trainer`, :mod:`workers.nrest` and
@@ -19,29 +19,10 @@ from app.store import Store
 from app.store.delivery import DeliveryStore
 from app.store.leases import HeartbeatStore, LeaseStore
 from app.store.nrest import SampleStore
+from workers.settings import WorkerSettings
 
 ModelRef = tuple[str, str]
 """``(tenant, model)``."""
-
-
-@dataclass(frozen=True)
-class WorkerConfig:
-    """Settings of one worker process (see :class:`workers.worker.Worker`)."""
-
-    worker_id: str
-    roles: tuple[str, ...]
-    batch_size: int = 1000
-    flush_interval: float = 0.05
-    poll_interval: float = 0.5
-    lease_ttl: float = 10.0
-    heartbeat_ttl: float = 15.0
-    max_deliveries: int = 10
-    handler_timeout: float = 120.0
-    retry_delay: float = 1.0
-    nrest_interval: float = 600.0
-    nrest_buffer: int = 5000
-    nrest_timeout: float = 300.0
-    sweep_limit: int = 1000
 
 
 @dataclass
@@ -58,7 +39,7 @@ class CachedLearner:
 class WorkerContext:
     """Resources opened at start-up and handed to every handler."""
 
-    config: WorkerConfig
+    config: WorkerSettings
     store: Store
     metrics: Metrics
     executor: Executor

@@ -1,7 +1,8 @@
 """The worker: runs the background roles (trainer, NREst, sweeper) against one store.
 
-Configured by keyword arguments, each role a module of plain ``async``
-handlers of a shared :class:`~workers.context.WorkerContext` (after arq).
+Configured by one :class:`~workers.settings.WorkerSettings`, each role a
+module of plain ``async`` handlers of a shared
+:class:`~workers.context.WorkerContext` (after arq).
 Each role loops ``handler -> sleep while idle`` until the stop event is
 set; a pass that fails on an unreachable store is retried after
 ``retry_delay``, any other failure is logged and retried the same way.
@@ -25,53 +26,28 @@ import logging
 import multiprocessing
 import os
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
 from app.metrics import Metrics
 from app.store import STORE_ERRORS, Store
 from app.store.embedded import _die_with_parent
-from app.store.leases import check_worker_id
 from app.store.util import utc_now
 from workers import nrest, sweeper, trainer
-from workers.context import WorkerConfig, WorkerContext
+from workers.context import WorkerContext
+from workers.settings import Role, WorkerSettings
 
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[WorkerContext], Awaitable[int]]
 
-#: Role name -> one pass of the role (returns the work it did).
-ROLES: dict[str, Handler] = {
+#: Role -> one pass of the role (returns the work it did).
+ROLES: dict[Role, Handler] = {
     "trainer": trainer.run_pass,
     "nrest": nrest.run_pass,
     "sweeper": sweeper.run_pass,
 }
-#: Accepted role names that mean another role: every task's models, the
-#: in-order ones (regression, noisy_label with UMA, noisy_input) included,
-#: are trained by the trainer.
-ALIASES = {"uma": "trainer"}
-DEFAULT_ROLES = ("trainer", "nrest", "sweeper")
-
-
-def resolve_roles(names: Sequence[str]) -> tuple[str, ...]:
-    """Canonical role names (aliases resolved, duplicates dropped); ValueError if unknown."""
-    out: list[str] = []
-    for name in names:
-        role = ALIASES.get(name.strip(), name.strip())
-        if role not in ROLES:
-            raise ValueError(f"unknown role {name!r}; choose from "
-                             f"{sorted([*ROLES, *ALIASES])}")
-        if role not in out:
-            out.append(role)
-    if not out:
-        raise ValueError("no role given")
-    return tuple(out)
-
-
-def default_worker_id() -> str:
-    """The host name: stable across restarts, so a restarted worker resumes its own entries."""
-    return socket.gethostname().split(".")[0] or "worker"
 
 
 class Worker:
@@ -81,70 +57,26 @@ class Worker:
     ----------
     store:
         The store (its Redis connection is shared, not closed here).
-    roles:
-        Roles to run (``trainer``, ``nrest``, ``sweeper``; ``uma`` = ``trainer``).
-    worker_id:
-        Heartbeat name and consumer name in the trainer group (default: the
-        host name).  Two workers on one host need distinct ids.
-    batch_size:
-        Stream entries read for one update; a full read doubles the model's next
-        read, up to ``MAX_BATCH_GROWTH`` times this (:mod:`workers.trainer`).
-    flush_interval:
-        Trainer's sleep when no model had a full batch (the longest an event
-        waits for a batch to fill).
-    poll_interval:
-        Sleep of the NREst and sweeper roles when idle.
-    lease_ttl:
-        Seconds a trainer lease lives without renewal (a dead worker's models
-        are taken over after this).
-    heartbeat_ttl:
-        Seconds the heartbeat key lives without refresh.
-    max_deliveries:
-        Deliveries after which an entry that was never applied goes to the
-        dead-letter stream.
-    handler_timeout:
-        Longest one batch update may take.
-    nrest_interval:
-        Periodic NREst run after this many seconds if there are new samples
-        (besides every ``n_s`` new samples).
-    nrest_buffer:
-        Sample buffer size of the models without ``n_s``.
-    nrest_processes:
-        Fit NREst in a child process (default); False: in a thread.
+    settings:
+        What to run and how (default: ``WorkerSettings()``, i.e. the
+        environment, else the defaults).
     metrics:
         Metrics container (``serve`` passes the API's; default a fresh one).
     metrics_port:
         Serve the metrics over HTTP on this port (None: do not).
     """
 
-    def __init__(self, store: Store, *, roles: Sequence[str] = DEFAULT_ROLES,
-                 worker_id: str | None = None, batch_size: int = 1000,
-                 flush_interval: float = 0.05, poll_interval: float = 0.5,
-                 lease_ttl: float = 10.0, heartbeat_ttl: float = 15.0,
-                 max_deliveries: int = 10, handler_timeout: float = 120.0,
-                 retry_delay: float = 1.0, nrest_interval: float = 600.0,
-                 nrest_buffer: int = 5000, nrest_processes: bool = True,
+    def __init__(self, store: Store, settings: WorkerSettings | None = None, *,
                  metrics: Metrics | None = None, metrics_port: int | None = None) -> None:
-        if batch_size < 1 or max_deliveries < 1 or nrest_buffer < 1:
-            raise ValueError("batch_size, max_deliveries and nrest_buffer must be >= 1")
-        if min(flush_interval, poll_interval, lease_ttl, heartbeat_ttl, handler_timeout,
-               retry_delay, nrest_interval) <= 0:
-            raise ValueError("intervals, time-outs and time-to-lives must be > 0")
-        self.config = WorkerConfig(
-            worker_id=check_worker_id(worker_id or default_worker_id()),
-            roles=resolve_roles(roles), batch_size=batch_size, flush_interval=flush_interval,
-            poll_interval=poll_interval, lease_ttl=lease_ttl, heartbeat_ttl=heartbeat_ttl,
-            max_deliveries=max_deliveries, handler_timeout=handler_timeout,
-            retry_delay=retry_delay, nrest_interval=nrest_interval, nrest_buffer=nrest_buffer)
+        self.config = settings if settings is not None else WorkerSettings()
         self.store = store
         self.metrics = metrics or Metrics()
         self.metrics_port = metrics_port
-        self.nrest_processes = nrest_processes
         self.ctx: WorkerContext | None = None
         self._http: Any = None
 
     def _executor(self) -> Executor:
-        if self.nrest_processes and "nrest" in self.config.roles:
+        if not self.config.nrest_threads and "nrest" in self.config.roles:
             # spawn: a fork of a process with threads and an event loop is unsafe
             # (and the child dies with this process, even on SIGKILL)
             return ProcessPoolExecutor(max_workers=1,
@@ -219,7 +151,7 @@ class Worker:
             self._http = None
         logger.info("worker %s: stopped", self.config.worker_id)
 
-    async def _loop(self, ctx: WorkerContext, role: str) -> None:
+    async def _loop(self, ctx: WorkerContext, role: Role) -> None:
         handler = ROLES[role]
         cfg = self.config
         interval = cfg.flush_interval if role == "trainer" else cfg.poll_interval

@@ -11,6 +11,8 @@ import argparse
 import asyncio
 import signal
 import socket
+import sys
+from typing import TYPE_CHECKING
 
 from app.commands.runtime import (
     add_service_arguments,
@@ -19,6 +21,10 @@ from app.commands.runtime import (
     uvicorn_options,
     with_admin_token,
 )
+from app.commands.worker import invalid_settings
+
+if TYPE_CHECKING:
+    from workers.settings import WorkerSettings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,23 +48,39 @@ def first_start_banner(token: str, host: str, port: int) -> str:
     )
 
 
+def serve_worker_settings() -> WorkerSettings:
+    """The in-process worker's settings: the environment's, as for ``noisyloop worker``,
+    with the id ``serve-<host name>`` unless ``NOISYLOOP_WORKER_ID`` sets one (so that a
+    ``noisyloop worker`` on the same host keeps its own)."""
+    from workers.settings import WorkerSettings
+
+    settings = WorkerSettings()
+    if "worker_id" in settings.model_fields_set:
+        return settings
+    return WorkerSettings(worker_id=f"serve-{socket.gethostname()}")
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn
+    from pydantic import ValidationError
 
     from app.api.context import ApiContext
     from app.logs import configure_logging
     from app.main import create_app
-    from workers.worker import DEFAULT_ROLES, Worker
+    from workers.worker import Worker
 
     settings = settings_from_args(args)
     configure_logging(settings.log_level, settings.log_json)
     settings, new_token = with_admin_token(settings)
 
+    try:
+        worker_settings = serve_worker_settings()
+    except ValidationError as exc:
+        sys.stderr.write(f"noisyloop serve: {invalid_settings(exc)}\n")
+        return 2
+
     async def workers(ctx: ApiContext, stop: asyncio.Event) -> None:
-        await Worker(ctx.store, roles=DEFAULT_ROLES, worker_id=f"serve-{socket.gethostname()}",
-                     batch_size=ctx.settings.trainer_batch_size,
-                     flush_interval=ctx.settings.trainer_interval_seconds,
-                     metrics=ctx.metrics).run(stop)
+        await Worker(ctx.store, worker_settings, metrics=ctx.metrics).run(stop)
 
     with redis_for(settings, publish_url=True) as url:
         settings = settings.model_copy(update={"redis_url": url})

@@ -19,6 +19,7 @@ with warnings.catch_warnings():
 from app.api.context import ApiContext
 from app.main import create_app
 from app.settings import Settings
+from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 ADMIN_TOKEN = "test-admin-token-0123456789abcdef"
@@ -26,8 +27,9 @@ ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 async def run_trainer(ctx: ApiContext, stop: asyncio.Event) -> None:
-    await Worker(ctx.store, roles=("trainer",), worker_id="api-tests", flush_interval=0.01,
-                 metrics=ctx.metrics, nrest_processes=False).run(stop)
+    settings = WorkerSettings(roles=("trainer",), worker_id="api-tests", flush_interval=0.01,
+                              nrest_threads=True)
+    await Worker(ctx.store, settings, metrics=ctx.metrics).run(stop)
 
 
 def make_client(redis_url: str, trainer: bool = True, **settings: Any) -> TestClient:

@@ -24,10 +24,11 @@ ADMIN_TOKEN = "client-test-admin-token-0123456789"
 
 
 async def _trainer(ctx: Any, stop: asyncio.Event) -> None:
+    from workers.settings import WorkerSettings
     from workers.worker import Worker
 
-    await Worker(ctx.store, roles=("trainer",), worker_id="client-tests", flush_interval=0.01,
-                 metrics=ctx.metrics).run(stop)
+    settings = WorkerSettings(roles=("trainer",), worker_id="client-tests", flush_interval=0.01)
+    await Worker(ctx.store, settings, metrics=ctx.metrics).run(stop)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from app.store.leases import LeaseStore
 from app.store.models import ModelView
 from app.store.snapshots import PublishConflict
 from app.store.tenants import KeyRecord, parse_api_key
+from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 CONFIG = {"model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 2,
@@ -40,7 +41,8 @@ MK = ModelKeys("t", "m")
 
 
 def _trainer(store: Store, worker_id: str) -> Worker:
-    return Worker(store, roles=("trainer",), worker_id=worker_id, nrest_processes=False)
+    return Worker(store, WorkerSettings(roles=("trainer",), worker_id=worker_id,
+                                        nrest_threads=True))
 
 
 def test_codec_roundtrip_shapes_and_dtypes() -> None:

@@ -12,11 +12,13 @@ from app.store import Store
 from app.store.expiry import expire_many
 from app.store.nrest import SampleStore
 from tests.workers.conftest import create_model, decisions, model_config
+from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 
 def worker(store: Store) -> Worker:
-    return Worker(store, roles=("sweeper", "trainer"), worker_id="sw", nrest_processes=False)
+    return Worker(store, WorkerSettings(roles=("sweeper", "trainer"), worker_id="sw",
+                                        nrest_threads=True))
 
 
 async def test_sweeper_turns_unanswered_decisions_into_no_clicks(store: Store) -> None:
@@ -105,11 +107,11 @@ async def test_noise_samples_keep_only_observed_feedback_not_default_no_clicks(
     await store.events.take_feedback_many(
         mk, [(logged[i][0], {"click": np.array(clicks[i])}) for i in answered])
     await asyncio.sleep(2.1)
-    sweeper = Worker(store, roles=("sweeper",), worker_id="s", nrest_processes=False)
+    sweeper = Worker(store, WorkerSettings(roles=("sweeper",), worker_id="s", nrest_threads=True))
     assert await sweeper.drain() == 6
     # one batch of 3 answered and 6 default events
-    assert await Worker(store, roles=("trainer",), worker_id="t", nrest_processes=False,
-                        batch_size=10).drain() == 9
+    assert await Worker(store, WorkerSettings(roles=("trainer",), worker_id="t",
+                                              nrest_threads=True, batch_size=10)).drain() == 9
     samples = await SampleStore(store.redis).load(mk)
     assert samples is not None
     np.testing.assert_array_equal(samples.X, np.stack([logged[i][1]["x"] for i in answered]))

@@ -12,6 +12,7 @@ from app.store.delivery import DeliveryStore
 from app.store.leases import LeaseStore
 from tests.workers.conftest import create_model, decisions, model_config
 from workers import trainer
+from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 
@@ -33,7 +34,8 @@ def expected_state(config: dict, events: list[dict[str, np.ndarray]]) -> dict[st
 
 
 def worker(store: Store, wid: str = "w1", **kwargs: object) -> Worker:
-    return Worker(store, roles=("trainer",), worker_id=wid, nrest_processes=False, **kwargs)
+    return Worker(store, WorkerSettings(roles=("trainer",), worker_id=wid, nrest_threads=True,
+                                        **kwargs))
 
 
 async def test_trainer_batches_equal_learn_many_of_all_events(store: Store) -> None:

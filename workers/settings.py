@@ -1,0 +1,163 @@
+"""The one configuration of a worker: every knob, its default, range and meaning, once.
+
+Values come from the environment (prefix ``NOISYLOOP_WORKER_``, e.g.
+``NOISYLOOP_WORKER_BATCH_SIZE``; the trainer's two older variables
+``NOISYLOOP_TRAINER_BATCH_SIZE`` and ``NOISYLOOP_TRAINER_INTERVAL_SECONDS``
+are still read) or from keyword arguments: ``noisyloop worker`` passes the
+flags it was given, so a flag overrides the environment, which overrides the
+default.  ``noisyloop serve`` builds the same object for its in-process
+worker.  Unsafe values are refused when the object is built, naming the
+field, so a misconfigured worker stops at start-up.
+
+The command line builds one flag per field (``--batch-size`` for
+``batch_size``), its help the field's description: adding a knob here adds
+its flag, its environment variable and its validation.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from app.store.leases import check_worker_id
+
+logger = logging.getLogger(__name__)
+
+ENV_PREFIX = "NOISYLOOP_WORKER_"
+
+Role = Literal["trainer", "nrest", "sweeper"]
+"""The background roles a worker can run (:data:`workers.worker.ROLES` has their handlers)."""
+
+
+def default_worker_id() -> str:
+    """The host name: stable across restarts, so a restarted worker resumes its own entries."""
+    return socket.gethostname().split(".")[0] or "worker"
+
+
+class WorkerSettings(BaseSettings):
+    """Configuration of one worker process (see the field descriptions).
+
+    A field's ``validation_alias`` lists the environment variables read for
+    it, the first found wins; ``populate_by_name`` keeps its name as the
+    keyword argument (``WorkerSettings(batch_size=10)``).
+    """
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid",
+                                      populate_by_name=True, frozen=True)
+
+    roles: Annotated[tuple[Role, ...], NoDecode] = Field(
+        default=("trainer", "nrest", "sweeper"),
+        description="Roles to run, comma-separated: trainer (applies feedback to every model), "
+                    "nrest (estimates noise rates), sweeper (expires decisions whose feedback "
+                    "never came).")
+    worker_id: str = Field(
+        default_factory=default_worker_id, validation_alias=AliasChoices("NOISYLOOP_WORKER_ID"),
+        description="Heartbeat and consumer name in the trainer group; two workers on one host "
+                    "need distinct ids (default: the host name; `serve`: serve-<host name>).")
+    batch_size: int = Field(
+        default=1000, ge=1, le=100_000,
+        validation_alias=AliasChoices("NOISYLOOP_WORKER_BATCH_SIZE", "NOISYLOOP_TRAINER_BATCH_SIZE"),
+        description="Stream entries the trainer reads for one update; behind (a full read), it "
+                    "doubles its next read of the model, up to 8x.")
+    flush_interval: float = Field(
+        default=0.05, gt=0, le=60,
+        validation_alias=AliasChoices("NOISYLOOP_WORKER_FLUSH_INTERVAL",
+                              "NOISYLOOP_TRAINER_INTERVAL_SECONDS"),
+        description="Seconds the trainer sleeps when no model had a full batch (the longest an "
+                    "event waits for a batch to fill).")
+    poll_interval: float = Field(
+        default=0.5, gt=0, le=60,
+        description="Seconds the NREst and sweeper roles sleep when idle.")
+    lease_ttl: float = Field(
+        default=10.0, ge=0.1, le=3600,
+        description="Seconds a trainer lease lives without renewal (a dead worker's models are "
+                    "taken over after this).")
+    heartbeat_ttl: float = Field(
+        default=15.0, ge=0.1, le=3600,
+        description="Seconds this worker's heartbeat lives without refresh (what --check "
+                    "reads).")
+    max_deliveries: int = Field(
+        default=10, ge=1, le=1000,
+        description="Deliveries after which an event never applied goes to the dead letters.")
+    handler_timeout: float = Field(
+        default=120.0, gt=0, le=86_400,
+        description="Longest one batch update may take, in seconds.")
+    retry_delay: float = Field(
+        default=1.0, gt=0, le=300,
+        description="Seconds a role waits before retrying a pass that failed (e.g. on an "
+                    "unreachable store).")
+    nrest_interval: float = Field(
+        default=600.0, gt=0, le=7 * 86_400,
+        description="Seconds after which NREst re-estimates a model's noise rates if it has new "
+                    "samples (besides every n_s new samples).")
+    nrest_buffer: int = Field(
+        default=5000, ge=10, le=1_000_000,
+        description="NREst samples kept per model whose parameters set no n_s.")
+    nrest_timeout: float = Field(
+        default=300.0, gt=0, le=86_400,
+        description="Longest one NREst fit may take, in seconds.")
+    nrest_threads: bool = Field(
+        default=False,
+        description="Fit NREst in a thread instead of a child process (a child process keeps "
+                    "the fit's CPU time off the trainer's event loop).")
+    sweep_limit: int = Field(
+        default=1000, ge=1, le=100_000,
+        description="Expired decisions the sweeper handles per model in one pass.")
+
+    @field_validator("roles", mode="before")
+    @classmethod
+    def _role_list(cls, value: Any) -> Any:
+        """A comma-separated string or a sequence; duplicates dropped, order kept."""
+        names = value.split(",") if isinstance(value, str) else value
+        if not isinstance(names, list | tuple):
+            return value
+        roles = list(dict.fromkeys(_renamed(str(name).strip()) for name in names
+                                   if str(name).strip()))
+        if not roles:
+            raise ValueError("no role given")
+        return tuple(roles)
+
+    @field_validator("worker_id")
+    @classmethod
+    def _valid_worker_id(cls, value: str) -> str:
+        return check_worker_id(value)
+
+    @classmethod
+    def env_var(cls, name: str) -> str:
+        """The environment variable documented for field ``name``."""
+        alias = cls.model_fields[name].validation_alias
+        if isinstance(alias, AliasChoices):
+            return str(alias.choices[0])
+        return ENV_PREFIX + name.upper()
+
+    @classmethod
+    def field_named(cls, key: str) -> str:
+        """The field that ``key`` (a field name or an environment variable of it) sets."""
+        for name, field in cls.model_fields.items():
+            alias = field.validation_alias
+            names = alias.choices if isinstance(alias, AliasChoices) else ()
+            if key.upper() in (ENV_PREFIX + name.upper(), *map(str, names)):
+                return name
+        return key
+
+
+def _renamed(name: str) -> str:
+    """``name`` as a role: a learner algorithm's name given as a role means the trainer.
+
+    Deprecated: an in-order learner once ran in a role named after it; the
+    trainer now trains every learner, and such a role name is accepted, with
+    a warning, as ``trainer``.
+    """
+    if name in get_args(Role):
+        return name
+    from app.learners import registry
+
+    if any(name == algorithm for _, algorithm in registry.ALGORITHMS):
+        logger.warning("role %r is deprecated and means 'trainer' (the trainer trains every "
+                       "learner); use --roles trainer", name)
+        return "trainer"
+    return name
