@@ -1,10 +1,10 @@
 """The README and docs/ stay true to the code and stand on their own.
 
-Every setting is in the README; the algorithm reference is the generator's
-output; every relative link resolves to a file of the repository, and its
-``#anchor`` to a heading of the page it names; docs/ holds pages and figures
-only (no raw run output) within size budgets and never points at files
-outside the repository.
+Every setting (the API's and the workers') is in the README; the algorithm
+reference is the generator's output; every relative link resolves to a file
+of the repository, and its ``#anchor`` to a heading of the page it names;
+docs/ holds pages and figures only (no raw run output) within size budgets
+and never points at files outside the repository.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pytest
 from app import docgen
 from app.learners import registry
 from app.settings import Settings
+from workers.settings import WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -31,6 +32,13 @@ def test_readme_documents_every_setting() -> None:
     missing = [name for name in Settings.model_fields
                if f"NOISYLOOP_{name.upper()}" not in README]
     assert not missing, f"settings not in the README's Configuration table: {missing}"
+
+
+def test_readme_documents_every_worker_setting_with_its_flag() -> None:
+    missing = [name for name in WorkerSettings.model_fields
+               if f"| `{WorkerSettings.env_var(name)}` | `--{name.replace('_', '-')}` |"
+               not in README]
+    assert not missing, f"worker settings not in the README's worker table: {missing}"
 
 
 def test_readme_quick_start_has_the_two_make_commands() -> None:
