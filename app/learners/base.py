@@ -16,9 +16,38 @@ A learner is a plain numpy object (no I/O, no clocks, no HTTP, no Redis):
   as ``dict[str, np.ndarray]`` (names end in ``_``).
 
 The constructor takes hyper-parameters only, as keyword arguments, validates
-them once and raises :class:`ParamError` (a ``ValueError`` naming the
-parameter) when one is out of range.  Randomness comes only from the ``seed``
-parameter (spec 0.3).
+them once, keeps each under an attribute of its name and raises
+:class:`ParamError` (a ``ValueError`` naming the parameter) when one is out
+of range.  Randomness comes only from the ``seed`` parameter (spec 0.3).
+
+Capabilities.  What a service must know of a learner, it asks the class, never
+the algorithm's name (after scikit-learn's estimator tags and River's
+``_tags``): class attributes and class methods of :class:`Learner`, with
+defaults here that a learner overrides.  A driver (the API, the workers, the
+replay command) reads them from the class before it builds a learner.
+
+* ``task``, ``feedback_fields``, ``logged_only``, ``paper``: what the learner
+  decides and learns from (see :class:`Learner`).
+* ``uses_noise_rates`` / :meth:`~Learner.takes_noise_rates`: the learner reads
+  click-noise rates (:meth:`~Learner.set_noise_rates`); a service refuses
+  rates for a model that ignores them.
+* ``keeps_noise_samples``: a driver buffers the logged ``(x, played, click)``
+  of observed feedback and refits the noise rates on them (NREst,
+  :func:`app.learners.noise.estimate_noise_rates`) while the rates were not
+  configured by hand; ``owns_noise_estimate``: NREst is part of the algorithm,
+  so it refits even over configured rates; :meth:`~Learner.noise_samples`:
+  the buffer's size from the hyper-parameters (None: the driver's default).
+* ``takes_confusion_matrix``: the learner corrects for a label-noise confusion
+  matrix (:meth:`~Learner.set_confusion`, :meth:`~Learner.confusion_report`).
+* :meth:`~Learner.labels_per_event`: labels one event needs at least before
+  it can be learned from (a label budget cannot promise more than one).
+* ``service_defaults``: hyper-parameters a service uses instead of the
+  constructor's defaults (the client's ``params`` still win).
+* :meth:`~Learner.state_bytes`, :meth:`~Learner.buffer_bytes`: the memory a
+  model takes, from the shapes, before anything is allocated.
+
+The contract tests (``tests/learners/test_contract.py``) check every
+registered learner against what it declares.
 """
 
 from __future__ import annotations
@@ -46,6 +75,22 @@ class ParamError(ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+@dataclass(frozen=True)
+class ConfusionReport:
+    """The confusion matrix a learner uses now and where it comes from."""
+
+    matrix: list[list[float]]
+    """Rows: noisy label ``p``; columns: true class ``q``."""
+    configured: bool
+    """Set by the client (else estimated from gold examples, or the identity until then)."""
+    n_gold: int
+    """Gold examples counted."""
+    ready: bool
+    """Whether a configured or estimated matrix is in use (not the identity)."""
+    message: str | None = None
+    """Why the gold estimate is not in use (None when it is, or when configured)."""
 
 
 @dataclass(frozen=True)
@@ -84,11 +129,33 @@ class Learner(ABC):
     paper: ClassVar[str] = ""
     uses_noise_rates: ClassVar[bool] = False
     """Whether the learner reads click-noise rates (it then has ``set_noise_rates``)."""
+    keeps_noise_samples: ClassVar[bool] = False
+    """Whether a driver keeps NREst samples for it and hands it their estimates (it then
+    uses noise rates and learns from clicks)."""
+    owns_noise_estimate: ClassVar[bool] = False
+    """Whether NREst is part of the algorithm: its estimates replace even rates configured
+    by hand (it then keeps noise samples)."""
+    takes_confusion_matrix: ClassVar[bool] = False
+    """Whether the learner corrects for a label-noise confusion matrix (it then has
+    ``set_confusion`` and ``confusion_report``)."""
+    service_defaults: ClassVar[Mapping[str, Any]] = {}
+    """Hyper-parameters a service uses instead of the constructor's defaults (e.g. to keep
+    snapshots small); a client's params still win, replay keeps the constructor's."""
 
     @classmethod
     def takes_noise_rates(cls, params: Mapping[str, Any]) -> bool:
         """Whether a model of this class with hyper-parameters ``params`` uses noise rates."""
         return cls.uses_noise_rates
+
+    @classmethod
+    def noise_samples(cls, params: Mapping[str, Any]) -> int | None:
+        """NREst samples kept for a model with ``params`` (None: the driver's default)."""
+        return None
+
+    @classmethod
+    def labels_per_event(cls, params: Mapping[str, Any]) -> int:
+        """Labels an event must carry at least before a model with ``params`` learns from it."""
+        return 1
 
     @classmethod
     def state_bytes(cls, n_features: int, n_classes: int | None,
@@ -133,6 +200,20 @@ class Learner(ABC):
     def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
         """Decide for each row of ``X``; learners may vectorise this."""
         return [self.decide(x, explore=explore) for x in X]
+
+    def set_noise_rates(self, rho0: float, rho1: float) -> None:
+        """Use click-noise rates from now on (learners that declare ``uses_noise_rates``)."""
+        raise NotImplementedError(f"{type(self).__name__} uses no noise rates")
+
+    def set_confusion(self, matrix: np.ndarray | Sequence[Sequence[float]] | None) -> None:
+        """Use the client's confusion matrix, or None to estimate it again (learners that
+        declare ``takes_confusion_matrix``)."""
+        raise NotImplementedError(f"{type(self).__name__} takes no confusion matrix")
+
+    def confusion_report(self) -> ConfusionReport:
+        """The confusion matrix in use and where it comes from (learners that declare
+        ``takes_confusion_matrix``)."""
+        raise NotImplementedError(f"{type(self).__name__} takes no confusion matrix")
 
 
 def check_state(expected: Mapping[str, np.ndarray], given: Mapping[str, np.ndarray]) -> State:

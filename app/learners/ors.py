@@ -319,6 +319,11 @@ class ORS(_LinearRegression):
         self.beta = check_non_negative("beta", beta)
         self.k_variance = k_variance
 
+    @classmethod
+    def labels_per_event(cls, params: Mapping[str, Any]) -> int:
+        """2 with ``alpha_rule="two_sample"`` (it needs two labels per event), else 1."""
+        return 2 if params.get("alpha_rule") == "two_sample" else 1
+
     def alpha(self, labels: np.ndarray, prediction: float, variance: float | None,
               xx: float) -> float:
         """``α`` of rule (5) or (6) for one event (table in the module docstring)."""

@@ -133,6 +133,8 @@ class RCINE(RCNBF):
         "Agarwal & Manwani, *Learning Multiclass Classifier Under Noisy Bandit Feedback*, "
         "Algorithm 2 (RCINE) with Algorithm 3 (NREst)"
     )
+    keeps_noise_samples = True
+    owns_noise_estimate = True
 
     def __init__(self, *, n_features: int, n_classes: int | None = None,
                  seed: int | None = None, gamma: float = 0.05,
@@ -148,7 +150,12 @@ class RCINE(RCNBF):
             "percentile", percentile, 0.0, 100.0, low_open=True)
 
     @classmethod
+    def noise_samples(cls, params: Mapping[str, Any]) -> int:
+        """``n_s``: NREst refits on the last ``n_s`` samples."""
+        return size_param(params, "n_s")
+
+    @classmethod
     def buffer_bytes(cls, n_features: int, n_classes: int | None,
                      params: Mapping[str, Any]) -> int:
         """The ``n_s`` logged ``(x, played, click)`` samples NREst refits on."""
-        return size_param(params, "n_s") * ITEM_BYTES * (n_features + 2)
+        return cls.noise_samples(params) * ITEM_BYTES * (n_features + 2)

@@ -7,6 +7,7 @@ every other (scikit-learn, for one, is only needed by NREst).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from typing import Any
@@ -78,6 +79,17 @@ def default_params(cls: type[Learner]) -> dict[str, Any]:
         for name, p in inspect.signature(cls.__init__).parameters.items()
         if name not in ("self", *STRUCTURAL_ARGS) and p.default is not inspect.Parameter.empty
     }
+
+
+def hyper_params(learner: Learner) -> dict[str, Any]:
+    """The hyper-parameters of a built learner, read back from the attributes of their
+    names (the constructor keeps each so), e.g. to ask its class a capability."""
+    return {name: getattr(learner, name) for name in _param_names(type(learner))}
+
+
+@functools.cache
+def _param_names(cls: type[Learner]) -> tuple[str, ...]:
+    return tuple(default_params(cls))
 
 
 def build(

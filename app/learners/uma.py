@@ -36,6 +36,7 @@ import numpy as np
 
 from app.learners.base import (
     ITEM_BYTES,
+    ConfusionReport,
     Decision,
     Event,
     Learner,
@@ -240,8 +241,7 @@ class UMA(Learner):
         Largest condition number accepted for ``C``.
     auto_step:
         Run :meth:`step` from :meth:`learn_one` when a chunk is complete;
-        ``False`` leaves it to the caller (the service's ``uma`` worker),
-        which checks :attr:`step_due`.
+        ``False`` leaves it to the caller, which checks :attr:`step_due`.
     kernel:
         ``None`` (default): linear UMA on ``x``.  ``"gaussian:SIGMA2"``: UMA
         on random Fourier features of ``exp(-||x - x'||^2 / sigma2)`` (the
@@ -291,6 +291,7 @@ class UMA(Learner):
     task: ClassVar[str] = "noisy_label"
     feedback_fields: ClassVar[tuple[str, ...]] = ("label", "gold", "true_label")
     logged_only: ClassVar[bool] = False
+    takes_confusion_matrix: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -389,6 +390,28 @@ class UMA(Learner):
         self.confusion_ = validate_confusion(matrix, self.n_classes, cond_max=self.cond_max,
                                              orientation=orientation)
         self.confusion_source_ = np.array(SOURCE_GIVEN, dtype=np.int64)
+
+    def confusion_report(self) -> ConfusionReport:
+        """``confusion_``, where it comes from and, while UMA uses the identity, why."""
+        source = int(self.confusion_source_)
+        message = None
+        if source == SOURCE_IDENTITY:
+            estimate = estimate_confusion(self.gold_counts_, self.gold_min_per_class)
+            if estimate is None:
+                message = (f"estimated from gold examples once every class has "
+                           f"{self.gold_min_per_class} (fewest now: "
+                           f"{int(self.gold_counts_.sum(axis=0).min())}); until then UMA uses "
+                           "the identity")
+            else:
+                try:
+                    validate_confusion(estimate, self.n_classes, cond_max=self.cond_max,
+                                       field="gold estimate")
+                    message = "gold examples suffice; the estimate is used from UMA's next step"
+                except ParamError as exc:
+                    message = str(exc)
+        return ConfusionReport(matrix=self.confusion_.tolist(), configured=source == SOURCE_GIVEN,
+                               n_gold=int(self.gold_counts_.sum()),
+                               ready=source in (SOURCE_GIVEN, SOURCE_GOLD), message=message)
 
     @property
     def confusion_source(self) -> str:

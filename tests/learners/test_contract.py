@@ -310,3 +310,67 @@ def test_constructor_hyperparameters_have_immutable_defaults(case: tuple[str, st
             continue
         assert p.kind is not inspect.Parameter.VAR_POSITIONAL, name
         assert isinstance(p.default, (int, float, str, bool, tuple, type(None))), name
+
+
+def test_hyperparameters_are_kept_under_their_names(case: tuple[str, str]) -> None:
+    cls = registry.learner_class(*case)
+    learner = _build(*case)
+    kept = registry.hyper_params(learner)
+    assert kept.keys() == registry.default_params(cls).keys()
+    # what a driver asks of a built learner is what the class answers for its params
+    assert cls.labels_per_event(kept) == cls.labels_per_event(registry.default_params(cls)) >= 1
+
+
+def test_service_defaults_are_valid_params(case: tuple[str, str]) -> None:
+    task, algorithm = case
+    cls = registry.learner_class(task, algorithm)
+    assert set(cls.service_defaults) <= set(registry.default_params(cls))
+    learner = _build(*case, **cls.service_defaults)
+    params = {**registry.default_params(cls), **cls.service_defaults}
+    n_classes = N_CLASSES if task in registry.CLASS_TASKS else None
+    assert cls.state_bytes(N_FEATURES, n_classes, params) == sum(
+        np.asarray(v).nbytes for v in learner.get_state().values())
+
+
+def test_noise_capabilities_are_consistent(case: tuple[str, str]) -> None:
+    cls = registry.learner_class(*case)
+    params = {**registry.default_params(cls), **cls.service_defaults}
+    learner = _build(*case)
+    if cls.uses_noise_rates:
+        learner.set_noise_rates(0.1, 0.2)
+    else:
+        assert not cls.takes_noise_rates(params)
+        with pytest.raises(NotImplementedError):
+            learner.set_noise_rates(0.1, 0.2)
+    if cls.owns_noise_estimate:
+        assert cls.keeps_noise_samples
+    samples = cls.noise_samples(params)
+    if samples is not None:
+        assert cls.keeps_noise_samples and samples >= 1
+    if cls.keeps_noise_samples:
+        # NREst refits on the logged (x, played label, click) with the model's rates
+        assert cls.takes_noise_rates(params) and "click" in cls.feedback_fields
+        context = learner.decide(_inputs(1)[0]).context
+        assert {"x", "played"} <= set(context)
+        assert np.asarray(context["played"]).dtype.kind in "iu"
+
+
+def test_confusion_capability_is_consistent(case: tuple[str, str]) -> None:
+    cls = registry.learner_class(*case)
+    learner = _build(*case)
+    if not cls.takes_confusion_matrix:
+        with pytest.raises(NotImplementedError):
+            learner.confusion_report()
+        with pytest.raises(NotImplementedError):
+            learner.set_confusion(None)
+        return
+    k = learner.n_classes  # type: ignore[attr-defined]
+    report = learner.confusion_report()
+    assert not report.configured and report.n_gold == 0
+    matrix = np.full((k, k), 0.1 / (k - 1)) + (0.9 - 0.1 / (k - 1)) * np.eye(k)
+    learner.set_confusion(matrix)
+    report = learner.confusion_report()
+    assert report.configured and report.ready and report.message is None
+    np.testing.assert_allclose(report.matrix, matrix)
+    learner.set_confusion(None)
+    assert not learner.confusion_report().configured

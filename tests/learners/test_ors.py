@@ -8,7 +8,7 @@ from scipy.optimize import minimize_scalar
 
 from app.learners.base import ParamError
 from app.learners.ors import ALPHA_RULES, K_VARIANCES, NLMS, ORS, optimal_alpha
-from app.learners.registry import build
+from app.learners.registry import build, hyper_params
 
 D = 6
 NAN = float("nan")
@@ -256,3 +256,10 @@ def test_scaling_beats_noisy_feedback_on_synthetic_stream() -> None:
             nlms.learn_one(event)
         gaps.append(errs[1].mean() / errs[0].mean())
     assert min(gaps) > 1.3
+
+
+def test_two_sample_rule_needs_two_labels_per_event() -> None:
+    assert ORS.labels_per_event({"alpha_rule": "two_sample"}) == 2
+    assert ORS.labels_per_event({"alpha_rule": "pred"}) == NLMS.labels_per_event({}) == 1
+    learner = ORS(n_features=2, alpha_rule="two_sample")
+    assert learner.labels_per_event(hyper_params(learner)) == 2
