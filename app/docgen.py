@@ -3,9 +3,9 @@
 Every algorithm of :data:`app.learners.registry.ALGORITHMS` gets its task, the
 paper and section it implements (the class's ``paper``), a one-line description
 (the first paragraph of the class docstring) and its hyper-parameters: default
-from the constructor signature (and the service's own default where the task's
-spec sets one), meaning and range from the ``Parameters`` section of the class
-docstring.  A test compares the committed page with the
+from the constructor signature (and the service's own default where the class
+declares one in ``service_defaults``), meaning and range from the ``Parameters``
+section of the class docstring.  A test compares the committed page with the
 output, so the reference cannot drift from the code.
 
 Usage::
@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.api.tasks import TASKS as SERVED_TASKS
 from app.learners import registry
 from app.learners.base import Learner
 
@@ -115,8 +114,7 @@ def algorithm_section(task: str, algorithm: str) -> list[str]:
     if not vars(cls).get("paper"):
         raise DocError(f"{cls.__name__} ({task}/{algorithm}) does not set `paper`")
     defaults = registry.default_params(cls)
-    served = SERVED_TASKS.get(task)
-    service = served.service_defaults.get(algorithm, {}) if served else {}
+    service = cls.service_defaults
     texts = parameter_texts(cls)
     default_mark = " (default for the task)" if registry.algorithms(task)[0] == algorithm else ""
     lines = [

@@ -57,15 +57,10 @@ def decision_seed(seed: int | None, version: int) -> int | None:
     return int(np.random.SeedSequence([int(seed), int(version)]).generate_state(1)[0])
 
 
-def uses_noise_rates(learner: Learner) -> bool:
-    """Whether the learner corrects for click noise (``set_noise_rates``)."""
-    return bool(getattr(learner, "uses_noise_rates", False))
-
-
 def apply_noise_rates(learner: Learner, rho0: float, rho1: float) -> None:
     """Hand the model's current noise rates to a noise-aware learner (no-op otherwise)."""
-    if uses_noise_rates(learner):
-        learner.set_noise_rates(rho0, rho1)  # type: ignore[attr-defined]
+    if learner.uses_noise_rates:
+        learner.set_noise_rates(rho0, rho1)
 
 
 def initial_noise_rates(params: Mapping[str, Any]) -> tuple[float, float]:

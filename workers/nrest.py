@@ -1,13 +1,13 @@
 """NREst role: re-estimates the click-noise rates rho0, rho1 of the models that learn them.
 
-Which models: ``rcine`` (the estimate is its algorithm, P1 Algorithm 2) and
-the ridge bandits (``linucb_diag``, ``squarecb_diag``, ``linucb``, whose
-``expected_reward`` is calibrated with the rates) unless their rates were
-configured with ``PUT .../noise``.  For these the trainer appends the
-logged ``(x, played label, noisy click)`` of every applied feedback event
-(not the sweeper's default no-click events, which were never observed) to
-a capped sample buffer (``n_s`` samples for ``rcine``, else the worker's
-``nrest_buffer``).
+Which models: those whose learner class declares ``keeps_noise_samples``
+(:mod:`app.learners.base`), unless their rates were configured with
+``PUT .../noise`` and NREst is not part of the algorithm
+(``owns_noise_estimate``).  For these the trainer
+appends the logged ``(x, played label, noisy click)`` of every applied
+feedback event (not the sweeper's default no-click events, which were never
+observed) to a capped sample buffer (the class's ``noise_samples`` of the
+model's params, else the worker's ``nrest_buffer``).
 
 One pass (:func:`run_pass`) first runs the queued jobs of
 ``POST .../noise/estimate`` (any label model with samples), then every
@@ -31,9 +31,7 @@ import numpy as np
 
 from app.learners.base import Batch
 from app.learners.noise import NoiseEstimate, estimate_noise_rates
-from app.learners.rcnbf import RCINE
-from app.learners.registry import learner_class
-from app.learners.ridge import RidgeBandit
+from app.learners.registry import algorithms, learner_class
 from app.store.keys import ModelKeys
 from app.store.nrest import QueuedJob
 from app.store.util import utc_now
@@ -51,22 +49,21 @@ class EstimateFailed(Exception):
 
 def keeps_samples(config: dict[str, Any]) -> bool:
     """Whether the trainer buffers NREst samples for this model."""
-    if config.get("task") != "label":
-        return False
-    cls = learner_class(config["task"], config["algorithm"])
-    return issubclass(cls, (RCINE, RidgeBandit))
+    return learner_class(config["task"], config["algorithm"]).keeps_noise_samples
 
 
 def estimates_periodically(config: dict[str, Any], source: str) -> bool:
-    """rcine always; the ridge bandits while their rates are not configured by hand."""
-    if not keeps_samples(config):
-        return False
-    return config["algorithm"] == "rcine" or source != "configured"
+    """Models that keep samples, while their rates are not configured by hand (always
+    when the estimate is the algorithm's own)."""
+    cls = learner_class(config["task"], config["algorithm"])
+    return cls.keeps_noise_samples and (cls.owns_noise_estimate or source != "configured")
 
 
 def buffer_size(ctx: WorkerContext, config: dict[str, Any]) -> int:
-    """Samples kept per model: rcine's ``n_s``, else the worker's ``nrest_buffer``."""
-    return int((config.get("params") or {}).get("n_s") or ctx.config.nrest_buffer)
+    """Samples kept per model: its class's ``noise_samples``, else the worker's
+    ``nrest_buffer``."""
+    cls = learner_class(config["task"], config["algorithm"])
+    return cls.noise_samples(config.get("params") or {}) or ctx.config.nrest_buffer
 
 
 def samples_of(config: dict[str, Any], applied: Batch, observed: np.ndarray,
@@ -121,8 +118,10 @@ async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:
         if config is None:
             raise EstimateFailed("the model no longer exists")
         if not keeps_samples(config):
-            raise EstimateFailed(f"{config['algorithm']!r} models keep no NREst sample "
-                                 "buffer (rcine and the ridge bandits do)")
+            task = config["task"]
+            keepers = [a for a in algorithms(task) if learner_class(task, a).keeps_noise_samples]
+            raise EstimateFailed(f"{config['algorithm']!r} models keep no NREst sample buffer "
+                                 f"(the {task} algorithms that do: {', '.join(keepers) or 'none'})")
         new = (await ctx.samples.new_counts([mk]))[0]
         est = await estimate(ctx, ref, config, new)
     except EstimateFailed as exc:

@@ -47,6 +47,7 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
         cls = learner_class(body.task, algorithm)
     except ParamError as exc:
         raise from_param_error(exc) from None
+    params = {**default_params(cls), **cls.service_defaults, **body.params}
     if body.n_classes is None and body.task in CLASS_TASKS:
         raise ApiError(422, "invalid_param", f"task {body.task!r} needs n_classes", "n_classes")
     if body.n_classes is not None and body.task not in CLASS_TASKS:
@@ -58,10 +59,11 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
             raise ApiError(422, "invalid_param", f"task {body.task!r} has no label budget",
                            "label_budget")
         label_budget = body.label_budget.model_dump()
-        if body.params.get("alpha_rule") == "two_sample":
-            raise ApiError(422, "invalid_param", "alpha_rule 'two_sample' needs two labels in "
-                           "every round; a label budget chooses between 1 and ceil(budget)",
-                           "label_budget")
+        least = cls.labels_per_event(params)
+        if least > 1:
+            raise ApiError(422, "invalid_param", f"{algorithm!r} with these params needs "
+                           f"{least} labels in every round; a label budget chooses between 1 "
+                           "and ceil(budget)", "label_budget")
         try:
             budget_strategy(label_budget, None)
         except ParamError as exc:
@@ -71,7 +73,6 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
             spec.has_clicks and "click" in cls.feedback_fields):
         raise ApiError(422, "invalid_param", f"{algorithm!r} learns from labels, not clicks: "
                        "an unanswered decision can only be dropped", "feedback.on_timeout")
-    params = {**default_params(cls), **spec.service_defaults.get(algorithm, {}), **body.params}
     config = {"model_id": body.model_id, "task": body.task, "algorithm": algorithm,
               "n_features": body.n_features, "n_classes": body.n_classes, "params": params,
               "feedback": body.feedback.model_dump(), "seed": body.seed,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -36,6 +36,7 @@ from app.api.schemas.predict import (
 )
 from app.learners.base import Learner
 from app.learners.kernels.functions import make_loss
+from app.learners.registry import hyper_params
 from app.learning import takes_clicks
 
 FeedbackParser = Callable[[Any, Mapping[str, Any], type[Learner]], dict[str, np.ndarray]]
@@ -79,9 +80,6 @@ class TaskSpec:
     """Whether an unanswered decision may become a no-click event."""
     open_feedback: OpenPolicy | None = None
     """Feedback in parts (more labels / copies), or None: one event joins at once."""
-    service_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    """algorithm -> params the service uses instead of the learner's defaults (e.g. to keep
-    snapshots small); the client's params still win."""
     quick_feedback: QuickParser | None = None
     """(raw event, learner class) -> ``(event_id, feedback arrays)`` of the task's most
     common event shape, without building its pydantic model; None for any other raw
@@ -256,8 +254,8 @@ def _noisy_input_feedback(event: NoisyInputFeedback, config: Mapping[str, Any],
 
 def _labels_sent(learner: Learner, context: Mapping[str, np.ndarray],
                  fields: Mapping[str, np.ndarray]) -> int:
-    """The labels sent, or 2 for ORS's ``two_sample`` rule (it needs two per event)."""
-    least = 2 if getattr(learner, "alpha_rule", None) == "two_sample" else 1
+    """The labels sent, or more if the learner needs more per event (``labels_per_event``)."""
+    least = learner.labels_per_event(hyper_params(learner))
     return max(int(fields["values"].shape[0]), least)
 
 
@@ -265,14 +263,6 @@ def _copies_needed(learner: Learner, context: Mapping[str, np.ndarray],
                    fields: Mapping[str, np.ndarray]) -> int:
     return int(learner.copies_needed(context))  # type: ignore[attr-defined]
 
-
-#: The noisy_input learner's snapshot holds ``budget x max_order x n_features``
-#: floats for its support list (plus the explicit low-level tensors): the
-#: learner's defaults (1000 x 30) make it 24 MB at d = 100, these 1.9 MB.  With
-#: the exact low levels, friedman1 stored only 172 terms in 3,000 rounds and a
-#: budget of 100 learned as well as 1,000 (docs/results/kernels.md, part C);
-#: orders above 12 are drawn with probability 2^-12 at p = 2.
-KERNEL_OGD_SERVICE = {"budget": 200, "max_order": 12}
 
 TASKS: dict[str, TaskSpec] = {
     "label": TaskSpec("label", LabelFeedback, LabelPrediction, _label_feedback,
@@ -290,8 +280,7 @@ TASKS: dict[str, TaskSpec] = {
         "noisy_input", NoisyInputFeedback, NoisyInputPrediction, _noisy_input_feedback,
         has_clicks=False,
         open_feedback=OpenPolicy("copies", "more_copies", ("target",), _copies_needed,
-                                 budgeted=False, enqueue_on_expiry=False),
-        service_defaults={"kernel_ogd": KERNEL_OGD_SERVICE}),
+                                 budgeted=False, enqueue_on_expiry=False)),
 }
 
 

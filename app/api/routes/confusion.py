@@ -1,19 +1,16 @@
-"""Confusion-matrix routes (noisy_label with UMA) and the label budget (regression)."""
+"""Confusion-matrix routes (learners that take one) and the label budget (regression)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
 from fastapi import APIRouter
 
 from app.api.deps import Context, ModelDep
 from app.api.errors import ApiError, unknown_model
 from app.api.schemas.common import ErrorResponse
 from app.api.schemas.confusion import ConfusionPutRequest, ConfusionResponse, LabelBudgetResponse
-from app.learners.base import ParamError
-from app.learners.confusion import estimate_confusion, validate_confusion
-from app.learners.uma import SOURCE_GIVEN, SOURCE_GOLD, SOURCE_IDENTITY
+from app.learners.base import Learner, ParamError
+from app.learners.confusion import validate_confusion
+from app.learners.registry import ALGORITHMS, learner_class
 from app.learning import budget_seed, budget_strategy, build_learner
 from app.store.models import ModelView
 from app.store.snapshots import PublishConflict
@@ -24,46 +21,33 @@ router = APIRouter(prefix="/v1/models", tags=["confusion"],
 PUT_ATTEMPTS = 20
 
 
-def _uma_only(view: ModelView) -> None:
-    if view.config["task"] != "noisy_label" or view.config["algorithm"] != "uma":
-        raise ApiError(404, "no_confusion_matrix", "a confusion matrix exists for noisy_label "
-                       "models with algorithm 'uma'")
+def _confusion_learner(view: ModelView) -> None:
+    """404 unless the model's learner class takes a confusion matrix."""
+    task, algorithm = view.config["task"], view.config["algorithm"]
+    if learner_class(task, algorithm).takes_confusion_matrix:
+        return
+    users = [f"{t} models with algorithm {a!r}" for t, a in ALGORITHMS
+             if learner_class(t, a).takes_confusion_matrix]
+    raise ApiError(404, "no_confusion_matrix",
+                   f"a confusion matrix exists for {' and '.join(users) or 'no model'}")
 
 
-def confusion_response(config: dict[str, Any], state: dict[str, np.ndarray]) -> ConfusionResponse:
-    """The matrix UMA uses now (``confusion_``), where it comes from, and why not ready."""
-    source = int(state["confusion_source_"])
-    counts = np.asarray(state["gold_counts_"])
-    message = None
-    if source == SOURCE_IDENTITY:
-        params = config["params"]
-        estimate = estimate_confusion(counts, params["gold_min_per_class"])
-        if estimate is None:
-            message = (f"estimated from gold examples once every class has "
-                       f"{params['gold_min_per_class']} (fewest now: "
-                       f"{int(counts.sum(axis=0).min())}); until then UMA uses the identity")
-        else:
-            try:
-                validate_confusion(estimate, config["n_classes"], cond_max=params["cond_max"],
-                                   field="gold estimate")
-                message = "gold examples suffice; the estimate is used from UMA's next step"
-            except ParamError as exc:
-                message = str(exc)
-    return ConfusionResponse(matrix=np.asarray(state["confusion_"]).tolist(),
-                             source="configured" if source == SOURCE_GIVEN else "estimated",
-                             n_gold=int(counts.sum()), ready=source in (SOURCE_GIVEN, SOURCE_GOLD),
-                             message=message)
-
+def confusion_response(learner: Learner) -> ConfusionResponse:
+    """The matrix the learner uses now, where it comes from, and why not ready."""
+    report = learner.confusion_report()
+    return ConfusionResponse(matrix=report.matrix,
+                             source="configured" if report.configured else "estimated",
+                             n_gold=report.n_gold, ready=report.ready, message=report.message)
 
 
 @router.get("/{model_id}/confusion", response_model=ConfusionResponse)
 async def get_confusion(view: ModelDep, ctx: Context) -> ConfusionResponse:
     """The confusion matrix in use: rows = noisy label p, columns = true class q."""
-    _uma_only(view)
+    _confusion_learner(view)
     snap = await ctx.store.snapshots.load(view.keys)
     if snap is None:
         raise unknown_model(view.config["model_id"])
-    return confusion_response(view.config, snap.state)
+    return confusion_response(build_learner(view.config, snap.state))
 
 
 @router.put("/{model_id}/confusion", response_model=ConfusionResponse,
@@ -76,7 +60,7 @@ async def put_confusion(body: ConfusionPutRequest, view: ModelDep,
     The matrix becomes the model's ``params.confusion`` (so a reset keeps it)
     and applies from the trainer's next batch.
     """
-    _uma_only(view)
+    _confusion_learner(view)
     config = view.config
     matrix = None
     if body.matrix is not None:
@@ -95,7 +79,7 @@ async def put_confusion(body: ConfusionPutRequest, view: ModelDep,
         if snap is None:
             raise unknown_model(config["model_id"])
         learner = build_learner(config, snap.state)
-        learner.set_confusion(matrix)  # type: ignore[attr-defined]
+        learner.set_confusion(matrix)
         state = learner.get_state()
         try:
             await ctx.store.snapshots.publish(view.keys, state, expected_version=snap.version)
@@ -104,7 +88,7 @@ async def put_confusion(body: ConfusionPutRequest, view: ModelDep,
                 raise unknown_model(config["model_id"]) from None
             continue  # the trainer published meanwhile: redo on its state
         ctx.cache.forget(view.tenant, config["model_id"])
-        return confusion_response(config, state)
+        return confusion_response(learner)
     raise ApiError(503, "store_busy", "the model kept changing; retry",
                    headers={"Retry-After": "1"})
 
