@@ -22,7 +22,7 @@ from app.api.context import ApiContext
 from app.api.deps import authorize_model, request_model, request_tenant
 from app.api.errors import ApiError, from_param_error, unknown_model
 from app.api.features import check_norms, feature_bound, to_matrix, to_vector
-from app.api.openfeedback import add_examples, take_open
+from app.api.openfeedback import add_examples, take_open, take_open_many
 from app.api.schemas.feedback import FeedbackBatchRequest
 from app.api.schemas.predict import PredictRequest
 from app.api.tasks import TaskSpec, task_spec
@@ -208,24 +208,25 @@ async def _take_many(ctx: ApiContext, view: ModelView, spec: TaskSpec,
                      rejected: list[dict[str, Any]], opened: list[dict[str, Any]]) -> list[str]:
     """Join the batch's events; per event "ok", "open", "unknown", "duplicate" or "invalid".
 
-    Tasks with feedback in parts go one event at a time (each is a
-    compare-and-set step); the others in one pipelined round trip.
+    One Lua call for the whole batch; tasks with feedback in parts read
+    their open decisions first (and retry the events a concurrent part
+    changed, see :func:`~app.api.openfeedback.take_open_many`).
     """
+    items = [(eid, fields) for _, eid, fields in valid]
+    if not items:
+        return []
     if spec.open_feedback is None:
-        outcomes = await ctx.store.events.take_feedback_many(
-            view.keys, [(eid, fields) for _, eid, fields in valid]) if valid else []
-        return [o.status for o in outcomes]
+        return [o.status for o in await ctx.store.events.take_feedback_many(view.keys, items)]
     statuses = []
-    for i, eid, fields in valid:
-        try:
-            status, more = await take_open(ctx, view, spec, eid, fields)
-        except ApiError as exc:
-            if exc.status != 422:
-                raise
-            error = exc.body()["error"]
-            error["field"] = f"events[{i}].{exc.field}" if exc.field else f"events[{i}]"
+    for (i, eid, _), result in zip(valid, await take_open_many(ctx, view, spec, items),
+                                   strict=True):
+        if isinstance(result, ApiError):
+            error = result.body()["error"]
+            error["field"] = f"events[{i}].{result.field}" if result.field else f"events[{i}]"
             rejected.append({"index": i, "error": error})
-            status = "invalid"
+            statuses.append("invalid")
+            continue
+        status, more = result
         if more:
             opened.append({"index": i, "event_id": eid, **more})
         statuses.append(status)

@@ -17,8 +17,10 @@ While fewer rows arrived, the 202 response says ``more_labels: k`` /
 are stored beside the context (:class:`~app.store.openfeedback.OpenFeedbackStore`),
 each further part with the same ``event_id`` appends its rows, and the part
 that completes the count joins the event (all rows) exactly once, like any
-feedback.  Each step is one compare-and-set Lua call; a concurrent part or
-budget charge makes it retry from a fresh read.  An open decision that times
+feedback.  The parts of a batch take two Lua calls in all, as if sent one
+after another: one reads (contexts, parts so far, the budget), one takes
+with a compare-and-set step per event; a concurrent part or
+budget charge makes that event retry from a fresh read.  An open decision that times
 out is learned from with the labels received (regression) or dropped
 (noisy_input: too few copies would bias the update).
 """
@@ -26,7 +28,7 @@ out is learned from with the labels received (regression) or dropped
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -37,66 +39,148 @@ from app.learners.base import Learner
 from app.learning import budget_seed, budget_strategy
 from app.store.events import new_event_id
 from app.store.models import ModelView
-from app.store.openfeedback import BudgetCharge, OpenState
+from app.store.openfeedback import Budget, BudgetCharge, OpenState, OpenStep
 
-#: Compare-and-set attempts before answering 503 (only reached under heavy
+#: Compare-and-set attempts per event before answering 503 (only reached under heavy
 #: concurrent feedback for one model's label budget).
 MAX_ATTEMPTS = 64
+
+#: One event's result: ``("ok" | "open" | "unknown" | "duplicate", reply fields)``, or the
+#: 422 that rejects it.
+OpenResult = tuple[str, dict[str, int]] | ApiError
 
 
 async def take_open(ctx: ApiContext, view: ModelView, spec: TaskSpec, event_id: str,
                     fields: Mapping[str, np.ndarray]) -> tuple[str, dict[str, int]]:
-    """Record one part; returns ``("ok" | "open" | "unknown" | "duplicate", reply fields)``.
+    """Record one part (:func:`take_open_many` of one event; its 422 is raised)."""
+    result = (await take_open_many(ctx, view, spec, [(event_id, fields)]))[0]
+    if isinstance(result, ApiError):
+        raise result
+    return result
+
+
+async def take_open_many(ctx: ApiContext, view: ModelView, spec: TaskSpec,
+                         items: Sequence[tuple[str, Mapping[str, np.ndarray]]],
+                         ) -> list[OpenResult]:
+    """Record a part for each ``(event_id, fields)``, as if one after another, in two Lua
+    calls (one read, one take) while nothing conflicts.
 
     Reply fields are ``{policy.reply: k}`` while ``k`` rows are still wanted.
+    A repeated ``event_id`` waits for the outcome of its earlier part (a
+    later wave); a step that meets a concurrent change (``"conflict"``) is
+    re-read and retried.
     """
     policy = spec.open_feedback
     assert policy is not None
-    config = view.config
-    budget = config.get("label_budget") if policy.budgeted else None
-    mk = view.keys
-    for _ in range(MAX_ATTEMPTS):
-        state = await ctx.store.open.read(mk, event_id, budget=budget is not None)
-        if state.status != "ok":
-            return state.status, {}
+    budget = view.config.get("label_budget") if policy.budgeted else None
+    results: list[OpenResult | None] = [None] * len(items)
+    attempts = [0] * len(items)
+    todo = list(range(len(items)))
+    while todo:
+        wave, todo = _wave(items, todo)
+        for i in wave:
+            attempts[i] += 1
+            if attempts[i] > MAX_ATTEMPTS:
+                raise ApiError(503, "store_busy", "too many concurrent feedback parts for this "
+                               "model; retry", headers={"Retry-After": "1"})
+        states, read_budget = await ctx.store.open.read_many(view.keys,
+                                                             [items[i][0] for i in wave])
+        planner = _Planner(ctx, view, policy, budget, read_budget)
+        steps: list[tuple[int, OpenStep]] = []
+        for i, state in zip(wave, states, strict=True):
+            if state.status != "ok":
+                results[i] = (state.status, {})
+                continue
+            try:
+                steps.append((i, await planner.step(*items[i], state)))
+            except ApiError as exc:
+                if exc.status != 422:
+                    raise
+                results[i] = exc
+        outcomes = await ctx.store.open.take_many(view.keys, [step for _, step in steps])
+        for (i, step), outcome in zip(steps, outcomes, strict=True):
+            if outcome.status == "conflict":
+                todo.append(i)
+            elif outcome.status == "open":
+                results[i] = ("open", {policy.reply: step.wanted - step.received})
+            else:
+                results[i] = (outcome.status, {})
+        todo.sort()
+    assert None not in results  # every event ended in a result or a retry
+    return cast(list[OpenResult], results)
+
+
+def _wave(items: Sequence[tuple[str, Mapping[str, np.ndarray]]], todo: list[int],
+          ) -> tuple[list[int], list[int]]:
+    """``todo`` split into the first index of each event id and the rest (for later waves).
+
+    >>> _wave([("a", {}), ("b", {}), ("a", {})], [0, 1, 2])
+    ([0, 1], [2])
+    """
+    seen: set[str] = set()
+    wave: list[int] = []
+    rest: list[int] = []
+    for i in todo:
+        eid = items[i][0]
+        (rest if eid in seen else wave).append(i)
+        seen.add(eid)
+    return wave, rest
+
+
+class _Planner:
+    """The steps of one wave: each event's merged rows, wanted count and budget charge.
+
+    Budget charges follow each other: the strategy read once is charged
+    event after event, each charge expecting the rounds the one before left
+    (the Lua step checks them in the same order).
+    """
+
+    def __init__(self, ctx: ApiContext, view: ModelView, policy: OpenPolicy,
+                 budget: Mapping[str, Any] | None, read: Budget) -> None:
+        self.ctx, self.view, self.policy = ctx, view, policy
+        self.strategy = (budget_strategy(budget, budget_seed(view.config), read.state)
+                         if budget is not None else None)
+        self.rounds = read.rounds
+        self._learner: Learner | None = None
+
+    async def step(self, event_id: str, fields: Mapping[str, np.ndarray],
+                   state: OpenState) -> OpenStep:
+        """This part's step for an event whose decision is still waiting."""
+        policy = self.policy
         charge = None
         if state.partial is None:
             merged = dict(fields)
-            wanted, charge = await _first_wanted(ctx, view, policy, state, merged, budget)
+            wanted, charge = await self._first_wanted(state, merged)
             expected = None
         else:
             merged = _append(policy, state.partial.fields, fields)
             wanted, expected = state.partial.wanted, state.partial.received
-        received = int(merged[policy.part_field].shape[0])
-        outcome = await ctx.store.open.take(
-            mk, event_id, merged, wanted=wanted, received=received, expected=expected,
-            enqueue_on_expiry=policy.enqueue_on_expiry, charge=charge)
-        if outcome.status == "conflict":
-            continue
-        if outcome.status == "open":
-            return "open", {policy.reply: wanted - received}
-        return outcome.status, {}
-    raise ApiError(503, "store_busy", "too many concurrent feedback parts for this model; "
-                   "retry", headers={"Retry-After": "1"})
+        return OpenStep(event_id, merged, wanted, int(merged[policy.part_field].shape[0]),
+                        expected, policy.enqueue_on_expiry, charge)
 
+    async def _first_wanted(self, state: OpenState, fields: dict[str, np.ndarray],
+                            ) -> tuple[int, BudgetCharge | None]:
+        """Rows wanted in total for a first part, and the label-budget round to charge."""
+        policy = self.policy
+        for name in policy.fixed:
+            if name not in fields:
+                raise ApiError(422, "invalid_feedback", f"the first feedback of an event needs "
+                               f"{name!r}", name)
+        rows = fields[policy.part_field]
+        learner = await self._learner_now()
+        wanted = policy.first_wanted(learner, state.context, fields)
+        if self.strategy is None or rows.shape[0] != 1:
+            return wanted, None
+        prediction = float(learner.decide(state.context["x"], explore=False).output["value"])
+        extra = self.strategy.labels_wanted(float(rows[0]), prediction)
+        charge = BudgetCharge(self.rounds, self.strategy.get_state(), self.strategy.rounds)
+        self.rounds = self.strategy.rounds
+        return 1 + extra, charge
 
-async def _first_wanted(ctx: ApiContext, view: ModelView, policy: OpenPolicy, state: OpenState,
-                        fields: dict[str, np.ndarray], budget: Mapping[str, Any] | None,
-                        ) -> tuple[int, BudgetCharge | None]:
-    """Rows wanted in total for a first part, and the label-budget round to charge."""
-    for name in policy.fixed:
-        if name not in fields:
-            raise ApiError(422, "invalid_feedback", f"the first feedback of an event needs "
-                           f"{name!r}", name)
-    rows = fields[policy.part_field]
-    learner = await _learner(ctx, view)
-    wanted = policy.first_wanted(learner, state.context, fields)
-    if budget is None or rows.shape[0] != 1:
-        return wanted, None
-    strategy = budget_strategy(budget, budget_seed(view.config), state.budget_state)
-    prediction = float(learner.decide(state.context["x"], explore=False).output["value"])
-    extra = strategy.labels_wanted(float(rows[0]), prediction)
-    return 1 + extra, BudgetCharge(state.budget_rounds, strategy.get_state(), strategy.rounds)
+    async def _learner_now(self) -> Learner:
+        if self._learner is None:
+            self._learner = await _learner(self.ctx, self.view)
+        return self._learner
 
 
 def _append(policy: OpenPolicy, stored: Mapping[str, np.ndarray],

@@ -78,10 +78,17 @@ class DecisionGuard:
 
 @dataclass(frozen=True)
 class FeedbackOutcome:
-    """Result of one feedback join: ``status`` is "ok", "unknown" or "duplicate"."""
+    """Result of one feedback join: ``status`` is "ok", "unknown" or "duplicate" (a step of
+    an open decision may also give "open" or "conflict", see :mod:`app.store.openfeedback`)."""
 
     status: str
     stream_id: str | None = None
+
+
+def feedback_outcomes(reply: Any) -> list[FeedbackOutcome]:
+    """The outcomes of a feedback script's flat reply ``{status_1, stream id_1 or '', ...}``."""
+    return [FeedbackOutcome(status.decode(), sid.decode() or None)
+            for status, sid in zip(reply[::2], reply[1::2], strict=True)]
 
 
 def decode_entry(context: bytes | None, feedback: bytes | None) -> dict[str, np.ndarray]:
@@ -170,9 +177,7 @@ class EventStore:
         blobs = codec.encode_many([feedback for _, feedback in items])
         for (eid, _), blob in zip(items, blobs, strict=True):
             args += [eid, blob]
-        reply: Any = await self.scripts.run("take_feedback", keys_, args)
-        return [FeedbackOutcome(status.decode(), sid.decode() or None)
-                for status, sid in zip(reply[::2], reply[1::2], strict=True)]
+        return feedback_outcomes(await self.scripts.run("take_feedback", keys_, args))
 
     async def take_feedback(self, mk: ModelKeys, event_id: str,
                             feedback: Mapping[str, np.ndarray]) -> FeedbackOutcome:

@@ -6,10 +6,12 @@ sent: a regression model whose label budget asks for ``k`` more noisy labels
 (``more_copies``).  Such a decision stays *open*: its pending entry and
 context stay, and the feedback received so far is kept beside it in
 ``nl:{T:M}:part:E`` (wanted count, received count, the feedback blob, what
-to do on expiry).  :meth:`OpenFeedbackStore.take` moves one decision forward
-in one Lua step (``take_partial.lua``) with compare-and-set on the received
-count and on the label budget's round counter: the caller reads with
-:meth:`OpenFeedbackStore.read`, computes, and retries on ``"conflict"``.
+to do on expiry).  :meth:`OpenFeedbackStore.take_many` moves a batch of
+decisions forward in one Lua call (``take_partial.lua``), each with
+compare-and-set on its received count and on the label budget's round
+counter: the caller reads them with :meth:`OpenFeedbackStore.read_many`
+(``read_partial.lua``), computes, and retries the steps that answer
+``"conflict"``.
 
 The label budget's strategy state (:mod:`app.learners.budget`) lives in
 ``nl:{T:M}:budget`` (``rounds`` and the codec blob of its counters), so every
@@ -30,12 +32,12 @@ import redis.asyncio as aioredis
 
 from app.store import codec
 from app.store.client import lua_source
-from app.store.events import TOMBSTONE, FeedbackOutcome
+from app.store.events import TOMBSTONE, FeedbackOutcome, feedback_outcomes
 from app.store.keys import ModelKeys
 from app.store.util import text
 
 #: Lua scripts of this module (registered here, run outside pipelines).
-OPEN_SCRIPTS = ("take_partial", "add_examples")
+OPEN_SCRIPTS = ("read_partial", "take_partial", "add_examples")
 
 
 @dataclass(frozen=True)
@@ -49,14 +51,20 @@ class Partial:
 
 @dataclass(frozen=True)
 class OpenState:
-    """What :meth:`OpenFeedbackStore.read` found for one event."""
+    """What :meth:`OpenFeedbackStore.read_many` found for one event."""
 
     status: str
     """"ok", "unknown" (no context) or "duplicate" (feedback already joined)."""
     context: dict[str, np.ndarray]
     partial: Partial | None
-    budget_rounds: int
-    budget_state: dict[str, np.ndarray] | None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A model's label budget as read: rounds charged so far and the strategy's state."""
+
+    rounds: int
+    state: dict[str, np.ndarray] | None
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,25 @@ class BudgetCharge:
     rounds: int
 
 
+@dataclass(frozen=True)
+class OpenStep:
+    """One event's step for :meth:`OpenFeedbackStore.take_many`.
+
+    ``fields`` is everything received so far; the event is joined when
+    ``received >= wanted``, else its decision stays open.  ``expected`` is
+    the received count read before (None: no partial feedback may exist
+    yet).
+    """
+
+    event_id: str
+    fields: Mapping[str, np.ndarray]
+    wanted: int
+    received: int
+    expected: int | None
+    enqueue_on_expiry: bool
+    charge: BudgetCharge | None = None
+
+
 class OpenFeedbackStore:
     """Partial feedback of open decisions, label budgets, examples without a decision."""
 
@@ -75,51 +102,45 @@ class OpenFeedbackStore:
         self.redis = redis
         self._scripts = {name: redis.register_script(lua_source(name)) for name in OPEN_SCRIPTS}
 
-    async def read(self, mk: ModelKeys, event_id: str, budget: bool = False) -> OpenState:
-        """Context, partial feedback and (``budget=True``) the label budget, in one round trip."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.get(mk.context(event_id))
-            pipe.hmget(mk.partial(event_id), ["want", "n", "f"])
-            if budget:
-                pipe.hmget(mk.label_budget, ["rounds", "state"])
-            replies: list[Any] = await pipe.execute()
-        ctx, (want, n, blob) = replies[0], replies[1]
-        rounds, state = replies[2] if budget else (None, None)
-        if ctx is None or ctx == TOMBSTONE:
-            return OpenState("unknown" if ctx is None else "duplicate", {}, None, 0, None)
-        partial = (Partial(int(want), int(n), dict(codec.decode(blob)))
-                   if blob is not None and want is not None and n is not None else None)
-        return OpenState("ok", dict(codec.decode(ctx)), partial, int(rounds or 0),
-                         dict(codec.decode(state)) if state is not None else None)
+    async def read_many(self, mk: ModelKeys, event_ids: Sequence[str]
+                        ) -> tuple[list[OpenState], Budget]:
+        """Each event's context and partial feedback, and the model's label budget, in one
+        Lua call (``read_partial.lua``)."""
+        keys_ = [mk.label_budget]
+        for eid in event_ids:
+            keys_ += [mk.context(eid), mk.partial(eid)]
+        reply: Any = await self._scripts["read_partial"](keys=keys_)
+        states = [_state(reply[i], reply[i + 1:i + 4]) for i in range(2, len(reply), 4)]
+        return states, _budget(reply[:2])
 
-    async def take(self, mk: ModelKeys, event_id: str, fields: Mapping[str, np.ndarray], *,
-                   wanted: int, received: int, expected: int | None, enqueue_on_expiry: bool,
-                   charge: BudgetCharge | None = None) -> FeedbackOutcome:
-        """Record ``fields`` (everything received so far) for an open decision.
+    async def take_many(self, mk: ModelKeys, steps: Sequence[OpenStep]) -> list[FeedbackOutcome]:
+        """Record each step, in order, in one Lua call.
 
-        When ``received >= wanted`` the event is joined (status "ok"), else
-        the decision stays open ("open").  ``expected`` is the received
-        count read before (None: no partial feedback may exist yet); a
-        mismatch, or a budget whose rounds moved, gives "conflict".
+        Per step: "ok" (joined), "open", "unknown", "duplicate", or
+        "conflict" when the received count is not ``expected`` or a budget
+        charge's rounds moved (re-read and retry that step).
         """
-        args: list[bytes | str | int | float] = [
-            event_id, TOMBSTONE, "" if expected is None else str(expected),
-            "final" if received >= wanted else "open", codec.encode(fields), int(wanted),
-            int(received), "enqueue" if enqueue_on_expiry else "drop",
-            "" if charge is None else str(charge.expected_rounds),
-            b"" if charge is None else codec.encode(charge.state),
-            0 if charge is None else int(charge.rounds)]
-        reply: Any = await self._scripts["take_partial"](
-            keys=[mk.context(event_id), mk.pending, mk.events, mk.stats, mk.partial(event_id),
-                  mk.label_budget], args=args)
-        return FeedbackOutcome(text(reply[0]) or "unknown",
-                               text(reply[1]) if len(reply) > 1 else None)
+        if not steps:
+            return []
+        keys_ = [mk.pending, mk.events, mk.stats, mk.label_budget]
+        args: list[bytes | str | int | float] = [TOMBSTONE]
+        blobs = codec.encode_many([step.fields for step in steps])
+        for step, blob in zip(steps, blobs, strict=True):
+            charge = step.charge
+            keys_ += [mk.context(step.event_id), mk.partial(step.event_id)]
+            args += [step.event_id, "" if step.expected is None else str(step.expected),
+                     "final" if step.received >= step.wanted else "open", blob,
+                     int(step.wanted), int(step.received),
+                     "enqueue" if step.enqueue_on_expiry else "drop",
+                     "" if charge is None else str(charge.expected_rounds),
+                     b"" if charge is None else codec.encode(charge.state),
+                     0 if charge is None else int(charge.rounds)]
+        reply: Any = await self._scripts["take_partial"](keys=keys_, args=args)
+        return feedback_outcomes(reply)
 
-    async def budget(self, mk: ModelKeys) -> tuple[int, dict[str, np.ndarray] | None]:
-        """``(rounds, strategy state or None)`` of the model's label budget."""
-        reply: Any = await self.redis.hmget(mk.label_budget, ["rounds", "state"])
-        rounds, state = reply
-        return int(rounds or 0), dict(codec.decode(state)) if state is not None else None
+    async def budget(self, mk: ModelKeys) -> Budget:
+        """The model's label budget (rounds 0 and no state before its first charge)."""
+        return _budget(await self.redis.hmget(mk.label_budget, ["rounds", "state"]))
 
     async def add_examples(self, mk: ModelKeys,
                            examples: Sequence[tuple[str, Mapping[str, np.ndarray],
@@ -132,3 +153,17 @@ class OpenFeedbackStore:
             args += [eid, codec.encode(context), codec.encode(feedback)]
         reply: Any = await self._scripts["add_examples"](keys=[mk.events, mk.stats], args=args)
         return [text(r) or "" for r in reply]
+
+
+def _state(ctx: bytes | None, partial: list[bytes | None]) -> OpenState:
+    if ctx is None or ctx == TOMBSTONE:
+        return OpenState("unknown" if ctx is None else "duplicate", {}, None)
+    want, n, blob = partial
+    found = (Partial(int(want), int(n), dict(codec.decode(blob)))
+             if blob is not None and want is not None and n is not None else None)
+    return OpenState("ok", dict(codec.decode(ctx)), found)
+
+
+def _budget(reply: Any) -> Budget:
+    rounds, state = reply
+    return Budget(int(rounds or 0), dict(codec.decode(state)) if state is not None else None)

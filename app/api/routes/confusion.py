@@ -100,7 +100,7 @@ async def get_label_budget(view: ModelDep, ctx: Context) -> LabelBudgetResponse:
     if budget is None:
         raise ApiError(404, "no_label_budget", "this model has no label_budget (regression "
                        "models get one at creation)")
-    _, state = await ctx.store.open.budget(view.keys)
+    state = (await ctx.store.open.budget(view.keys)).state
     strategy = budget_strategy(budget, budget_seed(view.config), state)
     return LabelBudgetResponse(budget=strategy.budget, strategy=budget["strategy"],
                                rounds=strategy.rounds, labels_used=strategy.labels_used,

@@ -1,55 +1,81 @@
--- Feedback for a decision that may wait for more of it (more noisy labels of
--- a regression event, more noisy copies of a noisy_input instance): either
--- keep the decision open with the feedback received so far, or join it
--- exactly once (as take_feedback.lua) -- and, in the same step, charge the
--- model's label budget.  The caller read the partial feedback and the budget
--- first; both are compared-and-set here, so concurrent requests never lose
--- labels or overspend the budget (the loser gets 'conflict' and retries).
--- KEYS: 1 context, 2 pending, 3 events, 4 stats, 5 partial, 6 budget
--- ARGV: 1 event id, 2 tombstone, 3 expected partial count ('' = none may
---       exist yet), 4 'open' or 'final', 5 feedback blob (all received so
---       far), 6 wanted count, 7 received count, 8 on expiry ('enqueue' or
---       'drop'), 9 expected budget rounds ('' = leave the budget alone),
---       10 budget state blob, 11 budget rounds after
--- Returns {'ok', stream id} | {'open'} | {'unknown'} | {'duplicate'} | {'conflict'}.
-local ctx = redis.call('GET', KEYS[1])
-if not ctx then
-  return {'unknown'}
-end
-if ctx == ARGV[2] then
-  return {'duplicate'}
-end
-local deadline = redis.call('ZSCORE', KEYS[2], ARGV[1])
-local t = redis.call('TIME')
-if (not deadline) or tonumber(deadline) < tonumber(t[1]) then
-  return {'unknown'}
-end
-local have = redis.call('HGET', KEYS[5], 'n')
-if ARGV[3] == '' then
-  if have then
-    return {'conflict'}
+-- Feedback for decisions that may wait for more of it (more noisy labels of
+-- a regression event, more noisy copies of a noisy_input instance), a whole
+-- batch in one call: per event, either keep the decision open with the
+-- feedback received so far, or join it exactly once (as take_feedback.lua)
+-- -- and, in the same step, charge the model's label budget.  The caller
+-- read the partial feedback and the budget first; both are compared-and-set
+-- here, so concurrent requests never lose labels or overspend the budget
+-- (the loser gets 'conflict' and retries that event).
+-- KEYS: 1 pending, 2 events, 3 stats, 4 budget, then per event i:
+--       context (2i + 3), partial (2i + 4)
+-- ARGV: 1 tombstone, then per event i, ten values from ARGV[10i - 8]:
+--       event id, expected partial count ('' = none may exist yet), 'open'
+--       or 'final', feedback blob (all received so far), wanted count,
+--       received count, on expiry ('enqueue' or 'drop'), expected budget
+--       rounds ('' = leave the budget alone), budget state blob, budget
+--       rounds after
+-- Returns {status_1, stream_id_1, status_2, ...}: status 'ok' (stream id of
+-- the joined event) | 'open' | 'unknown' | 'duplicate' | 'conflict'; stream
+-- id '' unless 'ok'.  Events are taken in order: a budget charge expects the
+-- rounds the charges before it in the batch left.
+local t = tonumber(redis.call('TIME')[1])
+
+local function take(ctx_key, part_key, a)
+  local eid = ARGV[a]
+  local ctx = redis.call('GET', ctx_key)
+  if not ctx then
+    return 'unknown'
   end
-elseif have ~= ARGV[3] then
-  return {'conflict'}
-end
-if ARGV[9] ~= '' then
-  local rounds = redis.call('HGET', KEYS[6], 'rounds') or '0'
-  if rounds ~= ARGV[9] then
-    return {'conflict'}
+  if ctx == ARGV[1] then
+    return 'duplicate'
   end
-  redis.call('HSET', KEYS[6], 'rounds', ARGV[11], 'state', ARGV[10])
-end
-if ARGV[4] == 'open' then
-  redis.call('HSET', KEYS[5], 'want', ARGV[6], 'n', ARGV[7], 'f', ARGV[5], 'expiry', ARGV[8])
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then
-    redis.call('PEXPIRE', KEYS[5], ttl)
+  local deadline = redis.call('ZSCORE', KEYS[1], eid)
+  -- past the deadline: the sweeper owns it now
+  if (not deadline) or tonumber(deadline) < t then
+    return 'unknown'
   end
-  return {'open'}
+  local have = redis.call('HGET', part_key, 'n')
+  if ARGV[a + 1] == '' then
+    if have then
+      return 'conflict'
+    end
+  elseif have ~= ARGV[a + 1] then
+    return 'conflict'
+  end
+  if ARGV[a + 7] ~= '' then
+    local rounds = redis.call('HGET', KEYS[4], 'rounds') or '0'
+    if rounds ~= ARGV[a + 7] then
+      return 'conflict'
+    end
+    redis.call('HSET', KEYS[4], 'rounds', ARGV[a + 9], 'state', ARGV[a + 8])
+  end
+  if ARGV[a + 2] == 'open' then
+    redis.call('HSET', part_key, 'want', ARGV[a + 4], 'n', ARGV[a + 5], 'f', ARGV[a + 3],
+               'expiry', ARGV[a + 6])
+    local ttl = redis.call('PTTL', ctx_key)
+    if ttl > 0 then
+      redis.call('PEXPIRE', part_key, ttl)
+    end
+    return 'open'
+  end
+  redis.call('ZREM', KEYS[1], eid)
+  redis.call('SET', ctx_key, ARGV[1], 'KEEPTTL')
+  redis.call('DEL', part_key)
+  return 'ok', redis.call('XADD', KEYS[2], '*', 'k', 'feedback', 'e', eid, 'c', ctx,
+                          'f', ARGV[a + 3])
 end
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
-redis.call('DEL', KEYS[5])
-local id = redis.call('XADD', KEYS[3], '*', 'k', 'feedback', 'e', ARGV[1], 'c', ctx, 'f', ARGV[5])
-redis.call('HINCRBY', KEYS[4], 'feedback_accepted', 1)
-return {'ok', id}
+
+local out = {}
+local accepted = 0
+for i = 1, (#KEYS - 4) / 2 do
+  local status, id = take(KEYS[2 * i + 3], KEYS[2 * i + 4], 10 * i - 8)
+  if status == 'ok' then
+    accepted = accepted + 1
+  end
+  out[2 * i - 1] = status
+  out[2 * i] = id or ''
+end
+if accepted > 0 then
+  redis.call('HINCRBY', KEYS[3], 'feedback_accepted', accepted)
+end
+return out
