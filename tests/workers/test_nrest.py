@@ -1,0 +1,55 @@
+"""NREst role against a real Redis: which models keep samples and get estimates, as their
+learner classes declare (``keeps_noise_samples``, ``owns_noise_estimate``, ``noise_samples``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.store import Store
+from app.store.nrest import SampleStore
+from tests.workers.conftest import create_model, decisions, model_config
+from workers import nrest
+from workers.settings import WorkerSettings
+from workers.worker import Worker
+
+
+async def test_sample_buffers_follow_the_declared_capabilities(store: Store) -> None:
+    """rcine keeps its ``n_s`` samples, a ridge bandit the worker's ``nrest_buffer``, rcnbf none."""
+    configs = [model_config("own", algorithm="rcine", params={"gamma": 0.1, "n_s": 40}),
+               model_config("ridge", algorithm="linucb_diag", params={}),
+               model_config("plain")]
+    keys = [await create_model(store, config) for config in configs]
+    for mk, config in zip(keys, configs, strict=True):
+        logged, clicks = decisions(config, 60)
+        await store.events.record_decisions(mk, logged, 60, 60)
+        await store.events.take_feedback_many(
+            mk, [(eid, {"click": np.array(c)}) for (eid, _), c in zip(logged, clicks,
+                                                                      strict=True)])
+    settings = WorkerSettings(roles=("trainer",), worker_id="t", nrest_threads=True,
+                              nrest_buffer=25)
+    assert await Worker(store, settings).drain() == 180
+    samples = [await SampleStore(store.redis).load(mk) for mk in keys]
+    assert samples[0] is not None and samples[0].X.shape == (40, 6)
+    assert samples[1] is not None and samples[1].X.shape == (25, 6)
+    assert samples[2] is None
+
+
+def test_periodic_estimates_skip_configured_rates_unless_the_estimate_is_the_algorithms() -> None:
+    own, ridge, plain = (model_config(algorithm=a) for a in ("rcine", "linucb_diag", "rcnbf"))
+    assert nrest.estimates_periodically(own, "configured")
+    assert nrest.estimates_periodically(ridge, "estimated")
+    assert not nrest.estimates_periodically(ridge, "configured")
+    assert not nrest.estimates_periodically(plain, "estimated")
+
+
+async def test_a_queued_estimate_of_a_model_without_samples_fails_naming_those_with(
+        store: Store) -> None:
+    mk = await create_model(store, model_config())
+    job_id = await store.noise.queue_estimate(mk)
+    await Worker(store, WorkerSettings(roles=("nrest",), worker_id="n", nrest_threads=True)
+                 ).drain()
+    job = await store.noise.job(mk, job_id)
+    assert job is not None and job["status"] == "failed"
+    assert job["reason"] == ("'rcnbf' models keep no NREst sample buffer (the label "
+                             "algorithms that do: rcine, linucb_diag, squarecb_diag, linucb, "
+                             "lints_diag)")
