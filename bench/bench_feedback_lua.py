@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.learning import build_learner
+from app.learners.build import build_learner
 from app.store import ModelKeys, Store
 from app.store.embedded import EmbeddedRedis
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.learning import build_learner
+from app.learners.build import build_learner
 from app.store import codec
 from app.store.client import connect
 from app.store.embedded import EmbeddedRedis

@@ -26,7 +26,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
-from app.learning import build_learner
+from app.learners.build import build_learner
 from app.sim.datasets import synthetic
 from app.sim.feedback import noisy_clicks
 from app.store import ModelKeys, Store

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from app.learning import timeout_feedback
+from app.learners.build import timeout_feedback
 from app.store.expiry import expire_many
 from app.store.keys import ModelKeys
 from workers.context import WorkerContext

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.learners.base import Batch, Event, Learner, batch_size, iter_events, stack_events
+from app.learners.build import apply_noise_rates, build_learner
 from app.learners.proxy import clip_probability, unbiased_click
-from app.learning import apply_noise_rates, build_learner
 from app.store.codec import CodecError
 from app.store.delivery import Deliveries, TrainerView
 from app.store.events import decode_entries, decode_entry

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from app.learners.base import Learner
-from app.learning import apply_noise_rates, build_learner
+from app.learners.build import apply_noise_rates, build_learner
 from app.store import Store
 from app.store.models import ModelStamp, ModelView
 from app.store.tenants import KeyRecord

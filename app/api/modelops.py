@@ -24,8 +24,8 @@ from app.api.schemas.models import (
 )
 from app.api.tasks import task_spec
 from app.learners.base import ParamError, check_state
+from app.learners.build import budget_strategy, build_learner, initial_noise_rates
 from app.learners.registry import CLASS_TASKS, algorithms, default_params, learner_class
-from app.learning import budget_strategy, build_learner, initial_noise_rates
 from app.store.keys import ModelKeys
 from app.store.models import ModelRecord
 from app.store.noise import NoiseRecord

@@ -36,7 +36,7 @@ from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
 from app.api.tasks import OpenPolicy, TaskSpec
 from app.learners.base import Learner
-from app.learning import budget_seed, budget_strategy
+from app.learners.build import budget_seed, budget_strategy
 from app.store.events import new_event_id
 from app.store.models import ModelView
 from app.store.openfeedback import Budget, BudgetCharge, OpenState, OpenStep

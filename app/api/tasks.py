@@ -35,9 +35,9 @@ from app.api.schemas.predict import (
     RegressionPrediction,
 )
 from app.learners.base import Learner
+from app.learners.build import takes_clicks
 from app.learners.kernels.functions import make_loss
 from app.learners.registry import hyper_params
-from app.learning import takes_clicks
 
 FeedbackParser = Callable[[Any, Mapping[str, Any], type[Learner]], dict[str, np.ndarray]]
 QuickParser = Callable[[Any, type[Learner]], tuple[str, dict[str, np.ndarray]] | None]

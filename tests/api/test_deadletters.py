@@ -11,7 +11,7 @@ import orjson
 import redis
 
 from app.learners.base import stack_events
-from app.learning import build_learner
+from app.learners.build import build_learner
 from app.store import ModelKeys, Store, codec
 from app.store.delivery import DeliveryStore
 from tests.api.conftest import TestClient, new_model, post_feedback

@@ -27,7 +27,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from app.learners.base import stack_events
-from app.learning import build_learner
+from app.learners.build import build_learner
 from app.settings import Settings
 from app.store import keys
 from app.store.client import connect, is_cluster_url

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from app.learners.base import Learner
-from app.learning import build_learner, initial_noise_rates
+from app.learners.build import build_learner, initial_noise_rates
 from app.store import ModelKeys, Store
 
 TENANT = "t"

@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from app.learners.base import stack_events
-from app.learning import build_learner
+from app.learners.build import build_learner
 from app.sim.datasets import synthetic
 from app.sim.feedback import noisy_clicks
 from app.store.keys import ModelKeys

@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 
 from app.learners.base import stack_events
-from app.learning import build_learner, timeout_feedback
+from app.learners.build import build_learner, timeout_feedback
 from app.store import Store
 from app.store.expiry import expire_many
 from app.store.nrest import SampleStore

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from app.learners.base import stack_events
+from app.learners.build import build_learner
 from app.learners.proxy import unbiased_click
-from app.learning import build_learner
 from app.store import ModelKeys, Store
 from app.store.delivery import DeliveryStore
 from app.store.leases import LeaseStore

@@ -9,9 +9,9 @@ from app.api.errors import ApiError, unknown_model
 from app.api.schemas.common import ErrorResponse
 from app.api.schemas.confusion import ConfusionPutRequest, ConfusionResponse, LabelBudgetResponse
 from app.learners.base import Learner, ParamError
+from app.learners.build import budget_seed, budget_strategy, build_learner
 from app.learners.confusion import validate_confusion
 from app.learners.registry import ALGORITHMS, learner_class
-from app.learning import budget_seed, budget_strategy, build_learner
 from app.store.models import ModelView
 from app.store.snapshots import PublishConflict
 
