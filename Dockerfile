@@ -6,7 +6,9 @@ RUN pip install --no-cache-dir --upgrade pip wheel
 COPY pyproject.toml README.md ./
 COPY app ./app
 COPY workers ./workers
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+COPY clients/python ./clients/python
+# The server depends on noisyloop-client: both from this checkout, in one pip command.
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ./clients/python .
 
 FROM python:3.11-slim AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -9,10 +9,12 @@ PYTEST_ARGS ?=
 
 .PHONY: install serve test lint bench-learners bench-service fuzz-long soak clean
 
-$(STAMP): pyproject.toml
+# The server depends on the client (clients/python, distribution noisyloop-client): one pip
+# command installs both, so pip takes the client from the checkout, not from an index.
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/pip install --quiet -e './clients/python[fast]' -e '.[dev,bench]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -24,8 +26,8 @@ test: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check app workers tests bench
-	$(BIN)/mypy --strict app/learners app/store
+	$(BIN)/ruff check app workers tests bench clients/python/src
+	$(BIN)/mypy --strict app/learners app/store clients/python/src
 	$(BIN)/mypy app workers
 
 clean:

@@ -3,7 +3,7 @@
 Starts ``noisyloop serve`` (the code of the current directory) on a
 temporary data directory, creates a ``label`` / ``rcnbf`` model (d = 64,
 K = 10) and sends ``N`` batch predicts of 1000 instances, then their 1000-event
-feedback batches, one request at a time with :class:`app.client.Client`.
+feedback batches, one request at a time with :class:`noisyloop_client.Client`.
 Prints wall-clock rates and the serve process's CPU time (user + system from
 ``/proc``, 10 ms ticks; the in-process trainer is included during the
 feedback phase).  On a shared machine the CPU figure is the steadier one.
@@ -24,8 +24,8 @@ import tempfile
 import time
 
 import numpy as np
+from noisyloop_client import Client
 
-from app.client import Client
 from app.store.embedded import free_port
 
 

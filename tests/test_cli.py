@@ -19,7 +19,7 @@ from app.cli import build_parser, main
 from app.commands.deferred import DeferredArgumentParser
 
 SERVICE_MODULES = ("fastapi", "uvicorn", "starlette", "redis", "pydantic", "httpx",
-                   "app.api", "app.main", "app.store", "app.client", "workers")
+                   "app.api", "app.main", "app.store", "noisyloop_client", "workers")
 
 
 def test_build_parser_imports_no_service_module() -> None:

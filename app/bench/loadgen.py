@@ -1,6 +1,6 @@
 """A low-overhead HTTP/1.1 load generator for the single-request phases of ``bench service``.
 
-Why not :mod:`app.client` here: httpx spends several hundred microseconds of
+Why not :mod:`noisyloop_client` here: httpx spends several hundred microseconds of
 CPU per request in the load generator itself, so on a 2-core machine the
 generator, not the server, set the pace of single-request phases (the bare
 baseline looked 5x slower under httpx than under ``wrk``).  This generator
@@ -8,7 +8,7 @@ keeps one keep-alive connection per in-flight request, sends requests that
 are encoded once before the timer starts, and reads responses with
 httptools' C parser, so its own cost is a few tens of microseconds per
 request.  The batch, feedback and WebSocket phases, where the server's work
-per request dominates, still go through :mod:`app.client`.
+per request dominates, still go through :mod:`noisyloop_client`.
 
 The generator is a Python process too: its own pauses would count as the
 server's latency.  Each timed loop therefore runs with the cyclic garbage

@@ -15,7 +15,7 @@ load generator (:func:`load`, in a child process):
   its noisyloop twin: the ratio, and the latency the machine and the
   generator allow at the same rate;
 * batch predict, 1000 instances per request, 2 and then 4 requests in
-  flight: decisions/s (:mod:`app.client`);
+  flight: decisions/s (:mod:`noisyloop_client`);
 * batch feedback, 1000 events per request, with 2 and then 4 senders:
   events/s, then the time the trainer needs to apply all of them (2 in
   flight leave the server partly idle between a request's Python work and
@@ -48,10 +48,10 @@ import httpx
 import numpy as np
 import orjson
 import redis.asyncio as aioredis
+from noisyloop_client import AsyncClient, AsyncStream, Client, NoisyloopError
 
 from app.bench.loadgen import closed_loop, encode_request, latency_summary, open_loop
 from app.bench.machine import cpu_shares, cpu_times, machine_info
-from app.client import AsyncClient, AsyncStream, Client, NoisyloopError
 from app.store.embedded import free_port
 from app.store.util import text
 
@@ -101,7 +101,7 @@ def _process(args: list[str], env: dict[str, str], url: str, path: str, log: Pat
 
 
 async def _closed(send: Any, concurrency: int, seconds: float) -> dict[str, Any]:
-    """Closed loop through :mod:`app.client` (batch and WebSocket phases)."""
+    """Closed loop through :mod:`noisyloop_client` (batch and WebSocket phases)."""
     lat: list[float] = []
     errors = 0
     end = time.perf_counter() + seconds

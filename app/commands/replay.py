@@ -177,7 +177,7 @@ def handle(args: argparse.Namespace) -> int:
     """Run the replay, print the summary, write JSON and plot; 2 on a usage error."""
     service_errors: tuple[type[Exception], ...] = ()
     if args.service is not None:  # the HTTP client (httpx) only for --service
-        from app.client import NoisyloopError
+        from noisyloop_client import NoisyloopError
 
         service_errors = (NoisyloopError,)
     try:

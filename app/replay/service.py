@@ -2,7 +2,7 @@
 
 The same stream as the in-process replay (:func:`app.replay.label.setup`:
 data, round order, pre-drawn noisy clicks, hyper-parameters) is sent to a
-running noisyloop service with the Python client (:mod:`app.client`):
+running noisyloop service with the Python client (:mod:`noisyloop_client`):
 
 1. a new model (``replay-<algorithm>-<seed>-<random>``) is created with the
    run's task, algorithm, hyper-parameters and seed;
@@ -11,7 +11,7 @@ running noisyloop service with the Python client (:mod:`app.client`):
    each round is scored by the *service's* greedy label (the online error
    the papers plot), and its simulated feedback (noisy ``click``, or
    ``label`` for full-information learners) is queued in a
-   :class:`~app.client.FeedbackBuffer`;
+   :class:`~noisyloop_client.FeedbackBuffer`;
 3. the buffer is flushed and ``sync`` waits until the trainer has applied
    it, so the next batch is decided by the updated model, as in the
    in-process ``--feedback-delay`` loop;
@@ -33,8 +33,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from noisyloop_client import Client, FeedbackBuffer
 
-from app.client import Client, FeedbackBuffer
 from app.learners.rcnbf import RCINE
 from app.learners.registry import learner_class
 from app.replay.label import greedy_label, result, setup

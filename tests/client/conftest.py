@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import redis
 import uvicorn
+from noisyloop_client import Client
 
-from app.client import Client
 from app.store.embedded import EmbeddedRedis, free_port
 from tests.conftest import served
 

@@ -6,8 +6,8 @@ import asyncio
 import time
 
 import pytest
+from noisyloop_client import AsyncClient, AsyncFeedbackBuffer, Client, FeedbackBuffer
 
-from app.client import AsyncClient, AsyncFeedbackBuffer, Client, FeedbackBuffer
 from tests.client.conftest import Service
 
 

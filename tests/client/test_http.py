@@ -7,8 +7,8 @@ import uuid
 import numpy as np
 import pytest
 import redis
+from noisyloop_client import AsyncClient, Client, NoisyloopError, snapshot_arrays
 
-from app.client import AsyncClient, Client, NoisyloopError, snapshot_arrays
 from app.store.embedded import EmbeddedRedis
 from app.store.keys import ModelKeys
 from tests.client.conftest import Service

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from noisyloop_client import AsyncClient, Client, ConnectionFailed, NoisyloopError, RetryPolicy
 
-from app.client import AsyncClient, Client, ConnectionFailed, NoisyloopError, RetryPolicy
 from tests.client.conftest import free_port
 
 FAST = RetryPolicy(retries=3, base=0.01, max_delay=0.05)

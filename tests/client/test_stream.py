@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from noisyloop_client import AsyncStream, Client, NoisyloopError, Stream
 
-from app.client import AsyncStream, Client, NoisyloopError, Stream
 from tests.client.conftest import Service
 
 

@@ -2,8 +2,8 @@
 
 The sync and async clients differ only in how they send a :class:`Call`, so
 every path, body and default of the contract (``api.md``) is written once,
-here.  Bodies are encoded with orjson (numpy arrays are serialised directly,
-without per-element Python floats).
+here.  Bodies are encoded by :mod:`noisyloop_client.codec` (numpy arrays and
+scalars allowed).
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-import orjson
-
-from app.client.errors import NoisyloopError
-from app.client.types import Features
+from noisyloop_client import codec
+from noisyloop_client.errors import NoisyloopError
+from noisyloop_client.types import Features
 
 #: Statuses worth retrying: the store is unavailable (the contract's 503).
 RETRY_STATUSES = frozenset({503})
@@ -34,10 +33,10 @@ class Call:
     admin: bool = False
 
     def content(self) -> bytes | None:
-        """The JSON body as bytes (orjson; numpy arrays and scalars allowed)."""
+        """The JSON body as bytes (numpy arrays and scalars allowed)."""
         if self.body is None:
             return None
-        return orjson.dumps(self.body, option=orjson.OPT_SERIALIZE_NUMPY)
+        return codec.dumps(self.body)
 
 
 @dataclass(frozen=True)
@@ -71,10 +70,10 @@ def _model(model_id: str, suffix: str = "") -> str:
 def parse(status: int, content: bytes, headers: Any, call: Call) -> Any:
     """Decoded answer of a successful call; raise :class:`NoisyloopError` otherwise."""
     if status == call.ok or (call.ok == 202 and status == 200 and call.params.get("wait")):
-        return orjson.loads(content) if content else None
+        return codec.loads(content) if content else None
     try:
-        body: Any = orjson.loads(content) if content else None
-    except orjson.JSONDecodeError:
+        body: Any = codec.loads(content) if content else None
+    except codec.DecodeError:
         body = content.decode("utf-8", errors="replace")
     raise NoisyloopError.from_body(status, body, retry_after_of(headers))
 

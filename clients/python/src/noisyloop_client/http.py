@@ -1,10 +1,10 @@
-"""Sync and async HTTP clients of the noisyloop API (httpx, keep-alive, orjson).
+"""Sync and async HTTP clients of the noisyloop API (httpx, keep-alive).
 
 Both expose the same methods (one per operation of ``api.md``); the request
-each one sends is built in :mod:`app.client.calls`.  A 503 answer or a
+each one sends is built in :mod:`noisyloop_client.calls`.  A 503 answer or a
 connection failure is retried with exponential backoff
-(:class:`~app.client.calls.RetryPolicy`); any other error answer raises
-:class:`~app.client.errors.NoisyloopError` at once.
+(:class:`~noisyloop_client.calls.RetryPolicy`); any other error answer raises
+:class:`~noisyloop_client.errors.NoisyloopError` at once.
 
 Retrying a POST whose answer was lost can send it twice: a repeated feedback
 then gets 409 ``duplicate_feedback`` (the first one was accepted), a
@@ -19,10 +19,10 @@ from typing import Any, Self, cast
 
 import httpx
 
-from app.client import calls
-from app.client.calls import Call, RetryPolicy
-from app.client.errors import ConnectionFailed, NoisyloopError
-from app.client.types import (
+from noisyloop_client import calls
+from noisyloop_client.calls import Call, RetryPolicy
+from noisyloop_client.errors import ConnectionFailed, NoisyloopError
+from noisyloop_client.types import (
     Confusion,
     DeadLetterPage,
     DeadLetterRetried,

@@ -1,11 +1,13 @@
 """Python client of the noisyloop API: sync and async HTTP, WebSocket sessions, batching.
 
->>> from app.client import Client
+>>> from noisyloop_client import Client
 >>> Client("http://127.0.0.1:8000", "nl_...").base_url
 'http://127.0.0.1:8000'
 
-The client depends on httpx, orjson and websockets only (nothing else from
-``app``), so it can be vendored or published on its own.
+The client is its own distribution, ``noisyloop-client``: it depends on httpx
+and websockets only and imports nothing of the service.  The ``fast`` extra
+adds orjson (:mod:`noisyloop_client.codec`), the ``numpy`` extra numpy for
+:func:`snapshot_arrays`.
 
 * :class:`Client` / :class:`AsyncClient`: every route of ``api.md`` (admin,
   models, snapshots, sync, predict, feedback, noise, confusion), with
@@ -16,7 +18,8 @@ The client depends on httpx, orjson and websockets only (nothing else from
   requests in flight (answers come back in order).
 * :class:`FeedbackBuffer` / :class:`AsyncFeedbackBuffer`: send feedback in
   batches by size or age.
-* :func:`snapshot_arrays`: decode a snapshot's state into numpy arrays.
+* :func:`snapshot_arrays`: decode a snapshot's state into numpy arrays
+  (imports numpy when called).
 """
 
 from __future__ import annotations
@@ -25,12 +28,12 @@ import base64
 import io
 from typing import Any
 
-from app.client.buffer import AsyncFeedbackBuffer, FeedbackBuffer
-from app.client.calls import RetryPolicy
-from app.client.errors import ConnectionFailed, NoisyloopError
-from app.client.http import AsyncClient, Client
-from app.client.stream import AsyncStream, Stream
-from app.client.types import Model, Prediction, Snapshot
+from noisyloop_client.buffer import AsyncFeedbackBuffer, FeedbackBuffer
+from noisyloop_client.calls import RetryPolicy
+from noisyloop_client.errors import ConnectionFailed, NoisyloopError
+from noisyloop_client.http import AsyncClient, Client
+from noisyloop_client.stream import AsyncStream, Stream
+from noisyloop_client.types import Model, Prediction, Snapshot
 
 __all__ = [
     "AsyncClient", "AsyncFeedbackBuffer", "AsyncStream", "Client", "ConnectionFailed",

@@ -20,10 +20,10 @@ import threading
 import time
 from typing import Any, Self
 
-from app.client.calls import feedback_event
-from app.client.errors import NoisyloopError
-from app.client.http import AsyncClient, Client
-from app.client.types import FeedbackBatchResult
+from noisyloop_client.calls import feedback_event
+from noisyloop_client.errors import NoisyloopError
+from noisyloop_client.http import AsyncClient, Client
+from noisyloop_client.types import FeedbackBatchResult
 
 #: The contract's largest feedback batch.
 MAX_BATCH = 1000
@@ -77,7 +77,7 @@ class _State:
 
 
 class FeedbackBuffer:
-    """Thread-safe feedback batcher over a :class:`~app.client.http.Client`.
+    """Thread-safe feedback batcher over a :class:`~noisyloop_client.http.Client`.
 
     Examples
     --------
@@ -167,7 +167,7 @@ class FeedbackBuffer:
 
 
 class AsyncFeedbackBuffer:
-    """Asyncio feedback batcher over an :class:`~app.client.http.AsyncClient`.
+    """Asyncio feedback batcher over an :class:`~noisyloop_client.http.AsyncClient`.
 
     ``add`` is a coroutine (it awaits the send of a full batch); a background
     task sends batches whose oldest event waited ``max_delay``.

@@ -8,7 +8,7 @@ blocking form, with :meth:`Stream.pipeline` to keep a window of requests in
 flight from one thread.
 
 An error answer to one message raises (or returns) a
-:class:`~app.client.errors.NoisyloopError` with ``status`` None and never
+:class:`~noisyloop_client.errors.NoisyloopError` with ``status`` None and never
 closes the socket; a refused key closes it with code 4401, raised as
 ``NoisyloopError(code="unauthenticated")`` on the next call.
 """
@@ -21,11 +21,9 @@ import itertools
 from typing import Any, Self
 from urllib.parse import quote
 
-import orjson
-
-from app.client import calls
-from app.client.errors import ConnectionFailed, NoisyloopError
-from app.client.types import Features, Prediction
+from noisyloop_client import calls, codec
+from noisyloop_client.errors import ConnectionFailed, NoisyloopError
+from noisyloop_client.types import Features, Prediction
 
 AUTH_FAILED = 4401
 #: ``id`` of the first-message authentication.  The service may or may not
@@ -42,11 +40,11 @@ def stream_url(base_url: str, model_id: str) -> str:
 
 
 def _message(msg_id: int, op: str, body: dict[str, Any]) -> bytes:
-    return orjson.dumps({"op": op, "id": msg_id, **body}, option=orjson.OPT_SERIALIZE_NUMPY)
+    return codec.dumps({"op": op, "id": msg_id, **body})
 
 
 def _auth_message(api_key: str) -> bytes:
-    return orjson.dumps({"op": "auth", "id": AUTH_ID, "api_key": api_key})
+    return codec.dumps({"op": "auth", "id": AUTH_ID, "api_key": api_key})
 
 
 def _is_auth_answer(reply: Any) -> bool:
@@ -112,7 +110,7 @@ class AsyncStream:
 
         try:
             async for raw in self._ws:
-                reply = orjson.loads(raw)
+                reply = codec.loads(raw)
                 if _is_auth_answer(reply):
                     continue
                 msg_id, fut = self._pending.popleft()
@@ -207,7 +205,7 @@ class Stream:
     def _recv(self, msg_id: int) -> Any:
         while True:
             try:
-                reply = orjson.loads(self._ws.recv())
+                reply = codec.loads(self._ws.recv())
             except Exception as exc:
                 raise _closed(exc) from exc
             if not _is_auth_answer(reply):
