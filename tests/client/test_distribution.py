@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import venv
@@ -100,8 +101,14 @@ def _readme_example(url: str, api_key: str) -> str:
 
 
 def _pip_install(python: Path, cwd: Path) -> None:
-    """``pip install ./clients/python``; skip when pip cannot reach a package index."""
-    install = _run([str(python), "-m", "pip", "install", "--quiet", str(CLIENT_DIR)], cwd,
+    """``pip install ./clients/python``; skip when pip cannot reach a package index.
+
+    From a copy without build leftovers: pip builds in the source tree, and a stale
+    ``build/`` there could put modules the sources no longer have into the wheel.
+    """
+    shutil.copytree(CLIENT_DIR, cwd / "clients" / "python",
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    install = _run([str(python), "-m", "pip", "install", "--quiet", "./clients/python"], cwd,
                    PIP_TIMEOUT)
     if install.returncode == 0:
         return
