@@ -25,7 +25,7 @@ from app.learners.base import (
     check_positive,
     check_state,
 )
-from app.learners.ridge import RidgeBandit
+from app.learners.ridge import RidgeBandit, check_uniform_share
 
 
 class LinUCB(RidgeBandit):
@@ -40,7 +40,8 @@ class LinUCB(RidgeBandit):
         width_a(x) = sqrt(x^T cov_[a] x)
 
     and the played label is ``argmax_a mean_a(x) + alpha * width_a(x)``
-    (deterministic, logged probability 1.0; ties to the lowest label).  One
+    (ties to the lowest label), except on a ``uniform_share`` of the rounds,
+    where it is drawn uniformly; the logged probability is the mixture's.  One
     event updates ``cov_`` by Sherman-Morrison,
     ``cov -= (cov x)(cov x)^T / (1 + x^T cov x)``, in ``O(d^2)``; a batch adds
     the Gram matrices of its events per arm and re-inverts the touched arms,
@@ -58,13 +59,17 @@ class LinUCB(RidgeBandit):
     n_features, n_classes:
         Input dimension ``d`` and number of labels ``K``.
     seed:
-        Unused (the policy is deterministic); accepted for a uniform constructor.
+        Seed of the uniform-exploration draws.
     alpha:
         Width of the optimism bonus, on the scale of the observed clicks.
         0 is greedy; larger values explore longer.  1 to 2 works untuned.
     ridge:
         Ridge strength relative to the squared norm of the first learned
         input.  Larger values shrink the means and keep exploring longer.
+    uniform_share:
+        Share of the rounds, in ``[0, 1)``, whose label is drawn uniformly at
+        random (logged with its propensity), which the click-noise estimate
+        is anchored on; 0 makes the policy deterministic.
     max_features:
         Largest ``n_features`` accepted (memory ``2 K d^2`` floats).
     rho0, rho1:
@@ -102,11 +107,12 @@ class LinUCB(RidgeBandit):
 
     def __init__(self, *, n_features: int, n_classes: int, seed: int | None = None,
                  alpha: float = 1.0, ridge: float = 0.5, max_features: int = 200,
-                 rho0: float = 0.0, rho1: float = 0.0) -> None:
+                 uniform_share: float = 0.05, rho0: float = 0.0, rho1: float = 0.0) -> None:
         super().__init__(n_features=n_features, n_classes=n_classes, seed=seed,
                          rho0=rho0, rho1=rho1)
         self.alpha = check_non_negative("alpha", alpha)
         self.ridge = check_positive("ridge", ridge)
+        self.uniform_share = check_uniform_share(uniform_share)
         self.max_features = check_int("max_features", max_features, 1, 4096)
         if self.n_features > self.max_features:
             raise ParamError("n_features", f"linucb keeps a {self.n_features}x{self.n_features} "
@@ -144,7 +150,7 @@ class LinUCB(RidgeBandit):
         self.cov_[:] = np.eye(self.n_features) / self.lambda_
 
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
-        return self._decide_ucb(x, explore, self.alpha)
+        return self._decide_ucb(x, explore, self.alpha, self.uniform_share)
 
     def learn_one(self, event: Event) -> None:
         x, played, click = self._check_event(event)

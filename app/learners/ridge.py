@@ -46,6 +46,7 @@ from app.learners.base import (
     check_int,
     check_non_negative,
     check_positive,
+    check_range,
     check_state,
 )
 from app.learners.proxy import calibrated_probability, calibration_unreliable, check_noise_rates
@@ -79,6 +80,11 @@ def igw_probabilities(mean: np.ndarray, gamma: float) -> np.ndarray:
     p[best] = 0.0
     p[best] = 1.0 - p.sum()
     return p
+
+
+def check_uniform_share(value: float) -> float:
+    """``uniform_share`` as a float in ``[0, 1)``, else :class:`ParamError`."""
+    return check_range("uniform_share", value, 0.0, 1.0, high_open=True)
 
 
 class RidgeBandit(Learner):
@@ -139,12 +145,26 @@ class RidgeBandit(Learner):
             raise ParamError("features", "contains non-finite values")
         return arr
 
-    def _decide_ucb(self, x: np.ndarray, explore: bool, alpha: float) -> Decision:
-        """LinUCB decision: play ``argmax mean + alpha * width`` (greedy without ``explore``)."""
+    def _decide_ucb(self, x: np.ndarray, explore: bool, alpha: float,
+                    uniform_share: float) -> Decision:
+        """LinUCB decision: play ``argmax mean + alpha * width`` (greedy without ``explore``).
+
+        With ``uniform_share > 0`` the label is drawn from
+        ``(1 - uniform_share) e_optimistic + uniform_share / K`` and that
+        probability is logged, so that every label has a known positive
+        propensity (what the uniform anchor of
+        :mod:`app.learners.noise_anchor` needs).
+        """
         x = self._input(x, copy=True)
         mean, width = self._estimate(x)
         greedy, optimistic = ucb_labels(mean, width, alpha)
-        return self._decision(x, mean, greedy, optimistic if explore else greedy, 1.0)
+        if not explore:
+            return self._decision(x, mean, greedy, greedy, 1.0)
+        if uniform_share == 0.0:
+            return self._decision(x, mean, greedy, optimistic, 1.0)
+        p = np.full(self.n_classes, uniform_share / self.n_classes)
+        p[optimistic] += 1.0 - uniform_share
+        return self._draw(x, mean, greedy, p)
 
     def _draw(self, x: np.ndarray, mean: np.ndarray, greedy: int, p: np.ndarray) -> Decision:
         """Decision playing a label drawn from ``p``, logging ``p[played]`` as ``prob``."""
@@ -333,16 +353,17 @@ class LinUCBDiag(DiagRidge):
     """LinUCB on a per-arm diagonal ridge regression (``linucb_diag``).
 
     Plays ``argmax_a mean_a(x) + alpha * width_a(x)`` (see :class:`DiagRidge`
-    for ``mean`` and ``width``); deterministic, so the logged probability is
-    1.0.  Ties go to the lowest label.  Clicks are learned raw; see the module
-    docstring for the noise handling.
+    for ``mean`` and ``width``), except on a ``uniform_share`` of the rounds,
+    where the label is drawn uniformly; the logged probability is that of the
+    mixture.  Ties go to the lowest label.  Clicks are learned raw; see the
+    module docstring for the noise handling.
 
     Parameters
     ----------
     n_features, n_classes:
         Input dimension ``d`` and number of labels ``K``.
     seed:
-        Unused (the policy is deterministic); accepted for a uniform constructor.
+        Seed of the uniform-exploration draws.
     alpha:
         Width of the optimism bonus, on the scale of the observed clicks.
         0 is the greedy policy (it can lock onto the first label that ever
@@ -351,6 +372,11 @@ class LinUCBDiag(DiagRidge):
         Ridge strength relative to the running mean of ``||x||^2``.  Larger
         values shrink the means more and keep the widths (hence exploration)
         large for longer; 0.5 worked on dense and binary features alike.
+    uniform_share:
+        Share of the rounds, in ``[0, 1)``, whose label is drawn uniformly at
+        random (logged with its propensity).  These rounds are what the
+        click-noise estimate is anchored on; 0 makes the policy deterministic
+        and the noise rates unidentifiable from its plays.
     rho0, rho1:
         Click-noise rates ``P(click | wrong)`` and ``P(no click | right)``,
         used only to report ``expected_reward``; updated by
@@ -387,14 +413,15 @@ class LinUCBDiag(DiagRidge):
     )
 
     def __init__(self, *, n_features: int, n_classes: int, seed: int | None = None,
-                 alpha: float = 1.0, ridge: float = 0.5,
+                 alpha: float = 1.0, ridge: float = 0.5, uniform_share: float = 0.05,
                  rho0: float = 0.0, rho1: float = 0.0) -> None:
         super().__init__(n_features=n_features, n_classes=n_classes, seed=seed,
                          rho0=rho0, rho1=rho1, ridge=ridge)
         self.alpha = check_non_negative("alpha", alpha)
+        self.uniform_share = check_uniform_share(uniform_share)
 
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
-        return self._decide_ucb(x, explore, self.alpha)
+        return self._decide_ucb(x, explore, self.alpha, self.uniform_share)
 
 
 class SquareCBDiag(DiagRidge):

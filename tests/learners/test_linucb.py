@@ -20,7 +20,7 @@ def _events(n: int, d: int, k: int, seed: int) -> list[dict[str, Any]]:
 
 def test_coefficients_equal_closed_form_ridge() -> None:
     events = _events(60, d=3, k=2, seed=0)
-    model = LinUCB(n_features=3, n_classes=2, ridge=0.5, alpha=1.5)
+    model = LinUCB(n_features=3, n_classes=2, ridge=0.5, alpha=1.5, uniform_share=0.0)
     for e in events:
         model.learn_one(e)
     lam = 0.5 * float(events[0]["x"] @ events[0]["x"])
@@ -54,10 +54,10 @@ def test_learn_many_equals_sequential() -> None:
 
 
 def test_set_state_round_trips() -> None:
-    model = LinUCB(n_features=4, n_classes=3)
+    model = LinUCB(n_features=4, n_classes=3, seed=0)
     for e in _events(100, d=4, k=3, seed=2):
         model.learn_one(e)
-    copy = LinUCB(n_features=4, n_classes=3)
+    copy = LinUCB(n_features=4, n_classes=3, seed=0)
     copy.set_state(model.get_state())
     for name, value in model.get_state().items():
         np.testing.assert_array_equal(copy.get_state()[name], value)
@@ -75,7 +75,7 @@ def test_set_state_refuses_zero_lambda_after_learning() -> None:
 
 
 def test_decide_before_learning_plays_first_label() -> None:
-    out = LinUCB(n_features=2, n_classes=3).decide(np.array([1.0, 2.0])).output
+    out = LinUCB(n_features=2, n_classes=3, uniform_share=0.0).decide(np.array([1.0, 2.0])).output
     assert (out["label"], out["greedy_label"], out["probability"]) == (0, 0, 1.0)
 
 

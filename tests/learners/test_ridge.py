@@ -9,6 +9,7 @@ import pytest
 from scipy.stats import chi2
 
 from app.learners.base import ParamError, stack_events
+from app.learners.registry import build
 from app.learners.ridge import DiagRidge, LinUCBDiag, SquareCBDiag, igw_probabilities
 from app.sim.feedback import noisy_clicks
 
@@ -129,7 +130,7 @@ def test_squarecb_without_explore_plays_greedy() -> None:
 
 
 def test_linucb_diag_plays_upper_confidence_label() -> None:
-    model = LinUCBDiag(n_features=2, n_classes=2, alpha=1.0)
+    model = LinUCBDiag(n_features=2, n_classes=2, alpha=1.0, uniform_share=0.0)
     # Arm 0 seen often with mean 0.5, arm 1 never: its width wins.
     model.learn_many({"x": np.tile([1.0, 0.0], (100, 1)), "played": np.zeros(100, dtype=int),
                       "click": np.tile([0.0, 1.0], 50), "greedy": np.zeros(100, dtype=int),
@@ -164,9 +165,28 @@ def test_learn_reduces_played_error_under_click_noise(cls: type[DiagRidge]) -> N
     assert np.mean(errors[-1000:]) < 0.15
 
 
+@pytest.mark.parametrize("algorithm", ["linucb_diag", "linucb"])
+def test_ucb_uniform_share_draws_uniformly_with_logged_propensity(algorithm: str) -> None:
+    """A 0.2 share over 4 labels: the UCB label has 0.85, each other 0.05, drawn so."""
+    model = build("label", algorithm, n_features=2, n_classes=4, seed=3,
+                  params={"uniform_share": 0.2})
+    x = np.array([1.0, 0.0])
+    top = model.decide(x, explore=False).output["label"]
+    counts = np.zeros(4)
+    for _ in range(4000):
+        d = model.decide(x)
+        label = d.output["label"]
+        counts[label] += 1
+        assert d.output["probability"] == float(d.context["prob"])
+        assert d.output["probability"] == pytest.approx(0.85 if label == top else 0.05)
+    expected = np.where(np.arange(4) == top, 0.85, 0.05) * 4000
+    assert np.all(np.abs(counts - expected) < 4 * np.sqrt(expected))  # 4 standard errors
+
+
 @pytest.mark.parametrize("params", [
     {"ridge": 0.0}, {"ridge": float("inf")}, {"alpha": -0.1}, {"rho0": 0.5, "rho1": 0.5},
-    {"rho0": -0.1}, {"n_classes": 1}, {"n_features": 0},
+    {"rho0": -0.1}, {"n_classes": 1}, {"n_features": 0}, {"uniform_share": 1.0},
+    {"uniform_share": -0.01},
 ])
 def test_init_refuses_invalid_params(params: dict[str, Any]) -> None:
     kwargs: dict[str, Any] = {"n_features": 3, "n_classes": 2, **params}
