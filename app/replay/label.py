@@ -154,12 +154,21 @@ def setup(args: argparse.Namespace, seed: int) -> Setup:
     return Setup(task, algorithm, params, X, y, order, if_wrong, if_right)
 
 
-def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) -> ReplayResult:
-    """Replay ``args.dataset`` through ``args.algorithm`` (default: the task's first)."""
+Observer = Callable[[list[dict[str, Any]]], None]
+"""Called with each batch of joined events (logged context and feedback) once learned."""
+
+
+def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None],
+        observe: Observer | None = None) -> ReplayResult:
+    """Replay ``args.dataset`` through ``args.algorithm`` (default: the task's first).
+
+    ``observe``, if given, sees every learned batch of events in stream order
+    (e.g. to estimate the noise rates from the logged plays as they arrive).
+    """
     s = setup(args, seed)
     learner = build(s.task, s.algorithm, n_features=s.X.shape[1], n_classes=s.n_classes,
                     params=s.params, seed=seed)
-    loop = _Loop(learner, s.X, s.y, s.order, s.if_wrong, s.if_right, progress, seed)
+    loop = _Loop(learner, s.X, s.y, s.order, s.if_wrong, s.if_right, progress, seed, observe)
     loop.run(int(args.feedback_delay))
     return result(args, s.task, s.algorithm, seed, s.params, loop.greedy_err, loop.played_err,
                   loop.clicks, loop.estimates if isinstance(learner, RCINE) else None,
@@ -204,8 +213,10 @@ class _Loop:
 
     def __init__(self, learner: Learner, X: np.ndarray, y: np.ndarray, order: np.ndarray,
                  if_wrong: np.ndarray, if_right: np.ndarray,
-                 progress: Callable[[int], None], seed: int) -> None:
+                 progress: Callable[[int], None], seed: int,
+                 observe: Observer | None = None) -> None:
         self.learner, self.X, self.y, self.order = learner, X, y, order
+        self.observe = observe
         self.if_wrong, self.if_right = if_wrong, if_right
         self.progress, self.seed = progress, seed
         rounds = len(order)
@@ -230,6 +241,8 @@ class _Loop:
                 self.learner.learn_one(events[0])
             else:
                 self.learner.learn_many(stack_events(events))
+            if self.observe is not None:
+                self.observe(events)
             t = stop
             if self.rcine is not None and len(self.buffer) >= self.rcine.n_s:
                 self._refresh(self.rcine, t)

@@ -1,0 +1,365 @@
+"""Click-noise rates from two anchors: uniform exploration and confident plays.
+
+Setting (P1, spec 1.1): a played label ``a`` for input ``x`` is right
+(``c = 1``) or wrong (``c = 0``), and the observed click ``f`` is ``c``
+flipped with class-independent rates ``rho0 = P(f = 1 | c = 0)`` and
+``rho1 = P(f = 0 | c = 1)``, so that for any set ``S`` of events chosen
+without looking at their clicks
+
+    E[f | S] = rho0 + beta P(c = 1 | S),     beta = 1 - rho0 - rho1.       (1)
+
+Two sets whose ``P(c = 1 | S)`` is known give two linear equations in
+``(rho0, rho1)``; no model of the clicks is needed beyond choosing the sets.
+
+**Uniform anchor** (``P(c = 1) = 1/K`` exactly).  If every label can be
+played (the policy gives it a positive propensity ``p_i`` of the played
+label, logged at decision time), importance weights ``w_i = 1 / (K p_i)``
+turn the logged plays into plays of the uniform policy: for each ``x``,
+``E[w f | x] = (1/K) sum_a E[f | x, a] = rho0 + beta / K`` since the true
+label is exactly one of the ``K``.  The self-normalised estimate
+
+    m_u = sum_i w_i f_i / sum_i w_i   ->   rho0 + beta / K                 (2)
+
+is consistent for any input distribution and any policy with full support
+(with an epsilon-greedy or Banditron policy it is the click rate of the
+uniformly drawn plays, all plays weighted by how likely the uniform policy
+was to make them).  ``E[w] = 1`` under full support and ``(labels with
+p > 0) / K`` otherwise, so the mean weight tells whether the anchor exists:
+a deterministic policy (LinUCB without a uniform share) gives ``1/K`` and
+the estimate is refused.
+
+**Top anchor** (``P(c = 1) ~= 1``).  A scorer that learns ``E[f | x, a]``
+(a per-label ridge regression of the clicks; the ridge learners are one)
+ranks the plays by its margin, the predicted click rate of the played label
+less the best of the other labels'; its *out-of-sample* margin of each play
+(computed before the scorer learned that play, so the choice does not look
+at the click) selects the ``top_fraction`` of the most recent
+``recent_fraction`` of the plays, those it is most sure are right (the most
+recent, because the scorer is best there).  If all of them are right, by (1)
+
+    m_top = mean of f over the top plays   ->   1 - rho1.                  (3)
+
+If a share ``delta`` of them are wrong, ``m_top`` is lower by ``beta delta``:
+the one bias of the method, small when the scorer separates right from wrong
+plays (measured in ``docs/results/noise.md``).  The margin rather than the
+predicted rate itself, and the recent plays rather than all, each cut this
+bias several-fold on digits (where labels resemble each other) in replay.
+
+**Solution.**  From (2) and (3):
+
+    rho1 = 1 - m_top,        rho0 = (K m_u - m_top) / (K - 1).             (4)
+
+**Interval** (delta method, exact up to the self-normalisation because (4)
+is linear).  Each event ``i`` has the influence values
+
+    psi_u(i)   = w_i (f_i - m_u) / mean(w),
+    psi_top(i) = 1[i in top] (f_i - m_top) / (n_top / n),
+
+``Var(m_u) = mean(psi_u^2) / n``, ``Var(m_top) = mean(psi_top^2) / n``,
+``Cov = mean(psi_u psi_top) / n`` (a top play can also be an explored one),
+hence ``Var(rho1) = Var(m_top)`` and
+``Var(rho0) = (K^2 Var(m_u) - 2 K Cov + Var(m_top)) / (K - 1)^2``.  The
+interval is ``estimate +- z se`` with ``z`` the normal quantile of the
+two-sided ``level``, clipped to ``[0, 1]``.
+
+**Publishing.**  The estimate is published only when both intervals are at
+most ``max_width`` wide, at least ``min_events`` plays are in the top set and
+at least ``min_events`` plays were explored (propensity at most ``1/K``), and
+the mean weight is consistent with full support; otherwise the result is
+``insufficient_data`` with the reason and the counts.  Point estimates are
+clipped to ``[0, 1)`` and scaled so that ``beta >= beta_min``
+(:func:`app.learners.noise.sanitise`); a raw estimate that needed this is
+flagged in ``reason``.
+
+:class:`ProgressiveScorer` gives the out-of-sample scores for any learner
+(it learns the logged plays in blocks, scoring each block before learning
+it), from the same diagonal ridge regression as ``linucb_diag``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from app.learners.base import ParamError, check_int, check_range
+from app.learners.noise import sanitise
+from app.learners.ridge import LinUCBDiag
+
+#: Reasons an estimate is not published.
+NO_EXPLORATION = "no_uniform_exploration"
+TOO_FEW_EVENTS = "too_few_events"
+INTERVAL_TOO_WIDE = "interval_too_wide"
+
+
+@dataclass(frozen=True)
+class AnchorEstimate:
+    """Noise rates from the two anchors, their intervals and what they rest on.
+
+    Attributes
+    ----------
+    rho0, rho1:
+        Sanitised point estimates (NaN when the anchors could not be formed).
+    rho0_interval, rho1_interval:
+        ``(low, high)`` at confidence ``level``, clipped to ``[0, 1]``.
+    level:
+        Two-sided confidence level of the intervals.
+    published:
+        Whether the estimate may be used (see the module docstring).
+    reason:
+        Why it is not published (:data:`NO_EXPLORATION`,
+        :data:`TOO_FEW_EVENTS`, :data:`INTERVAL_TOO_WIDE`), or ``"clipped"``
+        when a published raw estimate was sanitised; empty otherwise.
+    n_events:
+        Plays the estimate used (all given).
+    n_explored:
+        Plays whose propensity was at most ``1/K`` (the uniform anchor's data).
+    n_top:
+        Plays in the top set (the top anchor's data).
+    m_uniform, m_top:
+        The anchors: click rate of the uniform policy and of the top plays.
+    support:
+        Mean importance weight (1 under full support).
+    raw_rho0, raw_rho1:
+        Estimates (4) before sanitising.
+    """
+
+    rho0: float
+    rho1: float
+    rho0_interval: tuple[float, float]
+    rho1_interval: tuple[float, float]
+    level: float
+    published: bool
+    reason: str
+    n_events: int
+    n_explored: int
+    n_top: int
+    m_uniform: float
+    m_top: float
+    support: float
+    raw_rho0: float
+    raw_rho1: float
+
+    @property
+    def insufficient_data(self) -> bool:
+        """Whether the estimate must not be used yet (the opposite of ``published``)."""
+        return not self.published
+
+    @property
+    def widths(self) -> tuple[float, float]:
+        """Widths of the two intervals."""
+        return (self.rho0_interval[1] - self.rho0_interval[0],
+                self.rho1_interval[1] - self.rho1_interval[0])
+
+
+def check_columns(prob: np.ndarray, score: np.ndarray, click: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three columns as float arrays of one length, validated (:class:`ParamError`).
+
+    ``prob`` in ``(0, 1]``, ``click`` in {0, 1}, ``score`` real or NaN (not
+    eligible for the top set).
+    """
+    p = np.asarray(prob, dtype=np.float64)
+    s = np.asarray(score, dtype=np.float64)
+    f = np.asarray(click, dtype=np.float64)
+    n = p.shape[0] if p.ndim == 1 else -1
+    if p.shape != (n,) or s.shape != (n,) or f.shape != (n,):
+        raise ParamError("columns", f"prob, score and click must be vectors of one length, "
+                                    f"got {p.shape}, {s.shape}, {f.shape}")
+    if not np.all((p > 0.0) & (p <= 1.0)):
+        raise ParamError("prob", "propensities must lie in (0, 1]")
+    if not np.all((f == 0.0) | (f == 1.0)):
+        raise ParamError("click", "must be 0 or 1")
+    if np.any(np.isinf(s)):
+        raise ParamError("score", "must be finite or NaN")
+    return p, s, f
+
+
+def top_set(score: np.ndarray, top_fraction: float, recent_fraction: float = 1.0
+            ) -> np.ndarray:
+    """Indices of the ``ceil(top_fraction * m)`` largest scores among the ``m`` non-NaN ones
+    of the last ``ceil(recent_fraction * n)`` of the ``n`` plays.
+
+    Ties at the threshold go to the earlier event (a stable sort).
+
+    >>> top_set(np.array([0.2, np.nan, 0.9, 0.5, 0.9]), 0.5).tolist()
+    [2, 4]
+    >>> top_set(np.array([0.2, np.nan, 0.9, 0.5, 0.9]), 0.5, recent_fraction=0.4).tolist()
+    [4]
+    """
+    start = score.shape[0] - math.ceil(recent_fraction * score.shape[0])
+    eligible = start + np.flatnonzero(~np.isnan(score[start:]))
+    k = math.ceil(top_fraction * eligible.size)
+    order = np.argsort(-score[eligible], kind="stable")
+    return np.sort(eligible[order[:k]])
+
+
+def estimate_from_anchors(
+    prob: np.ndarray,
+    score: np.ndarray,
+    click: np.ndarray,
+    n_classes: int,
+    *,
+    top_fraction: float = 0.05,
+    recent_fraction: float = 0.5,
+    level: float = 0.9,
+    max_width: float = 0.1,
+    min_events: int = 100,
+    beta_min: float = 0.1,
+) -> AnchorEstimate:
+    """Estimate ``(rho0, rho1)`` with intervals from logged plays (module docstring).
+
+    Parameters
+    ----------
+    prob:
+        Propensity of each played label at decision time, in ``(0, 1]``.
+    score:
+        Out-of-sample score of each play (e.g. :class:`ProgressiveScorer`), NaN
+        for plays not eligible for the top set (scored before the scorer had
+        learned enough).
+    click:
+        Observed noisy click of each play, 0 or 1.
+    n_classes:
+        Number of labels ``K``.
+    top_fraction:
+        Share of the eligible recent plays in the top set, in ``(0, 1]``.
+    recent_fraction:
+        Share of the plays, the most recent, the top set is chosen from, in
+        ``(0, 1]`` (the arrays are in the order the plays were made).
+    level:
+        Two-sided confidence level of the intervals, in ``(0, 1)``.
+    max_width:
+        Widest interval (of either rate) still published, in ``(0, 1]``.
+    min_events:
+        Fewest explored plays and fewest top plays to publish, ``>= 1``.
+    beta_min:
+        Floor on ``1 - rho0 - rho1`` of the published rates, in ``(0, 1)``.
+
+    Examples
+    --------
+    A uniformly random policy over 4 labels, a scorer that knows which plays
+    are right, rates (0.2, 0.3):
+
+    >>> rng = np.random.default_rng(0)
+    >>> n, K = 40_000, 4
+    >>> right = rng.random(n) < 1 / K
+    >>> click = np.where(right, rng.random(n) > 0.3, rng.random(n) < 0.2).astype(float)
+    >>> est = estimate_from_anchors(np.full(n, 1 / K), right + rng.random(n), click, K)
+    >>> est.published, abs(est.rho0 - 0.2) < 0.05, abs(est.rho1 - 0.3) < 0.05
+    (True, True, True)
+    >>> est.rho1_interval[1] - est.rho1_interval[0] < 0.1
+    True
+    """
+    K = check_int("n_classes", n_classes, 2)
+    q = check_range("top_fraction", top_fraction, 0.0, 1.0, low_open=True)
+    recent = check_range("recent_fraction", recent_fraction, 0.0, 1.0, low_open=True)
+    level = check_range("level", level, 0.0, 1.0, low_open=True, high_open=True)
+    max_width = check_range("max_width", max_width, 0.0, 1.0, low_open=True)
+    min_events = check_int("min_events", min_events, 1)
+    beta_min = check_range("beta_min", beta_min, 0.0, 1.0, low_open=True, high_open=True)
+    p, s, f = check_columns(prob, score, click)
+    n = p.shape[0]
+    top = top_set(s, q, recent)
+    n_explored = int(np.count_nonzero(p <= (1.0 + 1e-9) / K))
+    if n == 0 or top.size == 0:
+        return _unpublished(TOO_FEW_EVENTS, n, n_explored, int(top.size), level)
+
+    w = 1.0 / (K * p)
+    support = float(w.mean())
+    m_u = float(w @ f / w.sum())
+    m_top = float(f[top].mean())
+    psi_u = w * (f - m_u) / support
+    psi_top = np.zeros(n)
+    psi_top[top] = (f[top] - m_top) * (n / top.size)
+    var_u, var_top = psi_u @ psi_u / n**2, psi_top @ psi_top / n**2
+    cov = psi_u @ psi_top / n**2
+    raw_rho1 = 1.0 - m_top
+    raw_rho0 = (K * m_u - m_top) / (K - 1)
+    se1 = math.sqrt(var_top)
+    se0 = math.sqrt(max(K * K * var_u - 2.0 * K * cov + var_top, 0.0)) / (K - 1)
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    rho0, rho1 = sanitise(raw_rho0, raw_rho1, beta_min)
+    se_w = float(w.std()) / math.sqrt(n)
+
+    if support < 1.0 - 3.0 * se_w - 0.02:
+        reason = NO_EXPLORATION
+    elif min(n_explored, top.size) < min_events:
+        reason = TOO_FEW_EVENTS
+    elif 2.0 * z * max(se0, se1) > max_width:
+        reason = INTERVAL_TOO_WIDE
+    elif (rho0, rho1) != (raw_rho0, raw_rho1):
+        reason = "clipped"
+    else:
+        reason = ""
+    return AnchorEstimate(
+        rho0=rho0, rho1=rho1,
+        rho0_interval=_interval(raw_rho0, z * se0), rho1_interval=_interval(raw_rho1, z * se1),
+        level=level, published=reason in ("", "clipped"), reason=reason,
+        n_events=n, n_explored=n_explored, n_top=int(top.size), m_uniform=m_u, m_top=m_top,
+        support=support, raw_rho0=raw_rho0, raw_rho1=raw_rho1,
+    )
+
+
+def _interval(centre: float, half: float) -> tuple[float, float]:
+    return max(centre - half, 0.0), min(centre + half, 1.0)
+
+
+def _unpublished(reason: str, n: int, n_explored: int, n_top: int,
+                 level: float) -> AnchorEstimate:
+    nan = math.nan
+    return AnchorEstimate(nan, nan, (0.0, 1.0), (0.0, 1.0), level, False, reason, n,
+                          n_explored, n_top, nan, nan, nan, nan, nan)
+
+
+class ProgressiveScorer:
+    """Out-of-sample margins of logged plays from a per-label ridge regression of the clicks.
+
+    The regression is :class:`~app.learners.ridge.LinUCBDiag`'s (diagonal
+    ridge, ``ridge`` relative to the mean ``||x||^2``), whose predicted click
+    rates ``mu_b(x)`` give each play ``(x, a)`` the margin
+    ``mu_a(x) - max_{b != a} mu_b(x)``.  :meth:`score_and_learn` scores a block
+    of plays with the weights learned so far, then learns the block, so no
+    play is scored by a model that saw its click (progressive validation).
+    Plays scored before ``burn_in`` plays were learned get NaN (not eligible
+    for the top set).  Run over a learner's stream in the order the events
+    arrive, it uses ``linucb_diag``'s own predicted means; for any other
+    learner it is the ridge model fitted on the logged plays that the top
+    anchor needs.  Memory ``2 K d`` floats; time ``O(K d)`` per play.
+
+    Parameters
+    ----------
+    n_features, n_classes:
+        Input dimension ``d`` and number of labels ``K``.
+    ridge:
+        Ridge strength relative to the running mean of ``||x||^2``.
+    burn_in:
+        Plays learned before scores count, ``>= 0``.
+    """
+
+    def __init__(self, n_features: int, n_classes: int, *, ridge: float = 0.5,
+                 burn_in: int = 1000) -> None:
+        self.model = LinUCBDiag(n_features=n_features, n_classes=n_classes, ridge=ridge)
+        self.burn_in = check_int("burn_in", burn_in, 0)
+
+    @property
+    def learned(self) -> int:
+        """Plays learned so far."""
+        return self.model.count_
+
+    def score_and_learn(self, X: np.ndarray, played: np.ndarray, click: np.ndarray
+                        ) -> np.ndarray:
+        """Margin of each play before learning the block (module docstring), then learn it."""
+        X = np.asarray(X, dtype=np.float64)
+        played = np.asarray(played, dtype=np.intp)
+        rows = np.arange(played.shape[0])
+        mean = X @ self.model.weights_.T
+        scores: np.ndarray = mean[rows, played].copy()
+        mean[rows, played] = -np.inf
+        scores -= mean.max(axis=1)
+        if self.learned < self.burn_in:
+            scores[:] = np.nan
+        self.model.learn_many({"x": X, "played": played,
+                               "click": np.asarray(click, dtype=np.float64)})
+        return scores
