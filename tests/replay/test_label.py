@@ -107,3 +107,14 @@ def test_run_refuses_options_the_learner_does_not_take() -> None:
 def test_run_params_json_overrides_options() -> None:
     result = label.run(_args(gamma=0.1, params={"gamma": 0.4}), 0, lambda n: None)
     assert result.params["gamma"] == 0.4
+
+
+def test_observer_sees_every_learned_event_in_stream_order() -> None:
+    """In batches of the feedback delay, each with the logged context and the click."""
+    batches: list[list[dict[str, object]]] = []
+    result = label.run(_args(rho0=0.2, rho1=0.4, gamma=0.3, feedback_delay=7), 1,
+                       lambda n: None, batches.append)
+    assert [len(b) for b in batches] == [7] * 85 + [5]
+    clicks = np.array([float(e["click"]) for b in batches for e in b])  # type: ignore[arg-type]
+    assert clicks.mean() == pytest.approx(result.extra["noisy_click_rate"])
+    assert {"x", "played", "prob", "click"} <= set(batches[0][0])
