@@ -83,10 +83,10 @@ def _wait_healthy(url: str, path: str, proc: subprocess.Popen[bytes], log: Path,
 
 
 @contextmanager
-def _process(args: list[str], env: dict[str, str], url: str, path: str, log: Path
-             ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run a server until the block ends; its stderr goes to ``log`` (a pipe nobody reads
-    would block the server once full)."""
+def server_process(args: list[str], env: dict[str, str], url: str, path: str, log: Path
+                   ) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a server until the block ends, once ``path`` answers; its stderr goes to ``log``
+    (a pipe nobody reads would block the server once full)."""
     with log.open("wb") as err:
         proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=err)
     try:
@@ -442,7 +442,7 @@ def run(*, quick: bool = False, url: str | None = None, admin_token: str | None 
             port = free_port()
             url = f"http://127.0.0.1:{port}"
             env_admin = {**env, "NOISYLOOP_ADMIN_TOKEN": admin_token}
-            stack.enter_context(_process(
+            stack.enter_context(server_process(
                 [sys.executable, "-m", "app.cli", "serve", "--port", str(port),
                  "--data-dir", str(data)], env_admin, url, "/healthz", data / "serve.log"))
             redis_url = (data / "redis.url").read_text("utf-8").strip()
@@ -450,13 +450,13 @@ def run(*, quick: bool = False, url: str | None = None, admin_token: str | None 
             if api_workers > 1:
                 port = free_port()
                 url = f"http://127.0.0.1:{port}"
-                stack.enter_context(_process(
+                stack.enter_context(server_process(
                     [sys.executable, "-m", "app.cli", "api", "--port", str(port),
                      "--workers", str(api_workers), "--redis-url", redis_url],
                     env_admin, url, "/healthz", data / "api.log"))
             bport = free_port()
             cfg["baseline_url"] = f"http://127.0.0.1:{bport}"
-            stack.enter_context(_process(
+            stack.enter_context(server_process(
                 [sys.executable, "-m", "app.bench.baseline", "--port", str(bport),
                  "--redis-url", redis_url, "--workers", str(api_workers)],
                 env, cfg["baseline_url"], "/get", data / "baseline.log"))
