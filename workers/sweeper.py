@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 
 from app.learners.build import timeout_feedback
-from app.store.expiry import expire_many
 from app.store.keys import ModelKeys
 from workers.context import WorkerContext
 
@@ -38,7 +37,7 @@ async def run_pass(ctx: WorkerContext) -> int:
         if config is None:
             continue
         mode = (config.get("feedback") or {}).get("on_timeout", "drop")
-        outcomes = await expire_many(ctx.store.events, mk, due, mode, default)
+        outcomes = await ctx.store.events.expire_many(mk, due, mode, default)
         expired = outcomes.count("expired")
         if expired:
             ctx.metrics.events_expired.labels(*ref).inc(expired)

@@ -9,7 +9,7 @@ Life of one event:
    context exactly once, leaves a tombstone (so a second feedback gets
    "duplicate"), removes the pending entry and appends the joined event to
    the model's stream.  Or
-   :meth:`EventStore.expire_decision` (the sweeper) ends it after its
+   :meth:`EventStore.expire_many` (the sweeper) ends it after its
    deadline: a default event on the stream (``no_click``) or nothing
    (``drop``).  Both remove the pending entry, so only one of them wins.
 3. The trainer reads the stream with the consumer group
@@ -189,33 +189,30 @@ class EventStore:
         ids: Any = await self.redis.zrangebyscore(mk.pending, "-inf", f"({now}", start=0, num=limit)
         return [text(i) or "" for i in ids]
 
-    async def expire_decision(self, mk: ModelKeys, event_id: str, mode: str,
-                              default_feedback: Mapping[str, np.ndarray]) -> str:
-        """End one overdue decision; return "expired", "not_due" or "gone"."""
-        reply: Any = await self.scripts.run(
-            "expire_decision", [mk.context(event_id), mk.pending, mk.events, mk.snapshot,
-                                mk.partial(event_id)],
-            [event_id, mode, codec.encode(default_feedback)])
-        return text(reply[0]) or "gone"
+    async def expire_many(self, mk: ModelKeys, event_ids: Sequence[str], mode: str,
+                          default_feedback: Mapping[str, np.ndarray]) -> list[str]:
+        """End each overdue decision; per id "expired", "not_due" or "gone".
+
+        Each decision ends in its own ``expire_decision`` Lua step, so a
+        feedback and the sweeper can never both end it (both remove the
+        pending entry atomically); the pipeline only saves round trips.
+        """
+        if not event_ids:
+            return []
+        blob = codec.encode(default_feedback)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for eid in event_ids:
+                await self.scripts.run(
+                    "expire_decision", [mk.context(eid), mk.pending, mk.events, mk.snapshot,
+                                        mk.partial(eid)],
+                    [eid, mode, blob], client=pipe)
+            replies: Any = await pipe.execute()
+        return [text(r[0]) or "gone" for r in replies]
 
     async def server_time(self) -> float:
         """Redis clock in seconds (deadlines use it)."""
         sec, usec = await self.redis.time()
         return sec + usec / 1e6
-
-    async def read_group(self, mk: ModelKeys, consumer: str, count: int,
-                         own_pending: bool = False) -> list[tuple[str, Mapping[bytes, bytes]]]:
-        """Read up to ``count`` raw entries for ``consumer`` of the trainer group.
-
-        ``own_pending=True`` re-reads entries delivered to this consumer but
-        not yet acknowledged (after a crash of the same consumer name).
-        """
-        reply: Any = await self.redis.xreadgroup(TRAINER_GROUP, consumer,
-                                            {mk.events: "0" if own_pending else ">"},
-                                            count=count)
-        if not reply:
-            return []
-        return [(text(sid) or "", fields) for sid, fields in reply[0][1] if fields]
 
     async def last_stream_id(self, mk: ModelKeys) -> str:
         """Id of the newest entry ever added to the model's stream ("0-0" if none)."""

@@ -14,7 +14,6 @@ import pytest
 from app.api.openfeedback import take_open
 from app.api.tasks import task_spec
 from app.learners.ors import ORS
-from app.store.expiry import expire_many
 from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, post_feedback, predict_all
 
@@ -131,7 +130,7 @@ def test_open_decision_expires_with_labels_received(client: TestClient,
 
     async def sweep() -> list[str]:
         due = await ctx.store.events.due_decisions(mk, await ctx.store.events.server_time())
-        return await expire_many(ctx.store.events, mk, due, "drop", {})
+        return await ctx.store.events.expire_many(mk, due, "drop", {})
 
     assert client.portal.call(sweep) == ["expired"]  # type: ignore[union-attr]
     assert post_feedback(client, tenant, {"event_id": eid, "values": [2.0]}).status_code == 404

@@ -40,6 +40,18 @@ async def store(redis_url: str):
 MK = ModelKeys("t", "m")
 
 
+async def stream_entries(store: Store) -> list[tuple[str, dict[bytes, bytes]]]:
+    """The model's event stream as ``(stream id, fields)``, oldest first."""
+    return [(sid.decode(), fields) for sid, fields in await store.redis.xrange(MK.events)]
+
+
+async def expire(store: Store, event_id: str, mode: str = "no_click") -> str:
+    """The sweeper's step on one decision."""
+    default = {"click": np.array(0.0)} if mode == "no_click" else {}
+    [outcome] = await store.events.expire_many(MK, [event_id], mode, default)
+    return outcome
+
+
 def _trainer(store: Store, worker_id: str) -> Worker:
     return Worker(store, WorkerSettings(roles=("trainer",), worker_id=worker_id,
                                         nrest_threads=True))
@@ -60,7 +72,7 @@ async def test_take_feedback_exactly_once_under_concurrency(store: Store) -> Non
                                       for _ in range(20)))
     statuses = sorted(o.status for o in outcomes)
     assert statuses == ["duplicate"] * 19 + ["ok"]
-    assert len(await store.events.read_group(MK, "c", 100)) == 1
+    assert len(await stream_entries(store)) == 1
 
 
 async def test_take_feedback_many_joins_in_order_in_one_call(store: Store) -> None:
@@ -69,7 +81,7 @@ async def test_take_feedback_many_joins_in_order_in_one_call(store: Store) -> No
         MK, [("e1", CLICK), ("nope", CLICK), ("e2", {"click": np.array(0.0)}), ("e1", CLICK)])
     assert [o.status for o in outcomes] == ["ok", "unknown", "ok", "duplicate"]
     assert [o.stream_id is not None for o in outcomes] == [True, False, True, False]
-    entries = await store.events.read_group(MK, "c", 100)
+    entries = await stream_entries(store)
     assert [sid for sid, _ in entries] == [outcomes[0].stream_id, outcomes[2].stream_id]
     assert [decode(f[b"f"])["click"].item() for _, f in entries] == [1.0, 0.0]
     assert (await store.models.record("t", "m")).feedback_accepted == 2  # type: ignore[union-attr]
@@ -78,18 +90,15 @@ async def test_take_feedback_many_joins_in_order_in_one_call(store: Store) -> No
 
 async def test_expired_decision_refuses_feedback_and_ends_once(store: Store) -> None:
     await store.events.record_decisions(MK, [("e1", CTX), ("e2", CTX)], 1, 60)
-    assert await store.events.expire_decision(MK, "e1", "no_click", {"click": np.array(0.0)}) \
-        == "not_due"
+    assert await expire(store, "e1") == "not_due"
     await asyncio.sleep(2.1)
     now = await store.events.server_time()
     assert sorted(await store.events.due_decisions(MK, now)) == ["e1", "e2"]
     assert (await store.events.take_feedback(MK, "e1", CLICK)).status == "unknown"
-    assert await store.events.expire_decision(MK, "e1", "no_click",
-                                              {"click": np.array(0.0)}) == "expired"
-    assert await store.events.expire_decision(MK, "e1", "no_click",
-                                              {"click": np.array(0.0)}) == "gone"
-    assert await store.events.expire_decision(MK, "e2", "drop", {}) == "expired"
-    entries = await store.events.read_group(MK, "c", 10)
+    assert await expire(store, "e1") == "expired"
+    assert await expire(store, "e1") == "gone"
+    assert await expire(store, "e2", "drop") == "expired"
+    entries = await stream_entries(store)
     assert len(entries) == 1 and entries[0][1][b"k"] == b"timeout"
     info = await store.snapshots.info(MK)
     assert info is not None and info.events_expired == 2

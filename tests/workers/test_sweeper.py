@@ -9,7 +9,6 @@ import numpy as np
 from app.learners.base import stack_events
 from app.learners.build import build_learner, timeout_feedback
 from app.store import Store
-from app.store.expiry import expire_many
 from app.store.nrest import SampleStore
 from tests.workers.conftest import create_model, decisions, model_config
 from workers.settings import WorkerSettings
@@ -76,7 +75,7 @@ async def test_feedback_and_sweeper_racing_end_each_decision_once(store: Store) 
         out: list[str] = []
         while await store.redis.zcard(mk.pending):
             due = await store.events.due_decisions(mk, await store.events.server_time(), 1000)
-            out += await expire_many(store.events, mk, due, "no_click", timeout_feedback())
+            out += await store.events.expire_many(mk, due, "no_click", timeout_feedback())
             await asyncio.sleep(0.002)
         return out
 
