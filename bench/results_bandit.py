@@ -22,7 +22,8 @@ Usage::
     .venv/bin/python bench/results_bandit.py           # the docs numbers
     .venv/bin/python bench/results_bandit.py --render-only  # page and figures from the JSON
 
-Writes ``<data>/bandit.json`` (every summary), ``<out>/img/bandit_*.png`` and
+Writes ``<data>/bandit.json`` (every summary), ``<out>/img/bandit_curves.png``,
+``<out>/img/bandit_dilute.png`` and
 prints the Markdown tables used in ``docs/results/bandit.md``.
 """
 
@@ -43,7 +44,7 @@ from app.cli import build_parser
 from app.commands.replay import replay
 from app.learners.noise import estimate_noise_rates
 from app.learners.registry import build
-from app.replay.output import Summary, from_json_dict, plot, summarise, to_json_dict
+from app.replay.output import Summary, from_json_dict, save_panels, summarise, to_json_dict
 from app.sim.datasets import load_classification, stream_indices
 from app.sim.feedback import noisy_clicks
 
@@ -196,24 +197,28 @@ def dilute(b: Bench, gamma: dict[str, float]) -> None:
 
 
 def figures(data: dict[str, Any], img: Path) -> None:
-    """The figures of sections 2 and 5, drawn from the JSON records."""
+    """The figures of sections 2 and 5, drawn from the JSON records: one per section, a
+    column per data set."""
     records, repeats = data["records"], data["meta"]["repeats"]
+    curves = [(f"{dataset}, ρ=({rho0}, {rho1})",
+               [from_json_dict(r) for r in _select(records, "curves", dataset=dataset,
+                                                   rho0=rho0, rho1=rho1)])
+              for rho0, rho1 in CURVE_NOISE for dataset in DATASETS]
+    gammas = ", ".join(f"{d} {data['gamma'][d]}" for d in DATASETS)
+    save_panels(curves, img / "bandit_curves.png", columns=len(DATASETS),
+                title=f"Banditron vs RCNBF vs RCINE, mean of {repeats} runs ±1 sd "
+                      f"(γ: {gammas})")
+    dilute = []
     for dataset in DATASETS:
-        gamma = data["gamma"][dataset]
-        for rho0, rho1 in CURVE_NOISE:
-            curves = [from_json_dict(r) for r in _select(records, "curves", dataset=dataset,
-                                                          rho0=rho0, rho1=rho1)]
-            plot(curves, img / f"bandit_{dataset}_{rho0}_{rho1}.png",
-                 title=f"{dataset}, ρ=({rho0}, {rho1}), γ={gamma}, "
-                       f"mean of {repeats} runs ±1 sd")
         runs = []
         for record in _select(records, "dilute", dataset=dataset):
             summary = from_json_dict(record)
             if "m" in record["params"]:
                 summary.algorithm += f" m={record['params']['m']}"
             runs.append(summary)
-        plot(runs, img / f"bandit_dilute_{dataset}.png",
-             title=f"{dataset}, noise-free: MC-DBF vs baselines (1 run each)")
+        dilute.append((f"{dataset}, noise-free", runs))
+    save_panels(dilute, img / "bandit_dilute.png", columns=len(DATASETS),
+                title="MC-DBF vs baselines (1 run each)", panel_size=(4.6, 3.6))
 
 
 # --------------------------------------------------------------------------
@@ -330,10 +335,8 @@ def render(data: dict[str, Any]) -> str:
             rows.append(cells + [" / ".join(last)])
     add(_table(["data set", "(ρ0, ρ1)", "Banditron", "RCNBF", "RCINE",
                 "last 10%: B / RCNBF / RCINE"], rows) + "\n")
-    for dataset in DATASETS:
-        add(f"**{dataset}:** " + " ".join(
-            f"![{dataset} {rho}](img/bandit_{dataset}_{rho[0]}_{rho[1]}.png)"
-            for rho in CURVE_NOISE) + "\n")
+    add("![error rate against rounds, a row per noise setting and a column per data set]"
+        "(img/bandit_curves.png)\n")
 
     add("## 3. NREst estimates inside RCINE runs (ρ̂0 / ρ̂1)\n")
     add(f"Each RCINE run refreshes its estimate every {n_s:,} events; *first* is the "
@@ -403,7 +406,8 @@ def render(data: dict[str, Any]) -> str:
         dil = _select(records, "dilute", dataset=dataset)
         rows.append([dataset] + [f"{r['final_error_rate']:.4f}" for r in dil])
     add(_table(header, rows) + "\n")
-    add(" ".join(f"![dilute {d}](img/bandit_dilute_{d}.png)" for d in DATASETS) + "\n")
+    add("![error rate against rounds, noise-free, a panel per data set]"
+        "(img/bandit_dilute.png)\n")
 
     add("## Acceptance checks\n")
 

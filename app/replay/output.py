@@ -208,45 +208,89 @@ def plot(summaries: Sequence[Summary], path: str | Path, title: str | None = Non
         plt.close(fig)
 
 
+def save_panels(panels: Sequence[tuple[str, Sequence[Summary]]], path: str | Path,
+                columns: int, title: str | None = None,
+                panel_size: tuple[float, float] = (4.6, 3.0)) -> None:
+    """PNG of :func:`panels_figure` (log-log panels)."""
+    import matplotlib.pyplot as plt
+
+    fig = panels_figure(panels, columns, title, panel_size)
+    try:
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
+
+
 def figure(summaries: Sequence[Summary], title: str | None = None, logx: bool = True,
            logy: bool = True) -> Any:
-    """A matplotlib figure of each summary's mean curve against rounds, with a +-1 std band
-    over runs, a dotted line at the chance level of a classification task (its runs'
-    ``chance_error_rate``) and by default :func:`default_title`.
+    """A matplotlib figure of one :func:`draw` panel, titled by default with
+    :func:`default_title`.
 
     Log-log axes by default, as in the papers' figures.  Uses matplotlib's
     Agg backend (no display needed); the caller closes the figure.
+    """
+    return panels_figure([(default_title(summaries) if title is None else title, summaries)],
+                         columns=1, panel_size=(6.4, 4.4), logx=logx, logy=logy)
+
+
+def panels_figure(panels: Sequence[tuple[str, Sequence[Summary]]], columns: int,
+                  title: str | None = None, panel_size: tuple[float, float] = (4.6, 3.0),
+                  logx: bool = True, logy: bool = True) -> Any:
+    """A matplotlib figure of one :func:`draw` panel per ``(panel title, summaries)``,
+    ``columns`` to a row (filled row by row) under ``title``.
+
+    With more than one panel the axes are named once for the whole figure (the
+    first panel's metric).  Uses matplotlib's Agg backend; the caller closes the figure.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, squeeze=False, layout="constrained",
+                             figsize=(panel_size[0] * columns, panel_size[1] * rows))
     try:
-        for s in summaries:
-            (line,) = ax.plot(s.t, s.mean, label=f"{s.label} ({s.final:.3g})")
-            if len(s.runs) > 1:
-                low = np.maximum(s.mean - s.std, np.finfo(float).tiny) if logy else s.mean - s.std
-                ax.fill_between(s.t, low, s.mean + s.std, color=line.get_color(), alpha=0.2)
-        for chance in sorted({s.runs[0].extra["chance_error_rate"] for s in summaries
-                              if "chance_error_rate" in s.runs[0].extra}):
-            ax.axhline(chance, color="grey", linestyle=":", linewidth=1,
-                       label=f"chance (1 - 1/K = {chance:.3g})")
-        if logx:
-            ax.set_xscale("log")
-        if logy and all(np.all(s.mean > 0) for s in summaries):
-            ax.set_yscale("log")
-        ax.set_xlabel("rounds")
-        ax.set_ylabel(METRIC_LABELS.get(summaries[0].metric, summaries[0].metric))
-        ax.set_title(default_title(summaries) if title is None else title, fontsize=9)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
+        for ax, (panel_title, summaries) in zip(axes.flat, panels):
+            draw(ax, summaries, panel_title, logx=logx, logy=logy)
+        for ax in axes.flat[len(panels):]:
+            ax.set_visible(False)
+        if len(panels) > 1:
+            fig.supxlabel(axes[0, 0].get_xlabel(), fontsize=10)
+            fig.supylabel(axes[0, 0].get_ylabel(), fontsize=10)
+            for ax in axes.flat:
+                ax.set(xlabel="", ylabel="")
+        if title:
+            fig.suptitle(title, fontsize=10)
     except BaseException:
         plt.close(fig)
         raise
     return fig
+
+
+def draw(ax: Any, summaries: Sequence[Summary], title: str, logx: bool = True,
+         logy: bool = True) -> None:
+    """Each summary's mean curve against rounds on the matplotlib axes ``ax``, with a +-1 std
+    band over runs, a dotted line at the chance level of a classification task (its runs'
+    ``chance_error_rate``) and a legend giving each curve's final value."""
+    for s in summaries:
+        (line,) = ax.plot(s.t, s.mean, label=f"{s.label} ({s.final:.3g})")
+        if len(s.runs) > 1:
+            low = np.maximum(s.mean - s.std, np.finfo(float).tiny) if logy else s.mean - s.std
+            ax.fill_between(s.t, low, s.mean + s.std, color=line.get_color(), alpha=0.2)
+    for chance in sorted({s.runs[0].extra["chance_error_rate"] for s in summaries
+                          if "chance_error_rate" in s.runs[0].extra}):
+        ax.axhline(chance, color="grey", linestyle=":", linewidth=1,
+                   label=f"chance (1 - 1/K = {chance:.3g})")
+    if logx:
+        ax.set_xscale("log")
+    if logy and all(np.all(s.mean > 0) for s in summaries):
+        ax.set_yscale("log")
+    ax.set_xlabel("rounds")
+    ax.set_ylabel(METRIC_LABELS.get(summaries[0].metric, summaries[0].metric))
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
 
 
 #: Colours of a saved figure: line plots need few, and a palette PNG is about a
@@ -258,7 +302,12 @@ FIGURE_DPI = 80
 
 
 def save_figure(fig: Any, path: str | Path, dpi: int = FIGURE_DPI) -> None:
-    """Save a matplotlib figure as a palette PNG of :data:`FIGURE_COLOURS` colours."""
+    """Save a matplotlib figure as a palette PNG of :data:`FIGURE_COLOURS` colours.
+
+    The palette comes from a fast octree: it keeps every line's own colour, where a
+    median cut merges a colour few pixels carry (a line under two others) into a
+    neighbouring one.
+    """
     import io
 
     from PIL import Image
@@ -269,7 +318,7 @@ def save_figure(fig: Any, path: str | Path, dpi: int = FIGURE_DPI) -> None:
     fig.savefig(buffer, format="png", dpi=dpi)
     buffer.seek(0)
     image = Image.open(buffer).convert("RGB").quantize(
-        colors=FIGURE_COLOURS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+        colors=FIGURE_COLOURS, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
     image.save(p, format="PNG", optimize=True)
 
 
