@@ -173,13 +173,18 @@ def r_dependence(rounds: int, reps: range) -> dict[str, dict[str, Any]]:
 
 
 def plot_variants(results: dict[str, dict[str, Any]], panels: list[tuple[str, str, str]],
-                  path: Path) -> None:
-    """One panel per (title, key prefix, results-key) with one curve per variant."""
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8), squeeze=False)
-    for ax, (title, group, prefix) in zip(axes[0], panels, strict=True):
+                  path: Path, columns: int | None = None) -> None:
+    """One panel per (title, results-key, key prefix) with one curve per variant, ``columns``
+    panels to a row (default: all in one row); a variant has the same colour in every panel."""
+    columns = columns or len(panels)
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.8 * rows), squeeze=False)
+    for ax, (title, group, prefix) in zip(axes.flat, panels, strict=True):
         for key, res in results[group].items():
             if key.startswith(prefix):
-                ax.plot(res["curve_t"], res["curve"], label=key.split("/", 1)[1])
+                variant = key.split("/", 1)[1]
+                ax.plot(res["curve_t"], res["curve"], label=variant,
+                        color=f"C{KNOWN.index(variant)}")
         ax.set(title=title, xlabel="round", ylabel="cumulative MSE", yscale="log")
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -187,35 +192,34 @@ def plot_variants(results: dict[str, dict[str, Any]], panels: list[tuple[str, st
     plt.close(fig)
 
 
-def plot_budget(budget: dict[str, dict[str, Any]], path: Path) -> None:
-    """Figure 6: final MSE against B per schedule, strategy and scaling."""
-    fig, axes = plt.subplots(1, len(SCHEDULES), figsize=(15, 3.8))
-    for ax, schedule in zip(axes, SCHEDULES, strict=True):
+def plot_budget(budget: dict[str, dict[str, Any]], B: float, path: Path) -> None:
+    """Figure 6 (final MSE against B per schedule, strategy and scaling; a strategy has
+    one colour, scaling a solid and no scaling a dotted line) and figure 7 (running budget
+    and a of auto_self_tuned at ``B``, uniform schedule) in one 2 x 2 grid; the first panel
+    holds the legend of the three figure 6 panels."""
+    fig, axes = plt.subplots(2, 2, figsize=(10, 6.4))
+    for ax, schedule in zip(axes.flat, SCHEDULES):
         for algorithm, style in (("ors", "-"), ("nlms", ":")):
-            for strategy in STRATEGIES:
+            for colour, strategy in enumerate(STRATEGIES):
                 ys = [budget[f"{schedule}/{algorithm}/1/none"]["mse"]] + [
-                    budget[f"{schedule}/{algorithm}/{B:g}/{strategy}"]["mse"] for B in BUDGETS]
+                    budget[f"{schedule}/{algorithm}/{b:g}/{strategy}"]["mse"] for b in BUDGETS]
                 label = f"{strategy} ({'scaling' if algorithm == 'ors' else 'no scaling'})"
-                ax.plot((1.0, *BUDGETS), ys, style, marker="o", label=label)
-        ax.set(title=f"{schedule} noise variance", xlabel="budget B", ylabel="MSE")
-        ax.legend(fontsize=6)
-    fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
-
-
-def plot_trace(res: dict[str, Any], B: float, path: Path) -> None:
-    """Figure 7: running budget and a of auto_self_tuned."""
-    t = [p["t"] for p in res["trace"]]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(t, [p["running_budget"] for p in res["trace"]], label="running budget")
+                ax.plot((1.0, *BUDGETS), ys, style, marker="o", color=f"C{colour}",
+                        label=label)
+        ax.set(title=f"fig6: {schedule} noise variance", xlabel="budget B", ylabel="MSE")
+    axes[0, 0].legend(fontsize=7)
+    trace = budget[f"uniform/ors/{B:g}/auto_self_tuned"]["trace"]
+    ax = axes[1, 1]
+    t = [p["t"] for p in trace]
+    ax.plot(t, [p["running_budget"] for p in trace], label="running budget")
     ax.axhline(B, color="k", lw=0.8, label="B")
     ax.axhline(0.95 * B, color="k", ls="--", lw=0.8, label="0.95 B")
-    ax.set(xlabel="round", ylabel="labels per round")
-    ax2 = ax.twinx()
-    ax2.plot(t, [p["a"] for p in res["trace"]], color="tab:red", lw=0.8)
-    ax2.set(ylabel="a", yscale="log")
-    ax.legend(fontsize=7)
+    ax.set(title=f"fig7: auto_self_tuned, B = {B:g}, uniform", xlabel="round",
+           ylabel="labels per round")
+    right = ax.twinx()
+    right.plot(t, [p["a"] for p in trace], color="tab:red", lw=0.8)
+    right.set(ylabel="a (red)", yscale="log")
+    ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)
@@ -285,13 +289,10 @@ def write_outputs(results: dict[str, Any], out: Path, quick: bool) -> None:
     plot_variants(results, [("known variance", "linear-gaussian/5", "known/"),
                             ("unknown variance", "linear-gaussian/5", "unknown/")],
                   img / "regression_fig2.png")
-    for mode in ("known", "unknown"):
-        plot_variants(results, [(f"channel M={M:g}, {mode} variance", f"channel/{M:g}",
-                                 f"{mode}/") for M in (0.5, 1.0, 5.0)],
-                      img / f"regression_fig4_{mode}.png")
-    plot_budget(results["budget"], img / "regression_fig6.png")
-    plot_trace(results["budget"]["uniform/ors/1.5/auto_self_tuned"], 1.5,
-               img / "regression_fig7.png")
+    plot_variants(results, [(f"channel M={M:g}, {mode} variance", f"channel/{M:g}", f"{mode}/")
+                            for mode in ("known", "unknown") for M in (0.5, 1.0, 5.0)],
+                  img / "regression_fig4.png", columns=3)
+    plot_budget(results["budget"], 1.5, img / "regression_fig6_7.png")
     (out / "regression.md").write_text("\n".join(report(results, quick)) + "\n")
 
 
@@ -332,8 +333,7 @@ def report(res: dict[str, Any], quick: bool) -> list[str]:
         "",
         *variant_table(res, (0.5, 1.0, 5.0), "channel"),
         "",
-        "![fig4 known](img/regression_fig4_known.png)",
-        "![fig4 unknown](img/regression_fig4_unknown.png)",
+        "![fig4: known variance (top), unknown variance (bottom)](img/regression_fig4.png)",
         "",
     ]
     lines += tuned_r_section(res)
@@ -449,9 +449,8 @@ def budget_section(res: dict[str, Any]) -> list[str]:
                          for s in STRATEGIES]
                 lines.append(f"| {name} | {B:g} | " + " | ".join(cells) + " |")
         lines.append("")
-    return lines + ["![fig6](img/regression_fig6.png)", "",
-                    ("![fig7: running budget and a of auto_self_tuned, B = 1.5, uniform]"
-                    "(img/regression_fig7.png)"), ""]
+    return lines + [("![fig6: MSE against B per schedule; fig7: running budget and a of "
+                     "auto_self_tuned, B = 1.5, uniform](img/regression_fig6_7.png)"), ""]
 
 
 def acceptance_section(res: dict[str, Any]) -> list[str]:
