@@ -103,16 +103,19 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
         title="noisyloop", version="1",
         description="Online learning from noisy, delayed, partial feedback.", lifespan=lifespan,
         docs_url=None, redoc_url=None,  # FastAPI's pages load a CDN; install_docs' do not
+        strict_content_type=False,  # a body without Content-Type is read as JSON
         telemetry=None if settings.otel else {"tracing": False, "metrics": False, "logs": False},
         fast_path_options={"template": predict.PREDICT_PATH, "metrics": metrics,
                            "max_body_bytes": settings.max_body_bytes,
                            "retry_after_seconds": settings.retry_after_seconds})
     install_error_handlers(app, settings.retry_after_seconds, authenticate=check_credentials)
     install_docs(app)
+    app.state.api_routes = []  # by path and method: the Allow header of a 405
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
     for module in (predict, feedback, models, admin, noise, confusion, deadletters, stream,
                    ops):
         app.include_router(module.router)
+        app.state.api_routes += module.router.routes
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        max_depth=settings.max_json_depth)
     if settings.cors_origins:

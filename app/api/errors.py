@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.api.responses import OrjsonResponse
 from app.learners.base import ParamError
@@ -97,6 +98,38 @@ def validation_error(errors: Sequence[Any], prefix: str = "") -> ApiError:
     return ApiError(422, "invalid_request", message, path)
 
 
+def internal_error() -> ApiError:
+    """The 500 of an unexpected failure (its details go to the log, never to the client)."""
+    return ApiError(500, "internal_error", "internal error")
+
+
+def unsupported_media_type(content_type: str) -> ApiError:
+    """The 415 of a body sent as something other than JSON."""
+    return ApiError(415, "unsupported_media_type", f"the body is read as JSON: send it with "
+                    f"'Content-Type: application/json' (or no Content-Type), not "
+                    f"{content_type[:100]!r}", "Content-Type")
+
+
+def is_json_media_type(content_type: str | None) -> bool:
+    """Whether a request's ``Content-Type`` lets its body be read as JSON (absent,
+    ``application/json`` or ``application/*+json``, any parameters)."""
+    if not content_type:
+        return True
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/")
+                                           and media.endswith("+json"))
+
+
+def allowed_methods(routes: Sequence[Any], scope: Any) -> str:
+    """The ``Allow`` header of a path: the methods of every route in ``routes`` matching it
+    (FastAPI adds one route per method, and Starlette's 405 names the first one's alone)."""
+    methods: set[str] = set()
+    for route in routes:
+        if getattr(route, "methods", None) and route.matches(scope)[0] != Match.NONE:
+            methods |= route.methods
+    return ", ".join(sorted(methods))
+
+
 def store_unavailable(retry_after: int) -> ApiError:
     return ApiError(503, "store_unavailable", "the store (Redis) is unreachable; retry later",
                     headers={"Retry-After": str(retry_after)})
@@ -134,6 +167,12 @@ def install_error_handlers(app: FastAPI, retry_after: int,
 
     async def on_validation(request: Request, exc: Exception) -> OrjsonResponse:
         assert isinstance(exc, RequestValidationError)
+        content_type = request.headers.get("content-type")
+        if not is_json_media_type(content_type) and any(
+                tuple(e.get("loc", ()))[:1] == ("body",) for e in exc.errors()):
+            # the body was not read as JSON at all: say what to send, not what it is not
+            assert content_type is not None
+            return await denied(request) or unsupported_media_type(content_type).response()
         return await denied(request) or validation_error(exc.errors()).response()
 
     async def on_http(request: Request, exc: Exception) -> OrjsonResponse:
@@ -144,6 +183,9 @@ def install_error_handlers(app: FastAPI, retry_after: int,
                 422, "invalid_json", "body is not valid UTF-8 JSON").response()
         code = _STATUS_CODES.get(exc.status_code, "http_error")
         headers = dict(exc.headers) if exc.headers else None
+        routes = getattr(request.app.state, "api_routes", None)
+        if exc.status_code == 405 and routes:
+            headers = {**(headers or {}), "Allow": allowed_methods(routes, request.scope)}
         return ApiError(exc.status_code, code, str(exc.detail), headers=headers).response()
 
     async def on_param(request: Request, exc: Exception) -> OrjsonResponse:
@@ -156,10 +198,15 @@ def install_error_handlers(app: FastAPI, retry_after: int,
     async def on_recursion(request: Request, exc: Exception) -> OrjsonResponse:
         return ApiError(422, "invalid_json", "JSON nested too deeply").response()
 
+    async def on_unexpected(request: Request, exc: Exception) -> OrjsonResponse:
+        # Starlette's server-error layer logs the traceback and re-raises after this answer
+        return internal_error().response()
+
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(ParamError, on_param)
     app.add_exception_handler(RecursionError, on_recursion)
+    app.add_exception_handler(Exception, on_unexpected)
     for exc_type in STORE_ERRORS:
         app.add_exception_handler(exc_type, on_store)

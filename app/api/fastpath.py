@@ -8,7 +8,7 @@ cost more CPU than the rest of a single predict
 and only when, the request is unambiguous:
 
 * ``POST``, a path ``/v1/models/<id>/predict`` whose id matches the
-  contract's pattern, ``Content-Type: application/json``, a bearer token, a
+  contract's pattern, ``Content-Type: application/json`` (or none), a bearer token, a
   ``Content-Length`` within the body limit, no ``Origin`` (CORS is the app's
   business), and the whole body in one message;
 * a body that is exactly ``{"features": [numbers...]}`` with an optional
@@ -22,13 +22,16 @@ Such a request is observed as every other (request id header, metrics under
 the route template, one access-log line: :class:`ObservedRequest`).
 Anything else, every error included, goes on to the app with the body
 replayed, so the fast path changes no response, only the CPU spent.  The
-one error it answers itself is an unreachable Redis (503
+errors it answers itself (observed likewise) are an unreachable Redis (503
 ``store_unavailable``, as the app's handler answers it): going on would wait
-for a second connect timeout before the same answer.
+for a second connect timeout before the same answer; and an unexpected
+failure (500 ``internal_error``, as the app answers it): going on could log
+the decision twice.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 
 import orjson
@@ -37,7 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api import decisions
 from app.api.deps import bearer_token
-from app.api.errors import ApiError, store_error_response
+from app.api.errors import ApiError, internal_error, store_error_response
 from app.api.middleware import ObservedRequest
 from app.api.responses import dumps
 from app.api.routing import may_hold_big_int
@@ -46,6 +49,7 @@ from app.api.schemas.predict import PredictRequest
 from app.metrics import Metrics
 from app.store import STORE_ERRORS
 
+logger = logging.getLogger(__name__)
 _PATH = re.compile(r"/v1/models/([^/]+)/predict")
 _MODEL_ID = re.compile(MODEL_ID_PATTERN)
 _NUMBER_TYPES = frozenset((int, float))
@@ -118,7 +122,10 @@ class SinglePredictFastPath:
             answer = await self._answer(token, match.group(1), message.get("body", b""), scope)
         except STORE_ERRORS as exc:
             answer = store_error_response(exc, self.retry_after_seconds)
-        except BaseException:  # a bug: uvicorn answers 500; the log context is restored
+        except Exception:  # a bug: answered, logged and counted as the app's 500s are
+            logger.exception("single predict failed")
+            answer = internal_error().response()
+        except BaseException:  # cancelled: nothing is answered; the log context is restored
             observed.abandon()
             raise
         if answer is None:
@@ -147,7 +154,7 @@ class SinglePredictFastPath:
         length = found.get(b"content-length", b"")
         if (b"origin" in found or b"authorization" not in found or not length.isdigit()
                 or int(length) > self.max_body_bytes
-                or found.get(b"content-type", b"").partition(b";")[0].strip().lower() != _JSON):
+                or found.get(b"content-type", _JSON).partition(b";")[0].strip().lower() != _JSON):
             return None
         try:
             return bearer_token(found[b"authorization"].decode("latin-1"))

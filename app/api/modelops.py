@@ -25,7 +25,13 @@ from app.api.schemas.models import (
 from app.api.tasks import task_spec
 from app.learners.base import ParamError, check_state
 from app.learners.build import budget_strategy, build_learner, initial_noise_rates
-from app.learners.registry import CLASS_TASKS, algorithms, default_params, learner_class
+from app.learners.registry import (
+    CLASS_TASKS,
+    algorithms,
+    check_param_types,
+    default_params,
+    learner_class,
+)
 from app.store.keys import ModelKeys
 from app.store.models import ModelRecord
 from app.store.noise import NoiseRecord
@@ -73,6 +79,10 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
             spec.has_clicks and "click" in cls.feedback_fields):
         raise ApiError(422, "invalid_param", f"{algorithm!r} learns from labels, not clicks: "
                        "an unanswered decision can only be dropped", "feedback.on_timeout")
+    try:
+        check_param_types(cls, body.params)
+    except ParamError as exc:
+        raise from_param_error(exc) from None
     config = {"model_id": body.model_id, "task": body.task, "algorithm": algorithm,
               "n_features": body.n_features, "n_classes": body.n_classes, "params": params,
               "feedback": body.feedback.model_dump(), "seed": body.seed,

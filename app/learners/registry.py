@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 from app.learners.base import Learner, ParamError
@@ -90,6 +91,35 @@ def hyper_params(learner: Learner) -> dict[str, Any]:
 @functools.cache
 def _param_names(cls: type[Learner]) -> tuple[str, ...]:
     return tuple(default_params(cls))
+
+
+#: What a value of each simple annotated type must be (bool is no int nor float).
+_SIMPLE_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "float": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+    "int": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "None": ("null", lambda v: v is None),
+}
+
+
+def check_param_types(cls: type[Learner], params: dict[str, Any]) -> None:
+    """:class:`ParamError` naming ``params.<name>`` for a value that is not of the simple
+    types its constructor annotation names (``gamma: float``: a number; ``percentile:
+    float | None``: a number or null).  A string is never taken for a number, nor a number
+    for a boolean; annotations with other types (sequences) are left to the learner.
+
+    Checked when a model is created, so that no config stores a string for a number.
+    """
+    signature = inspect.signature(cls.__init__).parameters
+    for name, value in params.items():
+        annotation = signature[name].annotation if name in signature else ""
+        alternatives = [part.strip() for part in str(annotation).split("|")]
+        if any(part not in _SIMPLE_TYPES for part in alternatives):
+            continue
+        if not any(_SIMPLE_TYPES[part][1](value) for part in alternatives):
+            wanted = " or ".join(_SIMPLE_TYPES[part][0] for part in alternatives)
+            raise ParamError(f"params.{name}", f"must be {wanted}, got {value!r:.80}")
 
 
 def build(

@@ -154,7 +154,8 @@ def test_a_snapshot_published_by_another_process_is_seen(idle_client: TestClient
     ({"features": [True, 0, 0, 0]}, 422),           # a boolean is not a number
     ({"features": X, "extra": 1}, 422),             # unknown field
     ({"features": X, "explore": "maybe"}, 422),
-    ({"features": X, "explore": "yes"}, 200),       # pydantic's lax bool, as before
+    ({"features": X, "explore": "yes"}, 422),       # strict: a string is not a boolean
+    ({"features": X, "explore": 0}, 422),           # nor is a number
     ({"instances": [X, X]}, 200),                   # a batch
     ({"features": {"indices": [0], "values": [1.0]}}, 200),
 ])
@@ -176,8 +177,18 @@ def test_non_json_content_type_goes_to_the_regular_route(idle_client: TestClient
     predicted_by(idle_client, tenant)
     r = idle_client.post(PREDICT, content=b'{"features": [1, 0, 0, 0]}',
                          headers={**tenant, "Content-Type": "text/plain"})
-    # FastAPI reads a non-JSON content type as no body at all
-    assert r.status_code == 422
+    # the route answers: 415 saying what to send
+    assert r.status_code == 415 and r.json()["error"]["code"] == "unsupported_media_type"
+
+
+def test_no_content_type_is_read_as_json(idle_client: TestClient,
+                                          tenant: dict[str, str]) -> None:
+    predicted_by(idle_client, tenant)
+    before = paths(idle_client)
+    r = idle_client.post(PREDICT, content=b'{"features": [1, 0, 0, 0]}', headers=tenant)
+    assert r.status_code == 200 and "label" in r.json()
+    after = paths(idle_client)
+    assert after["one_round_trip"] == before.get("one_round_trip", 0) + 1
 
 
 def test_rate_limited_service_takes_the_regular_path(redis_url: str) -> None:

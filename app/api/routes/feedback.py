@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Request
 
 from app.api import decisions
 from app.api.deps import AuthHeader, ModelIdPath, get_context, require_model
+from app.api.errors import unsupported_media_type
 from app.api.responses import OrjsonResponse
 from app.api.routing import OrjsonRoute
 from app.api.schemas.common import ErrorResponse
@@ -28,5 +29,7 @@ async def create_feedback(body: Annotated[FeedbackRequest, Body()], model_id: Mo
                           request: Request, authorization: AuthHeader = None) -> OrjsonResponse:
     """Join feedback with its decision exactly once and queue it for the trainer."""
     view = await require_model(request, model_id, authorization)
+    if isinstance(body, bytes):  # not read as JSON (its events are validated one by one)
+        raise unsupported_media_type(request.headers.get("content-type", ""))
     status, doc = await decisions.feedback(await get_context(request), view, body)
     return OrjsonResponse(doc, status_code=status)

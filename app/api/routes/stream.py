@@ -25,7 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 from app.api import decisions
 from app.api.context import ApiContext
 from app.api.deps import authorize_model, bearer_token
-from app.api.errors import ApiError, store_unavailable, validation_error
+from app.api.errors import ApiError, internal_error, store_unavailable, validation_error
 from app.api.limits import check_json_depth
 from app.api.schemas.feedback import FeedbackRequest
 from app.api.schemas.predict import PredictRequest
@@ -160,8 +160,7 @@ async def _reply(ctx: ApiContext, token: str, model_id: str, message: Any,
             ctx.settings.retry_after_seconds).body()["error"]}
     except Exception:  # never close the socket for one bad message
         logger.exception("websocket message failed")
-        reply = {"id": msg_id, "error": {"code": "internal_error",
-                                         "message": "internal error", "field": None}}
+        reply = {"id": msg_id, "error": internal_error().body()["error"]}
     return _encode_reply(reply)
 
 

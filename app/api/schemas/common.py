@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-#: A JSON number that must be finite (NaN and +-Infinity are refused).
+#: Most features of a model and most classes of a classification model.
+MAX_FEATURES = 1_000_000
+MAX_CLASSES = 10_000
+
+#: A JSON number that must be finite (NaN and +-Infinity are refused; integers are numbers).
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-#: A non-negative JSON integer (booleans refused).
-Index = Annotated[int, Field(strict=True, ge=0)]
+#: A feature index (booleans refused): below :data:`MAX_FEATURES`, the model's own
+#: ``n_features`` is checked against the model.
+FeatureIndex = Annotated[int, Field(strict=True, ge=0, lt=MAX_FEATURES)]
+#: A class label (booleans refused): below :data:`MAX_CLASSES`, the model's own
+#: ``n_classes`` is checked against the model.
+ClassIndex = Annotated[int, Field(strict=True, ge=0, lt=MAX_CLASSES)]
 
 MODEL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 TENANT_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
@@ -21,9 +29,14 @@ EventId = Annotated[str, StringConstraints(pattern=EVENT_ID_PATTERN)]
 
 
 class RequestModel(BaseModel):
-    """Base of request bodies: unknown fields are refused."""
+    """Base of request bodies: unknown fields are refused, types are strict.
 
-    model_config = ConfigDict(extra="forbid")
+    Strict: a string is never taken for a number or a boolean, nor a number
+    for a boolean (``"explore": "no"`` is a 422 naming the field); a JSON
+    integer is a valid number.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ErrorDetail(BaseModel):
@@ -38,3 +51,20 @@ class ErrorResponse(BaseModel):
     """The one error shape of every endpoint."""
 
     error: ErrorDetail
+
+
+def exactly_one_of(model: BaseModel, names: tuple[str, ...], message: str) -> None:
+    """ValueError(``message``) unless exactly one of the fields ``names`` was given, and
+    none as an explicit null (the published schema has no null for them)."""
+    given = [name for name in names if getattr(model, name) is not None]
+    nulls = [name for name in names if name in model.model_fields_set
+             and getattr(model, name) is None]
+    if len(given) != 1:
+        raise ValueError(message)
+    if nulls:
+        raise ValueError(f"{message}: omit {nulls[0]!r} rather than sending null")
+
+
+def one_of_schema(*names: str) -> dict[str, Any]:
+    """The JSON-schema addition saying that exactly one of the properties ``names`` is given."""
+    return {"oneOf": [{"required": [name]} for name in names]}

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from app.api.schemas.common import FiniteFloat, RequestModel
-from app.api.schemas.models import MAX_CLASSES
+from app.api.schemas.common import MAX_CLASSES, FiniteFloat, RequestModel
 
 
 class ConfusionPutRequest(RequestModel):
@@ -18,7 +17,9 @@ class ConfusionPutRequest(RequestModel):
     must be invertible and well conditioned.
     """
 
-    matrix: list[list[FiniteFloat]] | None = Field(max_length=MAX_CLASSES)
+    matrix: list[Annotated[list[FiniteFloat], Field(min_length=2, max_length=MAX_CLASSES)]] | None = (
+        Field(min_length=2, max_length=MAX_CLASSES,
+              description="n_classes rows of n_classes numbers (the model's n_classes)"))
 
 
 class ConfusionResponse(BaseModel):

@@ -7,14 +7,24 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     BeforeValidator,
+    ConfigDict,
     Discriminator,
     Field,
     SkipValidation,
     Tag,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 
-from app.api.schemas.common import ErrorDetail, EventId, FiniteFloat, Index, RequestModel
+from app.api.schemas.common import (
+    ClassIndex,
+    ErrorDetail,
+    EventId,
+    FiniteFloat,
+    RequestModel,
+    exactly_one_of,
+    one_of_schema,
+)
 from app.api.schemas.predict import Features
 from app.settings import MAX_BATCH
 
@@ -41,7 +51,7 @@ class LabelFeedback(RequestModel):
 
     event_id: EventId
     click: Click | None = None
-    label: Index | None = None
+    label: ClassIndex | None = None
 
 
 #: Most noisy labels or noisy copies in one feedback event.
@@ -75,19 +85,21 @@ class NoisyLabelFeedback(RequestModel):
     (and needs ``noisy_label``; the ``perceptron`` learns from ``label``).
     """
 
-    event_id: EventId | None = None
-    features: Features | None = None
-    label: Index
+    model_config = ConfigDict(json_schema_extra=one_of_schema("event_id", "features"))
+
+    event_id: EventId | SkipJsonSchema[None] = None
+    features: Features | SkipJsonSchema[None] = None
+    label: ClassIndex
     gold: bool = Field(default=False, strict=True,
                        description="true: `label` is known to be the correct class")
-    noisy_label: Index | None = Field(default=None, description="gold examples: the label the "
+    noisy_label: ClassIndex | None = Field(default=None, description="gold examples: the label the "
                                                                 "noise source gave")
 
     @model_validator(mode="after")
     def _one_source(self) -> NoisyLabelFeedback:
-        if (self.event_id is None) == (self.features is None):
-            raise ValueError("give exactly one of 'event_id' (feedback for a prediction) "
-                             "or 'features' (an example without a prediction)")
+        exactly_one_of(self, ("event_id", "features"),
+                       "give exactly one of 'event_id' (feedback for a prediction) "
+                       "or 'features' (an example without a prediction)")
         return self
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from app.api.features import DEFAULT_MAX_FEATURE_NORM, MAX_FEATURE_NORM_LIMIT
-from app.api.schemas.common import ModelId, RequestModel
+from app.api.schemas.common import MAX_CLASSES, MAX_FEATURES, ModelId, RequestModel
+from app.learners.registry import ALGORITHMS, tasks
 
-MAX_FEATURES = 1_000_000
-MAX_CLASSES = 10_000
 #: Longest wait for feedback: 30 days.
 MAX_WAIT_SECONDS = 30 * 86400
 
@@ -43,8 +42,12 @@ class ModelCreateRequest(RequestModel):
     """Body of ``POST /v1/models``; ``algorithm`` defaults to the task's first."""
 
     model_id: ModelId
-    task: str
-    algorithm: str | None = None
+    task: str = Field(json_schema_extra={"enum": list[JsonValue](tasks())},
+                      description="one of the served tasks")
+    algorithm: Annotated[str, Field(json_schema_extra={
+        "enum": list[JsonValue](sorted({a for _, a in ALGORITHMS}))})] | None = Field(
+        default=None, description="one of the task's algorithms (docs/api.md lists which fits "
+                                  "which task); omitted or null: the task's default")
     n_features: int = Field(ge=1, le=MAX_FEATURES, strict=True)
     n_classes: int | None = Field(default=None, ge=2, le=MAX_CLASSES, strict=True)
     params: dict[str, Any] = Field(default_factory=dict, max_length=64)
@@ -114,16 +117,24 @@ class ModelListResponse(BaseModel):
     models: list[ModelResponse]
 
 
+#: Standard base64 (what ``GET .../snapshot`` writes).
+BASE64_PATTERN = r"^[A-Za-z0-9+/]*={0,2}$"
+
+
 class ArrayPayload(BaseModel):
     """One array: base64 of its ``.npy`` bytes, with dtype and shape for reading."""
 
-    dtype: str
-    shape: list[int]
-    data_b64: str
+    model_config = ConfigDict(strict=True)
+
+    dtype: str = Field(max_length=32)
+    shape: list[Annotated[int, Field(ge=0)]] = Field(max_length=32)
+    data_b64: str = Field(pattern=BASE64_PATTERN)
 
 
 class ModelConfigPayload(BaseModel):
     """The config part of a snapshot."""
+
+    model_config = ConfigDict(strict=True)
 
     model_id: str
     task: str
@@ -142,11 +153,18 @@ class SnapshotResponse(BaseModel):
 
 
 class SnapshotImportRequest(BaseModel):
-    """``PUT /v1/models/{id}/snapshot``: the state arrays; ``model`` must match the config."""
+    """``PUT /v1/models/{id}/snapshot``: the state arrays; ``model`` must match the config.
+
+    Which arrays ``state`` holds, and their shapes, depend on the model's
+    algorithm and sizes: import what ``GET .../snapshot`` of the same kind of
+    model exported.
+    """
+
+    model_config = ConfigDict(strict=True)
 
     model: ModelConfigPayload | None = None
     version: int | None = None
-    state: dict[str, ArrayPayload] = Field(max_length=64)
+    state: dict[str, ArrayPayload] = Field(min_length=1, max_length=64)
 
 
 class SyncResponse(BaseModel):

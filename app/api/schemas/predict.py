@@ -9,9 +9,24 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Discriminator, Field, StringConstraints, Tag, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StringConstraints,
+    Tag,
+    model_validator,
+)
+from pydantic.json_schema import SkipJsonSchema
 
-from app.api.schemas.common import FiniteFloat, Index, RequestModel
+from app.api.schemas.common import (
+    FeatureIndex,
+    FiniteFloat,
+    RequestModel,
+    exactly_one_of,
+    one_of_schema,
+)
 from app.learners.proxy import CALIBRATION_BETA_MIN
 from app.settings import MAX_BATCH
 
@@ -26,7 +41,7 @@ FeatureName = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME
 class SparseFeatures(RequestModel):
     """Non-zero entries by index."""
 
-    indices: list[Index] = Field(max_length=MAX_DENSE)
+    indices: list[FeatureIndex] = Field(max_length=MAX_DENSE)
     values: list[FiniteFloat] = Field(max_length=MAX_DENSE)
 
     @model_validator(mode="after")
@@ -67,17 +82,24 @@ Features = Annotated[
 
 
 class PredictRequest(RequestModel):
-    """One decision (``features``) or many (``instances``, 1 to 1000)."""
+    """One decision (``features``) or many (``instances``, 1 to 1000).
 
-    features: Features | None = None
-    instances: list[Features] | None = Field(default=None, min_length=1, max_length=MAX_BATCH)
+    Each feature list must have the model's ``n_features`` numbers and each
+    sparse index be below it (checked against the model: 422 ``invalid_features``).
+    """
+
+    model_config = ConfigDict(json_schema_extra=one_of_schema("features", "instances"))
+
+    features: Features | SkipJsonSchema[None] = None
+    instances: Annotated[list[Features], Field(min_length=1, max_length=MAX_BATCH)] | (
+        SkipJsonSchema[None]) = None
     explore: bool = Field(default=True, description="false: greedy decision, nothing logged "
                                                     "(no event_id, no feedback expected)")
 
     @model_validator(mode="after")
     def _one_form(self) -> PredictRequest:
-        if (self.features is None) == (self.instances is None):
-            raise ValueError("give exactly one of 'features' or 'instances'")
+        exactly_one_of(self, ("features", "instances"),
+                       "give exactly one of 'features' or 'instances'")
         return self
 
 
