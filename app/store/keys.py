@@ -26,6 +26,7 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:lease              str   trainer lease owner (with expiry)
     nl:{T:M}:dead               stream poison entries with the reason
     nl:{T:M}:job:J              hash  NREst job status
+    nl:{T:M}:job-pending        str   id of the model's queued or running NREst job
     nl:{jobs}:nrest             list  queued NREst jobs ("T/M/J")
     nl:{workers}:W              str   worker heartbeat (with expiry)
     nl:{rate:T}:bucket          hash  rate-limit token bucket of T (tokens, ts; expires)
@@ -153,10 +154,16 @@ class ModelKeys:
         """Hash: status of one NREst job."""
         return f"{self.tag}:job:{job_id}"
 
+    @property
+    def pending_job(self) -> str:
+        """String with expiry: id of the model's NREst job while it is queued or running."""
+        return f"{self.tag}:job-pending"
+
     def fixed(self) -> list[str]:
         """Every key of the model except the per-event and per-job ones."""
         return [self.meta, self.snapshot, self.stats, self.pending, self.events,
-                self.noise, self.samples, self.lease, self.dead_letter, self.label_budget]
+                self.noise, self.samples, self.lease, self.dead_letter, self.label_budget,
+                self.pending_job]
 
 
 #: Sorted set: worker id -> Redis time of its last heartbeat, for the workers

@@ -18,6 +18,8 @@ from app.store.util import text, utc_now
 HISTORY_MAX = 20
 #: How long an NREst job's status is kept.
 JOB_TTL_SECONDS = 86400
+#: Statuses of a job that a new estimate request joins instead of queueing another.
+PENDING_STATUSES = ("queued", "running")
 NOISE_FIELDS = ("rho0", "rho1", "source", "estimated_at", "n_samples", "history")
 
 
@@ -85,18 +87,37 @@ class NoiseStore:
         return await self.get(mk)
 
     async def queue_estimate(self, mk: ModelKeys) -> str:
-        """Queue an NREst run for the model; return its job id.
+        """Queue an NREst run for the model unless one is queued or running; return its id.
 
         The job is a hash (``status`` "queued" -> "running" -> "done" or
         "failed", ``queued_at``, then the result fields) expiring after a
         day, and ``"tenant/model/job"`` pushed on :data:`keys.NREST_QUEUE`.
+        ``mk.pending_job`` names the model's job while it is queued or
+        running, so that repeated requests share one job instead of queueing
+        one each (the queue holds at most one job per model).
         """
-        job_id = secrets.token_urlsafe(12)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hset(mk.job(job_id), mapping={"status": "queued", "queued_at": utc_now()})
-            pipe.expire(mk.job(job_id), JOB_TTL_SECONDS)
-            pipe.lpush(keys.NREST_QUEUE, f"{keys.model_ref(mk.tenant, mk.model)}/{job_id}")
-            await pipe.execute()
+        async with self.redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(mk.pending_job)
+                    pending = text(await pipe.get(mk.pending_job))
+                    if pending is not None and text(await pipe.hget(
+                            mk.job(pending), "status")) in PENDING_STATUSES:
+                        await pipe.reset()  # type: ignore[no-untyped-call]
+                        return pending
+                    job_id = secrets.token_urlsafe(12)
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.hset(mk.job(job_id), mapping={"status": "queued",
+                                                       "queued_at": utc_now()})
+                    pipe.expire(mk.job(job_id), JOB_TTL_SECONDS)
+                    pipe.set(mk.pending_job, job_id, ex=JOB_TTL_SECONDS)
+                    await pipe.execute()
+                    break
+                except aioredis.WatchError:
+                    continue
+        # the queue has a hash tag of its own (another Cluster slot): pushed after the job
+        await self.redis.lpush(keys.NREST_QUEUE,
+                               f"{keys.model_ref(mk.tenant, mk.model)}/{job_id}")
         return job_id
 
     async def job(self, mk: ModelKeys, job_id: str) -> dict[str, str] | None:

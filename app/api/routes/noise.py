@@ -23,6 +23,9 @@ from app.store.models import ModelView
 router = APIRouter(prefix="/v1/models", tags=["noise"],
                    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}})
 JOB_POLL_SECONDS = 0.05
+#: Bounds of ``?timeout=`` (shorter than one poll of the job cannot see it finish).
+MIN_TIMEOUT_SECONDS = JOB_POLL_SECONDS
+MAX_TIMEOUT_SECONDS = 300.0
 
 
 def _bandit_only(view: ModelView) -> None:
@@ -75,19 +78,28 @@ async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> Nois
     return out
 
 
-@router.post("/{model_id}/noise/estimate", status_code=202,
-             response_model=NoiseJobResponse | NoiseResponse,
-             responses={504: {"model": ErrorResponse}, 422: {"model": ErrorResponse}})
+@router.post("/{model_id}/noise/estimate", status_code=202, response_model=NoiseJobResponse,
+             responses={200: {"model": NoiseResponse,
+                              "description": "with wait=true: the new estimate"},
+                        504: {"model": ErrorResponse}, 422: {"model": ErrorResponse}})
 async def create_noise_estimate(
         view: ModelDep, ctx: Context,
         wait: Annotated[bool, Query(description="wait for the estimate (200)")] = False,
-        timeout: Annotated[float, Query(gt=0, le=300)] = 60.0) -> OrjsonResponse:
-    """Queue an NREst run (202 with its job id); ``?wait=true``: 200 with the new estimate."""
+        timeout: Annotated[float, Query(
+            ge=MIN_TIMEOUT_SECONDS, le=MAX_TIMEOUT_SECONDS,
+            description="with wait=true: seconds to wait for the estimate (504 after)")] = 60.0
+        ) -> OrjsonResponse:
+    """Queue an NREst run (202 with its job id); ``?wait=true``: 200 with the new estimate.
+
+    A model has at most one queued or running job: a request made meanwhile
+    gets (and waits for) that job.
+    """
     _bandit_only(view)
     job_id = await ctx.store.noise.queue_estimate(view.keys)
     if not wait:
         return OrjsonResponse({"job_id": job_id}, status_code=202)
     deadline = time.monotonic() + timeout
+    job: dict[str, str] | None = None
     while time.monotonic() < deadline:
         job = await ctx.store.noise.job(view.keys, job_id)
         if job and job.get("status") == "failed":
@@ -99,5 +111,14 @@ async def create_noise_estimate(
                 raise unknown_model(view.config["model_id"])
             return OrjsonResponse(out.model_dump(), status_code=200)
         await asyncio.sleep(JOB_POLL_SECONDS)
-    raise ApiError(504, "estimate_timeout", f"no NREst result within {timeout} s "
-                   f"(job {job_id} stays queued; is an nrest worker running?)")
+    raise ApiError(504, "estimate_timeout", _timeout_message(job_id, job, timeout))
+
+
+def _timeout_message(job_id: str, job: dict[str, str] | None, timeout: float) -> str:
+    """What a 504 can truly say of a job that did not finish within ``timeout``."""
+    if job is not None and job.get("status") == "running":
+        return (f"no NREst result within {timeout:g} s: job {job_id} is running; wait longer "
+                "or poll GET .../noise for the estimate")
+    return (f"no NREst result within {timeout:g} s: job {job_id} is still queued (no nrest "
+            "worker has taken it yet: workers take queued jobs at their next poll); wait "
+            "longer, or poll GET .../noise for the estimate")
