@@ -61,6 +61,16 @@ class Metrics:
                                 namespace=ns, registry=r)
         self.debiased_reward = Gauge("debiased_reward", "Running mean of h(f) over applied events",
                                      _MODEL, namespace=ns, registry=r)
+        self.noise_interval_width = Gauge(
+            "noise_interval_width", "Width of the published noise rates' confidence interval",
+            (*_MODEL, "kind"), namespace=ns, registry=r)
+        self.noise_insufficient_data = Gauge(
+            "noise_insufficient_data",
+            "1 while the anchor estimator has not published an estimate (too few events)",
+            _MODEL, namespace=ns, registry=r)
+        self.noise_estimates = Counter(
+            "noise_estimates", "Anchor estimates by outcome (published, insufficient_data, "
+            "error)", ("outcome",), namespace=ns, registry=r)
         self.nrest_runs = Counter("nrest_runs", "NREst runs by outcome", ("outcome",),
                                   namespace=ns, registry=r)
         self.nrest_duration = Histogram("nrest_duration_seconds", "NREst fit time",
@@ -94,7 +104,7 @@ class Metrics:
         self._decision_series.pop((tenant, model), None)
         for metric in (self.predictions, self.events_applied, self.events_expired,
                        self.events_dead_lettered, self.trainer_lag, self.model_version,
-                       self.debiased_reward):
+                       self.debiased_reward, self.noise_insufficient_data):
             try:
                 metric.remove(tenant, model)
             except KeyError:
@@ -105,10 +115,11 @@ class Metrics:
             except KeyError:
                 pass
         for kind in ("rho0", "rho1"):
-            try:
-                self.noise_rate.remove(tenant, model, kind)
-            except KeyError:
-                pass
+            for gauge in (self.noise_rate, self.noise_interval_width):
+                try:
+                    gauge.remove(tenant, model, kind)
+                except KeyError:
+                    pass
 
     def render(self) -> bytes:
         """The registry in Prometheus text format."""

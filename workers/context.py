@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.learners.base import Learner
+from app.learners.noise_anchor import ProgressiveScorer
 from app.metrics import Metrics
 from app.store import Store
 from app.store.delivery import DeliveryStore
 from app.store.leases import HeartbeatStore, LeaseStore
-from app.store.nrest import SampleStore
+from app.store.nrest import AnchorStore, SampleStore
 from workers.settings import WorkerSettings
 
 ModelRef = tuple[str, str]
@@ -50,12 +51,16 @@ class WorkerContext:
     heartbeats: HeartbeatStore = field(init=False)
     delivery: DeliveryStore = field(init=False)
     samples: SampleStore = field(init=False)
+    anchors: AnchorStore = field(init=False)
     held: set[ModelRef] = field(default_factory=set)
     """Models whose trainer lease this worker holds."""
     learners: dict[ModelRef, CachedLearner] = field(default_factory=dict)
     inflight: set[asyncio.Task[Any]] = field(default_factory=set)
     """Shielded publish-then-ack steps still running (awaited at shutdown)."""
     nrest_last_run: dict[ModelRef, float] = field(default_factory=dict)
+    scorers: dict[ModelRef, tuple[int, ProgressiveScorer]] = field(default_factory=dict)
+    """Shadow scorer of each model's plays and the snapshot version it is in step with
+    (see :mod:`workers.anchors`)."""
     read_sizes: dict[ModelRef, int] = field(default_factory=dict)
     """Entries the trainer asks for in its next read of a model (see :mod:`workers.trainer`)."""
     balanced_at: float = -math.inf
@@ -67,9 +72,11 @@ class WorkerContext:
         self.heartbeats = HeartbeatStore(redis)
         self.delivery = DeliveryStore(redis)
         self.samples = SampleStore(redis)
+        self.anchors = AnchorStore(redis)
 
     def forget(self, ref: ModelRef) -> None:
         """Stop treating ``ref`` as owned; drop its cached learner."""
         self.held.discard(ref)
         self.learners.pop(ref, None)
         self.read_sizes.pop(ref, None)
+        self.scorers.pop(ref, None)

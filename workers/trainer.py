@@ -52,7 +52,7 @@ from app.store.events import decode_entries, decode_entry
 from app.store.keys import ModelKeys
 from app.store.snapshots import PublishConflict
 from app.store.util import parse_stream_id
-from workers import nrest
+from workers import anchors, nrest
 from workers.context import CachedLearner, ModelRef, WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -352,6 +352,10 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
     reward_sum = float(np.sum(unbiased_click(clicks, *rates)))
     samples = nrest.samples_of(cached.config, applied, observed)
     cap = nrest.buffer_size(ctx, cached.config)
+    scorer = (await anchors.scorer(ctx, ref, cached.config, cached.version)
+              if anchors.keeps_anchors(cached.config) else None)
+    rows = (None if scorer is None
+            else await asyncio.to_thread(anchors.score_plays, scorer, applied, observed))
 
     async def publish_then_ack() -> int:
         version = await ctx.store.snapshots.publish(
@@ -361,6 +365,9 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
         await ctx.delivery.ack_and_trim(mk, ack_ids, last_id)
         if samples is not None:
             await ctx.samples.append(mk, *samples, cap=cap)
+        if rows is not None:
+            await ctx.anchors.append(mk, rows.prob, rows.score, rows.click, rows.scorer_state,
+                                     cap=anchors.ANCHOR_BUFFER)
         return version
 
     task = asyncio.ensure_future(publish_then_ack())
@@ -371,12 +378,15 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
     except PublishConflict as exc:
         # reset/import moved the version, or the lease is gone: entries stay pending
         logger.info("trainer: publish of %s/%s refused (%s)", *ref, exc)
+        ctx.scorers.pop(ref, None)  # it learned a batch that will come again
         if exc.code == -1:
             ctx.learners.pop(ref, None)
         else:
             ctx.forget(ref)
         return 0
     cached.version = version
+    if scorer is not None:
+        ctx.scorers[ref] = (version, scorer)
     _record(ctx, ref, view, n_applied, version, last_id, reward_sum, len(clicks), rates)
     return n_applied
 

@@ -23,6 +23,8 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:events             stream joined events, consumer group "trainers"
     nl:{T:M}:noise              hash  rho0, rho1, source, estimated_at, n_samples, history
     nl:{T:M}:samples            list  NREst sample buffer (capped)
+    nl:{T:M}:anchors            str   anchor rows (propensity, score, click) of observed plays
+    nl:{T:M}:scorer             str   shadow scorer of the anchor rows (codec)
     nl:{T:M}:lease              str   trainer lease owner (with expiry)
     nl:{T:M}:dead               stream poison entries with the reason
     nl:{T:M}:job:J              hash  NREst job status
@@ -128,6 +130,17 @@ class ModelKeys:
         return f"{self.tag}:samples"
 
     @property
+    def anchors(self) -> str:
+        """String: packed ``(propensity, score, click)`` float32 rows of the model's observed
+        plays, oldest first (the anchor estimator's data)."""
+        return f"{self.tag}:anchors"
+
+    @property
+    def anchor_scorer(self) -> str:
+        """String: codec state of the shadow scorer that scored the anchor rows."""
+        return f"{self.tag}:scorer"
+
+    @property
     def lease(self) -> str:
         """String with expiry: which trainer owns the model."""
         return f"{self.tag}:lease"
@@ -162,8 +175,8 @@ class ModelKeys:
     def fixed(self) -> list[str]:
         """Every key of the model except the per-event and per-job ones."""
         return [self.meta, self.snapshot, self.stats, self.pending, self.events,
-                self.noise, self.samples, self.lease, self.dead_letter, self.label_budget,
-                self.pending_job]
+                self.noise, self.samples, self.anchors, self.anchor_scorer, self.lease,
+                self.dead_letter, self.label_budget, self.pending_job]
 
 
 #: Sorted set: worker id -> Redis time of its last heartbeat, for the workers

@@ -9,14 +9,21 @@ reads the buffer, estimates, and subtracts the samples it consumed.
 ``POST .../noise/estimate`` queues ``"tenant/model/job"`` on
 :data:`keys.NREST_QUEUE` (see :meth:`app.store.noise.NoiseStore.queue_estimate`);
 :func:`SampleStore.pop_job` takes the oldest.
+
+The anchor estimator (the default, :mod:`app.learners.noise_anchor`) reads
+no inputs: :class:`AnchorStore` keeps ``(propensity, out-of-sample score,
+click)`` of every observed play, the shadow scorer's state, the model's
+estimator settings and the last anchor outcome.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 import redis.asyncio as aioredis
 
 from app.store import codec, keys
@@ -76,13 +83,7 @@ class SampleStore:
 
     async def new_counts(self, models: list[ModelKeys]) -> list[int]:
         """Samples added since the last estimate, per model (one round trip)."""
-        if not models:
-            return []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for mk in models:
-                pipe.hget(mk.noise, SAMPLES_NEW_FIELD)
-            replies: Any = await pipe.execute()
-        return [int(r or 0) for r in replies]
+        return await _counts(self.redis, models, SAMPLES_NEW_FIELD)
 
     async def consume(self, mk: ModelKeys, n: int) -> None:
         """Mark ``n`` samples as used by an estimate (later arrivals stay counted)."""
@@ -97,3 +98,125 @@ class SampleStore:
         ref, _, job_id = (text(raw) or "").rpartition(keys.MODEL_SEP)
         tenant, model = keys.split_model_ref(ref)
         return QueuedJob(tenant, model, job_id)
+
+
+#: Estimators a model's noise rates can come from (``estimator`` of its noise hash).
+ESTIMATORS = ("anchor", "nrest", "fixed")
+DEFAULT_ESTIMATOR = "anchor"
+#: Widest interval of either rate an anchor estimate may have to be published.
+DEFAULT_MAX_WIDTH = 0.1
+#: Fields of a model's noise hash that this module owns (beside ``samples_new``).
+ESTIMATOR_FIELD = "estimator"
+MAX_WIDTH_FIELD = "max_width"
+ANCHORS_NEW_FIELD = "anchors_new"
+ANCHOR_FIELD = "anchor"
+#: One anchor row: propensity, out-of-sample score (NaN: not eligible), click.
+_ROW = np.dtype("<f4")
+ROW_BYTES = 3 * _ROW.itemsize
+
+
+@dataclass(frozen=True)
+class Anchors:
+    """A model's anchor rows (oldest first) and its shadow scorer's state."""
+
+    prob: np.ndarray
+    score: np.ndarray
+    click: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.click)
+
+
+@dataclass(frozen=True)
+class EstimatorSettings:
+    """How a model's noise rates are estimated, and the last anchor outcome (None: none yet)."""
+
+    estimator: str = DEFAULT_ESTIMATOR
+    max_width: float = DEFAULT_MAX_WIDTH
+    last: dict[str, Any] | None = None
+
+
+class AnchorStore:
+    """Per-model anchor rows ``(propensity, score, click)`` of every observed play, the
+    shadow scorer that scored them, and the estimator settings (see
+    :mod:`app.learners.noise_anchor`).
+
+    The rows are one string of packed little-endian float32 triples (12 bytes a
+    play), appended by the model's trainer (the one writer, under its lease)
+    and cut to the newest ``cap`` rows when it holds twice as many.
+    """
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.redis = redis
+
+    async def append(self, mk: ModelKeys, prob: np.ndarray, score: np.ndarray,
+                     click: np.ndarray, scorer_state: Mapping[str, np.ndarray],
+                     cap: int) -> None:
+        """Append rows and save the scorer's state with them; count the rows as new."""
+        rows = np.column_stack([prob, score, click]).astype(_ROW)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.append(mk.anchors, rows.tobytes())
+            pipe.set(mk.anchor_scorer, codec.encode(scorer_state))
+            pipe.hincrby(mk.noise, ANCHORS_NEW_FIELD, len(rows))
+            length, *_ = await pipe.execute()
+        if int(length) > 2 * cap * ROW_BYTES:
+            tail: Any = await self.redis.getrange(mk.anchors, -cap * ROW_BYTES, -1)
+            await self.redis.set(mk.anchors, tail)
+
+    async def scorer_state(self, mk: ModelKeys) -> dict[str, np.ndarray] | None:
+        """The saved shadow scorer's state, or None before the first append."""
+        raw: Any = await self.redis.get(mk.anchor_scorer)
+        return codec.decode(raw) if raw else None
+
+    async def load(self, mk: ModelKeys, limit: int) -> Anchors | None:
+        """The newest ``limit`` rows, or None when there are none."""
+        raw: Any = await self.redis.getrange(mk.anchors, -limit * ROW_BYTES, -1)
+        n = len(raw or b"") // ROW_BYTES
+        if n == 0:
+            return None
+        rows = np.frombuffer(raw[-n * ROW_BYTES:], dtype=_ROW).reshape(n, 3).astype(np.float64)
+        return Anchors(rows[:, 0], rows[:, 1], rows[:, 2])
+
+    async def new_counts(self, models: list[ModelKeys]) -> list[int]:
+        """Rows added since the last anchor estimate, per model (one round trip)."""
+        return await _counts(self.redis, models, ANCHORS_NEW_FIELD)
+
+    async def consume(self, mk: ModelKeys, n: int) -> None:
+        """Mark ``n`` rows as used by an estimate (later arrivals stay counted)."""
+        if n and await self.redis.exists(mk.noise):
+            await self.redis.hincrby(mk.noise, ANCHORS_NEW_FIELD, -n)
+
+    async def settings(self, mk: ModelKeys) -> EstimatorSettings:
+        """The model's estimator settings and last anchor outcome (defaults when unset)."""
+        estimator, max_width, last = await self.redis.hmget(
+            mk.noise, [ESTIMATOR_FIELD, MAX_WIDTH_FIELD, ANCHOR_FIELD])
+        return EstimatorSettings(text(estimator) or DEFAULT_ESTIMATOR,
+                                 float(max_width) if max_width else DEFAULT_MAX_WIDTH,
+                                 orjson.loads(last) if last else None)
+
+    async def configure(self, mk: ModelKeys, *, estimator: str | None = None,
+                        max_width: float | None = None) -> None:
+        """Set the estimator and/or the widest published interval (already validated)."""
+        mapping: dict[str, str | float] = {}
+        if estimator is not None:
+            mapping[ESTIMATOR_FIELD] = estimator
+        if max_width is not None:
+            mapping[MAX_WIDTH_FIELD] = max_width
+        if mapping and await self.redis.exists(mk.noise):
+            await self.redis.hset(mk.noise, mapping=mapping)  # type: ignore[arg-type]
+
+    async def record(self, mk: ModelKeys, outcome: Mapping[str, Any]) -> None:
+        """Store the outcome of the last anchor estimate (published or not)."""
+        if await self.redis.exists(mk.noise):
+            await self.redis.hset(mk.noise, ANCHOR_FIELD, orjson.dumps(outcome).decode())
+
+
+async def _counts(redis: aioredis.Redis, models: list[ModelKeys], name: str) -> list[int]:
+    """Integer field ``name`` of each model's noise hash (0 when unset), one round trip."""
+    if not models:
+        return []
+    async with redis.pipeline(transaction=False) as pipe:
+        for mk in models:
+            pipe.hget(mk.noise, name)
+        replies: Any = await pipe.execute()
+    return [int(r or 0) for r in replies]

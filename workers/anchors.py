@@ -1,0 +1,78 @@
+"""The trainer's half of the anchor estimator: an out-of-sample score for every observed play.
+
+For every model whose learner uses click-noise rates (the class's
+:meth:`~app.learners.base.Learner.takes_noise_rates`) and logs the
+propensity of its plays (``prob`` in the decision context), the trainer
+scores each applied batch's observed plays with the model's shadow
+:class:`~app.learners.noise_anchor.ProgressiveScorer` (scored before it
+learns them, in event order), then appends ``(prob, score, click)`` and the
+scorer's state (:class:`app.store.nrest.AnchorStore`) after the batch is
+published.  The NREst role estimates the rates from these rows
+(:mod:`workers.nrest`); no inputs are kept for it.
+
+The scorer is cached per model with the snapshot version it is in step
+with; a cache that is not (another trainer applied batches, or a publish
+was refused and the batch will come again) is reloaded from the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app.learners.base import Batch
+from app.learners.noise_anchor import ProgressiveScorer
+from app.learners.registry import learner_class
+from app.store.keys import ModelKeys
+from workers.context import ModelRef, WorkerContext
+
+#: Anchor rows kept per model (the newest; 12 bytes each).
+ANCHOR_BUFFER = 50_000
+
+
+@dataclass(frozen=True)
+class AnchorRows:
+    """One batch's anchor rows and the scorer's state after learning them."""
+
+    prob: np.ndarray
+    score: np.ndarray
+    click: np.ndarray
+    scorer_state: dict[str, np.ndarray]
+
+
+def keeps_anchors(config: dict[str, Any]) -> bool:
+    """Whether the model's learner uses noise rates (so its plays are scored)."""
+    cls = learner_class(config["task"], config["algorithm"])
+    return cls.takes_noise_rates(config.get("params") or {})
+
+
+async def scorer(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
+                 version: int) -> ProgressiveScorer:
+    """The model's shadow scorer in step with snapshot ``version`` (cached, else loaded)."""
+    cached = ctx.scorers.get(ref)
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    model = ProgressiveScorer(config["n_features"], config["n_classes"])
+    state = await ctx.anchors.scorer_state(ModelKeys(*ref))
+    if state is not None:
+        model.model.set_state(state)
+    ctx.scorers[ref] = (version, model)
+    return model
+
+
+def score_plays(model: ProgressiveScorer, applied: Batch, observed: np.ndarray
+                ) -> AnchorRows | None:
+    """Score then learn the observed plays of ``applied`` in order (CPU: run in a thread).
+
+    None when the batch has no observed click or no logged propensity.
+    """
+    if "click" not in applied or "prob" not in applied or not observed.any():
+        return None
+    X = np.asarray(applied["x"], dtype=np.float64)[observed]
+    played = np.asarray(applied["played"], dtype=np.intp).reshape(-1)[observed]
+    click = np.asarray(applied["click"], dtype=np.float64).reshape(-1)[observed]
+    prob = np.asarray(applied["prob"], dtype=np.float64).reshape(-1)[observed]
+    score = model.score_and_learn(X, played, click)
+    return AnchorRows(prob, score, click, model.model.get_state())
