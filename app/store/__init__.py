@@ -21,6 +21,7 @@ from app.store.events import EventStore
 from app.store.keys import ModelKeys
 from app.store.models import ModelStore
 from app.store.noise import NoiseStore
+from app.store.nrest import AnchorStore
 from app.store.openfeedback import OpenFeedbackStore
 from app.store.ratelimit import RateLimitStore
 from app.store.snapshots import SnapshotStore
@@ -44,6 +45,7 @@ class Store:
         self.events = EventStore(redis, self.scripts, batch_decisions=self.single_redis)
         self.dead_letters = DeadLetterStore(redis)
         self.noise = NoiseStore(redis)
+        self.anchors = AnchorStore(redis)
         self.open = OpenFeedbackStore(redis)
         self.rate = RateLimitStore(redis)
 

@@ -177,6 +177,10 @@ class AnchorStore:
         rows = np.frombuffer(raw[-n * ROW_BYTES:], dtype=_ROW).reshape(n, 3).astype(np.float64)
         return Anchors(rows[:, 0], rows[:, 1], rows[:, 2])
 
+    async def count(self, mk: ModelKeys) -> int:
+        """Rows kept (at most twice the cap given to :meth:`append`)."""
+        return int(await self.redis.strlen(mk.anchors)) // ROW_BYTES
+
     async def new_counts(self, models: list[ModelKeys]) -> list[int]:
         """Rows added since the last anchor estimate, per model (one round trip)."""
         return await _counts(self.redis, models, ANCHORS_NEW_FIELD)

@@ -14,11 +14,17 @@ from app.api.modelops import noise_response
 from app.api.responses import OrjsonResponse
 from app.api.schemas.common import ErrorResponse
 from app.api.schemas.models import NoiseResponse
-from app.api.schemas.noise import NoiseJobResponse, NoisePutRequest
+from app.api.schemas.noise import (
+    NoiseInterval,
+    NoiseJobResponse,
+    NoisePutRequest,
+    NoiseStatusResponse,
+)
 from app.learners.base import ParamError
 from app.learners.proxy import check_noise_rates
 from app.learners.registry import algorithms, learner_class
 from app.store.models import ModelView
+from app.store.noise import NoiseRecord
 
 router = APIRouter(prefix="/v1/models", tags=["noise"],
                    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}})
@@ -46,36 +52,63 @@ def _uses_noise_rates(view: ModelView) -> None:
                    f"click-noise rates, so setting them would change nothing; {which}")
 
 
-@router.get("/{model_id}/noise", response_model=NoiseResponse)
-async def get_noise(view: ModelDep) -> NoiseResponse:
-    """Current rates, their source and the estimate history."""
+@router.get("/{model_id}/noise", response_model=NoiseStatusResponse)
+async def get_noise(view: ModelDep, ctx: Context) -> NoiseStatusResponse:
+    """Current rates, their source, the estimator's status and interval, and the history."""
     _bandit_only(view)
-    out = noise_response(view.noise)
-    if out is None:
-        raise unknown_model(view.config["model_id"])
-    return out
+    return await _status(ctx, view, view.noise)
 
 
-@router.put("/{model_id}/noise", response_model=NoiseResponse,
+@router.put("/{model_id}/noise", response_model=NoiseStatusResponse,
             responses={422: {"model": ErrorResponse}})
-async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> NoiseResponse:
-    """Configure rates (each in [0, 1), sum < 1); the trainer uses them from its next batch.
+async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> NoiseStatusResponse:
+    """Configure rates (each in [0, 1), sum < 1; the trainer uses them from its next batch),
+    the estimator (``anchor``, ``nrest``, ``fixed``) and the anchor estimate's ``max_width``.
 
-    A model whose algorithm ignores noise rates answers 422 ``noise_rates_unused``.
+    A model whose algorithm ignores noise rates answers 422 ``noise_rates_unused``;
+    ``nrest`` for a model that keeps no NREst samples 422 ``estimator_unavailable``.
     """
     _bandit_only(view)
     _uses_noise_rates(view)
-    try:
-        rho0, rho1 = check_noise_rates(body.rho0, body.rho1)
-    except ParamError as exc:
-        raise from_param_error(exc) from None
-    record = await ctx.store.noise.put(view.keys, rho0, rho1, source="configured")
+    config = view.config
+    if body.estimator == "nrest" and not learner_class(
+            config["task"], config["algorithm"]).keeps_noise_samples:
+        raise ApiError(422, "estimator_unavailable", f"{config['algorithm']!r} models keep no "
+                       "NREst sample buffer; use anchor or fixed", "estimator")
+    await ctx.store.anchors.configure(view.keys, estimator=body.estimator,
+                                      max_width=body.max_width)
+    record = view.noise
+    if body.rho0 is not None and body.rho1 is not None:
+        try:
+            rho0, rho1 = check_noise_rates(body.rho0, body.rho1)
+        except ParamError as exc:
+            raise from_param_error(exc) from None
+        record = await ctx.store.noise.put(view.keys, rho0, rho1, source="configured")
+        for kind, value in (("rho0", rho0), ("rho1", rho1)):
+            ctx.metrics.noise_rate.labels(view.tenant, config["model_id"], kind).set(value)
+    return await _status(ctx, view, record)
+
+
+async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
+                  ) -> NoiseStatusResponse:
+    """The noise record with the estimator's settings and the last anchor outcome."""
     out = noise_response(record)
     if out is None:
         raise unknown_model(view.config["model_id"])
-    for kind, value in (("rho0", rho0), ("rho1", rho1)):
-        ctx.metrics.noise_rate.labels(view.tenant, view.config["model_id"], kind).set(value)
-    return out
+    settings = await ctx.store.anchors.settings(view.keys)
+    last = settings.last or {}
+    if out.source == "estimated":
+        status = "published"
+    elif settings.estimator == "fixed" or out.source == "configured":
+        status = "fixed"
+    else:
+        status = "insufficient_data"
+    n_events = last.get("n_events") or await ctx.store.anchors.count(view.keys)
+    interval = NoiseInterval(**last["interval"]) if "interval" in last else None
+    return NoiseStatusResponse.model_validate({
+        **out.model_dump(), "estimator": settings.estimator, "max_width": settings.max_width,
+        "status": status, "reason": str(last.get("reason", "")) if status != "fixed" else "",
+        "interval": interval, "n_events": int(n_events)})
 
 
 @router.post("/{model_id}/noise/estimate", status_code=202, response_model=NoiseJobResponse,

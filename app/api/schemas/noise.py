@@ -2,16 +2,59 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
 
 from app.api.schemas.common import FiniteFloat, RequestModel
+from app.api.schemas.models import NoiseResponse
+
+Estimator = Literal["anchor", "nrest", "fixed"]
 
 
 class NoisePutRequest(RequestModel):
-    """Configured click-noise rates: each in [0, 1), rho0 + rho1 < 1."""
+    """Configured click-noise rates (each in [0, 1), rho0 + rho1 < 1; both or neither), the
+    estimator, and the widest interval an anchor estimate may have to be published."""
 
-    rho0: FiniteFloat = Field(ge=0.0, lt=1.0)
-    rho1: FiniteFloat = Field(ge=0.0, lt=1.0)
+    rho0: FiniteFloat | None = Field(default=None, ge=0.0, lt=1.0)
+    rho1: FiniteFloat | None = Field(default=None, ge=0.0, lt=1.0)
+    estimator: Estimator | None = Field(
+        default=None, description="anchor (default), nrest (the paper's NREst) or fixed "
+                                  "(never re-estimated)")
+    max_width: FiniteFloat | None = Field(
+        default=None, gt=0.0, le=1.0,
+        description="widest confidence interval of either rate still published (anchor)")
+
+    @model_validator(mode="after")
+    def _rates_together(self) -> NoisePutRequest:
+        if (self.rho0 is None) != (self.rho1 is None):
+            raise ValueError("give both rho0 and rho1, or neither")
+        if self.rho0 is None and self.estimator is None and self.max_width is None:
+            raise ValueError("give rho0 and rho1, estimator or max_width")
+        return self
+
+
+class NoiseInterval(BaseModel):
+    """Confidence interval of the published anchor estimate (null bounds: none published)."""
+
+    level: float
+    rho0: tuple[float, float] | None = None
+    rho1: tuple[float, float] | None = None
+
+
+class NoiseStatusResponse(NoiseResponse):
+    """Current rates, where they come from, and the state of their estimate."""
+
+    estimator: Estimator = "anchor"
+    max_width: float = 0.1
+    status: Literal["published", "insufficient_data", "fixed"] = Field(
+        description="published: the rates in use are an estimate; insufficient_data: no "
+                    "estimate narrow enough yet (the configured or initial rates are in use); "
+                    "fixed: rates are not re-estimated")
+    reason: str = ""
+    interval: NoiseInterval | None = None
+    n_events: int = Field(description="observed plays the last anchor estimate used (or kept "
+                                      "so far, before the first)")
 
 
 class NoiseJobResponse(BaseModel):
