@@ -207,6 +207,9 @@ class RidgeRanker(Learner):
     ----------
     precision_:
         ``sum phi phi^T`` over the shown rows learned (ridge not included).
+    inverse_:
+        ``(ridge I + precision_)^-1`` as the Woodbury updates left it (kept in the
+        state so that a restored model scores bit for bit as the original).
     clicks_by_slot_, rows_by_slot_:
         Per slot ``k``: ``sum phi f`` and ``sum phi`` over the rows shown there.
     band_rows_, band_clicks_:
@@ -247,7 +250,7 @@ class RidgeRanker(Learner):
 
     def __init__(self, *, n_features: int, seed: int | None = None,
                  n_action_features: int | None = None, slots: int = 3, ridge: float = 1.0,
-                 temperature: float = 0.05, epsilon: float = 0.05,
+                 temperature: float = 0.03, epsilon: float = 0.03,
                  position_bias: tuple[float, ...] | None = None, theta_floor: float = 0.1,
                  score_bands: int = 20, rho0: float = 0.0, rho1: float = 0.0) -> None:
         self.n_features = check_int("n_features", n_features, 1, 1_000)
@@ -271,7 +274,7 @@ class RidgeRanker(Learner):
         self.band_rows_ = np.zeros((self.slots, self.score_bands))
         self.band_clicks_ = np.zeros((self.slots, self.score_bands))
         self.count_ = 0
-        self._inverse: np.ndarray = np.eye(dim) / self.ridge
+        self.inverse_ = np.eye(dim) / self.ridge
         self._weights: np.ndarray | None = None
 
     @property
@@ -282,12 +285,13 @@ class RidgeRanker(Learner):
     @classmethod
     def state_bytes(cls, n_features: int, n_classes: int | None,
                     params: Mapping[str, Any]) -> int:
-        """``D^2`` precision, ``2 m D`` per-slot sums, ``2 m B`` band sums and the count."""
+        """``D^2`` precision and its inverse, ``2 m D`` per-slot sums, ``2 m B`` band sums
+        and the count."""
         da = params.get("n_action_features")
         d_a = n_features if da is None else size_param(params, "n_action_features")
         m, bands = size_param(params, "slots"), size_param(params, "score_bands")
         dim = 1 + d_a * (1 + n_features)
-        return ITEM_BYTES * (dim * dim + 2 * m * dim + 2 * m * bands + 1)
+        return ITEM_BYTES * (2 * dim * dim + 2 * m * dim + 2 * m * bands + 1)
 
     def set_noise_rates(self, rho0: float, rho1: float) -> None:
         """Use new click-noise rates; they apply to every event learned so far."""
@@ -315,7 +319,7 @@ class RidgeRanker(Learner):
             theta, _ = self.position_bias_estimate()
             scale = 1.0 / ((1.0 - self.rho0 - self.rho1) * np.maximum(theta, self.theta_floor))
             target = scale @ (self.clicks_by_slot_ - self.rho0 * self.rows_by_slot_)
-            self._weights = self._inverse @ target
+            self._weights = self.inverse_ @ target
         return self._weights
 
     def scores(self, x: np.ndarray, actions: np.ndarray) -> np.ndarray:
@@ -427,13 +431,13 @@ class RidgeRanker(Learner):
             self._refresh_inverse()
         elif phi.shape[0]:
             # Woodbury: (P + U^T U)^-1 = P^-1 - P^-1 U^T (I + U P^-1 U^T)^-1 U P^-1
-            left = self._inverse @ phi.T
+            left = self.inverse_ @ phi.T
             middle = np.eye(phi.shape[0]) + phi @ left
-            self._inverse -= left @ np.linalg.solve(middle, left.T)
+            self.inverse_ -= left @ np.linalg.solve(middle, left.T)
         self._weights = None
 
     def _refresh_inverse(self) -> None:
-        self._inverse = np.linalg.inv(self.precision_ + self.ridge * np.eye(self.dimension))
+        self.inverse_ = np.linalg.inv(self.precision_ + self.ridge * np.eye(self.dimension))
 
     def _check_batch(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                    np.ndarray, np.ndarray]:
@@ -471,6 +475,7 @@ class RidgeRanker(Learner):
     def get_state(self) -> State:
         return {
             "precision_": self.precision_.copy(),
+            "inverse_": self.inverse_.copy(),
             "clicks_by_slot_": self.clicks_by_slot_.copy(),
             "rows_by_slot_": self.rows_by_slot_.copy(),
             "band_rows_": self.band_rows_.copy(),
@@ -488,8 +493,8 @@ class RidgeRanker(Learner):
         self.rows_by_slot_ = checked["rows_by_slot_"]
         self.band_rows_ = checked["band_rows_"]
         self.band_clicks_ = checked["band_clicks_"]
+        self.inverse_ = checked["inverse_"]
         self.count_ = int(checked["count_"])
-        self._refresh_inverse()
         self._weights = None
 
 
