@@ -61,6 +61,9 @@ TASKS = {
     "regression": "a real value; feedback: one or more noisy measurements of the target",
     "noisy_label": "a class; feedback: a class label flipped by a confusion matrix",
     "noisy_input": "a real value or a sign; feedback: the target and noisy copies of the input",
+    "rank": "an ordered slate of `slots` items out of candidate actions with features; "
+            "feedback: a click or graded reward per shown slot (so far in `noisyloop replay "
+            "--task rank` and in process; the service's rank routes are not there yet)",
 }
 
 _ROLE = re.compile(r":(?:class|meth|func|data|attr|mod):`~?(?:[\w.]+\.)?([\w]+)`")

@@ -274,7 +274,7 @@ class RidgeRanker(Learner):
         self.band_rows_ = np.zeros((self.slots, self.score_bands))
         self.band_clicks_ = np.zeros((self.slots, self.score_bands))
         self.count_ = 0
-        self.inverse_ = np.eye(dim) / self.ridge
+        self.inverse_: np.ndarray = np.eye(dim) / self.ridge
         self._weights: np.ndarray | None = None
 
     @property

@@ -35,6 +35,7 @@ ALGORITHMS: dict[tuple[str, str], str] = {
     ("noisy_input", "kernel_ogd"): "app.learners.kernel_ogd:KernelOGD",
     ("noisy_label", "uma"): "app.learners.uma:UMA",
     ("noisy_label", "perceptron"): "app.learners.uma:NoisyLabelPerceptron",
+    ("rank", "ridge_pl"): "app.learners.rank:RidgeRanker",
 }
 
 #: Tasks whose learners take ``n_classes``.

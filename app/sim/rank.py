@@ -98,7 +98,7 @@ class RankSimulator:
         return out
 
     def _churn(self) -> None:
-        n = int(round(self.churn * self.items.shape[0]))
+        n = round(self.churn * self.items.shape[0])
         if n == 0:
             return
         replaced = self.rng.choice(self.items.shape[0], size=n, replace=False)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from app.api.tasks import TASKS as SERVED_TASKS
 from app.learners.registry import ALGORITHMS, CLASS_TASKS
 from tests.api.conftest import TestClient, new_model
 
@@ -100,7 +101,17 @@ def test_max_feature_norm_out_of_range_422(client: TestClient, tenant: dict[str,
     assert r.status_code == 422 and r.json()["error"]["field"] == "max_feature_norm", r.text
 
 
-@pytest.mark.parametrize(("task", "algorithm"), sorted(ALGORITHMS))
+def test_a_registered_task_the_service_does_not_serve_is_refused(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    unserved = sorted({task for task, _ in ALGORITHMS} - set(SERVED_TASKS))
+    for task in unserved:  # learners usable in process and in replay before their routes
+        r = client.post("/v1/models", json={"model_id": "m1", "task": task, "n_features": 4},
+                        headers=tenant)
+        assert r.status_code == 422 and r.json()["error"]["field"] == "task", r.text
+
+
+@pytest.mark.parametrize(("task", "algorithm"),
+                         sorted(case for case in ALGORITHMS if case[0] in SERVED_TASKS))
 def test_huge_shapes_are_refused_before_allocation(client: TestClient, tenant: dict[str, str],
                                                    task: str, algorithm: str) -> None:
     body: dict[str, Any] = {"model_id": "big", "task": task, "algorithm": algorithm,

@@ -3,13 +3,17 @@
 Parametrised over every entry of :data:`app.learners.registry.ALGORITHMS`, so a
 new learner is checked as soon as it is registered.  Feedback is simulated
 per feedback field by :data:`FEEDBACK` (add a generator there for a new
-field) and refused values per field by :data:`INVALID_FEEDBACK`.
+field) and refused values per field by :data:`INVALID_FEEDBACK`.  Decisions go
+through :func:`_decide`, which gives the learners of the ``rank`` task the
+candidate actions they rank (a fixed function of the context, so that twins
+decide alike).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -64,6 +68,11 @@ def _variance(learner: Learner, decision: Decision, rng: np.random.Generator) ->
     return float(rng.uniform(0.0, 2.0)) if rng.random() < 0.5 else float("nan")
 
 
+def _clicks(learner: Learner, decision: Decision, rng: np.random.Generator) -> np.ndarray:
+    """One click per slot of a ranking (rank task)."""
+    return rng.integers(0, 2, np.asarray(decision.context["scores"]).shape[0]).astype(float)
+
+
 #: Feedback field name -> generator of a valid random value for one decision.
 FEEDBACK: dict[str, FeedbackGenerator] = {
     "click": _click,
@@ -74,6 +83,7 @@ FEEDBACK: dict[str, FeedbackGenerator] = {
     "copies": _copies,
     "values": _values,
     "variance": _variance,
+    "clicks": _clicks,
 }
 
 #: Feedback field name -> a value the learner must refuse with a ValueError.
@@ -85,6 +95,7 @@ INVALID_FEEDBACK: dict[str, Any] = {
     "copies": np.zeros((1, N_FEATURES + 1)),
     "values": np.array([1.0, np.inf]),
     "variance": -1.0,
+    "clicks": np.full(3, 1.5),
 }
 
 CASES = sorted(registry.ALGORITHMS)
@@ -98,6 +109,31 @@ def _build(task: str, algorithm: str, seed: int | None = 0, **params: Any) -> Le
 def _inputs(n: int, seed: int = 1) -> np.ndarray:
     X = np.random.default_rng(seed).standard_normal((n, N_FEATURES))
     return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+#: Candidates a rank learner gets per decision.
+N_CANDIDATES = 6
+
+
+def _candidates(learner: Learner, x: np.ndarray) -> np.ndarray:
+    """Candidate action features for context ``x``: the same for the same ``x``."""
+    rng = np.random.default_rng(zlib.crc32(np.ascontiguousarray(x).tobytes()))
+    return rng.standard_normal((N_CANDIDATES, learner.n_action_features))  # type: ignore[attr-defined]
+
+
+def _decide(learner: Learner, x: np.ndarray, explore: bool = True) -> Decision:
+    """``learner.decide(x)``, with candidate actions for the rank task."""
+    if learner.task == "rank":
+        return learner.decide(x, explore, actions=_candidates(learner, x))  # type: ignore[call-arg]
+    return learner.decide(x, explore)
+
+
+def _decide_many(learner: Learner, X: np.ndarray, explore: bool) -> list[Decision]:
+    """``learner.decide_many(X)``, with candidate actions per row for the rank task."""
+    if learner.task == "rank":
+        return learner.decide_many(  # type: ignore[call-arg]
+            X, explore, actions=[_candidates(learner, x) for x in X])
+    return learner.decide_many(X, explore=explore)
 
 
 def _require_feedback(learner: Learner) -> None:
@@ -117,7 +153,7 @@ def _play(learner: Learner, n: int = N_EVENTS, seed: int = 2) -> list[dict[str, 
     rng = np.random.default_rng(seed)
     events = []
     for x in _inputs(n):
-        event = _event(learner, learner.decide(x), rng)
+        event = _event(learner, _decide(learner, x), rng)
         events.append(event)
         learner.learn_one(event)
     return events
@@ -139,7 +175,7 @@ def case(request: pytest.FixtureRequest) -> tuple[str, str]:
 def test_decide_before_learning_gives_logged_context(case: tuple[str, str]) -> None:
     learner = _build(*case)
     x = _inputs(1)[0]
-    decision = learner.decide(x)
+    decision = _decide(learner, x)
     json.dumps(decision.output)
     assert decision.context, "a decision must log its context"
     _require_feedback(learner)
@@ -151,7 +187,7 @@ def test_decide_and_learn_do_not_mutate_or_keep_inputs(case: tuple[str, str]) ->
     _play(learner, 10)
     x = _inputs(1, seed=9)[0]
     x_before = x.copy()
-    decision = learner.decide(x)
+    decision = _decide(learner, x)
     np.testing.assert_array_equal(x, x_before)
     for name, value in decision.context.items():
         assert not np.shares_memory(np.asarray(value), x), f"context {name!r} aliases the input"
@@ -174,10 +210,10 @@ def test_decide_without_exploration_keeps_state_and_generator(case: tuple[str, s
     _play(twin, 20)
     before = learner.get_state()
     for x in _inputs(5, seed=4):
-        learner.decide(x, explore=False)
+        _decide(learner, x, explore=False)
     _assert_state_equal(before, learner.get_state())
     for x in _inputs(5, seed=6):  # the generator was not advanced either
-        assert learner.decide(x).output == twin.decide(x).output
+        assert _decide(learner, x).output == _decide(twin, x).output
 
 
 def test_state_round_trips(case: tuple[str, str]) -> None:
@@ -192,7 +228,8 @@ def test_state_round_trips(case: tuple[str, str]) -> None:
     fresh.set_state(state)
     _assert_state_equal(state, fresh.get_state())
     for x in _inputs(10, seed=7):
-        assert fresh.decide(x, explore=False).output == learner.decide(x, explore=False).output
+        assert _decide(fresh, x, explore=False).output == \
+            _decide(learner, x, explore=False).output
 
 
 def test_set_state_refuses_wrong_shapes_and_missing_arrays(case: tuple[str, str]) -> None:
@@ -221,8 +258,8 @@ def test_decide_many_equals_decide_in_a_loop(case: tuple[str, str], explore: boo
     for learner in (looped, batched):
         _play(learner, 40)  # trained weights, so decisions are not all ties
     X = _inputs(30, seed=4)
-    expected = [looped.decide(x, explore=explore) for x in X]
-    got = batched.decide_many(X, explore=explore)
+    expected = [_decide(looped, x, explore=explore) for x in X]
+    got = _decide_many(batched, X, explore=explore)
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
         assert g.output == e.output
@@ -231,7 +268,7 @@ def test_decide_many_equals_decide_in_a_loop(case: tuple[str, str], explore: boo
             np.testing.assert_array_equal(np.asarray(g.context[k]), np.asarray(e.context[k]),
                                           err_msg=k)
     # the generators are in the same place afterwards
-    assert looped.decide(X[0]).output == batched.decide(X[0]).output
+    assert _decide(looped, X[0]).output == _decide(batched, X[0]).output
 
 
 def test_learn_many_equals_learn_one(case: tuple[str, str]) -> None:
@@ -264,11 +301,11 @@ def test_state_size_is_bounded(case: tuple[str, str]) -> None:
 def test_decide_refuses_bad_inputs(case: tuple[str, str]) -> None:
     learner = _build(*case)
     with pytest.raises(ValueError, match="features"):
-        learner.decide(np.zeros(N_FEATURES + 1))
+        _decide(learner, np.zeros(N_FEATURES + 1))
     bad = np.zeros(N_FEATURES)
     bad[2] = np.nan
     with pytest.raises(ValueError, match="features"):
-        learner.decide(bad)
+        _decide(learner, bad)
 
 
 def test_learn_refuses_out_of_domain_feedback(case: tuple[str, str]) -> None:
@@ -277,7 +314,7 @@ def test_learn_refuses_out_of_domain_feedback(case: tuple[str, str]) -> None:
     checked = [f for f in learner.feedback_fields if f in INVALID_FEEDBACK]
     if not checked:
         pytest.skip("no invalid value known for these feedback fields")
-    decision = learner.decide(_inputs(1)[0])
+    decision = _decide(learner, _inputs(1)[0])
     for field in checked:
         event = {**_event(learner, decision, np.random.default_rng(0)),
                  field: INVALID_FEEDBACK[field]}
@@ -350,7 +387,7 @@ def test_noise_capabilities_are_consistent(case: tuple[str, str]) -> None:
     if cls.keeps_noise_samples:
         # NREst refits on the logged (x, played label, click) with the model's rates
         assert cls.takes_noise_rates(params) and "click" in cls.feedback_fields
-        context = learner.decide(_inputs(1)[0]).context
+        context = _decide(learner, _inputs(1)[0]).context
         assert {"x", "played"} <= set(context)
         assert np.asarray(context["played"]).dtype.kind in "iu"
 

@@ -184,11 +184,13 @@ def test_bad_inputs_raise_param_error_naming_the_field() -> None:
         with pytest.raises(ParamError, match=field):
             model.decide(kwargs.pop("x"), **kwargs)
     context = model.decide(x, actions=actions).context
-    for change, field in [({"clicks": np.array([0.0, 1.5, 0.0])}, "clicks"),
-                          ({"clicks": np.zeros(SLOTS + 1)}, "clicks"),
-                          ({"shown": np.int64(SLOTS + 1)}, "shown"),
-                          ({"actions": np.zeros((SLOTS, DA + 1))}, "actions")]:
-        event = {**context, "clicks": np.zeros(SLOTS)} | change
+    changes: list[tuple[dict[str, Any], str]] = [
+        ({"clicks": np.array([0.0, 1.5, 0.0])}, "clicks"),
+        ({"clicks": np.zeros(SLOTS + 1)}, "clicks"),
+        ({"shown": np.int64(SLOTS + 1)}, "shown"),
+        ({"actions": np.zeros((SLOTS, DA + 1))}, "actions")]
+    for change, field in changes:
+        event: dict[str, Any] = {**context, "clicks": np.zeros(SLOTS), **change}
         with pytest.raises(ParamError, match=field):
             model.learn_one(event)
 
