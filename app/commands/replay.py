@@ -29,7 +29,7 @@ from app.replay.result import ReplayResult
 #: Tasks that ``replay`` can run, in the order used to break ties when an
 #: algorithm serves several tasks (``perceptron``: label before noisy_label).
 REPLAY_TASKS: tuple[str, ...] = ("label", "label_set", "regression", "noisy_label",
-                                 "noisy_input")
+                                 "noisy_input", "rank")
 
 #: Tasks whose runner module is not named after the task.
 RUNNER_MODULE: dict[str, str] = {"label_set": "label"}

@@ -47,7 +47,8 @@ class Request:
     relevance: np.ndarray
     """True ``gamma(x, a)`` per candidate (hidden from the learner)."""
     new: np.ndarray
-    """Per candidate: whether the item joined the catalogue since the last request."""
+    """Per candidate: whether the item is a candidate for the first time since it joined
+    the catalogue (items of the initial catalogue count as new until first drawn too)."""
 
 
 class RankSimulator:
@@ -84,7 +85,7 @@ class RankSimulator:
         self.items = self._new_items(n_items)
         self.ids = np.arange(n_items)
         self.next_id = n_items
-        self.born = np.zeros(n_items, dtype=np.int64)
+        self.seen = np.zeros(n_items, dtype=bool)
         self.t = 0
 
     def _new_items(self, n: int) -> np.ndarray:
@@ -104,7 +105,7 @@ class RankSimulator:
         replaced = self.rng.choice(self.items.shape[0], size=n, replace=False)
         self.items[replaced] = self._new_items(n)
         self.ids[replaced] = np.arange(self.next_id, self.next_id + n)
-        self.born[replaced] = self.t
+        self.seen[replaced] = False
         self.next_id += n
 
     def request(self) -> Request:
@@ -115,7 +116,8 @@ class RankSimulator:
         x = np.r_[1.0, z]
         rows = self.rng.choice(self.items.shape[0], size=self.n_candidates, replace=False)
         actions = self.items[rows].copy()
-        new = (self.born[rows] == self.t) & (self.t > 0)
+        new = ~self.seen[rows]
+        self.seen[rows] = True
         self.t += 1
         return Request(x=x, ids=self.ids[rows].copy(), actions=actions,
                        relevance=self.relevance(x, actions), new=new)
