@@ -24,7 +24,6 @@ from app.api.context import ApiContext
 from app.api.deps import check_credentials
 from app.api.docs import install_docs
 from app.api.errors import install_error_handlers
-from app.api.fastpath import SinglePredictFastPath
 from app.api.middleware import BodyLimitMiddleware, ObservabilityMiddleware
 from app.api.routes import (
     admin,
@@ -38,6 +37,7 @@ from app.api.routes import (
     stream,
 )
 from app.metrics import Metrics
+from app.server.fastpath import SinglePredictFastPath
 from app.settings import Settings
 from app.store import Store
 
@@ -48,7 +48,7 @@ Background = Callable[[ApiContext, asyncio.Event], Coroutine[Any, Any, None]]
 
 
 class NoisyloopApp(FastAPI):
-    """FastAPI with :class:`~app.api.fastpath.SinglePredictFastPath` outside every layer.
+    """FastAPI with :class:`~app.server.fastpath.SinglePredictFastPath` outside every layer.
 
     ``add_middleware`` would put it inside Starlette's error middleware and
     FastAPI's own wrappers, whose cost is what the fast path saves.

@@ -8,7 +8,7 @@ prints the process CPU time per request, the minimum over ``REPEATS`` runs
 of ``N`` requests (the minimum is the figure least disturbed by other work
 on a shared machine).  No load generator or HTTP parser runs, so the figure
 is the app's own cost: after the first request, the single-predict fast path
-(``app/api/fastpath.py``), the decision and its one Redis round trip.  The
+(``app/server/fastpath.py``), the decision and its one Redis round trip.  The
 loop is uvloop's, as under ``noisyloop serve``.  One request at a time: each
 wait for Redis idles the process, and on a VM the wake-up is part of the
 CPU figure (about 60 us more for a 300 us longer Lua step, measured

@@ -31,8 +31,8 @@ from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
 from app.metrics import Metrics
+from app.processes import die_with_parent
 from app.store import STORE_ERRORS, Store
-from app.store.embedded import _die_with_parent
 from app.store.util import utc_now
 from workers import nrest, sweeper, trainer
 from workers.context import WorkerContext
@@ -81,7 +81,7 @@ class Worker:
             # (and the child dies with this process, even on SIGKILL)
             return ProcessPoolExecutor(max_workers=1,
                                        mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_die_with_parent)
+                                       initializer=die_with_parent)
         return ThreadPoolExecutor(max_workers=1, thread_name_prefix="nrest")
 
     async def start(self, stop: asyncio.Event | None = None) -> WorkerContext:

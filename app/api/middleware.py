@@ -83,7 +83,7 @@ class ObservedRequest:
     Created when the request comes in (a new id, the log context cleared),
     :meth:`finish` ed when it is answered.  Used by
     :class:`ObservabilityMiddleware` and by the single-predict fast path,
-    which answers before that middleware (:mod:`app.api.fastpath`).
+    which answers before that middleware (:mod:`app.server.fastpath`).
     """
 
     __slots__ = ("_token", "metrics", "rid", "started")

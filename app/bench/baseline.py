@@ -3,7 +3,7 @@
 Run as ``python -m app.bench.baseline --port P --redis-url URL [--workers N]``:
 uvicorn with the event loop and HTTP parser the service uses (uvloop,
 httptools), N processes as ``noisyloop api --workers N`` runs them
-(:mod:`app.commands.reuseport`), and one ``await redis.get(...)`` per
+(:mod:`app.server.reuseport`), and one ``await redis.get(...)`` per
 request.  The service's single-predict requests/s are reported as a ratio
 of this endpoint's, measured in the same run by the same load generator.
 """
@@ -20,7 +20,7 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import Response
 
-from app.commands import reuseport
+from app.server import reuseport
 
 #: Where a worker process of ``--workers N`` finds the Redis URL.
 REDIS_URL_ENV = "NOISYLOOP_BENCH_BASELINE_REDIS_URL"

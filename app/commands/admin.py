@@ -11,7 +11,8 @@ import argparse
 import asyncio
 import json
 
-from app.commands.runtime import add_service_arguments, redis_for, settings_from_args
+from app.commands.arguments import add_service_arguments, settings_from_args
+from app.server.datadir import redis_for
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -6,8 +6,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
-from app.commands import reuseport
-from app.commands.runtime import add_service_arguments, settings_from_args, uvicorn_options
+from app.commands.arguments import add_service_arguments, settings_from_args
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -23,13 +22,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve the API (uvicorn as :func:`~app.commands.runtime.uvicorn_options` sets it up);
+    """Serve the API (uvicorn as :func:`~app.server.options.uvicorn_options` sets it up);
     ``--workers N`` runs N processes, each accepting on its own socket
-    (:mod:`app.commands.reuseport`)."""
+    (:mod:`app.server.reuseport`)."""
     import uvicorn
 
     from app.logs import configure_logging
     from app.main import create_app
+    from app.server import reuseport
+    from app.server.options import uvicorn_options
 
     settings = settings_from_args(args)
     configure_logging(settings.log_level, settings.log_json)

@@ -14,14 +14,9 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
-from app.commands.runtime import (
-    add_service_arguments,
-    redis_for,
-    settings_from_args,
-    uvicorn_options,
-    with_admin_token,
-)
+from app.commands.arguments import add_service_arguments, settings_from_args
 from app.commands.worker import invalid_settings
+from app.server.datadir import redis_for, with_admin_token
 
 if TYPE_CHECKING:
     from workers.settings import WorkerSettings
@@ -67,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from app.api.context import ApiContext
     from app.logs import configure_logging
     from app.main import create_app
+    from app.server.options import uvicorn_options
     from workers.worker import Worker
 
     settings = settings_from_args(args)

@@ -23,8 +23,9 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
+from app.commands.arguments import add_service_arguments, settings_from_args
 from app.commands.deferred import add_later
-from app.commands.runtime import add_service_arguments, redis_for, settings_from_args
+from app.server.datadir import redis_for
 
 if TYPE_CHECKING:
     from pydantic import ValidationError

@@ -1,4 +1,4 @@
-"""What the service commands share: settings from flags, the data directory, Redis.
+"""The data directory of a running service: the embedded Redis and the admin token.
 
 The data directory holds the embedded Redis files (``redis/``), the URL of a
 running embedded Redis (``redis.url``, so ``noisyloop admin`` talks to the
@@ -6,20 +6,19 @@ server that ``serve`` started instead of starting a second one) and the
 generated admin token (``admin_token``).  It is its owner's only: 0700, its
 files 0600 (the embedded Redis has no password; only its owner may reach it).
 
-redis-py, pydantic and the settings are imported inside the functions that
-use them: every sub-command's ``register`` imports this module, and
-``noisyloop replay`` needs none of them.
+redis-py and pydantic are imported inside the functions that use them: the
+sub-commands import this module when they register, and ``noisyloop replay``
+needs neither.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -27,53 +26,6 @@ if TYPE_CHECKING:
 ADMIN_TOKEN_FILE = "admin_token"
 REDIS_URL_FILE = "redis.url"
 REDIS_DIR = "redis"
-
-
-def add_service_arguments(parser: argparse.ArgumentParser, *, http: bool = True,
-                          embedded: bool = True) -> None:
-    """Flags shared by the service commands (defaults come from Settings / environment);
-    ``embedded``: without a Redis URL the command uses the embedded Redis of the data
-    directory, else it needs one."""
-    if http:
-        parser.add_argument("--host", help="bind address (default 127.0.0.1)")
-        parser.add_argument("--port", type=int, help="HTTP port (default 8000)")
-    if embedded:
-        parser.add_argument("--data-dir", type=Path, help="data directory (default ./data)")
-        parser.add_argument("--redis-url",
-                            help="external Redis (default: REDIS_URL, else the embedded Redis "
-                                 "of the data directory)")
-    else:
-        parser.add_argument("--redis-url",
-                            help="Redis URL (required: this flag or REDIS_URL; `noisyloop "
-                                 "serve` runs an embedded Redis)")
-
-
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    """Settings from the environment, overridden by the given flags."""
-    from app.settings import Settings
-
-    overrides: dict[str, Any] = {}
-    for name in ("host", "port", "data_dir", "redis_url"):
-        value = getattr(args, name, None)
-        if value is not None:
-            overrides[name] = value
-    return Settings(**overrides)
-
-
-def uvicorn_options(settings: Settings) -> dict[str, Any]:
-    """How ``serve`` and ``api`` run uvicorn.
-
-    uvloop's event loop and httptools' parser (C; both come with
-    uvicorn[standard]; named, so a missing one fails at start-up instead of
-    silently falling back to the pure-Python ones), on a transport that sends
-    each response in one write (:mod:`app.commands.onewrite`); no access log
-    of uvicorn's (the API logs each request itself); WebSocket messages up to
-    the body limit.
-    """
-    from app.commands.onewrite import PROTOCOL
-
-    return {"log_config": None, "access_log": False, "ws_max_size": settings.max_body_bytes,
-            "loop": "uvloop", "http": PROTOCOL}
 
 
 def ensure_admin_token(data_dir: Path) -> tuple[str, bool]:

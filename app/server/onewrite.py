@@ -32,7 +32,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 #: Bytes gathered in one turn that are written at once (uvicorn's high-water mark).
 FLUSH_BYTES = HIGH_WATER_LIMIT
 #: The ``http`` option of :class:`uvicorn.Config` that selects the protocol below.
-PROTOCOL = "app.commands.onewrite:OneWriteHttpToolsProtocol"
+PROTOCOL = "app.server.onewrite:OneWriteHttpToolsProtocol"
 
 
 class CoalescingTransport(asyncio.Transport):

@@ -140,9 +140,9 @@ def _worker(factory: str, host: str, port: int, options: dict[str, Any],
     ``supervisor`` process."""
     import uvicorn
 
-    from app.store.embedded import _die_with_parent
+    from app.processes import die_with_parent
 
-    _die_with_parent()
+    die_with_parent()
     if os.getppid() != supervisor:  # the supervisor died before the line above
         return
 

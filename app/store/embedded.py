@@ -21,18 +21,17 @@ service.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Self
+
+from app.processes import die_with_parent
 
 logger = logging.getLogger(__name__)
 
@@ -52,17 +51,10 @@ def redis_server_binary() -> Path:
     return path
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Linux: have the kernel send SIGTERM to the server when its parent dies."""
-    if sys.platform.startswith("linux"):
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
 def _private_child() -> None:  # pragma: no cover - runs in the child before exec
     """The server's files are its owner's only (umask 077); it dies with its parent."""
     os.umask(0o077)
-    _die_with_parent()
+    die_with_parent()
 
 
 def make_private(directory: Path) -> Path:

@@ -15,7 +15,7 @@ import orjson
 import pytest
 import redis
 
-from app.api.fastpath import SinglePredictFastPath, single_predict_body
+from app.server.fastpath import SinglePredictFastPath, single_predict_body
 from app.store.keys import ModelKeys
 from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
 

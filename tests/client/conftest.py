@@ -40,9 +40,9 @@ class Service:
 @pytest.fixture(scope="module")
 def service(redis_server: EmbeddedRedis) -> Iterator[Service]:
     """The app with its trainer, served by uvicorn on 127.0.0.1:<free port> as ``serve`` runs
-    it (one write per response: :mod:`app.commands.onewrite`)."""
-    from app.commands.runtime import uvicorn_options
+    it (one write per response: :mod:`app.server.onewrite`)."""
     from app.main import create_app
+    from app.server.options import uvicorn_options
     from app.settings import Settings
 
     with redis.Redis.from_url(redis_server.url) as r:

@@ -1,4 +1,4 @@
-"""One write per response (:mod:`app.commands.onewrite`): real uvicorn, real sockets.
+"""One write per response (:mod:`app.server.onewrite`): real uvicorn, real sockets.
 
 The segment counts come from the kernel (``TCP_INFO``'s ``tcpi_data_segs_in``
 on the client's socket), so they show what went over the wire.
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from app.commands.onewrite import FLUSH_BYTES, PROTOCOL, CoalescingTransport
+from app.server.onewrite import FLUSH_BYTES, PROTOCOL, CoalescingTransport
 from app.store.embedded import free_port
 from tests.conftest import served
 

@@ -1,5 +1,5 @@
 """The worker supervisor of ``noisyloop api --workers N`` as real processes
-(:mod:`app.commands.reuseport`): connections spread, dead workers replaced, clean stops."""
+(:mod:`app.server.reuseport`): connections spread, dead workers replaced, clean stops."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from app.commands import reuseport
+from app.server import reuseport
 from app.store.embedded import free_port
 from tests import processes
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _start(factory: str, port: int, workers: int = 2, *,
            supported: bool = True) -> subprocess.Popen[bytes]:
-    code = ("import sys; from app.commands import reuseport; "
+    code = ("import sys; from app.server import reuseport; "
             + ("" if supported else "reuseport.supported = lambda: False; ")
             + f"sys.exit(reuseport.serve({factory!r}, {workers}, '127.0.0.1', {port}, "
             "log_config=None))")
@@ -91,7 +91,7 @@ def _assert_stops_on_sigterm(proc: subprocess.Popen[bytes]) -> None:
 @pytest.fixture
 def served() -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     port = free_port()
-    with _reaped(_start("tests.commands.pid_app:create", port)) as proc:
+    with _reaped(_start("tests.server.pid_app:create", port)) as proc:
         yield port, proc
 
 
@@ -158,7 +158,7 @@ def test_workers_end_with_a_supervisor_killed_by_sigkill(
 def test_without_reuseport_uvicorns_workers_serve() -> None:
     """Where the kernel would not spread connections (not Linux), uvicorn's workers."""
     port = free_port()
-    with _reaped(_start("tests.commands.pid_app:create", port, supported=False)) as proc:
+    with _reaped(_start("tests.server.pid_app:create", port, supported=False)) as proc:
         _wait_serving(port, proc, workers=1)  # which worker answers is up to the kernel
         _assert_stops_on_sigterm(proc)
 
@@ -166,12 +166,12 @@ def test_without_reuseport_uvicorns_workers_serve() -> None:
 def test_a_taken_port_fails_at_once() -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        assert reuseport.serve("tests.commands.pid_app:create", 2, "127.0.0.1", port) == 1
+        assert reuseport.serve("tests.server.pid_app:create", 2, "127.0.0.1", port) == 1
 
 
 def test_an_app_that_cannot_start_stops_the_supervisor() -> None:
     """No restart loop: the failure would repeat on every restart."""
-    with _reaped(_start("tests.commands.pid_app:broken", free_port())) as proc:
+    with _reaped(_start("tests.server.pid_app:broken", free_port())) as proc:
         assert proc.wait(timeout=60) == 1
     assert proc.stderr is not None and b"this app cannot start" in proc.stderr.read()
 

@@ -1,0 +1,137 @@
+"""Imports point one way: command line -> server -> API -> store -> learners.
+
+Every module under ``app/`` and ``workers/`` is parsed (with :mod:`ast`, so an
+import inside a function or under ``TYPE_CHECKING`` counts, a name in a
+docstring does not), and each :class:`Rule` names what a part of the tree
+must not import.  ``docs/architecture.md`` ("Layers") explains the layers.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("app", "workers")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Modules under ``scope`` (but not under ``exempt``) import nothing under ``forbidden``,
+    except what is under ``allowed``; each entry is a dotted module prefix."""
+
+    name: str
+    scope: tuple[str, ...]
+    forbidden: tuple[str, ...]
+    exempt: tuple[str, ...] = ()
+    allowed: tuple[str, ...] = ()
+
+
+COMMAND_LINE = ("app.cli", "app.commands")
+
+RULES = (
+    Rule("only the command line imports the sub-commands", scope=PACKAGES,
+         exempt=COMMAND_LINE, forbidden=COMMAND_LINE),
+    Rule("only the command line imports the workers", scope=("app",), exempt=COMMAND_LINE,
+         forbidden=("workers",)),
+    Rule("the learners are pure numpy", scope=("app.learners",),
+         forbidden=("app", "workers", "redis", "fastapi", "starlette"),
+         allowed=("app.learners",)),
+    Rule("the store knows nothing of HTTP", scope=("app.store",),
+         forbidden=("fastapi", "starlette", "uvicorn", "app.api", "app.server", "app.main",
+                    "workers")),
+    Rule("the API knows nothing of how it is served", scope=("app.api",),
+         forbidden=("uvicorn", "app.server", "app.main", "workers")),
+    Rule("the serving runtime is below the app factory", scope=("app.server",),
+         forbidden=("app.main", "workers")),
+    Rule("the workers know nothing of HTTP", scope=("workers",),
+         forbidden=("fastapi", "starlette", "uvicorn", "app.api", "app.server", "app.main")),
+)
+
+
+def module_name(path: Path) -> str:
+    """The dotted name of the module at ``path`` (relative to the repository root)."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(source: str, module: str, is_package: bool = False) -> Iterator[str]:
+    """Every module (or module attribute) that ``source``, the text of ``module``, imports:
+    ``import a.b`` gives ``a.b``, ``from a import b`` gives ``a.b`` (relative imports are
+    resolved), wherever the statement is."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            origin = ".".join([*base, *([node.module] if node.module else [])])
+            yield from (f"{origin}.{alias.name}" for alias in node.names)
+
+
+def under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes)
+
+
+def modules() -> dict[str, tuple[Path, list[str]]]:
+    """Module name -> (path, what it imports), for every module of :data:`PACKAGES`."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = module_name(path)
+            found[name] = (path, list(imported(path.read_text("utf-8"), name,
+                                               path.name == "__init__.py")))
+    return found
+
+
+def violations(rule: Rule, tree: dict[str, tuple[Path, list[str]]]) -> list[str]:
+    """``module imports target`` for every import of ``tree`` that breaks ``rule``."""
+    return [f"{name} imports {target}"
+            for name, (_path, targets) in tree.items()
+            if under(name, rule.scope) and not under(name, rule.exempt)
+            for target in targets
+            if under(target, rule.forbidden) and not under(target, rule.allowed)]
+
+
+@pytest.fixture(scope="module")
+def tree() -> dict[str, tuple[Path, list[str]]]:
+    return modules()
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[rule.name for rule in RULES])
+def test_imports_point_one_way(rule: Rule, tree: dict[str, tuple[Path, list[str]]]) -> None:
+    assert any(under(name, rule.scope) for name in tree), f"no module under {rule.scope}"
+    assert violations(rule, tree) == []
+
+
+def test_imports_are_found_wherever_they_are_written() -> None:
+    source = '''"""Mentions app.commands in a docstring only."""
+from typing import TYPE_CHECKING
+from . import sibling
+from ..store import keys
+import workers.worker as w
+
+if TYPE_CHECKING:
+    from app.server.options import uvicorn_options
+
+def lazy():
+    from app.commands import serve
+'''
+    assert sorted(imported(source, "app.api.routes.predict")) == [
+        "app.api.routes.sibling", "app.api.store.keys", "app.commands.serve",
+        "app.server.options.uvicorn_options", "typing.TYPE_CHECKING", "workers.worker"]
+    assert "app.api.sibling" in imported("from . import sibling", "app.api", is_package=True)
+
+
+def test_a_rule_reports_each_import_that_breaks_it() -> None:
+    learners = Rule("pure", scope=("app.learners",), forbidden=("app",), allowed=("app.learners",))
+    api = next(rule for rule in RULES if rule.scope == ("app.api",))
+    fake = {"app.learners.x": (Path("x.py"), ["app.learners.base.Learner", "app.store.keys",
+                                              "numpy", "application.y"]),
+            "app.api.y": (Path("y.py"), ["app.server.fastpath", "app.serverless", "app.store"])}
+    assert violations(learners, fake) == ["app.learners.x imports app.store.keys"]
+    assert violations(api, fake) == ["app.api.y imports app.server.fastpath"]
