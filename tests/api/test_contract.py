@@ -221,3 +221,26 @@ def test_explicit_nulls_the_schema_does_not_allow_are_refused(
     r = post_feedback(idle_client, tenant, {"event_id": None, "features": [1, 0, 0, 0],
                                             "label": 0}, model="n")
     assert error(r, 422)["code"] == "invalid_request"
+
+
+def test_openapi_uses_standard_keywords_only(idle_client: TestClient) -> None:
+    """pydantic writes bounds it cannot place as its own keywords (ge, lt): no client reads
+    those, so every bound must come out as minimum / maximum."""
+    found: list[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            found.extend(f"{path}.{k}" for k in ("ge", "gt", "le", "lt") if k in node
+                         and not isinstance(node[k], dict))
+            for key, value in node.items():
+                if key != "properties" or not isinstance(value, dict):
+                    walk(value, f"{path}.{key}")
+                else:
+                    for name, sub in value.items():
+                        walk(sub, f"{path}.properties.{name}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{path}[{i}]")
+
+    walk(idle_client.get("/openapi.json").json(), "")
+    assert found == []

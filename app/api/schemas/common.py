@@ -4,20 +4,31 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 #: Most features of a model and most classes of a classification model.
 MAX_FEATURES = 1_000_000
 MAX_CLASSES = 10_000
 
+def _integral(value: Any) -> Any:
+    """A float without a fraction as the integer it is (JSON schema's integers include 2.0)."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
 #: A JSON number that must be finite (NaN and +-Infinity are refused; integers are numbers).
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-#: A feature index (booleans refused): below :data:`MAX_FEATURES`, the model's own
-#: ``n_features`` is checked against the model.
-FeatureIndex = Annotated[int, Field(strict=True, ge=0, lt=MAX_FEATURES)]
-#: A class label (booleans refused): below :data:`MAX_CLASSES`, the model's own
-#: ``n_classes`` is checked against the model.
-ClassIndex = Annotated[int, Field(strict=True, ge=0, lt=MAX_CLASSES)]
+#: Makes an integer field take ``2.0`` as ``2`` (with ``Field(strict=True)``: never ``"2"``,
+#: ``2.5`` or ``true``).  It goes after the ``Field`` of the bounds: pydantic publishes
+#: bounds that come after it as non-standard keywords (``ge``, not ``minimum``).
+INTEGRAL = BeforeValidator(_integral)
+#: A JSON integer, bounds in the field's ``Field(...)``.
+JsonInt = Annotated[int, Field(strict=True), INTEGRAL]
+#: A feature index: below :data:`MAX_FEATURES`, the model's own ``n_features`` is checked
+#: against the model.
+FeatureIndex = Annotated[int, Field(strict=True, ge=0, lt=MAX_FEATURES), INTEGRAL]
+#: A class label: below :data:`MAX_CLASSES`, the model's own ``n_classes`` is checked
+#: against the model.
+ClassIndex = Annotated[int, Field(strict=True, ge=0, lt=MAX_CLASSES), INTEGRAL]
 
 MODEL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 TENANT_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"

@@ -7,8 +7,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from app.api.features import DEFAULT_MAX_FEATURE_NORM, MAX_FEATURE_NORM_LIMIT
-from app.api.schemas.common import MAX_CLASSES, MAX_FEATURES, ModelId, RequestModel
-from app.learners.registry import ALGORITHMS, tasks
+from app.api.schemas.common import (
+    INTEGRAL,
+    MAX_CLASSES,
+    MAX_FEATURES,
+    JsonInt,
+    ModelId,
+    RequestModel,
+)
+from app.api.tasks import TASKS
+from app.learners.registry import ALGORITHMS
 
 #: Longest wait for feedback: 30 days.
 MAX_WAIT_SECONDS = 30 * 86400
@@ -17,7 +25,7 @@ MAX_WAIT_SECONDS = 30 * 86400
 class FeedbackPolicy(RequestModel):
     """How long a decision waits for feedback and what an unanswered one becomes."""
 
-    wait_seconds: int = Field(default=86400, ge=1, le=MAX_WAIT_SECONDS, strict=True)
+    wait_seconds: JsonInt = Field(default=86400, ge=1, le=MAX_WAIT_SECONDS)
     on_timeout: Literal["drop", "no_click"] = "drop"
 
 
@@ -34,7 +42,7 @@ class LabelBudgetConfig(RequestModel):
     strategy: Literal["const", "begin", "auto", "auto_self_tuned"] = "auto_self_tuned"
     a: float = Field(default=1.0, gt=0, allow_inf_nan=False,
                      description="`auto` only: stay with one label w.p. a/(a + (y - yhat)^2)")
-    horizon: int | None = Field(default=None, ge=1, strict=True,
+    horizon: Annotated[int, Field(strict=True, ge=1), INTEGRAL] | None = Field(default=None,
                                 description="`begin` only: number of rounds n")
 
 
@@ -42,17 +50,17 @@ class ModelCreateRequest(RequestModel):
     """Body of ``POST /v1/models``; ``algorithm`` defaults to the task's first."""
 
     model_id: ModelId
-    task: str = Field(json_schema_extra={"enum": list[JsonValue](tasks())},
+    task: str = Field(json_schema_extra={"enum": list[JsonValue](TASKS)},
                       description="one of the served tasks")
     algorithm: Annotated[str, Field(json_schema_extra={
-        "enum": list[JsonValue](sorted({a for _, a in ALGORITHMS}))})] | None = Field(
+        "enum": list[JsonValue](sorted({a for t, a in ALGORITHMS if t in TASKS}))})] | None = Field(
         default=None, description="one of the task's algorithms (docs/api.md lists which fits "
                                   "which task); omitted or null: the task's default")
-    n_features: int = Field(ge=1, le=MAX_FEATURES, strict=True)
-    n_classes: int | None = Field(default=None, ge=2, le=MAX_CLASSES, strict=True)
+    n_features: JsonInt = Field(ge=1, le=MAX_FEATURES)
+    n_classes: Annotated[int, Field(strict=True, ge=2, le=MAX_CLASSES), INTEGRAL] | None = None
     params: dict[str, Any] = Field(default_factory=dict, max_length=64)
     feedback: FeedbackPolicy = Field(default_factory=FeedbackPolicy)
-    seed: int | None = Field(default=None, ge=0, le=2**63 - 1, strict=True)
+    seed: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1), INTEGRAL] | None = None
     label_budget: LabelBudgetConfig | None = Field(
         default=None, description="regression only: ask for extra noisy labels within a budget")
     max_feature_norm: float = Field(
@@ -76,8 +84,13 @@ class ModelStats(BaseModel):
         description="Dead letters removed without being applied: dropped by the owner, or the "
                     "oldest beyond 10,000 per model.")
     debiased_reward: float | None = Field(
-        description="Running mean of the noise-corrected click h(f) over applied events "
-                    "(unbiased estimate of the true click rate); null before any event.")
+        description="Mean observed click over applied events corrected for click noise with "
+                    "the model's current rates, (mean f - rho0) / (1 - rho0 - rho1), clipped "
+                    "to [0, 1] (an estimate of the true click rate); null before any event.")
+    calibration_unreliable: bool = Field(
+        default=False,
+        description="debiased_reward rests on rates that still await an estimate (noise "
+                    "status insufficient_data) or on 1 - rho0 - rho1 below 0.2.")
 
 
 class NoiseResponse(BaseModel):
@@ -127,7 +140,7 @@ class ArrayPayload(BaseModel):
     model_config = ConfigDict(strict=True)
 
     dtype: str = Field(max_length=32)
-    shape: list[Annotated[int, Field(ge=0)]] = Field(max_length=32)
+    shape: list[Annotated[int, Field(strict=True, ge=0), INTEGRAL]] = Field(max_length=32)
     data_b64: str = Field(pattern=BASE64_PATTERN)
 
 
@@ -139,8 +152,8 @@ class ModelConfigPayload(BaseModel):
     model_id: str
     task: str
     algorithm: str
-    n_features: int
-    n_classes: int | None
+    n_features: JsonInt
+    n_classes: JsonInt | None
     params: dict[str, Any]
 
 
@@ -163,7 +176,7 @@ class SnapshotImportRequest(BaseModel):
     model_config = ConfigDict(strict=True)
 
     model: ModelConfigPayload | None = None
-    version: int | None = None
+    version: JsonInt | None = None
     state: dict[str, ArrayPayload] = Field(min_length=1, max_length=64)
 
 
