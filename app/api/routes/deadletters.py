@@ -23,7 +23,7 @@ router = APIRouter(prefix="/v1/models", tags=["dead letters"],
                    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
                               422: {"model": ErrorResponse}})
 
-EntryIdPath = Annotated[str, Path(max_length=41, pattern=STREAM_ID_PATTERN,
+EntryIdPath = Annotated[str, Path(max_length=39, pattern=STREAM_ID_PATTERN,
                                   description="the dead letter's `entry_id`")]
 
 
@@ -36,7 +36,7 @@ def unknown_dead_letter(entry_id: str) -> ApiError:
 async def list_dead_letters(
         view: ModelDep, ctx: Context,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-        after: Annotated[str | None, Query(max_length=41, pattern=STREAM_ID_PATTERN,
+        after: Annotated[str | None, Query(max_length=39, pattern=STREAM_ID_PATTERN,
                                            description="`next_after` of the previous page")
                          ] = None) -> DeadLetterListResponse:
     """The events the trainer could not apply, oldest first, with the reason."""

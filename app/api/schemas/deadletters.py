@@ -6,8 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-#: A stream entry id: milliseconds and a sequence number.
-STREAM_ID_PATTERN = r"^[0-9]{1,20}-[0-9]{1,20}$"
+#: A stream entry id: milliseconds and a sequence number, each of at most 19 digits (Redis
+#: refuses parts beyond 2^64 - 1, which has 20; no real id comes near 19).
+STREAM_ID_PATTERN = r"^[0-9]{1,19}-[0-9]{1,19}$"
 #: Most dead letters in one page.
 MAX_PAGE = 1000
 
