@@ -76,8 +76,8 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
         assert settings.redis_url is not None
         store = Store.from_url(settings.redis_url, socket_timeout=settings.redis_socket_timeout,
                                connect_timeout=settings.redis_connect_timeout)
-        ctx = ApiContext(settings, store, metrics, LearnerCache(store, settings.snapshot_cache_size),
-                         KeyCache())
+        learners = LearnerCache(store, settings.snapshot_cache_size)
+        ctx = ApiContext(settings, store, metrics, learners, KeyCache())
         app.state.ctx = ctx
         # Move every object of the start-up (modules, schemas, routes: millions) out of the
         # collector's reach: a full collection of them stalled every request in flight for

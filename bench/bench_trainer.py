@@ -96,7 +96,8 @@ def main() -> None:
         cpu_rates.append(args.events / cpu)
         print(f"run {r}: {args.events} events in {elapsed:.2f} s = {rates[-1]:,.0f} events/s; "
               f"trainer process CPU {cpu:.2f} s = {cpu_rates[-1]:,.0f} events per CPU-second")
-    print(f"{args.algorithm}, {args.features}, batch {args.batch_size}: median {np.median(rates):,.0f} events/s, "
+    print(f"{args.algorithm}, {args.features}, batch {args.batch_size}: "
+          f"median {np.median(rates):,.0f} events/s, "
           f"{np.median(cpu_rates):,.0f} events per trainer CPU-second "
           f"(python {platform.python_version()}, numpy {np.__version__}, "
           f"{os.cpu_count()} cpus, {platform.machine()})")

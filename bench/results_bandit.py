@@ -332,7 +332,7 @@ def render(data: dict[str, Any]) -> str:
                 cells.append(f"{r['final_error_rate']:.4f} ± {r['final_error_rate_std']:.4f} "
                              f"({r['played_error_rate']:.3f})")
                 last.append(f"{r['final_window_error_rate']:.4f}")
-            rows.append(cells + [" / ".join(last)])
+            rows.append([*cells, " / ".join(last)])
     add(_table(["data set", "(ρ0, ρ1)", "Banditron", "RCNBF", "RCINE",
                 "last 10%: B / RCNBF / RCINE"], rows) + "\n")
     add("![error rate against rounds, a row per noise setting and a column per data set]"

@@ -142,7 +142,7 @@ def plot(rows: dict[str, list[dict[str, Any]]], img: Path) -> None:
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for naive, label in ((False, "unbiased two-copy"), (True, "naive single copy")):
         pts = [(r["eta"], r["final_window"]) for r in rows["A"] if r["naive"] == naive]
-        ax.plot(*zip(*pts), marker="o", label=label)
+        ax.plot(*zip(*pts, strict=True), marker="o", label=label)
     ax.set(xscale="log", yscale="log", xlabel="P5 eta (step eta/sqrt(T))",
            ylabel="MSE, last 10% of rounds", title="linear kernel, input noise 1.0")
     ax.legend()
@@ -153,11 +153,11 @@ def plot(rows: dict[str, list[dict[str, Any]]], img: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
     for r in rows["A"]:
         if r["eta"] == 0.1:
-            axes[0].plot(*zip(*r["curve"]), label=r["run"])
+            axes[0].plot(*zip(*r["curve"], strict=True), label=r["run"])
     axes[0].set(xlabel="round", ylabel="running MSE (clean)", title="linear-gaussian")
     for r in rows["B"]:
         if r["kernel"] == "gaussian:5":
-            axes[1].plot(*zip(*r["curve"]), label=r["run"])
+            axes[1].plot(*zip(*r["curve"], strict=True), label=r["run"])
     axes[1].set(xlabel="round", ylabel="running MSE (clean)", title="friedman1, noise 0.1")
     for ax in axes:
         ax.legend(fontsize=7)

@@ -198,7 +198,7 @@ def plot_budget(budget: dict[str, dict[str, Any]], B: float, path: Path) -> None
     and a of auto_self_tuned at ``B``, uniform schedule) in one 2 x 2 grid; the first panel
     holds the legend of the three figure 6 panels."""
     fig, axes = plt.subplots(2, 2, figsize=(10, 6.4))
-    for ax, schedule in zip(axes.flat, SCHEDULES):
+    for ax, schedule in zip(axes.flat, SCHEDULES, strict=False):
         for algorithm, style in (("ors", "-"), ("nlms", ":")):
             for colour, strategy in enumerate(STRATEGIES):
                 ys = [budget[f"{schedule}/{algorithm}/1/none"]["mse"]] + [
@@ -315,7 +315,8 @@ def report(res: dict[str, Any], quick: bool) -> list[str]:
         f"{machine(s)}); `--from-json` redraws this page and "
         f"its figures from `bench/results/regression.json`. Paper: Moroshko & Crammer, "
         f"*Online Regression with Controlled Label Noise Rate* (the `regression` learners of "
-        f"the [algorithm reference](../algorithms.md)). Runs use `app.replay.regression` (the code of "
+        f"the [algorithm reference](../algorithms.md)). "
+        f"Runs use `app.replay.regression` (the code of "
         f"`noisyloop replay --dataset linear-gaussian|channel`). {s['long_rounds']:,} rounds "
         f"for single-label runs (paper: 50,000), {s['budget_rounds']:,} for budget runs "
         f"(paper: 10,000); mean over seeds {s['seeds']} ({s['budget_seeds']} for budgets; "
@@ -354,7 +355,8 @@ EXPLANATIONS = [
     "β is tuned on seed 0 over a grid, so rule (6) also tunes the overall step size, "
     "which the other rules cannot."),
     ("- **Unknown variance, one label.** Variant 8 collapses to `α = r/(2r + ‖x‖²)` "
-    "(its unknown-variance form): the step is exactly half the NLMS step at the same `r`, i.e. the NLMS "
+    "(its unknown-variance form): the step is exactly half the NLMS step at the same `r`, "
+    "i.e. the NLMS "
     "step with regulariser `2r + ‖x‖²`. At a common `r` it is clearly better than noisy "
     "feedback (the paper's claim, reproduced), and the gain grows with `M` (Fig. 4). "
     "With `r` tuned separately for each learner (table above) NLMS closes most of the "
@@ -408,7 +410,7 @@ def tuned_r_section(res: dict[str, Any]) -> list[str]:
             tuning = ", ".join(f"{float(r):g}: {v:.4f}" for r, v in d["tuning"].items())
             lines.append(f"| {label} | {name} | {d['r']:g} | {d['mse']:.4f} / "
                          f"{d['end_mse']:.4f} | {tuning} |")
-    return lines + [""]
+    return [*lines, ""]
 
 
 def r_dependence_section(res: dict[str, Any]) -> list[str]:
@@ -426,7 +428,7 @@ def r_dependence_section(res: dict[str, Any]) -> list[str]:
             cells.append(f"{one['mse']:.4f} / {two['mse']:.4f} "
                          f"({two['labels_per_round']:.2f}){mark}")
         lines.append(f"| {r:g} | " + " | ".join(cells) + " |")
-    return lines + [""]
+    return [*lines, ""]
 
 
 def budget_section(res: dict[str, Any]) -> list[str]:
@@ -449,8 +451,8 @@ def budget_section(res: dict[str, Any]) -> list[str]:
                          for s in STRATEGIES]
                 lines.append(f"| {name} | {B:g} | " + " | ".join(cells) + " |")
         lines.append("")
-    return lines + [("![fig6: MSE against B per schedule; fig7: running budget and a of "
-                     "auto_self_tuned, B = 1.5, uniform](img/regression_fig6_7.png)"), ""]
+    return [*lines, "![fig6: MSE against B per schedule; fig7: running budget and a of "
+                    "auto_self_tuned, B = 1.5, uniform](img/regression_fig6_7.png)", ""]
 
 
 def acceptance_section(res: dict[str, Any]) -> list[str]:

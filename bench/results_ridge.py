@@ -260,7 +260,7 @@ def plot(results: list[ReplayResult], path: Path) -> None:
         return
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in runs:
-        t, e = zip(*r.curve)
+        t, e = zip(*r.curve, strict=True)
         ax.plot(t, e, label=r.algorithm)
     ax.set_xlabel("round")
     ax.set_ylabel("running played error")

@@ -1,4 +1,4 @@
-"""UMA results for docs/results/uma.md: toy robustness (P4 Fig. 1), digits online replay, Table 1 row.
+"""UMA results for docs/results/uma.md: toy robustness (P4 Fig. 1), digits replay, Table 1 row.
 
 Usage::
 
@@ -108,7 +108,8 @@ def toy(runs: int, steps: list[int], img: Path) -> str:
     fig.tight_layout()
     save_figure(fig, img / "uma_toy.png")
     plt.close(fig)
-    lines = ["| i | ‖C−diag C‖_F | UMA (true C) | UMA, C = I | ρ = 1 − i/10 | UMA given C_i, data noise M |",
+    lines = ["| i | ‖C−diag C‖_F | UMA (true C) | UMA, C = I | ρ = 1 − i/10 "
+             "| UMA given C_i, data noise M |",
              "|---|---|---|---|---|---|"]
     for j, i in enumerate(steps):
         lines.append(f"| {i} | {noise[:, j].mean():.2f} | {np.nanmean(a_uma[:, j]):.3f} | "
@@ -123,7 +124,8 @@ def digits_online(rounds: int, seeds: list[int], img: Path) -> str:
                 ("UMA, true C", "uma", None),
                 ("UMA, C from gold (25% of rows)", "uma", 0.25),
                 ("UMA, C from gold (5% of rows)", "uma", 0.05)]
-    lines = ["| learner | gold labels | online error | error, last 10% | C source | max abs error of C |",
+    lines = ["| learner | gold labels | online error | error, last 10% | C source "
+             "| max abs error of C |",
              "|---|---|---|---|---|---|"]
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, algorithm, fraction in settings:
@@ -140,7 +142,7 @@ def digits_online(rounds: int, seeds: list[int], img: Path) -> str:
         lines.append(f"| {name} | {results[0].extra['gold_labels']} | {final.mean():.3f} "
                      f"± {final.std():.3f} | {last.mean():.3f} | {source} | "
                      f"{'-' if np.isnan(cerr) else f'{cerr:.3f}'} |")
-        ts, vals = zip(*results[0].curve)
+        ts, vals = zip(*results[0].curve, strict=True)
         ax.plot(ts, vals, label=name)
     ax.set(xlabel="round", ylabel="online error rate (true labels)",
            title="digits, class q reported as q+1 w.p. 0.35")

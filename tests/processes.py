@@ -8,6 +8,7 @@ re-parented to the test process instead of init, so it stays among the
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -80,7 +81,5 @@ def wait_gone(pids: set[int], timeout: float) -> set[int]:
 def kill_all(pids: set[int]) -> None:
     """SIGKILL each of ``pids`` that still exists."""
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass

@@ -60,7 +60,8 @@ class WorkerSettings(BaseSettings):
                     "need distinct ids (default: the host name; `serve`: serve-<host name>).")
     batch_size: int = Field(
         default=1000, ge=1, le=100_000,
-        validation_alias=AliasChoices("NOISYLOOP_WORKER_BATCH_SIZE", "NOISYLOOP_TRAINER_BATCH_SIZE"),
+        validation_alias=AliasChoices("NOISYLOOP_WORKER_BATCH_SIZE",
+                                      "NOISYLOOP_TRAINER_BATCH_SIZE"),
         description="Stream entries the trainer reads for one update; behind (a full read), it "
                     "doubles its next read of the model, up to 8x.")
     flush_interval: float = Field(

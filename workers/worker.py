@@ -22,6 +22,7 @@ delay until a whole round does nothing, then stop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -194,7 +195,5 @@ class Worker:
 
 async def _sleep(stop: asyncio.Event, seconds: float) -> None:
     """Sleep ``seconds`` or until ``stop`` is set."""
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), seconds)
-    except TimeoutError:
-        pass

@@ -240,7 +240,7 @@ def reference_sequential(stream: Stream, seed: int) -> tuple[int, tuple[float, f
 
 def reference_batch(batch: dict[str, np.ndarray], k: int, chunk: int, target: int
                     ) -> tuple[int, tuple[float, float]]:
-    """Batch apply written directly: ``C[r, played] += h/p``, ``C[r, greedy] -= 1``, ``W += C.T X``."""
+    """Batch apply written out: ``C[r, played] += h/p``, ``C[r, greedy] -= 1``, ``W += C.T X``."""
     X = batch["x"]
     n = len(X)
     W = np.zeros((k, X.shape[1]))

@@ -30,7 +30,7 @@ def vw_available() -> bool:
 def vw_text(x: np.ndarray, adf: bool) -> str:
     """One context in VW text format (non-zero features ``index:value`` in namespace ``s``)."""
     feats = " ".join(f"{j}:{v:.6g}" for j, v in zip(np.flatnonzero(x).tolist(),
-                                                     x[x != 0.0].tolist()))
+                                                     x[x != 0.0].tolist(), strict=True))
     return f"shared |s {feats}" if adf else f"|s {feats}"
 
 

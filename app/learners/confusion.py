@@ -104,9 +104,9 @@ def validate_confusion(
         raise ParamError(field, "is singular (noisy labels carry no information to tell some "
                                 "true classes apart), so the noise cannot be inverted")
     if cond > cond_max:
-        raise ParamError(field, f"is ill-conditioned (condition number {cond:.3g} > {cond_max:.3g}):"
-                                f" inverting it would amplify sampling noise by that factor; "
-                                f"the noise is too close to making classes indistinguishable")
+        raise ParamError(field, f"is ill-conditioned (condition number {cond:.3g} > "
+                                f"{cond_max:.3g}): inverting it would amplify sampling noise "
+                                f"by that factor; the noise is too close to making classes indistinguishable")
     return C
 
 

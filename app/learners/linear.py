@@ -139,10 +139,7 @@ def explore_draw(rng: np.random.Generator, greedy: int, gamma: float, n_classes:
     (2, 0.925)
     """
     u = rng.random()
-    if u < gamma:
-        played = min(int(u / gamma * n_classes), n_classes - 1)
-    else:
-        played = greedy
+    played = min(int(u / gamma * n_classes), n_classes - 1) if u < gamma else greedy
     prob = gamma / n_classes + (1.0 - gamma) if played == greedy else gamma / n_classes
     return played, prob
 

@@ -133,7 +133,7 @@ class SOBA(BanditronExploration, LinearLearner):
     @classmethod
     def state_bytes(cls, n_features: int, n_classes: int | None,
                     params: Mapping[str, Any]) -> int:
-        """``W_``, ``theta_`` and ``A^-1`` (``K d`` floats diagonal, ``(K d)^2`` full), 3 scalars."""
+        """``W_``, ``theta_``, ``A^-1`` (``K d`` floats diagonal, ``(K d)^2`` full), 3 scalars."""
         dim = (n_classes or 0) * n_features
         ainv = dim if params.get("diagonal") else dim * dim
         return ITEM_BYTES * (2 * dim + ainv + 3)

@@ -130,7 +130,7 @@ def update_points(X: np.ndarray, y: np.ndarray, W: np.ndarray, C: np.ndarray,
 
 
 def class_proportions(y: np.ndarray, C: np.ndarray) -> np.ndarray:
-    """``pi_hat = (1/n) C^-1 ycount``: estimated true-class proportions (section 3.5), clamped > 0."""
+    """``pi_hat = (1/n) C^-1 ycount``: estimated true-class proportions (section 3.5), > 0."""
     Q = C.shape[0]
     counts = np.bincount(y, minlength=Q).astype(np.float64)
     pi = np.linalg.solve(C, counts) / max(len(y), 1)
@@ -518,11 +518,12 @@ class UMA(Learner):
 
     # -- state ------------------------------------------------------------------------------
 
-    _STATE: ClassVar[tuple[str, ...]] = ("W_", "buffer_x_", "buffer_y_", "seen_", "since_step_", "iterations_",
-              "gold_counts_", "confusion_", "confusion_source_")
+    _STATE: ClassVar[tuple[str, ...]] = (
+        "W_", "buffer_x_", "buffer_y_", "seen_", "since_step_", "iterations_", "gold_counts_",
+        "confusion_", "confusion_source_")
 
     def get_state(self) -> State:
-        """Copies of the weights, the window, the counters, the confusion matrix (and the kernel map)."""
+        """Copies of the weights, the window, the counters, the confusion matrix, the kernel map."""
         return {name: np.array(getattr(self, name), copy=True) for name in self._state_names}
 
     def set_state(self, state: Mapping[str, np.ndarray]) -> None:
@@ -533,7 +534,7 @@ class UMA(Learner):
 
 
 class NoisyLabelPerceptron(Perceptron):
-    """The ``noisy_label`` baseline ``f_y`` of P4: the multiclass Perceptron trained on the noisy labels.
+    """The ``noisy_label`` baseline ``f_y`` of P4: the multiclass Perceptron on the noisy labels.
 
     Same learner as :class:`~app.learners.perceptron.Perceptron` (spec 6.1),
     registered for the ``noisy_label`` task; it reads only ``label`` and

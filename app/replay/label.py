@@ -187,7 +187,8 @@ def result(args: argparse.Namespace, task: str, algorithm: str, seed: int,
     rounds = len(greedy_err)
     running = np.cumsum(greedy_err) / np.arange(1, rounds + 1)
     # log-spaced points: the curves are read on log-log axes, like the papers'
-    points = np.unique(np.append(np.geomspace(1, rounds, min(CURVE_POINTS, rounds)).astype(int), rounds))
+    spaced = np.geomspace(1, rounds, min(CURVE_POINTS, rounds)).astype(int)
+    points = np.unique(np.append(spaced, rounds))
     extra: dict[str, Any] = {
         "task": task,
         "rho0": args.rho0,

@@ -1,4 +1,4 @@
-"""Replay runner of the ``noisy_label`` task: UMA / Perceptron from class-conditional label noise (P4).
+"""Replay runner of the ``noisy_label`` task: UMA / Perceptron under class-conditional label noise.
 
 The noise is a confusion matrix ``C`` (rows = noisy label, columns = true
 class): ``--flip-rate r`` flips each label with probability ``r`` to a

@@ -251,7 +251,7 @@ def panels_figure(panels: Sequence[tuple[str, Sequence[Summary]]], columns: int,
     fig, axes = plt.subplots(rows, columns, squeeze=False, layout="constrained",
                              figsize=(panel_size[0] * columns, panel_size[1] * rows))
     try:
-        for ax, (panel_title, summaries) in zip(axes.flat, panels):
+        for ax, (panel_title, summaries) in zip(axes.flat, panels, strict=False):
             draw(ax, summaries, panel_title, logx=logx, logy=logy)
         for ax in axes.flat[len(panels):]:
             ax.set_visible(False)

@@ -17,9 +17,9 @@ port for the workers (a socket that does not listen gets no connections).
 It restarts a worker that dies, as uvicorn's supervisor does, and stops
 every worker on SIGINT or SIGTERM.  A supervisor killed without a chance to
 stop them (SIGKILL, the OOM killer) takes them along: each worker asks the
-kernel for SIGTERM when its parent dies, instead of serving on as an orphan.  A worker that fails before it serves
-(the app does not import or its start-up fails: uvicorn's exit code 3)
-stops them all: it would fail the same way on every restart.
+kernel for SIGTERM when its parent dies, instead of serving on as an orphan.
+A worker that fails before it serves (the app does not import or its start-up
+fails: uvicorn's exit code 3) stops them all: it would fail the same way on every restart.
 """
 
 from __future__ import annotations

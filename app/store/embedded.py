@@ -110,7 +110,7 @@ class EmbeddedRedis:
                "--daemonize", "no", "--logfile", str(self.data_dir / "redis.log")]
         self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True,
-                                        preexec_fn=_private_child)  # noqa: PLW1509 (umask, prctl)
+                                        preexec_fn=_private_child)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

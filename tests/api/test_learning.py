@@ -40,7 +40,8 @@ def test_rcnbf_learns_synsep_from_noisy_clicks(client: TestClient,
         truth = (played == y[sl]).astype(float)
         true_clicks.append(truth)
         clicks = noisy_clicks(truth, RHO0, RHO1, rng)
-        events = [{"event_id": p["event_id"], "click": bool(c)} for p, c in zip(preds, clicks)]
+        events = [{"event_id": p["event_id"], "click": bool(c)}
+                  for p, c in zip(preds, clicks, strict=True)]
         r = client.post("/v1/models/syn/feedback", json={"events": events}, headers=tenant)
         assert r.json() == {"accepted": BATCH, "rejected": []}
         assert client.post("/v1/models/syn/sync", headers=tenant).status_code == 200

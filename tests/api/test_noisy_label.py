@@ -22,7 +22,7 @@ def _model(client: TestClient, auth: dict[str, str], **overrides: Any) -> dict[s
 
 def _examples(client: TestClient, auth: dict[str, str], X: np.ndarray, labels: np.ndarray,
               model: str = "m1", chunk: int = 1000) -> None:
-    """Post examples without predictions, ``chunk`` at a time, each chunk applied before the next."""
+    """Post examples without predictions, ``chunk`` at a time, each applied before the next."""
     for i in range(0, len(X), chunk):
         r = post_feedback(client, auth, {"events": [
             {"features": x.tolist(), "label": int(y)}

@@ -123,7 +123,8 @@ def test_open_decision_expires_with_labels_received(client: TestClient,
            feedback={"wait_seconds": 1})
     x = np.array([1.0, 0.0, 0.0])
     eid = predict_all(client, tenant, x[None])[0]["event_id"]
-    assert post_feedback(client, tenant, {"event_id": eid, "values": [2.0]}).json()["more_labels"] == 1
+    answer = post_feedback(client, tenant, {"event_id": eid, "values": [2.0]}).json()
+    assert answer["more_labels"] == 1
     time.sleep(2.1)
     ctx = client.app.state.ctx  # type: ignore[attr-defined]
     mk = ModelKeys("acme", "m1")

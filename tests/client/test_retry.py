@@ -1,4 +1,4 @@
-"""Retries: 503 and connection errors are retried with backoff, 4xx never (a scripted local server)."""
+"""Retries: 503 and connection errors are retried with backoff, 4xx never (scripted server)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``noisyloop serve`` as a real process: first-start token, restart keeps tenants, models, weights."""
+"""``noisyloop serve`` as a real process: first-start token; a restart keeps tenants and models."""
 
 from __future__ import annotations
 

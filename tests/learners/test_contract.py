@@ -329,7 +329,7 @@ def test_construction_refuses_invalid_params(case: tuple[str, str]) -> None:
     if task in registry.CLASS_TASKS:
         with pytest.raises(ParamError, match="n_classes"):
             registry.build(task, algorithm, N_FEATURES, 1)
-    with pytest.raises(ParamError, match="params.no_such_param"):
+    with pytest.raises(ParamError, match=r"params\.no_such_param"):
         _build(*case, no_such_param=1)
     cls = registry.learner_class(task, algorithm)
     for name, default in registry.default_params(cls).items():

@@ -123,7 +123,8 @@ def test_gradient_length_is_unbiased(kernel: str, loss: str, target: float, fixe
     est = _estimator(kernel, loss, fixed_order=fixed)
     f = store.value(X_A)
     lo = est.loss
-    expected = target * lo.derivative(target * f) if lo.classification else lo.derivative(f - target)
+    expected = (target * lo.derivative(target * f) if lo.classification
+                else lo.derivative(f - target))
     samples = []
     for _ in range(12000):
         plan = est.draw_plan(rng)
@@ -190,7 +191,8 @@ def test_incremental_norm_and_projection_are_exact(explicit_dim: int, eviction: 
 
 
 def test_explicit_levels_give_the_same_function_as_the_list() -> None:
-    kw = {"n_features": 3, "seed": 4, "kernel": "exp", "loss": "smooth_abs", "eta": 0.2, "budget": 400}
+    kw = {"n_features": 3, "seed": 4, "kernel": "exp", "loss": "smooth_abs", "eta": 0.2,
+          "budget": 400}
     exact, listed = KernelOGD(explicit_dim=27, **kw), KernelOGD(explicit_dim=0, **kw)
     rng = np.random.default_rng(10)
     for _ in range(100):

@@ -91,7 +91,7 @@ def test_expected_reward_is_calibrated() -> None:
 def test_init_refuses_large_inputs() -> None:
     with pytest.raises(ParamError, match="max_features"):
         LinUCB(n_features=201, n_classes=2)
-    with pytest.raises(ParamError, match="params.n_features|n_features"):
+    with pytest.raises(ParamError, match=r"params\.n_features|n_features"):
         build("label", "linucb", n_features=500, n_classes=3)
     assert LinUCB(n_features=300, n_classes=2, max_features=300).n_features == 300
 

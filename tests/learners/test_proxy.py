@@ -17,7 +17,8 @@ GRID = [(r0, r1) for r0 in np.linspace(0.0, 0.6, 7) for r1 in np.linspace(0.0, 0
 @pytest.mark.parametrize("rho0, rho1", GRID)
 def test_unbiased_click_is_exactly_unbiased(rho0: float, rho1: float) -> None:
     h0, h1 = unbiased_click(np.array([0.0, 1.0]), rho0, rho1)
-    # E[h | f = 0] = (1 - rho0) h(0) + rho0 h(1) = 0;  E[h | f = 1] = rho1 h(0) + (1 - rho1) h(1) = 1
+    # E[h | f = 0] = (1 - rho0) h(0) + rho0 h(1) = 0
+    # E[h | f = 1] = rho1 h(0) + (1 - rho1) h(1) = 1
     assert (1 - rho0) * h0 + rho0 * h1 == pytest.approx(0.0, abs=1e-12)
     assert rho1 * h0 + (1 - rho1) * h1 == pytest.approx(1.0, abs=1e-12)
 
@@ -50,7 +51,7 @@ def test_check_noise_rates_refuses_invalid_rates(rho0: float, rho1: float, field
 
 def test_check_noise_rates_beta_floor_and_custom_minimum() -> None:
     assert check_noise_rates(0.5, 0.5 - BETA_FLOOR) == (0.5, 0.5 - BETA_FLOOR)
-    with pytest.raises(ParamError, match=">= 0.1"):
+    with pytest.raises(ParamError, match=r">= 0\.1"):
         check_noise_rates(0.5, 0.45, beta_min=0.1)
 
 

@@ -55,7 +55,8 @@ def test_logged_propensities_match_the_policy_frequencies() -> None:
         first[a] = first.get(a, 0) + 1
         second[a, b] = second.get((a, b), 0) + 1
         for key, p in (((a,), ranking[0]["probability"]), ((a, b), ranking[1]["probability"])):
-            assert logged.setdefault(key, p) == pytest.approx(p, abs=1e-12)  # one value per placement
+            # one value per placement
+            assert logged.setdefault(key, p) == pytest.approx(p, abs=1e-12)
     assert len(first) == 4  # epsilon keeps every candidate possible
     for a, count in first.items():
         p = logged[(a,)]
@@ -94,7 +95,7 @@ def test_state_round_trips_into_the_same_rankings() -> None:
         x, actions = rng.standard_normal(DX), rng.standard_normal((6, DA))
         assert fresh.decide(x, False, actions=actions).output == \
             model.decide(x, False, actions=actions).output
-    with pytest.raises(ParamError, match="state.precision_"):
+    with pytest.raises(ParamError, match=r"state\.precision_"):
         fresh.set_state({**model.get_state(), "precision_": np.zeros((2, 2))})
 
 

@@ -118,7 +118,7 @@ def test_positive_alpha_never_leaves_zero() -> None:
 def test_set_confusion_refuses_ill_conditioned_and_keeps_model() -> None:
     model = UMA(n_features=3, n_classes=Q, confusion=uniform_confusion(Q, 0.3).tolist())
     before = model.get_state()
-    with pytest.raises(ParamError, match="ill-conditioned|singular"):
+    with pytest.raises(ParamError, match=r"ill-conditioned|singular"):
         model.set_confusion(uniform_confusion(Q, 2 / 3 - 1e-10))
     np.testing.assert_array_equal(model.confusion_, before["confusion_"])
     with pytest.raises(ParamError, match="confusion"):
@@ -132,7 +132,7 @@ def test_gold_pairs_estimate_confusion_when_every_class_has_enough() -> None:
     true = np.repeat(np.arange(Q), 200)
     rng.shuffle(true)
     noisy = corrupt_labels(true, C, rng)
-    for k, (y, label) in enumerate(zip(true, noisy)):
+    for k, (y, label) in enumerate(zip(true, noisy, strict=True)):
         model.learn_one({"x": np.array([1.0, 0.0]), "label": label, "gold": 1, "true_label": y})
         if k == 60:
             assert model.confusion_source == "identity"  # some class has < 50 gold pairs
@@ -164,7 +164,7 @@ def test_uma_with_true_confusion_beats_perceptron_on_noisy_labels() -> None:
     for name, model in (("uma", UMA(n_features=2, n_classes=4, confusion=C.tolist())),
                         ("perceptron", NoisyLabelPerceptron(n_features=2, n_classes=4))):
         wrong = 0
-        for x, y, truth in zip(X, noisy, t):
+        for x, y, truth in zip(X, noisy, t, strict=True):
             decision = model.decide(x)
             wrong += decision.output["label"] != truth
             model.learn_one({**decision.context, "label": y, "gold": 0, "true_label": -1})
@@ -187,12 +187,13 @@ def test_kernel_uma_learns_rings_that_linear_uma_cannot() -> None:
     noisy = corrupt_labels(t, C, rng)
     X_test, t_test = _rings(2000, np.random.default_rng(7))
     errors = {}
-    for name, params in (("linear", {}), ("kernel", {"kernel": "gaussian:0.1", "n_components": 100})):
+    variants = (("linear", {}), ("kernel", {"kernel": "gaussian:0.1", "n_components": 100}))
+    for name, params in variants:
         model = UMA(n_features=2, n_classes=Q, confusion=C.tolist(), seed=0, **params)
-        for x, y in zip(X, noisy):
+        for x, y in zip(X, noisy, strict=True):
             model.learn_one({"x": x, "label": y, "gold": 0, "true_label": -1})
         errors[name] = float(np.mean([model.decide(x).output["label"] != q
-                                      for x, q in zip(X_test, t_test)]))
+                                      for x, q in zip(X_test, t_test, strict=True)]))
     # Without a bias, a linear rule predicts from the angle alone, which is independent of the
     # ring: its expected error is >= 2/3 (s.e. 0.011 on 2,000 test points).  Kernel UMA
     # measured 0.05-0.09 on seeds 0-2 of this problem: 0.25 leaves a wide margin.
@@ -207,7 +208,7 @@ def _kernel_uma(seed: int | None) -> UMA:
 
 def _kernel_events(n: int = 60) -> list[dict[str, object]]:
     X, t, _ = _problem(n=n)
-    return [{"x": x, "label": y, "gold": 0, "true_label": -1} for x, y in zip(X, t)]
+    return [{"x": x, "label": y, "gold": 0, "true_label": -1} for x, y in zip(X, t, strict=True)]
 
 
 def test_kernel_state_round_trips_with_the_random_map() -> None:

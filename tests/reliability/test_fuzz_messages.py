@@ -158,10 +158,7 @@ def test_fuzz_invalid_feedback_for_real_event_does_not_consume_it(api: TestClien
     @SETTINGS
     @given(body=invalid_feedback)
     def run(body: dict[str, Any]) -> None:
-        if "events" in body:
-            body = {"events": body["events"]}
-        else:
-            body = {**body, "event_id": event_id}
+        body = {"events": body["events"]} if "events" in body else {**body, "event_id": event_id}
         r = api.post("/v1/models/m1/feedback", json=body, headers=auth)
         if r.status_code == 202:  # a batch: every event must have been rejected
             assert r.json()["accepted"] == 0, (body, r.text)

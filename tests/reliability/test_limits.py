@@ -111,7 +111,8 @@ def test_model_create_bounds(api: TestClient, auth: dict[str, str], field: str,
 
 
 def test_feature_dimension_and_strings(api: TestClient, auth: dict[str, str]) -> None:
-    post = lambda body: api.post("/v1/models/m1/predict", json=body, headers=auth)
+    def post(body: dict[str, Any]) -> Any:
+        return api.post("/v1/models/m1/predict", json=body, headers=auth)
     refused(post({"features": [1, 2, 3]}), 422, "invalid_features", "features")
     refused(post({"features": [1, 2, 3, 4, 5]}), 422, "invalid_features", "features")
     refused(post({"features": {"indices": [4], "values": [1.0]}}), 422, "invalid_features",

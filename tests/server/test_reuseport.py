@@ -74,10 +74,8 @@ def _reaped(proc: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
     finally:
         if proc.poll() is None:
             proc.terminate()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(reuseport.STOP_TIMEOUT_SECONDS + 5)
-            except subprocess.TimeoutExpired:
-                pass
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -103,7 +103,8 @@ async def _authenticate(websocket: WebSocket, ctx: ApiContext, model_id: str) ->
         await authorize_model(ctx, token, model_id)
     except ApiError as exc:
         if exc.code == "unknown_model":
-            await websocket.send_text(orjson.dumps({"id": None, "error": exc.body()["error"]}).decode())
+            reply = {"id": None, "error": exc.body()["error"]}
+            await websocket.send_text(orjson.dumps(reply).decode())
             await websocket.close(UNKNOWN_MODEL)
             return None
         await websocket.close(AUTH_FAILED, exc.code)

@@ -17,7 +17,8 @@ class ConfusionPutRequest(RequestModel):
     must be invertible and well conditioned.
     """
 
-    matrix: list[Annotated[list[FiniteFloat], Field(min_length=2, max_length=MAX_CLASSES)]] | None = (
+    matrix: list[Annotated[list[FiniteFloat], Field(min_length=2, max_length=MAX_CLASSES)]] | None \
+        = (
         Field(min_length=2, max_length=MAX_CLASSES,
               description="n_classes rows of n_classes numbers (the model's n_classes)"))
 

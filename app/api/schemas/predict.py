@@ -36,6 +36,8 @@ MAX_DENSE = 1_000_000
 MAX_NAMED = 10_000
 MAX_NAME_CHARS = 256
 FeatureName = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)]
+#: A named feature's string value (one-hot encoded by the name/value pair).
+NameValue = Annotated[str, StringConstraints(max_length=MAX_NAME_CHARS)]
 
 
 class SparseFeatures(RequestModel):
@@ -57,8 +59,7 @@ class NamedFeatures(RequestModel):
     A string value ``{"country": "FR"}`` is the feature ``"country=FR"`` with value 1.
     """
 
-    named: dict[FeatureName, FiniteFloat | Annotated[str, StringConstraints(max_length=MAX_NAME_CHARS)]] = (
-        Field(max_length=MAX_NAMED))
+    named: dict[FeatureName, FiniteFloat | NameValue] = Field(max_length=MAX_NAMED)
 
 
 def _features_kind(value: Any) -> str | None:

@@ -258,7 +258,8 @@ class SupportStore:
     def exact_norm2(self) -> float:
         """``||w||^2 = alpha^T K alpha`` recomputed from scratch."""
         used = self.stamp >= 0
-        return float(sum(a * self.value(v) for a, v in zip(self.alpha[used], self.support[used])))
+        pairs = zip(self.alpha[used], self.support[used], strict=True)
+        return float(sum(a * self.value(v) for a, v in pairs))
 
     def get_state(self) -> State:
         """Learned arrays by name (fixed shapes)."""

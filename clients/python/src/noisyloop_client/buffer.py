@@ -16,6 +16,7 @@ for the background timer, from the next ``add``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from typing import Any, Self
@@ -230,10 +231,8 @@ class AsyncFeedbackBuffer:
 
     async def close(self) -> None:
         self._timer.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await self._timer
-        except asyncio.CancelledError:
-            pass
         await self.flush()
 
     async def __aenter__(self) -> Self:
