@@ -106,7 +106,8 @@ def validate_confusion(
     if cond > cond_max:
         raise ParamError(field, f"is ill-conditioned (condition number {cond:.3g} > "
                                 f"{cond_max:.3g}): inverting it would amplify sampling noise "
-                                f"by that factor; the noise is too close to making classes indistinguishable")
+                                f"by that factor; the noise is too close to making classes "
+                                f"indistinguishable")
     return C
 
 
