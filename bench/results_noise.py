@@ -14,6 +14,9 @@ service's NREst worker does with its default buffer.
 A last section measures what ``linucb_diag``'s uniform-exploration share
 costs in learning: the same runs with ``uniform_share = 0``.
 
+The estimator's defaults were tuned on seeds 0-2 and 100-102; the docs
+numbers use seeds from ``--first-seed`` (1000) on.
+
 Usage::
 
     .venv/bin/python bench/results_noise.py             # the docs numbers (about 6 CPU minutes)
@@ -160,10 +163,12 @@ def render(data: dict[str, Any]) -> str:
         ("Each run replays 20,000 events of a stream (`synsep`: 9 classes, 400 binary "
         "features; `digits`: 10 classes, 64 features) through a learner at its default "
         "settings, with clicks flipped at the rates (ρ0, ρ1). Every "
-        f"{data['every']:,} events the anchor estimator computes the rates, with 90% "
-        "intervals, from all the plays so far; it publishes them only when both "
+        f"{data['every']:,} events the anchor estimator computes the rates, with 95% "
+        "intervals per rate (both hold together with probability at least 90%), from all "
+        "the plays so far; it publishes them only when both "
         "intervals are at most 0.1 wide. NREst (as it is) refits on the last 5,000 "
-        "plays every 5,000 events."),
+        f"plays every 5,000 events. Seeds {data['seeds'][0]}-{data['seeds'][-1]} (the "
+        "estimator's defaults were chosen on other seeds)."),
         "",
         "## Anchor estimator per stream, learner and noise",
         "",
@@ -207,8 +212,8 @@ def render(data: dict[str, Any]) -> str:
     n = max(totals["cases"], 1)
     lines += [
         "",
-        (f"Over all {totals['cases']} published (stream, seed, refresh) cases the 90% "
-        f"interval held ρ0 in {totals['c0'] / n:.1%}, ρ1 in {totals['c1'] / n:.1%} and both "
+        (f"Over all {totals['cases']} published (stream, seed, refresh) cases the "
+        f"intervals held ρ0 in {totals['c0'] / n:.1%}, ρ1 in {totals['c1'] / n:.1%} and both "
         f"in {totals['both'] / n:.1%}; at 20,000 events {totals['final_ok']} of "
         f"{totals['finals']} runs published an estimate within {TOLERANCE} of both rates."),
         "",
@@ -219,8 +224,11 @@ def render(data: dict[str, Any]) -> str:
     lines.append(
         f"Scoring every play and estimating every {data['every']:,} events took "
         f"{np.mean(anchor_cpu):.2f} s of CPU per 20,000 events on average "
-        f"(at most {max(anchor_cpu):.2f} s), the replay of the learner itself "
-        f"{np.mean([r['cpu_seconds'] - r['anchor_cpu_seconds'] for r in runs]):.1f} s.")
+        f"(at most {max(anchor_cpu):.2f} s; the budget is 2 s), the replay of the learner "
+        f"itself {np.mean([r['cpu_seconds'] - r['anchor_cpu_seconds'] for r in runs]):.1f} s. "
+        "This is the work the service's trainer (scoring) and nrest role (estimating, on the "
+        "same number of plays up to 20,000) do, off the request path; the service adds "
+        "reading and writing the rows and the scorer's state in Redis, not measured here.")
     ablation = [r for r in data["runs"] if r["params"]]
     if ablation:
         lines += [
@@ -253,6 +261,8 @@ def render(data: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=2, help="seeds per configuration")
+    parser.add_argument("--first-seed", type=int, default=1_000,
+                        help="first seed (the defaults were tuned on 0-2 and 100-102)")
     parser.add_argument("--every", type=int, default=2_500, help="events between estimates")
     parser.add_argument("--quick", action="store_true", help="one seed, no NREst baseline")
     parser.add_argument("--render-only", action="store_true")
@@ -262,13 +272,14 @@ def main(argv: list[str] | None = None) -> int:
     path = args.data / "noise.json"
     if not args.render_only:
         start = time.process_time()
-        seeds = range(1 if args.quick else args.seeds)
+        seeds = range(args.first_seed, args.first_seed + (1 if args.quick else args.seeds))
         runs = [run_one(ds, alg, rho, seed, args.every, nrest=not args.quick)
                 for ds in DATASETS for alg in ALGORITHMS for rho in NOISE for seed in seeds]
         runs += [run_one(ds, "linucb_diag", rho, seed, args.every, nrest=False,
                          params={"uniform_share": 0.0})
                  for ds in DATASETS for rho in NOISE for seed in seeds]
-        data = {"machine": machine_info(), "every": args.every, "runs": runs,
+        data = {"machine": machine_info(), "every": args.every, "seeds": list(seeds),
+                "runs": runs,
                 "cpu_seconds": time.process_time() - start}
         path.write_text(json.dumps(data, indent=1, default=float))
     data = json.loads(path.read_text())
