@@ -59,7 +59,7 @@ class Metrics:
                                    namespace=ns, registry=r)
         self.noise_rate = Gauge("noise_rate", "Current click-noise rates", (*_MODEL, "kind"),
                                 namespace=ns, registry=r)
-        self.debiased_reward = Gauge("debiased_reward", "Running mean of h(f) over applied events",
+        self.debiased_reward = Gauge("debiased_reward", "Mean click over applied events, noise-corrected",
                                      _MODEL, namespace=ns, registry=r)
         self.noise_interval_width = Gauge(
             "noise_interval_width", "Width of the published noise rates' confidence interval",

@@ -20,7 +20,8 @@ them; a dead trainer's leases expire and are taken over), then runs one
    model's current noise rates (so an NREst estimate applies from the next
    batch on);
 4. publish state + version + ``last_id`` + counters (events applied, the
-   sum and count of ``h(f)`` for ``debiased_reward``) in one Lua step that
+   sum and count of the observed clicks, from which ``debiased_reward`` is
+   computed with the rates in force when it is read) in one Lua step that
    also checks the lease and the version, THEN acknowledge and trim; this
    step is shielded from cancellation.
 
@@ -45,7 +46,7 @@ import numpy as np
 
 from app.learners.base import Batch, Event, Learner, batch_size, iter_events, stack_events
 from app.learners.build import apply_noise_rates, build_learner
-from app.learners.proxy import clip_probability, unbiased_click
+from app.learners.proxy import calibrated_probability
 from app.store.codec import CodecError
 from app.store.delivery import Deliveries, TrainerView
 from app.store.events import decode_entries, decode_entry
@@ -349,7 +350,7 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
     mk = ModelKeys(*ref)
     n_applied = batch_size(applied)
     clicks = np.asarray(applied.get("click", np.empty(0)), dtype=float)
-    reward_sum = float(np.sum(unbiased_click(clicks, *rates)))
+    click_sum = float(np.sum(clicks))
     samples = nrest.samples_of(cached.config, applied, observed)
     cap = nrest.buffer_size(ctx, cached.config)
     scorer = (await anchors.scorer(ctx, ref, cached.config, cached.version)
@@ -360,7 +361,7 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
     async def publish_then_ack() -> int:
         version = await ctx.store.snapshots.publish(
             mk, cached.learner.get_state(), expected_version=cached.version, last_id=last_id,
-            applied=n_applied, reward_sum=reward_sum, reward_n=len(clicks),
+            applied=n_applied, click_sum=click_sum, click_n=len(clicks),
             lease_owner=ctx.config.worker_id)
         await ctx.delivery.ack_and_trim(mk, ack_ids, last_id)
         if samples is not None:
@@ -387,19 +388,20 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
     cached.version = version
     if scorer is not None:
         ctx.scorers[ref] = (version, scorer)
-    _record(ctx, ref, view, n_applied, version, last_id, reward_sum, len(clicks), rates)
+    _record(ctx, ref, view, n_applied, version, last_id, click_sum, len(clicks), rates)
     return n_applied
 
 
 def _record(ctx: WorkerContext, ref: ModelRef, view: TrainerView, applied: int, version: int,
-            last_id: str, reward_sum: float, reward_n: int, rates: tuple[float, float]) -> None:
+            last_id: str, click_sum: float, click_n: int, rates: tuple[float, float]) -> None:
     m = ctx.metrics
     m.events_applied.labels(*ref).inc(applied)
     m.model_version.labels(*ref).set(version)
     lag = time.time() - parse_stream_id(last_id)[0] / 1000.0
     m.trainer_lag.labels(*ref).set(max(lag, 0.0))
-    n = view.info.reward_n + reward_n
+    n = view.info.click_n + click_n
     if n:
-        m.debiased_reward.labels(*ref).set(clip_probability((view.info.reward_sum + reward_sum) / n))
+        m.debiased_reward.labels(*ref).set(
+            calibrated_probability((view.info.click_sum + click_sum) / n, *rates))
     for kind, value in zip(("rho0", "rho1"), rates, strict=True):
         m.noise_rate.labels(*ref, kind).set(value)

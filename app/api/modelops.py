@@ -118,9 +118,18 @@ def noise_response(noise: NoiseRecord | None) -> NoiseResponse | None:
                          history=noise.history)
 
 
+def calibrated_reward(record: ModelRecord) -> tuple[float | None, bool]:
+    """``debiased_reward`` at the model's current rates (None before any click) and whether
+    it is unreliable (:attr:`~app.store.noise.NoiseRecord.calibration_unreliable`)."""
+    noise = record.noise or NoiseRecord(0.0, 0.0, "configured")
+    reward = record.snapshot.debiased_reward(noise.rho0, noise.rho1)
+    return reward, reward is not None and noise.calibration_unreliable
+
+
 def model_response(record: ModelRecord) -> ModelResponse:
     """The API view of a stored model."""
     c, s = record.config, record.snapshot
+    reward, unreliable = calibrated_reward(record)
     return ModelResponse(
         model_id=c["model_id"], task=c["task"], algorithm=c["algorithm"],
         n_features=c["n_features"], n_classes=c.get("n_classes"), params=c["params"],
@@ -131,7 +140,7 @@ def model_response(record: ModelRecord) -> ModelResponse:
                          events_applied=s.events_applied, events_expired=s.events_expired,
                          events_dead_lettered=record.dead_lettered,
                          dead_letters_dropped=record.dead_letters_dropped,
-                         debiased_reward=s.debiased_reward),
+                         debiased_reward=reward, calibration_unreliable=unreliable),
         noise=noise_response(record.noise) if c["task"] in ("label", "label_set") else None,
         label_budget=c.get("label_budget"), max_feature_norm=feature_bound(c))
 
@@ -150,8 +159,9 @@ async def describe_model(ctx: ApiContext, tenant: str, model_id: str) -> ModelRe
     record = await ctx.store.models.record(tenant, model_id)
     if record is None:
         raise unknown_model(model_id)
-    if record.snapshot.debiased_reward is not None:
-        ctx.metrics.debiased_reward.labels(tenant, model_id).set(record.snapshot.debiased_reward)
+    reward, _ = calibrated_reward(record)
+    if reward is not None:
+        ctx.metrics.debiased_reward.labels(tenant, model_id).set(reward)
     return model_response(record)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
+from app.learners.proxy import calibration_unreliable
 from app.store import keys
 from app.store.keys import ModelKeys
 from app.store.util import text, utc_now
@@ -20,7 +21,9 @@ HISTORY_MAX = 20
 JOB_TTL_SECONDS = 86400
 #: Statuses of a job that a new estimate request joins instead of queueing another.
 PENDING_STATUSES = ("queued", "running")
-NOISE_FIELDS = ("rho0", "rho1", "source", "estimated_at", "n_samples", "history")
+NOISE_FIELDS = ("rho0", "rho1", "source", "estimated_at", "n_samples", "history", "estimator")
+#: The estimator of a model that has not chosen one.
+DEFAULT_ESTIMATOR = "anchor"
 
 
 @dataclass(frozen=True)
@@ -33,15 +36,34 @@ class NoiseRecord:
     estimated_at: str | None = None
     n_samples: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
+    estimator: str = DEFAULT_ESTIMATOR
+
+    @property
+    def status(self) -> str:
+        """``published`` (the rates are an estimate), ``fixed`` (configured, or an estimator
+        that never estimates) or ``insufficient_data`` (initial rates awaiting an estimate)."""
+        if self.source == "estimated":
+            return "published"
+        if self.estimator == "fixed" or self.source == "configured":
+            return "fixed"
+        return "insufficient_data"
+
+    @property
+    def calibration_unreliable(self) -> bool:
+        """Whether rewards calibrated with these rates mean little: the rates still await an
+        estimate, or ``1 - rho0 - rho1`` is below
+        :data:`~app.learners.proxy.CALIBRATION_BETA_MIN`."""
+        return self.status == "insufficient_data" or calibration_unreliable(self.rho0, self.rho1)
 
 
 def parse_noise(values: Sequence[Any]) -> NoiseRecord | None:
     """A :class:`NoiseRecord` from an HMGET of :data:`NOISE_FIELDS`."""
-    rho0, rho1, source, estimated_at, n_samples, history = values
+    rho0, rho1, source, estimated_at, n_samples, history, estimator = values
     if rho0 is None or rho1 is None:
         return None
     return NoiseRecord(float(rho0), float(rho1), text(source) or "initial", text(estimated_at),
-                       int(n_samples or 0), orjson.loads(history) if history else [])
+                       int(n_samples or 0), orjson.loads(history) if history else [],
+                       text(estimator) or DEFAULT_ESTIMATOR)
 
 
 class NoiseStore:

@@ -28,6 +28,7 @@ import redis.asyncio as aioredis
 
 from app.store import codec, keys
 from app.store.keys import SAMPLES_NEW_FIELD, ModelKeys
+from app.store.noise import DEFAULT_ESTIMATOR
 from app.store.util import text
 
 
@@ -102,7 +103,6 @@ class SampleStore:
 
 #: Estimators a model's noise rates can come from (``estimator`` of its noise hash).
 ESTIMATORS = ("anchor", "nrest", "fixed")
-DEFAULT_ESTIMATOR = "anchor"
 #: Widest interval of either rate an anchor estimate may have to be published.
 DEFAULT_MAX_WIDTH = 0.1
 #: Fields of a model's noise hash that this module owns (beside ``samples_new``).

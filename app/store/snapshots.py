@@ -15,15 +15,15 @@ from typing import Any
 import numpy as np
 import redis.asyncio as aioredis
 
-from app.learners.proxy import clip_probability
+from app.learners.proxy import calibrated_probability
 from app.store import codec
 from app.store.client import Scripts
 from app.store.keys import ModelKeys
 from app.store.util import text, utc_now
 
 #: Trainer-published counters of a snapshot (no state).
-COUNTER_FIELDS = ("version", "last_id", "events_applied", "events_expired", "reward_sum",
-                  "reward_n", "updated_at")
+COUNTER_FIELDS = ("version", "last_id", "events_applied", "events_expired", "click_sum",
+                  "click_n", "updated_at")
 
 
 @dataclass(frozen=True)
@@ -34,15 +34,19 @@ class SnapshotInfo:
     last_id: str
     events_applied: int
     events_expired: int
-    reward_sum: float
-    reward_n: int
+    click_sum: float
+    click_n: int
     updated_at: str | None
 
-    @property
-    def debiased_reward(self) -> float | None:
-        """Running mean of the noise-corrected reward over applied events, clipped to [0, 1]
-        (a click rate; the unclipped mean of ``h(f)`` strays outside it on few events)."""
-        return clip_probability(self.reward_sum / self.reward_n) if self.reward_n else None
+    def debiased_reward(self, rho0: float, rho1: float) -> float | None:
+        """The mean observed click over applied events corrected for click noise at the rates
+        given, ``(mean f - rho0) / (1 - rho0 - rho1)`` clipped to [0, 1]; None before any.
+
+        The raw clicks are kept, not ``h(f)``, so that the rates in force when it is read
+        (the published estimate) apply to every event, also those applied before it.
+        """
+        return (calibrated_probability(self.click_sum / self.click_n, rho0, rho1)
+                if self.click_n else None)
 
 
 @dataclass(frozen=True)
@@ -68,11 +72,11 @@ class PublishConflict(Exception):
 
 def parse_info(values: Sequence[Any]) -> SnapshotInfo | None:
     """A :class:`SnapshotInfo` from an HMGET of :data:`COUNTER_FIELDS`."""
-    version, last_id, applied, expired, reward_sum, reward_n, updated_at = values
+    version, last_id, applied, expired, click_sum, click_n, updated_at = values
     if version is None:
         return None
     return SnapshotInfo(int(version), text(last_id) or "0-0", int(applied or 0),
-                        int(expired or 0), float(reward_sum or 0.0), int(reward_n or 0),
+                        int(expired or 0), float(click_sum or 0.0), int(click_n or 0),
                         text(updated_at))
 
 
@@ -102,7 +106,7 @@ class SnapshotStore:
 
     async def publish(self, mk: ModelKeys, state: dict[str, np.ndarray], *,
                       expected_version: int | None = None, last_id: str | None = None,
-                      applied: int = 0, reward_sum: float = 0.0, reward_n: int = 0,
+                      applied: int = 0, click_sum: float = 0.0, click_n: int = 0,
                       lease_owner: str | None = None) -> int:
         """Publish ``state`` atomically; return the new version.
 
@@ -115,7 +119,7 @@ class SnapshotStore:
             "" if expected_version is None else str(expected_version),
             codec.encode(state),
             last_id or "",
-            int(applied), repr(float(reward_sum)), int(reward_n), utc_now(),
+            int(applied), repr(float(click_sum)), int(click_n), utc_now(),
             lease_owner or "",
         ]
         reply: Any = await self.scripts.run("publish_snapshot", [mk.snapshot, mk.lease], args)

@@ -50,10 +50,14 @@ def test_rates_and_debiased_reward_within_tolerance_and_no_number_before(
         if b == 4:  # 2,500 events: too few, and the initial rates stay
             assert noise["status"] == "insufficient_data" and noise["reason"]
             assert (noise["rho0"], noise["rho1"], noise["source"]) == (0.0, 0.0, "initial")
+            early = client.get("/v1/models/m1", headers=tenant).json()["stats"]
+            assert early["calibration_unreliable"] is True
     assert noise["status"] == "published" and noise["source"] == "estimated"
     for rate, truth in zip(("rho0", "rho1"), RATES, strict=True):
         assert abs(noise[rate] - truth) < 0.05, noise
         low, high = noise["interval"][rate]
         assert high - low <= 0.1
     stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
+    # the batches applied before the first estimate are corrected with it too
     assert abs(stats["debiased_reward"] - np.mean(right)) < 0.03
+    assert stats["calibration_unreliable"] is False

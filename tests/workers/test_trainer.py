@@ -50,8 +50,8 @@ async def test_trainer_batches_equal_learn_many_of_all_events(store: Store) -> N
     # reads of 64, then 128 (a full read doubles the next), then the 58 left
     assert snap.info.events_applied == 250 and snap.version == 1 + 3
     clicks = np.array([float(e["click"]) for e in events])
-    assert snap.info.debiased_reward is not None
-    np.testing.assert_allclose(snap.info.debiased_reward,
+    assert snap.info.click_n == 250 and snap.info.click_sum == clicks.sum()
+    np.testing.assert_allclose(snap.info.debiased_reward(0.1, 0.2),
                                unbiased_click(clicks, 0.1, 0.2).mean(), rtol=1e-12)
     # everything acknowledged and trimmed up to the last applied entry
     assert (await store.events.group_progress(mk))[1] == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -93,16 +94,11 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
                   ) -> NoiseStatusResponse:
     """The noise record with the estimator's settings and the last anchor outcome."""
     out = noise_response(record)
-    if out is None:
+    if record is None or out is None:
         raise unknown_model(view.config["model_id"])
     settings = await ctx.store.anchors.settings(view.keys)
     last = settings.last or {}
-    if out.source == "estimated":
-        status = "published"
-    elif settings.estimator == "fixed" or out.source == "configured":
-        status = "fixed"
-    else:
-        status = "insufficient_data"
+    status = replace(record, estimator=settings.estimator).status
     n_events = last.get("n_events") or await ctx.store.anchors.count(view.keys)
     interval = NoiseInterval(**last["interval"]) if "interval" in last else None
     return NoiseStatusResponse.model_validate({

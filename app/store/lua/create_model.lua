@@ -10,7 +10,7 @@ end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('HSET', KEYS[1], 'config', ARGV[1], 'created_at', ARGV[2])
 redis.call('HSET', KEYS[2], 'state', ARGV[3], 'version', 1, 'last_id', '0-0',
-           'events_applied', 0, 'events_expired', 0, 'reward_sum', 0, 'reward_n', 0,
+           'events_applied', 0, 'events_expired', 0, 'click_sum', 0, 'click_n', 0,
            'updated_at', ARGV[2])
 redis.call('HSET', KEYS[5], 'predictions', 0, 'feedback_accepted', 0)
 redis.call('HSET', KEYS[4], 'rho0', ARGV[5], 'rho1', ARGV[6], 'source', 'initial',

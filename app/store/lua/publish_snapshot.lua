@@ -2,7 +2,7 @@
 -- counters of the applied batch, in one atomic step.
 -- KEYS: 1 snapshot, 2 lease
 -- ARGV: 1 expected version ('' = no check), 2 state blob, 3 last applied id
---       ('' = keep), 4 events applied, 5 reward sum delta, 6 reward count
+--       ('' = keep), 4 events applied, 5 observed click sum delta, 6 click count
 --       delta, 7 updated_at, 8 lease owner ('' = no lease check)
 -- Returns the new version, -1 when the version moved (someone else
 -- published), -2 when the lease belongs to another owner, -3 when the
@@ -23,6 +23,6 @@ if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[1], 'last_id', ARGV[3])
 end
 redis.call('HINCRBY', KEYS[1], 'events_applied', ARGV[4])
-redis.call('HINCRBYFLOAT', KEYS[1], 'reward_sum', ARGV[5])
-redis.call('HINCRBY', KEYS[1], 'reward_n', ARGV[6])
+redis.call('HINCRBYFLOAT', KEYS[1], 'click_sum', ARGV[5])
+redis.call('HINCRBY', KEYS[1], 'click_n', ARGV[6])
 return v

@@ -40,6 +40,7 @@ class ModelStats(TypedDict):
     events_dead_lettered: int
     dead_letters_dropped: int
     debiased_reward: float | None
+    calibration_unreliable: bool
 
 
 class Noise(TypedDict, total=False):
