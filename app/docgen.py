@@ -62,8 +62,8 @@ TASKS = {
     "noisy_label": "a class; feedback: a class label flipped by a confusion matrix",
     "noisy_input": "a real value or a sign; feedback: the target and noisy copies of the input",
     "rank": "an ordered slate of `slots` items out of candidate actions with features; "
-            "feedback: a click or graded reward per shown slot (so far in `noisyloop replay "
-            "--task rank` and in process; the service's rank routes are not there yet)",
+            "feedback: the clicked shown ids, or a graded reward per shown id "
+            "(`POST /v1/models/{id}/rank`)",
 }
 
 _ROLE = re.compile(r":(?:class|meth|func|data|attr|mod):`~?(?:[\w.]+\.)?([\w]+)`")

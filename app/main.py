@@ -34,6 +34,7 @@ from app.api.routes import (
     noise,
     ops,
     predict,
+    rank,
     stream,
 )
 from app.metrics import Metrics
@@ -112,8 +113,8 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
     install_docs(app)
     app.state.api_routes = []  # by path and method: the Allow header of a 405
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
-    for module in (predict, feedback, models, admin, noise, confusion, deadletters, stream,
-                   ops):
+    for module in (predict, feedback, rank, models, admin, noise, confusion, deadletters,
+                   stream, ops):
         app.include_router(module.router)
         app.state.api_routes += module.router.routes
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from app.learners.base import Batch
+from app.learners.build import takes_clicks
 from app.learners.noise_anchor import ProgressiveScorer
 from app.learners.registry import learner_class
 from app.store.keys import ModelKeys
@@ -43,9 +44,10 @@ class AnchorRows:
 
 
 def keeps_anchors(config: dict[str, Any]) -> bool:
-    """Whether the model's learner uses noise rates (so its plays are scored)."""
+    """Whether the model's learner uses noise rates and learns from one click per played label
+    (so its plays are scored)."""
     cls = learner_class(config["task"], config["algorithm"])
-    return cls.takes_noise_rates(config.get("params") or {})
+    return takes_clicks(cls) and cls.takes_noise_rates(config.get("params") or {})
 
 
 async def scorer(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],

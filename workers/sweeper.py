@@ -24,7 +24,6 @@ logger = logging.getLogger(__name__)
 async def run_pass(ctx: WorkerContext) -> int:
     """Expire every overdue decision of every model (up to ``sweep_limit`` per model)."""
     now = await ctx.store.events.server_time()
-    default = timeout_feedback()
     total = 0
     for ref in await ctx.store.models.all_models():
         if ctx.stopping.is_set():
@@ -37,7 +36,8 @@ async def run_pass(ctx: WorkerContext) -> int:
         if config is None:
             continue
         mode = (config.get("feedback") or {}).get("on_timeout", "drop")
-        outcomes = await ctx.store.events.expire_many(mk, due, mode, default)
+        default = timeout_feedback(config) if mode == "no_click" else None
+        outcomes = await ctx.store.events.expire_many(mk, due, mode, default or {})
         expired = outcomes.count("expired")
         if expired:
             ctx.metrics.events_expired.labels(*ref).inc(expired)

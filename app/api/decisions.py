@@ -160,7 +160,7 @@ async def feedback(ctx: ApiContext, view: ModelView,
         if spec.open_feedback is not None:
             status, more = await take_open(ctx, view, spec, event_id, fields)
         else:
-            status = (await ctx.store.events.take_feedback(mk, event_id, fields)).status
+            status = await _take_one(ctx, mk, spec, event_id, fields)
         if status not in ("ok", "open"):
             http_status, code, message = _OUTCOME_ERRORS[status]
             count.labels(*labels, code).inc()
@@ -180,11 +180,16 @@ async def feedback(ctx: ApiContext, view: ModelView,
             examples.append(fields)
         else:
             valid.append((i, eid, fields))
+    ended: list[tuple[int, str]] = []
+    if spec.join_context is not None:
+        valid, ended = await _join_contexts(ctx, view, spec, valid, rejected)
     count.labels(*labels, "invalid").inc(len(rejected))
     opened: list[dict[str, Any]] = []
     statuses = await _take_many(ctx, view, spec, valid, rejected, opened)
     accepted = len(examples)
-    for (i, _, _), status in zip(valid, statuses, strict=True):
+    outcomes = [*((i, status) for (i, _, _), status in zip(valid, statuses, strict=True)),
+                *ended]
+    for i, status in outcomes:
         if status in ("ok", "open"):
             accepted += 1
         elif status in _OUTCOME_ERRORS:
@@ -201,6 +206,42 @@ async def feedback(ctx: ApiContext, view: ModelView,
     if opened:
         doc["open"] = opened
     return 202, doc
+
+
+async def _take_one(ctx: ApiContext, mk: ModelKeys, spec: TaskSpec, event_id: str,
+                    fields: dict[str, np.ndarray]) -> str:
+    """Join one event exactly once; "ok", "unknown" or "duplicate" (422 from the task's
+    :attr:`~app.api.tasks.TaskSpec.join_context`, if it has one, with the logged context)."""
+    if spec.join_context is not None:
+        found = (await ctx.store.events.read_contexts(mk, [event_id]))[0]
+        if isinstance(found, str):
+            return found
+        fields = spec.join_context(fields, found)
+    return (await ctx.store.events.take_feedback(mk, event_id, fields)).status
+
+
+async def _join_contexts(ctx: ApiContext, view: ModelView, spec: TaskSpec,
+                         valid: list[tuple[int, str, dict[str, np.ndarray]]],
+                         rejected: list[dict[str, Any]],
+                         ) -> tuple[list[tuple[int, str, dict[str, np.ndarray]]],
+                                    list[tuple[int, str]]]:
+    """The batch's events with their fields joined with the logged contexts (one read), and
+    the events that already ended ("unknown", "duplicate"); 422s go to ``rejected``."""
+    assert spec.join_context is not None
+    found = await ctx.store.events.read_contexts(view.keys, [eid for _, eid, _ in valid])
+    joined: list[tuple[int, str, dict[str, np.ndarray]]] = []
+    ended: list[tuple[int, str]] = []
+    for (i, eid, fields), context in zip(valid, found, strict=True):
+        if isinstance(context, str):
+            ended.append((i, context))
+            continue
+        try:
+            joined.append((i, eid, spec.join_context(fields, context)))
+        except ApiError as exc:
+            error = exc.body()["error"]
+            error["field"] = f"events[{i}].{exc.field}" if exc.field else f"events[{i}]"
+            rejected.append({"index": i, "error": error})
+    return joined, ended
 
 
 async def _take_many(ctx: ApiContext, view: ModelView, spec: TaskSpec,

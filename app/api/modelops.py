@@ -20,10 +20,11 @@ from app.api.schemas.models import (
     ModelResponse,
     ModelStats,
     NoiseResponse,
+    PositionBiasResponse,
     SnapshotImportRequest,
 )
 from app.api.tasks import task_spec
-from app.learners.base import ParamError, check_state
+from app.learners.base import Learner, ParamError, check_state
 from app.learners.build import budget_strategy, build_learner, initial_noise_rates
 from app.learners.registry import (
     CLASS_TASKS,
@@ -53,7 +54,8 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
         cls = learner_class(body.task, algorithm)
     except ParamError as exc:
         raise from_param_error(exc) from None
-    params = {**default_params(cls), **cls.service_defaults, **body.params}
+    params = {**default_params(cls), **cls.service_defaults, **body.params,
+              **_size_params(body, cls, algorithm)}
     if body.n_classes is None and body.task in CLASS_TASKS:
         raise ApiError(422, "invalid_param", f"task {body.task!r} needs n_classes", "n_classes")
     if body.n_classes is not None and body.task not in CLASS_TASKS:
@@ -76,7 +78,7 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
             raise ApiError(422, "invalid_param", exc.message,
                            f"label_budget.{exc.field}") from None
     if body.feedback.on_timeout == "no_click" and not (
-            spec.has_clicks and "click" in cls.feedback_fields):
+            spec.has_clicks and cls.no_click_feedback(params) is not None):
         raise ApiError(422, "invalid_param", f"{algorithm!r} learns from labels, not clicks: "
                        "an unanswered decision can only be dropped", "feedback.on_timeout")
     try:
@@ -110,6 +112,36 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
     return config
 
 
+#: Sizes a request may give beside ``n_features`` for learners that take them as params.
+SIZE_PARAMS = ("n_action_features", "slots")
+
+
+def _size_params(body: ModelCreateRequest, cls: type[Learner], algorithm: str,
+                 ) -> dict[str, int]:
+    """The request's :data:`SIZE_PARAMS` as params (422 naming the field if the learner has
+    no such param or ``params`` gives it too)."""
+    out = {}
+    for name in SIZE_PARAMS:
+        value = getattr(body, name)
+        if value is None:
+            continue
+        if name not in default_params(cls):
+            raise ApiError(422, "invalid_param", f"{algorithm!r} of task {body.task!r} takes "
+                           f"no {name}", name)
+        if name in body.params:
+            raise ApiError(422, "invalid_param", f"give {name} once, not also in params",
+                           f"params.{name}")
+        out[name] = value
+    return out
+
+
+def position_bias_response(learner: Learner) -> PositionBiasResponse:
+    """The learner's position bias per slot relative to slot 0 and its source."""
+    theta, source = learner.position_bias_estimate()
+    return PositionBiasResponse(values=[float(v) for v in theta],
+                                source=source)  # type: ignore[arg-type]
+
+
 def noise_response(noise: NoiseRecord | None) -> NoiseResponse | None:
     if noise is None:
         return None
@@ -126,8 +158,9 @@ def calibrated_reward(record: ModelRecord) -> tuple[float | None, bool]:
     return reward, reward is not None and noise.calibration_unreliable
 
 
-def model_response(record: ModelRecord) -> ModelResponse:
-    """The API view of a stored model."""
+def model_response(record: ModelRecord,
+                   position_bias: PositionBiasResponse | None = None) -> ModelResponse:
+    """The API view of a stored model (``position_bias``: of learners that estimate one)."""
     c, s = record.config, record.snapshot
     reward, unreliable = calibrated_reward(record)
     return ModelResponse(
@@ -141,8 +174,9 @@ def model_response(record: ModelRecord) -> ModelResponse:
                          events_dead_lettered=record.dead_lettered,
                          dead_letters_dropped=record.dead_letters_dropped,
                          debiased_reward=reward, calibration_unreliable=unreliable),
-        noise=noise_response(record.noise) if c["task"] in ("label", "label_set") else None,
-        label_budget=c.get("label_budget"), max_feature_norm=feature_bound(c))
+        noise=noise_response(record.noise) if task_spec(c["task"]).has_clicks else None,
+        label_budget=c.get("label_budget"), max_feature_norm=feature_bound(c),
+        position_bias=position_bias)
 
 
 async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -> ModelResponse:
@@ -162,7 +196,16 @@ async def describe_model(ctx: ApiContext, tenant: str, model_id: str) -> ModelRe
     reward, _ = calibrated_reward(record)
     if reward is not None:
         ctx.metrics.debiased_reward.labels(tenant, model_id).set(reward)
-    return model_response(record)
+    config = record.config
+    if not learner_class(config["task"], config["algorithm"]).estimates_position_bias:
+        return model_response(record)
+    snap = await ctx.store.snapshots.load(ModelKeys(tenant, model_id))
+    if snap is None:
+        raise unknown_model(model_id)
+    noise = record.noise
+    learner = build_learner(config, snap.state,
+                            None if noise is None else (noise.rho0, noise.rho1))
+    return model_response(record, position_bias_response(learner))
 
 
 async def reset_model(ctx: ApiContext, tenant: str, config: dict[str, Any]) -> ModelResponse:

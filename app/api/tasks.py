@@ -20,6 +20,8 @@ from pydantic import BaseModel, ValidationError
 
 from app.api.errors import ApiError, validation_error
 from app.api.features import check_norms, feature_bound, to_vector
+from app.api.ranking import feedback_fields as rank_feedback_fields
+from app.api.ranking import join_shown
 from app.api.schemas.common import EVENT_ID_PATTERN
 from app.api.schemas.feedback import (
     LabelFeedback,
@@ -34,6 +36,7 @@ from app.api.schemas.predict import (
     NoisyLabelPrediction,
     RegressionPrediction,
 )
+from app.api.schemas.rank import RankFeedback, RankResponse
 from app.learners.base import Learner
 from app.learners.build import takes_clicks
 from app.learners.kernels.functions import make_loss
@@ -41,6 +44,8 @@ from app.learners.registry import hyper_params
 
 FeedbackParser = Callable[[Any, Mapping[str, Any], type[Learner]], dict[str, np.ndarray]]
 QuickParser = Callable[[Any, type[Learner]], tuple[str, dict[str, np.ndarray]] | None]
+ContextJoin = Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
+                       dict[str, np.ndarray]]
 WantedCount = Callable[[Learner, Mapping[str, np.ndarray], Mapping[str, np.ndarray]], int]
 
 
@@ -84,6 +89,10 @@ class TaskSpec:
     """(raw event, learner class) -> ``(event_id, feedback arrays)`` of the task's most
     common event shape, without building its pydantic model; None for any other raw
     event (the full validation then parses it, errors included)."""
+    join_context: ContextJoin | None = None
+    """(parsed feedback, logged context) -> the feedback arrays to join, or ApiError: for
+    feedback that refers to what the decision showed (read before the exactly-once join);
+    None: the parsed arrays join as they are."""
 
     def parse_feedback(self, raw: Any, config: Mapping[str, Any], cls: type[Learner],
                        prefix: str = "") -> tuple[str | None, dict[str, np.ndarray]]:
@@ -281,6 +290,8 @@ TASKS: dict[str, TaskSpec] = {
         has_clicks=False,
         open_feedback=OpenPolicy("copies", "more_copies", ("target",), _copies_needed,
                                  budgeted=False, enqueue_on_expiry=False)),
+    "rank": TaskSpec("rank", RankFeedback, RankResponse, rank_feedback_fields, has_clicks=True,
+                     join_context=join_shown),
 }
 
 

@@ -41,6 +41,12 @@ replay command) reads them from the class before it builds a learner.
   matrix (:meth:`~Learner.set_confusion`, :meth:`~Learner.confusion_report`).
 * :meth:`~Learner.labels_per_event`: labels one event needs at least before
   it can be learned from (a label budget cannot promise more than one).
+* :meth:`~Learner.no_click_feedback`: the feedback fields of a decision left
+  unanswered (None: it cannot become a no-click event, only be dropped).
+* ``ranks_candidates``: ``decide`` takes the request's candidate actions
+  (``actions=``, ``slots=``) and fills slots with them;
+  ``estimates_position_bias``: the learner reports its position bias per slot
+  (:meth:`~Learner.position_bias_estimate`).
 * ``service_defaults``: hyper-parameters a service uses instead of the
   constructor's defaults (the client's ``params`` still win).
 * :meth:`~Learner.state_bytes`, :meth:`~Learner.buffer_bytes`: the memory a
@@ -138,6 +144,10 @@ class Learner(ABC):
     takes_confusion_matrix: ClassVar[bool] = False
     """Whether the learner corrects for a label-noise confusion matrix (it then has
     ``set_confusion`` and ``confusion_report``)."""
+    ranks_candidates: ClassVar[bool] = False
+    """Whether ``decide`` ranks candidate actions given with the request (``actions=``)."""
+    estimates_position_bias: ClassVar[bool] = False
+    """Whether the learner reports a position bias per slot (``position_bias_estimate``)."""
     service_defaults: ClassVar[Mapping[str, Any]] = {}
     """Hyper-parameters a service uses instead of the constructor's defaults (e.g. to keep
     snapshots small); a client's params still win, replay keeps the constructor's."""
@@ -156,6 +166,12 @@ class Learner(ABC):
     def labels_per_event(cls, params: Mapping[str, Any]) -> int:
         """Labels an event must carry at least before a model with ``params`` learns from it."""
         return 1
+
+    @classmethod
+    def no_click_feedback(cls, params: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
+        """Feedback fields of an unanswered decision of a model with ``params`` (no click);
+        None when the learner does not learn from clicks."""
+        return {"click": np.array(0.0)} if "click" in cls.feedback_fields else None
 
     @classmethod
     def state_bytes(cls, n_features: int, n_classes: int | None,
@@ -204,6 +220,11 @@ class Learner(ABC):
     def set_noise_rates(self, rho0: float, rho1: float) -> None:
         """Use click-noise rates from now on (learners that declare ``uses_noise_rates``)."""
         raise NotImplementedError(f"{type(self).__name__} uses no noise rates")
+
+    def position_bias_estimate(self) -> tuple[np.ndarray, str]:
+        """Position bias per slot relative to slot 0 and its source (learners that declare
+        ``estimates_position_bias``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no position bias")
 
     def set_confusion(self, matrix: np.ndarray | Sequence[Sequence[float]] | None) -> None:
         """Use the client's confusion matrix, or None to estimate it again (learners that

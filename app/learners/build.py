@@ -15,7 +15,7 @@ import numpy as np
 
 from app.learners.base import Learner
 from app.learners.budget import LabelBudget, make_budget
-from app.learners.registry import build
+from app.learners.registry import build, learner_class
 
 
 def build_learner(config: Mapping[str, Any], state: Mapping[str, np.ndarray] | None = None,
@@ -73,9 +73,11 @@ def takes_clicks(learner_or_cls: Learner | type[Learner]) -> bool:
     return "click" in learner_or_cls.feedback_fields
 
 
-def timeout_feedback() -> dict[str, np.ndarray]:
-    """Feedback fields of an unanswered decision under ``on_timeout: "no_click"``."""
-    return {"click": np.array(0.0)}
+def timeout_feedback(config: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
+    """Feedback fields of an unanswered decision of the model ``config`` under
+    ``on_timeout: "no_click"`` (None: its learner takes no clicks)."""
+    cls = learner_class(config["task"], config["algorithm"])
+    return cls.no_click_feedback(config.get("params") or {})
 
 
 def budget_strategy(label_budget: Mapping[str, Any], seed: int | None,

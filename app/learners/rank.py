@@ -240,6 +240,8 @@ class RidgeRanker(Learner):
     feedback_fields: ClassVar[tuple[str, ...]] = ("clicks",)
     logged_only: ClassVar[bool] = True
     uses_noise_rates: ClassVar[bool] = True
+    ranks_candidates: ClassVar[bool] = True
+    estimates_position_bias: ClassVar[bool] = True
     paper = (
         "Joachims, Swaminathan & Schnabel 2017, *Unbiased Learning-to-Rank with Biased "
         "Feedback* (inverse-propensity weighted clicks under the position-based model), with "
@@ -292,6 +294,11 @@ class RidgeRanker(Learner):
         m, bands = size_param(params, "slots"), size_param(params, "score_bands")
         dim = 1 + d_a * (1 + n_features)
         return ITEM_BYTES * (2 * dim * dim + 2 * m * dim + 2 * m * bands + 1)
+
+    @classmethod
+    def no_click_feedback(cls, params: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
+        """No click in any slot."""
+        return {"clicks": np.zeros(size_param(params, "slots"))}
 
     def set_noise_rates(self, rho0: float, rho1: float) -> None:
         """Use new click-noise rates; they apply to every event learned so far."""
@@ -427,7 +434,8 @@ class RidgeRanker(Learner):
         np.add.at(self.band_clicks_, (slot, band), clicks)
         before = self.count_
         self.count_ += n
-        if self.count_ // REFRESH_EVENTS != before // REFRESH_EVENTS or phi.shape[0] >= self.dimension:
+        if (self.count_ // REFRESH_EVENTS != before // REFRESH_EVENTS
+                or phi.shape[0] >= self.dimension):
             self._refresh_inverse()
         elif phi.shape[0]:
             # Woodbury: (P + U^T U)^-1 = P^-1 - P^-1 U^T (I + U P^-1 U^T)^-1 U P^-1

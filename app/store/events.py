@@ -184,6 +184,17 @@ class EventStore:
         """Join one feedback with its context (see :meth:`take_feedback_many`)."""
         return (await self.take_feedback_many(mk, [(event_id, feedback)]))[0]
 
+    async def read_contexts(self, mk: ModelKeys, event_ids: Sequence[str],
+                            ) -> list[dict[str, np.ndarray] | str]:
+        """Each event's logged context, or "unknown" (none) or "duplicate" (its feedback was
+        taken), in one MGET (the keys share the model's hash tag).  A read, not a take: the
+        join that follows is still the exactly-once step."""
+        if not event_ids:
+            return []
+        blobs: Any = await self.redis.mget([mk.context(eid) for eid in event_ids])
+        return ["unknown" if blob is None else "duplicate" if blob == TOMBSTONE
+                else dict(codec.decode(blob)) for blob in blobs]
+
     async def due_decisions(self, mk: ModelKeys, now: float, limit: int = 1000) -> list[str]:
         """Event ids whose deadline is before ``now`` (Redis clock seconds)."""
         ids: Any = await self.redis.zrangebyscore(mk.pending, "-inf", f"({now}", start=0, num=limit)

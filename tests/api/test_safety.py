@@ -101,13 +101,12 @@ def test_max_feature_norm_out_of_range_422(client: TestClient, tenant: dict[str,
     assert r.status_code == 422 and r.json()["error"]["field"] == "max_feature_norm", r.text
 
 
-def test_a_registered_task_the_service_does_not_serve_is_refused(
+def test_every_registered_task_is_served_and_another_is_refused(
         client: TestClient, tenant: dict[str, str]) -> None:
-    unserved = sorted({task for task, _ in ALGORITHMS} - set(SERVED_TASKS))
-    for task in unserved:  # learners usable in process and in replay before their routes
-        r = client.post("/v1/models", json={"model_id": "m1", "task": task, "n_features": 4},
-                        headers=tenant)
-        assert r.status_code == 422 and r.json()["error"]["field"] == "task", r.text
+    assert {task for task, _ in ALGORITHMS} == set(SERVED_TASKS)
+    r = client.post("/v1/models", json={"model_id": "m1", "task": "ranking", "n_features": 4},
+                    headers=tenant)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "task", r.text
 
 
 @pytest.mark.parametrize(("task", "algorithm"),

@@ -37,7 +37,7 @@ async def test_sweeper_turns_unanswered_decisions_into_no_clicks(store: Store) -
     assert info is not None and info.events_expired == 7 and info.events_applied == 12
     events = [{**ctx, "click": np.array(c)}
               for (_, ctx), c in zip(answered, clicks[:5], strict=True)]
-    events += [{**ctx, **timeout_feedback()} for _, ctx in logged[5:]]
+    events += [{**ctx, **(timeout_feedback(config) or {})} for _, ctx in logged[5:]]
     learner = build_learner(config)
     learner.learn_many(stack_events(events))
     snap = await store.snapshots.load(mk)
@@ -75,7 +75,8 @@ async def test_feedback_and_sweeper_racing_end_each_decision_once(store: Store) 
         out: list[str] = []
         while await store.redis.zcard(mk.pending):
             due = await store.events.due_decisions(mk, await store.events.server_time(), 1000)
-            out += await store.events.expire_many(mk, due, "no_click", timeout_feedback())
+            out += await store.events.expire_many(mk, due, "no_click",
+                                                  timeout_feedback(config) or {})
             await asyncio.sleep(0.002)
         return out
 

@@ -26,6 +26,7 @@ from app.api.schemas.common import (
     one_of_schema,
 )
 from app.api.schemas.predict import Features
+from app.api.schemas.rank import RankFeedback
 from app.settings import MAX_BATCH
 
 
@@ -122,7 +123,8 @@ class NoisyInputFeedback(RequestModel):
 #: One feedback event of any task (add a task's event model here).  Each
 #: event is validated with the model of its model's task (see
 #: :mod:`app.api.tasks`), so the union only documents the shapes.
-FeedbackEvent = LabelFeedback | RegressionFeedback | NoisyLabelFeedback | NoisyInputFeedback
+FeedbackEvent = (LabelFeedback | RegressionFeedback | NoisyLabelFeedback | NoisyInputFeedback
+                 | RankFeedback)
 
 
 class FeedbackBatchRequest(RequestModel):

@@ -18,6 +18,8 @@ from app.api.schemas.common import (
 from app.api.tasks import TASKS
 from app.learners.registry import ALGORITHMS
 
+#: Most rounds a label budget may plan for (an integer every store encodes).
+MAX_ROUNDS = 2**63 - 1
 #: Longest wait for feedback: 30 days.
 MAX_WAIT_SECONDS = 30 * 86400
 
@@ -42,8 +44,8 @@ class LabelBudgetConfig(RequestModel):
     strategy: Literal["const", "begin", "auto", "auto_self_tuned"] = "auto_self_tuned"
     a: float = Field(default=1.0, gt=0, allow_inf_nan=False,
                      description="`auto` only: stay with one label w.p. a/(a + (y - yhat)^2)")
-    horizon: Annotated[int, Field(strict=True, ge=1), INTEGRAL] | None = Field(default=None,
-                                description="`begin` only: number of rounds n")
+    horizon: Annotated[int, Field(strict=True, ge=1, le=MAX_ROUNDS), INTEGRAL] | None = Field(
+        default=None, description="`begin` only: number of rounds n")
 
 
 class ModelCreateRequest(RequestModel):
@@ -58,6 +60,10 @@ class ModelCreateRequest(RequestModel):
                                   "which task); omitted or null: the task's default")
     n_features: JsonInt = Field(ge=1, le=MAX_FEATURES)
     n_classes: Annotated[int, Field(strict=True, ge=2, le=MAX_CLASSES), INTEGRAL] | None = None
+    n_action_features: Annotated[int, Field(strict=True, ge=1, le=MAX_FEATURES), INTEGRAL] | (
+        None) = Field(default=None, description="rank: features of each candidate action")
+    slots: Annotated[int, Field(strict=True, ge=1, le=100), INTEGRAL] | None = Field(
+        default=None, description="rank: slots a ranking fills at most")
     params: dict[str, Any] = Field(default_factory=dict, max_length=64)
     feedback: FeedbackPolicy = Field(default_factory=FeedbackPolicy)
     seed: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1), INTEGRAL] | None = None
@@ -104,6 +110,16 @@ class NoiseResponse(BaseModel):
     history: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class PositionBiasResponse(BaseModel):
+    """Examination probability per slot relative to slot 0 (rank models)."""
+
+    values: list[float]
+    source: Literal["configured", "estimated", "insufficient_data"] = Field(
+        description="configured: the position_bias param; estimated: every slot estimated "
+                    "from the model's randomised placements; insufficient_data: some slot "
+                    "still at the prior 1")
+
+
 class ModelResponse(BaseModel):
     """A stored model with its version and stats."""
 
@@ -122,6 +138,7 @@ class ModelResponse(BaseModel):
     noise: NoiseResponse | None = None
     label_budget: LabelBudgetConfig | None = None
     max_feature_norm: float = DEFAULT_MAX_FEATURE_NORM
+    position_bias: PositionBiasResponse | None = None
 
 
 class ModelListResponse(BaseModel):
@@ -176,7 +193,7 @@ class SnapshotImportRequest(BaseModel):
     model_config = ConfigDict(strict=True)
 
     model: ModelConfigPayload | None = None
-    version: JsonInt | None = None
+    version: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1), INTEGRAL] | None = None
     state: dict[str, ArrayPayload] = Field(min_length=1, max_length=64)
 
 

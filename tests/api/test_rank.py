@@ -1,0 +1,248 @@
+"""The rank task through the service: create, rank, feedback by id, exactly once, timeouts,
+position bias and snapshots; every bad input a 422 naming its field."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.store import Store
+from tests.api.conftest import TestClient, post_feedback
+from workers.settings import WorkerSettings
+from workers.worker import Worker
+
+DX, DA, SLOTS = 3, 2, 3
+
+
+def new_ranker(client: TestClient, auth: dict[str, str], model_id: str = "feed",
+               **overrides: Any) -> dict[str, Any]:
+    body = {"model_id": model_id, "task": "rank", "n_features": DX, "n_action_features": DA,
+            "slots": SLOTS, "seed": 0, **overrides}
+    r = client.post("/v1/models", json=body, headers=auth)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def candidates(n: int, rng: np.random.Generator, prefix: str = "item") -> list[dict[str, Any]]:
+    return [{"id": f"{prefix}-{i}", "features": rng.standard_normal(DA).tolist()}
+            for i in range(n)]
+
+
+def rank_one(client: TestClient, auth: dict[str, str], body: dict[str, Any],
+             model: str = "feed") -> Any:
+    return client.post(f"/v1/models/{model}/rank", json=body, headers=auth)
+
+
+@pytest.fixture
+def ranked(client: TestClient, tenant: dict[str, str]) -> dict[str, Any]:
+    """A rank model and one ranking of 10 candidates."""
+    new_ranker(client, tenant)
+    rng = np.random.default_rng(0)
+    r = rank_one(client, tenant, {"features": [1.0, 0.2, -0.3], "actions": candidates(10, rng)})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_rank_contract(client: TestClient, tenant: dict[str, str],
+                       ranked: dict[str, Any]) -> None:
+    assert set(ranked) >= {"event_id", "model_version", "ranking"}
+    ranking = ranked["ranking"]
+    assert [r["slot"] for r in ranking] == [0, 1, 2]
+    assert len({r["id"] for r in ranking}) == 3
+    assert all(0.0 < r["probability"] <= 1.0 and 0.0 <= r["expected_reward"] <= 1.0
+               for r in ranking)
+    model = client.get("/v1/models/feed", headers=tenant).json()
+    assert model["params"]["n_action_features"] == DA and model["params"]["slots"] == SLOTS
+    assert model["noise"]["rho0"] == 0.0 and model["stats"]["predictions"] == 1
+    assert model["position_bias"] == {"values": [1.0, 1.0, 1.0], "source": "insufficient_data"}
+
+
+def test_fewer_slots_sparse_and_named_features_and_greedy(client: TestClient,
+                                                          tenant: dict[str, str]) -> None:
+    new_ranker(client, tenant)
+    actions = [{"id": "a", "features": {"indices": [1], "values": [0.5]}},
+               {"id": "b", "features": {"named": {"colour": "red", "size": 0.3}}},
+               {"id": "c", "features": [0.1, 0.2]}]
+    r = rank_one(client, tenant, {"features": {"named": {"country": "FR"}}, "actions": actions,
+                                  "slots": 2})
+    assert r.status_code == 200 and len(r.json()["ranking"]) == 2, r.text
+    one = rank_one(client, tenant, {"features": [1, 0, 0], "actions": actions[:1]})
+    assert [x["id"] for x in one.json()["ranking"]] == ["a"]  # fewer candidates than slots
+    greedy = rank_one(client, tenant, {"features": [1, 0, 0], "actions": actions,
+                                       "explore": False}).json()
+    assert "event_id" not in greedy and all(x["probability"] == 1.0 for x in greedy["ranking"])
+
+
+def test_batch_rank_and_batch_feedback(client: TestClient, tenant: dict[str, str]) -> None:
+    new_ranker(client, tenant)
+    rng = np.random.default_rng(1)
+    requests = [{"features": rng.standard_normal(DX).tolist(), "actions": candidates(5, rng)}
+                for _ in range(4)]
+    r = rank_one(client, tenant, {"requests": requests})
+    assert r.status_code == 200, r.text
+    results = r.json()["results"]
+    assert len(results) == 4 and len({x["event_id"] for x in results}) == 4
+    shown = [[x["id"] for x in result["ranking"]] for result in results]
+    events = [{"event_id": results[0]["event_id"], "clicks": [shown[0][1]]},
+              {"event_id": results[1]["event_id"], "rewards": {shown[1][0]: 0.7}},
+              {"event_id": results[2]["event_id"], "clicks": ["not-shown"]},
+              {"event_id": results[3]["event_id"], "clicks": []},
+              {"event_id": "never-issued", "clicks": []}]
+    r = post_feedback(client, tenant, {"events": events}, model="feed")
+    assert r.status_code == 202, r.text
+    doc = r.json()
+    assert doc["accepted"] == 3
+    fields = {e["index"]: e["error"] for e in doc["rejected"]}
+    assert fields[2]["field"] == "events[2].clicks[0]" and fields[2]["code"] == "invalid_feedback"
+    assert fields[4]["code"] == "unknown_event"
+    assert client.post("/v1/models/feed/sync", headers=tenant).status_code == 200
+    assert client.get("/v1/models/feed", headers=tenant).json()["stats"]["events_applied"] == 3
+
+
+def test_feedback_exactly_once(client: TestClient, tenant: dict[str, str],
+                               ranked: dict[str, Any]) -> None:
+    shown = [r["id"] for r in ranked["ranking"]]
+    bad = post_feedback(client, tenant, {"event_id": ranked["event_id"], "clicks": ["item-99"]},
+                        model="feed")
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "clicks[0]", bad.text
+    rewards = post_feedback(client, tenant, {"event_id": ranked["event_id"],
+                                             "rewards": {shown[0]: 0.5, "nope": 1.0}},
+                            model="feed")
+    assert rewards.status_code == 422 and rewards.json()["error"]["field"] == "rewards.nope"
+    first = post_feedback(client, tenant, {"event_id": ranked["event_id"], "clicks": shown[1:2]},
+                          model="feed")
+    assert first.status_code == 202, first.text
+    again = post_feedback(client, tenant, {"event_id": ranked["event_id"], "clicks": []},
+                          model="feed")
+    assert again.status_code == 409 and again.json()["error"]["code"] == "duplicate_feedback"
+    assert client.post("/v1/models/feed/sync", headers=tenant).status_code == 200
+    snap = client.get("/v1/models/feed/snapshot", headers=tenant).json()
+    assert snap["version"] >= 1
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"features": [1, 0, 0], "actions": []}, "actions"),
+    ({"features": [1, 0], "actions": [{"id": "a", "features": [0, 0]}]}, "features"),
+    ({"features": [1, 0, 0], "actions": [{"id": "a", "features": [0, 0]},
+                                         {"id": "b", "features": [0, 0, 1]}]},
+     "actions[1].features"),
+    ({"features": [1, 0, 0], "actions": [{"id": "a", "features": [0, 0]},
+                                         {"id": "b", "features": [0, 0]},
+                                         {"id": "a", "features": [1, 0]}]}, "actions[2].id"),
+    ({"features": [1, 0, 0], "actions": [{"id": "a", "features": {"indices": [5],
+                                                                  "values": [1.0]}}]},
+     "actions[0].features.indices[0]"),
+    ({"features": [1, 0, 0], "actions": [{"id": "", "features": [0, 0]}]}, "actions[0].id"),
+    ({"features": [1, 0, 0], "actions": [{"id": "a", "features": [0, 0]}], "slots": 4},
+     "slots"),
+    ({"features": [1, 0, 0], "actions": [{"id": "a", "features": [0, 0]}], "slots": 0},
+     "slots"),
+    ({"features": [1, 0, 0], "actions": [{"id": "a"}]}, "actions[0].features"),
+    ({"features": [1, 0, 0], "actions": [{"id": "a", "features": [1e300, 1e300]}]},
+     "actions[0].features"),
+    ({"requests": [{"features": [1, 0, 0], "actions": [{"id": "a", "features": [0, 0]}]},
+                   {"features": [1, 0, 0], "actions": [{"id": "a", "features": [0]}]}]},
+     "requests[1].actions[0].features"),
+    ({"requests": [{"features": [1, 0, 0], "actions": [{"id": "a", "features": [0, 0]},
+                                                       {"id": "a", "features": [0, 0]}]}]},
+     "requests[0].actions[1].id"),
+])
+def test_bad_rank_requests_name_the_field(client: TestClient, tenant: dict[str, str],
+                                          body: dict[str, Any], field: str) -> None:
+    new_ranker(client, tenant)
+    r = rank_one(client, tenant, body)
+    assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"clicks": ["a", "a"]}, "clicks[1]"),
+    ({"clicks": ["a"], "rewards": {"a": 1.0}}, None),
+    ({"rewards": {"a": 1.5}}, "rewards.a"),
+    ({"rewards": {"a": -0.1}}, "rewards.a"),
+    ({"click": True}, "click"),
+    ({"clicks": "a"}, "clicks"),
+])
+def test_bad_rank_feedback_names_the_field(client: TestClient, tenant: dict[str, str],
+                                           ranked: dict[str, Any], body: dict[str, Any],
+                                           field: str | None) -> None:
+    r = post_feedback(client, tenant, {"event_id": ranked["event_id"], **body}, model="feed")
+    assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text
+
+
+@pytest.mark.parametrize(("overrides", "field"), [
+    ({"slots": 0}, "slots"),
+    ({"n_action_features": 0}, "n_action_features"),
+    ({"params": {"slots": 2}}, "params.slots"),
+    ({"params": {"position_bias": [1.0, 0.5]}}, "params.position_bias"),
+    ({"task": "label", "n_classes": 3, "algorithm": "rcnbf"}, "n_action_features"),
+])
+def test_bad_rank_models_name_the_field(client: TestClient, tenant: dict[str, str],
+                                        overrides: dict[str, Any], field: str) -> None:
+    body = {"model_id": "feed", "task": "rank", "n_features": DX, "n_action_features": DA,
+            "slots": SLOTS, **overrides}
+    r = client.post("/v1/models", json=body, headers=tenant)
+    assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text
+
+
+def test_rank_of_a_label_model_and_predict_of_a_rank_model_are_422(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    client.post("/v1/models", json={"model_id": "m1", "task": "label", "n_features": DX,
+                                    "n_classes": 3}, headers=tenant)
+    r = rank_one(client, tenant, {"features": [1, 0, 0], "actions": [{"id": "a",
+                                                                      "features": [0, 0]}]},
+                 model="m1")
+    assert r.status_code == 422 and r.json()["error"]["field"] == "model_id", r.text
+    new_ranker(client, tenant)
+    r = client.post("/v1/models/feed/predict", json={"features": [1, 0, 0]}, headers=tenant)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "actions", r.text
+
+
+def _sweep(redis_url: str) -> None:
+    async def run() -> None:
+        store = Store.from_url(redis_url)
+        await Worker(store, WorkerSettings(roles=("sweeper",), worker_id="s")).drain()
+        await store.close()
+    asyncio.run(run())
+
+
+def test_unanswered_rankings_become_no_clicks_at_the_timeout(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    new_ranker(client, tenant, feedback={"wait_seconds": 1, "on_timeout": "no_click"})
+    rng = np.random.default_rng(2)
+    r = rank_one(client, tenant, {"requests": [
+        {"features": [1, 0, 0], "actions": candidates(4, rng)} for _ in range(3)]})
+    results = r.json()["results"]
+    ok = post_feedback(client, tenant, {"event_id": results[0]["event_id"],
+                                        "clicks": [results[0]["ranking"][0]["id"]]}, model="feed")
+    assert ok.status_code == 202
+    time.sleep(2.1)
+    _sweep(redis_url)
+    assert client.post("/v1/models/feed/sync", headers=tenant).status_code == 200
+    stats = client.get("/v1/models/feed", headers=tenant).json()["stats"]
+    assert (stats["events_expired"], stats["events_applied"]) == (2, 3), stats
+    late = post_feedback(client, tenant, {"event_id": results[1]["event_id"], "clicks": []},
+                         model="feed")
+    assert late.status_code == 404
+    snap = client.get("/v1/models/feed/snapshot", headers=tenant).json()
+    assert snap["state"]["count_"]["shape"] == []
+
+
+def test_state_round_trips_through_the_snapshot(client: TestClient, tenant: dict[str, str],
+                                                ranked: dict[str, Any]) -> None:
+    post_feedback(client, tenant, {"event_id": ranked["event_id"],
+                                   "clicks": [ranked["ranking"][0]["id"]]}, model="feed")
+    assert client.post("/v1/models/feed/sync", headers=tenant).status_code == 200
+    snap = client.get("/v1/models/feed/snapshot", headers=tenant).json()
+    new_ranker(client, tenant, model_id="copy")
+    put = client.put("/v1/models/copy/snapshot", json={"state": snap["state"]}, headers=tenant)
+    assert put.status_code == 200, put.text
+    again = client.get("/v1/models/copy/snapshot", headers=tenant).json()
+    assert again["state"] == snap["state"]
+    body = {"features": [1.0, 0.2, -0.3], "actions": candidates(10, np.random.default_rng(0)),
+            "explore": False}
+    assert (rank_one(client, tenant, body, model="copy").json()["ranking"]
+            == rank_one(client, tenant, body).json()["ranking"])
