@@ -94,10 +94,15 @@ def _param_names(cls: type[Learner]) -> tuple[str, ...]:
     return tuple(default_params(cls))
 
 
+def _int64(value: Any) -> bool:
+    """Whether ``value`` is an integer (not a bool) that a config can store (64 bits)."""
+    return isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
+
+
 #: What a value of each simple annotated type must be (bool is no int nor float).
 _SIMPLE_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "float": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
-    "int": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    "float": ("a number", lambda v: isinstance(v, float) or _int64(v)),
+    "int": ("a 64-bit integer", lambda v: _int64(v)),
     "bool": ("true or false", lambda v: isinstance(v, bool)),
     "str": ("a string", lambda v: isinstance(v, str)),
     "None": ("null", lambda v: v is None),

@@ -53,6 +53,21 @@ def test_create_refuses_strings_for_numbers_and_booleans(
     assert idle_client.get("/v1/models/m1", headers=tenant).status_code == 404
 
 
+@pytest.mark.parametrize("overrides,field", [
+    ({"algorithm": "soba", "params": {"a": 2**70}}, "params.a"),
+    ({"task": "regression", "algorithm": "ors", "n_classes": None,
+      "label_budget": {"budget": 1.0, "strategy": "begin", "horizon": 2**64}},
+     "label_budget.horizon"),
+])
+def test_create_refuses_integers_no_config_can_store(
+        idle_client: TestClient, tenant: dict[str, str], overrides: dict[str, Any],
+        field: str) -> None:
+    body = {"model_id": "m1", "task": "label", "n_features": 4, "n_classes": 3, **overrides}
+    r = idle_client.post("/v1/models", json={k: v for k, v in body.items() if v is not None},
+                         headers=tenant)
+    assert error(r, 422)["field"] == field
+
+
 def test_json_integers_are_numbers(idle_client: TestClient, tenant: dict[str, str]) -> None:
     m = new_model(idle_client, tenant, params={"gamma": 0.1, "rho0": 0}, algorithm="rcnbf")
     assert m["params"]["gamma"] == 0.1 and m["params"]["rho0"] == 0
