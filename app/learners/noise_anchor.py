@@ -359,16 +359,37 @@ class ProgressiveScorer:
 
     def score_and_learn(self, X: np.ndarray, played: np.ndarray, click: np.ndarray
                         ) -> np.ndarray:
-        """Margin of each play before learning the block (module docstring), then learn it."""
+        """Margin of each play before learning the block (module docstring), then learn it.
+
+        A play whose margin is not finite, or whose update would make the
+        regression's state non-finite (inputs of extreme scale: the ridge is
+        relative to the mean ``||x||^2``), scores NaN and only the latter is
+        left unlearned, so that no single play can corrupt the scorer.
+        """
         X = np.asarray(X, dtype=np.float64)
         played = np.asarray(played, dtype=np.intp)
+        click = np.asarray(click, dtype=np.float64)
         rows = np.arange(played.shape[0])
-        mean = X @ self.model.weights_.T
-        scores: np.ndarray = mean[rows, played].copy()
-        mean[rows, played] = -np.inf
-        scores -= mean.max(axis=1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean = X @ self.model.weights_.T
+            scores: np.ndarray = mean[rows, played].copy()
+            mean[rows, played] = -np.inf
+            scores -= mean.max(axis=1)
+        scores[~np.isfinite(scores)] = np.nan
         if self.learned < self.burn_in:
             scores[:] = np.nan
-        self.model.learn_many({"x": X, "played": played,
-                               "click": np.asarray(click, dtype=np.float64)})
+        if not self._learn_finite(X, played, click):
+            for i in rows:  # isolate the plays that overflow
+                if not self._learn_finite(X[i:i + 1], played[i:i + 1], click[i:i + 1]):
+                    scores[i] = np.nan
         return scores
+
+    def _learn_finite(self, X: np.ndarray, played: np.ndarray, click: np.ndarray) -> bool:
+        """Learn the plays if the state stays finite; else leave it as it was (False)."""
+        before = self.model.get_state()
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            self.model.learn_many({"x": X, "played": played, "click": click})
+        if all(np.all(np.isfinite(arr)) for arr in self.model.get_state().values()):
+            return True
+        self.model.set_state(before)
+        return False
