@@ -20,6 +20,8 @@ def test_foreign_key_gets_404_on_every_model_route(client: TestClient) -> None:
         ("PUT", "/v1/models/m1/snapshot", snap),
         ("POST", "/v1/models/m1/sync", None),
         ("POST", "/v1/models/m1/predict", {"features": [1, 0, 0, 0]}),
+        ("POST", "/v1/models/m1/rank", {"features": [1, 0, 0, 0],
+                                        "actions": [{"id": "a", "features": [1, 0, 0, 0]}]}),
         ("POST", "/v1/models/m1/feedback", {"event_id": eid, "click": True}),
         ("POST", "/v1/models/m1/feedback", {"events": [{"event_id": eid, "click": True}]}),
         ("GET", "/v1/models/m1/noise", None),

@@ -25,6 +25,7 @@ from app.learners.base import stack_events
 from app.learners.build import build_learner
 from app.sim.datasets import synthetic
 from app.sim.feedback import noisy_clicks
+from app.sim.rank import RankSimulator
 from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, make_client, new_model, new_tenant
 
@@ -135,6 +136,81 @@ def test_two_workers_one_killed_apply_every_event_exactly_once(
     assert survivor.wait(15) == 0  # clean shutdown
     with redis.Redis.from_url(redis_url) as r:
         assert all(r.get(ModelKeys("acme", m).lease) is None for m in models)
+
+
+def play_rank(client: TestClient, auth: dict[str, str], model: str, sim: RankSimulator,
+              n: int) -> list[dict[str, Any]]:
+    """Rank ``n`` simulated requests, post their clicks; return the joined events as the
+    learner reads them (the logged score of a shown candidate is its expected_reward: the
+    score clipped to [0, 1], the band it is counted in)."""
+    requests = [sim.request() for _ in range(n)]
+    r = client.post(f"/v1/models/{model}/rank", json={"requests": [
+        {"features": q.x.tolist(), "actions": [{"id": str(i), "features": a.tolist()}
+                                               for i, a in zip(q.ids, q.actions, strict=True)]}
+        for q in requests]}, headers=auth)
+    assert r.status_code == 200, r.text
+    events, joined = [], []
+    for q, result in zip(requests, r.json()["results"], strict=True):
+        row = {str(i): k for k, i in enumerate(q.ids)}
+        ranking = np.array([row[x["id"]] for x in result["ranking"]])
+        clicks = sim.clicks(q, ranking)
+        events.append({"event_id": result["event_id"],
+                       "clicks": [x["id"] for x, c in zip(result["ranking"], clicks,
+                                                           strict=True) if c]})
+        joined.append({"x": q.x, "actions": q.actions[ranking], "shown": np.int64(len(ranking)),
+                       "scores": np.array([x["expected_reward"] for x in result["ranking"]]),
+                       "clicks": clicks})
+    r = client.post(f"/v1/models/{model}/feedback", json={"events": events}, headers=auth)
+    assert r.status_code == 202 and r.json()["accepted"] == n, r.text
+    return joined
+
+
+def test_rank_feedback_applied_exactly_once_across_a_trainer_sigkill(
+        api: TestClient, redis_url: str, procs: list[subprocess.Popen[bytes]]) -> None:
+    auth = new_tenant(api)
+    sim = RankSimulator(n_features=4, n_action_features=3, seed=0)
+    config = {"model_id": "feed", "task": "rank", "n_features": 4, "n_action_features": 3,
+              "slots": sim.slots, "seed": 0}
+    r = api.post("/v1/models", json=config, headers=auth)
+    assert r.status_code == 201, r.text
+    procs += [start_worker(redis_url, w, "--roles", "trainer", "--batch-size", "100")
+              for w in ("wa", "wb")]
+    events: list[dict[str, Any]] = []
+    rounds, per_round = 6, 400
+    with redis.Redis.from_url(redis_url) as r:
+        for k in range(rounds):
+            events += play_rank(api, auth, "feed", sim, per_round)
+            if k == 1:  # kill the trainer that holds the model's lease mid-stream
+                deadline = time.monotonic() + 20
+                owner = ""
+                while time.monotonic() < deadline and not owner:
+                    owner = (r.get(ModelKeys("acme", "feed").lease) or b"").decode()
+                    time.sleep(0.05)
+                assert owner in ("wa", "wb"), owner
+                victim = procs[0] if owner == "wa" else procs[1]
+                victim.send_signal(signal.SIGKILL)
+                victim.wait(10)
+        sync(api, auth, "feed")
+        got = api.get("/v1/models/feed", headers=auth).json()["stats"]
+        assert got["events_applied"] == got["feedback_accepted"] == rounds * per_round
+        assert r.xlen(ModelKeys("acme", "feed").dead_letter) == 0
+    stored = dict(config, algorithm="ridge_pl", n_classes=None,
+                  params={"n_action_features": 3, "slots": sim.slots})
+    learner = build_learner(stored)
+    padded = []
+    for e in events:  # the learner logs every slot: rows past the shown ones are zeros
+        shown = int(e["shown"])
+        pad = {name: np.zeros((sim.slots, *np.shape(e[name])[1:]))
+               for name in ("actions", "scores", "clicks")}
+        for name, arr in pad.items():
+            arr[:shown] = e[name]
+        padded.append({"x": e["x"], "shown": e["shown"], **pad})
+    learner.learn_many(stack_events(padded))
+    state = snapshot_state(api, auth, "feed")
+    for name in ("precision_", "clicks_by_slot_", "rows_by_slot_", "band_rows_",
+                 "band_clicks_", "count_"):
+        np.testing.assert_allclose(state[name], learner.get_state()[name], rtol=1e-9,
+                                   atol=1e-9, err_msg=name)
 
 
 def test_sweeper_process_expires_decisions_and_late_feedback_gets_404(
