@@ -338,3 +338,21 @@ def test_logged_propensities_match_the_policy_frequencies(client: TestClient,
     for item, p in second.items():
         freq = np.mean([x[1]["id"] == item for x in given])
         assert abs(freq - p) <= 4 * np.sqrt(p * (1 - p) / len(given)) + 1e-3, (item, freq, p)
+
+
+def test_rank_and_feedback_over_the_websocket(client: TestClient, tenant: dict[str, str]) -> None:
+    new_ranker(client, tenant)
+    rng = np.random.default_rng(4)
+    with client.websocket_connect("/v1/models/feed/stream", headers=tenant) as ws:
+        ws.send_json({"op": "rank", "id": 1, "features": [1, 0, 0], "actions": candidates(4, rng)})
+        ws.send_json({"op": "rank", "id": 2, "features": [1, 0, 0], "actions": []})
+        ranked = ws.receive_json()
+        bad = ws.receive_json()
+        assert ranked["id"] == 1 and len(ranked["result"]["ranking"]) == 3, ranked
+        assert bad["error"]["field"] == "actions", bad
+        event = {"event_id": ranked["result"]["event_id"],
+                 "clicks": [ranked["result"]["ranking"][2]["id"]]}
+        ws.send_json({"op": "feedback", "id": 3, **event})
+        ws.send_json({"op": "feedback", "id": 4, **event})
+        assert ws.receive_json()["result"] == {"accepted": True}
+        assert ws.receive_json()["error"]["code"] == "duplicate_feedback"

@@ -2,7 +2,7 @@
 
 Authenticate with the ``Authorization`` header or a first message
 ``{"op": "auth", "api_key": "..."}``; a failed authentication closes the
-socket with code 4401.  Then each message ``{"op": "predict"|"feedback",
+socket with code 4401.  Then each message ``{"op": "predict"|"rank"|"feedback",
 "id": <any>, ...same body as the POST route}`` gets ``{"id", "result"}`` or
 ``{"id", "error"}``, in order; an error never closes the socket.  The key and
 the model are re-checked on every message, so a revoked key stops working at
@@ -22,13 +22,14 @@ import orjson
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import TypeAdapter, ValidationError
 
-from app.api import decisions
+from app.api import decisions, ranking
 from app.api.context import ApiContext
 from app.api.deps import authorize_model, bearer_token
 from app.api.errors import ApiError, internal_error, store_unavailable, validation_error
 from app.api.limits import check_json_depth
 from app.api.schemas.feedback import FeedbackRequest
 from app.api.schemas.predict import PredictRequest
+from app.api.schemas.rank import RankBody
 from app.store import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ MAX_IN_FLIGHT = 64
 #: Messages being handled (a reference each, so none is collected before it ends).
 _HANDLING: set[asyncio.Task[str]] = set()
 _FEEDBACK: TypeAdapter[Any] = TypeAdapter(FeedbackRequest)  # type: ignore[arg-type]
+_RANK: TypeAdapter[Any] = TypeAdapter(RankBody)  # type: ignore[arg-type]
 
 
 async def _receive_json(websocket: WebSocket, max_bytes: int, max_depth: int) -> Any:
@@ -132,9 +134,12 @@ async def _handle(ctx: ApiContext, token: str, model_id: str, message: Any) -> A
         if op == "feedback":
             _, doc = await decisions.feedback(ctx, view, _FEEDBACK.validate_python(body))
             return doc
+        if op == "rank":
+            return await ranking.rank(ctx, view, _RANK.validate_python(body))
     except ValidationError as exc:
         raise validation_error(exc.errors()) from None
-    raise ApiError(422, "unknown_op", "op must be 'predict', 'feedback' or 'auth'", "op")
+    raise ApiError(422, "unknown_op", "op must be 'predict', 'rank', 'feedback' or 'auth'",
+                   "op")
 
 
 def _predict_request(body: dict[str, Any]) -> PredictRequest | None:
@@ -239,6 +244,7 @@ async def describe_stream(model_id: str) -> None:
 
     Messages: ``{"op": "auth", "api_key"}`` (first, unless the Authorization
     header is set), ``{"op": "predict", "id", ...PredictRequest}``,
+    ``{"op": "rank", "id", ...RankRequest or RankBatchRequest}``,
     ``{"op": "feedback", "id", ...FeedbackRequest}``; replies ``{"id",
     "result"}`` or ``{"id", "error"}`` in order; close code 4401 on failed
     authentication.
