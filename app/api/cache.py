@@ -35,7 +35,8 @@ class CachedModel:
     """A ready learner with the config and the stored state it was built from."""
 
     config: dict[str, Any]
-    noise: tuple[float, float]
+    noise: tuple[float, float, bool]
+    """The noise rates handed to the learner and whether they are reliable."""
     learner: Learner
     stamp: ModelStamp
     """What Redis held when this entry was last checked; ``stamp.version`` is the learner's."""
@@ -57,7 +58,8 @@ class LearnerCache:
     async def get(self, view: ModelView) -> tuple[Learner, int] | None:
         """The learner of ``view`` and its version; None when the model vanished."""
         key = (view.tenant, view.config["model_id"])
-        noise = (view.noise.rho0, view.noise.rho1) if view.noise else (0.0, 0.0)
+        noise = ((view.noise.rho0, view.noise.rho1, view.noise.rates_reliable) if view.noise
+                 else (0.0, 0.0, True))
         entry = self._entries.get(key)
         if (entry is None or entry.stamp.config_sha1 != view.stamp.config_sha1
                 or entry.version < view.version):
@@ -65,15 +67,15 @@ class LearnerCache:
             if snap is None:
                 return None
             entry = CachedModel(view.config, noise,
-                                build_learner(view.config, snap.state, noise,
-                                              version=snap.version),
+                                build_learner(view.config, snap.state, noise[:2],
+                                              version=snap.version, noise_reliable=noise[2]),
                                 replace(view.stamp, version=snap.version))
             self._entries[key] = entry
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
         else:
             if entry.noise != noise:
-                apply_noise_rates(entry.learner, *noise)
+                apply_noise_rates(entry.learner, *noise)  # rho0, rho1, reliable
                 entry.noise = noise
             entry.stamp = replace(view.stamp, version=entry.version)
         self._entries.move_to_end(key)

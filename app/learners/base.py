@@ -30,7 +30,10 @@ replay command) reads them from the class before it builds a learner.
   decides and learns from (see :class:`Learner`).
 * ``uses_noise_rates`` / :meth:`~Learner.takes_noise_rates`: the learner reads
   click-noise rates (:meth:`~Learner.set_noise_rates`); a service refuses
-  rates for a model that ignores them.
+  rates for a model that ignores them.  :meth:`~Learner.set_noise_reliability`
+  tells it whether those rates are an estimate or configured (reliable) or
+  initial rates awaiting an estimate; a calibrated reward in its decisions then
+  carries ``calibration_unreliable``.
 * ``keeps_noise_samples``: a driver buffers the logged ``(x, played, click)``
   of observed feedback and refits the noise rates on them (NREst,
   :func:`app.learners.noise.estimate_noise_rates`) while the rates were not
@@ -135,6 +138,9 @@ class Learner(ABC):
     paper: ClassVar[str] = ""
     uses_noise_rates: ClassVar[bool] = False
     """Whether the learner reads click-noise rates (it then has ``set_noise_rates``)."""
+    noise_rates_reliable: bool = True
+    """Whether the noise rates in force are an estimate or configured (False: initial rates
+    awaiting an estimate); see :meth:`set_noise_reliability`."""
     keeps_noise_samples: ClassVar[bool] = False
     """Whether a driver keeps NREst samples for it and hands it their estimates (it then
     uses noise rates and learns from clicks)."""
@@ -220,6 +226,13 @@ class Learner(ABC):
     def set_noise_rates(self, rho0: float, rho1: float) -> None:
         """Use click-noise rates from now on (learners that declare ``uses_noise_rates``)."""
         raise NotImplementedError(f"{type(self).__name__} uses no noise rates")
+
+    def set_noise_reliability(self, reliable: bool) -> None:
+        """Whether the rates of :meth:`set_noise_rates` can be trusted for calibration
+        (:attr:`noise_rates_reliable`; learners that declare ``uses_noise_rates``)."""
+        if not self.uses_noise_rates:
+            raise NotImplementedError(f"{type(self).__name__} uses no noise rates")
+        self.noise_rates_reliable = bool(reliable)
 
     def position_bias_estimate(self) -> tuple[np.ndarray, str]:
         """Position bias per slot relative to slot 0 and its source (learners that declare

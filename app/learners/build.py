@@ -20,11 +20,11 @@ from app.learners.registry import build, learner_class
 
 def build_learner(config: Mapping[str, Any], state: Mapping[str, np.ndarray] | None = None,
                   noise: tuple[float, float] | None = None,
-                  version: int | None = None) -> Learner:
+                  version: int | None = None, *, noise_reliable: bool = True) -> Learner:
     """A learner for ``config``, with ``state`` loaded and ``noise`` rates applied.
 
     ``version`` (the snapshot's) is given where the learner will *decide*: see
-    :func:`decision_seed`.
+    :func:`decision_seed`.  ``noise_reliable``: see :func:`apply_noise_rates`.
     """
     seed = config.get("seed")
     if version is not None:
@@ -34,7 +34,7 @@ def build_learner(config: Mapping[str, Any], state: Mapping[str, np.ndarray] | N
     if state is not None:
         learner.set_state(state)
     if noise is not None:
-        apply_noise_rates(learner, *noise)
+        apply_noise_rates(learner, *noise, reliable=noise_reliable)
     return learner
 
 
@@ -57,10 +57,14 @@ def decision_seed(seed: int | None, version: int) -> int | None:
     return int(np.random.SeedSequence([int(seed), int(version)]).generate_state(1)[0])
 
 
-def apply_noise_rates(learner: Learner, rho0: float, rho1: float) -> None:
-    """Hand the model's current noise rates to a noise-aware learner (no-op otherwise)."""
+def apply_noise_rates(learner: Learner, rho0: float, rho1: float,
+                      reliable: bool = True) -> None:
+    """Hand the model's current noise rates to a noise-aware learner (no-op otherwise), and
+    whether they are reliable (False: initial rates awaiting an estimate, so its calibrated
+    rewards are flagged ``calibration_unreliable``)."""
     if learner.uses_noise_rates:
         learner.set_noise_rates(rho0, rho1)
+        learner.set_noise_reliability(reliable)
 
 
 def initial_noise_rates(params: Mapping[str, Any]) -> tuple[float, float]:

@@ -73,13 +73,17 @@ def clip_probability(p: float) -> float:
     return min(max(p, 0.0), 1.0)
 
 
-def calibration_unreliable(rho0: float, rho1: float) -> bool:
-    """Whether ``beta = 1 - rho0 - rho1`` is below :data:`CALIBRATION_BETA_MIN`.
+def calibration_unreliable(rho0: float, rho1: float, reliable: bool = True) -> bool:
+    """Whether a probability calibrated with the rates means little: the rates are not
+    ``reliable`` (initial rates awaiting an estimate), or ``beta = 1 - rho0 - rho1`` is below
+    :data:`CALIBRATION_BETA_MIN`.
 
     >>> calibration_unreliable(0.1, 0.2), calibration_unreliable(0.45, 0.4)
     (False, True)
+    >>> calibration_unreliable(0.1, 0.2, reliable=False)
+    True
     """
-    return 1.0 - rho0 - rho1 < CALIBRATION_BETA_MIN
+    return not reliable or 1.0 - rho0 - rho1 < CALIBRATION_BETA_MIN
 
 
 def check_noise_rates(rho0: float, rho1: float, beta_min: float = BETA_FLOOR

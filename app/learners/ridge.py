@@ -24,7 +24,8 @@ the scale of the clicks they were tuned on.  The noise rates serve only to
 report a calibrated reward ``(mu - rho0) / (1 - rho0 - rho1)`` (spec 1.2, the
 same map as the proxy ``h``) clipped to ``[0, 1]``, as ``expected_reward`` in the
 decision, with ``calibration_unreliable`` true when ``1 - rho0 - rho1`` is below
-:data:`~app.learners.proxy.CALIBRATION_BETA_MIN`.
+:data:`~app.learners.proxy.CALIBRATION_BETA_MIN` or the rates are initial ones awaiting
+an estimate (:meth:`~app.learners.base.Learner.set_noise_reliability`).
 """
 
 from __future__ import annotations
@@ -181,7 +182,8 @@ class RidgeBandit(Learner):
             "probability": prob,
             "greedy_label": greedy,
             "expected_reward": self.calibrate(float(mean[played])),
-            "calibration_unreliable": calibration_unreliable(self.rho0, self.rho1),
+            "calibration_unreliable": calibration_unreliable(self.rho0, self.rho1,
+                                                             self.noise_rates_reliable),
         }
         context: dict[str, Any] = {
             "x": x,

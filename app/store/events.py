@@ -68,8 +68,8 @@ class DecisionGuard:
     A guarded :meth:`EventStore.record_decisions` logs the decision only if
     Redis still holds exactly these: the key's hash and tenant (so a revoked
     key stops at once), and the model's config, snapshot version and noise
-    rates.  The key record carries its own hash tag, so a guarded step needs
-    a single Redis; a Redis Cluster would refuse it (cross-slot).
+    rates, source and estimator.  The key record carries its own hash tag, so a
+    guarded step needs a single Redis; a Redis Cluster would refuse it (cross-slot).
     """
 
     key: KeyRecord
@@ -161,7 +161,7 @@ class EventStore:
             stamp = guard.model
             keys_ += [api_key(guard.key.key_id), mk.meta, mk.snapshot, mk.noise]
             args += [guard.key.hash, guard.key.tenant, stamp.config_sha1, stamp.version,
-                     stamp.rho0, stamp.rho1]
+                     stamp.rho0, stamp.rho1, stamp.noise_source, stamp.estimator]
         reply: Any = await (self._decision_batch.run(keys_, args) if self._decision_batch
                             else self.scripts.run("record_decisions", keys_, args))
         return None if reply is None else int(reply)

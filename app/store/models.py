@@ -35,12 +35,15 @@ class ModelStamp:
     """What identifies the stored state a decision depends on, as a guarded Lua step compares
     it (see :class:`~app.store.events.DecisionGuard`): the SHA-1 of the config JSON (its
     ``uid`` changes when a model id is re-created), the snapshot version and the raw noise
-    rates (``""`` when the model has no noise record)."""
+    rates, source and estimator (``""`` when the model has no noise record; the last two decide
+    whether the rates are reliable, :attr:`~app.store.noise.NoiseRecord.rates_reliable`)."""
 
     config_sha1: str
     version: int
     rho0: str
     rho1: str
+    noise_source: str
+    estimator: str
 
 
 @dataclass(frozen=True)
@@ -152,8 +155,10 @@ class ModelStore:
         config_raw, version, noise = values
         if config_raw is None or version is None:
             return None
+        raw = dict(zip(NOISE_FIELDS, noise, strict=True))
         stamp = ModelStamp(hashlib.sha1(config_raw).hexdigest(), int(version),
-                           text(noise[0]) or "", text(noise[1]) or "")
+                           text(raw["rho0"]) or "", text(raw["rho1"]) or "",
+                           text(raw["source"]) or "", text(raw["estimator"]) or "")
         return ModelView(tenant, orjson.loads(config_raw), parse_noise(noise), stamp)
 
     async def records(self, tenant: str, model_ids: list[str]) -> list[ModelRecord]:

@@ -53,7 +53,12 @@ class NoiseRecord:
         """Whether rewards calibrated with these rates mean little: the rates still await an
         estimate, or ``1 - rho0 - rho1`` is below
         :data:`~app.learners.proxy.CALIBRATION_BETA_MIN`."""
-        return self.status == "insufficient_data" or calibration_unreliable(self.rho0, self.rho1)
+        return calibration_unreliable(self.rho0, self.rho1, self.rates_reliable)
+
+    @property
+    def rates_reliable(self) -> bool:
+        """Whether the rates are an estimate or configured (not initial rates awaiting one)."""
+        return self.status != "insufficient_data"
 
 
 def parse_noise(values: Sequence[Any]) -> NoiseRecord | None:

@@ -375,10 +375,16 @@ def test_noise_capabilities_are_consistent(case: tuple[str, str]) -> None:
     learner = _build(*case)
     if cls.uses_noise_rates:
         learner.set_noise_rates(0.1, 0.2)
+        learner.set_noise_reliability(False)
+        assert learner.noise_rates_reliable is False
+        learner.set_noise_reliability(True)
+        assert learner.noise_rates_reliable is True
     else:
         assert not cls.takes_noise_rates(params)
         with pytest.raises(NotImplementedError):
             learner.set_noise_rates(0.1, 0.2)
+        with pytest.raises(NotImplementedError):
+            learner.set_noise_reliability(False)
     if cls.owns_noise_estimate:
         assert cls.keeps_noise_samples
     samples = cls.noise_samples(params)

@@ -224,3 +224,7 @@ def test_expected_reward_is_clipped_and_flagged_when_beta_is_small(cls: type[Dia
     assert out["calibration_unreliable"] is True
     model.set_noise_rates(0.1, 0.1)
     assert model.decide(np.ones(1), explore=False).output["calibration_unreliable"] is False
+    # rates awaiting an estimate are flagged whatever beta is
+    model.set_noise_reliability(False)
+    out = model.decide(np.ones(1), explore=False).output
+    assert out["calibration_unreliable"] is True and out["expected_reward"] == 1.0

@@ -197,6 +197,9 @@ def _changes(store: Store, record: KeyRecord) -> dict[str, Any]:
     async def noise() -> None:
         await store.noise.put(MK, 0.1, 0.2, source="configured")
 
+    async def estimator() -> None:  # the status changes, the rates do not
+        await store.anchors.configure(MK, estimator="fixed")
+
     async def config() -> None:
         assert await store.models.set_config("t", {**CONFIG, "params": {"gamma": 0.1}})
 
@@ -208,11 +211,12 @@ def _changes(store: Store, record: KeyRecord) -> dict[str, Any]:
     async def forge_tenant() -> None:
         await store.redis.hset(api_key(record.key_id), "tenant", "other")
 
-    return {"revoke": revoke, "publish": publish, "noise": noise, "config": config,
-            "recreate": recreate, "tenant": forge_tenant}
+    return {"revoke": revoke, "publish": publish, "noise": noise, "estimator": estimator,
+            "config": config, "recreate": recreate, "tenant": forge_tenant}
 
 
-@pytest.mark.parametrize("change", ["revoke", "publish", "noise", "config", "recreate", "tenant"])
+@pytest.mark.parametrize("change", ["revoke", "publish", "noise", "estimator", "config",
+                                    "recreate", "tenant"])
 async def test_guarded_log_writes_nothing_after_a_change(store: Store, change: str) -> None:
     record, view = await _guarded_setup(store)
     await _changes(store, record)[change]()

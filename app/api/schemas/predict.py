@@ -116,9 +116,10 @@ class LabelPrediction(BaseModel):
         default=None, description="ridge learners: the calibrated click probability of the "
                                   "played label, (mu - rho0) / (1 - rho0 - rho1) clipped to [0, 1]")
     calibration_unreliable: bool | None = Field(
-        default=None, description=f"with expected_reward: true when 1 - rho0 - rho1 < "
-                                  f"{CALIBRATION_BETA_MIN}, where dividing by it magnifies every "
-                                  "error of the predicted rate")
+        default=None, description=f"with expected_reward: true while the noise rates await "
+                                  f"an estimate (noise status insufficient_data) or when "
+                                  f"1 - rho0 - rho1 < {CALIBRATION_BETA_MIN}, where dividing by "
+                                  "it magnifies every error of the predicted rate")
 
 
 class LabelSetPrediction(BaseModel):

@@ -4,7 +4,7 @@
 -- ARGV: 1 wait_seconds, 2 grace_seconds, 3 predictions to count, 4 n (decisions logged),
 --       then per decision i (in the order of KEYS 3..): event id, context blob; then, for a
 --       guarded call only: key hash, tenant, SHA-1 of the config JSON, snapshot version,
---       rho0, rho1 ("" for a missing noise record)
+--       rho0, rho1, noise source, estimator ("" for a missing noise record or field)
 -- A guarded call writes only while the API key and the model are exactly what the caller
 -- decided with (the API's one-round-trip predict; a single Redis, not a Cluster: the key
 -- record has its own hash tag).  Deadlines use the Redis clock, so every API replica agrees.
@@ -19,8 +19,10 @@ if #KEYS > n + 2 then
   if tonumber(redis.call('HGET', KEYS[n + 5], 'version')) ~= tonumber(ARGV[g + 4]) then
     return false
   end
-  local noise = redis.call('HMGET', KEYS[n + 6], 'rho0', 'rho1')
-  if (noise[1] or '') ~= ARGV[g + 5] or (noise[2] or '') ~= ARGV[g + 6] then return false end
+  local noise = redis.call('HMGET', KEYS[n + 6], 'rho0', 'rho1', 'source', 'estimator')
+  for i = 1, 4 do
+    if (noise[i] or '') ~= ARGV[g + 4 + i] then return false end
+  end
 end
 local t = redis.call('TIME')
 local deadline = tonumber(t[1]) + tonumber(ARGV[1])
