@@ -147,3 +147,29 @@ async def test_dead_letters_list_drop_retry(service: Service, client: Client, ap
         assert await ac.drop_dead_letters("m1") == 2
     stats = client.get_model("m1")["stats"]
     assert stats["events_dead_lettered"] == 0 and stats["dead_letters_dropped"] == 3
+
+
+def test_rank_and_feedback_by_id(client: Client) -> None:
+    client.create_model("feed", "rank", 3, n_action_features=2, slots=2, seed=0)
+    actions = [{"id": f"item-{i}", "features": [float(i), 1.0]} for i in range(4)]
+    one = client.rank("feed", [1.0, 0.0, 0.5], actions)
+    assert [r["slot"] for r in one["ranking"]] == [0, 1]
+    batch = client.rank_batch("feed", [{"features": [1.0, 0.0, 0.0], "actions": actions,
+                                        "slots": 1}] * 3)
+    assert [len(r["ranking"]) for r in batch] == [1, 1, 1]
+    greedy = client.rank("feed", [1.0, 0.0, 0.0], actions, explore=False)
+    assert "event_id" not in greedy
+    shown = one["ranking"][0]["id"]
+    assert client.feedback("feed", one["event_id"], clicks=[shown]) == {"accepted": True}
+    result = client.feedback_batch("feed", [
+        {"event_id": batch[0]["event_id"], "rewards": {batch[0]["ranking"][0]["id"]: 0.5}},
+        {"event_id": batch[1]["event_id"], "clicks": ["item-9"]}])
+    assert result["accepted"] == 1 and result["rejected"][0]["error"]["field"] == (
+        "events[1].clicks[0]")
+    with pytest.raises(NoisyloopError) as info:
+        client.feedback("feed", one["event_id"], clicks=[])
+    assert (info.value.status, info.value.code) == (409, "duplicate_feedback")
+    assert client.sync("feed", timeout=10)["pending"] == 0
+    model = client.get_model("feed")
+    assert model["stats"]["events_applied"] == 2
+    assert model["position_bias"] == {"values": [1.0, 1.0], "source": "insufficient_data"}

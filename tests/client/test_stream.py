@@ -54,3 +54,19 @@ def test_stream_bad_key_raises(service: Service, model: str) -> None:
             Stream.connect(service.url, "not-a-key", model) as s:
         s.predict([1.0, 0.0, 0.0, 0.0])
     assert info.value.code == "unauthenticated"
+
+
+async def test_rank_over_both_streams(service: Service, api_key: str, client: Client) -> None:
+    client.create_model("wsr", "rank", 2, n_action_features=1, slots=2, seed=0)
+    actions = [{"id": c, "features": [float(i)]} for i, c in enumerate("abc")]
+    async with await AsyncStream.connect(service.url, api_key, "wsr") as s:
+        ranked = await s.rank([1.0, 0.0], actions)
+        batch = await s.rank_batch([{"features": [1.0, 0.0], "actions": actions}] * 2)
+        assert len(ranked["ranking"]) == 2 and len(batch) == 2
+        assert await s.feedback(ranked["event_id"], clicks=[ranked["ranking"][1]["id"]]) == {
+            "accepted": True}
+    with Stream.connect(service.url, api_key, "wsr") as sync_stream:
+        one = sync_stream.rank([1.0, 0.0], actions, slots=1)
+        assert [r["slot"] for r in one["ranking"]] == [0]
+        assert sync_stream.feedback(one["event_id"], rewards={one["ranking"][0]["id"]: 0.3}) == {
+            "accepted": True}

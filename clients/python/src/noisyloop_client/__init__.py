@@ -10,7 +10,7 @@ adds orjson (:mod:`noisyloop_client.codec`), the ``numpy`` extra numpy for
 :func:`snapshot_arrays`.
 
 * :class:`Client` / :class:`AsyncClient`: every route of ``api.md`` (admin,
-  models, snapshots, sync, predict, feedback, noise, confusion), with
+  models, snapshots, sync, predict, rank, feedback, noise, confusion), with
   retries and exponential backoff on 503 and connection errors (never on
   4xx); error answers raise :class:`NoisyloopError` (``status``, ``code``,
   ``message``, ``field``).
@@ -33,11 +33,12 @@ from noisyloop_client.calls import RetryPolicy
 from noisyloop_client.errors import ConnectionFailed, NoisyloopError
 from noisyloop_client.http import AsyncClient, Client
 from noisyloop_client.stream import AsyncStream, Stream
-from noisyloop_client.types import Model, Prediction, Snapshot
+from noisyloop_client.types import Model, Prediction, Ranking, Snapshot
 
 __all__ = [
     "AsyncClient", "AsyncFeedbackBuffer", "AsyncStream", "Client", "ConnectionFailed",
-    "FeedbackBuffer", "Model", "NoisyloopError", "Prediction", "RetryPolicy", "Snapshot",
+    "FeedbackBuffer", "Model", "NoisyloopError", "Prediction", "Ranking", "RetryPolicy",
+    "Snapshot",
     "Stream", "snapshot_arrays",
 ]
 

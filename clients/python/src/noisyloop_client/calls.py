@@ -114,10 +114,12 @@ def revoke_key(tenant_id: str, key_id: str) -> Call:
 
 def create_model(model_id: str, task: str, n_features: int, *, algorithm: str | None = None,
                  n_classes: int | None = None, params: dict[str, Any] | None = None,
-                 feedback: dict[str, Any] | None = None, seed: int | None = None) -> Call:
+                 feedback: dict[str, Any] | None = None, seed: int | None = None,
+                 n_action_features: int | None = None, slots: int | None = None) -> Call:
     body: dict[str, Any] = {"model_id": model_id, "task": task, "n_features": n_features}
     for name, value in (("algorithm", algorithm), ("n_classes", n_classes), ("params", params),
-                        ("feedback", feedback), ("seed", seed)):
+                        ("feedback", feedback), ("seed", seed),
+                        ("n_action_features", n_action_features), ("slots", slots)):
         if value is not None:
             body[name] = value
     return Call("POST", "/v1/models", 201, body)
@@ -197,6 +199,28 @@ def predict(model_id: str, features: Features, explore: bool = True) -> Call:
 def predict_batch(model_id: str, instances: Any, explore: bool = True) -> Call:
     return Call("POST", _model(model_id, "/predict"), 200,
                 predict_batch_body(instances, explore))
+
+
+def rank_body(features: Features, actions: list[dict[str, Any]], slots: int | None = None,
+              explore: bool = True) -> dict[str, Any]:
+    """One rank request: the context and the candidates ``[{"id", "features"}, ...]``."""
+    body: dict[str, Any] = {"features": features, "actions": actions}
+    if slots is not None:
+        body["slots"] = slots
+    if not explore:
+        body["explore"] = False
+    return body
+
+
+def rank(model_id: str, features: Features, actions: list[dict[str, Any]],
+         slots: int | None = None, explore: bool = True) -> Call:
+    return Call("POST", _model(model_id, "/rank"), 200,
+                rank_body(features, actions, slots, explore))
+
+
+def rank_batch(model_id: str, requests: list[dict[str, Any]]) -> Call:
+    """Many rank requests (each a :func:`rank_body`)."""
+    return Call("POST", _model(model_id, "/rank"), 200, {"requests": requests})
 
 
 def feedback_event(event_id: str | None, fields: dict[str, Any]) -> dict[str, Any]:

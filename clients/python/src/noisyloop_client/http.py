@@ -32,6 +32,7 @@ from noisyloop_client.types import (
     Model,
     Noise,
     Prediction,
+    Ranking,
     Snapshot,
     SyncResult,
     TenantCreated,
@@ -149,10 +150,13 @@ class Client(_Base):
     def create_model(self, model_id: str, task: str, n_features: int, *,
                      algorithm: str | None = None, n_classes: int | None = None,
                      params: dict[str, Any] | None = None,
-                     feedback: dict[str, Any] | None = None, seed: int | None = None) -> Model:
+                     feedback: dict[str, Any] | None = None, seed: int | None = None,
+                     n_action_features: int | None = None, slots: int | None = None) -> Model:
+        """``n_action_features`` and ``slots``: rank models."""
         return cast(Model, self.send(calls.create_model(
             model_id, task, n_features, algorithm=algorithm, n_classes=n_classes,
-            params=params, feedback=feedback, seed=seed)))
+            params=params, feedback=feedback, seed=seed, n_action_features=n_action_features,
+            slots=slots)))
 
     def list_models(self) -> list[Model]:
         return cast(list[Model], self.send(calls.list_models())["models"])
@@ -200,6 +204,16 @@ class Client(_Base):
                       ) -> list[Prediction]:
         return cast(list[Prediction],
                     self.send(calls.predict_batch(model_id, instances, explore))["predictions"])
+
+    def rank(self, model_id: str, features: Features, actions: list[dict[str, Any]], *,
+             slots: int | None = None, explore: bool = True) -> Ranking:
+        """Rank the candidates ``[{"id", "features"}, ...]`` for the context ``features``;
+        feedback: ``feedback(model_id, event_id, clicks=[ids])`` or ``rewards={id: r}``."""
+        return cast(Ranking, self.send(calls.rank(model_id, features, actions, slots, explore)))
+
+    def rank_batch(self, model_id: str, requests: list[dict[str, Any]]) -> list[Ranking]:
+        """Many rank requests (``{"features", "actions", "slots"?, "explore"?}`` each)."""
+        return cast(list[Ranking], self.send(calls.rank_batch(model_id, requests))["results"])
 
     def feedback(self, model_id: str, event_id: str | None = None, **fields: Any
                  ) -> dict[str, Any]:
@@ -294,10 +308,12 @@ class AsyncClient(_Base):
                            algorithm: str | None = None, n_classes: int | None = None,
                            params: dict[str, Any] | None = None,
                            feedback: dict[str, Any] | None = None,
-                           seed: int | None = None) -> Model:
+                           seed: int | None = None, n_action_features: int | None = None,
+                           slots: int | None = None) -> Model:
         return cast(Model, await self.send(calls.create_model(
             model_id, task, n_features, algorithm=algorithm, n_classes=n_classes,
-            params=params, feedback=feedback, seed=seed)))
+            params=params, feedback=feedback, seed=seed, n_action_features=n_action_features,
+            slots=slots)))
 
     async def list_models(self) -> list[Model]:
         return cast(list[Model], (await self.send(calls.list_models()))["models"])
@@ -348,6 +364,17 @@ class AsyncClient(_Base):
                             ) -> list[Prediction]:
         answer = await self.send(calls.predict_batch(model_id, instances, explore))
         return cast(list[Prediction], answer["predictions"])
+
+    async def rank(self, model_id: str, features: Features, actions: list[dict[str, Any]], *,
+                   slots: int | None = None, explore: bool = True) -> Ranking:
+        """As :meth:`Client.rank`."""
+        return cast(Ranking, await self.send(calls.rank(model_id, features, actions, slots,
+                                                        explore)))
+
+    async def rank_batch(self, model_id: str, requests: list[dict[str, Any]]) -> list[Ranking]:
+        """As :meth:`Client.rank_batch`."""
+        answer = await self.send(calls.rank_batch(model_id, requests))
+        return cast(list[Ranking], answer["results"])
 
     async def feedback(self, model_id: str, event_id: str | None = None, **fields: Any
                        ) -> dict[str, Any]:

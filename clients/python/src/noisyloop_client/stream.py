@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from noisyloop_client import calls, codec
 from noisyloop_client.errors import ConnectionFailed, NoisyloopError
-from noisyloop_client.types import Features, Prediction
+from noisyloop_client.types import Features, Prediction, Ranking
 
 AUTH_FAILED = 4401
 #: ``id`` of the first-message authentication.  The service may or may not
@@ -155,6 +155,16 @@ class AsyncStream:
         answer = await self.request("predict", calls.predict_batch_body(instances, explore))
         return list(answer["predictions"])
 
+    async def rank(self, features: Features, actions: list[dict[str, Any]], *,
+                   slots: int | None = None, explore: bool = True) -> Ranking:
+        result: Ranking = await self.request("rank", calls.rank_body(features, actions, slots,
+                                                                     explore))
+        return result
+
+    async def rank_batch(self, requests: list[dict[str, Any]]) -> list[Ranking]:
+        answer = await self.request("rank", {"requests": requests})
+        return list(answer["results"])
+
     async def feedback(self, event_id: str | None = None, **fields: Any) -> Any:
         return await self.request("feedback", calls.feedback_event(event_id, fields))
 
@@ -235,6 +245,11 @@ class Stream:
 
     def predict(self, features: Features, *, explore: bool = True) -> Prediction:
         result: Prediction = self.request("predict", calls.predict_body(features, explore))
+        return result
+
+    def rank(self, features: Features, actions: list[dict[str, Any]], *,
+             slots: int | None = None, explore: bool = True) -> Ranking:
+        result: Ranking = self.request("rank", calls.rank_body(features, actions, slots, explore))
         return result
 
     def feedback(self, event_id: str | None = None, **fields: Any) -> Any:

@@ -64,6 +64,32 @@ class Model(TypedDict, total=False):
     version: int
     stats: ModelStats
     noise: Noise | None
+    position_bias: PositionBias | None
+
+
+class PositionBias(TypedDict):
+    """Examination probability per slot relative to slot 0 (rank models) and its source."""
+
+    values: list[float]
+    source: str
+
+
+class RankedAction(TypedDict):
+    """The candidate placed in one slot, with the probability of that placement."""
+
+    id: str
+    slot: int
+    probability: float
+    expected_reward: float
+
+
+class Ranking(TypedDict, total=False):
+    """One ranking (``event_id`` absent with ``explore=False``)."""
+
+    event_id: str
+    model_version: int
+    ranking: list[RankedAction]
+    calibration_unreliable: bool
 
 
 class ArrayPayload(TypedDict):
