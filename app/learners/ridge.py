@@ -52,6 +52,10 @@ from app.learners.base import (
 )
 from app.learners.proxy import calibrated_probability, calibration_unreliable, check_noise_rates
 
+#: Smallest ridge strength: the smallest normal double, so that ``1 / lambda`` stays finite
+#: when ``ridge * mean ||x||^2`` underflows (inputs of norm 1e-160 or a subnormal ``ridge``).
+MIN_LAMBDA = float(np.finfo(np.float64).tiny)
+
 
 def ucb_labels(mean: np.ndarray, width: np.ndarray, alpha: float) -> tuple[int, int]:
     """Greedy label ``argmax mean`` and optimistic label ``argmax mean + alpha * width``.
@@ -280,10 +284,11 @@ class DiagRidge(RidgeBandit):
         return ITEM_BYTES * (2 * (n_classes or 0) * n_features + 2)
 
     def _lambdas(self, sum_norm2: np.ndarray, count: np.ndarray) -> np.ndarray:
-        """``lambda`` for running sums ``sum_norm2`` over ``count`` events (elementwise)."""
+        """``lambda`` for running sums ``sum_norm2`` over ``count`` events (elementwise),
+        at least :data:`MIN_LAMBDA`."""
         scale = np.divide(sum_norm2, count, out=np.ones_like(sum_norm2, dtype=np.float64),
                           where=(count > 0) & (sum_norm2 > 0.0))
-        lam: np.ndarray = self.ridge * scale
+        lam: np.ndarray = np.maximum(self.ridge * scale, MIN_LAMBDA)
         return lam
 
     def ridge_strength(self) -> float:
@@ -292,7 +297,8 @@ class DiagRidge(RidgeBandit):
         Same floating-point operations as :meth:`_lambdas`, in scalar form.
         """
         n, total = self.count_, self.sum_norm2_
-        return self.ridge * (total / n) if n > 0 and total > 0.0 else self.ridge
+        return max(self.ridge * (total / n) if n > 0 and total > 0.0 else self.ridge,
+                   MIN_LAMBDA)
 
     def _estimate(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         inv = 1.0 / (self.ridge_strength() + self.sum_x2_)

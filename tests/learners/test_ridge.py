@@ -228,3 +228,20 @@ def test_expected_reward_is_clipped_and_flagged_when_beta_is_small(cls: type[Dia
     model.set_noise_reliability(False)
     out = model.decide(np.ones(1), explore=False).output
     assert out["calibration_unreliable"] is True and out["expected_reward"] == 1.0
+
+
+@pytest.mark.parametrize("algorithm", ["linucb_diag", "squarecb_diag", "lints_diag"])
+def test_ridge_strength_never_underflows_to_zero(algorithm: str) -> None:
+    """An input whose squared norm is subnormal (5e-324) once made ``ridge * mean ||x||^2``
+    round to 0: the next decision divided by zero (a 500 on predict).  The strength is now at
+    least the smallest normal double; decisions and updates stay finite."""
+    learner = build("label", algorithm, n_features=4, n_classes=3, params={"ridge": 0.5},
+                    seed=0)
+    x = np.array([2.2e-162, 0.0, 0.0, 0.0])
+    learner.learn_many(stack_events([{"x": x, "played": np.array(0), "click": np.array(1.0),
+                                      "prob": np.array(1.0)}]))
+    assert learner.ridge_strength() > 0.0  # type: ignore[attr-defined]
+    with np.errstate(divide="raise", over="raise", invalid="raise"):
+        decision = learner.decide(np.array([0.0, 0.0, 4.5e-162, 0.0]))
+        learner.learn_many(stack_events([{**decision.context, "click": np.array(1.0)}]))
+    assert all(np.isfinite(arr).all() for arr in learner.get_state().values())
