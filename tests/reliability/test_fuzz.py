@@ -76,6 +76,8 @@ MODEL_DEPENDENT = {
     "estimate_failed",     # NREst needs buffered samples
     "noise_rates_unused",  # PUT .../noise rates on an algorithm that ignores them
     "estimator_unavailable",  # the nrest estimator on a model that keeps no NREst samples
+    "wrong_task",          # rank on a model whose task is not rank
+    "invalid_actions",     # action ids distinct within a rank request
 }
 #: Messages of ``invalid_request`` a schema-valid request may get: constraints across fields.
 CROSS_FIELD = ("indices and values must have the same length", "duplicate indices",
