@@ -39,7 +39,8 @@ FUZZ_EXAMPLES ?= 200
 fuzz-long: $(STAMP)
 	NOISYLOOP_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) NOISYLOOP_FUZZ_REPORT=fuzz-report.json \
 	  OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -s -p no:cacheprovider \
-	  tests/reliability/test_fuzz.py tests/reliability/test_fuzz_messages.py
+	  tests/reliability/test_fuzz.py tests/reliability/test_fuzz_messages.py \
+	  tests/reliability/test_fuzz_extremes.py
 
 SOAK_MINUTES ?= 10
 soak: $(STAMP)
