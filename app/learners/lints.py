@@ -13,7 +13,10 @@ This learner computes ``p`` by Gauss-Hermite quadrature and draws the label
 from ``p`` (probability matching): the same action distribution as sampling
 the scores, up to the quadrature error, but with a propensity that is exactly
 the probability of the draw, so it can be logged as ``prob`` for off-policy
-evaluation.
+evaluation.  ``p`` gives labels far behind the best probability 0; on a
+``uniform_share`` of the rounds the label is drawn uniformly instead (as
+:class:`~app.learners.ridge.LinUCBDiag` does), so that every label keeps a
+known positive propensity.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.learners.base import Decision, ParamError, check_int, check_non_negative
-from app.learners.ridge import DiagRidge
+from app.learners.ridge import DiagRidge, check_uniform_share, with_uniform_share
 
 #: Gauss-Hermite nodes and weights for the standard normal (weights sum to 1).
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(32)
@@ -82,7 +85,8 @@ class LinTSDiag(DiagRidge):
     ``N(weights_[a], v^2 diag(P_a))`` with the diagonal inverse precision
     ``P_a`` of :class:`~app.learners.ridge.DiagRidge`; the played label is
     drawn from the probabilities that each label's sampled score is the
-    largest (:func:`thompson_probabilities`, module docstring) and that
+    largest (:func:`thompson_probabilities`, module docstring), mixed with
+    the uniform distribution on a ``uniform_share`` of the rounds, and that
     probability is logged as ``prob``.  ``explore=False`` plays the greedy
     label with probability 1.0.  Clicks are learned raw (see
     :mod:`app.learners.ridge` for the noise handling).
@@ -103,6 +107,12 @@ class LinTSDiag(DiagRidge):
         (:class:`~app.learners.ridge.DiagRidge`).
     max_classes:
         Largest ``n_classes`` accepted.
+    uniform_share:
+        Share of the rounds, in ``[0, 1)``, whose label is drawn uniformly at
+        random (the logged probability is the mixture's).  Thompson sampling
+        gives labels far behind the best probability 0; these rounds give
+        every label a known positive propensity, which the click-noise
+        estimate is anchored on.  0 keeps pure Thompson sampling.
     rho0, rho1:
         Click-noise rates, used only to report ``expected_reward``; updated by
         :meth:`set_noise_rates`.
@@ -135,24 +145,35 @@ class LinTSDiag(DiagRidge):
 
     def __init__(self, *, n_features: int, n_classes: int, seed: int | None = None,
                  scale: float = 0.3, ridge: float = 0.5, max_classes: int = 100,
-                 rho0: float = 0.0, rho1: float = 0.0) -> None:
+                 uniform_share: float = 0.05, rho0: float = 0.0, rho1: float = 0.0) -> None:
         super().__init__(n_features=n_features, n_classes=n_classes, seed=seed,
                          rho0=rho0, rho1=rho1, ridge=ridge)
         self.scale = check_non_negative("scale", scale)
         self.max_classes = check_int("max_classes", max_classes, 2, 10_000)
+        self.uniform_share = check_uniform_share(uniform_share)
         if self.n_classes > self.max_classes:
             raise ParamError("n_classes", f"lints_diag costs O(K^2) per decision; n_classes "
                              f"must be <= max_classes={self.max_classes}")
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
-        """The Thompson-sampling distribution over labels for input ``x``."""
+        """The distribution over labels the policy draws from for input ``x``."""
         mean, width = self._estimate(self._input(x))
-        return thompson_probabilities(mean, self.scale * width)
+        return self._policy(mean, width)
+
+    def _policy(self, mean: np.ndarray, width: np.ndarray) -> np.ndarray:
+        """Thompson sampling's distribution (the greedy label if ``scale`` is 0) mixed with
+        ``uniform_share`` of the uniform one."""
+        if self.scale == 0.0:
+            p = np.zeros(self.n_classes)
+            p[int(mean.argmax())] = 1.0
+        else:
+            p = thompson_probabilities(mean, self.scale * width)
+        return with_uniform_share(p, self.uniform_share) if self.uniform_share else p
 
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
         x = self._input(x, copy=True)
         mean, width = self._estimate(x)
         greedy = int(mean.argmax())
-        if not explore or self.scale == 0.0:
+        if not explore or (self.scale == 0.0 and self.uniform_share == 0.0):
             return self._decision(x, mean, greedy, greedy, 1.0)
-        return self._draw(x, mean, greedy, thompson_probabilities(mean, self.scale * width))
+        return self._draw(x, mean, greedy, self._policy(mean, width))

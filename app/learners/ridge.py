@@ -92,6 +92,19 @@ def check_uniform_share(value: float) -> float:
     return check_range("uniform_share", value, 0.0, 1.0, high_open=True)
 
 
+def with_uniform_share(p: np.ndarray, uniform_share: float) -> np.ndarray:
+    """The policy ``p`` mixed with the uniform one: ``(1 - uniform_share) p + uniform_share / K``.
+
+    Every label then has probability at least ``uniform_share / K``, the known positive
+    propensity the uniform anchor of :mod:`app.learners.noise_anchor` needs.
+
+    >>> with_uniform_share(np.array([1.0, 0.0, 0.0, 0.0]), 0.2)
+    array([0.85, 0.05, 0.05, 0.05])
+    """
+    mixed: np.ndarray = (1.0 - uniform_share) * p + uniform_share / p.shape[0]
+    return mixed
+
+
 class RidgeBandit(Learner):
     """Shared parts of the ridge bandits: noise rates, event checks, decisions.
 
@@ -167,9 +180,9 @@ class RidgeBandit(Learner):
             return self._decision(x, mean, greedy, greedy, 1.0)
         if uniform_share == 0.0:
             return self._decision(x, mean, greedy, optimistic, 1.0)
-        p = np.full(self.n_classes, uniform_share / self.n_classes)
-        p[optimistic] += 1.0 - uniform_share
-        return self._draw(x, mean, greedy, p)
+        p = np.zeros(self.n_classes)
+        p[optimistic] = 1.0
+        return self._draw(x, mean, greedy, with_uniform_share(p, uniform_share))
 
     def _draw(self, x: np.ndarray, mean: np.ndarray, greedy: int, p: np.ndarray) -> Decision:
         """Decision playing a label drawn from ``p``, logging ``p[played]`` as ``prob``."""
