@@ -18,8 +18,9 @@ from app.api.schemas.common import (
 from app.api.tasks import TASKS
 from app.learners.registry import ALGORITHMS
 
-#: Most rounds a label budget may plan for (an integer every store encodes).
-MAX_ROUNDS = 2**63 - 1
+#: Bound (exclusive) of 64-bit integers: 2^63 is exact as a JSON number read as a double,
+#: where 2^63 - 1 reads as 2^63 and a client would take 2^63 for valid.
+INT64_END = 2**63
 #: Longest wait for feedback: 30 days.
 MAX_WAIT_SECONDS = 30 * 86400
 
@@ -44,7 +45,7 @@ class LabelBudgetConfig(RequestModel):
     strategy: Literal["const", "begin", "auto", "auto_self_tuned"] = "auto_self_tuned"
     a: float = Field(default=1.0, gt=0, allow_inf_nan=False,
                      description="`auto` only: stay with one label w.p. a/(a + (y - yhat)^2)")
-    horizon: Annotated[int, Field(strict=True, ge=1, le=MAX_ROUNDS), INTEGRAL] | None = Field(
+    horizon: Annotated[int, Field(strict=True, ge=1, lt=INT64_END), INTEGRAL] | None = Field(
         default=None, description="`begin` only: number of rounds n")
 
 
@@ -66,7 +67,7 @@ class ModelCreateRequest(RequestModel):
         default=None, description="rank: slots a ranking fills at most")
     params: dict[str, Any] = Field(default_factory=dict, max_length=64)
     feedback: FeedbackPolicy = Field(default_factory=FeedbackPolicy)
-    seed: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1), INTEGRAL] | None = None
+    seed: Annotated[int, Field(strict=True, ge=0, lt=INT64_END), INTEGRAL] | None = None
     label_budget: LabelBudgetConfig | None = Field(
         default=None, description="regression only: ask for extra noisy labels within a budget")
     max_feature_norm: float = Field(
@@ -193,7 +194,7 @@ class SnapshotImportRequest(BaseModel):
     model_config = ConfigDict(strict=True)
 
     model: ModelConfigPayload | None = None
-    version: Annotated[int, Field(strict=True, ge=0, le=2**63 - 1), INTEGRAL] | None = None
+    version: Annotated[int, Field(strict=True, ge=0, lt=INT64_END), INTEGRAL] | None = None
     state: dict[str, ArrayPayload] = Field(min_length=1, max_length=64)
 
 
