@@ -156,15 +156,13 @@ def test_progressive_scores_are_out_of_sample_and_rank_right_plays_first() -> No
 
 
 def test_scorer_skips_plays_that_would_make_its_state_non_finite() -> None:
-    """A tiny input (mean ||x||^2 of 1e-320) makes the ridge so weak that a unit input's
-    update overflows: that play is left unlearned and scores NaN, the state stays finite
-    and the plays after it are learned and scored."""
+    """Plays whose squared inputs overflow are left unlearned and score NaN; the state stays
+    finite and the play between them is learned and scored."""
     scorer = ProgressiveScorer(4, 3, burn_in=0)
-    tiny = np.array([[5e-324, 5e-324, 5e-324, 1e-160]])
-    scorer.score_and_learn(tiny, np.array([1]), np.array([0.0]))
-    X = np.array([[5e-324, -1.0, 1e-320, -1.0], [1e-160, 0.0, 0.0, 0.0], [4e149, 0.0, 0.0, 0.0]])
+    scorer.score_and_learn(np.array([[1.0, 0.0, 0.0, 0.0]]), np.array([1]), np.array([1.0]))
+    X = np.array([[1e200, 0.0, 0.0, 1.0], [0.5, 0.0, 0.0, 0.0], [0.0, -1e200, 0.0, 0.0]])
     before = scorer.model.get_state()
-    scores = scorer.score_and_learn(X, np.array([1, 1, 0]), np.array([0.0, 1.0, 1.0]))
+    scores = scorer.score_and_learn(X, np.array([0, 1, 2]), np.array([0.0, 1.0, 1.0]))
     assert np.isnan(scores[[0, 2]]).all() and np.isfinite(scores[1])
     assert scorer.learned == 2
     state = scorer.model.get_state()
