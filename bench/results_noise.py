@@ -11,17 +11,27 @@ with its defaults) on the last 5,000 plays every 5,000 events -- inside
 ``rcine`` that is the algorithm's own refresh, for ``linucb_diag`` what the
 service's NREst worker does with its default buffer.
 
-A last section measures what ``linucb_diag``'s uniform-exploration share
+A section measures what ``linucb_diag``'s uniform-exploration share
 costs in learning: the same runs with ``uniform_share = 0``.
+
+``--part curve`` (kept in the same JSON under ``curve``): the error of both
+estimators against the events seen (5,000 to 50,000) for ``linucb_diag`` on
+``synsep``, ``digits`` and ``synsep20`` (SynSep with 20 labels) at four noise
+settings, the anchor estimate taken at those counts only (it depends only on
+the plays so far, so it equals the service's estimate every 2,500 events at
+those counts) and NREst on the last 5,000 plays at each.
 
 The estimator's defaults were tuned on seeds 0-2 and 100-102; the docs
 numbers use seeds from ``--first-seed`` (1000) on.
 
 Usage::
 
-    .venv/bin/python bench/results_noise.py             # the docs numbers (about 6 CPU minutes)
-    .venv/bin/python bench/results_noise.py --quick     # one seed, no NREst baseline
+    .venv/bin/python bench/results_noise.py --part refresh  # refreshes (about 6 CPU minutes)
+    .venv/bin/python bench/results_noise.py --part curve    # error curve (about 8 CPU minutes)
+    .venv/bin/python bench/results_noise.py --quick         # one seed, no NREst baseline
     .venv/bin/python bench/results_noise.py --render-only
+
+A part rewrites its own runs in ``noise.json`` and keeps the other's.
 
 Writes ``<data>/noise.json`` and ``<out>/noise.md``.
 """
@@ -31,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +61,30 @@ ROUNDS = 20_000
 #: NREst's buffer and period: rcine's n_s and the worker's nrest_buffer defaults.
 NREST_BUFFER = 5_000
 TOLERANCE = 0.05
+#: The error curve: streams, noise settings, event counts, seeds.
+CURVE_DATASETS = ("synsep", "digits", "synsep20")
+CURVE_NOISE = ((0.1, 0.1), (0.2, 0.4), (0.4, 0.2), (0.3, 0.3))
+CURVE_MARKS = (5_000, 10_000, 20_000, 50_000)
+CURVE_SEEDS = 3
+
+
+def crossed(marks: Sequence[int], before: int, seen: int) -> bool:
+    """Whether an event count in ``marks`` lies in ``(before, seen]``.
+
+    >>> crossed((5, 10), 4, 6), crossed((5, 10), 5, 9)
+    (True, False)
+    """
+    return any(before < m <= seen for m in marks)
 
 
 class Recorder:
-    """Feeds learned events to the scorer; estimates every ``every`` events."""
+    """Feeds learned events to the scorer; estimates when the events seen pass a count in
+    ``marks`` and, with ``nrest``, runs NREst when they pass one in ``nrest_marks``."""
 
-    def __init__(self, n_classes: int, every: int, nrest: bool, seed: int) -> None:
-        self.n_classes, self.every, self.nrest, self.seed = n_classes, every, nrest, seed
+    def __init__(self, n_classes: int, marks: Sequence[int], nrest: bool, seed: int,
+                 nrest_marks: Sequence[int]) -> None:
+        self.n_classes, self.marks, self.nrest, self.seed = n_classes, marks, nrest, seed
+        self.nrest_marks = nrest_marks
         self.scorer: ProgressiveScorer | None = None
         self.cols: dict[str, list[np.ndarray]] = {"prob": [], "score": [], "click": []}
         self.X: list[np.ndarray] = []
@@ -77,13 +105,13 @@ class Recorder:
         self.cols["prob"].append(np.array([float(e["prob"]) for e in events]))
         self.cols["click"].append(click)
         before, self.seen = self.seen, self.seen + len(events)
-        if self.seen // self.every > before // self.every:
+        if crossed(self.marks, before, self.seen):
             self._estimate()
         self.cpu += time.process_time() - start
         if self.nrest:
             self.X.append(X)
             self.played.append(played)
-            if self.seen // NREST_BUFFER > before // NREST_BUFFER:
+            if crossed(self.nrest_marks, before, self.seen):
                 self._nrest()
 
     def _estimate(self) -> None:
@@ -109,16 +137,20 @@ class Recorder:
 
 
 def run_one(dataset: str, algorithm: str, rho: tuple[float, float], seed: int, every: int,
-            nrest: bool, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One replay with the anchor estimates (and NREst's) recorded."""
-    argv = ["replay", "--dataset", dataset, "--algorithm", algorithm, "--rounds", str(ROUNDS),
+            nrest: bool, params: dict[str, Any] | None = None, rounds: int = ROUNDS,
+            marks: Sequence[int] | None = None) -> dict[str, Any]:
+    """One replay with the anchor estimates (and NREst's) recorded: every ``every`` events,
+    or at the counts ``marks`` (NREst too, then)."""
+    argv = ["replay", "--dataset", dataset, "--algorithm", algorithm, "--rounds", str(rounds),
             "--rho0", str(rho[0]), "--rho1", str(rho[1]), "--no-progress"]
     if params:
         argv += ["--params", json.dumps(params)]
     args = build_parser().parse_args(argv)
     n_classes = label.setup(args, seed).n_classes
     own_nrest = algorithm == "rcine"  # rcine refreshes NREst itself (its n_s default)
-    rec = Recorder(n_classes, every, nrest and not own_nrest, seed)
+    nrest_marks = marks or range(NREST_BUFFER, rounds + 1, NREST_BUFFER)
+    rec = Recorder(n_classes, marks or range(every, rounds + 1, every),
+                   nrest and not own_nrest, seed, nrest_marks)
     start = time.process_time()
     result = label.run(args, seed, lambda _: None, rec)
     record: dict[str, Any] = {
@@ -255,7 +287,113 @@ def render(data: dict[str, Any]) -> str:
                     f"{pick(True, 'greedy_error'):.3f} | {pick(False, 'played_error'):.3f} / "
                     f"{pick(True, 'played_error'):.3f} | {pick(False, 'final_window_error'):.3f}"
                     f" / {pick(True, 'final_window_error'):.3f} |")
+    if "curve" in data:
+        lines += render_curve(data["curve"])
     return "\n".join(lines) + "\n"
+
+
+def _at_marks(entries: list[dict[str, Any]], marks: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Each estimate by the count in ``marks`` it was taken at (the largest not above its
+    ``t``: feedback arrives in batches, so ``t`` may pass a count by less than a batch)."""
+    return {max(m for m in marks if m <= e["t"]): e for e in entries if e["t"] >= marks[0]}
+
+
+def _errors(cell: list[float]) -> str:
+    return f"{np.mean(cell):.3f} / {max(cell):.3f}" if cell else "-"
+
+
+def render_curve(curve: dict[str, Any]) -> list[str]:
+    """The error-curve section of the page from the JSON's ``curve``."""
+    marks = curve["marks"]
+    heads = " | ".join(f"{m // 1000}k" for m in marks)
+    lines = [
+        "",
+        "## Error against events seen",
+        "",
+        (f"`linucb_diag` at its defaults (`uniform_share` 0.05) replays {marks[-1]:,} events "
+        "of `synsep`, `digits` and `synsep20` (SynSep-like with 20 labels and 400 binary "
+        f"features) at four noise settings, seeds {curve['seeds'][0]}-{curve['seeds'][-1]} "
+        f"({len(curve['seeds'])} per setting, to keep the run under 10 CPU minutes on this "
+        f"2-core machine: {curve['cpu_seconds']:.0f} s). The anchor estimator, at its "
+        "defaults, estimates from all the plays seen so far; NREst as it is refits on the "
+        "last 5,000 plays. Error: the larger of |ρ̂0 - ρ0| and |ρ̂1 - ρ1|, "
+        "mean / max over the seeds."),
+        "",
+        ("Anchor estimator: error of the published estimates (`-`: none published yet; the "
+        "service then says `insufficient_data` and keeps the initial rates), the share of "
+        "seeds that had published, and how often the 95%-per-rate intervals held both true "
+        "rates, over every estimate in the row whether published or not."),
+        "",
+        f"| stream | (ρ0, ρ1) | {heads} | published {heads.replace(' | ', ' / ')} | "
+        "intervals hold both |",
+        "|---|---|" + "---|" * len(marks) + "---|---|",
+    ]
+    nrest_lines = [
+        "",
+        ("NREst as it is (the service's `nrest` estimator on its default 5,000-play buffer); "
+        "it always gives a number:"),
+        "",
+        f"| stream | (ρ0, ρ1) | {heads} |",
+        "|---|---|" + "---|" * len(marks),
+    ]
+    held = total = held_pub = total_pub = 0
+    for ds in curve["datasets"]:
+        for r0, r1 in curve["noise"]:
+            rs = [r for r in curve["runs"] if (r["dataset"], r["rho0"], r["rho1"]) == (ds, r0, r1)]
+            anchor = [_at_marks(r["anchor"], marks) for r in rs]
+            nrest = [_at_marks(r["nrest"], marks) for r in rs]
+            a_cells = [_errors([_err(a[m], r) for a, r in zip(anchor, rs, strict=True)
+                                if m in a and a[m]["published"]]) for m in marks]
+            published = " / ".join(
+                f"{sum(m in a and a[m]['published'] for a in anchor)}" for m in marks)
+            cover = [_covers(e, r, "rho0") and _covers(e, r, "rho1")
+                     for a, r in zip(anchor, rs, strict=True) for e in a.values()]
+            held, total = held + sum(cover), total + len(cover)
+            cover_pub = [_covers(e, r, "rho0") and _covers(e, r, "rho1")
+                         for a, r in zip(anchor, rs, strict=True) for e in a.values()
+                         if e["published"]]
+            held_pub, total_pub = held_pub + sum(cover_pub), total_pub + len(cover_pub)
+            lines.append(f"| {ds} | ({r0}, {r1}) | {' | '.join(a_cells)} | {published} of "
+                         f"{len(rs)} | {sum(cover)} / {len(cover)} |")
+            n_cells = [_errors([_err(n[m], r) for n, r in zip(nrest, rs, strict=True) if m in n])
+                       for m in marks]
+            nrest_lines.append(f"| {ds} | ({r0}, {r1}) | {' | '.join(n_cells)} |")
+    lines += [
+        "",
+        (f"Over the {total} anchor estimates the intervals held both rates {held} times "
+        f"({held / max(total, 1):.1%}); over the {total_pub} published ones {held_pub} times "
+        f"({held_pub / max(total_pub, 1):.1%})."),
+        *nrest_lines,
+        "",
+        ("NREst as the paper describes it (more epochs, regularisation, standardised inputs, "
+        "a validation split) is not measured here."),
+    ]
+    return lines
+
+
+def refresh_part(args: argparse.Namespace) -> dict[str, Any]:
+    """The refresh runs (every ``--every`` events, 20,000 events) and the share ablation."""
+    start = time.process_time()
+    seeds = range(args.first_seed, args.first_seed + (1 if args.quick else args.seeds))
+    runs = [run_one(ds, alg, rho, seed, args.every, nrest=not args.quick)
+            for ds in DATASETS for alg in ALGORITHMS for rho in NOISE for seed in seeds]
+    runs += [run_one(ds, "linucb_diag", rho, seed, args.every, nrest=False,
+                     params={"uniform_share": 0.0})
+             for ds in DATASETS for rho in NOISE for seed in seeds]
+    return {"machine": machine_info(), "every": args.every, "seeds": list(seeds),
+            "runs": runs, "cpu_seconds": time.process_time() - start}
+
+
+def curve_part(args: argparse.Namespace) -> dict[str, Any]:
+    """The error curve: both estimators at :data:`CURVE_MARKS` events."""
+    start = time.process_time()
+    seeds = range(args.first_seed, args.first_seed + (1 if args.quick else args.curve_seeds))
+    runs = [run_one(ds, "linucb_diag", rho, seed, args.every, nrest=True,
+                    rounds=CURVE_MARKS[-1], marks=CURVE_MARKS)
+            for ds in CURVE_DATASETS for rho in CURVE_NOISE for seed in seeds]
+    return {"machine": machine_info(), "marks": list(CURVE_MARKS), "seeds": list(seeds),
+            "datasets": list(CURVE_DATASETS), "noise": [list(r) for r in CURVE_NOISE],
+            "runs": runs, "cpu_seconds": time.process_time() - start}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -265,22 +403,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="first seed (the defaults were tuned on 0-2 and 100-102)")
     parser.add_argument("--every", type=int, default=2_500, help="events between estimates")
     parser.add_argument("--quick", action="store_true", help="one seed, no NREst baseline")
+    parser.add_argument("--part", choices=("refresh", "curve"), default="refresh",
+                        help="which runs to make (the other part's stay in the JSON)")
+    parser.add_argument("--curve-seeds", type=int, default=CURVE_SEEDS,
+                        help="seeds per setting of the error curve")
     parser.add_argument("--render-only", action="store_true")
     parser.add_argument("--data", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
     args = parser.parse_args(argv)
     path = args.data / "noise.json"
     if not args.render_only:
-        start = time.process_time()
-        seeds = range(args.first_seed, args.first_seed + (1 if args.quick else args.seeds))
-        runs = [run_one(ds, alg, rho, seed, args.every, nrest=not args.quick)
-                for ds in DATASETS for alg in ALGORITHMS for rho in NOISE for seed in seeds]
-        runs += [run_one(ds, "linucb_diag", rho, seed, args.every, nrest=False,
-                         params={"uniform_share": 0.0})
-                 for ds in DATASETS for rho in NOISE for seed in seeds]
-        data = {"machine": machine_info(), "every": args.every, "seeds": list(seeds),
-                "runs": runs,
-                "cpu_seconds": time.process_time() - start}
+        old = json.loads(path.read_text()) if path.exists() else {}
+        data = refresh_part(args) if args.part == "refresh" else {**old,
+                                                                  "curve": curve_part(args)}
+        if args.part == "refresh" and "curve" in old:
+            data["curve"] = old["curve"]
         path.write_text(json.dumps(data, indent=1, default=float))
     data = json.loads(path.read_text())
     page = render(data)

@@ -13,9 +13,12 @@ from pathlib import Path
 import numpy as np
 
 #: Names accepted by :func:`load_classification` (besides a CSV path).
-CLASSIFICATION_DATASETS: tuple[str, ...] = ("synsep", "synnonsep", "digits", "iris", "wine")
+CLASSIFICATION_DATASETS: tuple[str, ...] = ("synsep", "synnonsep", "synsep20", "digits", "iris",
+                                             "wine")
 
 SYN_CLASSES = 9
+#: Classes of ``synsep20``, SynSep with more labels (a bandit with 20 arms).
+SYN_MANY_CLASSES = 20
 SYN_RARE = 120
 SYN_COMMON = 280
 SYN_PROTO_MIN, SYN_PROTO_MAX = 20, 40
@@ -24,7 +27,7 @@ SYN_SWITCH_ON = 20
 SYNNONSEP_FLIP = 0.05
 
 
-def _syn_prototypes(rng: np.random.Generator) -> list[np.ndarray]:
+def _syn_prototypes(rng: np.random.Generator, n_classes: int) -> list[np.ndarray]:
     """Rare-feature index sets, one per class, each with >= ``SYN_DROP + 1`` features
     that no other prototype has (so that dropping ``SYN_DROP`` never makes an
     example a subset of another class's prototype; this is what keeps the
@@ -33,18 +36,18 @@ def _syn_prototypes(rng: np.random.Generator) -> list[np.ndarray]:
         protos = [
             np.sort(rng.choice(SYN_RARE, size=rng.integers(SYN_PROTO_MIN, SYN_PROTO_MAX + 1),
                                replace=False))
-            for _ in range(SYN_CLASSES)
+            for _ in range(n_classes)
         ]
         sets = [set(p.tolist()) for p in protos]
         if all(len(a - b) > SYN_DROP for a in sets for b in sets if a is not b):
             return protos
 
 
-def synthetic(n: int, rng: np.random.Generator, label_noise: float = 0.0
-              ) -> tuple[np.ndarray, np.ndarray]:
+def synthetic(n: int, rng: np.random.Generator, label_noise: float = 0.0,
+              n_classes: int = SYN_CLASSES) -> tuple[np.ndarray, np.ndarray]:
     """SynSep (``label_noise=0``) / SynNonSep generator after Kakade et al. (2008), spec 6.6.
 
-    9 classes, 400 binary features (120 "rare", then 280 "common").  Each
+    9 classes (``n_classes``), 400 binary features (120 "rare", then 280 "common").  Each
     class has a prototype that switches on 20-40 rare features.  An example of
     class ``c`` (drawn uniformly) is the prototype with 5 of its rare features
     switched off and 20 random common features switched on.
@@ -58,8 +61,8 @@ def synthetic(n: int, rng: np.random.Generator, label_noise: float = 0.0
     SynNonSep replaces the label of a ``label_noise`` fraction of the
     examples by a uniformly drawn *different* label.
     """
-    protos = _syn_prototypes(rng)
-    y = rng.integers(0, SYN_CLASSES, size=n)
+    protos = _syn_prototypes(rng, n_classes)
+    y = rng.integers(0, n_classes, size=n)
     X = np.zeros((n, SYN_RARE + SYN_COMMON))
     rows = np.arange(n)[:, None]
     for c, proto in enumerate(protos):
@@ -71,7 +74,7 @@ def synthetic(n: int, rng: np.random.Generator, label_noise: float = 0.0
     X[rows, SYN_RARE + common[:, :SYN_SWITCH_ON]] = 1.0
     if label_noise > 0:
         flip = rng.random(n) < label_noise
-        y[flip] = (y[flip] + rng.integers(1, SYN_CLASSES, size=int(flip.sum()))) % SYN_CLASSES
+        y[flip] = (y[flip] + rng.integers(1, n_classes, size=int(flip.sum()))) % n_classes
     return X, y.astype(np.int64)
 
 
@@ -145,7 +148,8 @@ def load_classification(name: str, *, n: int = 10_000, seed: int = 0, normalise:
     Parameters
     ----------
     name:
-        ``"synsep"``, ``"synnonsep"`` (``n`` rows generated from ``seed``),
+        ``"synsep"``, ``"synnonsep"``, ``"synsep20"`` (SynSep with 20 classes; ``n`` rows
+        generated from ``seed``),
         ``"digits"``, ``"iris"``, ``"wine"`` (scikit-learn bundled, ``n``
         ignored), or the path of a CSV file (last column = label).
     n:
@@ -166,11 +170,12 @@ def load_classification(name: str, *, n: int = 10_000, seed: int = 0, normalise:
     >>> X.shape, int(y.max()) < 9, bool(np.allclose(np.linalg.norm(X, axis=1), 1))
     ((50, 400), True, True)
     """
-    if name in ("synsep", "synnonsep"):
+    if name in ("synsep", "synnonsep", "synsep20"):
         if n < 1:
             raise ValueError(f"n must be >= 1 for {name!r}, got {n}")
         noise = SYNNONSEP_FLIP if name == "synnonsep" else 0.0
-        X, y = synthetic(n, np.random.default_rng(seed), label_noise=noise)
+        classes = SYN_MANY_CLASSES if name == "synsep20" else SYN_CLASSES
+        X, y = synthetic(n, np.random.default_rng(seed), label_noise=noise, n_classes=classes)
     elif name in ("digits", "iris", "wine"):
         X, y = _sklearn_bundled(name)
     else:

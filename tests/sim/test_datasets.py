@@ -38,11 +38,13 @@ def test_load_classification_synthetic_shape_and_determinism() -> None:
                                                      normalise=False)[0])
 
 
-def test_synthetic_synsep_is_linearly_separable() -> None:
-    X, y = synthetic(5000, np.random.default_rng(11))
+@pytest.mark.parametrize("n_classes", [9, 20])
+def test_synthetic_synsep_is_linearly_separable(n_classes: int) -> None:
+    X, y = synthetic(5000, np.random.default_rng(11), n_classes=n_classes)
+    assert set(np.unique(y)) == set(range(n_classes))
     rare = X[:, :120]
     # oracle separator of the docstring, from the union of each class's rare features
-    union = np.stack([rare[y == c].max(axis=0) for c in range(9)])
+    union = np.stack([rare[y == c].max(axis=0) for c in range(n_classes)])
     W = 2.0 * union - 1.0
     scores = rare @ W.T
     true = scores[np.arange(len(y)), y]
