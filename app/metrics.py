@@ -14,6 +14,8 @@ and joined into a key), four times what counting on the kept series costs.
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -59,7 +61,8 @@ class Metrics:
                                    namespace=ns, registry=r)
         self.noise_rate = Gauge("noise_rate", "Current click-noise rates", (*_MODEL, "kind"),
                                 namespace=ns, registry=r)
-        self.debiased_reward = Gauge("debiased_reward", "Mean click over applied events, noise-corrected",
+        self.debiased_reward = Gauge("debiased_reward",
+                                     "Mean click over applied events, noise-corrected",
                                      _MODEL, namespace=ns, registry=r)
         self.noise_interval_width = Gauge(
             "noise_interval_width", "Width of the published noise rates' confidence interval",
@@ -105,21 +108,15 @@ class Metrics:
         for metric in (self.predictions, self.events_applied, self.events_expired,
                        self.events_dead_lettered, self.trainer_lag, self.model_version,
                        self.debiased_reward, self.noise_insufficient_data):
-            try:
+            with contextlib.suppress(KeyError):
                 metric.remove(tenant, model)
-            except KeyError:
-                pass
         for outcome in ("accepted", "unknown_event", "duplicate_feedback", "invalid"):
-            try:
+            with contextlib.suppress(KeyError):
                 self.feedback.remove(tenant, model, outcome)
-            except KeyError:
-                pass
         for kind in ("rho0", "rho1"):
             for gauge in (self.noise_rate, self.noise_interval_width):
-                try:
+                with contextlib.suppress(KeyError):
                     gauge.remove(tenant, model, kind)
-                except KeyError:
-                    pass
 
     def render(self) -> bytes:
         """The registry in Prometheus text format."""

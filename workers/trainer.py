@@ -287,7 +287,7 @@ async def _learn(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner, decod
     except TimeoutError:
         ctx.learners.pop(ref, None)  # the thread may still change it
         raise
-    except Exception as exc:  # noqa: BLE001 - any learner error: isolate the culprits
+    except Exception as exc:
         logger.warning("trainer: batch of %s/%s failed (%r); isolating entries", *ref, exc)
     ctx.learners.pop(ref, None)
     view = await ctx.delivery.read_model(ModelKeys(*ref))
@@ -321,7 +321,7 @@ def _learn_isolated(learner: Learner, events: list[Event]) -> tuple[Learner, _Ou
         trial = copy.deepcopy(learner)
         try:
             _learn_checked(trial, stack_events([event]))
-        except Exception as exc:  # noqa: BLE001 - the reason goes to the dead letter
+        except Exception as exc:
             rejected.append((row, f"learner refused the event: {exc!r}"))
             continue
         learner = trial

@@ -1,4 +1,4 @@
-"""Trainer role in process against a real Redis: batch = learn_many, exactly once, leases, poison."""
+"""Trainer role in process on a real Redis: batch = learn_many, exactly once, leases, poison."""
 
 from __future__ import annotations
 
