@@ -27,6 +27,7 @@ from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, ObservabilityMiddleware
 from app.api.routes import (
     admin,
+    budget,
     confusion,
     deadletters,
     feedback,
@@ -113,8 +114,8 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
     install_docs(app)
     app.state.api_routes = []  # by path and method: the Allow header of a 405
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
-    for module in (predict, feedback, rank, models, admin, noise, confusion, deadletters,
-                   stream, ops):
+    for module in (predict, feedback, rank, models, admin, noise, confusion, budget,
+                   deadletters, stream, ops):
         app.include_router(module.router)
         app.state.api_routes += module.router.routes
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,

@@ -55,7 +55,7 @@ from app.learners.base import (
 )
 from app.learners.kernels.estimators import MapEstimate, TaylorEstimator
 from app.learners.kernels.functions import make_loss, parse_kernel
-from app.learners.kernels.store import EVICTIONS, FeatureStore, SupportStore
+from app.learners.kernels.support import EVICTIONS, FeatureStore, SupportStore
 
 SCHEDULES: tuple[str, ...] = ("constant", "sqrt_t")
 ESTIMATORS: tuple[str, ...] = ("auto", "taylor", "two_copy")
@@ -92,7 +92,7 @@ class KernelOGD(Learner):
         ``B_w``: ``||w||^2`` is projected onto ``[0, B_w]`` after each update.
     budget:
         Maximum number of stored high-level terms (see
-        :mod:`app.learners.kernels.store`); the naive baseline keeps at most
+        :mod:`app.learners.kernels.support`); the naive baseline keeps at most
         ``budget`` support vectors.
     eviction:
         ``"smallest"`` (norm of the term) or ``"oldest"``.

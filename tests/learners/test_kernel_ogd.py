@@ -11,7 +11,7 @@ from app.learners.base import ParamError
 from app.learners.kernel_ogd import KernelOGD
 from app.learners.kernels.estimators import MapEstimate, TaylorEstimator, prod, prod_point
 from app.learners.kernels.functions import Kernel, make_loss, parse_kernel
-from app.learners.kernels.store import FeatureStore
+from app.learners.kernels.support import FeatureStore
 
 X_A = np.array([0.3, -0.2, 0.1])
 X_B = np.array([0.1, 0.4, -0.3])

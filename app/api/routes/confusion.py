@@ -1,4 +1,4 @@
-"""Confusion-matrix routes (learners that take one) and the label budget (regression)."""
+"""Confusion-matrix routes (learners that take one)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from fastapi import APIRouter
 from app.api.deps import Context, ModelDep
 from app.api.errors import ApiError, unknown_model
 from app.api.schemas.common import ErrorResponse
-from app.api.schemas.confusion import ConfusionPutRequest, ConfusionResponse, LabelBudgetResponse
+from app.api.schemas.confusion import ConfusionPutRequest, ConfusionResponse
 from app.learners.base import Learner, ParamError
-from app.learners.build import budget_seed, budget_strategy, build_learner
+from app.learners.build import build_learner
 from app.learners.confusion import validate_confusion
 from app.learners.registry import ALGORITHMS, learner_class
 from app.store.models import ModelView
@@ -91,17 +91,3 @@ async def put_confusion(body: ConfusionPutRequest, view: ModelDep,
         return confusion_response(learner)
     raise ApiError(503, "store_busy", "the model kept changing; retry",
                    headers={"Retry-After": "1"})
-
-
-@router.get("/{model_id}/label-budget", response_model=LabelBudgetResponse)
-async def get_label_budget(view: ModelDep, ctx: Context) -> LabelBudgetResponse:
-    """A regression model's label budget and the labels charged so far."""
-    budget = view.config.get("label_budget")
-    if budget is None:
-        raise ApiError(404, "no_label_budget", "this model has no label_budget (regression "
-                       "models get one at creation)")
-    state = (await ctx.store.open.budget(view.keys)).state
-    strategy = budget_strategy(budget, budget_seed(view.config), state)
-    return LabelBudgetResponse(budget=strategy.budget, strategy=budget["strategy"],
-                               rounds=strategy.rounds, labels_used=strategy.labels_used,
-                               a=getattr(strategy, "a", None))

@@ -1,4 +1,4 @@
-"""Schemas of ``GET/PUT /v1/models/{id}/confusion`` and the label budget's usage."""
+"""Schemas of ``GET/PUT /v1/models/{id}/confusion``."""
 
 from __future__ import annotations
 
@@ -34,13 +34,3 @@ class ConfusionResponse(BaseModel):
                                     "examples per class, or not invertible): UMA then uses the "
                                     "identity, i.e. learns from the noisy labels as they are")
     message: str | None = Field(default=None, description="why the estimate is not used yet")
-
-
-class LabelBudgetResponse(BaseModel):
-    """A regression model's label budget and how much of it was spent."""
-
-    budget: float
-    strategy: str
-    rounds: int = Field(description="events whose first label arrived")
-    labels_used: int = Field(description="labels charged: 1 per round plus those asked for")
-    a: float | None = Field(default=None, description="current `a` of the auto strategies")

@@ -4,5 +4,5 @@
   with an analytic derivative, as the coefficient sequences the estimators need.
 * :mod:`.estimators` -- the random-order Taylor machinery: query plans,
   ``Map_Estimate``, ``Prod`` and ``Grad_Length_Estimate``.
-* :mod:`.store` -- the learned element of the RKHS, bounded in memory.
+* :mod:`.support` -- the learned element of the RKHS (its support), bounded in memory.
 """
