@@ -248,6 +248,9 @@ def test_nrest_estimates_synsep_noise_and_rcine_uses_it(
     auth = new_tenant(api)
     new_model(api, auth, model_id="r", algorithm="rcine", n_features=400, n_classes=9, seed=1,
               params={"gamma": 0.2, "n_s": n_s})
+    # the anchor estimator is the default; this test is about NREst, the paper's estimator
+    r = api.put("/v1/models/r/noise", json={"estimator": "nrest"}, headers=auth)
+    assert r.status_code == 200, r.text
     procs.append(start_worker(redis_url, "nr", "--roles", "trainer,nrest"))
     rng = np.random.default_rng(7)
     X, y = synthetic(n_s + 1000, rng)
