@@ -18,9 +18,10 @@ from app.api.schemas.common import (
 from app.api.tasks import TASKS
 from app.learners.registry import ALGORITHMS
 
-#: Bound (exclusive) of 64-bit integers: 2^63 is exact as a JSON number read as a double,
-#: where 2^63 - 1 reads as 2^63 and a client would take 2^63 for valid.
-INT64_END = 2**63
+#: Largest seed, horizon or version a request may carry: the largest integer every JSON
+#: reader keeps exact (I-JSON, RFC 7493).  Bounds near 2^63 read as doubles round to
+#: 2^63, so a client would take an integer the service refuses for valid.
+MAX_JSON_INT = 2**53 - 1
 #: Longest wait for feedback: 30 days.
 MAX_WAIT_SECONDS = 30 * 86400
 
@@ -45,7 +46,7 @@ class LabelBudgetConfig(RequestModel):
     strategy: Literal["const", "begin", "auto", "auto_self_tuned"] = "auto_self_tuned"
     a: float = Field(default=1.0, gt=0, allow_inf_nan=False,
                      description="`auto` only: stay with one label w.p. a/(a + (y - yhat)^2)")
-    horizon: Annotated[int, Field(strict=True, ge=1, lt=INT64_END), INTEGRAL] | None = Field(
+    horizon: Annotated[int, Field(strict=True, ge=1, le=MAX_JSON_INT), INTEGRAL] | None = Field(
         default=None, description="`begin` only: number of rounds n")
 
 
@@ -67,7 +68,7 @@ class ModelCreateRequest(RequestModel):
         default=None, description="rank: slots a ranking fills at most")
     params: dict[str, Any] = Field(default_factory=dict, max_length=64)
     feedback: FeedbackPolicy = Field(default_factory=FeedbackPolicy)
-    seed: Annotated[int, Field(strict=True, ge=0, lt=INT64_END), INTEGRAL] | None = None
+    seed: Annotated[int, Field(strict=True, ge=0, le=MAX_JSON_INT), INTEGRAL] | None = None
     label_budget: LabelBudgetConfig | None = Field(
         default=None, description="regression only: ask for extra noisy labels within a budget")
     max_feature_norm: float = Field(
@@ -194,7 +195,7 @@ class SnapshotImportRequest(BaseModel):
     model_config = ConfigDict(strict=True)
 
     model: ModelConfigPayload | None = None
-    version: Annotated[int, Field(strict=True, ge=0, lt=INT64_END), INTEGRAL] | None = None
+    version: Annotated[int, Field(strict=True, ge=0, le=MAX_JSON_INT), INTEGRAL] | None = None
     state: dict[str, ArrayPayload] = Field(min_length=1, max_length=64)
 
 
