@@ -1,0 +1,10 @@
+"""Off-policy evaluation of logged bandit feedback (pure numpy, like :mod:`app.learners`).
+
+* :mod:`app.evaluation.estimators`: IPS, self-normalised IPS and doubly robust
+  estimates with bootstrap intervals and the effective sample size, with the
+  click-noise correction ``h(f)``.
+* :mod:`app.evaluation.policies`: target policies as ``n x K`` matrices of
+  ``pi(a | x)``.
+* :mod:`app.evaluation.reward_model`: the cross-fitted ridge reward model of
+  the doubly robust estimator.
+"""

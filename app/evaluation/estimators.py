@@ -1,0 +1,212 @@
+"""IPS, self-normalised IPS and doubly robust estimates of a target policy's value on a log.
+
+A *label* log holds, per event ``i``: the context ``x_i``, the action
+``a_i`` in ``0 .. K - 1`` that the logging policy ``mu`` took with the
+logged propensity ``p_i = mu(a_i | x_i)``, and the observed reward (a
+click) ``f_i``.  With the target policy ``pi`` (an ``n x K`` matrix of
+``pi(a | x_i)``), the importance weight is ``w_i = pi(a_i | x_i) / p_i``
+and, with ``r_i`` the reward used (below),
+
+* IPS (inverse propensity scoring, Horvitz & Thompson 1952):
+  ``V_IPS = (1/n) sum_i w_i r_i``;
+* SNIPS (self-normalised IPS, Swaminathan & Joachims 2015, "The
+  Self-Normalized Estimator for Counterfactual Learning"):
+  ``V_SNIPS = sum_i w_i r_i / sum_i w_i``;
+* DR (doubly robust, Dudík, Langford & Li 2011, "Doubly Robust Policy
+  Evaluation and Learning"): with a reward model ``q(x, a)``,
+  ``V_DR = (1/n) sum_i [ sum_a pi(a | x_i) q(x_i, a) + w_i (r_i - q(x_i, a_i)) ]``;
+  ``q`` is the cross-fitted ridge of :mod:`app.evaluation.reward_model`;
+* ESS (Kish's effective sample size): ``(sum_i w_i)^2 / sum_i w_i^2``.
+
+These are Open Bandit Pipeline's ``InverseProbabilityWeighting``,
+``SelfNormalizedInverseProbabilityWeighting`` and ``DoublyRobust``
+(Saito et al. 2021) without clipping.  IPS and DR are unbiased when
+``p_i > 0`` wherever ``pi`` puts mass; SNIPS is consistent.
+
+**Click noise.**  When the logged click is a noisy version of the true one,
+with ``rho0 = P(f = 1 | true 0)`` and ``rho1 = P(f = 0 | true 1)``,
+``E[f] = rho0 + (1 - rho0 - rho1) E[r]``, so every estimator above is
+biased.  With the rates given, every estimator (and the reward model) uses
+``r_i = h(f_i) = (f_i - rho0) / (1 - rho0 - rho1)``, whose mean is the true
+click rate (:func:`app.learners.proxy.unbiased_click`); without them
+``r_i = f_i``.  :attr:`Evaluation.correction` says which was applied.
+
+**Intervals.**  Percentile bootstrap (Efron & Tibshirani 1993): events are
+resampled with replacement ``n_boot`` times (a seeded
+:class:`numpy.random.Generator`, resamples drawn as index matrices), each
+estimator recomputed on every resample with the reward model held fixed,
+and the interval is the ``(1 - level) / 2`` and ``(1 + level) / 2``
+quantiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app.evaluation.reward_model import cross_fitted_rewards
+from app.learners.proxy import check_noise_rates, unbiased_click
+
+#: Elements of one block of bootstrap index matrix (bounds its memory to ~32 MB).
+BOOTSTRAP_BLOCK = 1 << 22
+
+ESTIMATORS = ("ips", "snips", "dr")
+
+
+@dataclass(frozen=True)
+class LabelLog:
+    """A logged label (contextual bandit) data set; see the module docstring."""
+
+    X: np.ndarray
+    """``n x d`` contexts (the reward model's features)."""
+    actions: np.ndarray
+    """``n`` actions taken, in ``0 .. n_actions - 1``."""
+    propensities: np.ndarray
+    """``n`` logged probabilities ``mu(a_i | x_i)``, in ``(0, 1]``."""
+    rewards: np.ndarray
+    """``n`` observed rewards or clicks ``f_i``."""
+    n_actions: int
+    logging: np.ndarray | None = None
+    """The logging policy's ``n x K`` matrix when known (simulations)."""
+
+    def __post_init__(self) -> None:
+        n = len(self.actions)
+        if n == 0:
+            raise ValueError("the log has no events")
+        if self.X.ndim != 2 or self.X.shape[0] != n or len(self.propensities) != n \
+                or len(self.rewards) != n:
+            raise ValueError("X, actions, propensities and rewards must have one row per event")
+        if self.actions.min() < 0 or self.actions.max() >= self.n_actions:
+            raise ValueError(f"actions must lie in 0..{self.n_actions - 1}")
+        if not np.all((self.propensities > 0) & (self.propensities <= 1)):
+            raise ValueError("propensities must lie in (0, 1]")
+
+    @property
+    def n(self) -> int:
+        return len(self.actions)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One estimator's value and its bootstrap interval."""
+
+    value: float
+    ci_low: float
+    ci_high: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """IPS, SNIPS and DR estimates of one target policy on one log."""
+
+    ips: Estimate
+    snips: Estimate
+    dr: Estimate
+    n: int
+    ess: float
+    correction: dict[str, Any]
+    """``{"reward": "h(f) = ...", "rho0", "rho1"}`` or ``{"reward": "f", ...}`` (none)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of ``noisyloop evaluate``."""
+        return {"ips": self.ips.to_dict(), "snips": self.snips.to_dict(),
+                "dr": self.dr.to_dict(), "n": self.n, "ess": self.ess,
+                "correction": self.correction}
+
+
+def corrected_rewards(f: np.ndarray, rho0: float | None, rho1: float | None
+                      ) -> tuple[np.ndarray, dict[str, Any]]:
+    """The reward the estimators use and the correction applied: ``h(f)`` with both rates
+    given (validated by :func:`app.learners.proxy.check_noise_rates`), ``f`` with neither."""
+    if rho0 is None and rho1 is None:
+        return f.astype(np.float64), {"reward": "f (no noise correction)", "rho0": None,
+                                      "rho1": None}
+    if rho0 is None or rho1 is None:
+        raise ValueError("give both rho0 and rho1 (or neither)")
+    r0, r1 = check_noise_rates(rho0, rho1)
+    return (unbiased_click(f.astype(np.float64), r0, r1),
+            {"reward": "h(f) = (f - rho0) / (1 - rho0 - rho1)", "rho0": r0, "rho1": r1})
+
+
+def effective_sample_size(w: np.ndarray) -> float:
+    """Kish's ``(sum w)^2 / sum w^2`` (0 when every weight is 0)."""
+    total = float(np.dot(w, w))
+    return float(w.sum()) ** 2 / total if total > 0 else 0.0
+
+
+def _statistics(sums: np.ndarray, n: int) -> np.ndarray:
+    """IPS, SNIPS, DR from column sums ``[sum w r, sum w, sum dr_i]`` (rows: resamples)."""
+    u, w, d = sums[..., 0], sums[..., 1], sums[..., 2]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        snips = np.where(w > 0, u / np.where(w > 0, w, 1.0), 0.0)
+    return np.stack([u / n, snips, d / n], axis=-1)
+
+
+def bootstrap(terms: np.ndarray, n_boot: int, rng: np.random.Generator,
+              progress: Callable[[int], None] | None = None) -> np.ndarray:
+    """``n_boot x 3`` statistics of :func:`_statistics` on resamples of the rows of the
+    ``n x 3`` per-event ``terms``.
+
+    Resamples are drawn in blocks as index matrices; each row's indices become
+    counts (how often each event was drawn, one ``bincount`` for the block),
+    and the resampled sums are ``counts @ terms``.
+    """
+    n = len(terms)
+    per_block = max(1, BOOTSTRAP_BLOCK // n)
+    index_type = np.int32 if per_block * n < 2**31 else np.int64
+    columns = np.ascontiguousarray(terms.T)
+    sums = np.empty((n_boot, terms.shape[1]))
+    for start in range(0, n_boot, per_block):
+        b = min(per_block, n_boot - start)
+        offsets = np.arange(0, b * n, n, dtype=index_type)[:, None]
+        idx = rng.integers(0, n, size=(b, n), dtype=index_type) + offsets
+        counts = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n)
+        sums[start:start + b] = (columns @ counts.T).T
+        if progress is not None:
+            progress(b)
+    return _statistics(sums, n)
+
+
+def evaluate(log: LabelLog, target: np.ndarray | None, rho0: float | None = None,
+             rho1: float | None = None, n_boot: int = 200, level: float = 0.95,
+             seed: int = 0, folds: int = 2, ridge: float = 1.0,
+             q: np.ndarray | None = None,
+             progress: Callable[[int], None] | None = None) -> Evaluation:
+    """IPS, SNIPS and DR of ``target`` on ``log`` (module docstring).
+
+    ``target`` is the ``n x K`` matrix of ``pi(a | x_i)``, or ``None`` for the logging
+    policy whose probabilities of the actions not taken are unknown: then ``w_i = 1`` and
+    DR's direct term ``sum_a pi(a | x_i) q(x_i, a)`` is ``q(x_i, a_i)``, an unbiased
+    estimate of it.  ``q`` (``n x K``) replaces the cross-fitted ridge reward model (it
+    must be fitted on the same corrected rewards).  ``progress(k)`` is called as ``k``
+    bootstrap resamples finish.
+    """
+    r, correction = corrected_rewards(log.rewards, rho0, rho1)
+    rng = np.random.default_rng(seed)
+    if q is None:
+        q = cross_fitted_rewards(log.X, log.actions, r, log.n_actions, folds=folds,
+                                 lam=ridge, rng=rng)
+    rows = np.arange(log.n)
+    q_taken = q[rows, log.actions]
+    if target is None:
+        w = np.ones(log.n)
+        direct = q_taken
+    else:
+        if target.shape != (log.n, log.n_actions):
+            raise ValueError(f"target must be {log.n} x {log.n_actions}, got {target.shape}")
+        w = target[rows, log.actions] / log.propensities
+        direct = np.einsum("ij,ij->i", target, q)
+    terms = np.stack([w * r, w, direct + w * (r - q_taken)], axis=1)
+    point = _statistics(terms.sum(axis=0), log.n)
+    quantiles = np.quantile(bootstrap(terms, n_boot, rng, progress),
+                            [(1 - level) / 2, (1 + level) / 2], axis=0)
+    ips, snips, dr = (Estimate(float(point[j]), float(quantiles[0, j]), float(quantiles[1, j]))
+                      for j in range(3))
+    return Evaluation(ips=ips, snips=snips, dr=dr, n=log.n,
+                      ess=effective_sample_size(w), correction=correction)

@@ -1,0 +1,34 @@
+"""Target policies: each gives ``pi(a | x_i)`` for every logged event as an ``n x K`` matrix.
+
+The logging policy is the exception: a log usually records only the
+probability of the action it took, so :func:`logging_policy` gives its full
+matrix when the log carries one and ``None`` otherwise, which the estimators
+read as "the logging policy" (importance weight 1, see
+:func:`app.evaluation.estimators.evaluate`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.evaluation.estimators import LabelLog
+
+
+def uniform_policy(log: LabelLog) -> np.ndarray:
+    """Every action with probability ``1 / K``."""
+    return np.full((log.n, log.n_actions), 1.0 / log.n_actions)
+
+
+def fixed_policy(log: LabelLog, action: int) -> np.ndarray:
+    """Always ``action`` (ValueError when it is not in ``0 .. K - 1``)."""
+    if not 0 <= action < log.n_actions:
+        raise ValueError(f"fixed action {action} not in 0..{log.n_actions - 1}")
+    pi = np.zeros((log.n, log.n_actions))
+    pi[:, action] = 1.0
+    return pi
+
+
+def logging_policy(log: LabelLog) -> np.ndarray | None:
+    """The logging policy's ``n x K`` matrix when the log has it, else ``None`` (its
+    probabilities of the actions not taken are unknown; the estimators then use weight 1)."""
+    return log.logging

@@ -1,0 +1,145 @@
+"""IPS, SNIPS and DR on simulated label logs whose true policy values are known exactly.
+
+Contexts are drawn uniformly from a finite set, so a policy's value
+``(1/M) sum_c sum_a pi(a | c) P(click | c, a)`` is computed exactly.  Each
+check runs fixed seeds and counts how often the 95% bootstrap interval holds
+the truth; under click noise the uncorrected estimates must sit at the
+predicted ``rho0 + (1 - rho0 - rho1) V`` and the corrected ones at ``V``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from app.evaluation.estimators import ESTIMATORS, Evaluation, LabelLog, evaluate
+from app.evaluation.policies import fixed_policy, logging_policy, uniform_policy
+
+N_CONTEXTS, DIM, K = 20, 5, 4
+EVENTS, SEEDS = 5_000, 40
+#: Resamples per interval: at the default 200 the percentile intervals held the truth in
+#: 92-98% of 300 seeds per case, at 1,000 in 94-95% (the quantiles are less noisy).
+N_BOOT = 1_000
+WORLD = np.random.default_rng(12345)
+CONTEXTS = WORLD.normal(size=(N_CONTEXTS, DIM))
+CLICK = 1.0 / (1.0 + np.exp(-(CONTEXTS @ WORLD.normal(size=(DIM, K)))))
+"""``P(click | context c, action a)``, ``N_CONTEXTS x K``."""
+SCORES = CONTEXTS @ WORLD.normal(size=(DIM, K)) * 0.7
+SOFTMAX = np.exp(SCORES) / np.exp(SCORES).sum(axis=1, keepdims=True)
+
+LOGGING: dict[str, np.ndarray] = {
+    "uniform": np.full((N_CONTEXTS, K), 1.0 / K),
+    "softmax": SOFTMAX,
+}
+Target = Callable[[LabelLog], np.ndarray | None]
+TARGETS: dict[str, Target] = {
+    "uniform": uniform_policy,
+    "fixed": lambda log: fixed_policy(log, 2),
+    "logging": logging_policy,
+}
+
+
+def simulate(seed: int, logging: np.ndarray, rho0: float = 0.0, rho1: float = 0.0,
+             known_logging: bool = True) -> tuple[LabelLog, np.ndarray]:
+    """A log of :data:`EVENTS` events and each event's context index."""
+    rng = np.random.default_rng(seed)
+    c = rng.integers(0, N_CONTEXTS, EVENTS)
+    mu = logging[c]
+    a = (rng.random(EVENTS)[:, None] > np.cumsum(mu, axis=1)).sum(axis=1)
+    click = rng.random(EVENTS) < CLICK[c, a]
+    observed = np.where(click, rng.random(EVENTS) >= rho1, rng.random(EVENTS) < rho0)
+    log = LabelLog(X=CONTEXTS[c], actions=a, propensities=mu[np.arange(EVENTS), a],
+                   rewards=observed.astype(float), n_actions=K,
+                   logging=mu if known_logging else None)
+    return log, c
+
+
+def true_value(target: str, logging: np.ndarray) -> float:
+    """The exact value of ``target`` when the contexts are uniform over :data:`CONTEXTS`."""
+    pi = {"uniform": np.full((N_CONTEXTS, K), 1.0 / K), "logging": logging,
+          "fixed": np.eye(K)[np.full(N_CONTEXTS, 2)]}[target]
+    return float((pi * CLICK).sum(axis=1).mean())
+
+
+def runs(logging: str, rho0: float = 0.0, rho1: float = 0.0, correct: bool = False,
+         known_logging: bool = True) -> dict[str, list[Evaluation]]:
+    """Per target, the evaluations over :data:`SEEDS` seeds."""
+    out: dict[str, list[Evaluation]] = {t: [] for t in TARGETS}
+    for seed in range(SEEDS):
+        log, _ = simulate(seed, LOGGING[logging], rho0, rho1, known_logging)
+        for name, target in TARGETS.items():
+            out[name].append(evaluate(log, target(log), rho0 if correct else None,
+                                      rho1 if correct else None, seed=seed,
+                                      n_boot=N_BOOT))
+    return out
+
+
+def coverage(evaluations: list[Evaluation], estimator: str, truth: float) -> float:
+    hits = [e.to_dict()[estimator]["ci_low"] <= truth <= e.to_dict()[estimator]["ci_high"]
+            for e in evaluations]
+    return float(np.mean(hits))
+
+
+@pytest.mark.parametrize("logging", list(LOGGING))
+def test_intervals_cover_the_true_value(logging: str) -> None:
+    results = runs(logging)
+    for target, evaluations in results.items():
+        truth = true_value(target, LOGGING[logging])
+        for estimator in ESTIMATORS:
+            assert coverage(evaluations, estimator, truth) >= 0.9, (target, estimator)
+            mean = np.mean([e.to_dict()[estimator]["value"] for e in evaluations])
+            sd = np.std([e.to_dict()[estimator]["value"] for e in evaluations])
+            assert abs(mean - truth) < 4 * sd / np.sqrt(SEEDS), (target, estimator)
+        assert all(e.correction["rho0"] is None for e in evaluations)
+
+
+def test_the_logging_policy_without_its_matrix_is_the_on_policy_mean() -> None:
+    log, _ = simulate(0, SOFTMAX, known_logging=False)
+    result = evaluate(log, logging_policy(log))
+    assert result.ips.value == pytest.approx(log.rewards.mean())
+    assert result.snips.value == pytest.approx(log.rewards.mean())
+    assert result.ess == pytest.approx(EVENTS)
+    truth = true_value("logging", SOFTMAX)
+    assert result.dr.ci_low <= truth <= result.dr.ci_high
+
+
+def test_fixed_action_weights_give_the_effective_sample_size() -> None:
+    log, _ = simulate(1, LOGGING["uniform"])
+    result = evaluate(log, fixed_policy(log, 2))
+    taken = int((log.actions == 2).sum())
+    assert result.ess == pytest.approx(taken)  # weights K on the events that took action 2
+    assert result.snips.value == pytest.approx(log.rewards[log.actions == 2].mean())
+
+
+def test_click_noise_biases_the_raw_estimates_by_the_predicted_amount() -> None:
+    rho0, rho1 = 0.1, 0.3
+    beta = 1 - rho0 - rho1
+    corrected = runs("softmax", rho0, rho1, correct=True)
+    raw = runs("softmax", rho0, rho1, correct=False)
+    for target in TARGETS:
+        truth = true_value(target, SOFTMAX)
+        predicted = rho0 + beta * truth
+        for estimator in ESTIMATORS:
+            fixed = np.array([e.to_dict()[estimator]["value"] for e in corrected[target]])
+            plain = np.array([e.to_dict()[estimator]["value"] for e in raw[target]])
+            se_fixed, se_plain = fixed.std() / np.sqrt(SEEDS), plain.std() / np.sqrt(SEEDS)
+            assert abs(fixed.mean() - truth) < 4 * se_fixed, (target, estimator)
+            assert coverage(corrected[target], estimator, truth) >= 0.9, (target, estimator)
+            assert abs(plain.mean() - predicted) < 4 * se_plain, (target, estimator)
+            assert abs(plain.mean() - truth) > 8 * se_plain, (target, estimator)
+    assert corrected["uniform"][0].correction == {
+        "reward": "h(f) = (f - rho0) / (1 - rho0 - rho1)", "rho0": rho0, "rho1": rho1}
+
+
+def test_bad_input_is_refused() -> None:
+    log, _ = simulate(2, LOGGING["uniform"])
+    with pytest.raises(ValueError, match="rho1"):
+        evaluate(log, uniform_policy(log), rho0=0.1)
+    with pytest.raises(ValueError, match="rho1"):
+        evaluate(log, uniform_policy(log), rho0=0.5, rho1=0.5)
+    with pytest.raises(ValueError, match="fixed action 4"):
+        fixed_policy(log, 4)
+    with pytest.raises(ValueError, match="propensities"):
+        LabelLog(log.X, log.actions, np.zeros(EVENTS), log.rewards, K)
