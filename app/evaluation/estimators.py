@@ -164,8 +164,9 @@ def bootstrap(terms: np.ndarray, n_boot: int, rng: np.random.Generator,
     sums = np.empty((n_boot, terms.shape[1]))
     for start in range(0, n_boot, per_block):
         b = min(per_block, n_boot - start)
-        offsets = np.arange(0, b * n, n, dtype=index_type)[:, None]
-        idx = rng.integers(0, n, size=(b, n), dtype=index_type) + offsets
+        offsets = (np.arange(b) * n).astype(index_type)[:, None]
+        idx: np.ndarray = rng.integers(0, n, size=(b, n), dtype=index_type)
+        idx += offsets
         counts = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n)
         sums[start:start + b] = (columns @ counts.T).T
         if progress is not None:
