@@ -1,0 +1,228 @@
+"""``noisyloop evaluate``: estimate a target policy's value on a logged data set, off-policy.
+
+Reads a Vowpal Wabbit CB/ADF text log (``--format vw``) or an Open Bandit
+Dataset CSV with its ``item_context.csv`` beside it (``--format obd``),
+and prints IPS, self-normalised IPS and doubly robust estimates of
+``--policy`` with bootstrap intervals and the effective sample size (see
+:mod:`app.evaluation.estimators`), optionally noise-corrected with
+``--rho0/--rho1``.  The ``noisyloop`` log format and ``model:SNAPSHOT_FILE``
+policies need the service's decision log, which does not exist yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from app.evaluation.estimators import LabelLog
+
+EPILOG = """\
+policies: uniform (each action, or each item at each position, with probability 1/K),
+logging (the policy that wrote the log), fixed:ID (always action ID: the 0-based line of
+the action in a VW example, or the OBD item_id).  Not yet available: --format noisyloop and
+--policy model:SNAPSHOT_FILE (they need the service's decision log).
+
+vw: one example per blank-line-separated block; the reward is -cost of the labelled
+action (VW minimises cost: log a click as cost -1); every example must have the same number
+of actions.  obd: positions are evaluated independently (Open Bandit Pipeline's IPW with
+positions); the value is the expected click per impression, with one entry per position."""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``evaluate`` parser."""
+    parser = subparsers.add_parser(
+        "evaluate", allow_abbrev=False,
+        help="off-policy estimate of a policy's value on a logged data set (IPS, SNIPS, DR)",
+        description=__doc__.split("\n\n")[0] if __doc__ else None, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--log", required=True, metavar="FILE", help="the logged data")
+    parser.add_argument("--format", required=True, choices=("vw", "obd"),
+                        help="vw: Vowpal Wabbit CB/ADF text; obd: Open Bandit Dataset CSV")
+    parser.add_argument("--policy", required=True, metavar="{uniform,logging,fixed:ID}",
+                        help="the target policy")
+    parser.add_argument("--rho0", type=float, default=None,
+                        help="click-noise rate P(click | no true click); with --rho1 every "
+                             "estimator uses h(f) = (f - rho0) / (1 - rho0 - rho1)")
+    parser.add_argument("--rho1", type=float, default=None,
+                        help="click-noise rate P(no click | true click)")
+    parser.add_argument("--bootstrap", type=int, default=200, metavar="N",
+                        help="bootstrap resamples per interval (default 200)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
+    parser.add_argument("--json", default=None, metavar="OUT", help="write the result as JSON")
+    parser.add_argument("--plot", default=None, metavar="OUT.png",
+                        help="plot the three estimates with their intervals")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.set_defaults(handler=handle)
+
+
+def parse_policy(text: str) -> str | int:
+    """``uniform``, ``logging`` or the action of ``fixed:ID`` (ValueError otherwise)."""
+    if text in ("uniform", "logging"):
+        return text
+    kind, _, ident = text.partition(":")
+    if kind == "fixed":
+        try:
+            return int(ident)
+        except ValueError:
+            pass
+    raise ValueError(f"--policy: {text!r} is not uniform, logging or fixed:ID "
+                     "(model:SNAPSHOT_FILE needs the decision log, not available yet)")
+
+
+def vw_log(path: str) -> LabelLog:
+    """The labelled examples of a VW ADF file as a label log (contexts: shared features)."""
+    import numpy as np
+
+    from app.evaluation.estimators import LabelLog
+    from app.sim.logs import FeatureIndex, read_vw_adf
+
+    examples = [e for e in read_vw_adf(path) if e.logged is not None]
+    if not examples:
+        raise ValueError(f"{path}: no labelled example")
+    sizes = {len(e.actions) for e in examples}
+    if len(sizes) > 1:
+        raise ValueError(f"{path}: examples have different numbers of actions {sorted(sizes)}")
+    index = FeatureIndex(name for e in examples for name in e.shared)
+    return LabelLog(X=index.dense(e.shared for e in examples),
+                    actions=np.array([e.logged for e in examples]),
+                    propensities=np.array([e.probability for e in examples], dtype=float),
+                    rewards=-np.array([e.cost for e in examples], dtype=float),
+                    n_actions=sizes.pop())
+
+
+def obd_log(path: str) -> tuple[LabelLog, list[int], np.ndarray]:
+    """An OBD log CSV as a label log over its items (``item_context.csv`` beside it), the
+    item ids in action order, and each row's position.  Contexts: the user's features and
+    the position one-hot, so that the reward model sees the position."""
+    import numpy as np
+
+    from app.evaluation.estimators import LabelLog
+    from app.sim.logs import FeatureIndex, read_obd, read_obd_items
+
+    items = sorted(read_obd_items(Path(path).parent / "item_context.csv"))
+    column = {item: k for k, item in enumerate(items)}
+    records = list(read_obd(path))
+    if not records:
+        raise ValueError(f"{path}: no rows")
+    unknown = sorted({r.item_id for r in records} - set(column))
+    if unknown:
+        raise ValueError(f"{path}: item ids {unknown[:5]} not in item_context.csv")
+    positions = np.array([r.position for r in records])
+    index = FeatureIndex(name for r in records for name in r.context)
+    X = np.hstack([index.dense(r.context for r in records),
+                   np.eye(int(positions.max()) + 1)[positions]])
+    log = LabelLog(X=X, actions=np.array([column[r.item_id] for r in records]),
+                   propensities=np.array([r.propensity for r in records]),
+                   rewards=np.array([r.click for r in records]), n_actions=len(items))
+    return log, items, positions
+
+
+def target(log: LabelLog, policy: str | int) -> np.ndarray | None:
+    """The ``n x K`` matrix of ``policy`` (``None`` for the logging policy)."""
+    from app.evaluation.policies import fixed_policy, logging_policy, uniform_policy
+
+    if policy == "uniform":
+        return uniform_policy(log)
+    if policy == "logging":
+        return logging_policy(log)
+    assert isinstance(policy, int)
+    return fixed_policy(log, policy)
+
+
+def subset(log: LabelLog, rows: np.ndarray) -> LabelLog:
+    """The events of ``log`` at ``rows`` (a boolean mask)."""
+    from app.evaluation.estimators import LabelLog
+
+    return LabelLog(X=log.X[rows], actions=log.actions[rows],
+                    propensities=log.propensities[rows], rewards=log.rewards[rows],
+                    n_actions=log.n_actions,
+                    logging=None if log.logging is None else log.logging[rows])
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The result JSON of ``evaluate`` (ValueError on bad input)."""
+    from app.evaluation.estimators import evaluate
+    from app.replay.output import progress_bar
+
+    policy = parse_policy(args.policy)
+    if args.bootstrap < 1:
+        raise ValueError("--bootstrap must be at least 1")
+    positions = None
+    if args.format == "vw":
+        log = vw_log(args.log)
+    else:
+        log, items, positions = obd_log(args.log)
+        if isinstance(policy, int):
+            if policy not in items:
+                raise ValueError(f"--policy: item {policy} not in item_context.csv")
+            policy = items.index(policy)
+    slots = [] if positions is None else sorted(set(positions.tolist()))
+    pi = target(log, policy)
+    total = args.bootstrap * (1 + len(slots))
+    with progress_bar(total, "bootstrap", enabled=False if args.no_progress else None) as step:
+
+        def estimate(part: LabelLog, pi_part: np.ndarray | None) -> dict[str, Any]:
+            return evaluate(part, pi_part, rho0=args.rho0, rho1=args.rho1,
+                            n_boot=args.bootstrap, seed=args.seed, progress=step).to_dict()
+
+        result = estimate(log, pi)
+        if positions is not None:
+            result["positions"] = [
+                {"position": slot, **estimate(subset(log, positions == slot),
+                                              None if pi is None else pi[positions == slot])}
+                for slot in slots]
+    result.update(log=str(args.log), format=args.format, policy=args.policy,
+                  bootstrap=args.bootstrap)
+    return result
+
+
+def plot(result: dict[str, Any], path: str) -> None:
+    """The three estimates with their intervals as an errorbar chart (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from app.replay.output import save_figure
+
+    names = ("ips", "snips", "dr")
+    values = [result[n]["value"] for n in names]
+    low = [result[n]["value"] - result[n]["ci_low"] for n in names]
+    high = [result[n]["ci_high"] - result[n]["value"] for n in names]
+    fig, ax = plt.subplots(figsize=(4.8, 3.2), layout="constrained")
+    try:
+        ax.errorbar(range(3), values, yerr=[low, high], fmt="o", capsize=6)
+        ax.set_xticks(range(3), ["IPS", "SNIPS", "DR"])
+        ax.set_xlim(-0.5, 2.5)
+        ax.set_ylabel("estimated value (95% interval)")
+        reward = "h(f)" if result["correction"]["rho0"] is not None else "raw clicks"
+        ax.set_title(f"policy {result['policy']} on {Path(result['log']).name}\n"
+                     f"n = {result['n']:,}, ESS = {result['ess']:,.0f}, {reward}", fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Evaluate, print the JSON, write it and the plot; 2 on bad input."""
+    try:
+        result = run(args)
+    except (ValueError, OSError) as exc:
+        print(f"noisyloop evaluate: error: {exc}", file=sys.stderr)
+        return 2
+    text = json.dumps(result, allow_nan=False)
+    print(text)
+    if args.json:
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+    if args.plot:
+        plot(result, args.plot)
+    return 0
