@@ -19,7 +19,10 @@ estimators against the events seen (5,000 to 50,000) for ``linucb_diag`` on
 ``synsep``, ``digits`` and ``synsep20`` (SynSep with 20 labels) at four noise
 settings, the anchor estimate taken at those counts only (it depends only on
 the plays so far, so it equals the service's estimate every 2,500 events at
-those counts) and NREst on the last 5,000 plays at each.
+those counts) and NREst on the last 5,000 plays at each: as it is, and with
+its network trained as the paper trains it (:meth:`MLPClickModel.paper
+<app.learners.noise.MLPClickModel.paper>`), with raw and with standardised
+inputs.
 
 The estimator's defaults were tuned on seeds 0-2 and 100-102; the docs
 numbers use seeds from ``--first-seed`` (1000) on.
@@ -27,7 +30,7 @@ numbers use seeds from ``--first-seed`` (1000) on.
 Usage::
 
     .venv/bin/python bench/results_noise.py --part refresh  # refreshes (about 6 CPU minutes)
-    .venv/bin/python bench/results_noise.py --part curve    # error curve (about 8 CPU minutes)
+    .venv/bin/python bench/results_noise.py --part curve    # error curve (about 7 CPU minutes)
     .venv/bin/python bench/results_noise.py --quick         # one seed, no NREst baseline
     .venv/bin/python bench/results_noise.py --render-only
 
@@ -41,7 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +52,7 @@ import numpy as np
 
 from app.bench.machine import machine_info
 from app.cli import build_parser
-from app.learners.noise import estimate_noise_rates
+from app.learners.noise import MLPClickModel, estimate_noise_rates
 from app.learners.noise_anchor import ProgressiveScorer, estimate_from_anchors
 from app.replay import label
 
@@ -65,7 +68,13 @@ TOLERANCE = 0.05
 CURVE_DATASETS = ("synsep", "digits", "synsep20")
 CURVE_NOISE = ((0.1, 0.1), (0.2, 0.4), (0.4, 0.2), (0.3, 0.3))
 CURVE_MARKS = (5_000, 10_000, 20_000, 50_000)
-CURVE_SEEDS = 3
+CURVE_SEEDS = 2
+#: NREst variants of the curve: JSON key -> the click model (None: NREst's default).
+NREST_VARIANTS: dict[str, Callable[[int], MLPClickModel | None]] = {
+    "nrest": lambda seed: None,
+    "nrest_paper": lambda seed: MLPClickModel.paper(seed=seed),
+    "nrest_paper_std": lambda seed: MLPClickModel.paper(standardise=True, seed=seed),
+}
 
 
 def crossed(marks: Sequence[int], before: int, seen: int) -> bool:
@@ -79,19 +88,21 @@ def crossed(marks: Sequence[int], before: int, seen: int) -> bool:
 
 class Recorder:
     """Feeds learned events to the scorer; estimates when the events seen pass a count in
-    ``marks`` and, with ``nrest``, runs NREst when they pass one in ``nrest_marks``."""
+    ``marks`` and, with ``nrest``, runs each of the NREst ``variants`` (keys of
+    :data:`NREST_VARIANTS`) when they pass one in ``nrest_marks``."""
 
     def __init__(self, n_classes: int, marks: Sequence[int], nrest: bool, seed: int,
-                 nrest_marks: Sequence[int]) -> None:
+                 nrest_marks: Sequence[int], variants: Sequence[str] = ("nrest",)) -> None:
         self.n_classes, self.marks, self.nrest, self.seed = n_classes, marks, nrest, seed
-        self.nrest_marks = nrest_marks
+        self.nrest_marks, self.variants = nrest_marks, variants
         self.scorer: ProgressiveScorer | None = None
         self.cols: dict[str, list[np.ndarray]] = {"prob": [], "score": [], "click": []}
         self.X: list[np.ndarray] = []
         self.played: list[np.ndarray] = []
         self.seen = 0
         self.anchor: list[dict[str, Any]] = []
-        self.nrest_estimates: list[dict[str, Any]] = []
+        self.nrest_estimates: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+        self.nrest_cpu = dict.fromkeys(variants, 0.0)
         self.cpu = 0.0
 
     def __call__(self, events: list[dict[str, Any]]) -> None:
@@ -130,17 +141,22 @@ class Recorder:
         played = np.concatenate(self.played)[-NREST_BUFFER:]
         click = np.concatenate(self.cols["click"])[-NREST_BUFFER:]
         self.X, self.played = [X], [played]
-        est = estimate_noise_rates(X, played, click, self.n_classes,
-                                   seed=self.seed * 1_000 + len(self.nrest_estimates))
-        self.nrest_estimates.append({"t": self.seen, "rho0": est.rho0, "rho1": est.rho1,
-                                     "ok": est.ok})
+        for variant in self.variants:
+            entries = self.nrest_estimates[variant]
+            seed = self.seed * 1_000 + len(entries)
+            start = time.process_time()
+            est = estimate_noise_rates(X, played, click, self.n_classes, seed=seed,
+                                       model=NREST_VARIANTS[variant](seed))
+            self.nrest_cpu[variant] += time.process_time() - start
+            entries.append({"t": self.seen, "rho0": est.rho0, "rho1": est.rho1, "ok": est.ok})
 
 
 def run_one(dataset: str, algorithm: str, rho: tuple[float, float], seed: int, every: int,
             nrest: bool, params: dict[str, Any] | None = None, rounds: int = ROUNDS,
-            marks: Sequence[int] | None = None) -> dict[str, Any]:
-    """One replay with the anchor estimates (and NREst's) recorded: every ``every`` events,
-    or at the counts ``marks`` (NREst too, then)."""
+            marks: Sequence[int] | None = None,
+            variants: Sequence[str] = ("nrest",)) -> dict[str, Any]:
+    """One replay with the anchor estimates (and those of the NREst ``variants``) recorded:
+    every ``every`` events, or at the counts ``marks`` (NREst too, then)."""
     argv = ["replay", "--dataset", dataset, "--algorithm", algorithm, "--rounds", str(rounds),
             "--rho0", str(rho[0]), "--rho1", str(rho[1]), "--no-progress"]
     if params:
@@ -150,7 +166,7 @@ def run_one(dataset: str, algorithm: str, rho: tuple[float, float], seed: int, e
     own_nrest = algorithm == "rcine"  # rcine refreshes NREst itself (its n_s default)
     nrest_marks = marks or range(NREST_BUFFER, rounds + 1, NREST_BUFFER)
     rec = Recorder(n_classes, marks or range(every, rounds + 1, every),
-                   nrest and not own_nrest, seed, nrest_marks)
+                   nrest and not own_nrest, seed, nrest_marks, variants)
     start = time.process_time()
     result = label.run(args, seed, lambda _: None, rec)
     record: dict[str, Any] = {
@@ -161,9 +177,11 @@ def run_one(dataset: str, algorithm: str, rho: tuple[float, float], seed: int, e
         "cpu_seconds": time.process_time() - start, "anchor_cpu_seconds": rec.cpu,
         "anchor": rec.anchor,
     }
-    if nrest:
-        record["nrest"] = (result.extra.get("noise_estimates", []) if own_nrest
-                           else rec.nrest_estimates)
+    if nrest and own_nrest:
+        record["nrest"] = result.extra.get("noise_estimates", [])
+    elif nrest:
+        record.update(rec.nrest_estimates)
+        record["nrest_cpu_seconds"] = rec.nrest_cpu
     print(f"  {dataset} {algorithm} rho={rho} seed={seed} {params or ''}: "
           f"error {result.final:.3f}, {record['cpu_seconds']:.1f} s", flush=True)
     return record
@@ -302,6 +320,17 @@ def _errors(cell: list[float]) -> str:
     return f"{np.mean(cell):.3f} / {max(cell):.3f}" if cell else "-"
 
 
+NREST_NAMES = {"nrest": "as it was", "nrest_paper": "as the paper trains it",
+               "nrest_paper_std": "the same with standardised inputs"}
+NREST_CAPTIONS = {
+    "nrest": "as it was (the `nrest` estimator's defaults: at most 20 epochs, L2 1e-4)",
+    "nrest_paper": ("as the paper trains it (`MLPClickModel.paper()`, the paper's Section 4 "
+                    "and Appendix B as far as scikit-learn allows: up to 70 epochs, L2 0.01 "
+                    "for dropout, Adam for AdaGrad)"),
+    "nrest_paper_std": "the same with standardised inputs",
+}
+
+
 def render_curve(curve: dict[str, Any]) -> list[str]:
     """The error-curve section of the page from the JSON's ``curve``."""
     marks = curve["marks"]
@@ -313,11 +342,10 @@ def render_curve(curve: dict[str, Any]) -> list[str]:
         (f"`linucb_diag` at its defaults (`uniform_share` 0.05) replays {marks[-1]:,} events "
         "of `synsep`, `digits` and `synsep20` (SynSep-like with 20 labels and 400 binary "
         f"features) at four noise settings, seeds {curve['seeds'][0]}-{curve['seeds'][-1]} "
-        f"({len(curve['seeds'])} per setting, to keep the run under 10 CPU minutes on this "
-        f"2-core machine: {curve['cpu_seconds']:.0f} s). The anchor estimator, at its "
-        "defaults, estimates from all the plays seen so far; NREst as it is refits on the "
-        "last 5,000 plays. Error: the larger of |ρ̂0 - ρ0| and |ρ̂1 - ρ1|, "
-        "mean / max over the seeds."),
+        f"({len(curve['seeds'])} per setting, {curve['cpu_seconds']:.0f} s of CPU). The "
+        "anchor estimator, at its defaults, estimates from all the plays seen so far; each "
+        "NREst variant refits on the last 5,000 plays at each count. Error: the larger of "
+        "|ρ̂0 - ρ0| and |ρ̂1 - ρ1|, mean / max over the seeds."),
         "",
         ("Anchor estimator: error of the published estimates (`-`: none published yet; the "
         "service then says `insufficient_data` and keeps the initial rates), the share of "
@@ -328,20 +356,15 @@ def render_curve(curve: dict[str, Any]) -> list[str]:
         "intervals hold both |",
         "|---|---|" + "---|" * len(marks) + "---|---|",
     ]
-    nrest_lines = [
-        "",
-        ("NREst as it is (the service's `nrest` estimator on its default 5,000-play buffer); "
-        "it always gives a number:"),
-        "",
-        f"| stream | (ρ0, ρ1) | {heads} |",
-        "|---|---|" + "---|" * len(marks),
-    ]
+    variants = [v for v in NREST_CAPTIONS if all(v in r for r in curve["runs"])]
+    nrest_lines = ["", "NREst's mean error: " + "; ".join(
+        f"{'then ' if i else ''}{NREST_CAPTIONS[v]}" for i, v in enumerate(variants)) + ":",
+        "", f"| stream | (ρ0, ρ1) | {heads} |", "|---|---|" + "---|" * len(marks)]
     held = total = held_pub = total_pub = 0
     for ds in curve["datasets"]:
         for r0, r1 in curve["noise"]:
             rs = [r for r in curve["runs"] if (r["dataset"], r["rho0"], r["rho1"]) == (ds, r0, r1)]
             anchor = [_at_marks(r["anchor"], marks) for r in rs]
-            nrest = [_at_marks(r["nrest"], marks) for r in rs]
             a_cells = [_errors([_err(a[m], r) for a, r in zip(anchor, rs, strict=True)
                                 if m in a and a[m]["published"]]) for m in marks]
             published = " / ".join(
@@ -355,8 +378,10 @@ def render_curve(curve: dict[str, Any]) -> list[str]:
             held_pub, total_pub = held_pub + sum(cover_pub), total_pub + len(cover_pub)
             lines.append(f"| {ds} | ({r0}, {r1}) | {' | '.join(a_cells)} | {published} of "
                          f"{len(rs)} | {sum(cover)} / {len(cover)} |")
-            n_cells = [_errors([_err(n[m], r) for n, r in zip(nrest, rs, strict=True) if m in n])
-                       for m in marks]
+            nrest = {v: [_at_marks(r[v], marks) for r in rs] for v in variants}
+            n_cells = [" / ".join(
+                f"{np.mean([_err(n[m], r) for n, r in zip(nrest[v], rs, strict=True)]):.2f}"
+                for v in variants) for m in marks]
             nrest_lines.append(f"| {ds} | ({r0}, {r1}) | {' | '.join(n_cells)} |")
     lines += [
         "",
@@ -364,10 +389,12 @@ def render_curve(curve: dict[str, Any]) -> list[str]:
         f"({held / max(total, 1):.1%}); over the {total_pub} published ones {held_pub} times "
         f"({held_pub / max(total_pub, 1):.1%})."),
         *nrest_lines,
-        "",
-        ("NREst as the paper describes it (more epochs, regularisation, standardised inputs, "
-        "a validation split) is not measured here."),
     ]
+    if len(variants) > 1:
+        cpu = {v: np.mean([r["nrest_cpu_seconds"][v] for r in curve["runs"]]) / len(marks)
+               for v in variants}
+        lines += ["", "CPU per NREst fit: " + ", ".join(
+            f"{NREST_NAMES[v]} {cpu[v]:.2f} s" for v in variants) + "."]
     return lines
 
 
@@ -389,7 +416,7 @@ def curve_part(args: argparse.Namespace) -> dict[str, Any]:
     start = time.process_time()
     seeds = range(args.first_seed, args.first_seed + (1 if args.quick else args.curve_seeds))
     runs = [run_one(ds, "linucb_diag", rho, seed, args.every, nrest=True,
-                    rounds=CURVE_MARKS[-1], marks=CURVE_MARKS)
+                    rounds=CURVE_MARKS[-1], marks=CURVE_MARKS, variants=tuple(NREST_VARIANTS))
             for ds in CURVE_DATASETS for rho in CURVE_NOISE for seed in seeds]
     return {"machine": machine_info(), "marks": list(CURVE_MARKS), "seeds": list(seeds),
             "datasets": list(CURVE_DATASETS), "noise": [list(r) for r in CURVE_NOISE],

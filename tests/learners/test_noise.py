@@ -170,3 +170,31 @@ def test_click_model_invalid_parameters_refused() -> None:
         MLPClickModel((0,))
     with pytest.raises(ParamError, match="validation_fraction"):
         MLPClickModel(validation_fraction=0.0)
+
+
+def test_standardised_click_model_ignores_column_scale_and_shift() -> None:
+    # Standardising maps U and any per-column rescaled and shifted copy of U
+    # to the same inputs, so training and predictions agree; without it the
+    # network sees different inputs and its probabilities differ.
+    rng = np.random.default_rng(3)
+    U = rng.standard_normal((600, 5))
+    f = (U[:, 0] + 0.5 * rng.standard_normal(600) > 0).astype(float)
+    V = U * np.array([100.0, 0.01, 3.0, 1.0, 50.0]) + np.array([5.0, -2.0, 0.0, 40.0, 1.0])
+    kw = {"max_epochs": 5, "seed": 1}
+    std_u = MLPClickModel((8,), standardise=True, **kw).fit(U, f).prob1(U)
+    std_v = MLPClickModel((8,), standardise=True, **kw).fit(V, f).prob1(V)
+    np.testing.assert_allclose(std_u, std_v, atol=1e-6)
+    raw_u = MLPClickModel((8,), **kw).fit(U, f).prob1(U)
+    raw_v = MLPClickModel((8,), **kw).fit(V, f).prob1(V)
+    assert np.max(np.abs(raw_u - raw_v)) > 0.01
+
+
+def test_paper_preset_trains_longer_with_stronger_penalty() -> None:
+    default, paper = MLPClickModel(), MLPClickModel.paper(standardise=True, seed=4)
+    assert (paper.max_epochs, paper.batch_size, paper.validation_fraction) == (70, 128, 0.1)
+    assert paper.alpha > default.alpha and paper.max_epochs > default.max_epochs
+    assert paper.standardise and not MLPClickModel.paper().standardise
+    X, played, clicks = synsep_buffer(0.2, 0.4, n=3000)
+    model = MLPClickModel.paper(seed=4)
+    est = estimate_noise_rates(X, played, clicks, 9, model=model)
+    assert est.ok and 1 <= model.epochs_ <= 70 and np.isfinite(model.val_loss_)
