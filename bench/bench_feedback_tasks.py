@@ -41,7 +41,7 @@ from typing import Any, cast
 import numpy as np
 from noisyloop_client import Client, Prediction
 
-from app.bench.machine import cpu_shares, cpu_times, machine_info
+from app.bench.machine import cpu_shares, cpu_times, linux_process_cpu_seconds, machine_info
 from app.bench.service import server_process
 from app.store.embedded import free_port
 
@@ -83,12 +83,6 @@ TASKS: dict[str, tuple[str, dict[str, Any], Events]] = {
 }
 
 
-def _cpu(pid: int) -> float:
-    """User + system CPU seconds of process ``pid``."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
 
 def _summary(walls: list[float], cpu: float, copies: int) -> dict[str, Any]:
     rates = [BATCH / w for w in walls]
@@ -113,9 +107,9 @@ def measure(url: str, key: str, pid: int, rounds: int, seed: int) -> dict[str, A
             for task, (model, _, events_of) in TASKS.items():
                 X = rng.random((BATCH, D))
                 events = events_of(c.predict_batch(model, X), X, rng)
-                started, used = time.perf_counter(), _cpu(pid)
+                started, used = time.perf_counter(), linux_process_cpu_seconds(pid)
                 result = c.feedback_batch(model, events)
-                wall, used = time.perf_counter() - started, _cpu(pid) - used
+                wall, used = time.perf_counter() - started, linux_process_cpu_seconds(pid) - used
                 if result["accepted"] != BATCH or result["rejected"] or result.get("open"):
                     raise RuntimeError(f"{task}: not every event was joined: "
                                        f"{json.dumps(result)[:500]}")

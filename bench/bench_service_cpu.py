@@ -26,13 +26,8 @@ import time
 import numpy as np
 from noisyloop_client import Client
 
+from app.bench.machine import linux_process_cpu_seconds
 from app.store.embedded import free_port
-
-
-def _cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main(n: int) -> None:
@@ -61,20 +56,20 @@ def main(n: int) -> None:
                 c.create_model("m", "label", 64, algorithm="rcnbf", n_classes=10, seed=0)
                 X = np.random.default_rng(0).random((1000, 64))
                 c.predict_batch("m", X)
-                t, cpu = time.perf_counter(), _cpu(proc.pid)
+                t, cpu = time.perf_counter(), linux_process_cpu_seconds(proc.pid)
                 ids: list[str] = []
                 for _ in range(n):
                     ids += [str(p["event_id"]) for p in c.predict_batch("m", X)]
-                wall, used = time.perf_counter() - t, _cpu(proc.pid) - cpu
+                wall, used = time.perf_counter() - t, linux_process_cpu_seconds(proc.pid) - cpu
                 print(f"batch predict: {n * 1000 / wall:,.0f} decisions/s wall, server CPU "
                       f"{used / n * 1e3:.1f} ms per 1000 = {n * 1000 / used:,.0f} per server CPU-s")
                 batches = [[{"event_id": e, "click": bool(j % 3 == 0)}
                             for j, e in enumerate(ids[i:i + 1000])]
                            for i in range(0, len(ids), 1000)]
-                t, cpu = time.perf_counter(), _cpu(proc.pid)
+                t, cpu = time.perf_counter(), linux_process_cpu_seconds(proc.pid)
                 for batch in batches:
                     c.feedback_batch("m", batch)
-                wall, used = time.perf_counter() - t, _cpu(proc.pid) - cpu
+                wall, used = time.perf_counter() - t, linux_process_cpu_seconds(proc.pid) - cpu
                 print(f"batch feedback: {n * 1000 / wall:,.0f} events/s wall, server CPU "
                       f"{used / n * 1e3:.1f} ms per 1000 (trainer included) = "
                       f"{n * 1000 / used:,.0f} per server CPU-s")

@@ -50,10 +50,14 @@ def cpu_times() -> tuple[int, ...] | None:
 
 def process_cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of process ``pid`` (10 ms ticks), or None off Linux."""
-    stat = Path(f"/proc/{pid}/stat")
-    if not stat.is_file():
+    if not Path(f"/proc/{pid}/stat").is_file():
         return None
-    fields = stat.read_text("ascii").rsplit(")", 1)[1].split()
+    return linux_process_cpu_seconds(pid)
+
+
+def linux_process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` from ``/proc`` (10 ms ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text("ascii").rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
