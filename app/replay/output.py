@@ -295,7 +295,7 @@ def draw(ax: Any, summaries: Sequence[Summary], title: str, logx: bool = True,
 
 #: Colours of a saved figure: line plots need few, and a palette PNG is about a
 #: quarter of the size of matplotlib's RGBA one (the docs keep many figures).
-FIGURE_COLOURS = 64
+FIGURE_COLOURS = 32
 #: Resolution of a saved figure: labels stay legible, and the docs' figures
 #: take about two thirds of the bytes they take at 110 dpi.
 FIGURE_DPI = 80
