@@ -5,7 +5,7 @@ each concern: ``tenants`` (tenants and API keys), ``models`` (configs and
 the per-request model view), ``snapshots`` (learned arrays + version + last
 applied stream id), ``events`` (decision contexts, the exactly-once feedback
 join, the per-model stream), ``dead_letters`` (events the trainer could not
-apply), ``noise`` (click-noise rates) and ``open``
+apply), ``log`` (the decision log of applied events), ``noise`` (click-noise rates) and ``open``
 (feedback in parts, label budgets, examples without a decision).  Key names
 live in :mod:`app.store.keys` only.
 """
@@ -17,6 +17,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from app.store.client import STORE_ERRORS, Scripts, connect
 from app.store.deadletters import DeadLetterStore
+from app.store.decisionlog import DecisionLogStore
 from app.store.events import EventStore
 from app.store.keys import ModelKeys
 from app.store.models import ModelStore
@@ -44,6 +45,7 @@ class Store:
         self.snapshots = SnapshotStore(redis, self.scripts)
         self.events = EventStore(redis, self.scripts, batch_decisions=self.single_redis)
         self.dead_letters = DeadLetterStore(redis)
+        self.log = DecisionLogStore(redis)
         self.noise = NoiseStore(redis)
         self.anchors = AnchorStore(redis)
         self.open = OpenFeedbackStore(redis)

@@ -27,6 +27,8 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:scorer             str   shadow scorer of the anchor rows (codec)
     nl:{T:M}:lease              str   trainer lease owner (with expiry)
     nl:{T:M}:dead               stream poison entries with the reason
+    nl:{T:M}:series             list  quality time series, one JSON point each (capped)
+    nl:{T:M}:log                stream decision log: applied events (with version) and markers
     nl:{T:M}:job:J              hash  NREst job status
     nl:{T:M}:job-pending        str   id of the model's queued or running NREst job
     nl:{jobs}:nrest             list  queued NREst jobs ("T/M/J")
@@ -150,6 +152,17 @@ class ModelKeys:
         """Stream of event-stream entries the trainer could not apply, with the reason."""
         return f"{self.tag}:dead"
 
+    @property
+    def log(self) -> str:
+        """Stream: the decision log, every applied event and marker
+        (:mod:`app.store.decisionlog`)."""
+        return f"{self.tag}:log"
+
+    @property
+    def series(self) -> str:
+        """List: the model's quality time series, one JSON point each, oldest first (capped)."""
+        return f"{self.tag}:series"
+
     def context(self, event_id: str) -> str:
         """String: logged decision context of one event (or its tombstone)."""
         return f"{self.tag}:ctx:{event_id}"
@@ -176,7 +189,8 @@ class ModelKeys:
         """Every key of the model except the per-event and per-job ones."""
         return [self.meta, self.snapshot, self.stats, self.pending, self.events,
                 self.noise, self.samples, self.anchors, self.anchor_scorer, self.lease,
-                self.dead_letter, self.label_budget, self.pending_job]
+                self.dead_letter, self.label_budget, self.pending_job, self.log,
+                self.series]
 
 
 #: Sorted set: worker id -> Redis time of its last heartbeat, for the workers
