@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.store.decisionlog import DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_EVENTS
 from app.store.leases import check_worker_id
 
 logger = logging.getLogger(__name__)
@@ -105,6 +106,14 @@ class WorkerSettings(BaseSettings):
         default=False,
         description="Fit NREst in a thread instead of a child process (a child process keeps "
                     "the fit's CPU time off the trainer's event loop).")
+    log_max_events: int = Field(
+        default=DEFAULT_MAX_EVENTS, ge=0, le=100_000_000,
+        description="Applied events kept in each model's decision log (GET /v1/models/{id}/log), "
+                    "the newest, approximately; 0 turns the log off.")
+    log_max_age: float = Field(
+        default=DEFAULT_MAX_AGE_SECONDS, ge=0, le=366 * 86_400,
+        description="Seconds an applied event stays in its model's decision log, approximately "
+                    "(0: no age limit).")
     sweep_limit: int = Field(
         default=1000, ge=1, le=100_000,
         description="Expired decisions the sweeper handles per model in one pass.")

@@ -22,8 +22,9 @@ them; a dead trainer's leases expire and are taken over), then runs one
 4. publish state + version + ``last_id`` + counters (events applied, the
    sum and count of the observed clicks, from which ``debiased_reward`` is
    computed with the rates in force when it is read) in one Lua step that
-   also checks the lease and the version, THEN acknowledge and trim; this
-   step is shielded from cancellation.
+   also checks the lease and the version and copies the applied entries to
+   the model's decision log (:mod:`app.store.decisionlog`), THEN acknowledge
+   and trim; this step is shielded from cancellation.
 
 A crash anywhere before the publish leaves the entries pending (the next
 owner claims them); a crash between publish and acknowledgement re-delivers
@@ -48,6 +49,7 @@ from app.learners.base import Batch, Event, Learner, batch_size, iter_events, st
 from app.learners.build import apply_noise_rates, build_learner
 from app.learners.proxy import calibrated_probability
 from app.store.codec import CodecError
+from app.store.decisionlog import LogRetention
 from app.store.delivery import Deliveries, TrainerView
 from app.store.events import decode_entries, decode_entry
 from app.store.keys import ModelKeys
@@ -187,7 +189,8 @@ async def step(ctx: WorkerContext, ref: ModelRef) -> int:
                          for row in outcome.rows])
     return await _commit(ctx, ref, view, cached, outcome.applied, observed, rates,
                          skipped + [batch.stream_ids[i] for i in decoded.positions],
-                         batch.stream_ids[decoded.positions[-1]])
+                         batch.stream_ids[decoded.positions[-1]],
+                         [batch.stream_ids[decoded.positions[row]] for row in outcome.rows])
 
 
 def _triage(batch: Deliveries, last_id: str, max_deliveries: int,
@@ -341,11 +344,12 @@ async def _dead_letter(ctx: WorkerContext, mk: ModelKeys, batch: Deliveries,
 
 async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: CachedLearner,
                   applied: Batch, observed: np.ndarray, rates: tuple[float, float],
-                  ack_ids: list[str], last_id: str) -> int:
+                  ack_ids: list[str], last_id: str, logged: list[str]) -> int:
     """Publish then acknowledge (shielded); returns the events applied (0 if refused).
 
     ``observed`` marks the rows of ``applied`` that are real feedback (not a
-    sweeper's default event).
+    sweeper's default event); ``logged`` are their stream ids, copied to the
+    decision log by the publish.
     """
     mk = ModelKeys(*ref)
     n_applied = batch_size(applied)
@@ -362,7 +366,8 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
         version = await ctx.store.snapshots.publish(
             mk, cached.learner.get_state(), expected_version=cached.version, last_id=last_id,
             applied=n_applied, click_sum=click_sum, click_n=len(clicks),
-            lease_owner=ctx.config.worker_id)
+            lease_owner=ctx.config.worker_id, logged=logged,
+            retention=LogRetention(ctx.config.log_max_events, ctx.config.log_max_age))
         await ctx.delivery.ack_and_trim(mk, ack_ids, last_id)
         if samples is not None:
             await ctx.samples.append(mk, *samples, cap=cap)

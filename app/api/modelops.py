@@ -209,9 +209,12 @@ async def describe_model(ctx: ApiContext, tenant: str, model_id: str) -> ModelRe
 
 
 async def reset_model(ctx: ApiContext, tenant: str, config: dict[str, Any]) -> ModelResponse:
-    """Initial weights under a new version (queued events still apply afterwards)."""
+    """Initial weights under a new version (queued events still apply afterwards); the
+    decision log is kept, with a ``reset`` marker."""
     learner = build_learner(config)
-    await ctx.store.snapshots.publish(ModelKeys(tenant, config["model_id"]), learner.get_state())
+    mk = ModelKeys(tenant, config["model_id"])
+    version = await ctx.store.snapshots.publish(mk, learner.get_state())
+    await ctx.store.log.append_marker(mk, "reset", {"version": version})
     ctx.cache.forget(tenant, config["model_id"])
     return await describe_model(ctx, tenant, config["model_id"])
 
