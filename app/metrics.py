@@ -64,6 +64,12 @@ class Metrics:
         self.debiased_reward = Gauge("debiased_reward",
                                      "Mean click over applied events, noise-corrected",
                                      _MODEL, namespace=ns, registry=r)
+        self.online_reward = Gauge(
+            "online_reward", "Mean observed click over the applied events of the model's last "
+            "quality-series window", _MODEL, namespace=ns, registry=r)
+        self.calibrated_reward = Gauge(
+            "calibrated_reward", "online_reward noise-corrected with the rates in force (h(f))",
+            _MODEL, namespace=ns, registry=r)
         self.noise_interval_width = Gauge(
             "noise_interval_width", "Width of the published noise rates' confidence interval",
             (*_MODEL, "kind"), namespace=ns, registry=r)
@@ -107,7 +113,8 @@ class Metrics:
         self._decision_series.pop((tenant, model), None)
         for metric in (self.predictions, self.events_applied, self.events_expired,
                        self.events_dead_lettered, self.trainer_lag, self.model_version,
-                       self.debiased_reward, self.noise_insufficient_data):
+                       self.debiased_reward, self.online_reward, self.calibrated_reward,
+                       self.noise_insufficient_data):
             with contextlib.suppress(KeyError):
                 metric.remove(tenant, model)
         for outcome in ("accepted", "unknown_event", "duplicate_feedback", "invalid"):

@@ -20,6 +20,7 @@ from app.store import Store
 from app.store.delivery import DeliveryStore
 from app.store.leases import HeartbeatStore, LeaseStore
 from app.store.nrest import AnchorStore, SampleStore
+from workers.series import SeriesRecorder
 from workers.settings import WorkerSettings
 
 ModelRef = tuple[str, str]
@@ -52,6 +53,8 @@ class WorkerContext:
     delivery: DeliveryStore = field(init=False)
     samples: SampleStore = field(init=False)
     anchors: AnchorStore = field(init=False)
+    series: SeriesRecorder = field(init=False)
+    """Each model's open window of its quality series (see :mod:`workers.series`)."""
     held: set[ModelRef] = field(default_factory=set)
     """Models whose trainer lease this worker holds."""
     learners: dict[ModelRef, CachedLearner] = field(default_factory=dict)
@@ -73,6 +76,7 @@ class WorkerContext:
         self.delivery = DeliveryStore(redis)
         self.samples = SampleStore(redis)
         self.anchors = AnchorStore(redis)
+        self.series = SeriesRecorder(self.config.series_interval)
 
     def forget(self, ref: ModelRef) -> None:
         """Stop treating ``ref`` as owned; drop its cached learner."""
@@ -80,3 +84,4 @@ class WorkerContext:
         self.learners.pop(ref, None)
         self.read_sizes.pop(ref, None)
         self.scorers.pop(ref, None)
+        self.series.forget(ref)

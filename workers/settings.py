@@ -117,6 +117,10 @@ class WorkerSettings(BaseSettings):
     sweep_limit: int = Field(
         default=1000, ge=1, le=100_000,
         description="Expired decisions the sweeper handles per model in one pass.")
+    series_interval: float = Field(
+        default=10.0, ge=0, le=3600,
+        description="Seconds between two points of a model's quality series (GET "
+                    ".../series; the newest 2,000 are kept); 0 records none.")
 
     @field_validator("roles", mode="before")
     @classmethod

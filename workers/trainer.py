@@ -55,7 +55,7 @@ from app.store.events import decode_entries, decode_entry
 from app.store.keys import ModelKeys
 from app.store.snapshots import PublishConflict
 from app.store.util import parse_stream_id
-from workers import anchors, nrest
+from workers import anchors, nrest, series
 from workers.context import CachedLearner, ModelRef, WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -394,6 +394,7 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
     if scorer is not None:
         ctx.scorers[ref] = (version, scorer)
     _record(ctx, ref, view, n_applied, version, last_id, click_sum, len(clicks), rates)
+    await series.record(ctx, ref, view, n_applied, version, click_sum, len(clicks), rates)
     return n_applied
 
 

@@ -25,6 +25,7 @@ from app.store.noise import NoiseStore
 from app.store.nrest import AnchorStore
 from app.store.openfeedback import OpenFeedbackStore
 from app.store.ratelimit import RateLimitStore
+from app.store.series import SeriesStore
 from app.store.snapshots import SnapshotStore
 from app.store.tenants import TenantStore
 
@@ -50,6 +51,7 @@ class Store:
         self.anchors = AnchorStore(redis)
         self.open = OpenFeedbackStore(redis)
         self.rate = RateLimitStore(redis)
+        self.series = SeriesStore(redis)
 
     @classmethod
     def from_url(cls, url: str, *, socket_timeout: float = 2.0,

@@ -1,0 +1,36 @@
+"""Schemas of a model's quality series (``GET /v1/models/{id}/series``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class SeriesPoint(BaseModel):
+    """One point of the series: the trainer's window since the previous point."""
+
+    t: float = Field(description="Unix time of the point, in seconds")
+    version: int = Field(description="the snapshot version published last in the window")
+    events_applied: int = Field(description="events the model has learned from, in all")
+    events: int = Field(description="events applied in the window")
+    events_per_second: float = Field(description="events applied per second in the window")
+    online_reward: float | None = Field(
+        description="mean observed click of the window's applied events (null without clicks)")
+    calibrated_reward: float | None = Field(
+        description="online_reward noise-corrected, h(f), with the rates in force")
+    debiased_reward: float | None = Field(
+        description="h of the mean observed click over every applied event")
+    rho0: float | None = Field(description="false-click rate in force (null: no noise rates)")
+    rho1: float | None = Field(description="missed-click rate in force")
+    noise_source: str | None = Field(description="initial, configured or estimated")
+    rho0_interval: list[float] | None = Field(
+        description="[low, high] of a published anchor estimate of rho0")
+    rho1_interval: list[float] | None = Field(
+        description="[low, high] of a published anchor estimate of rho1")
+    pending: int = Field(description="decisions awaiting feedback")
+    backlog: int = Field(description="accepted events not yet applied")
+
+
+class SeriesResponse(BaseModel):
+    """The newest points of a model's series, oldest first."""
+
+    points: list[SeriesPoint]

@@ -1,0 +1,63 @@
+"""Per-model quality time series: one JSON point per recording, the newest few thousand kept.
+
+The model's trainer (the one writer, under its lease) appends a point at
+most every few seconds (:mod:`workers.series` decides when and what it
+holds); ``GET /v1/models/{id}/series`` reads them back, oldest first.  The
+series is a capped Redis list: appending and cutting it to the newest
+``cap`` points is one round trip, so it never grows past ``cap``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from app.store.keys import ModelKeys
+from app.store.nrest import ANCHOR_FIELD
+
+#: Points kept per model (the newest).
+SERIES_MAX = 2000
+
+
+@dataclass(frozen=True)
+class SeriesContext:
+    """What a point reports beside the trainer's own counters, read from the model's keys."""
+
+    pending: int
+    """Decisions awaiting feedback."""
+    backlog: int
+    """Stream entries not yet applied (the stream is trimmed up to the applied ones)."""
+    anchor: dict[str, Any] | None
+    """The last anchor estimate's outcome (status, interval), None before the first."""
+
+
+class SeriesStore:
+    """Append and read a model's quality series."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.redis = redis
+
+    async def context(self, mk: ModelKeys) -> SeriesContext:
+        """Pending decisions, unapplied entries and the last anchor outcome (one round trip)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zcard(mk.pending)
+            pipe.xlen(mk.events)
+            pipe.hget(mk.noise, ANCHOR_FIELD)
+            pending, backlog, anchor = await pipe.execute()
+        return SeriesContext(int(pending), int(backlog),
+                             orjson.loads(anchor) if anchor else None)
+
+    async def append(self, mk: ModelKeys, point: dict[str, Any], cap: int = SERIES_MAX) -> None:
+        """Append ``point`` (JSON-ready) and keep the newest ``cap`` points."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(mk.series, orjson.dumps(point))
+            pipe.ltrim(mk.series, -cap, -1)
+            await pipe.execute()
+
+    async def read(self, mk: ModelKeys, limit: int = SERIES_MAX) -> list[dict[str, Any]]:
+        """The newest ``limit`` points, oldest first."""
+        raw: Any = await self.redis.lrange(mk.series, -limit, -1)
+        return [orjson.loads(item) for item in raw]

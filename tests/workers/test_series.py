@@ -1,0 +1,95 @@
+"""The trainer's quality series on a real Redis: windows, point fields, the cap, on/off."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.learners.proxy import calibrated_probability
+from app.store import ModelKeys, Store
+from app.store.series import SeriesContext
+from app.store.snapshots import SnapshotInfo
+from tests.workers.conftest import create_model, model_config
+from tests.workers.test_trainer import feed, worker
+from workers.series import SeriesRecorder, Window, make_point
+
+
+def test_recorder_closes_a_window_once_it_is_interval_old() -> None:
+    rec = SeriesRecorder(10.0)
+    ref = ("t", "m")
+    assert rec.add(ref, 5, 2.0, 5, now=100.0) is None
+    assert rec.add(ref, 3, 1.0, 3, now=105.0) is None
+    closed = rec.add(ref, 2, 0.0, 2, now=110.0)
+    assert closed == Window(100.0, 10, 3.0, 10)
+    assert rec.windows[ref] == Window(110.0)  # a new window opened
+    rec.forget(ref)
+    assert ref not in rec.windows
+
+
+def test_point_without_clicks_or_noise_rates_has_nulls() -> None:
+    p = make_point(Window(0.0, 4), 2.0, SnapshotInfo(2, "1-0", 4, 0, 0.0, 0, None),
+                   (0.0, 0.0), None, SeriesContext(0, 3, None))
+    assert p["online_reward"] is None and p["calibrated_reward"] is None
+    assert p["rho0"] is None and p["rho0_interval"] is None
+    assert (p["events_per_second"], p["backlog"]) == (2.0, 3)
+
+
+async def test_trainer_records_points_with_rewards_rates_and_a_cap(store: Store) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    events = await feed(store, mk, config, 300)
+    # reads of 64, 128 and 108; the first batch opens the window, each later one (older than
+    # the tiny interval) closes it
+    w = worker(store, batch_size=64, series_interval=1e-9)
+    assert await w.drain() == 300
+    points = await store.series.read(mk)
+    assert [p["events"] for p in points] == [192, 108]
+    assert [p["events_applied"] for p in points] == [192, 300]
+    assert [p["version"] for p in points] == [3, 4]
+    clicks = np.array([float(e["click"]) for e in events])
+    last = points[-1]
+    assert last["online_reward"] == pytest.approx(clicks[192:].mean(), abs=1e-6)
+    assert last["calibrated_reward"] == pytest.approx(
+        calibrated_probability(clicks[192:].mean(), 0.1, 0.2), abs=1e-6)
+    assert last["debiased_reward"] == pytest.approx(
+        calibrated_probability(clicks.mean(), 0.1, 0.2), abs=1e-6)
+    assert (last["rho0"], last["rho1"], last["noise_source"]) == (0.1, 0.2, "initial")
+    assert last["rho0_interval"] is None  # initial rates have no interval
+    assert last["pending"] == 0 and points[0]["t"] <= last["t"]
+    labels = {"tenant": "t", "model": "m"}
+    assert w.metrics.registry.get_sample_value("noisyloop_online_reward", labels) \
+        == pytest.approx(last["online_reward"])
+    assert w.metrics.registry.get_sample_value("noisyloop_calibrated_reward", labels) \
+        == pytest.approx(last["calibrated_reward"])
+    for _ in range(5):
+        await store.series.append(mk, {"t": 0}, cap=4)
+    assert len(await store.series.read(mk)) == 4
+    assert len(await store.series.read(mk, limit=2)) == 2
+
+
+async def test_series_interval_zero_records_nothing(store: Store) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    await feed(store, mk, config, 50)
+    assert await worker(store, series_interval=0).drain() == 50
+    assert await store.series.read(mk) == []
+
+
+async def test_estimated_rates_carry_the_anchor_interval(store: Store) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    await store.noise.put(mk, 0.12, 0.18, source="estimated", n_samples=1000)
+    await store.anchors.record(mk, {"status": "published", "interval": {
+        "level": 0.95, "rho0": [0.1, 0.14], "rho1": [0.15, 0.21]}})
+    await feed(store, mk, config, 20)
+    assert await worker(store, batch_size=10, series_interval=1e-9).drain() == 20
+    (point,) = await store.series.read(mk)
+    assert (point["rho0"], point["rho1"], point["noise_source"]) == (0.12, 0.18, "estimated")
+    assert point["rho0_interval"] == [0.1, 0.14] and point["rho1_interval"] == [0.15, 0.21]
+
+
+async def test_deleting_the_model_deletes_its_series(store: Store) -> None:
+    mk: ModelKeys = await create_model(store, model_config())
+    await store.series.append(mk, {"t": 1})
+    await store.models.delete("t", "m")
+    assert await store.series.read(mk) == []

@@ -1,0 +1,152 @@
+"""The trainer's per-model quality series: one point per model every ``series_interval`` seconds.
+
+After each published batch the trainer adds the batch's counters to the
+model's open window (:class:`SeriesRecorder`, a few additions: the series
+must cost next to nothing beside learning).  Once the window is
+``series_interval`` seconds old, :func:`record` closes it into a point,
+appends it to the model's capped series (:class:`app.store.series.SeriesStore`)
+and sets the quality gauges.  A point holds:
+
+* ``t`` (Unix seconds), ``version``, ``events_applied`` (the model's total),
+  ``events`` and ``events_per_second`` of the window;
+* ``online_reward``: the mean observed click over the window's applied
+  events (sweeper defaults included, as in ``debiased_reward``), and
+  ``calibrated_reward``: its ``h(f)`` with the noise rates in force (both
+  None without clicks, e.g. regression);
+* ``debiased_reward``: ``h`` of the mean click over every applied event;
+* ``rho0``/``rho1`` in force, their ``noise_source`` and, when they are a
+  published anchor estimate, ``rho0_interval``/``rho1_interval``;
+* ``pending`` (decisions awaiting feedback) and ``backlog`` (entries not yet
+  applied).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from app.learners.proxy import calibrated_probability
+from app.store.delivery import TrainerView
+from app.store.keys import ModelKeys
+from app.store.series import SeriesContext
+from app.store.snapshots import SnapshotInfo
+
+if TYPE_CHECKING:  # workers.context holds a SeriesRecorder
+    from workers.context import ModelRef, WorkerContext
+
+#: Decimals kept of the rewards and rates of a point (the series is for reading, not sums).
+DIGITS = 6
+
+
+@dataclass
+class Window:
+    """What a model's trainer applied since its last point."""
+
+    started: float
+    """``time.monotonic()`` when the window opened."""
+    events: int = 0
+    click_sum: float = 0.0
+    click_n: int = 0
+
+
+@dataclass
+class SeriesRecorder:
+    """Each model's open window; a point is due once it is ``interval`` seconds old."""
+
+    interval: float
+    """Seconds between two points of a model (0: no series)."""
+    windows: dict[ModelRef, Window] = field(default_factory=dict)
+
+    def add(self, ref: ModelRef, events: int, click_sum: float, click_n: int,
+            now: float) -> Window | None:
+        """Count one published batch; the closed window when a point is due (a new one opens)."""
+        window = self.windows.get(ref)
+        if window is None:
+            window = self.windows[ref] = Window(now)
+        window.events += events
+        window.click_sum += click_sum
+        window.click_n += click_n
+        if now - window.started < self.interval:
+            return None
+        self.windows[ref] = Window(now)
+        return window
+
+    def forget(self, ref: ModelRef) -> None:
+        """Drop the model's window (its lease is gone: another trainer records it)."""
+        self.windows.pop(ref, None)
+
+
+async def record(ctx: WorkerContext, ref: ModelRef, view: TrainerView, events: int,
+                 version: int, click_sum: float, click_n: int,
+                 rates: tuple[float, float]) -> None:
+    """Add a published batch to the model's window; write a point when one is due.
+
+    ``view`` is what the trainer read of the model before the batch (its
+    counters and noise record), ``rates`` the noise rates the batch was
+    learned with.
+    """
+    recorder = ctx.series
+    if recorder.interval <= 0:
+        return
+    now = time.monotonic()
+    window = recorder.add(ref, events, click_sum, click_n, now)
+    if window is None:
+        return
+    mk = ModelKeys(*ref)
+    extra = await ctx.store.series.context(mk)
+    info = view.info
+    total = SnapshotInfo(version, info.last_id, info.events_applied + events,
+                         info.events_expired, info.click_sum + click_sum,
+                         info.click_n + click_n, info.updated_at)
+    point = make_point(window, now, total, rates,
+                       view.noise.source if view.noise is not None else None, extra)
+    await ctx.store.series.append(mk, point)
+    if point["online_reward"] is not None:
+        ctx.metrics.online_reward.labels(*ref).set(point["online_reward"])
+        ctx.metrics.calibrated_reward.labels(*ref).set(point["calibrated_reward"])
+
+
+def make_point(window: Window, now: float, total: SnapshotInfo, rates: tuple[float, float],
+               noise_source: str | None, extra: SeriesContext) -> dict[str, Any]:
+    """The JSON point of a closed window (see the module docstring for the fields).
+
+    >>> p = make_point(Window(0.0, 10, 4.0, 10), 5.0,
+    ...                SnapshotInfo(3, "1-0", 30, 0, 9.0, 30, None), (0.1, 0.2), "estimated",
+    ...                SeriesContext(2, 0, {"status": "published",
+    ...                                     "interval": {"rho0": [0.05, 0.15], "rho1": None}}))
+    >>> p["events_per_second"], p["online_reward"], p["calibrated_reward"], p["rho0_interval"]
+    (2.0, 0.4, 0.428571, [0.05, 0.15])
+    """
+    online = window.click_sum / window.click_n if window.click_n else None
+    rho0, rho1 = rates
+    point: dict[str, Any] = {
+        "t": round(time.time(), 3),
+        "version": total.version,
+        "events_applied": total.events_applied,
+        "events": window.events,
+        "events_per_second": round(window.events / max(now - window.started, 1e-9), 3),
+        "online_reward": _rounded(online),
+        "calibrated_reward": _rounded(None if online is None
+                                      else calibrated_probability(online, rho0, rho1)),
+        "debiased_reward": _rounded(total.debiased_reward(rho0, rho1)),
+        "rho0": _rounded(rho0) if noise_source is not None else None,
+        "rho1": _rounded(rho1) if noise_source is not None else None,
+        "noise_source": noise_source,
+        "rho0_interval": None,
+        "rho1_interval": None,
+        "pending": extra.pending,
+        "backlog": extra.backlog,
+    }
+    anchor = extra.anchor or {}
+    if noise_source == "estimated" and anchor.get("status") == "published":
+        interval = anchor.get("interval") or {}
+        for kind in ("rho0", "rho1"):
+            bounds = interval.get(kind)
+            point[f"{kind}_interval"] = ([_rounded(float(b)) for b in bounds]
+                                         if bounds else None)
+    return point
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, DIGITS)
