@@ -2,7 +2,9 @@
 
 * :mod:`app.evaluation.estimators`: IPS, self-normalised IPS and doubly robust
   estimates with bootstrap intervals and the effective sample size, with the
-  click-noise correction ``h(f)``.
+  click-noise correction ``h(f)``, whose rates may carry standard errors.
+* :mod:`app.evaluation.slates`: reward-interaction IPS (and its
+  self-normalised form) for slates under the cascade assumption.
 * :mod:`app.evaluation.policies`: target policies as ``n x K`` matrices of
   ``pi(a | x)``.
 * :mod:`app.evaluation.reward_model`: the cross-fitted ridge reward model of

@@ -37,6 +37,16 @@ resampled with replacement ``n_boot`` times (a seeded
 estimator recomputed on every resample with the reward model held fixed,
 and the interval is the ``(1 - level) / 2`` and ``(1 + level) / 2``
 quantiles.
+
+**Uncertain rates.**  When the rates are themselves estimates with standard
+errors ``se0, se1``, each resample also draws its own rates,
+``rho_b ~ N(rho, se)`` clipped to ``[0, 1]`` with ``1 - rho0_b - rho1_b``
+kept at least :data:`app.learners.proxy.BETA_FLOOR`
+(:func:`rate_resampling`), so that the interval carries the rates' error
+too.  No refit is needed: ``h_b(f) = a_b h(f) + c_b`` with
+``a_b = beta / beta_b`` and ``c_b = (rho0 - rho0_b) / beta_b``, and the
+ridge reward model (intercept not penalised) maps the same way, so IPS
+becomes ``a_b V + c_b mean(w)``, SNIPS and DR ``a_b V + c_b``.
 """
 
 from __future__ import annotations
@@ -48,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from app.evaluation.reward_model import cross_fitted_rewards
-from app.learners.proxy import check_noise_rates, unbiased_click
+from app.learners.proxy import BETA_FLOOR, check_noise_rates, unbiased_click
 
 #: Elements of one block of bootstrap index matrix (bounds its memory to ~32 MB).
 BOOTSTRAP_BLOCK = 1 << 22
@@ -111,7 +121,8 @@ class Evaluation:
     n: int
     ess: float
     correction: dict[str, Any]
-    """``{"reward": "h(f) = ...", "rho0", "rho1"}`` or ``{"reward": "f", ...}`` (none)."""
+    """``{"reward": "h(f) = ...", "rho0", "rho1"}`` or ``{"reward": "f", ...}`` (none), with
+    ``"rate_uncertainty": {"rho0_se", "rho1_se", "draws"}`` when the rates have errors."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of ``noisyloop evaluate``."""
@@ -120,18 +131,43 @@ class Evaluation:
                 "correction": self.correction}
 
 
-def corrected_rewards(f: np.ndarray, rho0: float | None, rho1: float | None
+def corrected_rewards(f: np.ndarray, rho0: float | None, rho1: float | None,
+                      rho0_se: float = 0.0, rho1_se: float = 0.0
                       ) -> tuple[np.ndarray, dict[str, Any]]:
     """The reward the estimators use and the correction applied: ``h(f)`` with both rates
-    given (validated by :func:`app.learners.proxy.check_noise_rates`), ``f`` with neither."""
+    given (validated by :func:`app.learners.proxy.check_noise_rates`), ``f`` with neither;
+    standard errors of the rates (module docstring) need the rates."""
+    if min(rho0_se, rho1_se) < 0 or not np.isfinite(rho0_se + rho1_se):
+        raise ValueError("rho0_se and rho1_se must be finite and >= 0")
     if rho0 is None and rho1 is None:
+        if rho0_se or rho1_se:
+            raise ValueError("rho0_se and rho1_se need rho0 and rho1")
         return f.astype(np.float64), {"reward": "f (no noise correction)", "rho0": None,
                                       "rho1": None}
     if rho0 is None or rho1 is None:
         raise ValueError("give both rho0 and rho1 (or neither)")
     r0, r1 = check_noise_rates(rho0, rho1)
-    return (unbiased_click(f.astype(np.float64), r0, r1),
-            {"reward": "h(f) = (f - rho0) / (1 - rho0 - rho1)", "rho0": r0, "rho1": r1})
+    correction: dict[str, Any] = {"reward": "h(f) = (f - rho0) / (1 - rho0 - rho1)",
+                                  "rho0": r0, "rho1": r1}
+    if rho0_se or rho1_se:
+        correction["rate_uncertainty"] = {
+            "rho0_se": float(rho0_se), "rho1_se": float(rho1_se),
+            "draws": "each bootstrap resample draws rho ~ N(rho, se), clipped to [0, 1]"}
+    return unbiased_click(f.astype(np.float64), r0, r1), correction
+
+
+def rate_resampling(correction: dict[str, Any], n_boot: int, rng: np.random.Generator
+                    ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per resample, ``(a_b, c_b)`` with ``h_b(f) = a_b h(f) + c_b`` for rates drawn from
+    ``N(rho, se)`` (module docstring); ``None`` when the correction has no rate errors."""
+    spread = correction.get("rate_uncertainty")
+    if spread is None:
+        return None
+    rho0, rho1 = correction["rho0"], correction["rho1"]
+    draws = rng.normal([rho0, rho1], [spread["rho0_se"], spread["rho1_se"]], size=(n_boot, 2))
+    draws = np.clip(draws, 0.0, 1.0)
+    beta_b = np.maximum(1.0 - draws.sum(axis=1), BETA_FLOOR)
+    return (1.0 - rho0 - rho1) / beta_b, (rho0 - draws[:, 0]) / beta_b
 
 
 def effective_sample_size(w: np.ndarray) -> float:
@@ -148,10 +184,10 @@ def _statistics(sums: np.ndarray, n: int) -> np.ndarray:
     return np.stack([u / n, snips, d / n], axis=-1)
 
 
-def bootstrap(terms: np.ndarray, n_boot: int, rng: np.random.Generator,
-              progress: Callable[[int], None] | None = None) -> np.ndarray:
-    """``n_boot x 3`` statistics of :func:`_statistics` on resamples of the rows of the
-    ``n x 3`` per-event ``terms``.
+def resampled_sums(terms: np.ndarray, n_boot: int, rng: np.random.Generator,
+                   progress: Callable[[int], None] | None = None) -> np.ndarray:
+    """``n_boot x m`` column sums of the ``n x m`` per-event ``terms`` over bootstrap
+    resamples of their rows.
 
     Resamples are drawn in blocks as index matrices; each row's indices become
     counts (how often each event was drawn, one ``bincount`` for the block),
@@ -171,11 +207,12 @@ def bootstrap(terms: np.ndarray, n_boot: int, rng: np.random.Generator,
         sums[start:start + b] = (columns @ counts.T).T
         if progress is not None:
             progress(b)
-    return _statistics(sums, n)
+    return sums
 
 
 def evaluate(log: LabelLog, target: np.ndarray | None, rho0: float | None = None,
-             rho1: float | None = None, n_boot: int = 200, level: float = 0.95,
+             rho1: float | None = None, rho0_se: float = 0.0, rho1_se: float = 0.0,
+             n_boot: int = 200, level: float = 0.95,
              seed: int = 0, folds: int = 2, ridge: float = 1.0,
              q: np.ndarray | None = None,
              progress: Callable[[int], None] | None = None) -> Evaluation:
@@ -185,10 +222,11 @@ def evaluate(log: LabelLog, target: np.ndarray | None, rho0: float | None = None
     policy whose probabilities of the actions not taken are unknown: then ``w_i = 1`` and
     DR's direct term ``sum_a pi(a | x_i) q(x_i, a)`` is ``q(x_i, a_i)``, an unbiased
     estimate of it.  ``q`` (``n x K``) replaces the cross-fitted ridge reward model (it
-    must be fitted on the same corrected rewards).  ``progress(k)`` is called as ``k``
-    bootstrap resamples finish.
+    must be fitted on the same corrected rewards).  ``rho0_se``, ``rho1_se``: standard
+    errors of the rates, drawn per resample (module docstring).  ``progress(k)`` is called
+    as ``k`` bootstrap resamples finish.
     """
-    r, correction = corrected_rewards(log.rewards, rho0, rho1)
+    r, correction = corrected_rewards(log.rewards, rho0, rho1, rho0_se, rho1_se)
     rng = np.random.default_rng(seed)
     if q is None:
         q = cross_fitted_rewards(log.X, log.actions, r, log.n_actions, folds=folds,
@@ -205,8 +243,14 @@ def evaluate(log: LabelLog, target: np.ndarray | None, rho0: float | None = None
         direct = np.einsum("ij,ij->i", target, q)
     terms = np.stack([w * r, w, direct + w * (r - q_taken)], axis=1)
     point = _statistics(terms.sum(axis=0), log.n)
-    quantiles = np.quantile(bootstrap(terms, n_boot, rng, progress),
-                            [(1 - level) / 2, (1 + level) / 2], axis=0)
+    sums = resampled_sums(terms, n_boot, rng, progress)
+    replicates = _statistics(sums, log.n)
+    rates = rate_resampling(correction, n_boot, rng)
+    if rates is not None:
+        scale, shift = rates
+        replicates = scale[:, None] * replicates + shift[:, None]
+        replicates[:, 0] += shift * (sums[:, 1] / log.n - 1.0)  # IPS: c_b mean(w), not c_b
+    quantiles = np.quantile(replicates, [(1 - level) / 2, (1 + level) / 2], axis=0)
     ips, snips, dr = (Estimate(float(point[j]), float(quantiles[0, j]), float(quantiles[1, j]))
                       for j in range(3))
     return Evaluation(ips=ips, snips=snips, dr=dr, n=log.n,
