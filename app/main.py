@@ -31,6 +31,7 @@ from app.api.routes import (
     confusion,
     deadletters,
     feedback,
+    log,
     models,
     noise,
     ops,
@@ -116,7 +117,7 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
     app.state.api_routes = []  # by path and method: the Allow header of a 405
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
     for module in (predict, feedback, rank, models, admin, noise, confusion, budget,
-                   deadletters, stream, series, ops):
+                   deadletters, log, stream, series, ops):
         app.include_router(module.router)
         app.state.api_routes += module.router.routes
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,

@@ -85,7 +85,7 @@ def _decoded(blob: bytes | None) -> dict[str, np.ndarray] | None:
         return None
 
 
-def _json_value(arr: np.ndarray) -> Any:
+def json_value(arr: np.ndarray) -> Any:
     """An array as a JSON value; non-finite numbers become None (JSON has none)."""
     finite = np.isfinite(arr) if arr.dtype.kind == "f" else None
     if finite is None or finite.all():
@@ -102,7 +102,7 @@ def parse_dead_letter(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Dead
     shapes = None if context is None or feedback is None else {
         name: list(arr.shape) for name, arr in {**context, **feedback}.items()}
     shown = None if feedback is None else {
-        name: _json_value(arr) for name, arr in feedback.items()
+        name: json_value(arr) for name, arr in feedback.items()
         if arr.size <= MAX_SHOWN_ELEMENTS}
     at = datetime.fromtimestamp(parse_stream_id(sid)[0] / 1000.0, UTC)
     return DeadLetter(entry_id=sid, stream_id=text(fields.get(b"stream_id")) or "",

@@ -1,0 +1,139 @@
+"""GET /v1/models/{id}/log: the applied events as JSON Lines, paged, filtered, tenant-scoped."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import orjson
+
+from app.api.ranking import item_hashes
+from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, predict_all
+
+
+def sync(client: TestClient, auth: dict[str, str], model: str = "m1") -> None:
+    r = client.post(f"/v1/models/{model}/sync", headers=auth)
+    assert r.status_code == 200, r.text
+
+
+def get_log(client: TestClient, auth: dict[str, str], model: str = "m1",
+            **params: Any) -> tuple[list[dict[str, Any]], str | None]:
+    r = client.get(f"/v1/models/{model}/log", params=params, headers=auth)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/x-ndjson"
+    return [orjson.loads(line) for line in r.content.splitlines()], r.headers.get("x-next-after")
+
+
+def play_label(client: TestClient, auth: dict[str, str], n: int, seed: int = 0
+               ) -> list[dict[str, Any]]:
+    X = np.random.default_rng(seed).standard_normal((n, 4))
+    preds = predict_all(client, auth, X)
+    events = [{"event_id": p["event_id"], "click": p["label"] == 1} for p in preds]
+    assert post_feedback(client, auth, {"events": events}).status_code == 202
+    return [{**p, "x": x.tolist(), "click": e["click"]}
+            for p, x, e in zip(preds, X, events, strict=True)]
+
+
+def test_label_log_holds_every_applied_event_with_context_and_feedback(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant)
+    played = play_label(client, tenant, 30)
+    sync(client, tenant)
+    lines, next_after = get_log(client, tenant)
+    assert next_after is None and len(lines) == 30
+    by_id = {p["event_id"]: p for p in played}
+    for line in lines:
+        p = by_id.pop(line["event_id"])
+        assert line["type"] == "event" and line["kind"] == "feedback"
+        assert line["model_version"] >= 2
+        np.testing.assert_allclose(line["features"], p["x"])
+        assert line["action"] == p["label"] and line["propensity"] == p["probability"]
+        assert line["greedy_action"] == p["greedy_label"]
+        assert line["feedback"] == {"click": float(p["click"])}
+        assert line["joined_at"] <= line["time"]
+    assert not by_id
+    # a reset keeps the log and adds a marker
+    assert client.post("/v1/models/m1/reset", headers=tenant).status_code == 200
+    lines, _ = get_log(client, tenant)
+    assert len(lines) == 31 and lines[-1]["type"] == "reset"
+    assert lines[-1]["version"] == client.get("/v1/models/m1", headers=tenant).json()["version"]
+    # deleting the model deletes its log
+    assert client.delete("/v1/models/m1", headers=tenant).status_code == 204
+    new_model(client, tenant)
+    assert get_log(client, tenant)[0] == []
+
+
+def test_paging_with_after_and_time_filter(client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant)
+    play_label(client, tenant, 25)
+    sync(client, tenant)
+    first_time = get_log(client, tenant)[0][-1]["time"]
+    time.sleep(0.05)
+    boundary = time.time()
+    time.sleep(0.05)
+    play_label(client, tenant, 12, seed=1)
+    sync(client, tenant)
+    everything, _ = get_log(client, tenant)
+    assert len(everything) == 37
+    seen: list[dict[str, Any]] = []
+    after = None
+    while True:
+        params = {"limit": 10, **({"after": after} if after else {})}
+        page, after = get_log(client, tenant, **params)
+        seen += page
+        assert len(page) == 10 or after is None
+        if after is None:
+            break
+        assert after == page[-1]["stream_id"]
+    assert seen == everything
+    recent, _ = get_log(client, tenant, since=str(boundary))
+    assert len(recent) == 12 and recent == everything[25:]
+    older, _ = get_log(client, tenant, until=f"{boundary:.3f}")
+    assert older == everything[:25]
+    assert get_log(client, tenant, until=first_time)[0] == everything[:25]
+    # since and after together: the later bound wins
+    page, _ = get_log(client, tenant, since=str(boundary), after=everything[30]["stream_id"])
+    assert page == everything[31:]
+
+
+def test_rank_log_has_slots_with_id_hashes_propensities_and_clicks(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    r = client.post("/v1/models", json={"model_id": "r", "task": "rank", "n_features": 3,
+                                        "n_action_features": 2, "slots": 3, "seed": 0},
+                    headers=tenant)
+    assert r.status_code == 201, r.text
+    rng = np.random.default_rng(0)
+    actions = [{"id": f"item-{i}", "features": rng.standard_normal(2).tolist()}
+               for i in range(6)]
+    r = client.post("/v1/models/r/rank", json={"features": [1.0, 0.5, -0.2],
+                                               "actions": actions}, headers=tenant)
+    assert r.status_code == 200, r.text
+    ranked = r.json()
+    clicked = ranked["ranking"][1]["id"]
+    assert post_feedback(client, tenant, {"event_id": ranked["event_id"], "clicks": [clicked]},
+                         model="r").status_code == 202
+    sync(client, tenant, "r")
+    (line,), _ = get_log(client, tenant, "r")
+    assert line["event_id"] == ranked["event_id"]
+    np.testing.assert_allclose(line["features"], [1.0, 0.5, -0.2])
+    features = {a["id"]: a["features"] for a in actions}
+    assert [s["slot"] for s in line["slots"]] == [0, 1, 2]
+    for slot, shown in zip(line["slots"], ranked["ranking"], strict=True):
+        assert slot["id_hash"] == int(item_hashes([shown["id"]])[0])
+        np.testing.assert_allclose(slot["features"], features[shown["id"]])
+        assert slot["propensity"] == shown["probability"]
+        assert slot["click"] == (1.0 if shown["id"] == clicked else 0.0)
+
+
+def test_another_tenants_model_is_404_and_bad_parameters_are_422_naming_the_field(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant)
+    other = new_tenant(client, "other")
+    r = client.get("/v1/models/m1/log", headers=other)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_model"
+    for params, field in (({"limit": 10_001}, "limit"), ({"after": "x"}, "after"),
+                          ({"since": "yesterday"}, "since"), ({"until": "-5"}, "until")):
+        r = client.get("/v1/models/m1/log", params=params, headers=tenant)
+        assert r.status_code == 422, (params, r.text)
+        assert r.json()["error"]["field"] == field, r.json()
