@@ -26,12 +26,24 @@ so ``E[f] = rho0 + beta theta_k gamma``.  ``h(f) = (f - rho0) / beta``
 an unbiased target for ``gamma`` (inverse propensity weighting of Joachims et
 al. 2017, with ``theta_k`` clipped below at ``theta_floor``).  The sums are
 kept per slot and in raw clicks, so new noise rates or a new ``theta``
-estimate apply to every event learned so far: the fit is always the ridge
-solution for the current ``theta`` and rates, and batches add up
-(``learn_many`` equals ``learn_one`` in a loop).  The inverse of
-``lambda I + sum phi phi^T`` is kept up to date by the Woodbury identity
-(``O(D^2 m)`` per event; Sherman-Morrison for one row) and recomputed from
-the precision every :data:`REFRESH_EVENTS` events against rounding drift.
+estimate apply to every event learned so far, and the sums add up (a batch
+and the same events one by one give the same sums).
+
+Lazy solve.  Learning an event only appends its shown rows (context, action
+features, slot, click, logged score) to a buffer: ``O(m)`` copies, no
+``D x D`` work per event.  A *refresh* folds the buffered rows into the sums
+(one matrix product ``Phi^T Phi`` over them, which is where BLAS is
+efficient), re-estimates ``theta`` and solves the ``D x D`` system for ``w``
+afresh from the sums, so right after a refresh ``w`` is exactly the ridge
+solution above for every event learned, the current rates and ``theta``.
+Refreshes happen at the end of every ``learn_many`` (the trainer's batch,
+so every published state is solved), on :meth:`RidgeRanker.get_state` and
+:meth:`RidgeRanker.weights`, and in ``learn_one`` whenever the count of
+events is a multiple of :func:`refresh_step` (every event for the first 32,
+then every ``count / 16`` rounded down to a power of two, at most
+:data:`REFRESH_EVENTS`).  Between refreshes decisions score with the last
+solution; the policy randomises every slot anyway, and a served model is
+in the same position between two published versions.
 
 Position bias ``theta``.  Given a fixed ``position_bias`` it is used as is;
 else it is estimated from the policy's own randomised placements by
@@ -97,14 +109,18 @@ from app.learners.proxy import calibration_unreliable, check_noise_rates, clip_p
 MIN_BAND_ROWS = 10
 #: Rows of slot ``k`` in usable bands before ``theta_k`` is estimated (1 until then).
 MIN_THETA_ROWS = 200
-#: Events between two recomputations of the inverse precision from the precision.
-REFRESH_EVENTS = 4096
+#: Most events between two refreshes of the solution in ``learn_one``.
+REFRESH_EVENTS = 256
+#: ``learn_one`` refreshes at least every ``count / REFRESH_SHARE`` events.
+REFRESH_SHARE = 16
 #: Largest number of candidates one decision accepts.
 MAX_CANDIDATES = 10_000
 
 
 def joint_features(x: np.ndarray, actions: np.ndarray) -> np.ndarray:
     """Rows ``phi(x, a) = [1, a, vec(x a^T)]`` for each row ``a`` of ``actions``.
+
+    ``x`` is one context or one per row of ``actions``.
 
     >>> joint_features(np.array([1.0, 2.0]), np.array([[3.0], [0.5]]))
     array([[1. , 3. , 3. , 6. ],
@@ -116,23 +132,17 @@ def joint_features(x: np.ndarray, actions: np.ndarray) -> np.ndarray:
     return np.hstack([np.ones((n, 1)), actions, outer])
 
 
-def slot_probabilities(scores: np.ndarray, temperature: float, epsilon: float) -> np.ndarray:
-    """``(1 - epsilon) softmax(scores / temperature) + epsilon / n``; argmax for temperature 0.
+def refresh_step(count: int) -> int:
+    """Events between refreshes of the solution in ``learn_one`` once ``count`` are learned.
 
-    >>> slot_probabilities(np.array([0.0, 1.0]), 0.0, 0.2)
-    array([0.1, 0.9])
-    >>> slot_probabilities(np.array([0.0, np.log(3.0)]), 1.0, 0.0)
-    array([0.25, 0.75])
+    1 up to 31 events, then ``count // REFRESH_SHARE`` rounded down to a power
+    of two, at most :data:`REFRESH_EVENTS`, so the solution never lags by more
+    than about a sixteenth of the data.
+
+    >>> [refresh_step(c) for c in (1, 31, 32, 100, 1_000, 100_000)]
+    [1, 1, 2, 4, 32, 256]
     """
-    n = scores.shape[0]
-    if temperature == 0.0:
-        p = np.zeros(n)
-        p[int(scores.argmax())] = 1.0
-    else:
-        z = np.exp((scores - scores.max()) / temperature)
-        p = z / z.sum()
-    out: np.ndarray = (1.0 - epsilon) * p + epsilon / n
-    return out
+    return min(REFRESH_EVENTS, 1 << max(0, (count // REFRESH_SHARE).bit_length() - 1))
 
 
 def position_bias_from_bands(counts: np.ndarray, clicks: np.ndarray,
@@ -206,16 +216,18 @@ class RidgeRanker(Learner):
     Attributes
     ----------
     precision_:
-        ``sum phi phi^T`` over the shown rows learned (ridge not included).
-    inverse_:
-        ``(ridge I + precision_)^-1`` as the Woodbury updates left it (kept in the
-        state so that a restored model scores bit for bit as the original).
+        ``sum phi phi^T`` over the shown rows folded in (ridge not included).
     clicks_by_slot_, rows_by_slot_:
         Per slot ``k``: ``sum phi f`` and ``sum phi`` over the rows shown there.
     band_rows_, band_clicks_:
         Rows and observed clicks per slot and score band (position-bias estimate).
     count_:
-        Events learned.
+        Events learned (those still in the buffer included).
+
+    The sums above hold the rows folded in at the last refresh; the rows
+    learned since wait in a buffer (module docstring), and
+    :meth:`get_state`, :meth:`weights` and :meth:`position_bias_estimate`
+    fold them in first.
 
     Examples
     --------
@@ -276,8 +288,15 @@ class RidgeRanker(Learner):
         self.band_rows_ = np.zeros((self.slots, self.score_bands))
         self.band_clicks_ = np.zeros((self.slots, self.score_bands))
         self.count_ = 0
-        self.inverse_: np.ndarray = np.eye(dim) / self.ridge
-        self._weights: np.ndarray | None = None
+        self._slot_index = np.arange(self.slots)
+        # shown rows learned since the last fold: (contexts, actions, slots, clicks, scores)
+        self._pending: list[tuple[np.ndarray, ...]] = []
+        # the solution decisions score with: w, and its blocks w_0, w_a and W (d_x x d_a)
+        self._weights = np.zeros(dim)
+        self._blocks: tuple[float, np.ndarray, np.ndarray] = (
+            0.0, np.zeros(self.n_action_features),
+            np.zeros((self.n_features, self.n_action_features)))
+        self._stale = False  # whether events or rates came in since the last solve
 
     @property
     def dimension(self) -> int:
@@ -287,13 +306,12 @@ class RidgeRanker(Learner):
     @classmethod
     def state_bytes(cls, n_features: int, n_classes: int | None,
                     params: Mapping[str, Any]) -> int:
-        """``D^2`` precision and its inverse, ``2 m D`` per-slot sums, ``2 m B`` band sums
-        and the count."""
+        """``D^2`` precision, ``2 m D`` per-slot sums, ``2 m B`` band sums and the count."""
         da = params.get("n_action_features")
         d_a = n_features if da is None else size_param(params, "n_action_features")
         m, bands = size_param(params, "slots"), size_param(params, "score_bands")
         dim = 1 + d_a * (1 + n_features)
-        return ITEM_BYTES * (2 * dim * dim + 2 * m * dim + 2 * m * bands + 1)
+        return ITEM_BYTES * (dim * dim + 2 * m * dim + 2 * m * bands + 1)
 
     @classmethod
     def no_click_feedback(cls, params: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
@@ -301,9 +319,11 @@ class RidgeRanker(Learner):
         return {"clicks": np.zeros(size_param(params, "slots"))}
 
     def set_noise_rates(self, rho0: float, rho1: float) -> None:
-        """Use new click-noise rates; they apply to every event learned so far."""
+        """Use new click-noise rates; they apply to every event learned so far (the
+        solution is refreshed at once)."""
         self.rho0, self.rho1 = check_noise_rates(rho0, rho1)
-        self._weights = None
+        self._stale = True
+        self._refresh()
 
     # -- position bias and scores -------------------------------------------------------
 
@@ -316,29 +336,42 @@ class RidgeRanker(Learner):
         """
         if self.position_bias is not None:
             return np.array(self.position_bias), "configured"
+        self._fold()
         theta, estimated = position_bias_from_bands(self.band_rows_, self.band_clicks_,
                                                      self.rho0)
         return theta, "estimated" if bool(estimated[1:].all()) else "insufficient_data"
 
     def weights(self) -> np.ndarray:
-        """Ridge weights for the current noise rates and position bias (cached)."""
-        if self._weights is None:
-            theta, _ = self.position_bias_estimate()
-            scale = 1.0 / ((1.0 - self.rho0 - self.rho1) * np.maximum(theta, self.theta_floor))
-            target = scale @ (self.clicks_by_slot_ - self.rho0 * self.rows_by_slot_)
-            self._weights = self.inverse_ @ target
-        return self._weights
+        """The ridge solution for every event learned, the current noise rates and
+        position bias (refreshed first if anything changed; decisions use it from now on)."""
+        self._refresh()
+        return self._weights.copy()
+
+    def _refresh(self) -> None:
+        """Fold the buffered rows into the sums and solve for ``w`` (module docstring)."""
+        if not self._stale:
+            return
+        self._fold()
+        theta, _ = self.position_bias_estimate()
+        scale = 1.0 / ((1.0 - self.rho0 - self.rho1) * np.maximum(theta, self.theta_floor))
+        target = scale @ (self.clicks_by_slot_ - self.rho0 * self.rows_by_slot_)
+        system = self.precision_.copy()
+        system.flat[::self.dimension + 1] += self.ridge
+        w = np.linalg.solve(system, target)
+        da = self.n_action_features
+        self._weights = w
+        self._blocks = (float(w[0]), w[1:1 + da], w[1 + da:].reshape(self.n_features, da))
+        self._stale = False
 
     def scores(self, x: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """Predicted relevance ``w . phi(x, a)`` of each candidate row (not clipped).
+        """Predicted relevance ``w . phi(x, a)`` of each candidate row (not clipped), with
+        the solution of the last refresh.
 
         Computed as ``w_0 + A (w_a + W^T x)`` with ``W`` the ``d_x x d_a``
         block of ``w``, without building ``phi``: ``O(d_x d_a + n d_a)``.
         """
-        w = self.weights()
-        da = self.n_action_features
-        per_action = w[1:1 + da] + x @ w[1 + da:].reshape(self.n_features, da)
-        out: np.ndarray = w[0] + actions @ per_action
+        w0, wa, W = self._blocks
+        out: np.ndarray = actions @ (wa + x @ W) + w0
         return out
 
     # -- decisions -----------------------------------------------------------------------
@@ -353,7 +386,7 @@ class RidgeRanker(Learner):
         if not 1 <= arr.shape[0] <= MAX_CANDIDATES:
             raise ParamError("actions", f"must hold 1 to {MAX_CANDIDATES} candidates, "
                              f"got {arr.shape[0]}")
-        if not np.isfinite(arr.sum()):
+        if not np.isfinite(arr).all():
             raise ParamError("actions", "contains non-finite values")
         return arr
 
@@ -372,21 +405,21 @@ class RidgeRanker(Learner):
         m = self.slots if slots is None else check_int("slots", slots, 1, self.slots)
         shown = min(m, A.shape[0])
         s = self.scores(x, A)
-        greedy = np.argsort(-s, kind="stable")[:shown]
+        greedy = np.argsort(-s, kind="stable")[:shown].tolist()
         if explore:
             chosen, probs = self._draw(s, shown)
         else:
-            chosen, probs = greedy, np.ones(shown)
+            chosen, probs = greedy, [1.0] * shown
         logged = np.zeros((self.slots, self.n_action_features))
         logged[:shown] = A[chosen]
         logged_scores = np.zeros(self.slots)
         logged_scores[:shown] = s[chosen]
         logged_probs = np.zeros(self.slots)
         logged_probs[:shown] = probs
-        ranking = [{"index": int(i), "slot": k, "probability": float(p),
-                    "expected_reward": clip_probability(float(s[i]))}
-                   for k, (i, p) in enumerate(zip(chosen, probs, strict=True))]
-        output = {"ranking": ranking, "greedy": [int(i) for i in greedy],
+        ranking = [{"index": i, "slot": k, "probability": p, "expected_reward": clip_probability(v)}
+                   for k, (i, p, v) in enumerate(zip(chosen, probs, logged_scores[:shown].tolist(),
+                                                     strict=True))]
+        output = {"ranking": ranking, "greedy": greedy,
                   "calibration_unreliable": calibration_unreliable(self.rho0, self.rho1)}
         context: dict[str, Any] = {"x": x.copy(), "actions": logged,
                                    "shown": np.int64(shown), "scores": logged_scores,
@@ -400,52 +433,81 @@ class RidgeRanker(Learner):
             raise ParamError("actions", "one candidate matrix per context row is needed")
         return [self.decide(x, explore, actions=a) for x, a in zip(X, actions, strict=True)]
 
-    def _draw(self, scores: np.ndarray, shown: int) -> tuple[np.ndarray, np.ndarray]:
-        """Fill ``shown`` slots by sequential draws without replacement (module docstring)."""
-        remaining = np.arange(scores.shape[0])
-        chosen = np.empty(shown, dtype=np.intp)
-        probs = np.empty(shown)
-        for k in range(shown):
-            p = slot_probabilities(scores[remaining], self.temperature, self.epsilon)
-            pick = min(int(np.searchsorted(np.cumsum(p), self._rng.random(), side="right")),
-                       remaining.shape[0] - 1)
-            chosen[k], probs[k] = remaining[pick], p[pick]
-            remaining = np.delete(remaining, pick)
+    def _draw(self, scores: np.ndarray, shown: int) -> tuple[list[int], list[float]]:
+        """Fill ``shown`` slots by sequential draws without replacement (module docstring).
+
+        One uniform ``u`` per slot: below ``epsilon`` it picks uniformly
+        (``u / epsilon`` scaled to the candidates left), else by the softmax
+        (or the best score at temperature 0), so each placement has exactly
+        the logged mixture probability.
+        """
+        eps, temperature = self.epsilon, self.temperature
+        uniforms = self._rng.random(shown).tolist()
+        left = np.arange(scores.shape[0])
+        values = scores
+        chosen: list[int] = []
+        probs: list[float] = []
+        for k, u in enumerate(uniforms):
+            n = left.shape[0]
+            if temperature == 0.0:
+                best = int(values.argmax())
+                pick = min(int(u / eps * n), n - 1) if u < eps else best
+                p = eps / n + (1.0 - eps) * (pick == best)
+            else:
+                z = np.exp((values - values.max()) / temperature)
+                cdf = z.cumsum()
+                total = float(cdf[-1])
+                if u < eps:
+                    pick = min(int(u / eps * n), n - 1)
+                else:
+                    pick = min(int(cdf.searchsorted((u - eps) / (1.0 - eps) * total, "right")),
+                               n - 1)
+                p = eps / n + (1.0 - eps) * float(z[pick]) / total
+            chosen.append(int(left[pick]))
+            probs.append(p)
+            if k + 1 < shown:
+                left = np.concatenate((left[:pick], left[pick + 1:]))
+                values = np.concatenate((values[:pick], values[pick + 1:]))
         return chosen, probs
 
     # -- learning ------------------------------------------------------------------------
 
     def learn_one(self, event: Event) -> None:
-        self.learn_many({k: np.asarray(v)[None] for k, v in event.items()})
+        """Buffer the event's shown rows; refresh when the count is a multiple of
+        :func:`refresh_step`."""
+        self._add(self._check_batch({k: np.asarray(v)[None] for k, v in event.items()}), 1)
+        if self.count_ % refresh_step(self.count_) == 0:
+            self._refresh()
 
     def learn_many(self, batch: Batch) -> None:
-        """Add a batch's shown rows to the sums; the inverse follows by Woodbury."""
-        if batch_size(batch) == 0:
-            return
+        """Buffer the batch's shown rows and refresh (the solution is exact afterwards)."""
         n = batch_size(batch)
-        contexts, A, slot, clicks, scores = self._check_batch(batch)
+        if n == 0:
+            return
+        self._add(self._check_batch(batch), n)
+        self._refresh()
+
+    def _add(self, rows: tuple[np.ndarray, ...], events: int) -> None:
+        self._pending.append(rows)
+        self.count_ += events
+        self._stale = True
+
+    def _fold(self) -> None:
+        """Add the buffered rows to the sums (module docstring)."""
+        if not self._pending:
+            return
+        contexts, A, slot, clicks, scores = (np.concatenate(part)
+                                             for part in zip(*self._pending, strict=True))
+        self._pending = []
         phi = joint_features(contexts, A)
         self.precision_ += phi.T @ phi
-        np.add.at(self.clicks_by_slot_, slot, phi * clicks[:, None])
-        np.add.at(self.rows_by_slot_, slot, phi)
+        in_slot = (slot == self._slot_index[:, None]).astype(np.float64)
+        self.clicks_by_slot_ += (in_slot * clicks) @ phi
+        self.rows_by_slot_ += in_slot @ phi
         band = np.clip((np.clip(scores, 0.0, 1.0) * self.score_bands).astype(np.intp),
                        0, self.score_bands - 1)
         np.add.at(self.band_rows_, (slot, band), 1.0)
         np.add.at(self.band_clicks_, (slot, band), clicks)
-        before = self.count_
-        self.count_ += n
-        if (self.count_ // REFRESH_EVENTS != before // REFRESH_EVENTS
-                or phi.shape[0] >= self.dimension):
-            self._refresh_inverse()
-        elif phi.shape[0]:
-            # Woodbury: (P + U^T U)^-1 = P^-1 - P^-1 U^T (I + U P^-1 U^T)^-1 U P^-1
-            left = self.inverse_ @ phi.T
-            middle = np.eye(phi.shape[0]) + phi @ left
-            self.inverse_ -= left @ np.linalg.solve(middle, left.T)
-        self._weights = None
-
-    def _refresh_inverse(self) -> None:
-        self.inverse_ = np.linalg.inv(self.precision_ + self.ridge * np.eye(self.dimension))
 
     def _check_batch(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                    np.ndarray, np.ndarray]:
@@ -453,46 +515,52 @@ class RidgeRanker(Learner):
         logged score of each."""
         X = np.asarray(batch["x"], dtype=np.float64)
         n = X.shape[0]
-        if X.shape != (n, self.n_features) or not np.all(np.isfinite(X)):
+        if X.shape != (n, self.n_features) or not np.isfinite(X).all():
             raise ParamError("features", f"expected finite shape (n, {self.n_features}), "
                              f"got {X.shape}")
         shape = (n, self.slots)
         actions = np.asarray(batch["actions"], dtype=np.float64)
-        if actions.shape != (*shape, self.n_action_features) or not np.all(np.isfinite(actions)):
+        if actions.shape != (*shape, self.n_action_features) or not np.isfinite(actions).all():
             raise ParamError("actions", f"expected finite logged shape "
                              f"{(*shape, self.n_action_features)}, got {actions.shape}")
         shown = np.asarray(batch["shown"])
         if shown.shape != (n,) or shown.dtype.kind not in "iu" or (
                 n and (shown.min() < 0 or shown.max() > self.slots)):
             raise ParamError("shown", f"must be {n} counts in [0, {self.slots}]")
-        mask = np.arange(self.slots)[None, :] < shown[:, None]
+        mask = self._slot_index < shown[:, None]
         clicks = np.asarray(batch["clicks"], dtype=np.float64)
         if clicks.shape != shape:
             raise ParamError("clicks", f"expected shape {shape}, got {clicks.shape}")
         shown_clicks = clicks[mask]
-        if not np.all((shown_clicks >= 0.0) & (shown_clicks <= 1.0)):
+        if not ((shown_clicks >= 0.0) & (shown_clicks <= 1.0)).all():
             raise ParamError("clicks", "a shown slot's click must lie in [0, 1]")
         scores = np.asarray(batch["scores"], dtype=np.float64)
-        if scores.shape != shape or not np.all(np.isfinite(scores[mask])):
+        shown_scores = scores[mask] if scores.shape == shape else None
+        if shown_scores is None or not np.isfinite(shown_scores).all():
             raise ParamError("scores", f"expected finite shape {shape}, got {scores.shape}")
-        row, k = np.nonzero(mask)
-        return X[row], actions[mask], k, shown_clicks, scores[mask]
+        row, k = mask.nonzero()
+        return X[row], actions[mask], k, shown_clicks, shown_scores
 
     # -- state ---------------------------------------------------------------------------
 
     def get_state(self) -> State:
+        """The sums and the count, after a refresh (so that a model restored from them
+        scores as this one does from now on)."""
+        self._refresh()
+        return {name: value.copy() for name, value in self._statistics().items()}
+
+    def _statistics(self) -> State:
         return {
-            "precision_": self.precision_.copy(),
-            "inverse_": self.inverse_.copy(),
-            "clicks_by_slot_": self.clicks_by_slot_.copy(),
-            "rows_by_slot_": self.rows_by_slot_.copy(),
-            "band_rows_": self.band_rows_.copy(),
-            "band_clicks_": self.band_clicks_.copy(),
+            "precision_": self.precision_,
+            "clicks_by_slot_": self.clicks_by_slot_,
+            "rows_by_slot_": self.rows_by_slot_,
+            "band_rows_": self.band_rows_,
+            "band_clicks_": self.band_clicks_,
             "count_": np.array(self.count_, dtype=np.int64),
         }
 
     def set_state(self, state: Mapping[str, np.ndarray]) -> None:
-        checked = check_state(self.get_state(), state)
+        checked = check_state(self._statistics(), state)
         if (checked["count_"] < 0 or np.any(checked["band_rows_"] < 0.0)
                 or np.any(checked["band_clicks_"] < 0.0)):
             raise ParamError("state", "counts and click sums must be non-negative")
@@ -501,9 +569,10 @@ class RidgeRanker(Learner):
         self.rows_by_slot_ = checked["rows_by_slot_"]
         self.band_rows_ = checked["band_rows_"]
         self.band_clicks_ = checked["band_clicks_"]
-        self.inverse_ = checked["inverse_"]
         self.count_ = int(checked["count_"])
-        self._weights = None
+        self._pending = []
+        self._stale = True
+        self._refresh()
 
 
 def _check_position_bias(value: Sequence[float] | None, slots: int) -> tuple[float, ...] | None:

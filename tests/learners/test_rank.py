@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from app.learners.base import ParamError, stack_events
-from app.learners.rank import RidgeRanker, joint_features, position_bias_from_bands
+from app.learners.rank import (
+    RidgeRanker,
+    joint_features,
+    position_bias_from_bands,
+    refresh_step,
+)
 from app.sim.rank import RankSimulator
 
 DX, DA, SLOTS = 3, 2, 3
@@ -78,11 +83,39 @@ def test_learn_many_equals_learn_one_with_short_rankings() -> None:
     np.testing.assert_allclose(batched.weights(), sequential.weights(), rtol=1e-8, atol=1e-10)
 
 
-def test_woodbury_inverse_equals_the_direct_solution() -> None:
-    model = _model(ridge=0.7)
-    _play(model, 80)
-    direct = np.linalg.inv(model.precision_ + 0.7 * np.eye(model.dimension))
-    np.testing.assert_allclose(model.inverse_, direct, rtol=1e-8, atol=1e-10)
+def _exact_ridge(events: list[dict[str, Any]], ridge: float, theta: tuple[float, ...],
+                 rho0: float, rho1: float) -> np.ndarray:
+    """The ridge solution of the module docstring, row by row from the events."""
+    rows, targets = [], []
+    for event in events:
+        for k in range(int(event["shown"])):
+            rows.append(joint_features(event["x"], event["actions"][k:k + 1])[0])
+            targets.append((event["clicks"][k] - rho0) / ((1.0 - rho0 - rho1) * theta[k]))
+    phi = np.array(rows)
+    return np.linalg.solve(phi.T @ phi + ridge * np.eye(phi.shape[1]), phi.T @ targets)
+
+
+def test_lazy_solution_is_the_exact_ridge_solution_right_after_a_refresh() -> None:
+    theta, rho0, rho1 = (1.0, 0.5, 0.25), 0.05, 0.1
+    params = {"ridge": 0.7, "position_bias": theta, "rho0": rho0, "rho1": rho1}
+    model = _model(**params)
+    rng = np.random.default_rng(2)
+    x, actions = rng.standard_normal(DX), rng.standard_normal((6, DA))
+    events: list[dict[str, Any]] = []
+    refreshed, stale = 0, 0
+    for count in range(1, 121):
+        events += _play(model, 1, seed=count)
+        exact = joint_features(x, actions) @ _exact_ridge(events, 0.7, theta, rho0, rho1)
+        if count % refresh_step(count) == 0:
+            np.testing.assert_allclose(model.scores(x, actions), exact, rtol=1e-9, atol=1e-12)
+            refreshed += 1
+        else:  # between refreshes the decisions score with the last solution
+            stale += not np.allclose(model.scores(x, actions), exact, rtol=1e-9, atol=1e-12)
+    assert refreshed > 40 and stale > 20
+    batched = _model(**params)
+    batched.learn_many(stack_events(events[:77]))  # a batch ends with a refresh
+    np.testing.assert_allclose(batched.scores(x, actions), joint_features(x, actions)
+                               @ _exact_ridge(events[:77], 0.7, theta, rho0, rho1), rtol=1e-9)
 
 
 def test_state_round_trips_into_the_same_rankings() -> None:
@@ -203,4 +236,5 @@ def test_fewer_candidates_than_slots_fill_what_they_can() -> None:
     assert int(decision.context["shown"]) == 2
     # the unshown slot's click is ignored, whatever it is
     model.learn_one({**decision.context, "clicks": np.array([1.0, 0.0, 7.0])})
-    assert model.band_rows_[2].sum() == 0.0
+    assert model.get_state()["band_rows_"][:2].sum() == 2.0
+    assert model.get_state()["band_rows_"][2].sum() == 0.0
