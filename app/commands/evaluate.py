@@ -25,13 +25,18 @@ if TYPE_CHECKING:
 EPILOG = """\
 policies: uniform (each action, or each item at each position, with probability 1/K),
 logging (the policy that wrote the log), fixed:ID (always action ID: the 0-based line of
-the action in a VW example, or the OBD item_id).  Not yet available: --format noisyloop and
+the action in a VW example, or the OBD item_id), empirical:FILE (obd only: each item at
+each position as often as in the OBD log FILE, the policy that wrote FILE when it ignores
+the context).  Not yet available: --format noisyloop and
 --policy model:SNAPSHOT_FILE (they need the service's decision log).
 
 vw: one example per blank-line-separated block; the reward is -cost of the labelled
 action (VW minimises cost: log a click as cost -1); every example must have the same number
 of actions.  obd: positions are evaluated independently (Open Bandit Pipeline's IPW with
-positions); the value is the expected click per impression, with one entry per position."""
+positions); the value is the expected click per impression, with one entry per position.
+An obd log with slate_id and pscore_cascade columns also gets "slates": reward-interaction
+IPS (rips, snrips; Open Bandit Pipeline's slate estimators) of the uniform or logging
+policy, the expected clicks per slate."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,6 +56,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "estimator uses h(f) = (f - rho0) / (1 - rho0 - rho1)")
     parser.add_argument("--rho1", type=float, default=None,
                         help="click-noise rate P(no click | true click)")
+    parser.add_argument("--rho0-se", type=float, default=0.0, metavar="SE",
+                        help="standard error of --rho0 when it is an estimate (a 95%% interval "
+                             "[lo, hi] gives (hi - lo) / 3.92): every bootstrap resample "
+                             "draws its own rates, so the intervals carry the rates' error")
+    parser.add_argument("--rho1-se", type=float, default=0.0, metavar="SE",
+                        help="standard error of --rho1")
     parser.add_argument("--bootstrap", type=int, default=200, metavar="N",
                         help="bootstrap resamples per interval (default 200)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
@@ -71,7 +82,9 @@ def parse_policy(text: str) -> str | int:
             return int(ident)
         except ValueError:
             pass
-    raise ValueError(f"--policy: {text!r} is not uniform, logging or fixed:ID "
+    if kind == "empirical" and ident:
+        return text
+    raise ValueError(f"--policy: {text!r} is not uniform, logging, fixed:ID or empirical:FILE "
                      "(model:SNAPSHOT_FILE needs the decision log, not available yet)")
 
 
@@ -123,6 +136,54 @@ def obd_log(path: str) -> tuple[LabelLog, list[int], np.ndarray]:
     return log, items, positions
 
 
+def empirical_target(path: str, items: list[int], positions: np.ndarray) -> np.ndarray:
+    """``pi(item | position)`` of each row as in the OBD log at ``path`` (``n x K``)."""
+    import numpy as np
+
+    from app.evaluation.policies import position_frequencies
+    from app.sim.logs import read_obd
+
+    column = {item: k for k, item in enumerate(items)}
+    records = list(read_obd(path))
+    if not records:
+        raise ValueError(f"--policy: {path} has no rows")
+    unknown = sorted({r.item_id for r in records} - set(column))
+    if unknown:
+        raise ValueError(f"--policy: item ids {unknown[:5]} of {path} are not in this log's "
+                         "item_context.csv")
+    frequencies = position_frequencies(np.array([column[r.item_id] for r in records]),
+                                       np.array([r.position for r in records]), len(items))
+    if positions.max() >= len(frequencies):
+        raise ValueError(f"--policy: {path} has no events at position {positions.max()}")
+    return np.asarray(frequencies[positions])
+
+
+def obd_slates(path: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Clicks and logging cascade propensities, ``slates x slots``, of an OBD slate log
+    (``None`` without ``slate_id``); every slate must fill every position once."""
+    import csv
+
+    import numpy as np
+
+    from app.sim.logs import read_obd
+
+    with open(path, newline="", encoding="utf-8") as f:
+        if "slate_id" not in next(csv.reader(f), []):
+            return None
+    records = list(read_obd(path))
+    slots = max(r.position for r in records) + 1
+    by_slate: dict[str, dict[int, tuple[float, float]]] = {}
+    for r in records:
+        assert r.pscore_cascade is not None
+        by_slate.setdefault(str(r.slate), {})[r.position] = (r.click, r.pscore_cascade)
+    incomplete = [s for s, rows in by_slate.items() if len(rows) != slots]
+    if incomplete or len(records) != slots * len(by_slate):
+        raise ValueError(f"{path}: every slate needs one row per position (slates "
+                         f"{incomplete[:5] or 'with repeated positions'})")
+    cells = np.array([[rows[k] for k in range(slots)] for rows in by_slate.values()])
+    return cells[:, :, 0], cells[:, :, 1]
+
+
 def target(log: LabelLog, policy: str | int) -> np.ndarray | None:
     """The ``n x K`` matrix of ``policy`` (``None`` for the logging policy)."""
     from app.evaluation.policies import fixed_policy, logging_policy, uniform_policy
@@ -154,7 +215,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.bootstrap < 1:
         raise ValueError("--bootstrap must be at least 1")
     positions = None
+    empirical = isinstance(policy, str) and policy.startswith("empirical:")
     if args.format == "vw":
+        if empirical:
+            raise ValueError("--policy: empirical:FILE needs --format obd")
         log = vw_log(args.log)
     else:
         log, items, positions = obd_log(args.log)
@@ -163,12 +227,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 raise ValueError(f"--policy: item {policy} not in item_context.csv")
             policy = items.index(policy)
     slots = [] if positions is None else sorted(set(positions.tolist()))
-    pi = target(log, policy)
+    pi: np.ndarray | None
+    if empirical:
+        assert isinstance(policy, str) and positions is not None
+        pi = empirical_target(policy.partition(":")[2], items, positions)
+    else:
+        pi = target(log, policy)
+    slates = obd_slates(args.log) if args.format == "obd" else None
     total = args.bootstrap * (1 + len(slots))
     with progress_bar(total, "bootstrap", enabled=False if args.no_progress else None) as step:
 
         def estimate(part: LabelLog, pi_part: np.ndarray | None) -> dict[str, Any]:
             return evaluate(part, pi_part, rho0=args.rho0, rho1=args.rho1,
+                            rho0_se=args.rho0_se, rho1_se=args.rho1_se,
                             n_boot=args.bootstrap, seed=args.seed, progress=step).to_dict()
 
         result = estimate(log, pi)
@@ -177,9 +248,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 {"position": slot, **estimate(subset(log, positions == slot),
                                               None if pi is None else pi[positions == slot])}
                 for slot in slots]
+        if slates is not None and policy in ("uniform", "logging"):
+            result["slates"] = slate_result(slates, log.n_actions, policy == "uniform", args)
     result.update(log=str(args.log), format=args.format, policy=args.policy,
                   bootstrap=args.bootstrap)
     return result
+
+
+def slate_result(slates: tuple[np.ndarray, np.ndarray], n_items: int, uniform: bool,
+                 args: argparse.Namespace) -> dict[str, Any]:
+    """The ``slates`` field: RIPS and SNRIPS of the uniform (or logging) policy."""
+    from app.evaluation.slates import evaluate_slates, uniform_cascade
+
+    clicks, cascade = slates
+    pi = uniform_cascade(clicks.shape[0], clicks.shape[1], n_items) if uniform else None
+    out = evaluate_slates(clicks, cascade, pi, args.rho0, args.rho1, args.rho0_se,
+                          args.rho1_se, n_boot=args.bootstrap, seed=args.seed).to_dict()
+    del out["correction"]  # the same as the result's
+    return out
 
 
 def plot(result: dict[str, Any], path: str) -> None:

@@ -32,3 +32,18 @@ def logging_policy(log: LabelLog) -> np.ndarray | None:
     """The logging policy's ``n x K`` matrix when the log has it, else ``None`` (its
     probabilities of the actions not taken are unknown; the estimators then use weight 1)."""
     return log.logging
+
+
+def position_frequencies(actions: np.ndarray, positions: np.ndarray, n_actions: int
+                         ) -> np.ndarray:
+    """``L x K`` share of each action at each position among the events of another log: a
+    context-free policy's item-at-position probabilities estimated from its own log
+    (ValueError when a position has no events)."""
+    n_positions = int(positions.max()) + 1
+    counts = np.zeros((n_positions, n_actions))
+    np.add.at(counts, (positions, actions), 1.0)
+    totals = counts.sum(axis=1, keepdims=True)
+    if np.any(totals == 0):
+        raise ValueError(f"positions {np.flatnonzero(totals[:, 0] == 0).tolist()} have no events")
+    frequencies: np.ndarray = counts / totals
+    return frequencies

@@ -20,7 +20,10 @@ matrices for the learners in process.
   One :class:`ObdRecord` per log row; positions are renumbered 0, 1, ...
   in the order of their values (the files count from 1); a numeric cell is
   a feature with that value, any other cell (the dataset's hashed
-  categories) the named feature ``column=cell`` with value 1.
+  categories) the named feature ``column=cell`` with value 1.  Slate logs
+  (Open Bandit Pipeline's slate layout) add ``slate_id``, the slate a row's
+  impression belongs to, and ``pscore_cascade``, the logging policy's
+  probability of the slate's items down to that row's position.
 """
 
 from __future__ import annotations
@@ -58,6 +61,10 @@ class ObdRecord:
     """0-based slot."""
     click: float
     propensity: float
+    slate: str | None = None
+    """``slate_id`` in slate logs."""
+    pscore_cascade: float | None = None
+    """``pscore_cascade`` in slate logs: ``P(items at positions 0 .. position)``."""
 
 
 def _features(text: str, where: str) -> Named:
@@ -161,6 +168,9 @@ def read_obd(path: str | Path) -> Iterator[ObdRecord]:
         missing = [c for c in required if c not in names]
         if missing:
             raise ValueError(f"{path}: missing columns {missing}")
+        if ("slate_id" in names) != ("pscore_cascade" in names):
+            raise ValueError(f"{path}: slate_id and pscore_cascade go together")
+        slates = "slate_id" in names
         columns = [c for c in names
                    if c.startswith("user_feature_") or c.startswith("user-item_affinity_")]
         rows = list(reader)
@@ -168,7 +178,9 @@ def read_obd(path: str | Path) -> Iterator[ObdRecord]:
     for row in rows:
         yield ObdRecord(context=dict(_cell(c, row[c]) for c in columns),
                         item_id=int(row["item_id"]), position=slots[int(row["position"])],
-                        click=float(row["click"]), propensity=float(row["propensity_score"]))
+                        click=float(row["click"]), propensity=float(row["propensity_score"]),
+                        slate=row["slate_id"] if slates else None,
+                        pscore_cascade=float(row["pscore_cascade"]) if slates else None)
 
 
 class FeatureIndex:
