@@ -15,6 +15,7 @@ and joined into a key), four times what counting on the kept series costs.
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -22,6 +23,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 NAMESPACE = "noisyloop"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _MODEL = ("tenant", "model")
+#: The ``stat`` label of the interval gauges.
+INTERVAL_STATS = ("estimate", "ci_low", "ci_high")
 
 
 class Metrics:
@@ -84,6 +87,17 @@ class Metrics:
                                   namespace=ns, registry=r)
         self.nrest_duration = Histogram("nrest_duration_seconds", "NREst fit time",
                                         namespace=ns, registry=r)
+        self.champion_value = Gauge(
+            "champion_value", "Champion's mean reward (noise-corrected) over the events its "
+            "challengers followed: estimate, ci_low, ci_high", (*_MODEL, "stat"),
+            namespace=ns, registry=r)
+        self.challenger_value = Gauge(
+            "challenger_value", "A challenger's estimated value (SNIPS): estimate, ci_low, "
+            "ci_high", (*_MODEL, "challenger", "stat"), namespace=ns, registry=r)
+        self.challenger_vs_champion = Gauge(
+            "challenger_vs_champion", "A challenger's estimated value minus the champion's "
+            "on the same events: estimate, ci_low, ci_high", (*_MODEL, "challenger", "stat"),
+            namespace=ns, registry=r)
         self._request_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._decision_series: dict[tuple[str, str], tuple[Counter, Gauge]] = {}
 
@@ -120,10 +134,28 @@ class Metrics:
         for outcome in ("accepted", "unknown_event", "duplicate_feedback", "invalid"):
             with contextlib.suppress(KeyError):
                 self.feedback.remove(tenant, model, outcome)
+        for stat in INTERVAL_STATS:
+            with contextlib.suppress(KeyError):
+                self.champion_value.remove(tenant, model, stat)
         for kind in ("rho0", "rho1"):
             for gauge in (self.noise_rate, self.noise_interval_width):
                 with contextlib.suppress(KeyError):
                     gauge.remove(tenant, model, kind)
+
+    def set_interval(self, gauge: Gauge, labels: tuple[str, ...], interval: Any) -> None:
+        """Set the ``estimate``, ``ci_low`` and ``ci_high`` series of ``gauge`` from an
+        interval (an object with those attributes; None values are not set)."""
+        for stat in INTERVAL_STATS:
+            value = getattr(interval, stat)
+            if value is not None:
+                gauge.labels(*labels, stat).set(value)
+
+    def forget_challenger(self, tenant: str, model: str, challenger: str) -> None:
+        """Drop the series of a removed or promoted challenger."""
+        for gauge in (self.challenger_value, self.challenger_vs_champion):
+            for stat in INTERVAL_STATS:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(tenant, model, challenger, stat)
 
     def render(self) -> bytes:
         """The registry in Prometheus text format."""

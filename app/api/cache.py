@@ -16,9 +16,12 @@ to the regular path, which refreshes it.
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
+
+import orjson
 
 from app.learners.base import Learner
 from app.learners.build import apply_noise_rates, build_learner
@@ -63,13 +66,18 @@ class LearnerCache:
         entry = self._entries.get(key)
         if (entry is None or entry.stamp.config_sha1 != view.stamp.config_sha1
                 or entry.version < view.version):
-            snap = await self.store.snapshots.load(view.keys)
-            if snap is None:
+            found = await self.store.models.snapshot_with_config(view.keys)
+            if found is None:
                 return None
-            entry = CachedModel(view.config, noise,
-                                build_learner(view.config, snap.state, noise[:2],
+            snap, config_raw = found
+            config, stamp = view.config, replace(view.stamp, version=snap.version)
+            sha1 = hashlib.sha1(config_raw).hexdigest()
+            if sha1 != stamp.config_sha1:  # changed since the view was read (a promotion)
+                config, stamp = orjson.loads(config_raw), replace(stamp, config_sha1=sha1)
+            entry = CachedModel(config, noise,
+                                build_learner(config, snap.state, noise[:2],
                                               version=snap.version, noise_reliable=noise[2]),
-                                replace(view.stamp, version=snap.version))
+                                stamp)
             self._entries[key] = entry
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)

@@ -22,7 +22,7 @@ from app.store.client import Scripts, lua_source
 from app.store.deadletters import DROPPED_FIELD, HELD_FIELD
 from app.store.keys import TRAINER_GROUP, ModelKeys
 from app.store.noise import NOISE_FIELDS, NoiseRecord, parse_noise
-from app.store.snapshots import COUNTER_FIELDS, SnapshotInfo, parse_info
+from app.store.snapshots import COUNTER_FIELDS, Snapshot, SnapshotInfo, parse_info
 from app.store.tenants import KEY_RECORD_FIELDS, KeyRecord, parse_api_key, verify_key_record
 from app.store.util import text, utc_now
 
@@ -111,6 +111,18 @@ class ModelStore:
         """The stored config, or None."""
         raw = await self.redis.hget(ModelKeys(tenant, model_id).meta, "config")
         return orjson.loads(raw) if raw else None
+
+    async def snapshot_with_config(self, mk: ModelKeys) -> tuple[Snapshot, bytes] | None:
+        """The full snapshot and the config JSON read with it in one round trip (a learner
+        built from both matches even across a promotion, which changes both at once)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hmget(mk.snapshot, ["state", *COUNTER_FIELDS])
+            pipe.hget(mk.meta, "config")
+            values, config_raw = await pipe.execute()
+        info = parse_info(values[1:])
+        if info is None or values[0] is None or config_raw is None:
+            return None
+        return Snapshot(info, codec.decode(values[0])), bytes(config_raw)
 
     async def set_config(self, tenant: str, config: dict[str, Any]) -> bool:
         """Replace the stored config of an existing model (e.g. its params); False if gone."""

@@ -1,0 +1,184 @@
+"""Challengers of a model: add (validated like a new model), list with their estimated
+value against the champion, remove, promote.
+
+A challenger is another configuration (algorithm, params) of the model's
+task.  The trainer (:mod:`workers.challengers`) makes it follow the model's
+joined events without serving; this module validates, reads and promotes.
+Which models can have challengers is asked of the learner classes: their
+feedback must be a click and their decisions must not rank candidates given
+with the request (an estimate compares a challenger's draw for a logged
+input with the logged play).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import numpy as np
+import orjson
+from pydantic import ValidationError
+
+from app.api.context import ApiContext
+from app.api.errors import ApiError, unknown_model, validation_error
+from app.api.modelops import validated_config
+from app.api.schemas.challengers import (
+    ChallengerCreateRequest,
+    ChallengersResponse,
+    ChallengerView,
+    ChampionValue,
+    PromoteRequest,
+    PromoteResponse,
+    ValueInterval,
+)
+from app.api.schemas.models import ModelCreateRequest
+from app.evaluation.running import PLAY_FIELDS, Interval, RunningValue
+from app.learners.base import Learner
+from app.learners.build import build_learner, takes_clicks
+from app.learners.registry import learner_class
+from app.store.challengers import (
+    MAX_CHALLENGERS,
+    AddRefused,
+    PromoteRefused,
+    StoredChallenger,
+    challenger_config,
+)
+from app.store.keys import ModelKeys
+from app.store.util import utc_now
+
+#: Confidence level of the intervals shown.
+LEVEL = 0.95
+#: Fields of a model config a challenger's validation carries over from the model.
+_CARRIED = ("model_id", "task", "n_features", "n_classes", "feedback", "seed", "label_budget",
+            "max_feature_norm")
+
+
+def follows(cls: type[Learner]) -> bool:
+    """Whether a model or challenger of class ``cls`` can follow events as a challenger:
+    it learns from clicks and decides without candidates given with the request."""
+    return takes_clicks(cls) and not cls.ranks_candidates
+
+
+def _plays(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """The shapes of the play fields a learner of ``config`` logs (one greedy decision)."""
+    learner = build_learner(config)
+    context = learner.decide(np.zeros(config["n_features"]), explore=False).context
+    return {k: np.shape(context[k]) for k in PLAY_FIELDS if k in context}
+
+
+def validated_challenger(config: dict[str, Any], body: ChallengerCreateRequest
+                         ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The definition to store and the initial state of a challenger of the model ``config``
+    (422 naming the field, as when a model is created)."""
+    if not follows(learner_class(config["task"], config["algorithm"])):
+        raise ApiError(409, "challengers_unsupported", f"models of task {config['task']!r} "
+                       f"with {config['algorithm']!r} cannot have challengers (they need "
+                       "click feedback and decisions without candidates)")
+    fields = {k: config[k] for k in _CARRIED if config.get(k) is not None}
+    try:
+        request = ModelCreateRequest.model_validate(
+            {**fields, "algorithm": body.algorithm, "params": body.params})
+    except ValidationError as exc:
+        raise validation_error(exc.errors()) from None
+    candidate = validated_config(request)
+    if not follows(learner_class(config["task"], candidate["algorithm"])):
+        raise ApiError(422, "invalid_param", f"{body.algorithm!r} does not learn from clicks "
+                       "decided without candidates", "algorithm")
+    learner_config = challenger_config(config, candidate)
+    own, champion = _plays(learner_config), _plays(config)
+    for name, shape in own.items():
+        if champion.get(name) != shape:
+            raise ApiError(422, "invalid_param", f"{body.algorithm!r} with these params logs "
+                           f"{name!r} as {shape}, the model's plays log "
+                           f"{champion.get(name)!r}: it cannot learn from them", "params")
+    definition = {"name": body.name, "algorithm": candidate["algorithm"],
+                  "params": candidate["params"], "uid": secrets.token_hex(8),
+                  "created_at": utc_now()}
+    return definition, build_learner(learner_config).get_state()
+
+
+async def add_challenger(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any],
+                         body: ChallengerCreateRequest) -> ChallengersResponse:
+    definition, state = validated_challenger(config, body)
+    try:
+        await ctx.store.challengers.add(mk, definition, state, MAX_CHALLENGERS)
+    except AddRefused as exc:
+        if exc.reason == "exists":
+            raise ApiError(409, "challenger_exists", f"challenger {body.name!r} exists",
+                           "name") from None
+        if exc.reason == "full":
+            raise ApiError(409, "too_many_challengers", f"a model has at most "
+                           f"{MAX_CHALLENGERS} challengers; delete one first", "name") from None
+        raise unknown_model(mk.model) from None
+    return await list_challengers(ctx, mk, config)
+
+
+def _interval(value: Interval) -> ValueInterval:
+    return ValueInterval(**value.to_dict())
+
+
+def _view(stored: StoredChallenger) -> ChallengerView:
+    stats = stored.stats or {}
+    value = RunningValue(stats.get("sums"))
+    d = stored.definition
+    return ChallengerView(name=d["name"], algorithm=d["algorithm"], params=d["params"],
+                          created_at=d["created_at"], status=stats.get("status", "waiting"),
+                          error=stats.get("error"), events=value.n,
+                          value=_interval(value.snips(LEVEL)), ips=_interval(value.ips(LEVEL)),
+                          vs_champion=_interval(value.snips_minus_champion(LEVEL)))
+
+
+async def list_challengers(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any]
+                           ) -> ChallengersResponse:
+    stored, champion_stats = await ctx.store.challengers.read(mk)
+    champion = RunningValue((champion_stats or {}).get("sums"))
+    return ChallengersResponse(
+        champion=ChampionValue(algorithm=config["algorithm"], params=config["params"],
+                               events=champion.n, value=_interval(champion.champion(LEVEL))),
+        challengers=[_view(s) for s in stored], max_challengers=MAX_CHALLENGERS, level=LEVEL)
+
+
+def unknown_challenger(name: str, field: str | None = None) -> ApiError:
+    return ApiError(404, "unknown_challenger", f"no challenger {name!r}", field)
+
+
+async def remove_challenger(ctx: ApiContext, mk: ModelKeys, name: str) -> None:
+    if not await ctx.store.challengers.remove(mk, name):
+        raise unknown_challenger(name)
+    ctx.metrics.forget_challenger(mk.tenant, mk.model, name)
+
+
+async def promote(ctx: ApiContext, mk: ModelKeys, body: PromoteRequest) -> PromoteResponse:
+    """Make the challenger the champion in one Lua step, then mark it in the decision log."""
+    stored, _ = await ctx.store.challengers.read(mk)
+    target = next((s for s in stored if s.name == body.challenger), None)
+    if target is None:
+        raise unknown_challenger(body.challenger, "challenger")
+    raw_config = await ctx.store.challengers.raw_config(mk)
+    if raw_config is None:
+        raise unknown_model(mk.model)
+    config = orjson.loads(raw_config)
+    new_config = challenger_config(config, target.definition)
+    previous = None if body.previous_as is None else {
+        "name": body.previous_as, "algorithm": config["algorithm"], "params": config["params"],
+        "uid": secrets.token_hex(8), "created_at": utc_now()}
+    try:
+        version = await ctx.store.challengers.promote(mk, target, raw_config, new_config,
+                                                      previous)
+    except PromoteRefused as exc:
+        if exc.reason == "name_taken":
+            raise ApiError(409, "challenger_exists", f"challenger {body.previous_as!r} exists: "
+                           "choose another previous_as (or null)", "previous_as") from None
+        if exc.reason == "gone":
+            raise unknown_model(mk.model) from None
+        raise ApiError(409, "promote_conflict", "the model or the challenger changed while "
+                       "promoting; try again") from None
+    ctx.cache.forget(mk.tenant, mk.model)
+    ctx.metrics.forget_challenger(mk.tenant, mk.model, body.challenger)
+    await ctx.store.log.append_marker(mk, "promote", {
+        "challenger": body.challenger, "version": version,
+        "algorithm": new_config["algorithm"], "params": new_config["params"],
+        "previous": {"algorithm": config["algorithm"], "params": config["params"]},
+        "previous_as": body.previous_as})
+    return PromoteResponse(version=version, algorithm=new_config["algorithm"],
+                           params=new_config["params"], previous_as=body.previous_as)

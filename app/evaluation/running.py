@@ -1,0 +1,151 @@
+"""Running sums of a challenger policy's value against the logging policy, with intervals.
+
+A *challenger* follows a model's event stream without serving.  For each
+logged event ``i`` (action ``a_i`` taken by the serving policy, the
+champion, with logged propensity ``p_i``, reward ``r_i``: the click, or
+``h(f_i)`` under click noise, :func:`app.learners.proxy.unbiased_click`)
+the challenger contributes an importance weight ``w_i = pi(a_i | x_i) /
+p_i``; where the challenger only draws its action (its decision, not its
+distribution), ``pi(a_i | x_i)`` is estimated without bias by the
+indicator that its draw is ``a_i``.
+
+:class:`RunningValue` keeps nine sums, so that batches add up and the
+estimates never need the events again:
+
+* the champion's on-policy value, the mean of ``r_i``;
+* IPS ``(1/n) sum w_i r_i`` and SNIPS ``sum w_i r_i / sum w_i``
+  (:mod:`app.evaluation.estimators`);
+* SNIPS minus the champion's value on the same events (paired).
+
+Intervals are normal approximations from the sample variance of each
+estimator's influence terms (SNIPS and the difference by the delta method):
+``estimate +- z * sqrt(sum psi_i^2 / (n (n - 1)))``.  Pure numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+#: What each of the :class:`RunningValue` sums adds up, per event.
+SUM_NAMES = ("n", "w", "w2", "wr", "w2r", "w2r2", "wr2", "r", "r2")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An estimate and its two-sided interval (bounds None with fewer than two events)."""
+
+    estimate: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {"estimate": self.estimate, "ci_low": self.ci_low, "ci_high": self.ci_high}
+
+
+def _interval(estimate: float | None, square_sum: float, n: float, level: float) -> Interval:
+    """``estimate +- z sqrt(square_sum / (n (n - 1)))`` (influence terms of mean zero)."""
+    if estimate is None or n < 2:
+        return Interval(estimate, None, None)
+    half = NormalDist().inv_cdf((1 + level) / 2) * float(np.sqrt(max(square_sum, 0.0)
+                                                                   / (n * (n - 1))))
+    return Interval(estimate, estimate - half, estimate + half)
+
+
+class RunningValue:
+    """The sums of :data:`SUM_NAMES` over the events seen so far (see the module docstring)."""
+
+    def __init__(self, sums: list[float] | None = None) -> None:
+        self.sums = np.zeros(len(SUM_NAMES)) if sums is None else np.asarray(sums, dtype=float)
+        if self.sums.shape != (len(SUM_NAMES),):
+            raise ValueError(f"expected {len(SUM_NAMES)} sums, got {self.sums.shape}")
+
+    @property
+    def n(self) -> int:
+        """Events added."""
+        return int(self.sums[0])
+
+    def add(self, w: np.ndarray, r: np.ndarray) -> None:
+        """Add events with importance weights ``w`` and rewards ``r``."""
+        w = np.asarray(w, dtype=float)
+        r = np.asarray(r, dtype=float)
+        wr = w * r
+        self.sums += [len(w), w.sum(), w @ w, wr.sum(), w @ wr, wr @ wr, wr @ r, r.sum(),
+                      r @ r]
+
+    def to_list(self) -> list[float]:
+        return [float(s) for s in self.sums]
+
+    def champion(self, level: float = 0.95) -> Interval:
+        """The logging policy's mean reward ``(1/n) sum r_i``."""
+        n, r, r2 = self.sums[0], self.sums[7], self.sums[8]
+        if n == 0:
+            return Interval(None, None, None)
+        mean = r / n
+        return _interval(float(mean), r2 - n * mean * mean, n, level)
+
+    def ips(self, level: float = 0.95) -> Interval:
+        """IPS ``(1/n) sum w_i r_i``."""
+        n, wr, w2r2 = self.sums[0], self.sums[3], self.sums[5]
+        if n == 0:
+            return Interval(None, None, None)
+        value = wr / n
+        return _interval(float(value), w2r2 - n * value * value, n, level)
+
+    def _snips_terms(self) -> tuple[float, float, float] | None:
+        """SNIPS, the mean weight and the sum of its squared influence terms times the
+        squared mean weight (None before any weight)."""
+        n, w, w2, wr, w2r, w2r2 = self.sums[:6]
+        if n == 0 or w <= 0:
+            return None
+        value = wr / w
+        return float(value), float(w / n), float(w2r2 - 2 * value * w2r + value * value * w2)
+
+    def snips(self, level: float = 0.95) -> Interval:
+        """SNIPS ``sum w_i r_i / sum w_i`` (None before any positive weight)."""
+        terms = self._snips_terms()
+        if terms is None:
+            return Interval(None, None, None)
+        value, mean_w, scaled = terms
+        return _interval(value, scaled / (mean_w * mean_w), self.sums[0], level)
+
+    def snips_minus_champion(self, level: float = 0.95) -> Interval:
+        """SNIPS minus the champion's mean reward on the same events (paired; delta method:
+        influence ``(w_i r_i - V w_i) / mean(w) - (r_i - R)``)."""
+        terms = self._snips_terms()
+        if terms is None:
+            return Interval(None, None, None)
+        value, mean_w, scaled = terms
+        n, w, wr, wr2, r, r2 = (self.sums[i] for i in (0, 1, 3, 6, 7, 8))
+        mean_r = r / n
+        cross = (wr2 - mean_r * wr - value * wr + value * mean_r * w) / mean_w
+        squares = scaled / (mean_w * mean_w) - 2 * cross + (r2 - n * mean_r * mean_r)
+        return _interval(value - float(mean_r), squares, n, level)
+
+
+#: Fields of a logged decision that describe the play itself (the action taken and its
+#: probability) rather than the deciding learner's view of it.
+PLAY_FIELDS = ("played", "prob", "log_prob")
+
+
+def logged_propensity(batch: Any) -> np.ndarray | None:
+    """The logged probability of each play: ``prob``, else ``exp(log_prob)``; None when the
+    log has neither."""
+    if "prob" in batch:
+        return np.asarray(batch["prob"], dtype=float).reshape(-1)
+    if "log_prob" in batch:
+        return np.exp(np.asarray(batch["log_prob"], dtype=float).reshape(-1))
+    return None
+
+
+def match_weights(own_played: np.ndarray, logged_played: np.ndarray,
+                  propensity: np.ndarray) -> np.ndarray:
+    """``1[own play == logged play] / p_i`` per event (a play may be a set of labels: rows
+    compared whole), the unbiased importance weight of a policy known by its draws."""
+    n = len(propensity)
+    same = np.all(np.asarray(own_played).reshape(n, -1) == np.asarray(logged_played).reshape(
+        n, -1), axis=1)
+    return same / propensity

@@ -1,0 +1,39 @@
+-- Promote a challenger in one step: its config becomes the model's config
+-- and its state the model's snapshot (version + 1); the old champion's
+-- config and state become the challenger ARGV[5] (or are dropped); every
+-- estimator sum starts afresh (they compared with the old champion).
+-- KEYS: 1 meta, 2 snapshot, 3 challengers, 4 challenger states,
+--       5 challenger stats
+-- ARGV: 1 name, 2 its definition JSON as read, 3 the model config JSON as
+--       read, 4 the new model config JSON, 5 name the old champion keeps
+--       as a challenger ('' = drop it), 6 its definition JSON, 7 updated_at
+-- Returns the new version, -1 when the model config changed since it was
+-- read, -2 when the challenger is gone or changed, -3 when the model is
+-- gone, -4 when ARGV[5] names another existing challenger.
+local cur = redis.call('HGET', KEYS[2], 'version')
+local config = redis.call('HGET', KEYS[1], 'config')
+if not cur or not config then
+  return -3
+end
+if config ~= ARGV[3] then
+  return -1
+end
+if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then
+  return -2
+end
+if ARGV[5] ~= '' and ARGV[5] ~= ARGV[1] and redis.call('HEXISTS', KEYS[3], ARGV[5]) == 1 then
+  return -4
+end
+local state = redis.call('HGET', KEYS[4], ARGV[1])
+local old_state = redis.call('HGET', KEYS[2], 'state')
+local v = tonumber(cur) + 1
+redis.call('HSET', KEYS[2], 'state', state, 'version', v, 'updated_at', ARGV[7])
+redis.call('HSET', KEYS[1], 'config', ARGV[4])
+redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[3], ARGV[5], ARGV[6])
+  redis.call('HSET', KEYS[4], ARGV[5], old_state)
+end
+redis.call('DEL', KEYS[5])
+return v

@@ -1,0 +1,193 @@
+"""Challengers through the real service: estimates against the champion, promote, validation,
+tenancy, a failing challenger, and a restart of the app (API and trainer)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from app.learners.ridge import LinUCBDiag, SquareCBDiag
+from tests.api.conftest import TestClient, make_client, new_model, new_tenant
+
+N_FEATURES, N_CLASSES = 4, 3
+#: The champion plays almost uniformly at random (a deliberately poor policy, value ~1/3).
+POOR = {"algorithm": "rcnbf", "params": {"gamma": 0.99}}
+
+
+def _stream(client: TestClient, auth: dict[str, str], rounds: int, seed: int,
+            batch: int = 500) -> None:
+    """Decide for ``rounds`` inputs; click when the played label is the true one."""
+    rng = np.random.default_rng(seed)
+    truth_w = np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0]])
+    for _ in range(0, rounds, batch):
+        X = rng.normal(size=(batch, N_FEATURES))
+        y = (X @ truth_w.T).argmax(axis=1)
+        r = client.post("/v1/models/m1/predict", json={"instances": X.tolist()}, headers=auth)
+        assert r.status_code == 200, r.text
+        events = [{"event_id": p["event_id"], "click": bool(p["label"] == label)}
+                  for p, label in zip(r.json()["predictions"], y, strict=True)]
+        r = client.post("/v1/models/m1/feedback", json={"events": events}, headers=auth)
+        assert r.status_code == 202 or r.status_code == 200, r.text
+        assert client.post("/v1/models/m1/sync", headers=auth).status_code == 200
+
+
+def _followed(client: TestClient, auth: dict[str, str], events: int,
+              timeout: float = 10.0) -> dict[str, Any]:
+    """GET .../challengers once every following challenger scored ``events`` events (the
+    challengers follow right after the publish that sync waits for)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        body: dict[str, Any] = client.get("/v1/models/m1/challengers", headers=auth).json()
+        following = [c for c in body["challengers"] if c["status"] != "failed"]
+        if all(c["events"] >= events for c in following) or time.monotonic() > deadline:
+            return body
+        time.sleep(0.05)
+
+
+def _add(client: TestClient, auth: dict[str, str], **body: Any) -> Any:
+    return client.post("/v1/models/m1/challengers", json=body, headers=auth)
+
+
+def test_a_better_challenger_is_estimated_better_then_promoted(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant, n_features=N_FEATURES, n_classes=N_CLASSES, **POOR)
+    r = _add(client, tenant, name="good", algorithm="linucb_diag", params={})
+    assert r.status_code == 201, r.text
+    assert r.json()["challengers"][0]["status"] == "waiting"
+    _stream(client, tenant, 3000, seed=1)
+    body = _followed(client, tenant, 3000)
+    champion, (good,) = body["champion"], body["challengers"]
+    assert good["status"] == "following" and good["events"] == 3000
+    assert champion["events"] == 3000 and champion["algorithm"] == "rcnbf"
+    # the uniform champion clicks 1/3 of the time; the SE over 3000 events is ~0.009
+    assert abs(champion["value"]["estimate"] - 1 / 3) < 0.04
+    assert good["value"]["ci_low"] > champion["value"]["ci_high"], body
+    assert good["vs_champion"]["ci_low"] > 0.2, body
+    metrics = client.get("/metrics").text
+    assert ('noisyloop_challenger_value{challenger="good",model="m1",stat="estimate",'
+            'tenant="acme"}') in metrics
+    assert 'noisyloop_champion_value{model="m1",stat="ci_low",tenant="acme"}' in metrics
+
+    before = client.get("/v1/models/m1", headers=tenant).json()["version"]
+    r = client.post("/v1/models/m1/promote", json={"challenger": "good"}, headers=tenant)
+    assert r.status_code == 200, r.text
+    assert r.json()["algorithm"] == "linucb_diag" and r.json()["version"] == before + 1
+    assert r.json()["previous_as"] == "previous"
+    model = client.get("/v1/models/m1", headers=tenant).json()
+    assert model["algorithm"] == "linucb_diag" and model["version"] == before + 1
+    # the served policy is the promoted state: a linucb_diag decision, and a trained one
+    # (greedy accuracy far above the 1/3 of an untrained model)
+    state = client.get("/v1/models/m1/snapshot", headers=tenant).json()["state"]
+    assert set(state) == set(LinUCBDiag(n_features=N_FEATURES, n_classes=N_CLASSES).get_state())
+    X = np.random.default_rng(9).normal(size=(500, N_FEATURES))
+    preds = client.post("/v1/models/m1/predict", json={"instances": X.tolist(),
+                                                       "explore": False},
+                        headers=tenant).json()["predictions"]
+    assert "expected_reward" in preds[0]
+    assert np.mean([p["label"] for p in preds] == X[:, :3].argmax(axis=1)) > 0.8
+    # the old champion follows as the challenger "previous"; the estimates start afresh
+    body = client.get("/v1/models/m1/challengers", headers=tenant).json()
+    assert [(c["name"], c["algorithm"], c["events"]) for c in body["challengers"]] == [
+        ("previous", "rcnbf", 0)]
+    assert body["champion"]["algorithm"] == "linucb_diag" and body["champion"]["events"] == 0
+    # the trainer learns on from the promoted state (no lost or refused batches)
+    _stream(client, tenant, 500, seed=2)
+    after = client.get("/v1/models/m1", headers=tenant).json()
+    assert after["stats"]["events_applied"] == 3500 and after["stats"]["events_dead_lettered"] == 0
+    log = client.get("/v1/models/m1/log?limit=10000", headers=tenant)
+    assert log.status_code == 200, log.text
+    (marker,) = [line for line in map(orjson.loads, log.text.splitlines())
+                 if line["type"] == "promote"]
+    assert marker["challenger"] == "good" and marker["version"] == before + 1
+    assert marker["previous"]["algorithm"] == "rcnbf"
+
+
+def test_bad_challengers_are_refused_naming_the_field(client: TestClient,
+                                                      tenant: dict[str, str]) -> None:
+    new_model(client, tenant, n_features=N_FEATURES, n_classes=N_CLASSES)
+    for body, status, field in [
+            ({"name": "a", "algorithm": "nope"}, 422, "algorithm"),
+            ({"name": "a", "algorithm": "linucb_diag", "params": {"alpha": -1}}, 422,
+             "params.alpha"),
+            ({"name": "a", "algorithm": "linucb_diag", "params": {"alpha": "x"}}, 422,
+             "params.alpha"),
+            ({"name": "a", "algorithm": "linucb_diag", "params": {"nope": 1}}, 422,
+             "params"),
+            ({"name": "_a", "algorithm": "linucb_diag"}, 422, "name"),
+            ({"name": "a", "algorithm": "mc_dbf"}, 422, "algorithm")]:
+        r = _add(client, tenant, **body)
+        assert r.status_code == status, (body, r.text)
+        assert r.json()["error"]["field"] is not None
+        assert r.json()["error"]["field"].startswith(field), (body, r.text)
+    for name in ("a", "b", "c"):
+        assert _add(client, tenant, name=name, algorithm="banditron").status_code == 201
+    r = _add(client, tenant, name="a", algorithm="banditron")
+    assert r.status_code == 409 and r.json()["error"]["code"] == "challenger_exists"
+    r = _add(client, tenant, name="d", algorithm="banditron")
+    assert r.status_code == 409 and r.json()["error"]["code"] == "too_many_challengers"
+    r = client.post("/v1/models/m1/promote", json={"challenger": "zz"}, headers=tenant)
+    assert r.status_code == 404 and r.json()["error"]["field"] == "challenger"
+    r = client.post("/v1/models/m1/promote", json={"challenger": "a", "previous_as": "b"},
+                    headers=tenant)
+    assert r.status_code == 409 and r.json()["error"]["field"] == "previous_as"
+    assert client.delete("/v1/models/m1/challengers/a", headers=tenant).status_code == 204
+    assert client.delete("/v1/models/m1/challengers/a", headers=tenant).status_code == 404
+    names = [c["name"] for c in client.get("/v1/models/m1/challengers",
+                                           headers=tenant).json()["challengers"]]
+    assert names == ["b", "c"]
+
+
+def test_another_tenant_gets_404(client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant, n_features=N_FEATURES, n_classes=N_CLASSES)
+    assert _add(client, tenant, name="a", algorithm="banditron").status_code == 201
+    other = new_tenant(client, "other")
+    for method, path, body in [
+            ("GET", "/v1/models/m1/challengers", None),
+            ("POST", "/v1/models/m1/challengers", {"name": "b", "algorithm": "banditron"}),
+            ("DELETE", "/v1/models/m1/challengers/a", None),
+            ("POST", "/v1/models/m1/promote", {"challenger": "a"})]:
+        r = client.request(method, path, json=body, headers=other)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_model", r.text
+    assert len(client.get("/v1/models/m1/challengers", headers=tenant).json()[
+        "challengers"]) == 1
+
+
+def test_a_failing_challenger_is_marked_and_skipped(client: TestClient, tenant: dict[str, str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: SquareCBDiag, batch: Any) -> None:
+        raise RuntimeError("refused for the test")
+
+    monkeypatch.setattr(SquareCBDiag, "learn_many", refuse)
+    new_model(client, tenant, n_features=N_FEATURES, n_classes=N_CLASSES, **POOR)
+    assert _add(client, tenant, name="bad", algorithm="squarecb_diag").status_code == 201
+    assert _add(client, tenant, name="ok", algorithm="banditron").status_code == 201
+    _stream(client, tenant, 1000, seed=3)
+    body = _followed(client, tenant, 1000)
+    bad, ok = body["challengers"]
+    assert bad["status"] == "failed" and "refused for the test" in bad["error"]
+    assert ok["status"] == "following" and ok["events"] == 1000
+    stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
+    assert stats["events_applied"] == 1000 and stats["events_dead_lettered"] == 0
+
+
+def test_challengers_survive_a_restart(redis_url: str) -> None:
+    with make_client(redis_url) as client:
+        auth = new_tenant(client)
+        new_model(client, auth, n_features=N_FEATURES, n_classes=N_CLASSES, **POOR)
+        assert _add(client, auth, name="good", algorithm="linucb_diag").status_code == 201
+        _stream(client, auth, 1000, seed=4)
+        first = _followed(client, auth, 1000)["challengers"][0]
+    assert first["events"] == 1000
+    with make_client(redis_url) as client:  # a new API process and trainer
+        kept = client.get("/v1/models/m1/challengers", headers=auth).json()["challengers"][0]
+        assert kept == first
+        _stream(client, auth, 1000, seed=5)
+        later = _followed(client, auth, 2000)["challengers"][0]
+    assert later["events"] == 2000 and later["status"] == "following"
+    # learned on from the kept state: sharper than after 1000 events alone
+    assert later["value"]["ci_high"] - later["value"]["ci_low"] < (
+        first["value"]["ci_high"] - first["value"]["ci_low"])

@@ -1,0 +1,246 @@
+"""The trainer's half of challengers: configurations that follow a model's events without serving.
+
+After the champion's batch is published (:func:`follow`, called by
+:mod:`workers.trainer`), every challenger of the model
+
+1. decides for the batch's logged inputs with its *current* state
+   (progressive validation: before it learns them) and turns its draws
+   into importance weights against the logged plays
+   (:func:`app.evaluation.running.match_weights`);
+2. learns the batch: its own decision fields with the logged play
+   (:data:`~app.evaluation.running.PLAY_FIELDS`) and feedback;
+
+and the IPS/SNIPS sums of each challenger and the champion's on-policy sums
+(reward ``h(f)`` at the model's noise rates) are saved with the states in
+one Lua step (:class:`app.store.challengers.ChallengerStore`), each only
+if nobody changed it since it was read.  A challenger that raises, or whose
+state turns non-finite, is saved as ``failed`` with the reason and skipped
+from then on; nothing here raises into the trainer: a failure of this step
+(the store, a timeout) is logged and the challengers miss that batch.
+
+The challengers are cached per model (definitions re-read at most every
+:data:`REFRESH_SECONDS`; a failed guarded save drops the entry, so another
+trainer's or a promotion's changes are reloaded from the store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import orjson
+
+from app.evaluation.running import (
+    PLAY_FIELDS,
+    RunningValue,
+    logged_propensity,
+    match_weights,
+)
+from app.learners.base import Batch, Learner, stack_events
+from app.learners.build import apply_noise_rates, build_learner
+from app.learners.proxy import unbiased_click
+from app.store.challengers import ChallengerSave, StoredChallenger, challenger_config
+from app.store.keys import ModelKeys
+from app.store.util import utc_now
+from workers.context import ModelRef, WorkerContext
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between two reads of a model's challenger definitions (a new challenger starts
+#: following within this long).
+REFRESH_SECONDS = 1.0
+
+
+@dataclass
+class Follower:
+    """One challenger as the trainer holds it."""
+
+    stored: StoredChallenger
+    learner: Learner | None
+    """None: failed (skipped)."""
+    error: str | None = None
+    """Why it failed, when the store does not know yet."""
+
+
+@dataclass
+class ModelChallengers:
+    """The challengers of one model held by this trainer."""
+
+    read_at: float
+    followers: dict[str, Follower] = field(default_factory=dict)
+    champion_raw: bytes | None = None
+    """The champion's stats as last read or saved."""
+
+
+async def follow(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any], applied: Batch,
+                 last_id: str, rates: tuple[float, float]) -> None:
+    """Score, then learn, the published batch ``applied`` with every challenger of the model
+    and save their states and sums (module docstring).  Never raises."""
+    try:
+        await _follow(ctx, ref, config, applied, last_id, rates)
+    except Exception as exc:
+        logger.warning("trainer: challengers of %s/%s missed a batch (%r)", *ref, exc)
+        ctx.challengers.pop(ref, None)
+
+
+async def _follow(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any], applied: Batch,
+                  last_id: str, rates: tuple[float, float]) -> None:
+    mk = ModelKeys(*ref)
+    held = ctx.challengers.get(ref)
+    if held is None or time.monotonic() - held.read_at >= REFRESH_SECONDS:
+        held = ctx.challengers[ref] = await _refresh(ctx, mk, config, held)
+    if not held.followers:
+        return
+    live = [f for f in held.followers.values() if f.learner is not None]
+    try:
+        outcomes = await asyncio.wait_for(
+            asyncio.to_thread(_run_all, live, applied, rates), ctx.config.handler_timeout)
+    except TimeoutError:
+        ctx.challengers.pop(ref, None)  # the thread may still change the learners
+        raise
+    reward = _rewards(applied, rates)
+    champion = RunningValue(_sums(held.champion_raw))
+    if reward is not None:
+        champion.add(np.ones(len(reward)), reward)
+    saves = [_save_of(follower, outcome, reward, last_id)
+             for follower, outcome in zip(live, outcomes, strict=True)]
+    for follower in held.followers.values():
+        if follower.learner is None and follower.error is not None:  # failed when loaded
+            saves.append(_save_of(follower, follower.error, reward, last_id))
+    champion_stats = {"sums": champion.to_list(), "events": champion.n, "updated_at": utc_now()}
+    champion_raw, raws = await ctx.store.challengers.save(
+        mk, (held.champion_raw, champion_stats), saves)
+    if champion_raw is None:
+        held.read_at = -math.inf  # someone else wrote it: re-read next batch
+    held.champion_raw = champion_raw
+    for save, raw in zip(saves, raws, strict=True):
+        name = save.challenger.name
+        follower = held.followers[name]
+        if raw is None:
+            del held.followers[name]  # removed, promoted or saved by another trainer
+            continue
+        follower.stored = replace(follower.stored, stats=save.stats, raw_stats=raw)
+        if save.state is None:
+            follower.learner, follower.error = None, None
+    _record(ctx, ref, champion, held)
+
+
+def _sums(raw: bytes | None) -> list[float] | None:
+    """The ``sums`` of raw stats JSON (None: none yet)."""
+    return orjson.loads(raw)["sums"] if raw else None
+
+
+def _save_of(follower: Follower, outcome: np.ndarray | str | None, reward: np.ndarray | None,
+             last_id: str) -> ChallengerSave:
+    """The stats (and state) to save of a challenger after a batch: ``outcome`` is its
+    weights (None: no logged propensity to score against) or why it failed."""
+    old = follower.stored.stats or {}
+    value = RunningValue(old.get("sums"))
+    if isinstance(outcome, str):
+        stats = {**old, "sums": value.to_list(), "events": value.n, "status": "failed",
+                 "error": outcome, "updated_at": utc_now()}
+        return ChallengerSave(follower.stored, stats, None)
+    if outcome is not None and reward is not None:
+        value.add(outcome, reward)
+    stats = {"sums": value.to_list(), "events": value.n, "last_id": last_id,
+             "status": "following", "error": None, "updated_at": utc_now()}
+    assert follower.learner is not None
+    return ChallengerSave(follower.stored, stats, follower.learner.get_state())
+
+
+def _rewards(applied: Batch, rates: tuple[float, float]) -> np.ndarray | None:
+    """``h(f)`` of each event at the model's rates (``f`` at rates 0); None without clicks
+    or logged propensities."""
+    if "click" not in applied or logged_propensity(applied) is None:
+        return None
+    return unbiased_click(np.asarray(applied["click"], dtype=float).reshape(-1), *rates)
+
+
+def _run_all(followers: list[Follower], applied: Batch, rates: tuple[float, float]
+             ) -> list[np.ndarray | str | None]:
+    """Each follower's :func:`score_and_learn` (CPU: run in a thread); a failure is its
+    reason, as text."""
+    out: list[np.ndarray | str | None] = []
+    for follower in followers:
+        assert follower.learner is not None
+        try:
+            out.append(score_and_learn(follower.learner, applied, rates))
+        except Exception as exc:
+            out.append(f"{type(exc).__name__}: {exc}")
+    return out
+
+
+def score_and_learn(learner: Learner, applied: Batch, rates: tuple[float, float]
+                    ) -> np.ndarray | None:
+    """The importance weights of ``learner``'s draws on the logged plays of ``applied``
+    (None when the log has no propensities), then learn the batch (module docstring).
+
+    Raises when the learner refuses the batch or its state turns non-finite.
+    """
+    decisions = learner.decide_many(np.asarray(applied["x"], dtype=np.float64), explore=True)
+    own = stack_events([d.context for d in decisions])
+    propensity = logged_propensity(applied)
+    weights = (None if propensity is None or "played" not in applied
+               else match_weights(own["played"], applied["played"], propensity))
+    batch = {**own, **{k: applied[k] for k in (*PLAY_FIELDS, *learner.feedback_fields)
+                       if k in applied}}
+    apply_noise_rates(learner, *rates)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        learner.learn_many(batch)
+    for name, arr in learner.get_state().items():
+        if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+            raise FloatingPointError(f"the update made {name} non-finite")
+    return weights
+
+
+async def _refresh(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any],
+                   held: ModelChallengers | None) -> ModelChallengers:
+    """The model's challengers as stored now; cached ones whose definition is unchanged are
+    kept as they are."""
+    definitions = await ctx.store.challengers.definitions(mk)
+    fresh = ModelChallengers(time.monotonic())
+    old = held.followers if held is not None else {}
+    for name in set(old) - set(definitions):
+        ctx.metrics.forget_challenger(mk.tenant, mk.model, name)
+    if not definitions:
+        return fresh
+    fresh.champion_raw = (held.champion_raw if held is not None and held.read_at > -math.inf
+                          else await ctx.store.challengers.champion_stats(mk))
+    for name, raw in definitions.items():
+        kept = old.get(name)
+        if kept is not None and kept.stored.raw_definition == raw:
+            fresh.followers[name] = kept
+            continue
+        stored, state = await ctx.store.challengers.load(mk, raw)
+        if state is None:
+            continue  # removed since
+        fresh.followers[name] = _follower(stored, config, state)
+    return fresh
+
+
+def _follower(stored: StoredChallenger, config: dict[str, Any],
+              state: dict[str, np.ndarray]) -> Follower:
+    """A follower built from the store (failed ones stay failed)."""
+    if (stored.stats or {}).get("status") == "failed":
+        return Follower(stored, None)
+    try:
+        return Follower(stored, build_learner(challenger_config(config, stored.definition),
+                                              state))
+    except Exception as exc:
+        return Follower(stored, None, f"could not be built: {type(exc).__name__}: {exc}")
+
+
+def _record(ctx: WorkerContext, ref: ModelRef, champion: RunningValue,
+            held: ModelChallengers) -> None:
+    """The champion's and each challenger's value as gauges."""
+    m = ctx.metrics
+    m.set_interval(m.champion_value, (*ref,), champion.champion())
+    for name, follower in held.followers.items():
+        value = RunningValue((follower.stored.stats or {}).get("sums"))
+        m.set_interval(m.challenger_value, (*ref, name), value.snips())
+        m.set_interval(m.challenger_vs_champion, (*ref, name), value.snips_minus_champion())
