@@ -28,6 +28,7 @@ from app.api.middleware import BodyLimitMiddleware, ObservabilityMiddleware
 from app.api.routes import (
     admin,
     budget,
+    challengers,
     confusion,
     deadletters,
     feedback,
@@ -39,7 +40,6 @@ from app.api.routes import (
     rank,
     series,
     stream,
-    versions,
 )
 from app.metrics import Metrics
 from app.server.fastpath import SinglePredictFastPath
@@ -118,7 +118,7 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
     app.state.api_routes = []  # by path and method: the Allow header of a 405
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
     for module in (predict, feedback, rank, models, admin, noise, confusion, budget,
-                   deadletters, log, stream, series, versions, ops):
+                   deadletters, log, stream, series, challengers, ops):
         app.include_router(module.router)
         app.state.api_routes += module.router.routes
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,

@@ -11,7 +11,7 @@ import asyncio
 import math
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.learners.base import Learner
 from app.learners.noise_anchor import ProgressiveScorer
@@ -22,7 +22,9 @@ from app.store.leases import HeartbeatStore, LeaseStore
 from app.store.nrest import AnchorStore, SampleStore
 from workers.series import SeriesRecorder
 from workers.settings import WorkerSettings
-from workers.versions import VersionKeeper
+
+if TYPE_CHECKING:
+    from workers.challengers import ModelChallengers
 
 ModelRef = tuple[str, str]
 """``(tenant, model)``."""
@@ -56,8 +58,6 @@ class WorkerContext:
     anchors: AnchorStore = field(init=False)
     series: SeriesRecorder = field(init=False)
     """Each model's open window of its quality series (see :mod:`workers.series`)."""
-    versions: VersionKeeper = field(default_factory=VersionKeeper)
-    """When each model's version is next kept (see :mod:`workers.versions`)."""
     held: set[ModelRef] = field(default_factory=set)
     """Models whose trainer lease this worker holds."""
     learners: dict[ModelRef, CachedLearner] = field(default_factory=dict)
@@ -69,6 +69,8 @@ class WorkerContext:
     (see :mod:`workers.anchors`)."""
     read_sizes: dict[ModelRef, int] = field(default_factory=dict)
     """Entries the trainer asks for in its next read of a model (see :mod:`workers.trainer`)."""
+    challengers: dict[ModelRef, ModelChallengers] = field(default_factory=dict)
+    """Each model's challengers as this trainer follows them (see :mod:`workers.challengers`)."""
     balanced_at: float = -math.inf
     """``time.monotonic()`` of the last lease balancing (see :mod:`workers.trainer`)."""
 
@@ -86,6 +88,6 @@ class WorkerContext:
         self.held.discard(ref)
         self.learners.pop(ref, None)
         self.read_sizes.pop(ref, None)
+        self.challengers.pop(ref, None)
         self.scorers.pop(ref, None)
-        self.versions.forget(ref)
         self.series.forget(ref)

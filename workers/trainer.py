@@ -55,7 +55,7 @@ from app.store.events import decode_entries, decode_entry
 from app.store.keys import ModelKeys
 from app.store.snapshots import PublishConflict
 from app.store.util import parse_stream_id
-from workers import anchors, nrest, series
+from workers import anchors, challengers, nrest, series
 from workers.context import CachedLearner, ModelRef, WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -187,10 +187,14 @@ async def step(ctx: WorkerContext, ref: ModelRef) -> int:
         return 0
     observed = np.array([batch.kinds[decoded.positions[row]] != b"timeout"
                          for row in outcome.rows])
-    return await _commit(ctx, ref, view, cached, outcome.applied, observed, rates,
-                         skipped + [batch.stream_ids[i] for i in decoded.positions],
-                         batch.stream_ids[decoded.positions[-1]],
-                         [batch.stream_ids[decoded.positions[row]] for row in outcome.rows])
+    n_applied = await _commit(ctx, ref, view, cached, outcome.applied, observed, rates,
+                              skipped + [batch.stream_ids[i] for i in decoded.positions],
+                              batch.stream_ids[decoded.positions[-1]],
+                              [batch.stream_ids[decoded.positions[row]] for row in outcome.rows])
+    if n_applied:  # published: the challengers follow (never raises)
+        await challengers.follow(ctx, ref, cached.config, outcome.applied,
+                                 batch.stream_ids[decoded.positions[-1]], rates)
+    return n_applied
 
 
 def _triage(batch: Deliveries, last_id: str, max_deliveries: int,
@@ -269,6 +273,8 @@ async def _learner(ctx: WorkerContext, ref: ModelRef, view: TrainerView) -> Cach
     if snap is None:
         ctx.forget(ref)
         return None
+    if snap.version != view.info.version:
+        return None  # published since the view was read (a promotion may change the config)
     cached = CachedLearner(uid, snap.version, view.config, build_learner(view.config, snap.state))
     ctx.learners[ref] = cached
     return cached
@@ -394,7 +400,6 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
     if scorer is not None:
         ctx.scorers[ref] = (version, scorer)
     _record(ctx, ref, view, n_applied, version, last_id, click_sum, len(clicks), rates)
-    await ctx.versions.published(ctx.store.versions, ref, cached.config, version)
     await series.record(ctx, ref, view, n_applied, version, click_sum, len(clicks), rates)
     return n_applied
 

@@ -7,7 +7,6 @@ import base64
 import io
 import secrets
 import time
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -23,10 +22,8 @@ from app.api.schemas.models import (
     NoiseResponse,
     PositionBiasResponse,
     SnapshotImportRequest,
-    VersionsConfig,
 )
 from app.api.tasks import task_spec
-from app.api.versions import keep_explicit, publish_explicit
 from app.learners.base import Learner, ParamError, check_state
 from app.learners.build import budget_strategy, build_learner, initial_noise_rates
 from app.learners.registry import (
@@ -40,7 +37,6 @@ from app.store.keys import ModelKeys
 from app.store.models import ModelRecord
 from app.store.noise import NoiseRecord
 from app.store.util import parse_stream_id
-from app.store.versions import VersionPolicy
 
 #: Fields of a snapshot's config that must match the model on import.
 SNAPSHOT_CONFIG_FIELDS = ("task", "algorithm", "n_features", "n_classes")
@@ -96,7 +92,6 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
     if label_budget is not None:
         config["label_budget"] = label_budget
     config["max_feature_norm"] = body.max_feature_norm
-    config["versions"] = body.versions.model_dump()
     try:
         # from the shapes, before anything is allocated; then build once to validate
         state_bytes = (cls.state_bytes(body.n_features, body.n_classes, params)
@@ -181,8 +176,7 @@ def model_response(record: ModelRecord,
                          debiased_reward=reward, calibration_unreliable=unreliable),
         noise=noise_response(record.noise) if task_spec(c["task"]).has_clicks else None,
         label_budget=c.get("label_budget"), max_feature_norm=feature_bound(c),
-        position_bias=position_bias,
-        versions=VersionsConfig(**asdict(VersionPolicy.of(c))))
+        position_bias=position_bias)
 
 
 async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -> ModelResponse:
@@ -192,7 +186,6 @@ async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -
     stored = await ctx.store.models.create(tenant, config, learner.get_state(), rho0, rho1)
     if stored is None:
         raise ApiError(409, "model_exists", f"model {body.model_id!r} exists", "model_id")
-    await keep_explicit(ctx, ModelKeys(tenant, body.model_id), stored, 1, "create")
     return await describe_model(ctx, tenant, body.model_id)
 
 
@@ -219,9 +212,10 @@ async def reset_model(ctx: ApiContext, tenant: str, config: dict[str, Any]) -> M
     """Initial weights under a new version (queued events still apply afterwards); the
     decision log is kept, with a ``reset`` marker."""
     learner = build_learner(config)
-    version = await publish_explicit(ctx, tenant, config, learner.get_state(), "reset")
-    await ctx.store.log.append_marker(ModelKeys(tenant, config["model_id"]), "reset",
-                                      {"version": version})
+    mk = ModelKeys(tenant, config["model_id"])
+    version = await ctx.store.snapshots.publish(mk, learner.get_state())
+    await ctx.store.log.append_marker(mk, "reset", {"version": version})
+    ctx.cache.forget(tenant, config["model_id"])
     return await describe_model(ctx, tenant, config["model_id"])
 
 
@@ -269,7 +263,8 @@ async def import_snapshot(ctx: ApiContext, tenant: str, config: dict[str, Any],
         learner.set_state(state)
     except ParamError as exc:
         raise ApiError(422, "snapshot_mismatch", exc.message, exc.field) from None
-    await publish_explicit(ctx, tenant, config, learner.get_state(), "import")
+    await ctx.store.snapshots.publish(ModelKeys(tenant, config["model_id"]), learner.get_state())
+    ctx.cache.forget(tenant, config["model_id"])
     return await describe_model(ctx, tenant, config["model_id"])
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
+from app.store.challengers import ChallengerStore
 from app.store.client import STORE_ERRORS, Scripts, connect
 from app.store.deadletters import DeadLetterStore
 from app.store.decisionlog import DecisionLogStore
@@ -28,7 +29,6 @@ from app.store.ratelimit import RateLimitStore
 from app.store.series import SeriesStore
 from app.store.snapshots import SnapshotStore
 from app.store.tenants import TenantStore
-from app.store.versions import VersionStore
 
 __all__ = ["STORE_ERRORS", "ModelKeys", "Store"]
 
@@ -49,10 +49,10 @@ class Store:
         self.dead_letters = DeadLetterStore(redis)
         self.log = DecisionLogStore(redis)
         self.noise = NoiseStore(redis)
+        self.challengers = ChallengerStore(redis)
         self.anchors = AnchorStore(redis)
         self.open = OpenFeedbackStore(redis)
         self.rate = RateLimitStore(redis)
-        self.versions = VersionStore(redis)
         self.series = SeriesStore(redis)
 
     @classmethod

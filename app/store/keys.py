@@ -31,8 +31,9 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:log                stream decision log: applied events (with version) and markers
     nl:{T:M}:job:J              hash  NREst job status
     nl:{T:M}:job-pending        str   id of the model's queued or running NREst job
-    nl:{T:M}:versions           zset  kept versions: JSON metadata, scored by version
-    nl:{T:M}:vstates            hash  kept versions: "s:V" state (codec), "c:V" config (JSON)
+    nl:{T:M}:challengers        hash  challenger name -> JSON definition (algorithm, params, uid)
+    nl:{T:M}:ch-state           hash  challenger name -> learner state (codec)
+    nl:{T:M}:ch-stats           hash  challenger name (or "_champion") -> JSON estimator sums
     nl:{jobs}:nrest             list  queued NREst jobs ("T/M/J")
     nl:{workers}:W              str   worker heartbeat (with expiry)
     nl:{rate:T}:bucket          hash  rate-limit token bucket of T (tokens, ts; expires)
@@ -188,22 +189,29 @@ class ModelKeys:
         return f"{self.tag}:job-pending"
 
     @property
-    def versions(self) -> str:
-        """Sorted set: JSON metadata of each kept version (``version``, ``created_at``,
-        ``events_applied``, ``kept_at``, ``reason``), scored by the version."""
-        return f"{self.tag}:versions"
+    def challengers(self) -> str:
+        """Hash: challenger name -> JSON definition (``name``, ``algorithm``, ``params``,
+        ``uid``, ``created_at``)."""
+        return f"{self.tag}:challengers"
 
     @property
-    def version_states(self) -> str:
-        """Hash: ``s:V`` the codec state and ``c:V`` the config JSON of each kept version V."""
-        return f"{self.tag}:vstates"
+    def challenger_states(self) -> str:
+        """Hash: challenger name -> codec state of its learner."""
+        return f"{self.tag}:ch-state"
+
+    @property
+    def challenger_stats(self) -> str:
+        """Hash: challenger name -> JSON of its estimator sums, events, status; ``_champion``
+        -> the champion's on-policy sums over the events the challengers followed."""
+        return f"{self.tag}:ch-stats"
 
     def fixed(self) -> list[str]:
         """Every key of the model except the per-event and per-job ones."""
         return [self.meta, self.snapshot, self.stats, self.pending, self.events,
                 self.noise, self.samples, self.anchors, self.anchor_scorer, self.lease,
                 self.dead_letter, self.label_budget, self.pending_job, self.log,
-                self.series, self.versions, self.version_states]
+                self.series, self.challengers, self.challenger_states,
+                self.challenger_stats]
 
 
 #: Sorted set: worker id -> Redis time of its last heartbeat, for the workers

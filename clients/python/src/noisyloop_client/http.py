@@ -33,12 +33,10 @@ from noisyloop_client.types import (
     Noise,
     Prediction,
     Ranking,
-    Rollback,
     Snapshot,
     SyncResult,
     TenantCreated,
     TenantInfo,
-    Versions,
 )
 
 #: Transport failures worth retrying (the request may not have reached the service).
@@ -153,14 +151,12 @@ class Client(_Base):
                      algorithm: str | None = None, n_classes: int | None = None,
                      params: dict[str, Any] | None = None,
                      feedback: dict[str, Any] | None = None, seed: int | None = None,
-                     n_action_features: int | None = None, slots: int | None = None,
-                     versions: dict[str, Any] | None = None) -> Model:
-        """``n_action_features`` and ``slots``: rank models; ``versions``: ``{"kept",
-        "interval_seconds"}`` of the versions kept to roll back to."""
+                     n_action_features: int | None = None, slots: int | None = None) -> Model:
+        """``n_action_features`` and ``slots``: rank models."""
         return cast(Model, self.send(calls.create_model(
             model_id, task, n_features, algorithm=algorithm, n_classes=n_classes,
             params=params, feedback=feedback, seed=seed, n_action_features=n_action_features,
-            slots=slots, versions=versions)))
+            slots=slots)))
 
     def list_models(self) -> list[Model]:
         return cast(list[Model], self.send(calls.list_models())["models"])
@@ -182,14 +178,6 @@ class Client(_Base):
 
     def sync(self, model_id: str, timeout: float | None = None) -> SyncResult:
         return cast(SyncResult, self.send(calls.sync(model_id, timeout)))
-
-    def versions(self, model_id: str) -> Versions:
-        """The kept versions, newest first."""
-        return cast(Versions, self.send(calls.versions(model_id)))
-
-    def rollback(self, model_id: str, version: int) -> Rollback:
-        """Publish kept ``version`` as a new version; the trainer learns on from it."""
-        return cast(Rollback, self.send(calls.rollback(model_id, version)))
 
     # dead letters
     def list_dead_letters(self, model_id: str, *, limit: int | None = None,
@@ -321,12 +309,11 @@ class AsyncClient(_Base):
                            params: dict[str, Any] | None = None,
                            feedback: dict[str, Any] | None = None,
                            seed: int | None = None, n_action_features: int | None = None,
-                           slots: int | None = None,
-                           versions: dict[str, Any] | None = None) -> Model:
+                           slots: int | None = None) -> Model:
         return cast(Model, await self.send(calls.create_model(
             model_id, task, n_features, algorithm=algorithm, n_classes=n_classes,
             params=params, feedback=feedback, seed=seed, n_action_features=n_action_features,
-            slots=slots, versions=versions)))
+            slots=slots)))
 
     async def list_models(self) -> list[Model]:
         return cast(list[Model], (await self.send(calls.list_models()))["models"])
@@ -348,14 +335,6 @@ class AsyncClient(_Base):
 
     async def sync(self, model_id: str, timeout: float | None = None) -> SyncResult:
         return cast(SyncResult, await self.send(calls.sync(model_id, timeout)))
-
-    async def versions(self, model_id: str) -> Versions:
-        """The kept versions, newest first."""
-        return cast(Versions, await self.send(calls.versions(model_id)))
-
-    async def rollback(self, model_id: str, version: int) -> Rollback:
-        """Publish kept ``version`` as a new version; the trainer learns on from it."""
-        return cast(Rollback, await self.send(calls.rollback(model_id, version)))
 
     # dead letters
     async def list_dead_letters(self, model_id: str, *, limit: int | None = None,

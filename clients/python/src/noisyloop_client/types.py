@@ -134,28 +134,6 @@ class SyncResult(TypedDict):
     dead_lettered: int
 
 
-class KeptVersion(TypedDict):
-    """A kept version to roll back to (``reason``: ``trainer`` or the change that made it)."""
-
-    version: int
-    created_at: str | None
-    events_applied: int
-    current: bool
-    reason: str
-
-
-class Versions(TypedDict):
-    """The model's version now and its kept versions, newest first."""
-
-    version: int
-    versions: list[KeptVersion]
-
-
-class Rollback(TypedDict):
-    version: int
-    rolled_back_to: int
-
-
 class DeadLetter(TypedDict):
     """An event the trainer could not apply (``entry_id`` is what drop and retry take)."""
 
