@@ -26,6 +26,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 COMMAND_MODULES: tuple[str, ...] = (
     "app.commands.replay",
     "app.commands.evaluate",
+    "app.commands.log",
     "app.commands.serve",
     "app.commands.api",
     "app.commands.admin",

@@ -17,7 +17,7 @@ what it holds, not by algorithm: ``x`` becomes ``features``; a played label
 becomes ``slots``: per shown slot its ``id_hash`` (the 64-bit hash of the
 candidate id the request named), ``features``, ``propensity`` (placement
 probability given the slots before), ``score`` and ``click``.  Every other
-field stays under ``context`` or ``feedback``.  A marker::
+field stays under ``context`` or ``feedback`` (absent when none is left).  A marker::
 
     {"type": "rollback" | "promote" | "reset" | ..., "stream_id", "time", ...detail}
 """
@@ -118,8 +118,9 @@ def event_line(entry: LogEntry) -> dict[str, Any]:
             line[name] = json_value(np.asarray(context.pop(field)))
     if "shown" in context:
         line["slots"] = _slots(context, feedback)
-    line["context"] = {name: json_value(arr) for name, arr in context.items()}
-    line["feedback"] = {name: json_value(arr) for name, arr in feedback.items()}
+    for name, rest in (("context", context), ("feedback", feedback)):
+        if rest:  # (an empty object would be a column without fields in a Parquet export)
+            line[name] = {field: json_value(arr) for field, arr in rest.items()}
     return line
 
 

@@ -323,16 +323,16 @@ def save_figure(fig: Any, path: str | Path, dpi: int = FIGURE_DPI) -> None:
 
 
 @contextmanager
-def progress_bar(total: int | None, desc: str, enabled: bool | None = None
-                 ) -> Iterator[Callable[[int], None]]:
-    """A tqdm bar on stderr; yields ``advance(n_rounds)``.
+def progress_bar(total: int | None, desc: str, enabled: bool | None = None,
+                 unit: str = "round") -> Iterator[Callable[[int], None]]:
+    """A tqdm bar on stderr counting ``unit`` s; yields ``advance(n)``.
 
     ``enabled=None`` shows it only when stderr is a terminal.
     """
     from tqdm import tqdm
 
     show = sys.stderr.isatty() if enabled is None else enabled
-    bar = tqdm(total=total, desc=desc, unit="round", unit_scale=True, disable=not show,
+    bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=True, disable=not show,
                file=sys.stderr, dynamic_ncols=True)
     try:
         yield bar.update

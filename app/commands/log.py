@@ -1,0 +1,137 @@
+"""``noisyloop log export``: download a model's decision log to a JSON Lines or Parquet file.
+
+Pages through ``GET /v1/models/{id}/log`` (10,000 lines a page, following
+the ``X-Next-After`` header) and writes every line: JSON Lines as the
+service sends them, or one Parquet table (the optional ``parquet`` extra,
+``pip install 'noisyloop[parquet]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+#: Lines asked for per page (the service's largest page).
+PAGE = 10_000
+#: Response header with the ``after`` of the next page.
+NEXT_HEADER = "X-Next-After"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``log`` parser with its ``export`` sub-command."""
+    parser = subparsers.add_parser("log", help="a model's decision log (applied events)",
+                                   description=__doc__.split("\n\n")[0] if __doc__ else None)
+    actions = parser.add_subparsers(dest="log_command", required=True)
+    export = actions.add_parser("export", help="download the log to a file",
+                                description=__doc__.split("\n\n")[1] if __doc__ else None)
+    export.add_argument("--url", default=os.environ.get("NOISYLOOP_URL", "http://127.0.0.1:8000"),
+                        help="the service's base URL (default: NOISYLOOP_URL, else "
+                             "http://127.0.0.1:8000)")
+    export.add_argument("--key", default=os.environ.get("NOISYLOOP_API_KEY"),
+                        help="API key of the model's tenant (default: NOISYLOOP_API_KEY)")
+    export.add_argument("--model", required=True, help="the model id")
+    export.add_argument("--out", required=True, metavar="FILE", help="the file to write")
+    export.add_argument("--since", help="applied at or after (ISO 8601 or Unix seconds)")
+    export.add_argument("--until", help="applied at or before (ISO 8601 or Unix seconds)")
+    export.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl",
+                        help="jsonl (default): the lines as served; parquet: one table "
+                             "(needs pyarrow: pip install 'noisyloop[parquet]')")
+    export.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    export.set_defaults(handler=handle)
+
+
+class ExportError(Exception):
+    """The service refused a page (its error message) or could not be reached."""
+
+
+def pages(url: str, key: str | None, model: str, since: str | None,
+          until: str | None) -> Iterator[bytes]:
+    """The bodies of every page of the model's log, oldest first."""
+    import httpx
+
+    params: dict[str, Any] = {"limit": PAGE}
+    params.update((name, value) for name, value in (("since", since), ("until", until))
+                  if value is not None)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    with httpx.Client(base_url=url, headers=headers, timeout=60.0) as client:
+        while True:
+            try:
+                r = client.get(f"/v1/models/{model}/log", params=params)
+            except httpx.HTTPError as exc:
+                raise ExportError(f"{url}: {exc}") from None
+            if r.status_code != 200:
+                raise ExportError(f"HTTP {r.status_code}: {_message(r.text)}")
+            yield r.content
+            after = r.headers.get(NEXT_HEADER)
+            if after is None:
+                return
+            params["after"] = after
+
+
+def _message(body: str) -> str:
+    try:
+        error = json.loads(body)["error"]
+        return f"{error['message']} ({error['code']}, field {error.get('field')})"
+    except (ValueError, KeyError, TypeError):
+        return body[:300]
+
+
+def write_jsonl(bodies: Iterator[bytes], out: Path, advance: Callable[[int], None]) -> int:
+    """Write the pages as they come; returns the lines written."""
+    n = 0
+    with open(out, "wb") as f:
+        for body in bodies:
+            f.write(body)
+            lines = body.count(b"\n")
+            n += lines
+            advance(lines)
+    return n
+
+
+def write_parquet(bodies: Iterator[bytes], out: Path, advance: Callable[[int], None]) -> int:
+    """Collect the lines and write them as one Parquet table; returns the rows written."""
+    pa, pq = parquet_modules()
+    rows: list[dict[str, Any]] = []
+    for body in bodies:
+        page = [json.loads(line) for line in body.splitlines()]
+        rows += page
+        advance(len(page))
+    pq.write_table(pa.Table.from_pylist(rows), out)
+    return len(rows)
+
+
+def parquet_modules() -> tuple[Any, Any]:
+    """``pyarrow`` and ``pyarrow.parquet``, or ExportError saying how to install them."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ExportError("--format parquet needs pyarrow: pip install 'noisyloop[parquet]' "
+                          "(or pip install pyarrow)") from None
+    return pa, pq
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Export the log; 2 on an error (printed), 0 otherwise."""
+    from app.replay.output import progress_bar
+
+    out = Path(args.out)
+    write = write_parquet if args.format == "parquet" else write_jsonl
+    try:
+        if args.format == "parquet":
+            parquet_modules()  # fail before downloading anything
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with progress_bar(None, f"log of {args.model}", unit="event",
+                          enabled=False if args.no_progress else None) as advance:
+            n = write(pages(args.url, args.key, args.model, args.since, args.until), out,
+                      advance)
+    except (ExportError, OSError) as exc:
+        print(f"noisyloop log export: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{n} lines written to {out}", file=sys.stderr)
+    return 0
