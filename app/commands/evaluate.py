@@ -5,8 +5,9 @@ Dataset CSV with its ``item_context.csv`` beside it (``--format obd``),
 and prints IPS, self-normalised IPS and doubly robust estimates of
 ``--policy`` with bootstrap intervals and the effective sample size (see
 :mod:`app.evaluation.estimators`), optionally noise-corrected with
-``--rho0/--rho1``.  The ``noisyloop`` log format and ``model:SNAPSHOT_FILE``
-policies need the service's decision log, which does not exist yet.
+``--rho0/--rho1``.  ``--format noisyloop`` reads the service's own decision
+log (a ``noisyloop log export`` file), where ``--policy model:SNAPSHOT_FILE``
+evaluates a model's policy.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ policies: uniform (each action, or each item at each position, with probability 
 logging (the policy that wrote the log), fixed:ID (always action ID: the 0-based line of
 the action in a VW example, or the OBD item_id), empirical:FILE (obd only: each item at
 each position as often as in the OBD log FILE, the policy that wrote FILE when it ignores
-the context).  Not yet available: --format noisyloop and
---policy model:SNAPSHOT_FILE (they need the service's decision log).
+the context), model:SNAPSHOT_FILE (noisyloop label logs: the policy of a model snapshot
+saved from GET /v1/models/{id}/snapshot, its probability of each label on each logged
+context).
 
 vw: one example per blank-line-separated block; the reward is -cost of the labelled
 action (VW minimises cost: log a click as cost -1); every example must have the same number
@@ -36,7 +38,11 @@ of actions.  obd: positions are evaluated independently (Open Bandit Pipeline's 
 positions); the value is the expected click per impression, with one entry per position.
 An obd log with slate_id and pscore_cascade columns also gets "slates": reward-interaction
 IPS (rips, snrips; Open Bandit Pipeline's slate estimators) of the uniform or logging
-policy, the expected clicks per slate."""
+policy, the expected clicks per slate.
+
+noisyloop: a `noisyloop log export` JSON Lines file.  A label log is evaluated per event
+(reward: the click; labels: the model's n_classes with model:, else the largest seen + 1);
+a rank log per shown slot, as an obd log (items: every candidate id the log shows)."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,8 +53,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=__doc__.split("\n\n")[0] if __doc__ else None, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--log", required=True, metavar="FILE", help="the logged data")
-    parser.add_argument("--format", required=True, choices=("vw", "obd"),
-                        help="vw: Vowpal Wabbit CB/ADF text; obd: Open Bandit Dataset CSV")
+    parser.add_argument("--format", required=True, choices=("vw", "obd", "noisyloop"),
+                        help="vw: Vowpal Wabbit CB/ADF text; obd: Open Bandit Dataset CSV; "
+                             "noisyloop: the service's decision log (noisyloop log export)")
     parser.add_argument("--policy", required=True, metavar="{uniform,logging,fixed:ID}",
                         help="the target policy")
     parser.add_argument("--rho0", type=float, default=None,
@@ -82,10 +89,10 @@ def parse_policy(text: str) -> str | int:
             return int(ident)
         except ValueError:
             pass
-    if kind == "empirical" and ident:
+    if kind in ("empirical", "model") and ident:
         return text
-    raise ValueError(f"--policy: {text!r} is not uniform, logging, fixed:ID or empirical:FILE "
-                     "(model:SNAPSHOT_FILE needs the decision log, not available yet)")
+    raise ValueError(f"--policy: {text!r} is not uniform, logging, fixed:ID, empirical:FILE "
+                     "or model:SNAPSHOT_FILE")
 
 
 def vw_log(path: str) -> LabelLog:
@@ -196,6 +203,27 @@ def target(log: LabelLog, policy: str | int) -> np.ndarray | None:
     return fixed_policy(log, policy)
 
 
+def noisyloop_inputs(path: str, policy: str | int
+                     ) -> tuple[LabelLog, np.ndarray | None, np.ndarray | None]:
+    """A noisyloop log, its positions (rank logs) and, for ``model:FILE``, the model's
+    ``n x K`` matrix on it."""
+    from app.evaluation.policies import learner_policy
+    from app.evaluation.servicelog import read_service_log, snapshot_learner
+
+    if not (isinstance(policy, str) and policy.startswith("model:")):
+        read = read_service_log(path)
+        if isinstance(policy, int) and read.ranked:
+            raise ValueError("--policy: fixed:ID needs a label log (a rank log names its "
+                             "candidates by hash)")
+        return read.log, read.positions, None
+    learner, config = snapshot_learner(policy.partition(":")[2])
+    read = read_service_log(path, config.get("n_classes"))
+    if read.ranked:
+        raise ValueError("--policy: model:SNAPSHOT_FILE needs a label log (a rank log holds "
+                         "only the shown candidates, not every one the model ranked)")
+    return read.log, None, learner_policy(read.log, learner)
+
+
 def subset(log: LabelLog, rows: np.ndarray) -> LabelLog:
     """The events of ``log`` at ``rows`` (a boolean mask)."""
     from app.evaluation.estimators import LabelLog
@@ -216,10 +244,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--bootstrap must be at least 1")
     positions = None
     empirical = isinstance(policy, str) and policy.startswith("empirical:")
+    model = isinstance(policy, str) and policy.startswith("model:")
+    if model and args.format != "noisyloop":
+        raise ValueError("--policy: model:SNAPSHOT_FILE needs --format noisyloop")
     if args.format == "vw":
         if empirical:
             raise ValueError("--policy: empirical:FILE needs --format obd")
         log = vw_log(args.log)
+    elif args.format == "noisyloop":
+        if empirical:
+            raise ValueError("--policy: empirical:FILE needs --format obd")
+        log, positions, pi_model = noisyloop_inputs(args.log, policy)
     else:
         log, items, positions = obd_log(args.log)
         if isinstance(policy, int):
@@ -231,6 +266,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if empirical:
         assert isinstance(policy, str) and positions is not None
         pi = empirical_target(policy.partition(":")[2], items, positions)
+    elif model:
+        pi = pi_model
     else:
         pi = target(log, policy)
     slates = obd_slates(args.log) if args.format == "obd" else None

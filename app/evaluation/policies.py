@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.evaluation.estimators import LabelLog
+from app.learners.base import Learner
 
 
 def uniform_policy(log: LabelLog) -> np.ndarray:
@@ -47,3 +48,17 @@ def position_frequencies(actions: np.ndarray, positions: np.ndarray, n_actions: 
         raise ValueError(f"positions {np.flatnonzero(totals[:, 0] == 0).tolist()} have no events")
     frequencies: np.ndarray = counts / totals
     return frequencies
+
+
+def learner_policy(log: LabelLog, learner: Learner) -> np.ndarray:
+    """A label learner's ``n x K`` matrix on the log's contexts: the distribution it draws
+    its label from where it offers one (a ``probabilities(x)`` method), else its greedy
+    label with probability 1."""
+    probabilities = getattr(learner, "probabilities", None)
+    if probabilities is not None:
+        pi = np.array([probabilities(x) for x in log.X])
+        if pi.shape != (log.n, log.n_actions):
+            raise ValueError(f"the model has {pi.shape[1]} labels, the log {log.n_actions}")
+        return pi
+    greedy = [int(d.output["label"]) for d in learner.decide_many(log.X, explore=False)]
+    return np.eye(log.n_actions)[greedy]

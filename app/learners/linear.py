@@ -231,6 +231,15 @@ class BanditronExploration:
         """:meth:`decide` for each row of ``X`` with one matrix product (``explore_decisions``)."""
         return explore_decisions(self.W_, X, self._rng, self.gamma, explore)
 
+    def probabilities(self, x: np.ndarray) -> np.ndarray:
+        """The distribution :meth:`decide` draws from for input ``x`` (as
+        :func:`explore_draw`): ``1 - gamma + gamma / K`` on the greedy label, ``gamma / K``
+        on each other."""
+        n_classes = self.W_.shape[0]
+        p = np.full(n_classes, self.gamma / n_classes)
+        p[int(self.W_.dot(own_input(x, self.W_.shape[1])).argmax())] += 1.0 - self.gamma
+        return p
+
 
 class LinearLearner(Learner):
     """A ``(K, d)`` weight matrix ``W_`` with validated sizes and a seeded generator.

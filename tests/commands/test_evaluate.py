@@ -109,7 +109,7 @@ def test_obd_evaluates_each_position(tmp_path: Path,
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--policy", "model:snap.bin"], "--policy: 'model:snap.bin'"),
+    (["--policy", "model:snap.bin"], "model:SNAPSHOT_FILE needs --format noisyloop"),
     (["--policy", "fixed:7"], "fixed action 7"),
     (["--policy", "uniform", "--rho0", "0.1"], "give both rho0 and rho1"),
     (["--policy", "uniform", "--rho0", "0.6", "--rho1", "0.5"], "rho1: 1 - rho0 - rho1"),
