@@ -26,6 +26,7 @@ from app.learners.build import build_learner
 from app.sim.datasets import synthetic
 from app.sim.feedback import noisy_clicks
 from app.sim.rank import RankSimulator
+from app.store import codec
 from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, make_client, new_model, new_tenant
 
@@ -90,6 +91,16 @@ def sync(client: TestClient, auth: dict[str, str], model: str, timeout: float = 
     assert r.status_code == 200, r.text
 
 
+def assert_logged_once(r: redis.Redis, mk: ModelKeys, contexts: list[np.ndarray]) -> None:
+    """The decision log holds every applied event exactly once, in the order applied (the
+    order the feedback was posted in), with the context it was decided on."""
+    log = [fields for _, fields in r.xrange(mk.log)]
+    assert len(log) == len(contexts)
+    assert len({f[b"e"] for f in log}) == len({f[b"s"] for f in log}) == len(contexts)
+    for fields, x in zip(log, contexts, strict=True):
+        np.testing.assert_array_equal(codec.decode(fields[b"c"])["x"], x)
+
+
 def test_two_workers_one_killed_apply_every_event_exactly_once(
         api: TestClient, redis_url: str, procs: list[subprocess.Popen[bytes]]) -> None:
     auth = new_tenant(api)
@@ -131,6 +142,7 @@ def test_two_workers_one_killed_apply_every_event_exactly_once(
             for name, expected in learner.get_state().items():
                 np.testing.assert_allclose(state[name], expected, rtol=1e-9, atol=1e-9)
             assert r.xlen(ModelKeys("acme", m).dead_letter) == 0
+            assert_logged_once(r, ModelKeys("acme", m), [e["x"] for e in events[m]])
     survivor = procs[1] if victim is procs[0] else procs[0]
     survivor.send_signal(signal.SIGTERM)
     assert survivor.wait(15) == 0  # clean shutdown
@@ -194,6 +206,7 @@ def test_rank_feedback_applied_exactly_once_across_a_trainer_sigkill(
         got = api.get("/v1/models/feed", headers=auth).json()["stats"]
         assert got["events_applied"] == got["feedback_accepted"] == rounds * per_round
         assert r.xlen(ModelKeys("acme", "feed").dead_letter) == 0
+        assert_logged_once(r, ModelKeys("acme", "feed"), [e["x"] for e in events])
     stored = dict(config, algorithm="ridge_pl", n_classes=None,
                   params={"n_action_features": 3, "slots": sim.slots})
     learner = build_learner(stored)
