@@ -359,7 +359,7 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
     """
     mk = ModelKeys(*ref)
     n_applied = batch_size(applied)
-    clicks = np.asarray(applied.get("click", np.empty(0)), dtype=float)
+    clicks = cached.learner.observed_clicks(applied)
     click_sum = float(np.sum(clicks))
     samples = nrest.samples_of(cached.config, applied, observed)
     cap = nrest.buffer_size(ctx, cached.config)

@@ -180,6 +180,12 @@ class Learner(ABC):
         return {"click": np.array(0.0)} if "click" in cls.feedback_fields else None
 
     @classmethod
+    def observed_clicks(cls, batch: Batch) -> np.ndarray:
+        """One observed click per event of a joined batch, as a service's reward counters
+        average it (``debiased_reward``): the ``click`` field; empty without one."""
+        return np.asarray(batch.get("click", np.empty(0)), dtype=np.float64)
+
+    @classmethod
     def state_bytes(cls, n_features: int, n_classes: int | None,
                     params: Mapping[str, Any]) -> int:
         """Bytes of :meth:`get_state` for this config, from the shapes alone.

@@ -318,6 +318,14 @@ class RidgeRanker(Learner):
         """No click in any slot."""
         return {"clicks": np.zeros(size_param(params, "slots"))}
 
+    @classmethod
+    def observed_clicks(cls, batch: Batch) -> np.ndarray:
+        """The click in slot 0 of each event: slot 0 is always examined (``theta_0 = 1``),
+        so its click rate corrected for click noise is the true relevance of the items
+        ranked first, with no position-bias estimate in it."""
+        clicks = np.asarray(batch.get("clicks", np.empty((0, 1))), dtype=np.float64)
+        return clicks[:, 0]
+
     def set_noise_rates(self, rho0: float, rho1: float) -> None:
         """Use new click-noise rates; they apply to every event learned so far (the
         solution is refreshed at once)."""

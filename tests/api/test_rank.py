@@ -101,7 +101,10 @@ def test_batch_rank_and_batch_feedback(client: TestClient, tenant: dict[str, str
     assert fields[2]["field"] == "events[2].clicks[0]" and fields[2]["code"] == "invalid_feedback"
     assert fields[4]["code"] == "unknown_event"
     assert client.post("/v1/models/feed/sync", headers=tenant).status_code == 200
-    assert client.get("/v1/models/feed", headers=tenant).json()["stats"]["events_applied"] == 3
+    stats = client.get("/v1/models/feed", headers=tenant).json()["stats"]
+    assert stats["events_applied"] == 3
+    # the slot-0 click of each applied event: 0 (a click in slot 1), 0.7, 0 (no click)
+    assert stats["debiased_reward"] == pytest.approx(0.7 / 3)
 
 
 def test_feedback_exactly_once(client: TestClient, tenant: dict[str, str],
@@ -225,6 +228,7 @@ def test_unanswered_rankings_become_no_clicks_at_the_timeout(
     assert client.post("/v1/models/feed/sync", headers=tenant).status_code == 200
     stats = client.get("/v1/models/feed", headers=tenant).json()["stats"]
     assert (stats["events_expired"], stats["events_applied"]) == (2, 3), stats
+    assert stats["debiased_reward"] == pytest.approx(1 / 3)  # expired rankings: no click
     late = post_feedback(client, tenant, {"event_id": results[1]["event_id"], "clicks": []},
                          model="feed")
     assert late.status_code == 404
