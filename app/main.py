@@ -39,6 +39,7 @@ from app.api.routes import (
     predict,
     rank,
     series,
+    serving,
     stream,
 )
 from app.metrics import Metrics
@@ -117,7 +118,7 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
     install_docs(app)
     app.state.api_routes = []  # by path and method: the Allow header of a 405
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
-    for module in (predict, feedback, rank, models, admin, noise, confusion, budget,
+    for module in (predict, feedback, rank, models, serving, admin, noise, confusion, budget,
                    deadletters, log, stream, series, challengers, ops):
         app.include_router(module.router)
         app.state.api_routes += module.router.routes

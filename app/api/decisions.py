@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from app.api.apprentice import follow_labels, in_apprentice_mode, label_baselines
 from app.api.context import ApiContext
 from app.api.deps import authorize_model, request_model, request_tenant
 from app.api.errors import ApiError, from_param_error, unknown_model
@@ -37,6 +38,10 @@ _OUTCOME_ERRORS = {
     "unknown": (404, "unknown_event",
                 "no such event: never issued, issued for another model, or expired"),
     "duplicate": (409, "duplicate_feedback", "feedback for this event was already accepted"),
+    "not_activated": (409, "not_activated",
+                      "this decision was made with defer: true and is not activated yet: POST "
+                      ".../events/{event_id}/activate once it was shown, then send the feedback "
+                      "(nothing of this one was accepted)"),
 }
 
 
@@ -120,8 +125,16 @@ async def _decide_and_log(ctx: ApiContext, tenant: str, config: dict[str, Any],
                           guard: DecisionGuard | None = None) -> dict[str, Any] | None:
     """Decide for the rows of ``X``, log (or count) the decisions, count them in the metrics
     and build the response; None when ``guard`` failed (nothing logged)."""
+    agreed: list[bool] | None = None
+    if body.defer and not body.explore:
+        raise ApiError(422, "invalid_param", "defer needs explore: true (a decision made "
+                       "with explore: false is not logged)", "defer")
     try:
-        decisions = learner.decide_many(X, explore=body.explore)
+        if in_apprentice_mode(config):
+            decisions, agreed = follow_labels(learner, X,
+                                              label_baselines(body, config["n_classes"]))
+        else:
+            decisions = learner.decide_many(X, explore=body.explore)
     except ParamError as exc:
         raise from_param_error(exc) from None
     model_id = config["model_id"]
@@ -131,7 +144,9 @@ async def _decide_and_log(ctx: ApiContext, tenant: str, config: dict[str, Any],
         ModelKeys(tenant, model_id),
         [(eid, d.context) for eid, d in zip(event_ids, decisions, strict=True) if eid is not None],
         config["feedback"]["wait_seconds"], ctx.settings.context_grace_seconds,
-        predictions=len(decisions), guard=guard)
+        predictions=len(decisions), guard=guard, defer=body.defer,
+        apprentice=agreed if body.explore else None,
+        agreement=None if agreed is None else (len(agreed), sum(agreed)))
     if logged is None:
         return None
     ctx.metrics.count_decisions(tenant, model_id, len(decisions), version)
@@ -160,7 +175,8 @@ async def feedback(ctx: ApiContext, view: ModelView,
         if spec.open_feedback is not None:
             status, more = await take_open(ctx, view, spec, event_id, fields)
         else:
-            status = await _take_one(ctx, mk, spec, event_id, fields)
+            status = await _take_one(ctx, mk, spec, event_id, fields,
+                                     in_apprentice_mode(config))
         if status not in ("ok", "open"):
             http_status, code, message = _OUTCOME_ERRORS[status]
             count.labels(*labels, code).inc()
@@ -209,15 +225,27 @@ async def feedback(ctx: ApiContext, view: ModelView,
 
 
 async def _take_one(ctx: ApiContext, mk: ModelKeys, spec: TaskSpec, event_id: str,
-                    fields: dict[str, np.ndarray]) -> str:
-    """Join one event exactly once; "ok", "unknown" or "duplicate" (422 from the task's
-    :attr:`~app.api.tasks.TaskSpec.join_context`, if it has one, with the logged context)."""
+                    fields: dict[str, np.ndarray], apprentice: bool) -> str:
+    """Join one event exactly once; "ok", "unknown", "duplicate" or "not_activated" (422 from
+    the task's :attr:`~app.api.tasks.TaskSpec.join_context`, if it has one, with the logged
+    context); ``apprentice``: count its reward (:func:`_rewards`)."""
     if spec.join_context is not None:
         found = (await ctx.store.events.read_contexts(mk, [event_id]))[0]
         if isinstance(found, str):
             return found
         fields = spec.join_context(fields, found)
-    return (await ctx.store.events.take_feedback(mk, event_id, fields)).status
+    reward = _rewards(spec, [fields], apprentice)
+    return (await ctx.store.events.take_feedback(
+        mk, event_id, fields, None if reward is None else reward[0])).status
+
+
+def _rewards(spec: TaskSpec, fields: list[dict[str, np.ndarray]],
+             apprentice: bool) -> list[float] | None:
+    """The observed reward of each joined feedback of a model in apprentice mode (for its
+    apprentice counters), else None."""
+    if not apprentice or spec.reward is None:
+        return None
+    return [spec.reward(f) for f in fields]
 
 
 async def _join_contexts(ctx: ApiContext, view: ModelView, spec: TaskSpec,
@@ -247,7 +275,8 @@ async def _join_contexts(ctx: ApiContext, view: ModelView, spec: TaskSpec,
 async def _take_many(ctx: ApiContext, view: ModelView, spec: TaskSpec,
                      valid: list[tuple[int, str, dict[str, np.ndarray]]],
                      rejected: list[dict[str, Any]], opened: list[dict[str, Any]]) -> list[str]:
-    """Join the batch's events; per event "ok", "open", "unknown", "duplicate" or "invalid".
+    """Join the batch's events; per event "ok", "open", "unknown", "duplicate",
+    "not_activated" or "invalid".
 
     One Lua call for the whole batch; tasks with feedback in parts read
     their open decisions first (and retry the events a concurrent part
@@ -257,7 +286,9 @@ async def _take_many(ctx: ApiContext, view: ModelView, spec: TaskSpec,
     if not items:
         return []
     if spec.open_feedback is None:
-        return [o.status for o in await ctx.store.events.take_feedback_many(view.keys, items)]
+        rewards = _rewards(spec, [f for _, f in items], in_apprentice_mode(view.config))
+        return [o.status for o in
+                await ctx.store.events.take_feedback_many(view.keys, items, rewards)]
     statuses = []
     for (i, eid, _), result in zip(valid, await take_open_many(ctx, view, spec, items),
                                    strict=True):

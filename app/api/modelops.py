@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from app.api.apprentice import check_mode, in_apprentice_mode, report
 from app.api.context import ApiContext
 from app.api.errors import ApiError, from_param_error, unknown_model
 from app.api.features import feature_bound
@@ -23,6 +24,7 @@ from app.api.schemas.models import (
     PositionBiasResponse,
     SnapshotImportRequest,
 )
+from app.api.schemas.serving import ApprenticeReport
 from app.api.tasks import task_spec
 from app.learners.base import Learner, ParamError, check_state
 from app.learners.build import budget_strategy, build_learner, initial_noise_rates
@@ -92,6 +94,8 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
     if label_budget is not None:
         config["label_budget"] = label_budget
     config["max_feature_norm"] = body.max_feature_norm
+    check_mode(body.mode, spec, cls)
+    config["mode"] = body.mode
     try:
         # from the shapes, before anything is allocated; then build once to validate
         state_bytes = (cls.state_bytes(body.n_features, body.n_classes, params)
@@ -176,7 +180,9 @@ def model_response(record: ModelRecord,
                          debiased_reward=reward, calibration_unreliable=unreliable),
         noise=noise_response(record.noise) if task_spec(c["task"]).has_clicks else None,
         label_budget=c.get("label_budget"), max_feature_norm=feature_bound(c),
-        position_bias=position_bias)
+        position_bias=position_bias, mode=c.get("mode", "online"),
+        apprentice=(ApprenticeReport(**report(record.apprentice))
+                    if in_apprentice_mode(c) or record.apprentice else None))
 
 
 async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -> ModelResponse:
@@ -206,6 +212,20 @@ async def describe_model(ctx: ApiContext, tenant: str, model_id: str) -> ModelRe
     learner = build_learner(config, snap.state,
                             None if noise is None else (noise.rho0, noise.rho1))
     return model_response(record, position_bias_response(learner))
+
+
+async def set_mode(ctx: ApiContext, tenant: str, config: dict[str, Any],
+                   mode: str) -> ModelResponse:
+    """Serve in ``mode`` from now on (422 naming ``mode`` when the model cannot).  Decisions
+    made before keep the mode they were made in: an apprentice decision's feedback still
+    teaches about the baseline it served."""
+    check_mode(mode, task_spec(config["task"]),
+               learner_class(config["task"], config["algorithm"]))
+    if config.get("mode", "online") != mode:
+        if not await ctx.store.models.set_config(tenant, {**config, "mode": mode}):
+            raise unknown_model(config["model_id"])
+        ctx.cache.forget(tenant, config["model_id"])
+    return await describe_model(ctx, tenant, config["model_id"])
 
 
 async def reset_model(ctx: ApiContext, tenant: str, config: dict[str, Any]) -> ModelResponse:

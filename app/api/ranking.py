@@ -17,6 +17,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
+from app.api.apprentice import in_apprentice_mode, ranking_baseline
 from app.api.context import ApiContext
 from app.api.errors import ApiError, from_param_error, unknown_model
 from app.api.features import check_norms, feature_bound, to_vector
@@ -29,10 +30,15 @@ from app.store.models import ModelView
 
 
 class CandidateRanker(Protocol):
-    """What a learner that declares ``ranks_candidates`` offers a driver."""
+    """What a learner that declares ``ranks_candidates`` offers a driver (``follow_ranking``:
+    if it also declares ``follows_baseline``)."""
 
     def decide(self, x: np.ndarray, explore: bool = True, *,
                actions: np.ndarray | None = None, slots: int | None = None) -> Decision: ...
+
+    def follow_ranking(self, x: np.ndarray, baseline: Sequence[int], *,
+                       actions: np.ndarray | None = None,
+                       slots: int | None = None) -> Decision: ...
 
 
 def item_hashes(ids: Sequence[str]) -> np.ndarray:
@@ -77,16 +83,26 @@ def _check_request(request: RankRequest, config: Mapping[str, Any], prefix: str)
 
 
 def _decide(learner: CandidateRanker, request: RankRequest, config: Mapping[str, Any],
-            prefix: str) -> Decision:
-    """The learner's ranking of one request (422 naming the field for any bad input)."""
+            prefix: str) -> tuple[Decision, bool | None]:
+    """The learner's ranking of one request (422 naming the field for any bad input); in
+    apprentice mode the caller's ``baseline`` ranking served instead, with whether the
+    learner's greedy slot 0 agreed with it (else None)."""
     _check_request(request, config, prefix)
+    if request.defer and not request.explore:
+        raise ApiError(422, "invalid_param", "defer needs explore: true (a ranking made with "
+                       "explore: false is not logged)", f"{prefix}defer")
     x = to_vector(request.features, config["n_features"], f"{prefix}features")
     check_norms(x, feature_bound(config), f"{prefix}features")
     A = _action_matrix(request, config, prefix)
     try:
-        return learner.decide(x, request.explore, actions=A, slots=request.slots)
+        if not in_apprentice_mode(config):
+            return learner.decide(x, request.explore, actions=A, slots=request.slots), None
+        shown = min(request.slots or model_slots(config), len(request.actions))
+        rows = ranking_baseline(request, shown, prefix)
+        decision = learner.follow_ranking(x, rows, actions=A, slots=request.slots)
     except ParamError as exc:
         raise from_param_error(exc, prefix) from None
+    return decision, decision.output["greedy"][0] == rows[0]
 
 
 def _logged(decision: Decision, request: RankRequest, slots: int) -> dict[str, np.ndarray]:
@@ -126,19 +142,27 @@ async def rank(ctx: ApiContext, view: ModelView,
     ranker = cast(CandidateRanker, learner)
     batch = isinstance(body, RankBatchRequest)
     requests = body.requests if isinstance(body, RankBatchRequest) else [body]
-    decisions = [_decide(ranker, r, config, f"requests[{i}]." if batch else "")
-                 for i, r in enumerate(requests)]
+    decided = [_decide(ranker, r, config, f"requests[{i}]." if batch else "")
+               for i, r in enumerate(requests)]
+    decisions = [d for d, _ in decided]
     explored = [i for i, r in enumerate(requests) if r.explore]
     event_ids: list[str | None] = [None] * len(requests)
     for i, eid in zip(explored, new_event_ids(len(explored)), strict=True):
         event_ids[i] = eid
     slots = model_slots(config)
-    await ctx.store.events.record_decisions(
-        ModelKeys(view.tenant, config["model_id"]),
-        [(event_ids[i], _logged(decisions[i], requests[i], slots))  # type: ignore[misc]
-         for i in explored],
-        config["feedback"]["wait_seconds"], ctx.settings.context_grace_seconds,
-        predictions=len(requests))
+    mk = ModelKeys(view.tenant, config["model_id"])
+    apprentice = in_apprentice_mode(config)
+    agreed = [bool(a) for _, a in decided]
+    # one log step per defer value (two only when a batch mixes them); the first counts all
+    for k, defer in enumerate(sorted({requests[i].defer for i in explored}) or [False]):
+        rows = [i for i in explored if requests[i].defer == defer]
+        await ctx.store.events.record_decisions(
+            mk, [(event_ids[i], _logged(decisions[i], requests[i], slots))  # type: ignore[misc]
+                 for i in rows],
+            config["feedback"]["wait_seconds"], ctx.settings.context_grace_seconds,
+            predictions=0 if k else len(requests), defer=defer,
+            apprentice=[agreed[i] for i in rows] if apprentice else None,
+            agreement=(len(agreed), sum(agreed)) if apprentice and not k else None)
     ctx.metrics.count_decisions(view.tenant, config["model_id"], len(requests), version)
     out = [_response(d, r, eid, version)
            for d, r, eid in zip(decisions, requests, event_ids, strict=True)]

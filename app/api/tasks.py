@@ -93,6 +93,9 @@ class TaskSpec:
     """(parsed feedback, logged context) -> the feedback arrays to join, or ApiError: for
     feedback that refers to what the decision showed (read before the exactly-once join);
     None: the parsed arrays join as they are."""
+    reward: Callable[[Mapping[str, np.ndarray]], float] | None = None
+    """(joined feedback arrays) -> the observed reward of what was served (the click; slot 0's
+    for a ranking), counted for a model in apprentice mode; None: no apprentice mode."""
 
     def parse_feedback(self, raw: Any, config: Mapping[str, Any], cls: type[Learner],
                        prefix: str = "") -> tuple[str | None, dict[str, np.ndarray]]:
@@ -261,6 +264,14 @@ def _noisy_input_feedback(event: NoisyInputFeedback, config: Mapping[str, Any],
     return fields
 
 
+def _click(fields: Mapping[str, np.ndarray]) -> float:
+    return float(fields["click"])
+
+
+def _top_click(fields: Mapping[str, np.ndarray]) -> float:
+    return float(fields["clicks"][0])
+
+
 def _labels_sent(learner: Learner, context: Mapping[str, np.ndarray],
                  fields: Mapping[str, np.ndarray]) -> int:
     """The labels sent, or more if the learner needs more per event (``labels_per_event``)."""
@@ -275,7 +286,7 @@ def _copies_needed(learner: Learner, context: Mapping[str, np.ndarray],
 
 TASKS: dict[str, TaskSpec] = {
     "label": TaskSpec("label", LabelFeedback, LabelPrediction, _label_feedback,
-                      has_clicks=True, quick_feedback=_quick_click),
+                      has_clicks=True, quick_feedback=_quick_click, reward=_click),
     "label_set": TaskSpec("label_set", LabelFeedback, LabelSetPrediction, _label_feedback,
                           has_clicks=True, quick_feedback=_quick_click),
     "regression": TaskSpec(
@@ -291,7 +302,7 @@ TASKS: dict[str, TaskSpec] = {
         open_feedback=OpenPolicy("copies", "more_copies", ("target",), _copies_needed,
                                  budgeted=False, enqueue_on_expiry=False)),
     "rank": TaskSpec("rank", RankFeedback, RankResponse, rank_feedback_fields, has_clicks=True,
-                     join_context=join_shown),
+                     join_context=join_shown, reward=_top_click),
 }
 
 

@@ -50,6 +50,11 @@ replay command) reads them from the class before it builds a learner.
   (``actions=``, ``slots=``) and fills slots with them;
   ``estimates_position_bias``: the learner reports its position bias per slot
   (:meth:`~Learner.position_bias_estimate`).
+* ``follows_baseline``: :meth:`~Learner.follow` (``follow_ranking`` for
+  learners that rank candidates) turns a decision made without exploration
+  into one that plays the caller's own choice (a service's apprentice mode:
+  the caller's baseline is served and learned from, the learner's greedy
+  choice is kept beside it).
 * ``service_defaults``: hyper-parameters a service uses instead of the
   constructor's defaults (the client's ``params`` still win).
 * :meth:`~Learner.state_bytes`, :meth:`~Learner.buffer_bytes`: the memory a
@@ -154,6 +159,8 @@ class Learner(ABC):
     """Whether ``decide`` ranks candidate actions given with the request (``actions=``)."""
     estimates_position_bias: ClassVar[bool] = False
     """Whether the learner reports a position bias per slot (``position_bias_estimate``)."""
+    follows_baseline: ClassVar[bool] = False
+    """Whether :meth:`follow` can play the caller's own choice in place of the learner's."""
     service_defaults: ClassVar[Mapping[str, Any]] = {}
     """Hyper-parameters a service uses instead of the constructor's defaults (e.g. to keep
     snapshots small); a client's params still win, replay keeps the constructor's."""
@@ -228,6 +235,26 @@ class Learner(ABC):
     def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
         """Decide for each row of ``X``; learners may vectorise this."""
         return [self.decide(x, explore=explore) for x in X]
+
+    def follow(self, decision: Decision, baseline: int) -> Decision:
+        """``decision`` (made without exploration) playing the label ``baseline`` instead,
+        with probability 1 (a deterministic choice of the caller's), its greedy label kept.
+
+        For label learners that declare ``follows_baseline``: their context
+        logs the ``played`` label and its probability ``prob``, so that the
+        feedback teaches them about the label served.  Output fields about the
+        played label other than the label itself (``expected_reward``) are
+        dropped when the baseline is not the greedy label.
+        """
+        if not self.follows_baseline:
+            raise NotImplementedError(f"{type(self).__name__} does not follow a baseline")
+        if int(decision.context["played"]) == baseline:
+            return decision
+        output = {k: v for k, v in decision.output.items()
+                  if k not in ("expected_reward", "calibration_unreliable")}
+        output.update(label=baseline, probability=1.0)
+        context: dict[str, Any] = {**decision.context, "played": baseline, "prob": 1.0}
+        return Decision(output, context)
 
     def set_noise_rates(self, rho0: float, rho1: float) -> None:
         """Use click-noise rates from now on (learners that declare ``uses_noise_rates``)."""

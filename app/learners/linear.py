@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -222,6 +222,7 @@ class BanditronExploration:
     W_: np.ndarray
     gamma: float
     _rng: np.random.Generator
+    follows_baseline: ClassVar[bool] = True
 
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
         """Greedy label and, with ``explore``, an exploration draw (see ``explore_decision``)."""

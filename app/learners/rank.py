@@ -253,6 +253,7 @@ class RidgeRanker(Learner):
     logged_only: ClassVar[bool] = True
     uses_noise_rates: ClassVar[bool] = True
     ranks_candidates: ClassVar[bool] = True
+    follows_baseline: ClassVar[bool] = True
     estimates_position_bias: ClassVar[bool] = True
     paper = (
         "Joachims, Swaminathan & Schnabel 2017, *Unbiased Learning-to-Rank with Biased "
@@ -440,6 +441,32 @@ class RidgeRanker(Learner):
         if actions is None or len(actions) != len(X):
             raise ParamError("actions", "one candidate matrix per context row is needed")
         return [self.decide(x, explore, actions=a) for x, a in zip(X, actions, strict=True)]
+
+    def follow_ranking(self, x: np.ndarray, baseline: Sequence[int], *,
+                       actions: np.ndarray | None = None,
+                       slots: int | None = None) -> Decision:
+        """The greedy :meth:`decide` playing the caller's ranking ``baseline`` instead (rows of
+        ``actions``, best first; its first ``min(slots, n)`` fill the slots), each placement
+        with probability 1 (a deterministic choice of the caller's); ``greedy`` is kept."""
+        decision = self.decide(x, False, actions=actions, slots=slots)
+        shown = int(decision.context["shown"])
+        rows = [int(i) for i in baseline[:shown]]
+        n = len(decision.output["ranking"]) if actions is None else len(actions)
+        if len(rows) < shown or len(set(rows)) < shown or not all(0 <= i < n for i in rows):
+            raise ParamError("baseline", f"must rank at least {shown} distinct candidates")
+        if rows == list(decision.output["greedy"]):
+            return decision
+        A = np.asarray(actions, dtype=np.float64)[rows]
+        scores = self.scores(decision.context["x"], A)
+        logged = np.zeros((self.slots, self.n_action_features))
+        logged[:shown] = A
+        logged_scores = np.zeros(self.slots)
+        logged_scores[:shown] = scores
+        ranking = [{"index": i, "slot": k, "probability": 1.0,
+                    "expected_reward": clip_probability(float(v))}
+                   for k, (i, v) in enumerate(zip(rows, scores, strict=True))]
+        return Decision({**decision.output, "ranking": ranking},
+                        {**decision.context, "actions": logged, "scores": logged_scores})
 
     def _draw(self, scores: np.ndarray, shown: int) -> tuple[list[int], list[float]]:
         """Fill ``shown`` slots by sequential draws without replacement (module docstring).

@@ -117,6 +117,7 @@ class RidgeBandit(Learner):
     logged_only: ClassVar[bool] = True
     uses_noise_rates: ClassVar[bool] = True
     keeps_noise_samples: ClassVar[bool] = True
+    follows_baseline: ClassVar[bool] = True
 
     def __init__(self, *, n_features: int, n_classes: int, seed: int | None,
                  rho0: float, rho1: float) -> None:

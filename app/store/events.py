@@ -78,7 +78,8 @@ class DecisionGuard:
 
 @dataclass(frozen=True)
 class FeedbackOutcome:
-    """Result of one feedback join: ``status`` is "ok", "unknown" or "duplicate" (a step of
+    """Result of one feedback join: ``status`` is "ok", "unknown", "duplicate" or
+    "not_activated" (a deferred decision not activated yet; a step of
     an open decision may also give "open" or "conflict", see :mod:`app.store.openfeedback`)."""
 
     status: str
@@ -140,23 +141,41 @@ class EventStore:
                                contexts: Sequence[tuple[str, Mapping[str, np.ndarray]]],
                                wait_seconds: int, grace_seconds: int, *,
                                predictions: int | None = None,
-                               guard: DecisionGuard | None = None) -> int | None:
+                               guard: DecisionGuard | None = None, defer: bool = False,
+                               apprentice: Sequence[bool] | None = None,
+                               agreement: tuple[int, int] | None = None) -> int | None:
         """Log ``(event_id, context)`` pairs awaiting feedback; return their deadline.
 
         Counts ``predictions`` decisions (default: one per context; decisions
-        made with ``explore: false`` are counted, not logged).  With a
-        ``guard``, nothing is written and None is returned unless the API key
-        and the model are still those of the guard (one Lua step; a single
-        Redis only, see :class:`DecisionGuard`).  On a single Redis, the logs
-        of concurrent predicts go to Redis together (:class:`ScriptBatch`).
+        made with ``explore: false`` are counted, not logged).  With
+        ``defer``, the contexts are logged without a deadline: no feedback is
+        taken and no default made until :meth:`activate`; never activated,
+        they expire unlearned after ``wait_seconds + grace_seconds``.
+        ``apprentice``: one flag per context of a model in apprentice mode,
+        whether the model's own choice agreed with the baseline served, kept
+        beside the context for the feedback (:meth:`take_feedback_many` with
+        ``rewards``); ``agreement``: the apprentice decisions to count and how
+        many of them agreed (default: those of ``apprentice``; decisions made
+        with ``explore: false`` are counted, not logged).  With a ``guard``,
+        nothing is written and None is returned unless the API key and the
+        model are still those of the guard (one Lua step; a single Redis only,
+        see :class:`DecisionGuard`).  On a single Redis, the logs of concurrent
+        predicts go to Redis together (:class:`ScriptBatch`).
         """
-        keys_ = [mk.stats, mk.pending, *(mk.context(eid) for eid, _ in contexts)]
+        flags = list(apprentice or ())
+        if flags and len(flags) != len(contexts):
+            raise ValueError("one apprentice flag per context")
+        decided, agreed = agreement if agreement is not None else (len(flags), sum(flags))
+        keys_ = [mk.stats, mk.pending, *(mk.context(eid) for eid, _ in contexts),
+                 *(mk.apprentice(eid) for eid, _ in contexts if flags)]
         args: list[bytes | str | int | float] = [
             int(wait_seconds), int(grace_seconds),
-            len(contexts) if predictions is None else int(predictions), len(contexts)]
+            len(contexts) if predictions is None else int(predictions), len(contexts),
+            int(defer), int(decided), int(agreed), len(flags)]
         blobs = codec.encode_many([ctx for _, ctx in contexts])
         for (eid, _), blob in zip(contexts, blobs, strict=True):
             args += [eid, blob]
+        args += [int(f) for f in flags]
         if guard is not None:
             stamp = guard.model
             keys_ += [api_key(guard.key.key_id), mk.meta, mk.snapshot, mk.noise]
@@ -166,23 +185,45 @@ class EventStore:
                             else self.scripts.run("record_decisions", keys_, args))
         return None if reply is None else int(reply)
 
+    async def activate(self, mk: ModelKeys, event_id: str, wait_seconds: int,
+                       grace_seconds: int) -> int | str:
+        """Give a deferred decision its deadline, ``wait_seconds`` from now: that deadline
+        (Redis clock seconds), or "unknown" (never issued, expired, another model's) or
+        "active" (not deferred, or activated already)."""
+        reply: Any = await self.scripts.run(
+            "activate_decision", [mk.context(event_id), mk.pending, mk.apprentice(event_id)],
+            [event_id, int(wait_seconds), int(grace_seconds), TOMBSTONE])
+        status = text(reply[0]) or "unknown"
+        return int(reply[1]) if status == "ok" else status
+
     async def take_feedback_many(self, mk: ModelKeys,
                                  items: Sequence[tuple[str, Mapping[str, np.ndarray]]],
+                                 rewards: Sequence[float] | None = None,
                                  ) -> list[FeedbackOutcome]:
-        """Join each ``(event_id, feedback fields)`` exactly once (one Lua call, in order)."""
+        """Join each ``(event_id, feedback fields)`` exactly once (one Lua call, in order).
+
+        ``rewards`` (one observed reward per item, for a model in apprentice
+        mode): each joined apprentice decision adds its reward to the model's
+        apprentice counters in the same step.
+        """
         if not items:
             return []
-        keys_ = [mk.pending, mk.events, mk.stats, *(mk.context(eid) for eid, _ in items)]
-        args: list[bytes | str | int | float] = [TOMBSTONE]
+        given = list(rewards or ())
+        keys_ = [mk.pending, mk.events, mk.stats, *(mk.context(eid) for eid, _ in items),
+                 *(mk.apprentice(eid) for eid, _ in items if given)]
+        args: list[bytes | str | int | float] = [TOMBSTONE, len(items) if given else 0]
         blobs = codec.encode_many([feedback for _, feedback in items])
         for (eid, _), blob in zip(items, blobs, strict=True):
             args += [eid, blob]
+        args += [repr(float(r)) for r in given]
         return feedback_outcomes(await self.scripts.run("take_feedback", keys_, args))
 
     async def take_feedback(self, mk: ModelKeys, event_id: str,
-                            feedback: Mapping[str, np.ndarray]) -> FeedbackOutcome:
+                            feedback: Mapping[str, np.ndarray],
+                            reward: float | None = None) -> FeedbackOutcome:
         """Join one feedback with its context (see :meth:`take_feedback_many`)."""
-        return (await self.take_feedback_many(mk, [(event_id, feedback)]))[0]
+        return (await self.take_feedback_many(
+            mk, [(event_id, feedback)], None if reward is None else [reward]))[0]
 
     async def read_contexts(self, mk: ModelKeys, event_ids: Sequence[str],
                             ) -> list[dict[str, np.ndarray] | str]:

@@ -19,6 +19,7 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:ctx:E              str   decision context (codec) or a tombstone
     nl:{T:M}:pending            zset  E -> deadline (Redis clock, seconds)
     nl:{T:M}:part:E             hash  open decision: feedback so far (want, n, f, expiry)
+    nl:{T:M}:appr:E             str   apprentice decision: "1" if the model agreed, else "0"
     nl:{T:M}:budget             hash  label-budget strategy state (rounds, state)
     nl:{T:M}:events             stream joined events, consumer group "trainers"
     nl:{T:M}:noise              hash  rho0, rho1, source, estimated_at, n_samples, history
@@ -173,6 +174,11 @@ class ModelKeys:
     def partial(self, event_id: str) -> str:
         """Hash: feedback received so far for a decision that awaits more labels or copies."""
         return f"{self.tag}:part:{event_id}"
+
+    def apprentice(self, event_id: str) -> str:
+        """String: whether the model's own choice agreed with the baseline served for an
+        apprentice decision (``"1"`` or ``"0"``; expires with the context)."""
+        return f"{self.tag}:appr:{event_id}"
 
     @property
     def label_budget(self) -> str:

@@ -10,7 +10,7 @@ with its consumer group (one Lua step).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,11 @@ from app.store.snapshots import COUNTER_FIELDS, Snapshot, SnapshotInfo, parse_in
 from app.store.tenants import KEY_RECORD_FIELDS, KeyRecord, parse_api_key, verify_key_record
 from app.store.util import text, utc_now
 
+#: The apprentice counters of a model's stats hash (written by the Lua steps that record
+#: decisions and take feedback).
+APPRENTICE_COUNTERS = ("apprentice_decisions", "apprentice_agreed", "apprentice_events",
+                       "apprentice_reward_sum", "apprentice_agreed_events",
+                       "apprentice_agreed_reward_sum")
 #: Pending contexts deleted per round trip when a model is removed.
 _DELETE_CHUNK = 1000
 
@@ -77,6 +82,8 @@ class ModelRecord:
     dead_lettered: int
     """Dead letters held now (:mod:`app.store.deadletters`)."""
     dead_letters_dropped: int
+    apprentice: dict[str, float] = field(default_factory=dict)
+    """The :data:`APPRENTICE_COUNTERS` that were ever written."""
 
 
 class ModelStore:
@@ -181,7 +188,7 @@ class ModelStore:
                 pipe.hget(mk.meta, "config")
                 pipe.hmget(mk.snapshot, list(COUNTER_FIELDS))
                 pipe.hmget(mk.stats, ["predictions", "feedback_accepted", HELD_FIELD,
-                                      DROPPED_FIELD])
+                                      DROPPED_FIELD, *APPRENTICE_COUNTERS])
                 pipe.hmget(mk.noise, list(NOISE_FIELDS))
             values = await pipe.execute()
         out = []
@@ -190,9 +197,11 @@ class ModelStore:
             info = parse_info(snap)
             if config_raw is None or info is None:
                 continue
+            apprentice = {name: float(value) for name, value
+                          in zip(APPRENTICE_COUNTERS, stats[4:], strict=True) if value is not None}
             out.append(ModelRecord(orjson.loads(config_raw), info, int(stats[0] or 0),
                                    int(stats[1] or 0), parse_noise(noise),
-                                   int(stats[2] or 0), int(stats[3] or 0)))
+                                   int(stats[2] or 0), int(stats[3] or 0), apprentice))
         return out
 
     async def record(self, tenant: str, model_id: str) -> ModelRecord | None:

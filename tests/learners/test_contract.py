@@ -417,3 +417,33 @@ def test_confusion_capability_is_consistent(case: tuple[str, str]) -> None:
     np.testing.assert_allclose(report.matrix, matrix)
     learner.set_confusion(None)
     assert not learner.confusion_report().configured
+
+
+def test_followed_decision_plays_the_baseline_and_is_learned(case: tuple[str, str]) -> None:
+    """A learner that declares ``follows_baseline`` serves the caller's choice with
+    probability 1, keeps its own greedy choice, and learns from the followed event."""
+    learner = _build(*case, seed=5)
+    if not learner.follows_baseline:
+        pytest.skip("does not follow a baseline")
+    _play(learner, 10)
+    x = _inputs(1, seed=8)[0]
+    greedy = _decide(learner, x, explore=False)
+    if learner.task == "rank":
+        actions = _candidates(learner, x)
+        rows = list(range(N_CANDIDATES))[::-1]
+        followed = learner.follow_ranking(x, rows, actions=actions)  # type: ignore[attr-defined]
+        assert [r["index"] for r in followed.output["ranking"]] == rows[:len(
+            followed.output["ranking"])]
+        assert {r["probability"] for r in followed.output["ranking"]} == {1.0}
+        assert followed.output["greedy"] == greedy.output["greedy"]
+        with pytest.raises(ParamError):
+            learner.follow_ranking(x, [0, 0, 1], actions=actions)  # type: ignore[attr-defined]
+    else:
+        baseline = (int(greedy.output["greedy_label"]) + 1) % N_CLASSES
+        followed = learner.follow(greedy, baseline)
+        assert (followed.output["label"], followed.output["probability"]) == (baseline, 1.0)
+        assert followed.output["greedy_label"] == greedy.output["greedy_label"]
+        assert learner.follow(greedy, int(greedy.output["greedy_label"])) is greedy
+    learner.learn_one(_event(learner, followed, np.random.default_rng(1)))
+    assert all(np.isfinite(v).all() for v in learner.get_state().values()
+               if v.dtype.kind == "f")

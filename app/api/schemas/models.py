@@ -15,6 +15,7 @@ from app.api.schemas.common import (
     ModelId,
     RequestModel,
 )
+from app.api.schemas.serving import MODE_DESCRIPTION, ApprenticeReport, Mode
 from app.api.tasks import TASKS
 from app.learners.registry import ALGORITHMS
 
@@ -76,6 +77,7 @@ class ModelCreateRequest(RequestModel):
         description="Largest Euclidean norm of an input (predict features, noisy_label example "
                     "features, noisy_input copies); a larger one is refused with 422 "
                     "invalid_features, so that no single event can swamp the weights")
+    mode: Mode = Field(default="online", description=MODE_DESCRIPTION)
 
 
 class ModelStats(BaseModel):
@@ -141,6 +143,10 @@ class ModelResponse(BaseModel):
     label_budget: LabelBudgetConfig | None = None
     max_feature_norm: float = DEFAULT_MAX_FEATURE_NORM
     position_bias: PositionBiasResponse | None = None
+    mode: Mode = "online"
+    apprentice: ApprenticeReport | None = Field(
+        default=None, description="in apprentice mode, or after it: agreement with the "
+                                  "baselines served and the rewards observed")
 
 
 class ModelListResponse(BaseModel):

@@ -21,6 +21,7 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 
 from app.api.schemas.common import (
+    ClassIndex,
     FeatureIndex,
     FiniteFloat,
     RequestModel,
@@ -82,6 +83,13 @@ Features = Annotated[
 ]
 
 
+#: What ``defer`` does (predict and rank).
+DEFER_DESCRIPTION = ("true: the decision is logged but awaits POST .../events/{event_id}/activate "
+                     "(e.g. once it was shown): until then feedback is refused (409 "
+                     "not_activated) and no default is made; never activated, it expires "
+                     "unlearned after the model's wait_seconds plus the context grace period")
+
+
 class PredictRequest(RequestModel):
     """One decision (``features``) or many (``instances``, 1 to 1000).
 
@@ -96,6 +104,13 @@ class PredictRequest(RequestModel):
         SkipJsonSchema[None]) = None
     explore: bool = Field(default=True, description="false: greedy decision, nothing logged "
                                                     "(no event_id, no feedback expected)")
+    defer: bool = Field(default=False, description=DEFER_DESCRIPTION)
+    baseline: ClassIndex | Annotated[list[ClassIndex],
+                                     Field(min_length=1, max_length=MAX_BATCH)] | (
+        SkipJsonSchema[None]) = Field(
+        default=None, description="a model in apprentice mode: the caller's own label, served "
+                                  "and learned from (with instances: one per instance); "
+                                  "ignored in online mode")
 
     @model_validator(mode="after")
     def _one_form(self) -> PredictRequest:

@@ -29,7 +29,7 @@ from app.api.schemas.common import (
     exactly_one_of,
     one_of_schema,
 )
-from app.api.schemas.predict import Features
+from app.api.schemas.predict import DEFER_DESCRIPTION, Features
 from app.settings import MAX_BATCH
 
 #: Most candidates of one rank request.
@@ -58,6 +58,12 @@ class RankRequest(RequestModel):
         default=None, description="slots to fill, at most the model's (default)")
     explore: bool = Field(default=True, description="false: the greedy ranking, nothing logged "
                                                     "(no event_id, no feedback expected)")
+    defer: bool = Field(default=False, description=DEFER_DESCRIPTION)
+    baseline: Annotated[list[ActionId], Field(min_length=1, max_length=MAX_CANDIDATES)] | (
+        SkipJsonSchema[None]) = Field(
+        default=None, description="a model in apprentice mode: the caller's own ranking (action "
+                                  "ids, best first, at least as many as the slots filled), "
+                                  "served and learned from; ignored in online mode")
 
 
 class RankBatchRequest(RequestModel):

@@ -15,7 +15,8 @@
 --       rounds ('' = leave the budget alone), budget state blob, budget
 --       rounds after
 -- Returns {status_1, stream_id_1, status_2, ...}: status 'ok' (stream id of
--- the joined event) | 'open' | 'unknown' | 'duplicate' | 'conflict'; stream
+-- the joined event) | 'open' | 'unknown' | 'duplicate' | 'not_activated' (a
+-- deferred decision) | 'conflict'; stream
 -- id '' unless 'ok'.  Events are taken in order: a budget charge expects the
 -- rounds the charges before it in the batch left.
 local t = tonumber(redis.call('TIME')[1])
@@ -30,8 +31,11 @@ local function take(ctx_key, part_key, a)
     return 'duplicate'
   end
   local deadline = redis.call('ZSCORE', KEYS[1], eid)
+  if not deadline then
+    return 'not_activated'  -- deferred: nothing is taken before activate_decision.lua
+  end
   -- past the deadline: the sweeper owns it now
-  if (not deadline) or tonumber(deadline) < t then
+  if tonumber(deadline) < t then
     return 'unknown'
   end
   local have = redis.call('HGET', part_key, 'n')

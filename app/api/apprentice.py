@@ -1,0 +1,122 @@
+"""Apprentice mode: serve the caller's own choice, learn from it, measure the agreement.
+
+A model in apprentice mode (config ``mode``) serves with every decision the
+``baseline`` the caller sends (the label, or the ranking of action ids it
+would have served anyway), logged with probability 1 because the caller's
+choice is deterministic, so the feedback teaches the model about the
+baseline's action.  The model's own greedy choice is kept beside it: each
+decision counts whether they agree (slot 0 of a ranking), and each joined
+feedback adds its observed reward to the counters of all apprentice events
+and of those where the model agreed (Lua steps of the store, with the
+decision and with the feedback).
+
+What the counters can tell: ``baseline_reward`` estimates the baseline's
+value.  The model's own value is observed only where it agrees with the
+baseline (a deterministic logger never shows what the model's other choices
+would have earned), so ``model_value_estimate``, the mean reward where they
+agree, is the model's value on that share of the traffic, not over all of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from app.api.errors import ApiError
+from app.api.schemas.predict import PredictRequest
+from app.api.schemas.rank import RankRequest
+from app.learners.base import Decision, Learner
+
+if TYPE_CHECKING:  # (tasks imports the rank path, which imports this module)
+    from app.api.tasks import TaskSpec
+
+ONLINE = "online"
+APPRENTICE = "apprentice"
+MODES = (ONLINE, APPRENTICE)
+
+
+def in_apprentice_mode(config: Mapping[str, Any]) -> bool:
+    """Whether the model serves its callers' baselines (models without ``mode`` are online)."""
+    return config.get("mode") == APPRENTICE
+
+
+def check_mode(mode: str, spec: TaskSpec, cls: type[Learner]) -> None:
+    """422 naming ``mode`` when the model cannot run in ``mode``."""
+    if mode == APPRENTICE and (spec.reward is None or not cls.follows_baseline):
+        raise ApiError(422, "invalid_param", f"apprentice mode needs a model that learns from "
+                       f"the reward of what was served (task 'label' learning from clicks, or "
+                       f"'rank'); this {spec.name!r} model cannot follow a baseline", "mode")
+
+
+def label_baselines(body: PredictRequest, n_classes: int) -> list[int]:
+    """The caller's label per decision (422 naming ``baseline`` when missing or misshapen)."""
+    baseline = body.baseline
+    if baseline is None:
+        raise ApiError(422, "invalid_param", "the model is in apprentice mode: send your own "
+                       "label as baseline (one per instance with instances)", "baseline")
+    if body.features is not None:
+        if not isinstance(baseline, int):
+            raise ApiError(422, "invalid_param", "with features, baseline is one label",
+                           "baseline")
+        labels = [baseline]
+    else:
+        assert body.instances is not None
+        if not isinstance(baseline, list) or len(baseline) != len(body.instances):
+            raise ApiError(422, "invalid_param", f"with instances, baseline is a list of "
+                           f"{len(body.instances)} labels, one per instance", "baseline")
+        labels = baseline
+    for i, label in enumerate(labels):
+        if label >= n_classes:
+            raise ApiError(422, "invalid_param", f"baseline must be in [0, {n_classes})",
+                           "baseline" if body.features is not None else f"baseline[{i}]")
+    return labels
+
+
+def follow_labels(learner: Learner, X: np.ndarray, baselines: Sequence[int]
+                  ) -> tuple[list[Decision], list[bool]]:
+    """Decisions serving ``baselines`` and, per decision, whether the model's greedy label
+    agreed."""
+    greedy = learner.decide_many(X, explore=False)
+    agreed = [int(d.output["greedy_label"]) == b for d, b in zip(greedy, baselines, strict=True)]
+    return [learner.follow(d, b) for d, b in zip(greedy, baselines, strict=True)], agreed
+
+
+def ranking_baseline(request: RankRequest, shown: int, prefix: str) -> list[int]:
+    """The rows of ``request.actions`` the caller ranks first, in order (422 naming
+    ``baseline`` when missing, too short, or naming an id twice or not among the actions)."""
+    if request.baseline is None:
+        raise ApiError(422, "invalid_param", "the model is in apprentice mode: send your own "
+                       "ranking of action ids as baseline", f"{prefix}baseline")
+    row_of = {action.id: i for i, action in enumerate(request.actions)}
+    rows: list[int] = []
+    for j, action_id in enumerate(request.baseline):
+        row = row_of.get(action_id)
+        if row is None or row in rows:
+            raise ApiError(422, "invalid_param", f"action id {action_id!r} is "
+                           f"{'not among the actions' if row is None else 'listed twice'}",
+                           f"{prefix}baseline[{j}]")
+        rows.append(row)
+    if len(rows) < shown:
+        raise ApiError(422, "invalid_param", f"baseline must rank at least the {shown} "
+                       "slots filled", f"{prefix}baseline")
+    return rows
+
+
+def report(counters: Mapping[str, float]) -> dict[str, Any]:
+    """The ``apprentice`` block of a model from its counters
+    (:data:`~app.store.models.APPRENTICE_COUNTERS`): agreement and the rewards observed."""
+    decisions = int(counters.get("apprentice_decisions", 0))
+    events = int(counters.get("apprentice_events", 0))
+    agreed_events = int(counters.get("apprentice_agreed_events", 0))
+    return {
+        "decisions": decisions,
+        "agreement": (counters.get("apprentice_agreed", 0) / decisions) if decisions else None,
+        "events": events,
+        "baseline_reward": (counters.get("apprentice_reward_sum", 0.0) / events
+                            if events else None),
+        "agreed_events": agreed_events,
+        "model_value_estimate": (counters.get("apprentice_agreed_reward_sum", 0.0)
+                                 / agreed_events if agreed_events else None),
+    }
