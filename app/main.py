@@ -42,6 +42,7 @@ from app.api.routes import (
     serving,
     stream,
 )
+from app.console import install_console
 from app.metrics import Metrics
 from app.server.fastpath import SinglePredictFastPath
 from app.settings import Settings
@@ -116,6 +117,7 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
                            "retry_after_seconds": settings.retry_after_seconds})
     install_error_handlers(app, settings.retry_after_seconds, authenticate=check_credentials)
     install_docs(app)
+    install_console(app)
     app.state.api_routes = []  # by path and method: the Allow header of a 405
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
     for module in (predict, feedback, rank, models, serving, admin, noise, confusion, budget,

@@ -18,6 +18,7 @@ from app.api.features import feature_bound
 from app.api.schemas.models import (
     ArrayPayload,
     ModelCreateRequest,
+    ModelListResponse,
     ModelResponse,
     ModelStats,
     NoiseResponse,
@@ -193,6 +194,12 @@ async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -
     if stored is None:
         raise ApiError(409, "model_exists", f"model {body.model_id!r} exists", "model_id")
     return await describe_model(ctx, tenant, body.model_id)
+
+
+async def list_models(ctx: ApiContext, tenant: str) -> ModelListResponse:
+    """Every model of ``tenant``."""
+    records = await ctx.store.models.records(tenant, await ctx.store.models.list_ids(tenant))
+    return ModelListResponse(models=[model_response(r) for r in records])
 
 
 async def describe_model(ctx: ApiContext, tenant: str, model_id: str) -> ModelResponse:

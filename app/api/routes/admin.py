@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
 
+from app.api import modelops
 from app.api.deps import Admin, Context
 from app.api.errors import ApiError
 from app.api.schemas.admin import (
@@ -16,6 +17,7 @@ from app.api.schemas.admin import (
     TenantSummary,
 )
 from app.api.schemas.common import TENANT_ID_PATTERN, ErrorResponse
+from app.api.schemas.models import ModelListResponse
 from app.store.tenants import KEY_ID_RE
 
 TenantIdPath = Annotated[str, Path(pattern=TENANT_ID_PATTERN, description="the tenant's id")]
@@ -46,6 +48,16 @@ async def list_tenants(ctx: Context, _: Admin) -> TenantListResponse:
     tenants = await ctx.store.tenants.list_all()
     return TenantListResponse(tenants=[TenantSummary(tenant_id=t.tenant_id, n_models=t.n_models,
                                                      created_at=t.created_at) for t in tenants])
+
+
+@router.get("/tenants/{tenant_id}/models", response_model=ModelListResponse,
+            responses={404: {"model": ErrorResponse}})
+async def list_tenant_models(tenant_id: TenantIdPath, ctx: Context,
+                             _: Admin) -> ModelListResponse:
+    """Every model of a tenant, read only (what the tenant's ``GET /v1/models`` shows)."""
+    if not await ctx.store.tenants.exists(tenant_id):
+        raise unknown_tenant(tenant_id)
+    return await modelops.list_models(ctx, tenant_id)
 
 
 @router.delete("/tenants/{tenant_id}", status_code=204, response_class=Response,

@@ -33,8 +33,7 @@ async def create_model(body: ModelCreateRequest, ctx: Context, tenant: Tenant) -
 @router.get("", response_model=ModelListResponse)
 async def list_models(ctx: Context, tenant: Tenant) -> ModelListResponse:
     """Every model of the caller's tenant."""
-    records = await ctx.store.models.records(tenant, await ctx.store.models.list_ids(tenant))
-    return ModelListResponse(models=[modelops.model_response(r) for r in records])
+    return await modelops.list_models(ctx, tenant)
 
 
 @router.get("/{model_id}", response_model=ModelResponse, responses=_404)

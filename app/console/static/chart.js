@@ -1,0 +1,122 @@
+/* Small SVG line charts for the console: lines over time, optional interval bands.
+ * No dependencies; everything is built with DOM calls (no markup strings), so no value
+ * read from the API is ever parsed as HTML. */
+"use strict";
+
+const NoisyChart = (() => {
+  const NS = "http://www.w3.org/2000/svg";
+  const W = 640, H = 240, PAD = { left: 48, right: 12, top: 12, bottom: 28 };
+
+  function el(name, attrs, parent) {
+    const node = document.createElementNS(NS, name);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+
+  /* Round, readable tick values between lo and hi (about n of them). */
+  function ticks(lo, hi, n) {
+    const span = hi - lo || 1;
+    const raw = span / n;
+    const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => span / s <= n) || 10 * mag;
+    const out = [];
+    for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+      out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+    }
+    return out;
+  }
+
+  function timeLabel(seconds) {
+    const d = new Date(seconds * 1000);
+    return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  }
+
+  /* Draw into `container` (emptied first).  spec: {series: [{name, color, points: [[t, y]],
+   * band: [[t, lo, hi]] (optional), dashed}], yMin, yMax, yLabel, title} */
+  function draw(container, spec) {
+    container.replaceChildren();
+    const all = spec.series.flatMap((s) => [
+      ...s.points.filter((p) => p[1] !== null && p[1] !== undefined),
+      ...(s.band || []).flatMap((b) => [[b[0], b[1]], [b[0], b[2]]]),
+    ]);
+    if (!all.length) {
+      const p = document.createElement("p");
+      p.className = "empty";
+      p.textContent = spec.empty || "No points yet.";
+      container.appendChild(p);
+      return;
+    }
+    const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]);
+    let x0 = Math.min(...xs), x1 = Math.max(...xs);
+    if (x0 === x1) { x0 -= 30; x1 += 30; }
+    let y0 = spec.yMin ?? Math.min(...ys), y1 = spec.yMax ?? Math.max(...ys);
+    if (spec.yMin === undefined || spec.yMax === undefined) {
+      const pad = (y1 - y0) * 0.08 || Math.abs(y1) * 0.1 || 0.05;
+      if (spec.yMin === undefined) y0 -= pad;
+      if (spec.yMax === undefined) y1 += pad;
+    }
+    const sx = (t) => PAD.left + ((t - x0) / (x1 - x0)) * (W - PAD.left - PAD.right);
+    const sy = (v) => H - PAD.bottom - ((v - y0) / (y1 - y0)) * (H - PAD.top - PAD.bottom);
+
+    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img",
+                            "aria-label": spec.title || "chart" });
+    for (const v of ticks(y0, y1, 4)) {
+      el("line", { x1: PAD.left, x2: W - PAD.right, y1: sy(v), y2: sy(v), class: "gridline" }, svg);
+      el("text", { x: PAD.left - 6, y: sy(v) + 4, "text-anchor": "end", class: "tick" }, svg)
+        .textContent = Number(v.toPrecision(3)).toString();
+    }
+    const xt = ticks(x0, x1, 4);
+    for (const t of xt.length > 1 ? xt : [x0, x1]) {
+      el("text", { x: sx(t), y: H - 8, "text-anchor": "middle", class: "tick" }, svg)
+        .textContent = timeLabel(t);
+    }
+    el("line", { x1: PAD.left, x2: PAD.left, y1: PAD.top, y2: H - PAD.bottom, class: "axis" }, svg);
+    el("line", { x1: PAD.left, x2: W - PAD.right, y1: H - PAD.bottom, y2: H - PAD.bottom,
+                 class: "axis" }, svg);
+
+    for (const s of spec.series) {
+      if (s.band && s.band.length) {
+        const upper = s.band.map((b) => `${sx(b[0]).toFixed(1)},${sy(b[2]).toFixed(1)}`);
+        const lower = s.band.slice().reverse()
+          .map((b) => `${sx(b[0]).toFixed(1)},${sy(b[1]).toFixed(1)}`);
+        el("polygon", { points: [...upper, ...lower].join(" "), fill: s.color,
+                        "fill-opacity": 0.15, stroke: "none" }, svg);
+      }
+      // a gap (null) breaks the line into runs
+      let run = [];
+      const flush = () => {
+        if (run.length === 1) {
+          el("circle", { cx: run[0][0], cy: run[0][1], r: 2.5, fill: s.color }, svg);
+        } else if (run.length > 1) {
+          el("polyline", { points: run.map((p) => p.join(",")).join(" "), fill: "none",
+                           stroke: s.color, "stroke-width": 2,
+                           "stroke-dasharray": s.dashed ? "5 4" : "none" }, svg);
+        }
+        run = [];
+      };
+      for (const [t, v] of s.points) {
+        if (v === null || v === undefined) flush();
+        else run.push([sx(t).toFixed(1), sy(v).toFixed(1)]);
+      }
+      flush();
+    }
+    container.appendChild(svg);
+
+    const legend = document.createElement("ul");
+    legend.className = "legend";
+    for (const s of spec.series) {
+      const li = document.createElement("li");
+      const swatch = document.createElement("span");
+      swatch.className = "swatch";
+      const mark = el("svg", { width: 14, height: 10, viewBox: "0 0 14 10" });
+      el("rect", { width: 14, height: 10, fill: s.color }, mark);
+      swatch.appendChild(mark);
+      li.append(swatch, document.createTextNode(" " + s.name));
+      legend.appendChild(li);
+    }
+    container.appendChild(legend);
+  }
+
+  return { draw, ticks };
+})();

@@ -1,0 +1,567 @@
+/* noisyloop console: sign in, the tenant's models, one model's learning, noise, versions and
+ * challengers.  Every page is drawn from the JSON API with DOM calls (text is always set as
+ * text, never parsed as HTML).  The key lives in sessionStorage only and is sent as the
+ * Authorization header; it never appears in a URL. */
+"use strict";
+
+(() => {
+  const STORE = "noisyloop.console";
+  const COLORS = { online: "#2563eb", calibrated: "#dc2626", rho0: "#7c3aed", rho1: "#059669",
+                   debiased: "#6b7280" };
+  /* Seconds after which a model's last series point no longer tells its event rate. */
+  const IDLE_SECONDS = 60;
+  const main = document.getElementById("view");
+  let renderId = 0;
+
+  /* ---------- session and API ---------- */
+
+  const session = {
+    get() {
+      try { return JSON.parse(sessionStorage.getItem(STORE) || "null"); } catch { return null; }
+    },
+    set(value) { sessionStorage.setItem(STORE, JSON.stringify(value)); },
+    clear() { sessionStorage.removeItem(STORE); },
+  };
+
+  class ApiError extends Error {
+    constructor(status, body) {
+      const err = body && body.error;
+      super(err ? `${err.code}: ${err.message}` : `HTTP ${status}`);
+      this.status = status;
+      this.code = err ? err.code : null;
+    }
+  }
+
+  /* One API call with the session's token; JSON in, JSON (or JSON Lines, as text) out. */
+  async function api(method, path, body, token) {
+    const auth = token || (session.get() || {}).token;
+    const headers = { Authorization: `Bearer ${auth}`, Accept: "application/json" };
+    const init = { method, headers, cache: "no-store", credentials: "omit",
+                   referrerPolicy: "no-referrer" };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const r = await fetch(path, init);
+    const text = await r.text();
+    let data = text;
+    try { data = text ? JSON.parse(text) : null; } catch { /* JSON Lines or plain text */ }
+    if (r.status === 401 && !token) {
+      session.clear();
+      showSignIn("The key is no longer accepted; sign in again.");
+    }
+    if (!r.ok) throw new ApiError(r.status, data);
+    return data;
+  }
+
+  const modelPath = (id, rest) => `v1/models/${encodeURIComponent(id)}${rest || ""}`;
+
+  /* ---------- DOM helpers ---------- */
+
+  function h(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === "class") node.className = v;
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else if (k === "text") node.textContent = v;
+      else node.setAttribute(k, v === true ? "" : String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return node;
+  }
+
+  const fmt = (v, digits = 3) => (v === null || v === undefined || Number.isNaN(v)
+    ? "—" : (typeof v === "number" ? Number(v.toFixed(digits)).toString() : String(v)));
+  const pct = (v) => (v === null || v === undefined ? "—" : `${(100 * v).toFixed(1)}%`);
+  const interval = (lo, hi, f = fmt) => (lo === null || lo === undefined ? ""
+    : ` [${f(lo)}, ${f(hi)}]`);
+  const when = (iso) => (iso ? new Date(iso).toLocaleString() : "—");
+
+  function table(headers, rows, cls) {
+    return h("div", { class: "scroll" },
+      h("table", { class: cls || "" },
+        h("thead", {}, h("tr", {}, headers.map((x) => h("th", { scope: "col" }, x)))),
+        h("tbody", {}, rows)));
+  }
+
+  function note(text, cls) { return h("p", { class: cls || "muted" }, text); }
+
+  /* A card whose body is filled by `fill`; an endpoint this server lacks (404/405) shows
+   * "not available", another error its message. */
+  function section(title, id, fill) {
+    const body = h("div", { class: "body" }, note("Loading…"));
+    const card = h("section", { class: "card", id }, h("h2", {}, title), body);
+    fill(body).catch((err) => {
+      const missing = err instanceof ApiError && (err.status === 405 ||
+        (err.status === 404 && (err.code === null || err.code === "not_found")));
+      body.replaceChildren(missing ? note("Not available on this server.", "muted na")
+        : note(`Could not load: ${err.message}`, "error"));
+    });
+    return card;
+  }
+
+  /* Two clicks to act: the first asks, the second does. */
+  function confirmButton(label, question, action) {
+    const button = h("button", { type: "button", class: "act" }, label);
+    let armed = false;
+    button.addEventListener("click", async () => {
+      if (!armed) {
+        armed = true;
+        button.textContent = question;
+        button.classList.add("armed");
+        return;
+      }
+      button.disabled = true;
+      await action();
+    });
+    return button;
+  }
+
+  /* ---------- sign in ---------- */
+
+  function showSignIn(message) {
+    renderId += 1;
+    main.replaceChildren();
+    document.getElementById("signin").hidden = false;
+    document.getElementById("logout").hidden = true;
+    document.getElementById("who").textContent = "";
+    document.getElementById("signin-error").textContent = message || "";
+  }
+
+  async function signIn(token) {
+    try {
+      await api("GET", "v1/models", undefined, token);
+      return { token, role: "tenant" };
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.status !== 401) throw err;
+    }
+    await api("GET", "v1/admin/tenants", undefined, token);
+    return { token, role: "admin" };
+  }
+
+  document.getElementById("signin-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const input = document.getElementById("token");
+    const error = document.getElementById("signin-error");
+    error.textContent = "";
+    try {
+      session.set(await signIn(input.value.trim()));
+      input.value = "";
+      if (location.hash !== "#/models") location.hash = "#/models"; else route();
+    } catch (err) {
+      error.textContent = err instanceof ApiError && err.status === 401
+        ? "This key is not accepted." : `Sign-in failed: ${err.message}`;
+    }
+  });
+
+  document.getElementById("logout").addEventListener("click", () => {
+    session.clear();
+    location.hash = "#/models";
+    showSignIn("Logged out.");
+  });
+
+  /* ---------- pages ---------- */
+
+  async function route() {
+    const s = session.get();
+    if (!s) { showSignIn(); return; }
+    document.getElementById("signin").hidden = true;
+    document.getElementById("logout").hidden = false;
+    document.getElementById("who").textContent =
+      s.role === "admin" ? "admin (every tenant, read only)" : "tenant key";
+    const id = ++renderId;
+    const page = (location.hash || "#/models").slice(1).split("/").filter(Boolean);
+    let content;
+    try {
+      if (s.role === "admin") {
+        content = page[0] === "tenants" && page[1]
+          ? await tenantPage(decodeURIComponent(page[1])) : await tenantsPage();
+      } else if (page[0] === "models" && page[1]) {
+        content = await modelPage(decodeURIComponent(page[1]));
+      } else {
+        content = await modelsPage();
+      }
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 401) return;
+      content = h("section", { class: "card" }, note(`Could not load: ${err.message}`, "error"));
+    }
+    if (id === renderId) main.replaceChildren(content);
+  }
+
+  window.addEventListener("hashchange", route);
+
+  function noiseSummary(noise) {
+    if (!noise) return "—";
+    const rates = `ρ0 ${fmt(noise.rho0)}, ρ1 ${fmt(noise.rho1)}`;
+    return noise.estimated_at ? `${rates} (${noise.source}, ${when(noise.estimated_at)})`
+      : `${rates} (${noise.source})`;
+  }
+
+  async function modelsPage() {
+    const { models } = await api("GET", "v1/models");
+    const latest = await Promise.all(models.map((m) =>
+      api("GET", modelPath(m.model_id, "/series?limit=1"))
+        .then((r) => r.points[r.points.length - 1] || null).catch(() => null)));
+    const now = Date.now() / 1000;
+    const rows = models.map((m, i) => {
+      const p = latest[i];
+      // a point is written only while the model learns: an old one means it is idle now
+      const rate = !p ? "—" : now - p.t > IDLE_SECONDS ? "0" : fmt(p.events_per_second, 1);
+      return h("tr", { "data-model": m.model_id },
+        h("td", {}, h("a", { href: `#/models/${encodeURIComponent(m.model_id)}` }, m.model_id)),
+        h("td", {}, m.task), h("td", {}, m.algorithm), h("td", { class: "num" }, m.version),
+        h("td", { class: "num" }, rate),
+        h("td", { class: "num" }, p ? p.pending : "—"),
+        h("td", { class: "num" }, m.stats.events_dead_lettered),
+        h("td", {}, noiseSummary(m.noise)));
+    });
+    return h("section", { class: "card", id: "models" },
+      h("h1", {}, "Models"),
+      models.length ? table(["model", "task", "algorithm", "version", "events/s", "pending",
+                             "dead letters", "last noise estimate"], rows, "models")
+        : note("This tenant has no models yet."));
+  }
+
+  async function tenantsPage() {
+    const { tenants } = await api("GET", "v1/admin/tenants");
+    const rows = tenants.map((t) => h("tr", {},
+      h("td", {}, h("a", { href: `#/tenants/${encodeURIComponent(t.tenant_id)}` }, t.tenant_id)),
+      h("td", { class: "num" }, t.n_models), h("td", {}, when(t.created_at))));
+    return h("section", { class: "card", id: "tenants" }, h("h1", {}, "Tenants"),
+      note("Signed in with the admin token: read only."),
+      tenants.length ? table(["tenant", "models", "created"], rows) : note("No tenants yet."));
+  }
+
+  async function tenantPage(tenant) {
+    const card = h("section", { class: "card", id: "tenant" },
+      h("p", {}, h("a", { href: "#/models" }, "← tenants")), h("h1", {}, `Tenant ${tenant}`));
+    card.append(section("Models", "tenant-models", async (body) => {
+      const { models } = await api("GET",
+        `v1/admin/tenants/${encodeURIComponent(tenant)}/models`);
+      body.replaceChildren(models.length ? table(
+        ["model", "task", "algorithm", "version", "events applied", "dead letters",
+         "last noise estimate"],
+        models.map((m) => h("tr", {}, h("td", {}, m.model_id), h("td", {}, m.task),
+          h("td", {}, m.algorithm), h("td", { class: "num" }, m.version),
+          h("td", { class: "num" }, m.stats.events_applied),
+          h("td", { class: "num" }, m.stats.events_dead_lettered),
+          h("td", {}, noiseSummary(m.noise))))) : note("No models."));
+    }));
+    return card;
+  }
+
+  async function modelPage(id) {
+    let model;
+    try {
+      model = await api("GET", modelPath(id));
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) {
+        return h("section", { class: "card", id: "model-missing" },
+          h("p", {}, h("a", { href: "#/models" }, "← models")),
+          h("h1", {}, "No such model"),
+          note("This tenant has no model with that id."));
+      }
+      throw err;
+    }
+    const refresh = () => route();
+    const s = model.stats;
+    const head = h("section", { class: "card", id: "model" },
+      h("p", {}, h("a", { href: "#/models" }, "← models")),
+      h("h1", {}, model.model_id),
+      h("dl", { class: "facts" },
+        fact("task", model.task), fact("algorithm", model.algorithm),
+        fact("version", model.version), fact("events applied", s.events_applied),
+        fact("predictions", s.predictions), fact("dead letters", s.events_dead_lettered),
+        fact("debiased reward", s.debiased_reward === null ? "—"
+          : `${pct(s.debiased_reward)}${s.calibration_unreliable ? " (unreliable)" : ""}`),
+        fact("updated", when(model.updated_at))),
+      h("button", { type: "button", onclick: refresh }, "Refresh"));
+
+    const seriesPromise = api("GET", modelPath(id, "/series"));
+    const cards = [
+      head,
+      section("Reward over time", "reward", async (body) => {
+        const { points } = await seriesPromise;
+        rewardChart(body, points);
+      }),
+      section("Noise rates", "noise", async (body) => {
+        const { points } = await seriesPromise;
+        await noiseCard(body, id, model, points);
+      }),
+    ];
+    if (model.position_bias) cards.push(positionBiasCard(model.position_bias));
+    cards.push(
+      section("Versions", "versions", (body) => versionsCard(body, id, refresh)),
+      section("Challengers", "challengers", (body) => challengersCard(body, id, refresh)),
+      section("Recent decisions", "decisions", (body) => decisionsCard(body, id)),
+      section("Evaluations", "evaluations", (body) => evaluationsCard(body, id)),
+      section("Dead letters", "dead-letters", (body) => deadLettersCard(body, id)),
+      configCard(model));
+    return h("div", { class: "grid" }, cards);
+  }
+
+  function fact(name, value) {
+    return h("div", {}, h("dt", {}, name), h("dd", {}, String(value ?? "—")));
+  }
+
+  function rewardChart(body, points) {
+    body.replaceChildren();
+    const last = points[points.length - 1];
+    if (last) {
+      body.append(h("p", { class: "latest" },
+        `latest window: online ${pct(last.online_reward)}, calibrated `,
+        `${pct(last.calibrated_reward)}, ${fmt(last.events_per_second, 1)} events/s`));
+    }
+    const chart = h("div", { class: "chart-box", id: "reward-chart" });
+    body.append(chart);
+    NoisyChart.draw(chart, {
+      title: "online and calibrated reward", yMin: 0, yMax: 1,
+      empty: "No points yet: the trainer records one about every 10 s while the model learns.",
+      series: [
+        { name: "online reward (mean click)", color: COLORS.online,
+          points: points.map((p) => [p.t, p.online_reward]) },
+        { name: "calibrated reward h(f)", color: COLORS.calibrated,
+          points: points.map((p) => [p.t, p.calibrated_reward]) },
+        { name: "debiased reward (all events)", color: COLORS.debiased, dashed: true,
+          points: points.map((p) => [p.t, p.debiased_reward]) },
+      ],
+    });
+  }
+
+  async function noiseCard(body, id, model, points) {
+    body.replaceChildren();
+    if (!model.noise) {
+      body.append(note("This model's task has no click-noise rates."));
+      return;
+    }
+    try {
+      const n = await api("GET", modelPath(id, "/noise"));
+      const iv = n.interval || {};
+      body.append(h("dl", { class: "facts", id: "noise-now" },
+        fact("status", n.status), fact("estimator", n.estimator),
+        fact("ρ0", fmt(n.rho0) + (iv.rho0 ? interval(iv.rho0[0], iv.rho0[1]) : "")),
+        fact("ρ1", fmt(n.rho1) + (iv.rho1 ? interval(iv.rho1[0], iv.rho1[1]) : "")),
+        fact("source", n.source), fact("plays used", n.n_events),
+        fact("estimated", when(n.estimated_at))));
+      if (n.reason) body.append(note(n.reason));
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status === 404)) throw err;
+    }
+    const chart = h("div", { class: "chart-box", id: "noise-chart" });
+    body.append(chart);
+    const band = (kind) => points.filter((p) => p[`${kind}_interval`])
+      .map((p) => [p.t, p[`${kind}_interval`][0], p[`${kind}_interval`][1]]);
+    NoisyChart.draw(chart, {
+      title: "noise rates", yMin: 0,
+      empty: "No points yet.",
+      series: [
+        { name: "ρ0 (false click)", color: COLORS.rho0, band: band("rho0"),
+          points: points.map((p) => [p.t, p.rho0]) },
+        { name: "ρ1 (missed click)", color: COLORS.rho1, band: band("rho1"),
+          points: points.map((p) => [p.t, p.rho1]) },
+      ],
+    });
+    body.append(note("Shaded: the published anchor estimate's interval."));
+  }
+
+  function positionBiasCard(bias) {
+    const max = Math.max(...bias.values, 1e-9);
+    const rows = bias.values.map((v, slot) => h("tr", {},
+      h("td", { class: "num" }, slot), h("td", { class: "num" }, fmt(v)),
+      h("td", { class: "bar-cell" }, bar(v / max))));
+    return h("section", { class: "card", id: "position-bias" }, h("h2", {}, "Position bias"),
+      note(`Examination probability of each slot relative to slot 0 (${bias.source}).`),
+      table(["slot", "θ", ""], rows));
+  }
+
+  function bar(share) {
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("viewBox", "0 0 100 10");
+    svg.setAttribute("class", "bar");
+    svg.setAttribute("preserveAspectRatio", "none");
+    const rect = document.createElementNS("http://www.w3.org/2000/svg", "rect");
+    rect.setAttribute("width", String(Math.max(0, Math.min(1, share)) * 100));
+    rect.setAttribute("height", "10");
+    svg.appendChild(rect);
+    return svg;
+  }
+
+  async function versionsCard(body, id, refresh) {
+    const data = await api("GET", modelPath(id, "/versions"));
+    const rows = data.versions.map((v) => h("tr", { "data-version": v.version },
+      h("td", { class: "num" }, v.version), h("td", {}, when(v.created_at)),
+      h("td", { class: "num" }, v.events_applied), h("td", {}, v.reason || ""),
+      h("td", {}, v.current ? h("strong", {}, "current")
+        : confirmButton("Roll back", `Roll back to v${v.version}?`, async () => {
+          try {
+            const r = await api("POST", modelPath(id, "/rollback"), { version: v.version });
+            flash(body, `Rolled back to v${r.rolled_back_to}: now version ${r.version}.`);
+            setTimeout(refresh, 800);
+          } catch (err) { flash(body, `Rollback failed: ${err.message}`, "error"); }
+        }))));
+    body.replaceChildren(data.versions.length
+      ? table(["version", "published", "events applied", "why kept", ""], rows)
+      : note("No kept versions yet."));
+  }
+
+  function flash(body, text, cls) {
+    body.prepend(h("p", { class: cls || "ok", role: "status" }, text));
+  }
+
+  function valueText(v) {
+    return v ? `${fmt(v.estimate)}${interval(v.ci_low, v.ci_high)}` : "—";
+  }
+
+  async function challengersCard(body, id, refresh) {
+    const data = await api("GET", modelPath(id, "/challengers"));
+    const champion = data.champion || {};
+    const rows = [h("tr", { class: "champion" }, h("td", {}, "champion"), h("td", {}, ""),
+      h("td", { class: "num" }, champion.events ?? "—"),
+      h("td", {}, valueText(champion.value)), h("td", {}, ""), h("td", {}, ""))];
+    for (const c of data.challengers || []) {
+      rows.push(h("tr", { "data-challenger": c.name }, h("td", {}, c.name),
+        h("td", {}, c.algorithm), h("td", { class: "num" }, c.events ?? "—"),
+        h("td", {}, valueText(c.value)), h("td", {}, valueText(c.vs_champion)),
+        h("td", {}, confirmButton("Promote", `Promote ${c.name}?`, async () => {
+          try {
+            const r = await api("POST", modelPath(id, "/promote"), { challenger: c.name });
+            flash(body, `Promoted ${c.name}: now version ${r.version} (${r.algorithm}).`);
+            setTimeout(refresh, 800);
+          } catch (err) { flash(body, `Promotion failed: ${err.message}`, "error"); }
+        }))));
+    }
+    body.replaceChildren(
+      (data.challengers || []).length ? null
+        : note("No challengers. Add one with POST …/challengers."),
+      table(["name", "algorithm", "events", "estimated value [interval]",
+             "vs champion [interval]", ""], rows),
+      intervalPlot([{ name: "champion", v: champion.value },
+                    ...(data.challengers || []).map((c) => ({ name: c.name, v: c.value }))]));
+  }
+
+  /* Each estimate as a dot with its interval, on one shared axis. */
+  function intervalPlot(items) {
+    const shown = items.filter((x) => x.v && x.v.estimate !== null && x.v.estimate !== undefined);
+    if (!shown.length) return null;
+    const NS = "http://www.w3.org/2000/svg";
+    const lo = Math.min(...shown.map((x) => x.v.ci_low ?? x.v.estimate));
+    const hi = Math.max(...shown.map((x) => x.v.ci_high ?? x.v.estimate));
+    const span = hi - lo || 1, W = 640, row = 22, left = 120;
+    const sx = (v) => left + ((v - lo + span * 0.05) / (span * 1.1)) * (W - left - 16);
+    const svg = document.createElementNS(NS, "svg");
+    svg.setAttribute("viewBox", `0 0 ${W} ${row * shown.length + 24}`);
+    svg.setAttribute("class", "chart intervals");
+    const add = (name, attrs, text) => {
+      const n = document.createElementNS(NS, name);
+      for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
+      if (text !== undefined) n.textContent = text;
+      svg.appendChild(n);
+    };
+    shown.forEach((x, i) => {
+      const y = row * i + 14;
+      add("text", { x: left - 8, y: y + 4, "text-anchor": "end", class: "tick" }, x.name);
+      if (x.v.ci_low !== null && x.v.ci_low !== undefined) {
+        add("line", { x1: sx(x.v.ci_low), x2: sx(x.v.ci_high), y1: y, y2: y,
+                      stroke: COLORS.online, "stroke-width": 2 });
+      }
+      add("circle", { cx: sx(x.v.estimate), cy: y, r: 4, fill: COLORS.calibrated });
+    });
+    const axisY = row * shown.length + 16;
+    for (const t of NoisyChart.ticks(lo, hi, 4)) {
+      add("text", { x: sx(t), y: axisY, "text-anchor": "middle", class: "tick" },
+          Number(t.toPrecision(3)).toString());
+    }
+    return h("div", { class: "chart-box", id: "challenger-plot" }, svg);
+  }
+
+  function parseLines(data) {
+    if (Array.isArray(data)) return data;
+    if (data && typeof data === "object") return [data];
+    return String(data || "").split("\n").filter((l) => l.trim()).map((l) => {
+      try { return JSON.parse(l); } catch { return null; }
+    }).filter(Boolean);
+  }
+
+  const first = (o, names) => {
+    for (const n of names) if (o[n] !== undefined && o[n] !== null) return o[n];
+    return undefined;
+  };
+  const short = (v) => (v === undefined ? "—" : typeof v === "object" ? JSON.stringify(v)
+    : typeof v === "number" ? fmt(v) : String(v));
+
+  async function decisionsCard(body, id) {
+    const since = Math.floor(Date.now() / 1000) - 86400;
+    const entries = parseLines(await api("GET", modelPath(id, `/log?since=${since}`)));
+    const recent = entries.slice(-50).reverse();
+    const rows = recent.map((e) => {
+      if (e.type && e.type !== "event") {
+        return h("tr", { class: "marker" }, h("td", { colspan: 6 },
+          `${e.type}: ${JSON.stringify(Object.fromEntries(
+            Object.entries(e).filter(([k]) => k !== "type")))}`));
+      }
+      const fb = e.feedback || e;
+      return h("tr", {},
+        h("td", {}, short(first(e, ["t", "applied_at", "time"]))),
+        h("td", {}, short(first(e, ["event_id", "id"]))),
+        h("td", { class: "num" }, short(first(e, ["version"]))),
+        h("td", {}, short(first(e.context || e, ["played", "action", "ranking", "label"]))),
+        h("td", { class: "num" }, short(first(e.context || e, ["prob", "propensity"]))),
+        h("td", {}, short(first(fb, ["click", "reward", "label", "outcome"]))));
+    });
+    body.replaceChildren(recent.length
+      ? table(["time", "event", "version", "action", "propensity", "outcome"], rows)
+      : note("No decisions applied in the last 24 hours."));
+  }
+
+  async function evaluationsCard(body, id) {
+    const data = await api("GET", modelPath(id, "/evaluations"));
+    const list = Array.isArray(data) ? data : (data && (data.evaluations || data.items)) || [];
+    body.replaceChildren(list.length ? null : note("No evaluations yet."));
+    for (const ev of list.slice(-10).reverse()) {
+      const scalars = Object.entries(ev).filter(([, v]) => v === null || typeof v !== "object");
+      const box = h("div", { class: "evaluation" },
+        h("dl", { class: "facts" }, scalars.map(([k, v]) => fact(k, short(v)))));
+      const estimates = ev.estimates || ev.results;
+      if (estimates && typeof estimates === "object") {
+        const items = (Array.isArray(estimates) ? estimates
+          : Object.entries(estimates).map(([name, v]) => ({ name, ...v })))
+          .map((x) => ({ name: x.name || x.estimator || "", v: x }));
+        box.append(intervalPlot(items) || "");
+      }
+      const plot = ev.plot_png || ev.plot;
+      if (typeof plot === "string" && /^data:image\/(png|svg\+xml);base64,/.test(plot)) {
+        box.append(h("img", { src: plot, alt: "evaluation plot", class: "plot" }));
+      } else if (typeof plot === "string" && /^[A-Za-z0-9+/=]+$/.test(plot)) {
+        box.append(h("img", { src: `data:image/png;base64,${plot}`, alt: "evaluation plot",
+                              class: "plot" }));
+      }
+      body.append(box);
+    }
+  }
+
+  async function deadLettersCard(body, id) {
+    const data = await api("GET", modelPath(id, "/dead-letters?limit=5"));
+    body.replaceChildren(data.total
+      ? h("div", {}, note(`${data.total} held (the oldest first):`),
+        table(["event", "kind", "reason", "when"], data.dead_letters.map((d) => h("tr", {},
+          h("td", {}, d.event_id || "—"), h("td", {}, d.kind || "—"), h("td", {}, d.reason),
+          h("td", {}, when(d.dead_lettered_at))))))
+      : note("None: every accepted event is applied or waiting."));
+  }
+
+  function configCard(model) {
+    const config = {};
+    for (const k of ["task", "algorithm", "n_features", "n_classes", "params", "feedback",
+                     "seed", "label_budget", "max_feature_norm", "versions", "created_at"]) {
+      if (model[k] !== undefined && model[k] !== null) config[k] = model[k];
+    }
+    return h("section", { class: "card wide", id: "config" }, h("h2", {}, "Configuration"),
+      h("pre", {}, JSON.stringify(config, null, 2)));
+  }
+
+  route();
+})();
