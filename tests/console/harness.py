@@ -1,0 +1,147 @@
+"""What the console tests and the screenshot script share: a real ``noisyloop serve`` and a
+real headless Chromium.
+
+The browser is the system's Chromium (Debian's ``chromium`` package, which
+``.ci/run`` installs), driven by Playwright without a browser download.  The
+service runs as its own process (API, trainer and embedded Redis) on a free
+port, in a process group of its own, and :func:`run_service` stops it with
+every child.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from app.store.embedded import free_port
+
+CHROMIUM = os.environ.get("NOISYLOOP_CHROMIUM") or shutil.which("chromium") or (
+    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+#: Headless, and nothing that reaches out to the network by itself.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+ADMIN_TOKEN = "console-test-admin-token-0123456789"
+#: Seconds between two series points of the service's trainer (short: the tests wait for them).
+SERIES_INTERVAL = 0.3
+
+
+@dataclass
+class Service:
+    """A running ``noisyloop serve``: its base URL and the admin header."""
+
+    base: str
+    admin: dict[str, str]
+
+    def tenant(self, tenant_id: str) -> dict[str, str]:
+        """Create a tenant; its key's Authorization header."""
+        r = httpx.post(f"{self.base}/v1/admin/tenants", json={"tenant_id": tenant_id},
+                       headers=self.admin)
+        assert r.status_code == 201, r.text
+        return {"Authorization": f"Bearer {r.json()['api_key']}"}
+
+    def model(self, auth: dict[str, str], model_id: str, **overrides: Any) -> dict[str, Any]:
+        """Create a label model (rcnbf, 4 features, 3 classes unless ``overrides`` say)."""
+        body = {"model_id": model_id, "task": "label", "algorithm": "rcnbf", "n_features": 4,
+                "n_classes": 3, "seed": 1, **overrides}
+        r = httpx.post(f"{self.base}/v1/models", json=body, headers=auth)
+        assert r.status_code == 201, r.text
+        return dict(r.json())
+
+    def stream(self, auth: dict[str, str], model_id: str, rounds: int, batch: int = 400,
+               rho: tuple[float, float] = (0.1, 0.2), seed: int = 0) -> None:
+        """A simulated stream: the true label is the argmax of a fixed linear map; the click
+        says whether the played label is right, flipped at the noise rates ``rho``.  One
+        series point per round (each round is applied, then waits an interval)."""
+        rng = np.random.default_rng(seed)
+        W = np.random.default_rng(1234).standard_normal((3, 4))
+        for _ in range(rounds):
+            X = rng.standard_normal((batch, 4))
+            r = httpx.post(f"{self.base}/v1/models/{model_id}/predict", headers=auth,
+                           json={"instances": X.tolist()}, timeout=30)
+            assert r.status_code == 200, r.text
+            preds = r.json()["predictions"]
+            right = np.array([p["label"] for p in preds]) == np.argmax(X @ W.T, axis=1)
+            u = rng.random(batch)
+            click = np.where(right, u >= rho[1], u < rho[0])
+            events = [{"event_id": p["event_id"], "click": bool(c)}
+                      for p, c in zip(preds, click, strict=True)]
+            r = httpx.post(f"{self.base}/v1/models/{model_id}/feedback", headers=auth,
+                           json={"events": events}, timeout=30)
+            assert r.is_success and r.json()["accepted"] == batch, r.text
+            assert httpx.post(f"{self.base}/v1/models/{model_id}/sync", headers=auth,
+                              timeout=30).status_code == 200
+            time.sleep(SERIES_INTERVAL)
+
+
+def _ready(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/readyz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextmanager
+def run_service(data_dir: Path) -> Iterator[Service]:
+    """``noisyloop serve`` with a short series interval; stopped with SIGTERM (then SIGKILL
+    of its whole process group) on exit."""
+    port = free_port()
+    env = {**os.environ, "NOISYLOOP_ADMIN_TOKEN": ADMIN_TOKEN, "NOISYLOOP_LOG_LEVEL": "WARNING",
+           "NOISYLOOP_WORKER_SERIES_INTERVAL": str(SERIES_INTERVAL),
+           "NOISYLOOP_WORKER_FLUSH_INTERVAL": "0.01"}
+    for name in ("REDIS_URL", "NOISYLOOP_REDIS_URL"):
+        env.pop(name, None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir",
+         str(data_dir)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while not _ready(base):
+            assert proc.poll() is None, "noisyloop serve exited early"
+            assert time.monotonic() < deadline, "noisyloop serve did not become ready"
+            time.sleep(0.2)
+        yield Service(base, {"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+@contextmanager
+def launch_browser() -> Iterator[Any]:
+    """The system's Chromium, headless, through Playwright (the caller checks
+    :data:`CHROMIUM` and that Playwright imports)."""
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM is not None
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def sign_in(page: Any, base: str, token: str) -> None:
+    """Open the console and sign in with ``token``."""
+    page.goto(f"{base}/console")
+    page.fill("#token", token)
+    page.click("#signin-form button[type=submit]")
+    page.wait_for_selector("#logout:not([hidden])")

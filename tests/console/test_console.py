@@ -1,0 +1,195 @@
+"""The console in a real headless Chromium against a real ``noisyloop serve``.
+
+Signed in with a tenant's key the page lists that tenant's models only,
+draws a trained model's reward curve and noise rates, rolls back a version
+and promotes a challenger (where the service has those endpoints), and shows
+nothing of another tenant's model whose id is put in the URL.  The key stays
+in session storage and goes out only as the Authorization header.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.console import STATIC_DIR
+from tests.console.harness import Service, sign_in
+
+#: The one URL the assets may name: SVG's XML namespace (an identifier, never fetched).
+SVG_NAMESPACE = "http://www.w3.org/2000/svg"
+
+
+@pytest.fixture(scope="module")
+def tenants(service: Service) -> dict[str, Any]:
+    """Tenant acme with two models (m1 trained on a simulated noisy stream) and globex with
+    one; their keys' headers."""
+    acme, globex = service.tenant("acme"), service.tenant("globex")
+    service.model(acme, "m1", params={"rho0": 0.1, "rho1": 0.2})
+    service.model(acme, "m2", algorithm="banditron")
+    service.model(globex, "secret-model", algorithm="perceptron")
+    service.stream(acme, "m1", rounds=6)
+    return {"acme": acme, "globex": globex}
+
+
+def token(auth: dict[str, str]) -> str:
+    return auth["Authorization"].removeprefix("Bearer ")
+
+
+def test_assets_name_no_other_host() -> None:
+    files = sorted(STATIC_DIR.iterdir())
+    assert {f.name for f in files} >= {"index.html", "console.js", "chart.js", "console.css"}
+    for path in files:
+        text = path.read_text("utf-8").replace(SVG_NAMESPACE, "")
+        assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}", text, re.I), path.name
+
+
+def test_console_page_and_assets_are_served_with_a_strict_policy(service: Service) -> None:
+    r = httpx.get(f"{service.base}/console")
+    assert r.status_code == 200 and "<title>noisyloop console</title>" in r.text
+    assert "connect-src 'self'" in r.headers["content-security-policy"]
+    r = httpx.get(f"{service.base}/console/assets/console.js")
+    assert r.status_code == 200 and "sessionStorage" in r.text
+    assert r.headers["content-security-policy"].startswith("default-src 'none'")
+
+
+def test_sign_in_lists_only_the_tenants_models(page: Any, service: Service,
+                                               tenants: dict[str, Any]) -> None:
+    key = token(tenants["acme"])
+    sign_in(page, service.base, key)
+    page.wait_for_selector("table.models")
+    assert page.locator("table.models tbody tr").evaluate_all(
+        "rows => rows.map(r => r.dataset.model)") == ["m1", "m2"]
+    assert "secret-model" not in page.content()
+    m1 = page.locator("tr[data-model=m1]").inner_text()
+    assert "rcnbf" in m1 and "ρ0" in m1
+    # the key: in session storage, sent only as the header, never in a URL
+    assert key in page.evaluate("sessionStorage.getItem('noisyloop.console')")
+    assert all(key not in url for _, url, _ in page.requests)
+    api_calls = [(url, auth) for _, url, auth in page.requests if "/v1/" in url]
+    assert api_calls and all(auth == f"Bearer {key}" for _, auth in api_calls)
+    assert not [url for _, url, _ in page.requests if not url.startswith(service.base)]
+
+
+def test_model_page_draws_the_reward_curve_and_the_noise_rates(
+        page: Any, service: Service, tenants: dict[str, Any]) -> None:
+    sign_in(page, service.base, token(tenants["acme"]))
+    page.click("a[href='#/models/m1']")
+    page.wait_for_selector("#reward-chart svg polyline")
+    # online, calibrated and debiased reward: one line each over the recorded points
+    assert page.locator("#reward-chart svg polyline").count() == 3
+    n_points = len(page.locator("#reward-chart svg polyline").first.get_attribute("points")
+                   .split())
+    assert n_points >= 3
+    assert "calibrated" in page.locator("#reward").inner_text()
+    noise = page.locator("#noise")
+    noise.locator("#noise-chart svg polyline").first.wait_for(state="attached")
+    assert noise.locator("#noise-chart svg polyline").count() == 2
+    text = noise.inner_text()
+    assert "ρ0" in text and "ρ1" in text and "anchor" in text
+    assert "events applied" in page.locator("#model").inner_text()
+    assert '"algorithm": "rcnbf"' in page.locator("#config pre").inner_text()
+
+
+def test_a_foreign_model_id_in_the_url_shows_nothing_of_it(
+        page: Any, service: Service, tenants: dict[str, Any]) -> None:
+    sign_in(page, service.base, token(tenants["acme"]))
+    page.goto(f"{service.base}/console#/models/secret-model")
+    page.wait_for_selector("#model-missing")
+    body = page.inner_text("body")
+    assert "No such model" in body
+    assert "perceptron" not in body and "secret-model" not in body
+    # nothing of it was fetched beyond the 404 of the model itself
+    asked = [url for _, url, _ in page.requests if "secret-model" in url]
+    assert asked and all(url.endswith("/v1/models/secret-model") for url in asked)
+
+
+def test_the_page_fits_a_phone(page: Any, service: Service, tenants: dict[str, Any]) -> None:
+    page.set_viewport_size({"width": 390, "height": 844})
+    sign_in(page, service.base, token(tenants["acme"]))
+    page.goto(f"{service.base}/console#/models/m1")
+    page.wait_for_selector("#reward-chart svg.chart")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    box = page.locator("#reward-chart svg.chart").bounding_box()
+    assert box is not None and box["width"] <= 390
+
+
+def test_logout_forgets_the_key(page: Any, service: Service, tenants: dict[str, Any]) -> None:
+    sign_in(page, service.base, token(tenants["acme"]))
+    page.click("#logout")
+    page.wait_for_selector("#signin:not([hidden])")
+    assert page.evaluate("sessionStorage.getItem('noisyloop.console')") is None
+
+
+def test_a_wrong_key_is_refused(page: Any, service: Service) -> None:
+    page.goto(f"{service.base}/console")
+    page.fill("#token", "nl_not-a-key")
+    page.click("#signin-form button[type=submit]")
+    page.wait_for_selector("#signin-error:has-text('not accepted')")
+    assert page.evaluate("sessionStorage.getItem('noisyloop.console')") is None
+
+
+def test_the_admin_token_shows_every_tenant_read_only(
+        page: Any, service: Service, tenants: dict[str, Any]) -> None:
+    sign_in(page, service.base, token(service.admin))
+    page.wait_for_selector("#tenants table")
+    assert "acme" in page.inner_text("#tenants") and "globex" in page.inner_text("#tenants")
+    page.click("a[href='#/tenants/globex']")
+    page.wait_for_selector("#tenant-models table")
+    assert "secret-model" in page.inner_text("#tenant-models")
+    assert page.locator("#tenant button").count() == 0  # read only: nothing to act on
+
+
+def _has(service: Service, auth: dict[str, str], path: str) -> bool:
+    return httpx.get(f"{service.base}/v1/models/m1{path}", headers=auth).status_code == 200
+
+
+def test_roll_back_a_version_from_the_page(page: Any, service: Service,
+                                           tenants: dict[str, Any]) -> None:
+    acme = tenants["acme"]
+    if not _has(service, acme, "/versions"):
+        pytest.skip("this service has no GET .../versions (versions and rollback)")
+    versions = httpx.get(f"{service.base}/v1/models/m1/versions", headers=acme).json()
+    older = [v["version"] for v in versions["versions"] if not v["current"]]
+    assert older, versions
+    target = min(older)
+    sign_in(page, service.base, token(acme))
+    page.goto(f"{service.base}/console#/models/m1")
+    row = page.locator(f"#versions tr[data-version='{target}']")
+    row.locator("button").click()  # asks
+    row.locator("button:has-text('Roll back to')").click()  # does
+    page.wait_for_selector(f"#versions p.ok:has-text('Rolled back to v{target}')")
+    model = httpx.get(f"{service.base}/v1/models/m1", headers=acme).json()
+    assert model["version"] > versions["version"]
+
+
+def test_promote_a_challenger_from_the_page(page: Any, service: Service,
+                                            tenants: dict[str, Any]) -> None:
+    acme = tenants["acme"]
+    if not _has(service, acme, "/challengers"):
+        pytest.skip("this service has no GET .../challengers (challengers and promote)")
+    r = httpx.post(f"{service.base}/v1/models/m1/challengers", headers=acme,
+                   json={"name": "wide", "algorithm": "rcnbf", "params": {"gamma": 0.3}})
+    assert r.status_code in (200, 201), r.text
+    service.stream(acme, "m1", rounds=2, seed=1)
+    sign_in(page, service.base, token(acme))
+    page.goto(f"{service.base}/console#/models/m1")
+    row = page.locator("#challengers tr[data-challenger=wide]")
+    row.locator("button").click()
+    row.locator("button:has-text('Promote wide?')").click()
+    page.wait_for_selector("#challengers p.ok:has-text('Promoted wide')")
+    model = httpx.get(f"{service.base}/v1/models/m1", headers=acme).json()
+    assert model["params"].get("gamma") == 0.3
+
+
+def test_screenshots_of_the_main_pages_are_small(page: Any, service: Service,
+                                                 tenants: dict[str, Any],
+                                                 tmp_path: Path) -> None:
+    from tests.console.screenshots import capture
+
+    paths = capture(page, service.base, token(tenants["acme"]), "m1", tmp_path)
+    for path in paths:
+        assert path.stat().st_size <= 25_000, (path.name, path.stat().st_size)
