@@ -6,10 +6,13 @@ service benchmark's 64 features, 10 classes), logs ``--events`` decisions and jo
 noisy click to each through the store's Lua steps (as the API does), then
 times one trainer draining the stream with ``--batch-size``.  Only the
 drain is timed: it includes XREADGROUP, decoding, ``learn_many``, the
-snapshot publish and the acknowledgement.
+snapshot publish and the acknowledgement.  ``--challengers N`` adds N
+challengers (``--challenger-algorithm``) that follow the model, so that
+their cost shows (each scores then learns every batch and is saved).
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_trainer.py --algorithm rcnbf
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_trainer.py --features service
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_trainer.py --challengers 1
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from app.learners.build import build_learner
 from app.sim.datasets import synthetic
 from app.sim.feedback import noisy_clicks
 from app.store import ModelKeys, Store
+from app.store.challengers import MAX_CHALLENGERS
 from app.store.embedded import EmbeddedRedis
 from workers.settings import WorkerSettings
 from workers.worker import Worker
@@ -44,7 +48,8 @@ def stream(shape: str, events: int, rng: np.random.Generator) -> tuple[np.ndarra
     return X / np.linalg.norm(X, axis=1, keepdims=True), y
 
 
-async def run(url: str, algorithm: str, shape: str, events: int, batch_size: int, seed: int
+async def run(url: str, algorithm: str, shape: str, events: int, batch_size: int, seed: int,
+              challengers: int = 0, challenger_algorithm: str = "linucb_diag"
               ) -> tuple[float, float]:
     store = Store.from_url(url, socket_timeout=30)
     params = {"rho0": 0.1, "rho1": 0.3} if algorithm == "rcnbf" else {}
@@ -59,6 +64,11 @@ async def run(url: str, algorithm: str, shape: str, events: int, batch_size: int
     await store.models.create("bench", config, learner.get_state(), params.get("rho0", 0.0),
                               params.get("rho1", 0.0))
     mk = ModelKeys("bench", "bench")
+    for i in range(challengers):
+        definition = {"name": f"c{i}", "algorithm": challenger_algorithm, "params": {},
+                      "uid": f"c{i}", "created_at": ""}
+        state = build_learner({**config, **definition}).get_state()
+        await store.challengers.add(mk, definition, state, MAX_CHALLENGERS)
     for lo in range(0, events, 1000):
         ctxs = [(f"e{i}", learner.decide(X[i]).context) for i in range(lo, min(lo + 1000, events))]
         await store.events.record_decisions(mk, ctxs, 3600, 60)
@@ -72,6 +82,9 @@ async def run(url: str, algorithm: str, shape: str, events: int, batch_size: int
     applied = await worker.drain()
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert applied == events, (applied, events)
+    if challengers:
+        followed, _ = await store.challengers.read(mk)
+        assert all((c.stats or {}).get("events") == events for c in followed), followed
     await store.close()
     return elapsed, cpu
 
@@ -85,18 +98,22 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--challengers", type=int, default=0, choices=range(MAX_CHALLENGERS + 1))
+    parser.add_argument("--challenger-algorithm", default="linucb_diag")
     args = parser.parse_args()
     rates, cpu_rates = [], []
     for r in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp, \
                 EmbeddedRedis(Path(tmp), appendonly=False) as server:
             elapsed, cpu = asyncio.run(run(server.url, args.algorithm, args.features, args.events,
-                                           args.batch_size, args.seed + r))
+                                           args.batch_size, args.seed + r, args.challengers,
+                                           args.challenger_algorithm))
         rates.append(args.events / elapsed)
         cpu_rates.append(args.events / cpu)
         print(f"run {r}: {args.events} events in {elapsed:.2f} s = {rates[-1]:,.0f} events/s; "
               f"trainer process CPU {cpu:.2f} s = {cpu_rates[-1]:,.0f} events per CPU-second")
-    print(f"{args.algorithm}, {args.features}, batch {args.batch_size}: "
+    print(f"{args.algorithm}, {args.features}, batch {args.batch_size}, "
+          f"{args.challengers} challenger(s): "
           f"median {np.median(rates):,.0f} events/s, "
           f"{np.median(cpu_rates):,.0f} events per trainer CPU-second "
           f"(python {platform.python_version()}, numpy {np.__version__}, "
