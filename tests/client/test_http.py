@@ -88,6 +88,25 @@ def test_snapshot_reset_delete(client: Client) -> None:
     assert (info.value.status, info.value.code) == (404, "unknown_model")
 
 
+def test_challengers_and_promote(client: Client) -> None:
+    _model(client)
+    listed = client.add_challenger("m1", "b", "banditron", {"gamma": 0.2})
+    assert [(c["name"], c["status"]) for c in listed["challengers"]] == [("b", "waiting")]
+    p = client.predict("m1", [0.0, 1.0, 0.0, 0.0])
+    client.feedback("m1", p["event_id"], click=True)
+    client.sync("m1")
+    assert client.challengers("m1")["champion"]["algorithm"] == "rcnbf"
+    promoted = client.promote("m1", "b")
+    assert (promoted["algorithm"], promoted["params"]["gamma"]) == ("banditron", 0.2)
+    assert client.get_model("m1")["algorithm"] == "banditron"
+    assert [c["name"] for c in client.challengers("m1")["challengers"]] == ["previous"]
+    client.delete_challenger("m1", "previous")
+    with pytest.raises(NoisyloopError) as info:
+        client.promote("m1", "previous")
+    assert (info.value.status, info.value.code, info.value.field) == (
+        404, "unknown_challenger", "challenger")
+
+
 def test_noise_get_put(client: Client) -> None:
     _model(client)
     assert client.get_noise("m1")["source"] == "initial"

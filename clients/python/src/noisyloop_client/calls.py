@@ -154,6 +154,27 @@ def sync(model_id: str, timeout: float | None = None) -> Call:
     return Call("POST", _model(model_id, "/sync"), 200, None, params)
 
 
+# --- challengers ------------------------------------------------------------
+
+def challengers(model_id: str) -> Call:
+    return Call("GET", _model(model_id, "/challengers"))
+
+
+def add_challenger(model_id: str, name: str, algorithm: str,
+                   params: dict[str, Any] | None = None) -> Call:
+    return Call("POST", _model(model_id, "/challengers"), 201,
+                {"name": name, "algorithm": algorithm, "params": params or {}})
+
+
+def delete_challenger(model_id: str, name: str) -> Call:
+    return Call("DELETE", _model(model_id, f"/challengers/{_seg(name)}"), 204)
+
+
+def promote(model_id: str, challenger: str, previous_as: str | None = "previous") -> Call:
+    return Call("POST", _model(model_id, "/promote"), 200,
+                {"challenger": challenger, "previous_as": previous_as})
+
+
 # --- dead letters ----------------------------------------------------------
 
 def list_dead_letters(model_id: str, limit: int | None = None, after: str | None = None

@@ -23,6 +23,7 @@ from noisyloop_client import calls
 from noisyloop_client.calls import Call, RetryPolicy
 from noisyloop_client.errors import ConnectionFailed, NoisyloopError
 from noisyloop_client.types import (
+    Challengers,
     Confusion,
     DeadLetterPage,
     DeadLetterRetried,
@@ -32,6 +33,7 @@ from noisyloop_client.types import (
     Model,
     Noise,
     Prediction,
+    Promoted,
     Ranking,
     Snapshot,
     SyncResult,
@@ -178,6 +180,26 @@ class Client(_Base):
 
     def sync(self, model_id: str, timeout: float | None = None) -> SyncResult:
         return cast(SyncResult, self.send(calls.sync(model_id, timeout)))
+
+    # challengers
+    def challengers(self, model_id: str) -> Challengers:
+        """The champion's value and each challenger's estimated value against it."""
+        return cast(Challengers, self.send(calls.challengers(model_id)))
+
+    def add_challenger(self, model_id: str, name: str, algorithm: str,
+                       params: dict[str, Any] | None = None) -> Challengers:
+        """Add a challenger (another algorithm and params of the model's task)."""
+        return cast(Challengers, self.send(calls.add_challenger(model_id, name, algorithm,
+                                                                params)))
+
+    def delete_challenger(self, model_id: str, name: str) -> None:
+        self.send(calls.delete_challenger(model_id, name))
+
+    def promote(self, model_id: str, challenger: str,
+                previous_as: str | None = "previous") -> Promoted:
+        """Make ``challenger`` the champion (atomically); the old champion stays as the
+        challenger ``previous_as`` (None: dropped)."""
+        return cast(Promoted, self.send(calls.promote(model_id, challenger, previous_as)))
 
     # dead letters
     def list_dead_letters(self, model_id: str, *, limit: int | None = None,
@@ -335,6 +357,22 @@ class AsyncClient(_Base):
 
     async def sync(self, model_id: str, timeout: float | None = None) -> SyncResult:
         return cast(SyncResult, await self.send(calls.sync(model_id, timeout)))
+
+    # challengers
+    async def challengers(self, model_id: str) -> Challengers:
+        return cast(Challengers, await self.send(calls.challengers(model_id)))
+
+    async def add_challenger(self, model_id: str, name: str, algorithm: str,
+                             params: dict[str, Any] | None = None) -> Challengers:
+        return cast(Challengers, await self.send(calls.add_challenger(model_id, name, algorithm,
+                                                                      params)))
+
+    async def delete_challenger(self, model_id: str, name: str) -> None:
+        await self.send(calls.delete_challenger(model_id, name))
+
+    async def promote(self, model_id: str, challenger: str,
+                      previous_as: str | None = "previous") -> Promoted:
+        return cast(Promoted, await self.send(calls.promote(model_id, challenger, previous_as)))
 
     # dead letters
     async def list_dead_letters(self, model_id: str, *, limit: int | None = None,

@@ -134,6 +134,50 @@ class SyncResult(TypedDict):
     dead_lettered: int
 
 
+class ValueInterval(TypedDict):
+    """An estimate with its 95% interval (None before enough events)."""
+
+    estimate: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+class ChampionValue(TypedDict):
+    algorithm: str
+    params: dict[str, Any]
+    events: int
+    value: ValueInterval
+
+
+class ChallengerInfo(TypedDict):
+    """A challenger: ``status`` ``waiting``, ``following`` or ``failed`` (``error``)."""
+
+    name: str
+    algorithm: str
+    params: dict[str, Any]
+    created_at: str
+    status: str
+    error: str | None
+    events: int
+    value: ValueInterval
+    ips: ValueInterval
+    vs_champion: ValueInterval
+
+
+class Challengers(TypedDict):
+    champion: ChampionValue
+    challengers: list[ChallengerInfo]
+    max_challengers: int
+    level: float
+
+
+class Promoted(TypedDict):
+    version: int
+    algorithm: str
+    params: dict[str, Any]
+    previous_as: str | None
+
+
 class DeadLetter(TypedDict):
     """An event the trainer could not apply (``entry_id`` is what drop and retry take)."""
 
