@@ -229,8 +229,9 @@ def _follower(stored: StoredChallenger, config: dict[str, Any],
     if (stored.stats or {}).get("status") == "failed":
         return Follower(stored, None)
     try:
-        return Follower(stored, build_learner(challenger_config(config, stored.definition),
-                                              state))
+        # unseeded: its draws must be independent of the logged ones they are compared with
+        learner_config = {**challenger_config(config, stored.definition), "seed": None}
+        return Follower(stored, build_learner(learner_config, state))
     except Exception as exc:
         return Follower(stored, None, f"could not be built: {type(exc).__name__}: {exc}")
 
