@@ -115,11 +115,13 @@ def revoke_key(tenant_id: str, key_id: str) -> Call:
 def create_model(model_id: str, task: str, n_features: int, *, algorithm: str | None = None,
                  n_classes: int | None = None, params: dict[str, Any] | None = None,
                  feedback: dict[str, Any] | None = None, seed: int | None = None,
-                 n_action_features: int | None = None, slots: int | None = None) -> Call:
+                 n_action_features: int | None = None, slots: int | None = None,
+                 mode: str | None = None) -> Call:
     body: dict[str, Any] = {"model_id": model_id, "task": task, "n_features": n_features}
     for name, value in (("algorithm", algorithm), ("n_classes", n_classes), ("params", params),
                         ("feedback", feedback), ("seed", seed),
-                        ("n_action_features", n_action_features), ("slots", slots)):
+                        ("n_action_features", n_action_features), ("slots", slots),
+                        ("mode", mode)):
         if value is not None:
             body[name] = value
     return Call("POST", "/v1/models", 201, body)
@@ -199,44 +201,66 @@ def retry_dead_letter(model_id: str, entry_id: str) -> Call:
 
 # --- predict and feedback --------------------------------------------------
 
-def predict_body(features: Features, explore: bool = True) -> dict[str, Any]:
-    body: dict[str, Any] = {"features": features}
+def _decision_options(body: dict[str, Any], explore: bool, defer: bool,
+                      baseline: Any) -> dict[str, Any]:
+    """``body`` with the decision options that differ from their defaults: ``explore``,
+    ``defer`` (activate the decision later) and ``baseline`` (apprentice mode)."""
     if not explore:
         body["explore"] = False
+    if defer:
+        body["defer"] = True
+    if baseline is not None:
+        body["baseline"] = baseline
     return body
 
 
-def predict_batch_body(instances: Any, explore: bool = True) -> dict[str, Any]:
-    body: dict[str, Any] = {"instances": instances}
-    if not explore:
-        body["explore"] = False
-    return body
+def predict_body(features: Features, explore: bool = True, defer: bool = False,
+                 baseline: int | None = None) -> dict[str, Any]:
+    return _decision_options({"features": features}, explore, defer, baseline)
 
 
-def predict(model_id: str, features: Features, explore: bool = True) -> Call:
-    return Call("POST", _model(model_id, "/predict"), 200, predict_body(features, explore))
+def predict_batch_body(instances: Any, explore: bool = True, defer: bool = False,
+                       baseline: list[int] | None = None) -> dict[str, Any]:
+    return _decision_options({"instances": instances}, explore, defer, baseline)
 
 
-def predict_batch(model_id: str, instances: Any, explore: bool = True) -> Call:
+def predict(model_id: str, features: Features, explore: bool = True, defer: bool = False,
+            baseline: int | None = None) -> Call:
     return Call("POST", _model(model_id, "/predict"), 200,
-                predict_batch_body(instances, explore))
+                predict_body(features, explore, defer, baseline))
+
+
+def predict_batch(model_id: str, instances: Any, explore: bool = True, defer: bool = False,
+                  baseline: list[int] | None = None) -> Call:
+    return Call("POST", _model(model_id, "/predict"), 200,
+                predict_batch_body(instances, explore, defer, baseline))
 
 
 def rank_body(features: Features, actions: list[dict[str, Any]], slots: int | None = None,
-              explore: bool = True) -> dict[str, Any]:
+              explore: bool = True, defer: bool = False,
+              baseline: list[str] | None = None) -> dict[str, Any]:
     """One rank request: the context and the candidates ``[{"id", "features"}, ...]``."""
     body: dict[str, Any] = {"features": features, "actions": actions}
     if slots is not None:
         body["slots"] = slots
-    if not explore:
-        body["explore"] = False
-    return body
+    return _decision_options(body, explore, defer, baseline)
 
 
 def rank(model_id: str, features: Features, actions: list[dict[str, Any]],
-         slots: int | None = None, explore: bool = True) -> Call:
+         slots: int | None = None, explore: bool = True, defer: bool = False,
+         baseline: list[str] | None = None) -> Call:
     return Call("POST", _model(model_id, "/rank"), 200,
-                rank_body(features, actions, slots, explore))
+                rank_body(features, actions, slots, explore, defer, baseline))
+
+
+def activate(model_id: str, event_id: str) -> Call:
+    """Activate a decision made with ``defer``: it then awaits feedback as any other."""
+    return Call("POST", _model(model_id, f"/events/{_seg(event_id)}/activate"))
+
+
+def set_mode(model_id: str, mode: str) -> Call:
+    """Serve ``"online"`` or as an ``"apprentice"`` (the requests' baselines) from now on."""
+    return Call("PUT", _model(model_id, "/mode"), 200, {"mode": mode})
 
 
 def rank_batch(model_id: str, requests: list[dict[str, Any]]) -> Call:

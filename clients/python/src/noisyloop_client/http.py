@@ -153,12 +153,13 @@ class Client(_Base):
                      algorithm: str | None = None, n_classes: int | None = None,
                      params: dict[str, Any] | None = None,
                      feedback: dict[str, Any] | None = None, seed: int | None = None,
-                     n_action_features: int | None = None, slots: int | None = None) -> Model:
+                     n_action_features: int | None = None, slots: int | None = None,
+                     mode: str | None = None) -> Model:
         """``n_action_features`` and ``slots``: rank models."""
         return cast(Model, self.send(calls.create_model(
             model_id, task, n_features, algorithm=algorithm, n_classes=n_classes,
             params=params, feedback=feedback, seed=seed, n_action_features=n_action_features,
-            slots=slots)))
+            slots=slots, mode=mode)))
 
     def list_models(self) -> list[Model]:
         return cast(list[Model], self.send(calls.list_models())["models"])
@@ -219,19 +220,36 @@ class Client(_Base):
         return cast(DeadLetterRetried, self.send(calls.retry_dead_letter(model_id, entry_id)))
 
     # predict and feedback
-    def predict(self, model_id: str, features: Features, *, explore: bool = True) -> Prediction:
-        return cast(Prediction, self.send(calls.predict(model_id, features, explore)))
+    def predict(self, model_id: str, features: Features, *, explore: bool = True,
+                defer: bool = False, baseline: int | None = None) -> Prediction:
+        """One decision; ``defer``: no feedback or default until :meth:`activate`;
+        ``baseline``: your own label, served by a model in apprentice mode."""
+        return cast(Prediction, self.send(calls.predict(model_id, features, explore, defer,
+                                                        baseline)))
 
-    def predict_batch(self, model_id: str, instances: Any, *, explore: bool = True
+    def predict_batch(self, model_id: str, instances: Any, *, explore: bool = True,
+                      defer: bool = False, baseline: list[int] | None = None
                       ) -> list[Prediction]:
-        return cast(list[Prediction],
-                    self.send(calls.predict_batch(model_id, instances, explore))["predictions"])
+        return cast(list[Prediction], self.send(calls.predict_batch(
+            model_id, instances, explore, defer, baseline))["predictions"])
 
     def rank(self, model_id: str, features: Features, actions: list[dict[str, Any]], *,
-             slots: int | None = None, explore: bool = True) -> Ranking:
+             slots: int | None = None, explore: bool = True, defer: bool = False,
+             baseline: list[str] | None = None) -> Ranking:
         """Rank the candidates ``[{"id", "features"}, ...]`` for the context ``features``;
-        feedback: ``feedback(model_id, event_id, clicks=[ids])`` or ``rewards={id: r}``."""
-        return cast(Ranking, self.send(calls.rank(model_id, features, actions, slots, explore)))
+        feedback: ``feedback(model_id, event_id, clicks=[ids])`` or ``rewards={id: r}``.
+        ``baseline``: your own ranking of ids, served by a model in apprentice mode."""
+        return cast(Ranking, self.send(calls.rank(model_id, features, actions, slots, explore,
+                                                  defer, baseline)))
+
+    def activate(self, model_id: str, event_id: str) -> dict[str, Any]:
+        """Activate a decision made with ``defer=True`` (``{"event_id", "active",
+        "deadline"}``): it then awaits feedback as any other."""
+        return cast(dict[str, Any], self.send(calls.activate(model_id, event_id)))
+
+    def set_mode(self, model_id: str, mode: str) -> Model:
+        """Serve ``"online"`` or as an ``"apprentice"`` from now on."""
+        return cast(Model, self.send(calls.set_mode(model_id, mode)))
 
     def rank_batch(self, model_id: str, requests: list[dict[str, Any]]) -> list[Ranking]:
         """Many rank requests (``{"features", "actions", "slots"?, "explore"?}`` each)."""
@@ -331,11 +349,12 @@ class AsyncClient(_Base):
                            params: dict[str, Any] | None = None,
                            feedback: dict[str, Any] | None = None,
                            seed: int | None = None, n_action_features: int | None = None,
-                           slots: int | None = None) -> Model:
+                           slots: int | None = None,
+                           mode: str | None = None) -> Model:
         return cast(Model, await self.send(calls.create_model(
             model_id, task, n_features, algorithm=algorithm, n_classes=n_classes,
             params=params, feedback=feedback, seed=seed, n_action_features=n_action_features,
-            slots=slots)))
+            slots=slots, mode=mode)))
 
     async def list_models(self) -> list[Model]:
         return cast(list[Model], (await self.send(calls.list_models()))["models"])
@@ -394,20 +413,33 @@ class AsyncClient(_Base):
                     await self.send(calls.retry_dead_letter(model_id, entry_id)))
 
     # predict and feedback
-    async def predict(self, model_id: str, features: Features, *, explore: bool = True
-                      ) -> Prediction:
-        return cast(Prediction, await self.send(calls.predict(model_id, features, explore)))
+    async def predict(self, model_id: str, features: Features, *, explore: bool = True,
+                      defer: bool = False, baseline: int | None = None) -> Prediction:
+        """As :meth:`Client.predict`."""
+        return cast(Prediction, await self.send(calls.predict(model_id, features, explore,
+                                                              defer, baseline)))
 
-    async def predict_batch(self, model_id: str, instances: Any, *, explore: bool = True
+    async def predict_batch(self, model_id: str, instances: Any, *, explore: bool = True,
+                            defer: bool = False, baseline: list[int] | None = None
                             ) -> list[Prediction]:
-        answer = await self.send(calls.predict_batch(model_id, instances, explore))
+        answer = await self.send(calls.predict_batch(model_id, instances, explore, defer,
+                                                     baseline))
         return cast(list[Prediction], answer["predictions"])
 
     async def rank(self, model_id: str, features: Features, actions: list[dict[str, Any]], *,
-                   slots: int | None = None, explore: bool = True) -> Ranking:
+                   slots: int | None = None, explore: bool = True, defer: bool = False,
+                   baseline: list[str] | None = None) -> Ranking:
         """As :meth:`Client.rank`."""
         return cast(Ranking, await self.send(calls.rank(model_id, features, actions, slots,
-                                                        explore)))
+                                                        explore, defer, baseline)))
+
+    async def activate(self, model_id: str, event_id: str) -> dict[str, Any]:
+        """As :meth:`Client.activate`."""
+        return cast(dict[str, Any], await self.send(calls.activate(model_id, event_id)))
+
+    async def set_mode(self, model_id: str, mode: str) -> Model:
+        """As :meth:`Client.set_mode`."""
+        return cast(Model, await self.send(calls.set_mode(model_id, mode)))
 
     async def rank_batch(self, model_id: str, requests: list[dict[str, Any]]) -> list[Ranking]:
         """As :meth:`Client.rank_batch`."""

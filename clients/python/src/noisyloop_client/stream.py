@@ -147,18 +147,23 @@ class AsyncStream:
                 raise _closed(exc) from exc
         return await fut
 
-    async def predict(self, features: Features, *, explore: bool = True) -> Prediction:
-        result: Prediction = await self.request("predict", calls.predict_body(features, explore))
+    async def predict(self, features: Features, *, explore: bool = True, defer: bool = False,
+                      baseline: int | None = None) -> Prediction:
+        result: Prediction = await self.request(
+            "predict", calls.predict_body(features, explore, defer, baseline))
         return result
 
-    async def predict_batch(self, instances: Any, *, explore: bool = True) -> list[Prediction]:
-        answer = await self.request("predict", calls.predict_batch_body(instances, explore))
+    async def predict_batch(self, instances: Any, *, explore: bool = True, defer: bool = False,
+                            baseline: list[int] | None = None) -> list[Prediction]:
+        answer = await self.request(
+            "predict", calls.predict_batch_body(instances, explore, defer, baseline))
         return list(answer["predictions"])
 
     async def rank(self, features: Features, actions: list[dict[str, Any]], *,
-                   slots: int | None = None, explore: bool = True) -> Ranking:
-        result: Ranking = await self.request("rank", calls.rank_body(features, actions, slots,
-                                                                     explore))
+                   slots: int | None = None, explore: bool = True, defer: bool = False,
+                   baseline: list[str] | None = None) -> Ranking:
+        result: Ranking = await self.request(
+            "rank", calls.rank_body(features, actions, slots, explore, defer, baseline))
         return result
 
     async def rank_batch(self, requests: list[dict[str, Any]]) -> list[Ranking]:
@@ -243,13 +248,17 @@ class Stream:
             out.append(self._recv(in_flight.popleft()))
         return out
 
-    def predict(self, features: Features, *, explore: bool = True) -> Prediction:
-        result: Prediction = self.request("predict", calls.predict_body(features, explore))
+    def predict(self, features: Features, *, explore: bool = True, defer: bool = False,
+                baseline: int | None = None) -> Prediction:
+        result: Prediction = self.request(
+            "predict", calls.predict_body(features, explore, defer, baseline))
         return result
 
     def rank(self, features: Features, actions: list[dict[str, Any]], *,
-             slots: int | None = None, explore: bool = True) -> Ranking:
-        result: Ranking = self.request("rank", calls.rank_body(features, actions, slots, explore))
+             slots: int | None = None, explore: bool = True, defer: bool = False,
+             baseline: list[str] | None = None) -> Ranking:
+        result: Ranking = self.request(
+            "rank", calls.rank_body(features, actions, slots, explore, defer, baseline))
         return result
 
     def feedback(self, event_id: str | None = None, **fields: Any) -> Any:

@@ -65,6 +65,8 @@ class Model(TypedDict, total=False):
     stats: ModelStats
     noise: Noise | None
     position_bias: PositionBias | None
+    mode: str
+    apprentice: dict[str, Any] | None
 
 
 class PositionBias(TypedDict):
