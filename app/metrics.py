@@ -100,6 +100,8 @@ class Metrics:
             namespace=ns, registry=r)
         self._request_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._decision_series: dict[tuple[str, str], tuple[Counter, Gauge]] = {}
+        self._challengers: dict[tuple[str, ...], set[str]] = {}
+        """Challengers with interval series, by ``(tenant, model)``."""
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one answered HTTP request and its latency."""
@@ -137,6 +139,8 @@ class Metrics:
         for stat in INTERVAL_STATS:
             with contextlib.suppress(KeyError):
                 self.champion_value.remove(tenant, model, stat)
+        for name in self._challengers.pop((tenant, model), set()):
+            self.forget_challenger(tenant, model, name)
         for kind in ("rho0", "rho1"):
             for gauge in (self.noise_rate, self.noise_interval_width):
                 with contextlib.suppress(KeyError):
@@ -145,6 +149,8 @@ class Metrics:
     def set_interval(self, gauge: Gauge, labels: tuple[str, ...], interval: Any) -> None:
         """Set the ``estimate``, ``ci_low`` and ``ci_high`` series of ``gauge`` from an
         interval (an object with those attributes; None values are not set)."""
+        if len(labels) == 3:  # a challenger's
+            self._challengers.setdefault(labels[:2], set()).add(labels[2])
         for stat in INTERVAL_STATS:
             value = getattr(interval, stat)
             if value is not None:
@@ -152,6 +158,7 @@ class Metrics:
 
     def forget_challenger(self, tenant: str, model: str, challenger: str) -> None:
         """Drop the series of a removed or promoted challenger."""
+        self._challengers.get((tenant, model), set()).discard(challenger)
         for gauge in (self.challenger_value, self.challenger_vs_champion):
             for stat in INTERVAL_STATS:
                 with contextlib.suppress(KeyError):

@@ -172,6 +172,9 @@ def test_a_failing_challenger_is_marked_and_skipped(client: TestClient, tenant: 
     assert ok["status"] == "following" and ok["events"] == 1000
     stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
     assert stats["events_applied"] == 1000 and stats["events_dead_lettered"] == 0
+    assert 'challenger="ok"' in client.get("/metrics").text
+    assert client.delete("/v1/models/m1", headers=tenant).status_code == 204
+    assert 'challenger="ok"' not in client.get("/metrics").text
 
 
 def test_challengers_survive_a_restart(redis_url: str) -> None:
