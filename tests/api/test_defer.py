@@ -12,7 +12,7 @@ import redis
 
 from app.store import Store
 from app.store.keys import ModelKeys
-from tests.api.conftest import TestClient, new_model, post_feedback
+from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback
 from tests.api.test_rank import candidates, new_ranker, rank_one
 from workers.settings import WorkerSettings
 from workers.worker import Worker
@@ -154,6 +154,11 @@ def test_bad_defer_requests_name_the_field(client: TestClient, tenant: dict[str,
         assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text
     bad_id = _activate(client, tenant, "not%20an%20id")
     assert bad_id.status_code == 422 and bad_id.json()["error"]["field"] == "event_id", bad_id.text
-    other = {"Authorization": "Bearer nope"}
-    assert _activate(client, other, "e1").status_code == 401
+    deferred = _predict(client, tenant, defer=True)
+    assert _activate(client, {"Authorization": "Bearer nope"}, "e1").status_code == 401
     assert _activate(client, tenant, "e1", model="missing").status_code == 404
+    other = new_tenant(client, "other")  # another tenant's model does not exist for it
+    assert _activate(client, other, deferred["event_id"]).status_code == 404
+    assert client.put("/v1/models/m1/mode", json={"mode": "online"},
+                      headers=other).status_code == 404
+    assert _activate(client, tenant, deferred["event_id"]).status_code == 200
