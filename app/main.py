@@ -41,6 +41,7 @@ from app.api.routes import (
     series,
     serving,
     stream,
+    versions,
 )
 from app.console import install_console
 from app.metrics import Metrics
@@ -121,7 +122,7 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
     app.state.api_routes = []  # by path and method: the Allow header of a 405
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
     for module in (predict, feedback, rank, models, serving, admin, noise, confusion, budget,
-                   deadletters, log, stream, series, challengers, ops):
+                   deadletters, log, stream, series, versions, challengers, ops):
         app.include_router(module.router)
         app.state.api_routes += module.router.routes
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,

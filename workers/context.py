@@ -22,6 +22,7 @@ from app.store.leases import HeartbeatStore, LeaseStore
 from app.store.nrest import AnchorStore, SampleStore
 from workers.series import SeriesRecorder
 from workers.settings import WorkerSettings
+from workers.versions import VersionKeeper
 
 if TYPE_CHECKING:
     from workers.challengers import ModelChallengers
@@ -58,6 +59,8 @@ class WorkerContext:
     anchors: AnchorStore = field(init=False)
     series: SeriesRecorder = field(init=False)
     """Each model's open window of its quality series (see :mod:`workers.series`)."""
+    versions: VersionKeeper = field(default_factory=VersionKeeper)
+    """When each model's version is next kept (see :mod:`workers.versions`)."""
     held: set[ModelRef] = field(default_factory=set)
     """Models whose trainer lease this worker holds."""
     learners: dict[ModelRef, CachedLearner] = field(default_factory=dict)
@@ -90,4 +93,5 @@ class WorkerContext:
         self.read_sizes.pop(ref, None)
         self.challengers.pop(ref, None)
         self.scorers.pop(ref, None)
+        self.versions.forget(ref)
         self.series.forget(ref)

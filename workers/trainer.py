@@ -400,6 +400,7 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
     if scorer is not None:
         ctx.scorers[ref] = (version, scorer)
     _record(ctx, ref, view, n_applied, version, last_id, click_sum, len(clicks), rates)
+    await ctx.versions.published(ctx.store.versions, ref, cached.config, version)
     await series.record(ctx, ref, view, n_applied, version, click_sum, len(clicks), rates)
     return n_applied
 

@@ -7,6 +7,7 @@ import base64
 import io
 import secrets
 import time
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -24,9 +25,11 @@ from app.api.schemas.models import (
     NoiseResponse,
     PositionBiasResponse,
     SnapshotImportRequest,
+    VersionsConfig,
 )
 from app.api.schemas.serving import ApprenticeReport
 from app.api.tasks import task_spec
+from app.api.versions import keep_explicit, publish_explicit
 from app.learners.base import Learner, ParamError, check_state
 from app.learners.build import budget_strategy, build_learner, initial_noise_rates
 from app.learners.registry import (
@@ -40,6 +43,7 @@ from app.store.keys import ModelKeys
 from app.store.models import ModelRecord
 from app.store.noise import NoiseRecord
 from app.store.util import parse_stream_id
+from app.store.versions import VersionPolicy
 
 #: Fields of a snapshot's config that must match the model on import.
 SNAPSHOT_CONFIG_FIELDS = ("task", "algorithm", "n_features", "n_classes")
@@ -97,6 +101,7 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
     config["max_feature_norm"] = body.max_feature_norm
     check_mode(body.mode, spec, cls)
     config["mode"] = body.mode
+    config["versions"] = body.versions.model_dump()
     try:
         # from the shapes, before anything is allocated; then build once to validate
         state_bytes = (cls.state_bytes(body.n_features, body.n_classes, params)
@@ -183,7 +188,8 @@ def model_response(record: ModelRecord,
         label_budget=c.get("label_budget"), max_feature_norm=feature_bound(c),
         position_bias=position_bias, mode=c.get("mode", "online"),
         apprentice=(ApprenticeReport(**report(record.apprentice))
-                    if in_apprentice_mode(c) or record.apprentice else None))
+                    if in_apprentice_mode(c) or record.apprentice else None),
+        versions=VersionsConfig(**asdict(VersionPolicy.of(c))))
 
 
 async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -> ModelResponse:
@@ -193,6 +199,7 @@ async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -
     stored = await ctx.store.models.create(tenant, config, learner.get_state(), rho0, rho1)
     if stored is None:
         raise ApiError(409, "model_exists", f"model {body.model_id!r} exists", "model_id")
+    await keep_explicit(ctx, ModelKeys(tenant, body.model_id), stored, 1, "create")
     return await describe_model(ctx, tenant, body.model_id)
 
 
@@ -239,10 +246,9 @@ async def reset_model(ctx: ApiContext, tenant: str, config: dict[str, Any]) -> M
     """Initial weights under a new version (queued events still apply afterwards); the
     decision log is kept, with a ``reset`` marker."""
     learner = build_learner(config)
-    mk = ModelKeys(tenant, config["model_id"])
-    version = await ctx.store.snapshots.publish(mk, learner.get_state())
-    await ctx.store.log.append_marker(mk, "reset", {"version": version})
-    ctx.cache.forget(tenant, config["model_id"])
+    version = await publish_explicit(ctx, tenant, config, learner.get_state(), "reset")
+    await ctx.store.log.append_marker(ModelKeys(tenant, config["model_id"]), "reset",
+                                      {"version": version})
     return await describe_model(ctx, tenant, config["model_id"])
 
 
@@ -290,8 +296,7 @@ async def import_snapshot(ctx: ApiContext, tenant: str, config: dict[str, Any],
         learner.set_state(state)
     except ParamError as exc:
         raise ApiError(422, "snapshot_mismatch", exc.message, exc.field) from None
-    await ctx.store.snapshots.publish(ModelKeys(tenant, config["model_id"]), learner.get_state())
-    ctx.cache.forget(tenant, config["model_id"])
+    await publish_explicit(ctx, tenant, config, learner.get_state(), "import")
     return await describe_model(ctx, tenant, config["model_id"])
 
 

@@ -29,6 +29,7 @@ from app.store.ratelimit import RateLimitStore
 from app.store.series import SeriesStore
 from app.store.snapshots import SnapshotStore
 from app.store.tenants import TenantStore
+from app.store.versions import VersionStore
 
 __all__ = ["STORE_ERRORS", "ModelKeys", "Store"]
 
@@ -53,6 +54,7 @@ class Store:
         self.anchors = AnchorStore(redis)
         self.open = OpenFeedbackStore(redis)
         self.rate = RateLimitStore(redis)
+        self.versions = VersionStore(redis)
         self.series = SeriesStore(redis)
 
     @classmethod

@@ -32,6 +32,8 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:log                stream decision log: applied events (with version) and markers
     nl:{T:M}:job:J              hash  NREst job status
     nl:{T:M}:job-pending        str   id of the model's queued or running NREst job
+    nl:{T:M}:versions           zset  kept versions: JSON metadata, scored by version
+    nl:{T:M}:vstates            hash  kept versions: "s:V" state (codec), "c:V" config (JSON)
     nl:{T:M}:challengers        hash  challenger name -> JSON definition (algorithm, params, uid)
     nl:{T:M}:ch-state           hash  challenger name -> learner state (codec)
     nl:{T:M}:ch-stats           hash  challenger name (or "_champion") -> JSON estimator sums
@@ -211,13 +213,24 @@ class ModelKeys:
         -> the champion's on-policy sums over the events the challengers followed."""
         return f"{self.tag}:ch-stats"
 
+    @property
+    def versions(self) -> str:
+        """Sorted set: JSON metadata of each kept version (``version``, ``created_at``,
+        ``events_applied``, ``kept_at``, ``reason``), scored by the version."""
+        return f"{self.tag}:versions"
+
+    @property
+    def version_states(self) -> str:
+        """Hash: ``s:V`` the codec state and ``c:V`` the config JSON of each kept version V."""
+        return f"{self.tag}:vstates"
+
     def fixed(self) -> list[str]:
         """Every key of the model except the per-event and per-job ones."""
         return [self.meta, self.snapshot, self.stats, self.pending, self.events,
                 self.noise, self.samples, self.anchors, self.anchor_scorer, self.lease,
                 self.dead_letter, self.label_budget, self.pending_job, self.log,
-                self.series, self.challengers, self.challenger_states,
-                self.challenger_stats]
+                self.series, self.versions, self.version_states, self.challengers,
+                self.challenger_states, self.challenger_stats]
 
 
 #: Sorted set: worker id -> Redis time of its last heartbeat, for the workers

@@ -88,6 +88,22 @@ def test_snapshot_reset_delete(client: Client) -> None:
     assert (info.value.status, info.value.code) == (404, "unknown_model")
 
 
+def test_versions_and_rollback(client: Client) -> None:
+    _model(client, versions={"kept": 5, "interval_seconds": 0})
+    p = client.predict("m1", [0.0, 1.0, 0.0, 0.0])
+    client.feedback("m1", p["event_id"], click=True)
+    client.sync("m1")
+    kept = client.versions("m1")
+    assert [(v["version"], v["reason"], v["current"]) for v in kept["versions"]] == [
+        (2, "trainer", True), (1, "create", False)]
+    assert client.rollback("m1", 1) == {"version": 3, "rolled_back_to": 1}
+    assert np.abs(snapshot_arrays(client.get_snapshot("m1"))["W_"]).sum() == 0
+    with pytest.raises(NoisyloopError) as info:
+        client.rollback("m1", 7)
+    assert (info.value.status, info.value.code, info.value.field) == (
+        404, "unknown_version", "version")
+
+
 def test_challengers_and_promote(client: Client) -> None:
     _model(client)
     listed = client.add_challenger("m1", "b", "banditron", {"gamma": 0.2})

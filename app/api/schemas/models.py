@@ -18,6 +18,7 @@ from app.api.schemas.common import (
 from app.api.schemas.serving import MODE_DESCRIPTION, ApprenticeReport, Mode
 from app.api.tasks import TASKS
 from app.learners.registry import ALGORITHMS
+from app.store.versions import DEFAULT_INTERVAL_SECONDS, DEFAULT_KEPT
 
 #: Largest seed, horizon or version a request may carry: the largest integer every JSON
 #: reader keeps exact (I-JSON, RFC 7493).  Bounds near 2^63 read as doubles round to
@@ -51,6 +52,27 @@ class LabelBudgetConfig(RequestModel):
         default=None, description="`begin` only: number of rounds n")
 
 
+#: Most versions a model may keep (each is a copy of its state in Redis).
+MAX_KEPT = 100
+#: Longest interval between two versions the trainer keeps: one day.
+MAX_INTERVAL_SECONDS = 86_400.0
+
+
+class VersionsConfig(RequestModel):
+    """Which published versions a model keeps to roll back to.
+
+    The trainer publishes a version after every batch; it keeps one at most
+    every ``interval_seconds``.  Creating, resetting, importing a snapshot,
+    rolling back and promoting always keep theirs.  Only the newest ``kept``
+    are held (0: none), each a copy of the model's state: ``kept`` times its
+    state size in Redis.
+    """
+
+    kept: Annotated[int, Field(strict=True, ge=0, le=MAX_KEPT), INTEGRAL] = DEFAULT_KEPT
+    interval_seconds: float = Field(default=DEFAULT_INTERVAL_SECONDS, ge=0,
+                                    le=MAX_INTERVAL_SECONDS, allow_inf_nan=False)
+
+
 class ModelCreateRequest(RequestModel):
     """Body of ``POST /v1/models``; ``algorithm`` defaults to the task's first."""
 
@@ -78,6 +100,9 @@ class ModelCreateRequest(RequestModel):
                     "features, noisy_input copies); a larger one is refused with 422 "
                     "invalid_features, so that no single event can swamp the weights")
     mode: Mode = Field(default="online", description=MODE_DESCRIPTION)
+    versions: VersionsConfig = Field(
+        default_factory=VersionsConfig,
+        description="which published versions are kept to roll back to (GET .../versions)")
 
 
 class ModelStats(BaseModel):
@@ -147,6 +172,7 @@ class ModelResponse(BaseModel):
     apprentice: ApprenticeReport | None = Field(
         default=None, description="in apprentice mode, or after it: agreement with the "
                                   "baselines served and the rewards observed")
+    versions: VersionsConfig = Field(default_factory=VersionsConfig)
 
 
 class ModelListResponse(BaseModel):

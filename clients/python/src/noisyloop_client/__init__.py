@@ -10,10 +10,10 @@ adds orjson (:mod:`noisyloop_client.codec`), the ``numpy`` extra numpy for
 :func:`snapshot_arrays`.
 
 * :class:`Client` / :class:`AsyncClient`: every route of ``api.md`` (admin,
-  models, snapshots, sync, predict, rank, feedback, noise, confusion), with
-  retries and exponential backoff on 503 and connection errors (never on
-  4xx); error answers raise :class:`NoisyloopError` (``status``, ``code``,
-  ``message``, ``field``).
+  models, snapshots, versions and rollback, sync, predict, rank, feedback,
+  noise, confusion), with retries and exponential backoff on 503 and
+  connection errors (never on 4xx); error answers raise
+  :class:`NoisyloopError` (``status``, ``code``, ``message``, ``field``).
 * :class:`Stream` / :class:`AsyncStream`: a WebSocket session with many
   requests in flight (answers come back in order).
 * :class:`FeedbackBuffer` / :class:`AsyncFeedbackBuffer`: send feedback in

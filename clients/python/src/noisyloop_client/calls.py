@@ -116,11 +116,13 @@ def create_model(model_id: str, task: str, n_features: int, *, algorithm: str | 
                  n_classes: int | None = None, params: dict[str, Any] | None = None,
                  feedback: dict[str, Any] | None = None, seed: int | None = None,
                  n_action_features: int | None = None, slots: int | None = None,
+                 versions: dict[str, Any] | None = None,
                  mode: str | None = None) -> Call:
     body: dict[str, Any] = {"model_id": model_id, "task": task, "n_features": n_features}
     for name, value in (("algorithm", algorithm), ("n_classes", n_classes), ("params", params),
                         ("feedback", feedback), ("seed", seed),
                         ("n_action_features", n_action_features), ("slots", slots),
+                        ("versions", versions),
                         ("mode", mode)):
         if value is not None:
             body[name] = value
@@ -149,6 +151,14 @@ def get_snapshot(model_id: str) -> Call:
 
 def put_snapshot(model_id: str, snapshot: dict[str, Any]) -> Call:
     return Call("PUT", _model(model_id, "/snapshot"), 200, snapshot)
+
+
+def versions(model_id: str) -> Call:
+    return Call("GET", _model(model_id, "/versions"))
+
+
+def rollback(model_id: str, version: int) -> Call:
+    return Call("POST", _model(model_id, "/rollback"), 200, {"version": version})
 
 
 def sync(model_id: str, timeout: float | None = None) -> Call:

@@ -35,10 +35,12 @@ from noisyloop_client.types import (
     Prediction,
     Promoted,
     Ranking,
+    Rollback,
     Snapshot,
     SyncResult,
     TenantCreated,
     TenantInfo,
+    Versions,
 )
 
 #: Transport failures worth retrying (the request may not have reached the service).
@@ -154,12 +156,14 @@ class Client(_Base):
                      params: dict[str, Any] | None = None,
                      feedback: dict[str, Any] | None = None, seed: int | None = None,
                      n_action_features: int | None = None, slots: int | None = None,
+                     versions: dict[str, Any] | None = None,
                      mode: str | None = None) -> Model:
-        """``n_action_features`` and ``slots``: rank models."""
+        """``n_action_features`` and ``slots``: rank models; ``versions``: ``{"kept",
+        "interval_seconds"}`` of the versions kept to roll back to."""
         return cast(Model, self.send(calls.create_model(
             model_id, task, n_features, algorithm=algorithm, n_classes=n_classes,
             params=params, feedback=feedback, seed=seed, n_action_features=n_action_features,
-            slots=slots, mode=mode)))
+            slots=slots, versions=versions, mode=mode)))
 
     def list_models(self) -> list[Model]:
         return cast(list[Model], self.send(calls.list_models())["models"])
@@ -181,6 +185,14 @@ class Client(_Base):
 
     def sync(self, model_id: str, timeout: float | None = None) -> SyncResult:
         return cast(SyncResult, self.send(calls.sync(model_id, timeout)))
+
+    def versions(self, model_id: str) -> Versions:
+        """The kept versions, newest first."""
+        return cast(Versions, self.send(calls.versions(model_id)))
+
+    def rollback(self, model_id: str, version: int) -> Rollback:
+        """Publish kept ``version`` as a new version; the trainer learns on from it."""
+        return cast(Rollback, self.send(calls.rollback(model_id, version)))
 
     # challengers
     def challengers(self, model_id: str) -> Challengers:
@@ -350,11 +362,12 @@ class AsyncClient(_Base):
                            feedback: dict[str, Any] | None = None,
                            seed: int | None = None, n_action_features: int | None = None,
                            slots: int | None = None,
+                           versions: dict[str, Any] | None = None,
                            mode: str | None = None) -> Model:
         return cast(Model, await self.send(calls.create_model(
             model_id, task, n_features, algorithm=algorithm, n_classes=n_classes,
             params=params, feedback=feedback, seed=seed, n_action_features=n_action_features,
-            slots=slots, mode=mode)))
+            slots=slots, versions=versions, mode=mode)))
 
     async def list_models(self) -> list[Model]:
         return cast(list[Model], (await self.send(calls.list_models()))["models"])
@@ -376,6 +389,14 @@ class AsyncClient(_Base):
 
     async def sync(self, model_id: str, timeout: float | None = None) -> SyncResult:
         return cast(SyncResult, await self.send(calls.sync(model_id, timeout)))
+
+    async def versions(self, model_id: str) -> Versions:
+        """The kept versions, newest first."""
+        return cast(Versions, await self.send(calls.versions(model_id)))
+
+    async def rollback(self, model_id: str, version: int) -> Rollback:
+        """Publish kept ``version`` as a new version; the trainer learns on from it."""
+        return cast(Rollback, await self.send(calls.rollback(model_id, version)))
 
     # challengers
     async def challengers(self, model_id: str) -> Challengers:

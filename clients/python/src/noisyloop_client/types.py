@@ -136,6 +136,28 @@ class SyncResult(TypedDict):
     dead_lettered: int
 
 
+class KeptVersion(TypedDict):
+    """A kept version to roll back to (``reason``: ``trainer`` or the change that made it)."""
+
+    version: int
+    created_at: str | None
+    events_applied: int
+    current: bool
+    reason: str
+
+
+class Versions(TypedDict):
+    """The model's version now and its kept versions, newest first."""
+
+    version: int
+    versions: list[KeptVersion]
+
+
+class Rollback(TypedDict):
+    version: int
+    rolled_back_to: int
+
+
 class ValueInterval(TypedDict):
     """An estimate with its 95% interval (None before enough events)."""
 

@@ -1,0 +1,70 @@
+"""Kept versions and rollback: explicit publishes (kept at once), the list, the rollback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from app.api.context import ApiContext
+from app.api.errors import ApiError, unknown_model
+from app.api.schemas.versions import KeptVersionResponse, RollbackResponse, VersionsResponse
+from app.store.keys import ModelKeys
+from app.store.versions import RollbackRefused, VersionPolicy
+
+
+async def keep_explicit(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any], version: int,
+                        reason: str) -> None:
+    """Keep ``version`` just published by an explicit change (``reason``: create, reset,
+    import, rollback, promote) whatever the interval (not if the trainer published
+    meanwhile)."""
+    await ctx.store.versions.keep(mk, VersionPolicy.of(config), reason=reason, interval=0.0,
+                                  expected_version=version)
+
+
+async def publish_explicit(ctx: ApiContext, tenant: str, config: dict[str, Any],
+                           state: dict[str, np.ndarray], reason: str) -> int:
+    """Publish ``state`` as the model's new version (any trainer's batch in flight is refused
+    and learned again on top of it), keep it, drop the cached learner; returns the version."""
+    mk = ModelKeys(tenant, config["model_id"])
+    version = await ctx.store.snapshots.publish(mk, state)
+    await keep_explicit(ctx, mk, config, version, reason)
+    ctx.cache.forget(tenant, config["model_id"])
+    return version
+
+
+async def list_versions(ctx: ApiContext, tenant: str, model_id: str) -> VersionsResponse:
+    mk = ModelKeys(tenant, model_id)
+    current = await ctx.store.snapshots.version(mk)
+    if current is None:
+        raise unknown_model(model_id)
+    return VersionsResponse(version=current, versions=[
+        KeptVersionResponse(version=k.version, created_at=k.created_at,
+                            events_applied=k.events_applied, current=k.version == current,
+                            reason=k.reason)
+        for k in await ctx.store.versions.kept(mk)])
+
+
+async def rollback(ctx: ApiContext, tenant: str, config: dict[str, Any],
+                   version: int) -> RollbackResponse:
+    """Publish kept ``version`` as a new version (404 naming ``version`` when it is not kept,
+    409 when the model's config changed meanwhile), keep it and log a rollback marker."""
+    model_id = config["model_id"]
+    mk = ModelKeys(tenant, model_id)
+    try:
+        new = await ctx.store.versions.rollback(mk, version)
+    except RollbackRefused as exc:
+        if exc.code == 0:
+            raise ApiError(404, "unknown_version", f"version {version} is not kept "
+                           "(GET .../versions lists the kept ones)", "version") from None
+        if exc.code == -1:
+            raise ApiError(409, "rollback_conflict", "the model's config changed during the "
+                           "rollback; try again") from None
+        raise unknown_model(model_id) from None
+    restored = await ctx.store.models.config(tenant, model_id)
+    await keep_explicit(ctx, mk, restored or config, new, "rollback")
+    ctx.cache.forget(tenant, model_id)
+    await ctx.store.log.append_marker(mk, "rollback", {
+        "version": new, "rolled_back_to": version,
+        "algorithm": (restored or config)["algorithm"]})
+    return RollbackResponse(version=new, rolled_back_to=version)

@@ -1,0 +1,133 @@
+"""Kept versions of a model: copies of published snapshots to roll back to.
+
+The trainer publishes a snapshot after every batch, possibly hundreds a
+second, so not every published version is kept: :meth:`VersionStore.keep`
+copies the current snapshot's state and the model's config (inside Redis,
+one Lua step) when the newest kept version is at least the model's interval
+old, or at once for an explicit change (create, reset, import, rollback,
+promote: ``interval`` 0).  The oldest kept versions beyond the model's limit go in
+the same step.  Memory: up to ``kept`` copies of the state (and config) per
+model.
+
+:meth:`VersionStore.rollback` publishes a kept state as a new version, with
+the algorithm and params it was kept under; the applied stream id and the
+counters stay, so the events queued meanwhile apply on top of it, once
+(a trainer that learned a batch on the replaced state has its publish
+refused and learns the batch again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from app.store.client import lua_source, run_script
+from app.store.keys import ModelKeys
+from app.store.util import text, utc_now
+
+#: Versions kept per model unless its config says otherwise.
+DEFAULT_KEPT = 20
+#: Seconds between two versions the trainer keeps, unless the model's config says otherwise.
+DEFAULT_INTERVAL_SECONDS = 60.0
+#: Config fields a kept version restores on rollback (a promote may have changed them).
+RESTORED_CONFIG_FIELDS = ("algorithm", "params")
+
+
+@dataclass(frozen=True)
+class VersionPolicy:
+    """How many versions a model keeps and how often the trainer keeps one."""
+
+    kept: int = DEFAULT_KEPT
+    interval_seconds: float = DEFAULT_INTERVAL_SECONDS
+
+    @classmethod
+    def of(cls, config: dict[str, Any]) -> VersionPolicy:
+        """The policy in a model's config (``versions``; the defaults when absent)."""
+        given = config.get("versions") or {}
+        return cls(int(given.get("kept", DEFAULT_KEPT)),
+                   float(given.get("interval_seconds", DEFAULT_INTERVAL_SECONDS)))
+
+
+@dataclass(frozen=True)
+class KeptVersion:
+    """One kept version's metadata."""
+
+    version: int
+    created_at: str | None
+    """When the version was published."""
+    events_applied: int
+    """Events the model had applied when the version was published."""
+    kept_at: float
+    """When it was kept (Redis clock, seconds since the epoch)."""
+    reason: str
+    """``trainer``, or the explicit change that published it (``create``, ``reset``,
+    ``import``, ``rollback``, ``promote``)."""
+
+
+class RollbackRefused(Exception):
+    """The version is not kept (``code`` 0), the config changed meanwhile (-1) or the model
+    is gone (-3)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__({0: "version not kept", -1: "config changed",
+                          -3: "model gone"}.get(code, "unknown"))
+        self.code = code
+
+
+class VersionStore:
+    """Keep, list and restore a model's versions."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.redis = redis
+        self._keep = redis.register_script(lua_source("keep_version"))
+        self._rollback = redis.register_script(lua_source("rollback_version"))
+
+    async def keep(self, mk: ModelKeys, policy: VersionPolicy, *, reason: str = "trainer",
+                   interval: float | None = None, expected_version: int | None = None) -> int:
+        """Keep the current snapshot if the newest kept version is older than ``interval``
+        (default: the policy's; 0 for an explicit change) and, when given, the snapshot is
+        at ``expected_version``; returns the version kept, 0 when none was."""
+        wait = policy.interval_seconds if interval is None else interval
+        reply: Any = await run_script(
+            self._keep, [mk.snapshot, mk.meta, mk.versions, mk.version_states],
+            [repr(float(wait)), policy.kept,
+             "" if expected_version is None else str(expected_version), reason])
+        return int(reply)
+
+    async def kept(self, mk: ModelKeys) -> list[KeptVersion]:
+        """The kept versions, newest first."""
+        members: Any = await self.redis.zrange(mk.versions, 0, -1, desc=True)
+        return [_parse(m) for m in members]
+
+    async def rollback(self, mk: ModelKeys, version: int) -> int:
+        """Publish kept ``version`` (state, algorithm and params) as a new version; returns
+        it.  Raises :class:`RollbackRefused`."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hget(mk.meta, "config")
+            pipe.hget(mk.version_states, f"c:{version}")
+            current, kept = await pipe.execute()
+        if current is None:
+            raise RollbackRefused(-3)
+        if kept is None:
+            raise RollbackRefused(0)
+        now, then = orjson.loads(current), orjson.loads(kept)
+        restored = {**now, **{name: then.get(name) for name in RESTORED_CONFIG_FIELDS}}
+        args: list[bytes | str | int | float] = [str(version), utc_now(), "", ""]
+        if restored != now:
+            args[2:] = [current, orjson.dumps(restored)]
+        reply: Any = await run_script(self._rollback,
+                                      [mk.snapshot, mk.meta, mk.version_states], args)
+        result = int(reply)
+        if result <= 0:
+            raise RollbackRefused(result)
+        return result
+
+
+def _parse(member: bytes | str) -> KeptVersion:
+    meta = orjson.loads(member)
+    return KeptVersion(int(meta["version"]), text(meta.get("created_at") or None),
+                       int(meta.get("events_applied") or 0), float(meta["kept_at"]),
+                       str(meta.get("reason") or "trainer"))

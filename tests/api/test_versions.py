@@ -1,0 +1,197 @@
+"""Kept versions and rollback through the service with its in-process trainer."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+import redis
+
+from app.store.keys import ModelKeys
+from tests.api.conftest import TestClient, new_model, new_tenant
+
+X = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.5], [0.3, 0.3, 0.3, 0.3]]
+
+
+def _model_of(client: TestClient, auth: dict[str, str], model_id: str = "m1",
+              **overrides: Any) -> dict[str, Any]:
+    """A regression model (its predictions are real values to compare)."""
+    return new_model(client, auth, model_id=model_id, task="regression", algorithm="nlms",
+                     n_classes=None, **overrides)
+
+
+def _train(client: TestClient, auth: dict[str, str], features: list[float], value: float,
+           model: str = "m1") -> None:
+    """One decision on ``features`` with its label ``value``, applied by the trainer."""
+    p = client.post(f"/v1/models/{model}/predict", json={"features": features},
+                    headers=auth).json()
+    r = client.post(f"/v1/models/{model}/feedback", json={"event_id": p["event_id"],
+                                                         "values": [value]}, headers=auth)
+    assert r.status_code == 202, r.text
+    assert client.post(f"/v1/models/{model}/sync", headers=auth).status_code == 200
+
+
+def _scores(client: TestClient, auth: dict[str, str], model: str = "m1") -> list[float]:
+    r = client.post(f"/v1/models/{model}/predict", json={"instances": X, "explore": False},
+                    headers=auth)
+    assert r.status_code == 200, r.text
+    return [p["value"] for p in r.json()["predictions"]]
+
+
+def _versions(client: TestClient, auth: dict[str, str], model: str = "m1") -> dict[str, Any]:
+    r = client.get(f"/v1/models/{model}/versions", headers=auth)
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def _model(client: TestClient, auth: dict[str, str], model: str = "m1") -> dict[str, Any]:
+    body: dict[str, Any] = client.get(f"/v1/models/{model}", headers=auth).json()
+    return body
+
+
+def test_versions_kept_at_most_once_per_interval_and_capped(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    _model_of(client, tenant, "hourly", versions={"kept": 20, "interval_seconds": 3600})
+    _model_of(client, tenant, "every", versions={"kept": 3, "interval_seconds": 0})
+    _model_of(client, tenant, "tenth", versions={"kept": 50, "interval_seconds": 0.4})
+    assert _model(client, tenant, "every")["versions"] == {"kept": 3, "interval_seconds": 0.0}
+    start = time.monotonic()
+    for i in range(12):
+        for model in ("hourly", "every", "tenth"):
+            _train(client, tenant, X[i % 4], float(i % 3), model)
+        time.sleep(0.1)
+    elapsed = time.monotonic() - start
+    # created (version 1, kept at once), then 12 publishes by the trainer
+    hourly = _versions(client, tenant, "hourly")
+    assert hourly["version"] == 13
+    assert [(v["version"], v["reason"]) for v in hourly["versions"]] == [(1, "create")]
+    every = _versions(client, tenant, "every")
+    assert [v["version"] for v in every["versions"]] == [13, 12, 11]
+    assert [v["events_applied"] for v in every["versions"]] == [12, 11, 10]
+    assert [v["current"] for v in every["versions"]] == [True, False, False]
+    assert all(v["reason"] == "trainer" and v["created_at"] for v in every["versions"])
+    tenth = [v for v in _versions(client, tenant, "tenth")["versions"] if v["reason"] == "trainer"]
+    assert 2 <= len(tenth) <= elapsed / 0.4 + 1, (len(tenth), elapsed)
+    # an explicit change is kept at once, whatever the interval
+    assert client.post("/v1/models/hourly/reset", headers=tenant).status_code == 200
+    hourly = _versions(client, tenant, "hourly")
+    assert [(v["version"], v["reason"], v["current"]) for v in hourly["versions"]] == [
+        (14, "reset", True), (1, "create", False)]
+
+
+def test_rollback_restores_predictions_and_learning_goes_on(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    _model_of(client, tenant, versions={"kept": 20, "interval_seconds": 0})
+    for i in range(4):
+        _train(client, tenant, X[i], 1.0)
+    kept = _versions(client, tenant)["versions"][0]
+    assert kept["version"] == 5 and kept["events_applied"] == 4
+    before = _scores(client, tenant)
+    snap_before = client.get("/v1/models/m1/snapshot", headers=tenant).json()
+    for i in range(6):
+        _train(client, tenant, X[i % 4], -2.0)
+    assert _scores(client, tenant) != before
+    r = client.post("/v1/models/m1/rollback", json={"version": 5}, headers=tenant)
+    assert r.status_code == 200, r.text
+    assert r.json() == {"version": 12, "rolled_back_to": 5}
+    assert _scores(client, tenant) == before
+    model = _model(client, tenant)
+    assert model["version"] == 12 and model["stats"]["events_applied"] == 10
+    newest = _versions(client, tenant)["versions"][0]
+    assert (newest["version"], newest["reason"], newest["current"]) == (12, "rollback", True)
+    # the rollback is in the decision log
+    markers = [orjson.loads(f[b"d"]) for _, f in
+               redis.Redis.from_url(redis_url).xrange(ModelKeys("acme", "m1").log)
+               if f.get(b"m") == b"rollback"]
+    assert markers == [{"version": 12, "rolled_back_to": 5, "algorithm": "nlms"}]
+    # the trainer learns on top of the restored state: the same event on a model imported
+    # from version 5 gives the same state
+    _model_of(client, tenant, "twin")
+    assert client.put("/v1/models/twin/snapshot", json={"state": snap_before["state"]},
+                      headers=tenant).status_code == 200
+    for model in ("m1", "twin"):
+        _train(client, tenant, X[2], 3.0, model)
+    assert _scores(client, tenant, "m1") == _scores(client, tenant, "twin") != before
+    model = _model(client, tenant)
+    assert model["version"] == 13 and model["stats"]["events_applied"] == 11
+
+
+def test_rollback_errors_name_the_field_and_other_tenants_get_404(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    _model_of(client, tenant, versions={"kept": 2, "interval_seconds": 0})
+    for i in range(3):
+        _train(client, tenant, X[i], 1.0)
+    # versions 1 and 2 were dropped (only 2 kept)
+    assert [v["version"] for v in _versions(client, tenant)["versions"]] == [4, 3]
+    for version in (1, 99):
+        r = client.post("/v1/models/m1/rollback", json={"version": version}, headers=tenant)
+        assert r.status_code == 404, r.text
+        assert r.json()["error"]["code"] == "unknown_version"
+        assert r.json()["error"]["field"] == "version"
+    for body in ({"version": 0}, {"version": "3"}, {"version": 2.5}, {}, {"version": 3, "x": 1}):
+        r = client.post("/v1/models/m1/rollback", json=body, headers=tenant)
+        assert r.status_code == 422, (body, r.text)
+        assert r.json()["error"]["field"] in ("version", "x"), (body, r.text)
+    other = new_tenant(client, "globex")
+    for r in (client.get("/v1/models/m1/versions", headers=other),
+              client.post("/v1/models/m1/rollback", json={"version": 3}, headers=other)):
+        assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_model"
+    assert _model(client, tenant)["version"] == 4
+    r = client.post("/v1/models", json={"model_id": "m2", "task": "regression", "n_features": 4,
+                                        "versions": {"kept": 101}},
+                    headers=tenant)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "versions.kept"
+
+
+def test_delete_drops_the_kept_versions(client: TestClient, tenant: dict[str, str],
+                                        redis_url: str) -> None:
+    _model_of(client, tenant, versions={"kept": 5, "interval_seconds": 0})
+    _train(client, tenant, X[0], 1.0)
+    mk = ModelKeys("acme", "m1")
+    r = redis.Redis.from_url(redis_url)
+    assert r.zcard(mk.versions) == 2 and r.hlen(mk.version_states) == 4
+    assert client.delete("/v1/models/m1", headers=tenant).status_code == 204
+    assert not r.exists(mk.versions, mk.version_states)
+    _model_of(client, tenant)
+    assert [v["version"] for v in _versions(client, tenant)["versions"]] == [1]
+
+
+def test_kept_none(client: TestClient, tenant: dict[str, str]) -> None:
+    _model_of(client, tenant, versions={"kept": 0, "interval_seconds": 0})
+    _train(client, tenant, X[0], 1.0)
+    assert _versions(client, tenant) == {"version": 2, "versions": []}
+
+
+def test_rollback_across_a_promote_restores_the_algorithm(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant, versions={"kept": 20, "interval_seconds": 0})
+    r = client.post("/v1/models/m1/challengers", json={"name": "ucb", "algorithm": "linucb_diag",
+                                                       "params": {}}, headers=tenant)
+    assert r.status_code == 201, r.text
+    for i in range(20):
+        p = client.post("/v1/models/m1/predict", json={"features": X[i % 4]},
+                        headers=tenant).json()
+        client.post("/v1/models/m1/feedback", json={"event_id": p["event_id"],
+                                                    "click": p["label"] == i % 3},
+                    headers=tenant)
+    assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
+    champion = _model(client, tenant)["version"]
+    before = client.get("/v1/models/m1/snapshot", headers=tenant).json()["state"]
+    r = client.post("/v1/models/m1/promote", json={"challenger": "ucb"}, headers=tenant)
+    assert r.status_code == 200, r.text
+    newest = _versions(client, tenant)["versions"][0]
+    assert (newest["version"], newest["reason"]) == (champion + 1, "promote")
+    assert _model(client, tenant)["algorithm"] == "linucb_diag"
+    r = client.post("/v1/models/m1/rollback", json={"version": champion}, headers=tenant)
+    assert r.status_code == 200, r.text
+    model = _model(client, tenant)
+    assert (model["algorithm"], model["params"]["gamma"]) == ("rcnbf", 0.05)
+    assert client.get("/v1/models/m1/snapshot", headers=tenant).json()["state"] == before
+    p = client.post("/v1/models/m1/predict", json={"features": X[0]}, headers=tenant).json()
+    client.post("/v1/models/m1/feedback", json={"event_id": p["event_id"], "click": True},
+                headers=tenant)
+    assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
+    model = _model(client, tenant)
+    assert model["stats"]["events_applied"] == 21 and model["version"] == r.json()["version"] + 1
