@@ -49,7 +49,7 @@ from app.learners.base import Batch, Event, Learner, batch_size, iter_events, st
 from app.learners.build import apply_noise_rates, build_learner
 from app.learners.proxy import calibrated_probability
 from app.store.codec import CodecError
-from app.store.decisionlog import LogRetention
+from app.store.decisionlog import LoggedBatch, LogRetention
 from app.store.delivery import Deliveries, TrainerView
 from app.store.events import decode_entries, decode_entry
 from app.store.keys import ModelKeys
@@ -190,7 +190,8 @@ async def step(ctx: WorkerContext, ref: ModelRef) -> int:
     n_applied = await _commit(ctx, ref, view, cached, outcome.applied, observed, rates,
                               skipped + [batch.stream_ids[i] for i in decoded.positions],
                               batch.stream_ids[decoded.positions[-1]],
-                              [batch.stream_ids[decoded.positions[row]] for row in outcome.rows])
+                              _logged(ctx, batch, [decoded.positions[row]
+                                                   for row in outcome.rows]))
     if n_applied:  # published: the challengers follow (never raises)
         await challengers.follow(ctx, ref, cached.config, outcome.applied,
                                  batch.stream_ids[decoded.positions[-1]], rates)
@@ -350,12 +351,12 @@ async def _dead_letter(ctx: WorkerContext, mk: ModelKeys, batch: Deliveries,
 
 async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: CachedLearner,
                   applied: Batch, observed: np.ndarray, rates: tuple[float, float],
-                  ack_ids: list[str], last_id: str, logged: list[str]) -> int:
+                  ack_ids: list[str], last_id: str, logged: LoggedBatch | None) -> int:
     """Publish then acknowledge (shielded); returns the events applied (0 if refused).
 
     ``observed`` marks the rows of ``applied`` that are real feedback (not a
-    sweeper's default event); ``logged`` are their stream ids, copied to the
-    decision log by the publish.
+    sweeper's default event); ``logged`` are their stored fields, added to the
+    decision log by the publish (None: the log is off).
     """
     mk = ModelKeys(*ref)
     n_applied = batch_size(applied)
@@ -373,7 +374,7 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
             mk, cached.learner.get_state(), expected_version=cached.version, last_id=last_id,
             applied=n_applied, click_sum=click_sum, click_n=len(clicks),
             lease_owner=ctx.config.worker_id, logged=logged,
-            retention=LogRetention(ctx.config.log_max_events, ctx.config.log_max_age))
+            retention=_retention(ctx))
         await ctx.delivery.ack_and_trim(mk, ack_ids, last_id)
         if samples is not None:
             await ctx.samples.append(mk, *samples, cap=cap)
@@ -403,6 +404,16 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
     await ctx.versions.published(ctx.store.versions, ref, cached.config, version)
     await series.record(ctx, ref, view, n_applied, version, click_sum, len(clicks), rates)
     return n_applied
+
+
+def _retention(ctx: WorkerContext) -> LogRetention:
+    return LogRetention(ctx.config.log_max_events, ctx.config.log_max_age)
+
+
+def _logged(ctx: WorkerContext, batch: Deliveries, positions: list[int]) -> LoggedBatch | None:
+    """The applied entries (``positions`` in ``batch``) packed for the decision log; None
+    while the log is off."""
+    return batch.logged(positions) if _retention(ctx).enabled else None
 
 
 def _record(ctx: WorkerContext, ref: ModelRef, view: TrainerView, applied: int, version: int,

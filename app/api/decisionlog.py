@@ -6,9 +6,10 @@ An applied event::
     {"type": "event", "stream_id", "time", "joined_at", "event_id", "kind",
      "model_version", "features", ...task fields..., "context", "feedback"}
 
-``stream_id`` is the entry's id in the log (what ``after`` takes), ``time``
-when the event was applied (UTC, ISO 8601), ``joined_at`` when its feedback
-was joined (or its decision expired), ``kind`` ``feedback`` or ``timeout``
+``stream_id`` is the event's id on the model's event stream (its
+identity; a marker's is its id in the log), ``time`` when the event was
+applied (UTC, ISO 8601), ``joined_at`` when its feedback was joined (or its
+decision expired), ``kind`` ``feedback`` or ``timeout``
 (a sweeper's default event).  The logged decision context is laid out by
 what it holds, not by algorithm: ``x`` becomes ``features``; a played label
 (``played``, ``prob``, ``greedy``) becomes ``action``, ``propensity`` and
@@ -17,9 +18,13 @@ what it holds, not by algorithm: ``x`` becomes ``features``; a played label
 becomes ``slots``: per shown slot its ``id_hash`` (the 64-bit hash of the
 candidate id the request named), ``features``, ``propensity`` (placement
 probability given the slots before), ``score`` and ``click``.  Every other
-field stays under ``context`` or ``feedback`` (absent when none is left).  A marker::
+field stays under ``context`` or ``feedback`` (absent when none is left).
+A marker::
 
     {"type": "rollback" | "promote" | "reset" | ..., "stream_id", "time", ...detail}
+
+Pages end at a position in the log, ``"<entry id>:<lines of it seen>"``,
+which the next request passes as ``after``.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import orjson
 from app.api.errors import ApiError
 from app.store import codec
 from app.store.deadletters import json_value
-from app.store.decisionlog import DecisionLogStore, LogEntry
+from app.store.decisionlog import DecisionLogStore, LogEntry, LoggedEvent
 from app.store.keys import ModelKeys
 from app.store.util import parse_stream_id, text
 
@@ -45,6 +50,8 @@ from app.store.util import parse_stream_id, text
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 10_000
 #: Response header with the ``after`` of the next page (absent on the last page).
+#: A position in the log: an entry id, optionally with ``:<lines of it already seen>``.
+POSITION_PATTERN = r"^[0-9]{1,19}-[0-9]{1,19}(:[0-9]{1,6})?$"
 NEXT_HEADER = "X-Next-After"
 MEDIA_TYPE = "application/x-ndjson"
 #: Latest time a bound may name (the end of year 9999, Unix seconds).
@@ -101,16 +108,14 @@ def _slots(context: dict[str, np.ndarray], feedback: dict[str, np.ndarray]
     return out
 
 
-def event_line(entry: LogEntry) -> dict[str, Any]:
-    """The JSON object of one logged event (module docstring)."""
-    f = entry.fields
-    context = codec.decode(f[b"c"])
-    feedback = codec.decode(f[b"f"])
-    joined = text(f.get(b"s")) or "0-0"
+def event_line(entry: LogEntry, event: LoggedEvent) -> dict[str, Any]:
+    """The JSON object of one logged event of the batch ``entry`` (module docstring)."""
+    context = codec.decode(event.context)
+    feedback = codec.decode(event.feedback)
     line: dict[str, Any] = {
-        "type": "event", "stream_id": entry.entry_id, "time": iso_ms(entry.applied_ms),
-        "joined_at": iso_ms(int(joined.partition("-")[0])), "event_id": text(f.get(b"e")),
-        "kind": text(f.get(b"k")), "model_version": int(f.get(b"v") or 0)}
+        "type": "event", "stream_id": event.stream_id, "time": iso_ms(entry.applied_ms),
+        "joined_at": iso_ms(parse_stream_id(event.stream_id)[0]), "event_id": event.event_id,
+        "kind": event.kind, "model_version": event.version}
     if "x" in context:
         line["features"] = json_value(np.asarray(context.pop("x")))
     for field, name in _LABEL_FIELDS.items():
@@ -131,10 +136,17 @@ def marker_line(entry: LogEntry) -> dict[str, Any]:
             "time": iso_ms(entry.applied_ms)}
 
 
-def entry_line(entry: LogEntry) -> bytes:
-    """One JSON line (with its newline) of a log entry."""
-    obj = marker_line(entry) if entry.is_marker else event_line(entry)
-    return orjson.dumps(obj) + b"\n"
+def entry_lines(entry: LogEntry, skip: int, limit: int) -> list[bytes]:
+    """JSON lines (with their newlines) of an entry's items ``skip`` to ``skip + limit``."""
+    if entry.is_marker:
+        return [orjson.dumps(marker_line(entry)) + b"\n"][skip:skip + limit]
+    return [orjson.dumps(event_line(entry, event)) + b"\n"
+            for event in entry.events()[skip:skip + limit]]
+
+
+def entry_size(entry: LogEntry) -> int:
+    """Lines of an entry: its events, or 1 for a marker."""
+    return 1 if entry.is_marker else int(entry.fields[b"n"])
 
 
 @dataclass(frozen=True)
@@ -145,15 +157,36 @@ class LogPage:
     next_after: str | None
 
 
+#: Entries read per round trip while a page fills.
+_CHUNK = 16
+
+
 async def read_page(log: DecisionLogStore, mk: ModelKeys, *, since_ms: int | None,
                     until_ms: int | None, after: str | None, limit: int) -> LogPage:
-    """Up to ``limit`` entries applied in ``[since, until]`` (ms, inclusive) after the entry
-    ``after``; decoded in a thread (a page of 10,000 ranked events is CPU work)."""
-    start = "-" if since_ms is None else f"{since_ms}-0"
-    if after is not None and (since_ms is None or parse_stream_id(after) >= (since_ms, 0)):
-        start = f"({after}"
+    """Up to ``limit`` lines of the entries applied in ``[since, until]`` (ms, inclusive)
+    after the position ``after`` (``"<entry id>"``: after that entry, ``"<entry id>:<k>"``:
+    after its first ``k`` lines); decoded in a thread (a page of 10,000 ranked events is
+    CPU work)."""
+    start, skip_in = ("-" if since_ms is None else f"{since_ms}-0"), None
+    if after is not None:
+        entry_id, _, k = after.partition(":")
+        if since_ms is None or parse_stream_id(entry_id) >= (since_ms, 0):
+            start, skip_in = (entry_id, (entry_id, int(k))) if k else (f"({entry_id}", None)
     end = "+" if until_ms is None else f"{until_ms}-{MAX_SEQ}"
-    entries = await log.read(mk, start=start, end=end, count=limit + 1)
-    page = entries[:limit]
-    body = await asyncio.to_thread(lambda: b"".join(entry_line(e) for e in page))
-    return LogPage(body, page[-1].entry_id if len(entries) > limit else None)
+    lines: list[bytes] = []
+    while True:
+        entries = await log.read(mk, start=start, end=end, count=_CHUNK)
+        for entry in entries:
+            skip = skip_in[1] if skip_in and entry.entry_id == skip_in[0] else 0
+            size = entry_size(entry)
+            if skip >= size:
+                continue
+            if len(lines) == limit:  # full, and this entry has more: the next page starts here
+                return LogPage(b"".join(lines), f"{entry.entry_id}:{skip}")
+            wanted = limit - len(lines)
+            lines += await asyncio.to_thread(entry_lines, entry, skip, wanted)
+            if skip + wanted < size:
+                return LogPage(b"".join(lines), f"{entry.entry_id}:{skip + wanted}")
+        if len(entries) < _CHUNK:
+            return LogPage(b"".join(lines), None)
+        start = f"({entries[-1].entry_id}"

@@ -2,32 +2,40 @@
 
 The trainer trims applied entries from the event stream, so the log keeps a
 copy of each one on its own stream (``nl:{T:M}:log``).  The copy is written
-by the same Lua step that publishes the snapshot the event went into
+by the same Lua step that publishes the snapshot the events went into
 (``publish_snapshot.lua``), so an event is logged exactly when it changed
 the model: never twice across a crash between the publish and the
 acknowledgement, never lost.  Dead-lettered entries are not applied and
 not logged.
 
-An event entry holds the event stream's fields ``k`` (``feedback`` or
-``timeout``), ``e`` (event id), ``c`` (decision context blob), ``f``
-(feedback blob), plus ``s`` (its id on the event stream: when the feedback
-was joined) and ``v`` (the model version it was published in).  Its own
-entry id is the time it was applied (Redis clock, ms).  A marker entry
-(:meth:`DecisionLogStore.append_marker`) records what happened to the model
-(``k`` = ``marker``, ``m`` its type such as ``rollback`` or ``promote``,
-``d`` its detail as JSON), its entry id being its time.
+One log entry holds one published batch (:class:`LoggedBatch`): ``k`` =
+``events``, ``v`` the version it was published in, ``n`` its events, and
+per event the event stream's fields (its stream id, kind ``feedback`` or
+``timeout``, event id, decision context blob, feedback blob), each column
+stored as the concatenated values (``s``, ``t``, ``e``, ``c``, ``f``) plus
+one array of every value's length (``L``).  A stream entry per event cost
+twice the log's Redis CPU: each command of a script is propagated to the
+AOF on its own.  The entry id is the time the batch was applied.  A marker
+entry (:meth:`DecisionLogStore.append_marker`) records what happened to the
+model (``k`` = ``marker``, ``m`` its type such as ``rollback`` or
+``promote``, ``d`` its detail as JSON), its entry id being its time.
 
-Retention (:class:`LogRetention`) trims approximately (``MAXLEN ~`` on each
-append, ``MINID ~`` by age on each publish): whole stream nodes go at once,
-so a few more entries than the limits may stay.
+Retention (:class:`LogRetention`): the publish keeps the number of events
+logged in the model's stats hash (``log_events``) and each batch's id and
+size in a list (``nl:{T:M}:log-index``), and drops the oldest batches (and
+the markers before them) while the rest hold at least ``max_events``
+events, or while they are older than ``max_age_seconds``: so the log holds
+the newest ``max_events`` events plus less than one batch.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 import redis.asyncio as aioredis
 
@@ -38,13 +46,18 @@ from app.store.util import text
 DEFAULT_MAX_EVENTS = 1_000_000
 #: Seconds an entry is kept by default (7 days).
 DEFAULT_MAX_AGE_SECONDS = 7 * 86_400
-#: ``k`` of a marker entry.
+#: ``k`` of a marker entry and of a batch of events.
 MARKER_KIND = "marker"
+EVENTS_KIND = "events"
+#: Fields of a batch entry holding one column each, in the order of their lengths in ``L``.
+COLUMNS = (b"s", b"t", b"e", b"c", b"f")
+#: Field of a model's stats hash: events in its log now.
+LOGGED_FIELD = "log_events"
 
 
 @dataclass(frozen=True)
 class LogRetention:
-    """How much of a model's decision log is kept: ``max_events`` entries (0 turns the log
+    """How much of a model's decision log is kept: ``max_events`` events (0 turns the log
     off) no older than ``max_age_seconds`` (0: no age limit)."""
 
     max_events: int = DEFAULT_MAX_EVENTS
@@ -54,12 +67,46 @@ class LogRetention:
     def enabled(self) -> bool:
         return self.max_events > 0
 
-    def min_id(self, now: float | None = None) -> str:
-        """Oldest entry id kept by age (``"0"``: no age limit)."""
+    def min_ms(self, now: float | None = None) -> int:
+        """Oldest apply time kept by age, in ms (0: no age limit)."""
         if self.max_age_seconds <= 0:
-            return "0"
+            return 0
         now = time.time() if now is None else now
-        return str(max(0, int((now - self.max_age_seconds) * 1000)))
+        return max(0, int((now - self.max_age_seconds) * 1000))
+
+
+@dataclass(frozen=True)
+class LoggedBatch:
+    """The stored fields of the events of one publish, packed for the log (see the module
+    docstring): ``n``, the lengths ``L`` and one concatenated value per column."""
+
+    n: int
+    lengths: bytes
+    columns: tuple[bytes, ...]
+
+    @classmethod
+    def pack(cls, columns: Sequence[Sequence[bytes]]) -> LoggedBatch:
+        """Pack per-event values, one sequence per field of :data:`COLUMNS`."""
+        n = len(columns[0])
+        lengths = np.fromiter((len(v) for col in columns for v in col), dtype=">u4",
+                              count=n * len(columns))
+        return cls(n, lengths.tobytes(), tuple(b"".join(col) for col in columns))
+
+    def args(self) -> list[bytes | int]:
+        """The publish script's arguments: ``n``, ``L``, then the columns."""
+        return [self.n, self.lengths, *self.columns]
+
+
+@dataclass(frozen=True)
+class LoggedEvent:
+    """One logged event as stored on the event stream, with the version it went into."""
+
+    stream_id: str
+    kind: str
+    event_id: str
+    context: bytes
+    feedback: bytes
+    version: int
 
 
 @dataclass(frozen=True)
@@ -78,25 +125,36 @@ class LogEntry:
         """Time the entry was written (ms since the epoch)."""
         return int(self.entry_id.partition("-")[0])
 
+    def events(self) -> list[LoggedEvent]:
+        """The events of a batch entry, in the order applied (none for a marker)."""
+        if self.is_marker:
+            return []
+        n, version = int(self.fields[b"n"]), int(self.fields[b"v"])
+        lengths = np.frombuffer(self.fields[b"L"], dtype=">u4").reshape(len(COLUMNS), n)
+        split = [_split(self.fields[name], row) for name, row in zip(COLUMNS, lengths,
+                                                                      strict=True)]
+        return [LoggedEvent(s.decode(), t.decode(), e.decode(), c, f, version)
+                for s, t, e, c, f in zip(*split, strict=True)]
+
+
+def _split(data: bytes, lengths: np.ndarray) -> list[bytes]:
+    ends = np.cumsum(lengths).tolist()
+    return [data[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+
 
 class DecisionLogStore:
-    """Read a model's decision log and append markers to it (events are appended by
-    :meth:`~app.store.snapshots.SnapshotStore.publish`)."""
+    """Read a model's decision log and append markers to it (batches of events are appended
+    by :meth:`~app.store.snapshots.SnapshotStore.publish`)."""
 
-    def __init__(self, redis: aioredis.Redis,
-                 retention: LogRetention | None = None) -> None:
+    def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
-        self.retention = retention or LogRetention()
 
     async def append_marker(self, mk: ModelKeys, kind: str, detail: dict[str, Any]) -> str:
         """Add a marker (``kind`` such as ``rollback``, ``promote``, ``reset``, ``detail``
-        any JSON object) to the log; returns its entry id.  Nothing is written (and ``""``
-        returned) while the log is off."""
-        if not self.retention.enabled:
-            return ""
+        any JSON object) to the log; returns its entry id.  Trimmed with the batches
+        around it."""
         entry_id = await self.redis.xadd(
-            mk.log, {"k": MARKER_KIND, "m": kind, "d": orjson.dumps(detail)},
-            maxlen=self.retention.max_events, approximate=True)
+            mk.log, {"k": MARKER_KIND, "m": kind, "d": orjson.dumps(detail)})
         return text(entry_id) or ""
 
     async def read(self, mk: ModelKeys, *, start: str = "-", end: str = "+",
@@ -106,12 +164,11 @@ class DecisionLogStore:
         reply: Any = await self.redis.xrange(mk.log, min=start, max=end, count=count)
         return [LogEntry(text(entry_id) or "0-0", fields) for entry_id, fields in reply]
 
-    async def length(self, mk: ModelKeys) -> int:
-        """Entries held now (events and markers)."""
-        return int(await self.redis.xlen(mk.log))
+    async def events(self, mk: ModelKeys) -> list[LoggedEvent]:
+        """Every logged event, oldest first (for tests and small logs: reads the whole log)."""
+        return [event for entry in await self.read(mk, count=1 << 30)
+                for event in entry.events()]
 
-    async def memory(self, mk: ModelKeys) -> int | None:
-        """Bytes the log takes in Redis (``MEMORY USAGE`` sampling every node), None without
-        a log."""
-        used: Any = await self.redis.memory_usage(mk.log, samples=0)
-        return None if used is None else int(used)
+    async def logged(self, mk: ModelKeys) -> int:
+        """Events in the log now."""
+        return int(await self.redis.hget(mk.stats, LOGGED_FIELD) or 0)

@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 
 from app.store.client import lua_source
 from app.store.deadletters import DeadLetterStore
+from app.store.decisionlog import LoggedBatch
 from app.store.keys import TRAINER_GROUP, ModelKeys
 from app.store.noise import NOISE_FIELDS, NoiseRecord, parse_noise
 from app.store.snapshots import COUNTER_FIELDS, SnapshotInfo, parse_info
@@ -68,6 +69,13 @@ class Deliveries:
 
     def __len__(self) -> int:
         return len(self.stream_ids)
+
+    def logged(self, positions: Sequence[int]) -> LoggedBatch:
+        """The entries at ``positions`` packed for the decision log (their stored fields)."""
+        return LoggedBatch.pack([
+            [self.stream_ids[i].encode() for i in positions],
+            *([column[i] or b"" for i in positions]
+              for column in (self.kinds, self.event_ids, self.contexts, self.feedbacks))])
 
     def fields(self, i: int) -> dict[bytes, bytes]:
         """Entry ``i``'s fields as stored (those it has), e.g. for its dead letter."""

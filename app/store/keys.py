@@ -29,7 +29,8 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:lease              str   trainer lease owner (with expiry)
     nl:{T:M}:dead               stream poison entries with the reason
     nl:{T:M}:series             list  quality time series, one JSON point each (capped)
-    nl:{T:M}:log                stream decision log: applied events (with version) and markers
+    nl:{T:M}:log                stream decision log: batches of applied events and markers
+    nl:{T:M}:log-index          list  "entry id, events" of each batch in the log (retention)
     nl:{T:M}:job:J              hash  NREst job status
     nl:{T:M}:job-pending        str   id of the model's queued or running NREst job
     nl:{T:M}:versions           zset  kept versions: JSON metadata, scored by version
@@ -169,6 +170,11 @@ class ModelKeys:
         """List: the model's quality time series, one JSON point each, oldest first (capped)."""
         return f"{self.tag}:series"
 
+    @property
+    def log_index(self) -> str:
+        """List: ``"<entry id> <events>"`` of each batch in the decision log, oldest first."""
+        return f"{self.tag}:log-index"
+
     def context(self, event_id: str) -> str:
         """String: logged decision context of one event (or its tombstone)."""
         return f"{self.tag}:ctx:{event_id}"
@@ -229,6 +235,7 @@ class ModelKeys:
         return [self.meta, self.snapshot, self.stats, self.pending, self.events,
                 self.noise, self.samples, self.anchors, self.anchor_scorer, self.lease,
                 self.dead_letter, self.label_budget, self.pending_job, self.log,
+                self.log_index,
                 self.series, self.versions, self.version_states, self.challengers,
                 self.challenger_states, self.challenger_stats]
 

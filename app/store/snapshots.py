@@ -8,7 +8,7 @@ started from and the publisher still holds the model's lease.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from app.learners.proxy import calibrated_probability
 from app.store import codec
 from app.store.client import Scripts
-from app.store.decisionlog import LogRetention
+from app.store.decisionlog import LoggedBatch, LogRetention
 from app.store.keys import ModelKeys
 from app.store.util import text, utc_now
 
@@ -108,17 +108,17 @@ class SnapshotStore:
     async def publish(self, mk: ModelKeys, state: dict[str, np.ndarray], *,
                       expected_version: int | None = None, last_id: str | None = None,
                       applied: int = 0, click_sum: float = 0.0, click_n: int = 0,
-                      lease_owner: str | None = None, logged: Iterable[str] = (),
+                      lease_owner: str | None = None, logged: LoggedBatch | None = None,
                       retention: LogRetention | None = None) -> int:
         """Publish ``state`` atomically; return the new version.
 
         ``expected_version``: publish only if the snapshot is still at that
         version; ``last_id``: the newest stream id included in ``state``;
         ``lease_owner``: publish only while this owner holds the lease.
-        Raises :class:`PublishConflict` otherwise.  ``logged``: the event-stream
-        ids (ascending) of the events applied in ``state``, copied to the
-        decision log in the same step (:mod:`app.store.decisionlog`), kept as
-        ``retention`` says (default: :class:`~app.store.decisionlog.LogRetention`).
+        Raises :class:`PublishConflict` otherwise.  ``logged``: the events
+        applied in ``state``, added to the decision log in the same step
+        (:mod:`app.store.decisionlog`), kept as ``retention`` says (default:
+        :class:`~app.store.decisionlog.LogRetention`).
         """
         retention = retention or LogRetention()
         args: list[bytes | str | int | float] = [
@@ -127,10 +127,11 @@ class SnapshotStore:
             last_id or "",
             int(applied), repr(float(click_sum)), int(click_n), utc_now(),
             lease_owner or "",
-            int(retention.max_events), retention.min_id(), *logged,
+            int(retention.max_events), retention.min_ms(),
+            *(logged.args() if logged is not None else [0]),
         ]
-        reply: Any = await self.scripts.run("publish_snapshot",
-                                            [mk.snapshot, mk.lease, mk.events, mk.log], args)
+        reply: Any = await self.scripts.run(
+            "publish_snapshot", [mk.snapshot, mk.lease, mk.log, mk.log_index, mk.stats], args)
         result = int(reply)
         if result < 0:
             raise PublishConflict(result)

@@ -27,6 +27,7 @@ from app.sim.datasets import synthetic
 from app.sim.feedback import noisy_clicks
 from app.sim.rank import RankSimulator
 from app.store import codec
+from app.store.decisionlog import LogEntry
 from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, make_client, new_model, new_tenant
 
@@ -94,11 +95,11 @@ def sync(client: TestClient, auth: dict[str, str], model: str, timeout: float = 
 def assert_logged_once(r: redis.Redis, mk: ModelKeys, contexts: list[np.ndarray]) -> None:
     """The decision log holds every applied event exactly once, in the order applied (the
     order the feedback was posted in), with the context it was decided on."""
-    log = [fields for _, fields in r.xrange(mk.log)]
+    log = [e for i, fields in r.xrange(mk.log) for e in LogEntry(i.decode(), fields).events()]
     assert len(log) == len(contexts)
-    assert len({f[b"e"] for f in log}) == len({f[b"s"] for f in log}) == len(contexts)
-    for fields, x in zip(log, contexts, strict=True):
-        np.testing.assert_array_equal(codec.decode(fields[b"c"])["x"], x)
+    assert len({e.event_id for e in log}) == len({e.stream_id for e in log}) == len(contexts)
+    for event, x in zip(log, contexts, strict=True):
+        np.testing.assert_array_equal(codec.decode(event.context)["x"], x)
 
 
 def test_two_workers_one_killed_apply_every_event_exactly_once(

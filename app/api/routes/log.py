@@ -9,7 +9,6 @@ from fastapi import APIRouter, Query, Response
 from app.api import decisionlog
 from app.api.deps import Context, ModelDep
 from app.api.schemas.common import ErrorResponse
-from app.api.schemas.deadletters import STREAM_ID_PATTERN
 
 router = APIRouter(prefix="/v1/models", tags=["decision log"],
                    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
@@ -28,8 +27,8 @@ async def get_log(
         until: Annotated[str | None, Query(max_length=40, description="applied at or before "
                                            "(ISO 8601 or Unix seconds)")] = None,
         limit: Annotated[int, Query(ge=1, le=decisionlog.MAX_LIMIT)] = decisionlog.DEFAULT_LIMIT,
-        after: Annotated[str | None, Query(max_length=39, pattern=STREAM_ID_PATTERN,
-                                           description="`stream_id` of the last line seen")
+        after: Annotated[str | None, Query(max_length=46, pattern=decisionlog.POSITION_PATTERN,
+                                           description="the previous page's `X-Next-After`")
                          ] = None) -> Response:
     """The model's decision log: every applied event with its context, feedback and model
     version, and markers (rollback, promote, reset), as JSON Lines."""

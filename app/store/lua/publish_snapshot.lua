@@ -1,15 +1,16 @@
 -- Publish a new snapshot: state, version + 1, last applied stream id and the
 -- counters of the applied batch, and log the applied events, in one atomic step.
--- KEYS: 1 snapshot, 2 lease, 3 event stream, 4 decision log
+-- KEYS: 1 snapshot, 2 lease, 3 decision log, 4 log index, 5 stats
 -- ARGV: 1 expected version ('' = no check), 2 state blob, 3 last applied id
 --       ('' = keep), 4 events applied, 5 observed click sum delta, 6 click count
 --       delta, 7 updated_at, 8 lease owner ('' = no lease check), 9 log max
---       entries (0 = no log), 10 oldest log id kept by age ('0' = no age limit),
---       11.. the applied event-stream ids, ascending (none: nothing to log)
--- Each applied entry is copied from the event stream to the log with its
--- fields (k, e, c, f) plus 's' (its event-stream id) and 'v' (the new
--- version); the log's own entry id is the apply time.  Logging in the step
--- that publishes means an event is logged exactly when it changes the model.
+--       events (0 = no log), 10 oldest apply time kept in ms (0 = no age limit),
+--       11 events to log (0 = none), 12 their value lengths, 13.. their columns
+--       (stream ids, kinds, event ids, contexts, feedbacks; see decisionlog.py)
+-- The batch becomes one log entry (k = events, v = the new version); the
+-- index list holds "entry id batch size" per entry and the stats hash the
+-- events logged.  Then the oldest batches (and the markers before them) go
+-- while the rest hold at least the max events, or while they are too old.
 -- Returns the new version, -1 when the version moved (someone else
 -- published), -2 when the lease belongs to another owner, -3 when the
 -- model is gone.
@@ -31,27 +32,36 @@ end
 redis.call('HINCRBY', KEYS[1], 'events_applied', ARGV[4])
 redis.call('HINCRBYFLOAT', KEYS[1], 'click_sum', ARGV[5])
 redis.call('HINCRBY', KEYS[1], 'click_n', ARGV[6])
-local maxlen = tonumber(ARGV[9])
-if maxlen > 0 and #ARGV > 10 then
-  local wanted = {}
-  for i = 11, #ARGV do
-    wanted[ARGV[i]] = true
-  end
-  -- one range read: the applied ids are the batch, interleaved only with skipped or
-  -- dead-lettered entries
-  local entries = redis.call('XRANGE', KEYS[3], ARGV[11], ARGV[#ARGV])
-  for _, entry in ipairs(entries) do
-    if wanted[entry[1]] then
-      local fields = entry[2]
-      fields[#fields + 1] = 's'
-      fields[#fields + 1] = entry[1]
-      fields[#fields + 1] = 'v'
-      fields[#fields + 1] = v
-      redis.call('XADD', KEYS[4], 'MAXLEN', '~', maxlen, '*', unpack(fields))
+local max_events, n = tonumber(ARGV[9]), tonumber(ARGV[11])
+if max_events > 0 and n > 0 then
+  local id = redis.call('XADD', KEYS[3], '*', 'k', 'events', 'v', v, 'n', n, 'L', ARGV[12],
+                        's', ARGV[13], 't', ARGV[14], 'e', ARGV[15], 'c', ARGV[16],
+                        'f', ARGV[17])
+  redis.call('RPUSH', KEYS[4], id .. ' ' .. n)
+  local total = redis.call('HINCRBY', KEYS[5], 'log_events', n)
+  local min_ms = tonumber(ARGV[10])
+  local dropped = false
+  while true do
+    local first = redis.call('LINDEX', KEYS[4], 0)
+    local first_ms, first_n = string.match(first, '^(%d+)-%d+ (%d+)$')
+    first_ms, first_n = tonumber(first_ms), tonumber(first_n)
+    if total - first_n < max_events and first_ms >= min_ms then
+      break
+    end
+    redis.call('LPOP', KEYS[4])
+    total = redis.call('HINCRBY', KEYS[5], 'log_events', -first_n)
+    dropped = true
+    if total == 0 then
+      break
     end
   end
-  if ARGV[10] ~= '0' then
-    redis.call('XTRIM', KEYS[4], 'MINID', '~', ARGV[10])
+  if dropped then
+    local keep = redis.call('LINDEX', KEYS[4], 0)
+    if keep then
+      redis.call('XTRIM', KEYS[3], 'MINID', string.match(keep, '^(%S+)'))
+    else
+      redis.call('DEL', KEYS[3])
+    end
   end
 end
 return v
