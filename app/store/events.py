@@ -166,7 +166,7 @@ class EventStore:
         if flags and len(flags) != len(contexts):
             raise ValueError("one apprentice flag per context")
         decided, agreed = agreement if agreement is not None else (len(flags), sum(flags))
-        keys_ = [mk.stats, mk.pending, *(mk.context(eid) for eid, _ in contexts),
+        keys_ = [mk.stats, mk.pending, mk.deferred, *(mk.context(eid) for eid, _ in contexts),
                  *(mk.apprentice(eid) for eid, _ in contexts if flags)]
         args: list[bytes | str | int | float] = [
             int(wait_seconds), int(grace_seconds),
@@ -191,7 +191,8 @@ class EventStore:
         (Redis clock seconds), or "unknown" (never issued, expired, another model's) or
         "active" (not deferred, or activated already)."""
         reply: Any = await self.scripts.run(
-            "activate_decision", [mk.context(event_id), mk.pending, mk.apprentice(event_id)],
+            "activate_decision", [mk.context(event_id), mk.pending, mk.apprentice(event_id),
+                                  mk.deferred],
             [event_id, int(wait_seconds), int(grace_seconds), TOMBSTONE])
         status = text(reply[0]) or "unknown"
         return int(reply[1]) if status == "ok" else status

@@ -18,6 +18,7 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:stats              hash  predictions, feedback_accepted, dead-letter counters
     nl:{T:M}:ctx:E              str   decision context (codec) or a tombstone
     nl:{T:M}:pending            zset  E -> deadline (Redis clock, seconds)
+    nl:{T:M}:deferred           zset  E -> context expiry of a deferred decision not activated
     nl:{T:M}:part:E             hash  open decision: feedback so far (want, n, f, expiry)
     nl:{T:M}:appr:E             str   apprentice decision: "1" if the model agreed, else "0"
     nl:{T:M}:budget             hash  label-budget strategy state (rounds, state)
@@ -122,6 +123,12 @@ class ModelKeys:
     def pending(self) -> str:
         """Sorted set: event id -> deadline of every decision awaiting feedback."""
         return f"{self.tag}:pending"
+
+    @property
+    def deferred(self) -> str:
+        """Sorted set: event id -> context expiry (Redis clock, seconds) of every decision
+        made with ``defer`` and not activated yet."""
+        return f"{self.tag}:deferred"
 
     @property
     def events(self) -> str:
@@ -232,7 +239,7 @@ class ModelKeys:
 
     def fixed(self) -> list[str]:
         """Every key of the model except the per-event and per-job ones."""
-        return [self.meta, self.snapshot, self.stats, self.pending, self.events,
+        return [self.meta, self.snapshot, self.stats, self.pending, self.deferred, self.events,
                 self.noise, self.samples, self.anchors, self.anchor_scorer, self.lease,
                 self.dead_letter, self.label_budget, self.pending_job, self.log,
                 self.log_index,

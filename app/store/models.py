@@ -219,7 +219,8 @@ class ModelStore:
         return sorted(keys.split_model_ref(text(r) or "") for r in refs)
 
     async def delete(self, tenant: str, model_id: str) -> bool:
-        """Remove the model: config, snapshot, pending contexts, stream, buffers."""
+        """Remove the model: config, snapshot, pending and deferred contexts, stream,
+        buffers."""
         mk = ModelKeys(tenant, model_id)
         if not await self.redis.exists(mk.meta):
             return False
@@ -229,14 +230,17 @@ class ModelStore:
             pipe.srem(keys.ALL_MODELS, keys.model_ref(tenant, model_id))
             pipe.delete(mk.meta)
             await pipe.execute()
-        while True:
-            ids: Any = await self.redis.zrange(mk.pending, 0, _DELETE_CHUNK - 1)
-            if not ids:
-                break
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.delete(*(mk.context(text(i) or "") for i in ids),
-                            *(mk.partial(text(i) or "") for i in ids))
-                pipe.zrem(mk.pending, *ids)
-                await pipe.execute()
+        for index in (mk.pending, mk.deferred):
+            while True:
+                ids: Any = await self.redis.zrange(index, 0, _DELETE_CHUNK - 1)
+                if not ids:
+                    break
+                events = [text(i) or "" for i in ids]
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    pipe.delete(*(mk.context(e) for e in events),
+                                *(mk.partial(e) for e in events),
+                                *(mk.apprentice(e) for e in events))
+                    pipe.zrem(index, *ids)
+                    await pipe.execute()
         await self.redis.delete(*mk.fixed())
         return True

@@ -162,3 +162,19 @@ def test_bad_defer_requests_name_the_field(client: TestClient, tenant: dict[str,
     assert client.put("/v1/models/m1/mode", json={"mode": "online"},
                       headers=other).status_code == 404
     assert _activate(client, tenant, deferred["event_id"]).status_code == 200
+
+
+def test_deleting_a_model_removes_its_deferred_decisions(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    new_model(client, tenant)
+    kept = _predict(client, tenant, defer=True)["event_id"]
+    activated = _predict(client, tenant, defer=True)["event_id"]
+    assert _activate(client, tenant, activated).status_code == 200
+    with redis.Redis.from_url(redis_url) as r:
+        assert [e.decode() for e in r.zrange(MK.deferred, 0, -1)] == [kept]
+        assert r.exists(MK.context(kept), MK.context(activated)) == 2
+    assert client.delete("/v1/models/m1", headers=tenant).status_code == 204
+    with redis.Redis.from_url(redis_url) as r:
+        assert r.exists(MK.context(kept), MK.context(activated), MK.deferred) == 0
+    new_model(client, tenant)  # the same id again: the old decision is no one's
+    assert _activate(client, tenant, kept).status_code == 404

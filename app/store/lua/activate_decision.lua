@@ -1,6 +1,6 @@
 -- Activate a deferred decision: give it a deadline from now, so that it awaits
 -- feedback (and a default at its deadline) as any other decision.
--- KEYS: 1 context, 2 pending, 3 apprentice flag
+-- KEYS: 1 context, 2 pending, 3 apprentice flag, 4 deferred
 -- ARGV: 1 event id, 2 wait_seconds, 3 grace_seconds, 4 tombstone value
 -- The context (and its apprentice flag, if any) then lives wait_seconds +
 -- grace_seconds from now, as a decision logged now would.
@@ -16,6 +16,7 @@ end
 local deadline = tonumber(redis.call('TIME')[1]) + tonumber(ARGV[2])
 local ttl = tonumber(ARGV[2]) + tonumber(ARGV[3])
 redis.call('ZADD', KEYS[2], deadline, ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('EXPIRE', KEYS[1], ttl)
 redis.call('EXPIRE', KEYS[3], ttl)
 return {'ok', deadline}

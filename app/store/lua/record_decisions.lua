@@ -1,26 +1,27 @@
 -- Log decision contexts awaiting feedback, each with its deadline, and count predictions.
--- KEYS: 1 stats, 2 pending, 3 .. n+2 one context key per logged decision, then a
---       apprentice flag keys (a = 0 or n, in the order of the contexts), then, for a
---       guarded call only: the API key record, model config, snapshot, noise
+-- KEYS: 1 stats, 2 pending, 3 deferred, 4 .. n+3 one context key per logged decision,
+--       then a apprentice flag keys (a = 0 or n, in the order of the contexts), then, for
+--       a guarded call only: the API key record, model config, snapshot, noise
 -- ARGV: 1 wait_seconds, 2 grace_seconds, 3 predictions to count, 4 n (decisions logged),
 --       5 '1' to defer (log without a deadline) else '0', 6 apprentice decisions to count,
 --       7 of which the model agreed with the baseline, 8 a,
---       then per decision i (in the order of KEYS 3..): event id, context blob; then a
+--       then per decision i (in the order of KEYS 4..): event id, context blob; then a
 --       flags ('1' agreed, '0' not); then, for a guarded call only: key hash, tenant,
 --       SHA-1 of the config JSON, snapshot version, rho0, rho1, noise source, estimator
 --       ("" for a missing noise record or field)
--- A deferred decision's context is kept with the same TTL but its id is not added to
--- pending: no deadline, so the sweeper never ends it and feedback is refused until
--- activate_decision.lua adds it; never activated, it expires unlearned.
+-- A deferred decision's context is kept with the same TTL but its id goes to deferred
+-- (scored by that expiry; expired ids are trimmed here), not to pending: no deadline, so
+-- the sweeper never ends it and feedback is refused until activate_decision.lua moves it
+-- to pending; never activated, it expires unlearned.
 -- A guarded call writes only while the API key and the model are exactly what the caller
 -- decided with (the API's one-round-trip predict; a single Redis, not a Cluster: the key
 -- record has its own hash tag).  Deadlines use the Redis clock, so every API replica agrees.
 -- Returns the deadline (integer seconds), or false when a guard failed (nothing written).
 local n = tonumber(ARGV[4])
 local a = tonumber(ARGV[8])
-if #KEYS > n + a + 2 then
+if #KEYS > n + a + 3 then
   local g = 2 * n + a + 8
-  local k = n + a + 2
+  local k = n + a + 3
   local key = redis.call('HMGET', KEYS[k + 1], 'hash', 'tenant')
   if key[1] ~= ARGV[g + 1] or key[2] ~= ARGV[g + 2] then return false end
   local config = redis.call('HGET', KEYS[k + 2], 'config')
@@ -38,13 +39,18 @@ local deadline = tonumber(t[1]) + tonumber(ARGV[1])
 local ttl = tonumber(ARGV[1]) + tonumber(ARGV[2])
 local defer = ARGV[5] == '1'
 for i = 1, n do
-  redis.call('SET', KEYS[i + 2], ARGV[2 * i + 8], 'EX', ttl)
-  if not defer then
+  redis.call('SET', KEYS[i + 3], ARGV[2 * i + 8], 'EX', ttl)
+  if defer then
+    redis.call('ZADD', KEYS[3], tonumber(t[1]) + ttl, ARGV[2 * i + 7])
+  else
     redis.call('ZADD', KEYS[2], deadline, ARGV[2 * i + 7])
   end
 end
+if defer and n > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. t[1])
+end
 for i = 1, a do
-  redis.call('SET', KEYS[n + i + 2], ARGV[2 * n + i + 8], 'EX', ttl)
+  redis.call('SET', KEYS[n + i + 3], ARGV[2 * n + i + 8], 'EX', ttl)
 end
 redis.call('HINCRBY', KEYS[1], 'predictions', tonumber(ARGV[3]))
 if tonumber(ARGV[6]) > 0 then
