@@ -194,3 +194,18 @@ def test_challengers_survive_a_restart(redis_url: str) -> None:
     # learned on from the kept state: sharper than after 1000 events alone
     assert later["value"]["ci_high"] - later["value"]["ci_low"] < (
         first["value"]["ci_high"] - first["value"]["ci_low"])
+
+
+def test_a_view_read_before_a_promotion_builds_the_promoted_learner(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """The API reads a model's config and version, then its snapshot: a promotion in between
+    must not build the old algorithm on the new state (the config is read with the state)."""
+    new_model(client, tenant, n_features=N_FEATURES, n_classes=N_CLASSES, **POOR)
+    assert _add(client, tenant, name="good", algorithm="linucb_diag").status_code == 201
+    ctx = client.app.state.ctx  # type: ignore[attr-defined]
+    assert client.portal is not None
+    stale = client.portal.call(ctx.store.models.view, "acme", "m1")
+    assert client.post("/v1/models/m1/promote", json={"challenger": "good"},
+                       headers=tenant).status_code == 200
+    learner, version = client.portal.call(ctx.cache.get, stale)
+    assert isinstance(learner, LinUCBDiag) and version == stale.version + 1
