@@ -24,7 +24,9 @@ them; a dead trainer's leases expire and are taken over), then runs one
    computed with the rates in force when it is read) in one Lua step that
    also checks the lease and the version and copies the applied entries to
    the model's decision log (:mod:`app.store.decisionlog`), THEN acknowledge
-   and trim; this step is shielded from cancellation.
+   and trim; this step is shielded from cancellation;
+5. once published, the model's challengers score, then learn, the batch
+   (:mod:`workers.challengers`; they never fail the step).
 
 A crash anywhere before the publish leaves the entries pending (the next
 owner claims them); a crash between publish and acknowledgement re-delivers
