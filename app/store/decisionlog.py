@@ -33,7 +33,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -85,12 +85,15 @@ class LoggedBatch:
     columns: tuple[bytes, ...]
 
     @classmethod
-    def pack(cls, columns: Sequence[Sequence[bytes]]) -> LoggedBatch:
-        """Pack per-event values, one sequence per field of :data:`COLUMNS`."""
-        n = len(columns[0])
-        lengths = np.fromiter((len(v) for col in columns for v in col), dtype=">u4",
-                              count=n * len(columns))
-        return cls(n, lengths.tobytes(), tuple(b"".join(col) for col in columns))
+    def pack(cls, columns: Sequence[Sequence[str | bytes]]) -> LoggedBatch:
+        """Pack per-event values, one sequence per field of :data:`COLUMNS` (``str`` values
+        are ASCII, e.g. stream ids)."""
+        lengths = np.concatenate([np.fromiter(map(len, col), dtype=np.uint32, count=len(col))
+                                  for col in columns]).astype(">u4")
+        joined = tuple("".join(cast(Sequence[str], col)).encode()
+                       if col and isinstance(col[0], str)
+                       else b"".join(cast(Sequence[bytes], col)) for col in columns)
+        return cls(len(columns[0]), lengths.tobytes(), joined)
 
     def args(self) -> list[bytes | int]:
         """The publish script's arguments: ``n``, ``L``, then the columns."""

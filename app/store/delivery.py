@@ -72,10 +72,12 @@ class Deliveries:
 
     def logged(self, positions: Sequence[int]) -> LoggedBatch:
         """The entries at ``positions`` packed for the decision log (their stored fields)."""
-        return LoggedBatch.pack([
-            [self.stream_ids[i].encode() for i in positions],
-            *([column[i] or b"" for i in positions]
-              for column in (self.kinds, self.event_ids, self.contexts, self.feedbacks))])
+        columns: tuple[list[Any], ...] = (self.stream_ids, self.kinds, self.event_ids,
+                                          self.contexts, self.feedbacks)
+        if positions and positions[-1] - positions[0] + 1 == len(positions):  # the usual case
+            rows = slice(positions[0], positions[-1] + 1)
+            return LoggedBatch.pack([column[rows] for column in columns])
+        return LoggedBatch.pack([[column[i] for i in positions] for column in columns])
 
     def fields(self, i: int) -> dict[bytes, bytes]:
         """Entry ``i``'s fields as stored (those it has), e.g. for its dead letter."""
