@@ -37,6 +37,8 @@ def page(browser: Any, service: Service) -> Iterator[Any]:
     page.requests = []
     page.on("request", lambda r: page.requests.append(
         (r.method, r.url, r.headers.get("authorization"))))
+    page.on("response", lambda r: print("server error", r.status, r.url, r.text()[:500])
+            if r.status >= 500 else None)
     page.set_default_timeout(15_000)
     try:
         yield page

@@ -92,6 +92,15 @@ def test_model_page_draws_the_reward_curve_and_the_noise_rates(
     assert "ρ0" in text and "ρ1" in text and "anchor" in text
     assert "events applied" in page.locator("#model").inner_text()
     assert '"algorithm": "rcnbf"' in page.locator("#config pre").inner_text()
+    # every section loads, or says the server lacks its endpoint; none fails
+    from playwright.sync_api import expect  # (the page fixture skips without Playwright)
+
+    expect(page.locator("#view")).not_to_contain_text("Loading…")
+    assert page.locator("#view .error").count() == 0, page.inner_text("#view")
+    assert "null" not in page.inner_text("#challengers")
+    if page.locator("#decisions table").count():  # the decision log: newest events first
+        row = page.locator("#decisions tbody tr").first.inner_text()
+        assert "ranking" not in row and re.search(r"\b[01]\b", row), row
 
 
 def test_a_foreign_model_id_in_the_url_shows_nothing_of_it(

@@ -80,6 +80,7 @@
   const interval = (lo, hi, f = fmt) => (lo === null || lo === undefined ? ""
     : ` [${f(lo)}, ${f(hi)}]`);
   const when = (iso) => (iso ? new Date(iso).toLocaleString() : "—");
+  const clock = (iso) => (iso ? new Date(iso).toLocaleTimeString() : "—");
 
   function table(headers, rows, cls) {
     return h("div", { class: "scroll" },
@@ -434,13 +435,14 @@
           } catch (err) { flash(body, `Promotion failed: ${err.message}`, "error"); }
         }))));
     }
-    body.replaceChildren(
+    const plot = intervalPlot([{ name: "champion", v: champion.value },
+      ...(data.challengers || []).map((c) => ({ name: c.name, v: c.value }))]);
+    body.replaceChildren(...[
       (data.challengers || []).length ? null
         : note("No challengers. Add one with POST …/challengers."),
       table(["name", "algorithm", "events", "estimated value [interval]",
              "vs champion [interval]", ""], rows),
-      intervalPlot([{ name: "champion", v: champion.value },
-                    ...(data.challengers || []).map((c) => ({ name: c.name, v: c.value }))]));
+      plot].filter(Boolean));
   }
 
   /* Each estimate as a dot with its interval, on one shared axis. */
@@ -493,34 +495,51 @@
   const short = (v) => (v === undefined ? "—" : typeof v === "object" ? JSON.stringify(v)
     : typeof v === "number" ? fmt(v) : String(v));
 
+  /* The log is read oldest first: ask for the last 2 s, widening until enough lines show. */
+  const LOG_WINDOWS = [2, 10, 60, 600, 3600, 86400];
+  const RECENT_ROWS = 20;
+
+  async function recentLog(id) {
+    let entries = [];
+    for (const seconds of LOG_WINDOWS) {
+      const since = (Date.now() / 1000 - seconds).toFixed(0);
+      entries = parseLines(await api("GET", modelPath(id, `/log?since=${since}&limit=1000`)));
+      if (entries.length >= RECENT_ROWS) break;
+    }
+    return entries.slice(-RECENT_ROWS).reverse();
+  }
+
+  function decisionRow(e) {
+    if (e.type !== "event") {
+      const detail = Object.fromEntries(Object.entries(e)
+        .filter(([k]) => !["type", "stream_id", "time"].includes(k)));
+      return h("tr", { class: "marker" }, h("td", {}, clock(e.time)),
+        h("td", { colspan: 5 }, `${e.type} ${JSON.stringify(detail)}`));
+    }
+    const slots = e.slots || null;
+    const fb = e.feedback || {};
+    const action = slots ? `ranking of ${slots.length}` : short(e.action);
+    const propensity = slots ? short(slots.map((x) => Number(fmt(x.propensity, 2))))
+      : short(e.propensity);
+    const outcome = slots ? short(slots.map((x) => x.click ?? null))
+      : e.kind === "timeout" ? "no feedback" : short(first(fb, ["click", "reward", "label", "y"]));
+    return h("tr", {}, h("td", {}, clock(e.time)), h("td", {}, short(e.event_id)),
+      h("td", { class: "num" }, short(e.model_version)), h("td", {}, action),
+      h("td", { class: "num" }, propensity), h("td", {}, outcome));
+  }
+
   async function decisionsCard(body, id) {
-    const since = Math.floor(Date.now() / 1000) - 86400;
-    const entries = parseLines(await api("GET", modelPath(id, `/log?since=${since}`)));
-    const recent = entries.slice(-50).reverse();
-    const rows = recent.map((e) => {
-      if (e.type && e.type !== "event") {
-        return h("tr", { class: "marker" }, h("td", { colspan: 6 },
-          `${e.type}: ${JSON.stringify(Object.fromEntries(
-            Object.entries(e).filter(([k]) => k !== "type")))}`));
-      }
-      const fb = e.feedback || e;
-      return h("tr", {},
-        h("td", {}, short(first(e, ["t", "applied_at", "time"]))),
-        h("td", {}, short(first(e, ["event_id", "id"]))),
-        h("td", { class: "num" }, short(first(e, ["version"]))),
-        h("td", {}, short(first(e.context || e, ["played", "action", "ranking", "label"]))),
-        h("td", { class: "num" }, short(first(e.context || e, ["prob", "propensity"]))),
-        h("td", {}, short(first(fb, ["click", "reward", "label", "outcome"]))));
-    });
+    const recent = await recentLog(id);
     body.replaceChildren(recent.length
-      ? table(["time", "event", "version", "action", "propensity", "outcome"], rows)
+      ? table(["applied", "event", "version", "action", "propensity", "outcome"],
+              recent.map(decisionRow))
       : note("No decisions applied in the last 24 hours."));
   }
 
   async function evaluationsCard(body, id) {
     const data = await api("GET", modelPath(id, "/evaluations"));
     const list = Array.isArray(data) ? data : (data && (data.evaluations || data.items)) || [];
-    body.replaceChildren(list.length ? null : note("No evaluations yet."));
+    body.replaceChildren(...(list.length ? [] : [note("No evaluations yet.")]));
     for (const ev of list.slice(-10).reverse()) {
       const scalars = Object.entries(ev).filter(([, v]) => v === null || typeof v !== "object");
       const box = h("div", { class: "evaluation" },
