@@ -304,7 +304,7 @@ def test_default_learner_on_the_simulated_stream(client: TestClient,
                                                  tenant: dict[str, str]) -> None:
     # the stream (churn 10% per 1,000, 20 candidates, 3 slots, theta (1, 0.6, 0.35),
     # click noise (0.03, 0.3)), untuned defaults and no noise rates given, rankings and
-    # feedback in batches of 200 (about 20 s): 0.914 of the gap closed, theta within 0.04
+    # feedback in batches of 200 (20-30 s): 0.911 of the gap closed, theta within 0.04
     out = run_stream(client, tenant, 30_000, 200, {})
     assert out["gap_closed"] >= 0.8, out
     assert out["position_bias"]["source"] == "estimated"
