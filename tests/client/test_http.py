@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import numpy as np
@@ -208,3 +209,23 @@ def test_rank_and_feedback_by_id(client: Client) -> None:
     model = client.get_model("feed")
     assert model["stats"]["events_applied"] == 2
     assert model["position_bias"] == {"values": [1.0, 1.0], "source": "insufficient_data"}
+
+
+async def test_series(service: Service, client: Client, api_key: str,
+                      redis_server: EmbeddedRedis) -> None:
+    _model(client)
+    assert client.series("m1") == {"points": []}
+    tenant = api_key.split(".")[1]
+    point = {"t": 1.0, "version": 2, "events_applied": 10, "events": 10,
+             "events_per_second": 1.0, "online_reward": 0.5, "calibrated_reward": 0.6,
+             "debiased_reward": 0.6, "rho0": 0.1, "rho1": 0.2, "noise_source": "initial",
+             "rho0_interval": None, "rho1_interval": None, "pending": 0, "backlog": 0}
+    with redis.Redis.from_url(redis_server.url) as r:  # as the trainer appends them
+        for i in range(3):
+            r.rpush(ModelKeys(tenant, "m1").series, json.dumps({**point, "t": float(i)}))
+    assert [p["t"] for p in client.series("m1")["points"]] == [0.0, 1.0, 2.0]
+    async with AsyncClient(service.url, api_key) as ac:
+        assert [p["t"] for p in (await ac.series("m1", limit=1))["points"]] == [2.0]
+    with pytest.raises(NoisyloopError) as info:
+        client.series("m1", limit=0)
+    assert info.value.status == 422 and info.value.field == "limit"

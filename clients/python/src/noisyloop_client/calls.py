@@ -161,6 +161,11 @@ def rollback(model_id: str, version: int) -> Call:
     return Call("POST", _model(model_id, "/rollback"), 200, {"version": version})
 
 
+def series(model_id: str, limit: int | None = None) -> Call:
+    params = {} if limit is None else {"limit": limit}
+    return Call("GET", _model(model_id, "/series"), 200, None, params)
+
+
 def sync(model_id: str, timeout: float | None = None) -> Call:
     params = {} if timeout is None else {"timeout": timeout}
     return Call("POST", _model(model_id, "/sync"), 200, None, params)

@@ -36,6 +36,7 @@ from noisyloop_client.types import (
     Promoted,
     Ranking,
     Rollback,
+    Series,
     Snapshot,
     SyncResult,
     TenantCreated,
@@ -185,6 +186,10 @@ class Client(_Base):
 
     def sync(self, model_id: str, timeout: float | None = None) -> SyncResult:
         return cast(SyncResult, self.send(calls.sync(model_id, timeout)))
+
+    def series(self, model_id: str, limit: int | None = None) -> Series:
+        """The model's quality series, oldest first (the newest ``limit`` points)."""
+        return cast(Series, self.send(calls.series(model_id, limit)))
 
     def versions(self, model_id: str) -> Versions:
         """The kept versions, newest first."""
@@ -389,6 +394,10 @@ class AsyncClient(_Base):
 
     async def sync(self, model_id: str, timeout: float | None = None) -> SyncResult:
         return cast(SyncResult, await self.send(calls.sync(model_id, timeout)))
+
+    async def series(self, model_id: str, limit: int | None = None) -> Series:
+        """The model's quality series, oldest first (the newest ``limit`` points)."""
+        return cast(Series, await self.send(calls.series(model_id, limit)))
 
     async def versions(self, model_id: str) -> Versions:
         """The kept versions, newest first."""

@@ -158,6 +158,14 @@ class Rollback(TypedDict):
     rolled_back_to: int
 
 
+class Series(TypedDict):
+    """A model's quality series, oldest first: each point a dict with ``t``,
+    ``events_applied``, ``online_reward``, ``calibrated_reward``, ``rho0``, ``rho1`` and
+    the other fields docs/api.md lists."""
+
+    points: list[dict[str, Any]]
+
+
 class ValueInterval(TypedDict):
     """An estimate with its 95% interval (None before enough events)."""
 
