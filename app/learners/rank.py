@@ -37,8 +37,9 @@ efficient), re-estimates ``theta`` and solves the ``D x D`` system for ``w``
 afresh from the sums, so right after a refresh ``w`` is exactly the ridge
 solution above for every event learned, the current rates and ``theta``.
 Refreshes happen at the end of every ``learn_many`` (the trainer's batch,
-so every published state is solved), on :meth:`RidgeRanker.get_state` and
-:meth:`RidgeRanker.weights`, and in ``learn_one`` whenever the count of
+so every published state is solved), on :meth:`RidgeRanker.get_state`,
+:meth:`RidgeRanker.weights`, ``set_state`` and ``set_noise_rates``, and in
+``learn_one`` whenever the count of
 events is a multiple of :func:`refresh_step` (every event for the first 32,
 then every ``count / 16`` rounded down to a power of two, at most
 :data:`REFRESH_EVENTS`).  Between refreshes decisions score with the last
