@@ -118,13 +118,13 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
                            "retry_after_seconds": settings.retry_after_seconds})
     install_error_handlers(app, settings.retry_after_seconds, authenticate=check_credentials)
     install_docs(app)
-    install_console(app)
     app.state.api_routes = []  # by path and method: the Allow header of a 405
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
     for module in (predict, feedback, rank, models, serving, admin, noise, confusion, budget,
                    deadletters, log, stream, series, versions, challengers, ops):
         app.include_router(module.router)
         app.state.api_routes += module.router.routes
+    install_console(app)  # after the API's routes, which the router tries first
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        max_depth=settings.max_json_depth)
     if settings.cors_origins:
