@@ -31,6 +31,7 @@ from app.api.routes import (
     challengers,
     confusion,
     deadletters,
+    evaluations,
     feedback,
     log,
     models,
@@ -121,7 +122,7 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
     app.state.api_routes = []  # by path and method: the Allow header of a 405
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
     for module in (predict, feedback, rank, models, serving, admin, noise, confusion, budget,
-                   deadletters, log, stream, series, versions, challengers, ops):
+                   deadletters, log, evaluations, stream, series, versions, challengers, ops):
         app.include_router(module.router)
         app.state.api_routes += module.router.routes
     install_console(app)  # after the API's routes, which the router tries first

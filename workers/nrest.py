@@ -27,7 +27,8 @@ observed) to a capped sample buffer (the class's ``noise_samples`` of the
 model's params, else the worker's ``nrest_buffer``).
 
 One pass (:func:`run_pass`) first runs the queued jobs of
-``POST .../noise/estimate`` (any label model with samples), then every
+``POST .../noise/estimate`` (any label model with samples) and of
+``POST .../evaluations`` (:mod:`workers.evaluations`), then every
 model due for a periodic run: ``n_s`` new samples since its last estimate,
 or ``nrest_interval`` seconds with some new samples.  The fit
 (:func:`app.learners.noise.estimate_noise_rates`, with the model's
@@ -53,6 +54,7 @@ from app.learners.registry import algorithms, learner_class
 from app.store.keys import ModelKeys
 from app.store.nrest import EstimatorSettings, QueuedJob
 from app.store.util import utc_now
+from workers import evaluations
 from workers.anchors import ANCHOR_BUFFER, keeps_anchors
 from workers.context import ModelRef, WorkerContext
 
@@ -106,11 +108,13 @@ def samples_of(config: dict[str, Any], applied: Batch, observed: np.ndarray,
 
 
 async def run_pass(ctx: WorkerContext) -> int:
-    """Queued jobs first, then the periodic runs that are due; returns runs done."""
+    """Queued jobs first (NREst runs, then policy evaluations), then the periodic runs that
+    are due; returns runs done."""
     runs = 0
     while not ctx.stopping.is_set() and (job := await ctx.samples.pop_job()) is not None:
         await run_job(ctx, job)
         runs += 1
+    runs += await evaluations.run_queued(ctx)
     models = await ctx.store.models.all_models()
     mks = [ModelKeys(*ref) for ref in models]
     new_counts = await ctx.samples.new_counts(mks)

@@ -40,27 +40,32 @@ class ServiceLog:
 
 
 def read_lines(path: str | Path) -> list[dict[str, Any]]:
-    """The event lines of an exported log (markers skipped; ValueError naming a bad line)."""
+    """The lines of an exported log (ValueError naming a line that is not JSON)."""
     out = []
     with open(path, encoding="utf-8") as f:
         for number, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
             try:
-                line = json.loads(raw)
+                out.append(json.loads(raw))
             except ValueError as exc:
                 raise ValueError(f"{path}:{number}: not JSON ({exc})") from None
-            if isinstance(line, dict) and line.get("type") == "event":
-                out.append(line)
-    if not out:
-        raise ValueError(f"{path}: no event lines (is it a `noisyloop log export` file?)")
     return out
 
 
 def read_service_log(path: str | Path, n_actions: int | None = None) -> ServiceLog:
-    """A label or rank log (module docstring); ``n_actions`` (a label log's number of labels,
-    e.g. the model's ``n_classes``) defaults to the largest label seen plus one."""
-    lines = read_lines(path)
+    """The log of an exported file (see :func:`service_log`)."""
+    return service_log(read_lines(path), n_actions, str(path))
+
+
+def service_log(records: list[Any], n_actions: int | None = None,
+                path: str = "the log") -> ServiceLog:
+    """A label or rank log (module docstring) of the log's records; ``n_actions`` (a label
+    log's number of labels, e.g. the model's ``n_classes``) defaults to the largest label
+    seen plus one."""
+    lines = [r for r in records if isinstance(r, dict) and r.get("type") == "event"]
+    if not lines:
+        raise ValueError(f"{path}: no events (is it a `noisyloop log export` file?)")
     if all("slots" in line for line in lines):
         return _rank_log(path, lines)
     if not all("action" in line and "propensity" in line for line in lines):
@@ -80,7 +85,7 @@ def read_service_log(path: str | Path, n_actions: int | None = None) -> ServiceL
     return ServiceLog(log, False, [], None)
 
 
-def _rank_log(path: str | Path, lines: list[dict[str, Any]]) -> ServiceLog:
+def _rank_log(path: str, lines: list[dict[str, Any]]) -> ServiceLog:
     rows = [(line["features"], slot) for line in lines for slot in line["slots"]]
     if not rows:
         raise ValueError(f"{path}: no shown slot")

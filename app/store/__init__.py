@@ -19,6 +19,7 @@ from app.store.challengers import ChallengerStore
 from app.store.client import STORE_ERRORS, Scripts, connect
 from app.store.deadletters import DeadLetterStore
 from app.store.decisionlog import DecisionLogStore
+from app.store.evaluations import EvaluationStore
 from app.store.events import EventStore
 from app.store.keys import ModelKeys
 from app.store.models import ModelStore
@@ -49,6 +50,7 @@ class Store:
         self.events = EventStore(redis, self.scripts, batch_decisions=self.single_redis)
         self.dead_letters = DeadLetterStore(redis)
         self.log = DecisionLogStore(redis)
+        self.evaluations = EvaluationStore(redis)
         self.noise = NoiseStore(redis)
         self.challengers = ChallengerStore(redis)
         self.anchors = AnchorStore(redis)

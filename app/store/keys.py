@@ -40,6 +40,8 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:ch-state           hash  challenger name -> learner state (codec)
     nl:{T:M}:ch-stats           hash  challenger name (or "_champion") -> JSON estimator sums
     nl:{jobs}:nrest             list  queued NREst jobs ("T/M/J")
+    nl:{T:M}:eval:J             hash  policy evaluation job (request, status, result)
+    nl:{jobs}:evaluations       list  queued policy evaluations ("T/M/J")
     nl:{workers}:W              str   worker heartbeat (with expiry)
     nl:{rate:T}:bucket          hash  rate-limit token bucket of T (tokens, ts; expires)
 """
@@ -55,6 +57,7 @@ MODEL_SEP = "/"
 TENANT_INDEX = f"{PREFIX}:{{tenants}}:index"
 ALL_MODELS = f"{PREFIX}:{{tenants}}:all-models"
 NREST_QUEUE = f"{PREFIX}:{{jobs}}:nrest"
+EVALUATION_QUEUE = f"{PREFIX}:{{jobs}}:evaluations"
 
 
 def tenant_models(tenant: str) -> str:
@@ -203,6 +206,10 @@ class ModelKeys:
     def job(self, job_id: str) -> str:
         """Hash: status of one NREst job."""
         return f"{self.tag}:job:{job_id}"
+
+    def evaluation(self, job_id: str) -> str:
+        """Hash: request, status and result of one policy evaluation."""
+        return f"{self.tag}:eval:{job_id}"
 
     @property
     def pending_job(self) -> str:

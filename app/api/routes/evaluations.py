@@ -1,0 +1,59 @@
+"""Policy-evaluation routes: queue an off-policy evaluation on the decision log, read it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Path
+
+from app.api import decisionlog
+from app.api.deps import Context, ModelDep
+from app.api.errors import ApiError, from_param_error
+from app.api.responses import OrjsonResponse
+from app.api.schemas.common import ErrorResponse
+from app.api.schemas.evaluations import EvaluationJob, EvaluationRequest
+from app.learners.base import ParamError
+from app.learners.proxy import check_noise_rates
+
+router = APIRouter(prefix="/v1/models", tags=["evaluations"],
+                   responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
+                              422: {"model": ErrorResponse}})
+
+JobIdPath = Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_-]{1,32}$")]
+
+
+@router.post("/{model_id}/evaluations", status_code=202, response_model=EvaluationJob)
+async def queue_evaluation(body: EvaluationRequest, view: ModelDep,
+                           ctx: Context) -> OrjsonResponse:
+    """Queue an off-policy evaluation of ``policy`` on the model's decision log (a worker's
+    nrest role runs it); 202 with its job id."""
+    if view.config["task"] != "label":
+        raise ApiError(422, "evaluation_unsupported", "the service evaluates label models' logs; "
+                       "export a rank model's log (noisyloop log export) and run noisyloop "
+                       "evaluate --format noisyloop", "policy")
+    request: dict[str, Any] = body.model_dump(exclude={"since"})
+    if body.since is not None:
+        request["since_ms"] = decisionlog.parse_time(body.since, "since")
+    if body.rho0 is not None and body.rho1 is not None:
+        try:
+            check_noise_rates(body.rho0, body.rho1)
+        except ParamError as exc:
+            raise from_param_error(exc) from None
+    job_id = await ctx.store.evaluations.queue(view.keys, request)
+    return OrjsonResponse({"job_id": job_id, "status": "queued"}, status_code=202)
+
+
+@router.get("/{model_id}/evaluations/{job_id}", response_model=EvaluationJob)
+async def get_evaluation(job_id: JobIdPath, view: ModelDep, ctx: Context) -> OrjsonResponse:
+    """The evaluation's status; once done, the JSON of ``noisyloop evaluate --json`` with it."""
+    job = await ctx.store.evaluations.get(view.keys, job_id)
+    if job is None:
+        raise ApiError(404, "unknown_evaluation", f"no evaluation {job_id!r} (unknown, or "
+                       "expired a day after it was queued)", "job_id")
+    out: dict[str, Any] = {"job_id": job_id, "status": job.get("status", "queued")}
+    if job.get("error"):
+        out["error"] = job["error"]
+    if job.get("result"):
+        out.update(orjson.loads(job["result"]))
+    return OrjsonResponse(out)

@@ -1,0 +1,72 @@
+"""Queued policy evaluations on a model's decision log.
+
+``POST /v1/models/{id}/evaluations`` stores the request in a job hash
+(``status`` "queued" -> "running" -> "done" or "failed", ``queued_at``,
+``request`` JSON, then ``result`` JSON or ``error``) expiring after a day,
+and pushes ``"tenant/model/job"`` on :data:`app.store.keys.EVALUATION_QUEUE`;
+a worker's ``nrest`` role takes the oldest (:meth:`EvaluationStore.pop`),
+runs it and records the outcome.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from app.store import keys
+from app.store.keys import ModelKeys
+from app.store.nrest import QueuedJob
+from app.store.util import text, utc_now
+
+#: Seconds a job's status is kept.
+JOB_TTL_SECONDS = 86_400
+
+
+class EvaluationStore:
+    """Queue, take and record policy evaluations."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self.redis = redis
+
+    async def queue(self, mk: ModelKeys, request: dict[str, Any]) -> str:
+        """Queue an evaluation of ``request`` (the route's validated body); its job id."""
+        job_id = secrets.token_urlsafe(12)
+        key = mk.evaluation(job_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, mapping={"status": "queued", "queued_at": utc_now(),
+                                    "request": orjson.dumps(request)})
+            pipe.expire(key, JOB_TTL_SECONDS)
+            await pipe.execute()
+        # the queue has a hash tag of its own (another Cluster slot): pushed after the job
+        await self.redis.lpush(keys.EVALUATION_QUEUE,
+                               keys.MODEL_SEP.join((mk.tenant, mk.model, job_id)))
+        return job_id
+
+    async def pop(self) -> QueuedJob | None:
+        """The oldest queued evaluation, or None."""
+        raw: Any = await self.redis.rpop(keys.EVALUATION_QUEUE)
+        if raw is None:
+            return None
+        ref, _, job_id = (text(raw) or "").rpartition(keys.MODEL_SEP)
+        return QueuedJob(*keys.split_model_ref(ref), job_id)
+
+    async def get(self, mk: ModelKeys, job_id: str) -> dict[str, str] | None:
+        """A job's fields, or None when unknown or expired."""
+        raw = await self.redis.hgetall(mk.evaluation(job_id))
+        return {text(k) or "": text(v) or "" for k, v in raw.items()} if raw else None
+
+    async def update(self, mk: ModelKeys, job_id: str, **fields: str) -> bool:
+        """Set a job's fields (worker side); False when the job expired or its model is
+        gone."""
+        key = mk.evaluation(job_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.exists(key)
+            pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
+            pipe.expire(key, JOB_TTL_SECONDS)
+            existed, _, _ = await pipe.execute()
+        if not existed:
+            await self.redis.delete(key)
+        return bool(existed)

@@ -1,0 +1,88 @@
+"""POST/GET /v1/models/{id}/evaluations: an off-policy evaluation on the decision log, queued
+to the worker's nrest role, answering what ``noisyloop evaluate --json`` prints."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+
+from app.store import Store
+from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, predict_all
+from workers.settings import WorkerSettings
+from workers.worker import Worker
+
+
+def run_jobs(redis_url: str) -> int:
+    """One drain of a worker's nrest role (it runs the queued evaluations)."""
+    async def drain() -> int:
+        store = Store.from_url(redis_url)
+        try:
+            return await Worker(store, WorkerSettings(roles=("nrest",), worker_id="ev",
+                                                      nrest_threads=True)).drain()
+        finally:
+            await store.close()
+    return asyncio.run(drain())
+
+
+def feed(client: TestClient, auth: dict[str, str], n: int) -> None:
+    """``n`` rounds where a click means the played label is the true one (argmax of x)."""
+    X = np.random.default_rng(0).standard_normal((n, 4))
+    preds = predict_all(client, auth, X)
+    events = [{"event_id": p["event_id"], "click": p["label"] == int(np.argmax(x[:3]))}
+              for p, x in zip(preds, X, strict=True)]
+    for i in range(0, n, 500):
+        assert post_feedback(client, auth, {"events": events[i:i + 500]}).status_code == 202
+    assert client.post("/v1/models/m1/sync", headers=auth).status_code == 200
+
+
+def evaluation(client: TestClient, auth: dict[str, str], redis_url: str,
+               body: dict[str, Any]) -> dict[str, Any]:
+    r = client.post("/v1/models/m1/evaluations", json=body, headers=auth)
+    assert r.status_code == 202, r.text
+    job_id = r.json()["job_id"]
+    assert client.get(f"/v1/models/m1/evaluations/{job_id}",
+                      headers=auth).json() == {"job_id": job_id, "status": "queued"}
+    assert run_jobs(redis_url) >= 1
+    r = client.get(f"/v1/models/m1/evaluations/{job_id}", headers=auth)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def test_evaluations_answer_what_the_command_line_prints(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    new_model(client, tenant, params={"gamma": 0.3})
+    feed(client, tenant, 1500)
+    done = evaluation(client, tenant, redis_url, {"policy": "uniform", "bootstrap": 50})
+    assert done["status"] == "done" and done["n"] == 1500 and done["format"] == "noisyloop"
+    assert done["policy"] == "uniform" and done["bootstrap"] == 50
+    for name in ("ips", "snips", "dr"):  # uniform over 3 labels, one right: 1/3
+        assert done[name]["ci_low"] <= 1 / 3 <= done[name]["ci_high"], name
+    logging = evaluation(client, tenant, redis_url, {"policy": "logging", "bootstrap": 20})
+    assert logging["ess"] == 1500
+    model = evaluation(client, tenant, redis_url, {"policy": "model", "rho0": 0.1,
+                                                   "rho1": 0.2, "since": "2000-01-01"})
+    assert model["status"] == "done" and model["correction"]["rho0"] == 0.1
+    later = evaluation(client, tenant, redis_url, {"policy": "fixed:2", "since": "9999-01-01"})
+    assert later["status"] == "failed" and "no events" in later["error"]
+
+
+def test_bad_requests_and_other_tenants(client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant)
+    for body, field in (({"policy": "best"}, "policy"), ({"policy": "uniform", "rho0": 0.1},
+                                                         None),
+                        ({"policy": "uniform", "since": "soon"}, "since"),
+                        ({"policy": "uniform", "bootstrap": 0}, "bootstrap"),
+                        ({"policy": "uniform", "rho0": 0.6, "rho1": 0.5}, "rho1")):
+        r = client.post("/v1/models/m1/evaluations", json=body, headers=tenant)
+        assert r.status_code == 422, (body, r.text)
+        if field:
+            assert r.json()["error"]["field"] == field, r.json()
+    r = client.post("/v1/models/m1/evaluations", json={"policy": "uniform"}, headers=tenant)
+    job_id = r.json()["job_id"]
+    other = new_tenant(client, "other")
+    assert client.get(f"/v1/models/m1/evaluations/{job_id}", headers=other).status_code == 404
+    r = client.get("/v1/models/m1/evaluations/nope", headers=tenant)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_evaluation"

@@ -1,0 +1,114 @@
+"""Queued policy evaluations on a model's decision log, run by the ``nrest`` role.
+
+A job (``POST /v1/models/{id}/evaluations``, :mod:`app.store.evaluations`)
+names a policy: ``uniform``, ``logging``, ``fixed:N`` or ``model`` (the
+model's current snapshot: its label distribution on each logged context).
+The worker reads the log's events applied since ``since`` (at most
+:data:`MAX_EVENTS`, the oldest first), as ``noisyloop log export`` shows
+them, and runs the estimators of ``noisyloop evaluate`` on them; the result
+is the JSON ``noisyloop evaluate --json`` writes.  Label logs only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import numpy as np
+import orjson
+
+from app.evaluation.estimators import evaluate
+from app.evaluation.policies import fixed_policy, learner_policy, uniform_policy
+from app.evaluation.servicelog import service_log
+from app.learners.base import Learner
+from app.learners.build import build_learner
+from app.store.keys import ModelKeys
+from app.store.logrecords import entry_records
+from app.store.nrest import QueuedJob
+from app.store.util import utc_now
+from workers.context import WorkerContext
+
+logger = logging.getLogger(__name__)
+
+#: Most events one evaluation reads (the oldest applied since ``since``).
+MAX_EVENTS = 200_000
+#: Log entries read per round trip.
+_CHUNK = 32
+
+
+async def run_queued(ctx: WorkerContext) -> int:
+    """Run every queued evaluation; returns how many ran."""
+    runs = 0
+    while not ctx.stopping.is_set() and (job := await ctx.store.evaluations.pop()) is not None:
+        await run_job(ctx, job)
+        runs += 1
+    return runs
+
+
+async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:
+    """Run one evaluation and record its result (or why it failed) in the job."""
+    mk = ModelKeys(job.tenant, job.model)
+    fields = await ctx.store.evaluations.get(mk, job.job_id)
+    if fields is None:  # expired
+        return
+    await ctx.store.evaluations.update(mk, job.job_id, status="running", started_at=utc_now())
+    try:
+        result = await run(ctx, mk, orjson.loads(fields["request"]))
+    except ValueError as exc:
+        logger.info("evaluation %s of %s/%s failed: %s", job.job_id, mk.tenant, mk.model, exc)
+        await ctx.store.evaluations.update(mk, job.job_id, status="failed", error=str(exc),
+                                           finished_at=utc_now())
+        return
+    await ctx.store.evaluations.update(mk, job.job_id, status="done",
+                                       result=orjson.dumps(result).decode(),
+                                       finished_at=utc_now())
+
+
+async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dict[str, Any]:
+    """The result JSON of one evaluation request (ValueError saying why there is none)."""
+    config = await ctx.store.models.config(mk.tenant, mk.model)
+    if config is None:
+        raise ValueError("the model is gone")
+    learner = None
+    if request["policy"] == "model":
+        snap = await ctx.store.snapshots.load(mk)
+        if snap is None:
+            raise ValueError("the model is gone")
+        learner = build_learner(config, snap.state)
+    since_ms = request.get("since_ms")
+    entries, start = [], "-" if since_ms is None else f"{since_ms}-0"
+    events = 0
+    while events < MAX_EVENTS:
+        chunk = await ctx.store.log.read(mk, start=start, count=_CHUNK)
+        entries += chunk
+        events += sum(int(e.fields.get(b"n") or 0) for e in chunk)
+        if len(chunk) < _CHUNK:
+            break
+        start = f"({chunk[-1].entry_id}"
+    return await asyncio.to_thread(_evaluate, entries, config, learner, request)
+
+
+def _evaluate(entries: list[Any], config: dict[str, Any], learner: Learner | None,
+              request: dict[str, Any]) -> dict[str, Any]:
+    records = [r for entry in entries for r in entry_records(entry)][:MAX_EVENTS]
+    read = service_log(records, config.get("n_classes"), "the decision log")
+    if read.ranked:
+        raise ValueError("a rank model's log is evaluated per slot by noisyloop evaluate "
+                         "--format noisyloop (export it with noisyloop log export)")
+    log, policy = read.log, request["policy"]
+    pi: np.ndarray | None
+    if policy == "uniform":
+        pi = uniform_policy(log)
+    elif policy == "logging":
+        pi = None
+    elif policy == "model":
+        assert learner is not None
+        pi = learner_policy(log, learner)
+    else:
+        pi = fixed_policy(log, int(policy.partition(":")[2]))
+    result = evaluate(log, pi, rho0=request.get("rho0"), rho1=request.get("rho1"),
+                      n_boot=request.get("bootstrap", 200), seed=0).to_dict()
+    result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
+                  policy=policy, bootstrap=request.get("bootstrap", 200))
+    return result
