@@ -166,6 +166,18 @@ def series(model_id: str, limit: int | None = None) -> Call:
     return Call("GET", _model(model_id, "/series"), 200, None, params)
 
 
+def evaluate(model_id: str, policy: str, since: str | None = None, rho0: float | None = None,
+             rho1: float | None = None, bootstrap: int | None = None) -> Call:
+    body = {"policy": policy, **{k: v for k, v in (("since", since), ("rho0", rho0),
+                                                     ("rho1", rho1), ("bootstrap", bootstrap))
+                                  if v is not None}}
+    return Call("POST", _model(model_id, "/evaluations"), 202, body)
+
+
+def evaluation(model_id: str, job_id: str) -> Call:
+    return Call("GET", _model(model_id, f"/evaluations/{_seg(job_id)}"))
+
+
 def sync(model_id: str, timeout: float | None = None) -> Call:
     params = {} if timeout is None else {"timeout": timeout}
     return Call("POST", _model(model_id, "/sync"), 200, None, params)

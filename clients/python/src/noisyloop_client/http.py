@@ -199,6 +199,18 @@ class Client(_Base):
         """Publish kept ``version`` as a new version; the trainer learns on from it."""
         return cast(Rollback, self.send(calls.rollback(model_id, version)))
 
+    def evaluate(self, model_id: str, policy: str, *, since: str | None = None,
+                 rho0: float | None = None, rho1: float | None = None,
+                 bootstrap: int | None = None) -> dict[str, Any]:
+        """Queue an off-policy evaluation of ``policy`` (``uniform``, ``logging``,
+        ``fixed:N``, ``model``) on the model's decision log: ``{"job_id", "status"}``."""
+        return cast(dict[str, Any], self.send(calls.evaluate(model_id, policy, since, rho0,
+                                                              rho1, bootstrap)))
+
+    def evaluation(self, model_id: str, job_id: str) -> dict[str, Any]:
+        """An evaluation's status; once ``done``, the JSON of ``noisyloop evaluate``."""
+        return cast(dict[str, Any], self.send(calls.evaluation(model_id, job_id)))
+
     # challengers
     def challengers(self, model_id: str) -> Challengers:
         """The champion's value and each challenger's estimated value against it."""
@@ -406,6 +418,18 @@ class AsyncClient(_Base):
     async def rollback(self, model_id: str, version: int) -> Rollback:
         """Publish kept ``version`` as a new version; the trainer learns on from it."""
         return cast(Rollback, await self.send(calls.rollback(model_id, version)))
+
+    async def evaluate(self, model_id: str, policy: str, *, since: str | None = None,
+                 rho0: float | None = None, rho1: float | None = None,
+                 bootstrap: int | None = None) -> dict[str, Any]:
+        """Queue an off-policy evaluation of ``policy`` (``uniform``, ``logging``,
+        ``fixed:N``, ``model``) on the model's decision log: ``{"job_id", "status"}``."""
+        return cast(dict[str, Any], await self.send(calls.evaluate(model_id, policy, since, rho0,
+                                                              rho1, bootstrap)))
+
+    async def evaluation(self, model_id: str, job_id: str) -> dict[str, Any]:
+        """An evaluation's status; once ``done``, the JSON of ``noisyloop evaluate``."""
+        return cast(dict[str, Any], await self.send(calls.evaluation(model_id, job_id)))
 
     # challengers
     async def challengers(self, model_id: str) -> Challengers:
