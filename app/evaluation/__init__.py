@@ -9,4 +9,6 @@
   ``pi(a | x)``.
 * :mod:`app.evaluation.reward_model`: the cross-fitted ridge reward model of
   the doubly robust estimator.
+* :mod:`app.evaluation.simulate`: simulated label and slate logs whose
+  policies' values are known exactly (the tests' and benchmark's worlds).
 """

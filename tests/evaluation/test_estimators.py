@@ -16,23 +16,19 @@ import pytest
 
 from app.evaluation.estimators import ESTIMATORS, Evaluation, LabelLog, evaluate
 from app.evaluation.policies import fixed_policy, logging_policy, uniform_policy
+from app.evaluation.simulate import (
+    LABEL_LOGGING,
+    N_CONTEXTS,
+    SOFTMAX,
+    K,
+    label_value,
+    simulate_label,
+)
 
-N_CONTEXTS, DIM, K = 20, 5, 4
 EVENTS, SEEDS = 5_000, 40
 #: Resamples per interval: at the default 200 the percentile intervals held the truth in
 #: 92-98% of 300 seeds per case, at 1,000 in 94-95% of 200 seeds (uniform logging).
 N_BOOT = 1_000
-WORLD = np.random.default_rng(12345)
-CONTEXTS = WORLD.normal(size=(N_CONTEXTS, DIM))
-CLICK = 1.0 / (1.0 + np.exp(-(CONTEXTS @ WORLD.normal(size=(DIM, K)))))
-"""``P(click | context c, action a)``, ``N_CONTEXTS x K``."""
-SCORES = CONTEXTS @ WORLD.normal(size=(DIM, K)) * 0.7
-SOFTMAX = np.exp(SCORES) / np.exp(SCORES).sum(axis=1, keepdims=True)
-
-LOGGING: dict[str, np.ndarray] = {
-    "uniform": np.full((N_CONTEXTS, K), 1.0 / K),
-    "softmax": SOFTMAX,
-}
 Target = Callable[[LabelLog], np.ndarray | None]
 TARGETS: dict[str, Target] = {
     "uniform": uniform_policy,
@@ -44,23 +40,14 @@ TARGETS: dict[str, Target] = {
 def simulate(seed: int, logging: np.ndarray, rho0: float = 0.0, rho1: float = 0.0,
              known_logging: bool = True) -> tuple[LabelLog, np.ndarray]:
     """A log of :data:`EVENTS` events and each event's context index."""
-    rng = np.random.default_rng(seed)
-    c = rng.integers(0, N_CONTEXTS, EVENTS)
-    mu = logging[c]
-    a = (rng.random(EVENTS)[:, None] > np.cumsum(mu, axis=1)).sum(axis=1)
-    click = rng.random(EVENTS) < CLICK[c, a]
-    observed = np.where(click, rng.random(EVENTS) >= rho1, rng.random(EVENTS) < rho0)
-    log = LabelLog(X=CONTEXTS[c], actions=a, propensities=mu[np.arange(EVENTS), a],
-                   rewards=observed.astype(float), n_actions=K,
-                   logging=mu if known_logging else None)
-    return log, c
+    return simulate_label(seed, logging, EVENTS, rho0, rho1, known_logging)
 
 
 def true_value(target: str, logging: np.ndarray) -> float:
-    """The exact value of ``target`` when the contexts are uniform over :data:`CONTEXTS`."""
-    pi = {"uniform": np.full((N_CONTEXTS, K), 1.0 / K), "logging": logging,
+    """The exact value of ``target`` when the contexts are uniform over the simulation's."""
+    pi = {"uniform": LABEL_LOGGING["uniform"], "logging": logging,
           "fixed": np.eye(K)[np.full(N_CONTEXTS, 2)]}[target]
-    return float((pi * CLICK).sum(axis=1).mean())
+    return label_value(pi)
 
 
 def runs(logging: str, rho0: float = 0.0, rho1: float = 0.0, correct: bool = False,
@@ -68,7 +55,7 @@ def runs(logging: str, rho0: float = 0.0, rho1: float = 0.0, correct: bool = Fal
     """Per target, the evaluations over :data:`SEEDS` seeds."""
     out: dict[str, list[Evaluation]] = {t: [] for t in TARGETS}
     for seed in range(SEEDS):
-        log, _ = simulate(seed, LOGGING[logging], rho0, rho1, known_logging)
+        log, _ = simulate(seed, LABEL_LOGGING[logging], rho0, rho1, known_logging)
         for name, target in TARGETS.items():
             out[name].append(evaluate(log, target(log), rho0 if correct else None,
                                       rho1 if correct else None, seed=seed,
@@ -82,11 +69,11 @@ def coverage(evaluations: list[Evaluation], estimator: str, truth: float) -> flo
     return float(np.mean(hits))
 
 
-@pytest.mark.parametrize("logging", list(LOGGING))
+@pytest.mark.parametrize("logging", list(LABEL_LOGGING))
 def test_intervals_cover_the_true_value(logging: str) -> None:
     results = runs(logging)
     for target, evaluations in results.items():
-        truth = true_value(target, LOGGING[logging])
+        truth = true_value(target, LABEL_LOGGING[logging])
         for estimator in ESTIMATORS:
             assert coverage(evaluations, estimator, truth) >= 0.9, (target, estimator)
             mean = np.mean([e.to_dict()[estimator]["value"] for e in evaluations])
@@ -106,7 +93,7 @@ def test_the_logging_policy_without_its_matrix_is_the_on_policy_mean() -> None:
 
 
 def test_fixed_action_weights_give_the_effective_sample_size() -> None:
-    log, _ = simulate(1, LOGGING["uniform"])
+    log, _ = simulate(1, LABEL_LOGGING["uniform"])
     result = evaluate(log, fixed_policy(log, 2))
     taken = int((log.actions == 2).sum())
     assert result.ess == pytest.approx(taken)  # weights K on the events that took action 2
@@ -134,7 +121,7 @@ def test_click_noise_biases_the_raw_estimates_by_the_predicted_amount() -> None:
 
 
 def test_bad_input_is_refused() -> None:
-    log, _ = simulate(2, LOGGING["uniform"])
+    log, _ = simulate(2, LABEL_LOGGING["uniform"])
     with pytest.raises(ValueError, match="rho1"):
         evaluate(log, uniform_policy(log), rho0=0.1)
     with pytest.raises(ValueError, match="rho1"):

@@ -11,11 +11,21 @@ is computed exactly by enumerating the slates.
 
 from __future__ import annotations
 
-from itertools import permutations
-
 import numpy as np
 import pytest
 
+from app.evaluation.simulate import (
+    ALL_SLATES,
+    ITEMS,
+    PL_LOGGING_SCORES,
+    PL_TARGET_SCORES,
+    SLOTS,
+    UNIFORM_SCORES,
+    cascade_probabilities,
+    independent_weights,
+    simulate_slates,
+    slate_value,
+)
 from app.evaluation.slates import (
     SLATE_ESTIMATORS,
     SlateEvaluation,
@@ -23,60 +33,19 @@ from app.evaluation.slates import (
     uniform_cascade,
 )
 
-N_CONTEXTS, ITEMS, SLOTS = 10, 5, 3
 SLATES_PER_LOG, SEEDS, N_BOOT = 4_000, 40, 1_000
-WORLD = np.random.default_rng(2024)
-ATTRACT = WORLD.uniform(0.05, 0.6, size=(N_CONTEXTS, ITEMS))
-LOGGING_SCORES = WORLD.normal(size=(N_CONTEXTS, ITEMS)) * 0.8
-TARGET_SCORES = 3 * np.log(ATTRACT)
-"""A target that has learned the attractions: items drawn in proportion to their cube."""
-ALL_SLATES = np.array(list(permutations(range(ITEMS), SLOTS)))
-
-
-def cascade_probabilities(scores: np.ndarray, slates: np.ndarray) -> np.ndarray:
-    """``P(a_0 .. a_k | c)`` of each (context row, slate row) under Plackett-Luce, ``n x L``."""
-    weights = np.exp(scores)
-    left = weights.sum(axis=1)
-    out = np.empty(slates.shape)
-    running = np.ones(len(slates))
-    for k in range(SLOTS):
-        chosen = weights[np.arange(len(slates)), slates[:, k]]
-        running = running * chosen / left
-        out[:, k] = running
-        left = left - chosen
-    return out
-
-
-def slate_values(c: int) -> np.ndarray:
-    """Expected clicks of every slate of :data:`ALL_SLATES` in context ``c``."""
-    values: np.ndarray = 1.0 - np.prod(1.0 - ATTRACT[c][ALL_SLATES], axis=1)
-    return values
+TARGET_SCORES, LOGGING_SCORES = PL_TARGET_SCORES, PL_LOGGING_SCORES
 
 
 def true_value(scores: np.ndarray | None) -> float:
     """Exact value of a Plackett-Luce policy (``None``: uniform) over uniform contexts."""
-    total = 0.0
-    for c in range(N_CONTEXTS):
-        if scores is None:
-            p = np.full(len(ALL_SLATES), 1.0 / len(ALL_SLATES))
-        else:
-            p = cascade_probabilities(np.tile(scores[c], (len(ALL_SLATES), 1)), ALL_SLATES)[:, -1]
-        total += float(p @ slate_values(c))
-    return total / N_CONTEXTS
+    return slate_value(UNIFORM_SCORES if scores is None else scores)
 
 
 def simulate(seed: int, rho0: float = 0.0, rho1: float = 0.0
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Clicks, logging cascade propensities, the slates and their contexts."""
-    rng = np.random.default_rng(seed)
-    c = rng.integers(0, N_CONTEXTS, SLATES_PER_LOG)
-    gumbel = LOGGING_SCORES[c] + rng.gumbel(size=(SLATES_PER_LOG, ITEMS))
-    slates = np.argsort(-gumbel, axis=1)[:, :SLOTS]  # Gumbel top-k: a Plackett-Luce draw
-    attracted = rng.random((SLATES_PER_LOG, SLOTS)) < ATTRACT[c[:, None], slates]
-    first = np.where(attracted.any(axis=1), attracted.argmax(axis=1), SLOTS)
-    clicks = np.arange(SLOTS)[None, :] == first[:, None]
-    seen = np.where(clicks, rng.random(clicks.shape) >= rho1, rng.random(clicks.shape) < rho0)
-    return (seen.astype(float), cascade_probabilities(LOGGING_SCORES[c], slates), slates, c)
+    return simulate_slates(seed, LOGGING_SCORES, SLATES_PER_LOG, rho0, rho1)
 
 
 def coverage(results: list[SlateEvaluation], estimator: str, truth: float) -> float:
@@ -86,16 +55,7 @@ def coverage(results: list[SlateEvaluation], estimator: str, truth: float) -> fl
 
 def independent_ips(clicks: np.ndarray, slates: np.ndarray, c: np.ndarray) -> float:
     """Per-slot independent IPS with the exact item-at-slot marginals of both policies."""
-    logged, target = (np.zeros((N_CONTEXTS, SLOTS, ITEMS)) for _ in range(2))
-    for ctx in range(N_CONTEXTS):
-        for marginal, scores in ((logged, LOGGING_SCORES), (target, TARGET_SCORES)):
-            p = cascade_probabilities(np.tile(scores[ctx], (len(ALL_SLATES), 1)),
-                                      ALL_SLATES)[:, -1]
-            for slot in range(SLOTS):
-                marginal[ctx, slot] = np.bincount(ALL_SLATES[:, slot], weights=p,
-                                                  minlength=ITEMS)
-    k = np.arange(SLOTS)[None, :]
-    w = target[c[:, None], k, slates] / logged[c[:, None], k, slates]
+    w = independent_weights(slates, c, LOGGING_SCORES, TARGET_SCORES)
     return float((w * clicks).sum(axis=1).mean())
 
 
