@@ -69,7 +69,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -283,6 +283,18 @@ class Learner(ABC):
         raise NotImplementedError(f"{type(self).__name__} takes no confusion matrix")
 
 
+class CandidateRanker(Protocol):
+    """What a learner that declares ``ranks_candidates`` offers a driver (``follow_ranking``:
+    if it also declares ``follows_baseline``)."""
+
+    def decide(self, x: np.ndarray, explore: bool = True, *,
+               actions: np.ndarray | None = None, slots: int | None = None) -> Decision: ...
+
+    def follow_ranking(self, x: np.ndarray, baseline: Sequence[int], *,
+                       actions: np.ndarray | None = None,
+                       slots: int | None = None) -> Decision: ...
+
+
 def check_state(expected: Mapping[str, np.ndarray], given: Mapping[str, np.ndarray]) -> State:
     """Validate ``given`` against ``expected`` names and shapes; return float copies.
 
@@ -305,10 +317,11 @@ def check_state(expected: Mapping[str, np.ndarray], given: Mapping[str, np.ndarr
 def stack_events(events: Sequence[Event]) -> dict[str, np.ndarray]:
     """Turn a list of events into a columnar batch (fields stacked on axis 0).
 
-    The variable-length feedback fields (:data:`PADDED_FIELDS`: ORS's
-    ``values``, KernelOGD's ``copies``) are padded with ``NaN`` rows to the
-    longest; their learners ignore trailing ``NaN`` rows.  Any other field
-    must have the same shape in every event (numpy raises otherwise).
+    The variable-length fields (:data:`PADDED_FIELDS`: ORS's ``values``,
+    KernelOGD's ``copies``, a rank decision's ``candidates``) are padded with
+    ``NaN`` rows to the longest, an event without one as if it had none; their
+    readers ignore ``NaN`` rows.  Any other field must have the same shape in
+    every event (numpy raises otherwise).
 
     >>> stack_events([{"values": np.array([1.0])}, {"values": np.array([2.0, 3.0])}])["values"]
     array([[ 1., nan],
@@ -316,13 +329,23 @@ def stack_events(events: Sequence[Event]) -> dict[str, np.ndarray]:
     """
     if not events:
         return {}
-    keys = events[0].keys()
-    return {k: _stack_field([np.asarray(e[k]) for e in events], k in PADDED_FIELDS)
-            for k in keys}
+    keys = dict.fromkeys(events[0].keys())
+    keys.update(dict.fromkeys(k for e in events for k in e if k in PADDED_FIELDS))
+    return {k: _stack_field(_padded_column(events, k), True) if k in PADDED_FIELDS
+            else _stack_field([np.asarray(e[k]) for e in events], False) for k in keys}
 
 
-#: Feedback fields whose length varies between events (padded with NaN rows in a batch).
-PADDED_FIELDS = frozenset({"values", "copies"})
+#: Fields whose length varies between events (padded with NaN rows in a batch): feedback
+#: fields, and the candidates a rank decision logs for its model's challengers.
+PADDED_FIELDS = frozenset({"values", "copies", "candidates"})
+
+
+def _padded_column(events: Sequence[Event], key: str) -> list[np.ndarray]:
+    """The field ``key`` of each event, with no rows where an event lacks it."""
+    arrays = [np.asarray(e[key]) if key in e else None for e in events]
+    like = next(a for a in arrays if a is not None)
+    empty = np.empty((0, *like.shape[1:]), dtype=like.dtype)
+    return [empty if a is None else a for a in arrays]
 
 
 def _stack_field(arrays: list[np.ndarray], pad: bool) -> np.ndarray:
