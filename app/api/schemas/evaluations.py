@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.api.schemas.common import FiniteFloat, RequestModel
+from app.api.schemas.common import FiniteFloat, JsonInt, RequestModel
 
 
 class EvaluationRequest(RequestModel):
@@ -21,7 +21,7 @@ class EvaluationRequest(RequestModel):
                                      description="click-noise rate P(click | no true click)")
     rho1: FiniteFloat | None = Field(default=None, ge=0.0, lt=1.0,
                                      description="click-noise rate P(no click | true click)")
-    bootstrap: int = Field(default=200, ge=1, le=1000,
+    bootstrap: JsonInt = Field(default=200, ge=1, le=1000,
                            description="bootstrap resamples per interval")
 
     @model_validator(mode="after")
