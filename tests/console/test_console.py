@@ -103,6 +103,44 @@ def test_model_page_draws_the_reward_curve_and_the_noise_rates(
         assert "ranking" not in row and re.search(r"\b[01]\b", row), row
 
 
+def test_evaluate_a_policy_from_the_page(page: Any, service: Service,
+                                         tenants: dict[str, Any]) -> None:
+    acme = tenants["acme"]
+    sign_in(page, service.base, token(acme))
+    page.goto(f"{service.base}/console#/models/m1")
+    page.select_option("#eval-policy", "model")
+    assert page.input_value("#eval-rho0") == "0.1"  # the rates in force, to change or clear
+    page.click("#eval-form button[type=submit]")
+    box = page.locator("#evaluations .evaluation").first
+    box.locator("svg.errorbars g.estimate").first.wait_for()
+    # the plot of noisyloop evaluate --plot: each estimator's dot inside its interval's bar
+    estimates = box.locator("svg.errorbars g.estimate")
+    assert estimates.evaluate_all("gs => gs.map(g => g.dataset.name)") == ["IPS", "SNIPS", "DR"]
+    for k in range(3):
+        g = estimates.nth(k)
+        dot = float(g.locator("circle").get_attribute("cy"))
+        bar = g.locator("line").first
+        y1, y2 = float(bar.get_attribute("y1")), float(bar.get_attribute("y2"))
+        assert min(y1, y2) <= dot <= max(y1, y2)
+    assert "h(f)" in box.locator("svg.errorbars").text_content()
+    # the numbers are the job's, as the API answers them
+    job_id = box.get_attribute("data-job")
+    job = httpx.get(f"{service.base}/v1/models/m1/evaluations/{job_id}", headers=acme).json()
+    assert job["status"] == "done" and job["policy"] == "model"
+    assert job["correction"]["rho0"] == 0.1
+    for name in ("ips", "snips", "dr"):
+        shown = box.locator(f"tr[data-estimator={name}] td.num").inner_text()
+        assert float(shown) == pytest.approx(job[name]["value"], abs=1e-3)
+    # a bad request is refused with the server's reason; the list keeps the evaluation
+    page.select_option("#eval-policy", "fixed")
+    page.fill("#eval-rho1", "")
+    page.click("#eval-form button[type=submit]")
+    page.wait_for_selector("#eval-status.error:has-text('rho')")
+    page.reload()
+    page.locator("#evaluations .evaluation svg.errorbars").wait_for()
+    assert page.locator("#evaluations .evaluation").count() == 1
+
+
 def test_a_foreign_model_id_in_the_url_shows_nothing_of_it(
         page: Any, service: Service, tenants: dict[str, Any]) -> None:
     sign_in(page, service.base, token(tenants["acme"]))

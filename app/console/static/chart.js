@@ -27,6 +27,22 @@ const NoisyChart = (() => {
     return out;
   }
 
+  function empty(container, text) {
+    const p = document.createElement("p");
+    p.className = "empty";
+    p.textContent = text || "No points yet.";
+    container.appendChild(p);
+  }
+
+  /* Horizontal grid lines with their values, from x = left to right. */
+  function yGrid(svg, y0, y1, sy, left, right) {
+    for (const v of ticks(y0, y1, 4)) {
+      el("line", { x1: left, x2: right, y1: sy(v), y2: sy(v), class: "gridline" }, svg);
+      el("text", { x: left - 6, y: sy(v) + 4, "text-anchor": "end", class: "tick" }, svg)
+        .textContent = Number(v.toPrecision(3)).toString();
+    }
+  }
+
   function timeLabel(seconds) {
     const d = new Date(seconds * 1000);
     return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
@@ -41,10 +57,7 @@ const NoisyChart = (() => {
       ...(s.band || []).flatMap((b) => [[b[0], b[1]], [b[0], b[2]]]),
     ]);
     if (!all.length) {
-      const p = document.createElement("p");
-      p.className = "empty";
-      p.textContent = spec.empty || "No points yet.";
-      container.appendChild(p);
+      empty(container, spec.empty);
       return;
     }
     const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]);
@@ -61,11 +74,7 @@ const NoisyChart = (() => {
 
     const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img",
                             "aria-label": spec.title || "chart" });
-    for (const v of ticks(y0, y1, 4)) {
-      el("line", { x1: PAD.left, x2: W - PAD.right, y1: sy(v), y2: sy(v), class: "gridline" }, svg);
-      el("text", { x: PAD.left - 6, y: sy(v) + 4, "text-anchor": "end", class: "tick" }, svg)
-        .textContent = Number(v.toPrecision(3)).toString();
-    }
+    yGrid(svg, y0, y1, sy, PAD.left, W - PAD.right);
     const xt = ticks(x0, x1, 4);
     for (const t of xt.length > 1 ? xt : [x0, x1]) {
       el("text", { x: sx(t), y: H - 8, "text-anchor": "middle", class: "tick" }, svg)
@@ -118,5 +127,59 @@ const NoisyChart = (() => {
     container.appendChild(legend);
   }
 
-  return { draw, ticks };
+  /* Estimates with their intervals as error bars, side by side (the plot `noisyloop evaluate
+   * --plot` draws).  spec: {items: [{name, value, low, high}], title: [lines], yLabel, color,
+   * empty} */
+  function errorbars(container, spec) {
+    container.replaceChildren();
+    const items = spec.items.filter((x) => Number.isFinite(x.value));
+    if (!items.length) {
+      empty(container, spec.empty);
+      return;
+    }
+    const EW = 480, EH = 300, lines = spec.title || [];
+    const pad = { left: 64, right: 12, top: 10 + 15 * lines.length, bottom: 26 };
+    const ys = items.flatMap((x) => [x.value, x.low, x.high]).filter(Number.isFinite);
+    let y0 = Math.min(...ys), y1 = Math.max(...ys);
+    const margin = (y1 - y0) * 0.08 || Math.abs(y1) * 0.1 || 0.05;
+    y0 -= margin;
+    y1 += margin;
+    const step = (EW - pad.left - pad.right) / items.length;
+    const sx = (i) => pad.left + step * (i + 0.5);
+    const sy = (v) => EH - pad.bottom - ((v - y0) / (y1 - y0)) * (EH - pad.top - pad.bottom);
+    const svg = el("svg", { viewBox: `0 0 ${EW} ${EH}`, class: "chart errorbars", role: "img",
+                            "aria-label": lines.join(" ") || "estimates" });
+    lines.forEach((line, i) => {
+      el("text", { x: (pad.left + EW - pad.right) / 2, y: 14 + 15 * i, "text-anchor": "middle",
+                   class: "title" }, svg).textContent = line;
+    });
+    yGrid(svg, y0, y1, sy, pad.left, EW - pad.right);
+    if (spec.yLabel) {
+      const cy = (pad.top + EH - pad.bottom) / 2;
+      el("text", { x: 14, y: cy, transform: `rotate(-90 14 ${cy})`, "text-anchor": "middle",
+                   class: "tick" }, svg).textContent = spec.yLabel;
+    }
+    el("line", { x1: pad.left, x2: pad.left, y1: pad.top, y2: EH - pad.bottom, class: "axis" },
+       svg);
+    el("line", { x1: pad.left, x2: EW - pad.right, y1: EH - pad.bottom, y2: EH - pad.bottom,
+                 class: "axis" }, svg);
+    items.forEach((x, i) => {
+      const g = el("g", { class: "estimate", "data-name": x.name }, svg);
+      const cx = sx(i), color = spec.color || "#2563eb";
+      if (Number.isFinite(x.low) && Number.isFinite(x.high)) {
+        el("line", { x1: cx, x2: cx, y1: sy(x.low), y2: sy(x.high), stroke: color,
+                     "stroke-width": 1.5 }, g);
+        for (const v of [x.low, x.high]) {
+          el("line", { x1: cx - 8, x2: cx + 8, y1: sy(v), y2: sy(v), stroke: color,
+                       "stroke-width": 1.5 }, g);
+        }
+      }
+      el("circle", { cx, cy: sy(x.value), r: 4, fill: color }, g);
+      el("text", { x: cx, y: EH - 8, "text-anchor": "middle", class: "tick" }, g)
+        .textContent = x.name;
+    });
+    container.appendChild(svg);
+  }
+
+  return { draw, errorbars, ticks };
 })();

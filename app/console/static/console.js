@@ -6,6 +6,10 @@
 
 (() => {
   const STORE = "noisyloop.console";
+  /* The evaluations this tab started (job ids per model), forgotten with the key. */
+  const EVALUATIONS = "noisyloop.console.evaluations";
+  const MAX_EVALUATIONS = 10;
+  const POLL_MS = 500;
   const COLORS = { online: "#2563eb", calibrated: "#dc2626", rho0: "#7c3aed", rho1: "#059669",
                    debiased: "#6b7280" };
   /* Seconds after which a model's last series point no longer tells its event rate. */
@@ -20,7 +24,10 @@
       try { return JSON.parse(sessionStorage.getItem(STORE) || "null"); } catch { return null; }
     },
     set(value) { sessionStorage.setItem(STORE, JSON.stringify(value)); },
-    clear() { sessionStorage.removeItem(STORE); },
+    clear() {
+      sessionStorage.removeItem(STORE);
+      sessionStorage.removeItem(EVALUATIONS);
+    },
   };
 
   class ApiError extends Error {
@@ -299,7 +306,7 @@
       section("Versions", "versions", (body) => versionsCard(body, id, refresh)),
       section("Challengers", "challengers", (body) => challengersCard(body, id, refresh)),
       section("Recent decisions", "decisions", (body) => decisionsCard(body, id)),
-      section("Evaluations", "evaluations", (body) => evaluationsCard(body, id)),
+      section("Evaluations", "evaluations", (body) => evaluationsCard(body, model)),
       section("Dead letters", "dead-letters", (body) => deadLettersCard(body, id)),
       configCard(model));
     return h("div", { class: "grid" }, cards);
@@ -536,30 +543,154 @@
       : note("No decisions applied in the last 24 hours."));
   }
 
-  async function evaluationsCard(body, id) {
-    const data = await api("GET", modelPath(id, "/evaluations"));
-    const list = Array.isArray(data) ? data : (data && (data.evaluations || data.items)) || [];
-    body.replaceChildren(...(list.length ? [] : [note("No evaluations yet.")]));
-    for (const ev of list.slice(-10).reverse()) {
-      const scalars = Object.entries(ev).filter(([, v]) => v === null || typeof v !== "object");
-      const box = h("div", { class: "evaluation" },
-        h("dl", { class: "facts" }, scalars.map(([k, v]) => fact(k, short(v)))));
-      const estimates = ev.estimates || ev.results;
-      if (estimates && typeof estimates === "object") {
-        const items = (Array.isArray(estimates) ? estimates
-          : Object.entries(estimates).map(([name, v]) => ({ name, ...v })))
-          .map((x) => ({ name: x.name || x.estimator || "", v: x }));
-        box.append(intervalPlot(items) || "");
+  /* ---------- evaluations ---------- */
+
+  /* Evaluations started in this browser session, per model, newest first (the service keeps
+   * a job a day but does not list them). */
+  const startedEvaluations = {
+    all() {
+      try { return JSON.parse(sessionStorage.getItem(EVALUATIONS) || "{}"); } catch { return {}; }
+    },
+    of(id) { return this.all()[id] || []; },
+    add(id, entry) {
+      const all = this.all();
+      all[id] = [entry, ...(all[id] || [])].slice(0, MAX_EVALUATIONS);
+      sessionStorage.setItem(EVALUATIONS, JSON.stringify(all));
+    },
+  };
+  /* The three estimators of `noisyloop evaluate`, in its plot's order. */
+  const ESTIMATORS = { ips: "IPS", snips: "SNIPS", dr: "DR" };
+  /* Fields of an evaluation shown by name; any other is listed as it comes. */
+  const EVALUATION_FIELDS = ["job_id", "status", "error", "n", "ess", "correction", "policy",
+                             "log", "format", "bootstrap"];
+  const isEstimate = (v) => v && typeof v === "object" && !Array.isArray(v) &&
+    typeof v.value === "number";
+
+  async function evaluationsCard(body, model) {
+    const list = h("div", { class: "evaluations-list" });
+    const form = evaluationForm(model, (entry) => {
+      startedEvaluations.add(model.model_id, entry);
+      list.prepend(evaluationBox(model.model_id, entry));
+    });
+    const started = startedEvaluations.of(model.model_id);
+    body.replaceChildren(form, started.length ? "" : note(
+      "Evaluates a policy off-policy on this model's decision log (IPS, SNIPS and DR with " +
+      "bootstrap intervals). Evaluations started here are listed while this tab is open.",
+      "muted hint"), list);
+    list.append(...started.map((entry) => evaluationBox(model.model_id, entry)));
+  }
+
+  function evaluationForm(model, onStart) {
+    const field = (label, input) => h("label", {}, h("span", {}, label), input);
+    const policy = h("select", { id: "eval-policy", name: "policy" },
+      h("option", { value: "model" }, "model (its current snapshot)"),
+      h("option", { value: "uniform" }, "uniform"),
+      h("option", { value: "logging" }, "logging (what was played)"),
+      h("option", { value: "fixed" }, "fixed:N (always label N)"));
+    const label = h("input", { id: "eval-label", name: "label", type: "number", min: 0,
+                               max: model.n_classes ? model.n_classes - 1 : undefined,
+                               value: 0, step: 1 });
+    const labelField = field("N", label);
+    labelField.hidden = true;
+    policy.addEventListener("change", () => { labelField.hidden = policy.value !== "fixed"; });
+    const rate = (name) => h("input", {
+      id: `eval-${name}`, name, type: "number", min: 0, max: 0.999, step: "any",
+      placeholder: "none", value: model.noise ? model.noise[name] : undefined });
+    const rho0 = rate("rho0"), rho1 = rate("rho1");
+    const status = h("p", { class: "muted", role: "status", id: "eval-status" });
+    const submit = h("button", { type: "submit" }, "Evaluate");
+    const form = h("form", { class: "inline", id: "eval-form", autocomplete: "off" },
+      field("policy", policy), labelField, field("ρ0", rho0), field("ρ1", rho1), submit,
+      status);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const request = { policy: policy.value === "fixed" ? `fixed:${label.value}` : policy.value };
+      if (rho0.value !== "" || rho1.value !== "") {
+        request.rho0 = rho0.value === "" ? null : Number(rho0.value);
+        request.rho1 = rho1.value === "" ? null : Number(rho1.value);
       }
-      const plot = ev.plot_png || ev.plot;
-      if (typeof plot === "string" && /^data:image\/(png|svg\+xml);base64,/.test(plot)) {
-        box.append(h("img", { src: plot, alt: "evaluation plot", class: "plot" }));
-      } else if (typeof plot === "string" && /^[A-Za-z0-9+/=]+$/.test(plot)) {
-        box.append(h("img", { src: `data:image/png;base64,${plot}`, alt: "evaluation plot",
-                              class: "plot" }));
+      submit.disabled = true;
+      status.className = "muted";
+      status.textContent = "Queuing…";
+      try {
+        const job = await api("POST", modelPath(model.model_id, "/evaluations"), request);
+        status.textContent = "";
+        onStart({ job_id: job.job_id, request, started: new Date().toISOString() });
+      } catch (err) {
+        status.className = "error";
+        status.textContent = `Not started: ${err.message}`;
+      } finally {
+        submit.disabled = false;
       }
-      body.append(box);
-    }
+    });
+    return form;
+  }
+
+  /* One evaluation: what was asked, then its status until done, then its plot and numbers. */
+  function evaluationBox(id, entry) {
+    const { request } = entry;
+    const rates = request.rho0 === undefined ? "raw clicks"
+      : `ρ0 ${fmt(request.rho0)}, ρ1 ${fmt(request.rho1)}`;
+    const status = h("span", { class: "muted" }, "queued");
+    const content = h("div", {});
+    const box = h("div", { class: "evaluation", "data-job": entry.job_id },
+      h("h3", {}, `policy ${request.policy}`),
+      h("p", { class: "muted" }, `${rates}; started ${clock(entry.started)}; `, status),
+      content);
+    const rid = renderId;
+    const poll = async () => {
+      if (rid !== renderId) return;  // the page was left
+      let job;
+      try {
+        job = await api("GET", modelPath(id, `/evaluations/${encodeURIComponent(entry.job_id)}`));
+      } catch (err) {
+        status.textContent = err instanceof ApiError && err.status === 404
+          ? "expired (the service keeps an evaluation a day)" : `could not load: ${err.message}`;
+        return;
+      }
+      status.textContent = job.status;
+      if (job.status === "failed") {
+        content.replaceChildren(note(job.error || "failed", "error"));
+      } else if (job.status === "done") {
+        content.replaceChildren(...evaluationResult(job));
+      } else {
+        setTimeout(poll, POLL_MS);
+      }
+    };
+    poll();
+    return box;
+  }
+
+  function evaluationResult(job) {
+    const names = [...Object.keys(ESTIMATORS).filter((k) => isEstimate(job[k])),
+                   ...Object.keys(job).filter((k) => !ESTIMATORS[k] && isEstimate(job[k]))];
+    const correction = job.correction || {};
+    const chart = h("div", { class: "chart-box evaluation-chart" });
+    NoisyChart.errorbars(chart, {
+      items: names.map((k) => ({ name: ESTIMATORS[k] || k, value: job[k].value,
+                                 low: job[k].ci_low, high: job[k].ci_high })),
+      title: [`policy ${job.policy} on the ${job.log || "log"}`,
+              `n = ${fmt(job.n, 0)}, ESS = ${fmt(job.ess, 0)}, ` +
+              (correction.rho0 === null || correction.rho0 === undefined ? "raw clicks" : "h(f)")],
+      yLabel: "estimated value (95% interval)", color: COLORS.online,
+      empty: "No estimates (no events in the log?).",
+    });
+    const rows = names.map((k) => h("tr", { "data-estimator": k },
+      h("td", {}, ESTIMATORS[k] || k), h("td", { class: "num" }, fmt(job[k].value)),
+      h("td", {}, interval(job[k].ci_low, job[k].ci_high).trim() || "—")));
+    const rest = Object.entries(job).filter(([k, v]) =>
+      !EVALUATION_FIELDS.includes(k) && !isEstimate(v));
+    const scalars = rest.filter(([, v]) => v === null || typeof v !== "object");
+    const nested = rest.filter(([, v]) => v !== null && typeof v === "object");
+    return [
+      chart,
+      table(["estimator", "value", "95% interval"], rows, "estimates"),
+      h("dl", { class: "facts" }, fact("events (n)", fmt(job.n, 0)),
+        fact("effective sample size", fmt(job.ess, 1)), fact("bootstrap", job.bootstrap),
+        fact("reward", correction.reward), scalars.map(([k, v]) => fact(k, short(v)))),
+      nested.map(([k, v]) => h("details", {}, h("summary", {}, k),
+        h("pre", {}, JSON.stringify(v, null, 2)))),
+    ];
   }
 
   async function deadLettersCard(body, id) {
