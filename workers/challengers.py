@@ -10,6 +10,14 @@ After the champion's batch is published (:func:`follow`, called by
 2. learns the batch: its own decision fields with the logged play
    (:data:`~app.evaluation.running.PLAY_FIELDS`) and feedback;
 
+a challenger of a model that ranks candidates (``ranks_candidates``) is
+scored on slot 0 only: it draws a first item among the candidates the
+decision logged (the API logs them while the model has challengers) and
+the weight is the match with the logged slot-0 item over its logged
+placement probability (:func:`first_slot_weights`), the reward ``h(f)`` of
+the slot-0 click (slot 0 is always examined, so no position-bias weight
+enters); it then learns the slate as logged, as the champion does;
+
 and the IPS/SNIPS sums of each challenger and the champion's on-policy sums
 (reward ``h(f)`` at the model's noise rates) are saved with the states in
 one Lua step (:class:`app.store.challengers.ChallengerStore`), each only
@@ -30,7 +38,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -38,10 +46,11 @@ import orjson
 from app.evaluation.running import (
     PLAY_FIELDS,
     RunningValue,
+    logged_click,
     logged_propensity,
     match_weights,
 )
-from app.learners.base import Batch, Learner, stack_events
+from app.learners.base import Batch, CandidateRanker, Learner, stack_events
 from app.learners.build import apply_noise_rates, build_learner
 from app.learners.proxy import unbiased_click
 from app.store.challengers import ChallengerSave, StoredChallenger, challenger_config
@@ -138,7 +147,8 @@ def _sums(raw: bytes | None) -> list[float] | None:
 def _save_of(follower: Follower, outcome: np.ndarray | str | None, reward: np.ndarray | None,
              last_id: str) -> ChallengerSave:
     """The stats (and state) to save of a challenger after a batch: ``outcome`` is its
-    weights (None: no logged propensity to score against) or why it failed."""
+    weights (None: no logged propensity to score against; NaN: an event it could not
+    score, left out of its sums) or why it failed."""
     old = follower.stored.stats or {}
     value = RunningValue(old.get("sums"))
     if isinstance(outcome, str):
@@ -146,7 +156,8 @@ def _save_of(follower: Follower, outcome: np.ndarray | str | None, reward: np.nd
                  "error": outcome, "updated_at": utc_now()}
         return ChallengerSave(follower.stored, stats, None)
     if outcome is not None and reward is not None:
-        value.add(outcome, reward)
+        scored = ~np.isnan(outcome)
+        value.add(outcome[scored], reward[scored])
     stats = {"sums": value.to_list(), "events": value.n, "last_id": last_id,
              "status": "following", "error": None, "updated_at": utc_now()}
     assert follower.learner is not None
@@ -154,11 +165,12 @@ def _save_of(follower: Follower, outcome: np.ndarray | str | None, reward: np.nd
 
 
 def _rewards(applied: Batch, rates: tuple[float, float]) -> np.ndarray | None:
-    """``h(f)`` of each event at the model's rates (``f`` at rates 0); None without clicks
-    or logged propensities."""
-    if "click" not in applied or logged_propensity(applied) is None:
+    """``h(f)`` of each event's click (a slate's slot 0) at the model's rates (``f`` at
+    rates 0); None without clicks or logged propensities."""
+    clicks = logged_click(applied)
+    if clicks is None or logged_propensity(applied) is None:
         return None
-    return unbiased_click(np.asarray(applied["click"], dtype=float).reshape(-1), *rates)
+    return unbiased_click(clicks, *rates)
 
 
 def _run_all(followers: list[Follower], applied: Batch, rates: tuple[float, float]
@@ -178,23 +190,52 @@ def _run_all(followers: list[Follower], applied: Batch, rates: tuple[float, floa
 def score_and_learn(learner: Learner, applied: Batch, rates: tuple[float, float]
                     ) -> np.ndarray | None:
     """The importance weights of ``learner``'s draws on the logged plays of ``applied``
-    (None when the log has no propensities), then learn the batch (module docstring).
+    (None when the log has no propensities; NaN for an event it cannot score), then learn
+    the batch (module docstring).
 
     Raises when the learner refuses the batch or its state turns non-finite.
     """
-    decisions = learner.decide_many(np.asarray(applied["x"], dtype=np.float64), explore=True)
-    own = stack_events([d.context for d in decisions])
     propensity = logged_propensity(applied)
-    weights = (None if propensity is None or "played" not in applied
-               else match_weights(own["played"], applied["played"], propensity))
-    batch = {**own, **{k: applied[k] for k in (*PLAY_FIELDS, *learner.feedback_fields)
-                       if k in applied}}
+    weights: np.ndarray | None
+    if learner.ranks_candidates:  # slates: scored on slot 0, learned as logged
+        weights = (None if propensity is None
+                   else first_slot_weights(cast(CandidateRanker, learner), applied, propensity))
+        batch = applied
+    else:
+        decisions = learner.decide_many(np.asarray(applied["x"], dtype=np.float64),
+                                        explore=True)
+        own = stack_events([d.context for d in decisions])
+        weights = (None if propensity is None or "played" not in applied
+                   else match_weights(own["played"], applied["played"], propensity))
+        batch = {**own, **{k: applied[k] for k in (*PLAY_FIELDS, *learner.feedback_fields)
+                           if k in applied}}
     apply_noise_rates(learner, *rates)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         learner.learn_many(batch)
     for name, arr in learner.get_state().items():
         if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
             raise FloatingPointError(f"the update made {name} non-finite")
+    return weights
+
+
+def first_slot_weights(ranker: CandidateRanker, applied: Batch,
+                       propensity: np.ndarray) -> np.ndarray:
+    """Per event, ``1[the ranker's slot-0 draw among the logged candidates is the logged
+    slot-0 item] / (copies * p)``: the unbiased importance weight of its first placement
+    (``copies``: candidates with the logged item's features, which it cannot tell apart);
+    NaN where the decision logged no candidates (made while the model had no challengers)."""
+    X = np.asarray(applied["x"], dtype=np.float64)
+    weights = np.full(len(propensity), np.nan)
+    if "candidates" not in applied:
+        return weights
+    first = np.asarray(applied["actions"], dtype=np.float64)[:, 0]
+    for i, rows in enumerate(np.asarray(applied["candidates"], dtype=np.float64)):
+        candidates = rows[~np.isnan(rows).all(axis=1)]  # without the batch's padding
+        same = np.all(candidates == first[i], axis=1)
+        if not same.any():
+            continue
+        pick = ranker.decide(X[i], True, actions=candidates, slots=1).output["ranking"][0]
+        weights[i] = float(same[pick["index"]]) / (same.sum() * propensity[i])
     return weights
 
 

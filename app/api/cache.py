@@ -43,6 +43,8 @@ class CachedModel:
     learner: Learner
     stamp: ModelStamp
     """What Redis held when this entry was last checked; ``stamp.version`` is the learner's."""
+    challenged: bool = False
+    """Whether the model had challengers when this entry was last checked."""
 
     @property
     def version(self) -> int:
@@ -77,7 +79,7 @@ class LearnerCache:
             entry = CachedModel(config, noise,
                                 build_learner(config, snap.state, noise[:2],
                                               version=snap.version, noise_reliable=noise[2]),
-                                stamp)
+                                stamp, view.challenged)
             self._entries[key] = entry
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
@@ -86,6 +88,7 @@ class LearnerCache:
                 apply_noise_rates(entry.learner, *noise)  # rho0, rho1, reliable
                 entry.noise = noise
             entry.stamp = replace(view.stamp, version=entry.version)
+            entry.challenged = view.challenged
         self._entries.move_to_end(key)
         return entry.learner, entry.version
 

@@ -5,15 +5,16 @@ A challenger is another configuration (algorithm, params) of the model's
 task.  The trainer (:mod:`workers.challengers`) makes it follow the model's
 joined events without serving; this module validates, reads and promotes.
 Which models can have challengers is asked of the learner classes: their
-feedback must be a click and their decisions must not rank candidates given
-with the request (an estimate compares a challenger's draw for a logged
-input with the logged play).
+feedback must be a click (an estimate compares a challenger's draw for a
+logged input with the logged play), or they rank candidates (``ranks_candidates``:
+a challenger's first placement among the candidates a decision logs is
+compared with the logged slot 0).
 """
 
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model, validation_error
 from app.api.modelops import validated_config
+from app.api.ranking import action_features
 from app.api.schemas.challengers import (
     ChallengerCreateRequest,
     ChallengersResponse,
@@ -34,7 +36,7 @@ from app.api.schemas.challengers import (
 from app.api.schemas.models import ModelCreateRequest
 from app.api.versions import keep_explicit
 from app.evaluation.running import PLAY_FIELDS, Interval, RunningValue
-from app.learners.base import Learner
+from app.learners.base import CandidateRanker, Learner
 from app.learners.build import build_learner, takes_clicks
 from app.learners.registry import learner_class
 from app.store.challengers import (
@@ -56,15 +58,22 @@ _CARRIED = ("model_id", "task", "n_features", "n_classes", "feedback", "seed", "
 
 def follows(cls: type[Learner]) -> bool:
     """Whether a model or challenger of class ``cls`` can follow events as a challenger:
-    it learns from clicks and decides without candidates given with the request."""
-    return takes_clicks(cls) and not cls.ranks_candidates
+    it learns from clicks, or it ranks candidates (and learns from per-slot clicks)."""
+    return takes_clicks(cls) or cls.ranks_candidates
 
 
 def _plays(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-    """The shapes of the play fields a learner of ``config`` logs (one greedy decision)."""
+    """The shapes of the fields a learner of ``config`` logs that another learns from (one
+    greedy decision): the play fields, or every field of a slate (it learns slates as
+    logged)."""
     learner = build_learner(config)
-    context = learner.decide(np.zeros(config["n_features"]), explore=False).context
-    return {k: np.shape(context[k]) for k in PLAY_FIELDS if k in context}
+    x = np.zeros(config["n_features"])
+    if not learner.ranks_candidates:
+        context = learner.decide(x, explore=False).context
+        return {k: np.shape(context[k]) for k in PLAY_FIELDS if k in context}
+    one = np.zeros((1, action_features(config)))
+    context = cast(CandidateRanker, learner).decide(x, False, actions=one).context
+    return {k: np.shape(v) for k, v in context.items()}
 
 
 def validated_challenger(config: dict[str, Any], body: ChallengerCreateRequest
@@ -74,7 +83,7 @@ def validated_challenger(config: dict[str, Any], body: ChallengerCreateRequest
     if not follows(learner_class(config["task"], config["algorithm"])):
         raise ApiError(409, "challengers_unsupported", f"models of task {config['task']!r} "
                        f"with {config['algorithm']!r} cannot have challengers (they need "
-                       "click feedback and decisions without candidates)")
+                       "click feedback)")
     fields = {k: config[k] for k in _CARRIED if config.get(k) is not None}
     try:
         request = ModelCreateRequest.model_validate(
@@ -83,8 +92,8 @@ def validated_challenger(config: dict[str, Any], body: ChallengerCreateRequest
         raise validation_error(exc.errors()) from None
     candidate = validated_config(request)
     if not follows(learner_class(config["task"], candidate["algorithm"])):
-        raise ApiError(422, "invalid_param", f"{body.algorithm!r} does not learn from clicks "
-                       "decided without candidates", "algorithm")
+        raise ApiError(422, "invalid_param", f"{body.algorithm!r} does not learn from clicks",
+                       "algorithm")
     learner_config = challenger_config(config, candidate)
     own, champion = _plays(learner_config), _plays(config)
     for name, shape in own.items():
@@ -111,6 +120,9 @@ async def add_challenger(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any],
             raise ApiError(409, "too_many_challengers", f"a model has at most "
                            f"{MAX_CHALLENGERS} challengers; delete one first", "name") from None
         raise unknown_model(mk.model) from None
+    cached = ctx.cache.peek(mk.tenant, mk.model)
+    if cached is not None:  # this process's rank decisions log their candidates from now on
+        cached.challenged = True
     return await list_challengers(ctx, mk, config)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -22,23 +22,11 @@ from app.api.context import ApiContext
 from app.api.errors import ApiError, from_param_error, unknown_model
 from app.api.features import check_norms, feature_bound, to_vector
 from app.api.schemas.rank import RankBatchRequest, RankFeedback, RankRequest
-from app.learners.base import Decision, Learner, ParamError
+from app.learners.base import CandidateRanker, Decision, Learner, ParamError
 from app.learners.registry import learner_class
 from app.store.events import new_event_ids
 from app.store.keys import ModelKeys
 from app.store.models import ModelView
-
-
-class CandidateRanker(Protocol):
-    """What a learner that declares ``ranks_candidates`` offers a driver (``follow_ranking``:
-    if it also declares ``follows_baseline``)."""
-
-    def decide(self, x: np.ndarray, explore: bool = True, *,
-               actions: np.ndarray | None = None, slots: int | None = None) -> Decision: ...
-
-    def follow_ranking(self, x: np.ndarray, baseline: Sequence[int], *,
-                       actions: np.ndarray | None = None,
-                       slots: int | None = None) -> Decision: ...
 
 
 def item_hashes(ids: Sequence[str]) -> np.ndarray:
@@ -56,9 +44,14 @@ def model_slots(config: Mapping[str, Any]) -> int:
     return int(config["params"]["slots"])
 
 
+def action_features(config: Mapping[str, Any]) -> int:
+    """The features of each candidate a rank model takes."""
+    return int(config["params"]["n_action_features"] or config["n_features"])
+
+
 def _action_matrix(request: RankRequest, config: Mapping[str, Any], prefix: str) -> np.ndarray:
     """The ``(n, n_action_features)`` candidate features (422 naming ``actions[i].features``)."""
-    da = int(config["params"]["n_action_features"] or config["n_features"])
+    da = action_features(config)
     rows = [a.features for a in request.actions]
     if all(isinstance(f, list) and len(f) == da for f in rows):
         A = np.asarray(rows, dtype=np.float64).reshape(len(rows), da)
@@ -83,10 +76,10 @@ def _check_request(request: RankRequest, config: Mapping[str, Any], prefix: str)
 
 
 def _decide(learner: CandidateRanker, request: RankRequest, config: Mapping[str, Any],
-            prefix: str) -> tuple[Decision, bool | None]:
+            prefix: str) -> tuple[Decision, bool | None, np.ndarray]:
     """The learner's ranking of one request (422 naming the field for any bad input); in
     apprentice mode the caller's ``baseline`` ranking served instead, with whether the
-    learner's greedy slot 0 agreed with it (else None)."""
+    learner's greedy slot 0 agreed with it (else None); and the candidates' features."""
     _check_request(request, config, prefix)
     if request.defer and not request.explore:
         raise ApiError(422, "invalid_param", "defer needs explore: true (a ranking made with "
@@ -96,21 +89,27 @@ def _decide(learner: CandidateRanker, request: RankRequest, config: Mapping[str,
     A = _action_matrix(request, config, prefix)
     try:
         if not in_apprentice_mode(config):
-            return learner.decide(x, request.explore, actions=A, slots=request.slots), None
+            return learner.decide(x, request.explore, actions=A, slots=request.slots), None, A
         shown = min(request.slots or model_slots(config), len(request.actions))
         rows = ranking_baseline(request, shown, prefix)
         decision = learner.follow_ranking(x, rows, actions=A, slots=request.slots)
     except ParamError as exc:
         raise from_param_error(exc, prefix) from None
-    return decision, decision.output["greedy"][0] == rows[0]
+    return decision, decision.output["greedy"][0] == rows[0], A
 
 
-def _logged(decision: Decision, request: RankRequest, slots: int) -> dict[str, np.ndarray]:
-    """The learner's context plus the shown ids' hashes per slot (0 past the shown slots)."""
+def _logged(decision: Decision, request: RankRequest, slots: int,
+            candidates: np.ndarray | None) -> dict[str, np.ndarray]:
+    """The learner's context plus the shown ids' hashes per slot (0 past the shown slots);
+    with ``candidates`` (the model has challengers: they decide among them) every
+    candidate's features too."""
     ids = np.zeros(slots, dtype=np.int64)
     shown = [request.actions[r["index"]].id for r in decision.output["ranking"]]
     ids[:len(shown)] = item_hashes(shown)
-    return {**decision.context, "ids": ids}
+    context = {**decision.context, "ids": ids}
+    if candidates is not None:
+        context["candidates"] = candidates
+    return context
 
 
 def _response(decision: Decision, request: RankRequest, event_id: str | None,
@@ -144,7 +143,7 @@ async def rank(ctx: ApiContext, view: ModelView,
     requests = body.requests if isinstance(body, RankBatchRequest) else [body]
     decided = [_decide(ranker, r, config, f"requests[{i}]." if batch else "")
                for i, r in enumerate(requests)]
-    decisions = [d for d, _ in decided]
+    decisions = [d for d, _, _ in decided]
     explored = [i for i, r in enumerate(requests) if r.explore]
     event_ids: list[str | None] = [None] * len(requests)
     for i, eid in zip(explored, new_event_ids(len(explored)), strict=True):
@@ -152,13 +151,14 @@ async def rank(ctx: ApiContext, view: ModelView,
     slots = model_slots(config)
     mk = ModelKeys(view.tenant, config["model_id"])
     apprentice = in_apprentice_mode(config)
-    agreed = [bool(a) for _, a in decided]
+    agreed = [bool(a) for _, a, _ in decided]
     # one log step per defer value (two only when a batch mixes them); the first counts all
     for k, defer in enumerate(sorted({requests[i].defer for i in explored}) or [False]):
         rows = [i for i in explored if requests[i].defer == defer]
         await ctx.store.events.record_decisions(
-            mk, [(event_ids[i], _logged(decisions[i], requests[i], slots))  # type: ignore[misc]
-                 for i in rows],
+            mk, [(event_ids[i],  # type: ignore[misc]
+                  _logged(decisions[i], requests[i], slots,
+                          decided[i][2] if view.challenged else None)) for i in rows],
             config["feedback"]["wait_seconds"], ctx.settings.context_grace_seconds,
             predictions=0 if k else len(requests), defer=defer,
             apprentice=[agreed[i] for i in rows] if apprentice else None,

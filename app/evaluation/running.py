@@ -132,12 +132,24 @@ PLAY_FIELDS = ("played", "prob", "log_prob")
 
 
 def logged_propensity(batch: Any) -> np.ndarray | None:
-    """The logged probability of each play: ``prob``, else ``exp(log_prob)``; None when the
-    log has neither."""
+    """The logged probability of each play: ``prob``, else ``exp(log_prob)``, else a slate's
+    first placement (``probabilities`` per slot, slot 0); None when the log has none."""
     if "prob" in batch:
         return np.asarray(batch["prob"], dtype=float).reshape(-1)
     if "log_prob" in batch:
         return np.exp(np.asarray(batch["log_prob"], dtype=float).reshape(-1))
+    if "probabilities" in batch:
+        return np.asarray(batch["probabilities"], dtype=float)[:, 0]
+    return None
+
+
+def logged_click(batch: Any) -> np.ndarray | None:
+    """The observed click of each play: ``click``, else a slate's slot-0 value (``clicks``
+    per slot; slot 0 is always shown and examined); None when the log has neither."""
+    if "click" in batch:
+        return np.asarray(batch["click"], dtype=float).reshape(-1)
+    if "clicks" in batch:
+        return np.asarray(batch["clicks"], dtype=float)[:, 0]
     return None
 
 

@@ -53,12 +53,14 @@ class ModelStamp:
 
 @dataclass(frozen=True)
 class ModelView:
-    """What the request path needs of a model: config, version, noise rates."""
+    """What the request path needs of a model: config, version, noise rates, and whether it
+    has challengers (a rank decision then logs its candidates for them)."""
 
     tenant: str
     config: dict[str, Any]
     noise: NoiseRecord | None
     stamp: ModelStamp
+    challenged: bool = False
 
     @property
     def version(self) -> int:
@@ -168,17 +170,19 @@ class ModelStore:
         pipe.hget(mk.meta, "config")
         pipe.hget(mk.snapshot, "version")
         pipe.hmget(mk.noise, list(NOISE_FIELDS))
+        pipe.exists(mk.challengers)
 
     @staticmethod
     def _parse_view(tenant: str, values: list[Any]) -> ModelView | None:
-        config_raw, version, noise = values
+        config_raw, version, noise, challenged = values
         if config_raw is None or version is None:
             return None
         raw = dict(zip(NOISE_FIELDS, noise, strict=True))
         stamp = ModelStamp(hashlib.sha1(config_raw).hexdigest(), int(version),
                            text(raw["rho0"]) or "", text(raw["rho1"]) or "",
                            text(raw["source"]) or "", text(raw["estimator"]) or "")
-        return ModelView(tenant, orjson.loads(config_raw), parse_noise(noise), stamp)
+        return ModelView(tenant, orjson.loads(config_raw), parse_noise(noise), stamp,
+                         bool(challenged))
 
     async def records(self, tenant: str, model_ids: list[str]) -> list[ModelRecord]:
         """Models with stats (missing ids are skipped), in one round trip."""

@@ -209,3 +209,77 @@ def test_a_view_read_before_a_promotion_builds_the_promoted_learner(
                        headers=tenant).status_code == 200
     learner, version = client.portal.call(ctx.cache.get, stale)
     assert isinstance(learner, LinUCBDiag) and version == stale.version + 1
+
+
+#: The rank stream: context and candidate features, candidates per request, slots, and the
+#: examination probability of each slot (position bias).
+DX, DA, N_CANDIDATES, SLOTS, THETA = 3, 3, 8, 3, (1.0, 0.6, 0.3)
+
+
+def _rank_stream(client: TestClient, auth: dict[str, str], rounds: int, seed: int,
+                 batch: int = 500) -> None:
+    """Rank ``rounds`` requests; each shown item is clicked when its slot is examined and it
+    is relevant, with probability ``0.5 + 0.15 x . a`` (clipped)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(0, rounds, batch):
+        X = rng.normal(size=(batch, DX))
+        A = rng.normal(size=(batch, N_CANDIDATES, DA))
+        body = {"requests": [{"features": x.tolist(), "actions": [
+            {"id": f"i{k}", "features": a.tolist()} for k, a in enumerate(rows)]}
+            for x, rows in zip(X, A, strict=True)]}
+        r = client.post("/v1/models/m1/rank", json=body, headers=auth)
+        assert r.status_code == 200, r.text
+        events = []
+        for x, rows, result in zip(X, A, r.json()["results"], strict=True):
+            shown = [int(item["id"][1:]) for item in result["ranking"]]
+            relevance = np.clip(0.5 + 0.15 * rows[shown] @ x, 0.0, 1.0)
+            clicked = rng.random(len(shown)) < relevance * np.array(THETA[:len(shown)])
+            events.append({"event_id": result["event_id"],
+                           "clicks": [f"i{k}" for k, c in zip(shown, clicked, strict=True)
+                                      if c]})
+        r = client.post("/v1/models/m1/feedback", json={"events": events}, headers=auth)
+        assert r.status_code == 202, r.text
+        assert client.post("/v1/models/m1/sync", headers=auth).status_code == 200
+
+
+def test_a_rank_challenger_is_estimated_on_slot_0_then_promoted(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """A rank model whose policy places uniformly at random (epsilon 1) against a challenger
+    with the default exploration: the challenger's slot-0 value is estimated higher, and
+    promoting it serves its learned ranking."""
+    shape = {"n_action_features": DA, "slots": SLOTS}
+    new_model(client, tenant, task="rank", algorithm="ridge_pl", n_features=DX,
+              n_classes=None, params={**shape, "epsilon": 1.0})
+    r = _add(client, tenant, name="narrow", algorithm="ridge_pl", params={"slots": 2})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "params", r.text
+    r = _add(client, tenant, name="good", algorithm="ridge_pl", params=shape)
+    assert r.status_code == 201, r.text
+    _rank_stream(client, tenant, 4000, seed=6)
+    body = _followed(client, tenant, 4000)
+    champion, (good,) = body["champion"], body["challengers"]
+    assert good["status"] == "following" and good["events"] == 4000, body
+    assert champion["events"] == 4000
+    # uniform slot 0: mean relevance 0.5 (SE ~0.008); the learned top item's is ~0.7
+    assert abs(champion["value"]["estimate"] - 0.5) < 0.04, body
+    assert good["value"]["ci_low"] > champion["value"]["ci_high"], body
+    assert good["vs_champion"]["ci_low"] > 0.05, body
+
+    r = client.post("/v1/models/m1/promote", json={"challenger": "good"}, headers=tenant)
+    assert r.status_code == 200, r.text
+    assert r.json()["params"]["epsilon"] == 0.03
+    body = client.get("/v1/models/m1/challengers", headers=tenant).json()
+    assert [(c["name"], c["params"]["epsilon"]) for c in body["challengers"]] == [
+        ("previous", 1.0)]
+    # the promoted ranking is the learned one: greedy slot 0 well above the uniform 0.5
+    rng = np.random.default_rng(10)
+    X, A = rng.normal(size=(300, DX)), rng.normal(size=(300, N_CANDIDATES, DA))
+    results = client.post("/v1/models/m1/rank", json={"requests": [
+        {"features": x.tolist(), "explore": False,
+         "actions": [{"id": f"i{k}", "features": a.tolist()} for k, a in enumerate(rows)]}
+        for x, rows in zip(X, A, strict=True)]}, headers=tenant).json()["results"]
+    top = [rows[int(res["ranking"][0]["id"][1:])] @ x
+           for x, rows, res in zip(X, A, results, strict=True)]
+    assert np.mean(np.clip(0.5 + 0.15 * np.array(top), 0, 1)) > 0.65
+    _rank_stream(client, tenant, 500, seed=7)  # the trainer learns on from the promoted state
+    stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
+    assert stats["events_applied"] == 4500 and stats["events_dead_lettered"] == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.evaluation.running import RunningValue, logged_propensity, match_weights
+from app.evaluation.running import RunningValue, logged_click, logged_propensity, match_weights
 
 
 def test_sums_add_up_batches_and_match_the_direct_estimates() -> None:
@@ -69,6 +69,12 @@ def test_plays_and_propensities_of_a_log() -> None:
     assert logged_propensity({"log_prob": np.log(np.array([0.5]))}).tolist() == \
         pytest.approx([0.5])
     assert logged_propensity({"x": np.zeros(2)}) is None
+    slates = {"probabilities": np.array([[0.5, 0.2], [0.25, 1.0]]),
+              "clicks": np.array([[1.0, 0.0], [0.0, 1.0]])}
+    assert logged_propensity(slates).tolist() == [0.5, 0.25]
+    assert logged_click(slates).tolist() == [1.0, 0.0]
+    assert logged_click({"click": np.array([[1.0]])}).tolist() == [1.0]
+    assert logged_click({"x": np.zeros(2)}) is None
     sets = match_weights(np.array([[0, 1], [2, 1]]), np.array([[0, 1], [1, 2]]),
                          np.array([0.5, 0.5]))
     assert sets.tolist() == [2.0, 0.0]
