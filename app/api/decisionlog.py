@@ -2,7 +2,10 @@
 (:mod:`app.store.logrecords` describes them).
 
 Pages end at a position in the log, ``"<entry id>:<lines of it seen>"``,
-which the next request passes as ``after``.
+which the next request passes as ``after``.  Read oldest first by default, or
+newest first (``order=desc``): then the entries come from the newest down,
+each entry's lines in reverse, and the lines seen of an entry are counted
+from its end.
 """
 
 from __future__ import annotations
@@ -53,9 +56,17 @@ def parse_time(value: str, field: str) -> int:
     return int(seconds * 1000)
 
 
-def entry_lines(entry: LogEntry, skip: int, limit: int) -> list[bytes]:
-    """JSON lines (with their newlines) of an entry's items ``skip`` to ``skip + limit``."""
-    return [orjson.dumps(record) + b"\n" for record in entry_records(entry, skip, limit)]
+def entry_lines(entry: LogEntry, skip: int, limit: int, newest_first: bool = False
+                ) -> list[bytes]:
+    """JSON lines (with their newlines) of an entry's items ``skip`` to ``skip + limit``,
+    counted from its first item, or with ``newest_first`` from its last one backwards."""
+    if newest_first:
+        stop = entry_size(entry) - skip
+        begin = max(0, stop - limit)
+        records = entry_records(entry, begin, stop - begin)[::-1]
+    else:
+        records = entry_records(entry, skip, limit)
+    return [orjson.dumps(record) + b"\n" for record in records]
 
 
 @dataclass(frozen=True)
@@ -71,20 +82,27 @@ _CHUNK = 16
 
 
 async def read_page(log: DecisionLogStore, mk: ModelKeys, *, since_ms: int | None,
-                    until_ms: int | None, after: str | None, limit: int) -> LogPage:
+                    until_ms: int | None, after: str | None, limit: int,
+                    newest_first: bool = False) -> LogPage:
     """Up to ``limit`` lines of the entries applied in ``[since, until]`` (ms, inclusive)
     after the position ``after`` (``"<entry id>"``: after that entry, ``"<entry id>:<k>"``:
-    after its first ``k`` lines); decoded in a thread (a page of 10,000 ranked events is
-    CPU work)."""
-    start, skip_in = ("-" if since_ms is None else f"{since_ms}-0"), None
+    after its first ``k`` lines), oldest first or ``newest_first`` (module docstring);
+    decoded in a thread (a page of 10,000 ranked events is CPU work)."""
+    low = "-" if since_ms is None else f"{since_ms}-0"
+    high = "+" if until_ms is None else f"{until_ms}-{MAX_SEQ}"
+    skip_in = None
     if after is not None:
         entry_id, _, k = after.partition(":")
-        if since_ms is None or parse_stream_id(entry_id) >= (since_ms, 0):
-            start, skip_in = (entry_id, (entry_id, int(k))) if k else (f"({entry_id}", None)
-    end = "+" if until_ms is None else f"{until_ms}-{MAX_SEQ}"
+        position = parse_stream_id(entry_id)
+        inside = (until_ms is None or position <= (until_ms, MAX_SEQ)) if newest_first \
+            else (since_ms is None or position >= (since_ms, 0))
+        if inside:  # else the time bound comes later in the reading order: it wins
+            bound, skip_in = (entry_id, (entry_id, int(k))) if k else (f"({entry_id}", None)
+            low, high = (low, bound) if newest_first else (bound, high)
     lines: list[bytes] = []
     while True:
-        entries = await log.read(mk, start=start, end=end, count=_CHUNK)
+        entries = await log.read(mk, start=low, end=high, count=_CHUNK,
+                                 newest_first=newest_first)
         for entry in entries:
             skip = skip_in[1] if skip_in and entry.entry_id == skip_in[0] else 0
             size = entry_size(entry)
@@ -93,9 +111,10 @@ async def read_page(log: DecisionLogStore, mk: ModelKeys, *, since_ms: int | Non
             if len(lines) == limit:  # full, and this entry has more: the next page starts here
                 return LogPage(b"".join(lines), f"{entry.entry_id}:{skip}")
             wanted = limit - len(lines)
-            lines += await asyncio.to_thread(entry_lines, entry, skip, wanted)
+            lines += await asyncio.to_thread(entry_lines, entry, skip, wanted, newest_first)
             if skip + wanted < size:
                 return LogPage(b"".join(lines), f"{entry.entry_id}:{skip + wanted}")
         if len(entries) < _CHUNK:
             return LogPage(b"".join(lines), None)
-        start = f"({entries[-1].entry_id}"
+        last = f"({entries[-1].entry_id}"
+        low, high = (low, last) if newest_first else (last, high)

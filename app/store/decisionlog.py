@@ -161,10 +161,13 @@ class DecisionLogStore:
         return text(entry_id) or ""
 
     async def read(self, mk: ModelKeys, *, start: str = "-", end: str = "+",
-                   count: int = 1000) -> list[LogEntry]:
+                   count: int = 1000, newest_first: bool = False) -> list[LogEntry]:
         """Up to ``count`` entries with ids in ``[start, end]`` (``(id`` excludes), oldest
-        first."""
-        reply: Any = await self.redis.xrange(mk.log, min=start, max=end, count=count)
+        first, or with ``newest_first`` the newest first (from ``end`` down)."""
+        if newest_first:
+            reply: Any = await self.redis.xrevrange(mk.log, max=end, min=start, count=count)
+        else:
+            reply = await self.redis.xrange(mk.log, min=start, max=end, count=count)
         return [LogEntry(text(entry_id) or "0-0", fields) for entry_id, fields in reply]
 
     async def events(self, mk: ModelKeys) -> list[LoggedEvent]:

@@ -99,6 +99,46 @@ def test_paging_with_after_and_time_filter(client: TestClient, tenant: dict[str,
         everything[37:]  # after a whole entry
 
 
+def test_newest_first_pages_back_in_time(client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant)
+    play_label(client, tenant, 25)
+    sync(client, tenant)
+    time.sleep(0.05)
+    boundary = time.time()
+    time.sleep(0.05)
+    play_label(client, tenant, 12, seed=1)
+    sync(client, tenant)
+    assert client.post("/v1/models/m1/reset", headers=tenant).status_code == 200
+    everything, _ = get_log(client, tenant)
+    assert len(everything) == 38 and everything[-1]["type"] == "reset"
+    newest, after = get_log(client, tenant, order="desc")
+    assert after is None and newest == everything[::-1]
+    assert get_log(client, tenant, order="asc")[0] == everything
+    # pages of 7 (ending inside entries too) walk back to the oldest line exactly once
+    seen: list[dict[str, Any]] = []
+    after = None
+    while True:
+        page, after = get_log(client, tenant, order="desc", limit=7,
+                              **({"after": after} if after else {}))
+        seen += page
+        assert len(page) == 7 or after is None
+        if after is None:
+            break
+    assert seen == everything[::-1]
+    # the time bounds: the newest lines of a window
+    assert get_log(client, tenant, order="desc", since=str(boundary))[0] == everything[:24:-1]
+    older, _ = get_log(client, tenant, order="desc", until=f"{boundary:.3f}")
+    assert older == everything[24::-1]
+    page, after = get_log(client, tenant, order="desc", until=f"{boundary:.3f}", limit=5)
+    assert page == everything[24:19:-1] and after is not None
+    assert get_log(client, tenant, order="desc", until=f"{boundary:.3f}", after=after)[0] == \
+        everything[19::-1]
+    # an after later than until: until wins
+    top = get_log(client, tenant, order="desc", limit=1)[1]
+    assert top is not None
+    assert get_log(client, tenant, order="desc", until=f"{boundary:.3f}", after=top)[0] == older
+
+
 def test_rank_log_has_slots_with_id_hashes_propensities_and_clicks(
         client: TestClient, tenant: dict[str, str]) -> None:
     r = client.post("/v1/models", json={"model_id": "r", "task": "rank", "n_features": 3,
@@ -135,7 +175,8 @@ def test_another_tenants_model_is_404_and_bad_parameters_are_422_naming_the_fiel
     r = client.get("/v1/models/m1/log", headers=other)
     assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_model"
     for params, field in (({"limit": 10_001}, "limit"), ({"after": "x"}, "after"),
-                          ({"since": "yesterday"}, "since"), ({"until": "-5"}, "until")):
+                          ({"since": "yesterday"}, "since"), ({"until": "-5"}, "until"),
+                          ({"order": "newest"}, "order")):
         r = client.get("/v1/models/m1/log", params=params, headers=tenant)
         assert r.status_code == 422, (params, r.text)
         assert r.json()["error"]["field"] == field, r.json()

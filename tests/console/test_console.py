@@ -98,9 +98,13 @@ def test_model_page_draws_the_reward_curve_and_the_noise_rates(
     expect(page.locator("#view")).not_to_contain_text("Loading…")
     assert page.locator("#view .error").count() == 0, page.inner_text("#view")
     assert "null" not in page.inner_text("#challengers")
-    if page.locator("#decisions table").count():  # the decision log: newest events first
-        row = page.locator("#decisions tbody tr").first.inner_text()
-        assert "ranking" not in row and re.search(r"\b[01]\b", row), row
+    # the decision log: its newest 20 lines, newest first
+    rows = page.locator("#decisions tbody tr")
+    assert rows.count() == 20
+    newest = httpx.get(f"{service.base}/v1/models/m1/log?order=desc&limit=1",
+                       headers=tenants["acme"]).json()
+    row = rows.first.inner_text()
+    assert newest["event_id"] in row and re.search(r"\b[01]\b", row), row
 
 
 def test_evaluate_a_policy_from_the_page(page: Any, service: Service,

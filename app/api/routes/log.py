@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
 
@@ -17,7 +17,8 @@ router = APIRouter(prefix="/v1/models", tags=["decision log"],
 
 @router.get("/{model_id}/log", response_class=Response,
             responses={200: {"content": {decisionlog.MEDIA_TYPE: {}},
-                             "description": "One JSON object per line, oldest first; the "
+                             "description": "One JSON object per line, oldest first "
+                                            "(newest first with `order=desc`); the "
                                             f"`{decisionlog.NEXT_HEADER}` header gives the "
                                             "`after` of the next page."}})
 async def get_log(
@@ -29,13 +30,16 @@ async def get_log(
         limit: Annotated[int, Query(ge=1, le=decisionlog.MAX_LIMIT)] = decisionlog.DEFAULT_LIMIT,
         after: Annotated[str | None, Query(max_length=46, pattern=decisionlog.POSITION_PATTERN,
                                            description="the previous page's `X-Next-After`")
-                         ] = None) -> Response:
+                         ] = None,
+        order: Annotated[Literal["asc", "desc"], Query(
+            description="asc: oldest first; desc: newest first (the pages go back in time)")
+                         ] = "asc") -> Response:
     """The model's decision log: every applied event with its context, feedback and model
-    version, and markers (rollback, promote, reset), as JSON Lines."""
+    version, and markers (rollback, promote, reset), as JSON Lines, oldest or newest first."""
     page = await decisionlog.read_page(
         ctx.store.log, view.keys,
         since_ms=None if since is None else decisionlog.parse_time(since, "since"),
         until_ms=None if until is None else decisionlog.parse_time(until, "until"),
-        after=after, limit=limit)
+        after=after, limit=limit, newest_first=order == "desc")
     headers = {} if page.next_after is None else {decisionlog.NEXT_HEADER: page.next_after}
     return Response(page.body, media_type=decisionlog.MEDIA_TYPE, headers=headers)

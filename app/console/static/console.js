@@ -502,18 +502,12 @@
   const short = (v) => (v === undefined ? "—" : typeof v === "object" ? JSON.stringify(v)
     : typeof v === "number" ? fmt(v) : String(v));
 
-  /* The log is read oldest first: ask for the last 2 s, widening until enough lines show. */
-  const LOG_WINDOWS = [2, 10, 60, 600, 3600, 86400];
   const RECENT_ROWS = 20;
 
+  /* The newest lines of the decision log, newest first. */
   async function recentLog(id) {
-    let entries = [];
-    for (const seconds of LOG_WINDOWS) {
-      const since = (Date.now() / 1000 - seconds).toFixed(0);
-      entries = parseLines(await api("GET", modelPath(id, `/log?since=${since}&limit=1000`)));
-      if (entries.length >= RECENT_ROWS) break;
-    }
-    return entries.slice(-RECENT_ROWS).reverse();
+    return parseLines(await api("GET",
+      modelPath(id, `/log?order=desc&limit=${RECENT_ROWS}`)));
   }
 
   function decisionRow(e) {
@@ -540,7 +534,7 @@
     body.replaceChildren(recent.length
       ? table(["applied", "event", "version", "action", "propensity", "outcome"],
               recent.map(decisionRow))
-      : note("No decisions applied in the last 24 hours."));
+      : note("No decisions logged yet."));
   }
 
   /* ---------- evaluations ---------- */
