@@ -5,8 +5,13 @@ each concern: ``tenants`` (tenants and API keys), ``models`` (configs and
 the per-request model view), ``snapshots`` (learned arrays + version + last
 applied stream id), ``events`` (decision contexts, the exactly-once feedback
 join, the per-model stream), ``dead_letters`` (events the trainer could not
-apply), ``log`` (the decision log of applied events), ``noise`` (click-noise rates) and ``open``
-(feedback in parts, label budgets, examples without a decision).  Key names
+apply), ``log`` (the decision log of applied events), ``evaluations``
+(off-policy evaluation jobs on that log), ``noise`` (click-noise rates),
+``challengers`` (configurations following a model's events without serving:
+definitions, states, estimator sums, promotion), ``anchors`` (the rows
+of the anchor noise estimator), ``open`` (feedback in parts, label budgets, examples without a
+decision), ``rate`` (per-tenant rate limits), ``versions`` (kept snapshots
+and rollback) and ``series`` (per-model quality time series).  Key names
 live in :mod:`app.store.keys` only.
 """
 
