@@ -283,3 +283,25 @@ def test_a_rank_challenger_is_estimated_on_slot_0_then_promoted(
     _rank_stream(client, tenant, 500, seed=7)  # the trainer learns on from the promoted state
     stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
     assert stats["events_applied"] == 4500 and stats["events_dead_lettered"] == 0
+
+
+def test_a_rollback_keeps_the_noise_rates_and_the_challengers(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """A rollback restores the model's state and config; the noise rates (of the click
+    stream) stay, and the challengers follow on with their estimates."""
+    new_model(client, tenant, n_features=N_FEATURES, n_classes=N_CLASSES, **POOR)
+    assert _add(client, tenant, name="good", algorithm="linucb_diag").status_code == 201
+    rates = {"rho0": 0.1, "rho1": 0.05}
+    r = client.put("/v1/models/m1/noise", json={**rates, "estimator": "fixed"}, headers=tenant)
+    assert r.status_code == 200, r.text
+    _stream(client, tenant, 1000, seed=11)
+    before = _followed(client, tenant, 1000)["challengers"][0]
+    r = client.post("/v1/models/m1/rollback", json={"version": 1}, headers=tenant)
+    assert r.status_code == 200, r.text
+    noise = client.get("/v1/models/m1/noise", headers=tenant).json()
+    assert (noise["rho0"], noise["rho1"]) == (0.1, 0.05), noise
+    assert client.get("/v1/models/m1/challengers", headers=tenant).json()[
+        "challengers"][0] == before
+    _stream(client, tenant, 1000, seed=12)
+    after = _followed(client, tenant, 2000)["challengers"][0]
+    assert after["status"] == "following" and after["events"] == 2000, after
