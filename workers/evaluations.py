@@ -1,8 +1,9 @@
 """Queued policy evaluations on a model's decision log, run by the ``nrest`` role.
 
 A job (``POST /v1/models/{id}/evaluations``, :mod:`app.store.evaluations`)
-names a policy: ``uniform``, ``logging``, ``fixed:N`` or ``model`` (the
-model's current snapshot: its label distribution on each logged context).
+names a policy: ``uniform``, ``logging``, ``fixed:N``, ``model`` (the
+model's current snapshot as it explores: its label distribution on each
+logged context) or ``model:greedy`` (its greedy label).
 The worker reads the log's events applied since ``since`` (at most
 :data:`MAX_EVENTS`, the oldest first), as ``noisyloop log export`` shows
 them, and runs the estimators of ``noisyloop evaluate`` on them; the result
@@ -71,7 +72,7 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
     if config is None:
         raise ValueError("the model is gone")
     learner = None
-    if request["policy"] == "model":
+    if request["policy"] in ("model", "model:greedy"):
         snap = await ctx.store.snapshots.load(mk)
         if snap is None:
             raise ValueError("the model is gone")
@@ -102,9 +103,9 @@ def _evaluate(entries: list[Any], config: dict[str, Any], learner: Learner | Non
         pi = uniform_policy(log)
     elif policy == "logging":
         pi = None
-    elif policy == "model":
+    elif policy in ("model", "model:greedy"):
         assert learner is not None
-        pi = learner_policy(log, learner)
+        pi = learner_policy(log, learner, greedy=policy == "model:greedy")
     else:
         pi = fixed_policy(log, int(policy.partition(":")[2]))
     result = evaluate(log, pi, rho0=request.get("rho0"), rho1=request.get("rho1"),

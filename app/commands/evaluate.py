@@ -29,8 +29,8 @@ logging (the policy that wrote the log), fixed:ID (always action ID: the 0-based
 the action in a VW example, or the OBD item_id), empirical:FILE (obd only: each item at
 each position as often as in the OBD log FILE, the policy that wrote FILE when it ignores
 the context), model:SNAPSHOT_FILE (noisyloop label logs: the policy of a model snapshot
-saved from GET /v1/models/{id}/snapshot, its probability of each label on each logged
-context).
+saved from GET /v1/models/{id}/snapshot as it explores, its probability of each label on
+each logged context), model-greedy:SNAPSHOT_FILE (the same model's greedy label).
 
 vw: one example per blank-line-separated block; the reward is -cost of the labelled
 action (VW minimises cost: log a click as cost -1); every example must have the same number
@@ -79,6 +79,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=handle)
 
 
+#: Policies of a model snapshot: as it explores, and its greedy label.
+MODEL_KINDS = ("model", "model-greedy")
+
+
 def parse_policy(text: str) -> str | int:
     """``uniform``, ``logging`` or the action of ``fixed:ID`` (ValueError otherwise)."""
     if text in ("uniform", "logging"):
@@ -89,10 +93,10 @@ def parse_policy(text: str) -> str | int:
             return int(ident)
         except ValueError:
             pass
-    if kind in ("empirical", "model") and ident:
+    if kind in ("empirical", *MODEL_KINDS) and ident:
         return text
-    raise ValueError(f"--policy: {text!r} is not uniform, logging, fixed:ID, empirical:FILE "
-                     "or model:SNAPSHOT_FILE")
+    raise ValueError(f"--policy: {text!r} is not uniform, logging, fixed:ID, empirical:FILE, "
+                     "model:SNAPSHOT_FILE or model-greedy:SNAPSHOT_FILE")
 
 
 def vw_log(path: str) -> LabelLog:
@@ -205,23 +209,24 @@ def target(log: LabelLog, policy: str | int) -> np.ndarray | None:
 
 def noisyloop_inputs(path: str, policy: str | int
                      ) -> tuple[LabelLog, np.ndarray | None, np.ndarray | None]:
-    """A noisyloop log, its positions (rank logs) and, for ``model:FILE``, the model's
-    ``n x K`` matrix on it."""
+    """A noisyloop log, its positions (rank logs) and, for ``model:FILE`` or
+    ``model-greedy:FILE``, the model's ``n x K`` matrix on it."""
     from app.evaluation.policies import learner_policy
     from app.evaluation.servicelog import read_service_log, snapshot_learner
 
-    if not (isinstance(policy, str) and policy.startswith("model:")):
+    kind, _, snapshot = policy.partition(":") if isinstance(policy, str) else ("", "", "")
+    if kind not in MODEL_KINDS:
         read = read_service_log(path)
         if isinstance(policy, int) and read.ranked:
             raise ValueError("--policy: fixed:ID needs a label log (a rank log names its "
                              "candidates by hash)")
         return read.log, read.positions, None
-    learner, config = snapshot_learner(policy.partition(":")[2])
+    learner, config = snapshot_learner(snapshot)
     read = read_service_log(path, config.get("n_classes"))
     if read.ranked:
         raise ValueError("--policy: model:SNAPSHOT_FILE needs a label log (a rank log holds "
                          "only the shown candidates, not every one the model ranked)")
-    return read.log, None, learner_policy(read.log, learner)
+    return read.log, None, learner_policy(read.log, learner, greedy=kind == "model-greedy")
 
 
 def subset(log: LabelLog, rows: np.ndarray) -> LabelLog:
@@ -244,7 +249,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--bootstrap must be at least 1")
     positions = None
     empirical = isinstance(policy, str) and policy.startswith("empirical:")
-    model = isinstance(policy, str) and policy.startswith("model:")
+    model = isinstance(policy, str) and policy.partition(":")[0] in MODEL_KINDS
     if model and args.format != "noisyloop":
         raise ValueError("--policy: model:SNAPSHOT_FILE needs --format noisyloop")
     if args.format == "vw":

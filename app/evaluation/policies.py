@@ -50,15 +50,15 @@ def position_frequencies(actions: np.ndarray, positions: np.ndarray, n_actions: 
     return frequencies
 
 
-def learner_policy(log: LabelLog, learner: Learner) -> np.ndarray:
-    """A label learner's ``n x K`` matrix on the log's contexts: the distribution it draws
-    its label from where it offers one (a ``probabilities(x)`` method), else its greedy
-    label with probability 1."""
-    probabilities = getattr(learner, "probabilities", None)
+def learner_policy(log: LabelLog, learner: Learner, greedy: bool = False) -> np.ndarray:
+    """A label learner's ``n x K`` matrix on the log's contexts: as it explores, the
+    distribution it draws its label from where it offers one (a ``probabilities(x)``
+    method); its greedy label with probability 1 when ``greedy`` or it offers none."""
+    probabilities = None if greedy else getattr(learner, "probabilities", None)
     if probabilities is not None:
         pi = np.array([probabilities(x) for x in log.X])
         if pi.shape != (log.n, log.n_actions):
             raise ValueError(f"the model has {pi.shape[1]} labels, the log {log.n_actions}")
         return pi
-    greedy = [int(d.output["label"]) for d in learner.decide_many(log.X, explore=False)]
-    return np.eye(log.n_actions)[greedy]
+    labels = [int(d.output["label"]) for d in learner.decide_many(log.X, explore=False)]
+    return np.eye(log.n_actions)[labels]

@@ -65,6 +65,9 @@ def test_evaluations_answer_what_the_command_line_prints(
     model = evaluation(client, tenant, redis_url, {"policy": "model", "rho0": 0.1,
                                                    "rho1": 0.2, "since": "2000-01-01"})
     assert model["status"] == "done" and model["correction"]["rho0"] == 0.1
+    greedy = evaluation(client, tenant, redis_url, {"policy": "model:greedy"})
+    assert greedy["status"] == "done" and greedy["policy"] == "model:greedy"
+    assert greedy["ess"] < model["ess"]  # one label per context: fewer logged plays agree
     later = evaluation(client, tenant, redis_url, {"policy": "fixed:2", "since": "9999-01-01"})
     assert later["status"] == "failed" and "no events" in later["error"]
 

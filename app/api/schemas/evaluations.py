@@ -11,9 +11,10 @@ class EvaluationRequest(RequestModel):
     """A policy to evaluate on the model's decision log (label models)."""
 
     policy: str = Field(
-        pattern=r"^(uniform|logging|model|fixed:[0-9]{1,6})$",
-        description="uniform, logging, fixed:N (always label N) or model (the model's current "
-                    "snapshot: its probability of each label on each logged context)")
+        pattern=r"^(uniform|logging|model|model:greedy|fixed:[0-9]{1,6})$",
+        description="uniform, logging, fixed:N (always label N), model (the model's current "
+                    "snapshot as it explores: its probability of each label on each logged "
+                    "context) or model:greedy (its greedy label)")
     since: str | None = Field(
         default=None, max_length=40,
         description="only events applied at or after (ISO 8601, naive = UTC, or Unix seconds)")
