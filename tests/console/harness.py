@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from app.sim.rank import RankSimulator
 from app.store.embedded import free_port
 
 CHROMIUM = os.environ.get("NOISYLOOP_CHROMIUM") or shutil.which("chromium") or (
@@ -34,6 +35,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 ADMIN_TOKEN = "console-test-admin-token-0123456789"
+#: Shape of the rank models :meth:`Service.rank_stream` feeds (``n_features`` counts the
+#: constant 1).
+RANK_SHAPE = {"n_features": 4, "n_action_features": 3, "slots": 3}
 #: Seconds between two series points of the service's trainer (short: the tests wait for them).
 SERIES_INTERVAL = 0.3
 
@@ -76,14 +80,44 @@ class Service:
             right = np.array([p["label"] for p in preds]) == np.argmax(X @ W.T, axis=1)
             u = rng.random(batch)
             click = np.where(right, u >= rho[1], u < rho[0])
-            events = [{"event_id": p["event_id"], "click": bool(c)}
-                      for p, c in zip(preds, click, strict=True)]
-            r = httpx.post(f"{self.base}/v1/models/{model_id}/feedback", headers=auth,
-                           json={"events": events}, timeout=30)
-            assert r.is_success and r.json()["accepted"] == batch, r.text
-            assert httpx.post(f"{self.base}/v1/models/{model_id}/sync", headers=auth,
-                              timeout=30).status_code == 200
-            time.sleep(SERIES_INTERVAL)
+            self._feed(auth, model_id, [{"event_id": p["event_id"], "click": bool(c)}
+                                        for p, c in zip(preds, click, strict=True)])
+
+    def rank_stream(self, auth: dict[str, str], model_id: str, rounds: int,
+                    batch: int = 200, seed: int = 0) -> None:
+        """A simulated recommender stream (:class:`~app.sim.rank.RankSimulator` with
+        :data:`RANK_SHAPE`): each request ranks the simulator's candidates, the clicks follow
+        its position-based model with click noise.  One series point per round."""
+        sim = RankSimulator(n_features=RANK_SHAPE["n_features"],
+                            n_action_features=RANK_SHAPE["n_action_features"],
+                            slots=RANK_SHAPE["slots"], n_items=300, n_candidates=10, seed=seed)
+        for _ in range(rounds):
+            requests = [sim.request() for _ in range(batch)]
+            body = {"requests": [
+                {"features": q.x.tolist(),
+                 "actions": [{"id": str(i), "features": a.tolist()}
+                             for i, a in zip(q.ids, q.actions, strict=True)]}
+                for q in requests]}
+            r = httpx.post(f"{self.base}/v1/models/{model_id}/rank", headers=auth, json=body,
+                           timeout=30)
+            assert r.status_code == 200, r.text
+            events = []
+            for q, result in zip(requests, r.json()["results"], strict=True):
+                shown = [slot["id"] for slot in result["ranking"]]
+                row = {str(i): k for k, i in enumerate(q.ids)}
+                clicks = sim.clicks(q, np.array([row[i] for i in shown]))
+                events.append({"event_id": result["event_id"],
+                               "clicks": [i for i, c in zip(shown, clicks, strict=True) if c]})
+            self._feed(auth, model_id, events)
+
+    def _feed(self, auth: dict[str, str], model_id: str, events: list[dict[str, Any]]) -> None:
+        """Send ``events`` as feedback, have the trainer apply them, wait a series interval."""
+        r = httpx.post(f"{self.base}/v1/models/{model_id}/feedback", headers=auth,
+                       json={"events": events}, timeout=30)
+        assert r.is_success and r.json()["accepted"] == len(events), r.text
+        assert httpx.post(f"{self.base}/v1/models/{model_id}/sync", headers=auth,
+                          timeout=30).status_code == 200
+        time.sleep(SERIES_INTERVAL)
 
 
 def _ready(base: str) -> bool:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from app.console import STATIC_DIR
-from tests.console.harness import Service, sign_in
+from tests.console.harness import RANK_SHAPE, Service, sign_in
 
 #: The one URL the assets may name: SVG's XML namespace (an identifier, never fetched).
 SVG_NAMESPACE = "http://www.w3.org/2000/svg"
@@ -116,9 +116,9 @@ def test_evaluate_a_policy_from_the_page(page: Any, service: Service,
     assert page.input_value("#eval-rho0") == "0.1"  # the rates in force, to change or clear
     page.click("#eval-form button[type=submit]")
     box = page.locator("#evaluations .evaluation").first
-    box.locator("svg.errorbars g.estimate").first.wait_for()
+    box.locator("svg.errorbars g.item").first.wait_for()
     # the plot of noisyloop evaluate --plot: each estimator's dot inside its interval's bar
-    estimates = box.locator("svg.errorbars g.estimate")
+    estimates = box.locator("svg.errorbars g.item")
     assert estimates.evaluate_all("gs => gs.map(g => g.dataset.name)") == ["IPS", "SNIPS", "DR"]
     for k in range(3):
         g = estimates.nth(k)
@@ -143,6 +143,43 @@ def test_evaluate_a_policy_from_the_page(page: Any, service: Service,
     page.reload()
     page.locator("#evaluations .evaluation svg.errorbars").wait_for()
     assert page.locator("#evaluations .evaluation").count() == 1
+
+
+def test_rank_model_page_shows_position_bias_and_each_decisions_slots(
+        page: Any, service: Service, tenants: dict[str, Any]) -> None:
+    acme = tenants["acme"]
+    service.model(acme, "r1", task="rank", algorithm="ridge_pl", n_classes=None, **RANK_SHAPE)
+    service.rank_stream(acme, "r1", rounds=3)
+    model = httpx.get(f"{service.base}/v1/models/r1", headers=acme).json()
+    bias = model["position_bias"]
+    assert bias["source"] == "estimated" and len(bias["values"]) == 3
+    sign_in(page, service.base, token(acme))
+    page.goto(f"{service.base}/console#/models/r1")
+    chart = page.locator("#position-bias-chart svg.bars")
+    chart.wait_for()
+    slots = chart.locator("g.item")
+    assert slots.evaluate_all("gs => gs.map(g => g.dataset.name)") == ["slot 0", "slot 1",
+                                                                         "slot 2"]
+    # each bar as tall as its slot's theta, labelled with it
+    heights = [float(slots.nth(k).locator("rect").get_attribute("height")) for k in range(3)]
+    for k, theta in enumerate(bias["values"]):
+        assert heights[k] / heights[0] == pytest.approx(theta, rel=1e-3)
+        assert float(slots.nth(k).locator("text.value").text_content()) == \
+            pytest.approx(theta, rel=1e-2)
+    assert page.inner_text("#position-bias .source") == "estimated"
+    # recent decisions: a row per shown slot, the newest ranking first
+    newest = httpx.get(f"{service.base}/v1/models/r1/log?order=desc&limit=1",
+                       headers=acme).json()
+    page.locator("#decisions table").wait_for()
+    assert page.locator("#decisions tr.slot").count() == 20 * 3
+    first_rows = page.locator("#decisions tr.slot")
+    assert newest["event_id"] in first_rows.first.inner_text()
+    for k, slot in enumerate(newest["slots"]):
+        cells = first_rows.nth(k).locator("td")
+        assert f"slot {k}: item" in cells.nth(-3).inner_text()
+        assert float(cells.nth(-2).inner_text()) == pytest.approx(slot["propensity"], abs=1e-3)
+        assert cells.nth(-1).inner_text() in ("0", "1") and \
+            float(cells.nth(-1).inner_text()) == slot["click"]
 
 
 def test_a_foreign_model_id_in_the_url_shows_nothing_of_it(

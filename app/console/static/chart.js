@@ -127,9 +127,42 @@ const NoisyChart = (() => {
     container.appendChild(legend);
   }
 
+  /* Named items side by side on a value axis from y0 to y1: the frame (title lines, grid,
+   * axes, each item's name below it), then drawItem(g, cx, sy, item, width) per item.
+   * spec: {items: [{name, ...}], title: [lines], yLabel, height, class} */
+  function categories(container, spec, y0, y1, drawItem) {
+    const CW = 480, CH = spec.height || 300, lines = spec.title || [];
+    const pad = { left: 64, right: 12, top: 10 + 15 * lines.length, bottom: 26 };
+    const step = (CW - pad.left - pad.right) / spec.items.length;
+    const sx = (i) => pad.left + step * (i + 0.5);
+    const sy = (v) => CH - pad.bottom - ((v - y0) / (y1 - y0)) * (CH - pad.top - pad.bottom);
+    const svg = el("svg", { viewBox: `0 0 ${CW} ${CH}`, class: `chart ${spec.class}`,
+                            role: "img", "aria-label": lines.join(" ") || spec.class });
+    lines.forEach((line, i) => {
+      el("text", { x: (pad.left + CW - pad.right) / 2, y: 14 + 15 * i, "text-anchor": "middle",
+                   class: "title" }, svg).textContent = line;
+    });
+    yGrid(svg, y0, y1, sy, pad.left, CW - pad.right);
+    if (spec.yLabel) {
+      const cy = (pad.top + CH - pad.bottom) / 2;
+      el("text", { x: 14, y: cy, transform: `rotate(-90 14 ${cy})`, "text-anchor": "middle",
+                   class: "tick" }, svg).textContent = spec.yLabel;
+    }
+    el("line", { x1: pad.left, x2: pad.left, y1: pad.top, y2: CH - pad.bottom, class: "axis" },
+       svg);
+    el("line", { x1: pad.left, x2: CW - pad.right, y1: CH - pad.bottom, y2: CH - pad.bottom,
+                 class: "axis" }, svg);
+    spec.items.forEach((item, i) => {
+      const g = el("g", { class: "item", "data-name": item.name }, svg);
+      drawItem(g, sx(i), sy, item, step);
+      el("text", { x: sx(i), y: CH - 8, "text-anchor": "middle", class: "tick" }, g)
+        .textContent = item.name;
+    });
+    container.appendChild(svg);
+  }
+
   /* Estimates with their intervals as error bars, side by side (the plot `noisyloop evaluate
-   * --plot` draws).  spec: {items: [{name, value, low, high}], title: [lines], yLabel, color,
-   * empty} */
+   * --plot` draws).  spec: categories' and {items: [{name, value, low, high}], color, empty} */
   function errorbars(container, spec) {
     container.replaceChildren();
     const items = spec.items.filter((x) => Number.isFinite(x.value));
@@ -137,35 +170,13 @@ const NoisyChart = (() => {
       empty(container, spec.empty);
       return;
     }
-    const EW = 480, EH = 300, lines = spec.title || [];
-    const pad = { left: 64, right: 12, top: 10 + 15 * lines.length, bottom: 26 };
     const ys = items.flatMap((x) => [x.value, x.low, x.high]).filter(Number.isFinite);
     let y0 = Math.min(...ys), y1 = Math.max(...ys);
     const margin = (y1 - y0) * 0.08 || Math.abs(y1) * 0.1 || 0.05;
     y0 -= margin;
     y1 += margin;
-    const step = (EW - pad.left - pad.right) / items.length;
-    const sx = (i) => pad.left + step * (i + 0.5);
-    const sy = (v) => EH - pad.bottom - ((v - y0) / (y1 - y0)) * (EH - pad.top - pad.bottom);
-    const svg = el("svg", { viewBox: `0 0 ${EW} ${EH}`, class: "chart errorbars", role: "img",
-                            "aria-label": lines.join(" ") || "estimates" });
-    lines.forEach((line, i) => {
-      el("text", { x: (pad.left + EW - pad.right) / 2, y: 14 + 15 * i, "text-anchor": "middle",
-                   class: "title" }, svg).textContent = line;
-    });
-    yGrid(svg, y0, y1, sy, pad.left, EW - pad.right);
-    if (spec.yLabel) {
-      const cy = (pad.top + EH - pad.bottom) / 2;
-      el("text", { x: 14, y: cy, transform: `rotate(-90 14 ${cy})`, "text-anchor": "middle",
-                   class: "tick" }, svg).textContent = spec.yLabel;
-    }
-    el("line", { x1: pad.left, x2: pad.left, y1: pad.top, y2: EH - pad.bottom, class: "axis" },
-       svg);
-    el("line", { x1: pad.left, x2: EW - pad.right, y1: EH - pad.bottom, y2: EH - pad.bottom,
-                 class: "axis" }, svg);
-    items.forEach((x, i) => {
-      const g = el("g", { class: "estimate", "data-name": x.name }, svg);
-      const cx = sx(i), color = spec.color || "#2563eb";
+    const color = spec.color || "#2563eb";
+    categories(container, { ...spec, items, class: "errorbars" }, y0, y1, (g, cx, sy, x) => {
       if (Number.isFinite(x.low) && Number.isFinite(x.high)) {
         el("line", { x1: cx, x2: cx, y1: sy(x.low), y2: sy(x.high), stroke: color,
                      "stroke-width": 1.5 }, g);
@@ -175,11 +186,24 @@ const NoisyChart = (() => {
         }
       }
       el("circle", { cx, cy: sy(x.value), r: 4, fill: color }, g);
-      el("text", { x: cx, y: EH - 8, "text-anchor": "middle", class: "tick" }, g)
-        .textContent = x.name;
     });
-    container.appendChild(svg);
   }
 
-  return { draw, errorbars, ticks };
+  /* Values as bars from 0, each labelled with its value.  spec: categories' and
+   * {items: [{name, value}], yMax, color} */
+  function bars(container, spec) {
+    container.replaceChildren();
+    const top = Math.max(spec.yMax ?? 0, ...spec.items.map((x) => x.value));
+    const color = spec.color || "#2563eb";
+    categories(container, { ...spec, class: "bars" }, 0, top * 1.08 || 1,
+      (g, cx, sy, x, width) => {
+        const w = Math.min(60, width * 0.6);
+        el("rect", { x: cx - w / 2, y: sy(x.value), width: w, height: sy(0) - sy(x.value),
+                     fill: color }, g);
+        el("text", { x: cx, y: sy(x.value) - 4, "text-anchor": "middle", class: "tick value" },
+           g).textContent = Number(x.value.toPrecision(3)).toString();
+      });
+  }
+
+  return { bars, draw, errorbars, ticks };
 })();

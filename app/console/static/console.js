@@ -376,26 +376,24 @@
     body.append(note("Shaded: the published anchor estimate's interval."));
   }
 
-  function positionBiasCard(bias) {
-    const max = Math.max(...bias.values, 1e-9);
-    const rows = bias.values.map((v, slot) => h("tr", {},
-      h("td", { class: "num" }, slot), h("td", { class: "num" }, fmt(v)),
-      h("td", { class: "bar-cell" }, bar(v / max))));
-    return h("section", { class: "card", id: "position-bias" }, h("h2", {}, "Position bias"),
-      note(`Examination probability of each slot relative to slot 0 (${bias.source}).`),
-      table(["slot", "θ", ""], rows));
-  }
+  /* What each source of a rank model's position bias means. */
+  const BIAS_SOURCES = {
+    configured: "the model's position_bias param",
+    estimated: "estimated from the model's randomised placements",
+    insufficient_data: "not enough randomised placements yet: some slot is still at the prior 1",
+  };
 
-  function bar(share) {
-    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
-    svg.setAttribute("viewBox", "0 0 100 10");
-    svg.setAttribute("class", "bar");
-    svg.setAttribute("preserveAspectRatio", "none");
-    const rect = document.createElementNS("http://www.w3.org/2000/svg", "rect");
-    rect.setAttribute("width", String(Math.max(0, Math.min(1, share)) * 100));
-    rect.setAttribute("height", "10");
-    svg.appendChild(rect);
-    return svg;
+  function positionBiasCard(bias) {
+    const chart = h("div", { class: "chart-box", id: "position-bias-chart" });
+    NoisyChart.bars(chart, {
+      items: bias.values.map((v, slot) => ({ name: `slot ${slot}`, value: v })),
+      yMax: 1, height: 220, yLabel: "θ (slot 0 = 1)", color: COLORS.online,
+    });
+    return h("section", { class: "card", id: "position-bias" }, h("h2", {}, "Position bias"),
+      h("p", {}, "Examination probability of each slot relative to slot 0. Source: ",
+        h("strong", { class: "source" }, bias.source),
+        BIAS_SOURCES[bias.source] ? ` (${BIAS_SOURCES[bias.source]})` : ""),
+      chart);
   }
 
   async function versionsCard(body, id, refresh) {
@@ -510,30 +508,41 @@
       modelPath(id, `/log?order=desc&limit=${RECENT_ROWS}`)));
   }
 
-  function decisionRow(e) {
+  /* The leading hex digits of a candidate's 64-bit id hash (a signed integer in the log; the
+   * low digits do not survive a JavaScript number). */
+  const hashText = (v) => (typeof v === "number"
+    ? `${(v < 0 ? v + 2 ** 64 : v).toString(16).padStart(16, "0").slice(0, 8)}…` : short(v));
+
+  /* A decision's table rows: one for a label decision or marker, one per slot of a ranking
+   * (the time, event and version spanning them). */
+  function decisionRows(e) {
     if (e.type !== "event") {
       const detail = Object.fromEntries(Object.entries(e)
         .filter(([k]) => !["type", "stream_id", "time"].includes(k)));
-      return h("tr", { class: "marker" }, h("td", {}, clock(e.time)),
-        h("td", { colspan: 5 }, `${e.type} ${JSON.stringify(detail)}`));
+      return [h("tr", { class: "marker" }, h("td", {}, clock(e.time)),
+        h("td", { colspan: 5 }, `${e.type} ${JSON.stringify(detail)}`))];
     }
-    const slots = e.slots || null;
-    const fb = e.feedback || {};
-    const action = slots ? `ranking of ${slots.length}` : short(e.action);
-    const propensity = slots ? short(slots.map((x) => Number(fmt(x.propensity, 2))))
-      : short(e.propensity);
-    const outcome = slots ? short(slots.map((x) => x.click ?? null))
-      : e.kind === "timeout" ? "no feedback" : short(first(fb, ["click", "reward", "label", "y"]));
-    return h("tr", {}, h("td", {}, clock(e.time)), h("td", {}, short(e.event_id)),
-      h("td", { class: "num" }, short(e.model_version)), h("td", {}, action),
-      h("td", { class: "num" }, propensity), h("td", {}, outcome));
+    const timeout = e.kind === "timeout";
+    const lead = [h("td", {}, clock(e.time)), h("td", {}, short(e.event_id)),
+                  h("td", { class: "num" }, short(e.model_version))];
+    if (!(e.slots && e.slots.length)) {
+      const outcome = first(e.feedback || {}, ["click", "reward", "label", "y"]);
+      return [h("tr", {}, lead, h("td", {}, short(e.action)),
+        h("td", { class: "num" }, short(e.propensity)),
+        h("td", {}, timeout ? "no feedback" : short(outcome)))];
+    }
+    for (const td of lead) td.setAttribute("rowspan", e.slots.length);
+    return e.slots.map((slot, k) => h("tr", { class: k ? "slot" : "slot first" }, k ? null : lead,
+      h("td", {}, `slot ${slot.slot}: item ${hashText(slot.id_hash)}`),
+      h("td", { class: "num" }, short(slot.propensity)),
+      h("td", {}, timeout ? "no feedback" : short(slot.click))));
   }
 
   async function decisionsCard(body, id) {
     const recent = await recentLog(id);
     body.replaceChildren(recent.length
-      ? table(["applied", "event", "version", "action", "propensity", "outcome"],
-              recent.map(decisionRow))
+      ? table(["applied", "event", "version", "action or slot", "propensity", "outcome"],
+              recent.flatMap(decisionRows), "decisions")
       : note("No decisions logged yet."));
   }
 
