@@ -80,7 +80,7 @@ class Service:
             right = np.array([p["label"] for p in preds]) == np.argmax(X @ W.T, axis=1)
             u = rng.random(batch)
             click = np.where(right, u >= rho[1], u < rho[0])
-            self._feed(auth, model_id, [{"event_id": p["event_id"], "click": bool(c)}
+            self.feed(auth, model_id, [{"event_id": p["event_id"], "click": bool(c)}
                                         for p, c in zip(preds, click, strict=True)])
 
     def rank_stream(self, auth: dict[str, str], model_id: str, rounds: int,
@@ -108,9 +108,9 @@ class Service:
                 clicks = sim.clicks(q, np.array([row[i] for i in shown]))
                 events.append({"event_id": result["event_id"],
                                "clicks": [i for i, c in zip(shown, clicks, strict=True) if c]})
-            self._feed(auth, model_id, events)
+            self.feed(auth, model_id, events)
 
-    def _feed(self, auth: dict[str, str], model_id: str, events: list[dict[str, Any]]) -> None:
+    def feed(self, auth: dict[str, str], model_id: str, events: list[dict[str, Any]]) -> None:
         """Send ``events`` as feedback, have the trainer apply them, wait a series interval."""
         r = httpx.post(f"{self.base}/v1/models/{model_id}/feedback", headers=auth,
                        json={"events": events}, timeout=30)

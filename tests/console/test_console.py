@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from app.console import STATIC_DIR
@@ -180,6 +181,38 @@ def test_rank_model_page_shows_position_bias_and_each_decisions_slots(
         assert float(cells.nth(-2).inner_text()) == pytest.approx(slot["propensity"], abs=1e-3)
         assert cells.nth(-1).inner_text() in ("0", "1") and \
             float(cells.nth(-1).inner_text()) == slot["click"]
+
+
+def test_apprentice_model_page_shows_agreement_and_events(
+        page: Any, service: Service, tenants: dict[str, Any]) -> None:
+    acme = tenants["acme"]
+    service.model(acme, "a1", mode="apprentice")
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 4))
+    baseline = (X[:, 0] > 0).astype(int).tolist()  # the caller's own labels
+    r = httpx.post(f"{service.base}/v1/models/a1/predict", headers=acme,
+                   json={"instances": X.tolist(), "baseline": baseline}, timeout=30)
+    assert r.status_code == 200, r.text
+    preds = r.json()["predictions"]
+    assert [p["label"] for p in preds] == baseline  # the baseline is served
+    service.feed(acme, "a1", [{"event_id": p["event_id"], "click": bool(rng.random() < 0.6)}
+                              for p in preds])
+    apprentice = httpx.get(f"{service.base}/v1/models/a1", headers=acme).json()["apprentice"]
+    assert apprentice["decisions"] == 300 and apprentice["events"] == 300
+    sign_in(page, service.base, token(acme))
+    page.goto(f"{service.base}/console#/models/a1")
+    card = page.locator("#apprentice")
+    card.wait_for()
+    text = card.inner_text()
+    assert f"{100 * apprentice['agreement']:.1f}%" in text
+    assert f"{100 * apprentice['baseline_reward']:.1f}%" in text and "300" in text
+    assert "apprentice" in page.inner_text("#model")  # its mode
+    bars = card.locator("svg.bars g.item")
+    assert bars.count() == (2 if apprentice["model_value_estimate"] is not None else 1)
+    # an online model has no such card
+    page.goto(f"{service.base}/console#/models/m1")
+    page.wait_for_selector("#reward-chart svg")
+    assert page.locator("#apprentice").count() == 0
 
 
 def test_a_foreign_model_id_in_the_url_shows_nothing_of_it(

@@ -282,6 +282,7 @@
       h("h1", {}, model.model_id),
       h("dl", { class: "facts" },
         fact("task", model.task), fact("algorithm", model.algorithm),
+        model.mode ? fact("mode", model.mode) : null,
         fact("version", model.version), fact("events applied", s.events_applied),
         fact("predictions", s.predictions), fact("dead letters", s.events_dead_lettered),
         fact("debiased reward", s.debiased_reward === null ? "—"
@@ -302,6 +303,7 @@
       }),
     ];
     if (model.position_bias) cards.push(positionBiasCard(model.position_bias));
+    if (model.apprentice) cards.push(apprenticeCard(model));
     cards.push(
       section("Versions", "versions", (body) => versionsCard(body, id, refresh)),
       section("Challengers", "challengers", (body) => challengersCard(body, id, refresh)),
@@ -394,6 +396,38 @@
         h("strong", { class: "source" }, bias.source),
         BIAS_SOURCES[bias.source] ? ` (${BIAS_SOURCES[bias.source]})` : ""),
       chart);
+  }
+
+  /* Fields of the apprentice block shown by name; any other is listed as it comes. */
+  const APPRENTICE_FIELDS = ["decisions", "agreement", "events", "agreed_events",
+                             "baseline_reward", "model_value_estimate"];
+
+  /* A model serving its callers' baselines (or that did): how often it agreed, and the
+   * rewards observed. */
+  function apprenticeCard(model) {
+    const a = model.apprentice;
+    const chart = h("div", { class: "chart-box", id: "apprentice-chart" });
+    const items = [{ name: "baseline (all events)", value: a.baseline_reward },
+                   { name: "model where it agreed", value: a.model_value_estimate }]
+      .filter((x) => typeof x.value === "number");
+    if (items.length) {
+      NoisyChart.bars(chart, { items, yMax: 1, height: 200, yLabel: "mean observed reward",
+                               color: COLORS.online });
+    }
+    const rest = Object.entries(a).filter(([k]) => !APPRENTICE_FIELDS.includes(k));
+    return h("section", { class: "card", id: "apprentice" }, h("h2", {}, "Apprentice"),
+      note(model.mode === "apprentice"
+        ? "Serving the callers' baselines and learning from their feedback."
+        : "Back online; what it saw while an apprentice:"),
+      h("dl", { class: "facts" },
+        fact("decisions", a.decisions), fact("agreement", pct(a.agreement)),
+        fact("events with feedback", a.events), fact("agreed events", a.agreed_events),
+        fact("baseline reward", pct(a.baseline_reward)),
+        fact("model value where it agreed", pct(a.model_value_estimate)),
+        rest.map(([k, v]) => fact(k, short(v)))),
+      chart,
+      note("The baselines are served deterministically, so the model's own choice is " +
+           "observed only where it agreed: its value is known on that share of the traffic."));
   }
 
   async function versionsCard(body, id, refresh) {
