@@ -3,7 +3,9 @@
 A job (``POST /v1/models/{id}/evaluations``, :mod:`app.store.evaluations`)
 names a policy: ``uniform``, ``logging``, ``fixed:N``, ``model`` (the
 model's current snapshot as it explores: its label distribution on each
-logged context) or ``model:greedy`` (its greedy label).
+logged context), ``model:greedy`` (its greedy label) or a configuration
+``{"algorithm", "params"}``, which learns the first ``train_fraction`` of the
+events and is evaluated on the rest (:mod:`app.evaluation.training`).
 The worker reads the log's events applied since ``since`` (at most
 :data:`MAX_EVENTS`, the oldest first), as ``noisyloop log export`` shows
 them, and runs the estimators of ``noisyloop evaluate`` on them; the result
@@ -22,6 +24,7 @@ import orjson
 from app.evaluation.estimators import evaluate
 from app.evaluation.policies import fixed_policy, learner_policy, uniform_policy
 from app.evaluation.servicelog import service_log
+from app.evaluation.training import DEFAULT_TRAIN_FRACTION, config_policy
 from app.learners.base import Learner
 from app.learners.build import build_learner
 from app.store.keys import ModelKeys
@@ -99,7 +102,13 @@ def _evaluate(entries: list[Any], config: dict[str, Any], learner: Learner | Non
                          "--format noisyloop (export it with noisyloop log export)")
     log, policy = read.log, request["policy"]
     pi: np.ndarray | None
-    if policy == "uniform":
+    split = None
+    if isinstance(policy, dict):
+        rates = None if request.get("rho0") is None else (request["rho0"], request["rho1"])
+        trained = config_policy(policy, log, request.get("train_fraction")
+                                or DEFAULT_TRAIN_FRACTION, rates)
+        log, pi, split = trained.log, trained.pi, trained.split(read.stream_ids)
+    elif policy == "uniform":
         pi = uniform_policy(log)
     elif policy == "logging":
         pi = None
@@ -112,4 +121,7 @@ def _evaluate(entries: list[Any], config: dict[str, Any], learner: Learner | Non
                       n_boot=request.get("bootstrap", 200), seed=0).to_dict()
     result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
                   policy=policy, bootstrap=request.get("bootstrap", 200))
+    if split is not None:
+        result.update(split=split, train_fraction=request.get("train_fraction")
+                      or DEFAULT_TRAIN_FRACTION)
     return result

@@ -30,7 +30,11 @@ the action in a VW example, or the OBD item_id), empirical:FILE (obd only: each 
 each position as often as in the OBD log FILE, the policy that wrote FILE when it ignores
 the context), model:SNAPSHOT_FILE (noisyloop label logs: the policy of a model snapshot
 saved from GET /v1/models/{id}/snapshot as it explores, its probability of each label on
-each logged context), model-greedy:SNAPSHOT_FILE (the same model's greedy label).
+each logged context), model-greedy:SNAPSHOT_FILE (the same model's greedy label),
+config:JSON (vw and noisyloop label logs: a learner of {"algorithm": ..., "params": {...}}
+learns the first --train-fraction of the log's events in order, off-policy from the logged
+action, click and propensity, and is evaluated on the rest as it explores; "split" says
+which events trained and which were evaluated).
 
 vw: one example per blank-line-separated block; the reward is -cost of the labelled
 action (VW minimises cost: log a click as cost -1); every example must have the same number
@@ -58,6 +62,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "noisyloop: the service's decision log (noisyloop log export)")
     parser.add_argument("--policy", required=True, metavar="{uniform,logging,fixed:ID}",
                         help="the target policy")
+    parser.add_argument("--train-fraction", type=float, default=0.5, metavar="F",
+                        help="config:JSON: the first F of the log's events train the "
+                             "configuration, the rest evaluate it (default 0.5)")
     parser.add_argument("--rho0", type=float, default=None,
                         help="click-noise rate P(click | no true click); with --rho1 every "
                              "estimator uses h(f) = (f - rho0) / (1 - rho0 - rho1)")
@@ -93,10 +100,10 @@ def parse_policy(text: str) -> str | int:
             return int(ident)
         except ValueError:
             pass
-    if kind in ("empirical", *MODEL_KINDS) and ident:
+    if kind in ("empirical", "config", *MODEL_KINDS) and ident:
         return text
     raise ValueError(f"--policy: {text!r} is not uniform, logging, fixed:ID, empirical:FILE, "
-                     "model:SNAPSHOT_FILE or model-greedy:SNAPSHOT_FILE")
+                     "model:SNAPSHOT_FILE, model-greedy:SNAPSHOT_FILE or config:JSON")
 
 
 def vw_log(path: str) -> LabelLog:
@@ -229,6 +236,32 @@ def noisyloop_inputs(path: str, policy: str | int
     return read.log, None, learner_policy(read.log, learner, greedy=kind == "model-greedy")
 
 
+def config_inputs(args: argparse.Namespace, text: str
+                  ) -> tuple[LabelLog, np.ndarray, dict[str, Any]]:
+    """For ``config:JSON``: the evaluated part of the log, the trained configuration's
+    ``n x K`` matrix on it and the ``split`` field (ValueError saying why not)."""
+    from app.evaluation.servicelog import read_service_log
+    from app.evaluation.training import config_policy
+
+    try:
+        config = json.loads(text.partition(":")[2])
+    except ValueError as exc:
+        raise ValueError(f"--policy: config:JSON is not JSON ({exc})") from None
+    stream_ids: tuple[str, ...] = ()
+    if args.format == "vw":
+        log = vw_log(args.log)
+    elif args.format == "noisyloop":
+        read = read_service_log(args.log)
+        if read.ranked:
+            raise ValueError("--policy: config:JSON needs a label log")
+        log, stream_ids = read.log, read.stream_ids
+    else:
+        raise ValueError("--policy: config:JSON needs --format noisyloop or vw")
+    rates = None if args.rho0 is None or args.rho1 is None else (args.rho0, args.rho1)
+    trained = config_policy(config, log, args.train_fraction, rates, seed=args.seed)
+    return trained.log, trained.pi, trained.split(stream_ids)
+
+
 def subset(log: LabelLog, rows: np.ndarray) -> LabelLog:
     """The events of ``log`` at ``rows`` (a boolean mask)."""
     from app.evaluation.estimators import LabelLog
@@ -247,12 +280,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     policy = parse_policy(args.policy)
     if args.bootstrap < 1:
         raise ValueError("--bootstrap must be at least 1")
-    positions = None
+    positions, split = None, None
+    pi_model: np.ndarray | None = None
     empirical = isinstance(policy, str) and policy.startswith("empirical:")
     model = isinstance(policy, str) and policy.partition(":")[0] in MODEL_KINDS
     if model and args.format != "noisyloop":
         raise ValueError("--policy: model:SNAPSHOT_FILE needs --format noisyloop")
-    if args.format == "vw":
+    if isinstance(policy, str) and policy.startswith("config:"):
+        log, pi_model, split = config_inputs(args, policy)
+    elif args.format == "vw":
         if empirical:
             raise ValueError("--policy: empirical:FILE needs --format obd")
         log = vw_log(args.log)
@@ -271,7 +307,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if empirical:
         assert isinstance(policy, str) and positions is not None
         pi = empirical_target(policy.partition(":")[2], items, positions)
-    elif model:
+    elif model or split is not None:
         pi = pi_model
     else:
         pi = target(log, policy)
@@ -294,6 +330,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             result["slates"] = slate_result(slates, log.n_actions, policy == "uniform", args)
     result.update(log=str(args.log), format=args.format, policy=args.policy,
                   bootstrap=args.bootstrap)
+    if split is not None:
+        result.update(split=split, train_fraction=args.train_fraction)
     return result
 
 

@@ -37,6 +37,8 @@ class ServiceLog:
     """Rank logs: the candidates' id hashes in action order (label logs: empty)."""
     positions: np.ndarray | None
     """Rank logs: each event's slot."""
+    stream_ids: tuple[str, ...] = ()
+    """Label logs: each event's ``stream_id`` (its id on the model's event stream)."""
 
 
 def read_lines(path: str | Path) -> list[dict[str, Any]]:
@@ -82,7 +84,8 @@ def service_log(records: list[Any], n_actions: int | None = None,
     log = LabelLog(X=X, actions=actions,
                    propensities=np.array([line["propensity"] for line in lines], dtype=float),
                    rewards=rewards, n_actions=seen if n_actions is None else n_actions)
-    return ServiceLog(log, False, [], None)
+    return ServiceLog(log, False, [], None,
+                      tuple(str(line.get("stream_id", "")) for line in lines))
 
 
 def _rank_log(path: str, lines: list[dict[str, Any]]) -> ServiceLog:

@@ -15,7 +15,7 @@ numpy, like :mod:`app.learners`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,14 +42,28 @@ class ConfigPolicy:
     """``n_test x K``: its probability of each label on each evaluated event."""
     train: int
     """Events learned from: the log's first ``train``; the rest are evaluated."""
+    log: LabelLog
+    """The evaluated events (the rest of the log)."""
+
+    def split(self, stream_ids: Sequence[str] = ()) -> dict[str, Any]:
+        """Which events trained and which were evaluated: counts, 0-based rows of the log
+        (first and last) and, given the log's event ids, those of the first and last."""
+        out: dict[str, Any] = {}
+        for name, first, count in (("train", 0, self.train),
+                                   ("evaluate", self.train, self.log.n)):
+            rows = [first, first + count - 1]
+            out[name] = {"events": count, "rows": rows}
+            if stream_ids:
+                out[name]["stream_ids"] = [stream_ids[rows[0]], stream_ids[rows[1]]]
+        return out
 
 
 def check_config(config: Any, task: str, n_features: int, n_classes: int | None,
-                 seed: int | None = None) -> Learner:
+                 seed: int | None = None, max_state_bytes: int | None = None) -> Learner:
     """A fresh learner of ``config`` (``{"algorithm", "params"?}``; params over the
     algorithm's service defaults, as for a created model) for a log of ``task``
     (:class:`ParamError` naming ``policy.<field>`` when it is not one, or cannot learn from
-    logged bandit feedback)."""
+    logged bandit feedback, or its state would take more than ``max_state_bytes``)."""
     if not isinstance(config, Mapping) or not isinstance(config.get("algorithm"), str):
         raise ParamError("policy.algorithm", "a configuration is {\"algorithm\": name, "
                          "\"params\": {...}}")
@@ -69,8 +83,12 @@ def check_config(config: Any, task: str, n_features: int, n_classes: int | None,
                          "click on the played label (feedback_fields has no 'click')")
     try:
         check_param_types(cls, dict(params))
-        return build(task, algorithm, n_features, n_classes,
-                     {**cls.service_defaults, **params}, seed=seed)
+        params = {**cls.service_defaults, **params}
+        if max_state_bytes is not None and \
+                cls.state_bytes(n_features, n_classes, params) > max_state_bytes:
+            raise ParamError("params", f"{algorithm!r} with these params would keep more than "
+                             f"{max_state_bytes // 2**20} MiB of state at these sizes")
+        return build(task, algorithm, n_features, n_classes, params, seed=seed)
     except ParamError as exc:
         raise ParamError(f"policy.{exc.field}", exc.message) from None
 
@@ -120,4 +138,4 @@ def config_policy(config: Any, log: LabelLog, train_fraction: float = DEFAULT_TR
     for name, arr in learner.get_state().items():
         if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
             raise ValueError(f"learning the log made the configuration's {name} non-finite")
-    return ConfigPolicy(learner_policy(test, learner), train.n)
+    return ConfigPolicy(learner_policy(test, learner), train.n, test)

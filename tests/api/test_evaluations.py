@@ -89,3 +89,32 @@ def test_bad_requests_and_other_tenants(client: TestClient, tenant: dict[str, st
     assert client.get(f"/v1/models/m1/evaluations/{job_id}", headers=other).status_code == 404
     r = client.get("/v1/models/m1/evaluations/nope", headers=tenant)
     assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_evaluation"
+
+
+def test_a_configuration_trains_on_the_earlier_events_and_is_evaluated_on_the_later(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    new_model(client, tenant, params={"gamma": 0.3})
+    feed(client, tenant, 1000)
+    config = {"algorithm": "linucb_diag", "params": {"alpha": 0.1}}
+    done = evaluation(client, tenant, redis_url, {"policy": config, "train_fraction": 0.4,
+                                                  "bootstrap": 50})
+    assert done["status"] == "done", done
+    assert done["policy"] == config and done["train_fraction"] == 0.4 and done["n"] == 600
+    train, evaluated = done["split"]["train"], done["split"]["evaluate"]
+    assert (train["events"], train["rows"], evaluated["rows"]) == (400, [0, 399], [400, 999])
+    assert train["stream_ids"][1] < evaluated["stream_ids"][0]  # stream ids order in time
+    uniform = evaluation(client, tenant, redis_url, {"policy": "uniform", "bootstrap": 50})
+    assert done["snips"]["value"] > uniform["snips"]["ci_high"]  # it learned which label pays
+    for body, field in (
+            ({"policy": {"algorithm": "perceptron"}}, "policy.algorithm"),
+            ({"policy": {"algorithm": "ors"}}, "policy.algorithm"),
+            ({"policy": {"algorithm": "linucb_diag", "params": {"beta": 1}}},
+             "policy.params.beta"),
+            ({"policy": {"algorithm": "linucb_diag", "params": {"alpha": "1"}}},
+             "policy.params.alpha"),
+            ({"policy": config, "train_fraction": 1.0}, "train_fraction")):
+        r = client.post("/v1/models/m1/evaluations", json=body, headers=tenant)
+        assert r.status_code == 422 and r.json()["error"]["field"] == field, (body, r.text)
+    r = client.post("/v1/models/m1/evaluations", json={"policy": "uniform",
+                                                        "train_fraction": 0.5}, headers=tenant)
+    assert r.status_code == 422 and "configuration" in r.json()["error"]["message"], r.text

@@ -17,3 +17,9 @@ def test_evaluate_queues_a_job_and_evaluation_reads_it(client: Client) -> None:
     with pytest.raises(NoisyloopError) as bad:
         client.evaluate("m", "best")
     assert bad.value.status == 422 and bad.value.field == "policy"
+    job = client.evaluate("m", {"algorithm": "linucb_diag", "params": {"alpha": 0.5}},
+                          train_fraction=0.3)
+    assert job["status"] == "queued"
+    with pytest.raises(NoisyloopError) as bad:
+        client.evaluate("m", {"algorithm": "perceptron"}, train_fraction=0.3)
+    assert bad.value.status == 422 and bad.value.field == "policy.algorithm"

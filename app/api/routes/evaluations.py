@@ -10,9 +10,11 @@ from fastapi import APIRouter, Path
 from app.api import decisionlog
 from app.api.deps import Context, ModelDep
 from app.api.errors import ApiError, from_param_error
+from app.api.modelops import MAX_STATE_BYTES
 from app.api.responses import OrjsonResponse
 from app.api.schemas.common import ErrorResponse
-from app.api.schemas.evaluations import EvaluationJob, EvaluationRequest
+from app.api.schemas.evaluations import EvaluationJob, EvaluationRequest, PolicyConfig
+from app.evaluation.training import check_config
 from app.learners.base import ParamError
 from app.learners.proxy import check_noise_rates
 
@@ -33,6 +35,13 @@ async def queue_evaluation(body: EvaluationRequest, view: ModelDep,
                        "export a rank model's log (noisyloop log export) and run noisyloop "
                        "evaluate --format noisyloop", "policy")
     request: dict[str, Any] = body.model_dump(exclude={"since"})
+    if isinstance(body.policy, PolicyConfig):
+        config = view.config
+        try:
+            check_config(request["policy"], config["task"], config["n_features"],
+                         config.get("n_classes"), max_state_bytes=MAX_STATE_BYTES)
+        except ParamError as exc:
+            raise from_param_error(exc) from None
     if body.since is not None:
         request["since_ms"] = decisionlog.parse_time(body.since, "since")
     if body.rho0 is not None and body.rho1 is not None:

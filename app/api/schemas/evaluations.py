@@ -2,19 +2,52 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from app.api.schemas.common import FiniteFloat, JsonInt, RequestModel
+
+
+class PolicyConfig(RequestModel):
+    """A model configuration to train on the earlier part of the log and evaluate on the
+    rest."""
+
+    algorithm: str = Field(max_length=40, description="an algorithm of the model's task that "
+                           "learns from clicks")
+    params: dict[str, Any] = Field(default_factory=dict, max_length=64,
+                                   description="its hyper-parameters (as at model creation)")
+
+
+def _policy_kind(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "<name>"
+    return "<config>" if isinstance(value, dict | PolicyConfig) else None
+
+
+#: A named target policy or a configuration.
+Policy = Annotated[
+    Annotated[str, Tag("<name>"),
+              Field(pattern=r"^(uniform|logging|model|model:greedy|fixed:[0-9]{1,6})$")]
+    | Annotated[PolicyConfig, Tag("<config>")],
+    Discriminator(_policy_kind, custom_error_type="invalid_policy",
+                  custom_error_message="policy is a name or {algorithm, params}"),
+]
 
 
 class EvaluationRequest(RequestModel):
     """A policy to evaluate on the model's decision log (label models)."""
 
-    policy: str = Field(
-        pattern=r"^(uniform|logging|model|model:greedy|fixed:[0-9]{1,6})$",
+    policy: Policy = Field(
         description="uniform, logging, fixed:N (always label N), model (the model's current "
                     "snapshot as it explores: its probability of each label on each logged "
-                    "context) or model:greedy (its greedy label)")
+                    "context), model:greedy (its greedy label), or a configuration "
+                    "{algorithm, params}: a learner of it learns the first train_fraction of "
+                    "the events, off-policy, and is evaluated on the rest")
+    train_fraction: FiniteFloat | None = Field(
+        default=None, gt=0.0, lt=1.0,
+        description="with a configuration: the share of the events (oldest first) it learns "
+                    "from (default 0.5)")
     since: str | None = Field(
         default=None, max_length=40,
         description="only events applied at or after (ISO 8601, naive = UTC, or Unix seconds)")
@@ -29,6 +62,8 @@ class EvaluationRequest(RequestModel):
     def _rates_together(self) -> EvaluationRequest:
         if (self.rho0 is None) != (self.rho1 is None):
             raise ValueError("give both rho0 and rho1, or neither")
+        if self.train_fraction is not None and isinstance(self.policy, str):
+            raise ValueError("train_fraction goes with a configuration policy")
         return self
 
 

@@ -166,10 +166,12 @@ def series(model_id: str, limit: int | None = None) -> Call:
     return Call("GET", _model(model_id, "/series"), 200, None, params)
 
 
-def evaluate(model_id: str, policy: str, since: str | None = None, rho0: float | None = None,
-             rho1: float | None = None, bootstrap: int | None = None) -> Call:
+def evaluate(model_id: str, policy: str | dict[str, Any], since: str | None = None,
+             rho0: float | None = None, rho1: float | None = None,
+             bootstrap: int | None = None, train_fraction: float | None = None) -> Call:
     body = {"policy": policy, **{k: v for k, v in (("since", since), ("rho0", rho0),
-                                                     ("rho1", rho1), ("bootstrap", bootstrap))
+                                                     ("rho1", rho1), ("bootstrap", bootstrap),
+                                                     ("train_fraction", train_fraction))
                                   if v is not None}}
     return Call("POST", _model(model_id, "/evaluations"), 202, body)
 

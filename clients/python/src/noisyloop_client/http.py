@@ -199,13 +199,17 @@ class Client(_Base):
         """Publish kept ``version`` as a new version; the trainer learns on from it."""
         return cast(Rollback, self.send(calls.rollback(model_id, version)))
 
-    def evaluate(self, model_id: str, policy: str, *, since: str | None = None,
-                 rho0: float | None = None, rho1: float | None = None,
-                 bootstrap: int | None = None) -> dict[str, Any]:
+    def evaluate(self, model_id: str, policy: str | dict[str, Any], *,
+                 since: str | None = None, rho0: float | None = None,
+                 rho1: float | None = None, bootstrap: int | None = None,
+                 train_fraction: float | None = None) -> dict[str, Any]:
         """Queue an off-policy evaluation of ``policy`` (``uniform``, ``logging``,
-        ``fixed:N``, ``model``) on the model's decision log: ``{"job_id", "status"}``."""
+        ``fixed:N``, ``model``, ``model:greedy``, or ``{"algorithm", "params"}`` trained on
+        the first ``train_fraction`` of the events) on the model's decision log:
+        ``{"job_id", "status"}``."""
         return cast(dict[str, Any], self.send(calls.evaluate(model_id, policy, since, rho0,
-                                                              rho1, bootstrap)))
+                                                              rho1, bootstrap,
+                                                              train_fraction)))
 
     def evaluation(self, model_id: str, job_id: str) -> dict[str, Any]:
         """An evaluation's status; once ``done``, the JSON of ``noisyloop evaluate``."""
@@ -419,13 +423,17 @@ class AsyncClient(_Base):
         """Publish kept ``version`` as a new version; the trainer learns on from it."""
         return cast(Rollback, await self.send(calls.rollback(model_id, version)))
 
-    async def evaluate(self, model_id: str, policy: str, *, since: str | None = None,
-                 rho0: float | None = None, rho1: float | None = None,
-                 bootstrap: int | None = None) -> dict[str, Any]:
+    async def evaluate(self, model_id: str, policy: str | dict[str, Any], *,
+                 since: str | None = None, rho0: float | None = None,
+                 rho1: float | None = None, bootstrap: int | None = None,
+                 train_fraction: float | None = None) -> dict[str, Any]:
         """Queue an off-policy evaluation of ``policy`` (``uniform``, ``logging``,
-        ``fixed:N``, ``model``) on the model's decision log: ``{"job_id", "status"}``."""
+        ``fixed:N``, ``model``, ``model:greedy``, or ``{"algorithm", "params"}`` trained on
+        the first ``train_fraction`` of the events) on the model's decision log:
+        ``{"job_id", "status"}``."""
         return cast(dict[str, Any], await self.send(calls.evaluate(model_id, policy, since, rho0,
-                                                              rho1, bootstrap)))
+                                                              rho1, bootstrap,
+                                                              train_fraction)))
 
     async def evaluation(self, model_id: str, job_id: str) -> dict[str, Any]:
         """An evaluation's status; once ``done``, the JSON of ``noisyloop evaluate``."""
