@@ -2,9 +2,10 @@
 
 ``python -m tests.console.screenshots [OUT_DIR]`` (default ``docs/img``)
 starts ``noisyloop serve``, creates a tenant with a model that learns from a
-simulated noisy stream, signs in with the tenant's key in the system's
-headless Chromium and writes ``console-models.png`` (the models list) and
-``console-model.png`` (the model page).  The console tests take the same
+simulated noisy stream and a rank model fed a simulated recommender stream,
+signs in with the tenant's key in the system's headless Chromium and writes
+``console-models.png`` (the models list) and ``console-model.png`` (the model
+page).  The console tests take the same
 pictures and check their size.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 from PIL import Image
 
 from app.replay.output import FIGURE_COLOURS
-from tests.console.harness import launch_browser, run_service, sign_in
+from tests.console.harness import RANK_SHAPE, launch_browser, run_service, sign_in
 
 #: Width of the saved pictures (the page is drawn at 1280 px, then scaled down).
 WIDTH = 960
@@ -54,8 +55,10 @@ def main(out_dir: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp, run_service(Path(tmp) / "data") as service:
         auth = service.tenant("acme")
         service.model(auth, "clicks", params={"rho0": 0.1, "rho1": 0.2})
-        service.model(auth, "ranker", algorithm="banditron")
+        service.model(auth, "ranker", task="rank", algorithm="ridge_pl", n_classes=None,
+                      **RANK_SHAPE)
         service.stream(auth, "clicks", rounds=12)
+        service.rank_stream(auth, "ranker", rounds=3)
         with launch_browser() as browser:
             page = browser.new_page()
             for path in capture(page, service.base, auth["Authorization"].split()[1], "clicks",
