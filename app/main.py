@@ -46,7 +46,7 @@ from app.api.routes import (
 )
 from app.console import install_console
 from app.metrics import Metrics
-from app.server.fastpath import SinglePredictFastPath
+from app.server.fastpath import DecisionFastPath
 from app.settings import Settings
 from app.store import Store
 
@@ -57,7 +57,7 @@ Background = Callable[[ApiContext, asyncio.Event], Coroutine[Any, Any, None]]
 
 
 class NoisyloopApp(FastAPI):
-    """FastAPI with :class:`~app.server.fastpath.SinglePredictFastPath` outside every layer.
+    """FastAPI with :class:`~app.server.fastpath.DecisionFastPath` outside every layer.
 
     ``add_middleware`` would put it inside Starlette's error middleware and
     FastAPI's own wrappers, whose cost is what the fast path saves.
@@ -68,7 +68,7 @@ class NoisyloopApp(FastAPI):
         super().__init__(**options)
 
     def build_middleware_stack(self) -> ASGIApp:
-        return SinglePredictFastPath(super().build_middleware_stack(), **self.fast_path_options)
+        return DecisionFastPath(super().build_middleware_stack(), **self.fast_path_options)
 
 
 def create_app(settings: Settings | None = None, *, background: Sequence[Background] = (),
@@ -114,7 +114,8 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
         docs_url=None, redoc_url=None,  # FastAPI's pages load a CDN; install_docs' do not
         strict_content_type=False,  # a body without Content-Type is read as JSON
         telemetry=None if settings.otel else {"tracing": False, "metrics": False, "logs": False},
-        fast_path_options={"template": predict.PREDICT_PATH, "metrics": metrics,
+        fast_path_options={"templates": {"predict": predict.PREDICT_PATH,
+                                         "rank": rank.RANK_PATH}, "metrics": metrics,
                            "max_body_bytes": settings.max_body_bytes,
                            "retry_after_seconds": settings.retry_after_seconds})
     install_error_handlers(app, settings.retry_after_seconds, authenticate=check_credentials)

@@ -48,6 +48,11 @@ class Metrics:
         #: the series of each path (both exported from the start)
         self.predict_path = {path: self.predict_requests.labels(path)
                              for path in ("one_round_trip", "regular")}
+        self.rank_requests = Counter(
+            "rank_requests", "Rank requests (HTTP and WebSocket; a batch counts once) by path, "
+            "as predict_requests", ("path",), namespace=ns, registry=r)
+        self.rank_path = {path: self.rank_requests.labels(path)
+                          for path in ("one_round_trip", "regular")}
         self.feedback = Counter("feedback", "Feedback events by outcome",
                                 (*_MODEL, "outcome"), namespace=ns, registry=r)
         self.events_applied = Counter("events_applied", "Events applied by the trainer",

@@ -26,7 +26,6 @@ import numpy as np
 
 from app.api.errors import ApiError
 from app.api.schemas.predict import PredictRequest
-from app.api.schemas.rank import RankRequest
 from app.learners.base import Decision, Learner
 
 if TYPE_CHECKING:  # (tasks imports the rank path, which imports this module)
@@ -83,15 +82,17 @@ def follow_labels(learner: Learner, X: np.ndarray, baselines: Sequence[int]
     return [learner.follow(d, b) for d, b in zip(greedy, baselines, strict=True)], agreed
 
 
-def ranking_baseline(request: RankRequest, shown: int, prefix: str) -> list[int]:
-    """The rows of ``request.actions`` the caller ranks first, in order (422 naming
-    ``baseline`` when missing, too short, or naming an id twice or not among the actions)."""
-    if request.baseline is None:
+def ranking_baseline(baseline: Sequence[str] | None, ids: Sequence[str], shown: int,
+                     prefix: str) -> list[int]:
+    """The rows of the actions (their ``ids``) the caller's ``baseline`` ranks first, in order
+    (422 naming ``baseline`` when missing, too short, or naming an id twice or not among the
+    actions)."""
+    if baseline is None:
         raise ApiError(422, "invalid_param", "the model is in apprentice mode: send your own "
                        "ranking of action ids as baseline", f"{prefix}baseline")
-    row_of = {action.id: i for i, action in enumerate(request.actions)}
+    row_of = {action_id: i for i, action_id in enumerate(ids)}
     rows: list[int] = []
-    for j, action_id in enumerate(request.baseline):
+    for j, action_id in enumerate(baseline):
         row = row_of.get(action_id)
         if row is None or row in rows:
             raise ApiError(422, "invalid_param", f"action id {action_id!r} is "

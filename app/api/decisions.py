@@ -20,7 +20,7 @@ import numpy as np
 
 from app.api.apprentice import follow_labels, in_apprentice_mode, label_baselines
 from app.api.context import ApiContext
-from app.api.deps import authorize_model, request_model, request_tenant
+from app.api.deps import authorize_model, cached_model, request_model, request_tenant
 from app.api.errors import ApiError, from_param_error, unknown_model
 from app.api.features import check_norms, feature_bound, to_matrix, to_vector
 from app.api.openfeedback import add_examples, take_open, take_open_many
@@ -32,7 +32,6 @@ from app.learners.registry import learner_class
 from app.store.events import DecisionGuard, new_event_ids
 from app.store.keys import ModelKeys
 from app.store.models import ModelView
-from app.store.tenants import parse_api_key
 
 _OUTCOME_ERRORS = {
     "unknown": (404, "unknown_event",
@@ -74,13 +73,10 @@ async def predict_cached(ctx: ApiContext, token: str, model_id: str,
     (its token bucket is a round trip of its own; a fall back after taking a
     token would take a second one).
     """
-    parsed = parse_api_key(token)
-    if parsed is None or not ctx.store.single_redis or ctx.settings.rate_limit_per_second > 0:
+    found = cached_model(ctx, token, model_id)
+    if found is None:
         return None
-    key = ctx.keys.get(parsed.key_id)
-    entry = ctx.cache.peek(parsed.tenant, model_id)
-    if key is None or entry is None or not key.verifies(parsed):
-        return None
+    key, entry = found
     try:
         X = _inputs(body, entry.config)
     except ApiError:

@@ -14,10 +14,12 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
 
+from app.api.cache import CachedModel
 from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
 from app.api.schemas.common import MODEL_ID_PATTERN
 from app.store.models import ModelView
+from app.store.tenants import KeyRecord, parse_api_key
 
 #: Tenant and model of the current request (for logs).
 request_tenant: ContextVar[str | None] = ContextVar("request_tenant", default=None)
@@ -147,3 +149,19 @@ async def require_model(request: Request, model_id: ModelIdPath,
 Admin = Annotated[None, Depends(require_admin)]
 Tenant = Annotated[str, Depends(require_tenant)]
 ModelDep = Annotated[ModelView, Depends(require_model)]
+
+
+def cached_model(ctx: ApiContext, token: str,
+                 model_id: str) -> tuple[KeyRecord, CachedModel] | None:
+    """The cached key record (its secret verified in-process, a constant-time compare) and
+    the cached model of a one-round-trip decision; None when the regular path must answer
+    (nothing cached, a secret that does not verify, a Redis Cluster, a rate limit: see
+    :func:`predict_cached`)."""
+    parsed = parse_api_key(token)
+    if parsed is None or not ctx.store.single_redis or ctx.settings.rate_limit_per_second > 0:
+        return None
+    key = ctx.keys.get(parsed.key_id)
+    entry = ctx.cache.peek(parsed.tenant, model_id)
+    if key is None or entry is None or not key.verifies(parsed):
+        return None
+    return key, entry

@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 
 from app.api.apprentice import in_apprentice_mode, ranking_baseline
 from app.api.context import ApiContext
+from app.api.deps import cached_model, request_model, request_tenant
 from app.api.errors import ApiError, from_param_error, unknown_model
 from app.api.features import check_norms, feature_bound, to_vector
 from app.api.schemas.rank import RankBatchRequest, RankFeedback, RankRequest
 from app.learners.base import CandidateRanker, Decision, Learner, ParamError
 from app.learners.registry import learner_class
-from app.store.events import new_event_ids
+from app.store.events import DecisionGuard, new_event_ids
 from app.store.keys import ModelKeys
 from app.store.models import ModelView
 
@@ -49,6 +51,20 @@ def action_features(config: Mapping[str, Any]) -> int:
     return int(config["params"]["n_action_features"] or config["n_features"])
 
 
+@dataclass(frozen=True, slots=True)
+class RankInput:
+    """One rank request as it is decided: the context vector and the candidate matrix
+    (shapes and norms checked), the candidates' ids and the request's options."""
+
+    x: np.ndarray
+    actions: np.ndarray
+    ids: list[str]
+    slots: int | None
+    explore: bool
+    defer: bool
+    baseline: list[str] | None = None
+
+
 def _action_matrix(request: RankRequest, config: Mapping[str, Any], prefix: str) -> np.ndarray:
     """The ``(n, n_action_features)`` candidate features (422 naming ``actions[i].features``)."""
     da = action_features(config)
@@ -62,62 +78,73 @@ def _action_matrix(request: RankRequest, config: Mapping[str, Any], prefix: str)
     return A
 
 
-def _check_request(request: RankRequest, config: Mapping[str, Any], prefix: str) -> None:
-    """422 for a duplicate action id (naming the second) or more slots than the model's."""
-    seen: set[str] = set()
-    for i, action in enumerate(request.actions):
-        if action.id in seen:
-            raise ApiError(422, "invalid_actions", f"action id {action.id!r} appears twice",
-                           f"{prefix}actions[{i}].id")
-        seen.add(action.id)
-    if request.slots is not None and request.slots > model_slots(config):
+def check_options(ids: Sequence[str], slots: int | None, explore: bool, defer: bool,
+                  config: Mapping[str, Any], prefix: str) -> None:
+    """422 for a duplicate action id (naming the second), more slots than the model's, or
+    ``defer`` without ``explore``."""
+    if len(set(ids)) < len(ids):
+        seen: set[str] = set()
+        for i, action_id in enumerate(ids):
+            if action_id in seen:
+                raise ApiError(422, "invalid_actions", f"action id {action_id!r} appears twice",
+                               f"{prefix}actions[{i}].id")
+            seen.add(action_id)
+    if slots is not None and slots > model_slots(config):
         raise ApiError(422, "invalid_param", f"slots must be at most the model's "
-                       f"{model_slots(config)}, got {request.slots}", f"{prefix}slots")
-
-
-def _decide(learner: CandidateRanker, request: RankRequest, config: Mapping[str, Any],
-            prefix: str) -> tuple[Decision, bool | None, np.ndarray]:
-    """The learner's ranking of one request (422 naming the field for any bad input); in
-    apprentice mode the caller's ``baseline`` ranking served instead, with whether the
-    learner's greedy slot 0 agreed with it (else None); and the candidates' features."""
-    _check_request(request, config, prefix)
-    if request.defer and not request.explore:
+                       f"{model_slots(config)}, got {slots}", f"{prefix}slots")
+    if defer and not explore:
         raise ApiError(422, "invalid_param", "defer needs explore: true (a ranking made with "
                        "explore: false is not logged)", f"{prefix}defer")
+
+
+def rank_input(request: RankRequest, config: Mapping[str, Any], prefix: str) -> RankInput:
+    """A validated request's :class:`RankInput` (422 naming the field for any bad input)."""
+    ids = [a.id for a in request.actions]
+    check_options(ids, request.slots, request.explore, request.defer, config, prefix)
     x = to_vector(request.features, config["n_features"], f"{prefix}features")
     check_norms(x, feature_bound(config), f"{prefix}features")
-    A = _action_matrix(request, config, prefix)
+    return RankInput(x, _action_matrix(request, config, prefix), ids, request.slots,
+                     request.explore, request.defer, request.baseline)
+
+
+def decide(learner: CandidateRanker, request: RankInput, config: Mapping[str, Any],
+           prefix: str) -> tuple[Decision, bool | None]:
+    """The learner's ranking of one request (422 naming the field for any bad input); in
+    apprentice mode the caller's ``baseline`` ranking served instead, with whether the
+    learner's greedy slot 0 agreed with it (else None)."""
     try:
         if not in_apprentice_mode(config):
-            return learner.decide(x, request.explore, actions=A, slots=request.slots), None, A
-        shown = min(request.slots or model_slots(config), len(request.actions))
-        rows = ranking_baseline(request, shown, prefix)
-        decision = learner.follow_ranking(x, rows, actions=A, slots=request.slots)
+            return learner.decide(request.x, request.explore, actions=request.actions,
+                                  slots=request.slots), None
+        shown = min(request.slots or model_slots(config), len(request.ids))
+        rows = ranking_baseline(request.baseline, request.ids, shown, prefix)
+        decision = learner.follow_ranking(request.x, rows, actions=request.actions,
+                                          slots=request.slots)
     except ParamError as exc:
         raise from_param_error(exc, prefix) from None
-    return decision, decision.output["greedy"][0] == rows[0], A
+    return decision, decision.output["greedy"][0] == rows[0]
 
 
-def _logged(decision: Decision, request: RankRequest, slots: int,
-            candidates: np.ndarray | None) -> dict[str, np.ndarray]:
+def _logged(decision: Decision, request: RankInput, slots: int,
+            candidates: bool) -> dict[str, np.ndarray]:
     """The learner's context plus the shown ids' hashes per slot (0 past the shown slots);
     with ``candidates`` (the model has challengers: they decide among them) every
     candidate's features too."""
-    ids = np.zeros(slots, dtype=np.int64)
-    shown = [request.actions[r["index"]].id for r in decision.output["ranking"]]
-    ids[:len(shown)] = item_hashes(shown)
-    context = {**decision.context, "ids": ids}
-    if candidates is not None:
-        context["candidates"] = candidates
+    logged = np.zeros(slots, dtype=np.int64)
+    shown = [request.ids[r["index"]] for r in decision.output["ranking"]]
+    logged[:len(shown)] = item_hashes(shown)
+    context = {**decision.context, "ids": logged}
+    if candidates:
+        context["candidates"] = request.actions
     return context
 
 
-def _response(decision: Decision, request: RankRequest, event_id: str | None,
+def _response(decision: Decision, ids: Sequence[str], event_id: str | None,
               version: int) -> dict[str, Any]:
     out = decision.output
     doc: dict[str, Any] = {
         "model_version": version,
-        "ranking": [{"id": request.actions[r["index"]].id, "slot": r["slot"],
+        "ranking": [{"id": ids[r["index"]], "slot": r["slot"],
                      "probability": r["probability"], "expected_reward": r["expected_reward"]}
                     for r in out["ranking"]],
         "calibration_unreliable": bool(out.get("calibration_unreliable", False))}
@@ -141,32 +168,113 @@ async def rank(ctx: ApiContext, view: ModelView,
     ranker = cast(CandidateRanker, learner)
     batch = isinstance(body, RankBatchRequest)
     requests = body.requests if isinstance(body, RankBatchRequest) else [body]
-    decided = [_decide(ranker, r, config, f"requests[{i}]." if batch else "")
-               for i, r in enumerate(requests)]
-    decisions = [d for d, _, _ in decided]
-    explored = [i for i, r in enumerate(requests) if r.explore]
-    event_ids: list[str | None] = [None] * len(requests)
+    inputs: list[RankInput] = []
+    decided: list[tuple[Decision, bool | None]] = []
+    for i, r in enumerate(requests):
+        prefix = f"requests[{i}]." if batch else ""
+        inputs.append(rank_input(r, config, prefix))
+        decided.append(decide(ranker, inputs[-1], config, prefix))
+    doc = await log_and_answer(ctx, view.tenant, config, version, inputs, decided, batch,
+                               candidates=view.challenged)
+    assert doc is not None  # unguarded: always logged
+    ctx.metrics.rank_path["regular"].inc()
+    return doc
+
+
+async def log_and_answer(ctx: ApiContext, tenant: str, config: Mapping[str, Any], version: int,
+                         inputs: Sequence[RankInput],
+                         decided: Sequence[tuple[Decision, bool | None]], batch: bool,
+                         guard: DecisionGuard | None = None, *,
+                         candidates: bool = False) -> dict[str, Any] | None:
+    """Log each explored ranking (with ``guard``: only if the key and model are still those
+    cached; None, nothing written, if not; with ``candidates``, every candidate's features
+    too), count the decisions and build the answer."""
+    decisions = [d for d, _ in decided]
+    explored = [i for i, r in enumerate(inputs) if r.explore]
+    event_ids: list[str | None] = [None] * len(inputs)
     for i, eid in zip(explored, new_event_ids(len(explored)), strict=True):
         event_ids[i] = eid
     slots = model_slots(config)
-    mk = ModelKeys(view.tenant, config["model_id"])
+    mk = ModelKeys(tenant, config["model_id"])
     apprentice = in_apprentice_mode(config)
-    agreed = [bool(a) for _, a, _ in decided]
+    agreed = [bool(a) for _, a in decided]
     # one log step per defer value (two only when a batch mixes them); the first counts all
-    for k, defer in enumerate(sorted({requests[i].defer for i in explored}) or [False]):
-        rows = [i for i in explored if requests[i].defer == defer]
-        await ctx.store.events.record_decisions(
+    for k, defer in enumerate(sorted({inputs[i].defer for i in explored}) or [False]):
+        rows = [i for i in explored if inputs[i].defer == defer]
+        logged = await ctx.store.events.record_decisions(
             mk, [(event_ids[i],  # type: ignore[misc]
-                  _logged(decisions[i], requests[i], slots,
-                          decided[i][2] if view.challenged else None)) for i in rows],
+                  _logged(decisions[i], inputs[i], slots, candidates)) for i in rows],
             config["feedback"]["wait_seconds"], ctx.settings.context_grace_seconds,
-            predictions=0 if k else len(requests), defer=defer,
+            predictions=0 if k else len(inputs), guard=guard, defer=defer,
             apprentice=[agreed[i] for i in rows] if apprentice else None,
             agreement=(len(agreed), sum(agreed)) if apprentice and not k else None)
-    ctx.metrics.count_decisions(view.tenant, config["model_id"], len(requests), version)
-    out = [_response(d, r, eid, version)
-           for d, r, eid in zip(decisions, requests, event_ids, strict=True)]
+        if logged is None:
+            return None
+    ctx.metrics.count_decisions(tenant, config["model_id"], len(inputs), version)
+    out = [_response(d, r.ids, eid, version)
+           for d, r, eid in zip(decisions, inputs, event_ids, strict=True)]
     return {"results": out} if batch else out[0]
+
+
+@dataclass(frozen=True, slots=True)
+class PlainRanks:
+    """Dense rank requests as the fast path parses them, types checked as the request schema
+    checks them but not yet against the model: every context a row of ``X``, every candidate
+    a row of ``A`` (the requests' in order), each request's :class:`RankInput` views of them."""
+
+    X: np.ndarray
+    A: np.ndarray
+    requests: list[RankInput]
+    batch: bool
+
+
+def _plain_checked(body: PlainRanks, config: Mapping[str, Any]) -> bool:
+    """Whether the regular path would take every request of ``body`` (else it answers the
+    422 naming the field): widths, options, and the norms of all rows checked at once."""
+    if body.X.shape[1] != config["n_features"] or body.A.shape[1] != action_features(config):
+        return False
+    try:
+        for r in body.requests:
+            check_options(r.ids, r.slots, r.explore, r.defer, config, "")
+        bound = feature_bound(config)
+        check_norms(body.X, bound, "features", "features")
+        check_norms(body.A, bound, "actions", "actions")
+    except ApiError:
+        return False
+    return True
+
+
+async def rank_cached(ctx: ApiContext, token: str, model_id: str,
+                      body: PlainRanks) -> dict[str, Any] | None:
+    """:func:`rank` of plain dense requests in one round trip to Redis, with the cached key
+    record and learner (as :func:`~app.api.decisions.predict_cached`); None, having written
+    nothing, whenever the regular path must answer: nothing cached or a stale cache, any
+    input it would refuse (so that errors are exactly its), a model in apprentice mode, or
+    a batch mixing ``defer`` values (logged in two steps, which one guard cannot cover)."""
+    found = cached_model(ctx, token, model_id)
+    if found is None:
+        return None
+    key, entry = found
+    config = entry.config
+    if (not learner_class(config["task"], config["algorithm"]).ranks_candidates
+            or in_apprentice_mode(config)
+            or len({r.defer for r in body.requests if r.explore}) > 1
+            or not _plain_checked(body, config)):
+        return None
+    inputs = body.requests
+    request_tenant.set(key.tenant)
+    request_model.set(model_id)
+    ranker = cast(CandidateRanker, entry.learner)
+    try:
+        decided = [decide(ranker, r, config, "") for r in inputs]
+    except ApiError:  # the learner refused an input (nothing logged): the regular path says so
+        return None
+    doc = await log_and_answer(ctx, key.tenant, config, entry.version, inputs, decided,
+                               body.batch, DecisionGuard(key, entry.stamp),
+                               candidates=entry.challenged)
+    if doc is not None:
+        ctx.metrics.rank_path["one_round_trip"].inc()
+    return doc
 
 
 # -- feedback --------------------------------------------------------------------------

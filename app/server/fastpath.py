@@ -1,22 +1,27 @@
-"""ASGI fast path of the hottest request: one dense ``POST /v1/models/{id}/predict``.
+"""ASGI fast path of the hottest requests: one dense ``POST /v1/models/{id}/predict``,
+and dense ``POST /v1/models/{id}/rank`` (one request or a batch).
 
 Starlette's and FastAPI's layers (error middleware, telemetry, body limit,
 exception middleware, routing, dependency solving, pydantic validation)
 cost more CPU than the rest of a single predict
-(``docs/benchmarks/service.md``).  This layer wraps the whole app (see
-:class:`app.main.NoisyloopApp`) and answers a single predict itself when,
-and only when, the request is unambiguous:
+(``docs/benchmarks/service.md``), and validating the 80,000 numbers of a
+batch rank one by one costs more than ranking them.  This layer wraps the
+whole app (see :class:`app.main.NoisyloopApp`) and answers such a request
+itself when, and only when, it is unambiguous:
 
-* ``POST``, a path ``/v1/models/<id>/predict`` whose id matches the
-  contract's pattern, ``Content-Type: application/json`` (or none), a bearer token, a
-  ``Content-Length`` within the body limit, no ``Origin`` (CORS is the app's
-  business), and the whole body in one message;
-* a body that is exactly ``{"features": [numbers...]}`` with an optional
-  boolean ``"explore"`` (numbers as pydantic's strict ``FiniteFloat`` takes
-  them: JSON integers and floats, not booleans; no integer literal long
-  enough for orjson and ``json`` to disagree, see :mod:`app.api.routing`);
-* and :func:`~app.api.decisions.predict_cached` can answer it in one round
-  trip (cached key record and learner, unchanged in Redis).
+* ``POST``, a path ``/v1/models/<id>/predict`` or ``.../rank`` whose id
+  matches the contract's pattern, ``Content-Type: application/json`` (or
+  none), a bearer token, a ``Content-Length`` within the body limit, no
+  ``Origin`` (CORS is the app's business);
+* a predict body that is exactly ``{"features": [numbers...]}`` with an
+  optional boolean ``"explore"`` (numbers as pydantic's strict
+  ``FiniteFloat`` takes them: JSON integers and floats, not booleans; no
+  integer literal long enough for orjson and ``json`` to disagree, see
+  :mod:`app.api.routing`), or a plain dense rank body
+  (:mod:`app.server.rankbody`);
+* and :func:`~app.api.decisions.predict_cached` or
+  :func:`~app.api.ranking.rank_cached` can answer it in one round trip
+  (cached key record and learner, unchanged in Redis).
 
 Such a request is observed as every other (request id header, metrics under
 the route template, one access-log line: :class:`ObservedRequest`).
@@ -33,12 +38,13 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import Any
 
 import orjson
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api import decisions
+from app.api import decisions, ranking
 from app.api.deps import bearer_token
 from app.api.errors import ApiError, internal_error, store_error_response
 from app.api.middleware import ObservedRequest
@@ -47,10 +53,11 @@ from app.api.routing import may_hold_big_int
 from app.api.schemas.common import MODEL_ID_PATTERN
 from app.api.schemas.predict import PredictRequest
 from app.metrics import Metrics
+from app.server.rankbody import plain_rank_body
 from app.store import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
-_PATH = re.compile(r"/v1/models/([^/]+)/predict")
+_PATH = re.compile(r"/v1/models/([^/]+)/(predict|rank)")
 _MODEL_ID = re.compile(MODEL_ID_PATTERN)
 _NUMBER_TYPES = frozenset((int, float))
 _JSON = b"application/json"
@@ -89,18 +96,19 @@ def single_predict_body(body: bytes) -> PredictRequest | None:
     return PredictRequest.model_construct(features=features, explore=explore)
 
 
-class SinglePredictFastPath:
-    """Answer unambiguous single predicts in one Redis round trip, before the app's layers.
+class DecisionFastPath:
+    """Answer unambiguous single predicts and dense ranks in one Redis round trip, before
+    the app's layers.
 
-    ``template`` is the predict route's path template (the metrics label);
-    ``max_body_bytes`` the app's body limit (a larger body goes on to the
-    app, which refuses it).
+    ``templates`` are the routes' path templates by the path's last part
+    (the metrics label); ``max_body_bytes`` the app's body limit (a larger
+    body goes on to the app, which refuses it).
     """
 
-    def __init__(self, app: ASGIApp, *, template: str, metrics: Metrics, max_body_bytes: int,
-                 retry_after_seconds: int) -> None:
+    def __init__(self, app: ASGIApp, *, templates: dict[str, str], metrics: Metrics,
+                 max_body_bytes: int, retry_after_seconds: int) -> None:
         self.app = app
-        self.template = template
+        self.templates = templates
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
         self.retry_after_seconds = retry_after_seconds
@@ -112,25 +120,28 @@ class SinglePredictFastPath:
         if match is None or token is None:
             await self.app(scope, receive, send)
             return
-        message = await receive()
-        if message["type"] != "http.request" or message.get("more_body", False):
-            await self.app(scope, _replay(message, receive), send)
+        messages = await self._read(receive)
+        if messages[-1]["type"] != "http.request" or messages[-1].get("more_body", False):
+            await self.app(scope, _replay(messages, receive), send)
             return
+        body = messages[0].get("body", b"") if len(messages) == 1 else b"".join(
+            m.get("body", b"") for m in messages)
+        kind = match.group(2)
         observed = ObservedRequest(self.metrics)
         answer: bytes | Response | None
         try:
-            answer = await self._answer(token, match.group(1), message.get("body", b""), scope)
+            answer = await self._answer(token, match.group(1), kind, body, scope)
         except STORE_ERRORS as exc:
             answer = store_error_response(exc, self.retry_after_seconds)
         except Exception:  # a bug: answered, logged and counted as the app's 500s are
-            logger.exception("single predict failed")
+            logger.exception("%s failed", kind)
             answer = internal_error().response()
         except BaseException:  # cancelled: nothing is answered; the log context is restored
             observed.abandon()
             raise
         if answer is None:
             observed.abandon()
-            await self.app(scope, _replay(message, receive), send)
+            await self.app(scope, _replay(messages, receive), send)
             return
         status = 200 if isinstance(answer, bytes) else answer.status_code
         try:
@@ -143,7 +154,18 @@ class SinglePredictFastPath:
                 answer.raw_headers.append(observed.header())
                 await answer(scope, receive, send)
         finally:
-            observed.finish("POST", self.template, status)
+            observed.finish("POST", self.templates[kind], status)
+
+    async def _read(self, receive: Receive) -> list[Message]:
+        """The request's messages up to its last body part (or up to anything else, or
+        past the body limit: the app then reads on and answers)."""
+        messages = [await receive()]
+        size = len(messages[0].get("body", b""))
+        while (messages[-1]["type"] == "http.request" and messages[-1].get("more_body", False)
+               and size <= self.max_body_bytes):
+            messages.append(await receive())
+            size += len(messages[-1].get("body", b""))
+        return messages
 
     def _token(self, scope: Scope) -> str | None:
         """The bearer token of a request the fast path may take (headers only), else None."""
@@ -161,27 +183,31 @@ class SinglePredictFastPath:
         except ApiError:
             return None
 
-    async def _answer(self, token: str, model_id: str, body: bytes, scope: Scope
+    async def _answer(self, token: str, model_id: str, kind: str, body: bytes, scope: Scope
                       ) -> bytes | None:
         """The response body, or None when the app must answer."""
         if not _MODEL_ID.fullmatch(model_id):  # (the pattern bounds the length too)
             return None
-        request = single_predict_body(body)
-        if request is None:
-            return None
-        doc = await decisions.predict_cached(scope["app"].state.ctx, token, model_id, request)
+        ctx = scope["app"].state.ctx
+        doc: dict[str, Any] | None
+        if kind == "rank":
+            plain = plain_rank_body(body)
+            if plain is None:
+                return None
+            doc = await ranking.rank_cached(ctx, token, model_id, plain)
+        else:
+            request = single_predict_body(body)
+            if request is None:
+                return None
+            doc = await decisions.predict_cached(ctx, token, model_id, request)
         return None if doc is None else dumps(doc)
 
 
-def _replay(message: Message, receive: Receive) -> Receive:
-    """A ``receive`` that hands out ``message`` once more, then reads on."""
-    sent = False
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that hands out ``messages`` once more, then reads on."""
+    left = list(messages)
 
     async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return message
-        return await receive()
+        return left.pop(0) if left else await receive()
 
     return replay

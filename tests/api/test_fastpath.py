@@ -15,7 +15,7 @@ import orjson
 import pytest
 import redis
 
-from app.server.fastpath import SinglePredictFastPath, single_predict_body
+from app.server.fastpath import DecisionFastPath, single_predict_body
 from app.store.keys import ModelKeys
 from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
 
@@ -227,34 +227,40 @@ def test_single_predict_body_refuses_anything_else(body: bytes) -> None:
     assert single_predict_body(body) is None
 
 
-def _call_fast_path(client: TestClient, body: bytes, auth: dict[str, str]
-                    ) -> tuple[list[dict[str, Any]], list[bytes]]:
-    """Run :class:`SinglePredictFastPath` around a recording inner app, on the app's loop.
+def _call_fast_path(client: TestClient, body: bytes | list[bytes], auth: dict[str, str],
+                    path: str = PREDICT) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """Run :class:`DecisionFastPath` around a recording inner app, on the app's loop (a list
+    of ``body`` parts comes in as many messages).
 
     Returns the messages sent and the bodies the inner app received.
     """
     inner_bodies: list[bytes] = []
 
     async def inner(scope: Any, receive: Any, send: Any) -> None:
-        inner_bodies.append((await receive())["body"])
+        parts = [await receive()]
+        while parts[-1]["more_body"]:
+            parts.append(await receive())
+        inner_bodies.append(b"".join(m["body"] for m in parts))
         await send({"type": "http.response.start", "status": 299, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
-    scope = {"type": "http", "method": "POST", "path": PREDICT, "app": client.app,
+    parts = [body] if isinstance(body, bytes) else list(body)
+    scope = {"type": "http", "method": "POST", "path": path, "app": client.app,
              "headers": [(b"content-type", b"application/json"),
-                         (b"content-length", str(len(body)).encode()),
+                         (b"content-length", str(sum(map(len, parts))).encode()),
                          (b"authorization", auth["Authorization"].encode())]}
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": body, "more_body": False}
+        part = parts.pop(0)
+        return {"type": "http.request", "body": part, "more_body": bool(parts)}
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
     assert client.portal is not None
     options = client.app.fast_path_options  # type: ignore[attr-defined]
-    client.portal.call(SinglePredictFastPath(inner, **options), scope, receive, send)
+    client.portal.call(DecisionFastPath(inner, **options), scope, receive, send)
     return sent, inner_bodies
 
 

@@ -14,9 +14,11 @@ from app.api.schemas.common import ErrorResponse
 from app.api.schemas.rank import RankBatchResponse, RankBody, RankResponse
 
 router = APIRouter(prefix="/v1/models", tags=["rank"], route_class=OrjsonRoute)
+#: The route's path template (also the metrics label of the fast path's answers).
+RANK_PATH = "/v1/models/{model_id}/rank"
 
 
-@router.post("/{model_id}/rank", response_model=RankResponse | RankBatchResponse,
+@router.post(RANK_PATH.removeprefix("/v1/models"), response_model=RankResponse | RankBatchResponse,
              response_model_exclude_none=True,
              responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
                         422: {"model": ErrorResponse}})
