@@ -141,9 +141,18 @@ def test_evaluate_a_policy_from_the_page(page: Any, service: Service,
     page.fill("#eval-rho1", "")
     page.click("#eval-form button[type=submit]")
     page.wait_for_selector("#eval-status.error:has-text('rho')")
+    # any policy the server knows can be typed
+    page.select_option("#eval-policy", "other")
+    page.fill("#eval-other", "uniform")
+    page.fill("#eval-rho1", "0.2")
+    page.click("#eval-form button[type=submit]")
+    newest = page.locator("#evaluations .evaluation").first
+    newest.locator("svg.errorbars g.item").first.wait_for()
+    assert "policy uniform" in newest.locator("svg.errorbars").text_content()
     page.reload()
-    page.locator("#evaluations .evaluation svg.errorbars").wait_for()
-    assert page.locator("#evaluations .evaluation").count() == 1
+    page.locator("#evaluations .evaluation svg.errorbars").nth(1).wait_for()
+    assert page.locator("#evaluations .evaluation h3").all_inner_texts() == [
+        "policy uniform", "policy model"]
 
 
 def test_rank_model_page_shows_position_bias_and_each_decisions_slots(

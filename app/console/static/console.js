@@ -603,6 +603,16 @@
   const isEstimate = (v) => v && typeof v === "object" && !Array.isArray(v) &&
     typeof v.value === "number";
 
+  /* A policy typed in the form's "other" field: a JSON object (a configuration) or a name. */
+  function typedPolicy(text) {
+    const t = text.trim();
+    if (t.startsWith("{")) {
+      try { return JSON.parse(t); } catch { /* sent as typed: the server names the field */ }
+    }
+    return t;
+  }
+  const policyText = (p) => (typeof p === "string" ? p : JSON.stringify(p));
+
   async function evaluationsCard(body, model) {
     const list = h("div", { class: "evaluations-list" });
     const form = evaluationForm(model, (entry) => {
@@ -623,13 +633,21 @@
       h("option", { value: "model" }, "model (its current snapshot)"),
       h("option", { value: "uniform" }, "uniform"),
       h("option", { value: "logging" }, "logging (what was played)"),
-      h("option", { value: "fixed" }, "fixed:N (always label N)"));
+      h("option", { value: "fixed" }, "fixed:N (always label N)"),
+      h("option", { value: "other" }, "other (a name, or JSON)"));
     const label = h("input", { id: "eval-label", name: "label", type: "number", min: 0,
                                max: model.n_classes ? model.n_classes - 1 : undefined,
                                value: 0, step: 1 });
     const labelField = field("N", label);
-    labelField.hidden = true;
-    policy.addEventListener("change", () => { labelField.hidden = policy.value !== "fixed"; });
+    const other = h("input", { id: "eval-other", name: "other", type: "text", spellcheck: "false",
+                               placeholder: "policy the server knows" });
+    const otherField = field("policy name or JSON", other);
+    const showFields = () => {
+      labelField.hidden = policy.value !== "fixed";
+      otherField.hidden = policy.value !== "other";
+    };
+    showFields();
+    policy.addEventListener("change", showFields);
     const rate = (name) => h("input", {
       id: `eval-${name}`, name, type: "number", min: 0, max: 0.999, step: "any",
       placeholder: "none", value: model.noise ? model.noise[name] : undefined });
@@ -637,11 +655,12 @@
     const status = h("p", { class: "muted", role: "status", id: "eval-status" });
     const submit = h("button", { type: "submit" }, "Evaluate");
     const form = h("form", { class: "inline", id: "eval-form", autocomplete: "off" },
-      field("policy", policy), labelField, field("ρ0", rho0), field("ρ1", rho1), submit,
-      status);
+      field("policy", policy), labelField, otherField, field("ρ0", rho0), field("ρ1", rho1),
+      submit, status);
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
-      const request = { policy: policy.value === "fixed" ? `fixed:${label.value}` : policy.value };
+      const request = { policy: policy.value === "fixed" ? `fixed:${label.value}`
+        : policy.value === "other" ? typedPolicy(other.value) : policy.value };
       if (rho0.value !== "" || rho1.value !== "") {
         request.rho0 = rho0.value === "" ? null : Number(rho0.value);
         request.rho1 = rho1.value === "" ? null : Number(rho1.value);
@@ -671,7 +690,7 @@
     const status = h("span", { class: "muted" }, "queued");
     const content = h("div", {});
     const box = h("div", { class: "evaluation", "data-job": entry.job_id },
-      h("h3", {}, `policy ${request.policy}`),
+      h("h3", {}, `policy ${policyText(request.policy)}`),
       h("p", { class: "muted" }, `${rates}; started ${clock(entry.started)}; `, status),
       content);
     const rid = renderId;
@@ -706,7 +725,7 @@
     NoisyChart.errorbars(chart, {
       items: names.map((k) => ({ name: ESTIMATORS[k] || k, value: job[k].value,
                                  low: job[k].ci_low, high: job[k].ci_high })),
-      title: [`policy ${job.policy} on the ${job.log || "log"}`,
+      title: [`policy ${policyText(job.policy)} on the ${job.log || "log"}`,
               `n = ${fmt(job.n, 0)}, ESS = ${fmt(job.ess, 0)}, ` +
               (correction.rho0 === null || correction.rho0 === undefined ? "raw clicks" : "h(f)")],
       yLabel: "estimated value (95% interval)", color: COLORS.online,
