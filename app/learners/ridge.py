@@ -93,7 +93,8 @@ def check_uniform_share(value: float) -> float:
 
 
 def with_uniform_share(p: np.ndarray, uniform_share: float) -> np.ndarray:
-    """The policy ``p`` mixed with the uniform one: ``(1 - uniform_share) p + uniform_share / K``.
+    """The policy ``p`` mixed with the uniform one: ``(1 - uniform_share) p + uniform_share / K``
+    (``p``: one distribution, or one per row).
 
     Every label then has probability at least ``uniform_share / K``, the known positive
     propensity the uniform anchor of :mod:`app.learners.noise_anchor` needs.
@@ -101,7 +102,7 @@ def with_uniform_share(p: np.ndarray, uniform_share: float) -> np.ndarray:
     >>> with_uniform_share(np.array([1.0, 0.0, 0.0, 0.0]), 0.2)
     array([0.85, 0.05, 0.05, 0.05])
     """
-    mixed: np.ndarray = (1.0 - uniform_share) * p + uniform_share / p.shape[0]
+    mixed: np.ndarray = (1.0 - uniform_share) * p + uniform_share / p.shape[-1]
     return mixed
 
 
@@ -290,6 +291,8 @@ class DiagRidge(RidgeBandit):
         self.sum_x2_ = np.zeros(shape)
         self.sum_norm2_ = 0.0  # Python scalars: cheaper per event; arrays in get_state
         self.count_ = 0
+        # P = 1 / (lambda + sum_x2_), held while decide_many decides (None: computed per call)
+        self._held_precisions: np.ndarray | None = None
 
     @classmethod
     def state_bytes(cls, n_features: int, n_classes: int | None,
@@ -314,9 +317,70 @@ class DiagRidge(RidgeBandit):
         return max(self.ridge * (total / n) if n > 0 and total > 0.0 else self.ridge,
                    MIN_LAMBDA)
 
+    def _precisions(self) -> np.ndarray:
+        """``P = 1 / (lambda + sum_x2_)`` per arm and feature (class docstring)."""
+        if self._held_precisions is not None:
+            return self._held_precisions
+        inv: np.ndarray = 1.0 / (self.ridge_strength() + self.sum_x2_)
+        return inv
+
     def _estimate(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        inv = 1.0 / (self.ridge_strength() + self.sum_x2_)
+        inv = self._precisions()
         return self.weights_ @ x, np.sqrt(inv @ (x * x))
+
+    def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
+        """:meth:`decide` for each row of ``X``, with ``P`` computed once for all of them (the
+        ``K x d`` division is most of a decision's cost at large ``d``; ``P`` does not change
+        between decisions, so these are the loop's decisions bit for bit)."""
+        self._held_precisions = self._precisions()
+        try:
+            return [self.decide(x, explore) for x in X]
+        finally:
+            self._held_precisions = None
+
+    def _decide_ucb_many(self, X: np.ndarray, explore: bool, alpha: float,
+                         uniform_share: float) -> list[Decision]:
+        """:meth:`_decide_ucb` for each row of ``X``: the loop's decisions and draws, bit for
+        bit, with the widths of all rows in one matrix product and one uniform draw per row
+        taken at once.
+
+        Each row's means are the loop's own product ``weights_ @ x`` (they are
+        logged as ``expected_reward``).  The batch widths may differ from the
+        loop's in the last bits (another summation order), so a row whose two
+        best optimistic scores are within rounding of each other is re-scored
+        as the loop does.  A single row, or inputs the loop would refuse, take
+        the loop itself.
+        """
+        Xv = np.array(X, dtype=np.float64)
+        if (Xv.ndim != 2 or Xv.shape[1] != self.n_features or len(Xv) < 2
+                or not np.isfinite(Xv).all()):
+            return [self._decide_ucb(x, explore, alpha, uniform_share) for x in Xv]
+        n, k = Xv.shape[0], self.n_classes
+        mean = np.stack([self.weights_ @ x for x in Xv])
+        greedy = mean.argmax(axis=1)
+        played, prob = greedy, np.ones(n)
+        if explore:
+            inv = self._precisions()
+            width = np.sqrt((Xv * Xv) @ inv.T)
+            bonus = mean + alpha * width
+            played = bonus.argmax(axis=1)
+            top2 = np.sort(bonus, axis=1)[:, -2:]
+            tol = 8.0 * self.n_features * np.finfo(np.float64).eps * (
+                np.abs(bonus).max(axis=1) + alpha * width.max(axis=1))
+            for i in np.flatnonzero(top2[:, 1] - top2[:, 0] <= tol):
+                x = Xv[i]
+                played[i] = ucb_labels(mean[i], np.sqrt(inv @ (x * x)), alpha)[1]
+            if uniform_share > 0.0:
+                rows = np.arange(n)
+                p = np.zeros((n, k))
+                p[rows, played] = 1.0
+                p = with_uniform_share(p, uniform_share)
+                cdf = np.cumsum(p, axis=1)
+                u = self._rng.random(len(Xv))
+                played = np.minimum((cdf <= u[:, None]).sum(axis=1), k - 1)
+                prob = p[rows, played]
+        return [self._decision(x, m, g, a, q) for x, m, g, a, q in zip(
+            Xv, mean, greedy.tolist(), played.tolist(), prob.tolist(), strict=True)]
 
     def learn_one(self, event: Event) -> None:
         x, played, click = self._check_event(event)
@@ -444,6 +508,10 @@ class LinUCBDiag(DiagRidge):
 
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
         return self._decide_ucb(x, explore, self.alpha, self.uniform_share)
+
+    def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
+        """:meth:`decide` for each row of ``X`` (:meth:`_decide_ucb_many`)."""
+        return self._decide_ucb_many(X, explore, self.alpha, self.uniform_share)
 
 
 class SquareCBDiag(DiagRidge):
