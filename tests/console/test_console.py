@@ -153,6 +153,7 @@ def test_evaluate_a_policy_from_the_page(page: Any, service: Service,
     page.locator("#evaluations .evaluation svg.errorbars").nth(1).wait_for()
     assert page.locator("#evaluations .evaluation h3").all_inner_texts() == [
         "policy uniform", "policy model"]
+    assert "[object" not in page.inner_text("#evaluations")
 
 
 def test_rank_model_page_shows_position_bias_and_each_decisions_slots(

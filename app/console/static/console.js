@@ -631,10 +631,11 @@
     const field = (label, input) => h("label", {}, h("span", {}, label), input);
     const policy = h("select", { id: "eval-policy", name: "policy" },
       h("option", { value: "model" }, "model (its current snapshot)"),
+      h("option", { value: "model:greedy" }, "model:greedy (its greedy label)"),
       h("option", { value: "uniform" }, "uniform"),
       h("option", { value: "logging" }, "logging (what was played)"),
       h("option", { value: "fixed" }, "fixed:N (always label N)"),
-      h("option", { value: "other" }, "other (a name, or JSON)"));
+      h("option", { value: "other" }, "other (a name, or a configuration as JSON)"));
     const label = h("input", { id: "eval-label", name: "label", type: "number", min: 0,
                                max: model.n_classes ? model.n_classes - 1 : undefined,
                                value: 0, step: 1 });
@@ -642,9 +643,13 @@
     const other = h("input", { id: "eval-other", name: "other", type: "text", spellcheck: "false",
                                placeholder: "policy the server knows" });
     const otherField = field("policy name or JSON", other);
+    const fraction = h("input", { id: "eval-train-fraction", name: "train_fraction",
+                                  type: "number", min: 0, max: 1, step: "any",
+                                  placeholder: "0.5" });
+    const fractionField = field("train fraction", fraction);
     const showFields = () => {
       labelField.hidden = policy.value !== "fixed";
-      otherField.hidden = policy.value !== "other";
+      otherField.hidden = fractionField.hidden = policy.value !== "other";
     };
     showFields();
     policy.addEventListener("change", showFields);
@@ -655,12 +660,15 @@
     const status = h("p", { class: "muted", role: "status", id: "eval-status" });
     const submit = h("button", { type: "submit" }, "Evaluate");
     const form = h("form", { class: "inline", id: "eval-form", autocomplete: "off" },
-      field("policy", policy), labelField, otherField, field("ρ0", rho0), field("ρ1", rho1),
-      submit, status);
+      field("policy", policy), labelField, otherField, fractionField, field("ρ0", rho0),
+      field("ρ1", rho1), submit, status);
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       const request = { policy: policy.value === "fixed" ? `fixed:${label.value}`
         : policy.value === "other" ? typedPolicy(other.value) : policy.value };
+      if (policy.value === "other" && fraction.value !== "") {
+        request.train_fraction = Number(fraction.value);
+      }
       if (rho0.value !== "" || rho1.value !== "") {
         request.rho0 = rho0.value === "" ? null : Number(rho0.value);
         request.rho1 = rho1.value === "" ? null : Number(rho1.value);
@@ -744,7 +752,7 @@
       h("dl", { class: "facts" }, fact("events (n)", fmt(job.n, 0)),
         fact("effective sample size", fmt(job.ess, 1)), fact("bootstrap", job.bootstrap),
         fact("reward", correction.reward), scalars.map(([k, v]) => fact(k, short(v)))),
-      nested.map(([k, v]) => h("details", {}, h("summary", {}, k),
+      ...nested.map(([k, v]) => h("details", {}, h("summary", {}, k),
         h("pre", {}, JSON.stringify(v, null, 2)))),
     ];
   }
