@@ -9,7 +9,9 @@ events and is evaluated on the rest (:mod:`app.evaluation.training`).
 The worker reads the log's events applied since ``since`` (at most
 :data:`MAX_EVENTS`, the oldest first), as ``noisyloop log export`` shows
 them, and runs the estimators of ``noisyloop evaluate`` on them; the result
-is the JSON ``noisyloop evaluate --json`` writes.  Label logs only.
+is the JSON ``noisyloop evaluate --json`` writes.  A rank model's log is
+evaluated per shown slot, as the command line does (``positions``), for the
+``uniform`` and ``logging`` policies.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from app.evaluation.estimators import evaluate
+from app.evaluation.estimators import LabelLog, evaluate, per_position
 from app.evaluation.policies import fixed_policy, learner_policy, uniform_policy
 from app.evaluation.servicelog import service_log
 from app.evaluation.training import DEFAULT_TRAIN_FRACTION, config_policy
@@ -97,10 +99,10 @@ def _evaluate(entries: list[Any], config: dict[str, Any], learner: Learner | Non
               request: dict[str, Any]) -> dict[str, Any]:
     records = [r for entry in entries for r in entry_records(entry)][:MAX_EVENTS]
     read = service_log(records, config.get("n_classes"), "the decision log")
-    if read.ranked:
-        raise ValueError("a rank model's log is evaluated per slot by noisyloop evaluate "
-                         "--format noisyloop (export it with noisyloop log export)")
     log, policy = read.log, request["policy"]
+    if read.ranked and policy not in ("uniform", "logging"):
+        raise ValueError("a rank log is evaluated per slot for the uniform and logging "
+                         "policies only")
     pi: np.ndarray | None
     split = None
     if isinstance(policy, dict):
@@ -117,8 +119,14 @@ def _evaluate(entries: list[Any], config: dict[str, Any], learner: Learner | Non
         pi = learner_policy(log, learner, greedy=policy == "model:greedy")
     else:
         pi = fixed_policy(log, int(policy.partition(":")[2]))
-    result = evaluate(log, pi, rho0=request.get("rho0"), rho1=request.get("rho1"),
-                      n_boot=request.get("bootstrap", 200), seed=0).to_dict()
+
+    def estimate(part: LabelLog, pi_part: np.ndarray | None) -> dict[str, Any]:
+        return evaluate(part, pi_part, rho0=request.get("rho0"), rho1=request.get("rho1"),
+                        n_boot=request.get("bootstrap", 200), seed=0).to_dict()
+
+    result = estimate(log, pi)
+    if read.positions is not None:
+        result["positions"] = per_position(log, pi, read.positions, estimate)
     result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
                   policy=policy, bootstrap=request.get("bootstrap", 200))
     if split is not None:

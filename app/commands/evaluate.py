@@ -262,19 +262,9 @@ def config_inputs(args: argparse.Namespace, text: str
     return trained.log, trained.pi, trained.split(stream_ids)
 
 
-def subset(log: LabelLog, rows: np.ndarray) -> LabelLog:
-    """The events of ``log`` at ``rows`` (a boolean mask)."""
-    from app.evaluation.estimators import LabelLog
-
-    return LabelLog(X=log.X[rows], actions=log.actions[rows],
-                    propensities=log.propensities[rows], rewards=log.rewards[rows],
-                    n_actions=log.n_actions,
-                    logging=None if log.logging is None else log.logging[rows])
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The result JSON of ``evaluate`` (ValueError on bad input)."""
-    from app.evaluation.estimators import evaluate
+    from app.evaluation.estimators import evaluate, per_position
     from app.replay.output import progress_bar
 
     policy = parse_policy(args.policy)
@@ -322,10 +312,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         result = estimate(log, pi)
         if positions is not None:
-            result["positions"] = [
-                {"position": slot, **estimate(subset(log, positions == slot),
-                                              None if pi is None else pi[positions == slot])}
-                for slot in slots]
+            result["positions"] = per_position(log, pi, positions, estimate)
         if slates is not None and policy in ("uniform", "logging"):
             result["slates"] = slate_result(slates, log.n_actions, policy == "uniform", args)
     result.update(log=str(args.log), format=args.format, policy=args.policy,

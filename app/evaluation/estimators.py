@@ -98,6 +98,13 @@ class LabelLog:
     def n(self) -> int:
         return len(self.actions)
 
+    def rows(self, rows: np.ndarray | slice) -> LabelLog:
+        """The events at ``rows`` (a boolean mask, indices or a slice)."""
+        return LabelLog(X=self.X[rows], actions=self.actions[rows],
+                        propensities=self.propensities[rows], rewards=self.rewards[rows],
+                        n_actions=self.n_actions,
+                        logging=None if self.logging is None else self.logging[rows])
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -255,3 +262,13 @@ def evaluate(log: LabelLog, target: np.ndarray | None, rho0: float | None = None
                       for j in range(3))
     return Evaluation(ips=ips, snips=snips, dr=dr, n=log.n,
                       ess=effective_sample_size(w), correction=correction)
+
+
+def per_position(log: LabelLog, target: np.ndarray | None, positions: np.ndarray,
+                 estimate: Callable[[LabelLog, np.ndarray | None], dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
+    """``{"position": k, **estimate(events at k, target rows at k)}`` for each position of a
+    log of slots (an OBD or rank log), positions in order."""
+    return [{"position": slot, **estimate(log.rows(positions == slot),
+                                          None if target is None else target[positions == slot])}
+            for slot in sorted(set(positions.tolist()))]

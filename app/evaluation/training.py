@@ -114,13 +114,7 @@ def split(log: LabelLog, train_fraction: float) -> tuple[LabelLog, LabelLog]:
     if not 0 < train < log.n:
         raise ValueError(f"{log.n} events cannot be split {train_fraction:g} to train, the "
                          "rest to evaluate")
-    parts = []
-    for rows in (slice(0, train), slice(train, log.n)):
-        parts.append(LabelLog(X=log.X[rows], actions=log.actions[rows],
-                              propensities=log.propensities[rows], rewards=log.rewards[rows],
-                              n_actions=log.n_actions,
-                              logging=None if log.logging is None else log.logging[rows]))
-    return parts[0], parts[1]
+    return log.rows(slice(0, train)), log.rows(slice(train, log.n))
 
 
 def config_policy(config: Any, log: LabelLog, train_fraction: float = DEFAULT_TRAIN_FRACTION,

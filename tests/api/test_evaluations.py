@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import numpy as np
+import pytest
 
 from app.store import Store
 from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, predict_all
@@ -118,3 +119,36 @@ def test_a_configuration_trains_on_the_earlier_events_and_is_evaluated_on_the_la
     r = client.post("/v1/models/m1/evaluations", json={"policy": "uniform",
                                                         "train_fraction": 0.5}, headers=tenant)
     assert r.status_code == 422 and "configuration" in r.json()["error"]["message"], r.text
+
+
+def test_a_rank_models_log_is_evaluated_per_slot(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    new_model(client, tenant, task="rank", algorithm="ridge_pl", n_classes=None,
+              n_features=2, n_action_features=2, slots=2)
+    rng = np.random.default_rng(1)
+    requests = [{"features": rng.standard_normal(2).tolist(),
+                 "actions": [{"id": f"item-{k}", "features": rng.standard_normal(2).tolist()}
+                             for k in range(4)]} for _ in range(400)]
+    r = client.post("/v1/models/m1/rank", json={"requests": requests}, headers=tenant)
+    assert r.status_code == 200, r.text
+    clicked = []
+    for result in r.json()["results"]:  # every shown item is clicked with probability 0.4
+        chosen = [x["id"] for x in result["ranking"] if rng.random() < 0.4]
+        clicked.append([x["id"] in chosen for x in result["ranking"]])
+        assert post_feedback(client, tenant, {"event_id": result["event_id"],
+                                              "clicks": chosen}).status_code == 202
+    assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
+    clicks = np.array(clicked, dtype=float)
+    logging = evaluation(client, tenant, redis_url, {"policy": "logging", "bootstrap": 50})
+    assert logging["status"] == "done" and logging["n"] == 800, logging
+    assert [p["position"] for p in logging["positions"]] == [0, 1]
+    for position in logging["positions"]:
+        assert position["n"] == 400
+        assert position["ips"]["value"] == pytest.approx(clicks[:, position["position"]].mean())
+    uniform = evaluation(client, tenant, redis_url, {"policy": "uniform", "bootstrap": 100})
+    for position in uniform["positions"]:  # whatever is shown pays 0.4
+        assert position["snips"]["ci_low"] <= 0.4 <= position["snips"]["ci_high"], position
+    for policy in ("model", "fixed:1", {"algorithm": "ridge_pl"}):
+        r = client.post("/v1/models/m1/evaluations", json={"policy": policy}, headers=tenant)
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["code"] == "evaluation_unsupported", r.text

@@ -22,6 +22,9 @@ router = APIRouter(prefix="/v1/models", tags=["evaluations"],
                    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
                               422: {"model": ErrorResponse}})
 
+#: Tasks whose decision logs the service evaluates (rank: per shown slot).
+EVALUATED_TASKS = ("label", "rank")
+
 JobIdPath = Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_-]{1,32}$")]
 
 
@@ -30,10 +33,11 @@ async def queue_evaluation(body: EvaluationRequest, view: ModelDep,
                            ctx: Context) -> OrjsonResponse:
     """Queue an off-policy evaluation of ``policy`` on the model's decision log (a worker's
     nrest role runs it); 202 with its job id."""
-    if view.config["task"] != "label":
-        raise ApiError(422, "evaluation_unsupported", "the service evaluates label models' logs; "
-                       "export a rank model's log (noisyloop log export) and run noisyloop "
-                       "evaluate --format noisyloop", "policy")
+    if view.config["task"] not in EVALUATED_TASKS or (
+            view.config["task"] == "rank" and body.policy not in ("uniform", "logging")):
+        raise ApiError(422, "evaluation_unsupported", "the service evaluates label models' logs, "
+                       "and rank models' logs per slot for the uniform and logging policies",
+                       "policy")
     request: dict[str, Any] = body.model_dump(exclude={"since"})
     if isinstance(body.policy, PolicyConfig):
         config = view.config

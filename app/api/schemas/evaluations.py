@@ -36,7 +36,7 @@ Policy = Annotated[
 
 
 class EvaluationRequest(RequestModel):
-    """A policy to evaluate on the model's decision log (label models)."""
+    """A policy to evaluate on the model's decision log (label models; rank models per slot)."""
 
     policy: Policy = Field(
         description="uniform, logging, fixed:N (always label N), model (the model's current "
