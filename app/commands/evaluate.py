@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from app.evaluation.estimators import LabelLog
+    from app.sim.logs import ObdRecord
 
 EPILOG = """\
 policies: uniform (each action, or each item at each position, with probability 1/K),
@@ -127,6 +128,25 @@ def vw_log(path: str) -> LabelLog:
                     n_actions=sizes.pop())
 
 
+def obd_rows(path: str, items: list[int], prefix: str = "") -> tuple[list[ObdRecord], np.ndarray]:
+    """The rows of the OBD log CSV at ``path`` and each row's item as its index in
+    ``items`` (ValueError, its message led by ``prefix``, when there is no row or an item
+    is not among ``items``)."""
+    import numpy as np
+
+    from app.sim.logs import read_obd
+
+    column = {item: k for k, item in enumerate(items)}
+    records = list(read_obd(path))
+    if not records:
+        raise ValueError(f"{prefix}{path}: no rows")
+    unknown = sorted({r.item_id for r in records} - set(column))
+    if unknown:
+        raise ValueError(f"{prefix}{path}: item ids {unknown[:5]} not in the evaluated log's "
+                         "item_context.csv")
+    return records, np.array([column[r.item_id] for r in records])
+
+
 def obd_log(path: str) -> tuple[LabelLog, list[int], np.ndarray]:
     """An OBD log CSV as a label log over its items (``item_context.csv`` beside it), the
     item ids in action order, and each row's position.  Contexts: the user's features and
@@ -134,21 +154,15 @@ def obd_log(path: str) -> tuple[LabelLog, list[int], np.ndarray]:
     import numpy as np
 
     from app.evaluation.estimators import LabelLog
-    from app.sim.logs import FeatureIndex, read_obd, read_obd_items
+    from app.sim.logs import FeatureIndex, read_obd_items
 
     items = sorted(read_obd_items(Path(path).parent / "item_context.csv"))
-    column = {item: k for k, item in enumerate(items)}
-    records = list(read_obd(path))
-    if not records:
-        raise ValueError(f"{path}: no rows")
-    unknown = sorted({r.item_id for r in records} - set(column))
-    if unknown:
-        raise ValueError(f"{path}: item ids {unknown[:5]} not in item_context.csv")
+    records, actions = obd_rows(path, items)
     positions = np.array([r.position for r in records])
     index = FeatureIndex(name for r in records for name in r.context)
     X = np.hstack([index.dense(r.context for r in records),
                    np.eye(int(positions.max()) + 1)[positions]])
-    log = LabelLog(X=X, actions=np.array([column[r.item_id] for r in records]),
+    log = LabelLog(X=X, actions=actions,
                    propensities=np.array([r.propensity for r in records]),
                    rewards=np.array([r.click for r in records]), n_actions=len(items))
     return log, items, positions
@@ -159,18 +173,10 @@ def empirical_target(path: str, items: list[int], positions: np.ndarray) -> np.n
     import numpy as np
 
     from app.evaluation.policies import position_frequencies
-    from app.sim.logs import read_obd
 
-    column = {item: k for k, item in enumerate(items)}
-    records = list(read_obd(path))
-    if not records:
-        raise ValueError(f"--policy: {path} has no rows")
-    unknown = sorted({r.item_id for r in records} - set(column))
-    if unknown:
-        raise ValueError(f"--policy: item ids {unknown[:5]} of {path} are not in this log's "
-                         "item_context.csv")
-    frequencies = position_frequencies(np.array([column[r.item_id] for r in records]),
-                                       np.array([r.position for r in records]), len(items))
+    records, actions = obd_rows(path, items, "--policy: ")
+    frequencies = position_frequencies(actions, np.array([r.position for r in records]),
+                                       len(items))
     if positions.max() >= len(frequencies):
         raise ValueError(f"--policy: {path} has no events at position {positions.max()}")
     return np.asarray(frequencies[positions])

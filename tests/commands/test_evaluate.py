@@ -126,3 +126,17 @@ def test_help_says_what_is_not_available_yet(capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit):
         main(["evaluate", "--help"])
     assert "model:SNAPSHOT_FILE" in capsys.readouterr().out
+
+
+def test_obd_items_missing_from_item_context_are_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = write_obd(tmp_path, 20)
+    other = tmp_path / "other.csv"
+    text = log.read_text("utf-8").splitlines()
+    other.write_text("\n".join([text[0], text[1].replace(",10,", ",99,").replace(",11,", ",99,")
+                                .replace(",12,", ",99,")]) + "\n", "utf-8")
+    for args, message in ((["--log", str(other), "--policy", "uniform"], "item ids [99]"),
+                          (["--log", str(log), "--policy", f"empirical:{other}"],
+                           f"--policy: {other}: item ids [99]")):
+        assert main(["evaluate", "--no-progress", "--format", "obd", *args]) == 2
+        assert message in capsys.readouterr().err, args
