@@ -34,7 +34,7 @@ terms, a normal interval.
 Usage::
 
     nice .venv/bin/python bench/results_evaluation.py            # about 10 CPU minutes
-    nice .venv/bin/python bench/results_evaluation.py --seeds 3 --events 5000  # smoke
+    nice .venv/bin/python bench/results_evaluation.py --quick    # smoke, seconds
     .venv/bin/python bench/results_evaluation.py --render-only
 
 Writes ``bench/results/evaluation.json`` and prints Markdown tables.
@@ -252,15 +252,22 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=40)
     parser.add_argument("--events", type=int, default=50_000)
     parser.add_argument("--n-boot", type=int, default=500)
-    parser.add_argument("--json", type=Path, default=ROOT / "bench/results/evaluation.json")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 3 seeds of 5,000 events, 100 resamples, no JSON "
+                             "unless --json is given")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="default bench/results/evaluation.json")
     parser.add_argument("--render-only", action="store_true")
     args = parser.parse_args()
+    path = args.json or (None if args.quick else ROOT / "bench/results/evaluation.json")
     if args.render_only:
-        report = json.loads(args.json.read_text())
+        report = json.loads((path or ROOT / "bench/results/evaluation.json").read_text())
     else:
-        report = run(args.seeds, args.events, args.n_boot)
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1) + "\n")
+        report = (run(3, 5_000, 100) if args.quick
+                  else run(args.seeds, args.events, args.n_boot))
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(report, indent=1) + "\n")
     print(summary_table(report["cells"]))
     print()
     print(full_table(report["cells"]))
