@@ -8,7 +8,7 @@ After the champion's batch is published (:func:`follow`, called by
    into importance weights against the logged plays
    (:func:`app.evaluation.running.match_weights`);
 2. learns the batch: its own decision fields with the logged play
-   (:data:`~app.evaluation.running.PLAY_FIELDS`) and feedback;
+   (:data:`~app.learners.offpolicy.PLAY_FIELDS`) and feedback;
 
 a challenger of a model that ranks candidates (``ranks_candidates``) is
 scored on slot 0 only: it draws a first item among the candidates the
@@ -44,7 +44,6 @@ import numpy as np
 import orjson
 
 from app.evaluation.running import (
-    PLAY_FIELDS,
     RunningValue,
     logged_click,
     logged_propensity,
@@ -52,6 +51,7 @@ from app.evaluation.running import (
 )
 from app.learners.base import Batch, CandidateRanker, Learner, stack_events
 from app.learners.build import apply_noise_rates, build_learner
+from app.learners.offpolicy import PLAY_FIELDS, learn_finite, with_logged_play
 from app.learners.proxy import unbiased_click
 from app.store.challengers import ChallengerSave, StoredChallenger, challenger_config
 from app.store.keys import ModelKeys
@@ -207,14 +207,11 @@ def score_and_learn(learner: Learner, applied: Batch, rates: tuple[float, float]
         own = stack_events([d.context for d in decisions])
         weights = (None if propensity is None or "played" not in applied
                    else match_weights(own["played"], applied["played"], propensity))
-        batch = {**own, **{k: applied[k] for k in (*PLAY_FIELDS, *learner.feedback_fields)
-                           if k in applied}}
+        batch = with_logged_play(own, {k: applied[k] for k in (*PLAY_FIELDS,
+                                                               *learner.feedback_fields)
+                                       if k in applied})
     apply_noise_rates(learner, *rates)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        learner.learn_many(batch)
-    for name, arr in learner.get_state().items():
-        if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-            raise FloatingPointError(f"the update made {name} non-finite")
+    learn_finite(learner, batch)
     return weights
 
 

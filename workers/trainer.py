@@ -49,6 +49,7 @@ import numpy as np
 
 from app.learners.base import Batch, Event, Learner, batch_size, iter_events, stack_events
 from app.learners.build import apply_noise_rates, build_learner
+from app.learners.offpolicy import learn_finite
 from app.learners.proxy import calibrated_probability
 from app.store.codec import CodecError
 from app.store.decisionlog import LoggedBatch, LogRetention
@@ -293,7 +294,7 @@ async def _learn(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner, decod
     apply_noise_rates(learner, *rates)
     try:
         batch = decoded.batch()
-        await asyncio.wait_for(asyncio.to_thread(_learn_checked, learner, batch),
+        await asyncio.wait_for(asyncio.to_thread(learn_finite, learner, batch),
                                ctx.config.handler_timeout)
         return cached, _Outcome(batch, list(range(len(decoded.positions))), [])
     except TimeoutError:
@@ -314,17 +315,6 @@ async def _learn(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner, decod
     return fresh, outcome
 
 
-def _learn_checked(learner: Learner, batch: Batch) -> None:
-    """``learn_many``, refusing a result with non-finite state (an overflow, a NaN-padded
-    field): no accepted event may make a weight non-finite; the caller then isolates and
-    dead-letters the events that do."""
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        learner.learn_many(batch)
-    for name, arr in learner.get_state().items():
-        if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-            raise FloatingPointError(f"the update would make {name} non-finite (overflow)")
-
-
 def _learn_isolated(learner: Learner, events: list[Event]) -> tuple[Learner, _Outcome]:
     """Learn events one at a time on copies; events that raise are rejected with the reason."""
     rows: list[int] = []
@@ -332,7 +322,7 @@ def _learn_isolated(learner: Learner, events: list[Event]) -> tuple[Learner, _Ou
     for row, event in enumerate(events):
         trial = copy.deepcopy(learner)
         try:
-            _learn_checked(trial, stack_events([event]))
+            learn_finite(trial, stack_events([event]))
         except Exception as exc:
             rejected.append((row, f"learner refused the event: {exc!r}"))
             continue

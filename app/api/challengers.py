@@ -35,9 +35,10 @@ from app.api.schemas.challengers import (
 )
 from app.api.schemas.models import ModelCreateRequest
 from app.api.versions import keep_explicit
-from app.evaluation.running import PLAY_FIELDS, Interval, RunningValue
+from app.evaluation.running import Interval, RunningValue
 from app.learners.base import CandidateRanker, Learner
 from app.learners.build import build_learner, takes_clicks
+from app.learners.offpolicy import PLAY_FIELDS
 from app.learners.registry import learner_class
 from app.store.challengers import (
     MAX_CHALLENGERS,

@@ -126,11 +126,6 @@ class RunningValue:
         return _interval(value - float(mean_r), squares, n, level)
 
 
-#: Fields of a logged decision that describe the play itself (the action taken and its
-#: probability) rather than the deciding learner's view of it.
-PLAY_FIELDS = ("played", "prob", "log_prob")
-
-
 def logged_propensity(batch: Any) -> np.ndarray | None:
     """The logged probability of each play: ``prob``, else ``exp(log_prob)``, else a slate's
     first placement (``probabilities`` per slot, slot 0); None when the log has none."""

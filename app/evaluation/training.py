@@ -23,9 +23,9 @@ import numpy as np
 
 from app.evaluation.estimators import LabelLog
 from app.evaluation.policies import learner_policy
-from app.evaluation.running import PLAY_FIELDS
 from app.learners.base import Learner, ParamError, stack_events
 from app.learners.build import apply_noise_rates, takes_clicks
+from app.learners.offpolicy import learn_finite, with_logged_play
 from app.learners.registry import build, check_param_types, learner_class
 
 #: Events per learning step (the trainer's default batch).
@@ -99,10 +99,9 @@ def learn_logged(learner: Learner, log: LabelLog) -> None:
     for start in range(0, log.n, BATCH):
         rows = slice(start, start + BATCH)
         own = stack_events([d.context for d in learner.decide_many(log.X[rows])])
-        logged = {"played": log.actions[rows], "prob": log.propensities[rows],
-                  "click": log.rewards[rows]}
-        learner.learn_many({**{k: v for k, v in own.items() if k not in PLAY_FIELDS},
-                            **logged})
+        learn_finite(learner, with_logged_play(own, {
+            "played": log.actions[rows], "prob": log.propensities[rows],
+            "click": log.rewards[rows]}))
 
 
 def split(log: LabelLog, train_fraction: float) -> tuple[LabelLog, LabelLog]:
@@ -127,9 +126,8 @@ def config_policy(config: Any, log: LabelLog, train_fraction: float = DEFAULT_TR
     train, test = split(log, train_fraction)
     if rates is not None:
         apply_noise_rates(learner, *rates)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+    try:
         learn_logged(learner, train)
-    for name, arr in learner.get_state().items():
-        if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-            raise ValueError(f"learning the log made the configuration's {name} non-finite")
+    except FloatingPointError as exc:
+        raise ValueError(f"learning the log: {exc}") from None
     return ConfigPolicy(learner_policy(test, learner), train.n, test)
