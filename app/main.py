@@ -122,6 +122,7 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
         fast_path_options={"templates": {"predict": predict.PREDICT_PATH,
                                          "rank": rank.RANK_PATH}, "metrics": metrics,
                            "max_body_bytes": settings.max_body_bytes,
+                           "max_json_depth": settings.max_json_depth,
                            "retry_after_seconds": settings.retry_after_seconds})
     install_error_handlers(app, settings.retry_after_seconds, authenticate=check_credentials)
     install_docs(app)

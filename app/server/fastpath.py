@@ -101,16 +101,17 @@ class DecisionFastPath:
     the app's layers.
 
     ``templates`` are the routes' path templates by the path's last part
-    (the metrics label); ``max_body_bytes`` the app's body limit (a larger
-    body goes on to the app, which refuses it).
+    (the metrics label); ``max_body_bytes`` and ``max_json_depth`` the app's
+    body limits (a larger or deeper body goes on to the app, which refuses it).
     """
 
     def __init__(self, app: ASGIApp, *, templates: dict[str, str], metrics: Metrics,
-                 max_body_bytes: int, retry_after_seconds: int) -> None:
+                 max_body_bytes: int, max_json_depth: int, retry_after_seconds: int) -> None:
         self.app = app
         self.templates = templates
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
+        self.max_json_depth = max_json_depth
         self.retry_after_seconds = retry_after_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -191,7 +192,7 @@ class DecisionFastPath:
         ctx = scope["app"].state.ctx
         doc: dict[str, Any] | None
         if kind == "rank":
-            plain = plain_rank_body(body)
+            plain = plain_rank_body(body, self.max_json_depth)
             if plain is None:
                 return None
             doc = await ranking.rank_cached(ctx, token, model_id, plain)

@@ -7,7 +7,8 @@ bounds exactly as the request schema (:mod:`app.api.schemas.rank`) takes
 them: numbers are JSON integers and floats (not booleans), ids strings of 1
 to 256 characters, 1 to 1,000 candidates per request, slots a JSON integer
 of at least 1, no other field; and, to be one array each, all contexts as
-long and all candidates as long.  Anything else (sparse or named features,
+long and all candidates as long; nested no deeper than the app allows
+(4 levels, 6 for a batch).  Anything else (sparse or named features,
 ``baseline``, a ``null``, ``"slots": 2.0``) is None: the regular route
 parses, validates and answers it, errors included.  The types are checked
 over all the objects, ids and numbers of a batch at once (sets of types,
@@ -40,16 +41,18 @@ _FIELDS = frozenset(("features", "actions", *_OPTIONS))
 #: holds them): only a saving, so only the start is searched (a whole batch costs 1 ms).
 _NOT_PLAIN = (b'"indices"', b'"named"', b'"baseline"')
 _PEEK = 2048
+#: Nesting of a plain body: ``{"actions": [{"features": [`` (a batch: two levels more).
+_DEPTH = 4
 
 
-def plain_rank_body(body: bytes) -> PlainRanks | None:
-    """The requests of a plain body, else None.
+def plain_rank_body(body: bytes, max_depth: int) -> PlainRanks | None:
+    """The requests of a plain body nested at most ``max_depth`` levels, else None.
 
     >>> plain = plain_rank_body(b'{"features": [1], "actions": [{"id": "a", '
-    ...                         b'"features": [2.5, 0]}], "explore": false}')
+    ...                         b'"features": [2.5, 0]}], "explore": false}', 32)
     >>> plain.X.tolist(), plain.A.tolist(), plain.requests[0].ids, plain.batch
     ([[1.0]], [[2.5, 0.0]], ['a'], False)
-    >>> [plain_rank_body(b) for b in (
+    >>> [plain_rank_body(b, 32) for b in (
     ...     b'{"features": [1], "actions": [{"id": "a", "features": [true]}]}',
     ...     b'{"features": [1], "actions": [{"id": "", "features": [1]}]}',
     ...     b'{"features": [1], "actions": [{"id": "a", "features": [1]}], "slots": 1.0}',
@@ -67,8 +70,8 @@ def plain_rank_body(body: bytes) -> PlainRanks | None:
         return None
     batch = "requests" in doc
     requests = doc["requests"] if batch else [doc]
-    if batch and (len(doc) != 1 or type(requests) is not list
-                  or not 1 <= len(requests) <= MAX_BATCH):
+    if max_depth < _DEPTH + 2 * batch or (batch and (
+            len(doc) != 1 or type(requests) is not list or not 1 <= len(requests) <= MAX_BATCH)):
         return None
     checked = [_options(r) for r in requests]
     options = [o for o in checked if o is not None]

@@ -235,7 +235,7 @@ def test_other_bodies_get_the_regular_answer(idle_client: TestClient, redis_url:
     b'{"features": [123456789012345678901], "actions": [{"id": "a", "features": [1]}]}',
 ])
 def test_plain_rank_body_accepts_exactly_the_plain_shape(body: bytes) -> None:
-    plain = plain_rank_body(body)
+    plain = plain_rank_body(body, 32)
     assert plain is not None and len(plain.requests) == 1
     doc = orjson.loads(body)
     one = doc["requests"][0] if "requests" in doc else doc
@@ -259,7 +259,7 @@ def test_plain_rank_body_accepts_exactly_the_plain_shape(body: bytes) -> None:
     b'{"features": [1], "actions": [{"id": "a", "features": [1]}]} x', b'', b'"features"',
 ])
 def test_plain_rank_body_refuses_anything_else(body: bytes) -> None:
-    assert plain_rank_body(body) is None
+    assert plain_rank_body(body, 32) is None
 
 
 def test_fast_path_reads_a_body_of_several_parts(idle_client: TestClient,
@@ -272,3 +272,15 @@ def test_fast_path_reads_a_body_of_several_parts(idle_client: TestClient,
     odd = [body[:100], body[100:-1] + b', "x": 1}']
     sent, inner = _call_fast_path(idle_client, odd, tenant, RANK)
     assert inner == [b"".join(odd)] and sent[0]["status"] == 299
+
+
+def test_a_batch_deeper_than_the_limit_gets_the_apps_answer(redis_url: str) -> None:
+    """A batch nests 6 levels: under a limit of 5 the app refuses it, warm caches or not."""
+    with make_client(redis_url, trainer=False, max_json_depth=5) as client:
+        auth = new_tenant(client)
+        new_ranker(client, auth)
+        assert [ranked_by(client, auth)[1] for _ in range(2)] == ["regular", "one_round_trip"]
+        r, path = ranked_by(client, auth, {"requests": [ONE]})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "json_too_deep"
+        assert path is None
+        assert plain_rank_body(orjson.dumps({"requests": [ONE]}), 6) is not None
