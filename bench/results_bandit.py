@@ -207,7 +207,7 @@ def figures(data: dict[str, Any], img: Path) -> None:
     gammas = ", ".join(f"{d} {data['gamma'][d]}" for d in DATASETS)
     save_panels(curves, img / "bandit_curves.png", columns=len(DATASETS),
                 title=f"Banditron vs RCNBF vs RCINE, mean of {repeats} runs ±1 sd "
-                      f"(γ: {gammas})")
+                      f"(γ: {gammas})", panel_size=(4.0, 2.6))
     dilute = []
     for dataset in DATASETS:
         runs = []
