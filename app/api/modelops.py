@@ -40,7 +40,7 @@ from app.learners.registry import (
     learner_class,
 )
 from app.store.keys import ModelKeys
-from app.store.models import ModelRecord
+from app.store.models import ConfigBusy, ModelRecord
 from app.store.noise import NoiseRecord
 from app.store.util import parse_stream_id
 from app.store.versions import VersionPolicy
@@ -232,13 +232,22 @@ async def set_mode(ctx: ApiContext, tenant: str, config: dict[str, Any],
                    mode: str) -> ModelResponse:
     """Serve in ``mode`` from now on (422 naming ``mode`` when the model cannot).  Decisions
     made before keep the mode they were made in: an apprentice decision's feedback still
-    teaches about the baseline it served."""
-    check_mode(mode, task_spec(config["task"]),
-               learner_class(config["task"], config["algorithm"]))
-    if config.get("mode", "online") != mode:
-        if not await ctx.store.models.set_config(tenant, {**config, "mode": mode}):
-            raise unknown_model(config["model_id"])
-        ctx.cache.forget(tenant, config["model_id"])
+    teaches about the baseline it served.  The mode is set on the config stored at the
+    moment of writing (a promotion or rollback meanwhile keeps its algorithm and params)."""
+
+    def with_mode(current: dict[str, Any]) -> dict[str, Any] | None:
+        check_mode(mode, task_spec(current["task"]),
+                   learner_class(current["task"], current["algorithm"]))
+        return None if current.get("mode", "online") == mode else {**current, "mode": mode}
+
+    try:
+        stored = await ctx.store.models.update_config(tenant, config["model_id"], with_mode)
+    except ConfigBusy:
+        raise ApiError(503, "store_busy", "the model's config kept changing; retry",
+                       headers={"Retry-After": "1"}) from None
+    if stored is None:
+        raise unknown_model(config["model_id"])
+    ctx.cache.forget(tenant, config["model_id"])
     return await describe_model(ctx, tenant, config["model_id"])
 
 

@@ -10,6 +10,7 @@ with its consumer group (one Lua step).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,12 @@ APPRENTICE_COUNTERS = ("apprentice_decisions", "apprentice_agreed", "apprentice_
                        "apprentice_agreed_reward_sum")
 #: Pending contexts deleted per round trip when a model is removed.
 _DELETE_CHUNK = 1000
+#: Reads and compared writes :meth:`ModelStore.update_config` tries before giving up.
+CONFIG_ATTEMPTS = 5
+
+
+class ConfigBusy(Exception):
+    """A model's config changed under every attempt to update it."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,28 @@ class ModelStore:
         """Replace the stored config of an existing model (e.g. its params); False if gone."""
         mk = ModelKeys(tenant, config["model_id"])
         return bool(await self._set_config(keys=[mk.meta], args=[orjson.dumps(config)]))
+
+    async def update_config(self, tenant: str, model_id: str,
+                            change: Callable[[dict[str, Any]], dict[str, Any] | None],
+                            ) -> dict[str, Any] | None:
+        """Store ``change(the config stored now)`` (None from ``change``: keep it), compared
+        and set: when another write (a promotion, a rollback) lands between the read and the
+        write, ``change`` is applied again to what it wrote, which is never undone.  Returns
+        the config now stored, None when the model is gone; raises :class:`ConfigBusy` when
+        the config kept changing."""
+        mk = ModelKeys(tenant, model_id)
+        for _ in range(CONFIG_ATTEMPTS):
+            raw: Any = await self.redis.hget(mk.meta, "config")
+            if raw is None:
+                return None
+            current: dict[str, Any] = orjson.loads(raw)
+            new = change(current)
+            if new is None:
+                return current
+            reply = int(await self._set_config(keys=[mk.meta], args=[orjson.dumps(new), raw]))
+            if reply >= 0:
+                return new if reply else None
+        raise ConfigBusy(model_id)
 
     async def view_with_key(self, token: str, model_id: str
                             ) -> tuple[KeyRecord | None, ModelView | None]:

@@ -6,7 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import orjson
+import pytest
+import redis
 
+from app.api import modelops
+from app.api.apprentice import check_mode
+from app.learners.build import build_learner
+from app.learners.registry import default_params, learner_class
+from app.store import codec
+from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, new_model, post_feedback
 from tests.api.test_rank import candidates, new_ranker, rank_one
 
@@ -140,3 +149,34 @@ def test_bad_apprentice_input_names_the_field(client: TestClient,
             r.text
     assert client.put("/v1/models/nope/mode", json={"mode": "online"},
                       headers=tenant).status_code == 404
+
+
+def test_a_mode_switch_never_undoes_a_promotion_written_meanwhile(
+        client: TestClient, tenant: dict[str, str], redis_url: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """PUT .../mode read the config, then a promotion wrote another algorithm and its state
+    before the mode was written: the mode lands on the promoted config (a blind write put
+    the old algorithm back over the promoted state)."""
+    new_model(client, tenant, algorithm="linucb_diag", n_features=K, n_classes=K)
+    mk = ModelKeys("acme", "m1")
+    checks = 0
+
+    def promote_meanwhile(*args: Any) -> None:
+        nonlocal checks
+        checks += 1
+        if checks == 1:  # as challenger_promote.lua does: config and state in one step
+            with redis.Redis.from_url(redis_url) as r:
+                config = {**orjson.loads(r.hget(mk.meta, "config")),
+                          "algorithm": "squarecb_diag",
+                          "params": default_params(learner_class("label", "squarecb_diag"))}
+                r.hset(mk.meta, "config", orjson.dumps(config))
+                r.hset(mk.snapshot, mapping={
+                    "state": codec.encode(build_learner(config).get_state()),
+                    "version": int(r.hget(mk.snapshot, "version")) + 1})
+        check_mode(*args)
+
+    monkeypatch.setattr(modelops, "check_mode", promote_meanwhile)
+    r = client.put("/v1/models/m1/mode", json={"mode": "apprentice"}, headers=tenant)
+    assert r.status_code == 200, r.text
+    assert (r.json()["algorithm"], r.json()["mode"]) == ("squarecb_diag", "apprentice")
+    assert client.get("/v1/models/m1", headers=tenant).json()["algorithm"] == "squarecb_diag"
