@@ -115,9 +115,8 @@ class VersionStore:
             raise RollbackRefused(0)
         now, then = orjson.loads(current), orjson.loads(kept)
         restored = {**now, **{name: then.get(name) for name in RESTORED_CONFIG_FIELDS}}
-        args: list[bytes | str | int | float] = [str(version), utc_now(), "", ""]
-        if restored != now:
-            args[2:] = [current, orjson.dumps(restored)]
+        args: list[bytes | str | int | float] = [
+            str(version), utc_now(), current, orjson.dumps(restored) if restored != now else ""]
         reply: Any = await run_script(self._rollback,
                                       [mk.snapshot, mk.meta, mk.version_states], args)
         result = int(reply)

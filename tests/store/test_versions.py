@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 import pytest
 
-from app.store import ModelKeys, Store
+from app.store import ModelKeys, Store, versions
 from app.store.codec import decode
 from app.store.versions import RollbackRefused, VersionPolicy
 
@@ -67,3 +68,27 @@ async def test_rollback_restores_state_algorithm_and_params(store: Store) -> Non
     with pytest.raises(RollbackRefused) as refused:
         await store.versions.rollback(MK, 3)
     assert refused.value.code == 0
+
+
+async def test_rollback_is_refused_when_a_promotion_lands_after_its_read(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rollback read the config (the kept version's algorithm: nothing to restore), then
+    a promotion set another algorithm and its state: publishing the kept state under the
+    promoted config would pair a state with another algorithm's config."""
+    policy = VersionPolicy(kept=5, interval_seconds=0.0)
+    assert await store.versions.keep(MK, policy) == 1
+    promoted = {**CONFIG, "algorithm": "other", "params": {"a": 1}}
+    run = versions.run_script
+
+    async def promote_first(*args: Any) -> Any:
+        await store.models.set_config("t", promoted)
+        await store.snapshots.publish(MK, {"V": np.ones(4)})
+        return await run(*args)
+
+    monkeypatch.setattr(versions, "run_script", promote_first)
+    with pytest.raises(RollbackRefused) as refused:
+        await store.versions.rollback(MK, 1)
+    assert refused.value.code == -1
+    snap = await store.snapshots.load(MK)
+    assert snap is not None and snap.version == 2 and "V" in snap.state
+    assert await store.models.config("t", "m") == promoted

@@ -1,10 +1,11 @@
 -- Publish a kept version's state as a new version (version + 1; the applied
 -- stream id and the counters stay, so events queued since still apply, once),
--- copied inside Redis, and optionally replace the model's config with the one
--- the version was kept under.
+-- copied inside Redis, with the config the version was kept under, only while
+-- the model's config is still the one read (a promotion or another rollback
+-- meanwhile set another algorithm, whose config would stay over this state).
 -- KEYS: 1 snapshot, 2 model (config), 3 kept states (hash)
--- ARGV: 1 version to restore, 2 updated_at, 3 config as read ('' = keep the
---       config), 4 config to set
+-- ARGV: 1 version to restore, 2 updated_at, 3 config as read, 4 config to set
+--       ('' = keep the config)
 -- Returns the new version, 0 when the version is not kept, -1 when the config
 -- changed since it was read, -3 when the model is gone.
 local cur = redis.call('HGET', KEYS[1], 'version')
@@ -15,10 +16,10 @@ local state = redis.call('HGET', KEYS[3], 's:' .. ARGV[1])
 if not state then
   return 0
 end
-if ARGV[3] ~= '' then
-  if redis.call('HGET', KEYS[2], 'config') ~= ARGV[3] then
-    return -1
-  end
+if redis.call('HGET', KEYS[2], 'config') ~= ARGV[3] then
+  return -1
+end
+if ARGV[4] ~= '' then
   redis.call('HSET', KEYS[2], 'config', ARGV[4])
 end
 local v = tonumber(cur) + 1
