@@ -58,7 +58,8 @@ def register(subparsers: Any) -> None:
         description=__doc__.split("\n\n")[0] if __doc__ else None)
     common = parser.add_argument_group("common options")
     common.add_argument("--dataset", required=True,
-                        help="data set name (synsep, digits, ...) or CSV path")
+                        help="data set name (synsep, digits, ...) or CSV path; rank: "
+                             "sim, vw:PATH or obd:PATH (a log, replayed)")
     common.add_argument("--algorithm", default=None,
                         help="learner, e.g. rcnbf, rcine, banditron, mc_dbf, ors, uma")
     common.add_argument("--task", choices=REPLAY_TASKS, default=None,
@@ -184,7 +185,9 @@ def handle(args: argparse.Namespace) -> int:
         _validate(args)
         task = infer_task(args)
         module = runner_module(task)
-        rounds = args.rounds or getattr(module, "DEFAULT_ROUNDS", None)
+        default = getattr(module, "default_rounds", None)
+        rounds = args.rounds or (default(args) if default is not None
+                                 else getattr(module, "DEFAULT_ROUNDS", None))
         total = rounds * args.repeats if rounds else None
         desc = f"{args.algorithm or task} on {args.dataset}"
         with progress_bar(total, desc, enabled=False if args.no_progress else None) as advance:

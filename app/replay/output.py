@@ -162,7 +162,8 @@ def write_json(summary: Summary, path: str | Path) -> None:
 
 
 METRIC_LABELS = {"error_rate": "online error rate (greedy vs true label)",
-                 "mse": "running mean squared error"}
+                 "mse": "running mean squared error",
+                 "kept_reward": "mean reward of the kept events (log replay)"}
 #: How a run's noise shows in a plot's title: its ``extra`` field, the text.
 NOISE_LABELS = {"noisy_label_rate": "label noise rate {:.3g}", "input_noise": "input noise sd {:g}",
                 "noise_variance_max": "label noise variance <= {:g}"}

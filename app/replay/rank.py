@@ -1,13 +1,14 @@
 """Replay runner of the ``rank`` task: a learner over the simulated recommender stream.
 
-``--dataset sim`` is :class:`app.sim.rank.RankSimulator` (the only source so
-far): each round the learner ranks the request's candidates, the simulator
-clicks the shown slots under position bias and click noise, and the learner
-learns the clicks (in batches of ``--learn-batch`` rounds decided with the
-same model, as a trainer applies delayed feedback).  The metric is the share
-of the gap between a random ranking and the oracle that the *played* rankings
-close (:func:`app.sim.rank.gap_closed`, values weighted by the true position
-bias); the curve gives it over the last :data:`WINDOW` rounds at each point,
+``--dataset sim`` is :class:`app.sim.rank.RankSimulator`; ``vw:PATH`` and
+``obd:PATH`` replay a log instead (:mod:`app.replay.ranklog`).  Each round the
+learner ranks the request's candidates, the simulator clicks the shown slots
+under position bias and click noise, and the learner learns the clicks (in
+batches of ``--learn-batch`` rounds decided with the same model, as a trainer
+applies delayed feedback).  The metric is the share of the gap between a random
+ranking and the oracle that the *played* rankings close
+(:func:`app.sim.rank.gap_closed`, values weighted by the true position bias);
+the curve gives it over the last :data:`WINDOW` rounds at each point,
 ``final`` over the last ``min(5000, rounds / 6)`` rounds.  ``extra`` holds the
 greedy ranking's share, the position bias the learner uses (and its source)
 against the truth, and the correlation between the scores of items that came
@@ -66,7 +67,8 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
 def simulator(args: argparse.Namespace, seed: int) -> RankSimulator:
     """The simulator of ``args`` (ParamError naming the option on a bad setting)."""
     if args.dataset not in DATASETS:
-        raise ParamError("--dataset", f"the rank task replays {DATASETS}, not {args.dataset!r}")
+        raise ParamError("--dataset", f"the rank task replays {DATASETS}, vw:PATH or "
+                         f"obd:PATH, not {args.dataset!r}")
     if len(args.click_noise) != 2:
         raise ParamError("--click-noise", "give two rates, RHO0,RHO1")
     if len(args.position_bias) != args.slots:
@@ -83,8 +85,20 @@ def simulator(args: argparse.Namespace, seed: int) -> RankSimulator:
         raise ParamError("--dataset", f"simulator setting: {exc}") from None
 
 
+def default_rounds(args: argparse.Namespace) -> int | None:
+    """Rounds a run takes without ``--rounds``: a log's length is unknown until it is read."""
+    from app.replay.ranklog import is_log
+
+    return None if is_log(args.dataset) else DEFAULT_ROUNDS
+
+
 def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) -> ReplayResult:
-    """Replay the simulator through ``args.algorithm`` (default: the task's first)."""
+    """Replay the simulator (or the log of ``vw:PATH`` / ``obd:PATH``) through
+    ``args.algorithm`` (default: the task's first)."""
+    from app.replay import ranklog
+
+    if ranklog.is_log(args.dataset):
+        return ranklog.run(args, seed, progress)
     algorithm = getattr(args, "algorithm", None) or algorithms(TASK)[0]
     rounds = getattr(args, "rounds", None) or DEFAULT_ROUNDS
     sim = simulator(args, seed)
