@@ -97,6 +97,8 @@ async def read_page(log: DecisionLogStore, mk: ModelKeys, *, since_ms: int | Non
         inside = (until_ms is None or position <= (until_ms, MAX_SEQ)) if newest_first \
             else (since_ms is None or position >= (since_ms, 0))
         if inside:  # else the time bound comes later in the reading order: it wins
+            if newest_first and not k and position == (0, 0):
+                return LogPage(b"", None)  # nothing is older (Redis refuses the bound "(0-0")
             bound, skip_in = (entry_id, (entry_id, int(k))) if k else (f"({entry_id}", None)
             low, high = (low, bound) if newest_first else (bound, high)
     lines: list[bytes] = []

@@ -180,3 +180,13 @@ def test_another_tenants_model_is_404_and_bad_parameters_are_422_naming_the_fiel
         r = client.get("/v1/models/m1/log", params=params, headers=tenant)
         assert r.status_code == 422, (params, r.text)
         assert r.json()["error"]["field"] == field, r.json()
+
+
+def test_newest_first_after_the_oldest_possible_position_is_an_empty_last_page(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant)
+    play_label(client, tenant, 3)
+    sync(client, tenant)
+    assert get_log(client, tenant, order="desc", after="0-0") == ([], None)
+    assert len(get_log(client, tenant, order="desc", after="0-0:0")[0]) == 0
+    assert len(get_log(client, tenant, after="0-0")[0]) == 3
