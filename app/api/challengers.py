@@ -13,7 +13,9 @@ compared with the logged slot 0).
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+import time
 from typing import Any, cast
 
 import numpy as np
@@ -52,6 +54,9 @@ from app.store.util import utc_now
 
 #: Confidence level of the intervals shown.
 LEVEL = 0.95
+#: Longest a promotion waits for the challenger to save the batch the trainer just published.
+CATCH_UP_SECONDS = 2.0
+CATCH_UP_POLL_SECONDS = 0.02
 #: Fields of a model config a challenger's validation carries over from the model.
 _CARRIED = ("model_id", "task", "n_features", "n_classes", "feedback", "seed", "label_budget",
             "max_feature_norm")
@@ -177,8 +182,7 @@ async def promote(ctx: ApiContext, mk: ModelKeys, body: PromoteRequest) -> Promo
         "name": body.previous_as, "algorithm": config["algorithm"], "params": config["params"],
         "uid": secrets.token_hex(8), "created_at": utc_now()}
     try:
-        version = await ctx.store.challengers.promote(mk, target, raw_config, new_config,
-                                                      previous)
+        version = await _promote_caught_up(ctx, mk, target, raw_config, new_config, previous)
     except PromoteRefused as exc:
         if exc.reason == "name_taken":
             raise ApiError(409, "challenger_exists", f"challenger {body.previous_as!r} exists: "
@@ -197,3 +201,21 @@ async def promote(ctx: ApiContext, mk: ModelKeys, body: PromoteRequest) -> Promo
         "previous_as": body.previous_as})
     return PromoteResponse(version=version, algorithm=new_config["algorithm"],
                            params=new_config["params"], previous_as=body.previous_as)
+
+
+async def _promote_caught_up(ctx: ApiContext, mk: ModelKeys, target: StoredChallenger,
+                             raw_config: bytes, config: dict[str, Any],
+                             previous: dict[str, Any] | None) -> int:
+    """Promote once ``target`` saved the model's last published batch (the trainer publishes
+    a batch, then saves what the challengers learned of it): up to
+    :data:`CATCH_UP_SECONDS`, then as it is (a challenger that missed a batch lacks it)."""
+    deadline = time.monotonic() + CATCH_UP_SECONDS
+    while True:
+        waiting = time.monotonic() < deadline
+        try:
+            return await ctx.store.challengers.promote(mk, target, raw_config, config, previous,
+                                                       caught_up=waiting)
+        except PromoteRefused as exc:
+            if exc.reason != "behind":
+                raise
+        await asyncio.sleep(CATCH_UP_POLL_SECONDS)

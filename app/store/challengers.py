@@ -67,7 +67,8 @@ class AddRefused(Exception):
 
 class PromoteRefused(Exception):
     """A promotion did not happen: ``reason`` is ``config_changed``, ``challenger_changed``,
-    ``gone`` or ``name_taken``."""
+    ``gone``, ``name_taken`` or ``behind`` (the challenger has not saved the model's last
+    published batch yet)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -75,7 +76,7 @@ class PromoteRefused(Exception):
 
 
 _PROMOTE_REASONS = {-1: "config_changed", -2: "challenger_changed", -3: "gone",
-                    -4: "name_taken"}
+                    -4: "name_taken", -5: "behind"}
 
 
 class ChallengerStore:
@@ -156,17 +157,19 @@ class ChallengerStore:
                 [raw if int(flag) else None for raw, flag in zip(raws, flags[1:], strict=True)])
 
     async def promote(self, mk: ModelKeys, challenger: StoredChallenger, raw_config: bytes,
-                      config: dict[str, Any], previous: dict[str, Any] | None) -> int:
+                      config: dict[str, Any], previous: dict[str, Any] | None,
+                      caught_up: bool = False) -> int:
         """Make ``challenger`` the champion in one step (see the module docstring); the old
         champion becomes the challenger ``previous`` (None: dropped).  ``raw_config``: the
-        model config as read.  Returns the new snapshot version; raises
-        :class:`PromoteRefused`."""
+        model config as read; ``caught_up``: only once the challenger saved the model's last
+        published batch.  Returns the new snapshot version; raises :class:`PromoteRefused`."""
         reply = int(await self._promote(
             keys=[mk.meta, mk.snapshot, mk.challengers, mk.challenger_states,
                   mk.challenger_stats],
             args=[challenger.name, challenger.raw_definition, raw_config, orjson.dumps(config),
                   "" if previous is None else previous["name"],
-                  b"" if previous is None else orjson.dumps(previous), utc_now()]))
+                  b"" if previous is None else orjson.dumps(previous), utc_now(),
+                  "1" if caught_up else "0"]))
         if reply < 0:
             raise PromoteRefused(_PROMOTE_REASONS.get(reply, "gone"))
         return reply

@@ -3,14 +3,18 @@ tenancy, a failing challenger, and a restart of the app (API and trainer)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 import numpy as np
 import orjson
 import pytest
+import redis
 
 from app.learners.ridge import LinUCBDiag, SquareCBDiag
+from app.store import codec
+from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, make_client, new_model, new_tenant
 
 N_FEATURES, N_CLASSES = 4, 3
@@ -305,3 +309,40 @@ def test_a_rollback_keeps_the_noise_rates_and_the_challengers(
     _stream(client, tenant, 1000, seed=12)
     after = _followed(client, tenant, 2000)["challengers"][0]
     assert after["status"] == "following" and after["events"] == 2000, after
+
+
+def test_a_promotion_waits_for_the_challengers_save_of_the_published_batch(
+        idle_client: TestClient, redis_url: str) -> None:
+    """The trainer publishes the champion's batch, then saves what the challengers learned of
+    it: a promotion in between took the challenger's state without that batch, which the
+    stream never delivers again.  It now waits for the save (and promotes what it saved)."""
+    auth = new_tenant(idle_client)
+    new_model(idle_client, auth, n_features=N_FEATURES, n_classes=N_CLASSES, **POOR)
+    assert _add(idle_client, auth, name="good", algorithm="linucb_diag").status_code == 201
+    mk = ModelKeys("acme", "m1")
+    with redis.Redis.from_url(redis_url) as r:
+        r.hset(mk.snapshot, "last_id", "7-0")  # the champion's batch up to 7-0 is published
+        r.hset(mk.challenger_stats, "good", orjson.dumps(
+            {"sums": [0.0] * 9, "events": 0, "last_id": "5-0", "status": "following"}))
+        learned = {k: v + 1.0 for k, v in codec.decode(r.hget(mk.challenger_states,
+                                                              "good")).items()}
+
+    def save() -> None:  # as challenger_save.lua does, in one step
+        with redis.Redis.from_url(redis_url) as r, r.pipeline(transaction=True) as pipe:
+            pipe.hset(mk.challenger_stats, "good", orjson.dumps(
+                {"sums": [0.0] * 9, "events": 0, "last_id": "7-0", "status": "following"}))
+            pipe.hset(mk.challenger_states, "good", codec.encode(learned))
+            pipe.execute()
+
+    saver = threading.Timer(0.3, save)
+    saver.start()
+    try:
+        r = idle_client.post("/v1/models/m1/promote", json={"challenger": "good"}, headers=auth)
+    finally:
+        saver.join()
+    assert r.status_code == 200, r.text
+    with redis.Redis.from_url(redis_url) as r:
+        promoted = codec.decode(r.hget(mk.snapshot, "state"))
+    assert promoted.keys() == learned.keys()
+    for name, value in learned.items():
+        np.testing.assert_array_equal(promoted[name], value)

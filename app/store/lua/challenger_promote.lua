@@ -6,10 +6,15 @@
 --       5 challenger stats
 -- ARGV: 1 name, 2 its definition JSON as read, 3 the model config JSON as
 --       read, 4 the new model config JSON, 5 name the old champion keeps
---       as a challenger ('' = drop it), 6 its definition JSON, 7 updated_at
+--       as a challenger ('' = drop it), 6 its definition JSON, 7 updated_at,
+--       8 '1' to require the challenger to have learned the model's last
+--       published batch (its stats' last_id is the snapshot's)
 -- Returns the new version, -1 when the model config changed since it was
 -- read, -2 when the challenger is gone or changed, -3 when the model is
--- gone, -4 when ARGV[5] names another existing challenger.
+-- gone, -4 when ARGV[5] names another existing challenger, -5 when ARGV[8]
+-- is '1' and the challenger has not saved the last published batch yet (the
+-- trainer publishes the champion's batch first, then saves the challengers':
+-- its state then lacks that batch, which the stream will not deliver again).
 local cur = redis.call('HGET', KEYS[2], 'version')
 local config = redis.call('HGET', KEYS[1], 'config')
 if not cur or not config then
@@ -23,6 +28,13 @@ if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then
 end
 if ARGV[5] ~= '' and ARGV[5] ~= ARGV[1] and redis.call('HEXISTS', KEYS[3], ARGV[5]) == 1 then
   return -4
+end
+if ARGV[8] == '1' then
+  local stats = redis.call('HGET', KEYS[5], ARGV[1])
+  local last = stats and cjson.decode(stats).last_id
+  if type(last) == 'string' and last ~= redis.call('HGET', KEYS[2], 'last_id') then
+    return -5
+  end
 end
 local state = redis.call('HGET', KEYS[4], ARGV[1])
 local old_state = redis.call('HGET', KEYS[2], 'state')
