@@ -25,7 +25,9 @@ logged in the model's stats hash (``log_events``) and each batch's id and
 size in a list (``nl:{T:M}:log-index``), and drops the oldest batches (and
 the markers before them) while the rest hold at least ``max_events``
 events, or while they are older than ``max_age_seconds``: so the log holds
-the newest ``max_events`` events plus less than one batch.
+the newest ``max_events`` events plus less than one batch.  One publish drops
+at most 100 batches (a backlog goes over the next publishes, never blocking
+Redis in one call).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from app.store import Store, codec
-from app.store.decisionlog import LogRetention
+from app.store.decisionlog import LoggedBatch, LogRetention
 from app.store.delivery import DeliveryStore
 from tests.workers.conftest import TENANT, create_model, model_config
 from tests.workers.test_trainer import feed, worker
@@ -122,6 +122,38 @@ async def test_markers_are_logged_and_the_log_goes_with_the_model(store: Store) 
     assert orjson.loads(entries[-1].fields[b"d"]) == {"to": 1}
     assert await store.models.delete(TENANT, "m")
     assert await store.redis.exists(mk.log, mk.log_index) == 0
+
+
+async def test_a_large_backlog_is_trimmed_at_most_100_batches_per_publish(
+        store: Store) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    state = (await store.snapshots.load(mk)).state  # type: ignore[union-attr]
+    sid = iter(range(1, 1000))
+
+    async def publish(n: int, retention: LogRetention) -> None:
+        ids = [f"1-{next(sid)}" for _ in range(n)]
+        await store.snapshots.publish(mk, state, logged=LoggedBatch.pack(
+            [ids, [b"feedback"] * n, [b"e"] * n, [b"c"] * n, [b"f"] * n]), retention=retention)
+
+    for _ in range(250):
+        await publish(1, LogRetention(10_000, 0))
+    # the limit lowered to 1 event: one call drops 100 of the 250 old batches, not all
+    await publish(1, LogRetention(1, 0))
+    assert await store.redis.llen(mk.log_index) == 151 and await store.log.logged(mk) == 151
+    assert len(await store.log.read(mk, count=1000)) == 151
+    await publish(1, LogRetention(1, 0))
+    await publish(1, LogRetention(1, 0))
+    assert [e.stream_id for e in await store.log.events(mk)] == ["1-253"]
+    assert await store.log.logged(mk) == 1
+    # an index lost (e.g. evicted) while its counter stayed: the publish still goes through
+    await store.redis.delete(mk.log_index)
+    await store.redis.hset(mk.stats, "log_events", 5)
+    await publish(1, LogRetention(1, 0))
+    assert [e.stream_id for e in await store.log.events(mk)] == ["1-253", "1-254"]
+    assert await store.redis.llen(mk.log_index) == 1 and await store.log.logged(mk) == 1
+    await publish(1, LogRetention(1, 0))
+    assert [e.stream_id for e in await store.log.events(mk)] == ["1-255"]
 
 
 def test_min_ms_of_the_age_limit() -> None:

@@ -10,7 +10,10 @@
 -- The batch becomes one log entry (k = events, v = the new version); the
 -- index list holds "entry id batch size" per entry and the stats hash the
 -- events logged.  Then the oldest batches (and the markers before them) go
--- while the rest hold at least the max events, or while they are too old.
+-- while the rest hold at least the max events, or while they are too old: at
+-- most 100 batches per publish, so that a large backlog (a lowered max, an
+-- idle week's batches all too old) goes over the next publishes instead of
+-- blocking Redis in one call.
 -- Returns the new version, -1 when the version moved (someone else
 -- published), -2 when the lease belongs to another owner, -3 when the
 -- model is gone.
@@ -37,12 +40,17 @@ if max_events > 0 and n > 0 then
   local id = redis.call('XADD', KEYS[3], '*', 'k', 'events', 'v', v, 'n', n, 'L', ARGV[12],
                         's', ARGV[13], 't', ARGV[14], 'e', ARGV[15], 'c', ARGV[16],
                         'f', ARGV[17])
-  redis.call('RPUSH', KEYS[4], id .. ' ' .. n)
+  local newest = id .. ' ' .. n
+  redis.call('RPUSH', KEYS[4], newest)
   local total = redis.call('HINCRBY', KEYS[5], 'log_events', n)
   local min_ms = tonumber(ARGV[10])
-  local dropped = false
-  while true do
+  local dropped = 0
+  while dropped < 100 do
     local first = redis.call('LINDEX', KEYS[4], 0)
+    if first == newest then  -- it stays, holding what the log counts (heals a lost index)
+      redis.call('HSET', KEYS[5], 'log_events', n)
+      break
+    end
     local first_ms, first_n = string.match(first, '^(%d+)-%d+ (%d+)$')
     first_ms, first_n = tonumber(first_ms), tonumber(first_n)
     if total - first_n < max_events and first_ms >= min_ms then
@@ -50,18 +58,11 @@ if max_events > 0 and n > 0 then
     end
     redis.call('LPOP', KEYS[4])
     total = redis.call('HINCRBY', KEYS[5], 'log_events', -first_n)
-    dropped = true
-    if total == 0 then
-      break
-    end
+    dropped = dropped + 1
   end
-  if dropped then
+  if dropped > 0 then
     local keep = redis.call('LINDEX', KEYS[4], 0)
-    if keep then
-      redis.call('XTRIM', KEYS[3], 'MINID', string.match(keep, '^(%S+)'))
-    else
-      redis.call('DEL', KEYS[3])
-    end
+    redis.call('XTRIM', KEYS[3], 'MINID', string.match(keep, '^(%S+)'))
   end
 end
 return v
