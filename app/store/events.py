@@ -248,7 +248,9 @@ class EventStore:
 
         Each decision ends in its own ``expire_decision`` Lua step, so a
         feedback and the sweeper can never both end it (both remove the
-        pending entry atomically); the pipeline only saves round trips.
+        pending entry atomically); the pipeline only saves round trips.  An
+        apprentice decision ended with the ``no_click`` default counts as an
+        apprentice event of reward 0.
         """
         if not event_ids:
             return []
@@ -257,7 +259,7 @@ class EventStore:
             for eid in event_ids:
                 await self.scripts.run(
                     "expire_decision", [mk.context(eid), mk.pending, mk.events, mk.snapshot,
-                                        mk.partial(eid)],
+                                        mk.partial(eid), mk.apprentice(eid), mk.stats],
                     [eid, mode, blob], client=pipe)
             replies: Any = await pipe.execute()
         return [text(r[0]) or "gone" for r in replies]

@@ -3,6 +3,7 @@ agreement and rewards are reported, and one call switches the model online."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from app.learners.registry import default_params, learner_class
 from app.store import codec
 from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, new_model, post_feedback
+from tests.api.test_defer import _sweep
 from tests.api.test_rank import candidates, new_ranker, rank_one
 
 K = 3
@@ -180,3 +182,24 @@ def test_a_mode_switch_never_undoes_a_promotion_written_meanwhile(
     assert r.status_code == 200, r.text
     assert (r.json()["algorithm"], r.json()["mode"]) == ("squarecb_diag", "apprentice")
     assert client.get("/v1/models/m1", headers=tenant).json()["algorithm"] == "squarecb_diag"
+
+
+def test_an_apprentice_decision_ended_by_the_no_click_default_counts_as_reward_0(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    """Callers that report only clicks (on_timeout no_click) get the rest learned as no
+    click: the baseline's mean reward counts them too (it counted only feedback, 1.0 here)."""
+    new_model(client, tenant, algorithm="linucb_diag", n_features=K, n_classes=K,
+              mode="apprentice", feedback={"wait_seconds": 1, "on_timeout": "no_click"})
+    body = {"instances": np.eye(K)[[0, 1, 2, 0]].tolist(), "baseline": [0, 1, 2, 0]}
+    r = client.post("/v1/models/m1/predict", json=body, headers=tenant)
+    assert r.status_code == 200, r.text
+    clicked = r.json()["predictions"][0]["event_id"]
+    assert post_feedback(client, tenant, {"event_id": clicked, "click": True}).status_code == 202
+    time.sleep(1.1)
+    _sweep(redis_url)
+    assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
+    report = _report(client, tenant)
+    assert (report["decisions"], report["events"], report["baseline_reward"]) == (4, 4, 0.25)
+    assert report["agreed_events"] <= 4
+    with redis.Redis.from_url(redis_url) as r:
+        assert not r.keys("*:appr:*")  # the flags end with their decisions

@@ -1,11 +1,15 @@
 -- End one decision whose wait time ran out (the sweeper's step), exactly
 -- once and never together with its feedback (both remove the pending entry).
 -- KEYS: 1 context, 2 pending, 3 events, 4 snapshot, 5 partial feedback
---       (optional; see take_partial.lua)
+--       (optional; see take_partial.lua), 6 apprentice flag and 7 stats
+--       (optional)
 -- ARGV: 1 event id, 2 mode ('no_click' or 'drop'), 3 default feedback blob
 -- A decision still waiting for more labels or copies ends with the feedback
 -- received so far when its partial record says 'enqueue' (whatever the
 -- mode), and with nothing when it says 'drop'.
+-- An apprentice decision ended with the no-click default counts as an
+-- apprentice event of reward 0, as its feedback would (take_feedback.lua):
+-- else its baseline's mean reward counted only the events with feedback.
 -- Returns {'expired', stream id or ''} | {'not_due'} | {'gone'}.
 local deadline = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not deadline then
@@ -33,6 +37,16 @@ if ctx and partial then
   end
 elseif ctx and ARGV[2] == 'no_click' then
   id = redis.call('XADD', KEYS[3], '*', 'k', 'timeout', 'e', ARGV[1], 'c', ctx, 'f', ARGV[3])
+  local agreed = #KEYS >= 7 and redis.call('GET', KEYS[6])
+  if agreed then
+    redis.call('HINCRBY', KEYS[7], 'apprentice_events', 1)  -- reward 0: the sums stay
+    if agreed == '1' then
+      redis.call('HINCRBY', KEYS[7], 'apprentice_agreed_events', 1)
+    end
+  end
+end
+if #KEYS >= 7 then
+  redis.call('DEL', KEYS[6])
 end
 redis.call('HINCRBY', KEYS[4], 'events_expired', 1)
 return {'expired', id}
