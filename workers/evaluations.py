@@ -8,8 +8,12 @@ logged context), ``model:greedy`` (its greedy label) or a configuration
 events and is evaluated on the rest (:mod:`app.evaluation.training`).
 The worker reads the log's events applied since ``since`` (at most
 :data:`MAX_EVENTS`, the oldest first), as ``noisyloop log export`` shows
-them, and runs the estimators of ``noisyloop evaluate`` on them; the result
-is the JSON ``noisyloop evaluate --json`` writes.  A rank model's log is
+them, and runs the estimators of ``noisyloop evaluate`` on them in the
+worker's pool (as NREst fits: off the trainer's event loop), for at most
+``nrest_timeout`` seconds; the result is the JSON ``noisyloop evaluate
+--json`` writes.  Any error fails the job with its reason; a job whose
+worker died while running it reads as failed once its ``deadline`` passed
+(:meth:`app.store.evaluations.EvaluationStore.get`).  A rank model's log is
 evaluated per shown slot, as the command line does (``positions``), for the
 ``uniform`` and ``logging`` policies.
 """
@@ -17,7 +21,9 @@ evaluated per shown slot, as the command line does (``positions``), for the
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import time
 from typing import Any
 
 import numpy as np
@@ -27,8 +33,8 @@ from app.evaluation.estimators import LabelLog, evaluate, per_position
 from app.evaluation.policies import fixed_policy, learner_policy, uniform_policy
 from app.evaluation.servicelog import service_log
 from app.evaluation.training import DEFAULT_TRAIN_FRACTION, config_policy
-from app.learners.base import Learner
 from app.learners.build import build_learner
+from app.store.decisionlog import LogEntry
 from app.store.keys import ModelKeys
 from app.store.logrecords import entry_records
 from app.store.nrest import QueuedJob
@@ -41,6 +47,8 @@ logger = logging.getLogger(__name__)
 MAX_EVENTS = 200_000
 #: Log entries read per round trip.
 _CHUNK = 32
+#: Seconds past ``nrest_timeout`` after which a running job whose worker died reads as failed.
+DEADLINE_MARGIN_SECONDS = 60.0
 
 
 async def run_queued(ctx: WorkerContext) -> int:
@@ -58,12 +66,18 @@ async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:
     fields = await ctx.store.evaluations.get(mk, job.job_id)
     if fields is None:  # expired
         return
-    await ctx.store.evaluations.update(mk, job.job_id, status="running", started_at=utc_now())
+    timeout = ctx.config.nrest_timeout
+    await ctx.store.evaluations.update(
+        mk, job.job_id, status="running", started_at=utc_now(),
+        deadline=repr(time.time() + timeout + DEADLINE_MARGIN_SECONDS))
     try:
         result = await run(ctx, mk, orjson.loads(fields["request"]))
-    except ValueError as exc:
-        logger.info("evaluation %s of %s/%s failed: %s", job.job_id, mk.tenant, mk.model, exc)
-        await ctx.store.evaluations.update(mk, job.job_id, status="failed", error=str(exc),
+    except Exception as exc:  # any failure is the job's outcome, never a job left running
+        error = f"took longer than {timeout:g} s" if isinstance(exc, TimeoutError) else (
+            str(exc) if isinstance(exc, ValueError) else f"{exc!r}")
+        log = logger.info if isinstance(exc, ValueError | TimeoutError) else logger.exception
+        log("evaluation %s of %s/%s failed: %s", job.job_id, mk.tenant, mk.model, error)
+        await ctx.store.evaluations.update(mk, job.job_id, status="failed", error=error,
                                            finished_at=utc_now())
         return
     await ctx.store.evaluations.update(mk, job.job_id, status="done",
@@ -76,12 +90,12 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
     config = await ctx.store.models.config(mk.tenant, mk.model)
     if config is None:
         raise ValueError("the model is gone")
-    learner = None
+    state = None
     if request["policy"] in ("model", "model:greedy"):
         snap = await ctx.store.snapshots.load(mk)
         if snap is None:
             raise ValueError("the model is gone")
-        learner = build_learner(config, snap.state)
+        state = snap.state
     since_ms = request.get("since_ms")
     entries, start = [], "-" if since_ms is None else f"{since_ms}-0"
     events = 0
@@ -92,11 +106,13 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
         if len(chunk) < _CHUNK:
             break
         start = f"({chunk[-1].entry_id}"
-    return await asyncio.to_thread(_evaluate, entries, config, learner, request)
+    fit = functools.partial(_evaluate, entries, config, state, request)
+    return await asyncio.wait_for(
+        asyncio.get_running_loop().run_in_executor(ctx.executor, fit), ctx.config.nrest_timeout)
 
 
-def _evaluate(entries: list[Any], config: dict[str, Any], learner: Learner | None,
-              request: dict[str, Any]) -> dict[str, Any]:
+def _evaluate(entries: list[LogEntry], config: dict[str, Any],
+              state: dict[str, np.ndarray] | None, request: dict[str, Any]) -> dict[str, Any]:
     records = [r for entry in entries for r in entry_records(entry)][:MAX_EVENTS]
     read = service_log(records, config.get("n_classes"), "the decision log")
     log, policy = read.log, request["policy"]
@@ -115,8 +131,8 @@ def _evaluate(entries: list[Any], config: dict[str, Any], learner: Learner | Non
     elif policy == "logging":
         pi = None
     elif policy in ("model", "model:greedy"):
-        assert learner is not None
-        pi = learner_policy(log, learner, greedy=policy == "model:greedy")
+        assert state is not None
+        pi = learner_policy(log, build_learner(config, state), greedy=policy == "model:greedy")
     else:
         pi = fixed_policy(log, int(policy.partition(":")[2]))
 

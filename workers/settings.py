@@ -101,7 +101,7 @@ class WorkerSettings(BaseSettings):
         description="NREst samples kept per model whose parameters set no n_s.")
     nrest_timeout: float = Field(
         default=300.0, gt=0, le=86_400,
-        description="Longest one NREst fit may take, in seconds.")
+        description="Longest one NREst fit or policy evaluation may take, in seconds.")
     nrest_threads: bool = Field(
         default=False,
         description="Fit NREst in a thread instead of a child process (a child process keeps "

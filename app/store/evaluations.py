@@ -2,7 +2,8 @@
 
 ``POST /v1/models/{id}/evaluations`` stores the request in a job hash
 (``status`` "queued" -> "running" -> "done" or "failed", ``queued_at``,
-``request`` JSON, then ``result`` JSON or ``error``) expiring after a day,
+``request`` JSON, the worker's ``started_at`` and ``deadline``, then ``result``
+JSON or ``error``) expiring after a day,
 and pushes ``"tenant/model/job"`` on :data:`app.store.keys.EVALUATION_QUEUE`;
 a worker's ``nrest`` role takes the oldest (:meth:`EvaluationStore.pop`),
 runs it and records the outcome.
@@ -11,6 +12,7 @@ runs it and records the outcome.
 from __future__ import annotations
 
 import secrets
+import time
 from typing import Any
 
 import orjson
@@ -54,9 +56,16 @@ class EvaluationStore:
         return QueuedJob(*keys.split_model_ref(ref), job_id)
 
     async def get(self, mk: ModelKeys, job_id: str) -> dict[str, str] | None:
-        """A job's fields, or None when unknown or expired."""
+        """A job's fields, or None when unknown or expired.  A job still ``running`` past
+        its ``deadline`` (Unix seconds, set by the worker that took it) is ``failed``: that
+        worker stopped without recording an outcome."""
         raw = await self.redis.hgetall(mk.evaluation(job_id))
-        return {text(k) or "": text(v) or "" for k, v in raw.items()} if raw else None
+        if not raw:
+            return None
+        job = {text(k) or "": text(v) or "" for k, v in raw.items()}
+        if job.get("status") == "running" and float(job.get("deadline") or "inf") < time.time():
+            job.update(status="failed", error="the worker running it stopped before it finished")
+        return job
 
     async def update(self, mk: ModelKeys, job_id: str, **fields: str) -> bool:
         """Set a job's fields (worker side); False when the job expired or its model is

@@ -4,24 +4,27 @@ to the worker's nrest role, answering what ``noisyloop evaluate --json`` prints.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import numpy as np
 import pytest
+import redis
 
+import workers.evaluations
 from app.store import Store
 from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, predict_all
 from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 
-def run_jobs(redis_url: str) -> int:
+def run_jobs(redis_url: str, **settings: Any) -> int:
     """One drain of a worker's nrest role (it runs the queued evaluations)."""
     async def drain() -> int:
         store = Store.from_url(redis_url)
         try:
             return await Worker(store, WorkerSettings(roles=("nrest",), worker_id="ev",
-                                                      nrest_threads=True)).drain()
+                                                      nrest_threads=True, **settings)).drain()
         finally:
             await store.close()
     return asyncio.run(drain())
@@ -152,3 +155,41 @@ def test_a_rank_models_log_is_evaluated_per_slot(
         r = client.post("/v1/models/m1/evaluations", json={"policy": policy}, headers=tenant)
         assert r.status_code == 422, r.text
         assert r.json()["error"]["code"] == "evaluation_unsupported", r.text
+
+
+def test_a_failed_slow_or_orphaned_evaluation_ends_failed_never_running_forever(
+        client: TestClient, tenant: dict[str, str], redis_url: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    new_model(client, tenant)
+    feed(client, tenant, 50)
+
+    def boom(*args: Any) -> dict[str, Any]:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(workers.evaluations, "_evaluate", boom)
+    failed = evaluation(client, tenant, redis_url, {"policy": "uniform"})
+    assert failed["status"] == "failed" and failed["error"] == "RuntimeError('boom')"
+
+    def slow(*args: Any) -> dict[str, Any]:
+        time.sleep(0.5)
+        return {}
+
+    monkeypatch.setattr(workers.evaluations, "_evaluate", slow)
+    job_id = client.post("/v1/models/m1/evaluations", json={"policy": "uniform"},
+                         headers=tenant).json()["job_id"]
+    assert run_jobs(redis_url, nrest_timeout=0.1) == 1
+    r = client.get(f"/v1/models/m1/evaluations/{job_id}", headers=tenant).json()
+    assert r["status"] == "failed" and r["error"] == "took longer than 0.1 s"
+    # a worker that died while running a job: it reads as failed once its deadline passed
+    job_id = client.post("/v1/models/m1/evaluations", json={"policy": "uniform"},
+                         headers=tenant).json()["job_id"]
+    r = redis.Redis.from_url(redis_url)
+    (key,) = r.keys(f"*:eval:{job_id}")
+    r.hset(key, mapping={"status": "running", "deadline": repr(time.time() + 60)})
+    assert client.get(f"/v1/models/m1/evaluations/{job_id}",
+                      headers=tenant).json()["status"] == "running"
+    r.hset(key, "deadline", repr(time.time() - 1))
+    assert client.get(f"/v1/models/m1/evaluations/{job_id}", headers=tenant).json() == {
+        "job_id": job_id, "status": "failed",
+        "error": "the worker running it stopped before it finished"}
+    r.close()
