@@ -80,6 +80,7 @@ def test_bad_requests_and_other_tenants(client: TestClient, tenant: dict[str, st
     new_model(client, tenant)
     for body, field in (({"policy": "best"}, "policy"), ({"policy": "uniform", "rho0": 0.1},
                                                          None),
+                        ({"policy": "fixed:3"}, "policy"),  # 3 labels: 0..2
                         ({"policy": "uniform", "since": "soon"}, "since"),
                         ({"policy": "uniform", "bootstrap": 0}, "bootstrap"),
                         ({"policy": "uniform", "rho0": 0.6, "rho1": 0.5}, "rho1")):

@@ -38,6 +38,10 @@ async def queue_evaluation(body: EvaluationRequest, view: ModelDep,
         raise ApiError(422, "evaluation_unsupported", "the service evaluates label models' logs, "
                        "and rank models' logs per slot for the uniform and logging policies",
                        "policy")
+    if isinstance(body.policy, str) and body.policy.startswith("fixed:") and \
+            int(body.policy.partition(":")[2]) >= view.config["n_classes"]:
+        raise ApiError(422, "invalid_param", f"fixed:N names a label, 0..."
+                       f"{view.config['n_classes'] - 1} for this model", "policy")
     request: dict[str, Any] = body.model_dump(exclude={"since"})
     if isinstance(body.policy, PolicyConfig):
         config = view.config
