@@ -171,8 +171,7 @@ async def feedback(ctx: ApiContext, view: ModelView,
         if spec.open_feedback is not None:
             status, more = await take_open(ctx, view, spec, event_id, fields)
         else:
-            status = await _take_one(ctx, mk, spec, event_id, fields,
-                                     in_apprentice_mode(config))
+            status = await _take_one(ctx, mk, spec, event_id, fields, view.apprenticed)
         if status not in ("ok", "open"):
             http_status, code, message = _OUTCOME_ERRORS[status]
             count.labels(*labels, code).inc()
@@ -224,7 +223,8 @@ async def _take_one(ctx: ApiContext, mk: ModelKeys, spec: TaskSpec, event_id: st
                     fields: dict[str, np.ndarray], apprentice: bool) -> str:
     """Join one event exactly once; "ok", "unknown", "duplicate" or "not_activated" (422 from
     the task's :attr:`~app.api.tasks.TaskSpec.join_context`, if it has one, with the logged
-    context); ``apprentice``: count its reward (:func:`_rewards`)."""
+    context); ``apprentice``: count its reward if it was an apprentice decision
+    (:func:`_rewards`)."""
     if spec.join_context is not None:
         found = (await ctx.store.events.read_contexts(mk, [event_id]))[0]
         if isinstance(found, str):
@@ -237,8 +237,9 @@ async def _take_one(ctx: ApiContext, mk: ModelKeys, spec: TaskSpec, event_id: st
 
 def _rewards(spec: TaskSpec, fields: list[dict[str, np.ndarray]],
              apprentice: bool) -> list[float] | None:
-    """The observed reward of each joined feedback of a model in apprentice mode (for its
-    apprentice counters), else None."""
+    """The observed reward of each joined feedback of a model that logged apprentice
+    decisions (``apprentice``; those that were add it to its apprentice counters, whatever
+    the mode now), else None."""
     if not apprentice or spec.reward is None:
         return None
     return [spec.reward(f) for f in fields]
@@ -282,7 +283,7 @@ async def _take_many(ctx: ApiContext, view: ModelView, spec: TaskSpec,
     if not items:
         return []
     if spec.open_feedback is None:
-        rewards = _rewards(spec, [f for _, f in items], in_apprentice_mode(view.config))
+        rewards = _rewards(spec, [f for _, f in items], view.apprenticed)
         return [o.status for o in
                 await ctx.store.events.take_feedback_many(view.keys, items, rewards)]
     statuses = []

@@ -203,9 +203,9 @@ class EventStore:
                                  ) -> list[FeedbackOutcome]:
         """Join each ``(event_id, feedback fields)`` exactly once (one Lua call, in order).
 
-        ``rewards`` (one observed reward per item, for a model in apprentice
-        mode): each joined apprentice decision adds its reward to the model's
-        apprentice counters in the same step.
+        ``rewards`` (one observed reward per item, for a model that logged
+        apprentice decisions): each joined apprentice decision adds its reward
+        to the model's apprentice counters in the same step.
         """
         if not items:
             return []

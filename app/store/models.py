@@ -68,6 +68,9 @@ class ModelView:
     noise: NoiseRecord | None
     stamp: ModelStamp
     challenged: bool = False
+    apprenticed: bool = False
+    """Whether an apprentice decision was ever logged (the feedback of such a decision adds
+    to the apprentice counters, also once the model serves online)."""
 
     @property
     def version(self) -> int:
@@ -200,10 +203,11 @@ class ModelStore:
         pipe.hget(mk.snapshot, "version")
         pipe.hmget(mk.noise, list(NOISE_FIELDS))
         pipe.exists(mk.challengers)
+        pipe.hexists(mk.stats, "apprentice_decisions")
 
     @staticmethod
     def _parse_view(tenant: str, values: list[Any]) -> ModelView | None:
-        config_raw, version, noise, challenged = values
+        config_raw, version, noise, challenged, apprenticed = values
         if config_raw is None or version is None:
             return None
         raw = dict(zip(NOISE_FIELDS, noise, strict=True))
@@ -211,7 +215,7 @@ class ModelStore:
                            text(raw["rho0"]) or "", text(raw["rho1"]) or "",
                            text(raw["source"]) or "", text(raw["estimator"]) or "")
         return ModelView(tenant, orjson.loads(config_raw), parse_noise(noise), stamp,
-                         bool(challenged))
+                         bool(challenged), bool(apprenticed))
 
     async def records(self, tenant: str, model_ids: list[str]) -> list[ModelRecord]:
         """Models with stats (missing ids are skipped), in one round trip."""

@@ -195,11 +195,32 @@ def test_an_apprentice_decision_ended_by_the_no_click_default_counts_as_reward_0
     assert r.status_code == 200, r.text
     clicked = r.json()["predictions"][0]["event_id"]
     assert post_feedback(client, tenant, {"event_id": clicked, "click": True}).status_code == 202
-    time.sleep(1.1)
-    _sweep(redis_url)
-    assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
+    deadline = time.monotonic() + 5.0  # due once a whole second of the Redis clock passed
+    while _report(client, tenant)["events"] < 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        _sweep(redis_url)
     report = _report(client, tenant)
     assert (report["decisions"], report["events"], report["baseline_reward"]) == (4, 4, 0.25)
     assert report["agreed_events"] <= 4
     with redis.Redis.from_url(redis_url) as r:
         assert not r.keys("*:appr:*")  # the flags end with their decisions
+
+
+def test_feedback_after_a_switch_online_counts_for_the_apprentice_decisions(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """A decision counted in apprentice mode has its feedback counted when it comes after a
+    switch online (it was dropped: decisions counted, their events never); the online
+    decisions' feedback is not counted."""
+    _apprentice(client, tenant)
+    r = client.post("/v1/models/m1/predict", json={"features": [1, 0, 0], "baseline": 0},
+                    headers=tenant)
+    assert r.status_code == 200, r.text
+    before = r.json()["event_id"]
+    assert client.put("/v1/models/m1/mode", json={"mode": "online"},
+                      headers=tenant).status_code == 200
+    after = client.post("/v1/models/m1/predict", json={"features": [1, 0, 0]},
+                        headers=tenant).json()["event_id"]
+    events = [{"event_id": before, "click": True}, {"event_id": after, "click": True}]
+    assert post_feedback(client, tenant, {"events": events}).json()["accepted"] == 2
+    report = _report(client, tenant)
+    assert (report["decisions"], report["events"], report["baseline_reward"]) == (1, 1, 1.0)
