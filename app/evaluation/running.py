@@ -128,14 +128,20 @@ class RunningValue:
 
 def logged_propensity(batch: Any) -> np.ndarray | None:
     """The logged probability of each play: ``prob``, else ``exp(log_prob)``, else a slate's
-    first placement (``probabilities`` per slot, slot 0); None when the log has none."""
+    first placement (``probabilities`` per slot, slot 0); None when the log has none.
+
+    A probability that is not positive (``exp`` of a very negative ``log_prob`` rounds to 0)
+    is NaN: its weight is undefined, so the event is left out of the sums (an infinite weight
+    made every later estimate NaN)."""
     if "prob" in batch:
-        return np.asarray(batch["prob"], dtype=float).reshape(-1)
-    if "log_prob" in batch:
-        return np.exp(np.asarray(batch["log_prob"], dtype=float).reshape(-1))
-    if "probabilities" in batch:
-        return np.asarray(batch["probabilities"], dtype=float)[:, 0]
-    return None
+        p = np.asarray(batch["prob"], dtype=float).reshape(-1)
+    elif "log_prob" in batch:
+        p = np.exp(np.asarray(batch["log_prob"], dtype=float).reshape(-1))
+    elif "probabilities" in batch:
+        p = np.asarray(batch["probabilities"], dtype=float)[:, 0]
+    else:
+        return None
+    return np.where(p > 0, p, np.nan)
 
 
 def logged_click(batch: Any) -> np.ndarray | None:

@@ -78,3 +78,16 @@ def test_plays_and_propensities_of_a_log() -> None:
     sets = match_weights(np.array([[0, 1], [2, 1]]), np.array([[0, 1], [1, 2]]),
                          np.array([0.5, 0.5]))
     assert sets.tolist() == [2.0, 0.0]
+
+
+def test_a_logged_probability_that_rounds_to_0_is_left_out() -> None:
+    """exp(-800) is 0: the matching play's weight would be infinite and its sums NaN for good;
+    the event is left out (NaN weight, as the challengers' sums skip)."""
+    p = logged_propensity({"log_prob": np.array([-800.0, np.log(0.5)])})
+    assert p is not None and np.isnan(p[0]) and p[1] == pytest.approx(0.5)
+    w = match_weights(np.array([1, 2]), np.array([1, 2]), p)
+    assert np.isnan(w[0]) and w[1] == pytest.approx(2.0)
+    value = RunningValue()
+    value.add(w[~np.isnan(w)], np.array([1.0]))
+    assert value.snips().estimate == 1.0
+
