@@ -41,6 +41,7 @@ import numpy as np
 import orjson
 import redis.asyncio as aioredis
 
+from app.store.client import lua_source
 from app.store.keys import ModelKeys
 from app.store.util import text
 
@@ -153,13 +154,14 @@ class DecisionLogStore:
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
+        self._marker = redis.register_script(lua_source("log_marker"))
 
     async def append_marker(self, mk: ModelKeys, kind: str, detail: dict[str, Any]) -> str:
         """Add a marker (``kind`` such as ``rollback``, ``promote``, ``reset``, ``detail``
-        any JSON object) to the log; returns its entry id.  Trimmed with the batches
-        around it."""
-        entry_id = await self.redis.xadd(
-            mk.log, {"k": MARKER_KIND, "m": kind, "d": orjson.dumps(detail)})
+        any JSON object) to the log; returns its entry id, "" when the model is gone (no
+        log is started for a deleted model).  Trimmed with the batches around it."""
+        entry_id = await self._marker(keys=[mk.meta, mk.log],
+                                      args=[MARKER_KIND, kind, orjson.dumps(detail)])
         return text(entry_id) or ""
 
     async def read(self, mk: ModelKeys, *, start: str = "-", end: str = "+",

@@ -122,6 +122,9 @@ async def test_markers_are_logged_and_the_log_goes_with_the_model(store: Store) 
     assert orjson.loads(entries[-1].fields[b"d"]) == {"to": 1}
     assert await store.models.delete(TENANT, "m")
     assert await store.redis.exists(mk.log, mk.log_index) == 0
+    # a marker of a promotion or rollback that raced the delete starts no log
+    assert await store.log.append_marker(mk, "promote", {"version": 3}) == ""
+    assert await store.redis.exists(mk.log) == 0
 
 
 async def test_a_large_backlog_is_trimmed_at_most_100_batches_per_publish(
