@@ -45,8 +45,6 @@ logger = logging.getLogger(__name__)
 
 #: Most events one evaluation reads (the oldest applied since ``since``).
 MAX_EVENTS = 200_000
-#: Log entries read per round trip.
-_CHUNK = 32
 #: Seconds past ``nrest_timeout`` after which a running job whose worker died reads as failed.
 DEADLINE_MARGIN_SECONDS = 60.0
 
@@ -97,15 +95,13 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
             raise ValueError("the model is gone")
         state = snap.state
     since_ms = request.get("since_ms")
-    entries, start = [], "-" if since_ms is None else f"{since_ms}-0"
+    entries: list[LogEntry] = []
     events = 0
-    while events < MAX_EVENTS:
-        chunk = await ctx.store.log.read(mk, start=start, count=_CHUNK)
-        entries += chunk
-        events += sum(int(e.fields.get(b"n") or 0) for e in chunk)
-        if len(chunk) < _CHUNK:
+    async for entry in ctx.store.log.scan(mk, start="-" if since_ms is None else f"{since_ms}-0"):
+        entries.append(entry)
+        events += 0 if entry.is_marker else entry.size
+        if events >= MAX_EVENTS:
             break
-        start = f"({chunk[-1].entry_id}"
     fit = functools.partial(_evaluate, entries, config, state, request)
     return await asyncio.wait_for(
         asyncio.get_running_loop().run_in_executor(ctx.executor, fit), ctx.config.nrest_timeout)

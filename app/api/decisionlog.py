@@ -20,7 +20,7 @@ import orjson
 from app.api.errors import ApiError
 from app.store.decisionlog import DecisionLogStore, LogEntry
 from app.store.keys import ModelKeys
-from app.store.logrecords import entry_records, entry_size
+from app.store.logrecords import entry_records
 from app.store.util import parse_stream_id
 
 #: Lines per page by default and at most.
@@ -61,7 +61,7 @@ def entry_lines(entry: LogEntry, skip: int, limit: int, newest_first: bool = Fal
     """JSON lines (with their newlines) of an entry's items ``skip`` to ``skip + limit``,
     counted from its first item, or with ``newest_first`` from its last one backwards."""
     if newest_first:
-        stop = entry_size(entry) - skip
+        stop = entry.size - skip
         begin = max(0, stop - limit)
         records = entry_records(entry, begin, stop - begin)[::-1]
     else:
@@ -76,9 +76,6 @@ class LogPage:
     body: bytes
     next_after: str | None
 
-
-#: Entries read per round trip while a page fills.
-_CHUNK = 16
 
 
 async def read_page(log: DecisionLogStore, mk: ModelKeys, *, since_ms: int | None,
@@ -102,21 +99,15 @@ async def read_page(log: DecisionLogStore, mk: ModelKeys, *, since_ms: int | Non
             bound, skip_in = (entry_id, (entry_id, int(k))) if k else (f"({entry_id}", None)
             low, high = (low, bound) if newest_first else (bound, high)
     lines: list[bytes] = []
-    while True:
-        entries = await log.read(mk, start=low, end=high, count=_CHUNK,
-                                 newest_first=newest_first)
-        for entry in entries:
-            skip = skip_in[1] if skip_in and entry.entry_id == skip_in[0] else 0
-            size = entry_size(entry)
-            if skip >= size:
-                continue
-            if len(lines) == limit:  # full, and this entry has more: the next page starts here
-                return LogPage(b"".join(lines), f"{entry.entry_id}:{skip}")
-            wanted = limit - len(lines)
-            lines += await asyncio.to_thread(entry_lines, entry, skip, wanted, newest_first)
-            if skip + wanted < size:
-                return LogPage(b"".join(lines), f"{entry.entry_id}:{skip + wanted}")
-        if len(entries) < _CHUNK:
-            return LogPage(b"".join(lines), None)
-        last = f"({entries[-1].entry_id}"
-        low, high = (low, last) if newest_first else (last, high)
+    async for entry in log.scan(mk, start=low, end=high, newest_first=newest_first,
+                                events_per_read=limit):
+        skip = skip_in[1] if skip_in and entry.entry_id == skip_in[0] else 0
+        if skip >= entry.size:
+            continue
+        if len(lines) == limit:  # full, and this entry has more: the next page starts here
+            return LogPage(b"".join(lines), f"{entry.entry_id}:{skip}")
+        wanted = limit - len(lines)
+        lines += await asyncio.to_thread(entry_lines, entry, skip, wanted, newest_first)
+        if skip + wanted < entry.size:
+            return LogPage(b"".join(lines), f"{entry.entry_id}:{skip + wanted}")
+    return LogPage(b"".join(lines), None)

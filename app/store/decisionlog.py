@@ -33,7 +33,7 @@ Redis in one call).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -56,6 +56,10 @@ EVENTS_KIND = "events"
 COLUMNS = (b"s", b"t", b"e", b"c", b"f")
 #: Field of a model's stats hash: events in its log now.
 LOGGED_FIELD = "log_events"
+#: :meth:`DecisionLogStore.scan`: a read grows while it holds fewer events, up to this many
+#: entries.
+EVENTS_PER_READ = 10_000
+MAX_ENTRIES_PER_READ = 256
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,11 @@ class LogEntry:
         return self.fields.get(b"k") == MARKER_KIND.encode()
 
     @property
+    def size(self) -> int:
+        """Lines of the entry: its events, or 1 for a marker."""
+        return 1 if self.is_marker else int(self.fields[b"n"])
+
+    @property
     def applied_ms(self) -> int:
         """Time the entry was written (ms since the epoch)."""
         return int(self.entry_id.partition("-")[0])
@@ -173,6 +182,26 @@ class DecisionLogStore:
         else:
             reply = await self.redis.xrange(mk.log, min=start, max=end, count=count)
         return [LogEntry(text(entry_id) or "0-0", fields) for entry_id, fields in reply]
+
+    async def scan(self, mk: ModelKeys, *, start: str = "-", end: str = "+",
+                   newest_first: bool = False,
+                   events_per_read: int = EVENTS_PER_READ) -> AsyncIterator[LogEntry]:
+        """The entries with ids in ``[start, end]`` in order (as :meth:`read`), read in
+        round trips of one entry first, then twice as many while a read held fewer than
+        ``events_per_read`` events (a batch holds up to the trainer's largest read, so a
+        fixed count of entries could ask Redis for hundreds of MB in one reply)."""
+        count = 1
+        while True:
+            entries = await self.read(mk, start=start, end=end, count=count,
+                                      newest_first=newest_first)
+            for entry in entries:
+                yield entry
+            if len(entries) < count:
+                return
+            last = f"({entries[-1].entry_id}"
+            start, end = (start, last) if newest_first else (last, end)
+            if sum(entry.size for entry in entries) < events_per_read:
+                count = min(2 * count, MAX_ENTRIES_PER_READ)
 
     async def events(self, mk: ModelKeys) -> list[LoggedEvent]:
         """Every logged event, oldest first (for tests and small logs: reads the whole log)."""

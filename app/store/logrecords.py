@@ -104,10 +104,3 @@ def entry_records(entry: LogEntry, skip: int = 0, limit: int | None = None
     if entry.is_marker:
         return [marker_record(entry)][skip:stop]
     return [event_record(entry, event) for event in entry.events()[skip:stop]]
-
-
-def entry_size(entry: LogEntry) -> int:
-    """Lines of an entry: its events, or 1 for a marker."""
-    return 1 if entry.is_marker else int(entry.fields[b"n"])
-
-

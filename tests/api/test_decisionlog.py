@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 import orjson
+import pytest
 
 from app.api.ranking import item_hashes
+from app.store.decisionlog import DecisionLogStore, LogEntry
 from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, predict_all
 
 
@@ -190,3 +192,24 @@ def test_newest_first_after_the_oldest_possible_position_is_an_empty_last_page(
     assert get_log(client, tenant, order="desc", after="0-0") == ([], None)
     assert len(get_log(client, tenant, order="desc", after="0-0:0")[0]) == 0
     assert len(get_log(client, tenant, after="0-0")[0]) == 3
+
+
+def test_a_small_page_reads_few_entries_from_redis(
+        client: TestClient, tenant: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    new_model(client, tenant)
+    for seed in range(3):  # three batches
+        play_label(client, tenant, 4, seed=seed)
+        sync(client, tenant)
+    counts: list[int] = []
+    read = DecisionLogStore.read
+
+    async def spy(self: DecisionLogStore, *args: Any, **kwargs: Any) -> list[LogEntry]:
+        counts.append(kwargs["count"])
+        return await read(self, *args, **kwargs)
+
+    monkeypatch.setattr(DecisionLogStore, "read", spy)
+    # a batch can hold up to 8x the trainer's batch size: one line needs one entry, not 16
+    assert len(get_log(client, tenant, limit=1)[0]) == 1 and counts == [1]
+    counts.clear()
+    lines, after = get_log(client, tenant, limit=6, order="desc")
+    assert len(lines) == 6 and after is not None and counts == [1, 2]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 import orjson
 import pytest
 
 from app.store import Store, codec
-from app.store.decisionlog import LoggedBatch, LogRetention
+from app.store.decisionlog import DecisionLogStore, LogEntry, LoggedBatch, LogRetention
 from app.store.delivery import DeliveryStore
 from tests.workers.conftest import TENANT, create_model, model_config
 from tests.workers.test_trainer import feed, worker
@@ -157,6 +158,32 @@ async def test_a_large_backlog_is_trimmed_at_most_100_batches_per_publish(
     assert await store.redis.llen(mk.log_index) == 1 and await store.log.logged(mk) == 1
     await publish(1, LogRetention(1, 0))
     assert [e.stream_id for e in await store.log.events(mk)] == ["1-255"]
+
+
+async def test_scan_reads_one_entry_first_and_grows_while_reads_hold_few_events(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    state = (await store.snapshots.load(mk)).state  # type: ignore[union-attr]
+    for k in range(40):  # 40 batches of 100 events
+        ids = [f"1-{100 * k + i + 1}" for i in range(100)]
+        await store.snapshots.publish(mk, state, logged=LoggedBatch.pack(
+            [ids, [b"feedback"] * 100, [b"e"] * 100, [b"c"] * 100, [b"f"] * 100]))
+    counts: list[int] = []
+    read = DecisionLogStore.read
+
+    async def spy(self: DecisionLogStore, *args: Any, **kwargs: Any) -> list[LogEntry]:
+        counts.append(kwargs["count"])
+        return await read(self, *args, **kwargs)
+
+    monkeypatch.setattr(DecisionLogStore, "read", spy)
+    entries = [e async for e in store.log.scan(mk, events_per_read=350)]
+    assert len(entries) == 40 and sum(e.size for e in entries) == 4000
+    # 100 and 200 events held: twice as many next; 400 >= 350: reads of 4 to the end
+    assert counts == [1, 2] + [4] * 10
+    counts.clear()
+    newest = [e async for e in store.log.scan(mk, newest_first=True)]
+    assert newest == entries[::-1] and counts == [1, 2, 4, 8, 16, 32]
 
 
 def test_min_ms_of_the_age_limit() -> None:
