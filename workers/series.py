@@ -17,7 +17,10 @@ and sets the quality gauges.  A point holds:
 * ``rho0``/``rho1`` in force, their ``noise_source`` and, when they are a
   published anchor estimate, ``rho0_interval``/``rho1_interval``;
 * ``pending`` (decisions awaiting feedback) and ``backlog`` (entries not yet
-  applied).
+  applied);
+* for a learner that declares ``estimates_position_bias`` (rank models):
+  ``position_bias``, its ``theta`` per slot relative to slot 0, and
+  ``position_bias_source`` (configured, estimated or insufficient_data).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from app.learners.base import Learner
 from app.learners.proxy import calibrated_probability
 from app.store.delivery import TrainerView
 from app.store.keys import ModelKeys
@@ -79,12 +83,12 @@ class SeriesRecorder:
 
 async def record(ctx: WorkerContext, ref: ModelRef, view: TrainerView, events: int,
                  version: int, click_sum: float, click_n: int,
-                 rates: tuple[float, float]) -> None:
+                 rates: tuple[float, float], learner: Learner) -> None:
     """Add a published batch to the model's window; write a point when one is due.
 
     ``view`` is what the trainer read of the model before the batch (its
     counters and noise record), ``rates`` the noise rates the batch was
-    learned with.
+    learned with, ``learner`` the model as published.
     """
     recorder = ctx.series
     if recorder.interval <= 0:
@@ -101,6 +105,7 @@ async def record(ctx: WorkerContext, ref: ModelRef, view: TrainerView, events: i
                          info.click_n + click_n, info.updated_at)
     point = make_point(window, now, total, rates,
                        view.noise.source if view.noise is not None else None, extra)
+    point.update(position_bias(learner))
     await ctx.store.series.append(mk, point)
     if point["online_reward"] is not None:
         ctx.metrics.online_reward.labels(*ref).set(point["online_reward"])
@@ -146,6 +151,22 @@ def make_point(window: Window, now: float, total: SnapshotInfo, rates: tuple[flo
             point[f"{kind}_interval"] = ([_rounded(float(b)) for b in bounds]
                                          if bounds else None)
     return point
+
+
+def position_bias(learner: Learner) -> dict[str, Any]:
+    """The point's ``position_bias`` and ``position_bias_source`` of a learner that declares
+    ``estimates_position_bias``; nothing for the others.
+
+    >>> from app.learners.rank import RidgeRanker
+    >>> position_bias(RidgeRanker(n_features=2, n_action_features=1, slots=3,
+    ...                           position_bias=[1.0, 0.5, 0.25]))
+    {'position_bias': [1.0, 0.5, 0.25], 'position_bias_source': 'configured'}
+    """
+    if not learner.estimates_position_bias:
+        return {}
+    theta, source = learner.position_bias_estimate()
+    return {"position_bias": [round(float(v), DIGITS) for v in theta],
+            "position_bias_source": source}
 
 
 def _rounded(value: float | None) -> float | None:

@@ -394,7 +394,8 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
         ctx.scorers[ref] = (version, scorer)
     _record(ctx, ref, view, n_applied, version, last_id, click_sum, len(clicks), rates)
     await ctx.versions.published(ctx.store.versions, ref, cached.config, version)
-    await series.record(ctx, ref, view, n_applied, version, click_sum, len(clicks), rates)
+    await series.record(ctx, ref, view, n_applied, version, click_sum, len(clicks), rates,
+                        cached.learner)
     return n_applied
 
 

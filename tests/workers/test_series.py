@@ -55,6 +55,7 @@ async def test_trainer_records_points_with_rewards_rates_and_a_cap(store: Store)
         calibrated_probability(clicks.mean(), 0.1, 0.2), abs=1e-6)
     assert (last["rho0"], last["rho1"], last["noise_source"]) == (0.1, 0.2, "initial")
     assert last["rho0_interval"] is None  # initial rates have no interval
+    assert "position_bias" not in last  # a label model has none (rank models: their theta)
     assert last["pending"] == 0 and points[0]["t"] <= last["t"]
     labels = {"tenant": "t", "model": "m"}
     assert w.metrics.registry.get_sample_value("noisyloop_online_reward", labels) \

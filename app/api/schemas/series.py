@@ -28,6 +28,10 @@ class SeriesPoint(BaseModel):
         description="[low, high] of a published anchor estimate of rho1")
     pending: int = Field(description="decisions awaiting feedback")
     backlog: int = Field(description="accepted events not yet applied")
+    position_bias: list[float] | None = Field(
+        default=None, description="rank models: theta of each slot relative to slot 0")
+    position_bias_source: str | None = Field(
+        default=None, description="rank models: configured, estimated or insufficient_data")
 
 
 class SeriesResponse(BaseModel):
