@@ -40,6 +40,12 @@ ADMIN_TOKEN = "console-test-admin-token-0123456789"
 RANK_SHAPE = {"n_features": 4, "n_action_features": 3, "slots": 3}
 #: Seconds between two series points of the service's trainer (short: the tests wait for them).
 SERIES_INTERVAL = 0.3
+#: Seconds after which the service re-estimates the noise rates of a model with new plays
+#: (short: each round of a stream can move the estimate).
+NREST_INTERVAL = 0.5
+#: Params of a label model (rcnbf) whose noise rates are estimated: the initial rates, and
+#: a uniform share of 20% (more plays for the estimator's uniform anchor than the default 5%).
+NOISY_PARAMS = {"rho0": 0.1, "rho1": 0.2, "gamma": 0.2}
 
 
 @dataclass
@@ -110,6 +116,30 @@ class Service:
                                "clicks": [i for i, c in zip(shown, clicks, strict=True) if c]})
             self.feed(auth, model_id, events)
 
+    def learn(self, auth: dict[str, str], model_id: str, rounds: int = 14,
+              batch: int = 1000) -> None:
+        """A stream long enough for the anchor estimator to publish the noise rates of a
+        model made with :data:`NOISY_PARAMS` with its default thresholds (both 95% intervals
+        at most 0.1 wide: about 8,000 plays at the rates (0.1, 0.2)), the rounds after that
+        each drawing a point with the published interval; returns once the estimator has
+        read every play."""
+        self.stream(auth, model_id, rounds=rounds, batch=batch)
+        self.wait_for_estimate(auth, model_id, rounds * batch)
+
+    def noise(self, auth: dict[str, str], model_id: str) -> dict[str, Any]:
+        """``GET .../noise`` of the model."""
+        r = httpx.get(f"{self.base}/v1/models/{model_id}/noise", headers=auth, timeout=30)
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    def wait_for_estimate(self, auth: dict[str, str], model_id: str, plays: int) -> None:
+        """Wait until the noise estimator's last run has read ``plays`` plays (it runs in
+        the background: until then what a page shows may be replaced)."""
+        deadline = time.monotonic() + 30
+        while (noise := self.noise(auth, model_id))["n_events"] < plays:
+            assert time.monotonic() < deadline, noise
+            time.sleep(0.2)
+
     def feed(self, auth: dict[str, str], model_id: str, events: list[dict[str, Any]]) -> None:
         """Send ``events`` as feedback, have the trainer apply them, wait a series interval."""
         r = httpx.post(f"{self.base}/v1/models/{model_id}/feedback", headers=auth,
@@ -129,11 +159,12 @@ def _ready(base: str) -> bool:
 
 @contextmanager
 def run_service(data_dir: Path) -> Iterator[Service]:
-    """``noisyloop serve`` with a short series interval; stopped with SIGTERM (then SIGKILL
-    of its whole process group) on exit."""
+    """``noisyloop serve`` with short series and noise-estimate intervals; stopped with
+    SIGTERM (then SIGKILL of its whole process group) on exit."""
     port = free_port()
     env = {**os.environ, "NOISYLOOP_ADMIN_TOKEN": ADMIN_TOKEN, "NOISYLOOP_LOG_LEVEL": "WARNING",
            "NOISYLOOP_WORKER_SERIES_INTERVAL": str(SERIES_INTERVAL),
+           "NOISYLOOP_WORKER_NREST_INTERVAL": str(NREST_INTERVAL),
            "NOISYLOOP_WORKER_FLUSH_INTERVAL": "0.01"}
     for name in ("REDIS_URL", "NOISYLOOP_REDIS_URL"):
         env.pop(name, None)

@@ -2,7 +2,8 @@
 
 ``python -m tests.console.screenshots [OUT_DIR]`` (default ``docs/img``)
 starts ``noisyloop serve``, creates a tenant with a model that learns from a
-simulated noisy stream and a rank model fed a simulated recommender stream,
+simulated noisy stream (long enough for its noise rates to be estimated and
+published) and a rank model fed a simulated recommender stream,
 signs in with the tenant's key in the system's headless Chromium and writes
 ``console-models.png`` (the models list) and ``console-model.png`` (the model
 page).  The console tests take the same
@@ -20,10 +21,16 @@ from typing import Any
 from PIL import Image
 
 from app.replay.output import FIGURE_COLOURS
-from tests.console.harness import RANK_SHAPE, launch_browser, run_service, sign_in
+from tests.console.harness import (
+    NOISY_PARAMS,
+    RANK_SHAPE,
+    launch_browser,
+    run_service,
+    sign_in,
+)
 
 #: Width of the saved pictures (the page is drawn at 1280 px, then scaled down).
-WIDTH = 960
+WIDTH = 900
 
 
 def save_small(png: bytes, path: Path) -> Path:
@@ -46,6 +53,7 @@ def capture(page: Any, base: str, token: str, model_id: str, out_dir: Path) -> l
     page.goto(f"{base}/console#/models/{model_id}")
     page.wait_for_selector("#reward-chart svg polyline")
     page.wait_for_selector("#noise-chart svg")
+    page.wait_for_selector("#noise-now")
     page.wait_for_selector("#versions .body :is(table, p)")
     model = save_small(page.screenshot(), out_dir / "console-model.png")
     return [models, model]
@@ -54,10 +62,10 @@ def capture(page: Any, base: str, token: str, model_id: str, out_dir: Path) -> l
 def main(out_dir: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp, run_service(Path(tmp) / "data") as service:
         auth = service.tenant("acme")
-        service.model(auth, "clicks", params={"rho0": 0.1, "rho1": 0.2})
+        service.model(auth, "clicks", params=NOISY_PARAMS)
         service.model(auth, "ranker", task="rank", algorithm="ridge_pl", n_classes=None,
                       **RANK_SHAPE)
-        service.stream(auth, "clicks", rounds=12)
+        service.learn(auth, "clicks")
         service.rank_stream(auth, "ranker", rounds=3)
         with launch_browser() as browser:
             page = browser.new_page()

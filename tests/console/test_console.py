@@ -9,6 +9,7 @@ in session storage and goes out only as the Authorization header.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 
 from app.console import STATIC_DIR
-from tests.console.harness import RANK_SHAPE, Service, sign_in
+from tests.console.harness import NOISY_PARAMS, RANK_SHAPE, Service, sign_in
 
 #: The one URL the assets may name: SVG's XML namespace (an identifier, never fetched).
 SVG_NAMESPACE = "http://www.w3.org/2000/svg"
@@ -26,13 +27,14 @@ SVG_NAMESPACE = "http://www.w3.org/2000/svg"
 
 @pytest.fixture(scope="module")
 def tenants(service: Service) -> dict[str, Any]:
-    """Tenant acme with two models (m1 trained on a simulated noisy stream) and globex with
-    one; their keys' headers."""
+    """Tenant acme with two models (m1 trained on a simulated noisy stream long enough for
+    the anchor estimator to publish its noise rates) and globex with one; their keys'
+    headers."""
     acme, globex = service.tenant("acme"), service.tenant("globex")
-    service.model(acme, "m1", params={"rho0": 0.1, "rho1": 0.2})
+    service.model(acme, "m1", params=NOISY_PARAMS)
     service.model(acme, "m2", algorithm="banditron")
     service.model(globex, "secret-model", algorithm="perceptron")
-    service.stream(acme, "m1", rounds=6)
+    service.learn(acme, "m1")
     return {"acme": acme, "globex": globex}
 
 
@@ -91,6 +93,26 @@ def test_model_page_draws_the_reward_curve_and_the_noise_rates(
     assert noise.locator("#noise-chart svg polyline").count() == 2
     text = noise.inner_text()
     assert "ρ0" in text and "ρ1" in text and "anchor" in text
+    # the stream was long enough: the anchor estimate is published and in force, with
+    # intervals that hold the simulated rates (0.1, 0.2)
+    api = service.noise(tenants["acme"], "m1")
+    assert api["status"] == "published" and api["source"] == "estimated", api
+    shown = {name: noise.locator(f"#noise-now div:has(> dt:text-is('{name}')) dd").inner_text()
+             for name in ("status", "source", "ρ0", "ρ1")}
+    assert shown["status"] == "published" and shown["source"] == "estimated", shown
+    for kind, truth in (("rho0", 0.1), ("rho1", 0.2)):
+        low, high = api["interval"][kind]
+        assert low <= truth <= high and high - low <= api["max_width"]
+        match = re.fullmatch(r"(\S+) \[(\S+), (\S+)\]", shown[f"ρ{kind[-1]}"])
+        assert match, shown
+        assert [float(v) for v in match.groups()] == pytest.approx([api[kind], low, high],
+                                                                   abs=1e-3)
+    # the series points since the estimate carry its interval: one band per rate
+    points = httpx.get(f"{service.base}/v1/models/m1/series",
+                       headers=tenants["acme"]).json()["points"]
+    banded = [p for p in points if p["rho0_interval"] is not None]
+    assert banded and all(p["noise_source"] == "estimated" for p in banded)
+    assert noise.locator("#noise-chart svg polygon").count() == 2
     assert "events applied" in page.locator("#model").inner_text()
     assert '"algorithm": "rcnbf"' in page.locator("#config pre").inner_text()
     # every section loads, or says the server lacks its endpoint; none fails
@@ -114,7 +136,9 @@ def test_evaluate_a_policy_from_the_page(page: Any, service: Service,
     sign_in(page, service.base, token(acme))
     page.goto(f"{service.base}/console#/models/m1")
     page.select_option("#eval-policy", "model")
-    assert page.input_value("#eval-rho0") == "0.1"  # the rates in force, to change or clear
+    rates = service.noise(acme, "m1")  # the estimate published by the anchor estimator
+    # the rates in force, to change or clear
+    assert float(page.input_value("#eval-rho0")) == rates["rho0"]
     page.click("#eval-form button[type=submit]")
     box = page.locator("#evaluations .evaluation").first
     box.locator("svg.errorbars g.item").first.wait_for()
@@ -132,7 +156,7 @@ def test_evaluate_a_policy_from_the_page(page: Any, service: Service,
     job_id = box.get_attribute("data-job")
     job = httpx.get(f"{service.base}/v1/models/m1/evaluations/{job_id}", headers=acme).json()
     assert job["status"] == "done" and job["policy"] == "model"
-    assert job["correction"]["rho0"] == 0.1
+    assert job["correction"]["rho0"] == rates["rho0"]
     for name in ("ips", "snips", "dr"):
         shown = box.locator(f"tr[data-estimator={name}] td.num").inner_text()
         assert float(shown) == pytest.approx(job[name]["value"], abs=1e-3)
@@ -146,6 +170,7 @@ def test_evaluate_a_policy_from_the_page(page: Any, service: Service,
     page.fill("#eval-other", "uniform")
     page.fill("#eval-rho1", "0.2")
     page.click("#eval-form button[type=submit]")
+    page.locator("#evaluations .evaluation").nth(1).wait_for()  # the new one is listed
     newest = page.locator("#evaluations .evaluation").first
     newest.locator("svg.errorbars g.item").first.wait_for()
     assert "policy uniform" in newest.locator("svg.errorbars").text_content()
@@ -178,6 +203,17 @@ def test_rank_model_page_shows_position_bias_and_each_decisions_slots(
         assert float(slots.nth(k).locator("text.value").text_content()) == \
             pytest.approx(theta, rel=1e-2)
     assert page.inner_text("#position-bias .source") == "estimated"
+    # and over time: the series points carry each slot's theta, one line per slot after 0
+    points = httpx.get(f"{service.base}/v1/models/r1/series", headers=acme).json()["points"]
+    thetas = [p["position_bias"] for p in points if p["position_bias"] is not None]
+    assert len(thetas) >= 2 and all(len(t) == 3 and t[0] == 1.0 for t in thetas), points
+    assert {p["position_bias_source"] for p in points} <= {"estimated", "insufficient_data"}
+    lines = page.locator("#position-bias-series svg polyline")
+    assert lines.count() == 2
+    assert [len(lines.nth(k).get_attribute("points").split()) for k in range(2)] == \
+        [len(thetas)] * 2
+    assert page.locator("#position-bias-series .legend li").all_inner_texts() == [
+        " θ slot 1", " θ slot 2"]
     # recent decisions: a row per shown slot, the newest ranking first
     newest = httpx.get(f"{service.base}/v1/models/r1/log?order=desc&limit=1",
                        headers=acme).json()
@@ -295,6 +331,14 @@ def test_roll_back_a_version_from_the_page(page: Any, service: Service,
     page.wait_for_selector(f"#versions p.ok:has-text('Rolled back to v{target}')")
     model = httpx.get(f"{service.base}/v1/models/m1", headers=acme).json()
     assert model["version"] > versions["version"]
+    # the page redraws itself a moment after the rollback, unless it was left by then: the
+    # page the user went to is not drawn again under them
+    page.goto(f"{service.base}/console#/models/m2")
+    page.wait_for_selector("#model h1:has-text('m2')")
+    page.wait_for_timeout(1500)
+    assert [url for method, url, _ in page.requests
+            if method == "GET" and url.endswith("/v1/models/m2")] == \
+        [f"{service.base}/v1/models/m2"]
 
 
 def test_promote_a_challenger_from_the_page(page: Any, service: Service,
@@ -314,6 +358,80 @@ def test_promote_a_challenger_from_the_page(page: Any, service: Service,
     page.wait_for_selector("#challengers p.ok:has-text('Promoted wide')")
     model = httpx.get(f"{service.base}/v1/models/m1", headers=acme).json()
     assert model["params"].get("gamma") == 0.3
+
+
+def test_server_text_is_shown_as_text_never_parsed(page: Any, service: Service,
+                                                    tenants: dict[str, Any]) -> None:
+    sign_in(page, service.base, token(tenants["acme"]))
+    page.goto(f"{service.base}/console#/models/m1")
+    markup = "<img src=x id=injected>"
+    page.select_option("#eval-policy", "other")
+    page.fill("#eval-other", json.dumps({"algorithm": markup, "params": {}}))
+    page.click("#eval-form button[type=submit]")
+    status = page.locator("#eval-status.error")
+    status.wait_for()
+    assert markup in status.inner_text()  # the server's message names the policy, as text
+    assert page.locator("#injected, #view img").count() == 0
+
+
+def _evaluation_polls(page: Any, model_id: str) -> list[str]:
+    return [url for method, url, _ in page.requests
+            if method == "GET" and f"/v1/models/{model_id}/evaluations/" in url]
+
+
+def _start_uniform_evaluation(page: Any, held: list[Any], model_id: str) -> None:
+    """Start a uniform evaluation from the page, with its job's polls held in ``held`` (the
+    test lets each go on to the service, or fails it, when it chooses)."""
+    page.route(f"**/v1/models/{model_id}/evaluations/*", lambda route: held.append(route))
+    page.select_option("#eval-policy", "uniform")
+    page.click("#eval-form button[type=submit]")
+    while not held:
+        page.wait_for_timeout(50)
+
+
+def test_a_model_deleted_while_its_page_is_open(page: Any, service: Service,
+                                                tenants: dict[str, Any]) -> None:
+    acme = tenants["acme"]
+    service.model(acme, "doomed")
+    service.stream(acme, "doomed", rounds=1, batch=200)
+    sign_in(page, service.base, token(acme))
+    late: list[Any] = []  # the versions section's request, answered after the deletion
+    page.route("**/v1/models/doomed/versions", lambda route: late.append(route))
+    page.goto(f"{service.base}/console#/models/doomed")
+    held: list[Any] = []
+    _start_uniform_evaluation(page, held, "doomed")
+    assert httpx.delete(f"{service.base}/v1/models/doomed", headers=acme).status_code == 204
+    held.pop().continue_()  # the service answers the poll: 404 unknown_model
+    box = page.locator("#evaluations .evaluation").first
+    box.locator("text=the model no longer exists").wait_for()
+    late.pop().continue_()
+    page.wait_for_selector("#versions p.gone:has-text('no longer exists')")
+    page.wait_for_timeout(1500)
+    assert len(_evaluation_polls(page, "doomed")) == 1 and not held  # it stopped polling
+    page.click("#model button:has-text('Refresh')")  # leaves for "No such model"
+    page.wait_for_selector("#model-missing")
+
+
+def test_an_evaluation_poll_that_fails_is_retried(page: Any, service: Service,
+                                                  tenants: dict[str, Any]) -> None:
+    sign_in(page, service.base, token(tenants["acme"]))
+    page.goto(f"{service.base}/console#/models/m1")
+    held: list[Any] = []
+    _start_uniform_evaluation(page, held, "m1")
+    held.pop().abort("connectionreset")  # the network drops the first poll
+    box = page.locator("#evaluations .evaluation").first
+    box.locator("text=retrying").wait_for()
+    page.unroute("**/v1/models/m1/evaluations/*")
+    while held:  # a retry caught before the route was removed
+        held.pop().continue_()
+    box.locator("svg.errorbars g.item").first.wait_for()
+    assert len(_evaluation_polls(page, "m1")) >= 2
+    # once the page is left, no evaluation is polled any more
+    page.goto(f"{service.base}/console#/models/m2")
+    page.wait_for_selector("#model h1:has-text('m2')")
+    polls = len(_evaluation_polls(page, "m1"))
+    page.wait_for_timeout(1500)
+    assert len(_evaluation_polls(page, "m1")) == polls
 
 
 def test_screenshots_of_the_main_pages_are_small(page: Any, service: Service,

@@ -9,7 +9,9 @@
   /* The evaluations this tab started (job ids per model), forgotten with the key. */
   const EVALUATIONS = "noisyloop.console.evaluations";
   const MAX_EVALUATIONS = 10;
+  /* An evaluation is polled every POLL_MS at first, then less often, up to MAX_POLL_MS. */
   const POLL_MS = 500;
+  const MAX_POLL_MS = 5000;
   const COLORS = { online: "#2563eb", calibrated: "#dc2626", rho0: "#7c3aed", rho1: "#059669",
                    debiased: "#6b7280" };
   /* Seconds after which a model's last series point no longer tells its event rate. */
@@ -62,6 +64,10 @@
   }
 
   const modelPath = (id, rest) => `v1/models/${encodeURIComponent(id)}${rest || ""}`;
+  /* Whether an error says the model itself is gone (deleted while its page was open). */
+  const modelGone = (err) => err instanceof ApiError && err.status === 404 &&
+    err.code === "unknown_model";
+  const GONE = "This model no longer exists (it was deleted); Refresh to leave its page.";
 
   /* ---------- DOM helpers ---------- */
 
@@ -107,7 +113,8 @@
       const missing = err instanceof ApiError && (err.status === 405 ||
         (err.status === 404 && (err.code === null || err.code === "not_found")));
       body.replaceChildren(missing ? note("Not available on this server.", "muted na")
-        : note(`Could not load: ${err.message}`, "error"));
+        : modelGone(err) ? note(GONE, "error gone")
+          : note(`Could not load: ${err.message}`, "error"));
     });
     return card;
   }
@@ -275,7 +282,9 @@
       }
       throw err;
     }
-    const refresh = () => route();
+    // a refresh asked for later (after an action) does nothing once the page is left
+    const shown = renderId;
+    const refresh = () => { if (shown === renderId) route(); };
     const s = model.stats;
     const head = h("section", { class: "card", id: "model" },
       h("p", {}, h("a", { href: "#/models" }, "← models")),
@@ -302,7 +311,7 @@
         await noiseCard(body, id, model, points);
       }),
     ];
-    if (model.position_bias) cards.push(positionBiasCard(model.position_bias));
+    if (model.position_bias) cards.push(positionBiasCard(model.position_bias, seriesPromise));
     if (model.apprentice) cards.push(apprenticeCard(model));
     cards.push(
       section("Versions", "versions", (body) => versionsCard(body, id, refresh)),
@@ -385,17 +394,35 @@
     insufficient_data: "not enough randomised placements yet: some slot is still at the prior 1",
   };
 
-  function positionBiasCard(bias) {
+  /* Line colours of the slots after slot 0 in the position bias over time (cycled). */
+  const SLOT_COLORS = [COLORS.online, COLORS.calibrated, COLORS.rho0, COLORS.rho1,
+                       COLORS.debiased];
+
+  function positionBiasCard(bias, seriesPromise) {
     const chart = h("div", { class: "chart-box", id: "position-bias-chart" });
     NoisyChart.bars(chart, {
       items: bias.values.map((v, slot) => ({ name: `slot ${slot}`, value: v })),
       yMax: 1, height: 220, yLabel: "θ (slot 0 = 1)", color: COLORS.online,
     });
+    const overTime = h("div", { class: "chart-box", id: "position-bias-series" },
+      note("Loading…"));
+    seriesPromise.then(({ points }) => {
+      // theta of each slot after slot 0 (always 1) at each point that has one
+      NoisyChart.draw(overTime, {
+        title: "position bias over time", yMin: 0,
+        empty: "No points with a position bias yet.",
+        series: bias.values.slice(1).map((_, k) => ({
+          name: `θ slot ${k + 1}`, color: SLOT_COLORS[k % SLOT_COLORS.length],
+          points: points.map((p) => [p.t, p.position_bias ? p.position_bias[k + 1] : null]),
+        })),
+      });
+    }).catch((err) => overTime.replaceChildren(note(`Could not load: ${err.message}`,
+                                                   "error")));
     return h("section", { class: "card", id: "position-bias" }, h("h2", {}, "Position bias"),
       h("p", {}, "Examination probability of each slot relative to slot 0. Source: ",
         h("strong", { class: "source" }, bias.source),
         BIAS_SOURCES[bias.source] ? ` (${BIAS_SOURCES[bias.source]})` : ""),
-      chart);
+      chart, overTime);
   }
 
   /* Fields of the apprentice block shown by name; any other is listed as it comes. */
@@ -702,23 +729,38 @@
       h("p", { class: "muted" }, `${rates}; started ${clock(entry.started)}; `, status),
       content);
     const rid = renderId;
+    let delay = POLL_MS;
+    const again = () => {
+      setTimeout(poll, delay);
+      delay = Math.min(delay * 1.5, MAX_POLL_MS);
+    };
     const poll = async () => {
       if (rid !== renderId) return;  // the page was left
       let job;
       try {
         job = await api("GET", modelPath(id, `/evaluations/${encodeURIComponent(entry.job_id)}`));
       } catch (err) {
-        status.textContent = err instanceof ApiError && err.status === 404
-          ? "expired (the service keeps an evaluation a day)" : `could not load: ${err.message}`;
+        if (modelGone(err)) {
+          status.textContent = "the model no longer exists";
+        } else if (err instanceof ApiError && err.status === 404) {
+          status.textContent = "expired (the service keeps an evaluation a day)";
+        } else if (!(err instanceof ApiError) || err.status >= 500) {
+          // a network failure or a server error: say so and ask again later
+          status.textContent = `could not load (${err.message}); retrying`;
+          again();
+        } else {
+          status.textContent = `could not load: ${err.message}`;
+        }
         return;
       }
+      if (rid !== renderId) return;
       status.textContent = job.status;
       if (job.status === "failed") {
         content.replaceChildren(note(job.error || "failed", "error"));
       } else if (job.status === "done") {
         content.replaceChildren(...evaluationResult(job));
       } else {
-        setTimeout(poll, POLL_MS);
+        again();
       }
     };
     poll();
