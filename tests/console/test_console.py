@@ -385,8 +385,11 @@ def _start_uniform_evaluation(page: Any, held: list[Any], model_id: str) -> None
     page.route(f"**/v1/models/{model_id}/evaluations/*", lambda route: held.append(route))
     page.select_option("#eval-policy", "uniform")
     page.click("#eval-form button[type=submit]")
-    while not held:
+    for _ in range(300):  # 15 s
+        if held:
+            return
         page.wait_for_timeout(50)
+    raise AssertionError("the page never asked for the evaluation's job")
 
 
 def test_a_model_deleted_while_its_page_is_open(page: Any, service: Service,
