@@ -143,11 +143,6 @@ class ModelStore:
             return None
         return Snapshot(info, codec.decode(values[0])), bytes(config_raw)
 
-    async def set_config(self, tenant: str, config: dict[str, Any]) -> bool:
-        """Replace the stored config of an existing model (e.g. its params); False if gone."""
-        mk = ModelKeys(tenant, config["model_id"])
-        return bool(await self._set_config(keys=[mk.meta], args=[orjson.dumps(config)]))
-
     async def update_config(self, tenant: str, model_id: str,
                             change: Callable[[dict[str, Any]], dict[str, Any] | None],
                             ) -> dict[str, Any] | None:

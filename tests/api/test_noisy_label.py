@@ -5,10 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
+import redis
 
+from app.api.routes import confusion as confusion_routes
 from app.sim.datasets import load_classification
 from app.sim.noisy_labels import corrupt_labels, next_class_confusion
+from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, post_feedback
 
 
@@ -164,3 +168,28 @@ def test_uma_beats_noisy_perceptron_on_digits(client: TestClient,
         errors[model] = float(np.mean(np.array(labels) != y))
     # true-label error of the final models on all 1,797 digits
     assert errors["uma"] < 0.2 and errors["uma"] < errors["perceptron"] - 0.15, errors
+
+
+def test_put_confusion_keeps_params_written_meanwhile(
+        client: TestClient, tenant: dict[str, str], redis_url: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """PUT .../confusion read the config, then a rollback restored other params before the
+    matrix was written: the matrix lands on the restored params (a blind write of the whole
+    config put the params read before back)."""
+    _model(client, tenant)
+    mk = ModelKeys("acme", "m1")
+    real = confusion_routes.validate_confusion
+
+    def rollback_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        with redis.Redis.from_url(redis_url) as r:
+            config = orjson.loads(r.hget(mk.meta, "config"))
+            config["params"]["eps_z"] = 1e-5
+            r.hset(mk.meta, "config", orjson.dumps(config))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(confusion_routes, "validate_confusion", rollback_meanwhile)
+    C = next_class_confusion(3, 0.3)
+    r = client.put("/v1/models/m1/confusion", json={"matrix": C.tolist()}, headers=tenant)
+    assert r.status_code == 200, r.text
+    params = client.get("/v1/models/m1", headers=tenant).json()["params"]
+    assert (params["eps_z"], params["confusion"]) == (1e-5, C.tolist())

@@ -201,7 +201,8 @@ def _changes(store: Store, record: KeyRecord) -> dict[str, Any]:
         await store.anchors.configure(MK, estimator="fixed")
 
     async def config() -> None:
-        assert await store.models.set_config("t", {**CONFIG, "params": {"gamma": 0.1}})
+        assert await store.models.update_config(
+            "t", CONFIG["model_id"], lambda c: {**c, "params": {"gamma": 0.1}})
 
     async def recreate() -> None:
         assert await store.models.delete("t", "m")

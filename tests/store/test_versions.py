@@ -54,7 +54,8 @@ async def test_rollback_restores_state_algorithm_and_params(store: Store) -> Non
     await store.snapshots.publish(MK, _state(1.0))
     assert await store.versions.keep(MK, policy) == 2
     # a promote-like change: another algorithm with its own state
-    await store.models.set_config("t", {**CONFIG, "algorithm": "other", "params": {"a": 1}})
+    await store.models.update_config(
+        "t", "m", lambda c: {**c, "algorithm": "other", "params": {"a": 1}})
     await store.snapshots.publish(MK, {"V": np.ones(4)})
     assert await store.versions.rollback(MK, 2) == 4
     snap = await store.snapshots.load(MK)
@@ -81,7 +82,7 @@ async def test_rollback_is_refused_when_a_promotion_lands_after_its_read(
     run = versions.run_script
 
     async def promote_first(*args: Any) -> Any:
-        await store.models.set_config("t", promoted)
+        await store.models.update_config("t", "m", lambda _: promoted)
         await store.snapshots.publish(MK, {"V": np.ones(4)})
         return await run(*args)
 

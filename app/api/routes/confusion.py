@@ -12,7 +12,7 @@ from app.learners.base import Learner, ParamError
 from app.learners.build import build_learner
 from app.learners.confusion import validate_confusion
 from app.learners.registry import ALGORITHMS, learner_class
-from app.store.models import ModelView
+from app.store.models import ConfigBusy, ModelView
 from app.store.snapshots import PublishConflict
 
 router = APIRouter(prefix="/v1/models", tags=["confusion"],
@@ -70,10 +70,17 @@ async def put_confusion(body: ConfusionPutRequest, view: ModelDep,
         except ParamError as exc:
             raise ApiError(422, "invalid_confusion", f"confusion matrix {exc.message}",
                            "matrix") from None
-    config = {**config, "params": {**config["params"],
-                                   "confusion": None if matrix is None else matrix.tolist()}}
-    if not await ctx.store.models.set_config(view.tenant, config):
+    confusion = None if matrix is None else matrix.tolist()
+    try:  # on the config stored when writing: a rollback meanwhile keeps its params
+        stored = await ctx.store.models.update_config(
+            view.tenant, config["model_id"],
+            lambda current: {**current, "params": {**current["params"], "confusion": confusion}})
+    except ConfigBusy:
+        raise ApiError(503, "store_busy", "the model's config kept changing; retry",
+                       headers={"Retry-After": "1"}) from None
+    if stored is None:
         raise unknown_model(config["model_id"])
+    config = stored
     for _ in range(PUT_ATTEMPTS):
         snap = await ctx.store.snapshots.load(view.keys)
         if snap is None:
