@@ -10,7 +10,11 @@ from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
 from app.api.schemas.versions import KeptVersionResponse, RollbackResponse, VersionsResponse
 from app.store.keys import ModelKeys
-from app.store.versions import RollbackRefused, VersionPolicy
+from app.store.snapshots import PublishConflict
+from app.store.versions import RESTORED_CONFIG_FIELDS, RollbackRefused, VersionPolicy
+
+#: Publish attempts of an explicit change racing the trainer's publishes.
+PUBLISH_ATTEMPTS = 20
 
 
 async def keep_explicit(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any], version: int,
@@ -24,13 +28,31 @@ async def keep_explicit(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any], 
 
 async def publish_explicit(ctx: ApiContext, tenant: str, config: dict[str, Any],
                            state: dict[str, np.ndarray], reason: str) -> int:
-    """Publish ``state`` as the model's new version (any trainer's batch in flight is refused
-    and learned again on top of it), keep it, drop the cached learner; returns the version."""
+    """Publish ``state``, built for ``config``, as the model's new version (any trainer's batch
+    in flight is refused and learned again on top of it), keep it, drop the cached learner;
+    returns the version.  Only while the model still has the algorithm and params of
+    ``config``: a promotion or rollback meanwhile (409 ``model_changed``) would otherwise get
+    a state of another algorithm under its config."""
     mk = ModelKeys(tenant, config["model_id"])
-    version = await ctx.store.snapshots.publish(mk, state)
-    await keep_explicit(ctx, mk, config, version, reason)
-    ctx.cache.forget(tenant, config["model_id"])
-    return version
+    for _ in range(PUBLISH_ATTEMPTS):
+        found = await ctx.store.models.config_and_version(mk)
+        if found is None:
+            raise unknown_model(config["model_id"])
+        current, expected = found
+        if any(current.get(name) != config.get(name) for name in RESTORED_CONFIG_FIELDS):
+            raise ApiError(409, "model_changed", "the model's algorithm or params changed "
+                           "during the call (a promotion or rollback); try again")
+        try:
+            version = await ctx.store.snapshots.publish(mk, state, expected_version=expected)
+        except PublishConflict as exc:
+            if exc.code == -3:
+                raise unknown_model(config["model_id"]) from None
+            continue  # the trainer published meanwhile: read again
+        await keep_explicit(ctx, mk, config, version, reason)
+        ctx.cache.forget(tenant, config["model_id"])
+        return version
+    raise ApiError(503, "store_busy", "the model kept changing; retry",
+                   headers={"Retry-After": "1"})
 
 
 async def list_versions(ctx: ApiContext, tenant: str, model_id: str) -> VersionsResponse:

@@ -143,6 +143,18 @@ class ModelStore:
             return None
         return Snapshot(info, codec.decode(values[0])), bytes(config_raw)
 
+    async def config_and_version(self, mk: ModelKeys) -> tuple[dict[str, Any], int] | None:
+        """The config and the snapshot version read together (one transaction: a promotion
+        or rollback changes both at once); None when the model is gone."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hget(mk.meta, "config")
+            pipe.hget(mk.snapshot, "version")
+            raw, version = await pipe.execute()
+        if raw is None or version is None:
+            return None
+        config: dict[str, Any] = orjson.loads(raw)
+        return config, int(version)
+
     async def update_config(self, tenant: str, model_id: str,
                             change: Callable[[dict[str, Any]], dict[str, Any] | None],
                             ) -> dict[str, Any] | None:

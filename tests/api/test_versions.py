@@ -6,8 +6,12 @@ import time
 from typing import Any
 
 import orjson
+import pytest
 import redis
 
+from app.api import modelops
+from app.learners.registry import default_params, learner_class
+from app.store import codec
 from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, new_model, new_tenant
 
@@ -195,3 +199,38 @@ def test_rollback_across_a_promote_restores_the_algorithm(
     assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
     model = _model(client, tenant)
     assert model["stats"]["events_applied"] == 21 and model["version"] == r.json()["version"] + 1
+
+
+def test_a_reset_racing_a_promotion_never_publishes_the_old_algorithms_state(
+        client: TestClient, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reset built the initial state of the algorithm it read, then a promotion set
+    another algorithm and its state: publishing the reset's state would run it under the
+    promoted config.  409 model_changed; the promoted state stays."""
+    auth = new_tenant(client)
+    new_model(client, auth, algorithm="linucb_diag", n_features=3, n_classes=3)
+    mk = ModelKeys("acme", "m1")
+    real = modelops.build_learner
+    calls = 0
+    promoted_state: list[bytes] = []
+
+    def promote_meanwhile(config: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # as challenger_promote.lua does: config, state and version at once
+            with redis.Redis.from_url(redis_url) as r:
+                promoted = {**config, "algorithm": "squarecb_diag",
+                            "params": default_params(learner_class("label", "squarecb_diag"))}
+                promoted_state.append(codec.encode(real(promoted).get_state()))
+                with r.pipeline(transaction=True) as pipe:
+                    pipe.hset(mk.meta, "config", orjson.dumps(promoted))
+                    pipe.hset(mk.snapshot, "state", promoted_state[0])
+                    pipe.hincrby(mk.snapshot, "version", 1)
+                    pipe.execute()
+        return real(config, *args, **kwargs)
+
+    monkeypatch.setattr(modelops, "build_learner", promote_meanwhile)
+    r = client.post("/v1/models/m1/reset", headers=auth)
+    assert r.status_code == 409 and r.json()["error"]["code"] == "model_changed", r.text
+    with redis.Redis.from_url(redis_url) as r:
+        assert int(r.hget(mk.snapshot, "version")) == 2
+        assert r.hget(mk.snapshot, "state") == promoted_state[0]

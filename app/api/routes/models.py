@@ -21,6 +21,8 @@ from app.api.schemas.models import (
 router = APIRouter(prefix="/v1/models", tags=["models"],
                    responses={401: {"model": ErrorResponse}, 422: {"model": ErrorResponse}})
 _404: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
+#: Explicit publishes: also 409 model_changed (a promotion or rollback raced them).
+_PUBLISH: dict[int | str, dict[str, Any]] = {**_404, 409: {"model": ErrorResponse}}
 
 
 @router.post("", status_code=201, response_model=ModelResponse,
@@ -52,7 +54,7 @@ async def delete_model(view: ModelDep, ctx: Context) -> Response:
     return Response(status_code=204)
 
 
-@router.post("/{model_id}/reset", response_model=ModelResponse, responses=_404)
+@router.post("/{model_id}/reset", response_model=ModelResponse, responses=_PUBLISH)
 async def reset_model(view: ModelDep, ctx: Context) -> ModelResponse:
     """Weights back to their initial values, under a new version."""
     return await modelops.reset_model(ctx, view.tenant, view.config)
@@ -65,7 +67,7 @@ async def get_snapshot(view: ModelDep, ctx: Context) -> SnapshotResponse:
         await modelops.export_snapshot(ctx, view.tenant, view.config))
 
 
-@router.put("/{model_id}/snapshot", response_model=ModelResponse, responses=_404)
+@router.put("/{model_id}/snapshot", response_model=ModelResponse, responses=_PUBLISH)
 async def put_snapshot(body: SnapshotImportRequest, view: ModelDep,
                        ctx: Context) -> ModelResponse:
     """Replace the state (422 when shapes or config do not match)."""
