@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from app.store import ModelKeys, Store, versions
+from app.store.client import run_script
 from app.store.codec import decode
 from app.store.versions import RollbackRefused, VersionPolicy
 
@@ -79,12 +80,11 @@ async def test_rollback_is_refused_when_a_promotion_lands_after_its_read(
     policy = VersionPolicy(kept=5, interval_seconds=0.0)
     assert await store.versions.keep(MK, policy) == 1
     promoted = {**CONFIG, "algorithm": "other", "params": {"a": 1}}
-    run = versions.run_script
 
     async def promote_first(*args: Any) -> Any:
         await store.models.update_config("t", "m", lambda _: promoted)
         await store.snapshots.publish(MK, {"V": np.ones(4)})
-        return await run(*args)
+        return await run_script(*args)
 
     monkeypatch.setattr(versions, "run_script", promote_first)
     with pytest.raises(RollbackRefused) as refused:
