@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import time
 from typing import Any
@@ -109,7 +110,8 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
 
 def _evaluate(entries: list[LogEntry], config: dict[str, Any],
               state: dict[str, np.ndarray] | None, request: dict[str, Any]) -> dict[str, Any]:
-    records = [r for entry in entries for r in entry_records(entry)][:MAX_EVENTS]
+    records = itertools.islice((r for entry in entries for r in entry_records(entry)),
+                              MAX_EVENTS)
     read = service_log(records, config.get("n_classes"), "the decision log")
     log, policy = read.log, request["policy"]
     if read.ranked and policy not in ("uniform", "logging"):
