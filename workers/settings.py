@@ -109,7 +109,8 @@ class WorkerSettings(BaseSettings):
     log_max_events: int = Field(
         default=DEFAULT_MAX_EVENTS, ge=0, le=100_000_000,
         description="Applied events kept in each model's decision log (GET /v1/models/{id}/log), "
-                    "the newest, approximately; 0 turns the log off.")
+                    "the newest, approximately; 0 turns the log off (what it holds still goes "
+                    "by age).")
     log_max_age: float = Field(
         default=DEFAULT_MAX_AGE_SECONDS, ge=0, le=366 * 86_400,
         description="Seconds an applied event stays in its model's decision log, approximately "

@@ -160,6 +160,23 @@ async def test_a_large_backlog_is_trimmed_at_most_100_batches_per_publish(
     assert [e.stream_id for e in await store.log.events(mk)] == ["1-255"]
 
 
+async def test_with_the_log_off_what_it_held_still_goes_by_age(store: Store) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    await feed(store, mk, config, 30)
+    assert await worker(store, log_max_events=1000).drain() == 30
+    await asyncio.sleep(0.3)
+    marker = await store.log.append_marker(mk, "rollback", {"version": 1})
+    await feed(store, mk, config, 10, seed=1)
+    # off, with an age limit: the old batch goes (the newer marker stays), nothing is added
+    assert await worker(store, log_max_events=0, log_max_age=0.2).drain() == 10
+    assert [e.entry_id for e in await store.log.read(mk)] == [marker]
+    assert await store.log.logged(mk) == 0 and await store.redis.llen(mk.log_index) == 0
+    # an explicit publish (reset, import) logs and trims nothing
+    await store.snapshots.publish(mk, (await store.snapshots.load(mk)).state)  # type: ignore[union-attr]
+    assert [e.entry_id for e in await store.log.read(mk)] == [marker]
+
+
 async def test_scan_reads_one_entry_first_and_grows_while_reads_hold_few_events(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     config = model_config()

@@ -13,7 +13,9 @@
 -- while the rest hold at least the max events, or while they are too old: at
 -- most 100 batches per publish, so that a large backlog (a lowered max, an
 -- idle week's batches all too old) goes over the next publishes instead of
--- blocking Redis in one call.
+-- blocking Redis in one call.  With the log off (max events 0) the batches
+-- logged before still go by age.  An explicit publish (reset, import: events
+-- to log 0 and a max above 0) leaves the log as it is.
 -- Returns the new version, -1 when the version moved (someone else
 -- published), -2 when the lease belongs to another owner, -3 when the
 -- model is gone.
@@ -36,33 +38,42 @@ redis.call('HINCRBY', KEYS[1], 'events_applied', ARGV[4])
 redis.call('HINCRBYFLOAT', KEYS[1], 'click_sum', ARGV[5])
 redis.call('HINCRBY', KEYS[1], 'click_n', ARGV[6])
 local max_events, n = tonumber(ARGV[9]), tonumber(ARGV[11])
-if max_events > 0 and n > 0 then
-  local id = redis.call('XADD', KEYS[3], '*', 'k', 'events', 'v', v, 'n', n, 'L', ARGV[12],
-                        's', ARGV[13], 't', ARGV[14], 'e', ARGV[15], 'c', ARGV[16],
-                        'f', ARGV[17])
-  local newest = id .. ' ' .. n
-  redis.call('RPUSH', KEYS[4], newest)
-  local total = redis.call('HINCRBY', KEYS[5], 'log_events', n)
+if n > 0 or max_events == 0 then  -- (an explicit publish logs nothing and trims nothing)
+  local newest, total = nil, nil
+  if max_events > 0 then
+    local id = redis.call('XADD', KEYS[3], '*', 'k', 'events', 'v', v, 'n', n, 'L', ARGV[12],
+                          's', ARGV[13], 't', ARGV[14], 'e', ARGV[15], 'c', ARGV[16],
+                          'f', ARGV[17])
+    newest = id .. ' ' .. n
+    redis.call('RPUSH', KEYS[4], newest)
+    total = redis.call('HINCRBY', KEYS[5], 'log_events', n)
+  else  -- the log is off: what it holds still goes by age
+    total = tonumber(redis.call('HGET', KEYS[5], 'log_events') or '0')
+  end
   local min_ms = tonumber(ARGV[10])
-  local dropped = 0
+  local dropped, last = 0, nil
   while dropped < 100 do
     local first = redis.call('LINDEX', KEYS[4], 0)
     if first == newest then  -- it stays, holding what the log counts (heals a lost index)
       redis.call('HSET', KEYS[5], 'log_events', n)
       break
     end
-    local first_ms, first_n = string.match(first, '^(%d+)-%d+ (%d+)$')
-    first_ms, first_n = tonumber(first_ms), tonumber(first_n)
-    if total - first_n < max_events and first_ms >= min_ms then
+    if not first then
+      break
+    end
+    local ms, seq, first_n = string.match(first, '^(%d+)-(%d+) (%d+)$')
+    local first_ms = tonumber(ms)
+    first_n = tonumber(first_n)
+    if (max_events == 0 or total - first_n < max_events) and first_ms >= min_ms then
       break
     end
     redis.call('LPOP', KEYS[4])
     total = redis.call('HINCRBY', KEYS[5], 'log_events', -first_n)
-    dropped = dropped + 1
+    dropped, last = dropped + 1, ms .. '-' .. (tonumber(seq) + 1)
   end
-  if dropped > 0 then
+  if dropped > 0 then  -- the entries before the first batch kept (markers too) go
     local keep = redis.call('LINDEX', KEYS[4], 0)
-    redis.call('XTRIM', KEYS[3], 'MINID', string.match(keep, '^(%S+)'))
+    redis.call('XTRIM', KEYS[3], 'MINID', keep and string.match(keep, '^(%S+)') or last)
   end
 end
 return v
