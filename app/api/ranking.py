@@ -207,7 +207,7 @@ async def log_and_answer(ctx: ApiContext, tenant: str, config: Mapping[str, Any]
             config["feedback"]["wait_seconds"], ctx.settings.context_grace_seconds,
             predictions=0 if k else len(inputs), guard=guard, defer=defer,
             apprentice=[agreed[i] for i in rows] if apprentice else None,
-            agreement=(len(agreed), sum(agreed)) if apprentice and not k else None)
+            agreement=((0, 0) if k else (len(agreed), sum(agreed))) if apprentice else None)
         if logged is None:
             return None
     ctx.metrics.count_decisions(tenant, config["model_id"], len(inputs), version)

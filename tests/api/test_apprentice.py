@@ -224,3 +224,18 @@ def test_feedback_after_a_switch_online_counts_for_the_apprentice_decisions(
     assert post_feedback(client, tenant, {"events": events}).json()["accepted"] == 2
     report = _report(client, tenant)
     assert (report["decisions"], report["events"], report["baseline_reward"]) == (1, 1, 1.0)
+
+
+def test_a_rank_batch_mixing_defer_counts_each_apprentice_decision_once(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """A batch mixing defer is logged in two steps; the first counts the batch's apprentice
+    decisions, the second counted its own again."""
+    new_ranker(client, tenant, mode="apprentice")
+    actions = candidates(4, np.random.default_rng(1))
+    baseline = ["item-3", "item-2", "item-1"]
+    requests = [{"features": [1, 0, 0], "actions": actions, "baseline": baseline,
+                 "defer": defer} for defer in (False, True, True)]
+    r = client.post("/v1/models/feed/rank", json={"requests": requests}, headers=tenant)
+    assert r.status_code == 200, r.text
+    report = client.get("/v1/models/feed", headers=tenant).json()["apprentice"]
+    assert report["decisions"] == 3, report
