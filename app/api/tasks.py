@@ -95,7 +95,8 @@ class TaskSpec:
     None: the parsed arrays join as they are."""
     reward: Callable[[Mapping[str, np.ndarray]], float] | None = None
     """(joined feedback arrays) -> the observed reward of what was served (the click; slot 0's
-    for a ranking), counted for a model in apprentice mode; None: no apprentice mode."""
+    for a ranking), counted for the decisions made in apprentice mode; None: no apprentice
+    mode."""
 
     def parse_feedback(self, raw: Any, config: Mapping[str, Any], cls: type[Learner],
                        prefix: str = "") -> tuple[str | None, dict[str, np.ndarray]]:
