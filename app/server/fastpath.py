@@ -40,7 +40,6 @@ import logging
 import re
 from typing import Any
 
-import orjson
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -53,7 +52,7 @@ from app.api.routing import may_hold_big_int
 from app.api.schemas.common import MODEL_ID_PATTERN
 from app.api.schemas.predict import PredictRequest
 from app.metrics import Metrics
-from app.server.rankbody import plain_rank_body
+from app.server.rankbody import json_object, plain_rank_body
 from app.store import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
@@ -81,11 +80,8 @@ def single_predict_body(body: bytes) -> PredictRequest | None:
     """
     if b'"features"' not in body[:_FEATURES_WITHIN] or may_hold_big_int(body):
         return None  # a batch (1 MB of instances) is not parsed here only to be refused
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    if type(doc) is not dict:
+    doc = json_object(body)
+    if doc is None:
         return None
     features = doc.get("features")
     explore = doc.get("explore", True)

@@ -45,6 +45,20 @@ _PEEK = 2048
 _DEPTH = 4
 
 
+def json_object(body: bytes) -> dict[str, Any] | None:
+    """The JSON object ``body`` holds; None for invalid JSON or any other value (the fast
+    path's hand parsers then leave the body to the regular route).
+
+    >>> json_object(b'{"a": 1}'), json_object(b'[1]'), json_object(b'{"a": ')
+    ({'a': 1}, None, None)
+    """
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    return doc if type(doc) is dict else None
+
+
 def plain_rank_body(body: bytes, max_depth: int) -> PlainRanks | None:
     """The requests of a plain body nested at most ``max_depth`` levels, else None.
 
@@ -62,11 +76,8 @@ def plain_rank_body(body: bytes, max_depth: int) -> PlainRanks | None:
     start = body[:_PEEK]
     if any(marker in start for marker in _NOT_PLAIN):
         return None
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    if type(doc) is not dict:
+    doc = json_object(body)
+    if doc is None:
         return None
     batch = "requests" in doc
     requests = doc["requests"] if batch else [doc]
