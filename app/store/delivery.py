@@ -116,8 +116,10 @@ class DeliveryStore:
         return None if int(reply[0]) == 0 else Deliveries.from_reply(reply)
 
     async def read_model(self, mk: ModelKeys) -> TrainerView | None:
-        """Config, snapshot counters and noise record in one round trip (None: model gone)."""
-        async with self.redis.pipeline(transaction=False) as pipe:
+        """Config, snapshot counters and noise record in one round trip (None: model gone),
+        read in one transaction: a promotion or rollback changes config and version in one
+        step, so the trainer never sees one from before it and one from after."""
+        async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hget(mk.meta, "config")
             pipe.hmget(mk.snapshot, list(COUNTER_FIELDS))
             pipe.hmget(mk.noise, list(NOISE_FIELDS))
