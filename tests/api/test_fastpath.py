@@ -8,16 +8,16 @@ made through the API and checked to take effect on the very next predict.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import orjson
 import pytest
 import redis
 
-from app.server.fastpath import DecisionFastPath, single_predict_body
+from app.server.fastpath import single_predict_body
 from app.store.keys import ModelKeys
-from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
+from tests.api import fastpaths
+from tests.api.conftest import TestClient, make_client, new_model, new_tenant
 
 X = [1.0, 0.0, 0.5, 0]
 PREDICT = "/v1/models/m1/predict"
@@ -25,21 +25,14 @@ PREDICT = "/v1/models/m1/predict"
 
 def paths(client: TestClient) -> dict[str, float]:
     """``noisyloop_predict_requests_total`` by path."""
-    text = client.get("/metrics").text
-    return {m[1]: float(m[2]) for m in re.finditer(
-        r'noisyloop_predict_requests_total\{path="(\w+)"\} (\S+)', text)}
+    return fastpaths.paths(client, "predict")
 
 
 def predicted_by(client: TestClient, auth: dict[str, str], body: Any = None,
                  **kwargs: Any) -> tuple[Any, str | None]:
     """POST a predict; return the response and the path that answered it (None: neither)."""
-    before = paths(client)
-    r = client.post(PREDICT, json={"features": X} if body is None else body, headers=auth,
-                    **kwargs)
-    after = paths(client)
-    grew = [p for p in after if after[p] > before.get(p, 0)]
-    assert len(grew) <= 1
-    return r, (grew[0] if grew else None)
+    return fastpaths.answered_by(client, PREDICT, "predict", auth,
+                                 {"features": X} if body is None else body, **kwargs)
 
 
 @pytest.fixture
@@ -86,9 +79,7 @@ def test_explore_false_counts_without_logging(idle_client: TestClient, redis_url
 def test_revoked_key_is_refused_at_once(idle_client: TestClient, tenant: dict[str, str]
                                         ) -> None:
     predicted_by(idle_client, tenant)
-    key_id = tenant["Authorization"].split(".")[2]
-    assert idle_client.delete(f"/v1/admin/tenants/acme/keys/{key_id}",
-                              headers=ADMIN).status_code == 204
+    fastpaths.revoke_key(idle_client, tenant)
     r, path = predicted_by(idle_client, tenant)
     assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
     assert path is None
@@ -227,51 +218,15 @@ def test_single_predict_body_refuses_anything_else(body: bytes) -> None:
     assert single_predict_body(body) is None
 
 
-def _call_fast_path(client: TestClient, body: bytes | list[bytes], auth: dict[str, str],
-                    path: str = PREDICT) -> tuple[list[dict[str, Any]], list[bytes]]:
-    """Run :class:`DecisionFastPath` around a recording inner app, on the app's loop (a list
-    of ``body`` parts comes in as many messages).
-
-    Returns the messages sent and the bodies the inner app received.
-    """
-    inner_bodies: list[bytes] = []
-
-    async def inner(scope: Any, receive: Any, send: Any) -> None:
-        parts = [await receive()]
-        while parts[-1]["more_body"]:
-            parts.append(await receive())
-        inner_bodies.append(b"".join(m["body"] for m in parts))
-        await send({"type": "http.response.start", "status": 299, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
-
-    parts = [body] if isinstance(body, bytes) else list(body)
-    scope = {"type": "http", "method": "POST", "path": path, "app": client.app,
-             "headers": [(b"content-type", b"application/json"),
-                         (b"content-length", str(sum(map(len, parts))).encode()),
-                         (b"authorization", auth["Authorization"].encode())]}
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        part = parts.pop(0)
-        return {"type": "http.request", "body": part, "more_body": bool(parts)}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    assert client.portal is not None
-    options = client.app.fast_path_options  # type: ignore[attr-defined]
-    client.portal.call(DecisionFastPath(inner, **options), scope, receive, send)
-    return sent, inner_bodies
-
-
 def test_fast_path_answers_without_the_app_and_passes_the_rest_on_intact(
         idle_client: TestClient, tenant: dict[str, str]) -> None:
     predicted_by(idle_client, tenant)  # the regular path fills the caches
-    sent, inner = _call_fast_path(idle_client, b'{"features": [1, 0, 0.5, 0]}', tenant)
+    sent, inner = fastpaths.call_fast_path(idle_client, b'{"features": [1, 0, 0.5, 0]}', tenant,
+                                         PREDICT)
     assert inner == [] and sent[0]["status"] == 200
     assert dict(sent[0]["headers"]).keys() == {b"content-type", b"content-length",
                                                b"x-request-id"}
     assert orjson.loads(sent[1]["body"]).keys() >= {"label", "event_id", "model_version"}
     odd = b'{"features": [1, 0, 0.5, 0], "explore": "yes"}'
-    sent, inner = _call_fast_path(idle_client, odd, tenant)
+    sent, inner = fastpaths.call_fast_path(idle_client, odd, tenant, PREDICT)
     assert inner == [odd] and sent[0]["status"] == 299

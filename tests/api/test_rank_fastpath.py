@@ -8,7 +8,6 @@ those of a service whose caches are cold (so its regular route answers).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -18,8 +17,8 @@ import redis
 
 from app.server.rankbody import plain_rank_body
 from app.store.keys import ModelKeys
-from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
-from tests.api.test_fastpath import _call_fast_path
+from tests.api import fastpaths
+from tests.api.conftest import TestClient, make_client, new_model, new_tenant
 from tests.api.test_rank import candidates, new_ranker
 
 RANK = "/v1/models/feed/rank"
@@ -30,20 +29,14 @@ ONE = {"features": [1.0, 0.5, -0.25], "actions": ACTIONS}
 
 def paths(client: TestClient) -> dict[str, float]:
     """``noisyloop_rank_requests_total`` by path."""
-    text = client.get("/metrics").text
-    return {m[1]: float(m[2]) for m in re.finditer(
-        r'noisyloop_rank_requests_total\{path="(\w+)"\} (\S+)', text)}
+    return fastpaths.paths(client, "rank")
 
 
 def ranked_by(client: TestClient, auth: dict[str, str], body: Any = None,
               **kwargs: Any) -> tuple[Any, str | None]:
     """POST a rank; return the response and the path that answered it (None: neither)."""
-    before = paths(client)
-    r = client.post(RANK, json=ONE if body is None else body, headers=auth, **kwargs)
-    after = paths(client)
-    grew = [p for p in after if after[p] > before.get(p, 0)]
-    assert len(grew) <= 1
-    return r, (grew[0] if grew else None)
+    return fastpaths.answered_by(client, RANK, "rank", auth, ONE if body is None else body,
+                                 **kwargs)
 
 
 @pytest.fixture
@@ -149,9 +142,7 @@ def test_apprentice_baselines_take_the_regular_path(idle_client: TestClient,
 def test_revoked_key_is_refused_at_once(idle_client: TestClient, tenant: dict[str, str]
                                         ) -> None:
     ranked_by(idle_client, tenant)
-    key_id = tenant["Authorization"].split(".")[2]
-    assert idle_client.delete(f"/v1/admin/tenants/acme/keys/{key_id}",
-                              headers=ADMIN).status_code == 204
+    fastpaths.revoke_key(idle_client, tenant)
     r, path = ranked_by(idle_client, tenant)
     assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
     assert path is None
@@ -266,11 +257,12 @@ def test_fast_path_reads_a_body_of_several_parts(idle_client: TestClient,
                                                  tenant: dict[str, str]) -> None:
     ranked_by(idle_client, tenant)
     body = orjson.dumps({"requests": [ONE] * 3})
-    sent, inner = _call_fast_path(idle_client, [body[:100], body[100:]], tenant, RANK)
+    sent, inner = fastpaths.call_fast_path(idle_client, [body[:100], body[100:]], tenant,
+                                           RANK)
     assert inner == [] and sent[0]["status"] == 200
     assert len(orjson.loads(sent[1]["body"])["results"]) == 3
     odd = [body[:100], body[100:-1] + b', "x": 1}']
-    sent, inner = _call_fast_path(idle_client, odd, tenant, RANK)
+    sent, inner = fastpaths.call_fast_path(idle_client, odd, tenant, RANK)
     assert inner == [b"".join(odd)] and sent[0]["status"] == 299
 
 
