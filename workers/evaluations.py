@@ -6,9 +6,9 @@ model's current snapshot as it explores: its label distribution on each
 logged context), ``model:greedy`` (its greedy label) or a configuration
 ``{"algorithm", "params"}``, which learns the first ``train_fraction`` of the
 events and is evaluated on the rest (:mod:`app.evaluation.training`).
-The worker reads the log's events applied since ``since`` (at most
-:data:`MAX_EVENTS`, the oldest first), as ``noisyloop log export`` shows
-them, and runs the estimators of ``noisyloop evaluate`` on them in the
+The worker reads the newest :data:`MAX_EVENTS` events applied in
+``[since, until]`` (the whole log by default), in log order, as ``noisyloop
+log export`` shows them, and runs the estimators of ``noisyloop evaluate`` on them in the
 worker's pool (as NREst fits: off the trainer's event loop), for at most
 ``nrest_timeout`` seconds; the result is the JSON ``noisyloop evaluate
 --json`` writes.  Any error fails the job with its reason; a job whose
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import logging
 import time
 from typing import Any
@@ -44,7 +43,7 @@ from workers.context import WorkerContext
 
 logger = logging.getLogger(__name__)
 
-#: Most events one evaluation reads (the oldest applied since ``since``).
+#: Most events one evaluation reads (the newest in its window).
 MAX_EVENTS = 200_000
 #: Seconds past ``nrest_timeout`` after which a running job whose worker died reads as failed.
 DEADLINE_MARGIN_SECONDS = 60.0
@@ -95,23 +94,29 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
         if snap is None:
             raise ValueError("the model is gone")
         state = snap.state
-    since_ms = request.get("since_ms")
-    entries: list[LogEntry] = []
+    since_ms, until_ms = request.get("since_ms"), request.get("until_ms")
+    entries: list[LogEntry] = []  # newest first until reversed
     events = 0
-    async for entry in ctx.store.log.scan(mk, start="-" if since_ms is None else f"{since_ms}-0"):
+    async for entry in ctx.store.log.scan(
+            mk, start="-" if since_ms is None else str(since_ms),
+            end="+" if until_ms is None else str(until_ms), newest_first=True):
         entries.append(entry)
         events += 0 if entry.is_marker else entry.size
         if events >= MAX_EVENTS:
             break
-    fit = functools.partial(_evaluate, entries, config, state, request)
+    entries.reverse()
+    fit = functools.partial(_evaluate, entries, max(0, events - MAX_EVENTS), config, state,
+                            request)
     return await asyncio.wait_for(
         asyncio.get_running_loop().run_in_executor(ctx.executor, fit), ctx.config.nrest_timeout)
 
 
-def _evaluate(entries: list[LogEntry], config: dict[str, Any],
+def _evaluate(entries: list[LogEntry], skip: int, config: dict[str, Any],
               state: dict[str, np.ndarray] | None, request: dict[str, Any]) -> dict[str, Any]:
-    records = itertools.islice((r for entry in entries for r in entry_records(entry)),
-                              MAX_EVENTS)
+    """The result of ``request`` on the entries' records, oldest first, but for the first
+    ``skip`` of the oldest entry (beyond :data:`MAX_EVENTS`)."""
+    records = (r for i, entry in enumerate(entries)
+               for r in entry_records(entry, skip if i == 0 else 0))
     read = service_log(records, config.get("n_classes"), "the decision log")
     log, policy = read.log, request["policy"]
     if read.ranked and policy not in ("uniform", "logging"):

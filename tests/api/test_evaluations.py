@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 import redis
 
@@ -194,3 +195,27 @@ def test_a_failed_slow_or_orphaned_evaluation_ends_failed_never_running_forever(
         "job_id": job_id, "status": "failed",
         "error": "the worker running it stopped before it finished"}
     r.close()
+
+
+def test_an_evaluation_reads_the_newest_events_of_its_window_in_log_order(
+        client: TestClient, tenant: dict[str, str], redis_url: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    new_model(client, tenant)
+    feed(client, tenant, 600)
+    time.sleep(0.01)
+    until = time.time()  # applied before: the first 600 events
+    time.sleep(0.01)
+    feed(client, tenant, 400)
+    monkeypatch.setattr(workers.evaluations, "MAX_EVENTS", 300)
+    r = client.get("/v1/models/m1/log", params={"limit": 1000}, headers=tenant)
+    ids = [line["stream_id"] for line in map(orjson.loads, r.content.splitlines())
+           if "action" in line]
+    assert len(ids) == 1000
+    config = {"algorithm": "linucb_diag", "params": {"alpha": 0.1}}
+    for window, expected in (({}, ids[-300:]), ({"until": repr(until)}, ids[300:600])):
+        done = evaluation(client, tenant, redis_url, {"policy": config, "train_fraction": 0.5,
+                                                      "bootstrap": 5, **window})
+        assert done["status"] == "done" and done["n"] == 150, done
+        split = done["split"]
+        assert split["train"]["stream_ids"][0] == expected[0], window
+        assert split["evaluate"]["stream_ids"][1] == expected[-1], window

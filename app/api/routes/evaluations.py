@@ -42,7 +42,7 @@ async def queue_evaluation(body: EvaluationRequest, view: ModelDep,
             int(body.policy.partition(":")[2]) >= view.config["n_classes"]:
         raise ApiError(422, "invalid_param", f"fixed:N names a label, 0..."
                        f"{view.config['n_classes'] - 1} for this model", "policy")
-    request: dict[str, Any] = body.model_dump(exclude={"since"})
+    request: dict[str, Any] = body.model_dump(exclude={"since", "until"})
     if isinstance(body.policy, PolicyConfig):
         config = view.config
         try:
@@ -50,8 +50,9 @@ async def queue_evaluation(body: EvaluationRequest, view: ModelDep,
                          config.get("n_classes"), max_state_bytes=MAX_STATE_BYTES)
         except ParamError as exc:
             raise from_param_error(exc) from None
-    if body.since is not None:
-        request["since_ms"] = decisionlog.parse_time(body.since, "since")
+    for field, value in (("since", body.since), ("until", body.until)):
+        if value is not None:
+            request[f"{field}_ms"] = decisionlog.parse_time(value, field)
     if body.rho0 is not None and body.rho1 is not None:
         try:
             check_noise_rates(body.rho0, body.rho1)

@@ -51,6 +51,8 @@ class EvaluationRequest(RequestModel):
     since: str | None = Field(
         default=None, max_length=40,
         description="only events applied at or after (ISO 8601, naive = UTC, or Unix seconds)")
+    until: str | None = Field(default=None, max_length=40,
+                              description="only events applied at or before (as since)")
     rho0: FiniteFloat | None = Field(default=None, ge=0.0, lt=1.0,
                                      description="click-noise rate P(click | no true click)")
     rho1: FiniteFloat | None = Field(default=None, ge=0.0, lt=1.0,
