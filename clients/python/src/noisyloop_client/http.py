@@ -412,31 +412,27 @@ class AsyncClient(_Base):
         return cast(SyncResult, await self.send(calls.sync(model_id, timeout)))
 
     async def series(self, model_id: str, limit: int | None = None) -> Series:
-        """The model's quality series, oldest first (the newest ``limit`` points)."""
+        """As :meth:`Client.series`."""
         return cast(Series, await self.send(calls.series(model_id, limit)))
 
     async def versions(self, model_id: str) -> Versions:
-        """The kept versions, newest first."""
+        """As :meth:`Client.versions`."""
         return cast(Versions, await self.send(calls.versions(model_id)))
 
     async def rollback(self, model_id: str, version: int) -> Rollback:
-        """Publish kept ``version`` as a new version; the trainer learns on from it."""
+        """As :meth:`Client.rollback`."""
         return cast(Rollback, await self.send(calls.rollback(model_id, version)))
 
     async def evaluate(self, model_id: str, policy: str | dict[str, Any], *,
-                 since: str | None = None, rho0: float | None = None,
-                 rho1: float | None = None, bootstrap: int | None = None,
-                 train_fraction: float | None = None) -> dict[str, Any]:
-        """Queue an off-policy evaluation of ``policy`` (``uniform``, ``logging``,
-        ``fixed:N``, ``model``, ``model:greedy``, or ``{"algorithm", "params"}`` trained on
-        the first ``train_fraction`` of the events) on the model's decision log:
-        ``{"job_id", "status"}``."""
-        return cast(dict[str, Any], await self.send(calls.evaluate(model_id, policy, since, rho0,
-                                                              rho1, bootstrap,
-                                                              train_fraction)))
+                       since: str | None = None, rho0: float | None = None,
+                       rho1: float | None = None, bootstrap: int | None = None,
+                       train_fraction: float | None = None) -> dict[str, Any]:
+        """As :meth:`Client.evaluate`."""
+        call = calls.evaluate(model_id, policy, since, rho0, rho1, bootstrap, train_fraction)
+        return cast(dict[str, Any], await self.send(call))
 
     async def evaluation(self, model_id: str, job_id: str) -> dict[str, Any]:
-        """An evaluation's status; once ``done``, the JSON of ``noisyloop evaluate``."""
+        """As :meth:`Client.evaluation`."""
         return cast(dict[str, Any], await self.send(calls.evaluation(model_id, job_id)))
 
     # challengers
