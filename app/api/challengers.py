@@ -189,6 +189,8 @@ async def promote(ctx: ApiContext, mk: ModelKeys, body: PromoteRequest) -> Promo
                            "choose another previous_as (or null)", "previous_as") from None
         if exc.reason == "gone":
             raise unknown_model(mk.model) from None
+        if exc.reason == "failed":
+            raise await _failed(ctx, mk, body.challenger) from None
         raise ApiError(409, "promote_conflict", "the model or the challenger changed while "
                        "promoting; try again") from None
     ctx.cache.forget(mk.tenant, mk.model)
@@ -201,6 +203,15 @@ async def promote(ctx: ApiContext, mk: ModelKeys, body: PromoteRequest) -> Promo
         "previous_as": body.previous_as})
     return PromoteResponse(version=version, algorithm=new_config["algorithm"],
                            params=new_config["params"], previous_as=body.previous_as)
+
+
+async def _failed(ctx: ApiContext, mk: ModelKeys, name: str) -> ApiError:
+    """409 ``challenger_failed`` naming ``challenger``, with its error as stored now."""
+    stored, _ = await ctx.store.challengers.read(mk)
+    stats = next((s.stats for s in stored if s.name == name), None) or {}
+    return ApiError(409, "challenger_failed", f"challenger {name!r} failed "
+                    f"({stats.get('error') or 'unknown error'}): it cannot be promoted; "
+                    "remove it or add it again", "challenger")
 
 
 async def _promote_caught_up(ctx: ApiContext, mk: ModelKeys, target: StoredChallenger,

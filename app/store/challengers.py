@@ -67,8 +67,8 @@ class AddRefused(Exception):
 
 class PromoteRefused(Exception):
     """A promotion did not happen: ``reason`` is ``config_changed``, ``challenger_changed``,
-    ``gone``, ``name_taken`` or ``behind`` (the challenger has not saved the model's last
-    published batch yet)."""
+    ``gone``, ``name_taken``, ``behind`` (the challenger has not saved the model's last
+    published batch yet) or ``failed`` (its learner failed)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -76,7 +76,7 @@ class PromoteRefused(Exception):
 
 
 _PROMOTE_REASONS = {-1: "config_changed", -2: "challenger_changed", -3: "gone",
-                    -4: "name_taken", -5: "behind"}
+                    -4: "name_taken", -5: "behind", -6: "failed"}
 
 
 class ChallengerStore:

@@ -174,6 +174,12 @@ def test_a_failing_challenger_is_marked_and_skipped(client: TestClient, tenant: 
     bad, ok = body["challengers"]
     assert bad["status"] == "failed" and "refused for the test" in bad["error"]
     assert ok["status"] == "following" and ok["events"] == 1000
+    r = client.post("/v1/models/m1/promote", json={"challenger": "bad"}, headers=tenant)
+    assert r.status_code == 409, r.text
+    error = r.json()["error"]
+    assert error["code"] == "challenger_failed" and error["field"] == "challenger"
+    assert "refused for the test" in error["message"]
+    assert client.get("/v1/models/m1", headers=tenant).json()["algorithm"] == "rcnbf"
     stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
     assert stats["events_applied"] == 1000 and stats["events_dead_lettered"] == 0
     assert 'challenger="ok"' in client.get("/metrics").text

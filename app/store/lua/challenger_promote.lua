@@ -14,7 +14,8 @@
 -- gone, -4 when ARGV[5] names another existing challenger, -5 when ARGV[8]
 -- is '1' and the challenger has not saved the last published batch yet (the
 -- trainer publishes the champion's batch first, then saves the challengers':
--- its state then lacks that batch, which the stream will not deliver again).
+-- its state then lacks that batch, which the stream will not deliver again),
+-- -6 when the challenger failed (its stats' status is 'failed').
 local cur = redis.call('HGET', KEYS[2], 'version')
 local config = redis.call('HGET', KEYS[1], 'config')
 if not cur or not config then
@@ -29,9 +30,13 @@ end
 if ARGV[5] ~= '' and ARGV[5] ~= ARGV[1] and redis.call('HEXISTS', KEYS[3], ARGV[5]) == 1 then
   return -4
 end
-if ARGV[8] == '1' then
-  local stats = redis.call('HGET', KEYS[5], ARGV[1])
-  local last = stats and cjson.decode(stats).last_id
+local stats = redis.call('HGET', KEYS[5], ARGV[1])
+stats = stats and cjson.decode(stats)
+if stats and stats.status == 'failed' then
+  return -6
+end
+if ARGV[8] == '1' and stats then
+  local last = stats.last_id
   if type(last) == 'string' and last ~= redis.call('HGET', KEYS[2], 'last_id') then
     return -5
   end
