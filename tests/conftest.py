@@ -18,11 +18,12 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
 
+from app.store.decisionlog import DecisionLogStore, LogEntry
 from app.store.embedded import EmbeddedRedis
 from tests import processes
 
@@ -85,6 +86,20 @@ def redis_url(redis_server: EmbeddedRedis) -> str:
     with redis.Redis.from_url(redis_server.url) as client:
         client.flushall()
     return redis_server.url
+
+
+@pytest.fixture
+def log_read_counts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The ``count`` of every :meth:`DecisionLogStore.read` of the test, in order."""
+    counts: list[int] = []
+    read = DecisionLogStore.read
+
+    async def spy(self: DecisionLogStore, *args: Any, **kwargs: Any) -> list[LogEntry]:
+        counts.append(kwargs["count"])
+        return await read(self, *args, **kwargs)
+
+    monkeypatch.setattr(DecisionLogStore, "read", spy)
+    return counts
 
 
 @contextmanager

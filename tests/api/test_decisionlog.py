@@ -7,10 +7,8 @@ from typing import Any
 
 import numpy as np
 import orjson
-import pytest
 
 from app.api.ranking import item_hashes
-from app.store.decisionlog import DecisionLogStore, LogEntry
 from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, predict_all
 
 
@@ -195,19 +193,13 @@ def test_newest_first_after_the_oldest_possible_position_is_an_empty_last_page(
 
 
 def test_a_small_page_reads_few_entries_from_redis(
-        client: TestClient, tenant: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+        client: TestClient, tenant: dict[str, str], log_read_counts: list[int]) -> None:
     new_model(client, tenant)
     for seed in range(3):  # three batches
         play_label(client, tenant, 4, seed=seed)
         sync(client, tenant)
-    counts: list[int] = []
-    read = DecisionLogStore.read
-
-    async def spy(self: DecisionLogStore, *args: Any, **kwargs: Any) -> list[LogEntry]:
-        counts.append(kwargs["count"])
-        return await read(self, *args, **kwargs)
-
-    monkeypatch.setattr(DecisionLogStore, "read", spy)
+    counts = log_read_counts
+    counts.clear()
     # a batch can hold up to 8x the trainer's batch size: one line needs one entry, not 16
     assert len(get_log(client, tenant, limit=1)[0]) == 1 and counts == [1]
     counts.clear()

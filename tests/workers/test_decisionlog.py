@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import numpy as np
 import orjson
 import pytest
 
 from app.store import Store, codec
-from app.store.decisionlog import DecisionLogStore, LogEntry, LoggedBatch, LogRetention
+from app.store.decisionlog import LoggedBatch, LogRetention
 from app.store.delivery import DeliveryStore
 from tests.workers.conftest import TENANT, create_model, model_config
 from tests.workers.test_trainer import feed, worker
@@ -178,7 +177,7 @@ async def test_with_the_log_off_what_it_held_still_goes_by_age(store: Store) -> 
 
 
 async def test_scan_reads_one_entry_first_and_grows_while_reads_hold_few_events(
-        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+        store: Store, log_read_counts: list[int]) -> None:
     config = model_config()
     mk = await create_model(store, config)
     state = (await store.snapshots.load(mk)).state  # type: ignore[union-attr]
@@ -186,14 +185,8 @@ async def test_scan_reads_one_entry_first_and_grows_while_reads_hold_few_events(
         ids = [f"1-{100 * k + i + 1}" for i in range(100)]
         await store.snapshots.publish(mk, state, logged=LoggedBatch.pack(
             [ids, [b"feedback"] * 100, [b"e"] * 100, [b"c"] * 100, [b"f"] * 100]))
-    counts: list[int] = []
-    read = DecisionLogStore.read
-
-    async def spy(self: DecisionLogStore, *args: Any, **kwargs: Any) -> list[LogEntry]:
-        counts.append(kwargs["count"])
-        return await read(self, *args, **kwargs)
-
-    monkeypatch.setattr(DecisionLogStore, "read", spy)
+    counts = log_read_counts
+    counts.clear()
     entries = [e async for e in store.log.scan(mk, events_per_read=350)]
     assert len(entries) == 40 and sum(e.size for e in entries) == 4000
     # 100 and 200 events held: twice as many next; 400 >= 350: reads of 4 to the end
