@@ -19,6 +19,7 @@ with warnings.catch_warnings():
 from app.api.context import ApiContext
 from app.main import create_app
 from app.settings import Settings
+from app.store import Store
 from workers.settings import WorkerSettings
 from workers.worker import Worker
 
@@ -30,6 +31,15 @@ async def run_trainer(ctx: ApiContext, stop: asyncio.Event) -> None:
     settings = WorkerSettings(roles=("trainer",), worker_id="api-tests", flush_interval=0.01,
                               nrest_threads=True)
     await Worker(ctx.store, settings, metrics=ctx.metrics).run(stop)
+
+
+def sweep(redis_url: str) -> None:
+    """One pass of a sweeper worker over the test Redis: every due decision is defaulted."""
+    async def run() -> None:
+        store = Store.from_url(redis_url)
+        await Worker(store, WorkerSettings(roles=("sweeper",), worker_id="s")).drain()
+        await store.close()
+    asyncio.run(run())
 
 
 def make_client(redis_url: str, trainer: bool = True, **settings: Any) -> TestClient:

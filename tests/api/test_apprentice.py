@@ -17,8 +17,7 @@ from app.learners.build import build_learner
 from app.learners.registry import default_params, learner_class
 from app.store import codec
 from app.store.keys import ModelKeys
-from tests.api.conftest import TestClient, new_model, post_feedback
-from tests.api.test_defer import _sweep
+from tests.api.conftest import TestClient, new_model, post_feedback, sweep
 from tests.api.test_rank import candidates, new_ranker, rank_one
 
 K = 3
@@ -198,7 +197,7 @@ def test_an_apprentice_decision_ended_by_the_no_click_default_counts_as_reward_0
     deadline = time.monotonic() + 5.0  # due once a whole second of the Redis clock passed
     while _report(client, tenant)["events"] < 4 and time.monotonic() < deadline:
         time.sleep(0.2)
-        _sweep(redis_url)
+        sweep(redis_url)
     report = _report(client, tenant)
     assert (report["decisions"], report["events"], report["baseline_reward"]) == (4, 4, 0.25)
     assert report["agreed_events"] <= 4

@@ -3,31 +3,19 @@ but neither learned from nor defaulted until ``POST .../events/{event_id}/activa
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 import numpy as np
 import redis
 
-from app.store import Store
 from app.store.keys import ModelKeys
-from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback
+from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, sweep
 from tests.api.test_rank import candidates, new_ranker, rank_one
-from workers.settings import WorkerSettings
-from workers.worker import Worker
 
 MK = ModelKeys("acme", "m1")
 #: Context TTL of a decision of the tests' models: wait_seconds (1) + the default grace.
 GRACE_SECONDS = 3600
-
-
-def _sweep(redis_url: str) -> None:
-    async def run() -> None:
-        store = Store.from_url(redis_url)
-        await Worker(store, WorkerSettings(roles=("sweeper",), worker_id="s")).drain()
-        await store.close()
-    asyncio.run(run())
 
 
 def _predict(client: TestClient, auth: dict[str, str], **body: Any) -> dict[str, Any]:
@@ -60,7 +48,7 @@ def test_deferred_decision_is_learned_only_once_activated(
     assert "activate" in error["message"]
 
     time.sleep(2.1)  # past both deadlines a decision without defer would have had
-    _sweep(redis_url)
+    sweep(redis_url)
     assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
     stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
     assert (stats["events_expired"], stats["events_applied"]) == (0, 0), stats
@@ -90,7 +78,7 @@ def test_deferred_decision_is_learned_only_once_activated(
     assert _activate(client, tenant, never["event_id"]).status_code == 404
     late = post_feedback(client, tenant, {"event_id": never["event_id"], "click": True})
     assert late.status_code == 404
-    _sweep(redis_url)
+    sweep(redis_url)
     assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
     stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
     assert (stats["events_applied"], stats["events_expired"]) == (1, 0), stats
@@ -103,7 +91,7 @@ def test_activated_decision_is_defaulted_at_its_new_deadline(
     deferred = _predict(client, tenant, defer=True)
     assert _activate(client, tenant, deferred["event_id"]).status_code == 200
     time.sleep(2.1)
-    _sweep(redis_url)
+    sweep(redis_url)
     assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
     stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
     assert (stats["events_expired"], stats["events_applied"]) == (1, 1), stats

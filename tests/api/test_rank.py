@@ -3,7 +3,6 @@ position bias and snapshots; every bad input a 422 naming its field."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -11,10 +10,7 @@ import numpy as np
 import pytest
 
 from app.sim.rank import RankSimulator, gap_closed
-from app.store import Store
-from tests.api.conftest import TestClient, post_feedback
-from workers.settings import WorkerSettings
-from workers.worker import Worker
+from tests.api.conftest import TestClient, post_feedback, sweep
 
 DX, DA, SLOTS = 3, 2, 3
 
@@ -205,14 +201,6 @@ def test_rank_of_a_label_model_and_predict_of_a_rank_model_are_422(
     assert r.status_code == 422 and r.json()["error"]["field"] == "actions", r.text
 
 
-def _sweep(redis_url: str) -> None:
-    async def run() -> None:
-        store = Store.from_url(redis_url)
-        await Worker(store, WorkerSettings(roles=("sweeper",), worker_id="s")).drain()
-        await store.close()
-    asyncio.run(run())
-
-
 def test_unanswered_rankings_become_no_clicks_at_the_timeout(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_ranker(client, tenant, feedback={"wait_seconds": 1, "on_timeout": "no_click"})
@@ -224,7 +212,7 @@ def test_unanswered_rankings_become_no_clicks_at_the_timeout(
                                         "clicks": [results[0]["ranking"][0]["id"]]}, model="feed")
     assert ok.status_code == 202
     time.sleep(2.1)
-    _sweep(redis_url)
+    sweep(redis_url)
     assert client.post("/v1/models/feed/sync", headers=tenant).status_code == 200
     stats = client.get("/v1/models/feed", headers=tenant).json()["stats"]
     assert (stats["events_expired"], stats["events_applied"]) == (2, 3), stats
