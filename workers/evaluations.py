@@ -12,8 +12,8 @@ log export`` shows them, and runs the estimators of ``noisyloop evaluate`` on th
 worker's pool (as NREst fits: off the trainer's event loop), for at most
 ``nrest_timeout`` seconds; the result is the JSON ``noisyloop evaluate
 --json`` writes.  Any error fails the job with its reason; a job whose
-worker died while running it reads as failed once its ``deadline`` passed
-(:meth:`app.store.evaluations.EvaluationStore.get`).  A rank model's log is
+worker died reads as failed once its ``deadline`` passed (a job is marked
+running as it is taken off the queue: :mod:`app.store.jobs`).  A rank model's log is
 evaluated per shown slot, as the command line does (``positions``), for the
 ``uniform`` and ``logging`` policies.
 """
@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from typing import Any
 
 import numpy as np
@@ -35,9 +34,9 @@ from app.evaluation.servicelog import service_log
 from app.evaluation.training import DEFAULT_TRAIN_FRACTION, config_policy
 from app.learners.build import build_learner
 from app.store.decisionlog import LogEntry
+from app.store.jobs import QueuedJob
 from app.store.keys import ModelKeys
 from app.store.logrecords import entry_records
-from app.store.nrest import QueuedJob
 from app.store.util import utc_now
 from workers.context import WorkerContext
 
@@ -45,29 +44,27 @@ logger = logging.getLogger(__name__)
 
 #: Most events one evaluation reads (the newest in its window).
 MAX_EVENTS = 200_000
-#: Seconds past ``nrest_timeout`` after which a running job whose worker died reads as failed.
-DEADLINE_MARGIN_SECONDS = 60.0
 
 
 async def run_queued(ctx: WorkerContext) -> int:
     """Run every queued evaluation; returns how many ran."""
     runs = 0
-    while not ctx.stopping.is_set() and (job := await ctx.store.evaluations.pop()) is not None:
+    queue = ctx.store.evaluations.jobs
+    while not ctx.stopping.is_set() and (
+            job := await queue.take(ctx.config.worker_id, ctx.config.nrest_timeout)) is not None:
         await run_job(ctx, job)
         runs += 1
     return runs
 
 
 async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:
-    """Run one evaluation and record its result (or why it failed) in the job."""
-    mk = ModelKeys(job.tenant, job.model)
+    """Run one evaluation (taken: marked running) and record its result (or why it failed)
+    in the job."""
+    mk = job.keys
     fields = await ctx.store.evaluations.get(mk, job.job_id)
     if fields is None:  # expired
         return
     timeout = ctx.config.nrest_timeout
-    await ctx.store.evaluations.update(
-        mk, job.job_id, status="running", started_at=utc_now(),
-        deadline=repr(time.time() + timeout + DEADLINE_MARGIN_SECONDS))
     try:
         result = await run(ctx, mk, orjson.loads(fields["request"]))
     except Exception as exc:  # any failure is the job's outcome, never a job left running

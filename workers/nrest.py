@@ -51,8 +51,9 @@ from app.learners.base import Batch
 from app.learners.noise import NoiseEstimate, estimate_noise_rates
 from app.learners.noise_anchor import AnchorEstimate, estimate_from_anchors
 from app.learners.registry import algorithms, learner_class
+from app.store.jobs import QueuedJob
 from app.store.keys import ModelKeys
-from app.store.nrest import EstimatorSettings, QueuedJob
+from app.store.nrest import EstimatorSettings
 from app.store.util import utc_now
 from workers import evaluations
 from workers.anchors import ANCHOR_BUFFER, keeps_anchors
@@ -111,7 +112,9 @@ async def run_pass(ctx: WorkerContext) -> int:
     """Queued jobs first (NREst runs, then policy evaluations), then the periodic runs that
     are due; returns runs done."""
     runs = 0
-    while not ctx.stopping.is_set() and (job := await ctx.samples.pop_job()) is not None:
+    queue = ctx.store.noise.jobs
+    while not ctx.stopping.is_set() and (
+            job := await queue.take(ctx.config.worker_id, ctx.config.nrest_timeout)) is not None:
         await run_job(ctx, job)
         runs += 1
     runs += await evaluations.run_queued(ctx)
@@ -151,10 +154,9 @@ async def run_pass(ctx: WorkerContext) -> int:
 
 
 async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:
-    """Run one queued estimate and record its outcome in the job's status."""
+    """Run one estimate (taken: marked running) and record its outcome in the job's status."""
     ref = (job.tenant, job.model)
-    mk = ModelKeys(*ref)
-    await ctx.store.noise.set_job(mk, job.job_id, status="running", started_at=utc_now())
+    mk = job.keys
     config = await ctx.store.models.config(*ref)
     try:
         if config is None:

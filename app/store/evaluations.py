@@ -4,23 +4,22 @@
 (``status`` "queued" -> "running" -> "done" or "failed", ``queued_at``,
 ``request`` JSON, the worker's ``started_at`` and ``deadline``, then ``result``
 JSON or ``error``) expiring after a day,
-and pushes ``"tenant/model/job"`` on :data:`app.store.keys.EVALUATION_QUEUE`;
-a worker's ``nrest`` role takes the oldest (:meth:`EvaluationStore.pop`),
-runs it and records the outcome.
+and queues it on :data:`app.store.keys.EVALUATION_QUEUE`; a worker's
+``nrest`` role takes the oldest (:attr:`EvaluationStore.jobs`, marking it
+running: :mod:`app.store.jobs`), runs it and records the outcome.
 """
 
 from __future__ import annotations
 
 import secrets
-import time
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 
 from app.store import keys
+from app.store.jobs import JobQueue, orphaned
 from app.store.keys import ModelKeys
-from app.store.nrest import QueuedJob
 from app.store.util import text, utc_now
 
 #: Seconds a job's status is kept.
@@ -32,6 +31,7 @@ class EvaluationStore:
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
+        self.jobs = JobQueue(redis, keys.EVALUATION_QUEUE, ModelKeys.evaluation)
 
     async def queue(self, mk: ModelKeys, request: dict[str, Any]) -> str:
         """Queue an evaluation of ``request`` (the route's validated body); its job id."""
@@ -43,17 +43,8 @@ class EvaluationStore:
             pipe.expire(key, JOB_TTL_SECONDS)
             await pipe.execute()
         # the queue has a hash tag of its own (another Cluster slot): pushed after the job
-        await self.redis.lpush(keys.EVALUATION_QUEUE,
-                               keys.MODEL_SEP.join((mk.tenant, mk.model, job_id)))
+        await self.jobs.push(mk, job_id)
         return job_id
-
-    async def pop(self) -> QueuedJob | None:
-        """The oldest queued evaluation, or None."""
-        raw: Any = await self.redis.rpop(keys.EVALUATION_QUEUE)
-        if raw is None:
-            return None
-        ref, _, job_id = (text(raw) or "").rpartition(keys.MODEL_SEP)
-        return QueuedJob(*keys.split_model_ref(ref), job_id)
 
     async def get(self, mk: ModelKeys, job_id: str) -> dict[str, str] | None:
         """A job's fields, or None when unknown or expired.  A job still ``running`` past
@@ -63,8 +54,7 @@ class EvaluationStore:
         if not raw:
             return None
         job = {text(k) or "": text(v) or "" for k, v in raw.items()}
-        if job.get("status") == "running" and float(job.get("deadline") or "inf") < time.time():
-            job.update(status="failed", error="the worker running it stopped before it finished")
+        orphaned(job)
         return job
 
     async def update(self, mk: ModelKeys, job_id: str, **fields: str) -> bool:

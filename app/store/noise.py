@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 
 from app.learners.proxy import calibration_unreliable
 from app.store import keys
+from app.store.jobs import JobQueue, orphaned
 from app.store.keys import ModelKeys
 from app.store.util import text, utc_now
 
@@ -76,6 +77,7 @@ class NoiseStore:
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
+        self.jobs = JobQueue(redis, keys.NREST_QUEUE, ModelKeys.job)
 
     async def get(self, mk: ModelKeys) -> NoiseRecord | None:
         """The model's noise record (None when the model is gone)."""
@@ -118,18 +120,22 @@ class NoiseStore:
 
         The job is a hash (``status`` "queued" -> "running" -> "done" or
         "failed", ``queued_at``, then the result fields) expiring after a
-        day, and ``"tenant/model/job"`` pushed on :data:`keys.NREST_QUEUE`.
+        day, queued on :attr:`jobs` (:mod:`app.store.jobs`).
         ``mk.pending_job`` names the model's job while it is queued or
-        running, so that repeated requests share one job instead of queueing
-        one each (the queue holds at most one job per model).
+        running (and not past its deadline), so that repeated requests share
+        one job instead of queueing one each (the queue holds at most one job
+        per model).
         """
         async with self.redis.pipeline(transaction=True) as pipe:
             while True:
                 try:
                     await pipe.watch(mk.pending_job)
                     pending = text(await pipe.get(mk.pending_job))
-                    if pending is not None and text(await pipe.hget(
-                            mk.job(pending), "status")) in PENDING_STATUSES:
+                    status, deadline = (None, None) if pending is None else await pipe.hmget(
+                        mk.job(pending), ["status", "deadline"])
+                    job = {"status": text(status) or "", "deadline": text(deadline) or ""}
+                    if pending is not None and not orphaned(job) \
+                            and job["status"] in PENDING_STATUSES:
                         await pipe.reset()  # type: ignore[no-untyped-call]
                         return pending
                     job_id = secrets.token_urlsafe(12)
@@ -143,14 +149,18 @@ class NoiseStore:
                 except aioredis.WatchError:
                     continue
         # the queue has a hash tag of its own (another Cluster slot): pushed after the job
-        await self.redis.lpush(keys.NREST_QUEUE,
-                               f"{keys.model_ref(mk.tenant, mk.model)}/{job_id}")
+        await self.jobs.push(mk, job_id)
         return job_id
 
     async def job(self, mk: ModelKeys, job_id: str) -> dict[str, str] | None:
-        """Status fields of an NREst job, or None when unknown/expired."""
+        """Status fields of an NREst job, or None when unknown/expired; ``failed`` with a
+        ``reason`` when running past its deadline (:func:`app.store.jobs.orphaned`)."""
         raw = await self.redis.hgetall(mk.job(job_id))
-        return {text(k) or "": text(v) or "" for k, v in raw.items()} if raw else None
+        if not raw:
+            return None
+        job = {text(k) or "": text(v) or "" for k, v in raw.items()}
+        orphaned(job, "reason")
+        return job
 
     async def set_job(self, mk: ModelKeys, job_id: str, **fields: str | float) -> None:
         """Update an NREst job's status fields (worker side)."""

@@ -6,9 +6,8 @@ applied feedback event of a noise-estimating model to the model's capped
 in the ``samples_new`` field of the model's noise hash; the NREst role
 reads the buffer, estimates, and subtracts the samples it consumed.
 
-``POST .../noise/estimate`` queues ``"tenant/model/job"`` on
-:data:`keys.NREST_QUEUE` (see :meth:`app.store.noise.NoiseStore.queue_estimate`);
-:func:`SampleStore.pop_job` takes the oldest.
+``POST .../noise/estimate`` queues a job
+(:meth:`app.store.noise.NoiseStore.queue_estimate`).
 
 The anchor estimator (the default, :mod:`app.learners.noise_anchor`) reads
 no inputs: :class:`AnchorStore` keeps ``(propensity, out-of-sample score,
@@ -26,19 +25,10 @@ import numpy as np
 import orjson
 import redis.asyncio as aioredis
 
-from app.store import codec, keys
+from app.store import codec
 from app.store.keys import SAMPLES_NEW_FIELD, ModelKeys
 from app.store.noise import DEFAULT_ESTIMATOR
 from app.store.util import text
-
-
-@dataclass(frozen=True)
-class QueuedJob:
-    """One requested NREst run."""
-
-    tenant: str
-    model: str
-    job_id: str
 
 
 @dataclass(frozen=True)
@@ -54,7 +44,7 @@ class Samples:
 
 
 class SampleStore:
-    """Sample buffers and the NREst job queue."""
+    """Sample buffers."""
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
@@ -90,15 +80,6 @@ class SampleStore:
         """Mark ``n`` samples as used by an estimate (later arrivals stay counted)."""
         if n and await self.redis.exists(mk.noise):
             await self.redis.hincrby(mk.noise, SAMPLES_NEW_FIELD, -n)
-
-    async def pop_job(self) -> QueuedJob | None:
-        """The oldest queued NREst run, or None."""
-        raw: Any = await self.redis.rpop(keys.NREST_QUEUE)
-        if raw is None:
-            return None
-        ref, _, job_id = (text(raw) or "").rpartition(keys.MODEL_SEP)
-        tenant, model = keys.split_model_ref(ref)
-        return QueuedJob(tenant, model, job_id)
 
 
 #: Estimators a model's noise rates can come from (``estimator`` of its noise hash).

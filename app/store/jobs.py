@@ -1,0 +1,90 @@
+"""Queues of the jobs the worker's ``nrest`` role runs (NREst runs, policy evaluations).
+
+A job is a hash in its model's slot (``status`` "queued" -> "running" ->
+"done" or "failed", with the job's own fields) and its reference
+``"tenant/model/job"`` on a queue list in the ``{jobs}`` slot, pushed on the
+left, taken from the right (the oldest first).
+
+:meth:`JobQueue.take` marks the oldest job ``running`` (with the worker's id,
+``started_at`` and a ``deadline``) before it removes the reference from the
+queue; the two keys are in different Cluster slots, so this order, not one
+script, makes a take safe against a worker that dies in the middle: before
+the mark the job is still queued and on the queue; after it, the job is
+running with a deadline, and :func:`orphaned` reads it as failed once that
+passed.  A reference whose job is no longer queued (started by another worker,
+or by one that died before removing it) is dropped by the next take.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from app.store import keys
+from app.store.client import lua_source
+from app.store.keys import ModelKeys
+from app.store.util import text, utc_now
+
+#: Seconds past the worker's timeout after which a running job whose worker died is failed.
+DEADLINE_MARGIN_SECONDS = 60.0
+#: Why a job whose deadline passed while it was running failed.
+ORPHANED = "the worker running it stopped before it finished"
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """One taken job: its model and id."""
+
+    tenant: str
+    model: str
+    job_id: str
+
+    @property
+    def keys(self) -> ModelKeys:
+        return ModelKeys(self.tenant, self.model)
+
+
+def orphaned(job: dict[str, str], error_field: str = "error") -> bool:
+    """Whether ``job`` (its fields) is ``running`` past its ``deadline``: its worker stopped
+    without recording an outcome.  Then it is marked ``failed`` in ``job`` (not stored), with
+    :data:`ORPHANED` in ``error_field``."""
+    if job.get("status") != "running" or float(job.get("deadline") or "inf") >= time.time():
+        return False
+    job.update({"status": "failed", error_field: ORPHANED})
+    return True
+
+
+class JobQueue:
+    """One queue of jobs: ``queue`` the list's key, ``job_key`` the key of a job's hash."""
+
+    def __init__(self, redis: aioredis.Redis, queue: str,
+                 job_key: Callable[[ModelKeys, str], str]) -> None:
+        self.redis = redis
+        self.queue = queue
+        self.job_key = job_key
+        self._start = redis.register_script(lua_source("job_start"))
+
+    async def push(self, mk: ModelKeys, job_id: str) -> None:
+        """Queue a job whose hash (status ``queued``) is stored."""
+        await self.redis.lpush(self.queue, f"{keys.model_ref(mk.tenant, mk.model)}"
+                                           f"{keys.MODEL_SEP}{job_id}")
+
+    async def take(self, worker_id: str, timeout: float) -> QueuedJob | None:
+        """The oldest queued job, marked ``running`` by ``worker_id`` with a deadline
+        ``timeout`` + :data:`DEADLINE_MARGIN_SECONDS` from now; None when none is queued."""
+        while True:
+            raw: Any = await self.redis.lindex(self.queue, -1)
+            if raw is None:
+                return None
+            ref, _, job_id = (text(raw) or "").rpartition(keys.MODEL_SEP)
+            job = QueuedJob(*keys.split_model_ref(ref), job_id)
+            started = await self._start(
+                keys=[self.job_key(job.keys, job_id)],
+                args=[worker_id, utc_now(), repr(time.time() + timeout + DEADLINE_MARGIN_SECONDS)])
+            await self.redis.lrem(self.queue, -1, raw)
+            if started:
+                return job

@@ -1,0 +1,12 @@
+-- Mark a queued job of the nrest role running, only while it is queued: a job
+-- that is running, done or failed (taken by another worker, or by one that died
+-- before removing it from its queue) or expired is not started again.
+-- KEYS: 1 job hash
+-- ARGV: 1 worker id, 2 started_at (ISO 8601), 3 deadline (Unix seconds)
+-- Returns 1 when started, 0 otherwise.
+if redis.call('HGET', KEYS[1], 'status') ~= 'queued' then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'status', 'running', 'worker', ARGV[1], 'started_at', ARGV[2],
+           'deadline', ARGV[3])
+return 1

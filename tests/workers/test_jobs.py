@@ -1,0 +1,100 @@
+"""Jobs of the nrest role (NREst runs, policy evaluations) are marked running as they are
+taken off their queue, so a worker that dies in between never leaves one queued for a day."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+import workers.evaluations
+import workers.nrest
+from app.store import ModelKeys, Store
+from app.store.jobs import ORPHANED, JobQueue
+from tests.workers.conftest import create_model, model_config
+from workers.settings import WorkerSettings
+from workers.worker import Worker
+
+
+class Died(Exception):
+    """The worker stops right after taking a job."""
+
+
+async def queue_evaluation(store: Store, mk: ModelKeys) -> tuple[str, JobQueue]:
+    return await store.evaluations.queue(mk, {"policy": "uniform"}), store.evaluations.jobs
+
+
+async def queue_estimate(store: Store, mk: ModelKeys) -> tuple[str, JobQueue]:
+    return await store.noise.queue_estimate(mk), store.noise.jobs
+
+
+KINDS: dict[str, tuple[Any, Callable[[Store, ModelKeys], Awaitable[tuple[str, JobQueue]]],
+                       str]] = {
+    "evaluation": (workers.evaluations, queue_evaluation, "error"),
+    "nrest": (workers.nrest, queue_estimate, "reason"),
+}
+
+
+async def job_of(store: Store, kind: str, mk: ModelKeys, job_id: str) -> dict[str, str]:
+    job = await (store.evaluations.get(mk, job_id) if kind == "evaluation"
+                 else store.noise.job(mk, job_id))
+    assert job is not None
+    return job
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_worker_dying_right_after_taking_a_job_leaves_it_running_until_its_deadline(
+        store: Store, redis_url: str, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    module, queue_job, error_field = KINDS[kind]
+    mk = await create_model(store, model_config())
+    job_id, queue = await queue_job(store, mk)
+
+    async def die(*args: Any) -> None:
+        raise Died
+
+    monkeypatch.setattr(module, "run_job", die)
+    with pytest.raises(Died):
+        await Worker(store, WorkerSettings(roles=("nrest",), worker_id="w-1", nrest_threads=True,
+                                           nrest_timeout=30.0)).drain()
+    job = await job_of(store, kind, mk, job_id)
+    assert job["status"] == "running" and job["worker"] == "w-1" and job["started_at"]
+    assert time.time() + 30 < float(job["deadline"]) <= time.time() + 90
+    assert await queue.take("w-2", 30.0) is None  # off the queue: not run again
+    r = aioredis.Redis.from_url(redis_url)
+    key = mk.evaluation(job_id) if kind == "evaluation" else mk.job(job_id)
+    await r.hset(key, "deadline", repr(time.time() - 1))
+    await r.aclose()
+    job = await job_of(store, kind, mk, job_id)
+    assert job["status"] == "failed" and job[error_field] == ORPHANED
+    if kind == "nrest":  # no longer the model's pending job: a request queues a new one
+        assert await store.noise.queue_estimate(mk) != job_id
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_job_is_started_once_and_a_reference_to_a_started_job_is_dropped(
+        store: Store, redis_url: str, kind: str) -> None:
+    _, queue_job, _ = KINDS[kind]
+    first = await create_model(store, model_config("m1"))
+    second = await create_model(store, model_config("m2"))
+    stale, queue = await queue_job(store, first)
+    fresh, _ = await queue_job(store, second)
+    # a worker that died after marking the oldest running, before removing it from the queue
+    r = aioredis.Redis.from_url(redis_url)
+    key = first.evaluation(stale) if kind == "evaluation" else first.job(stale)
+    await r.hset(key, mapping={"status": "running", "worker": "w-0"})
+    taken = await queue.take("w-1", 10.0)
+    assert taken is not None and (taken.model, taken.job_id) == ("m2", fresh)
+    assert await r.llen(queue.queue) == 0
+    assert (await job_of(store, kind, first, stale))["worker"] == "w-0"
+    # a job queued twice (a worker that read it before another removed it) starts once
+    other = await create_model(store, model_config("m3"))
+    third, _ = await queue_job(store, other)
+    (ref,) = await r.lrange(queue.queue, 0, -1)
+    await r.lpush(queue.queue, ref)
+    assert await queue.take("w-1", 10.0) is not None
+    assert await queue.take("w-2", 10.0) is None
+    assert (await job_of(store, kind, other, third))["worker"] == "w-1"
+    await r.aclose()
