@@ -173,7 +173,7 @@ async def promote(ctx: ApiContext, mk: ModelKeys, body: PromoteRequest) -> Promo
     target = next((s for s in stored if s.name == body.challenger), None)
     if target is None:
         raise unknown_challenger(body.challenger, "challenger")
-    raw_config = await ctx.store.challengers.raw_config(mk)
+    raw_config = await ctx.store.models.raw_config(mk)
     if raw_config is None:
         raise unknown_model(mk.model)
     config = orjson.loads(raw_config)

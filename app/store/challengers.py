@@ -174,11 +174,6 @@ class ChallengerStore:
             raise PromoteRefused(_PROMOTE_REASONS.get(reply, "gone"))
         return reply
 
-    async def raw_config(self, mk: ModelKeys) -> bytes | None:
-        """The model's config JSON as stored (what :meth:`promote` compares)."""
-        raw: Any = await self.redis.hget(mk.meta, "config")
-        return bytes(raw) if raw is not None else None
-
 
 def challenger_config(config: dict[str, Any], definition: dict[str, Any]) -> dict[str, Any]:
     """The model ``config`` with a challenger's algorithm and params: its learner's config,

@@ -128,8 +128,14 @@ class ModelStore:
 
     async def config(self, tenant: str, model_id: str) -> dict[str, Any] | None:
         """The stored config, or None."""
-        raw = await self.redis.hget(ModelKeys(tenant, model_id).meta, "config")
+        raw = await self.raw_config(ModelKeys(tenant, model_id))
         return orjson.loads(raw) if raw else None
+
+    async def raw_config(self, mk: ModelKeys) -> bytes | None:
+        """The config JSON as stored (what a compare-and-set of the config compares), or
+        None."""
+        raw: Any = await self.redis.hget(mk.meta, "config")
+        return bytes(raw) if raw is not None else None
 
     async def snapshot_with_config(self, mk: ModelKeys) -> tuple[Snapshot, bytes] | None:
         """The full snapshot and the config JSON read with it in one round trip (a learner
@@ -165,7 +171,7 @@ class ModelStore:
         the config kept changing."""
         mk = ModelKeys(tenant, model_id)
         for _ in range(CONFIG_ATTEMPTS):
-            raw: Any = await self.redis.hget(mk.meta, "config")
+            raw = await self.raw_config(mk)
             if raw is None:
                 return None
             current: dict[str, Any] = orjson.loads(raw)
