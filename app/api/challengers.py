@@ -168,7 +168,7 @@ async def remove_challenger(ctx: ApiContext, mk: ModelKeys, name: str) -> None:
 
 
 async def promote(ctx: ApiContext, mk: ModelKeys, body: PromoteRequest) -> PromoteResponse:
-    """Make the challenger the champion in one Lua step, then mark it in the decision log."""
+    """Make the challenger the champion, marked in the decision log, in one Lua step."""
     stored, _ = await ctx.store.challengers.read(mk)
     target = next((s for s in stored if s.name == body.challenger), None)
     if target is None:
@@ -196,11 +196,6 @@ async def promote(ctx: ApiContext, mk: ModelKeys, body: PromoteRequest) -> Promo
     ctx.cache.forget(mk.tenant, mk.model)
     await keep_explicit(ctx, mk, new_config, version, "promote")
     ctx.metrics.forget_challenger(mk.tenant, mk.model, body.challenger)
-    await ctx.store.log.append_marker(mk, "promote", {
-        "challenger": body.challenger, "version": version,
-        "algorithm": new_config["algorithm"], "params": new_config["params"],
-        "previous": {"algorithm": config["algorithm"], "params": config["params"]},
-        "previous_as": body.previous_as})
     return PromoteResponse(version=version, algorithm=new_config["algorithm"],
                            params=new_config["params"], previous_as=body.previous_as)
 

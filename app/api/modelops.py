@@ -255,9 +255,7 @@ async def reset_model(ctx: ApiContext, tenant: str, config: dict[str, Any]) -> M
     """Initial weights under a new version (queued events still apply afterwards); the
     decision log is kept, with a ``reset`` marker."""
     learner = build_learner(config)
-    version = await publish_explicit(ctx, tenant, config, learner.get_state(), "reset")
-    await ctx.store.log.append_marker(ModelKeys(tenant, config["model_id"]), "reset",
-                                      {"version": version})
+    await publish_explicit(ctx, tenant, config, learner.get_state(), "reset", marker="reset")
     return await describe_model(ctx, tenant, config["model_id"])
 
 

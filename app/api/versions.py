@@ -27,10 +27,12 @@ async def keep_explicit(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any], 
 
 
 async def publish_explicit(ctx: ApiContext, tenant: str, config: dict[str, Any],
-                           state: dict[str, np.ndarray], reason: str) -> int:
+                           state: dict[str, np.ndarray], reason: str,
+                           marker: str = "") -> int:
     """Publish ``state``, built for ``config``, as the model's new version (any trainer's batch
-    in flight is refused and learned again on top of it), keep it, drop the cached learner;
-    returns the version.  Only while the model still has the algorithm and params of
+    in flight is refused and learned again on top of it) with the decision-log marker
+    ``marker`` ("" = none) in the same step, keep it, drop the cached learner; returns the
+    version.  Only while the model still has the algorithm and params of
     ``config``: a promotion or rollback meanwhile (409 ``model_changed``) would otherwise get
     a state of another algorithm under its config."""
     mk = ModelKeys(tenant, config["model_id"])
@@ -43,7 +45,7 @@ async def publish_explicit(ctx: ApiContext, tenant: str, config: dict[str, Any],
             raise ApiError(409, "model_changed", "the model's algorithm or params changed "
                            "during the call (a promotion or rollback); try again")
         try:
-            version = await ctx.store.snapshots.publish(mk, state, expected_version=expected)
+            version = await ctx.store.versions.publish(mk, state, expected, marker)
         except PublishConflict as exc:
             if exc.code == -3:
                 raise unknown_model(config["model_id"]) from None
@@ -70,7 +72,8 @@ async def list_versions(ctx: ApiContext, tenant: str, model_id: str) -> Versions
 async def rollback(ctx: ApiContext, tenant: str, config: dict[str, Any],
                    version: int) -> RollbackResponse:
     """Publish kept ``version`` as a new version (404 naming ``version`` when it is not kept,
-    409 when the model's config changed meanwhile), keep it and log a rollback marker."""
+    409 when the model's config changed meanwhile), marked in the decision log in the same
+    step, and keep it."""
     model_id = config["model_id"]
     mk = ModelKeys(tenant, model_id)
     try:
@@ -86,7 +89,4 @@ async def rollback(ctx: ApiContext, tenant: str, config: dict[str, Any],
     restored = await ctx.store.models.config(tenant, model_id)
     await keep_explicit(ctx, mk, restored or config, new, "rollback")
     ctx.cache.forget(tenant, model_id)
-    await ctx.store.log.append_marker(mk, "rollback", {
-        "version": new, "rolled_back_to": version,
-        "algorithm": (restored or config)["algorithm"]})
     return RollbackResponse(version=new, rolled_back_to=version)

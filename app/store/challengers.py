@@ -8,7 +8,7 @@ stats (name -> JSON ``sums``, ``events``, ``last_id``, ``status``,
 step: add (name free, under the cap), remove, the trainer's save (only for
 the challengers it read, unchanged since) and promote (the challenger's
 config and state become the model's, the old champion optionally a
-challenger).
+challenger, and a ``promote`` marker goes to the decision log).
 """
 
 from __future__ import annotations
@@ -162,14 +162,22 @@ class ChallengerStore:
         """Make ``challenger`` the champion in one step (see the module docstring); the old
         champion becomes the challenger ``previous`` (None: dropped).  ``raw_config``: the
         model config as read; ``caught_up``: only once the challenger saved the model's last
-        published batch.  Returns the new snapshot version; raises :class:`PromoteRefused`."""
+        published batch.  The decision log's ``promote`` marker (``version``, ``challenger``,
+        ``algorithm``, ``params``, ``previous``: the old algorithm and params, ``previous_as``)
+        is added in the same step.  Returns the new snapshot version; raises
+        :class:`PromoteRefused`."""
+        old = orjson.loads(raw_config)
+        marker = {"challenger": challenger.name, "algorithm": config["algorithm"],
+                  "params": config["params"],
+                  "previous": {"algorithm": old.get("algorithm"), "params": old.get("params")},
+                  "previous_as": None if previous is None else previous["name"]}
         reply = int(await self._promote(
             keys=[mk.meta, mk.snapshot, mk.challengers, mk.challenger_states,
-                  mk.challenger_stats],
+                  mk.challenger_stats, mk.log],
             args=[challenger.name, challenger.raw_definition, raw_config, orjson.dumps(config),
                   "" if previous is None else previous["name"],
                   b"" if previous is None else orjson.dumps(previous), utc_now(),
-                  "1" if caught_up else "0"]))
+                  "1" if caught_up else "0", orjson.dumps(marker)]))
         if reply < 0:
             raise PromoteRefused(_PROMOTE_REASONS.get(reply, "gone"))
         return reply

@@ -20,6 +20,7 @@ inside a pipeline); see :func:`run_script`.
 from __future__ import annotations
 
 import asyncio
+import re
 from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -272,9 +273,15 @@ class ScriptBatch:
         return replies
 
 
+#: A line ``--! include NAME`` of a script stands for the text of ``lua/NAME.lua``: local
+#: functions that several scripts share (Redis runs each script as one self-contained chunk).
+_INCLUDE = re.compile(r"^--! include (\w+)$", re.MULTILINE)
+
+
 def lua_source(name: str) -> str:
-    """Source text of ``lua/<name>.lua``."""
-    return resources.files("app.store").joinpath("lua", f"{name}.lua").read_text("utf-8")
+    """Source text of ``lua/<name>.lua``, with its includes in place."""
+    source = resources.files("app.store").joinpath("lua", f"{name}.lua").read_text("utf-8")
+    return _INCLUDE.sub(lambda found: lua_source(found.group(1)), source)
 
 
 class Scripts:

@@ -49,7 +49,7 @@ from app.store.util import text
 DEFAULT_MAX_EVENTS = 1_000_000
 #: Seconds an entry is kept by default (7 days).
 DEFAULT_MAX_AGE_SECONDS = 7 * 86_400
-#: ``k`` of a marker entry and of a batch of events.
+#: ``k`` of a marker entry (``lib_log_marker.lua`` writes it) and of a batch of events.
 MARKER_KIND = "marker"
 EVENTS_KIND = "events"
 #: Fields of a batch entry holding one column each, in the order of their lengths in ``L``.
@@ -170,7 +170,7 @@ class DecisionLogStore:
         any JSON object) to the log; returns its entry id, "" when the model is gone (no
         log is started for a deleted model).  Trimmed with the batches around it."""
         entry_id = await self._marker(keys=[mk.meta, mk.log],
-                                      args=[MARKER_KIND, kind, orjson.dumps(detail)])
+                                      args=[kind, orjson.dumps(detail)])
         return text(entry_id) or ""
 
     async def read(self, mk: ModelKeys, *, start: str = "-", end: str = "+",

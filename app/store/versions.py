@@ -10,10 +10,13 @@ the same step.  Memory: up to ``kept`` copies of the state (and config) per
 model.
 
 :meth:`VersionStore.rollback` publishes a kept state as a new version, with
-the algorithm and params it was kept under; the applied stream id and the
-counters stay, so the events queued meanwhile apply on top of it, once
-(a trainer that learned a batch on the replaced state has its publish
-refused and learns the batch again).
+the algorithm and params it was kept under, and adds its ``rollback`` marker
+to the decision log in the same step (so no trainer batch of the new version
+is logged before it); the applied stream id and the counters stay, so the
+events queued meanwhile apply on top of it, once (a trainer that learned a
+batch on the replaced state has its publish refused and learns the batch
+again).  :meth:`VersionStore.publish` publishes the state of another explicit
+change (reset, import) with its marker likewise.
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 import redis.asyncio as aioredis
 
+from app.store import codec
 from app.store.client import lua_source, run_script
 from app.store.keys import ModelKeys
+from app.store.snapshots import PublishConflict
 from app.store.util import text, utc_now
 
 #: Versions kept per model unless its config says otherwise.
@@ -84,6 +90,7 @@ class VersionStore:
         self.redis = redis
         self._keep = redis.register_script(lua_source("keep_version"))
         self._rollback = redis.register_script(lua_source("rollback_version"))
+        self._publish = redis.register_script(lua_source("publish_explicit"))
 
     async def keep(self, mk: ModelKeys, policy: VersionPolicy, *, reason: str = "trainer",
                    interval: float | None = None, expected_version: int | None = None) -> int:
@@ -97,14 +104,31 @@ class VersionStore:
              "" if expected_version is None else str(expected_version), reason])
         return int(reply)
 
+    async def publish(self, mk: ModelKeys, state: dict[str, np.ndarray], expected_version: int,
+                      marker: str = "", detail: dict[str, Any] | None = None) -> int:
+        """Publish ``state`` of an explicit change as the new version while the snapshot is at
+        ``expected_version``, with the decision-log marker ``marker`` (``detail`` plus the
+        new ``version``; "" = none) in the same step; returns the version.  Raises
+        :class:`~app.store.snapshots.PublishConflict` (-1 the version moved, -3 the model
+        is gone)."""
+        reply: Any = await run_script(
+            self._publish, [mk.snapshot, mk.meta, mk.log],
+            [str(expected_version), codec.encode(state), utc_now(), marker,
+             orjson.dumps(detail or {})])
+        result = int(reply)
+        if result < 0:
+            raise PublishConflict(result)
+        return result
+
     async def kept(self, mk: ModelKeys) -> list[KeptVersion]:
         """The kept versions, newest first."""
         members: Any = await self.redis.zrange(mk.versions, 0, -1, desc=True)
         return [_parse(m) for m in members]
 
     async def rollback(self, mk: ModelKeys, version: int) -> int:
-        """Publish kept ``version`` (state, algorithm and params) as a new version; returns
-        it.  Raises :class:`RollbackRefused`."""
+        """Publish kept ``version`` (state, algorithm and params) as a new version, marked in
+        the decision log (``version``, ``rolled_back_to``, ``algorithm``); returns it.
+        Raises :class:`RollbackRefused`."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hget(mk.meta, "config")
             pipe.hget(mk.version_states, f"c:{version}")
@@ -115,10 +139,12 @@ class VersionStore:
             raise RollbackRefused(0)
         now, then = orjson.loads(current), orjson.loads(kept)
         restored = {**now, **{name: then.get(name) for name in RESTORED_CONFIG_FIELDS}}
+        marker = {"rolled_back_to": version, "algorithm": restored.get("algorithm")}
         args: list[bytes | str | int | float] = [
-            str(version), utc_now(), current, orjson.dumps(restored) if restored != now else ""]
+            str(version), utc_now(), current, orjson.dumps(restored) if restored != now else "",
+            orjson.dumps(marker)]
         reply: Any = await run_script(self._rollback,
-                                      [mk.snapshot, mk.meta, mk.version_states], args)
+                                      [mk.snapshot, mk.meta, mk.version_states, mk.log], args)
         result = int(reply)
         if result <= 0:
             raise RollbackRefused(result)

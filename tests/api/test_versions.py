@@ -11,8 +11,11 @@ import redis
 
 from app.api import modelops
 from app.learners.registry import default_params, learner_class
-from app.store import codec
+from app.store import Store, codec
+from app.store.challengers import ChallengerStore
+from app.store.decisionlog import LoggedBatch
 from app.store.keys import ModelKeys
+from app.store.versions import VersionStore
 from tests.api.conftest import TestClient, new_model, new_tenant
 
 X = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.5], [0.3, 0.3, 0.3, 0.3]]
@@ -234,3 +237,56 @@ def test_a_reset_racing_a_promotion_never_publishes_the_old_algorithms_state(
     with redis.Redis.from_url(redis_url) as r:
         assert int(r.hget(mk.snapshot, "version")) == 2
         assert r.hget(mk.snapshot, "state") == promoted_state[0]
+
+
+def _publish_a_batch_after(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str,
+                           redis_url: str) -> None:
+    """Make ``owner.name`` (the step that changes the version) publish a trainer batch, with
+    one logged event, right after it returns: as a trainer that published meanwhile."""
+    real = getattr(owner, name)
+
+    async def then_a_batch(*args: Any, **kwargs: Any) -> Any:
+        result = await real(*args, **kwargs)
+        store = Store.from_url(redis_url)
+        try:
+            mk = ModelKeys("acme", "m1")
+            snap = await store.snapshots.load(mk)
+            assert snap is not None
+            await store.snapshots.publish(mk, snap.state, logged=LoggedBatch.pack(
+                [["1-1"], [b"feedback"], [b"e1"], [b"c"], [b"f"]]))
+        finally:
+            await store.close()
+        return result
+
+    monkeypatch.setattr(owner, name, then_a_batch)
+
+
+def _log_kinds(redis_url: str) -> list[tuple[str, int]]:
+    """The decision log's entries in order: (marker type or "events", version)."""
+    with redis.Redis.from_url(redis_url) as r:
+        entries = r.xrange(ModelKeys("acme", "m1").log)
+    return [(f[b"m"].decode(), orjson.loads(f[b"d"])["version"]) if f[b"k"] == b"marker"
+            else ("events", int(f[b"v"])) for _, f in entries]
+
+
+@pytest.mark.parametrize("change", ["rollback", "reset", "promote"])
+def test_the_marker_is_logged_in_the_step_that_changes_the_version(
+        idle_client: TestClient, redis_url: str, monkeypatch: pytest.MonkeyPatch,
+        change: str) -> None:
+    """A trainer batch published right after a rollback, reset or promotion comes after its
+    marker in the decision log (the marker was added after the change, in a step of its
+    own)."""
+    client = idle_client
+    auth = new_tenant(client)
+    new_model(client, auth, versions={"kept": 20, "interval_seconds": 0})
+    assert client.post("/v1/models/m1/challengers", json={"name": "ucb",
+                       "algorithm": "linucb_diag"}, headers=auth).status_code == 201
+    owner, name, call = {
+        "rollback": (VersionStore, "rollback", ("/v1/models/m1/rollback", {"version": 1})),
+        "reset": (modelops, "publish_explicit", ("/v1/models/m1/reset", None)),
+        "promote": (ChallengerStore, "promote", ("/v1/models/m1/promote",
+                                                 {"challenger": "ucb"}))}[change]
+    _publish_a_batch_after(monkeypatch, owner, name, redis_url)
+    r = client.post(call[0], json=call[1], headers=auth)
+    assert r.status_code == 200, r.text
+    assert _log_kinds(redis_url) == [(change, 2), ("events", 3)]

@@ -1,10 +1,7 @@
--- Add a marker to a model's decision log, only while the model exists: after a
--- delete (racing the promote, rollback or reset it marks) it would start a log
--- that no delete removes and that a model re-created under the id would read.
+-- Add a marker to a model's decision log, only while the model exists (see
+-- lib_log_marker.lua).
 -- KEYS: 1 meta, 2 decision log
--- ARGV: 1 marker entry kind, 2 marker name, 3 detail JSON
+-- ARGV: 1 marker name, 2 detail JSON
 -- Returns the entry id, or false when the model is gone.
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return false
-end
-return redis.call('XADD', KEYS[2], '*', 'k', ARGV[1], 'm', ARGV[2], 'd', ARGV[3])
+--! include lib_log_marker
+return log_marker(KEYS[1], KEYS[2], ARGV[1], ARGV[2])

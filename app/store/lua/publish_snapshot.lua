@@ -14,8 +14,9 @@
 -- most 100 batches per publish, so that a large backlog (a lowered max, an
 -- idle week's batches all too old) goes over the next publishes instead of
 -- blocking Redis in one call.  With the log off (max events 0) the batches
--- logged before still go by age.  An explicit publish (reset, import: events
--- to log 0 and a max above 0) leaves the log as it is.
+-- logged before still go by age.  An explicit publish (a confusion matrix
+-- write: events to log 0 and a max above 0) leaves the log as it is; reset and
+-- import publish with publish_explicit.lua, which adds their marker.
 -- Returns the new version, -1 when the version moved (someone else
 -- published), -2 when the lease belongs to another owner, -3 when the
 -- model is gone.

@@ -2,12 +2,15 @@
 -- stream id and the counters stay, so events queued since still apply, once),
 -- copied inside Redis, with the config the version was kept under, only while
 -- the model's config is still the one read (a promotion or another rollback
--- meanwhile set another algorithm, whose config would stay over this state).
--- KEYS: 1 snapshot, 2 model (config), 3 kept states (hash)
+-- meanwhile set another algorithm, whose config would stay over this state),
+-- and add its rollback marker to the decision log in the same step.
+-- KEYS: 1 snapshot, 2 model (config), 3 kept states (hash), 4 decision log
 -- ARGV: 1 version to restore, 2 updated_at, 3 config as read, 4 config to set
---       ('' = keep the config)
+--       ('' = keep the config), 5 the marker's detail (JSON object; "version"
+--       is added)
 -- Returns the new version, 0 when the version is not kept, -1 when the config
 -- changed since it was read, -3 when the model is gone.
+--! include lib_log_marker
 local cur = redis.call('HGET', KEYS[1], 'version')
 if not cur then
   return -3
@@ -24,4 +27,5 @@ if ARGV[4] ~= '' then
 end
 local v = tonumber(cur) + 1
 redis.call('HSET', KEYS[1], 'state', state, 'version', v, 'updated_at', ARGV[2])
+log_marker(KEYS[2], KEYS[4], 'rollback', with_version(ARGV[5], v))
 return v
