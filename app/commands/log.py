@@ -1,9 +1,9 @@
 """``noisyloop log export``: download a model's decision log to a JSON Lines or Parquet file.
 
-Pages through ``GET /v1/models/{id}/log`` (10,000 lines a page, following
-the ``X-Next-After`` header) and writes every line: JSON Lines as the
-service sends them, or one Parquet table (the optional ``parquet`` extra,
-``pip install 'noisyloop[parquet]'``).
+Pages through ``GET /v1/models/{id}/log`` with the Python client
+(:meth:`noisyloop_client.Client.log_pages`) and writes every line: JSON Lines
+as the service sends them, or one Parquet table (the optional ``parquet``
+extra, ``pip install 'noisyloop[parquet]'``).
 """
 
 from __future__ import annotations
@@ -14,13 +14,10 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-#: Lines asked for per page (the service's largest page).
-PAGE = 10_000
-#: Response header with the ``after`` of the next page.
-NEXT_HEADER = "X-Next-After"
-
+if TYPE_CHECKING:
+    from noisyloop_client import NoisyloopError
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``log`` parser with its ``export`` sub-command."""
@@ -46,39 +43,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 class ExportError(Exception):
-    """The service refused a page (its error message) or could not be reached."""
+    """pyarrow is missing for ``--format parquet`` (the message says how to install it)."""
 
 
-def pages(url: str, key: str | None, model: str, since: str | None,
-          until: str | None) -> Iterator[bytes]:
-    """The bodies of every page of the model's log, oldest first."""
-    import httpx
+def error_message(exc: NoisyloopError, url: str) -> str:
+    """What to print of the service's refusal, or why it could not be reached."""
+    from noisyloop_client import ConnectionFailed
 
-    params: dict[str, Any] = {"limit": PAGE}
-    params.update((name, value) for name, value in (("since", since), ("until", until))
-                  if value is not None)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    with httpx.Client(base_url=url, headers=headers, timeout=60.0) as client:
-        while True:
-            try:
-                r = client.get(f"/v1/models/{model}/log", params=params)
-            except httpx.HTTPError as exc:
-                raise ExportError(f"{url}: {exc}") from None
-            if r.status_code != 200:
-                raise ExportError(f"HTTP {r.status_code}: {_message(r.text)}")
-            yield r.content
-            after = r.headers.get(NEXT_HEADER)
-            if after is None:
-                return
-            params["after"] = after
-
-
-def _message(body: str) -> str:
-    try:
-        error = json.loads(body)["error"]
-        return f"{error['message']} ({error['code']}, field {error.get('field')})"
-    except (ValueError, KeyError, TypeError):
-        return body[:300]
+    if isinstance(exc, ConnectionFailed):
+        return f"{url}: {exc.message}"
+    return f"HTTP {exc.status}: {exc.message} ({exc.code}, field {exc.field})"
 
 
 def write_jsonl(bodies: Iterator[bytes], out: Path, advance: Callable[[int], None]) -> int:
@@ -118,9 +92,12 @@ def parquet_modules() -> tuple[Any, Any]:
 
 def handle(args: argparse.Namespace) -> int:
     """Export the log; 2 on an error (printed), 0 otherwise."""
+    from noisyloop_client import Client, NoisyloopError
+
     from app.replay.output import progress_bar
 
     out = Path(args.out)
+    client = Client(args.url, args.key, timeout=60.0)
     write = write_parquet if args.format == "parquet" else write_jsonl
     try:
         if args.format == "parquet":
@@ -128,10 +105,13 @@ def handle(args: argparse.Namespace) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         with progress_bar(None, f"log of {args.model}", unit="event",
                           enabled=False if args.no_progress else None) as advance:
-            n = write(pages(args.url, args.key, args.model, args.since, args.until), out,
-                      advance)
-    except (ExportError, OSError) as exc:
-        print(f"noisyloop log export: error: {exc}", file=sys.stderr)
+            n = write(client.log_pages(args.model, since=args.since, until=args.until),
+                      out, advance)
+    except (ExportError, OSError, NoisyloopError) as exc:
+        message = error_message(exc, args.url) if isinstance(exc, NoisyloopError) else exc
+        print(f"noisyloop log export: error: {message}", file=sys.stderr)
         return 2
+    finally:
+        client.close()
     print(f"{n} lines written to {out}", file=sys.stderr)
     return 0

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from noisyloop_client import calls
 
 from app.cli import main
-from app.commands import log as log_command
 from app.evaluation.policies import learner_policy
 from app.evaluation.servicelog import read_service_log, snapshot_learner
 from tests.client.conftest import Service, admin, api_key, service  # noqa: F401 (fixtures)
@@ -73,7 +73,7 @@ def test_export_pages_jsonl_and_parquet_and_says_when_pyarrow_is_missing(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     feed_label_model(http, 500)
     served = http.get("/v1/models/lab/log", params={"limit": 10_000}).content
-    monkeypatch.setattr(log_command, "PAGE", 37)  # 14 pages
+    monkeypatch.setattr(calls, "LOG_PAGE", 37)  # 14 pages
     out = tmp_path / "log.jsonl"
     assert export(service, api_key, out) == 0
     assert out.read_bytes() == served and served.count(b"\n") == 500

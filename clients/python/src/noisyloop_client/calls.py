@@ -31,6 +31,8 @@ class Call:
     body: Any = None
     params: dict[str, Any] = field(default_factory=dict)
     admin: bool = False
+    paged: bool = False
+    """The answer is a page of JSON Lines: :func:`parse` returns it as a :class:`Page`."""
 
     def content(self) -> bytes | None:
         """The JSON body as bytes (numpy arrays and scalars allowed)."""
@@ -69,6 +71,8 @@ def _model(model_id: str, suffix: str = "") -> str:
 
 def parse(status: int, content: bytes, headers: Any, call: Call) -> Any:
     """Decoded answer of a successful call; raise :class:`NoisyloopError` otherwise."""
+    if status == call.ok and call.paged:
+        return Page(content, headers.get(NEXT_AFTER_HEADER))
     if status == call.ok or (call.ok == 202 and status == 200 and call.params.get("wait")):
         return codec.loads(content) if content else None
     try:
@@ -168,9 +172,11 @@ def series(model_id: str, limit: int | None = None) -> Call:
 
 def evaluate(model_id: str, policy: str | dict[str, Any], since: str | None = None,
              rho0: float | None = None, rho1: float | None = None,
-             bootstrap: int | None = None, train_fraction: float | None = None) -> Call:
-    body = {"policy": policy, **{k: v for k, v in (("since", since), ("rho0", rho0),
-                                                     ("rho1", rho1), ("bootstrap", bootstrap),
+             bootstrap: int | None = None, train_fraction: float | None = None,
+             until: str | None = None) -> Call:
+    body = {"policy": policy, **{k: v for k, v in (("since", since), ("until", until),
+                                                     ("rho0", rho0), ("rho1", rho1),
+                                                     ("bootstrap", bootstrap),
                                                      ("train_fraction", train_fraction))
                                   if v is not None}}
     return Call("POST", _model(model_id, "/evaluations"), 202, body)
@@ -183,6 +189,61 @@ def evaluation(model_id: str, job_id: str) -> Call:
 def sync(model_id: str, timeout: float | None = None) -> Call:
     params = {} if timeout is None else {"timeout": timeout}
     return Call("POST", _model(model_id, "/sync"), 200, None, params)
+
+
+# --- decision log ------------------------------------------------------------
+
+#: Lines asked for per page of the decision log (the service's largest page).
+LOG_PAGE = 10_000
+#: Response header with the ``after`` of the log's next page (absent on the last page).
+NEXT_AFTER_HEADER = "X-Next-After"
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page of JSON Lines as served and the ``after`` of the next page (None: the last)."""
+
+    body: bytes
+    next_after: str | None
+
+
+@dataclass
+class LogPages:
+    """Where a read of a model's decision log is: the call of its next page, until the log
+    (or ``limit`` lines, None: all) is read.  ``order``: ``asc`` oldest first, ``desc``
+    newest first; ``since``/``until``: ISO 8601 or Unix seconds."""
+
+    model_id: str
+    since: str | None = None
+    until: str | None = None
+    order: str = "asc"
+    limit: int | None = None
+    after: str | None = None
+    lines: int = 0
+    done: bool = False
+
+    def next_call(self) -> Call | None:
+        """The request of the next page, or None when the read is over."""
+        wanted = LOG_PAGE if self.limit is None else min(LOG_PAGE, self.limit - self.lines)
+        if self.done or wanted <= 0:
+            return None
+        params = {name: value for name, value in (
+            ("since", self.since), ("until", self.until), ("after", self.after))
+            if value is not None}
+        return Call("GET", _model(self.model_id, "/log"), 200, None,
+                    {**params, "order": self.order, "limit": wanted}, paged=True)
+
+    def read(self, page: Page) -> bytes:
+        """Take ``page`` (the answer to :meth:`next_call`); returns its body."""
+        self.lines += page.body.count(b"\n")
+        self.after = page.next_after
+        self.done = page.next_after is None
+        return page.body
+
+
+def log_records(body: bytes) -> list[dict[str, Any]]:
+    """The records of a page of JSON Lines."""
+    return [codec.loads(line) for line in body.splitlines()]
 
 
 # --- challengers ------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Self, cast
 
 import httpx
@@ -202,18 +203,38 @@ class Client(_Base):
     def evaluate(self, model_id: str, policy: str | dict[str, Any], *,
                  since: str | None = None, rho0: float | None = None,
                  rho1: float | None = None, bootstrap: int | None = None,
-                 train_fraction: float | None = None) -> dict[str, Any]:
+                 train_fraction: float | None = None, until: str | None = None
+                 ) -> dict[str, Any]:
         """Queue an off-policy evaluation of ``policy`` (``uniform``, ``logging``,
         ``fixed:N``, ``model``, ``model:greedy``, or ``{"algorithm", "params"}`` trained on
-        the first ``train_fraction`` of the events) on the model's decision log:
-        ``{"job_id", "status"}``."""
+        the first ``train_fraction`` of the events) on the newest 200,000 events of the
+        model's decision log applied in ``[since, until]``: ``{"job_id", "status"}``."""
         return cast(dict[str, Any], self.send(calls.evaluate(model_id, policy, since, rho0,
                                                               rho1, bootstrap,
-                                                              train_fraction)))
+                                                              train_fraction, until)))
 
     def evaluation(self, model_id: str, job_id: str) -> dict[str, Any]:
         """An evaluation's status; once ``done``, the JSON of ``noisyloop evaluate``."""
         return cast(dict[str, Any], self.send(calls.evaluation(model_id, job_id)))
+
+    # decision log
+    def log(self, model_id: str, *, since: str | None = None, until: str | None = None,
+            order: str = "asc", limit: int | None = None) -> Iterator[dict[str, Any]]:
+        """The model's decision log, one dict per line (each applied event with its context,
+        feedback and model version, and the markers), read page by page as it is iterated:
+        applied in ``[since, until]`` (ISO 8601 or Unix seconds), oldest first or newest
+        first (``order="desc"``), at most ``limit`` lines (None: all)."""
+        for body in self.log_pages(model_id, since=since, until=until, order=order,
+                                   limit=limit):
+            yield from calls.log_records(body)
+
+    def log_pages(self, model_id: str, *, since: str | None = None, until: str | None = None,
+                  order: str = "asc", limit: int | None = None) -> Iterator[bytes]:
+        """As :meth:`log`, each page as served (JSON Lines, up to
+        :data:`~noisyloop_client.calls.LOG_PAGE` lines)."""
+        pages = calls.LogPages(model_id, since, until, order, limit)
+        while (call := pages.next_call()) is not None:
+            yield pages.read(self.send(call))
 
     # challengers
     def challengers(self, model_id: str) -> Challengers:
@@ -426,14 +447,34 @@ class AsyncClient(_Base):
     async def evaluate(self, model_id: str, policy: str | dict[str, Any], *,
                        since: str | None = None, rho0: float | None = None,
                        rho1: float | None = None, bootstrap: int | None = None,
-                       train_fraction: float | None = None) -> dict[str, Any]:
+                       train_fraction: float | None = None, until: str | None = None
+                       ) -> dict[str, Any]:
         """As :meth:`Client.evaluate`."""
-        call = calls.evaluate(model_id, policy, since, rho0, rho1, bootstrap, train_fraction)
+        call = calls.evaluate(model_id, policy, since, rho0, rho1, bootstrap, train_fraction,
+                              until)
         return cast(dict[str, Any], await self.send(call))
 
     async def evaluation(self, model_id: str, job_id: str) -> dict[str, Any]:
         """As :meth:`Client.evaluation`."""
         return cast(dict[str, Any], await self.send(calls.evaluation(model_id, job_id)))
+
+    # decision log
+    async def log(self, model_id: str, *, since: str | None = None,
+                  until: str | None = None, order: str = "asc", limit: int | None = None
+                  ) -> AsyncIterator[dict[str, Any]]:
+        """As :meth:`Client.log` (``async for``)."""
+        async for body in self.log_pages(model_id, since=since, until=until, order=order,
+                                         limit=limit):
+            for record in calls.log_records(body):
+                yield record
+
+    async def log_pages(self, model_id: str, *, since: str | None = None,
+                        until: str | None = None, order: str = "asc",
+                        limit: int | None = None) -> AsyncIterator[bytes]:
+        """As :meth:`Client.log_pages` (``async for``)."""
+        pages = calls.LogPages(model_id, since, until, order, limit)
+        while (call := pages.next_call()) is not None:
+            yield pages.read(await self.send(call))
 
     # challengers
     async def challengers(self, model_id: str) -> Challengers:
