@@ -36,7 +36,6 @@ from app.api.schemas.challengers import (
     ValueInterval,
 )
 from app.api.schemas.models import ModelCreateRequest
-from app.api.versions import keep_explicit
 from app.evaluation.running import Interval, RunningValue
 from app.learners.base import CandidateRanker, Learner
 from app.learners.build import build_learner, takes_clicks
@@ -194,7 +193,6 @@ async def promote(ctx: ApiContext, mk: ModelKeys, body: PromoteRequest) -> Promo
         raise ApiError(409, "promote_conflict", "the model or the challenger changed while "
                        "promoting; try again") from None
     ctx.cache.forget(mk.tenant, mk.model)
-    await keep_explicit(ctx, mk, new_config, version, "promote")
     ctx.metrics.forget_challenger(mk.tenant, mk.model, body.challenger)
     return PromoteResponse(version=version, algorithm=new_config["algorithm"],
                            params=new_config["params"], previous_as=body.previous_as)

@@ -19,9 +19,9 @@ PUBLISH_ATTEMPTS = 20
 
 async def keep_explicit(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any], version: int,
                         reason: str) -> None:
-    """Keep ``version`` just published by an explicit change (``reason``: create, reset,
-    import, rollback, promote) whatever the interval (not if the trainer published
-    meanwhile)."""
+    """Keep ``version`` just published by a create (``reason``) whatever the interval (not if
+    the trainer published meanwhile); the other explicit changes keep theirs in the step
+    that publishes it."""
     await ctx.store.versions.keep(mk, VersionPolicy.of(config), reason=reason, interval=0.0,
                                   expected_version=version)
 
@@ -30,9 +30,9 @@ async def publish_explicit(ctx: ApiContext, tenant: str, config: dict[str, Any],
                            state: dict[str, np.ndarray], reason: str,
                            marker: str = "") -> int:
     """Publish ``state``, built for ``config``, as the model's new version (any trainer's batch
-    in flight is refused and learned again on top of it) with the decision-log marker
-    ``marker`` ("" = none) in the same step, keep it, drop the cached learner; returns the
-    version.  Only while the model still has the algorithm and params of
+    in flight is refused and learned again on top of it), kept (``reason``) and with the
+    decision-log marker ``marker`` ("" = none) in the same step, drop the cached learner;
+    returns the version.  Only while the model still has the algorithm and params of
     ``config``: a promotion or rollback meanwhile (409 ``model_changed``) would otherwise get
     a state of another algorithm under its config."""
     mk = ModelKeys(tenant, config["model_id"])
@@ -45,12 +45,12 @@ async def publish_explicit(ctx: ApiContext, tenant: str, config: dict[str, Any],
             raise ApiError(409, "model_changed", "the model's algorithm or params changed "
                            "during the call (a promotion or rollback); try again")
         try:
-            version = await ctx.store.versions.publish(mk, state, expected, marker)
+            version = await ctx.store.versions.publish(mk, state, expected,
+                                                       VersionPolicy.of(config), reason, marker)
         except PublishConflict as exc:
             if exc.code == -3:
                 raise unknown_model(config["model_id"]) from None
             continue  # the trainer published meanwhile: read again
-        await keep_explicit(ctx, mk, config, version, reason)
         ctx.cache.forget(tenant, config["model_id"])
         return version
     raise ApiError(503, "store_busy", "the model kept changing; retry",
@@ -72,8 +72,8 @@ async def list_versions(ctx: ApiContext, tenant: str, model_id: str) -> Versions
 async def rollback(ctx: ApiContext, tenant: str, config: dict[str, Any],
                    version: int) -> RollbackResponse:
     """Publish kept ``version`` as a new version (404 naming ``version`` when it is not kept,
-    409 when the model's config changed meanwhile), marked in the decision log in the same
-    step, and keep it."""
+    409 when the model's config changed meanwhile), marked in the decision log and kept
+    with the state it replaces in the same step."""
     model_id = config["model_id"]
     mk = ModelKeys(tenant, model_id)
     try:
@@ -86,7 +86,5 @@ async def rollback(ctx: ApiContext, tenant: str, config: dict[str, Any],
             raise ApiError(409, "rollback_conflict", "the model's config changed during the "
                            "rollback; try again") from None
         raise unknown_model(model_id) from None
-    restored = await ctx.store.models.config(tenant, model_id)
-    await keep_explicit(ctx, mk, restored or config, new, "rollback")
     ctx.cache.forget(tenant, model_id)
     return RollbackResponse(version=new, rolled_back_to=version)

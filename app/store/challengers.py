@@ -8,7 +8,8 @@ stats (name -> JSON ``sums``, ``events``, ``last_id``, ``status``,
 step: add (name free, under the cap), remove, the trainer's save (only for
 the challengers it read, unchanged since) and promote (the challenger's
 config and state become the model's, the old champion optionally a
-challenger, and a ``promote`` marker goes to the decision log).
+challenger, a ``promote`` marker goes to the decision log and the replaced
+and the new state are kept as versions).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from app.store import codec
 from app.store.client import lua_source
 from app.store.keys import ModelKeys
 from app.store.util import text, utc_now
+from app.store.versions import VersionPolicy
 
 #: Most challengers a model may have (each learns every batch in the trainer).
 MAX_CHALLENGERS = 3
@@ -164,7 +166,9 @@ class ChallengerStore:
         model config as read; ``caught_up``: only once the challenger saved the model's last
         published batch.  The decision log's ``promote`` marker (``version``, ``challenger``,
         ``algorithm``, ``params``, ``previous``: the old algorithm and params, ``previous_as``)
-        is added in the same step.  Returns the new snapshot version; raises
+        is added and the replaced and the new state are kept as versions (``before promote``,
+        ``promote``; :mod:`app.store.versions`) in the same step.  Returns the new snapshot
+        version; raises
         :class:`PromoteRefused`."""
         old = orjson.loads(raw_config)
         marker = {"challenger": challenger.name, "algorithm": config["algorithm"],
@@ -173,11 +177,12 @@ class ChallengerStore:
                   "previous_as": None if previous is None else previous["name"]}
         reply = int(await self._promote(
             keys=[mk.meta, mk.snapshot, mk.challengers, mk.challenger_states,
-                  mk.challenger_stats, mk.log],
+                  mk.challenger_stats, mk.log, mk.versions, mk.version_states],
             args=[challenger.name, challenger.raw_definition, raw_config, orjson.dumps(config),
                   "" if previous is None else previous["name"],
                   b"" if previous is None else orjson.dumps(previous), utc_now(),
-                  "1" if caught_up else "0", orjson.dumps(marker)]))
+                  "1" if caught_up else "0", orjson.dumps(marker),
+                  VersionPolicy.of(config).kept]))
         if reply < 0:
             raise PromoteRefused(_PROMOTE_REASONS.get(reply, "gone"))
         return reply

@@ -4,9 +4,11 @@ The trainer publishes a snapshot after every batch, possibly hundreds a
 second, so not every published version is kept: :meth:`VersionStore.keep`
 copies the current snapshot's state and the model's config (inside Redis,
 one Lua step) when the newest kept version is at least the model's interval
-old, or at once for an explicit change (create, reset, import, rollback,
-promote: ``interval`` 0).  The oldest kept versions beyond the model's limit go in
-the same step.  Memory: up to ``kept`` copies of the state (and config) per
+old, or at once for an explicit change (create: ``interval`` 0).  Reset,
+import, rollback and promote keep their version in the step that publishes it,
+rollback and promote also the state they replace (``before rollback``,
+``before promote``: either can be undone).  The oldest kept versions beyond the
+model's limit go in the same step.  Memory: up to ``kept`` copies of the state (and config) per
 model.
 
 :meth:`VersionStore.rollback` publishes a kept state as a new version, with
@@ -70,7 +72,8 @@ class KeptVersion:
     """When it was kept (Redis clock, seconds since the epoch)."""
     reason: str
     """``trainer``, or the explicit change that published it (``create``, ``reset``,
-    ``import``, ``rollback``, ``promote``)."""
+    ``import``, ``rollback``, ``promote``), or ``before rollback`` / ``before promote``
+    (the state the change replaced)."""
 
 
 class RollbackRefused(Exception):
@@ -105,16 +108,18 @@ class VersionStore:
         return int(reply)
 
     async def publish(self, mk: ModelKeys, state: dict[str, np.ndarray], expected_version: int,
-                      marker: str = "", detail: dict[str, Any] | None = None) -> int:
-        """Publish ``state`` of an explicit change as the new version while the snapshot is at
-        ``expected_version``, with the decision-log marker ``marker`` (``detail`` plus the
-        new ``version``; "" = none) in the same step; returns the version.  Raises
+                      policy: VersionPolicy, reason: str, marker: str = "",
+                      detail: dict[str, Any] | None = None) -> int:
+        """Publish ``state`` of an explicit change (``reason``) as the new version while the
+        snapshot is at ``expected_version``, kept (as ``policy`` allows) and with the
+        decision-log marker ``marker`` (``detail`` plus the new ``version``; "" = none) in
+        the same step; returns the version.  Raises
         :class:`~app.store.snapshots.PublishConflict` (-1 the version moved, -3 the model
         is gone)."""
         reply: Any = await run_script(
-            self._publish, [mk.snapshot, mk.meta, mk.log],
+            self._publish, [mk.snapshot, mk.meta, mk.log, mk.versions, mk.version_states],
             [str(expected_version), codec.encode(state), utc_now(), marker,
-             orjson.dumps(detail or {})])
+             orjson.dumps(detail or {}), policy.kept, reason])
         result = int(reply)
         if result < 0:
             raise PublishConflict(result)
@@ -127,8 +132,9 @@ class VersionStore:
 
     async def rollback(self, mk: ModelKeys, version: int) -> int:
         """Publish kept ``version`` (state, algorithm and params) as a new version, marked in
-        the decision log (``version``, ``rolled_back_to``, ``algorithm``); returns it.
-        Raises :class:`RollbackRefused`."""
+        the decision log (``version``, ``rolled_back_to``, ``algorithm``) and kept with the
+        state it replaces (see the module docstring); returns it.  Raises
+        :class:`RollbackRefused`."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hget(mk.meta, "config")
             pipe.hget(mk.version_states, f"c:{version}")
@@ -142,9 +148,9 @@ class VersionStore:
         marker = {"rolled_back_to": version, "algorithm": restored.get("algorithm")}
         args: list[bytes | str | int | float] = [
             str(version), utc_now(), current, orjson.dumps(restored) if restored != now else "",
-            orjson.dumps(marker)]
-        reply: Any = await run_script(self._rollback,
-                                      [mk.snapshot, mk.meta, mk.version_states, mk.log], args)
+            orjson.dumps(marker), VersionPolicy.of(now).kept]
+        reply: Any = await run_script(
+            self._rollback, [mk.snapshot, mk.meta, mk.version_states, mk.log, mk.versions], args)
         result = int(reply)
         if result <= 0:
             raise RollbackRefused(result)

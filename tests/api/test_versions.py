@@ -290,3 +290,42 @@ def test_the_marker_is_logged_in_the_step_that_changes_the_version(
     r = client.post(call[0], json=call[1], headers=auth)
     assert r.status_code == 200, r.text
     assert _log_kinds(redis_url) == [(change, 2), ("events", 3)]
+
+
+def test_a_rollback_keeps_the_state_before_it_so_it_can_be_undone(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    _model_of(client, tenant, versions={"kept": 20, "interval_seconds": 3600})
+    for i in range(2):
+        _train(client, tenant, X[i], 1.0)
+    learned = _scores(client, tenant)
+    assert [v["version"] for v in _versions(client, tenant)["versions"]] == [1]  # the create
+    r = client.post("/v1/models/m1/rollback", json={"version": 1}, headers=tenant)
+    assert r.status_code == 200, r.text
+    assert [(v["version"], v["reason"]) for v in _versions(client, tenant)["versions"]] == [
+        (4, "rollback"), (3, "before rollback"), (1, "create")]
+    assert _scores(client, tenant) != learned
+    r = client.post("/v1/models/m1/rollback", json={"version": 3}, headers=tenant)
+    assert r.status_code == 200, r.text
+    assert _scores(client, tenant) == learned
+
+
+@pytest.mark.parametrize("change", ["rollback", "promote"])
+def test_the_published_version_is_kept_even_when_the_trainer_publishes_right_after(
+        idle_client: TestClient, redis_url: str, monkeypatch: pytest.MonkeyPatch,
+        change: str) -> None:
+    """The version a rollback or promotion publishes is kept in its own step (a keep after
+    it, expecting that version, kept nothing once the trainer had published on top)."""
+    client = idle_client
+    auth = new_tenant(client)
+    new_model(client, auth, versions={"kept": 20, "interval_seconds": 3600})
+    assert client.post("/v1/models/m1/challengers", json={"name": "ucb",
+                       "algorithm": "linucb_diag"}, headers=auth).status_code == 201
+    if change == "rollback":
+        _publish_a_batch_after(monkeypatch, VersionStore, "rollback", redis_url)
+        r = client.post("/v1/models/m1/rollback", json={"version": 1}, headers=auth)
+    else:
+        _publish_a_batch_after(monkeypatch, ChallengerStore, "promote", redis_url)
+        r = client.post("/v1/models/m1/promote", json={"challenger": "ucb"}, headers=auth)
+    assert r.status_code == 200, r.text
+    kept = [(v["version"], v["reason"]) for v in _versions(client, auth)["versions"]]
+    assert kept == [(2, change), (1, "create")]

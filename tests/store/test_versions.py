@@ -67,8 +67,12 @@ async def test_rollback_restores_state_algorithm_and_params(store: Store) -> Non
     assert (config["algorithm"], config["params"], config["uid"]) == ("rcnbf", {"gamma": 0.05},
                                                                        "u1")
     assert decode(await store.redis.hget(MK.version_states, "s:2"))["W_"][0, 0] == 1.0
+    # the replaced state and the new version are kept in the rollback's step
+    assert [(k.version, k.reason) for k in await store.versions.kept(MK)] == [
+        (4, "rollback"), (3, "before rollback"), (2, "trainer")]
+    assert "V" in decode(await store.redis.hget(MK.version_states, "s:3"))
     with pytest.raises(RollbackRefused) as refused:
-        await store.versions.rollback(MK, 3)
+        await store.versions.rollback(MK, 1)
     assert refused.value.code == 0
 
 

@@ -19,7 +19,9 @@ class KeptVersionResponse(BaseModel):
     current: bool = Field(description="the model is at this version now (a trainer that "
                                       "applies events moves it on)")
     reason: str = Field(description="trainer: kept at its interval; otherwise the change "
-                                    "that published it (create, reset, import, rollback, promote)")
+                                    "that published it (create, reset, import, rollback, "
+                                    "promote); before rollback, before promote: the state "
+                                    "that change replaced")
 
 
 class VersionsResponse(BaseModel):

@@ -2,15 +2,18 @@
 -- and its state the model's snapshot (version + 1); the old champion's
 -- config and state become the challenger ARGV[5] (or are dropped); every
 -- estimator sum starts afresh (they compared with the old champion); its
--- promote marker goes to the decision log in the same step.
+-- promote marker goes to the decision log and, within the limit, the
+-- replaced state ('before promote') and the new one ('promote') are kept as
+-- versions, in the same step.
 -- KEYS: 1 meta, 2 snapshot, 3 challengers, 4 challenger states,
---       5 challenger stats, 6 decision log
+--       5 challenger stats, 6 decision log, 7 kept versions (zset), 8 kept
+--       states (hash)
 -- ARGV: 1 name, 2 its definition JSON as read, 3 the model config JSON as
 --       read, 4 the new model config JSON, 5 name the old champion keeps
 --       as a challenger ('' = drop it), 6 its definition JSON, 7 updated_at,
 --       8 '1' to require the challenger to have learned the model's last
 --       published batch (its stats' last_id is the snapshot's), 9 the
---       marker's detail (JSON object; "version" is added)
+--       marker's detail (JSON object; "version" is added), 10 versions kept
 -- Returns the new version, -1 when the model config changed since it was
 -- read, -2 when the challenger is gone or changed, -3 when the model is
 -- gone, -4 when ARGV[5] names another existing challenger, -5 when ARGV[8]
@@ -19,6 +22,7 @@
 -- its state then lacks that batch, which the stream will not deliver again),
 -- -6 when the challenger failed (its stats' status is 'failed').
 --! include lib_log_marker
+--! include lib_keep_version
 local cur = redis.call('HGET', KEYS[2], 'version')
 local config = redis.call('HGET', KEYS[1], 'config')
 if not cur or not config then
@@ -44,6 +48,7 @@ if ARGV[8] == '1' and stats then
     return -5
   end
 end
+keep_version(KEYS[2], KEYS[1], KEYS[7], KEYS[8], 0, ARGV[10], '', 'before promote')
 local state = redis.call('HGET', KEYS[4], ARGV[1])
 local old_state = redis.call('HGET', KEYS[2], 'state')
 local v = tonumber(cur) + 1
@@ -56,5 +61,6 @@ if ARGV[5] ~= '' then
   redis.call('HSET', KEYS[4], ARGV[5], old_state)
 end
 redis.call('DEL', KEYS[5])
+keep_version(KEYS[2], KEYS[1], KEYS[7], KEYS[8], 0, ARGV[10], '', 'promote')
 log_marker(KEYS[1], KEYS[6], 'promote', with_version(ARGV[9], v))
 return v
