@@ -23,9 +23,7 @@ from typing import Any
 import numpy as np
 
 from app.learners.base import Batch
-from app.learners.build import takes_clicks
 from app.learners.noise_anchor import ProgressiveScorer
-from app.learners.registry import learner_class
 from app.store.keys import ModelKeys
 from workers.context import ModelRef, WorkerContext
 
@@ -41,13 +39,6 @@ class AnchorRows:
     score: np.ndarray
     click: np.ndarray
     scorer_state: dict[str, np.ndarray]
-
-
-def keeps_anchors(config: dict[str, Any]) -> bool:
-    """Whether the model's learner uses noise rates and learns from one click per played label
-    (so its plays are scored)."""
-    cls = learner_class(config["task"], config["algorithm"])
-    return takes_clicks(cls) and cls.takes_noise_rates(config.get("params") or {})
 
 
 async def scorer(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],

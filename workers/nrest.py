@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from app.learners.base import Batch
+from app.learners.build import default_estimator, keeps_anchors
 from app.learners.noise import NoiseEstimate, estimate_noise_rates
 from app.learners.noise_anchor import AnchorEstimate, estimate_from_anchors
 from app.learners.registry import algorithms, learner_class
@@ -56,7 +57,7 @@ from app.store.keys import ModelKeys
 from app.store.nrest import EstimatorSettings
 from app.store.util import utc_now
 from workers import evaluations
-from workers.anchors import ANCHOR_BUFFER, keeps_anchors
+from workers.anchors import ANCHOR_BUFFER
 from workers.context import ModelRef, WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ async def run_pass(ctx: WorkerContext) -> int:
         config = await ctx.store.models.config(*ref)
         if config is None:
             continue
-        settings = await ctx.anchors.settings(ModelKeys(*ref))
+        settings = await ctx.anchors.settings(ModelKeys(*ref), default_estimator(config))
         last = ctx.nrest_last_run.setdefault(ref, now)
         stale = now - last >= ctx.config.nrest_interval
         if settings.estimator == "anchor":

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.learners.base import Batch, Event, Learner, batch_size, iter_events, stack_events
-from app.learners.build import apply_noise_rates, build_learner
+from app.learners.build import apply_noise_rates, build_learner, keeps_anchors
 from app.learners.offpolicy import learn_finite
 from app.learners.proxy import calibrated_probability
 from app.store.codec import CodecError
@@ -357,7 +357,7 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
     samples = nrest.samples_of(cached.config, applied, observed)
     cap = nrest.buffer_size(ctx, cached.config)
     scorer = (await anchors.scorer(ctx, ref, cached.config, cached.version)
-              if anchors.keeps_anchors(cached.config) else None)
+              if keeps_anchors(cached.config) else None)
     rows = (None if scorer is None
             else await asyncio.to_thread(anchors.score_plays, scorer, applied, observed))
 

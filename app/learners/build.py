@@ -77,6 +77,20 @@ def takes_clicks(learner_or_cls: Learner | type[Learner]) -> bool:
     return "click" in learner_or_cls.feedback_fields
 
 
+def keeps_anchors(config: Mapping[str, Any]) -> bool:
+    """Whether the model ``config``'s learner uses noise rates and learns from one click per
+    played label (so the trainer scores its plays for the anchor estimator)."""
+    cls = learner_class(config["task"], config["algorithm"])
+    return takes_clicks(cls) and cls.takes_noise_rates(config.get("params") or {})
+
+
+def default_estimator(config: Mapping[str, Any]) -> str:
+    """The noise estimator of the model ``config`` until one is chosen: ``anchor`` when its
+    plays are scored for it (:func:`keeps_anchors`), else ``fixed`` (its rates are the ones
+    given: nothing else can estimate them)."""
+    return "anchor" if keeps_anchors(config) else "fixed"
+
+
 def timeout_feedback(config: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
     """Feedback fields of an unanswered decision of the model ``config`` under
     ``on_timeout: "no_click"`` (None: its learner takes no clicks)."""

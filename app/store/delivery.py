@@ -127,7 +127,8 @@ class DeliveryStore:
         info = parse_info(counters)
         if config is None or info is None:
             return None
-        return TrainerView(orjson.loads(config), info, parse_noise(noise))
+        parsed = orjson.loads(config)
+        return TrainerView(parsed, info, parse_noise(noise, parsed))
 
     async def dead_letter(self, mk: ModelKeys, batch: Deliveries,
                           items: Sequence[tuple[int, str]]) -> int:

@@ -227,7 +227,8 @@ class ModelStore:
         stamp = ModelStamp(hashlib.sha1(config_raw).hexdigest(), int(version),
                            text(raw["rho0"]) or "", text(raw["rho1"]) or "",
                            text(raw["source"]) or "", text(raw["estimator"]) or "")
-        return ModelView(tenant, orjson.loads(config_raw), parse_noise(noise), stamp,
+        config = orjson.loads(config_raw)
+        return ModelView(tenant, config, parse_noise(noise, config), stamp,
                          bool(challenged), bool(apprenticed))
 
     async def records(self, tenant: str, model_ids: list[str]) -> list[ModelRecord]:
@@ -249,8 +250,9 @@ class ModelStore:
                 continue
             apprentice = {name: float(value) for name, value
                           in zip(APPRENTICE_COUNTERS, stats[4:], strict=True) if value is not None}
-            out.append(ModelRecord(orjson.loads(config_raw), info, int(stats[0] or 0),
-                                   int(stats[1] or 0), parse_noise(noise),
+            config = orjson.loads(config_raw)
+            out.append(ModelRecord(config, info, int(stats[0] or 0),
+                                   int(stats[1] or 0), parse_noise(noise, config),
                                    int(stats[2] or 0), int(stats[3] or 0), apprentice))
         return out
 

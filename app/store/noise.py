@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 
+from app.learners.build import default_estimator
 from app.learners.proxy import calibration_unreliable
 from app.store import keys
 from app.store.jobs import JobQueue, orphaned
@@ -23,7 +24,8 @@ JOB_TTL_SECONDS = 86400
 #: Statuses of a job that a new estimate request joins instead of queueing another.
 PENDING_STATUSES = ("queued", "running")
 NOISE_FIELDS = ("rho0", "rho1", "source", "estimated_at", "n_samples", "history", "estimator")
-#: The estimator of a model that has not chosen one.
+#: The estimator of a model that has not chosen one, when its config is not at hand (with it:
+#: :func:`~app.learners.build.default_estimator`).
 DEFAULT_ESTIMATOR = "anchor"
 
 
@@ -62,14 +64,18 @@ class NoiseRecord:
         return self.status != "insufficient_data"
 
 
-def parse_noise(values: Sequence[Any]) -> NoiseRecord | None:
-    """A :class:`NoiseRecord` from an HMGET of :data:`NOISE_FIELDS`."""
+def parse_noise(values: Sequence[Any], config: Mapping[str, Any] | None = None
+                ) -> NoiseRecord | None:
+    """A :class:`NoiseRecord` from an HMGET of :data:`NOISE_FIELDS`; a record that names no
+    estimator has its model ``config``'s default (:func:`~app.learners.build.default_estimator`;
+    :data:`DEFAULT_ESTIMATOR` without a config)."""
     rho0, rho1, source, estimated_at, n_samples, history, estimator = values
     if rho0 is None or rho1 is None:
         return None
+    default = DEFAULT_ESTIMATOR if config is None else default_estimator(config)
     return NoiseRecord(float(rho0), float(rho1), text(source) or "initial", text(estimated_at),
                        int(n_samples or 0), orjson.loads(history) if history else [],
-                       text(estimator) or DEFAULT_ESTIMATOR)
+                       text(estimator) or default)
 
 
 class NoiseStore:

@@ -171,11 +171,13 @@ class AnchorStore:
         if n and await self.redis.exists(mk.noise):
             await self.redis.hincrby(mk.noise, ANCHORS_NEW_FIELD, -n)
 
-    async def settings(self, mk: ModelKeys) -> EstimatorSettings:
-        """The model's estimator settings and last anchor outcome (defaults when unset)."""
+    async def settings(self, mk: ModelKeys, default: str = DEFAULT_ESTIMATOR
+                       ) -> EstimatorSettings:
+        """The model's estimator settings and last anchor outcome (defaults when unset;
+        ``default``: the model's estimator when it has not chosen one)."""
         estimator, max_width, last = await self.redis.hmget(
             mk.noise, [ESTIMATOR_FIELD, MAX_WIDTH_FIELD, ANCHOR_FIELD])
-        return EstimatorSettings(text(estimator) or DEFAULT_ESTIMATOR,
+        return EstimatorSettings(text(estimator) or default,
                                  float(max_width) if max_width else DEFAULT_MAX_WIDTH,
                                  orjson.loads(last) if last else None)
 

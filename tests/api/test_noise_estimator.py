@@ -4,8 +4,11 @@ counts, the settings it accepts and the 422s of settings that cannot work."""
 from __future__ import annotations
 
 import numpy as np
+import redis
 
+from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, new_model, predict_all
+from tests.api.test_rank import candidates, new_ranker
 
 
 def test_a_new_model_says_insufficient_data_and_counts_the_observed_plays(
@@ -50,3 +53,35 @@ def test_put_refuses_settings_that_cannot_work(client: TestClient,
                 {"estimator": "mixture"}):
         assert client.put("/v1/models/m1/noise", json=bad, headers=tenant).status_code == 422
     assert client.get("/v1/models/m1/noise", headers=tenant).json()["estimator"] == "anchor"
+
+
+def test_a_rank_model_has_the_fixed_estimator_and_refuses_anchor(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    # slate clicks pin no scale of true relevance, so nothing estimates a rank model's rates
+    new_ranker(client, tenant)
+    stored = redis.Redis.from_url(redis_url)
+    try:  # as every model that never chose one (those created before the default, too)
+        assert not stored.hexists(ModelKeys("acme", "feed").noise, "estimator")
+    finally:
+        stored.close()
+    r = client.get("/v1/models/feed/noise", headers=tenant).json()
+    assert (r["estimator"], r["status"], r["source"], r["reason"]) == (
+        "fixed", "fixed", "initial", "")
+    r = client.post("/v1/models/feed/rank", json={"features": [1.0, 0.2, -0.3], "actions": (
+        candidates(5, np.random.default_rng(0)))}, headers=tenant).json()
+    assert client.post("/v1/models/feed/feedback", json={
+        "event_id": r["event_id"], "clicks": [r["ranking"][0]["id"]]},
+        headers=tenant).status_code == 202
+    assert client.post("/v1/models/feed/sync", headers=tenant).status_code == 200
+    stats = client.get("/v1/models/feed", headers=tenant).json()["stats"]
+    # its initial rates are the ones given, not rates awaiting an estimate
+    assert (stats["debiased_reward"], stats["calibration_unreliable"]) == (1.0, False)
+    for estimator in ("anchor", "nrest"):
+        r = client.put("/v1/models/feed/noise", json={"estimator": estimator}, headers=tenant)
+        assert r.status_code == 422, r.text
+        assert (r.json()["error"]["code"], r.json()["error"]["field"]) == (
+            "estimator_unavailable", "estimator")
+    r = client.put("/v1/models/feed/noise", json={"rho0": 0.05, "rho1": 0.3}, headers=tenant)
+    assert r.status_code == 200, r.text
+    assert (r.json()["estimator"], r.json()["status"], r.json()["source"]) == (
+        "fixed", "fixed", "configured")

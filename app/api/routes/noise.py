@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
@@ -21,7 +21,9 @@ from app.api.schemas.noise import (
     NoisePutRequest,
     NoiseStatusResponse,
 )
+from app.api.tasks import task_spec
 from app.learners.base import ParamError
+from app.learners.build import default_estimator, keeps_anchors
 from app.learners.proxy import check_noise_rates
 from app.learners.registry import algorithms, learner_class
 from app.store.models import ModelView
@@ -35,9 +37,11 @@ MIN_TIMEOUT_SECONDS = JOB_POLL_SECONDS
 MAX_TIMEOUT_SECONDS = 300.0
 
 
-def _bandit_only(view: ModelView) -> None:
-    if view.config["task"] not in ("label", "label_set"):
-        raise ApiError(404, "no_noise_rates", "noise rates exist for label and label_set models")
+def _clicks_only(view: ModelView) -> None:
+    """404 unless the model's feedback is clicks (the tasks with noise rates)."""
+    if not task_spec(view.config["task"]).has_clicks:
+        raise ApiError(404, "no_noise_rates",
+                       "noise rates exist for the models that learn from clicks")
 
 
 def _uses_noise_rates(view: ModelView) -> None:
@@ -56,7 +60,7 @@ def _uses_noise_rates(view: ModelView) -> None:
 @router.get("/{model_id}/noise", response_model=NoiseStatusResponse)
 async def get_noise(view: ModelDep, ctx: Context) -> NoiseStatusResponse:
     """Current rates, their source, the estimator's status and interval, and the history."""
-    _bandit_only(view)
+    _clicks_only(view)
     return await _status(ctx, view, view.noise)
 
 
@@ -67,15 +71,14 @@ async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> Nois
     the estimator (``anchor``, ``nrest``, ``fixed``) and the anchor estimate's ``max_width``.
 
     A model whose algorithm ignores noise rates answers 422 ``noise_rates_unused``;
-    ``nrest`` for a model that keeps no NREst samples 422 ``estimator_unavailable``.
+    an estimator that cannot serve the model (``nrest`` without NREst samples, ``anchor``
+    without scored plays, as for a ``rank`` model's slate clicks) 422 ``estimator_unavailable``.
     """
-    _bandit_only(view)
+    _clicks_only(view)
     _uses_noise_rates(view)
     config = view.config
-    if body.estimator == "nrest" and not learner_class(
-            config["task"], config["algorithm"]).keeps_noise_samples:
-        raise ApiError(422, "estimator_unavailable", f"{config['algorithm']!r} models keep no "
-                       "NREst sample buffer; use anchor or fixed", "estimator")
+    if body.estimator is not None:
+        _check_estimator(config, body.estimator)
     await ctx.store.anchors.configure(view.keys, estimator=body.estimator,
                                       max_width=body.max_width)
     record = view.noise
@@ -90,13 +93,27 @@ async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> Nois
     return await _status(ctx, view, record)
 
 
+def _check_estimator(config: dict[str, Any], estimator: str) -> None:
+    """422 ``estimator_unavailable`` naming ``estimator`` unless it can serve the model:
+    ``anchor`` needs the plays the trainer scores for it, ``nrest`` an NREst sample buffer."""
+    cls = learner_class(config["task"], config["algorithm"])
+    usable = ["anchor"] if keeps_anchors(config) else []
+    usable += ["nrest"] if cls.keeps_noise_samples else []
+    if estimator in usable or estimator == "fixed":
+        return
+    why = ("keep no NREst sample buffer" if estimator == "nrest" else
+           "are not scored for it (it needs one click per played label)")
+    raise ApiError(422, "estimator_unavailable", f"{config['algorithm']!r} models {why}; use "
+                   f"{' or '.join([*usable, 'fixed'])} (fixed: the rates you give)", "estimator")
+
+
 async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
                   ) -> NoiseStatusResponse:
     """The noise record with the estimator's settings and the last anchor outcome."""
     out = noise_response(record)
     if record is None or out is None:
         raise unknown_model(view.config["model_id"])
-    settings = await ctx.store.anchors.settings(view.keys)
+    settings = await ctx.store.anchors.settings(view.keys, default_estimator(view.config))
     last = settings.last or {}
     status = replace(record, estimator=settings.estimator).status
     n_events = last.get("n_events") or await ctx.store.anchors.count(view.keys)
@@ -123,7 +140,7 @@ async def create_noise_estimate(
     A model has at most one queued or running job: a request made meanwhile
     gets (and waits for) that job.
     """
-    _bandit_only(view)
+    _clicks_only(view)
     job_id = await ctx.store.noise.queue_estimate(view.keys)
     if not wait:
         return OrjsonResponse({"job_id": job_id}, status_code=202)
