@@ -16,7 +16,9 @@ stored as the concatenated values (``s``, ``t``, ``e``, ``c``, ``f``) plus
 one array of every value's length (``L``).  A stream entry per event cost
 twice the log's Redis CPU: each command of a script is propagated to the
 AOF on its own.  The entry id is the time the batch was applied.  A marker
-entry (:meth:`DecisionLogStore.append_marker`) records what happened to the
+entry, written by the Lua step that makes the change it records
+(``lib_log_marker.lua``, included by the rollback, promote and explicit-publish
+scripts), records what happened to the
 model (``k`` = ``marker``, ``m`` its type such as ``rollback`` or
 ``promote``, ``d`` its detail as JSON), its entry id being its time.
 
@@ -38,10 +40,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
-import orjson
 import redis.asyncio as aioredis
 
-from app.store.client import lua_source
 from app.store.keys import ModelKeys
 from app.store.util import text
 
@@ -158,20 +158,12 @@ def _split(data: bytes, lengths: np.ndarray) -> list[bytes]:
 
 
 class DecisionLogStore:
-    """Read a model's decision log and append markers to it (batches of events are appended
-    by :meth:`~app.store.snapshots.SnapshotStore.publish`)."""
+    """Read a model's decision log (batches of events are appended by
+    :meth:`~app.store.snapshots.SnapshotStore.publish`, markers by the step of the change
+    they record)."""
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
-        self._marker = redis.register_script(lua_source("log_marker"))
-
-    async def append_marker(self, mk: ModelKeys, kind: str, detail: dict[str, Any]) -> str:
-        """Add a marker (``kind`` such as ``rollback``, ``promote``, ``reset``, ``detail``
-        any JSON object) to the log; returns its entry id, "" when the model is gone (no
-        log is started for a deleted model).  Trimmed with the batches around it."""
-        entry_id = await self._marker(keys=[mk.meta, mk.log],
-                                      args=[kind, orjson.dumps(detail)])
-        return text(entry_id) or ""
 
     async def read(self, mk: ModelKeys, *, start: str = "-", end: str = "+",
                    count: int = 1000, newest_first: bool = False) -> list[LogEntry]:

@@ -11,6 +11,9 @@ import pytest
 from app.store import Store, codec
 from app.store.decisionlog import LoggedBatch, LogRetention
 from app.store.delivery import DeliveryStore
+from app.store.keys import ModelKeys
+from app.store.snapshots import PublishConflict
+from app.store.versions import VersionPolicy
 from tests.workers.conftest import TENANT, create_model, model_config
 from tests.workers.test_trainer import feed, worker
 
@@ -98,6 +101,18 @@ async def test_retention_keeps_the_newest_batches_by_count_and_age_and_zero_is_o
     assert await store.redis.exists(other.log) == 0
 
 
+async def mark(store: Store, mk: ModelKeys, kind: str, detail: dict[str, int]) -> str:
+    """Republish the model's state as an explicit change whose step logs the marker
+    ``kind`` (as a reset, rollback or promote does); the marker's entry id."""
+    snap = await store.snapshots.load(mk)
+    assert snap is not None
+    await store.versions.publish(mk, snap.state, snap.version, VersionPolicy(), reason=kind,
+                                 marker=kind, detail=detail)
+    newest = await store.log.read(mk, count=1, newest_first=True)
+    assert newest and newest[0].is_marker
+    return newest[0].entry_id
+
+
 async def test_count_retention_trims_batch_by_batch(store: Store) -> None:
     config = model_config()
     mk = await create_model(store, config)
@@ -114,16 +129,20 @@ async def test_markers_are_logged_and_the_log_goes_with_the_model(store: Store) 
     mk = await create_model(store, config)
     await feed(store, mk, config, 3)
     assert await worker(store).drain() == 3
-    marker_id = await store.log.append_marker(mk, "rollback", {"to": 1})
+    version = await store.snapshots.version(mk)
+    marker_id = await mark(store, mk, "rollback", {"to": 1})
     entries = await store.log.read(mk)
     assert [e.is_marker for e in entries] == [False, True]
     assert entries[-1].entry_id == marker_id and entries[-1].events() == []
     assert entries[-1].fields[b"m"] == b"rollback"
-    assert orjson.loads(entries[-1].fields[b"d"]) == {"to": 1}
+    assert orjson.loads(entries[-1].fields[b"d"]) == {"to": 1, "version": (version or 0) + 1}
+    state = (await store.snapshots.load(mk)).state  # type: ignore[union-attr]
     assert await store.models.delete(TENANT, "m")
     assert await store.redis.exists(mk.log, mk.log_index) == 0
-    # a marker of a promotion or rollback that raced the delete starts no log
-    assert await store.log.append_marker(mk, "promote", {"version": 3}) == ""
+    # a marked change that raced the delete starts no log
+    with pytest.raises(PublishConflict):
+        await store.versions.publish(mk, state, 3, VersionPolicy(), reason="promote",
+                                     marker="promote", detail={})
     assert await store.redis.exists(mk.log) == 0
 
 
@@ -165,7 +184,7 @@ async def test_with_the_log_off_what_it_held_still_goes_by_age(store: Store) -> 
     await feed(store, mk, config, 30)
     assert await worker(store, log_max_events=1000).drain() == 30
     await asyncio.sleep(0.3)
-    marker = await store.log.append_marker(mk, "rollback", {"version": 1})
+    marker = await mark(store, mk, "rollback", {"to": 1})
     await feed(store, mk, config, 10, seed=1)
     # off, with an age limit: the old batch goes (the newer marker stays), nothing is added
     assert await worker(store, log_max_events=0, log_max_age=0.2).drain() == 10
