@@ -38,6 +38,7 @@ from app.store.jobs import QueuedJob
 from app.store.keys import ModelKeys
 from app.store.logrecords import entry_records
 from app.store.util import utc_now
+from workers import jobs
 from workers.context import WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -48,13 +49,7 @@ MAX_EVENTS = 200_000
 
 async def run_queued(ctx: WorkerContext) -> int:
     """Run every queued evaluation; returns how many ran."""
-    runs = 0
-    queue = ctx.store.evaluations.jobs
-    while not ctx.stopping.is_set() and (
-            job := await queue.take(ctx.config.worker_id, ctx.config.nrest_timeout)) is not None:
-        await run_job(ctx, job)
-        runs += 1
-    return runs
+    return await jobs.run_queued(ctx, ctx.store.evaluations.jobs, run_job)
 
 
 async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:

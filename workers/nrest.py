@@ -56,7 +56,7 @@ from app.store.jobs import QueuedJob
 from app.store.keys import ModelKeys
 from app.store.nrest import EstimatorSettings
 from app.store.util import utc_now
-from workers import evaluations
+from workers import evaluations, jobs
 from workers.anchors import ANCHOR_BUFFER
 from workers.context import ModelRef, WorkerContext
 
@@ -112,12 +112,7 @@ def samples_of(config: dict[str, Any], applied: Batch, observed: np.ndarray,
 async def run_pass(ctx: WorkerContext) -> int:
     """Queued jobs first (NREst runs, then policy evaluations), then the periodic runs that
     are due; returns runs done."""
-    runs = 0
-    queue = ctx.store.noise.jobs
-    while not ctx.stopping.is_set() and (
-            job := await queue.take(ctx.config.worker_id, ctx.config.nrest_timeout)) is not None:
-        await run_job(ctx, job)
-        runs += 1
+    runs = await jobs.run_queued(ctx, ctx.store.noise.jobs, run_job)
     runs += await evaluations.run_queued(ctx)
     models = await ctx.store.models.all_models()
     mks = [ModelKeys(*ref) for ref in models]
