@@ -25,8 +25,11 @@ them; a dead trainer's leases expire and are taken over), then runs one
    also checks the lease and the version and copies the applied entries to
    the model's decision log (:mod:`app.store.decisionlog`), THEN acknowledge
    and trim; this step is shielded from cancellation;
-5. once published, the model's challengers score, then learn, the batch
-   (:mod:`workers.challengers`; they never fail the step).
+5. once published: a version is kept at most once per the model's interval
+   (:mod:`workers.versions`), a quality-series point is recorded at most once
+   per ``series_interval`` (:mod:`workers.series`), and the model's
+   challengers score, then learn, the batch (:mod:`workers.challengers`);
+   none of these fails the step.
 
 A crash anywhere before the publish leaves the entries pending (the next
 owner claims them); a crash between publish and acknowledgement re-delivers
