@@ -194,12 +194,3 @@ class DecisionLogStore:
             start, end = (start, last) if newest_first else (last, end)
             if sum(entry.size for entry in entries) < events_per_read:
                 count = min(2 * count, MAX_ENTRIES_PER_READ)
-
-    async def events(self, mk: ModelKeys) -> list[LoggedEvent]:
-        """Every logged event, oldest first (for tests and small logs: reads the whole log)."""
-        return [event for entry in await self.read(mk, count=1 << 30)
-                for event in entry.events()]
-
-    async def logged(self, mk: ModelKeys) -> int:
-        """Events in the log now."""
-        return int(await self.redis.hget(mk.stats, LOGGED_FIELD) or 0)
