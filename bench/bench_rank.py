@@ -52,7 +52,7 @@ import numpy as np
 from noisyloop_client import AsyncClient, Client
 
 from app.bench.machine import cpu_shares, cpu_times, machine_info, process_cpu_seconds
-from app.bench.service import _closed, server_process
+from app.bench.service import client_closed_loop, server_process
 from app.bench.vw import vw_available, vw_text
 from app.learners.registry import build
 from app.sim.rank import DEFAULT_RHO, RankSimulator, Request, gap_closed
@@ -231,7 +231,7 @@ async def _phases(url: str, key: str, pid: int, rounds: int, seconds: float,
                                      ("rank", rank, concurrency),
                                      ("rank_batch", rank_batch, 2)):
                 used = process_cpu_seconds(pid)
-                res = await _closed(send, conc, seconds if r else min(seconds, 1.0))
+                res = await client_closed_loop(send, conc, seconds if r else min(seconds, 1.0))
                 after = process_cpu_seconds(pid)
                 res["server_cpu_seconds"] = (None if used is None or after is None
                                              else round(after - used, 2))

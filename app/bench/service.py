@@ -100,7 +100,7 @@ def server_process(args: list[str], env: dict[str, str], url: str, path: str, lo
             proc.kill()
 
 
-async def _closed(send: Any, concurrency: int, seconds: float) -> dict[str, Any]:
+async def client_closed_loop(send: Any, concurrency: int, seconds: float) -> dict[str, Any]:
     """Closed loop through :mod:`noisyloop_client` (batch and WebSocket phases)."""
     lat: list[float] = []
     errors = 0
@@ -325,7 +325,7 @@ async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
 
         out["predict_batch"] = []
         for in_flight in cfg["batch_in_flight"]:
-            r = await _closed(predict_batch, in_flight, secs)
+            r = await client_closed_loop(predict_batch, in_flight, secs)
             out["predict_batch"].append({**r, "instances_per_request": 1000,
                                          "decisions_per_second": round(r["per_second"] * 1000)})
         out["feedback_batch"] = [
@@ -343,7 +343,7 @@ async def _load(cfg: dict[str, Any]) -> dict[str, Any]:
             j += 1
             await ws.predict(X[j % 64].tolist())
 
-        out["websocket_predict"] = await _closed(ws_predict, 64, secs)
+        out["websocket_predict"] = await client_closed_loop(ws_predict, 64, secs)
     if redis is not None:
         await redis.aclose()
     return out
