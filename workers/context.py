@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from app.learners.base import Learner
 from app.learners.noise_anchor import ProgressiveScorer
@@ -23,6 +24,8 @@ from app.store.nrest import AnchorStore, SampleStore
 from workers.series import SeriesRecorder
 from workers.settings import WorkerSettings
 from workers.versions import VersionKeeper
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from workers.challengers import ModelChallengers
@@ -85,6 +88,13 @@ class WorkerContext:
         self.samples = SampleStore(redis)
         self.anchors = AnchorStore(redis)
         self.series = SeriesRecorder(self.config.series_interval)
+
+    async def in_pool(self, fit: Callable[[], T]) -> T:
+        """``fit()`` in the worker's process pool (NREst fits, anchor estimates, policy
+        evaluations), at most ``nrest_timeout`` seconds (TimeoutError)."""
+        return await asyncio.wait_for(
+            asyncio.get_running_loop().run_in_executor(self.executor, fit),
+            self.config.nrest_timeout)
 
     def forget(self, ref: ModelRef) -> None:
         """Stop treating ``ref`` as owned; drop its cached learner."""

@@ -20,7 +20,6 @@ evaluated per shown slot, as the command line does (``positions``), for the
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from typing import Any
@@ -99,8 +98,7 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
     entries.reverse()
     fit = functools.partial(_evaluate, entries, max(0, events - MAX_EVENTS), config, state,
                             request)
-    return await asyncio.wait_for(
-        asyncio.get_running_loop().run_in_executor(ctx.executor, fit), ctx.config.nrest_timeout)
+    return await ctx.in_pool(fit)
 
 
 def _evaluate(entries: list[LogEntry], skip: int, config: dict[str, Any],

@@ -39,7 +39,6 @@ history, and the trainer uses it from its next batch on.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
@@ -191,9 +190,7 @@ async def estimate(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
         previous=(noise.rho0, noise.rho1))
     started = time.perf_counter()
     try:
-        est: NoiseEstimate = await asyncio.wait_for(
-            asyncio.get_running_loop().run_in_executor(ctx.executor, fit),
-            ctx.config.nrest_timeout)
+        est: NoiseEstimate = await ctx.in_pool(fit)
     except Exception as exc:
         _count(ctx, "error")
         logger.exception("NREst of %s/%s failed", *ref)
@@ -230,9 +227,7 @@ async def estimate_anchors(ctx: WorkerContext, ref: ModelRef, config: dict[str, 
         beta_min=float(params.get("beta_min", DEFAULT_BETA_MIN)))
     started = time.perf_counter()
     try:
-        est: AnchorEstimate = await asyncio.wait_for(
-            asyncio.get_running_loop().run_in_executor(ctx.executor, fit),
-            ctx.config.nrest_timeout)
+        est: AnchorEstimate = await ctx.in_pool(fit)
     except Exception as exc:
         ctx.metrics.noise_estimates.labels("error").inc()
         logger.exception("anchor estimate of %s/%s failed", *ref)
