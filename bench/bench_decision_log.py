@@ -38,6 +38,7 @@ import redis
 from noisyloop_client import Client
 
 from app.bench.machine import linux_process_cpu_seconds, machine_info
+from app.bench.results import write_results
 from app.store.decisionlog import LOGGED_FIELD
 from app.store.embedded import EmbeddedRedis, free_port
 from app.store.keys import ModelKeys
@@ -162,10 +163,8 @@ def main() -> None:
     summary["overhead_percent"] = round(100 * (summary["on"] / summary["off"] - 1), 1)
     print(json.dumps(summary))
     if args.json:
-        Path(args.json).write_text(json.dumps({"benchmark": "decision-log",
-                                               "machine": machine_info(), "runs": runs,
-                                               "median_total_cpu_ms_per_1000": summary},
-                                              indent=2) + "\n")
+        write_results(args.json, {"benchmark": "decision-log", "machine": machine_info(),
+                                  "runs": runs, "median_total_cpu_ms_per_1000": summary})
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ times (process CPU time); the medians are reported.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from functools import partial
 import numpy as np
 
 from app.bench.machine import machine_info
+from app.bench.results import write_results
 from app.evaluation.estimators import LabelLog, evaluate
 from app.evaluation.policies import fixed_policy
 
@@ -92,8 +92,7 @@ def main() -> None:
           f"{GOAL_SECONDS:g} s: {met}); textbook bootstrap of one mean: "
           f"{result['reference_median']:.2f} s; ratio {result['ratio_evaluate_to_reference']:.2f}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+        write_results(args.json, result)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ import numpy as np
 from noisyloop_client import Client, Prediction
 
 from app.bench.machine import cpu_shares, cpu_times, linux_process_cpu_seconds, machine_info
+from app.bench.results import write_results
 from app.bench.service import server_process
 from app.store.embedded import free_port
 
@@ -186,9 +187,7 @@ def main() -> None:
           f"{'met' if goal['met'] else 'NOT met'}; steal "
           f"{(report['cpu_percent_during_run'] or {}).get('steal')} %")
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", "utf-8")
-        print(f"wrote {args.json}")
+        write_results(args.json, report)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ import numpy as np
 from noisyloop_client import AsyncClient, Client
 
 from app.bench.machine import cpu_shares, cpu_times, machine_info, process_cpu_seconds
+from app.bench.results import write_results
 from app.bench.service import client_closed_loop, server_process
 from app.bench.vw import vw_available, vw_text
 from app.learners.registry import build
@@ -326,9 +327,7 @@ def main() -> None:
         print("http goals:", json.dumps(rep["goals"]), "cpu:",
               json.dumps(rep["cpu_percent_during_run"]))
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", "utf-8")
-        print(f"wrote {args.json}")
+        write_results(args.json, report)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 from app.bench.machine import linux_process_cpu_seconds, machine_info
+from app.bench.results import write_results
 from app.learners.build import build_learner
 from app.sim.feedback import noisy_clicks
 from app.store import ModelKeys, Store
@@ -162,7 +163,7 @@ def main() -> None:
     result = {"args": vars(args) | {"json": None}, "machine": machine_info(), **result}
     print(json.dumps({k: v for k, v in result.items() if k != "machine"}, indent=2))
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        write_results(args.json, result)
 
 
 if __name__ == "__main__":
