@@ -14,8 +14,8 @@ worker's pool (as NREst fits: off the trainer's event loop), for at most
 --json`` writes.  Any error fails the job with its reason; a job whose
 worker died reads as failed once its ``deadline`` passed (a job is marked
 running as it is taken off the queue: :mod:`app.store.jobs`).  A rank model's log is
-evaluated per shown slot, as the command line does (``positions``), for the
-``uniform`` and ``logging`` policies.
+evaluated per ranking by the same code as the command line's
+(:mod:`app.evaluation.rankings`), for the ``uniform`` and ``logging`` policies.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from app.evaluation.estimators import LabelLog, evaluate, per_position
+from app.evaluation.estimators import evaluate
 from app.evaluation.policies import fixed_policy, learner_policy, uniform_policy
+from app.evaluation.rankings import evaluate_ranking, placements
 from app.evaluation.servicelog import service_log
 from app.evaluation.training import DEFAULT_TRAIN_FRACTION, config_policy
 from app.learners.build import build_learner
@@ -108,34 +109,31 @@ def _evaluate(entries: list[LogEntry], skip: int, config: dict[str, Any],
     records = (r for i, entry in enumerate(entries)
                for r in entry_records(entry, skip if i == 0 else 0))
     read = service_log(records, config.get("n_classes"), "the decision log")
-    log, policy = read.log, request["policy"]
-    if read.ranked and policy not in ("uniform", "logging"):
-        raise ValueError("a rank log is evaluated per slot for the uniform and logging "
-                         "policies only")
-    pi: np.ndarray | None
+    policy = request["policy"]
+    options: dict[str, Any] = dict(rho0=request.get("rho0"), rho1=request.get("rho1"),
+                                   n_boot=request.get("bootstrap", 200), seed=0)
     split = None
-    if isinstance(policy, dict):
-        rates = None if request.get("rho0") is None else (request["rho0"], request["rho1"])
-        trained = config_policy(policy, log, request.get("train_fraction")
-                                or DEFAULT_TRAIN_FRACTION, rates)
-        log, pi, split = trained.log, trained.pi, trained.split(read.stream_ids)
-    elif policy == "uniform":
-        pi = uniform_policy(log)
-    elif policy == "logging":
-        pi = None
-    elif policy in ("model", "model:greedy"):
-        assert state is not None
-        pi = learner_policy(log, build_learner(config, state), greedy=policy == "model:greedy")
+    if read.ranking is not None:
+        result = evaluate_ranking(read.ranking, placements(read.ranking, policy), **options)
     else:
-        pi = fixed_policy(log, int(policy.partition(":")[2]))
-
-    def estimate(part: LabelLog, pi_part: np.ndarray | None) -> dict[str, Any]:
-        return evaluate(part, pi_part, rho0=request.get("rho0"), rho1=request.get("rho1"),
-                        n_boot=request.get("bootstrap", 200), seed=0).to_dict()
-
-    result = estimate(log, pi)
-    if read.positions is not None:
-        result["positions"] = per_position(log, pi, read.positions, estimate)
+        log = read.label_log()
+        pi: np.ndarray | None
+        if isinstance(policy, dict):
+            rates = None if request.get("rho0") is None else (request["rho0"], request["rho1"])
+            trained = config_policy(policy, log, request.get("train_fraction")
+                                    or DEFAULT_TRAIN_FRACTION, rates)
+            log, pi, split = trained.log, trained.pi, trained.split(read.stream_ids)
+        elif policy == "uniform":
+            pi = uniform_policy(log)
+        elif policy == "logging":
+            pi = None
+        elif policy in ("model", "model:greedy"):
+            assert state is not None
+            pi = learner_policy(log, build_learner(config, state),
+                                greedy=policy == "model:greedy")
+        else:
+            pi = fixed_policy(log, int(policy.partition(":")[2]))
+        result = evaluate(log, pi, **options).to_dict()
     result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
                   policy=policy, bootstrap=request.get("bootstrap", 200))
     if split is not None:

@@ -1,8 +1,10 @@
 """The ``rank`` task's request path: rank candidates, and feedback that names shown ids.
 
 A decision logs, besides the learner's context (the shown candidates'
-features per slot, their scores and placement probabilities), the shown
-ids as 64-bit hashes per slot (``ids``), so that a later feedback naming
+features per slot, their scores and placement probabilities), the number
+of candidates offered (``n_candidates``, what an evaluation of a uniform
+ranking of them needs) and the shown ids as 64-bit hashes per slot
+(``ids``), so that a later feedback naming
 ids can be mapped to slots: the feedback route reads the logged context
 (:meth:`~app.store.events.EventStore.read_contexts`), turns the clicked or
 rewarded ids into one value per slot (:func:`join_shown`) and then joins
@@ -127,13 +129,14 @@ def decide(learner: CandidateRanker, request: RankInput, config: Mapping[str, An
 
 def _logged(decision: Decision, request: RankInput, slots: int,
             candidates: bool) -> dict[str, np.ndarray]:
-    """The learner's context plus the shown ids' hashes per slot (0 past the shown slots);
-    with ``candidates`` (the model has challengers: they decide among them) every
-    candidate's features too."""
+    """The learner's context plus the shown ids' hashes per slot (0 past the shown slots)
+    and the number of candidates (what a uniform ranking of them is evaluated by); with
+    ``candidates`` (the model has challengers: they decide among them) every candidate's
+    features too."""
     logged = np.zeros(slots, dtype=np.int64)
     shown = [request.ids[r["index"]] for r in decision.output["ranking"]]
     logged[:len(shown)] = item_hashes(shown)
-    context = {**decision.context, "ids": logged}
+    context = {**decision.context, "ids": logged, "n_candidates": np.int64(len(request.ids))}
     if candidates:
         context["candidates"] = request.actions
     return context

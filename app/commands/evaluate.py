@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from app.evaluation.estimators import LabelLog
+    from app.evaluation.rankings import RankLog
     from app.sim.logs import ObdRecord
 
 EPILOG = """\
@@ -46,8 +47,11 @@ IPS (rips, snrips; Open Bandit Pipeline's slate estimators) of the uniform or lo
 policy, the expected clicks per slate.
 
 noisyloop: a `noisyloop log export` JSON Lines file.  A label log is evaluated per event
-(reward: the click; labels: the model's n_classes with model:, else the largest seen + 1);
-a rank log per shown slot, as an obd log (items: every candidate id the log shows)."""
+(reward: the click; labels: the model's n_classes with model:, else the largest seen + 1).
+A rank log is evaluated per ranking for uniform (a uniformly random ranking of each
+request's own candidates) and logging: the value of slot 0 with n = the rankings,
+"positions" per slot (cascade weights), "slot_impressions", and "slates" (expected clicks
+per ranking: rips, snrips) when every ranking showed as many slots."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -221,25 +225,29 @@ def target(log: LabelLog, policy: str | int) -> np.ndarray | None:
 
 
 def noisyloop_inputs(path: str, policy: str | int
-                     ) -> tuple[LabelLog, np.ndarray | None, np.ndarray | None]:
-    """A noisyloop log, its positions (rank logs) and, for ``model:FILE`` or
-    ``model-greedy:FILE``, the model's ``n x K`` matrix on it."""
+                     ) -> tuple[LabelLog | RankLog, np.ndarray | None]:
+    """A noisyloop label log or rank log and, for ``model:FILE`` or ``model-greedy:FILE``,
+    the model's ``n x K`` matrix on a label log."""
     from app.evaluation.policies import learner_policy
+    from app.evaluation.rankings import RANK_POLICIES
     from app.evaluation.servicelog import read_service_log, snapshot_learner
 
     kind, _, snapshot = policy.partition(":") if isinstance(policy, str) else ("", "", "")
     if kind not in MODEL_KINDS:
         read = read_service_log(path)
-        if isinstance(policy, int) and read.ranked:
-            raise ValueError("--policy: fixed:ID needs a label log (a rank log names its "
-                             "candidates by hash)")
-        return read.log, read.positions, None
+        if read.ranking is not None:
+            if policy not in RANK_POLICIES:
+                raise ValueError(f"--policy: a rank log is evaluated for "
+                                 f"{' or '.join(RANK_POLICIES)}")
+            return read.ranking, None
+        return read.label_log(), None
     learner, config = snapshot_learner(snapshot)
     read = read_service_log(path, config.get("n_classes"))
-    if read.ranked:
+    if read.ranking is not None:
         raise ValueError("--policy: model:SNAPSHOT_FILE needs a label log (a rank log holds "
                          "only the shown candidates, not every one the model ranked)")
-    return read.log, None, learner_policy(read.log, learner, greedy=kind == "model-greedy")
+    log = read.label_log()
+    return log, learner_policy(log, learner, greedy=kind == "model-greedy")
 
 
 def config_inputs(args: argparse.Namespace, text: str
@@ -258,9 +266,9 @@ def config_inputs(args: argparse.Namespace, text: str
         log = vw_log(args.log)
     elif args.format == "noisyloop":
         read = read_service_log(args.log)
-        if read.ranked:
+        if read.ranking is not None:
             raise ValueError("--policy: config:JSON needs a label log")
-        log, stream_ids = read.log, read.stream_ids
+        log, stream_ids = read.label_log(), read.stream_ids
     else:
         raise ValueError("--policy: config:JSON needs --format noisyloop or vw")
     rates = None if args.rho0 is None or args.rho1 is None else (args.rho0, args.rho1)
@@ -270,7 +278,7 @@ def config_inputs(args: argparse.Namespace, text: str
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The result JSON of ``evaluate`` (ValueError on bad input)."""
-    from app.evaluation.estimators import evaluate, per_position
+    from app.evaluation.estimators import LabelLog, evaluate, per_position
     from app.replay.output import progress_bar
 
     policy = parse_policy(args.policy)
@@ -291,7 +299,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     elif args.format == "noisyloop":
         if empirical:
             raise ValueError("--policy: empirical:FILE needs --format obd")
-        log, positions, pi_model = noisyloop_inputs(args.log, policy)
+        read, pi_model = noisyloop_inputs(args.log, policy)
+        if not isinstance(read, LabelLog):
+            return rank_run(args, read)
+        log = read
     else:
         log, items, positions = obd_log(args.log)
         if isinstance(policy, int):
@@ -325,6 +336,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                   bootstrap=args.bootstrap)
     if split is not None:
         result.update(split=split, train_fraction=args.train_fraction)
+    return result
+
+
+def rank_run(args: argparse.Namespace, log: RankLog) -> dict[str, Any]:
+    """The result JSON of ``evaluate`` on a noisyloop rank log (the code of the service's
+    evaluations, :mod:`app.evaluation.rankings`)."""
+    from app.evaluation.rankings import bootstrap_runs, evaluate_ranking, placements
+    from app.replay.output import progress_bar
+
+    target = placements(log, args.policy)
+    total = args.bootstrap * bootstrap_runs(log)
+    with progress_bar(total, "bootstrap", enabled=False if args.no_progress else None) as step:
+        result = evaluate_ranking(log, target, args.rho0, args.rho1, args.rho0_se,
+                                  args.rho1_se, n_boot=args.bootstrap, seed=args.seed,
+                                  progress=step)
+    result.update(log=str(args.log), format=args.format, policy=args.policy,
+                  bootstrap=args.bootstrap)
     return result
 
 

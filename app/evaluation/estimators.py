@@ -248,20 +248,54 @@ def evaluate(log: LabelLog, target: np.ndarray | None, rho0: float | None = None
             raise ValueError(f"target must be {log.n} x {log.n_actions}, got {target.shape}")
         w = target[rows, log.actions] / log.propensities
         direct = np.einsum("ij,ij->i", target, q)
+    return _bootstrap(w, r, direct, q_taken, correction, n_boot, level, rng, progress)
+
+
+def evaluate_weights(X: np.ndarray, rewards: np.ndarray, w: np.ndarray,
+                     rho0: float | None = None, rho1: float | None = None,
+                     rho0_se: float = 0.0, rho1_se: float = 0.0, n_boot: int = 200,
+                     level: float = 0.95, seed: int = 0, folds: int = 2, ridge: float = 1.0,
+                     progress: Callable[[int], None] | None = None) -> Evaluation:
+    """IPS, SNIPS and DR of a target known by its importance weight ``w_i`` on each event
+    (contexts ``X``, observed rewards ``rewards``), for targets whose actions differ from
+    event to event (a ranking of each request's own candidates).
+
+    DR's reward model is then a cross-fitted ridge of the reward on the context alone,
+    ``q(x_i)``, so that its direct term ``sum_a pi(a | x_i) q(x_i)`` is ``q(x_i)`` for any
+    target: DR is unbiased whatever ``q`` (Dudík, Langford & Li 2011), and a
+    ``q`` blind to the action gives up only part of its variance reduction.  The other
+    arguments as in :func:`evaluate`.
+    """
+    r, correction = corrected_rewards(rewards, rho0, rho1, rho0_se, rho1_se)
+    rng = np.random.default_rng(seed)
+    n = len(r)
+    q = cross_fitted_rewards(X, np.zeros(n, dtype=np.int64), r, 1, folds=folds, lam=ridge,
+                             rng=rng)[:, 0]
+    return _bootstrap(np.asarray(w, dtype=np.float64), r, q, q, correction, n_boot, level,
+                      rng, progress)
+
+
+def _bootstrap(w: np.ndarray, r: np.ndarray, direct: np.ndarray, q_taken: np.ndarray,
+               correction: dict[str, Any], n_boot: int, level: float,
+               rng: np.random.Generator, progress: Callable[[int], None] | None
+               ) -> Evaluation:
+    """IPS, SNIPS and DR with their bootstrap intervals from the per-event weights, rewards,
+    DR direct terms and reward-model predictions of the actions taken (module docstring)."""
+    n = len(w)
     terms = np.stack([w * r, w, direct + w * (r - q_taken)], axis=1)
-    point = _statistics(terms.sum(axis=0), log.n)
+    point = _statistics(terms.sum(axis=0), n)
     sums = resampled_sums(terms, n_boot, rng, progress)
-    replicates = _statistics(sums, log.n)
+    replicates = _statistics(sums, n)
     rates = rate_resampling(correction, n_boot, rng)
     if rates is not None:
         scale, shift = rates
         replicates = scale[:, None] * replicates + shift[:, None]
-        replicates[:, 0] += shift * (sums[:, 1] / log.n - 1.0)  # IPS: c_b mean(w), not c_b
+        replicates[:, 0] += shift * (sums[:, 1] / n - 1.0)  # IPS: c_b mean(w), not c_b
     quantiles = np.quantile(replicates, [(1 - level) / 2, (1 + level) / 2], axis=0)
     ips, snips, dr = (Estimate(float(point[j]), float(quantiles[0, j]), float(quantiles[1, j]))
                       for j in range(3))
-    return Evaluation(ips=ips, snips=snips, dr=dr, n=log.n,
-                      ess=effective_sample_size(w), correction=correction)
+    return Evaluation(ips=ips, snips=snips, dr=dr, n=n, ess=effective_sample_size(w),
+                      correction=correction)
 
 
 def per_position(log: LabelLog, target: np.ndarray | None, positions: np.ndarray,

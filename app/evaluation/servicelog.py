@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from app.evaluation.estimators import LabelLog
+from app.evaluation.rankings import RankLog
 from app.learners.base import Learner
 from app.learners.build import build_learner
 
@@ -31,15 +32,22 @@ from app.learners.build import build_learner
 class ServiceLog:
     """An exported decision log ready for the estimators."""
 
-    log: LabelLog
-    ranked: bool
-    """A rank log: one event per shown slot."""
-    items: list[int]
-    """Rank logs: the candidates' id hashes in action order (label logs: empty)."""
-    positions: np.ndarray | None
-    """Rank logs: each event's slot."""
+    log: LabelLog | None
+    """A label log (None for a rank log)."""
+    ranking: RankLog | None = None
+    """A rank log (None for a label log)."""
     stream_ids: tuple[str, ...] = ()
     """Label logs: each event's ``stream_id`` (its id on the model's event stream)."""
+
+    @property
+    def ranked(self) -> bool:
+        return self.ranking is not None
+
+    def label_log(self) -> LabelLog:
+        """The label log (ValueError for a rank log)."""
+        if self.log is None:
+            raise ValueError("a rank log is evaluated per ranking, not per label")
+        return self.log
 
 
 def read_lines(path: str | Path) -> Iterator[dict[str, Any]]:
@@ -62,8 +70,8 @@ def read_service_log(path: str | Path, n_actions: int | None = None) -> ServiceL
 
 #: A label event's numbers: features, action, propensity, click, greedy action, stream id.
 _LabelRow = tuple[np.ndarray, int, float, float, int, str]
-#: A shown slot's: its event's features, id hash, slot, propensity, click.
-_SlotRow = tuple[np.ndarray, int, int, float, float]
+#: A ranking's: features, candidates (0: not logged), per shown slot (slot, propensity, click).
+_RankRow = tuple[np.ndarray, int, list[tuple[int, float, float]]]
 
 
 def service_log(records: Iterable[Any], n_actions: int | None = None,
@@ -72,30 +80,30 @@ def service_log(records: Iterable[Any], n_actions: int | None = None,
     log's number of labels, e.g. the model's ``n_classes``) defaults to the largest label
     seen plus one.  One pass keeping only each event's numbers, not the records (200,000
     records of 5-slot rankings take about 1.5 GB as Python objects)."""
-    events, label, slots = _rows(records, path)
+    events, label, rankings = _rows(records, path)
     if not events:
         raise ValueError(f"{path}: no events (is it a `noisyloop log export` file?)")
     if label is None:
         raise ValueError(f"{path}: only label logs (action, propensity) and rank logs (slots) "
                          "can be evaluated")
     if not label:
-        return _rank_log(path, slots)
+        return ServiceLog(None, _rank_log(path, rankings))
     actions = np.array([row[1] for row in label], dtype=np.int64)
     seen = max(int(actions.max()), max(row[4] for row in label)) + 1
     log = LabelLog(X=_stack([row[0] for row in label], path), actions=actions,
                    propensities=np.array([row[2] for row in label], dtype=float),
                    rewards=np.array([row[3] for row in label], dtype=float),
                    n_actions=seen if n_actions is None else n_actions)
-    return ServiceLog(log, False, [], None, tuple(row[5] for row in label))
+    return ServiceLog(log, None, tuple(row[5] for row in label))
 
 
 def _rows(records: Iterable[Any], path: str
-          ) -> tuple[int, list[_LabelRow] | None, list[_SlotRow]]:
-    """``(events, label rows, slot rows)`` of the event lines; label rows None when the
+          ) -> tuple[int, list[_LabelRow] | None, list[_RankRow]]:
+    """``(events, label rows, rank rows)`` of the event lines; label rows None when the
     lines are neither all label nor all rank lines (ValueError naming a malformed line)."""
-    events, ranked = 0, 0
+    events = 0
     label: list[_LabelRow] = []
-    slots: list[_SlotRow] = []
+    rankings: list[_RankRow] = []
     for line in records:
         if not isinstance(line, dict) or line.get("type") != "event":
             continue
@@ -103,22 +111,21 @@ def _rows(records: Iterable[Any], path: str
         try:
             features = np.asarray(line["features"], dtype=float)
             if "slots" in line:
-                ranked += 1
-                slots += [(features, int(slot["id_hash"]), int(slot["slot"]),
-                           float(slot["propensity"]), float(slot.get("click", 0.0)))
-                          for slot in line["slots"]]
+                rankings.append((features, int(line.get("n_candidates") or 0),
+                                 [(int(slot["slot"]), float(slot["propensity"]),
+                                   float(slot.get("click", 0.0))) for slot in line["slots"]]))
             elif "action" in line and "propensity" in line:
                 label.append((features, int(line["action"]), float(line["propensity"]),
                               float(line["feedback"]["click"]),
                               int(line.get("greedy_action", 0)), str(line.get("stream_id", ""))))
             else:
-                return events, None, slots
+                return events, None, rankings
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: a line without features, action or feedback.click, "
-                             f"or a slot without id_hash, slot or propensity ({exc!r})") from None
-        if label and ranked:
-            return events, None, slots
-    return events, label, slots
+                             f"or a slot without slot or propensity ({exc!r})") from None
+        if label and rankings:
+            return events, None, rankings
+    return events, label, rankings
 
 
 def _stack(features: list[np.ndarray], path: str) -> np.ndarray:
@@ -128,19 +135,22 @@ def _stack(features: list[np.ndarray], path: str) -> np.ndarray:
         raise ValueError(f"{path}: lines with features of different lengths") from None
 
 
-def _rank_log(path: str, rows: list[_SlotRow]) -> ServiceLog:
-    if not rows:
-        raise ValueError(f"{path}: no shown slot")
-    items = sorted({item for _, item, _, _, _ in rows})
-    column = {item: k for k, item in enumerate(items)}
-    positions = np.array([position for _, _, position, _, _ in rows], dtype=np.int64)
-    X = np.hstack([_stack([features for features, _, _, _, _ in rows], path),
-                   np.eye(int(positions.max()) + 1)[positions]])
-    log = LabelLog(X=X, actions=np.array([column[item] for _, item, _, _, _ in rows]),
-                   propensities=np.array([p for _, _, _, p, _ in rows], dtype=float),
-                   rewards=np.array([click for _, _, _, _, click in rows], dtype=float),
-                   n_actions=len(items))
-    return ServiceLog(log, True, items, positions)
+def _rank_log(path: str, rows: list[_RankRow]) -> RankLog:
+    """The rankings of the rank rows (ValueError when one shows no slot, or not slots
+    0 .. m - 1 in order)."""
+    shown = np.array([len(slots) for _, _, slots in rows], dtype=np.int64)
+    if shown.min() == 0:
+        raise ValueError(f"{path}: a ranking without a shown slot")
+    clicks = np.zeros((len(rows), int(shown.max())))
+    propensities = np.ones_like(clicks)
+    for i, (_, _, slots) in enumerate(rows):
+        if [k for k, _, _ in slots] != list(range(len(slots))):
+            raise ValueError(f"{path}: a ranking whose slots are not 0, 1, ... in order")
+        propensities[i, :len(slots)] = [p for _, p, _ in slots]
+        clicks[i, :len(slots)] = [c for _, _, c in slots]
+    return RankLog(X=_stack([features for features, _, _ in rows], path), clicks=clicks,
+                   propensities=propensities, shown=shown,
+                   candidates=np.array([n for _, n, _ in rows], dtype=np.int64))
 
 
 def snapshot_learner(path: str | Path) -> tuple[Learner, dict[str, Any]]:

@@ -13,7 +13,8 @@ decision expired), ``kind`` ``feedback`` or ``timeout``
 (a sweeper's default event).  The logged decision context is laid out by
 what it holds, not by algorithm: ``x`` becomes ``features``; a played label
 (``played``, ``prob``, ``greedy``) becomes ``action``, ``propensity`` and
-``greedy_action``; a ranking (``shown`` slots of ``ids``, ``actions``,
+``greedy_action``; a ranking's ``n_candidates`` (the candidates the
+request offered) stays ``n_candidates``; a ranking (``shown`` slots of ``ids``, ``actions``,
 ``scores``, ``probabilities``, with the feedback's per-slot ``clicks``)
 becomes ``slots``: per shown slot its ``id_hash`` (the 64-bit hash of the
 candidate id the request named), ``features``, ``propensity`` (placement
@@ -82,6 +83,8 @@ def event_record(entry: LogEntry, event: LoggedEvent) -> dict[str, Any]:
     for field, name in _LABEL_FIELDS.items():
         if field in context:
             line[name] = json_value(np.asarray(context.pop(field)))
+    if "n_candidates" in context:
+        line["n_candidates"] = int(context.pop("n_candidates"))
     if "shown" in context:
         line["slots"] = _slots(context, feedback)
     for name, rest in (("context", context), ("feedback", feedback)):
