@@ -189,7 +189,8 @@ def model_response(record: ModelRecord,
         position_bias=position_bias, mode=c.get("mode", "online"),
         apprentice=(ApprenticeReport(**report(record.apprentice))
                     if in_apprentice_mode(c) or record.apprentice else None),
-        versions=VersionsConfig(**asdict(VersionPolicy.of(c))))
+        versions=VersionsConfig(**asdict(VersionPolicy.of(c))),
+        evaluation_policies=list(task_spec(c["task"]).evaluation_policies))
 
 
 async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -> ModelResponse:

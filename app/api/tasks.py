@@ -37,6 +37,8 @@ from app.api.schemas.predict import (
     RegressionPrediction,
 )
 from app.api.schemas.rank import RankFeedback, RankResponse
+from app.evaluation.policies import LABEL_POLICIES
+from app.evaluation.rankings import RANK_POLICIES
 from app.learners.base import Learner
 from app.learners.build import takes_clicks
 from app.learners.kernels.functions import make_loss
@@ -97,6 +99,9 @@ class TaskSpec:
     """(joined feedback arrays) -> the observed reward of what was served (the click; slot 0's
     for a ranking), counted for the decisions made in apprentice mode; None: no apprentice
     mode."""
+    evaluation_policies: tuple[str, ...] = ()
+    """The kinds of policy (:func:`app.evaluation.policies.policy_kind`) a queued
+    evaluation of the task's decision log takes; empty: its log is not evaluated."""
 
     def parse_feedback(self, raw: Any, config: Mapping[str, Any], cls: type[Learner],
                        prefix: str = "") -> tuple[str | None, dict[str, np.ndarray]]:
@@ -287,7 +292,8 @@ def _copies_needed(learner: Learner, context: Mapping[str, np.ndarray],
 
 TASKS: dict[str, TaskSpec] = {
     "label": TaskSpec("label", LabelFeedback, LabelPrediction, _label_feedback,
-                      has_clicks=True, quick_feedback=_quick_click, reward=_click),
+                      has_clicks=True, quick_feedback=_quick_click, reward=_click,
+                      evaluation_policies=LABEL_POLICIES),
     "label_set": TaskSpec("label_set", LabelFeedback, LabelSetPrediction, _label_feedback,
                           has_clicks=True, quick_feedback=_quick_click),
     "regression": TaskSpec(
@@ -303,7 +309,8 @@ TASKS: dict[str, TaskSpec] = {
         open_feedback=OpenPolicy("copies", "more_copies", ("target",), _copies_needed,
                                  budgeted=False, enqueue_on_expiry=False)),
     "rank": TaskSpec("rank", RankFeedback, RankResponse, rank_feedback_fields, has_clicks=True,
-                     join_context=join_shown, reward=_top_click),
+                     join_context=join_shown, reward=_top_click,
+                     evaluation_policies=RANK_POLICIES),
 }
 
 

@@ -14,6 +14,23 @@ import numpy as np
 from app.evaluation.estimators import LabelLog
 from app.learners.base import Learner
 
+#: The kinds of policy a label log is evaluated for, as a queued evaluation names them
+#: (:func:`policy_kind`): a model's snapshot as it explores and its greedy label, uniform,
+#: logging, a fixed label and a configuration trained on the earlier part of the log.
+LABEL_POLICIES = ("model", "model:greedy", "uniform", "logging", "fixed:N", "configuration")
+
+
+def policy_kind(policy: object) -> str:
+    """The kind of a queued evaluation's policy: ``configuration`` for an object,
+    ``fixed:N`` for any fixed label, else its name.
+
+    >>> [policy_kind(p) for p in ("uniform", "fixed:3", {"algorithm": "rcnbf"})]
+    ['uniform', 'fixed:N', 'configuration']
+    """
+    if isinstance(policy, str):
+        return "fixed:N" if policy.startswith("fixed:") else policy
+    return "configuration"
+
 
 def uniform_policy(log: LabelLog) -> np.ndarray:
     """Every action with probability ``1 / K``."""

@@ -126,37 +126,54 @@ def test_a_configuration_trains_on_the_earlier_events_and_is_evaluated_on_the_la
     assert r.status_code == 422 and "configuration" in r.json()["error"]["message"], r.text
 
 
-def test_a_rank_models_log_is_evaluated_per_slot(
+def test_a_rank_models_uniform_policy_ranks_each_requests_own_candidates(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    """3 to 6 candidates per request from a pool of 24 items, each clicked with its own
+    relevance wherever shown: a uniform ranking of a request's candidates is worth the mean
+    relevance of those candidates in every slot (spread over the pool instead, IPS said a
+    fifth of it)."""
     new_model(client, tenant, task="rank", algorithm="ridge_pl", n_classes=None,
               n_features=2, n_action_features=2, slots=2)
     rng = np.random.default_rng(1)
+    relevance = np.linspace(0.1, 0.9, 24)
+    pool = [{"id": f"item-{k}", "features": [np.cos(k), np.sin(k)]} for k in range(24)]
+    picks = [rng.choice(24, size=rng.integers(3, 7), replace=False) for _ in range(600)]
     requests = [{"features": rng.standard_normal(2).tolist(),
-                 "actions": [{"id": f"item-{k}", "features": rng.standard_normal(2).tolist()}
-                             for k in range(4)]} for _ in range(400)]
+                 "actions": [pool[k] for k in pick]} for pick in picks]
     r = client.post("/v1/models/m1/rank", json={"requests": requests}, headers=tenant)
     assert r.status_code == 200, r.text
     clicked = []
-    for result in r.json()["results"]:  # every shown item is clicked with probability 0.4
-        chosen = [x["id"] for x in result["ranking"] if rng.random() < 0.4]
+    for result in r.json()["results"]:
+        chosen = [x["id"] for x in result["ranking"]
+                  if rng.random() < relevance[int(x["id"].split("-")[1])]]
         clicked.append([x["id"] in chosen for x in result["ranking"]])
         assert post_feedback(client, tenant, {"event_id": result["event_id"],
                                               "clicks": chosen}).status_code == 202
     assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
     clicks = np.array(clicked, dtype=float)
     logging = evaluation(client, tenant, redis_url, {"policy": "logging", "bootstrap": 50})
-    assert logging["status"] == "done" and logging["n"] == 800, logging
+    assert logging["status"] == "done", logging
+    assert logging["n"] == 600 and logging["slot_impressions"] == 1200, logging
+    assert logging["ips"]["value"] == pytest.approx(clicks[:, 0].mean())
     assert [p["position"] for p in logging["positions"]] == [0, 1]
     for position in logging["positions"]:
-        assert position["n"] == 400
+        assert position["n"] == 600
         assert position["ips"]["value"] == pytest.approx(clicks[:, position["position"]].mean())
-    uniform = evaluation(client, tenant, redis_url, {"policy": "uniform", "bootstrap": 100})
-    for position in uniform["positions"]:  # whatever is shown pays 0.4
-        assert position["snips"]["ci_low"] <= 0.4 <= position["snips"]["ci_high"], position
+    assert logging["slates"]["rips"]["value"] == pytest.approx(clicks.sum(axis=1).mean())
+    truth = float(np.mean([relevance[pick].mean() for pick in picks]))
+    uniform = evaluation(client, tenant, redis_url, {"policy": "uniform", "bootstrap": 200})
+    assert uniform["n"] == 600 and uniform["slot_impressions"] == 1200, uniform
+    for name in ("ips", "snips", "dr"):
+        assert uniform[name]["ci_low"] <= truth <= uniform[name]["ci_high"], (name, truth, uniform)
+    for position in uniform["positions"]:
+        assert position["snips"]["ci_low"] <= truth <= position["snips"]["ci_high"], position
+    assert uniform["slates"]["snrips"]["ci_low"] <= 2 * truth <= uniform["slates"]["snrips"][
+        "ci_high"], uniform["slates"]
     for policy in ("model", "fixed:1", {"algorithm": "ridge_pl"}):
         r = client.post("/v1/models/m1/evaluations", json={"policy": policy}, headers=tenant)
         assert r.status_code == 422, r.text
         assert r.json()["error"]["code"] == "evaluation_unsupported", r.text
+        assert "uniform, logging" in r.json()["error"]["message"], r.text
 
 
 def test_a_failed_slow_or_orphaned_evaluation_ends_failed_never_running_forever(

@@ -37,19 +37,20 @@ def test_a_label_log_keeps_its_numbers_not_the_records() -> None:
     assert read.stream_ids[:2] == ("1-0", "1-1") and not read.ranked
 
 
-def test_a_rank_log_is_one_event_per_shown_slot() -> None:
-    lines = [{"type": "event", "features": [1.0, 2.0],
+def test_a_rank_log_is_one_ranking_per_event_with_its_candidates() -> None:
+    lines = [{"type": "event", "features": [1.0, 2.0], "n_candidates": 5,
               "slots": [{"slot": 0, "id_hash": 7, "propensity": 0.5, "click": 1.0},
                         {"slot": 1, "id_hash": 9, "propensity": 0.25}]},
              {"type": "promote", "version": 4},
              {"type": "event", "features": [3.0, 4.0],
               "slots": [{"slot": 0, "id_hash": 9, "propensity": 1.0, "click": 0.0}]}]
     read = service_log(iter(lines))
-    assert read.ranked and read.items == [7, 9] and read.positions.tolist() == [0, 1, 0]
-    assert read.log.X.tolist() == [[1, 2, 1, 0], [1, 2, 0, 1], [3, 4, 1, 0]]
-    assert read.log.actions.tolist() == [0, 1, 1]
-    assert read.log.propensities.tolist() == [0.5, 0.25, 1.0]
-    assert read.log.rewards.tolist() == [1.0, 0.0, 0.0]
+    assert read.ranked and read.log is None and read.ranking is not None
+    ranking = read.ranking
+    assert ranking.X.tolist() == [[1, 2], [3, 4]] and ranking.shown.tolist() == [2, 1]
+    assert ranking.candidates.tolist() == [5, 0]  # 0: logged before the count was
+    assert ranking.propensities.tolist() == [[0.5, 0.25], [1.0, 1.0]]
+    assert ranking.clicks.tolist() == [[1.0, 0.0], [0.0, 0.0]]
 
 
 @pytest.mark.parametrize(("lines", "message"), [
@@ -58,6 +59,9 @@ def test_a_rank_log_is_one_event_per_shown_slot() -> None:
        "feedback": {"click": 1.0}},
       {"type": "event", "features": [1.0], "slots": []}], "only label logs"),
     ([{"type": "event", "features": [1.0]}], "only label logs"),
+    ([{"type": "event", "features": [1.0], "slots": []}], "without a shown slot"),
+    ([{"type": "event", "features": [1.0], "slots": [{"slot": 1, "propensity": 1.0}]}],
+     "not 0, 1, ... in order"),
     ([{"type": "event", "features": [1.0], "action": 0, "propensity": 1.0}], "feedback.click"),
     ([{"type": "event", "features": [1.0], "action": 0, "propensity": 1.0,
        "feedback": {"click": 1.0}},

@@ -14,6 +14,8 @@ from app.api.modelops import MAX_STATE_BYTES
 from app.api.responses import OrjsonResponse
 from app.api.schemas.common import ErrorResponse
 from app.api.schemas.evaluations import EvaluationJob, EvaluationRequest, PolicyConfig
+from app.api.tasks import TASKS, task_spec
+from app.evaluation.policies import policy_kind
 from app.evaluation.training import check_config
 from app.learners.base import ParamError
 from app.learners.proxy import check_noise_rates
@@ -22,8 +24,20 @@ router = APIRouter(prefix="/v1/models", tags=["evaluations"],
                    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
                               422: {"model": ErrorResponse}})
 
-#: Tasks whose decision logs the service evaluates (rank: per shown slot).
-EVALUATED_TASKS = ("label", "rank")
+
+def check_supported(task: str, policy: object) -> None:
+    """422 ``evaluation_unsupported`` naming what the task's evaluations support when they do
+    not take ``policy`` (before anything is queued)."""
+    supported = task_spec(task).evaluation_policies
+    if not supported:
+        evaluated = sorted(name for name, spec in TASKS.items() if spec.evaluation_policies)
+        raise ApiError(422, "evaluation_unsupported", f"the service evaluates the decision logs "
+                       f"of {' and '.join(evaluated)} models, not of {task} models", "policy")
+    if policy_kind(policy) not in supported:
+        shown = policy if isinstance(policy, str) else "a configuration"
+        raise ApiError(422, "evaluation_unsupported", f"a {task} model's decision log is "
+                       f"evaluated for the policies {', '.join(supported)}; not {shown}",
+                       "policy")
 
 JobIdPath = Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_-]{1,32}$")]
 
@@ -33,11 +47,7 @@ async def queue_evaluation(body: EvaluationRequest, view: ModelDep,
                            ctx: Context) -> OrjsonResponse:
     """Queue an off-policy evaluation of ``policy`` on the model's decision log (a worker's
     nrest role runs it); 202 with its job id."""
-    if view.config["task"] not in EVALUATED_TASKS or (
-            view.config["task"] == "rank" and body.policy not in ("uniform", "logging")):
-        raise ApiError(422, "evaluation_unsupported", "the service evaluates label models' logs, "
-                       "and rank models' logs per slot for the uniform and logging policies",
-                       "policy")
+    check_supported(view.config["task"], body.policy)
     if isinstance(body.policy, str) and body.policy.startswith("fixed:") and \
             int(body.policy.partition(":")[2]) >= view.config["n_classes"]:
         raise ApiError(422, "invalid_param", f"fixed:N names a label, 0..."

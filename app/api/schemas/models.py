@@ -173,6 +173,11 @@ class ModelResponse(BaseModel):
         default=None, description="in apprentice mode, or after it: agreement with the "
                                   "baselines served and the rewards observed")
     versions: VersionsConfig = Field(default_factory=VersionsConfig)
+    evaluation_policies: list[str] = Field(
+        default_factory=list,
+        description="the policies POST .../evaluations takes for this model: uniform, "
+                    "logging, fixed:N (any label N), model, model:greedy, configuration "
+                    "({algorithm, params}); empty: its decision log is not evaluated")
 
 
 class ModelListResponse(BaseModel):
