@@ -1,5 +1,7 @@
 """The decision log over HTTP: pages of JSON Lines, one record per line
-(:mod:`app.store.logrecords` describes them).
+(:mod:`app.store.logrecords` describes them; a ranking's slots also carry the
+``id`` the request sent, from the model's id table, or null when it does not
+know the slot's ``id_hash``).
 
 Pages end at a position in the log, ``"<entry id>:<lines of it seen>"``,
 which the next request passes as ``after``.  Read oldest first by default, or
@@ -14,6 +16,7 @@ import asyncio
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 
@@ -56,17 +59,30 @@ def parse_time(value: str, field: str) -> int:
     return int(seconds * 1000)
 
 
-def entry_lines(entry: LogEntry, skip: int, limit: int, newest_first: bool = False
-                ) -> list[bytes]:
-    """JSON lines (with their newlines) of an entry's items ``skip`` to ``skip + limit``,
-    counted from its first item, or with ``newest_first`` from its last one backwards."""
+def entry_page(entry: LogEntry, skip: int, limit: int, newest_first: bool = False
+               ) -> list[dict[str, Any]]:
+    """Records of an entry's items ``skip`` to ``skip + limit``, counted from its first item,
+    or with ``newest_first`` from its last one backwards."""
     if newest_first:
         stop = entry.size - skip
         begin = max(0, stop - limit)
-        records = entry_records(entry, begin, stop - begin)[::-1]
-    else:
-        records = entry_records(entry, skip, limit)
-    return [orjson.dumps(record) + b"\n" for record in records]
+        return entry_records(entry, begin, stop - begin)[::-1]
+    return entry_records(entry, skip, limit)
+
+
+async def with_item_ids(log: DecisionLogStore, mk: ModelKeys,
+                        records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records with each shown slot's ``id``: the id the request sent, from the model's id
+    table (None when the table does not know its hash)."""
+    hashes = [int(slot["id_hash"]) for record in records for slot in record.get("slots", ())]
+    if not hashes:
+        return records
+    ids = await log.item_ids(mk, hashes)
+    for record in records:
+        if "slots" in record:
+            record["slots"] = [{"slot": slot["slot"], "id": ids.get(int(slot["id_hash"])),
+                                **slot} for slot in record["slots"]]
+    return records
 
 
 @dataclass(frozen=True)
@@ -98,16 +114,24 @@ async def read_page(log: DecisionLogStore, mk: ModelKeys, *, since_ms: int | Non
                 return LogPage(b"", None)  # nothing is older (Redis refuses the bound "(0-0")
             bound, skip_in = (entry_id, (entry_id, int(k))) if k else (f"({entry_id}", None)
             low, high = (low, bound) if newest_first else (bound, high)
-    lines: list[bytes] = []
+    records: list[dict[str, Any]] = []
     async for entry in log.scan(mk, start=low, end=high, newest_first=newest_first,
                                 events_per_read=limit):
         skip = skip_in[1] if skip_in and entry.entry_id == skip_in[0] else 0
         if skip >= entry.size:
             continue
-        if len(lines) == limit:  # full, and this entry has more: the next page starts here
-            return LogPage(b"".join(lines), f"{entry.entry_id}:{skip}")
-        wanted = limit - len(lines)
-        lines += await asyncio.to_thread(entry_lines, entry, skip, wanted, newest_first)
+        if len(records) == limit:  # full, and this entry has more: the next page starts here
+            return await _page(log, mk, records, f"{entry.entry_id}:{skip}")
+        wanted = limit - len(records)
+        records += await asyncio.to_thread(entry_page, entry, skip, wanted, newest_first)
         if skip + wanted < entry.size:
-            return LogPage(b"".join(lines), f"{entry.entry_id}:{skip + wanted}")
-    return LogPage(b"".join(lines), None)
+            return await _page(log, mk, records, f"{entry.entry_id}:{skip + wanted}")
+    return await _page(log, mk, records, None)
+
+
+async def _page(log: DecisionLogStore, mk: ModelKeys, records: list[dict[str, Any]],
+                next_after: str | None) -> LogPage:
+    """The page of ``records`` (their slots' ids looked up) as JSON Lines."""
+    records = await with_item_ids(log, mk, records)
+    body = await asyncio.to_thread(lambda: b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return LogPage(body, next_after)

@@ -4,8 +4,9 @@ A decision logs, besides the learner's context (the shown candidates'
 features per slot, their scores and placement probabilities), the number
 of candidates offered (``n_candidates``, what an evaluation of a uniform
 ranking of them needs) and the shown ids as 64-bit hashes per slot
-(``ids``), so that a later feedback naming
-ids can be mapped to slots: the feedback route reads the logged context
+(``ids``; the model's id table maps them back to the ids sent, for the
+log's export), so that a later feedback naming ids can be mapped to slots:
+the feedback route reads the logged context
 (:meth:`~app.store.events.EventStore.read_contexts`), turns the clicked or
 rewarded ids into one value per slot (:func:`join_shown`) and then joins
 exactly once like any other task (the Lua step that takes the context).
@@ -142,6 +143,14 @@ def _logged(decision: Decision, request: RankInput, slots: int,
     return context
 
 
+def _shown_ids(decided: Sequence[tuple[Decision, RankInput]],
+               contexts: Sequence[Mapping[str, np.ndarray]]) -> dict[int, str]:
+    """The shown candidates' ids by the hash their contexts log (for the model's id table)."""
+    return {int(h): request.ids[r["index"]]
+            for (decision, request), context in zip(decided, contexts, strict=True)
+            for h, r in zip(context["ids"], decision.output["ranking"], strict=False)}
+
+
 def _response(decision: Decision, ids: Sequence[str], event_id: str | None,
               version: int) -> dict[str, Any]:
     out = decision.output
@@ -204,13 +213,15 @@ async def log_and_answer(ctx: ApiContext, tenant: str, config: Mapping[str, Any]
     # one log step per defer value (two only when a batch mixes them); the first counts all
     for k, defer in enumerate(sorted({inputs[i].defer for i in explored}) or [False]):
         rows = [i for i in explored if inputs[i].defer == defer]
+        contexts = [_logged(decisions[i], inputs[i], slots, candidates) for i in rows]
         logged = await ctx.store.events.record_decisions(
-            mk, [(event_ids[i],  # type: ignore[misc]
-                  _logged(decisions[i], inputs[i], slots, candidates)) for i in rows],
+            mk, [(event_ids[i], c) for i, c in zip(rows, contexts,  # type: ignore[misc]
+                                                   strict=True)],
             config["feedback"]["wait_seconds"], ctx.settings.context_grace_seconds,
             predictions=0 if k else len(inputs), guard=guard, defer=defer,
             apprentice=[agreed[i] for i in rows] if apprentice else None,
-            agreement=((0, 0) if k else (len(agreed), sum(agreed))) if apprentice else None)
+            agreement=((0, 0) if k else (len(agreed), sum(agreed))) if apprentice else None,
+            item_ids=_shown_ids([(decisions[i], inputs[i]) for i in rows], contexts))
         if logged is None:
             return None
     ctx.metrics.count_decisions(tenant, config["model_id"], len(inputs), version)

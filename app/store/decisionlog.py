@@ -22,6 +22,17 @@ scripts), records what happened to the
 model (``k`` = ``marker``, ``m`` its type such as ``rollback`` or
 ``promote``, ``d`` its detail as JSON), its entry id being its time.
 
+A ranking's shown candidates are logged as 64-bit hashes of the ids the
+request sent (``ids``, ``id_hash`` in a record).  A rank model's id table
+(``nl:{T:M}:item-ids``, a hash: id hash in decimal -> id) maps them back:
+the Lua step that logs the decisions adds each shown id it does not know yet
+(``record_decisions.lua``), so a known id costs one HSETNX that writes
+nothing (no AOF traffic); :meth:`DecisionLogStore.item_ids` reads it for an
+export.  The table holds at most :data:`MAX_ITEM_IDS` ids: beyond, new ids
+are not kept (their records show the hash only).  It is not trimmed with the
+log: one entry per distinct id ever shown, about 90 bytes plus the id's
+length each.
+
 Retention (:class:`LogRetention`): the publish keeps the number of events
 logged in the model's stats hash (``log_events``) and each batch's id and
 size in a list (``nl:{T:M}:log-index``), and drops the oldest batches (and
@@ -56,6 +67,8 @@ EVENTS_KIND = "events"
 COLUMNS = (b"s", b"t", b"e", b"c", b"f")
 #: Field of a model's stats hash: events in its log now.
 LOGGED_FIELD = "log_events"
+#: Most ids a rank model's id table holds.
+MAX_ITEM_IDS = 1_000_000
 #: :meth:`DecisionLogStore.scan`: a read grows while it holds fewer events, up to this many
 #: entries.
 EVENTS_PER_READ = 10_000
@@ -174,6 +187,15 @@ class DecisionLogStore:
         else:
             reply = await self.redis.xrange(mk.log, min=start, max=end, count=count)
         return [LogEntry(text(entry_id) or "0-0", fields) for entry_id, fields in reply]
+
+    async def item_ids(self, mk: ModelKeys, hashes: Sequence[int]) -> dict[int, str]:
+        """The ids of the candidate id hashes the model's id table knows (module docstring)."""
+        wanted = sorted(set(hashes))
+        if not wanted:
+            return {}
+        found: Any = await self.redis.hmget(mk.item_ids, [str(h) for h in wanted])
+        return {h: text(value) or "" for h, value in zip(wanted, found, strict=True)
+                if value is not None}
 
     async def scan(self, mk: ModelKeys, *, start: str = "-", end: str = "+",
                    newest_first: bool = False,

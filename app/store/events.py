@@ -30,6 +30,7 @@ import redis.asyncio as aioredis
 
 from app.store import codec
 from app.store.client import ScriptBatch, Scripts
+from app.store.decisionlog import MAX_ITEM_IDS
 from app.store.keys import TRAINER_GROUP, ModelKeys, api_key
 from app.store.models import ModelStamp
 from app.store.tenants import KeyRecord
@@ -143,7 +144,8 @@ class EventStore:
                                predictions: int | None = None,
                                guard: DecisionGuard | None = None, defer: bool = False,
                                apprentice: Sequence[bool] | None = None,
-                               agreement: tuple[int, int] | None = None) -> int | None:
+                               agreement: tuple[int, int] | None = None,
+                               item_ids: Mapping[int, str] | None = None) -> int | None:
         """Log ``(event_id, context)`` pairs awaiting feedback; return their deadline.
 
         Counts ``predictions`` decisions (default: one per context; decisions
@@ -160,14 +162,16 @@ class EventStore:
         nothing is written and None is returned unless the API key and the
         model are still those of the guard (one Lua step; a single Redis only,
         see :class:`DecisionGuard`).  On a single Redis, the logs of concurrent
-        predicts go to Redis together (:class:`ScriptBatch`).
+        predicts go to Redis together (:class:`ScriptBatch`).  ``item_ids``: the candidate
+        ids a ranking showed by their 64-bit hash, added in the same step to the model's id
+        table unless known (at most :data:`~app.store.decisionlog.MAX_ITEM_IDS`).
         """
         flags = list(apprentice or ())
         if flags and len(flags) != len(contexts):
             raise ValueError("one apprentice flag per context")
         decided, agreed = agreement if agreement is not None else (len(flags), sum(flags))
         keys_ = [mk.stats, mk.pending, mk.deferred, *(mk.context(eid) for eid, _ in contexts),
-                 *(mk.apprentice(eid) for eid, _ in contexts if flags)]
+                 *(mk.apprentice(eid) for eid, _ in contexts if flags), mk.item_ids]
         args: list[bytes | str | int | float] = [
             int(wait_seconds), int(grace_seconds),
             len(contexts) if predictions is None else int(predictions), len(contexts),
@@ -181,6 +185,10 @@ class EventStore:
             keys_ += [api_key(guard.key.key_id), mk.meta, mk.snapshot, mk.noise]
             args += [guard.key.hash, guard.key.tenant, stamp.config_sha1, stamp.version,
                      stamp.rho0, stamp.rho1, stamp.noise_source, stamp.estimator]
+        if item_ids:
+            args += [MAX_ITEM_IDS, len(item_ids)]
+            for item_hash, item_id in item_ids.items():
+                args += [item_hash, item_id]
         reply: Any = await (self._decision_batch.run(keys_, args) if self._decision_batch
                             else self.scripts.run("record_decisions", keys_, args))
         return None if reply is None else int(reply)

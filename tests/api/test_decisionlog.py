@@ -7,8 +7,12 @@ from typing import Any
 
 import numpy as np
 import orjson
+import pytest
+import redis
 
+import app.store.events
 from app.api.ranking import item_hashes
+from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, predict_all
 
 
@@ -161,11 +165,41 @@ def test_rank_log_has_slots_with_id_hashes_propensities_and_clicks(
     np.testing.assert_allclose(line["features"], [1.0, 0.5, -0.2])
     features = {a["id"]: a["features"] for a in actions}
     assert [s["slot"] for s in line["slots"]] == [0, 1, 2]
+    assert line["n_candidates"] == 6
     for slot, shown in zip(line["slots"], ranked["ranking"], strict=True):
+        assert slot["id"] == shown["id"]  # the id sent, from the model's id table
         assert slot["id_hash"] == int(item_hashes([shown["id"]])[0])
         np.testing.assert_allclose(slot["features"], features[shown["id"]])
         assert slot["propensity"] == shown["probability"]
         assert slot["click"] == (1.0 if shown["id"] == clicked else 0.0)
+
+
+def test_the_id_table_keeps_each_id_once_up_to_its_capacity_and_goes_with_the_model(
+        client: TestClient, tenant: dict[str, str], redis_url: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app.store.events, "MAX_ITEM_IDS", 8)
+    r = client.post("/v1/models", json={"model_id": "r", "task": "rank", "n_features": 1,
+                                        "n_action_features": 1, "slots": 2, "seed": 0},
+                    headers=tenant)
+    assert r.status_code == 201, r.text
+    requests = [{"features": [1.0], "actions": [{"id": f"ü-{k}-{i}", "features": [float(i)]}
+                                                for i in range(3)]} for k in range(6)]
+    r = client.post("/v1/models/r/rank", json={"requests": requests}, headers=tenant)
+    assert r.status_code == 200, r.text
+    shown = [[s["id"] for s in result["ranking"]] for result in r.json()["results"]]
+    for result in r.json()["results"]:
+        assert post_feedback(client, tenant, {"event_id": result["event_id"], "clicks": []},
+                             model="r").status_code == 202
+    sync(client, tenant, "r")
+    lines, _ = get_log(client, tenant, "r")
+    logged = [[s["id"] for s in line["slots"]] for line in lines]
+    kept = [i for ids in shown for i in ids][:8]  # the first 8 shown (all distinct)
+    assert logged == [[i if i in kept else None for i in ids] for ids in shown]
+    db = redis.Redis.from_url(redis_url)
+    mk = ModelKeys("acme", "r")
+    assert db.hlen(mk.item_ids) == 8
+    assert client.delete("/v1/models/r", headers=tenant).status_code == 204
+    assert not db.exists(mk.item_ids)
 
 
 def test_another_tenants_model_is_404_and_bad_parameters_are_422_naming_the_field(

@@ -569,10 +569,14 @@
       modelPath(id, `/log?order=desc&limit=${RECENT_ROWS}`)));
   }
 
-  /* The leading hex digits of a candidate's 64-bit id hash (a signed integer in the log; the
-   * low digits do not survive a JavaScript number). */
-  const hashText = (v) => (typeof v === "number"
-    ? `${(v < 0 ? v + 2 ** 64 : v).toString(16).padStart(16, "0").slice(0, 8)}…` : short(v));
+  /* A shown candidate: the id the request sent; for a slot whose id the model's id table
+   * does not hold (logged before it kept them, or beyond its capacity) the leading hex digits
+   * of its 64-bit id hash (a signed integer in the log; the low digits do not survive a
+   * JavaScript number). */
+  const itemText = (slot) => (typeof slot.id === "string" ? slot.id
+    : typeof slot.id_hash === "number"
+      ? `#${(slot.id_hash < 0 ? slot.id_hash + 2 ** 64 : slot.id_hash).toString(16)
+        .padStart(16, "0").slice(0, 8)}…` : short(slot.id_hash));
 
   /* A decision's table rows: one for a label decision or marker, one per slot of a ranking
    * (the time, event and version spanning them). */
@@ -594,7 +598,7 @@
     }
     for (const td of lead) td.setAttribute("rowspan", e.slots.length);
     return e.slots.map((slot, k) => h("tr", { class: k ? "slot" : "slot first" }, k ? null : lead,
-      h("td", {}, `slot ${slot.slot}: item ${hashText(slot.id_hash)}`),
+      h("td", {}, `slot ${slot.slot}: item `, h("span", { class: "item-id" }, itemText(slot))),
       h("td", { class: "num" }, short(slot.propensity)),
       h("td", {}, timeout ? "no feedback" : short(slot.click))));
   }
@@ -641,6 +645,12 @@
   const policyText = (p) => (typeof p === "string" ? p : JSON.stringify(p));
 
   async function evaluationsCard(body, model) {
+    const offered = model.evaluation_policies || [];
+    if (!offered.length) {
+      body.replaceChildren(note(`The service does not evaluate the decision log of a ` +
+                                `${model.task} model.`, "muted hint"));
+      return;
+    }
     const list = h("div", { class: "evaluations-list" });
     const form = evaluationForm(model, (entry) => {
       startedEvaluations.add(model.model_id, entry);
@@ -654,15 +664,25 @@
     list.append(...started.map((entry) => evaluationBox(model.model_id, entry)));
   }
 
+  /* How the form offers each kind of policy the API lists for a model
+   * (`evaluation_policies`): the option's value and its text; a kind not listed here is
+   * offered by its name. */
+  const POLICY_CHOICES = {
+    model: ["model", "model (its current snapshot)"],
+    "model:greedy": ["model:greedy", "model:greedy (its greedy label)"],
+    uniform: ["uniform", "uniform"],
+    logging: ["logging", "logging (what was played)"],
+    "fixed:N": ["fixed", "fixed:N (always label N)"],
+    configuration: ["other", "other (a name, or a configuration as JSON)"],
+  };
+
   function evaluationForm(model, onStart) {
     const field = (label, input) => h("label", {}, h("span", {}, label), input);
     const policy = h("select", { id: "eval-policy", name: "policy" },
-      h("option", { value: "model" }, "model (its current snapshot)"),
-      h("option", { value: "model:greedy" }, "model:greedy (its greedy label)"),
-      h("option", { value: "uniform" }, "uniform"),
-      h("option", { value: "logging" }, "logging (what was played)"),
-      h("option", { value: "fixed" }, "fixed:N (always label N)"),
-      h("option", { value: "other" }, "other (a name, or a configuration as JSON)"));
+      model.evaluation_policies.map((kind) => {
+        const [value, text] = POLICY_CHOICES[kind] || [kind, kind];
+        return h("option", { value }, text);
+      }));
     const label = h("input", { id: "eval-label", name: "label", type: "number", min: 0,
                                max: model.n_classes ? model.n_classes - 1 : undefined,
                                value: 0, step: 1 });

@@ -1,14 +1,17 @@
 -- Log decision contexts awaiting feedback, each with its deadline, and count predictions.
 -- KEYS: 1 stats, 2 pending, 3 deferred, 4 .. n+3 one context key per logged decision,
---       then a apprentice flag keys (a = 0 or n, in the order of the contexts), then, for
---       a guarded call only: the API key record, model config, snapshot, noise
+--       then a apprentice flag keys (a = 0 or n, in the order of the contexts), then the
+--       model's id table, then, for a guarded call only: the API key record, model config,
+--       snapshot, noise
 -- ARGV: 1 wait_seconds, 2 grace_seconds, 3 predictions to count, 4 n (decisions logged),
 --       5 '1' to defer (log without a deadline) else '0', 6 apprentice decisions to count,
 --       7 of which the model agreed with the baseline, 8 a,
 --       then per decision i (in the order of KEYS 4..): event id, context blob; then a
 --       flags ('1' agreed, '0' not); then, for a guarded call only: key hash, tenant,
 --       SHA-1 of the config JSON, snapshot version, rho0, rho1, noise source, estimator
---       ("" for a missing noise record or field)
+--       ("" for a missing noise record or field); then the id table's capacity, m and m
+--       pairs (id hash in decimal, id): candidate ids shown, added unless known (HSETNX:
+--       a known id writes nothing) while the table holds fewer than its capacity
 -- A deferred decision's context is kept with the same TTL but its id goes to deferred
 -- (scored by that expiry; expired ids are trimmed here), not to pending: no deadline, so
 -- the sweeper never ends it and feedback is refused until activate_decision.lua moves it
@@ -19,9 +22,10 @@
 -- Returns the deadline (integer seconds), or false when a guard failed (nothing written).
 local n = tonumber(ARGV[4])
 local a = tonumber(ARGV[8])
-if #KEYS > n + a + 3 then
+local guarded = #KEYS > n + a + 4
+if guarded then
   local g = 2 * n + a + 8
-  local k = n + a + 3
+  local k = n + a + 4
   local key = redis.call('HMGET', KEYS[k + 1], 'hash', 'tenant')
   if key[1] ~= ARGV[g + 1] or key[2] ~= ARGV[g + 2] then return false end
   local config = redis.call('HGET', KEYS[k + 2], 'config')
@@ -51,6 +55,15 @@ if defer and n > 0 then
 end
 for i = 1, a do
   redis.call('SET', KEYS[n + i + 3], ARGV[2 * n + i + 8], 'EX', ttl)
+end
+local at = 2 * n + a + 9 + (guarded and 8 or 0)
+local m = tonumber(ARGV[at + 1] or '0')
+if m > 0 then
+  local room = tonumber(ARGV[at]) - redis.call('HLEN', KEYS[n + a + 4])
+  for i = 1, m do
+    if room <= 0 then break end
+    room = room - redis.call('HSETNX', KEYS[n + a + 4], ARGV[at + 2 * i], ARGV[at + 2 * i + 1])
+  end
 end
 redis.call('HINCRBY', KEYS[1], 'predictions', tonumber(ARGV[3]))
 if tonumber(ARGV[6]) > 0 then
