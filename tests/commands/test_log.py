@@ -16,6 +16,8 @@ from noisyloop_client import calls
 from app.cli import main
 from app.evaluation.policies import learner_policy
 from app.evaluation.servicelog import read_service_log, snapshot_learner
+from app.store.embedded import EmbeddedRedis
+from tests.api.test_evaluations import run_jobs
 from tests.client.conftest import Service, admin, api_key, service  # noqa: F401 (fixtures)
 
 N_FEATURES, N_CLASSES = 5, 3
@@ -119,9 +121,9 @@ def test_evaluate_a_models_policy_on_its_exported_log_holds_the_known_value(
             assert abs(estimate["value"] - known) < 0.05, (policy, name, known)
 
 
-def test_evaluate_a_rank_log_per_slot(
+def test_evaluate_a_rank_log_per_ranking_as_the_service_does(
         service: Service, api_key: str, http: httpx.Client, tmp_path: Path,  # noqa: F811
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], redis_server: EmbeddedRedis) -> None:
     r = http.post("/v1/models", json={"model_id": "lab", "task": "rank", "n_features": 2,
                                       "n_action_features": 2, "slots": 2, "seed": 0})
     assert r.status_code == 201, r.text
@@ -142,13 +144,21 @@ def test_evaluate_a_rank_log_per_slot(
     out = tmp_path / "rank.jsonl"
     assert export(service, api_key, out) == 0
     result = evaluate(capsys, out, "logging")
-    assert result["n"] == 600
+    assert result["n"] == 300 and result["slot_impressions"] == 600  # rankings, slots shown
     clicks = np.array(clicked, dtype=float)
     for position in result["positions"]:
         k = position["position"]
         assert position["ips"]["value"] == pytest.approx(clicks[:, k].mean())
-    assert evaluate(capsys, out, "uniform")["ess"] > 0
+    # the service's evaluation of the same log is the same code: the same numbers
+    uniform = evaluate(capsys, out, "uniform")
+    r = http.post("/v1/models/lab/evaluations", json={"policy": "uniform", "bootstrap": 100})
+    assert r.status_code == 202, r.text
+    assert run_jobs(redis_server.url) == 1  # a worker's nrest role runs it
+    job = http.get(f"/v1/models/lab/evaluations/{r.json()['job_id']}").json()
+    assert job["status"] == "done", job
+    for field in ("ips", "snips", "dr", "n", "slot_impressions", "ess", "positions", "slates"):
+        assert job[field] == uniform[field], field
     capsys.readouterr()
     assert main(["evaluate", "--log", str(out), "--format", "noisyloop", "--policy",
                  "fixed:1"]) == 2
-    assert "needs a label log" in capsys.readouterr().err
+    assert "a rank log is evaluated for uniform or logging" in capsys.readouterr().err
