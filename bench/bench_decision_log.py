@@ -14,7 +14,8 @@ both see the same machine; the medians are compared.
 Memory: on the last "on" run, ``MEMORY USAGE`` of the log stream and its
 index (all samples) divided by the events logged, for that model and for a label model with
 20 features (K = 10) and a rank model ranking 20 candidates of 20 features
-into 5 slots (20 context features), each with ``N`` x 1000 events.
+into 5 slots (20 context features), each with ``N`` x 1000 events; and of each
+model's id table (rank: the 20 candidate ids).
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_decision_log.py 20 3 \\
         --json bench/results/decision-log.json
@@ -99,7 +100,8 @@ def log_bytes_per_event(r: redis.Redis, model: str) -> dict[str, float]:
     n = int(r.hget(mk.stats, LOGGED_FIELD) or 0)
     used = int(r.memory_usage(mk.log, samples=0) or 0) + \
         int(r.memory_usage(mk.log_index, samples=0) or 0)
-    return {"events": n, "bytes": used, "bytes_per_event": round(used / max(n, 1), 1)}
+    return {"events": n, "bytes": used, "bytes_per_event": round(used / max(n, 1), 1),
+            "id_table_bytes": int(r.memory_usage(mk.item_ids, samples=0) or 0)}
 
 
 def one_run(n: int, log_on: bool, memory: bool) -> dict[str, Any]:

@@ -137,7 +137,8 @@ def _logged(decision: Decision, request: RankInput, slots: int,
     logged = np.zeros(slots, dtype=np.int64)
     shown = [request.ids[r["index"]] for r in decision.output["ranking"]]
     logged[:len(shown)] = item_hashes(shown)
-    context = {**decision.context, "ids": logged, "n_candidates": np.int64(len(request.ids))}
+    context = {**decision.context, "ids": logged,
+               "n_candidates": np.array(len(request.ids), dtype=np.int64)}
     if candidates:
         context["candidates"] = request.actions
     return context

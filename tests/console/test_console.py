@@ -135,6 +135,10 @@ def test_evaluate_a_policy_from_the_page(page: Any, service: Service,
     acme = tenants["acme"]
     sign_in(page, service.base, token(acme))
     page.goto(f"{service.base}/console#/models/m1")
+    # what the model's task is evaluated for, as the API lists it
+    page.locator("#eval-policy option").first.wait_for(state="attached")
+    assert page.locator("#eval-policy option").evaluate_all("os => os.map(o => o.value)") == [
+        "model", "model:greedy", "uniform", "logging", "fixed", "other"]
     page.select_option("#eval-policy", "model")
     rates = service.noise(acme, "m1")  # the estimate published by the anchor estimator
     # the rates in force, to change or clear
@@ -225,10 +229,37 @@ def test_rank_model_page_shows_position_bias_and_each_decisions_slots(
     assert newest["event_id"] in first_rows.first.inner_text()
     for k, slot in enumerate(newest["slots"]):
         cells = first_rows.nth(k).locator("td")
-        assert f"slot {k}: item" in cells.nth(-3).inner_text()
+        # the id the request sent (the simulator's item number), not a hash of it
+        assert cells.nth(-3).inner_text() == f"slot {k}: item {slot['id']}"
+        assert slot["id"].isdigit()
         assert float(cells.nth(-2).inner_text()) == pytest.approx(slot["propensity"], abs=1e-3)
         assert cells.nth(-1).inner_text() in ("0", "1") and \
             float(cells.nth(-1).inner_text()) == slot["click"]
+
+
+def test_a_rank_model_is_offered_the_policies_its_log_is_evaluated_for(
+        page: Any, service: Service, tenants: dict[str, Any]) -> None:
+    acme = tenants["acme"]
+    service.model(acme, "r2", task="rank", algorithm="ridge_pl", n_classes=None, **RANK_SHAPE)
+    service.rank_stream(acme, "r2", rounds=1)
+    offered = httpx.get(f"{service.base}/v1/models/r2", headers=acme).json()[
+        "evaluation_policies"]
+    assert offered == ["uniform", "logging"]
+    sign_in(page, service.base, token(acme))
+    page.goto(f"{service.base}/console#/models/r2")
+    options = page.locator("#eval-policy option")
+    options.first.wait_for(state="attached")
+    assert options.evaluate_all("os => os.map(o => o.value)") == offered
+    page.select_option("#eval-policy", "uniform")
+    page.fill("#eval-rho0", "")
+    page.fill("#eval-rho1", "")
+    page.click("#eval-form button[type=submit]")
+    box = page.locator("#evaluations .evaluation").first
+    box.locator("svg.errorbars g.item").first.wait_for()
+    # n counts the rankings (one round of 200), and the slots they showed are said
+    assert "n = 200," in box.locator("svg.errorbars").text_content()
+    assert box.locator("dl.facts div:has(> dt:text-is('slot_impressions')) dd").inner_text() \
+        == "600"
 
 
 def test_apprentice_model_page_shows_agreement_and_events(
