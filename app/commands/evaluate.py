@@ -229,18 +229,12 @@ def noisyloop_inputs(path: str, policy: str | int
     """A noisyloop label log or rank log and, for ``model:FILE`` or ``model-greedy:FILE``,
     the model's ``n x K`` matrix on a label log."""
     from app.evaluation.policies import learner_policy
-    from app.evaluation.rankings import RANK_POLICIES
     from app.evaluation.servicelog import read_service_log, snapshot_learner
 
     kind, _, snapshot = policy.partition(":") if isinstance(policy, str) else ("", "", "")
     if kind not in MODEL_KINDS:
         read = read_service_log(path)
-        if read.ranking is not None:
-            if policy not in RANK_POLICIES:
-                raise ValueError(f"--policy: a rank log is evaluated for "
-                                 f"{' or '.join(RANK_POLICIES)}")
-            return read.ranking, None
-        return read.label_log(), None
+        return (read.label_log() if read.ranking is None else read.ranking), None
     learner, config = snapshot_learner(snapshot)
     read = read_service_log(path, config.get("n_classes"))
     if read.ranking is not None:
@@ -341,7 +335,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def rank_run(args: argparse.Namespace, log: RankLog) -> dict[str, Any]:
     """The result JSON of ``evaluate`` on a noisyloop rank log (the code of the service's
-    evaluations, :mod:`app.evaluation.rankings`)."""
+    evaluations, :mod:`app.evaluation.rankings`; ValueError naming the policies it takes)."""
     from app.evaluation.rankings import bootstrap_runs, evaluate_ranking, placements
     from app.replay.output import progress_bar
 

@@ -97,6 +97,21 @@ def test_bad_requests_and_other_tenants(client: TestClient, tenant: dict[str, st
     assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_evaluation"
 
 
+def test_a_model_lists_the_policies_its_log_is_evaluated_for_and_no_other_is_queued(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    label = new_model(client, tenant)
+    assert label["evaluation_policies"] == ["model", "model:greedy", "uniform", "logging",
+                                            "fixed:N", "configuration"]
+    regression = new_model(client, tenant, model_id="m2", task="regression", algorithm="ors",
+                           n_classes=None)
+    assert regression["evaluation_policies"] == []
+    r = client.post("/v1/models/m2/evaluations", json={"policy": "uniform"}, headers=tenant)
+    assert r.status_code == 422 and r.json()["error"] == {
+        "code": "evaluation_unsupported", "field": "policy",
+        "message": "the service evaluates the decision logs of label and rank models, not of "
+                   "regression models"}, r.text
+
+
 def test_a_configuration_trains_on_the_earlier_events_and_is_evaluated_on_the_later(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_model(client, tenant, params={"gamma": 0.3})

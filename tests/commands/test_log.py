@@ -161,4 +161,5 @@ def test_evaluate_a_rank_log_per_ranking_as_the_service_does(
     capsys.readouterr()
     assert main(["evaluate", "--log", str(out), "--format", "noisyloop", "--policy",
                  "fixed:1"]) == 2
-    assert "a rank log is evaluated for uniform or logging" in capsys.readouterr().err
+    assert "a rank log is evaluated for the policies uniform, logging, not 'fixed:1'" in \
+        capsys.readouterr().err
