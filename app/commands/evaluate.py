@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from app.sim.logs import ObdRecord
 
 EPILOG = """\
-policies: uniform (each action, or each item at each position, with probability 1/K),
+policies: uniform (each action, or each item at each position, with probability 1/K; a
+noisyloop rank log: a uniformly random ranking of each request's candidates),
 logging (the policy that wrote the log), fixed:ID (always action ID: the 0-based line of
 the action in a VW example, or the OBD item_id), empirical:FILE (obd only: each item at
 each position as often as in the OBD log FILE, the policy that wrote FILE when it ignores

@@ -13,10 +13,10 @@ decision expired), ``kind`` ``feedback`` or ``timeout``
 (a sweeper's default event).  The logged decision context is laid out by
 what it holds, not by algorithm: ``x`` becomes ``features``; a played label
 (``played``, ``prob``, ``greedy``) becomes ``action``, ``propensity`` and
-``greedy_action``; a ranking's ``n_candidates`` (the candidates the
-request offered) stays ``n_candidates``; a ranking (``shown`` slots of ``ids``, ``actions``,
-``scores``, ``probabilities``, with the feedback's per-slot ``clicks``)
-becomes ``slots``: per shown slot its ``id_hash`` (the 64-bit hash of the
+``greedy_action``; a ranking keeps ``n_candidates`` (the candidates the
+request offered), and its ``shown`` slots of ``ids``, ``actions``,
+``scores``, ``probabilities``, with the feedback's per-slot ``clicks``,
+become ``slots``: per shown slot its ``id_hash`` (the 64-bit hash of the
 candidate id the request named), ``features``, ``propensity`` (placement
 probability given the slots before), ``score`` and ``click``.  Every other
 field stays under ``context`` or ``feedback`` (absent when none is left).
