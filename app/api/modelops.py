@@ -107,7 +107,11 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
         state_bytes = (cls.state_bytes(body.n_features, body.n_classes, params)
                        + cls.buffer_bytes(body.n_features, body.n_classes, params))
         if state_bytes <= MAX_STATE_BYTES:
-            build_learner(config)
+            learner = build_learner(config)
+            # a size left to its default is stored as the value in use (the learner keeps
+            # its hyperparameters under their names)
+            params.update({name: int(getattr(learner, name)) for name in SIZE_PARAMS
+                           if name in params and params[name] is None})
     except ParamError as exc:
         field = exc.field if exc.field.startswith("params.") or exc.field in (
             "n_features", "n_classes", "task", "algorithm") else f"params.{exc.field}"
