@@ -212,7 +212,9 @@ def test_rank_of_a_label_model_and_predict_of_a_rank_model_are_422(
     assert r.status_code == 422 and r.json()["error"]["field"] == "model_id", r.text
     new_ranker(client, tenant)
     r = client.post("/v1/models/feed/predict", json={"features": [1, 0, 0]}, headers=tenant)
-    assert r.status_code == 422 and r.json()["error"]["field"] == "actions", r.text
+    assert r.status_code == 422 and r.json()["error"]["field"] == "model_id", r.text
+    assert r.json()["error"]["code"] == "wrong_task"
+    assert "'rank' model" in r.text and "/v1/models/feed/rank" in r.text
 
 
 def test_unanswered_rankings_become_no_clicks_at_the_timeout(

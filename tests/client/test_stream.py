@@ -28,7 +28,7 @@ async def test_async_stream_many_in_flight(service: Service, api_key: str, clien
         assert all(a == {"accepted": True} for a in acks)
         with pytest.raises(NoisyloopError) as info:
             await s.feedback(preds[0]["event_id"], click=True)
-        assert info.value.code == "duplicate_feedback" and info.value.status is None
+        assert info.value.code == "duplicate_feedback" and info.value.status == 409
         # the socket survives an error
         batch = await s.predict_batch([[1.0, 0, 0, 0]] * 3)
         assert len(batch) == 3
