@@ -109,7 +109,7 @@ def validation_error(errors: Sequence[Any], prefix: str = "",
         return ApiError(422, "invalid_json", f"body is not valid JSON: {reason}{where}")
     if first.get("type") == "missing" and path is None:
         return ApiError(422, "invalid_request", "a JSON body is required")
-    if first.get("type") == "extra_forbidden" and fields and loc:
+    if first.get("type") == "extra_forbidden" and fields and len(loc) == 1:
         name = str(loc[-1])
         message = (f"{what} takes no {name!r}{did_you_mean(name, list(fields))}; it takes "
                    + ", ".join(fields))

@@ -53,7 +53,7 @@ def test_stream_bad_key_raises(service: Service, model: str) -> None:
     with pytest.raises(NoisyloopError) as info, \
             Stream.connect(service.url, "not-a-key", model) as s:
         s.predict([1.0, 0.0, 0.0, 0.0])
-    assert info.value.code == "unauthenticated"
+    assert info.value.code == "unauthenticated" and info.value.status == 401
 
 
 async def test_rank_over_both_streams(service: Service, api_key: str, client: Client) -> None:

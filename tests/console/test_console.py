@@ -101,7 +101,7 @@ def test_the_models_page_shows_live_counts_and_the_age_of_each_figure(
     rate = row.locator("td.rate").inner_text()
     assert rate.startswith("0") and "idle" in rate and re.search(r"\d+ s ago", rate), rate
     assert re.search(r"\d+ s ago", row.locator("td").nth(3).inner_text())  # the version's
-    assert re.search(r"as of \d+ s ago", page.locator("#models-read").inner_text())
+    assert re.search(r"as of \d+ s ago, read live", page.locator("#models-read").inner_text())
 
 
 def test_model_page_draws_the_reward_curve_and_the_noise_rates(

@@ -268,10 +268,10 @@
     return h("section", { class: "card", id: "models" },
       h("h1", {}, "Models"),
       models.length ? h("p", { class: "muted", id: "models-read" },
-        "Counts as of ", age(read), " (awaiting feedback, not applied and dead letters are "
-        + "read live, as sync reads them; events/s is the newest series point's) ",
+        "Counts as of ", age(read), ", read live as sync reads them; events/s: the newest "
+        + "series point's. ",
         h("button", { type: "button", onclick: () => route() }, "Refresh")) : null,
-      models.length ? table(["model", "task", "algorithm", "version (published)", "events/s",
+      models.length ? table(["model", "task", "algorithm", "version", "events/s",
                              "awaiting feedback", "not applied", "dead letters",
                              "last noise estimate"], rows, "models")
         : note("This tenant has no models yet."));

@@ -11,7 +11,7 @@ An error answer to one message raises (or returns) a
 :class:`~noisyloop_client.errors.NoisyloopError` with the HTTP ``status`` the
 same request would get (None from a service that does not send it) and never
 closes the socket; a refused key closes it with code 4401, raised as
-``NoisyloopError(code="unauthenticated")`` on the next call.
+``NoisyloopError(401, "unauthenticated")`` on the next call.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def _outcome(reply: Any, expected_id: int) -> Any:
 def _closed(exc: BaseException) -> NoisyloopError:
     rcvd = getattr(exc, "rcvd", None)
     if rcvd is not None and rcvd.code == AUTH_FAILED:
-        return NoisyloopError(None, "unauthenticated", rcvd.reason or "authentication failed")
+        return NoisyloopError(401, "unauthenticated", rcvd.reason or "authentication failed")
     return ConnectionFailed(f"websocket closed: {exc}")
 
 
