@@ -46,6 +46,16 @@ def test_readme_quick_start_has_the_two_make_commands() -> None:
     assert "make serve" in quick_start and "make test" in quick_start
 
 
+def test_readme_commands_write_their_files_into_an_ignored_directory() -> None:
+    """A command copied from the README leaves no untracked file in a clone's root."""
+    ignored = [line.strip("/") + "/" for line in (ROOT / ".gitignore").read_text().splitlines()
+               if line.startswith("/") and line.endswith("/")]
+    written = re.findall(r"--(?:json|plot|output|out)[ =](\S+)", README)
+    assert written, "the README's replay example writes a JSON file and a plot"
+    stray = [path for path in written if not path.startswith(tuple(ignored))]
+    assert not stray, f"README commands write outside {ignored}: {stray}"
+
+
 def test_algorithm_reference_is_up_to_date() -> None:
     committed = docgen.PAGE.read_text(encoding="utf-8")
     assert committed == docgen.render(), "docs/algorithms.md is stale: run python -m app.docgen"

@@ -5,7 +5,12 @@ model's open window (:class:`SeriesRecorder`, a few additions: the series
 must cost next to nothing beside learning).  Once the window is
 ``series_interval`` seconds old, :func:`record` closes it into a point,
 appends it to the model's capped series (:class:`app.store.series.SeriesStore`)
-and sets the quality gauges.  A point holds:
+and sets the quality gauges.  A model's first window in a worker closes after
+:data:`FIRST_POINT_SECONDS` (a short burst still gets a point while it
+learns), and at the end of each trainer pass :func:`record_idle` closes the
+due windows of the models that applied nothing in it (a burst that ended):
+so the newest point trails the model's ``events_applied`` by at most one
+interval (and a trainer pass).  A point holds:
 
 * ``t`` (Unix seconds), ``version``, ``events_applied`` (the model's total),
   ``events`` and ``events_per_second`` of the window;
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.learners.base import Learner
+from app.learners.build import build_learner
 from app.learners.proxy import calibrated_probability
 from app.store.delivery import TrainerView
 from app.store.keys import ModelKeys
@@ -41,6 +47,8 @@ if TYPE_CHECKING:  # workers.context holds a SeriesRecorder
 
 #: Decimals kept of the rewards and rates of a point (the series is for reading, not sums).
 DIGITS = 6
+#: Seconds after which a model's first window in this worker closes (at most the interval).
+FIRST_POINT_SECONDS = 1.0
 
 
 @dataclass
@@ -52,6 +60,8 @@ class Window:
     events: int = 0
     click_sum: float = 0.0
     click_n: int = 0
+    length: float = field(default=0.0, compare=False)
+    """Seconds after ``started`` when its point is due."""
 
 
 @dataclass
@@ -61,24 +71,44 @@ class SeriesRecorder:
     interval: float
     """Seconds between two points of a model (0: no series)."""
     windows: dict[ModelRef, Window] = field(default_factory=dict)
+    seen: set[ModelRef] = field(default_factory=set)
+    """Models that had a window in this worker (their first one was short)."""
+    active: set[ModelRef] = field(default_factory=set)
+    """Models that applied a batch since the last :meth:`idle`."""
 
     def add(self, ref: ModelRef, events: int, click_sum: float, click_n: int,
             now: float) -> Window | None:
         """Count one published batch; the closed window when a point is due (a new one opens)."""
         window = self.windows.get(ref)
         if window is None:
-            window = self.windows[ref] = Window(now)
+            first = ref not in self.seen
+            self.seen.add(ref)
+            window = self.windows[ref] = Window(
+                now, length=min(FIRST_POINT_SECONDS, self.interval) if first else self.interval)
         window.events += events
         window.click_sum += click_sum
         window.click_n += click_n
-        if now - window.started < self.interval:
+        self.active.add(ref)
+        if now - window.started < window.length:
             return None
-        self.windows[ref] = Window(now)
+        self.windows[ref] = Window(now, length=self.interval)
         return window
+
+    def idle(self, now: float) -> list[tuple[ModelRef, Window]]:
+        """Close the due windows of the models that applied nothing since the last call: the
+        ones with events are returned (their points are due), empty ones are dropped (the
+        model's next batch opens a new one)."""
+        due = [ref for ref, window in self.windows.items()
+               if ref not in self.active and now - window.started >= window.length]
+        self.active.clear()
+        closed = [(ref, self.windows.pop(ref)) for ref in due]
+        return [(ref, window) for ref, window in closed if window.events]
 
     def forget(self, ref: ModelRef) -> None:
         """Drop the model's window (its lease is gone: another trainer records it)."""
         self.windows.pop(ref, None)
+        self.seen.discard(ref)
+        self.active.discard(ref)
 
 
 async def record(ctx: WorkerContext, ref: ModelRef, view: TrainerView, events: int,
@@ -97,14 +127,45 @@ async def record(ctx: WorkerContext, ref: ModelRef, view: TrainerView, events: i
     window = recorder.add(ref, events, click_sum, click_n, now)
     if window is None:
         return
-    mk = ModelKeys(*ref)
-    extra = await ctx.store.series.context(mk)
     info = view.info
     total = SnapshotInfo(version, info.last_id, info.events_applied + events,
                          info.events_expired, info.click_sum + click_sum,
                          info.click_n + click_n, info.updated_at)
-    point = make_point(window, now, total, rates,
-                       view.noise.source if view.noise is not None else None, extra)
+    await _write(ctx, ref, window, now, total, rates,
+                 view.noise.source if view.noise is not None else None, learner)
+
+
+async def record_idle(ctx: WorkerContext) -> None:
+    """Write the points of the models whose window is due and that applied nothing since the
+    last call (the trainer calls it after each pass), from their counters as published."""
+    now = time.monotonic()
+    for ref, window in ctx.series.idle(now):
+        view = await ctx.delivery.read_model(ModelKeys(*ref))
+        learner = None if view is None else await _published_learner(ctx, ref, view)
+        if view is None or learner is None:
+            continue  # deleted meanwhile
+        rates = (view.noise.rho0, view.noise.rho1) if view.noise else (0.0, 0.0)
+        await _write(ctx, ref, window, now, view.info, rates,
+                     view.noise.source if view.noise is not None else None, learner)
+
+
+async def _published_learner(ctx: WorkerContext, ref: ModelRef,
+                             view: TrainerView) -> Learner | None:
+    """The learner at the view's version: the trainer's cached one, else the snapshot's."""
+    cached = ctx.learners.get(ref)
+    if cached is not None and cached.version == view.info.version:
+        return cached.learner
+    snap = await ctx.store.snapshots.load(ModelKeys(*ref))
+    return None if snap is None else build_learner(view.config, snap.state)
+
+
+async def _write(ctx: WorkerContext, ref: ModelRef, window: Window, now: float,
+                 total: SnapshotInfo, rates: tuple[float, float], noise_source: str | None,
+                 learner: Learner) -> None:
+    """Append the point of a closed window and set the quality gauges."""
+    mk = ModelKeys(*ref)
+    extra = await ctx.store.series.context(mk)
+    point = make_point(window, now, total, rates, noise_source, extra)
     point.update(position_bias(learner))
     await ctx.store.series.append(mk, point)
     if point["online_reward"] is not None:

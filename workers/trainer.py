@@ -29,7 +29,9 @@ them; a dead trainer's leases expire and are taken over), then runs one
    (:mod:`workers.versions`), a quality-series point is recorded at most once
    per ``series_interval`` (:mod:`workers.series`), and the model's
    challengers score, then learn, the batch (:mod:`workers.challengers`);
-   none of these fails the step.
+   none of these fails the step.  After the pass, the models that went quiet
+   get their due point and their newest version kept, so neither trails a
+   burst by more than its interval.
 
 A crash anywhere before the publish leaves the entries pending (the next
 owner claims them); a crash between publish and acknowledgement re-delivers
@@ -97,6 +99,9 @@ async def run_pass(ctx: WorkerContext) -> int:
         if ctx.stopping.is_set():
             break
         applied += await step(ctx, ref)
+    # the models that went quiet: their due series point and their newest version
+    await series.record_idle(ctx)
+    await ctx.versions.keep_due(ctx.store.versions)
     return applied
 
 

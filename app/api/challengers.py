@@ -132,7 +132,8 @@ async def add_challenger(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any],
 
 
 def _interval(value: Interval) -> ValueInterval:
-    return ValueInterval(**value.to_dict())
+    """An estimate and its interval as shown: all three rounded alike."""
+    return ValueInterval(**value.rounded().to_dict())
 
 
 def _view(stored: StoredChallenger) -> ChallengerView:

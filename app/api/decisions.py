@@ -50,7 +50,7 @@ async def predict(ctx: ApiContext, view: ModelView, body: PredictRequest) -> dic
     if found is None:
         raise unknown_model(view.config["model_id"])
     learner, version = found
-    X = _inputs(body, view.config)
+    X = _inputs(body, view.config, learner)
     doc = await _decide_and_log(ctx, view.tenant, view.config, learner, version, X, body)
     assert doc is not None  # unguarded: always logged
     ctx.metrics.predict_path["regular"].inc()
@@ -78,7 +78,7 @@ async def predict_cached(ctx: ApiContext, token: str, model_id: str,
         return None
     key, entry = found
     try:
-        X = _inputs(body, entry.config)
+        X = _inputs(body, entry.config, entry.learner)
     except ApiError:
         return None
     request_tenant.set(key.tenant)
@@ -102,9 +102,15 @@ async def predict_for_key(ctx: ApiContext, token: str, model_id: str,
     return doc
 
 
-def _inputs(body: PredictRequest, config: Mapping[str, Any]) -> np.ndarray:
+def _inputs(body: PredictRequest, config: Mapping[str, Any], learner: Learner) -> np.ndarray:
     """The ``(n, n_features)`` inputs of a request (422 naming the field when they do not fit
-    or a norm exceeds the model's ``max_feature_norm``)."""
+    or a norm exceeds the model's ``max_feature_norm``; 422 naming ``model_id`` for a model
+    that ranks candidates, which predict cannot serve)."""
+    if learner.ranks_candidates:
+        model_id = config["model_id"]
+        raise ApiError(422, "wrong_task", f"model {model_id!r} is a {config['task']!r} model: "
+                       f"it ranks candidates, with POST /v1/models/{model_id}/rank "
+                       "(predict serves the other tasks)", "model_id")
     n_features = config["n_features"]
     if body.features is not None:
         X = to_vector(body.features, n_features)[None, :]

@@ -19,6 +19,7 @@ from starlette.routing import Match
 
 from app.api.responses import OrjsonResponse
 from app.learners.base import ParamError
+from app.learners.registry import did_you_mean
 from app.store import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
@@ -84,17 +85,34 @@ def field_path(loc: Sequence[int | str], skip_root: bool = True) -> str | None:
     return "".join(parts) or None
 
 
-def validation_error(errors: Sequence[Any], prefix: str = "") -> ApiError:
-    """The first pydantic error as a 422 ``invalid_request`` naming its field."""
+#: What pydantic puts before the message of a ``ValueError`` raised in a validator.
+_VALUE_ERROR_PREFIX = "Value error, "
+
+
+def validation_error(errors: Sequence[Any], prefix: str = "",
+                     fields: Sequence[str] = (), what: str = "the body") -> ApiError:
+    """The first pydantic error as a 422 ``invalid_request`` naming its field.
+
+    ``fields`` are the fields ``what`` takes: a field it does not take is
+    answered with them (and the closest one, if it looks misspelt).
+    """
     first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-    path = field_path(first.get("loc", ()))
+    loc = tuple(first.get("loc", ()))
+    path = field_path(loc)
     if prefix:
         path = f"{prefix}.{path}" if path and not path.startswith("[") else f"{prefix}{path or ''}"
-    message = str(first.get("msg", "invalid value"))
+    message = str(first.get("msg", "invalid value")).removeprefix(_VALUE_ERROR_PREFIX)
     if first.get("type") == "json_invalid":
-        return ApiError(422, "invalid_json", f"body is not valid JSON: {message}")
+        ctx = first.get("ctx")
+        reason = (ctx.get("error") if isinstance(ctx, dict) else None) or message
+        where = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+        return ApiError(422, "invalid_json", f"body is not valid JSON: {reason}{where}")
     if first.get("type") == "missing" and path is None:
         return ApiError(422, "invalid_request", "a JSON body is required")
+    if first.get("type") == "extra_forbidden" and fields and len(loc) == 1:
+        name = str(loc[-1])
+        message = (f"{what} takes no {name!r}{did_you_mean(name, list(fields))}; it takes "
+                   + ", ".join(fields))
     return ApiError(422, "invalid_request", message, path)
 
 

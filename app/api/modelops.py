@@ -107,7 +107,11 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
         state_bytes = (cls.state_bytes(body.n_features, body.n_classes, params)
                        + cls.buffer_bytes(body.n_features, body.n_classes, params))
         if state_bytes <= MAX_STATE_BYTES:
-            build_learner(config)
+            learner = build_learner(config)
+            # a size left to its default is stored as the value in use (the learner keeps
+            # its hyperparameters under their names)
+            params.update({name: int(getattr(learner, name)) for name in SIZE_PARAMS
+                           if name in params and params[name] is None})
     except ParamError as exc:
         field = exc.field if exc.field.startswith("params.") or exc.field in (
             "n_features", "n_classes", "task", "algorithm") else f"params.{exc.field}"
@@ -183,6 +187,7 @@ def model_response(record: ModelRecord,
                          events_applied=s.events_applied, events_expired=s.events_expired,
                          events_dead_lettered=record.dead_lettered,
                          dead_letters_dropped=record.dead_letters_dropped,
+                         awaiting_feedback=record.awaiting_feedback, backlog=record.backlog,
                          debiased_reward=reward, calibration_unreliable=unreliable),
         noise=noise_response(record.noise) if task_spec(c["task"]).has_clicks else None,
         label_budget=c.get("label_budget"), max_feature_norm=feature_bound(c),

@@ -297,7 +297,8 @@ async def rank_cached(ctx: ApiContext, token: str, model_id: str,
 
 def feedback_fields(event: RankFeedback, config: Mapping[str, Any],
                     cls: type[Learner]) -> dict[str, np.ndarray]:
-    """The named ids' hashes, rewards and JSON paths (mapped to slots by :func:`join_shown`)."""
+    """The named ids, their hashes, rewards and JSON paths (mapped to slots by
+    :func:`join_shown`)."""
     if event.clicks is not None:
         seen: dict[str, int] = {}
         for i, item in enumerate(event.clicks):
@@ -312,7 +313,7 @@ def feedback_fields(event: RankFeedback, config: Mapping[str, Any],
         ids, rewards = list(event.rewards), list(event.rewards.values())
         paths = [f"rewards.{item}" for item in ids]
     return {"item_ids": item_hashes(ids), "rewards": np.array(rewards, dtype=np.float64),
-            "paths": np.array(paths, dtype=str)}
+            "paths": np.array(paths, dtype=str), "names": np.array(ids, dtype=str)}
 
 
 def join_shown(fields: Mapping[str, np.ndarray],
@@ -323,11 +324,11 @@ def join_shown(fields: Mapping[str, np.ndarray],
     shown = int(context["shown"])
     slot_of = {int(h): k for k, h in enumerate(logged[:shown])}
     clicks = np.zeros(logged.shape[0])
-    for item, reward, path in zip(fields["item_ids"], fields["rewards"], fields["paths"],
-                                  strict=True):
+    for item, reward, path, name in zip(fields["item_ids"], fields["rewards"], fields["paths"],
+                                        fields["names"], strict=True):
         slot = slot_of.get(int(item))
         if slot is None:
-            raise ApiError(422, "invalid_feedback", "this id was not shown with the event",
-                           str(path))
+            raise ApiError(422, "invalid_feedback",
+                           f"id {str(name)!r} was not shown with this event", str(path))
         clicks[slot] = reward
     return {"clicks": clicks}

@@ -120,7 +120,9 @@ class TaskSpec:
             try:
                 event = self.feedback_model.model_validate(raw)
             except ValidationError as exc:
-                raise validation_error(exc.errors(), prefix) from None
+                raise validation_error(exc.errors(), prefix,
+                                       fields=list(self.feedback_model.model_fields),
+                                       what=f"feedback of a {self.name!r} model") from None
         try:
             return (getattr(event, "event_id", None),
                     self.feedback_fields(event, config, cls))

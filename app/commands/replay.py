@@ -71,7 +71,8 @@ def register(subparsers: Any) -> None:
                         help="independent runs with seeds seed..seed+K-1, averaged (default 1)")
     common.add_argument("--json", default=None, metavar="FILE", help="write the summary as JSON")
     common.add_argument("--plot", default=None, metavar="FILE.png",
-                        help="plot the learning curve (log-log)")
+                        help="plot the learning curve (log-log; a share or a reward, such "
+                             "as rank's gap_closed, on a linear y axis)")
     common.add_argument("--no-normalise", action="store_true",
                         help="keep raw features (default: rows scaled to unit L2 norm)")
     common.add_argument("--params", type=_json_object, default=None, metavar="JSON",

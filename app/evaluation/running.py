@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+#: Decimals an estimate and its bounds are shown with (far below any interval's width).
+SHOWN_DIGITS = 6
 #: What each of the :class:`RunningValue` sums adds up, per event.
 SUM_NAMES = ("n", "w", "w2", "wr", "w2r", "w2r2", "wr2", "r", "r2")
 
@@ -44,6 +46,18 @@ class Interval:
 
     def to_dict(self) -> dict[str, float | None]:
         return {"estimate": self.estimate, "ci_low": self.ci_low, "ci_high": self.ci_high}
+
+    def rounded(self, digits: int = SHOWN_DIGITS) -> Interval:
+        """The estimate and both bounds rounded alike to ``digits`` decimals (rounding keeps
+        their order, so the interval still holds the estimate).
+
+        >>> Interval(0.318, 0.2891217352083919, 0.3468782647916081).rounded()
+        Interval(estimate=0.318, ci_low=0.289122, ci_high=0.346878)
+        """
+        def keep(v: float | None) -> float | None:
+            return None if v is None else round(v, digits)
+
+        return Interval(keep(self.estimate), keep(self.ci_low), keep(self.ci_high))
 
 
 def _interval(estimate: float | None, square_sum: float, n: float, level: float) -> Interval:

@@ -7,6 +7,7 @@ every other (scikit-learn, for one, is only needed by NREst).
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import inspect
@@ -55,6 +56,17 @@ def algorithms(task: str) -> list[str]:
     return [alg for t, alg in ALGORITHMS if t == task]
 
 
+def did_you_mean(word: str, choices: list[str]) -> str:
+    """`` (did you mean 'x'?)`` for the choice closest to a misspelt ``word`` (difflib), or
+    "" when none is close.
+
+    >>> did_you_mean("rcnfb", ["rcine", "rcnbf"]), did_you_mean("zzz", ["rcnbf"])
+    (" (did you mean 'rcnbf'?)", '')
+    """
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def learner_class(task: str, algorithm: str) -> type[Learner]:
     """The class implementing ``algorithm`` for ``task``.
 
@@ -62,12 +74,17 @@ def learner_class(task: str, algorithm: str) -> type[Learner]:
     not fit the task.
     """
     if task not in tasks():
-        raise ParamError("task", f"unknown task {task!r}; choose one of {tasks()}")
+        raise ParamError("task", f"unknown task {task!r}{did_you_mean(task, tasks())}; "
+                                 f"choose one of {tasks()}")
     target = ALGORITHMS.get((task, algorithm))
     if target is None:
+        fits = [t for t, alg in ALGORITHMS if alg == algorithm]
         raise ParamError(
             "algorithm",
-            f"{algorithm!r} does not fit task {task!r}; choose one of {algorithms(task)}",
+            f"{algorithm!r} does not fit task {task!r} (it serves {fits}); choose one of "
+            f"{algorithms(task)}" if fits else
+            f"unknown algorithm {algorithm!r}{did_you_mean(algorithm, algorithms(task))}; "
+            f"task {task!r} takes one of {algorithms(task)}",
         )
     module_name, class_name = target.split(":")
     cls: type[Learner] = getattr(importlib.import_module(module_name), class_name)

@@ -164,6 +164,9 @@ def write_json(summary: Summary, path: str | Path) -> None:
 METRIC_LABELS = {"error_rate": "online error rate (greedy vs true label)",
                  "mse": "running mean squared error",
                  "kept_reward": "mean reward of the kept events (log replay)"}
+#: Metrics drawn on a linear y axis whatever is asked: a share or a reward, not a loss that
+#: falls towards 0 over decades (a share of a gap can be negative early on).
+LINEAR_METRICS = frozenset({"gap_closed", "kept_reward"})
 #: How a run's noise shows in a plot's title: its ``extra`` field, the text.
 NOISE_LABELS = {"noisy_label_rate": "label noise rate {:.3g}", "input_noise": "input noise sd {:g}",
                 "noise_variance_max": "label noise variance <= {:g}"}
@@ -273,11 +276,21 @@ def draw(ax: Any, summaries: Sequence[Summary], title: str, logx: bool = True,
          logy: bool = True) -> None:
     """Each summary's mean curve against rounds on the matplotlib axes ``ax``, with a +-1 std
     band over runs, a dotted line at the chance level of a classification task (its runs'
-    ``chance_error_rate``) and a legend giving each curve's final value."""
+    ``chance_error_rate``) and a legend giving each curve's final value.
+
+    The y axis is logarithmic when ``logy`` is asked, the metric is not in
+    :data:`LINEAR_METRICS` and every mean is positive; there, a band stops at
+    the lowest positive value a run took (a band below zero has no place on it).
+    """
+    logy = (logy and summaries[0].metric not in LINEAR_METRICS
+            and all(np.all(s.mean > 0) for s in summaries))
     for s in summaries:
         (line,) = ax.plot(s.t, s.mean, label=f"{s.label} ({s.final:.3g})")
         if len(s.runs) > 1:
-            low = np.maximum(s.mean - s.std, np.finfo(float).tiny) if logy else s.mean - s.std
+            low = s.mean - s.std
+            if logy:
+                values = np.array([v for r in s.runs for _, v in r.curve], dtype=float)
+                low = np.maximum(low, values[values > 0].min())
             ax.fill_between(s.t, low, s.mean + s.std, color=line.get_color(), alpha=0.2)
     for chance in sorted({s.runs[0].extra["chance_error_rate"] for s in summaries
                           if "chance_error_rate" in s.runs[0].extra}):
@@ -285,7 +298,7 @@ def draw(ax: Any, summaries: Sequence[Summary], title: str, logx: bool = True,
                    label=f"chance (1 - 1/K = {chance:.3g})")
     if logx:
         ax.set_xscale("log")
-    if logy and all(np.all(s.mean > 0) for s in summaries):
+    if logy:
         ax.set_yscale("log")
     ax.set_xlabel("rounds")
     ax.set_ylabel(METRIC_LABELS.get(summaries[0].metric, summaries[0].metric))

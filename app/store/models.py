@@ -25,7 +25,7 @@ from app.store.keys import TRAINER_GROUP, ModelKeys
 from app.store.noise import NOISE_FIELDS, NoiseRecord, parse_noise
 from app.store.snapshots import COUNTER_FIELDS, Snapshot, SnapshotInfo, parse_info
 from app.store.tenants import KEY_RECORD_FIELDS, KeyRecord, parse_api_key, verify_key_record
-from app.store.util import text, utc_now
+from app.store.util import parse_stream_id, text, utc_now
 
 #: The apprentice counters of a model's stats hash (written by the Lua steps that record
 #: decisions and take feedback).
@@ -96,6 +96,26 @@ class ModelRecord:
     dead_letters_dropped: int
     apprentice: dict[str, float] = field(default_factory=dict)
     """The :data:`APPRENTICE_COUNTERS` that were ever written."""
+    awaiting_feedback: int = 0
+    """Decisions logged whose feedback has not come (nor expired) yet, now."""
+    backlog: int = 0
+    """Accepted events not applied yet, now (what ``sync`` waits for; see
+    :func:`unapplied`)."""
+
+
+def unapplied(length: int, first: list[Any], last_id: str) -> int:
+    """Entries of an event stream of ``length`` entries, whose oldest entry is ``first``
+    (XRANGE's reply), not applied by a model whose newest applied entry is ``last_id``.
+
+    The trainer trims the stream up to its newest applied entry, which it keeps; so only
+    the oldest entry can be an applied one.
+
+    >>> unapplied(3, [("5-0", {})], "5-0"), unapplied(3, [("6-0", {})], "5-0")
+    (2, 3)
+    """
+    if not first:
+        return 0
+    return length - (parse_stream_id(first[0][0]) <= parse_stream_id(last_id))
 
 
 class ModelStore:
@@ -232,7 +252,8 @@ class ModelStore:
                          bool(challenged), bool(apprenticed))
 
     async def records(self, tenant: str, model_ids: list[str]) -> list[ModelRecord]:
-        """Models with stats (missing ids are skipped), in one round trip."""
+        """Models with stats, the live counts read now (missing ids are skipped), in one
+        round trip."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for model_id in model_ids:
                 mk = ModelKeys(tenant, model_id)
@@ -241,10 +262,13 @@ class ModelStore:
                 pipe.hmget(mk.stats, ["predictions", "feedback_accepted", HELD_FIELD,
                                       DROPPED_FIELD, *APPRENTICE_COUNTERS])
                 pipe.hmget(mk.noise, list(NOISE_FIELDS))
+                pipe.zcard(mk.pending)
+                pipe.xlen(mk.events)
+                pipe.xrange(mk.events, "-", "+", count=1)
             values = await pipe.execute()
         out = []
         for i in range(len(model_ids)):
-            config_raw, snap, stats, noise = values[4 * i: 4 * i + 4]
+            config_raw, snap, stats, noise, waiting, length, first = values[7 * i: 7 * i + 7]
             info = parse_info(snap)
             if config_raw is None or info is None:
                 continue
@@ -253,7 +277,8 @@ class ModelStore:
             config = orjson.loads(config_raw)
             out.append(ModelRecord(config, info, int(stats[0] or 0),
                                    int(stats[1] or 0), parse_noise(noise, config),
-                                   int(stats[2] or 0), int(stats[3] or 0), apprentice))
+                                   int(stats[2] or 0), int(stats[3] or 0), apprentice,
+                                   int(waiting), unapplied(int(length), first, info.last_id)))
         return out
 
     async def record(self, tenant: str, model_id: str) -> ModelRecord | None:

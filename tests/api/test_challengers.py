@@ -71,6 +71,10 @@ def test_a_better_challenger_is_estimated_better_then_promoted(
     assert abs(champion["value"]["estimate"] - 1 / 3) < 0.04
     assert good["value"]["ci_low"] > champion["value"]["ci_high"], body
     assert good["vs_champion"]["ci_low"] > 0.2, body
+    # a value and its interval are rounded alike (6 decimals), the interval holding the value
+    for shown in (champion["value"], good["value"], good["ips"], good["vs_champion"]):
+        assert all(round(v, 6) == v for v in shown.values()), shown
+        assert shown["ci_low"] <= shown["estimate"] <= shown["ci_high"], shown
     metrics = client.get("/metrics").text
     assert ('noisyloop_challenger_value{challenger="good",model="m1",stat="estimate",'
             'tenant="acme"}') in metrics

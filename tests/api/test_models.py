@@ -20,8 +20,8 @@ def test_create_model_fills_defaults(client: TestClient, tenant: dict[str, str])
     assert m["feedback"] == {"wait_seconds": 86400, "on_timeout": "drop"}
     assert m["stats"] == {"predictions": 0, "feedback_accepted": 0, "events_applied": 0,
                           "events_expired": 0, "events_dead_lettered": 0,
-                          "dead_letters_dropped": 0, "debiased_reward": None,
-                          "calibration_unreliable": False}
+                          "dead_letters_dropped": 0, "awaiting_feedback": 0, "backlog": 0,
+                          "debiased_reward": None, "calibration_unreliable": False}
     assert m["noise"]["source"] == "initial" and m["version"] == 1
     assert set(m) >= {"model_id", "task", "algorithm", "n_features", "n_classes", "params",
                       "feedback", "created_at", "version", "stats"}
@@ -134,3 +134,29 @@ def test_sync_timeout_504_without_trainer(idle_client: TestClient) -> None:
                      headers=auth)
     r = idle_client.post("/v1/models/m1/sync?timeout=0.2", headers=auth)
     assert r.status_code == 504 and r.json()["error"]["code"] == "sync_timeout"
+
+
+def _serve_five_answer_three(client: TestClient, auth: dict[str, str]) -> None:
+    preds = client.post("/v1/models/m1/predict", json={"instances": [[1, 0, 0, 0]] * 5},
+                        headers=auth).json()["predictions"]
+    events = [{"event_id": p["event_id"], "click": True} for p in preds[:3]]
+    assert client.post("/v1/models/m1/feedback", json={"events": events},
+                       headers=auth).json()["accepted"] == 3
+
+
+def test_stats_count_what_awaits_feedback_and_what_awaits_the_trainer_now(
+        idle_client: TestClient, redis_url: str) -> None:
+    """Live counts, as sync sees them: nothing left to apply once sync returns."""
+    from tests.api.conftest import make_client, new_tenant
+
+    auth = new_tenant(idle_client)
+    new_model(idle_client, auth)
+    _serve_five_answer_three(idle_client, auth)
+    stats = idle_client.get("/v1/models/m1", headers=auth).json()["stats"]
+    assert (stats["awaiting_feedback"], stats["backlog"]) == (2, 3)
+    with make_client(redis_url) as client:  # the same Redis, now with a trainer
+        _serve_five_answer_three(client, auth)
+        assert client.post("/v1/models/m1/sync", headers=auth).json()["pending"] == 0
+        (listed,) = client.get("/v1/models", headers=auth).json()["models"]
+    assert listed["stats"]["events_applied"] == 6
+    assert (listed["stats"]["awaiting_feedback"], listed["stats"]["backlog"]) == (4, 0)

@@ -188,6 +188,20 @@ def test_bad_rank_models_name_the_field(client: TestClient, tenant: dict[str, st
     assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text
 
 
+def test_a_rank_model_shows_the_sizes_in_use_when_left_to_their_defaults(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    body = {"model_id": "plain", "task": "rank", "n_features": DX}
+    created = client.post("/v1/models", json=body, headers=tenant)
+    assert created.status_code == 201, created.text
+    for model in (created.json(), client.get("/v1/models/plain", headers=tenant).json()):
+        assert model["params"]["n_action_features"] == DX and model["params"]["slots"] == 3
+    rng = np.random.default_rng(2)
+    actions = [{"id": f"a{i}", "features": rng.standard_normal(DX).tolist()} for i in range(4)]
+    r = rank_one(client, tenant, {"features": [1.0, 0.0, 0.0], "actions": actions},
+                 model="plain")
+    assert r.status_code == 200, r.text
+
+
 def test_rank_of_a_label_model_and_predict_of_a_rank_model_are_422(
         client: TestClient, tenant: dict[str, str]) -> None:
     client.post("/v1/models", json={"model_id": "m1", "task": "label", "n_features": DX,
@@ -198,7 +212,9 @@ def test_rank_of_a_label_model_and_predict_of_a_rank_model_are_422(
     assert r.status_code == 422 and r.json()["error"]["field"] == "model_id", r.text
     new_ranker(client, tenant)
     r = client.post("/v1/models/feed/predict", json={"features": [1, 0, 0]}, headers=tenant)
-    assert r.status_code == 422 and r.json()["error"]["field"] == "actions", r.text
+    assert r.status_code == 422 and r.json()["error"]["field"] == "model_id", r.text
+    assert r.json()["error"]["code"] == "wrong_task"
+    assert "'rank' model" in r.text and "/v1/models/feed/rank" in r.text
 
 
 def test_unanswered_rankings_become_no_clicks_at_the_timeout(

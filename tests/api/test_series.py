@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +20,8 @@ from workers.worker import Worker
 
 
 async def run_recording_trainer(ctx: ApiContext, stop: asyncio.Event) -> None:
-    """The trainer with a point after every batch but the first."""
+    """The trainer with a point after every batch (once the next batch or an idle pass
+    comes)."""
     settings = WorkerSettings(roles=("trainer",), worker_id="series-tests", flush_interval=0.01,
                               nrest_threads=True, batch_size=50, series_interval=1e-9)
     await Worker(ctx.store, settings, metrics=ctx.metrics).run(stop)
@@ -43,10 +46,15 @@ def test_series_shows_the_points_of_the_callers_model_only(client: TestClient) -
         assert client.post("/v1/models/m1/feedback", json={"events": events},
                            headers=auth).json()["accepted"] == 50
         assert client.post("/v1/models/m1/sync", headers=auth).status_code == 200
+    # a point once the trainer finds the model idle (or with the next batch, if that came
+    # first): the last one is written after the sync, within a pass
+    _until(lambda: client.get("/v1/models/m1/series?limit=1", headers=auth).json()["points"]
+           [-1]["events_applied"] == 150, "no point at 150")
     r = client.get("/v1/models/m1/series", headers=auth)
     assert r.status_code == 200, r.text
     points = r.json()["points"]
-    assert [p["events_applied"] for p in points] == [100, 150]
+    applied = [p["events_applied"] for p in points]
+    assert applied == sorted(set(applied)) and set(applied) <= {50, 100, 150}
     assert points[-1]["online_reward"] == pytest.approx(0.5)
     assert points[-1]["noise_source"] == "initial" and points[-1]["rho0"] is not None
     assert [p["events_applied"] for p in client.get(
@@ -55,3 +63,65 @@ def test_series_shows_the_points_of_the_callers_model_only(client: TestClient) -
     assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_model"
     r = client.get("/v1/models/m1/series?limit=0", headers=auth)
     assert r.status_code == 422 and "limit" in r.text
+
+
+#: Seconds between points and between kept versions in the burst test: longer than a burst.
+BURST_INTERVAL = 3.0
+
+
+async def run_slow_trainer(ctx: ApiContext, stop: asyncio.Event) -> None:
+    """The trainer with a point every :data:`BURST_INTERVAL` seconds."""
+    settings = WorkerSettings(roles=("trainer",), worker_id="burst-tests", flush_interval=0.01,
+                              nrest_threads=True, series_interval=BURST_INTERVAL)
+    await Worker(ctx.store, settings, metrics=ctx.metrics).run(stop)
+
+
+def _burst(client: TestClient, auth: dict[str, str], rng: np.random.Generator) -> int:
+    """Feedback for 40 decisions, applied (well within one interval); the model's total."""
+    preds = predict_all(client, auth, rng.standard_normal((40, 4)))
+    events = [{"event_id": p["event_id"], "click": bool(i % 3)} for i, p in enumerate(preds)]
+    assert client.post("/v1/models/m1/feedback", json={"events": events},
+                       headers=auth).json()["accepted"] == 40
+    assert client.post("/v1/models/m1/sync", headers=auth).status_code == 200
+    applied: int = client.get("/v1/models/m1", headers=auth).json()["stats"]["events_applied"]
+    return applied
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    """Wait for ``check()`` (every 0.1 s, at most ten intervals: the condition is due within
+    one)."""
+    deadline = time.monotonic() + 10 * BURST_INTERVAL
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def test_a_short_burst_ends_in_a_point_and_a_kept_version(redis_url: str) -> None:
+    app = create_app(Settings(redis_url=redis_url, admin_token=ADMIN_TOKEN),
+                     background=[run_slow_trainer])
+    with TestClient(app) as client:
+        auth = new_tenant(client, "acme")
+        new_model(client, auth, versions={"kept": 20, "interval_seconds": BURST_INTERVAL})
+        rng = np.random.default_rng(1)
+
+        def last_point() -> dict[str, Any] | None:
+            points = client.get("/v1/models/m1/series", headers=auth).json()["points"]
+            return points[-1] if points else None
+
+        def kept_at(applied: int) -> bool:
+            kept = client.get("/v1/models/m1/versions", headers=auth).json()["versions"]
+            return any(v["reason"] == "trainer" and v["events_applied"] == applied
+                       for v in kept)
+
+        # a model's first point comes early: its first burst gets one
+        first = _burst(client, auth, rng)
+        _until(lambda: (last_point() or {}).get("events_applied") == first, "no first point")
+        # a later burst, shorter than the interval: its end is a point and a kept version
+        total = _burst(client, auth, rng)
+        assert total == first + 40
+        _until(lambda: (last_point() or {}).get("events_applied") == total,
+               f"the series stops before {total}: {last_point()}")
+        _until(lambda: kept_at(total), "no version of the burst's end is kept")
+        point = last_point()
+        assert point is not None and point["events"] == 40
+        assert point["version"] == client.get("/v1/models/m1", headers=auth).json()["version"]

@@ -29,6 +29,8 @@ def test_stream_header_auth_predict_feedback_in_order(client: TestClient,
         assert got[2]["error"]["code"] == "invalid_json"
         assert got[3]["error"]["code"] == "unknown_op"
         assert got[4]["error"]["field"] == "features"
+        # each error carries the status the same HTTP request gets
+        assert [g["error"]["status"] for g in got[1:5]] == [409, 422, 422, 422]
         assert "label" in got[5]["result"] and "event_id" not in got[5]["result"]
 
 

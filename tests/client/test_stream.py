@@ -28,7 +28,7 @@ async def test_async_stream_many_in_flight(service: Service, api_key: str, clien
         assert all(a == {"accepted": True} for a in acks)
         with pytest.raises(NoisyloopError) as info:
             await s.feedback(preds[0]["event_id"], click=True)
-        assert info.value.code == "duplicate_feedback" and info.value.status is None
+        assert info.value.code == "duplicate_feedback" and info.value.status == 409
         # the socket survives an error
         batch = await s.predict_batch([[1.0, 0, 0, 0]] * 3)
         assert len(batch) == 3
@@ -53,7 +53,7 @@ def test_stream_bad_key_raises(service: Service, model: str) -> None:
     with pytest.raises(NoisyloopError) as info, \
             Stream.connect(service.url, "not-a-key", model) as s:
         s.predict([1.0, 0.0, 0.0, 0.0])
-    assert info.value.code == "unauthenticated"
+    assert info.value.code == "unauthenticated" and info.value.status == 401
 
 
 async def test_rank_over_both_streams(service: Service, api_key: str, client: Client) -> None:

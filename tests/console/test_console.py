@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,32 @@ def test_sign_in_lists_only_the_tenants_models(page: Any, service: Service,
     api_calls = [(url, auth) for _, url, auth in page.requests if "/v1/" in url]
     assert api_calls and all(auth == f"Bearer {key}" for _, auth in api_calls)
     assert not [url for _, url, _ in page.requests if not url.startswith(service.base)]
+
+
+def test_the_models_page_shows_live_counts_and_the_age_of_each_figure(
+        page: Any, service: Service) -> None:
+    """What awaits feedback and what awaits the trainer are read live (as sync reads them);
+    the event rate is the newest point's, 0 once the model applied nothing since, and every
+    figure says how old it is."""
+    auth = service.tenant("live")
+    service.model(auth, "quiet")
+    r = httpx.post(f"{service.base}/v1/models/quiet/predict", headers=auth,
+                   json={"instances": [[1.0, 0.0, 0.0, 0.0]] * 5})
+    preds = r.json()["predictions"]
+    service.feed(auth, "quiet", [{"event_id": p["event_id"], "click": True} for p in preds[:3]])
+    deadline = time.monotonic() + 30  # the point of the burst's end (within an interval)
+    while not httpx.get(f"{service.base}/v1/models/quiet/series", headers=auth).json()["points"]:
+        assert time.monotonic() < deadline, "no series point"
+        time.sleep(0.1)
+    sign_in(page, service.base, token(auth))
+    row = page.locator("tr[data-model=quiet]")
+    row.wait_for()
+    assert row.locator("td.awaiting").inner_text() == "2"
+    assert row.locator("td.backlog").inner_text() == "0"
+    rate = row.locator("td.rate").inner_text()
+    assert rate.startswith("0") and "idle" in rate and re.search(r"\d+ s ago", rate), rate
+    assert re.search(r"\d+ s ago", row.locator("td").nth(3).inner_text())  # the version's
+    assert re.search(r"as of \d+ s ago, read live", page.locator("#models-read").inner_text())
 
 
 def test_model_page_draws_the_reward_curve_and_the_noise_rates(

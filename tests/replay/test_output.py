@@ -112,3 +112,24 @@ def test_run_repeats_uses_consecutive_seeds() -> None:
 
     assert [r.seed for r in run_repeats(runner, 5, 3, lambda n: None)] == [5, 6, 7]
     assert seen == [5, 6, 7]
+
+
+def test_plot_axes_of_a_share_and_of_a_widely_spread_loss_stay_within_the_data() -> None:
+    """A share of a gap (negative in a run's first rounds) is drawn on a linear axis; a loss
+    whose runs spread wider than their mean keeps its log axis, its band stopping at the
+    lowest value a run took (it went down to 1e-281 when the band fell below zero)."""
+    import matplotlib.pyplot as plt
+
+    share = [ReplayResult("ridge_pl", "sim", 100, "gap_closed", v[-1],
+                          list(zip([1, 10, 100], v, strict=True)), seed=seed)
+             for seed, v in enumerate(([-3.0, 0.4, 0.9], [4.0, 0.6, 0.9], [0.5, 0.5, 0.88]))]
+    loss = [_result(seed, v) for seed, v in enumerate(([0.01, 0.5, 0.2], [3.0, 0.1, 0.25]))]
+    for runs, scale, bottom in ((share, "linear", -5.0), (loss, "log", 0.005)):
+        fig = figure([summarise(runs)])
+        try:
+            ax = fig.axes[0]
+            assert ax.get_yscale() == scale
+            low, high = ax.get_ylim()
+            assert bottom < low and high < 10, (scale, low, high)
+        finally:
+            plt.close(fig)

@@ -17,13 +17,34 @@ from workers.series import SeriesRecorder, Window, make_point
 def test_recorder_closes_a_window_once_it_is_interval_old() -> None:
     rec = SeriesRecorder(10.0)
     ref = ("t", "m")
+    # the model's first window closes early, the next ones after the interval
     assert rec.add(ref, 5, 2.0, 5, now=100.0) is None
-    assert rec.add(ref, 3, 1.0, 3, now=105.0) is None
-    closed = rec.add(ref, 2, 0.0, 2, now=110.0)
-    assert closed == Window(100.0, 10, 3.0, 10)
-    assert rec.windows[ref] == Window(110.0)  # a new window opened
+    assert rec.add(ref, 3, 1.0, 3, now=101.0) == Window(100.0, 8, 3.0, 8)
+    assert rec.add(ref, 2, 0.0, 2, now=105.0) is None
+    closed = rec.add(ref, 2, 1.0, 2, now=111.0)
+    assert closed == Window(101.0, 4, 1.0, 4)
+    assert rec.windows[ref] == Window(111.0)  # a new window opened
     rec.forget(ref)
     assert ref not in rec.windows
+
+
+def test_recorder_closes_the_due_window_of_a_model_gone_idle() -> None:
+    rec = SeriesRecorder(10.0)
+    busy, quiet = ("t", "busy"), ("t", "quiet")
+    for ref in (busy, quiet):
+        rec.add(ref, 1, 1.0, 1, now=0.0)
+        rec.add(ref, 1, 1.0, 1, now=1.0)  # first windows closed
+        rec.add(ref, 7, 2.0, 7, now=2.0)
+    assert rec.idle(now=5.0) == []  # both learned since the last call
+    rec.add(busy, 1, 0.0, 1, now=10.5)
+    # quiet applied nothing since, and its window is due: closed with the burst's counts;
+    # busy learned in the pass (its next batch closes its window)
+    assert rec.idle(now=11.5) == [(quiet, Window(1.0, 7, 2.0, 7))]
+    assert quiet not in rec.windows and busy in rec.windows
+    assert rec.idle(now=30.0) == [(busy, Window(1.0, 8, 2.0, 8))]
+    rec.add(busy, 0, 0.0, 0, now=30.0)
+    assert rec.idle(now=30.0) == []
+    assert rec.idle(now=50.0) == [] and busy not in rec.windows  # an empty window is dropped
 
 
 def test_point_without_clicks_or_noise_rates_has_nulls() -> None:

@@ -4,9 +4,10 @@ Authenticate with the ``Authorization`` header or a first message
 ``{"op": "auth", "api_key": "..."}``; a failed authentication closes the
 socket with code 4401.  Then each message ``{"op": "predict"|"rank"|"feedback",
 "id": <any>, ...same body as the POST route}`` gets ``{"id", "result"}`` or
-``{"id", "error"}``, in order; an error never closes the socket.  The key and
-the model are re-checked on every message, so a revoked key stops working at
-once: a predict in the one round trip that logs it
+``{"id", "error"}`` (the HTTP route's error object with its ``status``), in
+order; an error never closes the socket.  The key and the model are
+re-checked on every message, so a revoked key stops working at once: a
+predict in the one round trip that logs it
 (:func:`~app.api.decisions.predict_cached`) when the caches allow, any other
 message in one round trip before it is handled.
 """
@@ -105,7 +106,7 @@ async def _authenticate(websocket: WebSocket, ctx: ApiContext, model_id: str) ->
         await authorize_model(ctx, token, model_id)
     except ApiError as exc:
         if exc.code == "unknown_model":
-            reply = {"id": None, "error": exc.body()["error"]}
+            reply = {"id": None, "error": _error(exc)}
             await websocket.send_text(orjson.dumps(reply).decode())
             await websocket.close(UNKNOWN_MODEL)
             return None
@@ -160,18 +161,23 @@ async def _reply(ctx: ApiContext, token: str, model_id: str, message: Any,
     try:
         reply = {"id": msg_id, "result": await _handle(ctx, token, model_id, message)}
     except ApiError as exc:
-        reply = {"id": msg_id, "error": exc.body()["error"]}
+        reply = {"id": msg_id, "error": _error(exc)}
     except STORE_ERRORS:
-        reply = {"id": msg_id, "error": store_unavailable(
-            ctx.settings.retry_after_seconds).body()["error"]}
+        reply = {"id": msg_id, "error": _error(store_unavailable(
+            ctx.settings.retry_after_seconds))}
     except Exception:  # never close the socket for one bad message
         logger.exception("websocket message failed")
-        reply = {"id": msg_id, "error": internal_error().body()["error"]}
+        reply = {"id": msg_id, "error": _error(internal_error())}
     return _encode_reply(reply)
 
 
+def _error(exc: ApiError) -> dict[str, Any]:
+    """A reply's ``error``: the HTTP route's error object and its HTTP ``status``."""
+    return {**exc.body()["error"], "status": exc.status}
+
+
 async def _error_reply(exc: ApiError) -> str:
-    return _encode_reply({"id": None, "error": exc.body()["error"]})
+    return _encode_reply({"id": None, "error": _error(exc)})
 
 
 async def _send_in_order(websocket: WebSocket, replies: asyncio.Queue[asyncio.Task[str] | None]

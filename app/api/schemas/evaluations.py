@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    model_validator,
+)
 
 from app.api.schemas.common import FiniteFloat, JsonInt, RequestModel
 
@@ -25,10 +34,25 @@ def _policy_kind(value: Any) -> str | None:
     return "<config>" if isinstance(value, dict | PolicyConfig) else None
 
 
+#: The named target policies (``fixed:N``: always label N).
+POLICY_NAMES = r"^(uniform|logging|model|model:greedy|fixed:[0-9]{1,6})$"
+
+
+def _policy_name(value: str) -> str:
+    """``value`` if it is a named policy, else a ValueError saying what is expected."""
+    if re.match(POLICY_NAMES, value):
+        return value
+    if value.startswith("fixed:"):
+        raise ValueError(f"{value!r}: fixed:N always plays the label numbered N (0 to 999999) "
+                         "of a label model, so N is a number, not an item id")
+    raise ValueError(f"unknown policy {value!r}: expected uniform, logging, model, "
+                     "model:greedy, fixed:N (N a label number) or {algorithm, params}")
+
+
 #: A named target policy or a configuration.
 Policy = Annotated[
-    Annotated[str, Tag("<name>"),
-              Field(pattern=r"^(uniform|logging|model|model:greedy|fixed:[0-9]{1,6})$")]
+    Annotated[str, Field(json_schema_extra={"pattern": POLICY_NAMES}),
+              AfterValidator(_policy_name), Tag("<name>")]
     | Annotated[PolicyConfig, Tag("<config>")],
     Discriminator(_policy_kind, custom_error_type="invalid_policy",
                   custom_error_message="policy is a name or {algorithm, params}"),

@@ -122,6 +122,13 @@ class ModelStats(BaseModel):
         description="Mean observed click over applied events corrected for click noise with "
                     "the model's current rates, (mean f - rho0) / (1 - rho0 - rho1), clipped "
                     "to [0, 1] (an estimate of the true click rate); null before any event.")
+    awaiting_feedback: int = Field(
+        default=0, description="Decisions served (and logged) whose feedback has not come, nor "
+                               "expired, at the time of the answer.")
+    backlog: int = Field(
+        default=0, description="Feedback accepted and not applied yet by the trainer, at the "
+                               "time of the answer (what POST .../sync waits for; 0 once it "
+                               "returns, unless more came).")
     calibration_unreliable: bool = Field(
         default=False,
         description="debiased_reward rests on rates that still await an estimate (noise "

@@ -14,8 +14,8 @@
   const MAX_POLL_MS = 5000;
   const COLORS = { online: "#2563eb", calibrated: "#dc2626", rho0: "#7c3aed", rho1: "#059669",
                    debiased: "#6b7280" };
-  /* Seconds after which a model's last series point no longer tells its event rate. */
-  const IDLE_SECONDS = 60;
+  /* How often the "N s ago" of every figure is brought up to date. */
+  const AGE_TICK_MS = 1000;
   const main = document.getElementById("view");
   let renderId = 0;
 
@@ -93,6 +93,27 @@
   const interval = (lo, hi, f = fmt) => (lo === null || lo === undefined ? ""
     : ` [${f(lo)}, ${f(hi)}]`);
   const when = (iso) => (iso ? new Date(iso).toLocaleString() : "—");
+  const unixTime = (iso) => (iso ? Date.parse(iso) / 1000 : null);
+
+  /* "12 s ago" of a Unix time in seconds. */
+  function ago(t) {
+    const s = Math.max(0, Math.round(Date.now() / 1000 - t));
+    if (s < 120) return `${s} s ago`;
+    if (s < 7200) return `${Math.round(s / 60)} min ago`;
+    return s < 172800 ? `${Math.round(s / 3600)} h ago` : `${Math.round(s / 86400)} d ago`;
+  }
+
+  /* The age of a figure (Unix seconds), kept current while it is shown. */
+  function age(t) {
+    return t === null || t === undefined ? null
+      : h("span", { class: "age", "data-t": String(t) }, ago(t));
+  }
+
+  setInterval(() => {
+    for (const el of main.querySelectorAll(".age[data-t]")) {
+      el.textContent = ago(Number(el.dataset.t));
+    }
+  }, AGE_TICK_MS);
   const clock = (iso) => (iso ? new Date(iso).toLocaleTimeString() : "—");
 
   function table(headers, rows, cls) {
@@ -216,28 +237,43 @@
       : `${rates} (${noise.source})`;
   }
 
+  /* A model's event rate: its newest series point's, or 0 once it applied nothing since
+   * that point (the trainer writes one within an interval of a model going idle). */
+  function rateCell(p, applied) {
+    if (!p) return h("td", { class: "num rate" }, "—");
+    const idle = p.events_applied >= applied;
+    return h("td", { class: "num rate" }, idle ? "0" : fmt(p.events_per_second, 1), " ",
+      h("small", {}, idle ? "idle, last point " : "point ", age(p.t)));
+  }
+
   async function modelsPage() {
     const { models } = await api("GET", "v1/models");
+    const read = Date.now() / 1000;
     const latest = await Promise.all(models.map((m) =>
       api("GET", modelPath(m.model_id, "/series?limit=1"))
         .then((r) => r.points[r.points.length - 1] || null).catch(() => null)));
-    const now = Date.now() / 1000;
     const rows = models.map((m, i) => {
-      const p = latest[i];
-      // a point is written only while the model learns: an old one means it is idle now
-      const rate = !p ? "—" : now - p.t > IDLE_SECONDS ? "0" : fmt(p.events_per_second, 1);
+      const s = m.stats;
       return h("tr", { "data-model": m.model_id },
         h("td", {}, h("a", { href: `#/models/${encodeURIComponent(m.model_id)}` }, m.model_id)),
-        h("td", {}, m.task), h("td", {}, m.algorithm), h("td", { class: "num" }, m.version),
-        h("td", { class: "num" }, rate),
-        h("td", { class: "num" }, p ? p.pending : "—"),
-        h("td", { class: "num" }, m.stats.events_dead_lettered),
+        h("td", {}, m.task), h("td", {}, m.algorithm),
+        h("td", { class: "num" }, String(m.version), " ",
+          h("small", {}, age(unixTime(m.updated_at)))),
+        rateCell(latest[i], s.events_applied),
+        h("td", { class: "num awaiting" }, s.awaiting_feedback ?? "—"),
+        h("td", { class: "num backlog" }, s.backlog ?? "—"),
+        h("td", { class: "num" }, s.events_dead_lettered),
         h("td", {}, noiseSummary(m.noise)));
     });
     return h("section", { class: "card", id: "models" },
       h("h1", {}, "Models"),
-      models.length ? table(["model", "task", "algorithm", "version", "events/s", "pending",
-                             "dead letters", "last noise estimate"], rows, "models")
+      models.length ? h("p", { class: "muted", id: "models-read" },
+        "Counts as of ", age(read), ", read live as sync reads them; events/s: the newest "
+        + "series point's. ",
+        h("button", { type: "button", onclick: () => route() }, "Refresh")) : null,
+      models.length ? table(["model", "task", "algorithm", "version", "events/s",
+                             "awaiting feedback", "not applied", "dead letters",
+                             "last noise estimate"], rows, "models")
         : note("This tenant has no models yet."));
   }
 

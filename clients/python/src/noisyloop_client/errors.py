@@ -11,7 +11,7 @@ class NoisyloopError(Exception):
     Attributes
     ----------
     status:
-        HTTP status (``None`` for WebSocket replies and transport failures).
+        HTTP status (also of a WebSocket reply; ``None`` for transport failures).
     code:
         The contract's snake_case code (``unknown_model``, ``duplicate_feedback``,
         ...); ``connection_error`` when the service could not be reached.

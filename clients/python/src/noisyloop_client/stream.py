@@ -8,9 +8,10 @@ blocking form, with :meth:`Stream.pipeline` to keep a window of requests in
 flight from one thread.
 
 An error answer to one message raises (or returns) a
-:class:`~noisyloop_client.errors.NoisyloopError` with ``status`` None and never
+:class:`~noisyloop_client.errors.NoisyloopError` with the HTTP ``status`` the
+same request would get (None from a service that does not send it) and never
 closes the socket; a refused key closes it with code 4401, raised as
-``NoisyloopError(code="unauthenticated")`` on the next call.
+``NoisyloopError(401, "unauthenticated")`` on the next call.
 """
 
 from __future__ import annotations
@@ -57,14 +58,16 @@ def _outcome(reply: Any, expected_id: int) -> Any:
         raise ConnectionFailed(f"answer for message {reply.get('id')!r} while waiting for "
                                f"{expected_id} (out of order)")
     if "error" in reply:
-        return NoisyloopError.from_body(None, reply)
+        error = reply["error"]
+        status = error.get("status") if isinstance(error, dict) else None
+        return NoisyloopError.from_body(status if isinstance(status, int) else None, reply)
     return reply.get("result")
 
 
 def _closed(exc: BaseException) -> NoisyloopError:
     rcvd = getattr(exc, "rcvd", None)
     if rcvd is not None and rcvd.code == AUTH_FAILED:
-        return NoisyloopError(None, "unauthenticated", rcvd.reason or "authentication failed")
+        return NoisyloopError(401, "unauthenticated", rcvd.reason or "authentication failed")
     return ConnectionFailed(f"websocket closed: {exc}")
 
 

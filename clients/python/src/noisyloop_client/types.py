@@ -39,6 +39,8 @@ class ModelStats(TypedDict):
     events_expired: int
     events_dead_lettered: int
     dead_letters_dropped: int
+    awaiting_feedback: int
+    backlog: int
     debiased_reward: float | None
     calibration_unreliable: bool
 
