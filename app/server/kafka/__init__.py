@@ -1,0 +1,33 @@
+"""Feedback from Kafka: a consumer of feedback events beside the HTTP and WebSocket routes.
+
+:mod:`~app.server.kafka.settings` (``NOISYLOOP_KAFKA_*``),
+:mod:`~app.server.kafka.feedback` (each message's verdict, through the HTTP
+batch path's join) and :mod:`~app.server.kafka.consumer` (read, accept,
+dead-letter, commit).  ``noisyloop serve`` and ``noisyloop worker`` run it
+when ``NOISYLOOP_KAFKA_BOOTSTRAP`` is set (:func:`kafka_roles`); the client
+library (confluent-kafka, the ``kafka`` extra) is imported only then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from app.api.context import ApiContext
+from app.server.kafka.settings import KafkaSettings
+
+Role = Callable[[ApiContext, asyncio.Event], Coroutine[Any, Any, None]]
+
+
+def kafka_roles(settings: KafkaSettings) -> list[Role]:
+    """The Kafka consumer as a background role of the app, or none without a bootstrap."""
+    if settings.bootstrap is None:
+        return []
+
+    async def consume(ctx: ApiContext, stop: asyncio.Event) -> None:
+        from app.server.kafka.consumer import KafkaFeedbackConsumer
+
+        await KafkaFeedbackConsumer(ctx, settings).run(stop)
+
+    return [consume]
