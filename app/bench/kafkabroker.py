@@ -18,9 +18,10 @@ from app.store.embedded import free_port
 
 #: Longest wait for a started broker to answer.
 START_SECONDS = 30.0
-#: Consumer properties that make Tansu hand partitions out in about 3 s (its group join
-#: waits a session timeout; librdkafka's default is 45 s).
-FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+#: Consumer properties that make Tansu hand partitions out in about a second, and again
+#: about 4 s after a member was killed (its group join waits for a session timeout, 45 s
+#: by librdkafka's default; it never assigns a static member, ``group.instance.id``).
+FAST_GROUP = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 200}
 
 
 class BrokerUnavailable(RuntimeError):

@@ -24,10 +24,10 @@ def kafka_roles(settings: KafkaSettings) -> list[Role]:
     """The Kafka consumer as a background role of the app, or none without a bootstrap."""
     if settings.bootstrap is None:
         return []
+    # imported here, not in the role: a second of imports would stall the event loop
+    from app.server.kafka.consumer import KafkaFeedbackConsumer
 
     async def consume(ctx: ApiContext, stop: asyncio.Event) -> None:
-        from app.server.kafka.consumer import KafkaFeedbackConsumer
-
         await KafkaFeedbackConsumer(ctx, settings).run(stop)
 
     return [consume]

@@ -137,9 +137,7 @@ class KafkaFeedbackConsumer:
         """Consume until ``stop`` is set (then finish the batch at hand and leave the group)."""
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(1, thread_name_prefix="kafka") as pool:
-            consumer = Consumer(self.client_config(), logger=logger)
-            producer = Producer(self.producer_config(), logger=logger)
-            consumer.subscribe([self.settings.topic], on_revoke=self._forget_partitions)
+            consumer, producer = await loop.run_in_executor(pool, self._open)
             logger.info("kafka: consuming %s (group %s, dead letters to %s)",
                         self.settings.topic, self.settings.group, self.settings.dead_letters)
             try:
@@ -153,6 +151,12 @@ class KafkaFeedbackConsumer:
             finally:
                 await loop.run_in_executor(pool, producer.flush, FLUSH_SECONDS)
                 await loop.run_in_executor(pool, consumer.close)
+
+    def _open(self) -> tuple[Consumer, Producer]:
+        """The consumer, subscribed to the topic, and the dead-letter producer."""
+        consumer = Consumer(self.client_config(), logger=logger)
+        consumer.subscribe([self.settings.topic], on_revoke=self._forget_partitions)
+        return consumer, Producer(self.producer_config(), logger=logger)
 
     @staticmethod
     def _is_data(message: Message) -> bool:

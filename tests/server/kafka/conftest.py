@@ -15,6 +15,7 @@ import pytest
 
 from app.bench.kafkabroker import FAST_GROUP, BrokerUnavailable, LocalBroker
 from app.server.kafka.settings import KafkaSettings
+from tests.api.conftest import TestClient, make_client, new_tenant
 
 
 @pytest.fixture(scope="module")
@@ -40,3 +41,16 @@ def kafka_settings(broker: LocalBroker, partitions: int = 1, **overrides: Any) -
     return KafkaSettings(bootstrap=broker.bootstrap, topic=topic, group=f"g-{topic}",
                          config=FAST_GROUP, poll_seconds=0.1, stats_seconds=0.2,
                          **overrides)
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[TestClient]:
+    """The app with a running in-process trainer (as the API tests')."""
+    with make_client(redis_url) as c:
+        yield c
+
+
+@pytest.fixture
+def tenant(client: TestClient) -> dict[str, str]:
+    """The Authorization header of tenant ``acme``."""
+    return new_tenant(client)
