@@ -8,7 +8,8 @@ partitions assigned to this member of the consumer group):
 2. the dead-lettered ones are produced to the dead-letter topic (reason in
    the ``noisyloop-reason`` header and in the JSON document), and the
    producer is flushed;
-3. only then is the next offset of each partition committed.
+3. only then is the next offset of each partition committed (asynchronously: the
+   commits go out in order; the next batch is read meanwhile).
 
 A consumer killed anywhere re-reads from the last commit: the feedback it
 had accepted is refused by the join as a duplicate (counted, not
@@ -25,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -142,9 +144,7 @@ class KafkaFeedbackConsumer:
                         self.settings.topic, self.settings.group, self.settings.dead_letters)
             try:
                 while not stop.is_set():
-                    messages = await loop.run_in_executor(
-                        pool, consumer.consume, self.settings.batch_size,
-                        self.settings.poll_seconds)
+                    messages = await loop.run_in_executor(pool, self._read, consumer)
                     batch = [m for m in messages if self._is_data(m)]
                     if batch:
                         await self._handle(loop, pool, consumer, producer, batch)
@@ -157,6 +157,16 @@ class KafkaFeedbackConsumer:
         consumer = Consumer(self.client_config(), logger=logger)
         consumer.subscribe([self.settings.topic], on_revoke=self._forget_partitions)
         return consumer, Producer(self.producer_config(), logger=logger)
+
+    def _read(self, consumer: Consumer) -> list[Message]:
+        """The next batch: the first message to come (``poll_seconds`` at most), with those
+        already fetched behind it, up to ``batch_size`` (never waiting for a batch to fill:
+        librdkafka's ``consume`` of n messages would wait its whole timeout for the n-th)."""
+        first = consumer.poll(self.settings.poll_seconds)
+        if first is None:
+            return []
+        more = self.settings.batch_size - 1
+        return [first, *consumer.consume(more, 0)] if more else [first]
 
     @staticmethod
     def _is_data(message: Message) -> bool:
@@ -183,8 +193,10 @@ class KafkaFeedbackConsumer:
                    if v.outcome == "dead_lettered"]
             if bad:
                 await loop.run_in_executor(pool, self._dead_letter, producer, bad)
+            # asynchronous: librdkafka sends the commits in order, and one lost (a crash)
+            # only makes the next consumer read the batch again, refused as duplicates
             await loop.run_in_executor(
-                pool, lambda: consumer.commit(offsets=next_offsets(batch), asynchronous=False))
+                pool, lambda: consumer.commit(offsets=next_offsets(batch), asynchronous=True))
         except RETRIED as exc:
             logger.warning("kafka: batch of %d messages not committed (%s); read again in "
                            "%.1f s", len(batch), exc, RETRY_SECONDS)
@@ -192,10 +204,10 @@ class KafkaFeedbackConsumer:
                 await loop.run_in_executor(pool, consumer.seek, tp)
             await asyncio.sleep(RETRY_SECONDS)
             return
-        for verdict in verdicts:
-            self._counts[verdict.outcome].inc()
-        for _, verdict in bad:
-            self.metrics.kafka_dead_letters.labels(verdict.reason).inc()
+        for outcome, n in Counter(v.outcome for v in verdicts).items():
+            self._counts[outcome].inc(n)
+        for reason, n in Counter(v.reason for _, v in bad).items():
+            self.metrics.kafka_dead_letters.labels(reason).inc(n)
 
     def _dead_letter(self, producer: Producer, bad: list[tuple[Message, Verdict]]) -> None:
         """Produce the dead letters and wait until the topic has them all."""
