@@ -1,7 +1,8 @@
 """The Kafka feedback consumer: read a batch, accept it, dead-letter the bad, then commit.
 
-One loop, one batch at a time (up to ``batch_size`` messages from any of the
-partitions assigned to this member of the consumer group):
+One loop accepts one batch at a time (up to ``batch_size`` messages from any
+of the partitions assigned to this member of the consumer group) while the
+next one is read:
 
 1. every message gets its verdict (:func:`~app.server.kafka.feedback.accept_messages`:
    the HTTP batch path's validation and exactly-once join);
@@ -9,14 +10,14 @@ partitions assigned to this member of the consumer group):
    the ``noisyloop-reason`` header and in the JSON document), and the
    producer is flushed;
 3. only then is the next offset of each partition committed (asynchronously: the
-   commits go out in order; the next batch is read meanwhile).
+   commits go out in order).
 
 A consumer killed anywhere re-reads from the last commit: the feedback it
 had accepted is refused by the join as a duplicate (counted, not
 dead-lettered), so nothing is lost or applied twice; a message it had
 dead-lettered may be dead-lettered twice (the dead-letter topic is at least
 once).  A store or broker failure seeks back to the batch's first offsets
-and retries it after ``retry_seconds``.  The client is blocking
+(and drops the batch read ahead) and reads again after ``RETRY_SECONDS``.  The client is blocking
 (confluent-kafka, on librdkafka): its calls run on one thread of their own.
 """
 
@@ -142,13 +143,19 @@ class KafkaFeedbackConsumer:
             consumer, producer = await loop.run_in_executor(pool, self._open)
             logger.info("kafka: consuming %s (group %s, dead letters to %s)",
                         self.settings.topic, self.settings.group, self.settings.dead_letters)
+            ahead = loop.run_in_executor(pool, self._read, consumer)
             try:
                 while not stop.is_set():
-                    messages = await loop.run_in_executor(pool, self._read, consumer)
-                    batch = [m for m in messages if self._is_data(m)]
-                    if batch:
-                        await self._handle(loop, pool, consumer, producer, batch)
+                    batch = [m for m in await ahead if self._is_data(m)]
+                    # the next batch is read while this one is accepted (never committed first)
+                    ahead = loop.run_in_executor(pool, self._read, consumer)
+                    if batch and not await self._handle(loop, pool, consumer, producer, batch):
+                        unread = [m for m in await ahead if self._is_data(m)]
+                        await self._rewind(loop, pool, consumer, batch + unread)
+                        ahead = loop.run_in_executor(pool, self._read, consumer)
             finally:
+                with contextlib.suppress(KafkaException):  # read, not accepted: read again
+                    await ahead
                 await loop.run_in_executor(pool, producer.flush, FLUSH_SECONDS)
                 await loop.run_in_executor(pool, consumer.close)
 
@@ -184,8 +191,8 @@ class KafkaFeedbackConsumer:
                 self.metrics.kafka_lag.remove(tp.topic, str(tp.partition))
 
     async def _handle(self, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor,
-                      consumer: Consumer, producer: Producer, batch: list[Message]) -> None:
-        """Accept, dead-letter, commit one batch; on a failure, seek back and retry later."""
+                      consumer: Consumer, producer: Producer, batch: list[Message]) -> bool:
+        """Accept, dead-letter, commit one batch; False (nothing committed) on a failure."""
         try:
             verdicts = await accept_messages(self.ctx, [m.value() for m in batch],
                                              self.settings.tenants)
@@ -200,14 +207,22 @@ class KafkaFeedbackConsumer:
         except RETRIED as exc:
             logger.warning("kafka: batch of %d messages not committed (%s); read again in "
                            "%.1f s", len(batch), exc, RETRY_SECONDS)
-            for tp in first_offsets(batch):
-                await loop.run_in_executor(pool, consumer.seek, tp)
-            await asyncio.sleep(RETRY_SECONDS)
-            return
+            return False
         for outcome, n in Counter(v.outcome for v in verdicts).items():
             self._counts[outcome].inc(n)
         for reason, n in Counter(v.reason for _, v in bad).items():
             self.metrics.kafka_dead_letters.labels(reason).inc(n)
+        return True
+
+    @staticmethod
+    async def _rewind(loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor,
+                      consumer: Consumer, messages: list[Message]) -> None:
+        """Seek back to the first of ``messages`` in each partition (one no longer assigned
+        is read again by its new owner, from the last commit) and wait before reading."""
+        for tp in first_offsets(messages):
+            with contextlib.suppress(KafkaException):
+                await loop.run_in_executor(pool, consumer.seek, tp)
+        await asyncio.sleep(RETRY_SECONDS)
 
     def _dead_letter(self, producer: Producer, bad: list[tuple[Message, Verdict]]) -> None:
         """Produce the dead letters and wait until the topic has them all."""

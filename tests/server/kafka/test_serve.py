@@ -52,8 +52,9 @@ def test_serve_consumes_feedback_from_kafka(tmp_path: Path, broker: LocalBroker)
             return int(stats["feedback_accepted"])
 
         wait_for(lambda: accepted() == 2, "serve to accept the feedback from Kafka")
-        metrics = httpx.get(f"{base}/metrics").text
-        assert 'noisyloop_kafka_messages_total{outcome="accepted"} 2.0' in metrics
+        # counted once the batch's commit was sent, a moment after the join
+        wait_for(lambda: 'noisyloop_kafka_messages_total{outcome="accepted"} 2.0'
+                 in httpx.get(f"{base}/metrics").text, "the accepted messages to be counted")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
