@@ -113,7 +113,7 @@ class Metrics:
             namespace=ns, registry=r)
         self.kafka_lag = Gauge(
             "kafka_consumer_lag", "Feedback messages of a partition not yet read by this "
-            "consumer (high watermark minus position)", ("topic", "partition"),
+            "consumer group (high watermark minus committed offset)", ("topic", "partition"),
             namespace=ns, registry=r)
         self._request_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._decision_series: dict[tuple[str, str], tuple[Counter, Gauge]] = {}

@@ -8,6 +8,9 @@ at hand and gives its leases back.  ``--check`` exits 0 when the heartbeat
 of this worker id (default: the host name) is fresh, 1 otherwise: the
 liveness probe of the container.
 
+With ``NOISYLOOP_KAFKA_BOOTSTRAP`` set it also consumes feedback from Kafka
+(:mod:`app.server.kafka`, configured by ``NOISYLOOP_KAFKA_*``).
+
 Every other flag is a field of :class:`workers.settings.WorkerSettings`
 (``--batch-size`` sets ``batch_size``): a flag given overrides the
 environment (``NOISYLOOP_WORKER_BATCH_SIZE``), which overrides the default.
@@ -21,6 +24,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from app.commands.arguments import add_service_arguments, settings_from_args
@@ -149,7 +153,6 @@ async def _check(url: str, worker_id: str) -> int:
 
 async def _serve(url: str, settings: WorkerSettings, metrics_port: int | None,
                  app_settings: Settings, kafka: KafkaSettings) -> int:
-    from app.api.context import ApiContext
     from app.metrics import Metrics
     from app.server.kafka import kafka_roles
     from app.store import Store
@@ -162,9 +165,15 @@ async def _serve(url: str, settings: WorkerSettings, metrics_port: int | None,
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    ctx = ApiContext.open(app_settings, store, metrics)
+    roles = [worker.run]
+    consumers = kafka_roles(kafka)
+    if consumers:  # the Kafka consumer takes feedback through the API's feedback path
+        from app.api.context import ApiContext
+
+        ctx = ApiContext.open(app_settings, store, metrics)
+        roles += [partial(role, ctx) for role in consumers]
     try:
-        await asyncio.gather(worker.run(stop), *(role(ctx, stop) for role in kafka_roles(kafka)))
+        await asyncio.gather(*(role(stop) for role in roles))
     finally:
         await store.close()
     return 0

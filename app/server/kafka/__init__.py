@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.api.context import ApiContext
 from app.server.kafka.settings import KafkaSettings
 
-Role = Callable[[ApiContext, asyncio.Event], Coroutine[Any, Any, None]]
+if TYPE_CHECKING:
+    from app.api.context import ApiContext
+
+Role = Callable[["ApiContext", asyncio.Event], Coroutine[Any, Any, None]]
 
 
 def kafka_roles(settings: KafkaSettings) -> list[Role]:
