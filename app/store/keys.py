@@ -32,6 +32,7 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:series             list  quality time series, one JSON point each (capped)
     nl:{T:M}:log                stream decision log: batches of applied events and markers
     nl:{T:M}:log-index          list  "entry id, events" of each batch in the log (retention)
+    nl:{T:M}:log-published      str   id of the newest log entry published to Kafka
     nl:{T:M}:job:J              hash  NREst job status
     nl:{T:M}:job-pending        str   id of the model's queued or running NREst job
     nl:{T:M}:versions           zset  kept versions: JSON metadata, scored by version
@@ -185,6 +186,12 @@ class ModelKeys:
         """List: ``"<entry id> <events>"`` of each batch in the decision log, oldest first."""
         return f"{self.tag}:log-index"
 
+    @property
+    def log_published(self) -> str:
+        """String: id of the newest decision-log entry published to the Kafka decisions
+        topic."""
+        return f"{self.tag}:log-published"
+
     def context(self, event_id: str) -> str:
         """String: logged decision context of one event (or its tombstone)."""
         return f"{self.tag}:ctx:{event_id}"
@@ -249,7 +256,7 @@ class ModelKeys:
         return [self.meta, self.snapshot, self.stats, self.pending, self.deferred, self.events,
                 self.noise, self.samples, self.anchors, self.anchor_scorer, self.lease,
                 self.dead_letter, self.label_budget, self.pending_job, self.log,
-                self.log_index,
+                self.log_index, self.log_published,
                 self.series, self.versions, self.version_states, self.challengers,
                 self.challenger_states, self.challenger_stats]
 

@@ -39,6 +39,10 @@ class KafkaSettings(BaseSettings):
         default=None, description="Topic of the messages that cannot be applied, with the "
                                   "reason (default: <topic>.dead).")
     group: str = Field(default="noisyloop", min_length=1, description="Consumer group id.")
+    decisions_topic: str | None = Field(
+        default=None, description="Topic the decision log is published to as it is written "
+                                  "(one JSON record a message, as GET .../log gives them); "
+                                  "unset: not published.")
     tenants: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), description="Tenants this consumer serves, comma-separated (empty: all); "
                                 "a message of another tenant is dead-lettered.")

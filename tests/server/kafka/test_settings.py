@@ -38,6 +38,7 @@ def test_settings_refuse_the_properties_noisyloop_sets() -> None:
 def test_no_consumer_without_bootstrap() -> None:
     assert kafka_roles(KafkaSettings(bootstrap=None)) == []
     assert len(kafka_roles(KafkaSettings(bootstrap="k:9092"))) == 1
+    assert len(kafka_roles(KafkaSettings(bootstrap="k:9092", decisions_topic="d"))) == 2
 
 
 def test_every_setting_is_documented() -> None:
