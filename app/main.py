@@ -19,7 +19,6 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp
 
-from app.api.cache import KeyCache, LearnerCache
 from app.api.context import ApiContext
 from app.api.deps import check_credentials
 from app.api.docs import install_docs
@@ -87,8 +86,7 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
         assert settings.redis_url is not None
         store = Store.from_url(settings.redis_url, socket_timeout=settings.redis_socket_timeout,
                                connect_timeout=settings.redis_connect_timeout)
-        learners = LearnerCache(store, settings.snapshot_cache_size)
-        ctx = ApiContext(settings, store, metrics, learners, KeyCache())
+        ctx = ApiContext.open(settings, store, metrics)
         app.state.ctx = ctx
         # Move every object of the start-up (modules, schemas, routes: millions) out of the
         # collector's reach: a full collection of them stalled every request in flight for

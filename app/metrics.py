@@ -103,6 +103,18 @@ class Metrics:
             "challenger_vs_champion", "A challenger's estimated value minus the champion's "
             "on the same events: estimate, ci_low, ci_high", (*_MODEL, "challenger", "stat"),
             namespace=ns, registry=r)
+        self.kafka_messages = Counter(
+            "kafka_messages", "Feedback messages read from Kafka by outcome: accepted, "
+            "duplicate (the event's feedback was accepted already) or dead_lettered",
+            ("outcome",), namespace=ns, registry=r)
+        self.kafka_dead_letters = Counter(
+            "kafka_dead_letters", "Kafka feedback messages sent to the dead-letter topic, by "
+            "reason (the error code an HTTP client would have got)", ("reason",),
+            namespace=ns, registry=r)
+        self.kafka_lag = Gauge(
+            "kafka_consumer_lag", "Feedback messages of a partition not yet read by this "
+            "consumer group (high watermark minus committed offset)", ("topic", "partition"),
+            namespace=ns, registry=r)
         self._request_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._decision_series: dict[tuple[str, str], tuple[Counter, Gauge]] = {}
         self._challengers: dict[tuple[str, ...], set[str]] = {}

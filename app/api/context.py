@@ -19,3 +19,9 @@ class ApiContext:
     metrics: Metrics
     cache: LearnerCache
     keys: KeyCache
+
+    @classmethod
+    def open(cls, settings: Settings, store: Store, metrics: Metrics) -> ApiContext:
+        """The context of a process serving ``store``, with empty caches."""
+        return cls(settings, store, metrics, LearnerCache(store, settings.snapshot_cache_size),
+                   KeyCache())

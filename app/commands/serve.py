@@ -15,7 +15,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from app.commands.arguments import add_service_arguments, settings_from_args
-from app.commands.worker import invalid_settings
+from app.commands.worker import invalid_settings, kafka_settings
 from app.server.datadir import redis_for, with_admin_token
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from app.api.context import ApiContext
     from app.logs import configure_logging
     from app.main import create_app
+    from app.server.kafka import kafka_roles
     from app.server.options import uvicorn_options
     from workers.worker import Worker
 
@@ -74,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         sys.stderr.write(f"noisyloop serve: {invalid_settings(exc)}\n")
         return 2
+    kafka = kafka_settings("serve")
+    if kafka is None:
+        return 2
 
     async def workers(ctx: ApiContext, stop: asyncio.Event) -> None:
         await Worker(ctx.store, worker_settings, metrics=ctx.metrics).run(stop)
@@ -82,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"redis_url": url})
         if new_token is not None:
             print(first_start_banner(new_token, settings.host, settings.port), flush=True)
-        app = create_app(settings, background=[workers])
+        app = create_app(settings, background=[workers, *kafka_roles(kafka)])
         # uvicorn re-raises SIGTERM after its graceful shutdown; a no-op handler lets us
         # return normally, so the embedded Redis is stopped (with its AOF flushed)
         signal.signal(signal.SIGTERM, lambda signum, frame: None)

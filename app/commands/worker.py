@@ -8,6 +8,9 @@ at hand and gives its leases back.  ``--check`` exits 0 when the heartbeat
 of this worker id (default: the host name) is fresh, 1 otherwise: the
 liveness probe of the container.
 
+With ``NOISYLOOP_KAFKA_BOOTSTRAP`` set it also consumes feedback from Kafka
+(:mod:`app.server.kafka`, configured by ``NOISYLOOP_KAFKA_*``).
+
 Every other flag is a field of :class:`workers.settings.WorkerSettings`
 (``--batch-size`` sets ``batch_size``): a flag given overrides the
 environment (``NOISYLOOP_WORKER_BATCH_SIZE``), which overrides the default.
@@ -21,6 +24,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from app.commands.arguments import add_service_arguments, settings_from_args
@@ -30,6 +34,8 @@ from app.server.datadir import redis_for
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
+    from app.server.kafka.settings import KafkaSettings
+    from app.settings import Settings
     from workers.settings import WorkerSettings
 
 
@@ -87,12 +93,16 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         sys.stderr.write(f"noisyloop worker: {invalid_settings(exc)}\n")
         return 2
+    kafka = kafka_settings("worker")
+    if kafka is None:
+        return 2
     settings = settings_from_args(args)
     configure_logging(settings.log_level, settings.log_json)
     with redis_for(settings) as url:
         if args.check:
             return asyncio.run(_check(url, worker.worker_id))
-        return asyncio.run(_serve(url, worker, args.metrics_port))
+        return asyncio.run(_serve(url, worker, args.metrics_port,
+                                  settings.model_copy(update={"redis_url": url}), kafka))
 
 
 def invalid_settings(exc: ValidationError) -> str:
@@ -111,6 +121,20 @@ def invalid_settings(exc: ValidationError) -> str:
     return "; ".join(out)
 
 
+def kafka_settings(command: str) -> KafkaSettings | None:
+    """The Kafka consumer's settings (``NOISYLOOP_KAFKA_*``); None, having said why on
+    stderr, when they are refused."""
+    from pydantic import ValidationError
+
+    from app.server.kafka.settings import KafkaSettings, invalid_kafka_settings
+
+    try:
+        return KafkaSettings()
+    except ValidationError as exc:
+        sys.stderr.write(f"noisyloop {command}: {invalid_kafka_settings(exc)}\n")
+        return None
+
+
 async def _check(url: str, worker_id: str) -> int:
     from redis import RedisError
 
@@ -127,18 +151,29 @@ async def _check(url: str, worker_id: str) -> int:
     return 0 if info is not None else 1
 
 
-async def _serve(url: str, settings: WorkerSettings, metrics_port: int | None) -> int:
+async def _serve(url: str, settings: WorkerSettings, metrics_port: int | None,
+                 app_settings: Settings, kafka: KafkaSettings) -> int:
+    from app.metrics import Metrics
+    from app.server.kafka import kafka_roles
     from app.store import Store
     from workers.worker import Worker
 
     store = Store.from_url(url)
-    worker = Worker(store, settings, metrics_port=metrics_port)
+    metrics = Metrics()
+    worker = Worker(store, settings, metrics=metrics, metrics_port=metrics_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    roles = [worker.run]
+    consumers = kafka_roles(kafka)
+    if consumers:  # the Kafka consumer takes feedback through the API's feedback path
+        from app.api.context import ApiContext
+
+        ctx = ApiContext.open(app_settings, store, metrics)
+        roles += [partial(role, ctx) for role in consumers]
     try:
-        await worker.run(stop)
+        await asyncio.gather(*(role(stop) for role in roles))
     finally:
         await store.close()
     return 0

@@ -178,6 +178,14 @@ class DecisionLogStore:
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
 
+    async def published(self, mk: ModelKeys) -> str:
+        """Id of the newest entry published to Kafka ("0-0": none yet)."""
+        return text(await self.redis.get(mk.log_published)) or "0-0"
+
+    async def set_published(self, mk: ModelKeys, entry_id: str) -> None:
+        """Record that the entries up to ``entry_id`` were published to Kafka."""
+        await self.redis.set(mk.log_published, entry_id)
+
     async def read(self, mk: ModelKeys, *, start: str = "-", end: str = "+",
                    count: int = 1000, newest_first: bool = False) -> list[LogEntry]:
         """Up to ``count`` entries with ids in ``[start, end]`` (``(id`` excludes), oldest

@@ -33,6 +33,7 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:log                stream decision log: batches of applied events and markers
     nl:{T:M}:log-index          list  "entry id, events" of each batch in the log (retention)
     nl:{T:M}:item-ids           hash  rank models: candidate id hash (decimal) -> the id sent
+    nl:{T:M}:log-published      str   id of the newest log entry published to Kafka
     nl:{T:M}:job:J              hash  NREst job status
     nl:{T:M}:job-pending        str   id of the model's queued or running NREst job
     nl:{T:M}:versions           zset  kept versions: JSON metadata, scored by version
@@ -192,6 +193,12 @@ class ModelKeys:
         (:mod:`app.store.decisionlog`)."""
         return f"{self.tag}:item-ids"
 
+    @property
+    def log_published(self) -> str:
+        """String: id of the newest decision-log entry published to the Kafka decisions
+        topic."""
+        return f"{self.tag}:log-published"
+
     def context(self, event_id: str) -> str:
         """String: logged decision context of one event (or its tombstone)."""
         return f"{self.tag}:ctx:{event_id}"
@@ -256,7 +263,7 @@ class ModelKeys:
         return [self.meta, self.snapshot, self.stats, self.pending, self.deferred, self.events,
                 self.noise, self.samples, self.anchors, self.anchor_scorer, self.lease,
                 self.dead_letter, self.label_budget, self.pending_job, self.log,
-                self.log_index, self.item_ids,
+                self.log_index, self.item_ids, self.log_published,
                 self.series, self.versions, self.version_states, self.challengers,
                 self.challenger_states, self.challenger_stats]
 

@@ -1,0 +1,243 @@
+"""The Kafka feedback consumer: read a batch, accept it, dead-letter the bad, then commit.
+
+One loop accepts one batch at a time (up to ``batch_size`` messages from any
+of the partitions assigned to this member of the consumer group) while the
+next one is read:
+
+1. every message gets its verdict (:func:`~app.server.kafka.feedback.accept_messages`:
+   the HTTP batch path's validation and exactly-once join);
+2. the dead-lettered ones are produced to the dead-letter topic (reason in
+   the ``noisyloop-reason`` header and in the JSON document), and the
+   producer is flushed;
+3. only then is the next offset of each partition committed (asynchronously: the
+   commits go out in order).
+
+A consumer killed anywhere re-reads from the last commit: the feedback it
+had accepted is refused by the join as a duplicate (counted, not
+dead-lettered), so nothing is lost or applied twice; a message it had
+dead-lettered may be dead-lettered twice (the dead-letter topic is at least
+once).  A store or broker failure seeks back to the batch's first offsets
+(and drops the batch read ahead) and reads again after ``RETRY_SECONDS``.  The client is blocking
+(confluent-kafka, on librdkafka): its calls run on one thread of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import orjson
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from app.api.context import ApiContext
+from app.metrics import Metrics
+from app.server.kafka.feedback import Verdict, accept_messages
+from app.server.kafka.settings import KafkaSettings
+from app.store import STORE_ERRORS
+
+logger = logging.getLogger(__name__)
+
+#: Header of a dead letter naming its reason (also the document's ``reason``).
+REASON_HEADER = "noisyloop-reason"
+#: Seconds before a batch that met a store or broker failure is read again.
+RETRY_SECONDS = 1.0
+#: Longest wait for the dead letters of a batch to be written.
+FLUSH_SECONDS = 30.0
+
+
+class DeadLetterError(Exception):
+    """The dead-letter topic did not take a batch's dead letters (nothing is committed)."""
+
+
+#: Failures after which a batch is read again (nothing of it was committed).
+RETRIED: tuple[type[Exception], ...] = (*STORE_ERRORS, KafkaException, DeadLetterError)
+
+
+def record_lag(metrics: Metrics, stats: str | bytes) -> None:
+    """Set the lag gauge of each assigned partition from a librdkafka statistics document."""
+    doc = orjson.loads(stats)
+    for topic, info in (doc.get("topics") or {}).items():
+        for partition, p in (info.get("partitions") or {}).items():
+            lag = p.get("consumer_lag", -1)
+            if int(partition) >= 0 and lag >= 0:  # -1: the internal partition, lag unknown
+                metrics.kafka_lag.labels(topic, partition).set(lag)
+
+
+def dead_letter(message: Message, verdict: Verdict) -> dict[str, Any]:
+    """The dead-letter document of ``message``: why, where it was read, and the message."""
+    value = message.value() or b""
+    try:
+        original: Any = value.decode("utf-8")
+    except UnicodeDecodeError:
+        original = value.hex()
+    return {"reason": verdict.reason, "message": verdict.message, "field": verdict.field,
+            "topic": message.topic(), "partition": message.partition(),
+            "offset": message.offset(), "value": original}
+
+
+def next_offsets(messages: Sequence[Message]) -> list[TopicPartition]:
+    """The offset to commit per partition: one past the last message read from it."""
+    last: dict[tuple[str, int], int] = {}
+    for m in messages:
+        key = (m.topic() or "", m.partition() or 0)
+        last[key] = max(last.get(key, -1), m.offset() or 0)
+    return [TopicPartition(t, p, offset + 1) for (t, p), offset in last.items()]
+
+
+def first_offsets(messages: Sequence[Message]) -> list[TopicPartition]:
+    """Where to seek to read the batch again: its first offset per partition."""
+    first: dict[tuple[str, int], int] = {}
+    for m in messages:
+        key = (m.topic() or "", m.partition() or 0)
+        first.setdefault(key, m.offset() or 0)
+    return [TopicPartition(t, p, offset) for (t, p), offset in first.items()]
+
+
+class KafkaFeedbackConsumer:
+    """Feedback from a Kafka topic into the models, exactly once in effect (see the module).
+
+    Parameters
+    ----------
+    ctx:
+        What the API's handlers share (the store, the metrics).
+    settings:
+        Where to read, where dead letters go, which tenants are served.
+    """
+
+    def __init__(self, ctx: ApiContext, settings: KafkaSettings) -> None:
+        if settings.bootstrap is None:
+            raise ValueError("a Kafka consumer needs settings.bootstrap")
+        self.ctx = ctx
+        self.settings = settings
+        self.metrics = ctx.metrics
+        self._counts = {outcome: self.metrics.kafka_messages.labels(outcome)
+                        for outcome in ("accepted", "duplicate", "dead_lettered")}
+        self._failed: list[str] = []
+
+    def client_config(self) -> dict[str, Any]:
+        """The consumer's librdkafka properties (manual commits, reading from the start
+        of a new group's partitions, the lag statistics, then ``settings.config``)."""
+        s = self.settings
+        return {"bootstrap.servers": s.bootstrap, "group.id": s.group,
+                "client.id": f"noisyloop-{socket.gethostname()}",
+                "enable.auto.commit": False, "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "statistics.interval.ms": int(s.stats_seconds * 1000),
+                "stats_cb": lambda stats: record_lag(self.metrics, stats), **s.config}
+
+    def producer_config(self) -> dict[str, Any]:
+        """The dead-letter producer's librdkafka properties."""
+        return {"bootstrap.servers": self.settings.bootstrap, "linger.ms": 5,
+                **self.settings.config}
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until ``stop`` is set (then finish the batch at hand and leave the group)."""
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(1, thread_name_prefix="kafka") as pool:
+            consumer, producer = await loop.run_in_executor(pool, self._open)
+            logger.info("kafka: consuming %s (group %s, dead letters to %s)",
+                        self.settings.topic, self.settings.group, self.settings.dead_letters)
+            ahead = loop.run_in_executor(pool, self._read, consumer)
+            try:
+                while not stop.is_set():
+                    batch = [m for m in await ahead if self._is_data(m)]
+                    # the next batch is read while this one is accepted (never committed first)
+                    ahead = loop.run_in_executor(pool, self._read, consumer)
+                    if batch and not await self._handle(loop, pool, consumer, producer, batch):
+                        unread = [m for m in await ahead if self._is_data(m)]
+                        await self._rewind(loop, pool, consumer, batch + unread)
+                        ahead = loop.run_in_executor(pool, self._read, consumer)
+            finally:
+                with contextlib.suppress(KafkaException):  # read, not accepted: read again
+                    await ahead
+                await loop.run_in_executor(pool, producer.flush, FLUSH_SECONDS)
+                await loop.run_in_executor(pool, consumer.close)
+
+    def _open(self) -> tuple[Consumer, Producer]:
+        """The consumer, subscribed to the topic, and the dead-letter producer."""
+        consumer = Consumer(self.client_config(), logger=logger)
+        consumer.subscribe([self.settings.topic], on_revoke=self._forget_partitions)
+        return consumer, Producer(self.producer_config(), logger=logger)
+
+    def _read(self, consumer: Consumer) -> list[Message]:
+        """The next batch: the first message to come (``poll_seconds`` at most), with those
+        already fetched behind it, up to ``batch_size`` (never waiting for a batch to fill:
+        librdkafka's ``consume`` of n messages would wait its whole timeout for the n-th)."""
+        first = consumer.poll(self.settings.poll_seconds)
+        if first is None:
+            return []
+        more = self.settings.batch_size - 1
+        return [first, *consumer.consume(more, 0)] if more else [first]
+
+    @staticmethod
+    def _is_data(message: Message) -> bool:
+        error = message.error()
+        if error is None:
+            return True
+        if error.code() != KafkaError._PARTITION_EOF:
+            logger.warning("kafka: %s", error)
+        return False
+
+    def _forget_partitions(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Drop the lag series of partitions this member no longer reads."""
+        for tp in partitions:
+            with contextlib.suppress(KeyError):
+                self.metrics.kafka_lag.remove(tp.topic, str(tp.partition))
+
+    async def _handle(self, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor,
+                      consumer: Consumer, producer: Producer, batch: list[Message]) -> bool:
+        """Accept, dead-letter, commit one batch; False (nothing committed) on a failure."""
+        try:
+            verdicts = await accept_messages(self.ctx, [m.value() for m in batch],
+                                             self.settings.tenants)
+            bad = [(m, v) for m, v in zip(batch, verdicts, strict=True)
+                   if v.outcome == "dead_lettered"]
+            if bad:
+                await loop.run_in_executor(pool, self._dead_letter, producer, bad)
+            # asynchronous: librdkafka sends the commits in order, and one lost (a crash)
+            # only makes the next consumer read the batch again, refused as duplicates
+            await loop.run_in_executor(
+                pool, lambda: consumer.commit(offsets=next_offsets(batch), asynchronous=True))
+        except RETRIED as exc:
+            logger.warning("kafka: batch of %d messages not committed (%s); read again in "
+                           "%.1f s", len(batch), exc, RETRY_SECONDS)
+            return False
+        for outcome, n in Counter(v.outcome for v in verdicts).items():
+            self._counts[outcome].inc(n)
+        for reason, n in Counter(v.reason for _, v in bad).items():
+            self.metrics.kafka_dead_letters.labels(reason).inc(n)
+        return True
+
+    @staticmethod
+    async def _rewind(loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor,
+                      consumer: Consumer, messages: list[Message]) -> None:
+        """Seek back to the first of ``messages`` in each partition (one no longer assigned
+        is read again by its new owner, from the last commit) and wait before reading."""
+        for tp in first_offsets(messages):
+            with contextlib.suppress(KafkaException):
+                await loop.run_in_executor(pool, consumer.seek, tp)
+        await asyncio.sleep(RETRY_SECONDS)
+
+    def _dead_letter(self, producer: Producer, bad: list[tuple[Message, Verdict]]) -> None:
+        """Produce the dead letters and wait until the topic has them all."""
+        self._failed = []
+        for message, verdict in bad:
+            producer.produce(self.settings.dead_letters, key=message.key(),
+                             value=orjson.dumps(dead_letter(message, verdict)),
+                             headers=[(REASON_HEADER, verdict.reason.encode())],
+                             on_delivery=self._delivered)
+            producer.poll(0)
+        left = producer.flush(FLUSH_SECONDS)
+        if left or self._failed:
+            raise DeadLetterError(f"{left} dead letters not written, {len(self._failed)} "
+                                  f"refused ({'; '.join(self._failed[:3])})")
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self._failed.append(str(error))

