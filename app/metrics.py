@@ -103,10 +103,15 @@ class Metrics:
             "challenger_vs_champion", "A challenger's estimated value minus the champion's "
             "on the same events: estimate, ci_low, ci_high", (*_MODEL, "challenger", "stat"),
             namespace=ns, registry=r)
+        #: the metrics labelled by model (their first labels are ``tenant``, ``model``)
+        self._per_model: tuple[Counter | Gauge, ...] = (
+            self.predictions, self.feedback, self.events_applied, self.events_expired,
+            self.events_dead_lettered, self.trainer_lag, self.model_version, self.noise_rate,
+            self.debiased_reward, self.online_reward, self.calibrated_reward,
+            self.noise_interval_width, self.noise_insufficient_data, self.champion_value,
+            self.challenger_value, self.challenger_vs_champion)
         self._request_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._decision_series: dict[tuple[str, str], tuple[Counter, Gauge]] = {}
-        self._challengers: dict[tuple[str, ...], set[str]] = {}
-        """Challengers with interval series, by ``(tenant, model)``."""
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one answered HTTP request and its latency."""
@@ -130,32 +135,21 @@ class Metrics:
         series[1].set(version)
 
     def forget_model(self, tenant: str, model: str) -> None:
-        """Drop the series of a deleted model (keeps label sets bounded)."""
+        """Drop every series of a deleted model (keeps label sets bounded): each series of
+        the registry labelled with its tenant and model, whatever its other labels."""
         self._decision_series.pop((tenant, model), None)
-        for metric in (self.predictions, self.events_applied, self.events_expired,
-                       self.events_dead_lettered, self.trainer_lag, self.model_version,
-                       self.debiased_reward, self.online_reward, self.calibrated_reward,
-                       self.noise_insufficient_data):
-            with contextlib.suppress(KeyError):
-                metric.remove(tenant, model)
-        for outcome in ("accepted", "unknown_event", "duplicate_feedback", "invalid"):
-            with contextlib.suppress(KeyError):
-                self.feedback.remove(tenant, model, outcome)
-        for stat in INTERVAL_STATS:
-            with contextlib.suppress(KeyError):
-                self.champion_value.remove(tenant, model, stat)
-        for name in self._challengers.pop((tenant, model), set()):
-            self.forget_challenger(tenant, model, name)
-        for kind in ("rho0", "rho1"):
-            for gauge in (self.noise_rate, self.noise_interval_width):
+        for metric in self._per_model:
+            stale = {tuple(sample.labels.values()) for family in metric.collect()
+                     for sample in family.samples
+                     if sample.labels.get("tenant") == tenant
+                     and sample.labels.get("model") == model}
+            for values in stale:
                 with contextlib.suppress(KeyError):
-                    gauge.remove(tenant, model, kind)
+                    metric.remove(*values)
 
     def set_interval(self, gauge: Gauge, labels: tuple[str, ...], interval: Any) -> None:
         """Set the ``estimate``, ``ci_low`` and ``ci_high`` series of ``gauge`` from an
         interval (an object with those attributes; None values are not set)."""
-        if len(labels) == 3:  # a challenger's
-            self._challengers.setdefault(labels[:2], set()).add(labels[2])
         for stat in INTERVAL_STATS:
             value = getattr(interval, stat)
             if value is not None:
@@ -163,7 +157,6 @@ class Metrics:
 
     def forget_challenger(self, tenant: str, model: str, challenger: str) -> None:
         """Drop the series of a removed or promoted challenger."""
-        self._challengers.get((tenant, model), set()).discard(challenger)
         for gauge in (self.challenger_value, self.challenger_vs_champion):
             for stat in INTERVAL_STATS:
                 with contextlib.suppress(KeyError):
