@@ -74,8 +74,10 @@ class NoisyloopApp(FastAPI):
 
 
 def create_app(settings: Settings | None = None, *, background: Sequence[Background] = (),
-               metrics: Metrics | None = None) -> FastAPI:
-    """The noisyloop app; needs ``settings.redis_url``."""
+               metrics: Metrics | None = None,
+               health: Callable[[], str | None] | None = None) -> FastAPI:
+    """The noisyloop app; needs ``settings.redis_url``.  ``health``: what is wrong with a
+    store the process runs itself (``noisyloop serve``'s embedded one), for ``/healthz``."""
     settings = settings or Settings()
     if settings.redis_url is None:
         raise ValueError("create_app needs settings.redis_url (noisyloop serve starts an "
@@ -89,6 +91,8 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
                                connect_timeout=settings.redis_connect_timeout)
         learners = LearnerCache(store, settings.snapshot_cache_size)
         ctx = ApiContext(settings, store, metrics, learners, KeyCache())
+        if health is not None:
+            ctx.health = health
         app.state.ctx = ctx
         # Move every object of the start-up (modules, schemas, routes: millions) out of the
         # collector's reach: a full collection of them stalled every request in flight for

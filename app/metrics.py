@@ -103,6 +103,9 @@ class Metrics:
             "challenger_vs_champion", "A challenger's estimated value minus the champion's "
             "on the same events: estimate, ci_low, ci_high", (*_MODEL, "challenger", "stat"),
             namespace=ns, registry=r)
+        self.store_restarts = Counter(
+            "store_restarts", "Restarts of the embedded redis-server by noisyloop serve after "
+            "it exited", namespace=ns, registry=r)
         #: the metrics labelled by model (their first labels are ``tenant``, ``model``)
         self._per_model: tuple[Counter | Gauge, ...] = (
             self.predictions, self.feedback, self.events_applied, self.events_expired,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from app.api.cache import KeyCache, LearnerCache
 from app.metrics import Metrics
@@ -19,3 +20,5 @@ class ApiContext:
     metrics: Metrics
     cache: LearnerCache
     keys: KeyCache
+    health: Callable[[], str | None] = field(default=lambda: None)
+    """What is wrong with the process's own store (None: nothing; see ``/healthz``)."""

@@ -20,10 +20,18 @@ class StatusResponse(BaseModel):
     status: str
 
 
-@router.get("/healthz", response_model=StatusResponse)
-async def get_health() -> StatusResponse:
-    """200 while the process runs."""
-    return StatusResponse(status="ok")
+@router.get("/healthz", response_model=StatusResponse,
+            responses={503: {"model": ErrorResponse}})
+async def get_health(ctx: Context) -> OrjsonResponse:
+    """200 while the process runs; 503 ``store_down`` while the store it runs itself (the
+    embedded redis-server of ``noisyloop serve``) is down and being restarted.  An external
+    Redis does not count here (see ``/readyz``)."""
+    problem = ctx.health()
+    if problem is not None:
+        return OrjsonResponse(
+            {"error": {"code": "store_down", "message": problem, "field": None}},
+            status_code=503, headers={"Retry-After": str(ctx.settings.retry_after_seconds)})
+    return OrjsonResponse({"status": "ok"})
 
 
 @router.get("/readyz", response_model=StatusResponse,
