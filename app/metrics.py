@@ -6,6 +6,12 @@ feedback handlers, the trainer after a publish); learners never do.  A fresh
 Label sets are bounded: ``route`` is the route template, ``tenant``/``model``
 exist only for models that exist (their series are removed on delete).
 
+The series name every tenant, model and challenger, so they are served only
+to a caller with a credential (:func:`authorized`): the metrics token
+(``NOISYLOOP_METRICS_TOKEN``, what Prometheus is given) or the admin token,
+as ``Authorization: Bearer <token>``, on the API's ``/metrics`` and on a
+worker's metrics port alike.
+
 The per-request series are counted through :meth:`Metrics.observe_request`
 and :meth:`Metrics.count_decisions`, which look each labelled series up once
 and keep it: ``labels()`` costs about 2 us a call (a lock, the values checked
@@ -15,10 +21,21 @@ and joined into a key), four times what counting on the kept series costs.
 from __future__ import annotations
 
 import contextlib
+import hmac
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    make_wsgi_app,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, ThreadingWSGIServer
 
 NAMESPACE = "noisyloop"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -168,3 +185,39 @@ class Metrics:
     def render(self) -> bytes:
         """The registry in Prometheus text format."""
         return generate_latest(self.registry)
+
+
+def authorized(authorization: str | None, tokens: Iterable[str]) -> bool:
+    """Whether ``authorization`` is ``Bearer <t>`` for one of ``tokens`` (constant-time
+    compares; no token, no access)."""
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    matches = [hmac.compare_digest(given.strip().encode(), t.encode()) for t in tokens]
+    return any(matches)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access log line per scrape."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def start_metrics_server(registry: CollectorRegistry, port: int,
+                         tokens: Sequence[str]) -> WSGIServer:
+    """Serve ``registry`` on ``port`` (every address) from a thread, to callers with one of
+    ``tokens`` as a Bearer credential (:func:`authorized`); 401 to the others."""
+    metrics_app = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if authorized(environ.get("HTTP_AUTHORIZATION"), tokens):
+            return metrics_app(environ, start_response)  # type: ignore[no-any-return]
+        start_response("401 Unauthorized", [("Content-Type", "application/json"),
+                                             ("WWW-Authenticate", "Bearer")])
+        return [b'{"error": {"code": "invalid_metrics_token", "message": "the metrics need '
+                b'Authorization: Bearer <NOISYLOOP_METRICS_TOKEN>", "field": null}}']
+
+    server = make_server("", port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
+    return server

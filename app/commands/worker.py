@@ -2,7 +2,9 @@
 
     noisyloop worker [--roles trainer,nrest,sweeper] [--metrics-port 9100] [--check]
 
-Exports its Prometheus metrics on ``--metrics-port``, refreshes a heartbeat
+Exports its Prometheus metrics on ``--metrics-port`` (to a caller with the
+metrics token, ``NOISYLOOP_METRICS_TOKEN``, or the admin token as ``Authorization:
+Bearer``), refreshes a heartbeat
 key, and on SIGTERM/SIGINT finishes (or abandons, without losing) the batch
 at hand and gives its leases back.  ``--check`` exits 0 when the heartbeat
 of this worker id (default: the host name) is fresh, 1 otherwise: the
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     with redis_for(settings) as url:
         if args.check:
             return asyncio.run(_check(url, worker.worker_id))
-        return asyncio.run(_serve(url, worker, args.metrics_port))
+        return asyncio.run(_serve(url, worker, args.metrics_port, settings.metrics_tokens()))
 
 
 def invalid_settings(exc: ValidationError) -> str:
@@ -127,12 +129,13 @@ async def _check(url: str, worker_id: str) -> int:
     return 0 if info is not None else 1
 
 
-async def _serve(url: str, settings: WorkerSettings, metrics_port: int | None) -> int:
+async def _serve(url: str, settings: WorkerSettings, metrics_port: int | None,
+                 metrics_tokens: list[str]) -> int:
     from app.store import Store
     from workers.worker import Worker
 
     store = Store.from_url(url)
-    worker = Worker(store, settings, metrics_port=metrics_port)
+    worker = Worker(store, settings, metrics_port=metrics_port, metrics_tokens=metrics_tokens)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pytest
 
-from tests.api.conftest import TestClient, new_model
+from tests.api.conftest import ADMIN, TestClient, new_model
 
 
 def test_create_model_fills_defaults(client: TestClient, tenant: dict[str, str]) -> None:
@@ -137,7 +137,7 @@ def test_sync_timeout_504_without_trainer(idle_client: TestClient) -> None:
 
 
 def _model_series(client: TestClient, model_id: str) -> list[str]:
-    return [line for line in client.get("/metrics").text.splitlines()
+    return [line for line in client.get("/metrics", headers=ADMIN).text.splitlines()
             if f'model="{model_id}"' in line]
 
 
