@@ -32,7 +32,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from wsgiref.simple_server import WSGIServer
 
 from app.metrics import Metrics, start_metrics_server
-from app.processes import die_with_parent
+from app.processes import pool_child
 from app.store import STORE_ERRORS, Store
 from app.store.util import utc_now
 from workers import nrest, sweeper, trainer
@@ -86,7 +86,7 @@ class Worker:
             # (and the child dies with this process, even on SIGKILL)
             return ProcessPoolExecutor(max_workers=1,
                                        mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=die_with_parent)
+                                       initializer=pool_child)
         return ThreadPoolExecutor(max_workers=1, thread_name_prefix="nrest")
 
     async def start(self, stop: asyncio.Event | None = None) -> WorkerContext:
