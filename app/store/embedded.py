@@ -154,7 +154,8 @@ class EmbeddedRedis:
                                         preexec_fn=_private_child)
         deadline = time.monotonic() + timeout
         reported = time.monotonic()
-        with redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=2,
+        # a loading server answers between chunks of its file (every 2 MB): wait that long
+        with redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=timeout,
                          socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0)) as client:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
