@@ -8,7 +8,10 @@ with each exit or failed start in a row (back to the first delay once the
 server has run :data:`STABLE_SECONDS`).  Meanwhile :meth:`StoreSupervisor.health`
 says what is wrong, which ``/healthz`` answers with a 503.  The clients of
 the store reconnect by themselves once it answers again; what it had
-accepted is in its AOF.
+accepted is in its AOF.  A server restarted here is a child of the
+supervisor's thread, and Linux's parent-death signal follows the thread
+(:func:`~app.processes.die_with_parent`): it gets SIGTERM when that thread
+ends, which is when serve stops, just before the server is stopped anyway.
 """
 
 from __future__ import annotations

@@ -302,29 +302,28 @@ class ModelStore:
                 pipe.delete(mk.meta)
             await pipe.execute()
         pattern = found[0].pattern if len(found) == 1 else keys.tenant_model_keys_pattern(tenant)
-        for group in self._by_node(found):
+        for target, group in self._by_node(found):
             await self._unlink_matching(pattern, tuple(f"{mk.tag}:".encode() for mk in group),
-                                        group[0].meta)
+                                        target)
         for mk in found:  # keys written while the scan ran (SCAN returns those it saw)
             await self.redis.delete(*mk.fixed())
         return [mk.model for mk in found]
 
-    def _by_node(self, mks: list[ModelKeys]) -> list[list[ModelKeys]]:
-        """The models grouped by the node that holds their keys (one group on one Redis)."""
+    def _by_node(self, mks: list[ModelKeys]) -> list[tuple[dict[str, Any], list[ModelKeys]]]:
+        """The models grouped by the node that holds their keys, each group with the SCAN
+        arguments that target that node (one group and no argument on one Redis)."""
         if not isinstance(self.redis, RedisCluster):
-            return [mks]
-        groups: dict[str, list[ModelKeys]] = {}
+            return [({}, mks)]
+        groups: dict[str, tuple[dict[str, Any], list[ModelKeys]]] = {}
         for mk in mks:
-            groups.setdefault(self.redis.get_node_from_key(mk.meta).name, []).append(mk)
+            node = self.redis.get_node_from_key(mk.meta)
+            groups.setdefault(node.name, ({"target_nodes": node}, []))[1].append(mk)
         return list(groups.values())
 
     async def _unlink_matching(self, pattern: str, prefixes: tuple[bytes, ...],
-                               node_key: str) -> None:
-        """UNLINK every key that matches ``pattern`` and starts with one of ``prefixes``, on
-        the node that holds ``node_key`` (on a Redis Cluster)."""
-        target: dict[str, Any] = {}
-        if isinstance(self.redis, RedisCluster):
-            target["target_nodes"] = self.redis.get_node_from_key(node_key)
+                               target: dict[str, Any]) -> None:
+        """UNLINK every key that matches ``pattern`` and starts with one of ``prefixes``
+        (``target``: the SCAN arguments of a Cluster node)."""
         batch: list[bytes] = []
         async for key in self.redis.scan_iter(match=pattern, count=_SCAN_COUNT, **target):
             if key.startswith(prefixes):
