@@ -216,7 +216,7 @@ async def test_delete_removes_answered_contexts_on_every_shard(
     store = Store.from_url(redis_cluster.url)
     models = [f"d{i}" for i in range(6)]
     try:
-        for tenant in ("acme", "other"):
+        for tenant in ("gone", "kept"):
             await store.tenants.create(tenant)
             for model in models:
                 mk = ModelKeys(tenant, model)
@@ -225,14 +225,14 @@ async def test_delete_removes_answered_contexts_on_every_shard(
                                           0.0, 0.0)
                 await store.events.record_decisions(mk, [("e1", CTX), ("e2", CTX)], 60, 60)
                 await store.events.take_feedback(mk, "e1", CLICK)
-        slots = {key_slot(ModelKeys("acme", m).meta.encode()) for m in models}
+        slots = {key_slot(ModelKeys("gone", m).meta.encode()) for m in models}
         assert len(slots) > 1
-        assert await store.models.delete("acme", models[0]) is True
-        assert sorted(await store.models.delete_many("acme", models[1:])) == models[1:]
+        assert await store.models.delete("gone", models[0]) is True
+        assert sorted(await store.models.delete_many("gone", models[1:])) == models[1:]
         for port in redis_cluster.ports:
             with redis_cluster.node(port) as node:
-                assert [k for k in node.keys("*") if b"{acme:" in k] == []
+                assert [k for k in node.keys("*") if b"{gone:" in k] == []
         for model in models:
-            assert await store.redis.exists(ModelKeys("other", model).context("e1")) == 1
+            assert await store.redis.exists(ModelKeys("kept", model).context("e1")) == 1
     finally:
         await store.close()
