@@ -73,8 +73,10 @@ class NoisyloopApp(FastAPI):
 
 
 def create_app(settings: Settings | None = None, *, background: Sequence[Background] = (),
-               metrics: Metrics | None = None) -> FastAPI:
-    """The noisyloop app; needs ``settings.redis_url``."""
+               metrics: Metrics | None = None,
+               health: Callable[[], str | None] | None = None) -> FastAPI:
+    """The noisyloop app; needs ``settings.redis_url``.  ``health``: what is wrong with a
+    store the process runs itself (``noisyloop serve``'s embedded one), for ``/healthz``."""
     settings = settings or Settings()
     if settings.redis_url is None:
         raise ValueError("create_app needs settings.redis_url (noisyloop serve starts an "
@@ -86,7 +88,7 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
         assert settings.redis_url is not None
         store = Store.from_url(settings.redis_url, socket_timeout=settings.redis_socket_timeout,
                                connect_timeout=settings.redis_connect_timeout)
-        ctx = ApiContext.open(settings, store, metrics)
+        ctx = ApiContext.open(settings, store, metrics, health)
         app.state.ctx = ctx
         # Move every object of the start-up (modules, schemas, routes: millions) out of the
         # collector's reach: a full collection of them stalled every request in flight for

@@ -6,6 +6,12 @@ feedback handlers, the trainer after a publish); learners never do.  A fresh
 Label sets are bounded: ``route`` is the route template, ``tenant``/``model``
 exist only for models that exist (their series are removed on delete).
 
+The series name every tenant, model and challenger, so they are served only
+to a caller with a credential (:func:`authorized`): the metrics token
+(``NOISYLOOP_METRICS_TOKEN``, what Prometheus is given) or the admin token,
+as ``Authorization: Bearer <token>``, on the API's ``/metrics`` and on a
+worker's metrics port alike.
+
 The per-request series are counted through :meth:`Metrics.observe_request`
 and :meth:`Metrics.count_decisions`, which look each labelled series up once
 and keep it: ``labels()`` costs about 2 us a call (a lock, the values checked
@@ -15,10 +21,21 @@ and joined into a key), four times what counting on the kept series costs.
 from __future__ import annotations
 
 import contextlib
+import hmac
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    make_wsgi_app,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, ThreadingWSGIServer
 
 NAMESPACE = "noisyloop"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -115,10 +132,18 @@ class Metrics:
             "kafka_consumer_lag", "Feedback messages of a partition not yet read by this "
             "consumer group (high watermark minus committed offset)", ("topic", "partition"),
             namespace=ns, registry=r)
+        self.store_restarts = Counter(
+            "store_restarts", "Restarts of the embedded redis-server by noisyloop serve after "
+            "it exited", namespace=ns, registry=r)
+        #: the metrics labelled by model (their first labels are ``tenant``, ``model``)
+        self._per_model: tuple[Counter | Gauge, ...] = (
+            self.predictions, self.feedback, self.events_applied, self.events_expired,
+            self.events_dead_lettered, self.trainer_lag, self.model_version, self.noise_rate,
+            self.debiased_reward, self.online_reward, self.calibrated_reward,
+            self.noise_interval_width, self.noise_insufficient_data, self.champion_value,
+            self.challenger_value, self.challenger_vs_champion)
         self._request_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._decision_series: dict[tuple[str, str], tuple[Counter, Gauge]] = {}
-        self._challengers: dict[tuple[str, ...], set[str]] = {}
-        """Challengers with interval series, by ``(tenant, model)``."""
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one answered HTTP request and its latency."""
@@ -142,32 +167,21 @@ class Metrics:
         series[1].set(version)
 
     def forget_model(self, tenant: str, model: str) -> None:
-        """Drop the series of a deleted model (keeps label sets bounded)."""
+        """Drop every series of a deleted model (keeps label sets bounded): each series of
+        the registry labelled with its tenant and model, whatever its other labels."""
         self._decision_series.pop((tenant, model), None)
-        for metric in (self.predictions, self.events_applied, self.events_expired,
-                       self.events_dead_lettered, self.trainer_lag, self.model_version,
-                       self.debiased_reward, self.online_reward, self.calibrated_reward,
-                       self.noise_insufficient_data):
-            with contextlib.suppress(KeyError):
-                metric.remove(tenant, model)
-        for outcome in ("accepted", "unknown_event", "duplicate_feedback", "invalid"):
-            with contextlib.suppress(KeyError):
-                self.feedback.remove(tenant, model, outcome)
-        for stat in INTERVAL_STATS:
-            with contextlib.suppress(KeyError):
-                self.champion_value.remove(tenant, model, stat)
-        for name in self._challengers.pop((tenant, model), set()):
-            self.forget_challenger(tenant, model, name)
-        for kind in ("rho0", "rho1"):
-            for gauge in (self.noise_rate, self.noise_interval_width):
+        for metric in self._per_model:
+            stale = {tuple(sample.labels.values()) for family in metric.collect()
+                     for sample in family.samples
+                     if sample.labels.get("tenant") == tenant
+                     and sample.labels.get("model") == model}
+            for values in stale:
                 with contextlib.suppress(KeyError):
-                    gauge.remove(tenant, model, kind)
+                    metric.remove(*values)
 
     def set_interval(self, gauge: Gauge, labels: tuple[str, ...], interval: Any) -> None:
         """Set the ``estimate``, ``ci_low`` and ``ci_high`` series of ``gauge`` from an
         interval (an object with those attributes; None values are not set)."""
-        if len(labels) == 3:  # a challenger's
-            self._challengers.setdefault(labels[:2], set()).add(labels[2])
         for stat in INTERVAL_STATS:
             value = getattr(interval, stat)
             if value is not None:
@@ -175,7 +189,6 @@ class Metrics:
 
     def forget_challenger(self, tenant: str, model: str, challenger: str) -> None:
         """Drop the series of a removed or promoted challenger."""
-        self._challengers.get((tenant, model), set()).discard(challenger)
         for gauge in (self.challenger_value, self.challenger_vs_champion):
             for stat in INTERVAL_STATS:
                 with contextlib.suppress(KeyError):
@@ -184,3 +197,39 @@ class Metrics:
     def render(self) -> bytes:
         """The registry in Prometheus text format."""
         return generate_latest(self.registry)
+
+
+def authorized(authorization: str | None, tokens: Iterable[str]) -> bool:
+    """Whether ``authorization`` is ``Bearer <t>`` for one of ``tokens`` (constant-time
+    compares; no token, no access)."""
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    matches = [hmac.compare_digest(given.strip().encode(), t.encode()) for t in tokens]
+    return any(matches)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access log line per scrape."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def start_metrics_server(registry: CollectorRegistry, port: int,
+                         tokens: Sequence[str]) -> WSGIServer:
+    """Serve ``registry`` on ``port`` (every address) from a thread, to callers with one of
+    ``tokens`` as a Bearer credential (:func:`authorized`); 401 to the others."""
+    metrics_app = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if authorized(environ.get("HTTP_AUTHORIZATION"), tokens):
+            return metrics_app(environ, start_response)  # type: ignore[no-any-return]
+        start_response("401 Unauthorized", [("Content-Type", "application/json"),
+                                             ("WWW-Authenticate", "Bearer")])
+        return [b'{"error": {"code": "invalid_metrics_token", "message": "the metrics need '
+                b'Authorization: Bearer <NOISYLOOP_METRICS_TOKEN>", "field": null}}']
+
+    server = make_server("", port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
+    return server

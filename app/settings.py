@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = Field(
         default=None, description="Bearer token of the /v1/admin routes; None disables them "
                                   "(`serve` generates one in data_dir on first start).")
+    metrics_token: SecretStr | None = Field(
+        default=None, description="Bearer token of /metrics (and of a worker's metrics port), "
+                                  "for Prometheus; the admin token is accepted too. None: only "
+                                  "the admin token (the series name every tenant and model).")
     host: str = Field(default="127.0.0.1", description="Address the HTTP server binds.")
     port: int = Field(default=8000, ge=0, le=65535, description="HTTP port.")
 
@@ -82,12 +86,17 @@ class Settings(BaseSettings):
                                    "each request, once an OpenTelemetry SDK is set up in the "
                                    "process; off, no request pays for looking (about 7 us).")
 
-    @field_validator("admin_token")
+    @field_validator("admin_token", "metrics_token")
     @classmethod
-    def _strong_admin_token(cls, v: SecretStr | None) -> SecretStr | None:
+    def _strong_token(cls, v: SecretStr | None) -> SecretStr | None:
         if v is not None and len(v.get_secret_value()) < MIN_ADMIN_TOKEN_CHARS:
-            raise ValueError(f"admin token must have at least {MIN_ADMIN_TOKEN_CHARS} characters")
+            raise ValueError(f"a token must have at least {MIN_ADMIN_TOKEN_CHARS} characters")
         return v
+
+    def metrics_tokens(self) -> list[str]:
+        """The tokens that may read the metrics: the metrics token and the admin token."""
+        return [t.get_secret_value() for t in (self.metrics_token, self.admin_token)
+                if t is not None]
 
     @field_validator("redis_url")
     @classmethod

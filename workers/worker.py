@@ -27,12 +27,12 @@ import logging
 import multiprocessing
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from typing import Any
+from wsgiref.simple_server import WSGIServer
 
-from app.metrics import Metrics
-from app.processes import die_with_parent
+from app.metrics import Metrics, start_metrics_server
+from app.processes import pool_child
 from app.store import STORE_ERRORS, Store
 from app.store.util import utc_now
 from workers import nrest, sweeper, trainer
@@ -65,16 +65,20 @@ class Worker:
         Metrics container (``serve`` passes the API's; default a fresh one).
     metrics_port:
         Serve the metrics over HTTP on this port (None: do not).
+    metrics_tokens:
+        The Bearer tokens that may read them there (none: nobody).
     """
 
     def __init__(self, store: Store, settings: WorkerSettings | None = None, *,
-                 metrics: Metrics | None = None, metrics_port: int | None = None) -> None:
+                 metrics: Metrics | None = None, metrics_port: int | None = None,
+                 metrics_tokens: Sequence[str] = ()) -> None:
         self.config = settings if settings is not None else WorkerSettings()
         self.store = store
         self.metrics = metrics or Metrics()
         self.metrics_port = metrics_port
+        self.metrics_tokens = list(metrics_tokens)
         self.ctx: WorkerContext | None = None
-        self._http: Any = None
+        self._http: WSGIServer | None = None
 
     def _executor(self) -> Executor:
         if not self.config.nrest_threads and "nrest" in self.config.roles:
@@ -82,7 +86,7 @@ class Worker:
             # (and the child dies with this process, even on SIGKILL)
             return ProcessPoolExecutor(max_workers=1,
                                        mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=die_with_parent)
+                                       initializer=pool_child)
         return ThreadPoolExecutor(max_workers=1, thread_name_prefix="nrest")
 
     async def start(self, stop: asyncio.Event | None = None) -> WorkerContext:
@@ -90,9 +94,8 @@ class Worker:
         self.ctx = WorkerContext(self.config, self.store, self.metrics, self._executor(),
                                  stop or asyncio.Event())
         if self.metrics_port is not None:
-            from prometheus_client import start_http_server
-
-            self._http = start_http_server(self.metrics_port, registry=self.metrics.registry)
+            self._http = start_metrics_server(self.metrics.registry, self.metrics_port,
+                                              self.metrics_tokens)
             logger.info("worker %s: metrics on port %d", self.config.worker_id,
                         self.bound_metrics_port or self.metrics_port)
         await self._beat()
@@ -102,10 +105,7 @@ class Worker:
     @property
     def bound_metrics_port(self) -> int | None:
         """The port the metrics endpoint listens on (useful with ``metrics_port=0``)."""
-        if self._http is None:
-            return None
-        server = self._http[0] if isinstance(self._http, tuple) else self._http
-        return int(server.server_port)
+        return None if self._http is None else int(self._http.server_port)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run every role until ``stop`` is set, then shut down cleanly."""
@@ -147,8 +147,8 @@ class Worker:
                            self.config.worker_id, exc, self.config.lease_ttl)
         ctx.executor.shutdown(wait=False, cancel_futures=True)
         if self._http is not None:
-            server = self._http[0] if isinstance(self._http, tuple) else self._http
-            server.shutdown()
+            self._http.shutdown()
+            self._http.server_close()
             self._http = None
         logger.info("worker %s: stopped", self.config.worker_id)
 

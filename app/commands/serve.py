@@ -62,8 +62,10 @@ def run(args: argparse.Namespace) -> int:
     from app.api.context import ApiContext
     from app.logs import configure_logging
     from app.main import create_app
+    from app.metrics import Metrics
     from app.server.kafka import kafka_roles
     from app.server.options import uvicorn_options
+    from app.server.supervisor import StoreSupervisor
     from workers.worker import Worker
 
     settings = settings_from_args(args)
@@ -82,11 +84,14 @@ def run(args: argparse.Namespace) -> int:
     async def workers(ctx: ApiContext, stop: asyncio.Event) -> None:
         await Worker(ctx.store, worker_settings, metrics=ctx.metrics).run(stop)
 
-    with redis_for(settings, publish_url=True) as url:
+    metrics = Metrics()
+    supervisor = StoreSupervisor(metrics)
+    with redis_for(settings, publish_url=True, supervisor=supervisor) as url:
         settings = settings.model_copy(update={"redis_url": url})
         if new_token is not None:
             print(first_start_banner(new_token, settings.host, settings.port), flush=True)
-        app = create_app(settings, background=[workers, *kafka_roles(kafka)])
+        app = create_app(settings, background=[workers, *kafka_roles(kafka)], metrics=metrics,
+                         health=supervisor.health)
         # uvicorn re-raises SIGTERM after its graceful shutdown; a no-op handler lets us
         # return normally, so the embedded Redis is stopped (with its AOF flushed)
         signal.signal(signal.SIGTERM, lambda signum, frame: None)

@@ -2,7 +2,9 @@
 
     noisyloop worker [--roles trainer,nrest,sweeper] [--metrics-port 9100] [--check]
 
-Exports its Prometheus metrics on ``--metrics-port``, refreshes a heartbeat
+Exports its Prometheus metrics on ``--metrics-port`` (to a caller with the
+metrics token, ``NOISYLOOP_METRICS_TOKEN``, or the admin token as ``Authorization:
+Bearer``), refreshes a heartbeat
 key, and on SIGTERM/SIGINT finishes (or abandons, without losing) the batch
 at hand and gives its leases back.  ``--check`` exits 0 when the heartbeat
 of this worker id (default: the host name) is fresh, 1 otherwise: the
@@ -160,7 +162,8 @@ async def _serve(url: str, settings: WorkerSettings, metrics_port: int | None,
 
     store = Store.from_url(url)
     metrics = Metrics()
-    worker = Worker(store, settings, metrics=metrics, metrics_port=metrics_port)
+    worker = Worker(store, settings, metrics=metrics, metrics_port=metrics_port,
+                    metrics_tokens=app_settings.metrics_tokens())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from app.server.supervisor import StoreSupervisor
     from app.settings import Settings
 
 ADMIN_TOKEN_FILE = "admin_token"
@@ -68,11 +69,13 @@ def _answers(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def redis_for(settings: Settings, *, publish_url: bool = False) -> Iterator[str]:
+def redis_for(settings: Settings, *, publish_url: bool = False,
+              supervisor: StoreSupervisor | None = None) -> Iterator[str]:
     """The Redis URL to use: the configured one, the running embedded one, or a new one.
 
     A new embedded server is stopped on exit; with ``publish_url`` its URL is
-    written to ``data_dir/redis.url`` while it runs.
+    written to ``data_dir/redis.url`` while it runs; with a ``supervisor`` it is
+    restarted whenever it exits meanwhile.
     """
     from app.store.embedded import EmbeddedRedis, make_private
 
@@ -94,7 +97,8 @@ def redis_for(settings: Settings, *, publish_url: bool = False) -> Iterator[str]
             url_file.write_text(server.url + "\n", "utf-8")
             url_file.chmod(0o600)
         try:
-            yield server.url
+            with supervisor.watching(server) if supervisor else contextlib.nullcontext():
+                yield server.url
         finally:
             if publish_url:
                 url_file.unlink(missing_ok=True)

@@ -87,6 +87,12 @@ def worker_heartbeat(worker_id: str) -> str:
     return f"{PREFIX}:{{workers}}:{worker_id}"
 
 
+def tenant_model_keys_pattern(tenant: str) -> str:
+    """SCAN pattern of the keys of every model of ``tenant`` (tenant ids hold no ``:``, so
+    no other tenant's model keys match; filter by :attr:`ModelKeys.tag` for the models)."""
+    return f"{PREFIX}:{{{tenant}:*"
+
+
 def model_ref(tenant: str, model: str) -> str:
     """The ``"tenant/model"`` member used in :data:`ALL_MODELS` and job ids."""
     return f"{tenant}{MODEL_SEP}{model}"
@@ -257,6 +263,12 @@ class ModelKeys:
     def version_states(self) -> str:
         """Hash: ``s:V`` the codec state and ``c:V`` the config JSON of each kept version V."""
         return f"{self.tag}:vstates"
+
+    @property
+    def pattern(self) -> str:
+        """SCAN pattern of every key of the model, the per-event and per-job ones included
+        (ids hold no glob character)."""
+        return f"{self.tag}:*"
 
     def fixed(self) -> list[str]:
         """Every key of the model except the per-event and per-job ones."""

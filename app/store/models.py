@@ -10,13 +10,14 @@ with its consumer group (one Lua step).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import orjson
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
 from app.store import codec, keys
 from app.store.client import Scripts, lua_source
@@ -32,8 +33,10 @@ from app.store.util import parse_stream_id, text, utc_now
 APPRENTICE_COUNTERS = ("apprentice_decisions", "apprentice_agreed", "apprentice_events",
                        "apprentice_reward_sum", "apprentice_agreed_events",
                        "apprentice_agreed_reward_sum")
-#: Pending contexts deleted per round trip when a model is removed.
+#: Keys unlinked per round trip when a model is removed.
 _DELETE_CHUNK = 1000
+#: Keys a SCAN call looks at when a model's keys are searched for.
+_SCAN_COUNT = 2000
 #: Reads and compared writes :meth:`ModelStore.update_config` tries before giving up.
 CONFIG_ATTEMPTS = 5
 
@@ -296,28 +299,62 @@ class ModelStore:
         return sorted(keys.split_model_ref(text(r) or "") for r in refs)
 
     async def delete(self, tenant: str, model_id: str) -> bool:
-        """Remove the model: config, snapshot, pending and deferred contexts, stream,
-        buffers."""
-        mk = ModelKeys(tenant, model_id)
-        if not await self.redis.exists(mk.meta):
-            return False
+        """Remove the model (see :meth:`delete_many`); False when there is none."""
+        return bool(await self.delete_many(tenant, [model_id]))
+
+    async def delete_many(self, tenant: str, model_ids: Sequence[str]) -> list[str]:
+        """Remove models of ``tenant``: every key with the model's hash tag (config,
+        snapshot, stream, buffers, and the per-event and per-job keys: contexts, the
+        tombstones of answered decisions until their expiry, partial feedback, jobs).
+        Returns the ids that existed.
+
+        The per-event keys are found by SCAN (no index is kept on the hot path): one pass
+        over the keyspace for all the models, on a Redis Cluster over the node of each
+        model's slot only.
+        """
+        mks = [ModelKeys(tenant, m) for m in model_ids]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for mk in mks:
+                pipe.exists(mk.meta)
+            found = [mk for mk, n in zip(mks, await pipe.execute(), strict=True) if n]
+        if not found:
+            return []
         # unregister first, so that no background role picks the model up again
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.srem(keys.tenant_models(tenant), model_id)
-            pipe.srem(keys.ALL_MODELS, keys.model_ref(tenant, model_id))
-            pipe.delete(mk.meta)
+            for mk in found:
+                pipe.srem(keys.tenant_models(tenant), mk.model)
+                pipe.srem(keys.ALL_MODELS, keys.model_ref(tenant, mk.model))
+                pipe.delete(mk.meta)
             await pipe.execute()
-        for index in (mk.pending, mk.deferred):
-            while True:
-                ids: Any = await self.redis.zrange(index, 0, _DELETE_CHUNK - 1)
-                if not ids:
-                    break
-                events = [text(i) or "" for i in ids]
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    pipe.delete(*(mk.context(e) for e in events),
-                                *(mk.partial(e) for e in events),
-                                *(mk.apprentice(e) for e in events))
-                    pipe.zrem(index, *ids)
-                    await pipe.execute()
-        await self.redis.delete(*mk.fixed())
-        return True
+        pattern = found[0].pattern if len(found) == 1 else keys.tenant_model_keys_pattern(tenant)
+        for target, group in self._by_node(found):
+            await self._unlink_matching(pattern, tuple(f"{mk.tag}:".encode() for mk in group),
+                                        target)
+        for mk in found:  # keys written while the scan ran (SCAN returns those it saw)
+            await self.redis.delete(*mk.fixed())
+        return [mk.model for mk in found]
+
+    def _by_node(self, mks: list[ModelKeys]) -> list[tuple[dict[str, Any], list[ModelKeys]]]:
+        """The models grouped by the node that holds their keys, each group with the SCAN
+        arguments that target that node (one group and no argument on one Redis)."""
+        if not isinstance(self.redis, RedisCluster):
+            return [({}, mks)]
+        groups: dict[str, tuple[dict[str, Any], list[ModelKeys]]] = {}
+        for mk in mks:
+            node = self.redis.get_node_from_key(mk.meta)
+            groups.setdefault(node.name, ({"target_nodes": node}, []))[1].append(mk)
+        return list(groups.values())
+
+    async def _unlink_matching(self, pattern: str, prefixes: tuple[bytes, ...],
+                               target: dict[str, Any]) -> None:
+        """UNLINK every key that matches ``pattern`` and starts with one of ``prefixes``
+        (``target``: the SCAN arguments of a Cluster node)."""
+        batch: list[bytes] = []
+        async for key in self.redis.scan_iter(match=pattern, count=_SCAN_COUNT, **target):
+            if key.startswith(prefixes):
+                batch.append(key)
+            if len(batch) >= _DELETE_CHUNK:
+                await self.redis.unlink(*batch)
+                batch = []
+        if batch:
+            await self.redis.unlink(*batch)

@@ -12,7 +12,7 @@ from tests.api.conftest import ADMIN, TestClient
 
 def paths(client: TestClient, kind: str) -> dict[str, float]:
     """``noisyloop_{kind}_requests_total`` by path (``kind``: predict or rank)."""
-    text = client.get("/metrics").text
+    text = client.get("/metrics", headers=ADMIN).text
     return {m[1]: float(m[2]) for m in re.finditer(
         rf'noisyloop_{kind}_requests_total\{{path="(\w+)"\}} (\S+)', text)}
 

@@ -15,7 +15,7 @@ import redis
 from app.learners.ridge import LinUCBDiag, SquareCBDiag
 from app.store import codec
 from app.store.keys import ModelKeys
-from tests.api.conftest import TestClient, make_client, new_model, new_tenant
+from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
 
 N_FEATURES, N_CLASSES = 4, 3
 #: The champion plays almost uniformly at random (a deliberately poor policy, value ~1/3).
@@ -75,7 +75,7 @@ def test_a_better_challenger_is_estimated_better_then_promoted(
     for shown in (champion["value"], good["value"], good["ips"], good["vs_champion"]):
         assert all(round(v, 6) == v for v in shown.values()), shown
         assert shown["ci_low"] <= shown["estimate"] <= shown["ci_high"], shown
-    metrics = client.get("/metrics").text
+    metrics = client.get("/metrics", headers=ADMIN).text
     assert ('noisyloop_challenger_value{challenger="good",model="m1",stat="estimate",'
             'tenant="acme"}') in metrics
     assert 'noisyloop_champion_value{model="m1",stat="ci_low",tenant="acme"}' in metrics
@@ -186,9 +186,9 @@ def test_a_failing_challenger_is_marked_and_skipped(client: TestClient, tenant: 
     assert client.get("/v1/models/m1", headers=tenant).json()["algorithm"] == "rcnbf"
     stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
     assert stats["events_applied"] == 1000 and stats["events_dead_lettered"] == 0
-    assert 'challenger="ok"' in client.get("/metrics").text
+    assert 'challenger="ok"' in client.get("/metrics", headers=ADMIN).text
     assert client.delete("/v1/models/m1", headers=tenant).status_code == 204
-    assert 'challenger="ok"' not in client.get("/metrics").text
+    assert 'challenger="ok"' not in client.get("/metrics", headers=ADMIN).text
 
 
 def test_challengers_survive_a_restart(redis_url: str) -> None:

@@ -14,7 +14,7 @@ from app.learners.base import stack_events
 from app.learners.build import build_learner
 from app.store import ModelKeys, Store, codec
 from app.store.delivery import DeliveryStore
-from tests.api.conftest import TestClient, new_model, post_feedback
+from tests.api.conftest import ADMIN, TestClient, new_model, post_feedback
 
 FEATURES = [1.0, 0.5, -0.5, 0.25]
 
@@ -27,7 +27,7 @@ def stats(client: TestClient, auth: dict[str, str]) -> dict[str, object]:
 def metric(client: TestClient) -> float:
     """``noisyloop_events_dead_lettered_total`` of acme/m1 (0 when not exported yet)."""
     found = re.search(r'^noisyloop_events_dead_lettered_total\{model="m1",tenant="acme"\} (\S+)$',
-                      client.get("/metrics").text, re.MULTILINE)
+                      client.get("/metrics", headers=ADMIN).text, re.MULTILINE)
     return float(found.group(1)) if found else 0.0
 
 

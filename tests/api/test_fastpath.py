@@ -17,7 +17,7 @@ import redis
 from app.server.fastpath import single_predict_body
 from app.store.keys import ModelKeys
 from tests.api import fastpaths
-from tests.api.conftest import TestClient, make_client, new_model, new_tenant
+from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
 
 X = [1.0, 0.0, 0.5, 0]
 PREDICT = "/v1/models/m1/predict"
@@ -62,7 +62,7 @@ def test_second_predict_takes_one_round_trip(idle_client: TestClient, redis_url:
     assert fb.status_code == 202
     # counted under the route template, like the regular path
     assert 'route="/v1/models/{model_id}/predict",status="200"} 2.0' in \
-        idle_client.get("/metrics").text
+        idle_client.get("/metrics", headers=ADMIN).text
 
 
 def test_explore_false_counts_without_logging(idle_client: TestClient, redis_url: str,

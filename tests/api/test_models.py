@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pytest
 
-from tests.api.conftest import TestClient, new_model
+from tests.api.conftest import ADMIN, TestClient, new_model
 
 
 def test_create_model_fills_defaults(client: TestClient, tenant: dict[str, str]) -> None:
@@ -160,3 +160,47 @@ def test_stats_count_what_awaits_feedback_and_what_awaits_the_trainer_now(
         (listed,) = client.get("/v1/models", headers=auth).json()["models"]
     assert listed["stats"]["events_applied"] == 6
     assert (listed["stats"]["awaiting_feedback"], listed["stats"]["backlog"]) == (4, 0)
+
+
+def _model_series(client: TestClient, model_id: str) -> list[str]:
+    return [line for line in client.get("/metrics", headers=ADMIN).text.splitlines()
+            if f'model="{model_id}"' in line]
+
+
+def _model_keys(redis_url: str, model_id: str) -> list[bytes]:
+    import redis
+
+    with redis.Redis.from_url(redis_url) as r:
+        return [k for k in r.keys("*") if f":{model_id}}}".encode() in k]
+
+
+@pytest.mark.parametrize("route", ["model", "tenant"])
+def test_delete_removes_answered_contexts_and_open_feedback_series(
+        client: TestClient, tenant: dict[str, str], redis_url: str, route: str) -> None:
+    """A delete leaves no key of the model (answered decisions' context tombstones included)
+    and no metric series of it (the open-feedback outcome included)."""
+    from tests.api.conftest import ADMIN, post_feedback, predict_all
+
+    new_model(client, tenant)
+    client.post("/v1/models", headers=tenant, json={
+        "model_id": "reg", "task": "regression", "algorithm": "ors", "n_features": 3,
+        "seed": 0, "label_budget": {"budget": 2.0, "strategy": "const"}})
+    X = np.eye(4)[[0, 1, 2, 3, 0, 1]]
+    answered = predict_all(client, tenant, X)
+    events = [{"event_id": p["event_id"], "click": True} for p in answered]
+    assert post_feedback(client, tenant, {"events": events}).json()["accepted"] == 6
+    opened = predict_all(client, tenant, np.ones((4, 3)), model="reg")
+    doc = post_feedback(client, tenant, {"events": [
+        {"event_id": p["event_id"], "values": [0.5]} for p in opened]}, model="reg").json()
+    assert doc["accepted"] == 4 and doc["open"]
+    assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
+    assert len([k for k in _model_keys(redis_url, "m1") if b":ctx:" in k]) == 6
+    assert any('outcome="open"' in line for line in _model_series(client, "reg"))
+    for model_id in ("m1", "reg"):
+        if route == "model":
+            assert client.delete(f"/v1/models/{model_id}", headers=tenant).status_code == 204
+    if route == "tenant":
+        assert client.delete("/v1/admin/tenants/acme", headers=ADMIN).status_code == 204
+    for model_id in ("m1", "reg"):
+        assert _model_keys(redis_url, model_id) == []
+        assert _model_series(client, model_id) == []

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import time
 
+from app.main import create_app
+from app.settings import Settings
 from app.store.embedded import EmbeddedRedis
-from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
+from tests.api.conftest import (
+    ADMIN,
+    ADMIN_TOKEN,
+    TestClient,
+    make_client,
+    new_model,
+    new_tenant,
+)
 
 METRIC_SERIES = ("http_requests_total", "http_request_duration_seconds", "predictions_total",
                  "feedback_total", "events_applied_total", "trainer_lag_seconds",
@@ -23,11 +32,37 @@ def test_health_ready_metrics(client: TestClient, tenant: dict[str, str]) -> Non
     client.put("/v1/models/m1/noise", json={"rho0": 0.1, "rho1": 0.2}, headers=tenant)
     client.post("/v1/models/m1/sync", headers=tenant)
     client.get("/v1/models/m1", headers=tenant)
-    text = client.get("/metrics").text
+    text = client.get("/metrics", headers=ADMIN).text
     for series in METRIC_SERIES:
         assert f"noisyloop_{series}" in text, series
     assert 'noisyloop_predictions_total{model="m1",tenant="acme"} 1.0' in text
     assert 'route="/v1/models/{model_id}/predict"' in text
+
+
+METRICS_TOKEN = "prometheus-scrape-token-0123456789"
+
+
+def test_metrics_name_no_tenant_or_model_without_the_metrics_credential(
+        redis_url: str) -> None:
+    """/metrics answers the metrics token or the admin token; without one (no header, a
+    tenant's API key, a wrong token) a 401 that names nothing."""
+    with make_client(redis_url, trainer=False, metrics_token=METRICS_TOKEN) as client:
+        tenant = new_tenant(client)
+        new_model(client, tenant)
+        assert client.post("/v1/models/m1/predict", json={"features": [1, 0, 0, 0]},
+                           headers=tenant).status_code == 200
+        for headers in ({}, tenant, {"Authorization": f"Bearer {METRICS_TOKEN}x"},
+                        {"Authorization": f"Basic {METRICS_TOKEN}"}):
+            r = client.get("/metrics", headers=headers)
+            assert r.status_code == 401, headers
+            assert r.json()["error"]["code"] == "invalid_metrics_token"
+            assert "acme" not in r.text and "m1" not in r.text
+        for token in (METRICS_TOKEN, ADMIN_TOKEN):
+            r = client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+            assert r.status_code == 200
+            assert 'noisyloop_predictions_total{model="m1",tenant="acme"} 1.0' in r.text
+    with TestClient(create_app(Settings(redis_url=redis_url))) as client:
+        assert client.get("/metrics").status_code == 401  # no token configured: nobody
 
 
 def test_a_deleted_models_series_go_and_its_successor_counts_afresh(
@@ -39,11 +74,11 @@ def test_a_deleted_models_series_go_and_its_successor_counts_afresh(
         for _ in range(3):
             assert client.post("/v1/models/m1/predict", json={"features": [1, 0, 0, 0]},
                                headers=tenant).status_code == 200
-        text = client.get("/metrics").text
+        text = client.get("/metrics", headers=ADMIN).text
         assert 'noisyloop_predictions_total{model="m1",tenant="acme"} 3.0' in text
         assert 'noisyloop_model_version{model="m1",tenant="acme"} 1.0' in text
         assert client.delete("/v1/models/m1", headers=tenant).status_code == 204
-        assert 'model="m1"' not in client.get("/metrics").text
+        assert 'model="m1"' not in client.get("/metrics", headers=ADMIN).text
 
 
 def test_noise_get_put(client: TestClient, tenant: dict[str, str]) -> None:

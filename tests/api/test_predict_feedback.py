@@ -154,3 +154,32 @@ def test_feedback_batch_accepts_and_rejects_each(client: TestClient,
     assert body["rejected"][2]["error"]["field"] == "events[3].label"
     r = client.post("/v1/models/m1/sync", headers=tenant)
     assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == 2
+
+
+def _context_bytes(redis_url: str) -> int:
+    import redis
+
+    with redis.Redis.from_url(redis_url) as r:
+        return sum(int(r.memory_usage(k) or 0) for k in r.scan_iter(match="*:ctx:*"))
+
+
+def test_sparse_instances_on_a_wide_model_stay_small_in_redis(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    """The issue's example: 100 sparse instances (3 non-zeros each) of a 100,000-feature
+    model were logged dense, 80 MB of contexts; kept sparse they take 26 KB, and the
+    trainer applies them as before."""
+    r = client.post("/v1/models", headers=tenant, json={
+        "model_id": "wide", "task": "label", "algorithm": "rcnbf", "n_features": 100_000,
+        "n_classes": 3, "seed": 0})
+    assert r.status_code == 201, r.text
+    instances = [{"indices": [i, 1000 + i, 99_000 + i], "values": [1.0, 0.5, 2.0]}
+                 for i in range(100)]
+    preds = _predict(client, tenant, {"instances": instances}, model="wide").json()["predictions"]
+    stored = _context_bytes(redis_url)
+    assert stored < 100 * 2_000, stored  # dense: 100 x 800 KB
+    events = [{"event_id": p["event_id"], "click": i % 2 == 0} for i, p in enumerate(preds)]
+    assert client.post("/v1/models/wide/feedback", json={"events": events},
+                       headers=tenant).json()["accepted"] == 100
+    assert client.post("/v1/models/wide/sync", headers=tenant).status_code == 200
+    stats = client.get("/v1/models/wide", headers=tenant).json()["stats"]
+    assert stats["events_applied"] == 100 and stats["events_dead_lettered"] == 0

@@ -18,7 +18,7 @@ import redis
 from app.server.rankbody import plain_rank_body
 from app.store.keys import ModelKeys
 from tests.api import fastpaths
-from tests.api.conftest import TestClient, make_client, new_model, new_tenant
+from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
 from tests.api.test_rank import candidates, new_ranker
 
 RANK = "/v1/models/feed/rank"
@@ -68,7 +68,7 @@ def test_second_rank_takes_one_round_trip(idle_client: TestClient, redis_url: st
                           headers=tenant)
     assert fb.status_code == 202, fb.text
     assert 'route="/v1/models/{model_id}/rank",status="200"} 2.0' in \
-        idle_client.get("/metrics").text
+        idle_client.get("/metrics", headers=ADMIN).text
 
 
 def test_batch_takes_one_round_trip_with_the_regular_answer_shape(

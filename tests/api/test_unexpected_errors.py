@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 from app.api import decisions
 from app.main import create_app
 from app.settings import Settings
-from tests.api.conftest import ADMIN_TOKEN, new_model, new_tenant
+from tests.api.conftest import ADMIN, ADMIN_TOKEN, new_model, new_tenant
 
 PREDICT = "/v1/models/m1/predict"
 
@@ -25,7 +25,7 @@ def _boom(*args: Any, **kwargs: Any) -> NoReturn:
 def server_errors(client: TestClient) -> float:
     """``http_requests_total`` of the predict route with status 500."""
     found = re.search(r'http_requests_total\{method="POST",route="/v1/models/\{model_id\}/predict"'
-                      r',status="500"\} (\S+)', client.get("/metrics").text)
+                      r',status="500"\} (\S+)', client.get("/metrics", headers=ADMIN).text)
     return float(found.group(1)) if found else 0.0
 
 

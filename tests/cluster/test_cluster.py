@@ -204,3 +204,35 @@ def test_model_keys_all_on_one_slot_and_registries_on_their_own(tenant: str, mod
     registry = [keys.TENANT_INDEX, keys.ALL_MODELS, keys.tenant_models(tenant),
                 keys.tenant_keys(tenant)]
     assert len({key_slot(k.encode()) for k in registry}) == 1
+
+
+async def test_delete_removes_answered_contexts_on_every_shard(
+        redis_cluster: LocalCluster) -> None:
+    """Deleting models whose keys live on different shards leaves none of their keys, the
+    context tombstones of answered decisions included, and no other tenant's key."""
+    from app.store import Store
+    from tests.store.test_events import CLICK, CONFIG, CTX
+
+    store = Store.from_url(redis_cluster.url)
+    models = [f"d{i}" for i in range(6)]
+    try:
+        for tenant in ("gone", "kept"):
+            await store.tenants.create(tenant)
+            for model in models:
+                mk = ModelKeys(tenant, model)
+                await store.models.create(tenant, {**CONFIG, "model_id": model},
+                                          {"W_": np.zeros((3, 2)), "noise_rates_": np.zeros(2)},
+                                          0.0, 0.0)
+                await store.events.record_decisions(mk, [("e1", CTX), ("e2", CTX)], 60, 60)
+                await store.events.take_feedback(mk, "e1", CLICK)
+        slots = {key_slot(ModelKeys("gone", m).meta.encode()) for m in models}
+        assert len(slots) > 1
+        assert await store.models.delete("gone", models[0]) is True
+        assert sorted(await store.models.delete_many("gone", models[1:])) == models[1:]
+        for port in redis_cluster.ports:
+            with redis_cluster.node(port) as node:
+                assert [k for k in node.keys("*") if b"{gone:" in k] == []
+        for model in models:
+            assert await store.redis.exists(ModelKeys("kept", model).context("e1")) == 1
+    finally:
+        await store.close()

@@ -97,3 +97,104 @@ def test_serve_restart_keeps_tenants_models_and_weights(tmp_path: Path) -> None:
     finally:
         out = _stop(proc)
     assert token not in out  # not printed again
+
+
+def _redis_pid(data_dir: Path) -> int:
+    import redis
+
+    url = (data_dir / "redis.url").read_text().strip()
+    with redis.Redis.from_url(url) as client:
+        return int(client.info("server")["process_id"])
+
+
+def test_serve_restarts_its_killed_redis_and_loses_nothing_accepted(tmp_path: Path) -> None:
+    """redis-server SIGKILLed under serve: /healthz says so, serve restarts it by itself
+    (ready again well within 30 s), counts the restart, and every accepted event is applied;
+    stopping serve stops the new redis-server too."""
+    from tests import processes
+
+    data_dir, port = tmp_path / "data", free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = _start(data_dir, port)
+    try:
+        _wait_ready(base, proc)
+        admin = {"Authorization": f"Bearer {(data_dir / 'admin_token').read_text().strip()}"}
+        key = httpx.post(f"{base}/v1/admin/tenants", json={"tenant_id": "acme"},
+                         headers=admin).json()["api_key"]
+        auth = {"Authorization": f"Bearer {key}"}
+        assert httpx.post(f"{base}/v1/models", headers=auth, json={
+            "model_id": "m1", "task": "label", "algorithm": "rcnbf", "n_features": 3,
+            "n_classes": 3, "seed": 1}).status_code == 201
+
+        def round_of(n: int) -> int:
+            preds = httpx.post(f"{base}/v1/models/m1/predict", headers=auth, json={
+                "instances": [[1, 0, 0]] * n}).json()["predictions"]
+            events = [{"event_id": p["event_id"], "click": True} for p in preds]
+            return int(httpx.post(f"{base}/v1/models/m1/feedback", headers=auth,
+                                  json={"events": events}).json()["accepted"])
+
+        accepted = round_of(300)
+        assert accepted == 300
+        killed = _redis_pid(data_dir)
+        os.kill(killed, signal.SIGKILL)
+        saw_down = False
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert proc.poll() is None
+            health = httpx.get(f"{base}/healthz", timeout=2)
+            if health.status_code == 503:
+                assert health.json()["error"]["code"] == "store_down"
+                saw_down = True
+            elif saw_down and httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("serve did not restart its redis-server within 30 s")
+        restarted = _redis_pid(data_dir)
+        assert restarted != killed
+        accepted += round_of(200)
+        assert httpx.post(f"{base}/v1/models/m1/sync", headers=auth,
+                          timeout=30).status_code == 200
+        stats = httpx.get(f"{base}/v1/models/m1", headers=auth).json()["stats"]
+        assert stats["events_applied"] == stats["feedback_accepted"] == accepted == 500
+        metrics = httpx.get(f"{base}/metrics", headers=admin).text
+        assert "noisyloop_store_restarts_total 1.0" in metrics
+    finally:
+        _stop(proc)
+    assert processes.wait_gone({restarted}, 10) == set()
+
+
+def test_serve_ctrl_c_stops_cleanly_without_a_traceback(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) after an estimate
+    ran in the worker's process pool: serve exits 0 and nothing prints a traceback."""
+    data_dir, port = tmp_path / "data", free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "NOISYLOOP_LOG_LEVEL": "WARNING"}
+    for name in ("REDIS_URL", "NOISYLOOP_REDIS_URL", "NOISYLOOP_ADMIN_TOKEN"):
+        env.pop(name, None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir",
+         str(data_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True)
+    try:
+        _wait_ready(base, proc)
+        admin = {"Authorization": f"Bearer {(data_dir / 'admin_token').read_text().strip()}"}
+        key = httpx.post(f"{base}/v1/admin/tenants", json={"tenant_id": "acme"},
+                         headers=admin).json()["api_key"]
+        auth = {"Authorization": f"Bearer {key}"}
+        assert httpx.post(f"{base}/v1/models", headers=auth, json={
+            "model_id": "m1", "task": "label", "algorithm": "rcine", "n_features": 3,
+            "n_classes": 3, "seed": 1}).status_code == 201
+        preds = httpx.post(f"{base}/v1/models/m1/predict", headers=auth, json={
+            "instances": [[1, 0, 0]] * 200}).json()["predictions"]
+        assert httpx.post(f"{base}/v1/models/m1/feedback", headers=auth, json={"events": [
+            {"event_id": p["event_id"], "click": True} for p in preds]}).status_code == 202
+        assert httpx.post(f"{base}/v1/models/m1/sync", headers=auth).status_code == 200
+        r = httpx.post(f"{base}/v1/models/m1/noise/estimate?wait=true", headers=auth,
+                       timeout=60)  # fitted in the pool (422: every click the same)
+        assert r.status_code in (200, 422), r.text
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err

@@ -26,6 +26,9 @@ def test_parse_yaml_files_all_valid() -> None:
 def test_compose_stack_has_every_service() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
+    assert "NOISYLOOP_METRICS_TOKEN" in compose["x-noisyloop-env"]
+    assert {"source": "metrics_token", "target": "/etc/prometheus/metrics_token"} in \
+        services["prometheus"]["secrets"]
     assert {"redis", "api", "worker", "prometheus", "grafana"} <= set(services)
     assert "--appendonly" in services["redis"]["command"]
     assert services["api"]["deploy"]["replicas"] == 2
@@ -53,11 +56,15 @@ def test_dashboard_queries_every_panel() -> None:
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/run installs it)")
-def test_promtool_accepts_config_and_rules() -> None:
-    """The files parse, and the alerts' unit tests (alerts_test.yml: a 30 % fall of a model's
-    calibrated reward fires NoisyloopCalibratedRewardDrop, a 10 % one does not) pass."""
+def test_promtool_accepts_config_and_rules(tmp_path: Path) -> None:
+    """The files parse, the scrape config's credential file is where it says (beside it, as
+    docker-compose.yml mounts the metrics token), and the alerts' unit tests
+    (alerts_test.yml: a 30 % fall of a model's calibrated reward fires
+    NoisyloopCalibratedRewardDrop, a 10 % one does not) pass."""
+    shutil.copytree(DEPLOY / "prometheus", tmp_path, dirs_exist_ok=True)
+    (tmp_path / "metrics_token").write_text("a-metrics-token-for-promtool-0123456789\n")
     for args in (["check", "config", "prometheus.yml"], ["check", "rules", "alerts.yml"],
                  ["test", "rules", "alerts_test.yml"]):
-        result = subprocess.run([PROMTOOL, *args], cwd=DEPLOY / "prometheus", check=False,
+        result = subprocess.run([PROMTOOL, *args], cwd=tmp_path, check=False,
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stdout + result.stderr

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 PROMETHEUS = shutil.which("prometheus")
 ADMIN_TOKEN = "prometheus-test-admin-token-0123456789"
+METRICS_TOKEN = "prometheus-test-metrics-token-0123456789"
 METRIC_NAME = re.compile(r"\bnoisyloop_[a-z0-9_]*[a-z0-9]")
 #: Suffixes Prometheus adds to a histogram's samples.
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
@@ -73,7 +74,8 @@ def test_deploy_queries_only_exported_metrics() -> None:
 def serve(tmp_path: Path) -> Iterator[str]:
     """``noisyloop serve`` on a free port with a temporary data dir; yields its base URL."""
     port = free_port()
-    env = {**os.environ, "NOISYLOOP_ADMIN_TOKEN": ADMIN_TOKEN, "NOISYLOOP_LOG_LEVEL": "WARNING"}
+    env = {**os.environ, "NOISYLOOP_ADMIN_TOKEN": ADMIN_TOKEN,
+           "NOISYLOOP_METRICS_TOKEN": METRICS_TOKEN, "NOISYLOOP_LOG_LEVEL": "WARNING"}
     for name in ("REDIS_URL", "NOISYLOOP_REDIS_URL"):
         env.pop(name, None)
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port),
@@ -117,11 +119,17 @@ def test_prometheus_scrapes_serve_and_answers_a_noisyloop_series(
         serve: str, tmp_path: Path) -> None:
     assert PROMETHEUS is not None
     target = serve.removeprefix("http://")
-    config = tmp_path / "prometheus.yml"
+    (tmp_path / "metrics_token").write_text(METRICS_TOKEN + "\n")
+    api_job = next(job for job in yaml.safe_load((DEPLOY / "prometheus/prometheus.yml")
+                                                  .read_text())["scrape_configs"]
+                   if job["job_name"] == "noisyloop-api")
+    config = tmp_path / "prometheus.yml"  # deploy's job, the credential file beside it
     config.write_text(yaml.safe_dump({
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "scrape_configs": [{"job_name": "noisyloop-api", "metrics_path": "/metrics",
+                            "authorization": api_job["authorization"],
                             "static_configs": [{"targets": [target]}]}]}))
+    assert httpx.get(f"{serve}/metrics").status_code == 401
     prom_port = free_port()
     prom = subprocess.Popen(
         [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",

@@ -22,7 +22,7 @@ from app.store import keys
 from tests.api.conftest import TestClient, make_client
 from tests.reliability.conftest import ADMIN, ADMIN_TOKEN, setup_model, setup_tenant, task_body
 
-PUBLIC = {"/healthz", "/readyz", "/metrics"}
+PUBLIC = {"/healthz", "/readyz"}
 
 
 @pytest.fixture

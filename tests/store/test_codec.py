@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from app.learners.base import stack_events
-from app.store.codec import CodecError, decode, decode_columns, encode, encode_many
+from app.store.codec import (
+    SPARSE_MIN_ELEMENTS,
+    CodecError,
+    decode,
+    decode_columns,
+    encode,
+    encode_many,
+)
 from app.store.events import decode_entries, decode_entry
 
 
@@ -95,3 +102,45 @@ def test_encode_many_refuses_what_encode_refuses() -> None:
     items = [{"x": np.array(["a", "b"])}, {"x": np.array(["c", "d"])}]
     with pytest.raises(CodecError):
         encode_many(items)
+
+
+def _wide_sparse(i: int, width: int = 100_000) -> dict[str, Any]:
+    x = np.zeros(width)
+    x[[i, 1000 + i, width - 1 - i]] = [1.0, -0.5, 2.0]
+    return {"x": x, "played": i % 3, "prob": 0.5}
+
+
+def test_mostly_zero_arrays_stored_sparse_decode_equal() -> None:
+    items = [_wide_sparse(i) for i in range(4)]
+    blobs = encode_many(items)
+    assert blobs == [encode(item) for item in items]
+    assert all(len(blob) < 200 for blob in blobs)  # dense: 800 KB each
+    for item, blob in zip(items, blobs, strict=True):
+        out = decode(blob)
+        assert np.array_equal(out["x"], item["x"]) and out["x"].dtype == np.float64
+        assert int(out["played"]) == item["played"]
+    assert decode_columns(blobs) is None  # the trainer decodes them one by one
+    columns = decode_entries(blobs, [encode({"click": np.array(1.0)})] * 4)
+    assert columns is None
+    assert np.array_equal(decode_entry(blobs[2], encode({"click": np.array(1.0)}))["x"],
+                          items[2]["x"])
+
+
+def test_small_or_dense_arrays_stay_dense() -> None:
+    synsep_like = np.zeros(4000)
+    synsep_like[::8] = 1.0  # 1/8 non-zero: a quarter of the bytes, not less
+    for arr in (np.zeros(SPARSE_MIN_ELEMENTS - 1), np.arange(1.0, 2001.0), synsep_like,
+                np.eye(40)):  # an identity matrix: 40 non-zeros of 1600, sparse
+        blob = encode({"a": arr})
+        assert np.array_equal(decode(blob)["a"], arr)
+        sparse = len(blob) < arr.nbytes
+        assert sparse == (arr.shape == (40, 40)), arr.shape
+
+
+def test_sparse_index_out_of_range_refused() -> None:
+    x = np.zeros(2000)
+    x[5] = 1.0
+    blob = encode({"x": x})
+    index = (5).to_bytes(8, "little")
+    with pytest.raises(CodecError, match="out of range"):
+        decode(blob.replace(index, (2000).to_bytes(8, "little")))

@@ -3,6 +3,7 @@ it rewrites its AOF without compression and loads the rewrite back."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import stat
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import redis
 
 from app.store import codec
@@ -115,3 +117,67 @@ def test_uncompressed_aof_rewrite_is_loaded_back_after_a_crash(tmp_path: Path) -
         client.close()
     finally:
         server.stop()
+
+
+def _aof_with(data: Path, values: dict[str, bytes], rewrite: bool) -> None:
+    """An AOF in ``data`` holding ``values`` (written in RDB form by a rewrite, or as
+    commands), the server stopped."""
+    server = EmbeddedRedis(data).start()
+    try:
+        with redis.Redis.from_url(server.url) as client:
+            for key, value in values.items():
+                client.set(key, value)
+            if rewrite:
+                client.bgrewriteaof()
+                time.sleep(0.05)
+                _wait_for_rewrite(client)
+    finally:
+        server.stop()
+
+
+def test_start_waits_while_the_aof_loads_longer_than_its_timeout(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Loading takes at least 600 keys x 5 ms = 3 s (Redis's ``key-load-delay``), three times
+    the start's timeout: the start waits, logs the progress, and every key is there."""
+    values = {f"ctx:{i}": bytes([i % 256]) * 32_768 for i in range(600)}
+    _aof_with(tmp_path, values, rewrite=True)
+    server = EmbeddedRedis(tmp_path, options=["--key-load-delay", "5000"])
+    caplog.set_level(logging.INFO, logger="app.store.embedded")
+    server.start(timeout=1.0)
+    try:
+        with redis.Redis.from_url(server.url) as client:
+            assert client.dbsize() == len(values)
+            assert client.get("ctx:599") == values["ctx:599"]
+        assert any("loading its data" in r.getMessage() for r in caplog.records)
+    finally:
+        server.stop()
+
+
+def test_start_rewrites_an_aof_grown_past_twice_its_data(tmp_path: Path) -> None:
+    """An AOF of 40 overwrites of one 100 KB value (4 MB for 100 KB of data, written while
+    the rewrite threshold was 1 GB) is rewritten at the next start (threshold 1 MB); Redis
+    alone would wait for it to double again."""
+    server = EmbeddedRedis(tmp_path, options=["--auto-aof-rewrite-min-size", "1gb"]).start()
+    try:
+        with redis.Redis.from_url(server.url) as client:
+            for i in range(40):
+                client.set("k", bytes([i]) * 100_000)
+            time.sleep(1.2)  # appendfsync everysec
+    finally:
+        server.stop()
+    assert (tmp_path / "appendonly.aof").stat().st_size > 4_000_000
+    server = EmbeddedRedis(tmp_path, options=["--auto-aof-rewrite-min-size", "1mb"]).start()
+    try:
+        with redis.Redis.from_url(server.url) as client:
+            _wait_for_rewrite(client)
+            assert client.info("persistence")["aof_current_size"] < 1_000_000
+            assert client.get("k") == bytes([39]) * 100_000
+    finally:
+        server.stop()
+
+
+def test_start_refuses_a_server_that_never_rewrites_its_aof(tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path, options=["--auto-aof-rewrite-percentage", "0"])
+    with pytest.raises(RuntimeError, match="auto-aof-rewrite-percentage 0"):
+        server.start()
+    server.stop()

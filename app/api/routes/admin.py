@@ -66,8 +66,9 @@ async def delete_tenant(tenant_id: TenantIdPath, ctx: Context, _: Admin) -> Resp
     """Delete a tenant: its keys stop working, its models, events and keys are gone."""
     if not await ctx.store.tenants.exists(tenant_id):
         raise unknown_tenant(tenant_id)
-    for model_id in await ctx.store.tenants.remove(tenant_id):
-        await ctx.store.models.delete(tenant_id, model_id)
+    model_ids = await ctx.store.tenants.remove(tenant_id)
+    await ctx.store.models.delete_many(tenant_id, model_ids)
+    for model_id in model_ids:
         ctx.cache.forget(tenant_id, model_id)
         ctx.metrics.forget_model(tenant_id, model_id)
     return Response(status_code=204)

@@ -53,8 +53,10 @@ def test_serve_consumes_feedback_from_kafka(tmp_path: Path, broker: LocalBroker)
 
         wait_for(lambda: accepted() == 2, "serve to accept the feedback from Kafka")
         # counted once the batch's commit was sent, a moment after the join
+        admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}  # the metrics need a credential
         wait_for(lambda: 'noisyloop_kafka_messages_total{outcome="accepted"} 2.0'
-                 in httpx.get(f"{base}/metrics").text, "the accepted messages to be counted")
+                 in httpx.get(f"{base}/metrics", headers=admin).text,
+                 "the accepted messages to be counted")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
