@@ -7,7 +7,8 @@ COPY pyproject.toml README.md ./
 COPY app ./app
 COPY workers ./workers
 COPY clients/python ./clients/python
-# The server depends on noisyloop-client: both from this checkout, in one pip command.
+# The server and the client (for `noisyloop log export`), both from this checkout; the
+# image leaves out the `lab` extra (plots and progress bars), which the service never uses.
 RUN pip wheel --no-cache-dir --wheel-dir /wheels ./clients/python .
 
 FROM python:3.11-slim AS runtime
