@@ -12,6 +12,7 @@ import redis
 from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, sweep
 from tests.api.test_rank import candidates, new_ranker, rank_one
+from tests.deadlines import pass_deadlines
 
 MK = ModelKeys("acme", "m1")
 #: Context TTL of a decision of the tests' models: wait_seconds (1) + the default grace.
@@ -47,7 +48,8 @@ def test_deferred_decision_is_learned_only_once_activated(
     assert (error["code"], error["field"]) == ("not_activated", "event_id")
     assert "activate" in error["message"]
 
-    time.sleep(2.1)  # past both deadlines a decision without defer would have had
+    with redis.Redis.from_url(redis_url) as r:  # past the deadlines a decision without defer
+        assert pass_deadlines(r, MK) == 0  # would have had: a deferred one has none yet
     sweep(redis_url)
     assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
     stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
@@ -90,7 +92,8 @@ def test_activated_decision_is_defaulted_at_its_new_deadline(
     new_model(client, tenant, feedback={"wait_seconds": 1, "on_timeout": "no_click"})
     deferred = _predict(client, tenant, defer=True)
     assert _activate(client, tenant, deferred["event_id"]).status_code == 200
-    time.sleep(2.1)
+    with redis.Redis.from_url(redis_url) as r:
+        assert pass_deadlines(r, MK) == 1
     sweep(redis_url)
     assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
     stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]

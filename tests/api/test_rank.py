@@ -3,14 +3,16 @@ position bias and snapshots; every bad input a 422 naming its field."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 import pytest
+import redis
 
 from app.sim.rank import RankSimulator, gap_closed
+from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, post_feedback, sweep
+from tests.deadlines import pass_deadlines
 
 DX, DA, SLOTS = 3, 2, 3
 
@@ -211,7 +213,8 @@ def test_unanswered_rankings_become_no_clicks_at_the_timeout(
     ok = post_feedback(client, tenant, {"event_id": results[0]["event_id"],
                                         "clicks": [results[0]["ranking"][0]["id"]]}, model="feed")
     assert ok.status_code == 202
-    time.sleep(2.1)
+    with redis.Redis.from_url(redis_url) as r:
+        assert pass_deadlines(r, ModelKeys("acme", "feed")) == 2
     sweep(redis_url)
     assert client.post("/v1/models/feed/sync", headers=tenant).status_code == 200
     stats = client.get("/v1/models/feed", headers=tenant).json()["stats"]

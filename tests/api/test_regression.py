@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import time
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,7 @@ from app.api.tasks import task_spec
 from app.learners.ors import ORS
 from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, post_feedback, predict_all
+from tests.deadlines import pass_deadlines_async
 
 
 def _model(client: TestClient, auth: dict[str, str], **overrides: Any) -> dict[str, Any]:
@@ -125,11 +125,11 @@ def test_open_decision_expires_with_labels_received(client: TestClient,
     eid = predict_all(client, tenant, x[None])[0]["event_id"]
     answer = post_feedback(client, tenant, {"event_id": eid, "values": [2.0]}).json()
     assert answer["more_labels"] == 1
-    time.sleep(2.1)
     ctx = client.app.state.ctx  # type: ignore[attr-defined]
     mk = ModelKeys("acme", "m1")
 
     async def sweep() -> list[str]:
+        assert await pass_deadlines_async(ctx.store.redis, mk) == 1
         due = await ctx.store.events.due_decisions(mk, await ctx.store.events.server_time())
         return await ctx.store.events.expire_many(mk, due, "drop", {})
 
