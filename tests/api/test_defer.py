@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import numpy as np
+import pytest
 import redis
 
 from app.store.keys import ModelKeys
@@ -37,6 +38,7 @@ def _stream_event_ids(redis_url: str) -> list[bytes]:
         return [fields[b"e"] for _, fields in r.xrange(MK.events)]
 
 
+@pytest.mark.slow
 def test_deferred_decision_is_learned_only_once_activated(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_model(client, tenant, feedback={"wait_seconds": 1, "on_timeout": "no_click"})

@@ -56,6 +56,7 @@ def evaluation(client: TestClient, auth: dict[str, str], redis_url: str,
     return out
 
 
+@pytest.mark.slow
 def test_evaluations_answer_what_the_command_line_prints(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_model(client, tenant, params={"gamma": 0.3})
@@ -97,6 +98,7 @@ def test_bad_requests_and_other_tenants(client: TestClient, tenant: dict[str, st
     assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_evaluation"
 
 
+@pytest.mark.slow
 def test_a_configuration_trains_on_the_earlier_events_and_is_evaluated_on_the_later(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_model(client, tenant, params={"gamma": 0.3})
@@ -126,6 +128,7 @@ def test_a_configuration_trains_on_the_earlier_events_and_is_evaluated_on_the_la
     assert r.status_code == 422 and "configuration" in r.json()["error"]["message"], r.text
 
 
+@pytest.mark.slow
 def test_a_rank_models_log_is_evaluated_per_slot(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_model(client, tenant, task="rank", algorithm="ridge_pl", n_classes=None,
@@ -159,6 +162,7 @@ def test_a_rank_models_log_is_evaluated_per_slot(
         assert r.json()["error"]["code"] == "evaluation_unsupported", r.text
 
 
+@pytest.mark.slow
 def test_a_failed_slow_or_orphaned_evaluation_ends_failed_never_running_forever(
         client: TestClient, tenant: dict[str, str], redis_url: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,6 +201,7 @@ def test_a_failed_slow_or_orphaned_evaluation_ends_failed_never_running_forever(
     r.close()
 
 
+@pytest.mark.slow
 def test_an_evaluation_reads_the_newest_events_of_its_window_in_log_order(
         client: TestClient, tenant: dict[str, str], redis_url: str,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -203,6 +203,7 @@ def test_rank_of_a_label_model_and_predict_of_a_rank_model_are_422(
     assert r.status_code == 422 and r.json()["error"]["field"] == "actions", r.text
 
 
+@pytest.mark.slow
 def test_unanswered_rankings_become_no_clicks_at_the_timeout(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_ranker(client, tenant, feedback={"wait_seconds": 1, "on_timeout": "no_click"})
@@ -291,6 +292,7 @@ def run_stream(client: TestClient, auth: dict[str, str], rounds: int, batch: int
                                                                                   truth)[0, 1])}
 
 
+@pytest.mark.slow
 def test_default_learner_on_the_simulated_stream(client: TestClient,
                                                  tenant: dict[str, str]) -> None:
     # the stream (churn 10% per 1,000, 20 candidates, 3 slots, theta (1, 0.6, 0.35),
@@ -303,6 +305,7 @@ def test_default_learner_on_the_simulated_stream(client: TestClient,
     assert out["new_items"] >= 100 and out["new_item_correlation"] >= 0.5, out
 
 
+@pytest.mark.slow
 def test_logged_propensities_match_the_policy_frequencies(client: TestClient,
                                                           tenant: dict[str, str]) -> None:
     new_ranker(client, tenant, params={"temperature": 0.3, "epsilon": 0.1})

@@ -117,6 +117,7 @@ def test_more_labels_flow_joins_all_values(client: TestClient, tenant: dict[str,
     assert budget["rounds"] == 1 and budget["labels_used"] == 3
 
 
+@pytest.mark.slow
 def test_open_decision_expires_with_labels_received(client: TestClient,
                                                     tenant: dict[str, str]) -> None:
     _model(client, tenant, label_budget={"budget": 2, "strategy": "const"},
@@ -177,6 +178,7 @@ def test_budget_never_exceeded_and_events_applied_in_order(client: TestClient,
     np.testing.assert_allclose(_weights(client, tenant), ref.w_, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["ors", "nlms"])
 def test_regression_learns_linear_gaussian(client: TestClient, tenant: dict[str, str],
                                            algorithm: str) -> None:
@@ -206,6 +208,7 @@ def test_regression_learns_linear_gaussian(client: TestClient, tenant: dict[str,
     assert mse() < 0.05 * before
 
 
+@pytest.mark.slow
 def test_concurrent_first_labels_never_overspend(client: TestClient,
                                                  tenant: dict[str, str]) -> None:
     budget, n = 1.5, 30

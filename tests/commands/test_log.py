@@ -18,6 +18,9 @@ from app.evaluation.policies import learner_policy
 from app.evaluation.servicelog import read_service_log, snapshot_learner
 from tests.client.conftest import Service, admin, api_key, service  # noqa: F401 (fixtures)
 
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
+
 N_FEATURES, N_CLASSES = 5, 3
 
 

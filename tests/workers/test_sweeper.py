@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 
 from app.learners.base import stack_events
 from app.learners.build import build_learner, timeout_feedback
@@ -59,6 +60,7 @@ async def test_sweeper_drops_decisions_under_on_timeout_drop(store: Store) -> No
     assert info.version == 1
 
 
+@pytest.mark.slow
 async def test_feedback_and_sweeper_racing_end_each_decision_once(store: Store) -> None:
     """At the deadline, feedback and expiry run concurrently: each decision ends once."""
     config = model_config(feedback={"wait_seconds": 1, "on_timeout": "no_click"})
