@@ -7,8 +7,9 @@ COPY pyproject.toml README.md ./
 COPY app ./app
 COPY workers ./workers
 COPY clients/python ./clients/python
-# The server depends on noisyloop-client: both from this checkout, in one pip command
-# (with the Kafka client, for the feedback consumer of NOISYLOOP_KAFKA_BOOTSTRAP).
+# The server and the client (for `noisyloop log export`), both from this checkout, with the
+# Kafka client (the feedback consumer of NOISYLOOP_KAFKA_BOOTSTRAP); the image leaves out
+# the `lab` extra (plots and progress bars), which the service never uses.
 RUN pip wheel --no-cache-dir --wheel-dir /wheels ./clients/python '.[kafka]'
 
 FROM python:3.11-slim AS runtime

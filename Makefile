@@ -7,14 +7,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install serve test lint bench-learners bench-service fuzz-long soak clean
+.PHONY: install serve test test-fast lint bench-learners bench-service fuzz-long soak clean
 
-# The server depends on the client (clients/python, distribution noisyloop-client): one pip
-# command installs both, so pip takes the client from the checkout, not from an index.
+# The server, its extras and the client (clients/python, distribution noisyloop-client, from
+# the checkout: it is on no index): everything the tests need.
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e './clients/python[fast]' -e '.[dev,bench,parquet]'
+	$(BIN)/pip install --quiet -e './clients/python[fast]' -e '.[lab,dev,bench,parquet]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -24,6 +24,10 @@ serve: $(STAMP)
 
 test: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/pytest $(PYTEST_ARGS)
+
+# The edit-test loop: every test but those marked slow (services started, long statistics).
+test-fast: $(STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
 
 # Both tools read what to check and how strictly from pyproject.toml (tests/test_lint.py runs
 # the same two commands inside `make test`).

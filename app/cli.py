@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from app.commands.deferred import DeferredArgumentParser
+from app.optional import MissingDependency
 
 # One BLAS thread per process: the learners' matrix products are small, and
 # OpenBLAS's thread pool makes a batch update up to 70x slower on a busy
@@ -74,9 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``noisyloop`` console script."""
+    """Entry point of the ``noisyloop`` console script; 2 when an optional dependency the
+    command needs is missing (the message says how to install it)."""
     args = build_parser().parse_args(argv)
-    return int(args.handler(args) or 0)
+    try:
+        return int(args.handler(args) or 0)
+    except MissingDependency as exc:
+        print(f"noisyloop {args.command}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

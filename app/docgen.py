@@ -83,7 +83,7 @@ def _inline(text: str) -> str:
 def description(cls: type[Learner]) -> str:
     """The first paragraph of the class docstring, without a closing reference in brackets."""
     first = (inspect.getdoc(cls) or "").split("\n\n", 1)[0]
-    first = re.sub(r"\s*\([^()]*\)\.?$", ".", first.strip())
+    first = re.sub(r"\s*\((?:[^()]|\([^()]*\))*\)\.?$", ".", first.strip())  # "(P1 eq. (2))"
     return _inline(first)
 
 

@@ -13,6 +13,9 @@ their cost shows (each scores then learns every batch and is saved).
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_trainer.py --algorithm rcnbf
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_trainer.py --features service
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_trainer.py --challengers 1
+
+``--json FILE`` writes every run and the medians, with the machine and whether the
+decision log was on (``NOISYLOOP_WORKER_LOG_MAX_EVENTS=0`` turns it off).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
+from app.bench.machine import machine_info
+from app.bench.results import write_results
 from app.learners.build import build_learner
 from app.sim.datasets import synthetic
 from app.sim.feedback import noisy_clicks
@@ -100,7 +105,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--challengers", type=int, default=0, choices=range(MAX_CHALLENGERS + 1))
     parser.add_argument("--challenger-algorithm", default="linucb_diag")
+    parser.add_argument("--json", type=Path, help="write the runs and medians here")
     args = parser.parse_args()
+    machine = machine_info()  # the load before the runs
     rates, cpu_rates = [], []
     for r in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp, \
@@ -118,6 +125,15 @@ def main() -> None:
           f"{np.median(cpu_rates):,.0f} events per trainer CPU-second "
           f"(python {platform.python_version()}, numpy {np.__version__}, "
           f"{os.cpu_count()} cpus, {platform.machine()})")
+    if args.json:
+        settings = {name: value for name, value in vars(args).items() if name != "json"}
+        write_results(args.json, {
+            "benchmark": "trainer", "settings": settings, "machine": machine,
+            "decision_log": WorkerSettings().log_max_events > 0,
+            "runs": [{"events_per_s": round(rate), "events_per_cpu_s": round(cpu_rate)}
+                     for rate, cpu_rate in zip(rates, cpu_rates, strict=True)],
+            "median_events_per_s": round(float(np.median(rates))),
+            "median_events_per_cpu_s": round(float(np.median(cpu_rates)))})
 
 
 if __name__ == "__main__":

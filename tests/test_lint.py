@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -25,6 +27,7 @@ def test_ruff_reports_nothing() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_mypy_reports_nothing() -> None:
     result = _run("mypy")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from app.optional import CLIENT, require
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("bench", help="throughput benchmarks with same-run references")
@@ -83,6 +85,7 @@ def run_learners(args: argparse.Namespace) -> int:
 
 
 def run_service(args: argparse.Namespace) -> int:
+    require("noisyloop_client", CLIENT, "noisyloop bench service")
     from app.bench.service import run
 
     report = run(quick=args.quick, url=args.url, admin_token=args.admin_token,

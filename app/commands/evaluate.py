@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.optional import LAB, require
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -394,6 +396,8 @@ def plot(result: dict[str, Any], path: str) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     """Evaluate, print the JSON, write it and the plot; 2 on bad input."""
+    if args.plot:
+        require("matplotlib", LAB, "--plot")
     try:
         result = run(args)
     except (ValueError, OSError) as exc:

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.optional import CLIENT, require
+
 if TYPE_CHECKING:
     from noisyloop_client import NoisyloopError
 
@@ -92,6 +94,7 @@ def parquet_modules() -> tuple[Any, Any]:
 
 def handle(args: argparse.Namespace) -> int:
     """Export the log; 2 on an error (printed), 0 otherwise."""
+    require("noisyloop_client", CLIENT, "noisyloop log export")
     from noisyloop_client import Client, NoisyloopError
 
     from app.replay.output import progress_bar

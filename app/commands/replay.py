@@ -23,6 +23,7 @@ from typing import Any
 
 from app.learners.base import ParamError
 from app.learners.registry import ALGORITHMS, algorithms
+from app.optional import CLIENT, LAB, require
 from app.replay.output import plot, progress_bar, run_repeats, summarise, write_json
 from app.replay.result import ReplayResult
 
@@ -177,11 +178,11 @@ def replay(args: argparse.Namespace, advance: Callable[[int], None] | None = Non
 
 def handle(args: argparse.Namespace) -> int:
     """Run the replay, print the summary, write JSON and plot; 2 on a usage error."""
+    if args.plot:
+        require("matplotlib", LAB, "--plot")
     service_errors: tuple[type[Exception], ...] = ()
     if args.service is not None:  # the HTTP client (httpx) only for --service
-        from noisyloop_client import NoisyloopError
-
-        service_errors = (NoisyloopError,)
+        service_errors = (require("noisyloop_client", CLIENT, "--service").NoisyloopError,)
     try:
         _validate(args)
         task = infer_task(args)

@@ -1,4 +1,4 @@
-"""Banditron (Kakade, Shalev-Shwartz & Tewari 2008; P1 section 2, spec 6.2)."""
+"""Banditron (Kakade, Shalev-Shwartz & Tewari 2008; P1 Section 2, eq. (3))."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ class Banditron(BanditronExploration, LoggedOnlyLearner):
 
         W <- W + x ((f / P(ytilde)) e_ytilde - e_yhat)
 
-    with the bandit click ``f = I[ytilde = y]`` (spec 6.2).  ``E[update] =
+    with the bandit click ``f = I[ytilde = y]`` (P1 Section 2).  ``E[update] =
     x (e_y - e_yhat)``, the Perceptron update.  In the noisy setting of P1 it
     consumes the noisy click as if it were clean.  LO: the update uses only
     the logged ``x``, greedy ``yhat``, played ``ytilde`` and ``P(ytilde)``
-    (never recomputed from the current ``W``, spec 1.6).
+    (never recomputed from the current ``W``: the greedy label may have moved).
 
     Parameters
     ----------

@@ -10,7 +10,7 @@ A learner is a plain numpy object (no I/O, no clocks, no HTTP, no Redis):
   the feedback fields (``click``, ``label``, ``values``, ...).
 * ``learn_many(batch)`` learns from a columnar batch of joined events (every
   field stacked along axis 0).  By default it loops over ``learn_one``;
-  learners whose updates depend only on logged quantities (spec 0.5, "LO")
+  learners whose updates depend only on logged quantities ("LO", logged-only)
   override it with one matrix product.
 * ``get_state()`` / ``set_state(state)`` export and import the learned arrays
   as ``dict[str, np.ndarray]`` (names end in ``_``).
@@ -18,7 +18,7 @@ A learner is a plain numpy object (no I/O, no clocks, no HTTP, no Redis):
 The constructor takes hyper-parameters only, as keyword arguments, validates
 them once, keeps each under an attribute of its name and raises
 :class:`ParamError` (a ``ValueError`` naming the parameter) when one is out
-of range.  Randomness comes only from the ``seed`` parameter (spec 0.3).
+of range.  Randomness comes only from the ``seed`` parameter.
 
 Capabilities.  What a service must know of a learner, it asks the class, never
 the algorithm's name (after scikit-learn's estimator tags and River's

@@ -1,4 +1,4 @@
-"""Bandit Passive-Aggressive, BPA (after Zhong & Daucé 2015; spec 6.3) [ext]."""
+"""Bandit Passive-Aggressive, BPA (after Zhong & Daucé 2015; P1 Section 4 gives no formula)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from app.learners.linear import BanditronExploration, LinearLearner, check_click
 class BanditPA(BanditronExploration, LinearLearner):
     """Bandit Passive-Aggressive: plays like the Banditron, corrects only the played row.
 
-    With ``a = click`` (1 when the played label ``yt`` was right), spec 6.3:
+    With ``a = click`` (1 when the played label ``yt`` was right), after Zhong & Daucé 2015:
 
         l = max(0, 1 + (1 - 2a) (w_yt . x)),
         w_yt <- w_yt + (2a - 1) (l / ||x||^2) x        (skipped when ||x|| = 0),

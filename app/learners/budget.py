@@ -1,6 +1,6 @@
 """Label-budget strategies for ORS: when to ask for ``k`` noisy labels instead of one.
 
-Moroshko & Crammer §4.2, spec 3.5.  A budget ``B >= 1`` is the average
+Moroshko & Crammer §4.2.  A budget ``B >= 1`` is the average
 number of noisy labels per round; each round gets either 1 label or
 ``k = ceil(B)`` labels.  Strategies (``p = (B - 1)/(k - 1)``, ``p = 0`` when
 ``B = 1``):
@@ -28,7 +28,7 @@ first feedback of an event arrives with exactly one value ``ỹ``::
     extra = strategy.labels_wanted(first_value=ỹ, prediction=ŷ)
 
 ``ŷ`` should be the prediction of the current weights (``ORS.predict(x)``,
-spec 3.6); the ``prediction`` logged at decision time is an acceptable
+the update is state-dependent); the ``prediction`` logged at decision time is an acceptable
 stand-in when the current weights are not at hand.  ``extra`` is 0 or
 ``k - 1``; when positive the feedback response carries
 ``"more_labels": extra``, and the event is trained once its ``1 + extra``

@@ -1,4 +1,4 @@
-"""Confusion matrices of class-conditional label noise: validation and estimation (spec 4.1, 4.3).
+"""Confusion matrices of class-conditional label noise: validation and estimation (P4 §2.1, §4.2.1).
 
 A confusion matrix ``C`` of ``Q`` classes has entries
 
@@ -8,13 +8,13 @@ so rows are noisy labels, columns are true classes and every **column** sums
 to 1 (definition (4) of the UMA paper).  UMA solves ``C z = Gamma`` at every
 iteration, so ``C`` must be invertible and well conditioned: an
 ill-conditioned ``C`` amplifies the sampling noise of ``Gamma`` by up to its
-condition number (spec 4.6).
+condition number (P4 Algorithm 2 solves with ``C^-1``).
 
 The matrix comes either from the client (validated by :func:`validate_confusion`)
 or from *gold* examples: examples whose true class was checked and whose
 noisy label is known too.  Their pair counts ``N[p, q] = #{noisy p, true q}``
-estimate each column as ``C[:, q] = N[:, q] / sum_p N[p, q]`` (spec 4.3,
-step 3), see :func:`estimate_confusion`.
+estimate each column as ``C[:, q] = N[:, q] / sum_p N[p, q]`` (P4
+Section 4.2.1), see :func:`estimate_confusion`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 
 from app.learners.base import ParamError
 
-#: Largest condition number accepted by default (spec 4.2, ``cond_max``).
+#: Largest condition number accepted by default (``cond_max``).
 COND_MAX = 1e8
 
 #: Tolerance on the column sums.
@@ -117,7 +117,7 @@ def count_gold(counts: np.ndarray, noisy: np.ndarray | int, true: np.ndarray | i
 
 
 def estimate_confusion(counts: np.ndarray, min_per_class: int = 1) -> np.ndarray | None:
-    """Column-normalised gold counts: ``C[:, q] = N[:, q] / sum_p N[p, q]`` (spec 4.3).
+    """Column-normalised gold counts: ``C[:, q] = N[:, q] / sum_p N[p, q]`` (P4 Section 4.2.1).
 
     Returns ``None`` while some true class has fewer than ``min_per_class``
     gold examples: its column would be undefined (or too rough), and a

@@ -1,4 +1,4 @@
-"""Kernel online gradient descent on noisy copies of the inputs (spec 5, paper P5).
+"""Kernel online gradient descent on noisy copies of the inputs (paper P5, Algorithm 1).
 
 Each instance ``x_t`` is only seen through independent noisy copies
 ``x~ = x_t + Z`` (``E[Z] = 0``).  P5's Algorithm 1 replaces the gradient
@@ -9,7 +9,7 @@ a random, usually small, number of copies::
 
     w <- Proj_{||w||^2 <= B_w}( w - eta_t g~_t Psi~(x_t) )
 
-The protocol of a round (spec 5.7):
+The protocol of a round (P5 Section 2, with delayed feedback):
 
 1. ``decide(x)`` gets one noisy copy, returns ``{"value": <w, Psi(x)>,
    "copies_needed": k}`` and logs ``x`` with the round's **plan** (every
@@ -25,9 +25,9 @@ The protocol of a round (spec 5.7):
 3. Updates depend on the current ``w``: apply them in order (SD).
 
 Special cases: ``estimator="two_copy"`` (the default, ``"auto"``, for the
-linear kernel with the squared loss) is spec 5.6,
+linear kernel with the squared loss) is P5's two-copy case,
 ``w <- w - eta_t 2 (<w, x~'> - y) x~`` with exactly two copies per round;
-``naive=True`` is plain kernel OGD (spec 6.7) on the single logged copy -- the
+``naive=True`` is plain kernel OGD (P5 Section 3.1) on the single logged copy -- the
 baseline, which converges to an attenuated solution.
 """
 
@@ -262,7 +262,7 @@ class KernelOGD(Learner):
 
     def queries_used(self, context: Mapping[str, Any]) -> int:
         """Copies the update of the logged round consumes, the logged one included
-        (0 when the update is zero whatever the copies, spec 5.8)."""
+        (0 when the update is zero whatever the copies)."""
         if self.naive:
             return 1
         return self._estimator.plan_queries(self._check_plan(context["plan"]))

@@ -1,8 +1,8 @@
 """Shared machinery of the linear multiclass learners (Perceptron, Banditron family, MC-DBF).
 
 All of them keep a weight matrix ``W_`` of shape ``(K, d)`` (row ``r`` scores
-class ``r``, spec 0.1) and, except SOBA, make *logged-only* (LO) updates
-(spec 0.5, 7.1): an event adds ``x`` times a coefficient to a few rows,
+class ``r``) and, except SOBA, make *logged-only* (LO) updates
+(P1 eq. (5), P2 Algorithm 2): an event adds ``x`` times a coefficient to a few rows,
 
     W[up]   += up_weight * x        (the played / true label or set)
     W[down] -= down_weight * x      (the greedy label or set)
@@ -86,7 +86,7 @@ def lo_coefficients(n_classes: int, t: Terms) -> np.ndarray:
 
 
 def check_click(click: Any) -> Any:
-    """Return ``click`` (scalar or array) if every value is exactly 0 or 1 (spec 1.6)."""
+    """Return ``click`` (scalar or array) if every value is exactly 0 or 1."""
     if isinstance(click, (float, int, np.number)):
         if click == 0 or click == 1:
             return click
@@ -107,7 +107,7 @@ def check_label(label: Any, n_classes: int) -> Any:
 
 
 def own_input(x: np.ndarray, n_features: int) -> np.ndarray:
-    """``x`` checked (spec 0.4) as a float64 vector that the caller does not share.
+    """``x`` checked as a float64 vector that the caller does not share.
 
     Always a copy, so a logged context never aliases the caller's array.
     Fast path for the per-request call: one dot product tells that all
@@ -127,7 +127,7 @@ def own_input(x: np.ndarray, n_features: int) -> np.ndarray:
 
 def explore_draw(rng: np.random.Generator, greedy: int, gamma: float, n_classes: int
                  ) -> tuple[int, float]:
-    """Draw from the Banditron exploration distribution (P1 eq. (3), spec 0.6).
+    """Draw from the Banditron exploration distribution (P1 eq. (3)).
 
     ``P(r) = (1 - gamma) I[r = greedy] + gamma / K``, sampled with one uniform
     ``u``: a uniform label ``floor(u K / gamma)`` when ``u < gamma``, else the
@@ -146,7 +146,7 @@ def explore_draw(rng: np.random.Generator, greedy: int, gamma: float, n_classes:
 
 def explore_decision(W: np.ndarray, x: np.ndarray, rng: np.random.Generator, gamma: float,
                      explore: bool) -> Decision:
-    """The Banditron-family decision (Banditron, RCNBF, RCINE, SOBA; spec 1.3, 6.2, 6.4).
+    """The Banditron-family decision (Banditron, RCNBF, RCINE, SOBA; P1 eq. (3)).
 
     Greedy label ``argmax W x`` (ties to the lowest index) and, with
     ``explore``, a draw from :func:`explore_draw`; without exploration the
@@ -213,7 +213,7 @@ def explore_decisions(W: np.ndarray, X: np.ndarray, rng: np.random.Generator, ga
 
 
 class BanditronExploration:
-    """Mixin: decisions drawn from the Banditron exploration law (spec 0.6) with ``gamma``.
+    """Mixin: decisions drawn from the Banditron exploration law (P1 eq. (3)) with ``gamma``.
 
     Shared by the Banditron family, BPA and SOBA, which differ only in their
     updates: ``P(r) = (1 - gamma) I[r = y_hat] + gamma / K``.

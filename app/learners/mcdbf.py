@@ -1,10 +1,10 @@
-"""MC-SLP and MC-DBF: multiclass learning from dilute (label-set) feedback (P2, spec 2.2-2.5).
+"""MC-SLP and MC-DBF: multiclass learning from dilute (label-set) feedback (P2 Algorithms 1-2).
 
 The learner shows a set of ``m`` labels and learns whether the true label is
-in it.  Follows the corrected formulas of spec 2.4 / 7.2 items 1-3:
+in it.  Follows P2 Algorithm 2 with three corrections of ours:
 
 * ``tau1 = m (k-2)! / (k-m-1)!`` (a permutation count, not a power), kept as
-  ``log tau1`` via log-gamma so it never overflows (spec 2.5);
+  ``log tau1`` via log-gamma so it never overflows;
 * ``tau2 = (m-1) / (k-m)``;
 * the ordered draw without replacement uses the conditional
   ``P(b_i) / (1 - sum_{j<i} P(b_j))`` (the printed product form is wrong for
@@ -25,7 +25,7 @@ from app.learners.linear import LoggedOnlyLearner, Terms, check_click, check_lab
 
 
 def tau_constants(n_classes: int, m: int) -> tuple[float, float]:
-    """``(log tau1, tau2)`` of MC-DBF (spec 2.3, 2.4a).
+    """``(log tau1, tau2)`` of MC-DBF (P2 Algorithm 2, ``tau1`` corrected).
 
     ``tau1 = m (k-2)P(m-1) = m (k-2)! / (k-m-1)!``, ``tau2 = (m-1)/(k-m)``.
 
@@ -38,12 +38,12 @@ def tau_constants(n_classes: int, m: int) -> tuple[float, float]:
 
 
 def top_m(scores: np.ndarray, m: int) -> np.ndarray:
-    """The ``m`` highest-scoring labels in rank order, ties to the lower index (spec 0.2)."""
+    """The ``m`` highest-scoring labels in rank order, ties to the lower index."""
     return np.argsort(-scores, kind="stable")[:m]
 
 
 def label_probabilities(greedy: np.ndarray, gamma: float, n_classes: int) -> np.ndarray:
-    """Per-label ``P(r) = ((1 - gamma)/m) I[r in greedy] + gamma/k`` (spec 2.3 step 2)."""
+    """Per-label ``P(r) = ((1 - gamma)/m) I[r in greedy] + gamma/k`` (P2 Algorithm 2)."""
     p = np.full(n_classes, gamma / n_classes)
     p[greedy] += (1.0 - gamma) / len(greedy)
     return p
@@ -52,7 +52,7 @@ def label_probabilities(greedy: np.ndarray, gamma: float, n_classes: int) -> np.
 def ordered_log_prob(played: Sequence[int] | np.ndarray, greedy: Sequence[int] | np.ndarray,
                      gamma: float,
                      n_classes: int) -> float:
-    """``log Z``: log-probability of the ordered draw ``played`` (spec 2.3 step 4).
+    """``log Z``: log-probability of the ordered draw ``played`` (P2 Algorithm 2, ``Z(A)``).
 
     ``Z = prod_i P(b_i) / mass_i`` with ``mass_i`` the total ``P`` of the
     labels not drawn before step ``i``, summed explicitly from the counts of
@@ -75,7 +75,7 @@ def ordered_log_prob(played: Sequence[int] | np.ndarray, greedy: Sequence[int] |
 
 def ordered_draw(rng: np.random.Generator, greedy: np.ndarray, gamma: float, n_classes: int
                  ) -> tuple[np.ndarray, float]:
-    """Draw ``m`` distinct labels in order, ``P(b_i | past) = P(b_i) / mass_i`` (spec 2.3).
+    """Draw ``m`` distinct labels in order, ``P(b_i | past) = P(b_i) / mass_i`` (P2 Prop. 10).
 
     Each step uses one uniform ``u`` on the mixture the conditional law is:
     with probability (uniform mass left) / (mass left) a uniform label among
@@ -117,7 +117,7 @@ class _TopMLearner(LoggedOnlyLearner):
 
 
 class MCSLP(_TopMLearner):
-    """Multiclass Set Learning Perceptron, full information (P2 Algorithm 1, spec 2.2).
+    """Multiclass Set Learning Perceptron, full information (P2 Algorithm 1).
 
     Shows the top-``m`` set ``Yhat`` of ``W x`` and, given the true label ``y``,
 
@@ -171,7 +171,7 @@ class MCSLP(_TopMLearner):
 
 
 class MCDBF(_TopMLearner):
-    """Multiclass classification with Dilute Bandit Feedback (P2 Algorithm 2, spec 2.3).
+    """Multiclass classification with Dilute Bandit Feedback (P2 Algorithm 2).
 
     Shows an ordered draw ``b_1..b_m`` without replacement from
     ``P(r) = ((1-gamma)/m) I[r in Yhat] + gamma/k`` (``Yhat`` = top-``m`` of
@@ -181,7 +181,7 @@ class MCDBF(_TopMLearner):
 
     to every row ``r``, with ``Z`` the ordered-draw probability (logged as
     ``log_prob``) and ``tau1, tau2`` from :func:`tau_constants`.  Its
-    expectation is the MC-SLP update (spec 2.4a).  With ``m = 1`` it is the
+    expectation is the MC-SLP update (P2 eq. (11), ``tau1`` corrected).  With ``m = 1`` it is the
     Banditron.  LO: a batch is one matrix product.
 
     Parameters

@@ -1,7 +1,7 @@
 """NREst: estimate the click-noise rates rho0, rho1 from logged bandit data.
 
-Algorithm 3 of the noisy bandit feedback paper (P1, Section 3.2; spec 1.5),
-with the resolutions of spec 7.2 item 6.  From a buffer ``S`` of logged
+Algorithm 3 of the noisy bandit feedback paper (P1 Section 3, Theorem 5),
+with the choices below where P1 is silent.  From a buffer ``S`` of logged
 triples ``(x, played label l, noisy click f)`` a binary classifier learns
 
     q(x, l) = P(f = 1 | x, played = l) = (1 - rho1) P(y = l | x) + rho0 P(y != l | x)
@@ -13,7 +13,7 @@ triples ``(x, played label l, noisy click f)`` a binary classifier learns
 records (the label input forced to ``j``), which is robust to outliers where
 the arg-max of eq. (6) is not.
 
-Choices of ours (spec 1.5, marked there):
+Choices of ours:
 
 * the played label enters the network one-hot encoded;
 * the default percentile is ``100 (1 - 1/(2K))``: each class owns about
@@ -70,8 +70,8 @@ class MLPClickModel:
     which is nearly flat under click noise and says nothing about calibration
     (the percentile rule reads probabilities).  So training runs one epoch at
     a time (``partial_fit``) on 90% of the data and keeps the weights of the
-    epoch with the lowest validation log-loss on the other 10% (spec 1.5:
-    "keep the epoch with the best validation loss"), stopping after
+    epoch with the lowest validation log-loss on the other 10% (P1 Section 4
+    does not say how it uses its validation split), stopping after
     ``patience`` epochs without an improvement larger than ``tol`` or at
     ``max_epochs``.  The paper trains for 70 epochs with AdaGrad; with Adam
     the noisy-click loss bottoms out after 2-6 epochs on SynSep and digits,
@@ -269,7 +269,7 @@ def nearest_rank(values: np.ndarray, percentile: float) -> int:
     """Index into ``values`` of the nearest-rank ``percentile``-th element.
 
     Sorting ascending, the element at 0-based position ``ceil(p/100 n) - 1``
-    (spec 1.5 step 4); returns its index in the unsorted ``values``.
+    (P1 §4: a percentile for eq. (6)'s argmax); returns its index in the unsorted ``values``.
 
     >>> nearest_rank(np.array([0.3, 0.1, 0.9, 0.5]), 50.0)
     0
@@ -305,7 +305,7 @@ def sanitise(rho0: float, rho1: float, beta_min: float) -> tuple[float, float]:
 
 
 def encode_inputs(X: np.ndarray, labels: np.ndarray, n_classes: int) -> np.ndarray:
-    """``concat(x, one_hot(label))`` per row: the network input (spec 1.5 step 1)."""
+    """``concat(x, one_hot(label))`` per row: the network input (P1 Algorithm 3)."""
     U = np.zeros((len(X), X.shape[1] + n_classes))
     U[:, : X.shape[1]] = X
     U[np.arange(len(X)), X.shape[1] + labels] = 1.0
@@ -327,7 +327,7 @@ def estimate_noise_rates(
 ) -> NoiseEstimate:
     """Estimate ``(rho0, rho1)`` from logged ``(x, played, noisy click)`` records.
 
-    NREst (P1 Algorithm 3; spec 1.5): fit ``q(x, l) = P(f = 1 | x, l)``, take
+    NREst (P1 Algorithm 3, Theorem 5): fit ``q(x, l) = P(f = 1 | x, l)``, take
     for every class ``j`` the record ``i*_j`` at the nearest-rank
     ``percentile`` of ``q_j(i) = q(x_i, j)``, then
 

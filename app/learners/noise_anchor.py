@@ -1,6 +1,6 @@
 """Click-noise rates from two anchors: uniform exploration and confident plays.
 
-Setting (P1, spec 1.1): a played label ``a`` for input ``x`` is right
+Setting (P1 Section 3): a played label ``a`` for input ``x`` is right
 (``c = 1``) or wrong (``c = 0``), and the observed click ``f`` is ``c``
 flipped with class-independent rates ``rho0 = P(f = 1 | c = 0)`` and
 ``rho1 = P(f = 0 | c = 1)``, so that for any set ``S`` of events chosen

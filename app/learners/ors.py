@@ -1,21 +1,21 @@
-"""Online regression with noisy labels: ORS scaling and the NLMS reference (spec 3, 6.5).
+"""Online regression with noisy labels: ORS scaling and the NLMS reference (Moroshko & Crammer, P3).
 
 Both learners keep one weight vector ``w`` (``w_0 = 0``), predict
 ``ŷ = wᵀx`` and, given one or more noisy labels ``ỹ_1..ỹ_k`` of the clean
 target ``y`` (``E ỹ_i = y``, ``E(ỹ_i - y)² = v``), take the step that
 minimises the shrunk objective of Moroshko & Crammer, eq. (3) with the
-example scaled by ``√α`` (spec 3.2):
+example scaled by ``√α`` (P3 eq. (4), Fig. 1):
 
     C̃(w; α) = ½‖w - w_{t-1}‖² + α/(2r)·(ȳ - wᵀx)²
     w_t = w_{t-1} + α·(ȳ - ŷ)·x / (r + α‖x‖²)                       (4)
 
 where ``ȳ`` is the mean of the labels and ``ŷ = w_{t-1}ᵀx`` is computed with
-the *current* weights when the feedback is applied (spec 3.6; the update is
+the *current* weights when the feedback is applied (our reading for delayed feedback; the update is
 state-dependent, so events are applied in order).  :class:`NLMS` is the
-"noisy feedback" reference ``α ≡ 1`` (regularised NLMS, spec 6.5);
+"noisy feedback" reference ``α ≡ 1`` (regularised NLMS, P3 Section 4.1);
 :class:`ORS` chooses ``α`` per event:
 
-* rule (5), the expected-objective minimiser (paper §3, spec 3.3), with a
+* rule (5), the expected-objective minimiser (paper §3, eq. (5)), with a
   residual estimate ``ê`` for the unknown ``y - ŷ`` and a variance ``V`` of
   the label ``ȳ``::
 
@@ -23,7 +23,7 @@ state-dependent, so events are applied in order).  :class:`NLMS` is the
 
 * rule (6): ``α = 1/(1 + β·V)``.
 
-How ``ê`` and ``V`` are obtained (paper §4.1 and §4.2, spec 3.4 and 3.5):
+How ``ê`` and ``V`` are obtained (paper §4.1 and §4.2):
 
 ============  =========================  =====================  ===========================
 rule          known ``v`` (``V = v/k``)  unknown, one label      unknown, ``k >= 2`` labels
@@ -41,7 +41,7 @@ step.  With ``k >= 2`` labels and unknown
 variance, ``k_variance`` says how the variance of the mean ``ȳ`` is
 estimated: ``"pred"`` (default [ours]: the mean is treated as one label of
 variant 8, ``ê = (ȳ - ŷ)/2`` and ``V = ê²``, so ``α = r/(2r + ‖x‖²)``),
-``"sample"`` (``s²/k`` with the unbiased ``s²``, the spec 3.5 reading of
+``"sample"`` (``s²/k`` with the unbiased ``s²``, this project's reading of
 the paper's "sample variance"; for ``k = 2`` it is the paper's
 ``(ỹ_1 - ỹ_2)²/4``, variant 9) or ``"population"`` (the ddof=0 sample
 variance).  The sample estimates make ``α = ê²/(ê² + V)``-like factors
@@ -126,7 +126,7 @@ def known_variance(variance: Any) -> float | None:
 
 
 def optimal_alpha(e2: float, v: float, r: float, xx: float) -> float:
-    """Rule (5) in the stable form ``r·e²/(r·e² + (r + ‖x‖²)·v)`` (spec 3.3).
+    """Rule (5) in the stable form ``r·e²/(r·e² + (r + ‖x‖²)·v)`` (P3 eq. (5)).
 
     ``e2`` is the squared residual estimate, ``v`` the variance of the label
     used in (4), ``xx = ‖x‖²``.  Returns 1 when ``e2 = v = 0`` and a value in
@@ -177,10 +177,10 @@ class _LinearRegression(Learner):
                         context={"x": xs.copy(), "prediction": np.array(value)})
 
     def learn_one(self, event: Event) -> None:
-        """Apply step (4) for one event with ``α`` from :meth:`alpha` (spec 3.2, 3.6).
+        """Apply step (4) for one event with ``α`` from :meth:`alpha` (P3 eq. (4)).
 
         The residual uses the current weights.  An all-zero ``x`` leaves the
-        weights unchanged (spec 3.7); an update that would overflow is
+        weights unchanged; an update that would overflow is
         refused with :class:`ParamError` and leaves the weights unchanged.
         """
         x = check_input(event["x"], self.n_features)
@@ -213,7 +213,7 @@ class _LinearRegression(Learner):
 
 
 class NLMS(_LinearRegression):
-    """Regularised NLMS, the "noisy feedback" reference of ORS (``α ≡ 1``, spec 6.5).
+    """Regularised NLMS, the "noisy feedback" reference of ORS (``α ≡ 1``, P3 Section 4.1).
 
     ``w ← w + (ȳ - wᵀx)·x / (r + ‖x‖²)`` with ``ȳ`` the mean of the noisy
     labels; ``r = 0`` is plain NLMS (after the step ``wᵀx = ȳ`` exactly).
@@ -251,7 +251,7 @@ class NLMS(_LinearRegression):
 
 
 class ORS(_LinearRegression):
-    """Online Regression with Scaling (Moroshko & Crammer, Fig. 1; spec 3.2-3.5).
+    """Online Regression with Scaling (Moroshko & Crammer, Fig. 1, eq. (4)-(6), Section 4).
 
     Step (4) with ``α`` from rule (5) or (6); see the module docstring for
     how each ``alpha_rule`` estimates the residual and the label variance

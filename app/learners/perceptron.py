@@ -1,4 +1,4 @@
-"""Multiclass Perceptron (Crammer & Singer 2003; P1 eq. (2), spec 6.1): full information."""
+"""Multiclass Perceptron (Crammer & Singer 2003; P1 eq. (2)): full information."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from app.learners.linear import LoggedOnlyLearner, Terms, check_label, own_input
 
 
 class Perceptron(LoggedOnlyLearner):
-    """Multiclass Perceptron: ``W <- W + x (e_y - e_yhat)`` every round (spec 6.1).
+    """Multiclass Perceptron: ``W <- W + x (e_y - e_yhat)`` every round (P1 eq. (2)).
 
     Full information: the feedback is the true ``label``.  The update is zero
     when the logged greedy label ``yhat = argmax W x`` (ties to the lowest

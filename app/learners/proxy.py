@@ -1,4 +1,4 @@
-"""Unbiased proxy for noisy clicks and validation of click-noise rates (P1, spec 1.1-1.2, 1.6).
+"""Unbiased proxy for noisy clicks and validation of click-noise rates (P1 §3, Lemma 1, eq. (4)).
 
 A click ``f`` in {0, 1} is observed through class-independent noise:
 ``rho0 = P(f_rho = 1 | f = 0)`` (false "correct") and
@@ -25,11 +25,11 @@ from app.learners.base import ParamError, check_range
 logger = logging.getLogger(__name__)
 
 #: Smallest ``beta = 1 - rho0 - rho1`` accepted by default.  ``|h| <= 1/beta``
-#: and the update of a played row grows like ``K / (gamma * beta)`` (spec 1.6),
+#: and the update of a played row grows like ``K / (gamma * beta)`` (P1 Lemma 3),
 #: so a beta near 0 is refused rather than allowed to blow up the weights.
 BETA_FLOOR = 0.01
 
-#: Below this ``beta`` the rates are accepted but a warning is logged (spec 1.3).
+#: Below this ``beta`` the rates are accepted but a warning is logged.
 BETA_WARN = 0.05
 
 #: Below this ``beta`` a calibrated probability is flagged as unreliable: dividing by
@@ -91,7 +91,7 @@ def check_noise_rates(rho0: float, rho1: float, beta_min: float = BETA_FLOOR
     """Validate click-noise rates and return them as floats.
 
     Each rate must lie in ``[0, 1)`` and ``beta = 1 - rho0 - rho1`` must be at
-    least ``beta_min`` (spec 1.3, 1.6); a ``beta`` below :data:`BETA_WARN`
+    least ``beta_min`` (P1 Algorithm 1 needs ``beta > 0``); a ``beta`` below :data:`BETA_WARN`
     is accepted with a logged warning.  Raises :class:`ParamError` naming
     ``rho0`` or ``rho1``.
 

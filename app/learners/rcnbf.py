@@ -1,4 +1,4 @@
-"""RCNBF and RCINE: Banditron with the unbiased proxy ``h`` of noisy clicks (P1, spec 1.3-1.4)."""
+"""RCNBF and RCINE: Banditron with the unbiased proxy ``h`` of noisy clicks (P1 Algorithms 1-2)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from app.learners.proxy import BETA_FLOOR, check_noise_rates, unbiased_click
 
 
 class RCNBF(Banditron):
-    """Robust Classifier under Noisy Bandit Feedback (P1 Algorithm 1, spec 1.3).
+    """Robust Classifier under Noisy Bandit Feedback (P1 Algorithm 1, eq. (5)).
 
     Plays like :class:`~app.learners.banditron.Banditron`; on a noisy click
     ``f`` it applies
@@ -99,7 +99,7 @@ class RCNBF(Banditron):
 
 
 class RCINE(RCNBF):
-    """RCNBF with Iterative Noise-rate Estimation (P1 Algorithm 2, spec 1.4).
+    """RCNBF with Iterative Noise-rate Estimation (P1 Algorithm 2).
 
     The learner is RCNBF whose rates start at the estimates ``rho0, rho1``
     (default 0, so it starts as the Banditron).  The driver (replay command

@@ -15,13 +15,13 @@ Each label (arm) ``a`` has a linear model of the *observed* click rate,
 (Thompson sampling); :class:`~app.learners.linucb.LinUCB` (``linucb``) keeps
 a full ``d x d`` precision per arm for small ``d``.
 
-Noise handling.  Under class-independent click noise (spec 1.1) the observed
+Noise handling.  Under class-independent click noise (P1 Section 3) the observed
 click has expectation ``rho0 + (1 - rho0 - rho1) * p`` where ``p`` is the true
 click probability: an increasing affine map of ``p``.  The greedy label and
 the exploration rule therefore do not change when the models learn the raw
 clicks, and the exploration parameters (``alpha``, ``gamma_scale``) stay on
 the scale of the clicks they were tuned on.  The noise rates serve only to
-report a calibrated reward ``(mu - rho0) / (1 - rho0 - rho1)`` (spec 1.2, the
+report a calibrated reward ``(mu - rho0) / (1 - rho0 - rho1)`` (P1 Lemma 1, the
 same map as the proxy ``h``) clipped to ``[0, 1]``, as ``expected_reward`` in the
 decision, with ``calibration_unreliable`` true when ``1 - rho0 - rho1`` is below
 :data:`~app.learners.proxy.CALIBRATION_BETA_MIN` or the rates are initial ones awaiting
@@ -60,7 +60,7 @@ MIN_LAMBDA = float(np.finfo(np.float64).tiny)
 def ucb_labels(mean: np.ndarray, width: np.ndarray, alpha: float) -> tuple[int, int]:
     """Greedy label ``argmax mean`` and optimistic label ``argmax mean + alpha * width``.
 
-    Ties go to the lowest index (spec 0.2).
+    Ties go to the lowest index.
 
     >>> ucb_labels(np.array([0.5, 0.4]), np.array([0.0, 0.2]), alpha=1.0)
     (0, 1)
@@ -138,8 +138,8 @@ class RidgeBandit(Learner):
     def calibrate(self, mean: float) -> float:
         """Map a predicted observed click rate to a true one: ``(mu - rho0) / (1 - rho0 - rho1)``.
 
-        This is the proxy ``h`` of spec 1.2 applied to the predicted rate
-        (``h`` inverts the noise map of spec 1.1), clipped to ``[0, 1]``: the
+        This is the proxy ``h`` of P1 Lemma 1 applied to the predicted rate
+        (``h`` inverts the noise map of P1 Section 3), clipped to ``[0, 1]``: the
         linear model's ``mu`` is not confined to ``[0, 1]``, and ``h``
         magnifies its errors by ``1 / (1 - rho0 - rho1)``.
         """
@@ -213,7 +213,7 @@ class RidgeBandit(Learner):
         return Decision(output=output, context=context)
 
     def _check_event(self, event: Event) -> tuple[np.ndarray, int, float]:
-        """``(x, played, click)`` of one joined event, validated (spec 0.4)."""
+        """``(x, played, click)`` of one joined event, validated."""
         x = self._input(event["x"])
         played = int(event["played"])
         if not 0 <= played < self.n_classes:
@@ -269,7 +269,7 @@ class DiagRidge(RidgeBandit):
     too weak for binary features with hundreds of ones.
 
     The step uses the residual of the current weights, so the update is
-    state-dependent (spec 0.5, "SD"): unlike the precision, the weights are
+    state-dependent ("SD"): unlike the precision, the weights are
     *not* a sum of per-event terms.  (The purely additive estimator
     ``theta_a,j = sum(click x_j) / (lambda + sum x_j^2)`` fits each coordinate
     separately and ends near chance on digits: see ``docs/results/ridge.md``.)

@@ -1,4 +1,4 @@
-"""Second Order Banditron, SOBA (Beygelzimer, Orabona & Zhang, ICML 2017; spec 6.4)."""
+"""Second Order Banditron, SOBA (Beygelzimer, Orabona & Zhang, ICML 2017, Algorithm 1)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class SOBA(BanditronExploration, LinearLearner):
     ``A = a I`` (``Kd x Kd``; its inverse is kept and updated by
     Sherman-Morrison), ``theta = 0``, cumulative margin ``Mc = 0``, and
     ``W = reshape(A^-1 theta, (K, d))``.  On feedback for the played label
-    ``yt`` with probability ``p = P(yt)`` (spec 6.4):
+    ``yt`` with probability ``p = P(yt)`` (Beygelzimer et al. 2017, Algorithm 1):
 
     1. ``v`` = the click (or ``h(click)`` when ``noise_corrected``); if
        ``v = 0`` nothing happens.  Taking ``y = yt``, the hinge loss
@@ -43,7 +43,7 @@ class SOBA(BanditronExploration, LinearLearner):
 
     With ``v = click`` this is SOBA as published (the click says ``yt = y``
     exactly when it is 1).  ``noise_corrected=True`` uses the unbiased proxy
-    ``h(f) = (f - rho0)/(1 - rho0 - rho1)`` (spec 1.2), whose expectation is
+    ``h(f) = (f - rho0)/(1 - rho0 - rho1)`` (P1 Lemma 1), whose expectation is
     the clean click, so ``g`` stays an unbiased gradient under click noise;
     it also updates (with a negative weight) on a 0 click when ``rho0 > 0``.
     State-dependent (SD): ``learn_many`` applies events one by one.

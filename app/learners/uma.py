@@ -1,4 +1,4 @@
-"""UMA: the unconfused ultraconservative multiclass algorithm (P4, Algorithm 2; spec 4).
+"""UMA: the unconfused ultraconservative multiclass algorithm (P4, Algorithm 2).
 
 UMA learns the linear classifier of the *true* classes from noisy class
 labels, given the confusion matrix ``C`` of the noise (``C[p, q] = P(noisy p
@@ -11,10 +11,10 @@ themselves, its ultraconservative updates use the points
 where ``A_p = {x : <w_p, x> - <w_k, x> >= alpha for all k != p}`` is the
 region the current model predicts as ``p``.  By Propositions 1-2, ``z_pq`` is
 an unbiased estimate of ``E[I{t(X) = q} I{X in A_p} X]``: the mass of the
-true-class-``q`` points that the model predicts as ``p`` (spec 4.2 step 4;
-the paper's sentence swaps ``p`` and ``q``, erratum 4.9.1).
+true-class-``q`` points that the model predicts as ``p`` (P4 Propositions 1-2;
+the paper's sentence swaps ``p`` and ``q``, its formula does not).
 
-The streaming form (spec 4.5, with the settings that work in practice, see
+The streaming form (P4 Section 3.4, with the settings that work in practice, see
 ``docs/results/uma.md``) buffers the noisy examples in a sliding window and
 runs a few UMA iterations on the whole window every ``chunk`` new examples.
 
@@ -144,12 +144,12 @@ def uma_iteration(W: np.ndarray, X: np.ndarray, y: np.ndarray, C: np.ndarray, *,
 
     Candidates are the pairs ``p != q`` with ``||z_pq|| > eps`` and a
     non-empty error set ``E = {r != q : <w_r - w_q, z_pq> >= alpha}``; every
-    selection strategy is restricted to them (spec 4.2 step 6), so the
+    selection strategy is restricted to them (P4 Section 3.5, restricted here), so the
     stopping rule is "no candidate left".  Step sizes: ``tau_q = +1`` and
 
     * ``perceptron_pq`` (the paper's experiments): ``tau_p = -1``, or
       ``tau_r* = -1`` with ``r* = argmax_{r in E} <w_r, z_pq>`` when
-      ``p`` is not in ``E`` (keeps constraint (6), erratum 4.9.6);
+      ``p`` is not in ``E`` (keeps P4's constraint (6), which ``tau_p = -1`` breaks then);
     * ``max``: always ``tau_r* = -1``;
     * ``uniform``: ``tau_r = -1/|E|`` for ``r`` in ``E``.
 
@@ -201,7 +201,7 @@ class UMA(Learner):
 
     Gold examples (``gold = 1``) carry, besides the noisy label the noise
     source gave, the checked ``true_label``; their pair counts estimate
-    ``C`` (spec 4.3), refreshed at every step, unless the client set ``C``
+    ``C`` (P4 Section 4.2.1), refreshed at every step, unless the client set ``C``
     (constructor ``confusion`` or :meth:`set_confusion`).  Until every class
     has ``gold_min_per_class`` gold examples and the estimate passes
     :func:`~app.learners.confusion.validate_confusion`, ``C = I`` (UMA is then
@@ -448,7 +448,7 @@ class UMA(Learner):
         return fourier_features(X, self.omega_, self.phase_)
 
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
-        """Predict ``argmax_q <w_q, phi(x)>``; logs ``x`` (UMA needs nothing else, spec 4.4)."""
+        """Predict ``argmax_q <w_q, phi(x)>``; logs ``x`` (UMA needs nothing else)."""
         xv = own_input(x, self.n_features)
         label = int(np.argmax(self.W_ @ self.features(xv[None, :])[0]))
         return Decision(output={"label": label}, context={"x": xv})
@@ -499,7 +499,7 @@ class UMA(Learner):
     def fit_batch(self, X: np.ndarray, y: np.ndarray, max_iter: int = 200) -> int:
         """Batch UMA (Algorithm 2) on ``(X, y)`` from the current ``W``, with the current ``C``.
 
-        Stops when no candidate pair is left (spec 4.2 step 9) or after
+        Stops when no candidate pair is left (P4 Algorithm 2) or after
         ``max_iter`` iterations; returns the number of updates.  ``X`` holds
         raw inputs (mapped by :meth:`features` with a kernel).
         """
@@ -536,7 +536,7 @@ class UMA(Learner):
 class NoisyLabelPerceptron(Perceptron):
     """The ``noisy_label`` baseline ``f_y`` of P4: the multiclass Perceptron on the noisy labels.
 
-    Same learner as :class:`~app.learners.perceptron.Perceptron` (spec 6.1),
+    Same learner as :class:`~app.learners.perceptron.Perceptron` (P1 eq. (2)),
     registered for the ``noisy_label`` task; it reads only ``label`` and
     ignores ``gold`` / ``true_label``.
     """

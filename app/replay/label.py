@@ -8,7 +8,7 @@ the papers plot.  The learner then learns from
 
 * ``click``: the true bandit bit ``I[played = y]`` (``label``) or
   ``I[y in played set]`` (``label_set``, P2's dilute feedback), flipped with
-  ``--rho0`` / ``--rho1`` (spec 1.1);
+  ``--rho0`` / ``--rho1`` (P1 Section 3);
 * ``label``: the true label, for the full-information learners (Perceptron,
   MC-SLP), which ignore the click noise.
 

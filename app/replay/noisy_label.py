@@ -11,7 +11,7 @@ UMA is given the true ``C``, unless ``--gold-fraction f``: then a
 stratified gold set of ``f`` of the data set's rows (the paper's clean set
 ``S_conf``, at least one row per class) is posted first, each row with a
 noisy label and its checked true class, and UMA estimates ``C`` from those
-pairs (spec 4.3).  The gold rows are not scored.
+pairs (P4 Section 4.2.1).  The gold rows are not scored.
 
 Each round the learner predicts for ``x_t``, the prediction is scored
 against the **true** label (the metric is the online error rate), and the

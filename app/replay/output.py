@@ -341,10 +341,14 @@ def progress_bar(total: int | None, desc: str, enabled: bool | None = None,
                  unit: str = "round") -> Iterator[Callable[[int], None]]:
     """A tqdm bar on stderr counting ``unit`` s; yields ``advance(n)``.
 
-    ``enabled=None`` shows it only when stderr is a terminal.
+    ``enabled=None`` shows it only when stderr is a terminal; without tqdm (the ``lab``
+    extra) there is no bar.
     """
-    from tqdm import tqdm
-
+    try:
+        from tqdm import tqdm
+    except ModuleNotFoundError:
+        yield lambda n: None
+        return
     show = sys.stderr.isatty() if enabled is None else enabled
     bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=True, disable=not show,
                file=sys.stderr, dynamic_ncols=True)

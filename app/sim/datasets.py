@@ -45,7 +45,7 @@ def _syn_prototypes(rng: np.random.Generator, n_classes: int) -> list[np.ndarray
 
 def synthetic(n: int, rng: np.random.Generator, label_noise: float = 0.0,
               n_classes: int = SYN_CLASSES) -> tuple[np.ndarray, np.ndarray]:
-    """SynSep (``label_noise=0``) / SynNonSep generator after Kakade et al. (2008), spec 6.6.
+    """SynSep (``label_noise=0``) / SynNonSep generator after Kakade et al. (2008).
 
     9 classes (``n_classes``), 400 binary features (120 "rare", then 280 "common").  Each
     class has a prototype that switches on 20-40 rare features.  An example of

@@ -1,4 +1,4 @@
-"""Simulated feedback: true bandit clicks and their noisy, flipped versions (spec 1.1, 2.1)."""
+"""Simulated feedback: true bandit clicks and their noisy, flipped versions (P1 §3, P2 §2)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def noisy_clicks(true_click: np.ndarray, rho0: float, rho1: float,
                  rng: np.random.Generator) -> np.ndarray:
     """Flip true 0/1 clicks: 0 -> 1 with probability ``rho0``, 1 -> 0 with ``rho1``.
 
-    Class-independent noise of spec 1.1: ``rho0 = P(f_rho = 1 | f = 0)``,
+    Class-independent noise of P1 Section 3: ``rho0 = P(f_rho = 1 | f = 0)``,
     ``rho1 = P(f_rho = 0 | f = 1)``.  Returns float64 0/1 of the same shape.
     One uniform draw per click, so the same seed gives the same flips.
     """

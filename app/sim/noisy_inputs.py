@@ -1,4 +1,4 @@
-"""Streams whose instances are only seen through noisy copies (spec 5.1, paper P5).
+"""Streams whose instances are only seen through noisy copies (paper P5, Section 2).
 
 A stream is clean ``(X, y)``; the learner never sees ``X`` but asks a
 :class:`CopyOracle` for independent copies ``x~ = x_t + N(0, std^2 I)``.

@@ -1,9 +1,9 @@
-"""Class-conditional label noise for the ``noisy_label`` task (P4, spec 4.1 and 4.8).
+"""Class-conditional label noise for the ``noisy_label`` task (P4 Sections 2.1 and 4.1).
 
 Confusion matrices here follow the library's orientation: ``C[p, q] =
 P(noisy label p | true class q)``, columns sum to 1.  The paper's toy
 experiment draws *row*-stochastic matrices with rows = true class
-(erratum 4.9.2); :func:`toy_reference_matrix` and :func:`toy_family` return
+(P4 §4.1, against its definition (4)); :func:`toy_reference_matrix` and :func:`toy_family` return
 them already transposed.
 """
 
@@ -59,7 +59,7 @@ def gold_mask(y: np.ndarray, fraction: float, rng: np.random.Generator) -> np.nd
     """Stratified gold subset: ``round(fraction * n_c)`` (at least 1) examples of every class ``c``.
 
     The paper samples its clean examples per class so that every column of
-    the estimated ``C`` is defined (spec 4.3).
+    the estimated ``C`` is defined (P4 Section 4.2.1).
 
     >>> mask = gold_mask(np.repeat([0, 1, 2], 100), 0.1, np.random.default_rng(0))
     >>> int(mask.sum()), int(mask[:100].sum())
@@ -84,7 +84,7 @@ def circle(n: int, rng: np.random.Generator, n_classes: int = 10, margin: float 
 
     ``n_classes`` weight vectors ``w_k`` are drawn uniformly on the unit
     circle; ``x`` uniform on the circle is labelled ``argmax_k <w_k, x>`` and
-    kept only if ``<w_t - w_p, x> >= margin`` for every ``p != t`` (spec 4.8).
+    kept only if ``<w_t - w_p, x> >= margin`` for every ``p != t`` (P4 Section 4.1).
 
     Returns ``(X, t, W)`` with ``W`` of shape ``(n_classes, 2)``.
 

@@ -1,10 +1,10 @@
-"""Regression streams with controlled label noise (Moroshko & Crammer §4, spec 3.9).
+"""Regression streams with controlled label noise (Moroshko & Crammer §4).
 
 A stream is ``(X, y)``: inputs ``(n, d)`` and the *clean* targets ``(n,)``
 that the MSE is scored against.  The per-round noise variances come from
 :func:`noise_variances` and the noisy labels from :func:`draw_labels`
 (zero-mean Gaussian noise of the given variance; the paper only fixes the
-variance, spec 3.9).
+variance).
 
 * ``linear-gaussian``: ``x_t ~ N(0, I_d)``, ``y_t = x_tᵀu + n_t`` with
   ``u ~ N(0, I_d)`` and ``n_t ~ N(0, 0.01)``; ``d = 20``.

@@ -56,6 +56,7 @@ def _add(client: TestClient, auth: dict[str, str], **body: Any) -> Any:
     return client.post("/v1/models/m1/challengers", json=body, headers=auth)
 
 
+@pytest.mark.slow
 def test_a_better_challenger_is_estimated_better_then_promoted(
         client: TestClient, tenant: dict[str, str]) -> None:
     new_model(client, tenant, n_features=N_FEATURES, n_classes=N_CLASSES, **POOR)
@@ -191,6 +192,7 @@ def test_a_failing_challenger_is_marked_and_skipped(client: TestClient, tenant: 
     assert 'challenger="ok"' not in client.get("/metrics", headers=ADMIN).text
 
 
+@pytest.mark.slow
 def test_challengers_survive_a_restart(redis_url: str) -> None:
     with make_client(redis_url) as client:
         auth = new_tenant(client)
@@ -256,6 +258,7 @@ def _rank_stream(client: TestClient, auth: dict[str, str], rounds: int, seed: in
         assert client.post("/v1/models/m1/sync", headers=auth).status_code == 200
 
 
+@pytest.mark.slow
 def test_a_rank_challenger_is_estimated_on_slot_0_then_promoted(
         client: TestClient, tenant: dict[str, str]) -> None:
     """A rank model whose policy places uniformly at random (epsilon 1) against a challenger
@@ -299,6 +302,7 @@ def test_a_rank_challenger_is_estimated_on_slot_0_then_promoted(
     assert stats["events_applied"] == 4500 and stats["events_dead_lettered"] == 0
 
 
+@pytest.mark.slow
 def test_a_rollback_keeps_the_noise_rates_and_the_challengers(
         client: TestClient, tenant: dict[str, str]) -> None:
     """A rollback restores the model's state and config; the noise rates (of the click

@@ -69,6 +69,7 @@ def test_create_refuses_integers_no_config_can_store(
     assert error(r, 422)["field"] == field
 
 
+@pytest.mark.slow
 def test_json_integers_are_numbers(idle_client: TestClient, tenant: dict[str, str]) -> None:
     m = new_model(idle_client, tenant, params={"gamma": 0.1, "rho0": 0}, algorithm="rcnbf")
     assert m["params"]["gamma"] == 0.1 and m["params"]["rho0"] == 0
@@ -89,6 +90,7 @@ def test_feedback_click_must_be_a_boolean(idle_client: TestClient,
         == 202
 
 
+@pytest.mark.slow
 def test_snapshot_import_is_strict(idle_client: TestClient, tenant: dict[str, str]) -> None:
     new_model(idle_client, tenant)
     snap = idle_client.get("/v1/models/m1/snapshot", headers=tenant).json()
@@ -103,6 +105,7 @@ def test_snapshot_import_is_strict(idle_client: TestClient, tenant: dict[str, st
 
 # --- Content-Type ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_json_body_without_content_type_is_read(idle_client: TestClient,
                                                   tenant: dict[str, str]) -> None:
     body = b'{"model_id": "m1", "task": "label", "n_features": 4, "n_classes": 3}'
@@ -239,6 +242,7 @@ def test_explicit_nulls_the_schema_does_not_allow_are_refused(
     assert error(r, 422)["code"] == "invalid_request"
 
 
+@pytest.mark.slow
 def test_openapi_uses_standard_keywords_only(idle_client: TestClient) -> None:
     """pydantic writes bounds it cannot place as its own keywords (ge, lt): no client reads
     those, so every bound must come out as minimum / maximum."""

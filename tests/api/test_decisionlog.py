@@ -103,6 +103,7 @@ def test_paging_with_after_and_time_filter(client: TestClient, tenant: dict[str,
         everything[37:]  # after a whole entry
 
 
+@pytest.mark.slow
 def test_newest_first_pages_back_in_time(client: TestClient, tenant: dict[str, str]) -> None:
     new_model(client, tenant)
     play_label(client, tenant, 25)
@@ -143,6 +144,7 @@ def test_newest_first_pages_back_in_time(client: TestClient, tenant: dict[str, s
     assert get_log(client, tenant, order="desc", until=f"{boundary:.3f}", after=top)[0] == older
 
 
+@pytest.mark.slow
 def test_rank_log_has_slots_with_id_hashes_propensities_and_clicks(
         client: TestClient, tenant: dict[str, str]) -> None:
     r = client.post("/v1/models", json={"model_id": "r", "task": "rank", "n_features": 3,
@@ -216,6 +218,7 @@ def test_another_tenants_model_is_404_and_bad_parameters_are_422_naming_the_fiel
         assert r.json()["error"]["field"] == field, r.json()
 
 
+@pytest.mark.slow
 def test_newest_first_after_the_oldest_possible_position_is_an_empty_last_page(
         client: TestClient, tenant: dict[str, str]) -> None:
     new_model(client, tenant)
@@ -226,6 +229,7 @@ def test_newest_first_after_the_oldest_possible_position_is_an_empty_last_page(
     assert len(get_log(client, tenant, after="0-0")[0]) == 3
 
 
+@pytest.mark.slow
 def test_a_small_page_reads_few_entries_from_redis(
         client: TestClient, tenant: dict[str, str], log_read_counts: list[int]) -> None:
     new_model(client, tenant)

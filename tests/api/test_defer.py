@@ -7,11 +7,13 @@ import time
 from typing import Any
 
 import numpy as np
+import pytest
 import redis
 
 from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, sweep
 from tests.api.test_rank import candidates, new_ranker, rank_one
+from tests.deadlines import pass_deadlines
 
 MK = ModelKeys("acme", "m1")
 #: Context TTL of a decision of the tests' models: wait_seconds (1) + the default grace.
@@ -36,6 +38,7 @@ def _stream_event_ids(redis_url: str) -> list[bytes]:
         return [fields[b"e"] for _, fields in r.xrange(MK.events)]
 
 
+@pytest.mark.slow
 def test_deferred_decision_is_learned_only_once_activated(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_model(client, tenant, feedback={"wait_seconds": 1, "on_timeout": "no_click"})
@@ -47,7 +50,8 @@ def test_deferred_decision_is_learned_only_once_activated(
     assert (error["code"], error["field"]) == ("not_activated", "event_id")
     assert "activate" in error["message"]
 
-    time.sleep(2.1)  # past both deadlines a decision without defer would have had
+    with redis.Redis.from_url(redis_url) as r:  # past the deadlines a decision without defer
+        assert pass_deadlines(r, MK) == 0  # would have had: a deferred one has none yet
     sweep(redis_url)
     assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
     stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
@@ -90,7 +94,8 @@ def test_activated_decision_is_defaulted_at_its_new_deadline(
     new_model(client, tenant, feedback={"wait_seconds": 1, "on_timeout": "no_click"})
     deferred = _predict(client, tenant, defer=True)
     assert _activate(client, tenant, deferred["event_id"]).status_code == 200
-    time.sleep(2.1)
+    with redis.Redis.from_url(redis_url) as r:
+        assert pass_deadlines(r, MK) == 1
     sweep(redis_url)
     assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
     stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]

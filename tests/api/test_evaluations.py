@@ -56,6 +56,7 @@ def evaluation(client: TestClient, auth: dict[str, str], redis_url: str,
     return out
 
 
+@pytest.mark.slow
 def test_evaluations_answer_what_the_command_line_prints(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_model(client, tenant, params={"gamma": 0.3})
@@ -112,6 +113,7 @@ def test_a_model_lists_the_policies_its_log_is_evaluated_for_and_no_other_is_que
                    "regression models"}, r.text
 
 
+@pytest.mark.slow
 def test_a_configuration_trains_on_the_earlier_events_and_is_evaluated_on_the_later(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_model(client, tenant, params={"gamma": 0.3})
@@ -141,6 +143,7 @@ def test_a_configuration_trains_on_the_earlier_events_and_is_evaluated_on_the_la
     assert r.status_code == 422 and "configuration" in r.json()["error"]["message"], r.text
 
 
+@pytest.mark.slow
 def test_a_rank_models_uniform_policy_ranks_each_requests_own_candidates(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     """3 to 6 candidates per request from a pool of 24 items, each clicked with its own
@@ -191,6 +194,7 @@ def test_a_rank_models_uniform_policy_ranks_each_requests_own_candidates(
         assert "uniform, logging" in r.json()["error"]["message"], r.text
 
 
+@pytest.mark.slow
 def test_a_failed_slow_or_orphaned_evaluation_ends_failed_never_running_forever(
         client: TestClient, tenant: dict[str, str], redis_url: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -229,6 +233,7 @@ def test_a_failed_slow_or_orphaned_evaluation_ends_failed_never_running_forever(
     r.close()
 
 
+@pytest.mark.slow
 def test_an_evaluation_reads_the_newest_events_of_its_window_in_log_order(
         client: TestClient, tenant: dict[str, str], redis_url: str,
         monkeypatch: pytest.MonkeyPatch) -> None:

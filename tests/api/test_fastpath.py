@@ -42,6 +42,7 @@ def tenant(idle_client: TestClient) -> dict[str, str]:
     return auth
 
 
+@pytest.mark.slow
 def test_second_predict_takes_one_round_trip(idle_client: TestClient, redis_url: str,
                                              tenant: dict[str, str]) -> None:
     first, path1 = predicted_by(idle_client, tenant)
@@ -65,6 +66,7 @@ def test_second_predict_takes_one_round_trip(idle_client: TestClient, redis_url:
         idle_client.get("/metrics", headers=ADMIN).text
 
 
+@pytest.mark.slow
 def test_explore_false_counts_without_logging(idle_client: TestClient, redis_url: str,
                                               tenant: dict[str, str]) -> None:
     predicted_by(idle_client, tenant)
@@ -103,6 +105,7 @@ def test_other_tenant_key_gets_404_like_a_missing_model(idle_client: TestClient,
     assert path is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", ["reset", "noise", "recreate"])
 def test_a_changed_model_is_seen_on_the_next_predict(idle_client: TestClient,
                                                      tenant: dict[str, str], change: str) -> None:

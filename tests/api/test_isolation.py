@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.api.conftest import TestClient, new_model, new_tenant
+
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
 
 
 def test_foreign_key_gets_404_on_every_model_route(client: TestClient) -> None:

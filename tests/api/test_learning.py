@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from app.sim.datasets import load_classification
 from app.sim.feedback import noisy_clicks
 from tests.api.conftest import TestClient, new_model
+
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
 
 RHO0, RHO1 = 0.1, 0.2
 ROUNDS, BATCH, HELD_OUT = 4000, 500, 1000

@@ -6,11 +6,15 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 
 from app.store import Store
 from tests.api.conftest import TestClient, new_model, predict_all
 from workers.settings import WorkerSettings
 from workers.worker import Worker
+
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
 
 K, D, N, BATCH, RATES = 10, 20, 20_000, 500, (0.2, 0.3)
 

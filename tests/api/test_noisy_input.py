@@ -84,6 +84,7 @@ def test_more_copies_flow(client: TestClient, tenant: dict[str, str]) -> None:
     assert "t_" in state
 
 
+@pytest.mark.slow
 def test_kernel_ogd_linear_learns_from_noisy_copies(client: TestClient,
                                                     tenant: dict[str, str]) -> None:
     d, sigma = 3, 1.0

@@ -141,6 +141,7 @@ def test_gold_examples_change_the_estimated_confusion(client: TestClient,
     assert not np.allclose(got["matrix"], np.eye(3))
 
 
+@pytest.mark.slow
 def test_uma_beats_noisy_perceptron_on_digits(client: TestClient,
                                               tenant: dict[str, str]) -> None:
     X, y = load_classification("digits")

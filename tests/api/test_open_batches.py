@@ -41,6 +41,7 @@ def _count_calls(monkeypatch: pytest.MonkeyPatch, obj: Any, name: str,
     monkeypatch.setattr(obj, name, counted)
 
 
+@pytest.mark.slow
 def test_regression_batch_matches_one_by_one(client: TestClient, tenant: dict[str, str],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     budget = {"budget": 1.5, "strategy": "const"}     # one more label in about half the rounds
@@ -93,6 +94,7 @@ def test_regression_batch_matches_one_by_one(client: TestClient, tenant: dict[st
                                _weights(client, tenant, "one"), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_regression_batch_rejects_bad_items_alone(client: TestClient,
                                                   tenant: dict[str, str]) -> None:
     _model(client, tenant, params={"alpha_rule": "two_sample"})    # two labels per event

@@ -3,14 +3,16 @@ position bias and snapshots; every bad input a 422 naming its field."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 import pytest
+import redis
 
 from app.sim.rank import RankSimulator, gap_closed
+from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, post_feedback, sweep
+from tests.deadlines import pass_deadlines
 
 DX, DA, SLOTS = 3, 2, 3
 
@@ -217,6 +219,7 @@ def test_rank_of_a_label_model_and_predict_of_a_rank_model_are_422(
     assert "'rank' model" in r.text and "/v1/models/feed/rank" in r.text
 
 
+@pytest.mark.slow
 def test_unanswered_rankings_become_no_clicks_at_the_timeout(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_ranker(client, tenant, feedback={"wait_seconds": 1, "on_timeout": "no_click"})
@@ -227,7 +230,8 @@ def test_unanswered_rankings_become_no_clicks_at_the_timeout(
     ok = post_feedback(client, tenant, {"event_id": results[0]["event_id"],
                                         "clicks": [results[0]["ranking"][0]["id"]]}, model="feed")
     assert ok.status_code == 202
-    time.sleep(2.1)
+    with redis.Redis.from_url(redis_url) as r:
+        assert pass_deadlines(r, ModelKeys("acme", "feed")) == 2
     sweep(redis_url)
     assert client.post("/v1/models/feed/sync", headers=tenant).status_code == 200
     stats = client.get("/v1/models/feed", headers=tenant).json()["stats"]
@@ -304,6 +308,7 @@ def run_stream(client: TestClient, auth: dict[str, str], rounds: int, batch: int
                                                                                   truth)[0, 1])}
 
 
+@pytest.mark.slow
 def test_default_learner_on_the_simulated_stream(client: TestClient,
                                                  tenant: dict[str, str]) -> None:
     # the issue's stream (churn 10% per 1,000, 20 candidates, 3 slots, theta (1, 0.6, 0.35),
@@ -316,6 +321,7 @@ def test_default_learner_on_the_simulated_stream(client: TestClient,
     assert out["new_items"] >= 100 and out["new_item_correlation"] >= 0.5, out
 
 
+@pytest.mark.slow
 def test_logged_propensities_match_the_policy_frequencies(client: TestClient,
                                                           tenant: dict[str, str]) -> None:
     new_ranker(client, tenant, params={"temperature": 0.3, "epsilon": 0.1})

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import time
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,7 @@ from app.api.tasks import task_spec
 from app.learners.ors import ORS
 from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, post_feedback, predict_all
+from tests.deadlines import pass_deadlines_async
 
 
 def _model(client: TestClient, auth: dict[str, str], **overrides: Any) -> dict[str, Any]:
@@ -117,6 +117,7 @@ def test_more_labels_flow_joins_all_values(client: TestClient, tenant: dict[str,
     assert budget["rounds"] == 1 and budget["labels_used"] == 3
 
 
+@pytest.mark.slow
 def test_open_decision_expires_with_labels_received(client: TestClient,
                                                     tenant: dict[str, str]) -> None:
     _model(client, tenant, label_budget={"budget": 2, "strategy": "const"},
@@ -125,11 +126,11 @@ def test_open_decision_expires_with_labels_received(client: TestClient,
     eid = predict_all(client, tenant, x[None])[0]["event_id"]
     answer = post_feedback(client, tenant, {"event_id": eid, "values": [2.0]}).json()
     assert answer["more_labels"] == 1
-    time.sleep(2.1)
     ctx = client.app.state.ctx  # type: ignore[attr-defined]
     mk = ModelKeys("acme", "m1")
 
     async def sweep() -> list[str]:
+        assert await pass_deadlines_async(ctx.store.redis, mk) == 1
         due = await ctx.store.events.due_decisions(mk, await ctx.store.events.server_time())
         return await ctx.store.events.expire_many(mk, due, "drop", {})
 
@@ -177,6 +178,7 @@ def test_budget_never_exceeded_and_events_applied_in_order(client: TestClient,
     np.testing.assert_allclose(_weights(client, tenant), ref.w_, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["ors", "nlms"])
 def test_regression_learns_linear_gaussian(client: TestClient, tenant: dict[str, str],
                                            algorithm: str) -> None:
@@ -206,6 +208,7 @@ def test_regression_learns_linear_gaussian(client: TestClient, tenant: dict[str,
     assert mse() < 0.05 * before
 
 
+@pytest.mark.slow
 def test_concurrent_first_labels_never_overspend(client: TestClient,
                                                  tenant: dict[str, str]) -> None:
     budget, n = 1.5, 30

@@ -58,6 +58,7 @@ def _model(client: TestClient, auth: dict[str, str], model: str = "m1") -> dict[
     return body
 
 
+@pytest.mark.slow
 def test_versions_kept_at_most_once_per_interval_and_capped(
         client: TestClient, tenant: dict[str, str]) -> None:
     _model_of(client, tenant, "hourly", versions={"kept": 20, "interval_seconds": 3600})
@@ -88,6 +89,7 @@ def test_versions_kept_at_most_once_per_interval_and_capped(
         (14, "reset", True), (1, "create", False)]
 
 
+@pytest.mark.slow
 def test_rollback_restores_predictions_and_learning_goes_on(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     _model_of(client, tenant, versions={"kept": 20, "interval_seconds": 0})
@@ -171,6 +173,7 @@ def test_kept_none(client: TestClient, tenant: dict[str, str]) -> None:
     assert _versions(client, tenant) == {"version": 2, "versions": []}
 
 
+@pytest.mark.slow
 def test_rollback_across_a_promote_restores_the_algorithm(
         client: TestClient, tenant: dict[str, str]) -> None:
     new_model(client, tenant, versions={"kept": 20, "interval_seconds": 0})

@@ -27,6 +27,9 @@ from noisyloop_client import codec
 
 from tests.client.conftest import Service
 
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_DIR = ROOT / "clients" / "python"
 #: The README's client section and its first Python block (the example this module runs).

@@ -13,6 +13,9 @@ from noisyloop_client import AsyncClient, Client, NoisyloopError, calls
 
 from tests.client.conftest import Service
 
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
+
 
 def feed(client: Client, n: int, seed: int) -> list[str]:
     """``n`` applied label decisions with feedback; their event ids in order."""

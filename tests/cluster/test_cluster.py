@@ -35,6 +35,9 @@ from app.store.embedded import free_port
 from app.store.keys import ModelKeys
 from tests.cluster.conftest import LocalCluster
 
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
+
 ADMIN_TOKEN = "cluster-test-admin-token-0123456789"
 WORKER_FLAGS = ["--roles", "trainer,sweeper", "--lease-ttl", "2", "--heartbeat-ttl", "3",
                 "--flush-interval", "0.02", "--poll-interval", "0.1"]

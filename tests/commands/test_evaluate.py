@@ -56,6 +56,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, 
     return code, json.loads(out) if code == 0 else {}
 
 
+@pytest.mark.slow
 def test_vw_estimates_hold_the_fixed_actions_value(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "log.vw"

@@ -20,6 +20,9 @@ from app.store.embedded import EmbeddedRedis
 from tests.api.test_evaluations import run_jobs
 from tests.client.conftest import Service, admin, api_key, service  # noqa: F401 (fixtures)
 
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
+
 N_FEATURES, N_CLASSES = 5, 3
 
 

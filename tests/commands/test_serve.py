@@ -11,8 +11,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from app.store.embedded import free_port
+
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
 
 
 def _start(data_dir: Path, port: int) -> subprocess.Popen[str]:

@@ -22,6 +22,9 @@ import pytest
 from app.console import STATIC_DIR
 from tests.console.harness import NOISY_PARAMS, RANK_SHAPE, Service, sign_in
 
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
+
 #: The one URL the assets may name: SVG's XML namespace (an identifier, never fetched).
 SVG_NAMESPACE = "http://www.w3.org/2000/svg"
 

@@ -113,6 +113,7 @@ def _wait(check: object, timeout: float, what: str,
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(PROMETHEUS is None,
                     reason="prometheus binary not installed (.ci/run installs Debian's package)")
 def test_prometheus_scrapes_serve_and_answers_a_noisyloop_series(

@@ -69,6 +69,7 @@ def coverage(evaluations: list[Evaluation], estimator: str, truth: float) -> flo
     return float(np.mean(hits))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("logging", list(LABEL_LOGGING))
 def test_intervals_cover_the_true_value(logging: str) -> None:
     results = runs(logging)
@@ -100,6 +101,7 @@ def test_fixed_action_weights_give_the_effective_sample_size() -> None:
     assert result.snips.value == pytest.approx(log.rewards[log.actions == 2].mean())
 
 
+@pytest.mark.slow
 def test_click_noise_biases_the_raw_estimates_by_the_predicted_amount() -> None:
     rho0, rho1 = 0.1, 0.3
     beta = 1 - rho0 - rho1

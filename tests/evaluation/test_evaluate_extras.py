@@ -49,6 +49,7 @@ def write_slates(folder: Path, n: int, weights: np.ndarray, seed: int = 0) -> Pa
     return path
 
 
+@pytest.mark.slow
 def test_slate_logs_get_reward_interaction_estimates(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     path = write_slates(tmp_path, 4000, np.array([1.0, 2.0, 6.0]))
@@ -110,6 +111,7 @@ def write_skewed_obd(folder: Path, n: int, share: np.ndarray, seed: int) -> Path
     return path
 
 
+@pytest.mark.slow
 def test_an_empirical_policy_is_evaluated_on_another_log(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "other").mkdir()

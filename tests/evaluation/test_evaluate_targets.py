@@ -68,6 +68,7 @@ def exploring_and_greedy(learner: Learner) -> tuple[np.ndarray, np.ndarray]:
     return explore, np.eye(K)[labels]
 
 
+@pytest.mark.slow
 def test_a_snapshot_is_evaluated_as_it_explores_and_greedy(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log, _ = simulate_label(3, LABEL_LOGGING["uniform"], 8000)
@@ -92,6 +93,7 @@ def trained_value(config: dict[str, Any], log: LabelLog, fraction: float) -> flo
     return label_value(exploring_and_greedy(learner)[0])
 
 
+@pytest.mark.slow
 def test_a_configuration_trained_on_the_earlier_log_is_evaluated_on_the_later(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log, _ = simulate_label(5, LABEL_LOGGING["softmax"], 8000)

@@ -23,6 +23,9 @@ import pytest
 
 from tests.commands.test_evaluate import run
 
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
+
 OBP = "obp==0.4.1"
 """The newest ``obp`` with a source distribution (later releases ship wheels only)."""
 FOLDER = "obp-0.4.1/obp/dataset/obd/"

@@ -37,6 +37,7 @@ def runs(propagate: bool) -> list[Evaluation]:
     return out
 
 
+@pytest.mark.slow
 def test_propagated_rate_errors_restore_the_coverage() -> None:
     truth = true_value("uniform", SOFTMAX)
     plain, propagated = runs(False), runs(True)

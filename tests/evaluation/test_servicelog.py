@@ -21,6 +21,7 @@ def label_records(X: np.ndarray) -> Iterator[dict[str, Any]]:
             yield {"type": "reset", "stream_id": "2-0", "version": 3}
 
 
+@pytest.mark.slow
 def test_a_label_log_keeps_its_numbers_not_the_records() -> None:
     X = np.random.default_rng(0).standard_normal((20_000, 64))
     tracemalloc.start()

@@ -66,6 +66,7 @@ def test_the_cascade_probabilities_are_a_distribution() -> None:
     assert uniform[0].tolist() == pytest.approx([1 / 5, 1 / 20, 1 / 60])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["pl", "uniform", "logging"])
 def test_rips_is_unbiased_and_covers_under_the_cascade(target: str) -> None:
     scores = {"pl": TARGET_SCORES, "uniform": None, "logging": LOGGING_SCORES}[target]
@@ -98,6 +99,7 @@ def test_independent_ips_is_biased_where_rips_is_not() -> None:
     assert abs(iips.mean() - truth) > 8 * iips.std() / np.sqrt(SEEDS)
 
 
+@pytest.mark.slow
 def test_noisy_clicks_corrected_per_slot() -> None:
     rho0, rho1 = 0.03, 0.25
     truth = true_value(TARGET_SCORES)

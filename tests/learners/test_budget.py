@@ -16,6 +16,7 @@ def _spend(strategy: LabelBudget, deltas: np.ndarray) -> list[int]:
     return [strategy.labels_wanted(float(d), 0.0) for d in deltas]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [1.2, 1.5, 2.0, 3.7])
 @pytest.mark.parametrize("scale", [0.01, 1.0, 1e3])
 def test_self_tuned_never_exceeds_budget(budget: float, scale: float) -> None:
@@ -49,6 +50,7 @@ def test_self_tuned_adapts_a_per_block() -> None:
     assert strategy.a < 2.0           # now far below the target: halved
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [1.3, 2.0, 2.5])
 def test_const_spends_budget_in_expectation(budget: float) -> None:
     n = 20_000

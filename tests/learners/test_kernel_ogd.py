@@ -35,6 +35,7 @@ def _assert_mean(samples: list[float], expected: float, n_se: float = 4.0) -> No
     assert abs(arr.mean() - expected) < n_se * se, (arr.mean(), expected, se)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_prod_point_is_unbiased_for_kernel_under_noise(kernel: str) -> None:
     est, rng = _estimator(kernel), np.random.default_rng(1)
@@ -42,6 +43,7 @@ def test_prod_point_is_unbiased_for_kernel_under_noise(kernel: str) -> None:
     _assert_mean(samples, float(est.kernel(X_A[None], X_B)[0]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_prod_between_estimates_is_unbiased_for_kernel_under_noise(kernel: str) -> None:
     est, rng = _estimator(kernel), np.random.default_rng(2)
@@ -109,6 +111,7 @@ def _store_with_terms(kernel: str, rng: np.random.Generator) -> FeatureStore:
     return store
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kernel", "loss", "target", "fixed"), [
     ("exp", "exp", -1.0, False),            # y = -1 catches P5's sign slip (spec 5.5)
     ("gaussian:1.5", "exp", -1.0, False),
@@ -134,6 +137,7 @@ def test_gradient_length_is_unbiased(kernel: str, loss: str, target: float, fixe
     _assert_mean(samples, expected)
 
 
+@pytest.mark.slow
 def test_two_copy_update_matches_clean_ogd_in_expectation() -> None:
     """Spec 5.6: E[w+] = w - eta 2 (<w, x> - y) x, plain OGD on the clean point."""
     rng = np.random.default_rng(7)
@@ -155,6 +159,7 @@ def test_two_copy_update_matches_clean_ogd_in_expectation() -> None:
         _assert_mean([u[j] for u in updates], float(expected[j]))
 
 
+@pytest.mark.slow
 def test_naive_single_copy_attenuates_but_unbiased_does_not() -> None:
     """Spec 5.10.7: naive OGD on one noisy copy converges toward w/(1 + sigma^2)."""
     rng = np.random.default_rng(8)

@@ -32,6 +32,7 @@ def test_thompson_probabilities_match_sampled_argmax() -> None:
     assert np.all(np.abs(wins / n - p) < 4 * se + 1e-4), (wins / n, p)
 
 
+@pytest.mark.slow
 def test_lints_logs_the_propensity_it_draws_with() -> None:
     model = LinTSDiag(n_features=2, n_classes=3, seed=4, scale=0.3)
     model.learn_many(stack_events([
@@ -87,6 +88,7 @@ def _hopeless_model(uniform_share: float) -> LinTSDiag:
     return model
 
 
+@pytest.mark.slow
 def test_uniform_share_gives_every_label_its_share_and_logs_the_mixture() -> None:
     x = np.array([1.0, 0.0])
     pure = _hopeless_model(0.0).probabilities(x)
@@ -120,6 +122,7 @@ def test_init_refuses_uniform_share_outside_unit_interval(share: float) -> None:
         LinTSDiag(n_features=2, n_classes=3, uniform_share=share)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("share", "supported"), [(0.05, True), (0.0, False)])
 def test_anchor_estimator_takes_lints_plays_only_with_a_uniform_share(
         share: float, supported: bool) -> None:

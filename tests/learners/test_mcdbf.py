@@ -73,6 +73,7 @@ def test_mcdbf_update_exactly_unbiased_for_mcslp_update(k: int, m: int) -> None:
             np.testing.assert_allclose(expected, target, rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_ordered_draw_frequencies_match_z() -> None:
     k, m, gamma, n = 5, 2, 0.4, 60_000
     greedy = np.array([3, 1])

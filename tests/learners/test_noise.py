@@ -34,6 +34,7 @@ def synsep_buffer(rho0: float, rho1: float, n: int = 6000, seed: int = 10
     return X, played, clicks
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rho", [(0.2, 0.4), (0.1, 0.3)])
 def test_estimate_synsep_within_tenth(rho: tuple[float, float]) -> None:
     # 5 seeds of this buffer gave errors of at most 0.09 (scratch run);
@@ -45,6 +46,7 @@ def test_estimate_synsep_within_tenth(rho: tuple[float, float]) -> None:
     assert est.percentile == pytest.approx(100 * (1 - 1 / 18))
 
 
+@pytest.mark.slow
 def test_estimate_same_seed_same_result() -> None:
     X, played, clicks = synsep_buffer(0.2, 0.4, n=2000)
     first = estimate_noise_rates(X, played, clicks, 9, hidden=(16,), seed=3)
@@ -189,6 +191,7 @@ def test_standardised_click_model_ignores_column_scale_and_shift() -> None:
     assert np.max(np.abs(raw_u - raw_v)) > 0.01
 
 
+@pytest.mark.slow
 def test_paper_preset_trains_longer_with_stronger_penalty() -> None:
     default, paper = MLPClickModel(), MLPClickModel.paper(standardise=True, seed=4)
     assert (paper.max_epochs, paper.batch_size, paper.validation_fraction) == (70, 128, 0.1)

@@ -234,6 +234,7 @@ def test_build_defaults_to_ors() -> None:
     assert model.k_variance == "pred"
 
 
+@pytest.mark.slow
 def test_scaling_beats_noisy_feedback_on_synthetic_stream() -> None:
     """The paper's claim: variant 8 has lower long-run MSE than unscaled updates (same r).
 

@@ -45,6 +45,7 @@ def _simulate(model: RidgeRanker, sim: RankSimulator, rounds: int) -> None:
         model.learn_one({**decision.context, "clicks": sim.clicks(request, ranking)})
 
 
+@pytest.mark.slow
 def test_logged_propensities_match_the_policy_frequencies() -> None:
     model = _model(temperature=0.5, epsilon=0.2)
     _play(model, 50)
@@ -95,6 +96,7 @@ def _exact_ridge(events: list[dict[str, Any]], ridge: float, theta: tuple[float,
     return np.linalg.solve(phi.T @ phi + ridge * np.eye(phi.shape[1]), phi.T @ targets)
 
 
+@pytest.mark.slow
 def test_lazy_solution_is_the_exact_ridge_solution_right_after_a_refresh() -> None:
     theta, rho0, rho1 = (1.0, 0.5, 0.25), 0.05, 0.1
     params = {"ridge": 0.7, "position_bias": theta, "rho0": rho0, "rho1": rho1}
@@ -158,6 +160,7 @@ def test_position_bias_from_bands_recovers_theta_on_equal_relevance() -> None:
     assert estimated.tolist() == [False, True]
 
 
+@pytest.mark.slow
 def test_position_bias_is_estimated_on_the_simulator_and_new_items_are_scored() -> None:
     sim = RankSimulator(n_features=DX, n_action_features=DA, theta=(1.0, 0.6, 0.35),
                         churn_every=500, seed=3)

@@ -63,6 +63,7 @@ def test_set_state_refuses_wrong_shapes() -> None:
         model.set_state(state)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", DIAG)
 def test_calibrated_reward_unbiased_under_click_noise(cls: type[DiagRidge]) -> None:
     # Constant input: each arm's model is the ridge mean of its observed clicks,

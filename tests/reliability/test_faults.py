@@ -127,6 +127,7 @@ def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
             p.wait(10)
 
 
+@pytest.mark.slow
 def test_api_replica_killed_mid_request_no_accepted_feedback_lost(
         redis_url: str, procs: list[subprocess.Popen[bytes]]) -> None:
     ports = [free_port(), free_port()]
@@ -182,6 +183,7 @@ def test_api_replica_killed_mid_request_no_accepted_feedback_lost(
           sum(1 for s in settled.values() if s == 202), "accepted")
 
 
+@pytest.mark.slow
 def test_slow_redis_bounded_503_and_no_backlog(redis_url: str) -> None:
     with make_client(redis_url, trainer=False, **QUICK) as api:
         auth = setup_tenant(api)

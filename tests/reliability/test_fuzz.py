@@ -54,6 +54,9 @@ from tests.reliability.conftest import (
     task_body,
 )
 
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
+
 #: Longest acceptable answer of one fuzzed request (query timeouts are capped).
 MAX_SECONDS = 5.0
 #: ``?timeout=`` of the routes that wait by design (sync, noise estimate), capped.

@@ -43,6 +43,9 @@ from app.learners.registry import ALGORITHMS, CLASS_TASKS, default_params, learn
 from tests.api.conftest import TestClient, make_client
 from tests.reliability.conftest import FUZZ_EXAMPLES, setup_tenant
 
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
+
 SETTINGS = settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None,
                     derandomize=True, suppress_health_check=list(HealthCheck))
 

@@ -23,6 +23,9 @@ from hypothesis import strategies as st
 from tests.api.conftest import TestClient, make_client
 from tests.reliability.conftest import FUZZ_EXAMPLES, setup_model, setup_tenant
 
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
+
 SETTINGS = settings(max_examples=FUZZ_EXAMPLES * 5, deadline=None, database=None,
                     derandomize=True, suppress_health_check=list(HealthCheck))
 

@@ -60,6 +60,7 @@ def test_api_keys_stored_only_as_keyed_hashes(api: TestClient, redis_url: str) -
     assert api.get("/v1/models", headers=auth).status_code == 401
 
 
+@pytest.mark.slow
 def test_admin_token_required_on_every_admin_route(api: TestClient) -> None:
     tenant = setup_tenant(api)
     admin_ops = [(m, p) for m, p in operations(api) if p.startswith("/v1/admin")]
@@ -85,6 +86,7 @@ def _a_state(api: TestClient, auth: dict[str, str], model_ids: list[str]) -> lis
     return out
 
 
+@pytest.mark.slow
 def test_foreign_key_on_every_route_of_the_schema(api: TestClient) -> None:
     """B's answer for A's model equals B's answer for a model that exists nowhere, and A's
     models are unchanged; a new route of the schema is covered without editing this test."""

@@ -77,6 +77,7 @@ def test_run_full_information_learner_gets_true_labels() -> None:
     assert result.extra["final_window_error_rate"] < 0.2  # iris, noise-free labels
 
 
+@pytest.mark.slow
 def test_run_rcine_estimates_noise_every_n_s() -> None:
     result = label.run(_args(dataset="synsep", algorithm="rcine", rounds=6000, gamma=0.5,
                              rho0=0.2, rho1=0.4, n_s=3000), 0, lambda n: None)

@@ -15,10 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from app.cli import build_parser
 from app.learners.noise_anchor import AnchorEstimate, ProgressiveScorer, estimate_from_anchors
 from app.replay import label
+
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
 
 ROUNDS, EVERY, SEED = 20_000, 2_500, 1_001
 RUNS = [("synsep", "rcine", (0.2, 0.4)), ("synsep", "linucb_diag", (0.1, 0.3)),

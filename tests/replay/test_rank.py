@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from app.cli import main
 
 
+@pytest.mark.slow
 def test_replay_rank_writes_the_gap_closed_and_the_position_bias(tmp_path: Path) -> None:
     out = tmp_path / "rank.json"
     code = main(["replay", "--task", "rank", "--dataset", "sim", "--rounds", "6000",

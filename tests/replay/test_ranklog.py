@@ -104,6 +104,7 @@ def vw_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
     return path, write_vw(path, 12_000)
 
 
+@pytest.mark.slow
 def test_vw_uniform_log_fixed_policies_hold_their_true_values(
         tmp_path: Path, vw_log: tuple[Path, np.ndarray]) -> None:
     path, truth = vw_log
@@ -118,6 +119,7 @@ def test_vw_uniform_log_fixed_policies_hold_their_true_values(
     assert len(first["curve"]) == 100 and first["curve"][-1][0] == 12_000
 
 
+@pytest.mark.slow
 def test_vw_learner_kept_reward_rises(tmp_path: Path,
                                       vw_log: tuple[Path, np.ndarray]) -> None:
     path, truth = vw_log
@@ -126,6 +128,7 @@ def test_vw_learner_kept_reward_rises(tmp_path: Path,
     assert record["kept_reward_last_quarter"] > truth.mean() + 0.15
 
 
+@pytest.mark.slow
 def test_vw_skewed_logging_is_corrected_by_rejection(tmp_path: Path) -> None:
     path = tmp_path / "skewed.vw"
     truth = write_vw(path, 12_000, skew=0.5, seed=1)
@@ -137,6 +140,7 @@ def test_vw_skewed_logging_is_corrected_by_rejection(tmp_path: Path) -> None:
     assert_close(record, truth.mean())
 
 
+@pytest.mark.slow
 def test_obd_slates_fixed_policy_and_learner(tmp_path: Path) -> None:
     path, truth = write_obd(tmp_path, 12_000, slates=True)
     uniform = replay(tmp_path, f"obd:{path}", *UNIFORM)
@@ -147,6 +151,7 @@ def test_obd_slates_fixed_policy_and_learner(tmp_path: Path) -> None:
     assert learner["kept_reward_last_quarter"] > learner["kept_reward_first_quarter"] + 0.1
 
 
+@pytest.mark.slow
 def test_obd_rows_without_slate_ids_are_one_slot_decisions(tmp_path: Path) -> None:
     path, truth = write_obd(tmp_path, 6_000, slates=False)
     record = replay(tmp_path, f"obd:{path}", *UNIFORM)

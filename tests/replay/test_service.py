@@ -24,6 +24,7 @@ def late_error(report: dict[str, Any]) -> float:
     return float((ROUNDS * curve[ROUNDS] - half * curve[half]) / (ROUNDS - half))
 
 
+@pytest.mark.slow
 def test_replay_through_service_learns_and_writes_the_same_fields(
         tmp_path: Path, service: Service, api_key: str) -> None:  # noqa: F811
     remote, local = tmp_path / "remote.json", tmp_path / "local.json"

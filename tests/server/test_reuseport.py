@@ -21,7 +21,8 @@ from app.server import reuseport
 from app.store.embedded import free_port
 from tests import processes
 
-pytestmark = pytest.mark.skipif(not reuseport.supported(), reason="needs Linux SO_REUSEPORT")
+pytestmark = [pytest.mark.slow,  # every test starts API processes
+              pytest.mark.skipif(not reuseport.supported(), reason="needs Linux SO_REUSEPORT")]
 
 ROOT = Path(__file__).resolve().parents[2]
 

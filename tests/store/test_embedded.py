@@ -59,7 +59,7 @@ def test_only_its_owner_can_reach_the_data(tmp_path: Path) -> None:
         assert _mode(data) == 0o700
         assert stat.S_ISSOCK((data / "redis.sock").stat().st_mode)
         assert _mode(data / "redis.sock") == 0o700
-        time.sleep(1.2)  # appendfsync everysec: the AOF has been written
+        _wait_for_file(data / "appendonly.aof")  # appendfsync everysec
         files = {p.name: _mode(p) for p in data.iterdir() if p.name != "redis.sock"}
         assert {"appendonly.aof", "redis.log"} <= set(files)
         assert set(files.values()) == {0o600}, files
@@ -79,6 +79,14 @@ def test_a_data_dir_too_deep_for_a_socket_address_gets_a_private_socket_dir(
     finally:
         server.stop()
     assert not socket_dir.exists()
+
+
+def _wait_for_file(path: Path, content: bytes = b"", timeout: float = 20.0) -> None:
+    """Until ``path`` exists and holds ``content`` (Redis writes its AOF once a second)."""
+    deadline = time.monotonic() + timeout
+    while not (path.is_file() and content in path.read_bytes()):
+        assert time.monotonic() < deadline, f"{path} does not hold {content!r}"
+        time.sleep(0.02)
 
 
 def _wait_for_rewrite(client: redis.Redis, timeout: float = 20.0) -> None:
@@ -105,7 +113,7 @@ def test_uncompressed_aof_rewrite_is_loaded_back_after_a_crash(tmp_path: Path) -
         _wait_for_rewrite(client)
         client.set("after", b"rewrite")  # appended to the rewritten file
         client.close()
-        time.sleep(1.5)  # appendfsync everysec
+        _wait_for_file(tmp_path / "appendonly.aof", b"rewrite")  # appendfsync everysec
         assert server.process is not None
         server.process.send_signal(signal.SIGKILL)
         server.process.wait(10)

@@ -16,6 +16,7 @@ from app.store.leases import LeaseStore
 from app.store.models import ModelView
 from app.store.snapshots import PublishConflict
 from app.store.tenants import KeyRecord, parse_api_key
+from tests.deadlines import pass_deadlines_async
 from workers.settings import WorkerSettings
 from workers.worker import Worker
 
@@ -91,7 +92,7 @@ async def test_take_feedback_many_joins_in_order_in_one_call(store: Store) -> No
 async def test_expired_decision_refuses_feedback_and_ends_once(store: Store) -> None:
     await store.events.record_decisions(MK, [("e1", CTX), ("e2", CTX)], 1, 60)
     assert await expire(store, "e1") == "not_due"
-    await asyncio.sleep(2.1)
+    assert await pass_deadlines_async(store.redis, MK) == 2
     now = await store.events.server_time()
     assert sorted(await store.events.due_decisions(MK, now)) == ["e1", "e2"]
     assert (await store.events.take_feedback(MK, "e1", CLICK)).status == "unknown"

@@ -53,7 +53,8 @@ async def test_a_crash_between_publish_and_ack_logs_each_event_exactly_once(
     assert len(await logged_events(store, mk)) == 40
     monkeypatch.setattr(DeliveryStore, "ack_and_trim", acked)
     await feed(store, mk, config, 10, seed=1)
-    await asyncio.sleep(0.15)  # the dead trainer's lease expires
+    while await store.redis.exists(mk.lease):  # the dead trainer's lease expires
+        await asyncio.sleep(0.01)
     # the re-delivered 40 are skipped (a pass that applies nothing), then the 10 new applied
     assert await worker(store, "w2").drain() == 0
     assert await worker(store, "w2").drain() == 10

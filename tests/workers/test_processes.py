@@ -31,6 +31,9 @@ from app.store.decisionlog import LogEntry
 from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, make_client, new_model, new_tenant
 
+#: Every test here starts services or processes, or runs long statistics.
+pytestmark = pytest.mark.slow
+
 FAST = ["--lease-ttl", "1", "--heartbeat-ttl", "2", "--flush-interval", "0.02",
         "--poll-interval", "0.1"]
 

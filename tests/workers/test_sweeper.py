@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 
 from app.learners.base import stack_events
 from app.learners.build import build_learner, timeout_feedback
 from app.store import Store
 from app.store.nrest import SampleStore
+from tests.deadlines import pass_deadlines_async
 from tests.workers.conftest import create_model, decisions, model_config
 from workers.settings import WorkerSettings
 from workers.worker import Worker
@@ -29,7 +31,7 @@ async def test_sweeper_turns_unanswered_decisions_into_no_clicks(store: Store) -
     for (eid, _), c in zip(answered, clicks[:5], strict=True):
         assert (await store.events.take_feedback(mk, eid, {"click": np.array(c)})).status == "ok"
     assert await worker(store).drain() == 5  # nothing is due yet
-    await asyncio.sleep(2.1)
+    assert await pass_deadlines_async(store.redis, mk) == 7
     assert await worker(store).drain() == 7 + 7  # 7 expired, then 7 applied
     late = await store.events.take_feedback(mk, logged[-1][0], {"click": np.array(1.0)})
     assert late.status == "unknown"  # the API answers 404
@@ -51,13 +53,14 @@ async def test_sweeper_drops_decisions_under_on_timeout_drop(store: Store) -> No
     mk = await create_model(store, config)
     logged, _ = decisions(config, 4)
     await store.events.record_decisions(mk, logged, 1, 60)
-    await asyncio.sleep(2.1)
+    assert await pass_deadlines_async(store.redis, mk) == 4
     assert await worker(store).drain() == 4  # 4 expired, none applied
     info = await store.snapshots.info(mk)
     assert info is not None and info.events_expired == 4 and info.events_applied == 0
     assert info.version == 1
 
 
+@pytest.mark.slow
 async def test_feedback_and_sweeper_racing_end_each_decision_once(store: Store) -> None:
     """At the deadline, feedback and expiry run concurrently: each decision ends once."""
     config = model_config(feedback={"wait_seconds": 1, "on_timeout": "no_click"})
@@ -106,7 +109,7 @@ async def test_noise_samples_keep_only_observed_feedback_not_default_no_clicks(
     answered = [1, 4, 6]
     await store.events.take_feedback_many(
         mk, [(logged[i][0], {"click": np.array(clicks[i])}) for i in answered])
-    await asyncio.sleep(2.1)
+    assert await pass_deadlines_async(store.redis, mk) == 6
     sweeper = Worker(store, WorkerSettings(roles=("sweeper",), worker_id="s", nrest_threads=True))
     assert await sweeper.drain() == 6
     # one batch of 3 answered and 6 default events

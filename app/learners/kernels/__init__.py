@@ -1,4 +1,4 @@
-"""Building blocks of kernel online gradient descent on noisy inputs (spec 5, paper P5).
+"""Building blocks of kernel online gradient descent on noisy inputs (paper P5, Algorithm 1).
 
 * :mod:`.functions` -- the kernels (dot-product and Gaussian) and the losses
   with an analytic derivative, as the coefficient sequences the estimators need.

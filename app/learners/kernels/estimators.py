@@ -4,7 +4,7 @@ Everything random about a round is drawn up front as a **plan** (a fixed-length
 int array, so that it can be logged with the prediction and the service knows
 how many copies the feedback must carry): the order(s) of the Map_Estimate of
 ``Psi(x_t)``, the order ``C`` of the gradient-length estimate and the orders
-of its ``C`` Map_Estimates (spec 5.2-5.5, 5.7).  Layout, with
+of its ``C`` Map_Estimates (P5 Algorithm 1, Subroutines 1, 2 and 5).  Layout, with
 ``k = kernel.orders_per_map`` (1, or 2 for the Gaussian ``(N1, N2)``)::
 
     plan[0]                 C
@@ -13,7 +13,7 @@ of its ``C`` Map_Estimates (spec 5.2-5.5, 5.7).  Layout, with
     rest                    -1
 
 Every order is drawn as ``P(N = n) = (p-1)/p^(n+1)`` and capped at
-``max_order`` (spec 5.8: the cap biases by at most ``p^-max_order`` times the
+``max_order`` (the cap biases by at most ``p^-max_order`` times the
 truncated tail).  The copies are then consumed in plan order.
 
 A Map_Estimate is stored as ``(level, scale, copies)`` and stands for
@@ -71,14 +71,14 @@ def prod_point(a: MapEstimate, x: np.ndarray, kernel: Kernel) -> float:
 class TaylorEstimator:
     """Plans, Map_Estimates and gradient-length estimates for one kernel and loss.
 
-    With ``deterministic=True`` (the two-copy special case of spec 5.6, linear
+    With ``deterministic=True`` (the two-copy special case of P5, linear
     kernel and squared loss only) every order is 1 and no ``p^(n+1)/(p-1)``
     weight is applied: ``g = 2 (<w, x'> - y)`` times ``Psi~ = x``.
 
     With ``fixed_order=True`` and a polynomial ``l'`` of degree ``D`` (the
     squared loss), ``C = D`` is not drawn and
-    ``g~ = sum_{n<=D} gamma_n prod_{j<=n} u_j`` (spec 5.6, last paragraph
-    [ours]): still unbiased, with a quarter of the variance of the random-order
+    ``g~ = sum_{n<=D} gamma_n prod_{j<=n} u_j`` (this
+    project's variant): still unbiased, with a quarter of the variance of the random-order
     estimate at ``p = 2`` for the squared loss, and an update every round.
 
     >>> from app.learners.kernels.functions import make_loss, parse_kernel
@@ -114,7 +114,7 @@ class TaylorEstimator:
         return 0.0 if self.deterministic else (n + 1) * math.log(self.p) - math.log(self.p - 1)
 
     def draw_order(self, rng: np.random.Generator) -> int:
-        """``N`` with ``P(N = n) = (p-1)/p^(n+1)``, capped at ``max_order`` (spec 5.2)."""
+        """``N`` with ``P(N = n) = (p-1)/p^(n+1)``, capped at ``max_order`` (P5 Section 3.2)."""
         return min(int(rng.geometric(1.0 - 1.0 / self.p)) - 1, self.max_order)
 
     def draw_plan(self, rng: np.random.Generator) -> np.ndarray:
@@ -138,7 +138,7 @@ class TaylorEstimator:
 
     def skips(self, plan: np.ndarray) -> bool:
         """Whether the round's update is zero whatever the copies: ``gamma_C = 0`` or
-        the estimate of ``Psi(x_t)`` is the zero element (spec 5.8, "zero elements")."""
+        the estimate of ``Psi(x_t)`` is the zero element."""
         first = self._map_orders(plan)[0]
         zero_map = not self.kernel.gaussian and not self.kernel.has_level(int(first[0]))
         if self.fixed_degree is not None:
@@ -180,7 +180,7 @@ class TaylorEstimator:
             g~ = kappa * gamma_C * p^(C+1)/(p-1) * prod_{j=1..C} u_j
 
         with ``kappa = y`` or 1, so ``E[g~] = y l'(y <w, Psi(x)>)`` or
-        ``l'(<w, Psi(x)> - y)`` (spec 5.5: P5 omits ``y`` inside the product).
+        ``l'(<w, Psi(x)> - y)`` (P5 Subroutine 1, corrected: P5 omits ``y`` inside the product).
         A skipped round returns ``g~ = 0`` and uses no copy.
         """
         d = pool.shape[1]

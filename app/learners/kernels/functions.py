@@ -1,14 +1,14 @@
-"""Kernels and losses as the coefficient sequences of paper P5 (spec 5.3-5.5).
+"""Kernels and losses as the coefficient sequences of paper P5 (Sections 2 and 4.2, Appendix B).
 
 A **dot-product kernel** is ``k(x, x') = Q(<x, x'>) = sum_n beta_n <x, x'>^n``
 with ``beta_n >= 0``; its explicit feature map has level-``n`` coordinates
 ``sqrt(beta_n) x_k1 ... x_kn``.  The **Gaussian kernel**
 ``exp(-||x - x'||^2 / sigma2)`` has level-``n`` coordinates
 ``exp(-||x||^2/sigma2) c_n x_k1 ... x_kn`` with the *corrected* coefficient
-``c_n = sqrt((2/sigma2)^n / n!)`` (spec 5.4; P5 omits the square root).
+``c_n = sqrt((2/sigma2)^n / n!)`` (P5 Appendix B; P5 omits the square root).
 
 A **loss** has an analytic derivative ``l'(a) = sum_n gamma_n (a - c)^n``
-(spec 5.5, loss catalogue).  Regression losses are applied to
+(P5 Section 4.2, loss examples).  Regression losses are applied to
 ``<w, Psi(x)> - y``; classification losses to ``y <w, Psi(x)>`` with
 ``y in {-1, +1}``.
 """
@@ -127,7 +127,7 @@ def parse_kernel(spec: str) -> Kernel:
 
 @dataclass(frozen=True)
 class Loss:
-    """A loss with derivative ``l'(a) = sum_n gamma_n (a - center)^n`` (spec 5.5).
+    """A loss with derivative ``l'(a) = sum_n gamma_n (a - center)^n`` (P5 Section 2).
 
     ``smoothing`` is ``s`` of the smoothed losses (P5's plots use ``s = 1``).
 

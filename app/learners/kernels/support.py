@@ -1,4 +1,4 @@
-"""The learned element ``w`` of the RKHS, in bounded memory (spec 5.5 state, 5.9).
+"""The learned element ``w`` of the RKHS, in bounded memory (P5 Algorithm 1's ``w``).
 
 P5 keeps every Map_Estimate ever made, so memory grows like ``T`` and the
 norm recomputation makes the total cost cubic in ``T``.  Two devices bound
@@ -14,10 +14,10 @@ the cost here [ours]:
   ``(coef, level, copies)``; when full, one is evicted -- the one with the
   smallest norm ``|coef| prod_j ||copies_j||`` (``eviction="smallest"``,
   the default) or the oldest (``"oldest"``), after Forgetron/budget
-  perceptrons (spec 5.9.3).  Eviction biases the gradient; its effect is
+  perceptrons.  Eviction biases the gradient; its effect is
   measured in ``docs/results/kernels.md``.
 
-``||w||^2`` is maintained incrementally (spec 5.9.1):
+``||w||^2`` is maintained incrementally:
 ``||w + a e||^2 = ||w||^2 + 2 a <w, e> + a^2 Prod(e, e)``, and scaling
 multiplies it by the square of the factor, so the projection is O(size).
 
@@ -201,7 +201,7 @@ class FeatureStore:
 
 
 class SupportStore:
-    """``w = sum_i alpha_i k(sv_i, .)`` with exact kernel values (naive baseline, spec 6.7).
+    """``w = sum_i alpha_i k(sv_i, .)`` with exact kernel values (plain OGD, P5 §3.1).
 
     >>> from app.learners.kernels.functions import parse_kernel
     >>> store = SupportStore(parse_kernel("gaussian:1"), n_features=2, budget=2,
