@@ -23,6 +23,7 @@ from typing import Any
 
 from app.learners.base import ParamError
 from app.learners.registry import ALGORITHMS, algorithms
+from app.replay import drift
 from app.replay.output import plot, progress_bar, run_repeats, summarise, write_json
 from app.replay.result import ReplayResult
 
@@ -81,6 +82,7 @@ def register(subparsers: Any) -> None:
                              "tasks; batches of --feedback-delay rounds)")
     common.add_argument("--api-key", default=None, metavar="KEY", help="API key for --service")
     common.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    drift.add_arguments(common)
     owners: dict[str, tuple[str, ...]] = {}
     seen: set[str] = set()
     for task in REPLAY_TASKS:
@@ -162,6 +164,7 @@ def replay(args: argparse.Namespace, advance: Callable[[int], None] | None = Non
     task = infer_task(args)
     check_options(args, task)
     args.task = task
+    drift.check_task(args, task)
     module = runner_module(task)
     if args.service is not None:
         module = importlib.import_module("app.replay.service")

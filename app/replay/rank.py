@@ -26,6 +26,7 @@ import numpy as np
 
 from app.learners.base import ParamError, stack_events
 from app.learners.registry import algorithms, build
+from app.replay.drift import drift_report, schedule
 from app.replay.result import ReplayResult
 from app.sim.rank import DEFAULT_RHO, DEFAULT_THETA, RankSimulator, gap_closed
 
@@ -80,7 +81,8 @@ def simulator(args: argparse.Namespace, seed: int) -> RankSimulator:
             n_features=args.context_features, n_action_features=args.action_features,
             n_candidates=args.candidates, slots=args.slots, churn=args.churn,
             churn_every=args.churn_every, theta=tuple(args.position_bias),
-            rho0=args.click_noise[0], rho1=args.click_noise[1], seed=seed)
+            rho0=args.click_noise[0], rho1=args.click_noise[1], seed=seed,
+            drift=schedule(args))
     except ValueError as exc:
         raise ParamError("--dataset", f"simulator setting: {exc}") from None
 
@@ -142,6 +144,8 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         "slots": sim.slots, "churn": sim.churn, "churn_every": sim.churn_every,
         "learn_batch": args.learn_batch,
     }
+    if sim.drift.kind != "none":
+        extra |= drift_report(sim.drift, *values[:, :3].T)
     return ReplayResult(
         algorithm=algorithm, dataset=str(args.dataset), rounds=rounds, metric="gap_closed",
         final=gap_closed(*values[tail, :3].T), curve=curve, seed=seed,

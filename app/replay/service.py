@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
                     rows = s.order[start:stop]
                     predictions = client.predict_batch(model_id, s.X[rows])
                     for k, p in enumerate(predictions, start):
-                        label = int(s.y[s.order[k]])
+                        label = int(s.labels[k])
                         greedy_err[k] = greedy_label(dict(p)) != label
                         played = p["labels"] if "labels" in p else p["label"]
                         right = bool(set_contains(np.asarray(played), np.asarray(label)))
