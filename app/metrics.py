@@ -103,6 +103,12 @@ class Metrics:
             "challenger_vs_champion", "A challenger's estimated value minus the champion's "
             "on the same events: estimate, ci_low, ci_high", (*_MODEL, "challenger", "stat"),
             namespace=ns, registry=r)
+        self.drift_detections = Counter(
+            "drift_detections", "Falls of a model's reward its drift detector reported",
+            _MODEL, namespace=ns, registry=r)
+        self.drift_statistic = Gauge(
+            "drift_statistic", "Page-Hinkley statistic of a model's reward (standard "
+            "deviations; a detection above the threshold)", _MODEL, namespace=ns, registry=r)
         self._request_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._decision_series: dict[tuple[str, str], tuple[Counter, Gauge]] = {}
         self._challengers: dict[tuple[str, ...], set[str]] = {}
@@ -135,7 +141,8 @@ class Metrics:
         for metric in (self.predictions, self.events_applied, self.events_expired,
                        self.events_dead_lettered, self.trainer_lag, self.model_version,
                        self.debiased_reward, self.online_reward, self.calibrated_reward,
-                       self.noise_insufficient_data):
+                       self.noise_insufficient_data, self.drift_detections,
+                       self.drift_statistic):
             with contextlib.suppress(KeyError):
                 metric.remove(tenant, model)
         for outcome in ("accepted", "unknown_event", "duplicate_feedback", "invalid"):

@@ -48,6 +48,8 @@ from app.learners.base import ParamError, State, check_positive, check_state
 MIN_EVENTS = 100
 #: Smallest standard deviation a standardised increment is divided by.
 MIN_SD = 1e-3
+#: Events after a detection during which a detector's status stays ``drift``.
+DRIFT_EVENTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,14 @@ class PageHinkley:
         self.sum_sq_ = float(sums_sq[-1] + x[-1] * x[-1])
         self.statistic_, self.minimum_ = float(path[-1]), float(low[-1])
         return None
+
+    def status(self) -> str:
+        """``drift`` within :data:`DRIFT_EVENTS` events of a detection, else ``warming_up``
+        while the first :data:`MIN_EVENTS` events since a start estimate the signal, else
+        ``stable``."""
+        if self.detections_ and self.count_ - self.last_detection_ < DRIFT_EVENTS:
+            return "drift"
+        return "warming_up" if self.n_ < MIN_EVENTS else "stable"
 
     def get_state(self) -> State:
         """The detector's arrays, by name (saved beside the model)."""
