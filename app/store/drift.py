@@ -28,7 +28,8 @@ class DriftStore:
     async def load(self, mk: ModelKeys) -> tuple[dict[str, np.ndarray] | None,
                                                  dict[str, Any] | None]:
         """The detector's arrays and its last report (None, None before the first save)."""
-        state, report = await self.redis.hmget(mk.drift, ["state", "report"])
+        raw: Any = await self.redis.hmget(mk.drift, ["state", "report"])
+        state, report = raw
         return (codec.decode(state) if state else None,
                 orjson.loads(report) if report else None)
 
