@@ -210,6 +210,8 @@ def handle(args: argparse.Namespace) -> int:
           f"CPU {cpu:.1f} s ({n / max(cpu, 1e-9):,.0f} rounds/CPU-s)")
     if args.json:
         write_json(summary, args.json)
-    if args.plot:
+    if args.plot and args.drift != "none":
+        drift.plot_online(results, args.plot, f"{summary.algorithm} on {summary.dataset}")
+    elif args.plot:
         plot([summary], args.plot)
     return 0

@@ -13,11 +13,16 @@ the acceptance reads (:func:`drift_report`): the share closed over rounds
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from app.learners.base import ParamError
+from app.learners.drift import PageHinkley
+from app.replay.output import save_figure
+from app.replay.result import ReplayResult
 from app.sim.drift import DEFAULT_CHANGE_AT, DEFAULT_SPAN, DRIFTS, Drift
 from app.sim.rank import gap_closed
 
@@ -74,12 +79,17 @@ def online_curve(played: np.ndarray, oracle: np.ndarray, random: np.ndarray
                                 random[max(0, p - WINDOW):p])) for p in points]
 
 
-def drift_report(drift: Drift, played: np.ndarray, oracle: np.ndarray,
-                 random: np.ndarray) -> dict[str, Any]:
+def drift_report(drift: Drift, played: np.ndarray, oracle: np.ndarray, random: np.ndarray,
+                 signal: np.ndarray) -> dict[str, Any]:
     """The drift fields of a run's ``extra``: the schedule, the share of the gap closed over
     rounds ``change_at + RECOVERY`` (None when the run is too short) and over the last
-    :data:`TAIL` rounds, and the online-reward curve."""
+    :data:`TAIL` rounds, the online-reward curve, and the detections of the service's
+    detector (:class:`~app.learners.drift.PageHinkley`) on ``signal``, the observed click
+    of each round (rounds; the delay of the first at or after the change; those before
+    it are false alarms)."""
     rounds = played.shape[0]
+    detections = [t - 1 for t in PageHinkley().update(signal).detected_at]
+    after = [t for t in detections if t >= drift.change_at]
     start, stop = drift.change_at + RECOVERY[0], drift.change_at + RECOVERY[1]
     window = slice(start, stop)
     tail = slice(max(0, rounds - TAIL), rounds)
@@ -89,4 +99,35 @@ def drift_report(drift: Drift, played: np.ndarray, oracle: np.ndarray,
                                     if stop <= rounds else None),
         "gap_closed_tail": gap_closed(played[tail], oracle[tail], random[tail]),
         "online_curve": online_curve(played, oracle, random),
+        "detections": detections,
+        "detection_delay": after[0] - drift.change_at if after else None,
+        "false_alarms": len(detections) - len(after),
     }
+
+
+def plot_online(runs: Sequence[ReplayResult], path: str | Path, title: str) -> None:
+    """PNG of the online-reward curves of drift runs (linear axes): the change as a dashed
+    line, each run's detections as ticks at the top."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
+    try:
+        for run in runs:
+            t, share = zip(*run.extra["online_curve"], strict=True)
+            (line,) = ax.plot(t, share, label=f"{run.algorithm} seed {run.seed}")
+            marks = run.extra["detections"]
+            ax.plot(marks, [1.02] * len(marks), "v", color=line.get_color(), markersize=6)
+        first = runs[0].extra
+        ax.axvline(first["change_at"], color="grey", linestyle="--", linewidth=1,
+                   label=f"change ({first['drift']})")
+        ax.set(xlabel="rounds", ylim=(min(-0.05, ax.get_ylim()[0]), 1.06),
+               ylabel=f"share of the gap closed (last {WINDOW:,} rounds)")
+        ax.set_title(f"{title}\n▼ drift detected", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)

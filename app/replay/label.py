@@ -211,7 +211,8 @@ def result(args: argparse.Namespace, task: str, algorithm: str, seed: int,
     drift = schedule(args)
     if drift.kind != "none":
         reward = 1.0 - played_err
-        extra |= drift_report(drift, reward, np.ones(rounds), np.full(rounds, 1.0 / n_classes))
+        extra |= drift_report(drift, reward, np.ones(rounds), np.full(rounds, 1.0 / n_classes),
+                              clicks)
     return ReplayResult(
         algorithm=algorithm, dataset=str(args.dataset), rounds=rounds, metric="error_rate",
         final=float(running[-1]),

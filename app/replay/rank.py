@@ -108,7 +108,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
                               "rho0": sim.rho0, "rho1": sim.rho1,
                               **dict(getattr(args, "params", None) or {})}
     learner = build(TASK, algorithm, n_features=sim.n_features, params=params, seed=seed)
-    values = np.zeros((rounds, 4))  # played, oracle, random, greedy
+    values = np.zeros((rounds, 5))  # played, oracle, random, greedy, click in slot 0
     new_scores: list[tuple[float, float]] = []
     pending: list[dict[str, np.ndarray]] = []
     for t in range(rounds):
@@ -120,7 +120,9 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         if t >= sim.churn_every and request.new.any():
             scores = learner.scores(request.x, request.actions)  # type: ignore[attr-defined]
             new_scores += zip(scores[request.new], request.relevance[request.new], strict=True)
-        pending.append({**decision.context, "clicks": sim.clicks(request, ranking)})
+        clicks = sim.clicks(request, ranking)
+        values[t, 4] = clicks[0]
+        pending.append({**decision.context, "clicks": clicks})
         if len(pending) == args.learn_batch or t == rounds - 1:
             learner.learn_many(stack_events(pending))
             pending = []
@@ -145,7 +147,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         "learn_batch": args.learn_batch,
     }
     if sim.drift.kind != "none":
-        extra |= drift_report(sim.drift, *values[:, :3].T)
+        extra |= drift_report(sim.drift, values[:, 0], values[:, 1], values[:, 2], values[:, 4])
     return ReplayResult(
         algorithm=algorithm, dataset=str(args.dataset), rounds=rounds, metric="gap_closed",
         final=gap_closed(*values[tail, :3].T), curve=curve, seed=seed,
