@@ -57,8 +57,9 @@ def schedule(args: argparse.Namespace) -> Drift:
                      int(getattr(args, "change_at", DEFAULT_CHANGE_AT)),
                      int(getattr(args, "drift_span", DEFAULT_SPAN)))
     except ValueError as exc:
-        raise ParamError("--change-at" if "change_at" in str(exc) else "--drift",
-                         str(exc)) from None
+        flag = next((f for name, f in (("change_at", "--change-at"), ("span", "--drift-span"))
+                     if str(exc).startswith(name)), "--drift")
+        raise ParamError(flag, str(exc)) from None
 
 
 def check_task(args: argparse.Namespace, task: str) -> None:

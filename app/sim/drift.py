@@ -46,8 +46,10 @@ class Drift:
     def __post_init__(self) -> None:
         if self.kind not in DRIFTS:
             raise ValueError(f"drift must be one of {DRIFTS}, got {self.kind!r}")
-        if self.change_at < 0 or self.span < 1:
-            raise ValueError("change_at must be >= 0 and span >= 1")
+        if self.change_at < 0:
+            raise ValueError(f"change_at must be >= 0, got {self.change_at}")
+        if self.span < 1:
+            raise ValueError(f"span must be >= 1, got {self.span}")
 
     def share(self, t: np.ndarray) -> np.ndarray:
         """Share of the new world at rounds ``t`` (0 before ``change_at``; ``churn``: the
