@@ -356,7 +356,7 @@ class DiagRidge(RidgeBandit):
             return inv
         age = decay(self._gamma, self.count_ - self.aged_at_)[:, None]
         v = lam + age * self.sum_x2_
-        weights: np.ndarray = (lam + age * age * self.sum_x2_sq_) / (v * v)
+        weights: np.ndarray = (lam + age * age * self.sum_x2_sq_) / v / v  # v^2 may underflow
         return weights
 
     def effective_count(self) -> float:
