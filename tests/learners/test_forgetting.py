@@ -142,7 +142,7 @@ def test_squarecb_counts_events_with_their_weights() -> None:
 def test_ranker_sums_are_the_discounted_sums() -> None:
     rng = np.random.default_rng(3)
     model = RidgeRanker(n_features=2, n_action_features=2, slots=2, seed=0, half_life=10.0)
-    twin = RidgeRanker(n_features=2, n_action_features=2, slots=2, seed=0)
+    twin = RidgeRanker(n_features=2, n_action_features=2, slots=2, seed=0, half_life=None)
     events = []
     for _ in range(60):
         x, A = rng.standard_normal(2), rng.standard_normal((4, 2))
