@@ -135,13 +135,20 @@ class Metrics:
         self.store_restarts = Counter(
             "store_restarts", "Restarts of the embedded redis-server by noisyloop serve after "
             "it exited", namespace=ns, registry=r)
+        self.drift_detections = Counter(
+            "drift_detections", "Falls of a model's reward its drift detector reported",
+            _MODEL, namespace=ns, registry=r)
+        self.drift_statistic = Gauge(
+            "drift_statistic", "Page-Hinkley statistic of a model's reward (standard "
+            "deviations; a detection above the threshold)", _MODEL, namespace=ns, registry=r)
         #: the metrics labelled by model (their first labels are ``tenant``, ``model``)
         self._per_model: tuple[Counter | Gauge, ...] = (
             self.predictions, self.feedback, self.events_applied, self.events_expired,
             self.events_dead_lettered, self.trainer_lag, self.model_version, self.noise_rate,
             self.debiased_reward, self.online_reward, self.calibrated_reward,
             self.noise_interval_width, self.noise_insufficient_data, self.champion_value,
-            self.challenger_value, self.challenger_vs_champion)
+            self.challenger_value, self.challenger_vs_champion, self.drift_detections,
+            self.drift_statistic)
         self._request_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._decision_series: dict[tuple[str, str], tuple[Counter, Gauge]] = {}
 

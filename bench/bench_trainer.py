@@ -16,17 +16,26 @@ their cost shows (each scores then learns every batch and is saved).
 
 ``--json FILE`` writes every run and the medians, with the machine and whether the
 decision log was on (``NOISYLOOP_WORKER_LOG_MAX_EVENTS=0`` turns it off).
+
+``--params JSON`` (repeatable) sets the model's hyper-parameters; with
+several, each repeat runs every set in turn and the medians are compared
+with the first set's (a same-run reference), e.g. forgetting on and off:
+
+    .venv/bin/python bench/bench_trainer.py --algorithm linucb_diag \
+        --params '{"half_life": null}' --params '{"half_life": 700}'
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -54,10 +63,11 @@ def stream(shape: str, events: int, rng: np.random.Generator) -> tuple[np.ndarra
 
 
 async def run(url: str, algorithm: str, shape: str, events: int, batch_size: int, seed: int,
-              challengers: int = 0, challenger_algorithm: str = "linucb_diag"
-              ) -> tuple[float, float]:
+              challengers: int = 0, challenger_algorithm: str = "linucb_diag",
+              extra_params: dict[str, Any] | None = None) -> tuple[float, float]:
     store = Store.from_url(url, socket_timeout=30)
     params = {"rho0": 0.1, "rho1": 0.3} if algorithm == "rcnbf" else {}
+    params |= extra_params or {}
     rng = np.random.default_rng(seed)
     X, y = stream(shape, events, rng)
     config = {"model_id": "bench", "task": "label", "algorithm": algorithm,
@@ -105,35 +115,47 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--challengers", type=int, default=0, choices=range(MAX_CHALLENGERS + 1))
     parser.add_argument("--challenger-algorithm", default="linucb_diag")
+    parser.add_argument("--params", type=json.loads, action="append", default=None,
+                        metavar="JSON", help="model hyper-parameters (repeat to compare sets)")
     parser.add_argument("--json", type=Path, help="write the runs and medians here")
     args = parser.parse_args()
     machine = machine_info()  # the load before the runs
-    rates, cpu_rates = [], []
+    sets: list[dict[str, Any]] = args.params or [{}]
+    rates: list[list[float]] = [[] for _ in sets]
+    cpu_rates: list[list[float]] = [[] for _ in sets]
     for r in range(args.repeats):
-        with tempfile.TemporaryDirectory() as tmp, \
-                EmbeddedRedis(Path(tmp), appendonly=False) as server:
-            elapsed, cpu = asyncio.run(run(server.url, args.algorithm, args.features, args.events,
-                                           args.batch_size, args.seed + r, args.challengers,
-                                           args.challenger_algorithm))
-        rates.append(args.events / elapsed)
-        cpu_rates.append(args.events / cpu)
-        print(f"run {r}: {args.events} events in {elapsed:.2f} s = {rates[-1]:,.0f} events/s; "
-              f"trainer process CPU {cpu:.2f} s = {cpu_rates[-1]:,.0f} events per CPU-second")
-    print(f"{args.algorithm}, {args.features}, batch {args.batch_size}, "
-          f"{args.challengers} challenger(s): "
-          f"median {np.median(rates):,.0f} events/s, "
-          f"{np.median(cpu_rates):,.0f} events per trainer CPU-second "
-          f"(python {platform.python_version()}, numpy {np.__version__}, "
-          f"{os.cpu_count()} cpus, {platform.machine()})")
+        for i, params in enumerate(sets):
+            with tempfile.TemporaryDirectory() as tmp, \
+                    EmbeddedRedis(Path(tmp), appendonly=False) as server:
+                elapsed, cpu = asyncio.run(run(server.url, args.algorithm, args.features,
+                                               args.events, args.batch_size, args.seed + r,
+                                               args.challengers, args.challenger_algorithm,
+                                               params))
+            rates[i].append(args.events / elapsed)
+            cpu_rates[i].append(args.events / cpu)
+            print(f"run {r} {json.dumps(params)}: {args.events} events in {elapsed:.2f} s = "
+                  f"{rates[i][-1]:,.0f} events/s; trainer process CPU {cpu:.2f} s = "
+                  f"{cpu_rates[i][-1]:,.0f} events per CPU-second")
+    for i, params in enumerate(sets):
+        ratio = np.median(cpu_rates[i]) / np.median(cpu_rates[0])
+        print(f"{args.algorithm} {json.dumps(params)}, {args.features}, batch "
+              f"{args.batch_size}, {args.challengers} challenger(s): "
+              f"median {np.median(rates[i]):,.0f} events/s, "
+              f"{np.median(cpu_rates[i]):,.0f} events per trainer CPU-second "
+              f"({ratio:.3f} of the first set's) "
+              f"(python {platform.python_version()}, numpy {np.__version__}, "
+              f"{os.cpu_count()} cpus, {platform.machine()})")
     if args.json:
         settings = {name: value for name, value in vars(args).items() if name != "json"}
         write_results(args.json, {
             "benchmark": "trainer", "settings": settings, "machine": machine,
             "decision_log": WorkerSettings().log_max_events > 0,
-            "runs": [{"events_per_s": round(rate), "events_per_cpu_s": round(cpu_rate)}
-                     for rate, cpu_rate in zip(rates, cpu_rates, strict=True)],
-            "median_events_per_s": round(float(np.median(rates))),
-            "median_events_per_cpu_s": round(float(np.median(cpu_rates)))})
+            "sets": [{"params": params,
+                      "runs": [{"events_per_s": round(rate), "events_per_cpu_s": round(cpu)}
+                               for rate, cpu in zip(rates[i], cpu_rates[i], strict=True)],
+                      "median_events_per_s": round(float(np.median(rates[i]))),
+                      "median_events_per_cpu_s": round(float(np.median(cpu_rates[i])))}
+                     for i, params in enumerate(sets)]})
 
 
 if __name__ == "__main__":

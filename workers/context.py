@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from app.learners.base import Learner
+from app.learners.drift import PageHinkley
 from app.learners.noise_anchor import ProgressiveScorer
 from app.metrics import Metrics
 from app.store import Store
@@ -77,6 +78,8 @@ class WorkerContext:
     """Entries the trainer asks for in its next read of a model (see :mod:`workers.trainer`)."""
     challengers: dict[ModelRef, ModelChallengers] = field(default_factory=dict)
     """Each model's challengers as this trainer follows them (see :mod:`workers.challengers`)."""
+    drift: dict[ModelRef, tuple[PageHinkley, float | None]] = field(default_factory=dict)
+    """Each model's drift detector and its last detection's time (see :mod:`workers.drift`)."""
     balanced_at: float = -math.inf
     """``time.monotonic()`` of the last lease balancing (see :mod:`workers.trainer`)."""
 
@@ -103,5 +106,6 @@ class WorkerContext:
         self.read_sizes.pop(ref, None)
         self.challengers.pop(ref, None)
         self.scorers.pop(ref, None)
+        self.drift.pop(ref, None)
         self.versions.forget(ref)
         self.series.forget(ref)

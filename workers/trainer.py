@@ -63,7 +63,7 @@ from app.store.events import decode_entries, decode_entry
 from app.store.keys import ModelKeys
 from app.store.snapshots import PublishConflict
 from app.store.util import parse_stream_id
-from workers import anchors, challengers, nrest, series
+from workers import anchors, challengers, drift, nrest, series
 from workers.context import CachedLearner, ModelRef, WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -404,6 +404,7 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
     await ctx.versions.published(ctx.store.versions, ref, cached.config, version)
     await series.record(ctx, ref, view, n_applied, version, click_sum, len(clicks), rates,
                         cached.learner)
+    await drift.observe(ctx, ref, clicks)
     return n_applied
 
 

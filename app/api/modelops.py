@@ -18,6 +18,7 @@ from app.api.errors import ApiError, from_param_error, unknown_model
 from app.api.features import feature_bound
 from app.api.schemas.models import (
     ArrayPayload,
+    DriftResponse,
     ModelCreateRequest,
     ModelListResponse,
     ModelResponse,
@@ -223,15 +224,18 @@ async def describe_model(ctx: ApiContext, tenant: str, model_id: str) -> ModelRe
     if reward is not None:
         ctx.metrics.debiased_reward.labels(tenant, model_id).set(reward)
     config = record.config
+    drift = await ctx.store.drift.report(ModelKeys(tenant, model_id))
+    drift_response = None if drift is None else DriftResponse.model_validate(drift)
     if not learner_class(config["task"], config["algorithm"]).estimates_position_bias:
-        return model_response(record)
+        return model_response(record).model_copy(update={"drift": drift_response})
     snap = await ctx.store.snapshots.load(ModelKeys(tenant, model_id))
     if snap is None:
         raise unknown_model(model_id)
     noise = record.noise
     learner = build_learner(config, snap.state,
                             None if noise is None else (noise.rho0, noise.rho1))
-    return model_response(record, position_bias_response(learner))
+    return model_response(record, position_bias_response(learner)).model_copy(
+        update={"drift": drift_response})
 
 
 async def set_mode(ctx: ApiContext, tenant: str, config: dict[str, Any],

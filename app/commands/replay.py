@@ -24,6 +24,7 @@ from typing import Any
 from app.learners.base import ParamError
 from app.learners.registry import ALGORITHMS, algorithms
 from app.optional import CLIENT, LAB, require
+from app.replay import drift
 from app.replay.output import plot, progress_bar, run_repeats, summarise, write_json
 from app.replay.result import ReplayResult
 
@@ -83,6 +84,7 @@ def register(subparsers: Any) -> None:
                              "tasks; batches of --feedback-delay rounds)")
     common.add_argument("--api-key", default=None, metavar="KEY", help="API key for --service")
     common.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    drift.add_arguments(common)
     owners: dict[str, tuple[str, ...]] = {}
     seen: set[str] = set()
     for task in REPLAY_TASKS:
@@ -164,6 +166,7 @@ def replay(args: argparse.Namespace, advance: Callable[[int], None] | None = Non
     task = infer_task(args)
     check_options(args, task)
     args.task = task
+    drift.check_task(args, task)
     module = runner_module(task)
     if args.service is not None:
         module = importlib.import_module("app.replay.service")
@@ -209,6 +212,8 @@ def handle(args: argparse.Namespace) -> int:
           f"CPU {cpu:.1f} s ({n / max(cpu, 1e-9):,.0f} rounds/CPU-s)")
     if args.json:
         write_json(summary, args.json)
-    if args.plot:
+    if args.plot and args.drift != "none":
+        drift.plot_online(results, args.plot, f"{summary.algorithm} on {summary.dataset}")
+    elif args.plot:
         plot([summary], args.plot)
     return 0

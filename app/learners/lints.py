@@ -113,6 +113,9 @@ class LinTSDiag(DiagRidge):
         gives labels far behind the best probability 0; these rounds give
         every label a known positive propensity, which the click-noise
         estimate is anchored on.  0 keeps pure Thompson sampling.
+    half_life:
+        Forgetting, in events: an event weighs half after ``half_life`` more
+        events (:mod:`app.learners.forgetting`); null never forgets.
     rho0, rho1:
         Click-noise rates, used only to report ``expected_reward``; updated by
         :meth:`set_noise_rates`.
@@ -145,9 +148,10 @@ class LinTSDiag(DiagRidge):
 
     def __init__(self, *, n_features: int, n_classes: int, seed: int | None = None,
                  scale: float = 0.3, ridge: float = 0.5, max_classes: int = 100,
-                 uniform_share: float = 0.05, rho0: float = 0.0, rho1: float = 0.0) -> None:
+                 uniform_share: float = 0.05, half_life: float | None = None,
+                 rho0: float = 0.0, rho1: float = 0.0) -> None:
         super().__init__(n_features=n_features, n_classes=n_classes, seed=seed,
-                         rho0=rho0, rho1=rho1, ridge=ridge)
+                         rho0=rho0, rho1=rho1, ridge=ridge, half_life=half_life)
         self.scale = check_non_negative("scale", scale)
         self.max_classes = check_int("max_classes", max_classes, 2, 10_000)
         self.uniform_share = check_uniform_share(uniform_share)

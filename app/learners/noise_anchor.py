@@ -349,7 +349,8 @@ class ProgressiveScorer:
 
     def __init__(self, n_features: int, n_classes: int, *, ridge: float = 0.5,
                  burn_in: int = 1000) -> None:
-        self.model = LinUCBDiag(n_features=n_features, n_classes=n_classes, ridge=ridge)
+        self.model = LinUCBDiag(n_features=n_features, n_classes=n_classes, ridge=ridge,
+                                half_life=None)
         self.burn_in = check_int("burn_in", burn_in, 0)
 
     @property

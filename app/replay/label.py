@@ -42,8 +42,10 @@ from app.learners.base import Learner, ParamError, stack_events
 from app.learners.noise import estimate_noise_rates
 from app.learners.rcnbf import RCINE
 from app.learners.registry import algorithms, build, default_params, learner_class
+from app.replay.drift import drift_report, schedule
 from app.replay.result import ReplayResult, chance_error_rate
 from app.sim.datasets import load_classification, stream_indices
+from app.sim.drift import drifted_labels
 from app.sim.feedback import noisy_clicks, set_contains
 
 TASKS = ("label", "label_set")
@@ -128,6 +130,8 @@ class Setup:
     order: np.ndarray
     if_wrong: np.ndarray
     if_right: np.ndarray
+    labels: np.ndarray
+    """The true label of each round: ``y[order]``, moved to a second world by ``--drift``."""
 
     @property
     def n_classes(self) -> int:
@@ -151,7 +155,9 @@ def setup(args: argparse.Namespace, seed: int) -> Setup:
     params = learner_params(args, task, algorithm)
     order = stream_indices(len(y), rounds, np.random.default_rng([seed, 1]))
     if_wrong, if_right = click_source(rounds, args.rho0, args.rho1, seed)
-    return Setup(task, algorithm, params, X, y, order, if_wrong, if_right)
+    labels = drifted_labels(y[order], schedule(args), int(y.max()) + 1,
+                            np.random.default_rng([seed, 3]))
+    return Setup(task, algorithm, params, X, y, order, if_wrong, if_right, labels)
 
 
 Observer = Callable[[list[dict[str, Any]]], None]
@@ -168,7 +174,8 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None],
     s = setup(args, seed)
     learner = build(s.task, s.algorithm, n_features=s.X.shape[1], n_classes=s.n_classes,
                     params=s.params, seed=seed)
-    loop = _Loop(learner, s.X, s.y, s.order, s.if_wrong, s.if_right, progress, seed, observe)
+    loop = _Loop(learner, s.X, s.labels, s.order, s.if_wrong, s.if_right, progress, seed,
+                 observe)
     loop.run(int(args.feedback_delay))
     return result(args, s.task, s.algorithm, seed, s.params, loop.greedy_err, loop.played_err,
                   loop.clicks, loop.estimates if isinstance(learner, RCINE) else None,
@@ -201,6 +208,11 @@ def result(args: argparse.Namespace, task: str, algorithm: str, seed: int,
     }
     if estimates is not None:
         extra["noise_estimates"] = estimates
+    drift = schedule(args)
+    if drift.kind != "none":
+        reward = 1.0 - played_err
+        extra |= drift_report(drift, reward, np.ones(rounds), np.full(rounds, 1.0 / n_classes),
+                              clicks)
     return ReplayResult(
         algorithm=algorithm, dataset=str(args.dataset), rounds=rounds, metric="error_rate",
         final=float(running[-1]),
@@ -212,11 +224,11 @@ def result(args: argparse.Namespace, task: str, algorithm: str, seed: int,
 class _Loop:
     """The replay loop's state: one learner, the stream, the simulated feedback."""
 
-    def __init__(self, learner: Learner, X: np.ndarray, y: np.ndarray, order: np.ndarray,
+    def __init__(self, learner: Learner, X: np.ndarray, labels: np.ndarray, order: np.ndarray,
                  if_wrong: np.ndarray, if_right: np.ndarray,
                  progress: Callable[[int], None], seed: int,
                  observe: Observer | None = None) -> None:
-        self.learner, self.X, self.y, self.order = learner, X, y, order
+        self.learner, self.X, self.labels, self.order = learner, X, labels, order
         self.observe = observe
         self.if_wrong, self.if_right = if_wrong, if_right
         self.progress, self.seed = progress, seed
@@ -254,7 +266,7 @@ class _Loop:
     def _round(self, k: int) -> dict[str, Any]:
         """Decide round ``k``, score it, simulate its feedback; return the joined event."""
         i = self.order[k]
-        label = int(self.y[i])
+        label = int(self.labels[k])
         decision = self.learner.decide(self.X[i])
         ctx = decision.context
         self.greedy_err[k] = greedy_label(decision.output) != label

@@ -26,6 +26,7 @@ import numpy as np
 
 from app.learners.base import ParamError, stack_events
 from app.learners.registry import algorithms, build
+from app.replay.drift import drift_report, schedule
 from app.replay.result import ReplayResult
 from app.sim.rank import DEFAULT_RHO, DEFAULT_THETA, RankSimulator, gap_closed
 
@@ -80,7 +81,8 @@ def simulator(args: argparse.Namespace, seed: int) -> RankSimulator:
             n_features=args.context_features, n_action_features=args.action_features,
             n_candidates=args.candidates, slots=args.slots, churn=args.churn,
             churn_every=args.churn_every, theta=tuple(args.position_bias),
-            rho0=args.click_noise[0], rho1=args.click_noise[1], seed=seed)
+            rho0=args.click_noise[0], rho1=args.click_noise[1], seed=seed,
+            drift=schedule(args))
     except ValueError as exc:
         raise ParamError("--dataset", f"simulator setting: {exc}") from None
 
@@ -106,7 +108,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
                               "rho0": sim.rho0, "rho1": sim.rho1,
                               **dict(getattr(args, "params", None) or {})}
     learner = build(TASK, algorithm, n_features=sim.n_features, params=params, seed=seed)
-    values = np.zeros((rounds, 4))  # played, oracle, random, greedy
+    values = np.zeros((rounds, 5))  # played, oracle, random, greedy, click in slot 0
     new_scores: list[tuple[float, float]] = []
     pending: list[dict[str, np.ndarray]] = []
     for t in range(rounds):
@@ -118,7 +120,9 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         if t >= sim.churn_every and request.new.any():
             scores = learner.scores(request.x, request.actions)  # type: ignore[attr-defined]
             new_scores += zip(scores[request.new], request.relevance[request.new], strict=True)
-        pending.append({**decision.context, "clicks": sim.clicks(request, ranking)})
+        clicks = sim.clicks(request, ranking)
+        values[t, 4] = clicks[0]
+        pending.append({**decision.context, "clicks": clicks})
         if len(pending) == args.learn_batch or t == rounds - 1:
             learner.learn_many(stack_events(pending))
             pending = []
@@ -142,6 +146,8 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         "slots": sim.slots, "churn": sim.churn, "churn_every": sim.churn_every,
         "learn_batch": args.learn_batch,
     }
+    if sim.drift.kind != "none":
+        extra |= drift_report(sim.drift, values[:, 0], values[:, 1], values[:, 2], values[:, 4])
     return ReplayResult(
         algorithm=algorithm, dataset=str(args.dataset), rounds=rounds, metric="gap_closed",
         final=gap_closed(*values[tail, :3].T), curve=curve, seed=seed,

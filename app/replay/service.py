@@ -15,7 +15,7 @@ running noisyloop service with the Python client (:mod:`noisyloop_client`):
 3. the buffer is flushed and ``sync`` waits until the trainer has applied
    it, so the next batch is decided by the updated model, as in the
    in-process ``--feedback-delay`` loop;
-4. after the last round the final model is read (``version``, ``stats``,
+4. after the last round the final model is read (``version``, ``stats``, ``drift``,
    and for noise-estimating learners the service's NREst history as
    ``noise_estimates``) and the model is deleted.
 
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
                     rows = s.order[start:stop]
                     predictions = client.predict_batch(model_id, s.X[rows])
                     for k, p in enumerate(predictions, start):
-                        label = int(s.y[s.order[k]])
+                        label = int(s.labels[k])
                         greedy_err[k] = greedy_label(dict(p)) != label
                         played = p["labels"] if "labels" in p else p["label"]
                         right = bool(set_contains(np.asarray(played), np.asarray(label)))
@@ -91,7 +91,8 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
     out = result(args, s.task, s.algorithm, seed, s.params, greedy_err, played_err, clicks,
                  estimates, n_classes=s.n_classes)
     out.extra["service"] = {"url": args.service, "model_id": model_id,
-                            "version": model.get("version"), "stats": model.get("stats")}
+                            "version": model.get("version"), "stats": model.get("stats"),
+                            "drift": model.get("drift")}
     return out
 
 

@@ -14,7 +14,10 @@ Bernoulli(``gamma``) relevance draw, and the observed click is that bit
 flipped with ``rho0`` (0 -> 1) and ``rho1`` (1 -> 0), as
 :func:`app.sim.feedback.noisy_clicks` does for the ``label`` task.  Every
 ``churn_every`` requests a ``churn`` share of the catalogue is replaced by
-new items (new ids, new features).
+new items (new ids, new features).  A :class:`~app.sim.drift.Drift` moves the
+relevance matrix to a second one drawn alike (:func:`~app.sim.drift.rotated`:
+``abrupt`` and ``gradual`` rotate all of ``M``, ``churn`` one context
+feature's row of ``M`` per period).
 
 The value of a ranking is ``sum_k theta_k gamma(x, a_k)`` (expected true
 clicks, weighted by the true position bias); :meth:`RankSimulator.values`
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.sim.drift import Drift, rotated
 from app.sim.feedback import noisy_clicks
 
 #: The issue's setting: 10% churn per 1,000 requests, 20 candidates, 3 slots.
@@ -65,7 +69,7 @@ class RankSimulator:
                  churn: float = 0.1, churn_every: int = 1_000,
                  theta: tuple[float, ...] = DEFAULT_THETA, rho0: float = DEFAULT_RHO[0],
                  rho1: float = DEFAULT_RHO[1], scale: float = 2.0, bias: float = -1.0,
-                 seed: int = 0) -> None:
+                 seed: int = 0, drift: Drift | None = None) -> None:
         if n_features < 2 or n_action_features < 1:
             raise ValueError("n_features must be >= 2 (it includes the constant) and "
                              "n_action_features >= 1")
@@ -82,6 +86,9 @@ class RankSimulator:
         self.rho0, self.rho1, self.bias = rho0, rho1, bias
         self.rng = np.random.default_rng(seed)
         self.M = self.rng.normal(0.0, scale, (n_features, n_action_features))
+        self.drift = drift or Drift()
+        self._worlds = (self.M, np.random.default_rng([seed, 7]).normal(
+            0.0, scale, (n_features, n_action_features)))
         self.items = self._new_items(n_items)
         self.ids = np.arange(n_items)
         self.next_id = n_items
@@ -112,6 +119,11 @@ class RankSimulator:
         """The next request (the catalogue churns first when its period is due)."""
         if self.t > 0 and self.t % self.churn_every == 0:
             self._churn()
+        if self.drift.kind != "none":
+            share = self.drift.share(np.array([self.t]))[0]
+            if self.drift.kind == "churn":
+                share = (share > np.arange(self.n_features)).astype(np.float64)
+            self.M = rotated(*self._worlds, share)
         z = self.rng.normal(0.0, 1.0 / np.sqrt(self.n_features - 1), self.n_features - 1)
         x = np.r_[1.0, z]
         rows = self.rng.choice(self.items.shape[0], size=self.n_candidates, replace=False)

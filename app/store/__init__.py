@@ -24,6 +24,7 @@ from app.store.challengers import ChallengerStore
 from app.store.client import STORE_ERRORS, Scripts, connect
 from app.store.deadletters import DeadLetterStore
 from app.store.decisionlog import DecisionLogStore
+from app.store.drift import DriftStore
 from app.store.evaluations import EvaluationStore
 from app.store.events import EventStore
 from app.store.keys import ModelKeys
@@ -63,6 +64,7 @@ class Store:
         self.rate = RateLimitStore(redis)
         self.versions = VersionStore(redis)
         self.series = SeriesStore(redis)
+        self.drift = DriftStore(redis)
 
     @classmethod
     def from_url(cls, url: str, *, socket_timeout: float = 2.0,

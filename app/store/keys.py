@@ -30,6 +30,7 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:lease              str   trainer lease owner (with expiry)
     nl:{T:M}:dead               stream poison entries with the reason
     nl:{T:M}:series             list  quality time series, one JSON point each (capped)
+    nl:{T:M}:drift              hash  drift detector: state (codec), report (JSON)
     nl:{T:M}:log                stream decision log: batches of applied events and markers
     nl:{T:M}:log-index          list  "entry id, events" of each batch in the log (retention)
     nl:{T:M}:item-ids           hash  rank models: candidate id hash (decimal) -> the id sent
@@ -189,6 +190,11 @@ class ModelKeys:
         return f"{self.tag}:series"
 
     @property
+    def drift(self) -> str:
+        """Hash: the drift detector's ``state`` (codec) and last ``report`` (JSON)."""
+        return f"{self.tag}:drift"
+
+    @property
     def log_index(self) -> str:
         """List: ``"<entry id> <events>"`` of each batch in the decision log, oldest first."""
         return f"{self.tag}:log-index"
@@ -276,7 +282,7 @@ class ModelKeys:
                 self.noise, self.samples, self.anchors, self.anchor_scorer, self.lease,
                 self.dead_letter, self.label_budget, self.pending_job, self.log,
                 self.log_index, self.item_ids, self.log_published,
-                self.series, self.versions, self.version_states, self.challengers,
+                self.series, self.drift, self.versions, self.version_states, self.challengers,
                 self.challenger_states, self.challenger_stats]
 
 

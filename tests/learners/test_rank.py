@@ -99,7 +99,8 @@ def _exact_ridge(events: list[dict[str, Any]], ridge: float, theta: tuple[float,
 @pytest.mark.slow
 def test_lazy_solution_is_the_exact_ridge_solution_right_after_a_refresh() -> None:
     theta, rho0, rho1 = (1.0, 0.5, 0.25), 0.05, 0.1
-    params = {"ridge": 0.7, "position_bias": theta, "rho0": rho0, "rho1": rho1}
+    params = {"ridge": 0.7, "position_bias": theta, "rho0": rho0, "rho1": rho1,
+              "half_life": None}  # the sums of every event (forgetting: test_forgetting.py)
     model = _model(**params)
     rng = np.random.default_rng(2)
     x, actions = rng.standard_normal(DX), rng.standard_normal((6, DA))

@@ -67,14 +67,15 @@ def test_set_state_refuses_wrong_shapes() -> None:
 @pytest.mark.parametrize("cls", DIAG)
 def test_calibrated_reward_unbiased_under_click_noise(cls: type[DiagRidge]) -> None:
     # Constant input: each arm's model is the ridge mean of its observed clicks,
-    # sum(click) / (n + lambda), whose expectation is rho0 + beta * p.
+    # sum(click) / (n + lambda), whose expectation is rho0 + beta * p (without forgetting:
+    # the standard error below is that of all n clicks).
     rho0, rho1, n = 0.2, 0.4, 40_000
     beta = 1.0 - rho0 - rho1
     true_rate = np.array([0.1, 0.9])
     rng = np.random.default_rng(7)
     played = np.repeat([0, 1], n)
     clicks = noisy_clicks((rng.random(2 * n) < true_rate[played]).astype(float), rho0, rho1, rng)
-    model = cls(n_features=1, n_classes=2, seed=0)
+    model = cls(n_features=1, n_classes=2, seed=0, half_life=None)
     model.learn_many({"x": np.ones((2 * n, 1)), "played": played, "click": clicks,
                       "greedy": played, "prob": np.ones(2 * n)})
     model.set_noise_rates(rho0, rho1)

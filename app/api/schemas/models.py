@@ -156,6 +156,26 @@ class PositionBiasResponse(BaseModel):
                     "still at the prior 1")
 
 
+class DriftResponse(BaseModel):
+    """What the model's drift detector reports (a Page-Hinkley test on its reward)."""
+
+    status: Literal["warming_up", "stable", "drift"] = Field(
+        description="drift: a fall of the reward was detected within the last 10,000 "
+                    "events; warming_up: the detector still estimates the reward's mean and "
+                    "spread (100 events after a start or a detection)")
+    detections: int = Field(description="detections over the model's life")
+    detected_at: float | None = Field(
+        description="Unix time of the last detection (null: none)")
+    detected_at_event: int | None = Field(
+        description="the detector's event count at the last detection (null: none)")
+    events: int = Field(description="events the detector has seen")
+    signal: str = Field(description="what is watched: reward, the observed click per event")
+    method: str = Field(description="the test: page_hinkley (a fall of the mean)")
+    statistic: float = Field(description="Page-Hinkley statistic now, in standard deviations")
+    threshold: float = Field(description="the statistic's alarm level")
+    delta: float = Field(description="smallest fall counted, in standard deviations")
+
+
 class ModelResponse(BaseModel):
     """A stored model with its version and stats."""
 
@@ -185,6 +205,9 @@ class ModelResponse(BaseModel):
         description="the policies POST .../evaluations takes for this model: uniform, "
                     "logging, fixed:N (any label N), model, model:greedy, configuration "
                     "({algorithm, params}); empty: its decision log is not evaluated")
+    drift: DriftResponse | None = Field(
+        default=None, description="the drift detector's report (GET of one model; null "
+                                  "before the trainer applied a click)")
 
 
 class ModelListResponse(BaseModel):

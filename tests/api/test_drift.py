@@ -1,0 +1,46 @@
+"""``drift`` in ``GET /v1/models/{id}``: the trainer's detector, as the API shows it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from tests.api.conftest import ADMIN_TOKEN, new_model, new_tenant, predict_all
+from tests.api.test_series import run_recording_trainer
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[TestClient]:
+    app = create_app(Settings(redis_url=redis_url, admin_token=ADMIN_TOKEN),
+                     background=[run_recording_trainer])
+    with TestClient(app) as c:
+        yield c
+
+
+def _answer(client: TestClient, auth: dict[str, str], n: int, rate: float,
+            rng: np.random.Generator) -> None:
+    preds = predict_all(client, auth, rng.standard_normal((n, 4)))
+    events = [{"event_id": p["event_id"], "click": bool(rng.random() < rate)} for p in preds]
+    assert client.post("/v1/models/m1/feedback", json={"events": events},
+                       headers=auth).json()["accepted"] == n
+    assert client.post("/v1/models/m1/sync", headers=auth).status_code == 200
+
+
+def test_model_shows_the_drift_its_trainer_detected(client: TestClient) -> None:
+    auth = new_tenant(client, "acme")
+    assert new_model(client, auth)["drift"] is None  # no event applied yet
+    rng = np.random.default_rng(0)
+    _answer(client, auth, 600, 0.9, rng)
+    drift = client.get("/v1/models/m1", headers=auth).json()["drift"]
+    assert (drift["status"], drift["detections"], drift["events"]) == ("stable", 0, 600)
+    assert drift["signal"] == "reward" and drift["method"] == "page_hinkley"
+    assert drift["threshold"] == 150.0 and drift["detected_at"] is None
+    _answer(client, auth, 600, 0.05, rng)
+    drift = client.get("/v1/models/m1", headers=auth).json()["drift"]
+    assert (drift["status"], drift["detections"]) == ("drift", 1)
+    assert 600 < drift["detected_at_event"] <= 800 and drift["detected_at"] > 0

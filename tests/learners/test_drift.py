@@ -1,0 +1,73 @@
+"""The Page-Hinkley drift detector: false alarms, delay, batches and state."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.learners.base import ParamError
+from app.learners.drift import PageHinkley
+
+
+def _clicks(rng: np.random.Generator, n: int, rate: float) -> np.ndarray:
+    return (rng.random(n) < rate).astype(np.float64)
+
+
+@pytest.mark.parametrize("rate", [0.9, 0.5, 0.05])
+def test_update_raises_at_most_one_alarm_on_a_million_stationary_clicks(rate: float) -> None:
+    rng = np.random.default_rng(11)
+    detector = PageHinkley()
+    for _ in range(100):  # trainer-sized batches of 10,000
+        detector.update(_clicks(rng, 10_000, rate))
+    assert detector.count_ == 1_000_000
+    assert detector.detections_ <= 1
+
+
+@pytest.mark.parametrize(("before", "after"), [(0.9, 0.1), (0.5, 0.35), (0.3, 0.2)])
+def test_update_reports_a_fall_within_3000_events(before: float, after: float) -> None:
+    rng = np.random.default_rng(12)
+    detector = PageHinkley()
+    assert detector.update(_clicks(rng, 20_000, before)).detected_at == []
+    report = detector.update(_clicks(rng, 10_000, after))
+    assert report.detected_at and 20_000 < report.detected_at[0] <= 23_000
+    assert detector.last_detection_ == report.detected_at[-1]
+
+
+def test_update_ignores_a_rise() -> None:
+    rng = np.random.default_rng(13)
+    detector = PageHinkley()
+    detector.update(_clicks(rng, 5_000, 0.2))
+    assert detector.update(_clicks(rng, 50_000, 0.8)).detected_at == []
+
+
+def test_batches_equal_one_at_a_time() -> None:
+    x = np.r_[_clicks(np.random.default_rng(14), 3_000, 0.8),
+              _clicks(np.random.default_rng(15), 2_000, 0.2)]
+    whole, single = PageHinkley(), PageHinkley()
+    found = whole.update(x).detected_at
+    for value in x:
+        single.update(np.array([value]))
+    assert found == [single.last_detection_] and single.detections_ == 1
+    for name, value in whole.get_state().items():
+        np.testing.assert_allclose(single.get_state()[name], value, rtol=1e-9, err_msg=name)
+
+
+def test_state_round_trips() -> None:
+    rng = np.random.default_rng(16)
+    detector = PageHinkley()
+    detector.update(_clicks(rng, 1_000, 0.6))
+    twin = PageHinkley()
+    twin.set_state(detector.get_state())
+    x = _clicks(rng, 3_000, 0.2)
+    assert twin.update(x) == detector.update(x)
+
+
+def test_bad_input_and_state_are_refused() -> None:
+    with pytest.raises(ParamError, match="signal"):
+        PageHinkley().update(np.array([np.nan]))
+    with pytest.raises(ParamError, match="threshold"):
+        PageHinkley(threshold=0.0)
+    state = PageHinkley().get_state()
+    state["n_"] = np.array(-1)
+    with pytest.raises(ParamError, match="state"):
+        PageHinkley().set_state(state)
