@@ -19,8 +19,10 @@ from app.learners.noise_anchor import ProgressiveScorer
 from app.metrics import Metrics
 from app.store import Store
 from app.store.delivery import DeliveryStore
+from app.store.failures import FailureStore
 from app.store.leases import HeartbeatStore, LeaseStore
 from app.store.nrest import AnchorStore, SampleStore
+from workers.pacing import Pacer
 from workers.series import SeriesRecorder
 from workers.settings import WorkerSettings
 from workers.versions import VersionKeeper
@@ -58,6 +60,7 @@ class WorkerContext:
     leases: LeaseStore = field(init=False)
     heartbeats: HeartbeatStore = field(init=False)
     delivery: DeliveryStore = field(init=False)
+    failures: FailureStore = field(init=False)
     samples: SampleStore = field(init=False)
     anchors: AnchorStore = field(init=False)
     series: SeriesRecorder = field(init=False)
@@ -79,15 +82,23 @@ class WorkerContext:
     """Each model's challengers as this trainer follows them (see :mod:`workers.challengers`)."""
     balanced_at: float = -math.inf
     """``time.monotonic()`` of the last lease balancing (see :mod:`workers.trainer`)."""
+    pacer: Pacer = field(init=False)
+    """When each owned model is next read (see :mod:`workers.pacing`)."""
+    paced: bool = True
+    """Whether the trainer skips models that are not due (the tests' drain reads every
+    model on every pass)."""
 
     def __post_init__(self) -> None:
         redis = self.store.redis
         self.leases = LeaseStore(redis)
         self.heartbeats = HeartbeatStore(redis)
         self.delivery = DeliveryStore(redis)
+        self.failures = FailureStore(redis)
         self.samples = SampleStore(redis)
         self.anchors = AnchorStore(redis)
         self.series = SeriesRecorder(self.config.series_interval)
+        self.pacer = Pacer(self.config.flush_interval, self.config.idle_interval,
+                           self.config.retry_delay)
 
     async def in_pool(self, fit: Callable[[], T]) -> T:
         """``fit()`` in the worker's process pool (NREst fits, anchor estimates, policy
@@ -105,3 +116,4 @@ class WorkerContext:
         self.scorers.pop(ref, None)
         self.versions.forget(ref)
         self.series.forget(ref)
+        self.pacer.forget(ref)
