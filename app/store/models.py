@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 from app.store import codec, keys
 from app.store.client import Scripts, lua_source
 from app.store.deadletters import DROPPED_FIELD, HELD_FIELD
+from app.store.failures import FAILURE_FIELDS, TrainerFailure, parse_failure
 from app.store.keys import TRAINER_GROUP, ModelKeys
 from app.store.noise import NOISE_FIELDS, NoiseRecord, parse_noise
 from app.store.snapshots import COUNTER_FIELDS, Snapshot, SnapshotInfo, parse_info
@@ -96,6 +97,8 @@ class ModelRecord:
     dead_letters_dropped: int
     apprentice: dict[str, float] = field(default_factory=dict)
     """The :data:`APPRENTICE_COUNTERS` that were ever written."""
+    trainer_failure: TrainerFailure | None = None
+    """Why the trainer's steps on the model fail (None: its last step succeeded)."""
 
 
 class ModelStore:
@@ -239,7 +242,7 @@ class ModelStore:
                 pipe.hget(mk.meta, "config")
                 pipe.hmget(mk.snapshot, list(COUNTER_FIELDS))
                 pipe.hmget(mk.stats, ["predictions", "feedback_accepted", HELD_FIELD,
-                                      DROPPED_FIELD, *APPRENTICE_COUNTERS])
+                                      DROPPED_FIELD, *FAILURE_FIELDS, *APPRENTICE_COUNTERS])
                 pipe.hmget(mk.noise, list(NOISE_FIELDS))
             values = await pipe.execute()
         out = []
@@ -248,12 +251,14 @@ class ModelStore:
             info = parse_info(snap)
             if config_raw is None or info is None:
                 continue
+            counters = stats[4 + len(FAILURE_FIELDS):]
             apprentice = {name: float(value) for name, value
-                          in zip(APPRENTICE_COUNTERS, stats[4:], strict=True) if value is not None}
+                          in zip(APPRENTICE_COUNTERS, counters, strict=True) if value is not None}
             config = orjson.loads(config_raw)
             out.append(ModelRecord(config, info, int(stats[0] or 0),
                                    int(stats[1] or 0), parse_noise(noise, config),
-                                   int(stats[2] or 0), int(stats[3] or 0), apprentice))
+                                   int(stats[2] or 0), int(stats[3] or 0), apprentice,
+                                   parse_failure(stats[4:4 + len(FAILURE_FIELDS)])))
         return out
 
     async def record(self, tenant: str, model_id: str) -> ModelRecord | None:
