@@ -19,7 +19,6 @@ from app.learners.noise_anchor import ProgressiveScorer
 from app.metrics import Metrics
 from app.store import Store
 from app.store.delivery import DeliveryStore
-from app.store.failures import FailureStore
 from app.store.leases import HeartbeatStore, LeaseStore
 from app.store.nrest import AnchorStore, SampleStore
 from workers.pacing import Pacer
@@ -60,7 +59,6 @@ class WorkerContext:
     leases: LeaseStore = field(init=False)
     heartbeats: HeartbeatStore = field(init=False)
     delivery: DeliveryStore = field(init=False)
-    failures: FailureStore = field(init=False)
     samples: SampleStore = field(init=False)
     anchors: AnchorStore = field(init=False)
     series: SeriesRecorder = field(init=False)
@@ -93,7 +91,6 @@ class WorkerContext:
         self.leases = LeaseStore(redis)
         self.heartbeats = HeartbeatStore(redis)
         self.delivery = DeliveryStore(redis)
-        self.failures = FailureStore(redis)
         self.samples = SampleStore(redis)
         self.anchors = AnchorStore(redis)
         self.series = SeriesRecorder(self.config.series_interval)

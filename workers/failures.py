@@ -70,7 +70,7 @@ async def step_failed(ctx: WorkerContext, ref: ModelRef, exc: Exception) -> None
         logger.error("trainer: step %d of %s/%s failed; its events stay pending, retried "
                      "later", n, *ref, exc_info=exc)
     try:
-        await ctx.failures.report(ModelKeys(*ref), f"{type(exc).__name__}: {exc}")
+        await ctx.store.failures.report(ModelKeys(*ref), f"{type(exc).__name__}: {exc}")
     except STORE_ERRORS as store_exc:
         logger.warning("trainer: could not record the failure of %s/%s (%s)", *ref, store_exc)
 
@@ -80,7 +80,7 @@ async def step_succeeded(ctx: WorkerContext, ref: ModelRef) -> None:
     failed = ctx.pacer.succeeded(ref)
     if failed is None:
         return
-    await ctx.failures.clear(ModelKeys(*ref))
+    await ctx.store.failures.clear(ModelKeys(*ref))
     if failed:
         logger.info("trainer: %s/%s recovered after %d failed step(s)", *ref, failed)
         failure_metrics(ctx.metrics).failing_models.set(len(ctx.pacer.failures))

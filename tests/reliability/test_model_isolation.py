@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -112,3 +114,65 @@ def test_a_model_failing_every_step_is_reported_and_other_tenants_keep_learning(
         assert r.status_code == 200 and r.json()["pending"] == 0, r.text
         s = stats(api, a)
         assert s["events_applied"] == 30 and s["trainer_error"] is None
+
+
+#: Seconds of model changes in a tight loop while feedback flows.
+CHURN_SECONDS = 30.0
+
+
+def test_resets_rollbacks_imports_in_a_loop_lose_no_event_and_stall_no_other_tenant(
+        redis_url: str) -> None:
+    with make_client(redis_url) as api:
+        a, b = new_tenant(api, "a"), new_tenant(api, "b")
+        new_model(api, a)
+        new_model(api, b)
+        state = api.get("/v1/models/m1/snapshot", headers=a).json()["state"]
+        stop = threading.Event()
+        changes: Counter[tuple[str, int]] = Counter()
+        accepted = {"a": 0}
+
+        def change_a() -> None:
+            while not stop.is_set():
+                changes["reset", api.post("/v1/models/m1/reset", headers=a).status_code] += 1
+                oldest = api.get("/v1/models/m1/versions", headers=a).json()["versions"][-1]
+                changes["rollback", api.post("/v1/models/m1/rollback", headers=a, json={
+                    "version": oldest["version"]}).status_code] += 1
+                changes["import", api.put("/v1/models/m1/snapshot", headers=a,
+                                          json={"state": state}).status_code] += 1
+
+        def feed_a() -> None:
+            i = 0
+            while not stop.is_set():
+                accepted["a"] += feed(api, a, 500, seed=i)
+                i += 1
+
+        threads = [threading.Thread(target=change_a), threading.Thread(target=feed_a)]
+        for t in threads:
+            t.start()
+        accepted_b, checks = 0, 0
+        started = time.monotonic()
+        try:
+            while time.monotonic() - started < CHURN_SECONDS:  # b learns throughout
+                accepted_b += feed(api, b, 50, seed=10_000 + checks)
+                r = sync(api, b)
+                assert r.status_code == 200, r.text
+                assert stats(api, b)["events_applied"] == accepted_b
+                checks += 1
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        applied_during = stats(api, a)["events_applied"]
+        r = sync(api, a)
+        assert r.status_code == 200 and r.json() == {
+            "version": r.json()["version"], "pending": 0, "dead_lettered": 0}, r.text
+        s = stats(api, a)
+        assert s["events_applied"] == s["feedback_accepted"] == accepted["a"]
+        assert s["events_dead_lettered"] == s["dead_letters_dropped"] == 0
+        assert set(changes) <= {(op, status) for op in ("reset", "rollback", "import")
+                                for status in (200, 409, 503)}, changes
+        done = {op: changes[op, 200] for op in ("reset", "rollback", "import")}
+        assert min(done.values()) >= 10, changes
+        print(f"model changes in {CHURN_SECONDS:.0f} s: {dict(changes)}; a: "
+              f"{accepted['a']} accepted, {applied_during} applied when the changes stopped, "
+              f"all applied once after; b: {checks} feed-and-sync rounds, {accepted_b} events")
