@@ -80,6 +80,8 @@ class WorkerContext:
     """Each model's challengers as this trainer follows them (see :mod:`workers.challengers`)."""
     balanced_at: float = -math.inf
     """``time.monotonic()`` of the last lease balancing (see :mod:`workers.trainer`)."""
+    renewed_at: float = -math.inf
+    """``time.monotonic()`` of the last renewal of every owned lease."""
     pacer: Pacer = field(init=False)
     """When each owned model is next read (see :mod:`workers.pacing`)."""
     paced: bool = True

@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import copy
+import enum
 import logging
 import math
 import random
@@ -98,14 +99,18 @@ async def run_pass(ctx: WorkerContext) -> int:
     if now - ctx.balanced_at >= BALANCE_SECONDS:
         ctx.balanced_at = now
         await balance_leases(ctx, await ctx.store.models.all_models())
+    due = [ref for ref in sorted(ctx.held) if not ctx.paced or ctx.pacer.due(ref, now)]
+    # every due model's first read in one round trip: most of them are idle
+    firsts = await ctx.delivery.read_batches(
+        [(ModelKeys(*ref), _read_size(ctx, ref)) for ref in due], ctx.config.worker_id)
     applied = 0
-    for ref in sorted(ctx.held):
+    for ref, first in zip(due, firsts, strict=True):
         if ctx.stopping.is_set():
-            break
-        if ctx.paced and not ctx.pacer.due(ref, now):
-            continue
+            break  # (entries read and not applied stay pending: the next read claims them)
         try:
-            applied += await step(ctx, ref)
+            if isinstance(first, Exception):
+                raise first
+            applied += await step(ctx, ref, first)
         except Exception as exc:
             if failures.store_unreachable(exc):
                 raise  # the store, not the model: the worker retries the pass
@@ -116,11 +121,14 @@ async def run_pass(ctx: WorkerContext) -> int:
 
 
 async def balance_leases(ctx: WorkerContext, models: list[ModelRef]) -> None:
-    """Renew owned leases, give back more than a fair share, take free ones up to it."""
+    """Renew owned leases (unless renewed within a third of their ttl: the keep-alive renews
+    them too), give back more than a fair share, take free ones up to it."""
     cfg = ctx.config
-    for ref in [r for r in ctx.held if r not in set(models)]:
+    present = set(models)
+    for ref in [r for r in ctx.held if r not in present]:
         ctx.forget(ref)  # deleted model
-    await renew_leases(ctx)
+    if time.monotonic() - ctx.renewed_at >= cfg.lease_ttl / 3:
+        await renew_leases(ctx)
     live = max(1, await ctx.heartbeats.live_trainers(cfg.heartbeat_ttl))
     share = math.ceil(len(models) / live)
     if len(ctx.held) > share:
@@ -149,6 +157,7 @@ async def balance_leases(ctx: WorkerContext, models: list[ModelRef]) -> None:
 
 async def renew_leases(ctx: WorkerContext) -> None:
     """Renew every owned lease; forget the ones another trainer holds now."""
+    ctx.renewed_at = time.monotonic()
     held = sorted(ctx.held)
     ok = await ctx.leases.take_many([ModelKeys(*r) for r in held], ctx.config.worker_id,
                                     int(ctx.config.lease_ttl * 1000))
@@ -178,11 +187,20 @@ MAX_BATCH_GROWTH = 8
 MODEL_CHANGE_RETRIES = 3
 
 
+class _Unread(enum.Enum):
+    UNREAD = enum.auto()
+
+
+_UNREAD = _Unread.UNREAD
+"""The batch is still to be read."""
+
+
 class _ModelChanged(Exception):
     """The model's version moved while a batch was learned: learn it again on the new one."""
 
 
-async def step(ctx: WorkerContext, ref: ModelRef) -> int:
+async def step(ctx: WorkerContext, ref: ModelRef, first: Deliveries | _Unread | None = _UNREAD
+               ) -> int:
     """Read, apply, publish and acknowledge one batch of one model; returns events applied.
 
     When the model changes under the batch (a reset, rollback, import or
@@ -190,10 +208,12 @@ async def step(ctx: WorkerContext, ref: ModelRef) -> int:
     delivery counts as they were (no failed delivery: only entries that
     really fail reach the dead letters) and read again, half as large, to be
     learned on the new version; the events are applied once, on top of it.
+    ``first``: the model's first batch, already read (by :func:`run_pass`).
     """
     mk = ModelKeys(*ref)
     for _ in range(MODEL_CHANGE_RETRIES):
-        batch = await _read(ctx, ref)
+        batch = await _read(ctx, ref, first)
+        first = _UNREAD
         if not batch:
             return 0
         try:
@@ -204,11 +224,18 @@ async def step(ctx: WorkerContext, ref: ModelRef) -> int:
     return 0
 
 
-async def _read(ctx: WorkerContext, ref: ModelRef) -> Deliveries | None:
-    """The model's next batch (None or empty: nothing to do), its next read size and pace set."""
+def _read_size(ctx: WorkerContext, ref: ModelRef) -> int:
+    return ctx.read_sizes.get(ref, ctx.config.batch_size)
+
+
+async def _read(ctx: WorkerContext, ref: ModelRef, batch: Deliveries | _Unread | None = _UNREAD
+                ) -> Deliveries | None:
+    """The model's next batch (None or empty: nothing to do; ``batch``: as already read), its
+    next read size and pace set."""
     cfg = ctx.config
-    count = ctx.read_sizes.get(ref, cfg.batch_size)
-    batch = await ctx.delivery.read_batch(ModelKeys(*ref), cfg.worker_id, count)
+    count = _read_size(ctx, ref)
+    if batch is _UNREAD:
+        batch = await ctx.delivery.read_batch(ModelKeys(*ref), cfg.worker_id, count)
     if batch is None:
         ctx.forget(ref)  # the lease expired or the model is gone
         return None

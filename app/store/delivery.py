@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from app.store.client import lua_source
+from app.store.client import lua_source, run_script
 from app.store.deadletters import DeadLetterStore
 from app.store.decisionlog import LoggedBatch
 from app.store.keys import TRAINER_GROUP, ModelKeys
@@ -97,6 +97,11 @@ class TrainerView:
     noise: NoiseRecord | None
 
 
+def _deliveries(reply: Any) -> Deliveries | None:
+    """``trainer_read``'s reply as a batch (None: the reader does not hold the lease)."""
+    return None if int(reply[0]) == 0 else Deliveries.from_reply(reply)
+
+
 class DeliveryStore:
     """Lease-checked reads, dead letters and acknowledgements of the trainer group."""
 
@@ -117,7 +122,21 @@ class DeliveryStore:
         """
         reply: Any = await self._read(keys=[mk.lease, mk.events],
                                       args=[consumer, TRAINER_GROUP, int(count)])
-        return None if int(reply[0]) == 0 else Deliveries.from_reply(reply)
+        return _deliveries(reply)
+
+    async def read_batches(self, reads: Sequence[tuple[ModelKeys, int]], consumer: str
+                           ) -> list[Deliveries | Exception | None]:
+        """:meth:`read_batch` of several models (``(model, count)``) in one round trip; a
+        read that failed gives its exception (the others are unaffected)."""
+        if not reads:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for mk, count in reads:
+                await run_script(self._read, [mk.lease, mk.events],
+                                 [consumer, TRAINER_GROUP, int(count)], pipe)
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return [reply if isinstance(reply, Exception) else _deliveries(reply)
+                for reply in replies]
 
     async def unread(self, mk: ModelKeys, consumer: str, batch: Deliveries) -> bool:
         """Hand ``batch`` back undelivered: its entries still pending (not acknowledged nor

@@ -161,14 +161,14 @@ async def test_idle_models_are_read_less_often_and_an_entry_puts_them_back(
     ctx = await w.start()
     ref = (mk.tenant, mk.model)
     reads = 0
-    read_batch = ctx.delivery.read_batch
+    read_batches = ctx.delivery.read_batches
 
-    async def counted(*args: Any) -> Any:
+    async def counted(models: list[tuple[ModelKeys, int]], consumer: str) -> Any:
         nonlocal reads
-        reads += 1
-        return await read_batch(*args)
+        reads += len(models)
+        return await read_batches(models, consumer)
 
-    ctx.delivery.read_batch = counted  # type: ignore[method-assign]
+    ctx.delivery.read_batches = counted  # type: ignore[method-assign]
     try:
         for _ in range(20):  # back to back: only the first pass reads the idle model
             await trainer.run_pass(ctx)
