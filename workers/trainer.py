@@ -105,8 +105,10 @@ async def run_pass(ctx: WorkerContext) -> int:
         [(ModelKeys(*ref), _read_size(ctx, ref)) for ref in due], ctx.config.worker_id)
     applied = 0
     for ref, first in zip(due, firsts, strict=True):
-        if ctx.stopping.is_set():
-            break  # (entries read and not applied stay pending: the next read claims them)
+        if ctx.stopping.is_set():  # read, not applied: pending, as if not delivered
+            if isinstance(first, Deliveries) and first:
+                await ctx.delivery.unread(ModelKeys(*ref), ctx.config.worker_id, first)
+            continue
         try:
             if isinstance(first, Exception):
                 raise first

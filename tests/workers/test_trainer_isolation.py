@@ -178,3 +178,28 @@ async def test_idle_models_are_read_less_often_and_an_entry_puts_them_back(
         assert await trainer.run_pass(ctx) == 3
     finally:
         await w.close()
+
+
+async def test_a_stop_mid_pass_leaves_the_batches_read_undelivered(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    configs = [model_config(f"m{i}") for i in range(3)]
+    models = [await create_model(store, c) for c in configs]
+    for mk, config in zip(models, configs, strict=True):
+        await feed(store, mk, config, 5)
+    w = worker(store)
+    ctx = await w.start()
+    step = trainer.step
+
+    async def step_then_stop(*args: Any) -> int:
+        ctx.stopping.set()  # a SIGTERM during the first model's step
+        return await step(*args)
+
+    monkeypatch.setattr(trainer, "step", step_then_stop)
+    try:
+        assert await trainer.run_pass(ctx) == 5
+    finally:
+        await w.close()
+    for mk in models[1:]:  # read in the pass, handed back: the next owner's first delivery
+        await LeaseStore(store.redis).take_many([mk], "w2", 60_000)
+        batch = await DeliveryStore(store.redis).read_batch(mk, "w2", 10)
+        assert batch is not None and batch.counts == [1] * 5
