@@ -45,6 +45,10 @@ class Pacer:
         """Whether ``ref`` is read in the pass starting at ``now``."""
         return self._due.get(ref, -math.inf) <= now
 
+    def waiting(self, ref: ModelRef) -> bool:
+        """Whether ``ref``'s last read was empty (it waits between reads)."""
+        return ref in self._wait
+
     def busy(self, ref: ModelRef) -> None:
         """The read gave entries: read it again next pass."""
         self._due.pop(ref, None)

@@ -100,11 +100,15 @@ async def run_pass(ctx: WorkerContext) -> int:
         ctx.balanced_at = now
         await balance_leases(ctx, await ctx.store.models.all_models())
     due = [ref for ref in sorted(ctx.held) if not ctx.paced or ctx.pacer.due(ref, now)]
-    # every due model's first read in one round trip: most of them are idle
-    firsts = await ctx.delivery.read_batches(
-        [(ModelKeys(*ref), _read_size(ctx, ref)) for ref in due], ctx.config.worker_id)
+    # the idle models' reads in one round trip (a model busy before is read in its step)
+    idle = [ref for ref in due if ctx.pacer.waiting(ref)]
+    firsts: dict[ModelRef, Deliveries | Exception | None] = dict(zip(
+        idle, await ctx.delivery.read_batches([(ModelKeys(*ref), IDLE_READ_SIZE)
+                                               for ref in idle], ctx.config.worker_id),
+        strict=True))
     applied = 0
-    for ref, first in zip(due, firsts, strict=True):
+    for ref in due:
+        first = firsts.get(ref, _UNREAD)
         if ctx.stopping.is_set():  # read, not applied: pending, as if not delivered
             if isinstance(first, Deliveries) and first:
                 await ctx.delivery.unread(ModelKeys(*ref), ctx.config.worker_id, first)
@@ -189,6 +193,12 @@ MAX_BATCH_GROWTH = 8
 MODEL_CHANGE_RETRIES = 3
 
 
+#: Entries an idle model's read (one of a pass's pipelined reads) asks for: a bound on the
+#: memory those reads take when many idle models get feedback at once.  A full read doubles
+#: the next one, as any read does.
+IDLE_READ_SIZE = 100
+
+
 class _Unread(enum.Enum):
     UNREAD = enum.auto()
 
@@ -210,7 +220,8 @@ async def step(ctx: WorkerContext, ref: ModelRef, first: Deliveries | _Unread | 
     delivery counts as they were (no failed delivery: only entries that
     really fail reach the dead letters) and read again, half as large, to be
     learned on the new version; the events are applied once, on top of it.
-    ``first``: the model's first batch, already read (by :func:`run_pass`).
+    ``first``: the model's first batch, already read (by :func:`run_pass`, at most
+    :data:`IDLE_READ_SIZE` entries).
     """
     mk = ModelKeys(*ref)
     for _ in range(MODEL_CHANGE_RETRIES):
@@ -235,9 +246,11 @@ async def _read(ctx: WorkerContext, ref: ModelRef, batch: Deliveries | _Unread |
     """The model's next batch (None or empty: nothing to do; ``batch``: as already read), its
     next read size and pace set."""
     cfg = ctx.config
-    count = _read_size(ctx, ref)
     if batch is _UNREAD:
+        count = _read_size(ctx, ref)
         batch = await ctx.delivery.read_batch(ModelKeys(*ref), cfg.worker_id, count)
+    else:
+        count = IDLE_READ_SIZE
     if batch is None:
         ctx.forget(ref)  # the lease expired or the model is gone
         return None

@@ -161,13 +161,19 @@ async def test_idle_models_are_read_less_often_and_an_entry_puts_them_back(
     ctx = await w.start()
     ref = (mk.tenant, mk.model)
     reads = 0
-    read_batches = ctx.delivery.read_batches
+    read_batch, read_batches = ctx.delivery.read_batch, ctx.delivery.read_batches
+
+    async def counted_one(*args: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await read_batch(*args)
 
     async def counted(models: list[tuple[ModelKeys, int]], consumer: str) -> Any:
         nonlocal reads
         reads += len(models)
         return await read_batches(models, consumer)
 
+    ctx.delivery.read_batch = counted_one  # type: ignore[method-assign]
     ctx.delivery.read_batches = counted  # type: ignore[method-assign]
     try:
         for _ in range(20):  # back to back: only the first pass reads the idle model
@@ -184,10 +190,12 @@ async def test_a_stop_mid_pass_leaves_the_batches_read_undelivered(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     configs = [model_config(f"m{i}") for i in range(3)]
     models = [await create_model(store, c) for c in configs]
-    for mk, config in zip(models, configs, strict=True):
-        await feed(store, mk, config, 5)
     w = worker(store)
     ctx = await w.start()
+    assert await trainer.run_pass(ctx) == 0  # idle: their next reads share a round trip
+    for mk, config in zip(models, configs, strict=True):
+        await feed(store, mk, config, 5)
+    ctx.paced = False
     step = trainer.step
 
     async def step_then_stop(*args: Any) -> int:
