@@ -22,6 +22,7 @@ from app.store import Store
 from app.store.delivery import DeliveryStore
 from app.store.leases import HeartbeatStore, LeaseStore
 from app.store.nrest import AnchorStore, SampleStore
+from workers.pacing import Pacer
 from workers.series import SeriesRecorder
 from workers.settings import WorkerSettings
 from workers.versions import VersionKeeper
@@ -82,6 +83,13 @@ class WorkerContext:
     """Each model's drift detector and its last detection's time (see :mod:`workers.drift`)."""
     balanced_at: float = -math.inf
     """``time.monotonic()`` of the last lease balancing (see :mod:`workers.trainer`)."""
+    renewed_at: float = -math.inf
+    """``time.monotonic()`` of the last renewal of every owned lease."""
+    pacer: Pacer = field(init=False)
+    """When each owned model is next read (see :mod:`workers.pacing`)."""
+    paced: bool = True
+    """Whether the trainer skips models that are not due (the tests' drain reads every
+    model on every pass)."""
 
     def __post_init__(self) -> None:
         redis = self.store.redis
@@ -91,6 +99,8 @@ class WorkerContext:
         self.samples = SampleStore(redis)
         self.anchors = AnchorStore(redis)
         self.series = SeriesRecorder(self.config.series_interval)
+        self.pacer = Pacer(self.config.flush_interval, self.config.idle_interval,
+                           self.config.retry_delay)
 
     async def in_pool(self, fit: Callable[[], T]) -> T:
         """``fit()`` in the worker's process pool (NREst fits, anchor estimates, policy
@@ -109,3 +119,4 @@ class WorkerContext:
         self.drift.pop(ref, None)
         self.versions.forget(ref)
         self.series.forget(ref)
+        self.pacer.forget(ref)

@@ -71,6 +71,12 @@ class WorkerSettings(BaseSettings):
                               "NOISYLOOP_TRAINER_INTERVAL_SECONDS"),
         description="Seconds the trainer sleeps when no model had a full batch (the longest an "
                     "event waits for a batch to fill).")
+    idle_interval: float = Field(
+        default=0.5, gt=0, le=60,
+        description="Longest the trainer waits between two reads of a model whose stream was "
+                    "empty (the wait doubles from flush_interval while it stays empty; an "
+                    "entry puts it back on every pass): the most an idle model's first event "
+                    "waits more than a busy model's.")
     poll_interval: float = Field(
         default=0.5, gt=0, le=60,
         description="Seconds the NREst and sweeper roles sleep when idle.")

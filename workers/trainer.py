@@ -36,7 +36,12 @@ them; a dead trainer's leases expire and are taken over), then runs one
 A crash anywhere before the publish leaves the entries pending (the next
 owner claims them); a crash between publish and acknowledgement re-delivers
 entries that step 2 skips.  So every accepted event changes the model
-exactly once.
+exactly once.  A publish refused because the model changed meanwhile (a
+reset, rollback, import or promotion: they keep ``last_id``) hands the
+batch back without counting the delivery and learns it again on the new
+version.  A model whose step raises is reported and retried later
+(:mod:`workers.failures`); the models after it in the pass are not held up.
+Idle models are read less often (:mod:`workers.pacing`).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import copy
+import enum
 import logging
 import math
 import random
@@ -63,7 +69,7 @@ from app.store.events import decode_entries, decode_entry
 from app.store.keys import ModelKeys
 from app.store.snapshots import PublishConflict
 from app.store.util import parse_stream_id
-from workers import anchors, challengers, drift, nrest, series
+from workers import anchors, challengers, drift, failures, nrest, series
 from workers.context import CachedLearner, ModelRef, WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -89,16 +95,36 @@ BALANCE_SECONDS = 1.0
 
 async def run_pass(ctx: WorkerContext) -> int:
     """Balance the leases (at most every :data:`BALANCE_SECONDS`), then one step per owned
-    model; returns events applied."""
+    model that is due (:mod:`workers.pacing`), a step that raises reported and isolated
+    (:mod:`workers.failures`); returns events applied."""
     now = time.monotonic()
     if now - ctx.balanced_at >= BALANCE_SECONDS:
         ctx.balanced_at = now
         await balance_leases(ctx, await ctx.store.models.all_models())
+    due = [ref for ref in sorted(ctx.held) if not ctx.paced or ctx.pacer.due(ref, now)]
+    # the idle models' reads in one round trip (a model busy before is read in its step)
+    idle = [ref for ref in due if ctx.pacer.waiting(ref)]
+    firsts: dict[ModelRef, Deliveries | Exception | None] = dict(zip(
+        idle, await ctx.delivery.read_batches([(ModelKeys(*ref), IDLE_READ_SIZE)
+                                               for ref in idle], ctx.config.worker_id),
+        strict=True))
     applied = 0
-    for ref in sorted(ctx.held):
-        if ctx.stopping.is_set():
-            break
-        applied += await step(ctx, ref)
+    for ref in due:
+        first = firsts.get(ref, _UNREAD)
+        if ctx.stopping.is_set():  # read, not applied: pending, as if not delivered
+            if isinstance(first, Deliveries) and first:
+                await ctx.delivery.unread(ModelKeys(*ref), ctx.config.worker_id, first)
+            continue
+        try:
+            if isinstance(first, Exception):
+                raise first
+            applied += await step(ctx, ref, first)
+        except Exception as exc:
+            if failures.store_unreachable(exc):
+                raise  # the store, not the model: the worker retries the pass
+            await failures.step_failed(ctx, ref, exc)  # this model only: the others learn
+        else:
+            await failures.step_succeeded(ctx, ref)
     # the models that went quiet: their due series point and their newest version
     await series.record_idle(ctx)
     await ctx.versions.keep_due(ctx.store.versions)
@@ -106,11 +132,14 @@ async def run_pass(ctx: WorkerContext) -> int:
 
 
 async def balance_leases(ctx: WorkerContext, models: list[ModelRef]) -> None:
-    """Renew owned leases, give back more than a fair share, take free ones up to it."""
+    """Renew owned leases (unless renewed within a third of their ttl: the keep-alive renews
+    them too), give back more than a fair share, take free ones up to it."""
     cfg = ctx.config
-    for ref in [r for r in ctx.held if r not in set(models)]:
+    present = set(models)
+    for ref in [r for r in ctx.held if r not in present]:
         ctx.forget(ref)  # deleted model
-    await renew_leases(ctx)
+    if time.monotonic() - ctx.renewed_at >= cfg.lease_ttl / 3:
+        await renew_leases(ctx)
     live = max(1, await ctx.heartbeats.live_trainers(cfg.heartbeat_ttl))
     share = math.ceil(len(models) / live)
     if len(ctx.held) > share:
@@ -132,12 +161,14 @@ async def balance_leases(ctx: WorkerContext, models: list[ModelRef]) -> None:
         for ref, ok in zip(wanted, taken, strict=True):
             if ok:
                 ctx.held.add(ref)
+                ctx.pacer.taken(ref)
                 ctx.learners.pop(ref, None)  # someone else may have published since
                 logger.info("trainer %s: took %s/%s", cfg.worker_id, *ref)
 
 
 async def renew_leases(ctx: WorkerContext) -> None:
     """Renew every owned lease; forget the ones another trainer holds now."""
+    ctx.renewed_at = time.monotonic()
     held = sorted(ctx.held)
     ok = await ctx.leases.take_many([ModelKeys(*r) for r in held], ctx.config.worker_id,
                                     int(ctx.config.lease_ttl * 1000))
@@ -162,19 +193,88 @@ async def release_leases(ctx: WorkerContext) -> None:
 MAX_BATCH_GROWTH = 8
 
 
-async def step(ctx: WorkerContext, ref: ModelRef) -> int:
-    """Read, apply, publish and acknowledge one batch of one model; returns events applied."""
-    cfg = ctx.config
+#: Times one step reads a batch again after the model changed under it (a reset, rollback,
+#: import or promotion refused its publish) before leaving it to the next pass.
+MODEL_CHANGE_RETRIES = 3
+
+
+#: Entries an idle model's read (one of a pass's pipelined reads) asks for: a bound on the
+#: memory those reads take when many idle models get feedback at once.  A full read doubles
+#: the next one, as any read does.
+IDLE_READ_SIZE = 100
+
+
+class _Unread(enum.Enum):
+    UNREAD = enum.auto()
+
+
+_UNREAD = _Unread.UNREAD
+"""The batch is still to be read."""
+
+
+class _ModelChanged(Exception):
+    """The model's version moved while a batch was learned: learn it again on the new one."""
+
+
+async def step(ctx: WorkerContext, ref: ModelRef, first: Deliveries | _Unread | None = _UNREAD
+               ) -> int:
+    """Read, apply, publish and acknowledge one batch of one model; returns events applied.
+
+    When the model changes under the batch (a reset, rollback, import or
+    promotion publishes a new version), the batch is handed back with its
+    delivery counts as they were (no failed delivery: only entries that
+    really fail reach the dead letters) and read again, half as large, to be
+    learned on the new version; the events are applied once, on top of it.
+    ``first``: the model's first batch, already read (by :func:`run_pass`, at most
+    :data:`IDLE_READ_SIZE` entries).
+    """
     mk = ModelKeys(*ref)
-    count = ctx.read_sizes.get(ref, cfg.batch_size)
-    batch = await ctx.delivery.read_batch(mk, cfg.worker_id, count)
+    for _ in range(MODEL_CHANGE_RETRIES):
+        batch = await _read(ctx, ref, first)
+        first = _UNREAD
+        if not batch:
+            return 0
+        try:
+            return await _apply(ctx, ref, batch)
+        except _ModelChanged:
+            ctx.read_sizes[ref] = max(1, len(batch) // 2)  # a smaller batch gets through sooner
+            await ctx.delivery.unread(mk, ctx.config.worker_id, batch)
+    return 0
+
+
+def _read_size(ctx: WorkerContext, ref: ModelRef) -> int:
+    return ctx.read_sizes.get(ref, ctx.config.batch_size)
+
+
+async def _read(ctx: WorkerContext, ref: ModelRef, batch: Deliveries | _Unread | None = _UNREAD
+                ) -> Deliveries | None:
+    """The model's next batch (None or empty: nothing to do; ``batch``: as already read), its
+    next read size and pace set."""
+    cfg = ctx.config
+    if batch is _UNREAD:
+        count = _read_size(ctx, ref)
+        batch = await ctx.delivery.read_batch(ModelKeys(*ref), cfg.worker_id, count)
+    else:
+        count = IDLE_READ_SIZE
     if batch is None:
         ctx.forget(ref)  # the lease expired or the model is gone
-        return 0
+        return None
     ctx.read_sizes[ref] = (min(2 * count, MAX_BATCH_GROWTH * cfg.batch_size)
                            if len(batch) == count else cfg.batch_size)
-    if not batch:
-        return 0
+    if batch:
+        ctx.pacer.busy(ref)
+    else:
+        ctx.pacer.idle(ref, time.monotonic())
+    return batch
+
+
+async def _apply(ctx: WorkerContext, ref: ModelRef, batch: Deliveries) -> int:
+    """Apply ``batch`` (the steps 2-5 of the module docstring); returns events applied.
+
+    Raises :class:`_ModelChanged` when the model's version moved meanwhile.
+    """
+    cfg = ctx.config
+    mk = ModelKeys(*ref)
     view = await ctx.delivery.read_model(mk)
     if view is None:
         ctx.forget(ref)
@@ -276,7 +376,8 @@ def _decode(batch: Deliveries, fresh: list[int], dead: list[tuple[int, str]]) ->
 
 
 async def _learner(ctx: WorkerContext, ref: ModelRef, view: TrainerView) -> CachedLearner | None:
-    """The cached learner if it is still at the published version, else a reload."""
+    """The cached learner if it is still at the published version, else a reload (None: the
+    model is gone; :class:`_ModelChanged` when it was published since ``view`` was read)."""
     cached = ctx.learners.get(ref)
     uid = str(view.config.get("uid", ""))
     if cached is not None and cached.uid == uid and cached.version == view.info.version:
@@ -286,7 +387,7 @@ async def _learner(ctx: WorkerContext, ref: ModelRef, view: TrainerView) -> Cach
         ctx.forget(ref)
         return None
     if snap.version != view.info.version:
-        return None  # published since the view was read (a promotion may change the config)
+        raise _ModelChanged  # published since the view was read (a promotion may change the config)
     cached = CachedLearner(uid, snap.version, view.config, build_learner(view.config, snap.state))
     ctx.learners[ref] = cached
     return cached
@@ -389,14 +490,15 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
     try:
         version = await asyncio.shield(task)
     except PublishConflict as exc:
-        # reset/import moved the version, or the lease is gone: entries stay pending
+        # the version moved (reset, rollback, import, promotion), or the lease is gone:
+        # entries stay pending
         logger.info("trainer: publish of %s/%s refused (%s)", *ref, exc)
         ctx.scorers.pop(ref, None)  # it learned a batch that will come again
-        if exc.code == -1:
-            ctx.learners.pop(ref, None)
-        else:
+        if exc.code != -1:
             ctx.forget(ref)
-        return 0
+            return 0
+        ctx.learners.pop(ref, None)
+        raise _ModelChanged from exc
     cached.version = version
     if scorer is not None:
         ctx.scorers[ref] = (version, scorer)

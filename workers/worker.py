@@ -119,6 +119,7 @@ class Worker:
     async def drain(self) -> int:
         """Run every role's passes without delay until a round does nothing; returns the work."""
         ctx = self.ctx or await self.start()
+        ctx.paced = False
         total = 0
         try:
             while True:

@@ -26,6 +26,7 @@ from app.api.schemas.models import (
     NoiseResponse,
     PositionBiasResponse,
     SnapshotImportRequest,
+    TrainerError,
     VersionsConfig,
 )
 from app.api.schemas.serving import ApprenticeReport
@@ -189,7 +190,9 @@ def model_response(record: ModelRecord,
                          events_dead_lettered=record.dead_lettered,
                          dead_letters_dropped=record.dead_letters_dropped,
                          awaiting_feedback=record.awaiting_feedback, backlog=record.backlog,
-                         debiased_reward=reward, calibration_unreliable=unreliable),
+                         debiased_reward=reward, calibration_unreliable=unreliable,
+                         trainer_error=(None if record.trainer_failure is None
+                                        else TrainerError(**asdict(record.trainer_failure)))),
         noise=noise_response(record.noise) if task_spec(c["task"]).has_clicks else None,
         label_budget=c.get("label_budget"), max_feature_norm=feature_bound(c),
         position_bias=position_bias, mode=c.get("mode", "online"),
@@ -337,6 +340,8 @@ async def sync_model(ctx: ApiContext, tenant: str, model_id: str,
             dead = await ctx.store.dead_letters.held(mk)
             return {"version": info.version, "pending": dead, "dead_lettered": dead}
         if time.monotonic() >= deadline:
-            raise ApiError(504, "sync_timeout", f"events not applied within {timeout} s "
-                           "(is a trainer running?)")
+            failure = await ctx.store.failures.read(mk)
+            raise ApiError(504, "sync_timeout", f"events not applied within {timeout} s " + (
+                "(is a trainer running?)" if failure is None else
+                f"(the trainer fails on this model since {failure.since}: {failure.error})"))
         await asyncio.sleep(SYNC_POLL_SECONDS)

@@ -27,6 +27,7 @@ from app.store.decisionlog import DecisionLogStore
 from app.store.drift import DriftStore
 from app.store.evaluations import EvaluationStore
 from app.store.events import EventStore
+from app.store.failures import FailureStore
 from app.store.keys import ModelKeys
 from app.store.models import ModelStore
 from app.store.noise import NoiseStore
@@ -55,6 +56,7 @@ class Store:
         self.snapshots = SnapshotStore(redis, self.scripts)
         self.events = EventStore(redis, self.scripts, batch_decisions=self.single_redis)
         self.dead_letters = DeadLetterStore(redis)
+        self.failures = FailureStore(redis)
         self.log = DecisionLogStore(redis)
         self.evaluations = EvaluationStore(redis)
         self.noise = NoiseStore(redis)

@@ -4,7 +4,10 @@ Only the owner of a model's lease gets entries (the lease is checked in the
 same Lua step that delivers them).  It first takes over every
 unacknowledged entry of the group (its own after a refused publish, a dead
 trainer's after a crash) with XCLAIM, oldest first and with their delivery
-counts, and reads new entries only when none is pending.  Entries delivered too often, or
+counts, and reads new entries only when none is pending.  A batch the trainer could
+not publish because the model changed under it (a reset, rollback, import or
+promotion) is handed back with its delivery counts as they were: that is no
+failure of its entries.  Entries delivered too often, or
 that cannot be decoded or learned, go to the model's dead-letter stream with
 the reason, acknowledged and counted in the same step
 (:mod:`app.store.deadletters`).  Applied entries are
@@ -20,7 +23,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from app.store.client import lua_source
+from app.store.client import lua_source, run_script
 from app.store.deadletters import DeadLetterStore
 from app.store.decisionlog import LoggedBatch
 from app.store.keys import TRAINER_GROUP, ModelKeys
@@ -94,12 +97,18 @@ class TrainerView:
     noise: NoiseRecord | None
 
 
+def _deliveries(reply: Any) -> Deliveries | None:
+    """``trainer_read``'s reply as a batch (None: the reader does not hold the lease)."""
+    return None if int(reply[0]) == 0 else Deliveries.from_reply(reply)
+
+
 class DeliveryStore:
     """Lease-checked reads, dead letters and acknowledgements of the trainer group."""
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
         self._read = redis.register_script(lua_source("trainer_read"))
+        self._unread = redis.register_script(lua_source("trainer_unread"))
         self._dead = DeadLetterStore(redis)
 
     async def read_batch(self, mk: ModelKeys, consumer: str, count: int) -> Deliveries | None:
@@ -113,7 +122,30 @@ class DeliveryStore:
         """
         reply: Any = await self._read(keys=[mk.lease, mk.events],
                                       args=[consumer, TRAINER_GROUP, int(count)])
-        return None if int(reply[0]) == 0 else Deliveries.from_reply(reply)
+        return _deliveries(reply)
+
+    async def read_batches(self, reads: Sequence[tuple[ModelKeys, int]], consumer: str
+                           ) -> list[Deliveries | Exception | None]:
+        """:meth:`read_batch` of several models (``(model, count)``) in one round trip; a
+        read that failed gives its exception (the others are unaffected)."""
+        if not reads:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for mk, count in reads:
+                await run_script(self._read, [mk.lease, mk.events],
+                                 [consumer, TRAINER_GROUP, int(count)], pipe)
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return [reply if isinstance(reply, Exception) else _deliveries(reply)
+                for reply in replies]
+
+    async def unread(self, mk: ModelKeys, consumer: str, batch: Deliveries) -> bool:
+        """Hand ``batch`` back undelivered: its entries still pending (not acknowledged nor
+        dead-lettered) get the delivery counts they had before this read, and stay with the
+        lease owner ``consumer``; False (nothing done) without the lease."""
+        args: list[str | int] = [consumer, TRAINER_GROUP]
+        for sid, count in zip(batch.stream_ids, batch.counts, strict=True):
+            args += [sid, count - 1]
+        return bool(int(await self._unread(keys=[mk.lease, mk.events], args=args)))
 
     async def read_model(self, mk: ModelKeys) -> TrainerView | None:
         """Config, snapshot counters and noise record in one round trip (None: model gone),

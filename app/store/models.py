@@ -22,6 +22,7 @@ from redis.asyncio.cluster import RedisCluster
 from app.store import codec, keys
 from app.store.client import Scripts, lua_source
 from app.store.deadletters import DROPPED_FIELD, HELD_FIELD
+from app.store.failures import FAILURE_FIELDS, TrainerFailure, parse_failure
 from app.store.keys import TRAINER_GROUP, ModelKeys
 from app.store.noise import NOISE_FIELDS, NoiseRecord, parse_noise
 from app.store.snapshots import COUNTER_FIELDS, Snapshot, SnapshotInfo, parse_info
@@ -104,6 +105,8 @@ class ModelRecord:
     backlog: int = 0
     """Accepted events not applied yet, now (what ``sync`` waits for; see
     :func:`unapplied`)."""
+    trainer_failure: TrainerFailure | None = None
+    """Why the trainer's steps on the model fail (None: its last step succeeded)."""
 
 
 def unapplied(length: int, first: list[Any], last_id: str) -> int:
@@ -263,7 +266,7 @@ class ModelStore:
                 pipe.hget(mk.meta, "config")
                 pipe.hmget(mk.snapshot, list(COUNTER_FIELDS))
                 pipe.hmget(mk.stats, ["predictions", "feedback_accepted", HELD_FIELD,
-                                      DROPPED_FIELD, *APPRENTICE_COUNTERS])
+                                      DROPPED_FIELD, *FAILURE_FIELDS, *APPRENTICE_COUNTERS])
                 pipe.hmget(mk.noise, list(NOISE_FIELDS))
                 pipe.zcard(mk.pending)
                 pipe.xlen(mk.events)
@@ -275,13 +278,15 @@ class ModelStore:
             info = parse_info(snap)
             if config_raw is None or info is None:
                 continue
+            counters = stats[4 + len(FAILURE_FIELDS):]
             apprentice = {name: float(value) for name, value
-                          in zip(APPRENTICE_COUNTERS, stats[4:], strict=True) if value is not None}
+                          in zip(APPRENTICE_COUNTERS, counters, strict=True) if value is not None}
             config = orjson.loads(config_raw)
             out.append(ModelRecord(config, info, int(stats[0] or 0),
                                    int(stats[1] or 0), parse_noise(noise, config),
                                    int(stats[2] or 0), int(stats[3] or 0), apprentice,
-                                   int(waiting), unapplied(int(length), first, info.last_id)))
+                                   int(waiting), unapplied(int(length), first, info.last_id),
+                                   parse_failure(stats[4:4 + len(FAILURE_FIELDS)])))
         return out
 
     async def record(self, tenant: str, model_id: str) -> ModelRecord | None:

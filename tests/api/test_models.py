@@ -21,7 +21,8 @@ def test_create_model_fills_defaults(client: TestClient, tenant: dict[str, str])
     assert m["stats"] == {"predictions": 0, "feedback_accepted": 0, "events_applied": 0,
                           "events_expired": 0, "events_dead_lettered": 0,
                           "dead_letters_dropped": 0, "awaiting_feedback": 0, "backlog": 0,
-                          "debiased_reward": None, "calibration_unreliable": False}
+                          "debiased_reward": None, "calibration_unreliable": False,
+                          "trainer_error": None}
     assert m["noise"]["source"] == "initial" and m["version"] == 1
     assert set(m) >= {"model_id", "task", "algorithm", "n_features", "n_classes", "params",
                       "feedback", "created_at", "version", "stats"}

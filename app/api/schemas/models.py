@@ -105,6 +105,14 @@ class ModelCreateRequest(RequestModel):
         description="which published versions are kept to roll back to (GET .../versions)")
 
 
+class TrainerError(BaseModel):
+    """The trainer's failure on a model."""
+
+    error: str = Field(description="The last failed step's exception (type: message).")
+    since: str = Field(description="When the failures began (UTC, ISO 8601).")
+    failed_steps: int = Field(ge=0, description="Failed steps since then.")
+
+
 class ModelStats(BaseModel):
     """Counters of a model."""
 
@@ -133,6 +141,11 @@ class ModelStats(BaseModel):
         default=False,
         description="debiased_reward rests on rates that still await an estimate (noise "
                     "status insufficient_data) or on 1 - rho0 - rho1 below 0.2.")
+    trainer_error: TrainerError | None = Field(
+        default=None,
+        description="Why the trainer's steps on this model fail (null: its last step "
+                    "succeeded). Its events stay queued, none is lost, and the step is retried "
+                    "(after 1 s, doubling up to 30 s); other models are not held up.")
 
 
 class NoiseResponse(BaseModel):

@@ -10,7 +10,9 @@
 -- the entry lacks is nil (an entry deleted from the stream meanwhile lacks
 -- all four).  source 1: the oldest pending entries of any consumer, taken
 -- over (XCLAIM, which counts a delivery); source 2: new entries (XREADGROUP
--- '>', delivery count 1), read only when nothing is pending.
+-- '>', delivery count 1), read only when nothing is pending.  Claimed in
+-- chunks: unpack() of more than about 8,000 ids overflows Lua's C stack ("too
+-- many results to unpack"), and a read grows to 8 x the batch size.
 -- Flat, because Redis 6.2 writes each nested table of a script's reply as a
 -- reply block of its own: a batch of 1,000 nested entries reached the client
 -- in about 700 small reads and cost it 8x the CPU of the flat array
@@ -36,11 +38,13 @@ end
 local pending = redis.call('XPENDING', KEYS[2], ARGV[2], '-', '+', ARGV[3])
 if #pending > 0 then
   out[1] = 1
-  local ids = {}
-  for i, p in ipairs(pending) do
-    ids[i] = p[1]
+  for first = 1, #pending, 500 do
+    local ids = {}
+    for i = first, math.min(first + 499, #pending) do
+      ids[#ids + 1] = pending[i][1]
+    end
+    redis.call('XCLAIM', KEYS[2], ARGV[2], ARGV[1], 0, unpack(ids))
   end
-  redis.call('XCLAIM', KEYS[2], ARGV[2], ARGV[1], 0, unpack(ids))
   for i, p in ipairs(pending) do
     local found = redis.call('XRANGE', KEYS[2], p[1], p[1])
     add(p[1], p[4] + 1, (#found > 0) and found[1][2] or {})

@@ -32,6 +32,12 @@ class TenantInfo(TypedDict):
     created_at: str
 
 
+class TrainerError(TypedDict):
+    error: str
+    since: str
+    failed_steps: int
+
+
 class ModelStats(TypedDict):
     predictions: int
     feedback_accepted: int
@@ -43,6 +49,7 @@ class ModelStats(TypedDict):
     backlog: int
     debiased_reward: float | None
     calibration_unreliable: bool
+    trainer_error: TrainerError | None
 
 
 class Noise(TypedDict, total=False):

@@ -1,0 +1,86 @@
+"""A model whose trainer step raises: reported, retried later, never in the others' way.
+
+Each pass runs one step per owned model; a step that raises (a corrupt
+snapshot, a script error, a learner past its timeout) is caught there, so
+the models after it in the pass still learn.  Its entries stay pending and
+the model is retried later (:mod:`workers.pacing`).  The failure is
+reported where each audience looks: a log line (the first failure, then
+at every doubling of the count), ``noisyloop_trainer_step_failures_total``
+and ``noisyloop_trainer_failing_models`` for the operator (no tenant or
+model label: the log names it), and the model's stats for its owner
+(:mod:`app.store.failures`), removed by the next step that succeeds.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from dataclasses import dataclass
+
+from prometheus_client import Counter, Gauge
+
+from app.metrics import NAMESPACE, Metrics
+from app.store import STORE_ERRORS, ModelKeys
+from workers.context import ModelRef, WorkerContext
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FailureMetrics:
+    """The trainer's failure series, registered once on a :class:`Metrics`'s registry."""
+
+    steps_failed: Counter
+    failing_models: Gauge
+
+
+_REGISTERED: weakref.WeakKeyDictionary[Metrics, FailureMetrics] = weakref.WeakKeyDictionary()
+
+
+def failure_metrics(metrics: Metrics) -> FailureMetrics:
+    """The failure series of ``metrics`` (registered on its registry at the first call)."""
+    found = _REGISTERED.get(metrics)
+    if found is None:
+        r = metrics.registry
+        found = _REGISTERED[metrics] = FailureMetrics(
+            Counter("trainer_step_failures", "Trainer steps that raised (the model's events "
+                    "stay pending and are retried)", namespace=NAMESPACE, registry=r),
+            Gauge("trainer_failing_models", "Models whose last trainer step raised",
+                  namespace=NAMESPACE, registry=r))
+    return found
+
+
+def store_unreachable(exc: Exception) -> bool:
+    """Whether ``exc`` means the store is unreachable (the whole pass fails, and is retried),
+    not that this model's step failed; a learner's timeout is a ``TimeoutError``, which
+    ``STORE_ERRORS`` would take for a socket's."""
+    return isinstance(exc, STORE_ERRORS) and type(exc) is not TimeoutError
+
+
+async def step_failed(ctx: WorkerContext, ref: ModelRef, exc: Exception) -> None:
+    """Report a step of ``ref`` that raised ``exc`` and put its next read off."""
+    n = ctx.pacer.failed(ref, time.monotonic())
+    ctx.read_sizes.pop(ref, None)  # a smaller read next time: the failure may be its size
+    ctx.learners.pop(ref, None)  # it may have learned part of a batch
+    m = failure_metrics(ctx.metrics)
+    m.steps_failed.inc()
+    m.failing_models.set(len(ctx.pacer.failures))
+    if n & (n - 1) == 0:  # 1, 2, 4, 8...: a model failing on every read does not flood the log
+        logger.error("trainer: step %d of %s/%s failed; its events stay pending, retried "
+                     "later", n, *ref, exc_info=exc)
+    try:
+        await ctx.store.failures.report(ModelKeys(*ref), f"{type(exc).__name__}: {exc}")
+    except STORE_ERRORS as store_exc:
+        logger.warning("trainer: could not record the failure of %s/%s (%s)", *ref, store_exc)
+
+
+async def step_succeeded(ctx: WorkerContext, ref: ModelRef) -> None:
+    """A step of ``ref`` went through: clear its failure record if it had one."""
+    failed = ctx.pacer.succeeded(ref)
+    if failed is None:
+        return
+    await ctx.store.failures.clear(ModelKeys(*ref))
+    if failed:
+        logger.info("trainer: %s/%s recovered after %d failed step(s)", *ref, failed)
+        failure_metrics(ctx.metrics).failing_models.set(len(ctx.pacer.failures))
