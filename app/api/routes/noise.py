@@ -115,12 +115,14 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
         raise unknown_model(view.config["model_id"])
     settings = await ctx.store.anchors.settings(view.keys, default_estimator(view.config))
     last = settings.last or {}
-    status = replace(record, estimator=settings.estimator).status
+    current = replace(record, estimator=settings.estimator)
+    status = current.status
     n_events = last.get("n_events") or await ctx.store.anchors.count(view.keys)
     interval = NoiseInterval(**last["interval"]) if "interval" in last else None
     return NoiseStatusResponse.model_validate({
         **out.model_dump(), "estimator": settings.estimator, "max_width": settings.max_width,
-        "status": status, "reason": str(last.get("reason", "")) if status != "fixed" else "",
+        "status": status,
+        "reason": str(last.get("reason", "")) if status != "fixed" else current.fixed_reason,
         "interval": interval, "n_events": int(n_events)})
 
 
