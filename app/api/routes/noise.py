@@ -26,6 +26,7 @@ from app.api.schemas.noise import (
 from app.api.tasks import task_spec
 from app.learners.base import ParamError
 from app.learners.build import default_estimator, estimates_over, keeps_anchors
+from app.learners.noise_anchor import TOO_FEW_EVENTS
 from app.learners.noise_publish import ESTIMATING
 from app.learners.proxy import check_noise_rates
 from app.learners.registry import algorithms, learner_class
@@ -125,7 +126,8 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
     return NoiseStatusResponse.model_validate({
         **out.model_dump(), "estimator": settings.estimator, "max_width": settings.max_width,
         "status": status,
-        "reason": str(last.get("reason", "")) if status != "fixed" else current.fixed_reason,
+        "reason": (current.fixed_reason if status == "fixed" else str(last.get(
+            "reason", TOO_FEW_EVENTS if status == "insufficient_data" else ""))),
         "interval": interval, "n_events": int(n_events)})
 
 
