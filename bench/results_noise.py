@@ -383,7 +383,9 @@ def render_curve(curve: dict[str, Any]) -> list[str]:
         "",
         "## Error against events seen",
         "",
-        (f"`linucb_diag` at its defaults (`uniform_share` 0.05) replays {marks[-1]:,} events "
+        (f"`linucb_diag` at its defaults (`uniform_share` 0.05), given the true rates "
+         f"(`--estimator fixed`: the plays do not depend on the estimates), replays "
+         f"{marks[-1]:,} events "
         "of `synsep`, `digits` and `synsep20` (SynSep-like with 20 labels and 400 binary "
         f"features) at four noise settings, seeds {curve['seeds'][0]}-{curve['seeds'][-1]} "
         f"({len(curve['seeds'])} per setting, {curve['cpu_seconds']:.0f} s of CPU). The "
