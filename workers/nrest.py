@@ -52,7 +52,7 @@ import orjson
 from app.learners.base import Batch
 from app.learners.build import default_estimator, estimates_over, keeps_anchors
 from app.learners.noise import NoiseEstimate
-from app.learners.noise_anchor import TOO_FEW_EVENTS, AnchorEstimate
+from app.learners.noise_anchor import AnchorEstimate
 from app.learners.noise_publish import (
     ANCHOR_BUFFER,
     ESTIMATING,
@@ -194,8 +194,9 @@ async def refresh(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
         out = await estimate(ctx, ref, config, noise)
     published = out["status"] == "published"
     if published or settings.last is None or settings.last["status"] != "published":
+        # an estimate not published after one that was leaves the published one on show
         await ctx.anchors.record(mk, {**out, "t": utc_now()})
-    ctx.metrics.noise_insufficient_data.labels(*ref).set(0 if published else 1)
+        ctx.metrics.noise_insufficient_data.labels(*ref).set(0 if published else 1)
     return out
 
 
@@ -209,14 +210,12 @@ async def estimate(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
         raise EstimateFailed(f"{config['algorithm']!r} models keep no NREst sample buffer "
                              f"(the {task} algorithms that do: {', '.join(keepers) or 'none'})")
     new = (await ctx.samples.new_counts([mk]))[0]
-    samples = await ctx.samples.load(mk)
-    if samples is None:
-        _count(ctx, "failed")
-        return {"estimator": "nrest", "status": "insufficient_data",
-                "reason": TOO_FEW_EVENTS, "rho0": None, "rho1": None, "n_events": 0,
-                "n_explored": None, "n_top": None, "interval": None}
+    samples = await ctx.samples.load(mk)  # none yet: the fit says too few classes played
+    X, played, clicks = ((samples.X, samples.played, samples.clicks) if samples is not None
+                         else (np.zeros((0, config["n_features"])), np.zeros(0, dtype=np.int64),
+                               np.zeros(0)))
     fit = functools.partial(
-        nrest_estimate, samples.X, samples.played, samples.clicks, config["n_classes"],
+        nrest_estimate, X, played, clicks, config["n_classes"],
         config.get("params") or {}, seed=int(config.get("seed") or 0) * 1000 + len(noise.history),
         previous=(noise.rho0, noise.rho1))
     started = time.perf_counter()

@@ -68,5 +68,5 @@ async def test_a_queued_nrest_estimate_of_a_model_without_samples_fails_naming_t
     job = await store.noise.job(mk, job_id)
     assert job is not None and job["status"] == "failed"
     assert job["reason"] == ("'rcnbf' models keep no NREst sample buffer (the label "
-                             "algorithms that do: rcine, linucb_diag, squarecb_diag, linucb, "
+                             "algorithms that do: linucb_diag, rcine, squarecb_diag, linucb, "
                              "lints_diag)")
