@@ -1,26 +1,25 @@
-"""Click-noise estimates in replay: the anchor estimator against NREst, at default settings.
+"""Click-noise estimates in replay: what ``noisyloop replay`` publishes, and the estimators
+compared.
 
-Every run is a ``noisyloop replay`` of the ``label`` task (the replay
-runner of :mod:`app.replay.label` with the command line's parser) whose
-learned events are also fed, in stream order, to a
-:class:`~app.learners.noise_anchor.ProgressiveScorer`; every ``--every``
-events the anchor estimate (:func:`~app.learners.noise_anchor.estimate_from_anchors`,
-default settings) is computed from all the plays so far and compared with the
-true rates.  Baseline: NREst as it is (:func:`app.learners.noise.estimate_noise_rates`
-with its defaults) on the last 5,000 plays every 5,000 events -- inside
-``rcine`` that is the algorithm's own refresh, for ``linucb_diag`` what the
-service's NREst worker does with its default buffer.
+``--part replay`` (the page's main table): ``noisyloop replay`` itself, at its
+defaults (the anchor estimator, as the service; the same schedule and publish
+rule, :mod:`app.learners.noise_publish`), for ``rcine`` and ``linucb_diag``
+on ``synsep`` and ``digits`` at three noise settings, 20,000 events, two
+seeds per case (``--repeats 2``); the table is read from the command's own
+``noise_estimates`` (every estimate with its status and interval).
 
-A section measures what ``linucb_diag``'s uniform-exploration share
-costs in learning: the same runs with ``uniform_share = 0``.
+``--part ablation``: what ``linucb_diag``'s uniform-exploration share costs
+in learning, the learner given the true rates (``--estimator fixed``) with
+``uniform_share`` 0.05 (the default) and 0.
 
-``--part curve`` (kept in the same JSON under ``curve``): the error of both
-estimators against the events seen (5,000 to 50,000) for ``linucb_diag`` on
+``--part curve``: the error of both estimators against the events seen
+(5,000 to 50,000) for ``linucb_diag`` (given the true rates,
+``--estimator fixed``, so that the plays do not depend on the estimates) on
 ``synsep``, ``digits`` and ``synsep20`` (SynSep with 20 labels) at four noise
-settings, the anchor estimate taken at those counts only (it depends only on
-the plays so far, so it equals the service's estimate every 2,500 events at
-those counts) and NREst on the last 5,000 plays at each: as it is, and with
-its network trained as the paper trains it (:meth:`MLPClickModel.paper
+settings: the learned events are also fed, in stream order, to a
+:class:`~app.learners.noise_anchor.ProgressiveScorer`; the anchor estimate is
+taken at those counts and NREst on the last 5,000 plays at each: as it is,
+and with its network trained as the paper trains it (:meth:`MLPClickModel.paper
 <app.learners.noise.MLPClickModel.paper>`), with raw and with standardised
 inputs.
 
@@ -29,12 +28,12 @@ numbers use seeds from ``--first-seed`` (1000) on.
 
 Usage::
 
-    .venv/bin/python bench/results_noise.py --part refresh  # refreshes (about 6 CPU minutes)
-    .venv/bin/python bench/results_noise.py --part curve    # error curve (about 7 CPU minutes)
-    .venv/bin/python bench/results_noise.py --quick         # one seed, no NREst baseline
+    .venv/bin/python bench/results_noise.py --part replay    # the replay command's estimates
+    .venv/bin/python bench/results_noise.py --part ablation  # uniform share 0.05 against 0
+    .venv/bin/python bench/results_noise.py --part curve     # error curve (about 7 CPU minutes)
     .venv/bin/python bench/results_noise.py --render-only
 
-A part rewrites its own runs in ``noise.json`` and keeps the other's.
+A part rewrites its own runs in ``noise.json`` and keeps the others'.
 
 Writes ``<data>/noise.json`` and ``<out>/noise.md``.
 """
@@ -52,6 +51,7 @@ import numpy as np
 
 from app.bench.machine import machine_info
 from app.cli import build_parser
+from app.commands.replay import replay
 from app.learners.noise import MLPClickModel, estimate_noise_rates
 from app.learners.noise_anchor import ProgressiveScorer, estimate_from_anchors
 from app.replay import label
@@ -155,18 +155,19 @@ def run_one(dataset: str, algorithm: str, rho: tuple[float, float], seed: int, e
             nrest: bool, params: dict[str, Any] | None = None, rounds: int = ROUNDS,
             marks: Sequence[int] | None = None,
             variants: Sequence[str] = ("nrest",)) -> dict[str, Any]:
-    """One replay with the anchor estimates (and those of the NREst ``variants``) recorded:
-    every ``every`` events, or at the counts ``marks`` (NREst too, then)."""
+    """One replay of a learner given the true rates (``--estimator fixed``) with the anchor
+    estimates (and those of the NREst ``variants``) recorded: every ``every`` events, or at
+    the counts ``marks`` (NREst too, then)."""
     argv = ["replay", "--dataset", dataset, "--algorithm", algorithm, "--rounds", str(rounds),
-            "--rho0", str(rho[0]), "--rho1", str(rho[1]), "--no-progress"]
+            "--rho0", str(rho[0]), "--rho1", str(rho[1]), "--estimator", "fixed",
+            "--no-progress"]
     if params:
         argv += ["--params", json.dumps(params)]
     args = build_parser().parse_args(argv)
     n_classes = label.setup(args, seed).n_classes
-    own_nrest = algorithm == "rcine"  # rcine refreshes NREst itself (its n_s default)
     nrest_marks = marks or range(NREST_BUFFER, rounds + 1, NREST_BUFFER)
-    rec = Recorder(n_classes, marks or range(every, rounds + 1, every),
-                   nrest and not own_nrest, seed, nrest_marks, variants)
+    rec = Recorder(n_classes, marks or range(every, rounds + 1, every), nrest, seed,
+                   nrest_marks, variants)
     start = time.process_time()
     result = label.run(args, seed, lambda _: None, rec)
     record: dict[str, Any] = {
@@ -177,14 +178,45 @@ def run_one(dataset: str, algorithm: str, rho: tuple[float, float], seed: int, e
         "cpu_seconds": time.process_time() - start, "anchor_cpu_seconds": rec.cpu,
         "anchor": rec.anchor,
     }
-    if nrest and own_nrest:
-        record["nrest"] = result.extra.get("noise_estimates", [])
-    elif nrest:
+    if nrest:
         record.update(rec.nrest_estimates)
         record["nrest_cpu_seconds"] = rec.nrest_cpu
     print(f"  {dataset} {algorithm} rho={rho} seed={seed} {params or ''}: "
           f"error {result.final:.3f}, {record['cpu_seconds']:.1f} s", flush=True)
     return record
+
+
+def replay_argv(dataset: str, algorithm: str, rho: tuple[float, float], first_seed: int,
+                seeds: int) -> list[str]:
+    """The ``noisyloop replay`` command line of one case, at the command's defaults."""
+    return ["replay", "--dataset", dataset, "--algorithm", algorithm,
+            "--rounds", str(ROUNDS), "--rho0", str(rho[0]), "--rho1", str(rho[1]),
+            "--seed", str(first_seed), "--repeats", str(seeds), "--no-progress"]
+
+
+def replay_case(dataset: str, algorithm: str, rho: tuple[float, float], first_seed: int,
+                seeds: int) -> dict[str, Any]:
+    """One case run by the replay command; each run's published and unpublished estimates
+    as the command reports them (``noise_estimates``)."""
+    argv = replay_argv(dataset, algorithm, rho, first_seed, seeds)
+    _, results, seconds, cpu = replay(build_parser().parse_args(argv))
+    runs = [{"seed": r.seed, "greedy_error": r.final,
+             "played_error": r.extra["played_error_rate"],
+             "estimator": r.extra["estimator"],
+             "estimates": [_entry(e) for e in r.extra.get("noise_estimates", [])]}
+            for r in results]
+    print(f"  noisyloop {' '.join(argv)}: {cpu:.1f} s of CPU", flush=True)
+    return {"dataset": dataset, "algorithm": algorithm, "rho0": rho[0], "rho1": rho[1],
+            "command": "noisyloop " + " ".join(argv), "cpu_seconds": cpu,
+            "seconds": seconds, "runs": runs}
+
+
+def _entry(estimate: dict[str, Any]) -> dict[str, Any]:
+    """A replay's estimate in the page's form (intervals as ``rho0_interval``...)."""
+    interval = estimate.get("interval") or {}
+    return {"t": estimate["t"], "published": estimate["status"] == "published",
+            "reason": estimate["reason"], "rho0": estimate["rho0"], "rho1": estimate["rho1"],
+            "rho0_interval": interval.get("rho0"), "rho1_interval": interval.get("rho1")}
 
 
 def _err(entry: dict[str, Any], run: dict[str, Any]) -> float:
@@ -202,112 +234,124 @@ def _machine(info: dict[str, Any]) -> str:
 
 def render(data: dict[str, Any]) -> str:
     """The Markdown page from the JSON."""
-    runs = [r for r in data["runs"] if not r["params"]]
     lines = [
-        "# Click-noise estimates: anchors against NREst",
+        "# Click-noise estimates: what replay publishes, anchors against NREst",
         "",
-        (f"Made by `.venv/bin/python bench/results_noise.py` ({_machine(data['machine'])}; "
-        f"{data['cpu_seconds']:.0f} s of CPU); `--render-only` rewrites this page from "
-        "`bench/results/noise.json`."),
-        "",
-        ("Each run replays 20,000 events of a stream (`synsep`: 9 classes, 400 binary "
-        "features; `digits`: 10 classes, 64 features) through a learner at its default "
-        "settings, with clicks flipped at the rates (ρ0, ρ1). Every "
-        f"{data['every']:,} events the anchor estimator computes the rates, with 95% "
-        "intervals per rate (both hold together with probability at least 90%), from all "
-        "the plays so far; it publishes them only when both "
-        "intervals are at most 0.1 wide. NREst (as it is) refits on the last 5,000 "
-        f"plays every 5,000 events. Seeds {data['seeds'][0]}-{data['seeds'][-1]} (the "
-        "estimator's defaults were chosen on other seeds)."),
-        "",
-        "## Anchor estimator per stream, learner and noise",
-        "",
-        ("*published*: refreshes with a published estimate / refreshes; *first*: events "
-        "at the first published estimate; *error at 20k*: largest error of either rate at "
-        "20,000 events over the seeds; *worst published*: largest error of any published "
-        "estimate; *coverage*: share of published refreshes whose interval holds the true "
-        "ρ0 / ρ1 / both; *NREst at 20k*: NREst's largest error at 20,000 events."),
-        "",
-        ("| stream | learner | (ρ0, ρ1) | seeds | published | first | error at 20k | "
-        "worst published | coverage ρ0 / ρ1 / both | NREst at 20k |"),
-        "|---|---|---|---|---|---|---|---|---|---|",
+        (f"Made by `.venv/bin/python bench/results_noise.py` ({_machine(data['machine'])}); "
+         "`--render-only` rewrites this page from `bench/results/noise.json`."),
     ]
-    groups: dict[tuple[str, str, float, float], list[dict[str, Any]]] = {}
-    for r in runs:
-        groups.setdefault((r["dataset"], r["algorithm"], r["rho0"], r["rho1"]), []).append(r)
+    if "replay" in data:
+        lines += render_replay(data["replay"])
+    if "runs" in data:
+        lines += render_ablation(data["runs"])
+    if "curve" in data:
+        lines += render_curve(data["curve"])
+    return "\n".join(lines) + "\n"
+
+
+def render_replay(rep: dict[str, Any]) -> list[str]:
+    """The main table: each case's estimates as ``noisyloop replay`` reports them."""
+    seeds = rep["seeds"]
+    lines = [
+        "",
+        "## What `noisyloop replay` publishes",
+        "",
+        ("Each row is one command, at the replay's defaults (the anchor estimator, as the "
+         "service: every 2,500 events on the newest 50,000 plays, published only when both "
+         "95% intervals are at most 0.1 wide; the learner starts from rates 0 and uses each "
+         "published estimate from its next batch), e.g.:"),
+        "",
+        f"    {rep['cases'][0]['command']} --json out.json --plot out.png",
+        "",
+        ("with `--dataset` `synsep` (9 classes, 400 binary features) or `digits` (10 "
+         "classes, 64 features), `--algorithm` `rcine` or `linucb_diag`, and the rates "
+         f"(ρ0, ρ1) below; seeds {seeds[0]}-{seeds[-1]} (`--repeats {len(seeds)}`; the "
+         "estimator's defaults were chosen on other seeds). The JSON's `noise_estimates` "
+         "lists every estimate (status, reason, counts, interval) and the plot draws the "
+         f"published ones with their intervals; {rep['cpu_seconds']:.0f} s of CPU in all."),
+        "",
+        ("*published*: estimates published / estimates made; *first*: events at the first "
+         "published estimate; *error at 20k*: largest error of either rate at 20,000 events "
+         "over the seeds; *worst published*: largest error of any published estimate; "
+         "*coverage*: share of published estimates whose interval holds the true ρ0 / ρ1 / "
+         "both; *CPU*: seconds per run, learner and estimator."),
+        "",
+        ("| stream | learner | (ρ0, ρ1) | published | first | error at 20k | worst published | "
+         "coverage ρ0 / ρ1 / both | CPU |"),
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     totals = {"cases": 0, "c0": 0, "c1": 0, "both": 0, "final_ok": 0, "finals": 0}
-    for (ds, alg, r0, r1), rs in groups.items():
-        pubs = [(e, r) for r in rs for e in r["anchor"] if e["published"]]
-        n_ref = sum(len(r["anchor"]) for r in rs)
-        firsts = [next((e["t"] for e in r["anchor"] if e["published"]), None) for r in rs]
-        finals = [_err(r["anchor"][-1], r) for r in rs if r["anchor"][-1]["published"]]
-        c0 = sum(_covers(e, r, "rho0") for e, r in pubs)
-        c1 = sum(_covers(e, r, "rho1") for e, r in pubs)
-        both = sum(_covers(e, r, "rho0") and _covers(e, r, "rho1") for e, r in pubs)
+    misses: list[str] = []
+    for case in rep["cases"]:
+        rs = case["runs"]
+        pubs = [e for r in rs for e in r["estimates"] if e["published"]]
+        n_made = sum(len(r["estimates"]) for r in rs)
+        firsts = [next((e["t"] for e in r["estimates"] if e["published"]), None) for r in rs]
+        last = [r["estimates"][-1] if r["estimates"] else None for r in rs]
+        finals = [_err(e, case) for e in last
+                  if e is not None and e["published"] and e["t"] == ROUNDS]
+        c0 = sum(_covers(e, case, "rho0") for e in pubs)
+        c1 = sum(_covers(e, case, "rho1") for e in pubs)
+        both = sum(_covers(e, case, "rho0") and _covers(e, case, "rho1") for e in pubs)
         totals["cases"] += len(pubs)
         totals["c0"], totals["c1"], totals["both"] = (
             totals["c0"] + c0, totals["c1"] + c1, totals["both"] + both)
         totals["finals"] += len(rs)
-        totals["final_ok"] += sum(e <= TOLERANCE for e in finals)
-        nrest = [max((_err(e, r) for e in r.get("nrest", []) if e["t"] == ROUNDS),
-                     default=float("nan")) for r in rs]
-        first = "never" if None in firsts else f"{min(firsts):,}-{max(firsts):,}"  # type: ignore[type-var]
+        ok = sum(e <= TOLERANCE for e in finals)
+        totals["final_ok"] += ok
+        if ok < len(rs):
+            misses.append(f"{case['dataset']} {case['algorithm']} ({case['rho0']}, "
+                          f"{case['rho1']})")
+        first = ("never" if None in firsts else
+                 f"{min(firsts):,}-{max(firsts):,}")  # type: ignore[type-var]
         final = (f"{max(finals):.3f}" if len(finals) == len(rs)
                  else f"{len(rs) - len(finals)} unpublished")
-        worst = max((_err(e, r) for e, r in pubs), default=float("nan"))
+        worst = max((_err(e, case) for e in pubs), default=float("nan"))
         cov = (f"{c0 / len(pubs):.0%} / {c1 / len(pubs):.0%} / {both / len(pubs):.0%}"
                if pubs else "-")
-        lines.append(f"| {ds} | {alg} | ({r0}, {r1}) | {len(rs)} | {len(pubs)} / {n_ref} | "
-                     f"{first} | {final} | {worst:.3f} | {cov} | {max(nrest):.3f} |")
+        lines.append(f"| {case['dataset']} | {case['algorithm']} | ({case['rho0']}, "
+                     f"{case['rho1']}) | {len(pubs)} / {n_made} | {first} | {final} | "
+                     f"{worst:.3f} | {cov} | {case['cpu_seconds'] / len(rs):.1f} |")
     n = max(totals["cases"], 1)
     lines += [
         "",
-        (f"Over all {totals['cases']} published (stream, seed, refresh) cases the "
-        f"intervals held ρ0 in {totals['c0'] / n:.1%}, ρ1 in {totals['c1'] / n:.1%} and both "
-        f"in {totals['both'] / n:.1%}; at 20,000 events {totals['final_ok']} of "
-        f"{totals['finals']} runs published an estimate within {TOLERANCE} of both rates."),
-        "",
-        "## Cost",
-        "",
+        (f"Over all {totals['cases']} published (stream, seed, estimate) cases the "
+         f"intervals held ρ0 in {totals['c0'] / n:.1%}, ρ1 in {totals['c1'] / n:.1%} and both "
+         f"in {totals['both'] / n:.1%}; at 20,000 events {totals['final_ok']} of "
+         f"{totals['finals']} runs published an estimate within {TOLERANCE} of both rates"
+         + (f" (not: {'; '.join(misses)})." if misses else ".")),
     ]
-    anchor_cpu = [r["anchor_cpu_seconds"] for r in runs]
-    lines.append(
-        f"Scoring every play and estimating every {data['every']:,} events took "
-        f"{np.mean(anchor_cpu):.2f} s of CPU per 20,000 events on average "
-        f"(at most {max(anchor_cpu):.2f} s; the budget is 2 s), the replay of the learner "
-        f"itself {np.mean([r['cpu_seconds'] - r['anchor_cpu_seconds'] for r in runs]):.1f} s. "
-        "This is the work the service's trainer (scoring) and nrest role (estimating, on the "
-        "same number of plays up to 20,000) do, off the request path; the service adds "
-        "reading and writing the rows and the scorer's state in Redis, not measured here.")
-    ablation = [r for r in data["runs"] if r["params"]]
-    if ablation:
-        lines += [
-            "",
-            "## What linucb_diag's uniform exploration costs",
-            "",
-            ("Greedy error (cumulative) and played error of `linucb_diag` with the default "
-            "`uniform_share = 0.05` and with 0, mean over the seeds:"),
-            "",
-            ("| stream | (ρ0, ρ1) | greedy error 0.05 / 0 | played error 0.05 / 0 | "
-            "last 10% greedy 0.05 / 0 |"),
-            "|---|---|---|---|---|",
-        ]
-        for ds in DATASETS:
-            for r0, r1 in NOISE:
-                def pick(share_zero: bool, key: str, ds: str = ds, r0: float = r0,
-                         r1: float = r1) -> float:
-                    return float(np.mean([
-                        r[key] for r in data["runs"]
-                        if (r["dataset"], r["algorithm"], r["rho0"], r["rho1"])
-                        == (ds, "linucb_diag", r0, r1) and bool(r["params"]) == share_zero]))
-                lines.append(
-                    f"| {ds} | ({r0}, {r1}) | {pick(False, 'greedy_error'):.3f} / "
-                    f"{pick(True, 'greedy_error'):.3f} | {pick(False, 'played_error'):.3f} / "
-                    f"{pick(True, 'played_error'):.3f} | {pick(False, 'final_window_error'):.3f}"
-                    f" / {pick(True, 'final_window_error'):.3f} |")
-    if "curve" in data:
-        lines += render_curve(data["curve"])
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def render_ablation(runs: list[dict[str, Any]]) -> list[str]:
+    """What linucb_diag's uniform exploration costs (the learner given the true rates)."""
+    lines = [
+        "",
+        "## What linucb_diag's uniform exploration costs",
+        "",
+        ("Greedy error (cumulative) and played error of `linucb_diag`, given the true rates "
+         "(`--estimator fixed`), with the default `uniform_share = 0.05` and with 0, 20,000 "
+         "events, mean over the seeds (`--part ablation`):"),
+        "",
+        ("| stream | (ρ0, ρ1) | greedy error 0.05 / 0 | played error 0.05 / 0 | "
+         "last 10% greedy 0.05 / 0 |"),
+        "|---|---|---|---|---|",
+    ]
+    for ds in DATASETS:
+        for r0, r1 in NOISE:
+            def pick(share_zero: bool, key: str, ds: str = ds, r0: float = r0,
+                     r1: float = r1) -> float:
+                return float(np.mean([
+                    r[key] for r in runs
+                    if (r["dataset"], r["algorithm"], r["rho0"], r["rho1"])
+                    == (ds, "linucb_diag", r0, r1) and bool(r["params"]) == share_zero]))
+            lines.append(
+                f"| {ds} | ({r0}, {r1}) | {pick(False, 'greedy_error'):.3f} / "
+                f"{pick(True, 'greedy_error'):.3f} | {pick(False, 'played_error'):.3f} / "
+                f"{pick(True, 'played_error'):.3f} | {pick(False, 'final_window_error'):.3f}"
+                f" / {pick(True, 'final_window_error'):.3f} |")
+    return lines
 
 
 def _at_marks(entries: list[dict[str, Any]], marks: Sequence[int]) -> dict[int, dict[str, Any]]:
@@ -339,7 +383,9 @@ def render_curve(curve: dict[str, Any]) -> list[str]:
         "",
         "## Error against events seen",
         "",
-        (f"`linucb_diag` at its defaults (`uniform_share` 0.05) replays {marks[-1]:,} events "
+        (f"`linucb_diag` at its defaults (`uniform_share` 0.05), given the true rates "
+         f"(`--estimator fixed`: the plays do not depend on the estimates), replays "
+         f"{marks[-1]:,} events "
         "of `synsep`, `digits` and `synsep20` (SynSep-like with 20 labels and 400 binary "
         f"features) at four noise settings, seeds {curve['seeds'][0]}-{curve['seeds'][-1]} "
         f"({len(curve['seeds'])} per setting, {curve['cpu_seconds']:.0f} s of CPU). The "
@@ -398,17 +444,23 @@ def render_curve(curve: dict[str, Any]) -> list[str]:
     return lines
 
 
-def refresh_part(args: argparse.Namespace) -> dict[str, Any]:
-    """The refresh runs (every ``--every`` events, 20,000 events) and the share ablation."""
+def replay_part(args: argparse.Namespace) -> dict[str, Any]:
+    """Every case of the main table, run by the replay command."""
+    seeds = 1 if args.quick else args.seeds
     start = time.process_time()
+    cases = [replay_case(ds, alg, rho, args.first_seed, seeds)
+             for ds in DATASETS for alg in ALGORITHMS for rho in NOISE]
+    return {"machine": machine_info(),
+            "seeds": list(range(args.first_seed, args.first_seed + seeds)),
+            "cases": cases, "cpu_seconds": time.process_time() - start}
+
+
+def ablation_part(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """linucb_diag given the true rates, with the default uniform share and with 0."""
     seeds = range(args.first_seed, args.first_seed + (1 if args.quick else args.seeds))
-    runs = [run_one(ds, alg, rho, seed, args.every, nrest=not args.quick)
-            for ds in DATASETS for alg in ALGORITHMS for rho in NOISE for seed in seeds]
-    runs += [run_one(ds, "linucb_diag", rho, seed, args.every, nrest=False,
-                     params={"uniform_share": 0.0})
-             for ds in DATASETS for rho in NOISE for seed in seeds]
-    return {"machine": machine_info(), "every": args.every, "seeds": list(seeds),
-            "runs": runs, "cpu_seconds": time.process_time() - start}
+    return [run_one(ds, "linucb_diag", rho, seed, args.every, nrest=False, params=params)
+            for params in ({}, {"uniform_share": 0.0})
+            for ds in DATASETS for rho in NOISE for seed in seeds]
 
 
 def curve_part(args: argparse.Namespace) -> dict[str, Any]:
@@ -430,8 +482,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="first seed (the defaults were tuned on 0-2 and 100-102)")
     parser.add_argument("--every", type=int, default=2_500, help="events between estimates")
     parser.add_argument("--quick", action="store_true", help="one seed, no NREst baseline")
-    parser.add_argument("--part", choices=("refresh", "curve"), default="refresh",
-                        help="which runs to make (the other part's stay in the JSON)")
+    parser.add_argument("--part", choices=("replay", "ablation", "curve"), default="replay",
+                        help="which runs to make (the other parts' stay in the JSON)")
     parser.add_argument("--curve-seeds", type=int, default=CURVE_SEEDS,
                         help="seeds per setting of the error curve")
     parser.add_argument("--render-only", action="store_true")
@@ -440,11 +492,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     path = args.data / "noise.json"
     if not args.render_only:
-        old = json.loads(path.read_text()) if path.exists() else {}
-        data = refresh_part(args) if args.part == "refresh" else {**old,
-                                                                  "curve": curve_part(args)}
-        if args.part == "refresh" and "curve" in old:
-            data["curve"] = old["curve"]
+        data = json.loads(path.read_text()) if path.exists() else {}
+        if args.part == "replay":
+            data["replay"] = replay_part(args)
+        elif args.part == "ablation":
+            data["runs"] = ablation_part(args)
+        else:
+            data["curve"] = curve_part(args)
+        data["machine"] = machine_info()
         path.write_text(json.dumps(data, indent=1, default=float))
     data = json.loads(path.read_text())
     page = render(data)

@@ -27,9 +27,6 @@ from app.learners.noise_anchor import ProgressiveScorer
 from app.store.keys import ModelKeys
 from workers.context import ModelRef, WorkerContext
 
-#: Anchor rows kept per model (the newest; 12 bytes each).
-ANCHOR_BUFFER = 50_000
-
 
 @dataclass(frozen=True)
 class AnchorRows:

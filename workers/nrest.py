@@ -1,40 +1,42 @@
 """NREst role: re-estimates the click-noise rates rho0, rho1 of the models that learn them.
 
 Each model names its ``estimator`` (:class:`app.store.nrest.EstimatorSettings`):
-``anchor`` (the default), ``nrest`` or ``fixed`` (never re-estimated).
+``anchor`` (the default), ``nrest`` or ``fixed`` (never re-estimated).  A
+periodic refresh and a requested one (``POST .../noise/estimate``, queued as a
+job) take one path, :func:`refresh`: the model's own estimator, and its rates
+published by the one rule of :mod:`app.learners.noise_publish`; otherwise the
+model keeps its rates and the outcome (``insufficient_data``, the reason and
+the counts) is recorded for ``GET .../noise`` (and, for a request, in its job).
+Neither replaces rates configured by hand unless the estimate is part of the
+algorithm (``owns_noise_estimate``).
 
 **anchor** (:func:`estimate_anchors`): every model whose learner uses noise
-rates, unless its rates were configured by hand and the estimate is not part
-of the algorithm.  The trainer keeps ``(propensity, out-of-sample score,
-click)`` of every observed play (:mod:`workers.anchors`); every
-:data:`ANCHOR_EVERY` new plays, or ``nrest_interval`` seconds with some new
-plays, :func:`app.learners.noise_anchor.estimate_from_anchors` runs on the
-newest :data:`workers.anchors.ANCHOR_BUFFER` plays in the process pool.  Its
-rates replace the model's only when published (both intervals at most the
-model's ``max_width`` wide); until then the model keeps its configured or
-initial rates and the outcome (``insufficient_data``, the reason and the
-counts) is recorded for ``GET .../noise``.
+rates and learns from one click per played label.  The trainer keeps
+``(propensity, out-of-sample score, click)`` of every observed play
+(:mod:`workers.anchors`); every
+:data:`~app.learners.noise_publish.ANCHOR_EVERY` new plays, or
+``nrest_interval`` seconds with some new plays, the anchor estimate
+(:func:`~app.learners.noise_publish.anchor_estimate`) runs on the newest
+:data:`~app.learners.noise_publish.ANCHOR_BUFFER` plays in the process pool.
+Its rates replace the model's only when published (both intervals at most the
+model's ``max_width`` wide).
 
-**nrest** (the paper's estimator, below):
-
-Which models: those whose learner class declares ``keeps_noise_samples``
-(:mod:`app.learners.base`), unless their rates were configured with
-``PUT .../noise`` and NREst is not part of the algorithm
-(``owns_noise_estimate``).  For these the trainer
-appends the logged ``(x, played label, noisy click)`` of every applied
+**nrest** (the paper's estimator, :func:`estimate`): models whose learner class
+declares ``keeps_noise_samples`` (:mod:`app.learners.base`).  For these the
+trainer appends the logged ``(x, played label, noisy click)`` of every applied
 feedback event (not the sweeper's default no-click events, which were never
 observed) to a capped sample buffer (the class's ``noise_samples`` of the
-model's params, else the worker's ``nrest_buffer``).
+model's params, else the worker's ``nrest_buffer``); a refresh is due after
+that many new samples, or ``nrest_interval`` seconds with some new samples.
+The fit (:func:`~app.learners.noise_publish.nrest_estimate`, with the model's
+``percentile`` and ``beta_min``) runs in the worker's process pool, never on
+the event loop; a successful fit is published (NREst gives no interval).
 
 One pass (:func:`run_pass`) first runs the queued jobs of
-``POST .../noise/estimate`` (any label model with samples) and of
-``POST .../evaluations`` (:mod:`workers.evaluations`), then every
-model due for a periodic run: ``n_s`` new samples since its last estimate,
-or ``nrest_interval`` seconds with some new samples.  The fit
-(:func:`app.learners.noise.estimate_noise_rates`, with the model's
-``percentile`` and ``beta_min``) runs in the worker's process pool, never
-on the event loop; the estimate is written with its time, sample count and
-history, and the trainer uses it from its next batch on.
+``POST .../noise/estimate`` and of ``POST .../evaluations``
+(:mod:`workers.evaluations`), then every model due for a periodic run.  A
+published estimate is written with its time, count and history, and the
+trainer uses it from its next batch on.
 """
 
 from __future__ import annotations
@@ -45,26 +47,30 @@ import time
 from typing import Any
 
 import numpy as np
+import orjson
 
 from app.learners.base import Batch
-from app.learners.build import default_estimator, keeps_anchors
-from app.learners.noise import NoiseEstimate, estimate_noise_rates
-from app.learners.noise_anchor import AnchorEstimate, estimate_from_anchors
+from app.learners.build import default_estimator, estimates_over, keeps_anchors
+from app.learners.noise import NoiseEstimate
+from app.learners.noise_anchor import AnchorEstimate
+from app.learners.noise_publish import (
+    ANCHOR_BUFFER,
+    ESTIMATING,
+    anchor_due,
+    anchor_estimate,
+    nrest_estimate,
+    outcome,
+)
 from app.learners.registry import algorithms, learner_class
 from app.store.jobs import QueuedJob
 from app.store.keys import ModelKeys
+from app.store.noise import NoiseRecord
 from app.store.nrest import EstimatorSettings
 from app.store.util import utc_now
 from workers import evaluations, jobs
-from workers.anchors import ANCHOR_BUFFER
 from workers.context import ModelRef, WorkerContext
 
 logger = logging.getLogger(__name__)
-
-#: beta_min of the learners that take no such parameter (the ridge bandits).
-DEFAULT_BETA_MIN = 0.1
-#: New observed plays that make an anchor estimate due.
-ANCHOR_EVERY = 2_500
 
 
 class EstimateFailed(Exception):
@@ -81,13 +87,6 @@ def estimates_periodically(config: dict[str, Any], source: str) -> bool:
     when the estimate is the algorithm's own)."""
     cls = learner_class(config["task"], config["algorithm"])
     return cls.keeps_noise_samples and estimates_over(config, source)
-
-
-def estimates_over(config: dict[str, Any], source: str) -> bool:
-    """Whether an estimate may replace rates from ``source``: not rates configured by hand,
-    unless the estimate is part of the algorithm."""
-    cls = learner_class(config["task"], config["algorithm"])
-    return cls.owns_noise_estimate or source != "configured"
 
 
 def buffer_size(ctx: WorkerContext, config: dict[str, Any]) -> int:
@@ -109,8 +108,8 @@ def samples_of(config: dict[str, Any], applied: Batch, observed: np.ndarray,
 
 
 async def run_pass(ctx: WorkerContext) -> int:
-    """Queued jobs first (NREst runs, then policy evaluations), then the periodic runs that
-    are due; returns runs done."""
+    """Queued jobs first (requested estimates, then policy evaluations), then the periodic
+    runs that are due; returns runs done."""
     runs = await jobs.run_queued(ctx, ctx.store.noise.jobs, run_job)
     runs += await evaluations.run_queued(ctx)
     models = await ctx.store.models.all_models()
@@ -130,7 +129,7 @@ async def run_pass(ctx: WorkerContext) -> int:
         last = ctx.nrest_last_run.setdefault(ref, now)
         stale = now - last >= ctx.config.nrest_interval
         if settings.estimator == "anchor":
-            due = plays > 0 and keeps_anchors(config) and (plays >= ANCHOR_EVERY or stale)
+            due = keeps_anchors(config) and anchor_due(plays, stale)
         else:
             due = (settings.estimator == "nrest" and new > 0 and keeps_samples(config)
                    and (new >= buffer_size(ctx, config) or stale))
@@ -138,55 +137,86 @@ async def run_pass(ctx: WorkerContext) -> int:
         if noise is None or not estimates_over(config, noise.source):
             continue
         try:
-            if settings.estimator == "anchor":
-                await estimate_anchors(ctx, ref, config, settings, plays)
-            else:
-                await estimate(ctx, ref, config, new)
+            out = await refresh(ctx, ref, config, settings)
         except EstimateFailed as exc:
             logger.info("noise estimate of %s/%s kept the previous rates: %s", *ref, exc)
+        else:
+            if out["status"] != "published":
+                logger.info("noise estimate of %s/%s kept the previous rates: insufficient "
+                            "data (%s, %d events)", *ref, out["reason"], out["n_events"])
         runs += 1
     return runs
 
 
 async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:
-    """Run one estimate (taken: marked running) and record its outcome in the job's status."""
+    """Run one requested estimate (taken: marked running) through :func:`refresh`, the path
+    of the periodic ones, and record its outcome in the job's status."""
     ref = (job.tenant, job.model)
     mk = job.keys
     config = await ctx.store.models.config(*ref)
     try:
         if config is None:
             raise EstimateFailed("the model no longer exists")
-        if not keeps_samples(config):
-            task = config["task"]
-            keepers = [a for a in algorithms(task) if learner_class(task, a).keeps_noise_samples]
-            raise EstimateFailed(f"{config['algorithm']!r} models keep no NREst sample buffer "
-                                 f"(the {task} algorithms that do: {', '.join(keepers) or 'none'})")
-        new = (await ctx.samples.new_counts([mk]))[0]
-        est = await estimate(ctx, ref, config, new)
+        settings = await ctx.anchors.settings(mk, default_estimator(config))
+        out = await refresh(ctx, ref, config, settings)
     except EstimateFailed as exc:
         await ctx.store.noise.set_job(mk, job.job_id, status="failed", reason=str(exc),
                                       finished_at=utc_now())
         return
-    await ctx.store.noise.set_job(mk, job.job_id, status="done", rho0=est.rho0, rho1=est.rho1,
-                                  n_samples=est.n_samples, finished_at=utc_now())
+    await ctx.store.noise.set_job(mk, job.job_id, status="done",
+                                  outcome=orjson.dumps(out).decode(), finished_at=utc_now())
+
+
+async def refresh(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
+                  settings: EstimatorSettings) -> dict[str, Any]:
+    """Run the model's own estimator once and publish its rates by the one rule
+    (:mod:`app.learners.noise_publish`); returns the outcome
+    (:func:`~app.learners.noise_publish.outcome`).
+
+    Raises :class:`EstimateFailed` when nothing can be estimated: the ``fixed``
+    estimator, rates configured by hand (unless the estimate is the algorithm's), a
+    model gone, or a fit that raised.
+    """
+    mk = ModelKeys(*ref)
+    noise = await ctx.store.noise.get(mk)
+    if noise is None:
+        raise EstimateFailed("the model no longer exists")
+    if settings.estimator not in ESTIMATING:
+        raise EstimateFailed(f"its estimator is {settings.estimator!r}: its rates are the "
+                             "ones given (PUT .../noise chooses anchor or nrest)")
+    if not estimates_over(config, noise.source):
+        raise EstimateFailed("its rates were configured by hand (PUT .../noise) and "
+                             f"{config['algorithm']!r} does not re-estimate them")
+    ctx.nrest_last_run[ref] = time.monotonic()
+    if settings.estimator == "anchor":
+        out = await estimate_anchors(ctx, ref, config, settings)
+    else:
+        out = await estimate(ctx, ref, config, noise)
+    published = out["status"] == "published"
+    if published or settings.last is None or settings.last["status"] != "published":
+        # an estimate not published after one that was leaves the published one on show
+        await ctx.anchors.record(mk, {**out, "t": utc_now()})
+        ctx.metrics.noise_insufficient_data.labels(*ref).set(0 if published else 1)
+    return out
 
 
 async def estimate(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
-                   new: int) -> NoiseEstimate:
-    """Fit NREst on the model's buffer in the pool and store the estimate."""
+                   noise: NoiseRecord) -> dict[str, Any]:
+    """Fit NREst on the model's buffer in the pool; store the rates when the fit succeeded."""
     mk = ModelKeys(*ref)
-    ctx.nrest_last_run[ref] = time.monotonic()
-    samples = await ctx.samples.load(mk)
-    noise = await ctx.store.noise.get(mk)
-    if samples is None or noise is None:
-        _count(ctx, "failed")
-        raise EstimateFailed("no samples buffered yet")
-    params = config.get("params") or {}
+    if not keeps_samples(config):
+        task = config["task"]
+        keepers = [a for a in algorithms(task) if learner_class(task, a).keeps_noise_samples]
+        raise EstimateFailed(f"{config['algorithm']!r} models keep no NREst sample buffer "
+                             f"(the {task} algorithms that do: {', '.join(keepers) or 'none'})")
+    new = (await ctx.samples.new_counts([mk]))[0]
+    samples = await ctx.samples.load(mk)  # none yet: the fit says too few classes played
+    X, played, clicks = ((samples.X, samples.played, samples.clicks) if samples is not None
+                         else (np.zeros((0, config["n_features"])), np.zeros(0, dtype=np.int64),
+                               np.zeros(0)))
     fit = functools.partial(
-        estimate_noise_rates, samples.X, samples.played, samples.clicks, config["n_classes"],
-        percentile=params.get("percentile"),
-        beta_min=float(params.get("beta_min", DEFAULT_BETA_MIN)),
-        seed=int(config.get("seed") or 0) * 1000 + len(noise.history),
+        nrest_estimate, X, played, clicks, config["n_classes"],
+        config.get("params") or {}, seed=int(config.get("seed") or 0) * 1000 + len(noise.history),
         previous=(noise.rho0, noise.rho1))
     started = time.perf_counter()
     try:
@@ -200,7 +230,7 @@ async def estimate(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
     await ctx.samples.consume(mk, new)
     if not est.ok:
         _count(ctx, "failed")
-        raise EstimateFailed(est.reason)
+        return outcome(est)
     await ctx.store.noise.put(mk, est.rho0, est.rho1, source="estimated",
                               n_samples=est.n_samples)
     _count(ctx, "ok")
@@ -208,23 +238,21 @@ async def estimate(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
         ctx.metrics.noise_rate.labels(*ref, kind).set(value)
     logger.info("NREst of %s/%s: rho0=%.3f rho1=%.3f from %d samples (%.1f s)", *ref,
                 est.rho0, est.rho1, est.n_samples, time.perf_counter() - started)
-    return est
+    return outcome(est)
 
 
 async def estimate_anchors(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
-                           settings: EstimatorSettings, new: int) -> AnchorEstimate:
+                           settings: EstimatorSettings) -> dict[str, Any]:
     """Anchor estimate on the model's newest plays (in the pool); the rates are stored
-    only when published, the outcome always until a first estimate is published."""
+    only when published."""
     mk = ModelKeys(*ref)
-    ctx.nrest_last_run[ref] = time.monotonic()
+    new = (await ctx.anchors.new_counts([mk]))[0]
     rows = await ctx.anchors.load(mk, ANCHOR_BUFFER)
-    if rows is None:
-        raise EstimateFailed("no observed plays yet")
-    params = config.get("params") or {}
-    fit = functools.partial(
-        estimate_from_anchors, rows.prob, rows.score, rows.click, config["n_classes"],
-        max_width=settings.max_width,
-        beta_min=float(params.get("beta_min", DEFAULT_BETA_MIN)))
+    empty = np.zeros(0)
+    prob, score, click = ((rows.prob, rows.score, rows.click) if rows is not None
+                          else (empty, empty, empty))
+    fit = functools.partial(anchor_estimate, prob, score, click, config["n_classes"],
+                            config.get("params") or {}, max_width=settings.max_width)
     started = time.perf_counter()
     try:
         est: AnchorEstimate = await ctx.in_pool(fit)
@@ -235,41 +263,20 @@ async def estimate_anchors(ctx: WorkerContext, ref: ModelRef, config: dict[str, 
     finally:
         ctx.metrics.nrest_duration.observe(time.perf_counter() - started)
     await ctx.anchors.consume(mk, new)
-    outcome = anchor_outcome(est)
-    ctx.metrics.noise_estimates.labels(outcome["status"]).inc()
+    out = outcome(est)
+    ctx.metrics.noise_estimates.labels(out["status"]).inc()
     if not est.published:
-        if settings.last is None or settings.last["status"] != "published":
-            await ctx.anchors.record(mk, outcome)
-            ctx.metrics.noise_insufficient_data.labels(*ref).set(1)
-        raise EstimateFailed(f"insufficient data ({est.reason}, {est.n_events} plays)")
+        return out
     await ctx.store.noise.put(mk, est.rho0, est.rho1, source="estimated",
                               n_samples=est.n_events)
-    await ctx.anchors.record(mk, outcome)
     m = ctx.metrics
-    m.noise_insufficient_data.labels(*ref).set(0)
     for kind, value, width in zip(("rho0", "rho1"), (est.rho0, est.rho1), est.widths,
                                   strict=True):
         m.noise_rate.labels(*ref, kind).set(value)
         m.noise_interval_width.labels(*ref, kind).set(width)
     logger.info("anchor estimate of %s/%s: rho0=%.3f rho1=%.3f from %d plays", *ref,
                 est.rho0, est.rho1, est.n_events)
-    return est
-
-
-def anchor_outcome(est: AnchorEstimate) -> dict[str, Any]:
-    """What ``GET .../noise`` shows of an anchor estimate (JSON-ready)."""
-    published = est.published
-    return {
-        "status": "published" if published else "insufficient_data",
-        "reason": est.reason,
-        "t": utc_now(),
-        "n_events": est.n_events,
-        "n_explored": est.n_explored,
-        "n_top": est.n_top,
-        "interval": {"level": est.level,
-                     "rho0": list(est.rho0_interval) if published else None,
-                     "rho1": list(est.rho1_interval) if published else None},
-    }
+    return out
 
 
 def _count(ctx: WorkerContext, outcome: str) -> None:

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.learners.noise_publish import DEFAULT_NREST_BUFFER
 from app.store.decisionlog import DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_EVENTS
 from app.store.leases import check_worker_id
 
@@ -103,7 +104,7 @@ class WorkerSettings(BaseSettings):
         description="Seconds after which NREst re-estimates a model's noise rates if it has new "
                     "samples (besides every n_s new samples).")
     nrest_buffer: int = Field(
-        default=5000, ge=10, le=1_000_000,
+        default=DEFAULT_NREST_BUFFER, ge=10, le=1_000_000,
         description="NREst samples kept per model whose parameters set no n_s.")
     nrest_timeout: float = Field(
         default=300.0, gt=0, le=86_400,

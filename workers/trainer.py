@@ -60,6 +60,7 @@ import numpy as np
 
 from app.learners.base import Batch, Event, Learner, batch_size, iter_events, stack_events
 from app.learners.build import apply_noise_rates, build_learner, keeps_anchors
+from app.learners.noise_publish import ANCHOR_BUFFER
 from app.learners.offpolicy import learn_finite
 from app.learners.proxy import calibrated_probability
 from app.store.codec import CodecError
@@ -481,7 +482,7 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
             await ctx.samples.append(mk, *samples, cap=cap)
         if rows is not None:
             await ctx.anchors.append(mk, rows.prob, rows.score, rows.click, rows.scorer_state,
-                                     cap=anchors.ANCHOR_BUFFER)
+                                     cap=ANCHOR_BUFFER)
         return version
 
     task = asyncio.ensure_future(publish_then_ack())

@@ -91,6 +91,13 @@ def default_estimator(config: Mapping[str, Any]) -> str:
     return "anchor" if keeps_anchors(config) else "fixed"
 
 
+def estimates_over(config: Mapping[str, Any], source: str) -> bool:
+    """Whether an estimate may replace the model ``config``'s rates from ``source``: not
+    rates configured by hand, unless the estimate is part of the algorithm."""
+    cls = learner_class(config["task"], config["algorithm"])
+    return cls.owns_noise_estimate or source != "configured"
+
+
 def timeout_feedback(config: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
     """Feedback fields of an unanswered decision of the model ``config`` under
     ``on_timeout: "no_click"`` (None: its learner takes no clicks)."""

@@ -452,7 +452,8 @@ class RidgeRanker(Learner):
                    for k, (i, p, v) in enumerate(zip(chosen, probs, logged_scores[:shown].tolist(),
                                                      strict=True))]
         output = {"ranking": ranking, "greedy": greedy,
-                  "calibration_unreliable": calibration_unreliable(self.rho0, self.rho1)}
+                  "calibration_unreliable": calibration_unreliable(self.rho0, self.rho1,
+                                                                   self.noise_rates_reliable)}
         context: dict[str, Any] = {"x": x.copy(), "actions": logged,
                                    "shown": np.int64(shown), "scores": logged_scores,
                                    "probabilities": logged_probs}

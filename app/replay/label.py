@@ -12,17 +12,22 @@ the papers plot.  The learner then learns from
 * ``label``: the true label, for the full-information learners (Perceptron,
   MC-SLP), which ignore the click noise.
 
-Learners that use noise rates (``uses_noise_rates``: rcnbf, soba,
-the ridge bandits) are given the true ``--rho0``/``--rho1``; ``rcine`` is not:
-it starts from 0 and every ``--n-s`` feedback events runs NREst
-(:func:`app.learners.noise.estimate_noise_rates`) on the buffer of logged
-``(x, played, noisy click)`` and calls ``set_noise_rates``, as the service's
-NREst worker does.  ``extra["noise_estimates"]`` lists every estimate.
+Learners that use noise rates (``uses_noise_rates``: rcnbf, rcine, soba, the
+ridge bandits) estimate them as the service does, with ``--estimator``
+(default: the service's default for the learner, ``anchor`` for all of these):
+they start from their ``rho0``/``rho1`` params (default 0) and a
+:class:`~app.replay.noise.NoiseRefresh` runs the estimator on the learned
+plays and hands each published estimate to the learner, by the service's
+schedule and publish rule.  ``--estimator nrest`` is the papers' NREst (for
+``rcine``, P1 Algorithm 2: every ``--n-s`` feedback events);
+``--estimator fixed`` gives the learner the true ``--rho0``/``--rho1`` (the
+rates a service is given with ``PUT .../noise``).  ``extra["noise_estimates"]``
+lists every estimate with its outcome and interval.
 
 With ``--feedback-delay B`` (default 1, the papers' fully online protocol)
 the learner decides ``B`` rounds with the same weights and then learns
 them with one ``learn_many`` call, as the service's trainer applies a batch of
-delayed feedback; a batch never spans an NREst refresh.
+delayed feedback; a batch never spans a noise estimate.
 
 ``extra`` also holds the cumulative error of the *played* label (or the
 rate of played sets that miss the true label), the observed noisy click rate
@@ -39,10 +44,11 @@ from typing import Any
 import numpy as np
 
 from app.learners.base import Learner, ParamError, stack_events
-from app.learners.noise import estimate_noise_rates
-from app.learners.rcnbf import RCINE
+from app.learners.build import default_estimator, keeps_anchors
+from app.learners.proxy import check_noise_rates
 from app.learners.registry import algorithms, build, default_params, learner_class
 from app.replay.drift import drift_report, schedule
+from app.replay.noise import NoiseRefresh
 from app.replay.result import ReplayResult, chance_error_rate
 from app.sim.datasets import load_classification, stream_indices
 from app.sim.drift import drifted_labels
@@ -64,6 +70,10 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
                        help="exploration rate (default: the learner's)")
     group.add_argument("--m", type=int, default=None, metavar="M",
                        help="label-set size of label_set learners (default: the learner's)")
+    group.add_argument("--estimator", choices=("anchor", "nrest", "fixed"), default=None,
+                       help="noise-rate estimator of learners that use the rates, as in the "
+                            "service (default: the service's, anchor); fixed: the learner "
+                            "is given the true --rho0/--rho1")
     group.add_argument("--n-s", type=int, default=None, metavar="N",
                        help="rcine: NREst period in feedback events (default 5000)")
     group.add_argument("--nrest-percentile", type=float, default=None, metavar="P",
@@ -75,7 +85,9 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
 
 
 def learner_params(args: argparse.Namespace, task: str, algorithm: str) -> dict[str, Any]:
-    """Hyper-parameters from the command line, then ``--params`` on top.
+    """Hyper-parameters from the command line, then ``--params`` on top; with the
+    ``fixed`` estimator (:func:`estimator_of`) a learner that uses noise rates is given the
+    true ``--rho0``/``--rho1``.
 
     An option the learner does not take (``--gamma`` for the Perceptron,
     ``--n-s`` for rcnbf, ...) is refused with a :class:`ParamError` naming
@@ -94,9 +106,25 @@ def learner_params(args: argparse.Namespace, task: str, algorithm: str) -> dict[
         if name not in known:
             raise ParamError(flags[name], f"does not apply to {algorithm!r} (task {task})")
         params[name] = value
-    if getattr(cls, "uses_noise_rates", False) and not issubclass(cls, RCINE):
-        params |= {"rho0": args.rho0, "rho1": args.rho1}
-    return params | dict(getattr(args, "params", None) or {})
+    params |= dict(getattr(args, "params", None) or {})
+    if cls.uses_noise_rates and estimator_of(args, task, algorithm, params) == "fixed":
+        params = {"rho0": args.rho0, "rho1": args.rho1} | params
+    return params
+
+
+def estimator_of(args: argparse.Namespace, task: str, algorithm: str,
+                 params: dict[str, Any]) -> str:
+    """``--estimator``, else the service's default for the learner
+    (:func:`~app.learners.build.default_estimator`); :class:`ParamError` for an estimator
+    that cannot serve it (as the service's 422 ``estimator_unavailable``)."""
+    config = {"task": task, "algorithm": algorithm, "params": params}
+    chosen = getattr(args, "estimator", None) or default_estimator(config)
+    usable = {"fixed": True, "anchor": keeps_anchors(config),
+              "nrest": keeps_anchors(config) and learner_class(task, algorithm).keeps_noise_samples}
+    if not usable[chosen]:
+        raise ParamError("--estimator", f"{chosen!r} cannot estimate the noise rates of "
+                         f"{algorithm!r}; use one of {[e for e, ok in usable.items() if ok]}")
+    return str(chosen)
 
 
 def click_source(rounds: int, rho0: float, rho1: float, seed: int
@@ -125,6 +153,7 @@ class Setup:
     task: str
     algorithm: str
     params: dict[str, Any]
+    estimator: str
     X: np.ndarray
     y: np.ndarray
     order: np.ndarray
@@ -152,12 +181,14 @@ def setup(args: argparse.Namespace, seed: int) -> Setup:
         raise ParamError("--feedback-delay", f"must be >= 1, got {delay}")
     X, y = load_classification(args.dataset, n=rounds, seed=seed,
                                normalise=not getattr(args, "no_normalise", False))
+    check_noise_rates(args.rho0, args.rho1)
     params = learner_params(args, task, algorithm)
+    estimator = estimator_of(args, task, algorithm, params)
     order = stream_indices(len(y), rounds, np.random.default_rng([seed, 1]))
     if_wrong, if_right = click_source(rounds, args.rho0, args.rho1, seed)
     labels = drifted_labels(y[order], schedule(args), int(y.max()) + 1,
                             np.random.default_rng([seed, 3]))
-    return Setup(task, algorithm, params, X, y, order, if_wrong, if_right, labels)
+    return Setup(task, algorithm, params, estimator, X, y, order, if_wrong, if_right, labels)
 
 
 Observer = Callable[[list[dict[str, Any]]], None]
@@ -174,18 +205,20 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None],
     s = setup(args, seed)
     learner = build(s.task, s.algorithm, n_features=s.X.shape[1], n_classes=s.n_classes,
                     params=s.params, seed=seed)
-    loop = _Loop(learner, s.X, s.labels, s.order, s.if_wrong, s.if_right, progress, seed,
+    refresh = (NoiseRefresh(learner, s.estimator, s.params, s.n_classes, seed)
+               if s.estimator != "fixed" else None)
+    loop = _Loop(learner, s.X, s.labels, s.order, s.if_wrong, s.if_right, progress, refresh,
                  observe)
     loop.run(int(args.feedback_delay))
     return result(args, s.task, s.algorithm, seed, s.params, loop.greedy_err, loop.played_err,
-                  loop.clicks, loop.estimates if isinstance(learner, RCINE) else None,
-                  n_classes=s.n_classes)
+                  loop.clicks, refresh.estimates if refresh is not None else None,
+                  n_classes=s.n_classes, estimator=s.estimator)
 
 
 def result(args: argparse.Namespace, task: str, algorithm: str, seed: int,
            params: dict[str, Any], greedy_err: np.ndarray, played_err: np.ndarray,
            clicks: np.ndarray, estimates: list[dict[str, Any]] | None, *,
-           n_classes: int) -> ReplayResult:
+           n_classes: int, estimator: str) -> ReplayResult:
     """The run's learning curve and summary from its per-round errors and clicks.
 
     Shared by the in-process loop and the replay through a service
@@ -205,6 +238,7 @@ def result(args: argparse.Namespace, task: str, algorithm: str, seed: int,
         "final_window_error_rate": float(greedy_err[-max(1, rounds // 10):].mean()),
         "feedback_delay": int(args.feedback_delay),
         "chance_error_rate": chance_error_rate(n_classes),
+        "estimator": estimator,
     }
     if estimates is not None:
         extra["noise_estimates"] = estimates
@@ -226,20 +260,17 @@ class _Loop:
 
     def __init__(self, learner: Learner, X: np.ndarray, labels: np.ndarray, order: np.ndarray,
                  if_wrong: np.ndarray, if_right: np.ndarray,
-                 progress: Callable[[int], None], seed: int,
+                 progress: Callable[[int], None], refresh: NoiseRefresh | None,
                  observe: Observer | None = None) -> None:
         self.learner, self.X, self.labels, self.order = learner, X, labels, order
-        self.observe = observe
+        self.refresh, self.observe = refresh, observe
         self.if_wrong, self.if_right = if_wrong, if_right
-        self.progress, self.seed = progress, seed
+        self.progress = progress
         rounds = len(order)
         self.greedy_err = np.zeros(rounds)
         self.played_err = np.zeros(rounds)
         self.clicks = np.zeros(rounds)
         self.full_info = "label" in learner.feedback_fields
-        self.rcine = learner if isinstance(learner, RCINE) else None
-        self.buffer: list[tuple[np.ndarray, int, float]] = []
-        self.estimates: list[dict[str, Any]] = []
         self.reported = 0
 
     def run(self, delay: int) -> None:
@@ -247,18 +278,18 @@ class _Loop:
         t = 0
         while t < rounds:
             stop = min(t + delay, rounds)
-            if self.rcine is not None:  # a batch must not span an NREst refresh
-                stop = min(stop, t + self.rcine.n_s - len(self.buffer))
+            if self.refresh is not None:  # a batch must not span a noise estimate
+                stop = min(stop, t + self.refresh.until_due)
             events = [self._round(k) for k in range(t, stop)]
             if len(events) == 1:
                 self.learner.learn_one(events[0])
             else:
                 self.learner.learn_many(stack_events(events))
+            if self.refresh is not None:
+                self.refresh.observe(events)
             if self.observe is not None:
                 self.observe(events)
             t = stop
-            if self.rcine is not None and len(self.buffer) >= self.rcine.n_s:
-                self._refresh(self.rcine, t)
             if t - self.reported >= PROGRESS_STEP or t == rounds:
                 self.progress(t - self.reported)
                 self.reported = t
@@ -276,23 +307,4 @@ class _Loop:
         self.clicks[k] = click
         if self.full_info:
             return {**ctx, "label": label}
-        if self.rcine is not None:
-            self.buffer.append((ctx["x"], int(ctx["played"]), float(click)))
         return {**ctx, "click": click}
-
-    def _refresh(self, learner: RCINE, t: int) -> None:
-        """NREst on the buffer, then new rates for later updates (P1 Algorithm 2)."""
-        X = np.stack([b[0] for b in self.buffer])
-        played = np.array([b[1] for b in self.buffer])
-        clicks = np.array([b[2] for b in self.buffer])
-        previous = (float(learner.noise_rates_[0]), float(learner.noise_rates_[1]))
-        est = estimate_noise_rates(
-            X, played, clicks, learner.n_classes, percentile=learner.percentile,
-            seed=self.seed * 1_000 + len(self.estimates), previous=previous,
-            beta_min=learner.beta_min)
-        self.buffer.clear()
-        learner.set_noise_rates(est.rho0, est.rho1)
-        self.estimates.append({"t": t, "rho0": est.rho0, "rho1": est.rho1,
-                               "raw_rho0": None if est.raw_rho0 != est.raw_rho0 else est.raw_rho0,
-                               "raw_rho1": None if est.raw_rho1 != est.raw_rho1 else est.raw_rho1,
-                               "ok": est.ok})

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from app.replay.noise_plot import add_estimates_panel, published
 from app.replay.result import ReplayResult
 
 Runner = Callable[[int, Callable[[int], None]], ReplayResult]
@@ -233,8 +234,12 @@ def figure(summaries: Sequence[Summary], title: str | None = None, logx: bool = 
     Log-log axes by default, as in the papers' figures.  Uses matplotlib's
     Agg backend (no display needed); the caller closes the figure.
     """
-    return panels_figure([(default_title(summaries) if title is None else title, summaries)],
-                         columns=1, panel_size=(6.4, 4.4), logx=logx, logy=logy)
+    fig = panels_figure([(default_title(summaries) if title is None else title, summaries)],
+                        columns=1, panel_size=(6.4, 4.4), logx=logx, logy=logy)
+    estimated = [s for s in summaries if published(s.runs[0])]
+    if estimated:  # a second panel: the published noise estimates with their intervals
+        add_estimates_panel(fig, estimated[0].runs)
+    return fig
 
 
 def panels_figure(panels: Sequence[tuple[str, Sequence[Summary]]], columns: int,

@@ -16,8 +16,10 @@ running noisyloop service with the Python client (:mod:`noisyloop_client`):
    it, so the next batch is decided by the updated model, as in the
    in-process ``--feedback-delay`` loop;
 4. after the last round the final model is read (``version``, ``stats``, ``drift``,
-   and for noise-estimating learners the service's NREst history as
-   ``noise_estimates``) and the model is deleted.
+   and for learners that use noise rates the service's published estimates
+   as ``noise_estimates``, the last with its interval) and the model is
+   deleted.  The service runs its own estimator (its default for the
+   learner); another ``--estimator`` is refused.
 
 The JSON has the same fields as the in-process replay's, plus ``service``
 (URL, model id, final version and counters).  The service draws its own
@@ -35,7 +37,8 @@ from typing import Any
 import numpy as np
 from noisyloop_client import Client, FeedbackBuffer
 
-from app.learners.rcnbf import RCINE
+from app.learners.base import ParamError
+from app.learners.build import default_estimator
 from app.learners.registry import learner_class
 from app.replay.label import greedy_label, result, setup
 from app.replay.result import ReplayResult
@@ -49,6 +52,10 @@ MAX_BATCH = 1000
 def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) -> ReplayResult:
     """Replay ``args.dataset`` through ``args.algorithm`` on the service at ``args.service``."""
     s = setup(args, seed)
+    if s.estimator != default_estimator({"task": s.task, "algorithm": s.algorithm,
+                                         "params": s.params}):
+        raise ParamError("--estimator", "with --service the service runs its own estimator "
+                         "(set another with PUT .../noise)")
     cls = learner_class(s.task, s.algorithm)
     field = cls.feedback_fields[0]
     rounds = len(s.order)
@@ -84,12 +91,12 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
                                      f"events, e.g. {event}: {error}")
             client.sync(model_id, timeout=60)
             model = client.get_model(model_id)
-            estimates = (_noise_estimates(client, model_id) if issubclass(cls, RCINE)
+            estimates = (_noise_estimates(client, model_id) if cls.uses_noise_rates
                          else None)
         finally:
             client.delete_model(model_id)
     out = result(args, s.task, s.algorithm, seed, s.params, greedy_err, played_err, clicks,
-                 estimates, n_classes=s.n_classes)
+                 estimates, n_classes=s.n_classes, estimator=s.estimator)
     out.extra["service"] = {"url": args.service, "model_id": model_id,
                             "version": model.get("version"), "stats": model.get("stats"),
                             "drift": model.get("drift")}
@@ -97,7 +104,11 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
 
 
 def _noise_estimates(client: Client, model_id: str) -> list[dict[str, Any]]:
-    """The service's NREst history as the replay's ``noise_estimates`` (``t`` = samples seen)."""
-    history = client.get_noise(model_id).get("history") or []
-    return [{"t": h.get("n_samples"), "rho0": h.get("rho0"), "rho1": h.get("rho1"), **h}
-            for h in history]
+    """The service's published estimates as the replay's ``noise_estimates`` (``t`` = plays
+    or samples they used); the last carries the interval ``GET .../noise`` shows."""
+    noise = client.get_noise(model_id)
+    history = noise.get("history") or []
+    out = [{"t": h.get("n_samples"), "status": "published", **h} for h in history]
+    if out:
+        out[-1]["interval"] = noise.get("interval")
+    return out

@@ -54,14 +54,26 @@ class NoiseRecord:
     @property
     def calibration_unreliable(self) -> bool:
         """Whether rewards calibrated with these rates mean little: the rates still await an
-        estimate, or ``1 - rho0 - rho1`` is below
+        estimate or nobody gave them (:attr:`rates_reliable`), or ``1 - rho0 - rho1`` is below
         :data:`~app.learners.proxy.CALIBRATION_BETA_MIN`."""
         return calibration_unreliable(self.rho0, self.rho1, self.rates_reliable)
 
     @property
     def rates_reliable(self) -> bool:
-        """Whether the rates are an estimate or configured (not initial rates awaiting one)."""
+        """Whether the rates are an estimate, configured, or initial rates someone gave (the
+        model's ``rho0``/``rho1`` params) under the ``fixed`` estimator: not initial rates
+        awaiting an estimate, nor the 0/0 of a model whose rates nobody gave (a ``fixed``
+        model's initial rates of 0 and 0 count as not given: ``PUT .../noise`` configures
+        them)."""
+        if self.status == "fixed" and self.source == "initial":
+            return (self.rho0, self.rho1) != (0.0, 0.0)
         return self.status != "insufficient_data"
+
+    @property
+    def fixed_reason(self) -> str:
+        """``rates_not_given`` for the ``fixed`` rates of a model whose rates nobody gave,
+        else empty (the reason ``GET .../noise`` shows for a ``fixed`` status)."""
+        return "rates_not_given" if self.status == "fixed" and not self.rates_reliable else ""
 
 
 def parse_noise(values: Sequence[Any], config: Mapping[str, Any] | None = None

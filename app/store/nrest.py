@@ -25,6 +25,7 @@ import numpy as np
 import orjson
 import redis.asyncio as aioredis
 
+from app.learners.noise_publish import DEFAULT_MAX_WIDTH
 from app.store import codec
 from app.store.keys import SAMPLES_NEW_FIELD, ModelKeys
 from app.store.noise import DEFAULT_ESTIMATOR
@@ -84,8 +85,6 @@ class SampleStore:
 
 #: Estimators a model's noise rates can come from (``estimator`` of its noise hash).
 ESTIMATORS = ("anchor", "nrest", "fixed")
-#: Widest interval of either rate an anchor estimate may have to be published.
-DEFAULT_MAX_WIDTH = 0.1
 #: Fields of a model's noise hash that this module owns (beside ``samples_new``).
 ESTIMATOR_FIELD = "estimator"
 MAX_WIDTH_FIELD = "max_width"

@@ -54,14 +54,31 @@ def test_flag_true_until_an_estimate_is_published(idle_client: TestClient,
     assert published["paths"] == ("regular", "one_round_trip")
 
 
-def test_fixed_estimator_with_the_same_rates_clears_the_flag_on_every_path(
+def test_fixed_estimator_without_given_rates_keeps_the_flag_until_rates_are_configured(
         idle_client: TestClient) -> None:
     auth = new_tenant(idle_client)
     new_model(idle_client, auth, algorithm="linucb_diag")
     assert _flags(idle_client, auth)["flags"] == [True] * 5
-    # the rates stay (0, 0): only the status changes, and the cached learner must follow
+    # 0/0 that nobody gave stays unreliable under the fixed estimator
     r = idle_client.put("/v1/models/m1/noise", json={"estimator": "fixed"}, headers=auth)
-    assert r.status_code == 200 and r.json()["status"] == "fixed", r.text
+    assert r.status_code == 200, r.text
+    assert (r.json()["status"], r.json()["reason"]) == ("fixed", "rates_not_given")
+    assert _flags(idle_client, auth)["flags"] == [True] * 5
+    # the rates stay (0, 0): only their source changes, and the cached learner must follow
+    r = idle_client.put("/v1/models/m1/noise", json={"rho0": 0.0, "rho1": 0.0}, headers=auth)
+    assert r.status_code == 200 and r.json()["source"] == "configured", r.text
     fixed = _flags(idle_client, auth)
     assert fixed["flags"] == [False] * 5
     assert fixed["paths"] == ("regular", "one_round_trip")
+    stats = idle_client.get("/v1/models/m1", headers=auth).json()["stats"]
+    assert stats["calibration_unreliable"] in (False, None)
+
+
+def test_fixed_estimator_with_rates_given_at_creation_clears_the_flag(
+        idle_client: TestClient) -> None:
+    auth = new_tenant(idle_client)
+    new_model(idle_client, auth, algorithm="linucb_diag", params={"rho0": 0.1, "rho1": 0.2})
+    assert _flags(idle_client, auth)["flags"] == [True] * 5  # awaiting an anchor estimate
+    r = idle_client.put("/v1/models/m1/noise", json={"estimator": "fixed"}, headers=auth)
+    assert r.status_code == 200 and r.json()["reason"] == "", r.text
+    assert _flags(idle_client, auth)["flags"] == [False] * 5

@@ -65,8 +65,8 @@ def test_a_rank_model_has_the_fixed_estimator_and_refuses_anchor(
     finally:
         stored.close()
     r = client.get("/v1/models/feed/noise", headers=tenant).json()
-    assert (r["estimator"], r["status"], r["source"], r["reason"]) == (
-        "fixed", "fixed", "initial", "")
+    assert (r["estimator"], r["status"], r["source"], r["reason"], r["interval"]) == (
+        "fixed", "fixed", "initial", "rates_not_given", None)
     r = client.post("/v1/models/feed/rank", json={"features": [1.0, 0.2, -0.3], "actions": (
         candidates(5, np.random.default_rng(0)))}, headers=tenant).json()
     assert client.post("/v1/models/feed/feedback", json={
@@ -74,8 +74,12 @@ def test_a_rank_model_has_the_fixed_estimator_and_refuses_anchor(
         headers=tenant).status_code == 202
     assert client.post("/v1/models/feed/sync", headers=tenant).status_code == 200
     stats = client.get("/v1/models/feed", headers=tenant).json()["stats"]
-    # its initial rates are the ones given, not rates awaiting an estimate
-    assert (stats["debiased_reward"], stats["calibration_unreliable"]) == (1.0, False)
+    # nobody gave its rates (0/0, initial, fixed): its calibrated reward is flagged
+    assert (stats["debiased_reward"], stats["calibration_unreliable"]) == (1.0, True)
+    assert r["ranking"][0]["expected_reward"] is not None
+    assert client.post("/v1/models/feed/rank", json={"features": [1.0, 0.2, -0.3], "actions": (
+        candidates(5, np.random.default_rng(1)))},
+        headers=tenant).json()["calibration_unreliable"] is True
     for estimator in ("anchor", "nrest"):
         r = client.put("/v1/models/feed/noise", json={"estimator": estimator}, headers=tenant)
         assert r.status_code == 422, r.text
@@ -83,5 +87,17 @@ def test_a_rank_model_has_the_fixed_estimator_and_refuses_anchor(
             "estimator_unavailable", "estimator")
     r = client.put("/v1/models/feed/noise", json={"rho0": 0.05, "rho1": 0.3}, headers=tenant)
     assert r.status_code == 200, r.text
-    assert (r.json()["estimator"], r.json()["status"], r.json()["source"]) == (
-        "fixed", "fixed", "configured")
+    assert (r.json()["estimator"], r.json()["status"], r.json()["source"], r.json()["reason"]
+            ) == ("fixed", "fixed", "configured", "")
+    stats = client.get("/v1/models/feed", headers=tenant).json()["stats"]
+    assert stats["calibration_unreliable"] is False
+
+
+def test_a_rank_model_created_with_its_rates_is_calibrated_by_them(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    new_ranker(client, tenant, params={"rho0": 0.05, "rho1": 0.2})
+    r = client.get("/v1/models/feed/noise", headers=tenant).json()
+    assert (r["status"], r["source"], r["reason"]) == ("fixed", "initial", "")
+    r = client.post("/v1/models/feed/rank", json={"features": [1.0, 0.2, -0.3], "actions": (
+        candidates(5, np.random.default_rng(0)))}, headers=tenant).json()
+    assert r["calibration_unreliable"] is False

@@ -89,8 +89,9 @@ def test_noise_get_put(client: TestClient, tenant: dict[str, str]) -> None:
     assert r.status_code == 200 and r.json()["source"] == "configured"
     for bad in ({"rho0": 0.6, "rho1": 0.5}, {"rho0": -0.1, "rho1": 0.1}, {"rho0": 1, "rho1": 0}):
         assert client.put("/v1/models/m1/noise", json=bad, headers=tenant).status_code == 422
+    # configured rates are not re-estimated by request either (rcnbf does not own the estimate)
     r = client.post("/v1/models/m1/noise/estimate", headers=tenant)
-    assert r.status_code == 202 and r.json()["job_id"]
+    assert r.status_code == 422 and r.json()["error"]["code"] == "estimate_unavailable"
 
 
 def test_openapi_describes_every_endpoint(client: TestClient) -> None:

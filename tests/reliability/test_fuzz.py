@@ -84,7 +84,8 @@ MODEL_DEPENDENT = {
     "invalid_confusion",   # n_classes x n_classes, columns sum to 1, well conditioned
     "invalid_snapshot",    # base64 of .npy bytes whose shape matches the declared one
     "snapshot_mismatch",   # the arrays and shapes of the model's algorithm and sizes
-    "estimate_failed",     # NREst needs buffered samples
+    "estimate_failed",     # the estimator's run could not be made (e.g. no NREst samples)
+    "estimate_unavailable",  # an estimate of a fixed estimator or hand-configured rates
     "noise_rates_unused",  # PUT .../noise rates on an algorithm that ignores them
     "estimator_unavailable",  # the nrest estimator on a model that keeps no NREst samples
     "wrong_task",          # rank on a model whose task is not rank

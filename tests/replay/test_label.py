@@ -1,4 +1,4 @@
-"""The label / label_set replay runner: scoring, simulated feedback, RCINE's NREst loop."""
+"""The label / label_set replay runner: scoring, simulated feedback, the noise estimators."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def _args(**overrides: object) -> argparse.Namespace:
 
 def test_run_reports_curve_progress_and_feedback_rates() -> None:
     done: list[int] = []
-    result = label.run(_args(rho0=0.2, rho1=0.4, gamma=0.3, rounds=2500), 3, done.append)
+    result = label.run(_args(rho0=0.2, rho1=0.4, gamma=0.3, rounds=2500, estimator="fixed"), 3,
+                       done.append)
     assert sum(done) == 2500 and result.rounds == 2500 and result.seed == 3
     assert result.metric == "error_rate" and result.curve[-1] == (2500, result.final)
     assert result.params == {"gamma": 0.3, "rho0": 0.2, "rho1": 0.4}
@@ -38,7 +39,7 @@ def test_run_reports_curve_progress_and_feedback_rates() -> None:
 
 
 def test_run_rcnbf_without_noise_equals_banditron() -> None:
-    a = label.run(_args(gamma=0.2), 0, lambda n: None)
+    a = label.run(_args(gamma=0.2, estimator="fixed"), 0, lambda n: None)
     b = label.run(_args(gamma=0.2, algorithm="banditron"), 0, lambda n: None)
     assert a.curve == b.curve and a.extra == b.extra
 
@@ -77,17 +78,35 @@ def test_run_full_information_learner_gets_true_labels() -> None:
     assert result.extra["final_window_error_rate"] < 0.2  # iris, noise-free labels
 
 
+def test_run_at_defaults_estimates_as_the_service_and_publishes_by_its_rule() -> None:
+    # rcnbf's service default is the anchor estimator: the learner starts from 0, not the
+    # truth, and 2,500 plays are too few to publish (the top set needs 100 plays)
+    result = label.run(_args(rho0=0.2, rho1=0.4, gamma=0.3, rounds=2600), 3, lambda n: None)
+    assert result.extra["estimator"] == "anchor" and "rho0" not in result.params
+    (estimate,) = result.extra["noise_estimates"]
+    assert (estimate["t"], estimate["estimator"], estimate["status"], estimate["reason"]) == (
+        2500, "anchor", "insufficient_data", "too_few_events")
+    assert estimate["rho0"] is None and estimate["interval"]["rho0"] is None
+    with pytest.raises(ParamError, match="--estimator"):  # rcnbf keeps no NREst samples
+        label.run(_args(estimator="nrest"), 0, lambda n: None)
+    with pytest.raises(ParamError, match="--estimator"):  # banditron uses no rates
+        label.run(_args(algorithm="banditron", estimator="anchor"), 0, lambda n: None)
+
+
 @pytest.mark.slow
-def test_run_rcine_estimates_noise_every_n_s() -> None:
+def test_run_rcine_with_nrest_estimates_noise_every_n_s() -> None:
     result = label.run(_args(dataset="synsep", algorithm="rcine", rounds=6000, gamma=0.5,
-                             rho0=0.2, rho1=0.4, n_s=3000), 0, lambda n: None)
+                             rho0=0.2, rho1=0.4, n_s=3000, estimator="nrest"), 0,
+                       lambda n: None)
     estimates = result.extra["noise_estimates"]
     assert [e["t"] for e in estimates] == [3000, 6000]
     # Accuracy is tested in tests/learners/test_noise.py; 3000 records of 9
-    # classes give a coarse estimate (this seed: +0.03 / +0.11), so only a
-    # gross check here that estimates are made from the right buffer.
+    # classes give a coarse estimate, so only a gross check here that estimates
+    # are made from the right buffer and published without an interval.
     first = estimates[0]
-    assert first["ok"] and abs(first["rho0"] - 0.2) < 0.15 and abs(first["rho1"] - 0.4) < 0.15
+    assert (first["estimator"], first["status"], first["interval"]) == (
+        "nrest", "published", None)
+    assert abs(first["rho0"] - 0.2) < 0.15 and abs(first["rho1"] - 0.4) < 0.15
     assert "rho0" not in result.params  # rcine is not told the true rates
     plain = label.run(_args(dataset="synsep", algorithm="banditron", rounds=6000, gamma=0.5,
                             rho0=0.2, rho1=0.4), 0, lambda n: None)

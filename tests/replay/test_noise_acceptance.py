@@ -1,25 +1,23 @@
-"""The anchor estimator's replay acceptance on a reduced but representative set of runs.
+"""``noisyloop replay`` at its defaults publishes click-noise estimates as the service does.
 
 Replays of 20,000 events at default settings (SynSep-like and digits,
-``rcine`` and ``linucb_diag``, the three noise settings), each learned event
-scored out of sample by a :class:`~app.learners.noise_anchor.ProgressiveScorer`
-in stream order and the rates estimated every 2,500 events from all the
-plays so far, as the service's trainer and nrest role do.  At 20,000 events
-every run publishes an estimate within 0.05 of both true rates, and the
-intervals hold both rates in at least 85% of the published (run, refresh)
-cases, at least 20 of them.  ``bench/results_noise.py`` measures the full set.
+``rcine`` and ``linucb_diag``, the three noise settings), each run through the
+command's own parser and code: the learner starts from rates 0, the anchor
+estimator runs every 2,500 events and a published estimate's rates go to the
+learner.  At 20,000 events every run has published an estimate within 0.05 of
+both true rates, every published interval is at most 0.1 wide, and at most one
+published estimate per run has an interval that misses a true rate.  ``bench/results_noise.py
+--part replay`` measures the full set (docs/results/noise.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 
 from app.cli import build_parser
-from app.learners.noise_anchor import AnchorEstimate, ProgressiveScorer, estimate_from_anchors
-from app.replay import label
+from app.commands.replay import replay
 
 #: Every test here starts services or processes, or runs long statistics.
 pytestmark = pytest.mark.slow
@@ -30,47 +28,35 @@ RUNS = [("synsep", "rcine", (0.2, 0.4)), ("synsep", "linucb_diag", (0.1, 0.3)),
         ("digits", "rcine", (0.1, 0.3)), ("digits", "linucb_diag", (0.2, 0.4))]
 
 
-def estimates(dataset: str, algorithm: str, rho: tuple[float, float]) -> list[AnchorEstimate]:
-    """The anchor estimate every ``EVERY`` learned events of one replay."""
+def estimates(dataset: str, algorithm: str, rho: tuple[float, float]) -> list[dict[str, Any]]:
+    """The estimates one ``noisyloop replay`` at its defaults reports."""
     args = build_parser().parse_args([
         "replay", "--dataset", dataset, "--algorithm", algorithm, "--rounds", str(ROUNDS),
-        "--rho0", str(rho[0]), "--rho1", str(rho[1]), "--no-progress"])
-    K = label.setup(args, SEED).n_classes
-    cols: dict[str, list[np.ndarray]] = {"prob": [], "score": [], "click": []}
-    out: list[AnchorEstimate] = []
-    scorer: list[ProgressiveScorer] = []
-    seen = [0]
-
-    def observe(events: list[dict[str, Any]]) -> None:
-        X = np.stack([e["x"] for e in events])
-        click = np.array([float(e["click"]) for e in events])
-        if not scorer:
-            scorer.append(ProgressiveScorer(X.shape[1], K))
-        before, seen[0] = seen[0], seen[0] + len(events)
-        cols["score"].append(scorer[0].score_and_learn(
-            X, np.array([int(e["played"]) for e in events]), click))
-        cols["prob"].append(np.array([float(e["prob"]) for e in events]))
-        cols["click"].append(click)
-        if seen[0] // EVERY > before // EVERY:
-            out.append(estimate_from_anchors(*(np.concatenate(cols[k])
-                                               for k in ("prob", "score", "click")), K))
-
-    label.run(args, SEED, lambda _: None, observe)
+        "--rho0", str(rho[0]), "--rho1", str(rho[1]), "--seed", str(SEED), "--no-progress"])
+    _, (result,), _, _ = replay(args)
+    assert result.extra["estimator"] == "anchor"
+    out: list[dict[str, Any]] = result.extra["noise_estimates"]
     return out
 
 
-def test_published_estimates_within_tolerance_and_intervals_cover() -> None:
-    cases = covered = 0
-    for dataset, algorithm, rho in RUNS:
-        est = estimates(dataset, algorithm, rho)
-        assert len(est) == ROUNDS // EVERY
-        final = est[-1]
-        assert final.published, (dataset, algorithm, rho, final.reason)
-        assert abs(final.rho0 - rho[0]) <= 0.05 and abs(final.rho1 - rho[1]) <= 0.05, (
-            dataset, algorithm, rho, final)
-        for e in est:
-            if e.published:
-                cases += 1
-                covered += (e.rho0_interval[0] <= rho[0] <= e.rho0_interval[1]
-                            and e.rho1_interval[0] <= rho[1] <= e.rho1_interval[1])
-    assert cases >= 20 and covered >= 0.85 * cases, (cases, covered)
+@pytest.mark.parametrize(("dataset", "algorithm", "rho"), RUNS)
+def test_published_estimates_within_tolerance_and_intervals_cover(
+        dataset: str, algorithm: str, rho: tuple[float, float]) -> None:
+    est = estimates(dataset, algorithm, rho)
+    assert [e["t"] for e in est] == list(range(EVERY, ROUNDS + 1, EVERY))
+    final = est[-1]
+    assert final["status"] == "published", final["reason"]
+    assert abs(final["rho0"] - rho[0]) <= 0.05 and abs(final["rho1"] - rho[1]) <= 0.05, final
+    published = missed = 0
+    for e in est:
+        if e["status"] != "published":
+            assert e["rho0"] is None and e["interval"]["rho0"] is None
+            continue
+        published += 1
+        low0, high0 = e["interval"]["rho0"]
+        low1, high1 = e["interval"]["rho1"]
+        assert high0 - low0 <= 0.1 and high1 - low1 <= 0.1
+        missed += not (low0 <= rho[0] <= high0 and low1 <= rho[1] <= high1)
+    # each published pair holds both rates with probability >= 0.9; the estimates of one
+    # run share most of their plays, so a miss tends to repeat: at most one per run
+    assert published >= 3 and missed <= 1, (published, missed)

@@ -14,7 +14,7 @@ def test_replay_writes_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixtu
     out, png = tmp_path / "r.json", tmp_path / "r.png"
     code = main(["replay", "--dataset", "iris", "--algorithm", "rcnbf", "--rounds", "400",
                  "--rho0", "0.1", "--rho1", "0.2", "--gamma", "0.3", "--repeats", "2",
-                 "--seed", "4", "--json", str(out), "--plot", str(png)])
+                 "--seed", "4", "--estimator", "fixed", "--json", str(out), "--plot", str(png)])
     assert code == 0
     data = json.loads(out.read_text())
     assert data["algorithm"] == "rcnbf" and data["dataset"] == "iris"
@@ -31,10 +31,26 @@ def test_replay_writes_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_replay_rcine_json_has_noise_estimates(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     assert main(["replay", "--dataset", "iris", "--algorithm", "rcine", "--rounds", "300",
-                 "--rho0", "0.1", "--rho1", "0.2", "--n-s", "150", "--json", str(out)]) == 0
+                 "--rho0", "0.1", "--rho1", "0.2", "--n-s", "150", "--estimator", "nrest",
+                 "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert [e["t"] for e in data["noise_estimates"]] == [150, 300]
-    assert {"t", "rho0", "rho1"} <= data["noise_estimates"][0].keys()
+    assert {"t", "rho0", "rho1", "status", "reason", "interval"} <= (
+        data["noise_estimates"][0].keys())
+
+
+def test_replay_at_defaults_runs_the_services_estimator(tmp_path: Path) -> None:
+    out, png = tmp_path / "r.json", tmp_path / "r.png"
+    assert main(["replay", "--dataset", "iris", "--algorithm", "linucb_diag", "--rounds",
+                 "5000", "--rho0", "0.1", "--rho1", "0.2", "--no-progress", "--json", str(out),
+                 "--plot", str(png)]) == 0
+    data = json.loads(out.read_text())
+    assert data["estimator"] == "anchor" and "rho0" not in data["params"]
+    assert [e["t"] for e in data["noise_estimates"]] == [2500, 5000]
+    for e in data["noise_estimates"]:
+        assert e["status"] in ("published", "insufficient_data") and e["n_events"] == e["t"]
+        assert (e["rho0"] is None) == (e["status"] != "published")
+    assert png.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_replay_infers_task_from_options(tmp_path: Path) -> None:
@@ -57,6 +73,7 @@ def test_replay_infers_task_from_options(tmp_path: Path) -> None:
     (["--algorithm", "rcnbf", "--repeats", "0"], "--repeats: must be >= 1"),
     (["--algorithm", "rcnbf", "--rho0", "0.6", "--rho1", "0.6"], "1 - rho0 - rho1"),
     (["--algorithm", "rcnbf", "--params", '{"bogus": 1}'], "unknown parameter"),
+    (["--algorithm", "rcnbf", "--estimator", "nrest"], "--estimator: 'nrest' cannot"),
     (["--dataset", "/no/such.csv", "--algorithm", "rcnbf"], "neither a known name"),
 ])
 def test_replay_errors_are_clear(argv: list[str], message: str,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.learners.noise_publish import ANCHOR_EVERY
 from app.store import ModelKeys, Store
 from app.store.nrest import AnchorStore
 from tests.workers.conftest import create_model, decisions, model_config
-from workers.nrest import ANCHOR_EVERY
 from workers.settings import WorkerSettings
 from workers.worker import Worker
 

@@ -4,9 +4,10 @@ learner classes declare (``keeps_noise_samples``, ``owns_noise_estimate``, ``noi
 from __future__ import annotations
 
 import numpy as np
+import orjson
 
 from app.store import Store
-from app.store.nrest import SampleStore
+from app.store.nrest import AnchorStore, SampleStore
 from tests.workers.conftest import create_model, decisions, model_config
 from workers import nrest
 from workers.settings import WorkerSettings
@@ -42,14 +43,30 @@ def test_periodic_estimates_skip_configured_rates_unless_the_estimate_is_the_alg
     assert not nrest.estimates_periodically(plain, "estimated")
 
 
-async def test_a_queued_estimate_of_a_model_without_samples_fails_naming_those_with(
+async def test_a_queued_estimate_runs_the_models_estimator_and_says_insufficient_data(
+        store: Store) -> None:
+    mk = await create_model(store, model_config())  # rcnbf: the anchor estimator, no plays
+    job_id = await store.noise.queue_estimate(mk)
+    await Worker(store, WorkerSettings(roles=("nrest",), worker_id="n", nrest_threads=True)
+                 ).drain()
+    job = await store.noise.job(mk, job_id)
+    assert job is not None and job["status"] == "done", job
+    out = orjson.loads(job["outcome"])
+    assert (out["estimator"], out["status"], out["reason"], out["n_events"]) == (
+        "anchor", "insufficient_data", "too_few_events", 0)
+    noise = await store.noise.get(mk)
+    assert noise is not None and noise.source == "initial"
+
+
+async def test_a_queued_nrest_estimate_of_a_model_without_samples_fails_naming_those_with(
         store: Store) -> None:
     mk = await create_model(store, model_config())
+    await AnchorStore(store.redis).configure(mk, estimator="nrest")  # as no PUT would allow
     job_id = await store.noise.queue_estimate(mk)
     await Worker(store, WorkerSettings(roles=("nrest",), worker_id="n", nrest_threads=True)
                  ).drain()
     job = await store.noise.job(mk, job_id)
     assert job is not None and job["status"] == "failed"
     assert job["reason"] == ("'rcnbf' models keep no NREst sample buffer (the label "
-                             "algorithms that do: rcine, linucb_diag, squarecb_diag, linucb, "
+                             "algorithms that do: linucb_diag, rcine, squarecb_diag, linucb, "
                              "lints_diag)")

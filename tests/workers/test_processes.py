@@ -300,5 +300,7 @@ def test_nrest_estimates_synsep_noise_and_rcine_uses_it(
                  headers=auth)
     assert r.status_code == 200, r.text
     assert len(r.json()["history"]) == 2
+    assert (r.json()["estimate"]["estimator"], r.json()["estimate"]["status"]) == (
+        "nrest", "published")
     print(f"NREst through the service: {elapsed:.1f} s to the first estimate "
           f"({noise['rho0']:.3f}, {noise['rho1']:.3f})")

@@ -1,4 +1,4 @@
-"""Noise-rate routes: read, configure, estimate (NREst)."""
+"""Noise-rate routes: read, configure, estimate (the model's own estimator)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, Query
 
 from app.api.deps import Context, ModelDep
@@ -14,16 +15,19 @@ from app.api.errors import ApiError, from_param_error, unknown_model
 from app.api.modelops import noise_response
 from app.api.responses import OrjsonResponse
 from app.api.schemas.common import ErrorResponse
-from app.api.schemas.models import NoiseResponse
 from app.api.schemas.noise import (
+    NoiseEstimateResponse,
     NoiseInterval,
     NoiseJobResponse,
+    NoiseOutcome,
     NoisePutRequest,
     NoiseStatusResponse,
 )
 from app.api.tasks import task_spec
 from app.learners.base import ParamError
-from app.learners.build import default_estimator, keeps_anchors
+from app.learners.build import default_estimator, estimates_over, keeps_anchors
+from app.learners.noise_anchor import TOO_FEW_EVENTS
+from app.learners.noise_publish import ESTIMATING
 from app.learners.proxy import check_noise_rates
 from app.learners.registry import algorithms, learner_class
 from app.store.models import ModelView
@@ -115,18 +119,22 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
         raise unknown_model(view.config["model_id"])
     settings = await ctx.store.anchors.settings(view.keys, default_estimator(view.config))
     last = settings.last or {}
-    status = replace(record, estimator=settings.estimator).status
+    current = replace(record, estimator=settings.estimator)
+    status = current.status
     n_events = last.get("n_events") or await ctx.store.anchors.count(view.keys)
-    interval = NoiseInterval(**last["interval"]) if "interval" in last else None
+    interval = NoiseInterval(**last["interval"]) if last.get("interval") else None
     return NoiseStatusResponse.model_validate({
         **out.model_dump(), "estimator": settings.estimator, "max_width": settings.max_width,
-        "status": status, "reason": str(last.get("reason", "")) if status != "fixed" else "",
+        "status": status,
+        "reason": (current.fixed_reason if status == "fixed" else str(last.get(
+            "reason", TOO_FEW_EVENTS if status == "insufficient_data" else ""))),
         "interval": interval, "n_events": int(n_events)})
 
 
 @router.post("/{model_id}/noise/estimate", status_code=202, response_model=NoiseJobResponse,
-             responses={200: {"model": NoiseResponse,
-                              "description": "with wait=true: the new estimate"},
+             responses={200: {"model": NoiseEstimateResponse,
+                              "description": "with wait=true: the noise status and the "
+                                             "estimate's outcome"},
                         504: {"model": ErrorResponse}, 422: {"model": ErrorResponse}})
 async def create_noise_estimate(
         view: ModelDep, ctx: Context,
@@ -135,12 +143,18 @@ async def create_noise_estimate(
             ge=MIN_TIMEOUT_SECONDS, le=MAX_TIMEOUT_SECONDS,
             description="with wait=true: seconds to wait for the estimate (504 after)")] = 60.0
         ) -> OrjsonResponse:
-    """Queue an NREst run (202 with its job id); ``?wait=true``: 200 with the new estimate.
+    """Queue a run of the model's own estimator (202 with its job id); ``?wait=true``: 200
+    with the noise status (as ``GET .../noise``) and the run's outcome under ``estimate``.
 
-    A model has at most one queued or running job: a request made meanwhile
-    gets (and waits for) that job.
+    The run is the periodic refresh's: its rates replace the model's only when published
+    by the same rule (anchor: both intervals at most ``max_width`` wide), otherwise the
+    outcome says ``insufficient_data`` with the reason and the counts.  A model whose
+    estimator is ``fixed``, or whose rates were configured by hand (unless the estimate is
+    the algorithm's), answers 422 ``estimate_unavailable``.  A model has at most one
+    queued or running job: a request made meanwhile gets (and waits for) that job.
     """
     _clicks_only(view)
+    await _check_estimable(ctx, view)
     job_id = await ctx.store.noise.queue_estimate(view.keys)
     if not wait:
         return OrjsonResponse({"job_id": job_id}, status_code=202)
@@ -149,22 +163,35 @@ async def create_noise_estimate(
     while time.monotonic() < deadline:
         job = await ctx.store.noise.job(view.keys, job_id)
         if job and job.get("status") == "failed":
-            raise ApiError(422, "estimate_failed", job.get("reason") or "NREst failed")
+            raise ApiError(422, "estimate_failed", job.get("reason") or "the estimate failed")
         if job and job.get("status") == "done":
             record = await ctx.store.noise.get(view.keys)
-            out = noise_response(record)
-            if out is None:
-                raise unknown_model(view.config["model_id"])
+            status = await _status(ctx, view, record)
+            out = NoiseEstimateResponse(**status.model_dump(),
+                                        estimate=NoiseOutcome(**orjson.loads(job["outcome"])))
             return OrjsonResponse(out.model_dump(), status_code=200)
         await asyncio.sleep(JOB_POLL_SECONDS)
     raise ApiError(504, "estimate_timeout", _timeout_message(job_id, job, timeout))
 
 
+async def _check_estimable(ctx: Context, view: ModelView) -> None:
+    """422 ``estimate_unavailable`` unless the model's estimator re-estimates its rates."""
+    settings = await ctx.store.anchors.settings(view.keys, default_estimator(view.config))
+    if settings.estimator not in ESTIMATING:
+        raise ApiError(422, "estimate_unavailable", f"the model's estimator is "
+                       f"{settings.estimator!r}: its rates are the ones given; choose "
+                       "anchor or nrest with PUT .../noise", "estimator")
+    if view.noise is not None and not estimates_over(view.config, view.noise.source):
+        raise ApiError(422, "estimate_unavailable", "the model's rates were configured by "
+                       f"hand (PUT .../noise) and {view.config['algorithm']!r} does not "
+                       "re-estimate configured rates", "estimator")
+
+
 def _timeout_message(job_id: str, job: dict[str, str] | None, timeout: float) -> str:
     """What a 504 can truly say of a job that did not finish within ``timeout``."""
     if job is not None and job.get("status") == "running":
-        return (f"no NREst result within {timeout:g} s: job {job_id} is running; wait longer "
+        return (f"no estimate within {timeout:g} s: job {job_id} is running; wait longer "
                 "or poll GET .../noise for the estimate")
-    return (f"no NREst result within {timeout:g} s: job {job_id} is still queued (no nrest "
+    return (f"no estimate within {timeout:g} s: job {job_id} is still queued (no nrest "
             "worker has taken it yet: workers take queued jobs at their next poll); wait "
             "longer, or poll GET .../noise for the estimate")

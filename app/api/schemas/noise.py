@@ -35,7 +35,7 @@ class NoisePutRequest(RequestModel):
 
 
 class NoiseInterval(BaseModel):
-    """Confidence interval of the published anchor estimate (null bounds: none published)."""
+    """Confidence interval of an anchor estimate (null bounds: not published)."""
 
     level: float
     rho0: tuple[float, float] | None = None
@@ -57,7 +57,32 @@ class NoiseStatusResponse(NoiseResponse):
                                       "so far, before the first)")
 
 
+class NoiseOutcome(BaseModel):
+    """What one run of the model's estimator found, published or not."""
+
+    estimator: Literal["anchor", "nrest"]
+    status: Literal["published", "insufficient_data"] = Field(
+        description="published: its rates are now the model's; insufficient_data: the model "
+                    "kept its rates (see reason)")
+    reason: str = Field(description="why it was not published (too_few_events, "
+                                    "interval_too_wide, no_uniform_exploration, or NREst's "
+                                    "reason), clipped when a published estimate was clipped")
+    rho0: float | None = None
+    rho1: float | None = None
+    n_events: int = Field(description="plays (anchor) or samples (nrest) it used")
+    n_explored: int | None = Field(default=None, description="anchor: uniformly explored plays")
+    n_top: int | None = Field(default=None, description="anchor: plays in the top set")
+    interval: NoiseInterval | None = Field(
+        default=None, description="anchor: both intervals when published; nrest: none")
+
+
+class NoiseEstimateResponse(NoiseStatusResponse):
+    """The model's noise status after a requested estimate, and that estimate's outcome."""
+
+    estimate: NoiseOutcome
+
+
 class NoiseJobResponse(BaseModel):
-    """A queued NREst run."""
+    """A queued estimate of the model's own estimator."""
 
     job_id: str

@@ -420,7 +420,9 @@
           points: points.map((p) => [p.t, p.rho1]) },
       ],
     });
-    body.append(note("Shaded: the published anchor estimate's interval."));
+    const banded = points.some((p) => p.rho0_interval || p.rho1_interval);
+    body.append(note(banded ? "Shaded: the published anchor estimate's interval."
+      : "No interval: no estimate with an interval was published for these rates."));
   }
 
   /* What each source of a rank model's position bias means. */

@@ -1,0 +1,110 @@
+"""One rule for every click-noise estimate: when it is due, how it runs, when it is published.
+
+The service's nrest role (its periodic refresh and ``POST .../noise/estimate``)
+and ``noisyloop replay`` run a model's estimator through these functions, so
+that an estimate is published by the same rule whatever asked for it:
+
+* ``anchor`` (:func:`anchor_estimate`): on the newest :data:`ANCHOR_BUFFER`
+  observed plays, due every :data:`ANCHOR_EVERY` new plays; published only
+  when both 95% intervals are at most ``max_width`` wide and the anchors rest
+  on enough plays (:func:`app.learners.noise_anchor.estimate_from_anchors`);
+* ``nrest`` (:func:`nrest_estimate`): the paper's NREst on the model's sample
+  buffer, due when the buffer has been renewed; published when the fit
+  succeeds.  NREst gives no interval, so its estimates are published without
+  one;
+* ``fixed``: never estimated.
+
+:func:`outcome` says what either estimate means for someone who may act on
+it: ``published`` or ``insufficient_data``, the reason, the counts and the
+interval (JSON-ready).  Pure numpy: no Redis, no HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from app.learners.noise import NoiseEstimate, estimate_noise_rates
+from app.learners.noise_anchor import AnchorEstimate, estimate_from_anchors
+
+#: Anchor rows kept per model (the newest; 12 bytes each) and read by an estimate.
+ANCHOR_BUFFER = 50_000
+#: New observed plays that make an anchor estimate due.
+ANCHOR_EVERY = 2_500
+#: beta_min of the learners that take no such parameter (the ridge bandits).
+DEFAULT_BETA_MIN = 0.1
+#: Widest interval (of either rate) an anchor estimate may have to be published, unless the
+#: model sets its own ``max_width``.
+DEFAULT_MAX_WIDTH = 0.1
+#: NREst samples kept per model whose learner sets no buffer size of its own (``n_s``).
+DEFAULT_NREST_BUFFER = 5_000
+#: Estimators that re-estimate the rates (``fixed`` never does).
+ESTIMATING = ("anchor", "nrest")
+
+
+def beta_min(params: Mapping[str, Any]) -> float:
+    """Floor on ``1 - rho0 - rho1`` of a model's estimates: its ``beta_min`` param, else
+    :data:`DEFAULT_BETA_MIN`."""
+    return float(params.get("beta_min", DEFAULT_BETA_MIN))
+
+
+def anchor_due(new_plays: int, stale: bool) -> bool:
+    """Whether an anchor estimate is due: :data:`ANCHOR_EVERY` new plays, or some new plays
+    and the refresh interval has passed (``stale``)."""
+    return new_plays > 0 and (new_plays >= ANCHOR_EVERY or stale)
+
+
+def anchor_estimate(prob: np.ndarray, score: np.ndarray, click: np.ndarray, n_classes: int,
+                    params: Mapping[str, Any], max_width: float = DEFAULT_MAX_WIDTH
+                    ) -> AnchorEstimate:
+    """The anchor estimate of a model with hyper-parameters ``params`` from its plays in the
+    order they were made (the newest :data:`ANCHOR_BUFFER` are used)."""
+    return estimate_from_anchors(prob[-ANCHOR_BUFFER:], score[-ANCHOR_BUFFER:],
+                                 click[-ANCHOR_BUFFER:], n_classes, max_width=max_width,
+                                 beta_min=beta_min(params))
+
+
+def nrest_estimate(X: np.ndarray, played: np.ndarray, clicks: np.ndarray, n_classes: int,
+                   params: Mapping[str, Any], *, seed: int,
+                   previous: tuple[float, float]) -> NoiseEstimate:
+    """NREst of a model with hyper-parameters ``params`` (its ``percentile`` and
+    ``beta_min``) on its sample buffer; ``previous`` are kept when the fit fails."""
+    return estimate_noise_rates(X, played, clicks, n_classes,
+                                percentile=params.get("percentile"),
+                                beta_min=beta_min(params), seed=seed, previous=previous)
+
+
+def outcome(est: AnchorEstimate | NoiseEstimate) -> dict[str, Any]:
+    """What an estimate says, JSON-ready: ``status`` (``published`` or
+    ``insufficient_data``), ``reason``, the rates (None unless published), the counts and
+    the ``interval`` (``level`` and both bounds; None for NREst, which has none).
+
+    >>> from app.learners.noise_anchor import estimate_from_anchors
+    >>> est = estimate_from_anchors(np.full(10, 0.5), np.zeros(10), np.ones(10), 2)
+    >>> out = outcome(est)
+    >>> out["status"], out["reason"], out["rho0"], out["n_events"]
+    ('insufficient_data', 'too_few_events', None, 10)
+    """
+    if isinstance(est, AnchorEstimate):
+        published = est.published
+        return {
+            "estimator": "anchor",
+            "status": "published" if published else "insufficient_data",
+            "reason": est.reason,
+            "rho0": est.rho0 if published else None,
+            "rho1": est.rho1 if published else None,
+            "n_events": est.n_events, "n_explored": est.n_explored, "n_top": est.n_top,
+            "interval": {"level": est.level,
+                         "rho0": list(est.rho0_interval) if published else None,
+                         "rho1": list(est.rho1_interval) if published else None},
+        }
+    return {
+        "estimator": "nrest",
+        "status": "published" if est.ok else "insufficient_data",
+        "reason": est.reason,
+        "rho0": est.rho0 if est.ok else None,
+        "rho1": est.rho1 if est.ok else None,
+        "n_events": est.n_samples, "n_explored": None, "n_top": None, "interval": None,
+    }

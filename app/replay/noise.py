@@ -1,0 +1,118 @@
+"""The service's noise estimators in a replay: same estimator, same schedule, same publish rule.
+
+A label replay (:mod:`app.replay.label`) hands every learned batch to a
+:class:`NoiseRefresh` built for the run's ``--estimator`` (default: the
+service's for the learner, :func:`~app.learners.build.default_estimator`):
+
+* ``anchor``: every play is scored by a
+  :class:`~app.learners.noise_anchor.ProgressiveScorer` before it is learned,
+  as the service's trainer scores it, and every
+  :data:`~app.learners.noise_publish.ANCHOR_EVERY` plays the anchor estimate
+  runs on the newest :data:`~app.learners.noise_publish.ANCHOR_BUFFER`;
+* ``nrest``: NREst on the newest ``n_s`` (the learner's
+  :meth:`~app.learners.base.Learner.noise_samples`, else the worker's default
+  buffer) plays each time that many new ones arrived;
+* ``fixed``: nothing is estimated (the learner keeps the rates it was given).
+
+The estimate is published by :mod:`app.learners.noise_publish`, the code the
+service's nrest role runs; a published estimate's rates go to the learner for
+its later batches, and every estimate, published or not, is reported with its
+outcome (status, reason, counts, interval) and the plays seen ``t``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from app.learners.base import Learner
+from app.learners.noise_anchor import ProgressiveScorer
+from app.learners.noise_publish import (
+    ANCHOR_BUFFER,
+    ANCHOR_EVERY,
+    DEFAULT_NREST_BUFFER,
+    anchor_estimate,
+    nrest_estimate,
+    outcome,
+)
+
+
+class NoiseRefresh:
+    """A learner's noise estimator during a replay (module docstring).
+
+    Parameters
+    ----------
+    learner:
+        The replayed learner (it uses noise rates unless ``estimator`` is ``fixed``).
+    estimator:
+        ``anchor``, ``nrest`` or ``fixed``.
+    params:
+        The learner's hyper-parameters (``beta_min``, ``percentile``, ``n_s``).
+    n_classes:
+        Number of labels.
+    seed:
+        The run's seed (NREst's fits are seeded from it).
+    """
+
+    def __init__(self, learner: Learner, estimator: str, params: dict[str, Any],
+                 n_classes: int, seed: int) -> None:
+        self.learner, self.estimator, self.params, self.seed = learner, estimator, params, seed
+        self.n_classes = n_classes
+        self.period = (ANCHOR_EVERY if estimator == "anchor" else
+                       type(learner).noise_samples(params) or DEFAULT_NREST_BUFFER)
+        self.scorer: ProgressiveScorer | None = None
+        self.columns: dict[str, list[np.ndarray]] = {}
+        self.seen = self.new = 0
+        self.estimates: list[dict[str, Any]] = []
+        if estimator != "fixed":  # initial rates awaiting an estimate, as in the service
+            learner.set_noise_reliability(False)
+
+    @property
+    def until_due(self) -> int:
+        """Plays still to learn before the next estimate (a batch must not span one)."""
+        return self.period - self.new if self.estimator != "fixed" else 1 << 62
+
+    def observe(self, events: list[dict[str, Any]]) -> None:
+        """Keep the learned ``events``' plays (scored first for ``anchor``); estimate when
+        due."""
+        if self.estimator == "fixed" or not events:
+            return
+        X = np.stack([np.asarray(e["x"], dtype=np.float64) for e in events])
+        played = np.array([int(e["played"]) for e in events])
+        click = np.array([float(e["click"]) for e in events])
+        cols = {"x": X, "played": played, "click": click}
+        if self.estimator == "anchor":
+            if self.scorer is None:
+                self.scorer = ProgressiveScorer(X.shape[1], self.n_classes)
+            cols = {"prob": np.array([float(e["prob"]) for e in events]), "click": click,
+                    "score": self.scorer.score_and_learn(X, played, click)}
+        for name, values in cols.items():
+            self.columns.setdefault(name, []).append(values)
+        self.seen += len(events)
+        self.new += len(events)
+        if self.new >= self.period:
+            self._estimate()
+
+    def _kept(self, keep: int) -> dict[str, np.ndarray]:
+        """The newest ``keep`` rows of every column (and only those are kept)."""
+        cols = {k: np.concatenate(v)[-keep:] for k, v in self.columns.items()}
+        self.columns = {k: [v] for k, v in cols.items()}
+        return cols
+
+    def _estimate(self) -> None:
+        self.new = 0
+        if self.estimator == "anchor":
+            c = self._kept(ANCHOR_BUFFER)
+            est: Any = anchor_estimate(c["prob"], c["score"], c["click"], self.n_classes,
+                                       self.params)
+        else:
+            c = self._kept(self.period)  # a failed fit publishes nothing: no previous rates
+            est = nrest_estimate(c["x"], c["played"], c["click"], self.n_classes, self.params,
+                                 seed=self.seed * 1_000 + len(self.estimates),
+                                 previous=(0.0, 0.0))
+        out = outcome(est)
+        if out["status"] == "published":
+            self.learner.set_noise_rates(out["rho0"], out["rho1"])
+            self.learner.set_noise_reliability(True)
+        self.estimates.append({"t": self.seen, **out})
