@@ -121,10 +121,12 @@ def task_models(session: Any, auth: dict[str, str]) -> list[str]:
 
 
 def model_state(session: Any, auth: dict[str, str], model_id: str) -> dict[str, Any]:
-    """Everything a rejected request must not change (prediction counters may move)."""
+    """Everything a rejected request must not change (the counts of decisions served, and of
+    those awaiting feedback, may move)."""
     model = session.request("GET", f"/v1/models/{model_id}", headers=auth).json()
     snap = session.request("GET", f"/v1/models/{model_id}/snapshot", headers=auth).json()
-    stats = {k: v for k, v in model["stats"].items() if k != "predictions"}
+    stats = {k: v for k, v in model["stats"].items()
+             if k not in ("predictions", "awaiting_feedback")}
     return {"version": model["version"], "stats": stats, "noise": model["noise"],
             "state": snap["state"]}
 

@@ -51,8 +51,10 @@ def api(redis_url: str) -> Iterator[TestClient]:
 
 
 def is_error(doc: Any) -> bool:
-    return isinstance(doc, dict) and set(doc) == {"code", "message", "field"} and \
-        isinstance(doc["code"], str)
+    """An error as the HTTP API gives it, with the status it would have answered (4xx)."""
+    return isinstance(doc, dict) and set(doc) == {"code", "message", "field", "status"} and \
+        isinstance(doc["code"], str) and isinstance(doc["status"], int) and \
+        400 <= doc["status"] < 500
 
 
 def messages(event_ids: list[str]) -> st.SearchStrategy[Any]:
