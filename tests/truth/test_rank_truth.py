@@ -15,7 +15,8 @@ runs once per module (:func:`shown`); each test checks one kind of number.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -33,12 +34,15 @@ Z = 3.0
 pytestmark = pytest.mark.slow
 
 
-def run_stream(client: TestClient, tenant: dict[str, str]) -> dict[str, Any]:
-    """Create a default rank model ``m1`` and feed it the simulated stream; per ranking, the
-    mean relevance of its candidates, the relevance and the observed click of each slot."""
+def run_stream(client: TestClient, tenant: dict[str, str],
+               params: Mapping[str, Any] = MappingProxyType({})) -> dict[str, Any]:
+    """Create a seeded rank model ``m1`` (default parameters but ``params``) and feed it the
+    simulated stream; per ranking, the mean relevance of its candidates, the relevance and
+    the observed click of each slot."""
     sim = RankSimulator(seed=SEED)
     body = {"model_id": "m1", "task": "rank", "n_features": sim.n_features,
-            "n_action_features": sim.n_action_features, "slots": sim.slots, "seed": SEED}
+            "n_action_features": sim.n_action_features, "slots": sim.slots, "seed": SEED,
+            "params": dict(params)}
     assert client.post("/v1/models", json=body, headers=tenant).status_code == 201
     mean_relevance, relevance, clicks = [], [], []
     for _ in range(ROUNDS // BATCH):
@@ -94,20 +98,40 @@ def test_noise_rates_nobody_gave_are_flagged(shown: dict[str, Any]) -> None:
     assert stats["calibration_unreliable"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="the position bias is estimated with the model's rho0, "
-                   "0 when nobody gave the rates: the true 0.03 pulls theta towards 1 "
-                   "(0.626, 0.373 for 0.6, 0.35: 3.7 and 4 standard errors) and the number "
-                   "is not flagged")
-def test_position_bias_is_the_truth(shown: dict[str, Any]) -> None:
-    """Once estimated, theta_k = (clicks in slot k) / (clicks in slot 0) within the two
-    click counts' binomial sampling error carried through the ratio (first order; the score
-    bands' standardisation is not in it)."""
+def check_position_bias(shown: dict[str, Any]) -> None:
+    """Once estimated, theta_k = (clicks in slot k) / (clicks in slot 0) is the truth within
+    the two click counts' binomial sampling error carried through the ratio (first order;
+    the score bands' standardisation is not in it), or flagged ``calibration_unreliable``."""
     bias, theta, clicks = shown["model"]["position_bias"], shown["sim"].theta, shown["clicks"]
     assert bias["source"] == "estimated", bias
+    if bias["calibration_unreliable"]:
+        return
     n, p = clicks.shape[0], clicks.mean(axis=0)
     for k in range(1, len(theta)):
         se = theta[k] * math.sqrt((1 - p[k]) / (n * p[k]) + (1 - p[0]) / (n * p[0]))
         assert abs(bias["values"][k] - theta[k]) <= Z * se, (k, bias["values"], se)
+
+
+def test_position_bias_is_the_truth_or_flagged(shown: dict[str, Any]) -> None:
+    # estimated with rho0 = 0 for a true 0.03: (0.626, 0.373) for (0.6, 0.35), 3.7 and 4
+    # standard errors off, and flagged
+    assert shown["model"]["position_bias"]["calibration_unreliable"] is True
+    check_position_bias(shown)
+
+
+def test_position_bias_with_the_rates_given_is_the_truth(redis_server: Any) -> None:
+    """The same stream to a model given the true rates: its estimate is not flagged and
+    holds the truth."""
+    with redis.Redis.from_url(redis_server.url) as r:
+        r.flushall()
+    with make_client(redis_server.url) as client:
+        tenant = new_tenant(client)
+        sim = RankSimulator(seed=SEED)
+        out = run_stream(client, tenant, {"rho0": sim.rho0, "rho1": sim.rho1})
+        out["model"] = client.get("/v1/models/m1", headers=tenant).json()
+    assert out["model"]["stats"]["calibration_unreliable"] is False
+    assert out["model"]["position_bias"]["calibration_unreliable"] is False
+    check_position_bias(out)
 
 
 def true_values(shown: dict[str, Any], policy: str) -> np.ndarray:
