@@ -173,8 +173,8 @@ def test_uniform_evaluation_holds_the_truth_in_slot_0(shown: dict[str, Any]) -> 
 
 
 @pytest.mark.xfail(strict=True, reason="below slot 0 the uniform ranking's IPS intervals "
-                   "miss its true value (slot 1: 0.07-0.14 for 0.175 raw): the products of "
-                   "inverse propensities are heavy-tailed and the percentile bootstrap does "
-                   "not cover, with no flag")
+                   "(and SNIPS's at slot 1) miss its true value (slot 1: 0.07-0.14 for 0.175 "
+                   "raw), unflagged: the products of inverse propensities over the slots are "
+                   "heavy-tailed and the percentile bootstrap does not cover; DR does")
 def test_uniform_evaluation_holds_the_truth_below_slot_0(shown: dict[str, Any]) -> None:
     assert missed(shown, "uniform", slice(1, None)) == []
