@@ -151,11 +151,14 @@ def _size_params(body: ModelCreateRequest, cls: type[Learner], algorithm: str,
     return out
 
 
-def position_bias_response(learner: Learner) -> PositionBiasResponse:
-    """The learner's position bias per slot relative to slot 0 and its source."""
+def position_bias_response(learner: Learner, noise: NoiseRecord | None) -> PositionBiasResponse:
+    """The learner's position bias per slot relative to slot 0 and its source, flagged when
+    estimated with the rates of ``noise`` that are not reliable (the estimate subtracts
+    ``rho0``)."""
     theta, source = learner.position_bias_estimate()
-    return PositionBiasResponse(values=[float(v) for v in theta],
-                                source=source)  # type: ignore[arg-type]
+    unreliable = source == "estimated" and (noise is None or not noise.rates_reliable)
+    return PositionBiasResponse(values=[float(v) for v in theta], source=source,  # type: ignore[arg-type]
+                                calibration_unreliable=unreliable)
 
 
 def noise_response(noise: NoiseRecord | None) -> NoiseResponse | None:
@@ -237,7 +240,7 @@ async def describe_model(ctx: ApiContext, tenant: str, model_id: str) -> ModelRe
     noise = record.noise
     learner = build_learner(config, snap.state,
                             None if noise is None else (noise.rho0, noise.rho1))
-    return model_response(record, position_bias_response(learner)).model_copy(
+    return model_response(record, position_bias_response(learner, noise)).model_copy(
         update={"drift": drift_response})
 
 

@@ -57,7 +57,8 @@ def test_rank_contract(client: TestClient, tenant: dict[str, str],
     model = client.get("/v1/models/feed", headers=tenant).json()
     assert model["params"]["n_action_features"] == DA and model["params"]["slots"] == SLOTS
     assert model["noise"]["rho0"] == 0.0 and model["stats"]["predictions"] == 1
-    assert model["position_bias"] == {"values": [1.0, 1.0, 1.0], "source": "insufficient_data"}
+    assert model["position_bias"] == {"values": [1.0, 1.0, 1.0], "source": "insufficient_data",
+                                      "calibration_unreliable": False}
 
 
 def test_fewer_slots_sparse_and_named_features_and_greedy(client: TestClient,

@@ -208,7 +208,8 @@ def test_rank_and_feedback_by_id(client: Client) -> None:
     assert client.sync("feed", timeout=10)["pending"] == 0
     model = client.get_model("feed")
     assert model["stats"]["events_applied"] == 2
-    assert model["position_bias"] == {"values": [1.0, 1.0], "source": "insufficient_data"}
+    assert model["position_bias"] == {"values": [1.0, 1.0], "source": "insufficient_data",
+                                      "calibration_unreliable": False}
 
 
 async def test_series(service: Service, client: Client, api_key: str,

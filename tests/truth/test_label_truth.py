@@ -5,27 +5,39 @@ A model created with nothing but its sizes (the default learner, the default
 service: 10 arms, 20 features, the right arm ``argmax W x``, clicks flipped at
 rates (0.15, 0.25), batches of 500 events with a ``sync`` after each and the
 nrest role run between batches.  After every batch every noise number the API
-shows is checked against the truth: inside its stated interval, or flagged
-(``insufficient_data``, ``calibration_unreliable``).  A decision's
-``expected_reward`` has no stated interval and is not checked here.
+shows is checked against the truth: inside its stated interval (the rates:
+within three of their standard errors, as the published estimates are
+cumulative and a miss of one carries to the next), or flagged
+(``insufficient_data``, ``calibration_unreliable``); so is each decision's
+``expected_reward`` once the rates are published, and at the end the
+evaluations of the model's log (``uniform``, ``logging``, ``fixed:N``,
+``model``), raw and noise-corrected.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+import pytest
 
 from app.store import Store
 from tests.api.conftest import TestClient, predict_all
+from tests.api.test_evaluations import evaluation
 from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 K, D, N, BATCH, RATES, SEED = 10, 20, 15_000, 500, (0.15, 0.25), 11
 #: Normal quantile of the sampling tolerance on a mean click (two-sided 99.7%).
 Z = 3.0
+BETA = 1.0 - RATES[0] - RATES[1]
+
+pytestmark = pytest.mark.slow
 
 
 def _run_nrest(redis_url: str) -> None:
@@ -37,48 +49,86 @@ def _run_nrest(redis_url: str) -> None:
     asyncio.run(run())
 
 
+def rate_error(f: float, interval: dict[str, Any]) -> float:
+    """First-order error of ``g = (f - rho0) / (1 - rho0 - rho1)`` when the rates may lie
+    anywhere in their published intervals (their worst corner)."""
+    r0, r1 = RATES
+    hw0 = (interval["rho0"][1] - interval["rho0"][0]) / 2
+    hw1 = (interval["rho1"][1] - interval["rho1"][0]) / 2
+    return (abs(f - 1 + r1) * hw0 + abs(f - r0) * hw1) / BETA**2
+
+
 def debiased_tolerance(clicks: list[int], interval: dict[str, Any]) -> float:
     """How far ``debiased_reward`` may be from the true click rate of the played arms:
     the sampling error of the mean click, plus the published intervals carried through
-    ``g = (f - rho0) / (1 - rho0 - rho1)`` at their worst corner (first order)."""
+    ``g`` (:func:`rate_error`)."""
     n, f = len(clicks), float(np.mean(clicks))
-    r0, r1 = RATES
-    beta = 1.0 - r0 - r1
-    hw0 = (interval["rho0"][1] - interval["rho0"][0]) / 2
-    hw1 = (interval["rho1"][1] - interval["rho1"][0]) / 2
-    sampling = Z * math.sqrt(f * (1 - f) / n) / beta
-    return sampling + (abs(f - 1 + r1) * hw0 + abs(f - r0) * hw1) / beta**2
+    return Z * math.sqrt(f * (1 - f) / n) / BETA + rate_error(f, interval)
 
 
-def test_every_noise_number_is_inside_its_interval_or_flagged(
-        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+@dataclass
+class Batch:
+    """What the API showed after one batch, and the truth behind it."""
+
+    preds: list[dict[str, Any]]
+    hits: list[int]
+    clicks: list[int]
+    noise: dict[str, Any]
+    stats: dict[str, Any]
+
+
+@dataclass
+class Stream:
+    """The simulated stream as the service saw it."""
+
+    W: np.ndarray
+    X: list[np.ndarray] = field(default_factory=list)
+    batches: list[Batch] = field(default_factory=list)
+
+
+def run_stream(client: TestClient, tenant: dict[str, str], redis_url: str,
+               params: Mapping[str, Any] = MappingProxyType({})) -> Stream:
+    """Create a seeded label model (default learner and parameters, but for ``params``)
+    and feed it the simulated stream, batch by batch."""
     rng = np.random.default_rng(SEED)
-    W = rng.standard_normal((K, D))
+    out = Stream(W=rng.standard_normal((K, D)))
     r = client.post("/v1/models", json={"model_id": "m1", "task": "label", "n_features": D,
-                                        "n_classes": K}, headers=tenant)
+                                        "n_classes": K, "seed": SEED, "params": dict(params)},
+                    headers=tenant)
     assert r.status_code == 201, r.text
-    right: list[int] = []
-    clicks: list[int] = []
-    published = covered = 0
     for _ in range(N // BATCH):
         X = rng.standard_normal((BATCH, D))
         X /= np.linalg.norm(X, axis=1, keepdims=True)
         preds = predict_all(client, tenant, X)
-        hits = [int(p["label"] == y) for p, y in zip(preds, np.argmax(X @ W.T, axis=1),
+        hits = [int(p["label"] == y) for p, y in zip(preds, np.argmax(X @ out.W.T, axis=1),
                                                       strict=True)]
-        batch_clicks = [int(rng.random() > RATES[1]) if c else int(rng.random() < RATES[0])
-                        for c in hits]
+        clicks = [int(rng.random() > RATES[1]) if c else int(rng.random() < RATES[0])
+                  for c in hits]
         events = [{"event_id": p["event_id"], "click": f}
-                  for p, f in zip(preds, batch_clicks, strict=True)]
+                  for p, f in zip(preds, clicks, strict=True)]
         assert client.post("/v1/models/m1/feedback", json={"events": events},
                            headers=tenant).status_code in (200, 202)
         assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
         _run_nrest(redis_url)
-        flagged = {bool(p["calibration_unreliable"]) for p in preds}
-        right += hits
-        clicks += batch_clicks
-        noise = client.get("/v1/models/m1/noise", headers=tenant).json()
-        stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
+        out.X.append(X)
+        out.batches.append(Batch(
+            preds, hits, clicks, client.get("/v1/models/m1/noise", headers=tenant).json(),
+            client.get("/v1/models/m1", headers=tenant).json()["stats"]))
+    return out
+
+
+def test_every_noise_number_is_inside_its_interval_or_flagged(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    stream = run_stream(client, tenant, redis_url)
+    right: list[int] = []
+    clicks: list[int] = []
+    published = 0
+    estimates = set()
+    for b in stream.batches:
+        noise, stats = b.noise, b.stats
+        flagged = {bool(p["calibration_unreliable"]) for p in b.preds}
+        right += b.hits
+        clicks += b.clicks
         if noise["status"] == "insufficient_data":
             # no estimated number anywhere: the initial rates, flagged everywhere
             assert (noise["source"], noise["rho0"], noise["rho1"]) == ("initial", 0.0, 0.0)
@@ -90,13 +140,86 @@ def test_every_noise_number_is_inside_its_interval_or_flagged(
         assert (noise["status"], noise["source"]) == ("published", "estimated"), noise
         published += 1
         interval = noise["interval"]
-        covered += all(interval[rate][0] <= truth <= interval[rate][1]
-                       for rate, truth in zip(("rho0", "rho1"), RATES, strict=True))
-        for rate in ("rho0", "rho1"):
-            assert interval[rate][1] - interval[rate][0] <= noise["max_width"]
+        for rate, truth in zip(("rho0", "rho1"), RATES, strict=True):
+            low, high = interval[rate]
+            assert high - low <= noise["max_width"]
+            # within Z standard errors (the 95% half-width over 1.96) of the truth
+            assert abs(noise[rate] - truth) <= Z * (high - low) / 2 / 1.96, (rate, noise)
+            estimates.add((low, high))
         assert stats["calibration_unreliable"] is False
         assert abs(stats["debiased_reward"] - np.mean(right)) <= debiased_tolerance(
             clicks, interval), (stats["debiased_reward"], np.mean(right))
-    assert published >= 2, "the estimate was never published"
-    # both intervals hold the truth together in at least 90% of cases (Bonferroni)
-    assert covered >= published - 1, (covered, published)
+    assert published >= 2 and len(estimates) >= 2, "the estimate was never refreshed"
+
+
+def check_expected_reward(stream: Stream) -> None:
+    """Per batch, the mean ``expected_reward`` of the decisions made after the rates were
+    published is the rate of right plays: within the sampling error of that rate plus the
+    published intervals carried through ``h`` (a calibrated prediction's mean is the mean
+    of what it predicts), or every decision says ``calibration_unreliable``."""
+    checked = 0
+    interval = None
+    for b in stream.batches:
+        # the decisions of a batch were made with the rates published before it
+        if interval is not None and not all(p["calibration_unreliable"] for p in b.preds):
+            n, hit = len(b.hits), float(np.mean(b.hits))
+            mean = float(np.mean([p["expected_reward"] for p in b.preds]))
+            tolerance = Z * math.sqrt(hit * (1 - hit) / n) + rate_error(
+                RATES[0] + BETA * mean, interval)
+            assert abs(mean - hit) <= tolerance, (mean, hit, tolerance)
+            checked += 1
+        interval = b.noise["interval"] if b.noise["status"] == "published" else None
+    assert checked >= 2, "expected_reward was never checked"
+
+
+def test_expected_reward_is_the_played_labels_true_click_rate_or_flagged(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    check_expected_reward(run_stream(client, tenant, redis_url))
+
+
+@pytest.mark.xfail(strict=True, reason="without forgetting, linucb_diag's expected_reward is "
+                   "biased low and not flagged: its linear model of the clicks, without "
+                   "intercept, fitted to an argmax truth, predicts too few clicks for the arms "
+                   "it plays once it plays them well")
+def test_expected_reward_without_forgetting(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    check_expected_reward(run_stream(client, tenant, redis_url, {"half_life": None}))
+
+
+def fixed_value(W: np.ndarray, label: int) -> float:
+    """True value of always playing ``label``: the share of inputs (uniform on the sphere)
+    whose right arm it is, by Monte Carlo over 400,000 inputs (standard error < 0.0005)."""
+    X = np.random.default_rng([SEED, 1]).standard_normal((400_000, D))
+    return float(np.mean(np.argmax(X @ W.T, axis=1) == label))
+
+
+def test_evaluations_of_the_log_hold_the_true_values(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    """Each evaluation of the model's log (IPS, SNIPS, DR) holds its policy's true value in
+    its 95% interval:
+    the value ``V`` with the true rates given (``h``-corrected), ``rho0 + (1 - rho0 - rho1) V``
+    without (the raw click rate under the noise)."""
+    stream = run_stream(client, tenant, redis_url)
+    X = np.vstack(stream.X)
+    right = np.argmax(X @ stream.W.T, axis=1)
+    greedy = np.array([p["label"] for p in predict_all(client, tenant, X, explore=False)])
+    truth = {
+        "uniform": 1.0 / K,
+        "fixed:0": fixed_value(stream.W, 0),
+        "logging": float(np.mean([h for b in stream.batches for h in b.hits])),
+        # the default learner offers no probabilities: the model policy is its greedy label
+        "model": float(np.mean(greedy == right)),
+    }
+    missed = []
+    for policy, value in truth.items():
+        for rates in ({}, {"rho0": RATES[0], "rho1": RATES[1]}):
+            done = evaluation(client, tenant, redis_url, {"policy": policy, **rates})
+            assert done["status"] == "done" and done["n"] == N, done
+            target = value if rates else RATES[0] + BETA * value
+            for name in ("ips", "snips", "dr"):
+                est = done[name]
+                if not est["ci_low"] <= target <= est["ci_high"]:
+                    missed.append((policy, bool(rates), name, target, est))
+    # 24 intervals of 95%: more than 3 misses has probability 0.03 if they were independent
+    # (Binomial(24, 0.05)); estimators of one policy mostly miss together
+    assert len(missed) <= 3, missed

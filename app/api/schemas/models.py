@@ -167,6 +167,10 @@ class PositionBiasResponse(BaseModel):
         description="configured: the position_bias param; estimated: every slot estimated "
                     "from the model's randomised placements; insufficient_data: some slot "
                     "still at the prior 1")
+    calibration_unreliable: bool = Field(
+        default=False, description="estimated with noise rates nobody gave or that await an "
+                                   "estimate: its rho0 is then 0, and false clicks pull every "
+                                   "theta towards 1")
 
 
 class DriftResponse(BaseModel):

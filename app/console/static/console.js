@@ -460,6 +460,8 @@
       h("p", {}, "Examination probability of each slot relative to slot 0. Source: ",
         h("strong", { class: "source" }, bias.source),
         BIAS_SOURCES[bias.source] ? ` (${BIAS_SOURCES[bias.source]})` : ""),
+      bias.calibration_unreliable ? note("Unreliable: estimated with click-noise rates nobody "
+        + "gave (rho0 = 0); false clicks pull every slot towards 1.", "error") : null,
       chart, overTime);
   }
 

@@ -1,0 +1,180 @@
+"""The rank task at default settings against a stream whose truth is known.
+
+A rank model created with nothing but its sizes learns from the simulated
+stream of :mod:`app.sim.rank` (20 candidates per request, 3 slots, position
+bias theta (1, 0.6, 0.35), click noise (0.03, 0.3) that nobody gives the
+model) through the real service, in batches of 200 rankings with a ``sync``
+after each.  Then every number the API shows about it is checked against the
+simulator's truth or must be flagged: the noise rates (nobody gave them:
+``calibration_unreliable`` with reason ``rates_not_given``), the position bias
+once its source is ``estimated``, and the ``uniform`` and ``logging``
+evaluations of its log, raw and noise-corrected, per position.  The stream
+runs once per module (:func:`shown`); each test checks one kind of number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import pytest
+import redis
+
+from app.sim.rank import RankSimulator
+from tests.api.conftest import TestClient, make_client, new_tenant, post_feedback
+from tests.api.test_evaluations import evaluation
+
+ROUNDS, BATCH, SEED = 20_000, 200, 0
+#: Normal quantile of the sampling tolerance on the position bias (two-sided 99.7%).
+Z = 3.0
+
+pytestmark = pytest.mark.slow
+
+
+def run_stream(client: TestClient, tenant: dict[str, str],
+               params: Mapping[str, Any] = MappingProxyType({})) -> dict[str, Any]:
+    """Create a seeded rank model ``m1`` (default parameters but ``params``) and feed it the
+    simulated stream; per ranking, the mean relevance of its candidates, the relevance and
+    the observed click of each slot."""
+    sim = RankSimulator(seed=SEED)
+    body = {"model_id": "m1", "task": "rank", "n_features": sim.n_features,
+            "n_action_features": sim.n_action_features, "slots": sim.slots, "seed": SEED,
+            "params": dict(params)}
+    assert client.post("/v1/models", json=body, headers=tenant).status_code == 201
+    mean_relevance, relevance, clicks = [], [], []
+    for _ in range(ROUNDS // BATCH):
+        requests = [sim.request() for _ in range(BATCH)]
+        r = client.post("/v1/models/m1/rank", headers=tenant, json={"requests": [
+            {"features": q.x.tolist(),
+             "actions": [{"id": str(i), "features": a.tolist()}
+                         for i, a in zip(q.ids, q.actions, strict=True)]}
+            for q in requests]})
+        assert r.status_code == 200, r.text
+        events = []
+        for q, result in zip(requests, r.json()["results"], strict=True):
+            row = {str(i): k for k, i in enumerate(q.ids)}
+            ranking = np.array([row[x["id"]] for x in result["ranking"]])
+            clicked = sim.clicks(q, ranking)
+            mean_relevance.append(float(q.relevance.mean()))
+            relevance.append(q.relevance[ranking])
+            clicks.append(clicked)
+            events.append({"event_id": result["event_id"],
+                           "clicks": [x["id"] for x, c in zip(result["ranking"], clicked,
+                                                               strict=True) if c]})
+        assert post_feedback(client, tenant, {"events": events}).status_code == 202
+        assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
+    return {"sim": sim, "mean_relevance": np.array(mean_relevance),
+            "relevance": np.array(relevance), "clicks": np.array(clicks)}
+
+
+@pytest.fixture(scope="module")
+def shown(redis_server: Any) -> Iterator[dict[str, Any]]:
+    """The stream's truth and what the service showed about it: the model, its noise, and
+    the ``uniform`` and ``logging`` evaluations of its log, raw and with the true rates."""
+    with redis.Redis.from_url(redis_server.url) as r:
+        r.flushall()
+    with make_client(redis_server.url) as client:
+        tenant = new_tenant(client)
+        out = run_stream(client, tenant)
+        sim = out["sim"]
+        out["model"] = client.get("/v1/models/m1", headers=tenant).json()
+        out["noise"] = client.get("/v1/models/m1/noise", headers=tenant).json()
+        out["evaluations"] = {
+            (policy, bool(rates)): evaluation(client, tenant, redis_server.url,
+                                              {"policy": policy, **rates})
+            for policy in ("uniform", "logging")
+            for rates in ({}, {"rho0": sim.rho0, "rho1": sim.rho1})}
+    yield out
+
+
+def test_noise_rates_nobody_gave_are_flagged(shown: dict[str, Any]) -> None:
+    noise, stats = shown["noise"], shown["model"]["stats"]
+    assert (noise["rho0"], noise["rho1"], noise["source"]) == (0.0, 0.0, "initial")
+    assert (noise["status"], noise["reason"], noise["interval"]) == (
+        "fixed", "rates_not_given", None)
+    assert stats["calibration_unreliable"] is True
+
+
+def check_position_bias(shown: dict[str, Any]) -> None:
+    """Once estimated, theta_k = (clicks in slot k) / (clicks in slot 0) is the truth within
+    the two click counts' binomial sampling error carried through the ratio (first order;
+    the score bands' standardisation is not in it), or flagged ``calibration_unreliable``."""
+    bias, theta, clicks = shown["model"]["position_bias"], shown["sim"].theta, shown["clicks"]
+    assert bias["source"] == "estimated", bias
+    if bias["calibration_unreliable"]:
+        return
+    n, p = clicks.shape[0], clicks.mean(axis=0)
+    for k in range(1, len(theta)):
+        se = theta[k] * math.sqrt((1 - p[k]) / (n * p[k]) + (1 - p[0]) / (n * p[0]))
+        assert abs(bias["values"][k] - theta[k]) <= Z * se, (k, bias["values"], se)
+
+
+def test_position_bias_is_the_truth_or_flagged(shown: dict[str, Any]) -> None:
+    # estimated with rho0 = 0 for a true 0.03: (0.626, 0.373) for (0.6, 0.35), 3.7 and 4
+    # standard errors off, and flagged
+    assert shown["model"]["position_bias"]["calibration_unreliable"] is True
+    check_position_bias(shown)
+
+
+def test_position_bias_with_the_rates_given_is_the_truth(redis_server: Any) -> None:
+    """The same stream to a model given the true rates: its estimate is not flagged and
+    holds the truth."""
+    with redis.Redis.from_url(redis_server.url) as r:
+        r.flushall()
+    with make_client(redis_server.url) as client:
+        tenant = new_tenant(client)
+        sim = RankSimulator(seed=SEED)
+        out = run_stream(client, tenant, {"rho0": sim.rho0, "rho1": sim.rho1})
+        out["model"] = client.get("/v1/models/m1", headers=tenant).json()
+    assert out["model"]["stats"]["calibration_unreliable"] is False
+    assert out["model"]["position_bias"]["calibration_unreliable"] is False
+    check_position_bias(out)
+
+
+def true_values(shown: dict[str, Any], policy: str) -> np.ndarray:
+    """Per slot, the true click probability under ``policy``: theta_k times the mean
+    relevance of the candidates (uniform: every slot holds a uniformly drawn candidate), or
+    of the items the log showed there (logging)."""
+    theta = shown["sim"].theta
+    if policy == "uniform":
+        values: np.ndarray = shown["mean_relevance"].mean() * theta
+        return values
+    return (shown["relevance"] * theta).mean(axis=0)  # type: ignore[no-any-return]
+
+
+def missed(shown: dict[str, Any], policy: str, positions: slice) -> list[Any]:
+    """The evaluations of ``policy`` whose 95% interval misses the truth, at ``positions``:
+    ``V`` with the true rates given, ``rho0 + (1 - rho0 - rho1) V`` without."""
+    sim = shown["sim"]
+    beta = 1.0 - sim.rho0 - sim.rho1
+    out = []
+    for corrected in (False, True):
+        done = shown["evaluations"][policy, corrected]
+        assert done["status"] == "done" and done["n"] == ROUNDS, done
+        value = true_values(shown, policy)
+        target = value if corrected else sim.rho0 + beta * value
+        for position in done["positions"][positions]:
+            k = position["position"]
+            out += [(corrected, k, name, target[k], position[name])
+                    for name in ("ips", "snips", "dr")
+                    if not position[name]["ci_low"] <= target[k] <= position[name]["ci_high"]]
+    return out
+
+
+def test_logging_evaluation_holds_the_truth_at_every_slot(shown: dict[str, Any]) -> None:
+    assert missed(shown, "logging", slice(None)) == []
+
+
+def test_uniform_evaluation_holds_the_truth_in_slot_0(shown: dict[str, Any]) -> None:
+    assert missed(shown, "uniform", slice(0, 1)) == []
+
+
+@pytest.mark.xfail(strict=True, reason="below slot 0 the uniform ranking's IPS intervals "
+                   "(and SNIPS's at slot 1) miss its true value (slot 1: 0.07-0.14 for 0.175 "
+                   "raw), unflagged: the products of inverse propensities over the slots are "
+                   "heavy-tailed and the percentile bootstrap does not cover; DR does")
+def test_uniform_evaluation_holds_the_truth_below_slot_0(shown: dict[str, Any]) -> None:
+    assert missed(shown, "uniform", slice(1, None)) == []
