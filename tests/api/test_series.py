@@ -96,6 +96,7 @@ def _until(check: Callable[[], bool], what: str) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_a_short_burst_ends_in_a_point_and_a_kept_version(redis_url: str) -> None:
     app = create_app(Settings(redis_url=redis_url, admin_token=ADMIN_TOKEN),
                      background=[run_slow_trainer])

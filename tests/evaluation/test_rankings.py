@@ -69,6 +69,7 @@ def rank_log(seed: int, events: int) -> tuple[list[LogEntry], float, RankSimulat
     return entries, float(np.mean(truth)), sim
 
 
+@pytest.mark.slow
 def test_uniform_ranking_holds_the_true_value_in_its_interval_in_18_of_20_seeds() -> None:
     """The acceptance check: the 95% intervals of a uniform ranking of each request's own
     candidates (IPS, SNIPS, DR of slot 0), raw clicks and noise-corrected, on 20 logs.  With

@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+import pytest
 import redis
 
 from app.store import ModelKeys, Store
@@ -59,6 +60,7 @@ def dead_trainer_claims(redis_url: str, mk: ModelKeys, n: int) -> None:
     asyncio.run(run())
 
 
+@pytest.mark.slow
 def test_16000_pending_entries_of_one_model_stall_no_other_tenants_model(
         redis_url: str) -> None:
     with make_client(redis_url, trainer=False) as api:
@@ -120,6 +122,7 @@ def test_a_model_failing_every_step_is_reported_and_other_tenants_keep_learning(
 CHURN_SECONDS = 30.0
 
 
+@pytest.mark.slow
 def test_resets_rollbacks_imports_in_a_loop_lose_no_event_and_stall_no_other_tenant(
         redis_url: str) -> None:
     with make_client(redis_url) as api:

@@ -143,6 +143,7 @@ def _aof_with(data: Path, values: dict[str, bytes], rewrite: bool) -> None:
         server.stop()
 
 
+@pytest.mark.slow
 def test_start_waits_while_the_aof_loads_longer_than_its_timeout(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Loading takes at least 600 keys x 5 ms = 3 s (Redis's ``key-load-delay``), three times

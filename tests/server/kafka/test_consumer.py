@@ -88,6 +88,7 @@ def bad_messages() -> list[tuple[tuple[bytes | None, bytes], str]]:
     return kinds * 4
 
 
+@pytest.mark.slow
 def test_feedback_from_kafka_applied_once_with_copies_and_dead_letters(
         app_client: TestClient, kafka: KafkaSettings, broker: LocalBroker) -> None:
     auth = new_tenant(app_client)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+import pytest
 import redis
 
 from app.bench.kafkabroker import LocalBroker
@@ -65,6 +66,7 @@ def weights(client: TestClient, auth: dict[str, str], model: str) -> dict[str, n
             for name, a in state.items()}
 
 
+@pytest.mark.slow
 def test_consumer_sigkilled_repeatedly_gives_the_weights_of_http(
         client: TestClient, tenant: dict[str, str], redis_url: str, broker: LocalBroker,
         tmp_path: Path) -> None:

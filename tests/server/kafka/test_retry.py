@@ -33,6 +33,7 @@ async def until(condition: Callable[[], bool], what: str) -> None:
     raise AssertionError(f"gave up waiting for {what}")
 
 
+@pytest.mark.slow
 async def test_store_failure_rereads_the_batch_and_loses_nothing(
         client: TestClient, tenant: dict[str, str], redis_url: str, broker: LocalBroker,
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import orjson
+import pytest
 
 from app.bench.kafkabroker import LocalBroker
 from app.store.embedded import free_port
@@ -20,6 +21,7 @@ from tests.server.kafka.helpers import produce, wait_for
 ADMIN_TOKEN = "serve-kafka-admin-token-0123456789"
 
 
+@pytest.mark.slow
 def test_serve_consumes_feedback_from_kafka(tmp_path: Path, broker: LocalBroker) -> None:
     kafka = kafka_settings(broker)
     port = free_port()
