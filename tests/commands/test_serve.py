@@ -111,6 +111,20 @@ def _redis_pid(data_dir: Path) -> int:
         return int(client.info("server")["process_id"])
 
 
+def _tenant_with_model(base: str, data_dir: Path,
+                       algorithm: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The admin's and a new tenant's headers, the tenant owning a label model ``m1`` of
+    ``algorithm`` (3 features, 3 classes)."""
+    admin = {"Authorization": f"Bearer {(data_dir / 'admin_token').read_text().strip()}"}
+    key = httpx.post(f"{base}/v1/admin/tenants", json={"tenant_id": "acme"},
+                     headers=admin).json()["api_key"]
+    auth = {"Authorization": f"Bearer {key}"}
+    assert httpx.post(f"{base}/v1/models", headers=auth, json={
+        "model_id": "m1", "task": "label", "algorithm": algorithm, "n_features": 3,
+        "n_classes": 3, "seed": 1}).status_code == 201
+    return admin, auth
+
+
 def test_serve_restarts_its_killed_redis_and_loses_nothing_accepted(tmp_path: Path) -> None:
     """redis-server SIGKILLed under serve: /healthz says so, serve restarts it by itself
     (ready again well within 30 s), counts the restart, and every accepted event is applied;
@@ -122,13 +136,7 @@ def test_serve_restarts_its_killed_redis_and_loses_nothing_accepted(tmp_path: Pa
     proc = _start(data_dir, port)
     try:
         _wait_ready(base, proc)
-        admin = {"Authorization": f"Bearer {(data_dir / 'admin_token').read_text().strip()}"}
-        key = httpx.post(f"{base}/v1/admin/tenants", json={"tenant_id": "acme"},
-                         headers=admin).json()["api_key"]
-        auth = {"Authorization": f"Bearer {key}"}
-        assert httpx.post(f"{base}/v1/models", headers=auth, json={
-            "model_id": "m1", "task": "label", "algorithm": "rcnbf", "n_features": 3,
-            "n_classes": 3, "seed": 1}).status_code == 201
+        admin, auth = _tenant_with_model(base, data_dir, "rcnbf")
 
         def round_of(n: int) -> int:
             preds = httpx.post(f"{base}/v1/models/m1/predict", headers=auth, json={
@@ -182,13 +190,7 @@ def test_serve_ctrl_c_stops_cleanly_without_a_traceback(tmp_path: Path) -> None:
         start_new_session=True)
     try:
         _wait_ready(base, proc)
-        admin = {"Authorization": f"Bearer {(data_dir / 'admin_token').read_text().strip()}"}
-        key = httpx.post(f"{base}/v1/admin/tenants", json={"tenant_id": "acme"},
-                         headers=admin).json()["api_key"]
-        auth = {"Authorization": f"Bearer {key}"}
-        assert httpx.post(f"{base}/v1/models", headers=auth, json={
-            "model_id": "m1", "task": "label", "algorithm": "rcine", "n_features": 3,
-            "n_classes": 3, "seed": 1}).status_code == 201
+        _, auth = _tenant_with_model(base, data_dir, "rcine")
         preds = httpx.post(f"{base}/v1/models/m1/predict", headers=auth, json={
             "instances": [[1, 0, 0]] * 200}).json()["predictions"]
         assert httpx.post(f"{base}/v1/models/m1/feedback", headers=auth, json={"events": [
