@@ -50,6 +50,7 @@ def _report(client: TestClient, auth: dict[str, str]) -> dict[str, Any]:
     return report
 
 
+@pytest.mark.slow
 def test_apprentice_serves_the_baseline_learns_it_and_switches_online(
         client: TestClient, tenant: dict[str, str]) -> None:
     created = _apprentice(client, tenant)
@@ -183,6 +184,7 @@ def test_a_mode_switch_never_undoes_a_promotion_written_meanwhile(
     assert client.get("/v1/models/m1", headers=tenant).json()["algorithm"] == "squarecb_diag"
 
 
+@pytest.mark.slow
 def test_an_apprentice_decision_ended_by_the_no_click_default_counts_as_reward_0(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     """Callers that report only clicks (on_timeout no_click) get the rest learned as no

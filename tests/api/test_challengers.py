@@ -165,6 +165,7 @@ def test_another_tenant_gets_404(client: TestClient, tenant: dict[str, str]) -> 
         "challengers"]) == 1
 
 
+@pytest.mark.slow
 def test_a_failing_challenger_is_marked_and_skipped(client: TestClient, tenant: dict[str, str],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(self: SquareCBDiag, batch: Any) -> None:

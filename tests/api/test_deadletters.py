@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import orjson
+import pytest
 import redis
 
 from app.learners.base import stack_events
@@ -39,6 +40,7 @@ def click(client: TestClient, auth: dict[str, str]) -> str:
     return eid
 
 
+@pytest.mark.slow
 def test_poisoned_event_is_visible_everywhere_and_drop_removes_it(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_model(client, tenant)
@@ -75,6 +77,7 @@ def test_poisoned_event_is_visible_everywhere_and_drop_removes_it(
     assert r.status_code == 422 and r.json()["error"]["field"] == "entry_id"
 
 
+@pytest.mark.slow
 def test_list_pages_and_drop_all(client: TestClient, tenant: dict[str, str],
                                  redis_url: str) -> None:
     new_model(client, tenant)
@@ -99,6 +102,7 @@ def test_list_pages_and_drop_all(client: TestClient, tenant: dict[str, str],
                       headers=tenant).status_code == 422
 
 
+@pytest.mark.slow
 def test_retry_of_a_bad_entry_comes_back_as_a_dead_letter(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_model(client, tenant)
@@ -116,6 +120,7 @@ def test_retry_of_a_bad_entry_comes_back_as_a_dead_letter(
     assert metric(client) == 2.0 and stats(client, tenant)["events_dead_lettered"] == 1
 
 
+@pytest.mark.slow
 def test_retry_after_the_cause_is_gone_applies_the_event_once(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_model(client, tenant)

@@ -39,6 +39,7 @@ def play_label(client: TestClient, auth: dict[str, str], n: int, seed: int = 0
             for p, x, e in zip(preds, X, events, strict=True)]
 
 
+@pytest.mark.slow
 def test_label_log_holds_every_applied_event_with_context_and_feedback(
         client: TestClient, tenant: dict[str, str]) -> None:
     new_model(client, tenant)
@@ -68,6 +69,7 @@ def test_label_log_holds_every_applied_event_with_context_and_feedback(
     assert get_log(client, tenant)[0] == []
 
 
+@pytest.mark.slow
 def test_paging_with_after_and_time_filter(client: TestClient, tenant: dict[str, str]) -> None:
     new_model(client, tenant)
     play_label(client, tenant, 25)
@@ -176,6 +178,7 @@ def test_rank_log_has_slots_with_id_hashes_propensities_and_clicks(
         assert slot["click"] == (1.0 if shown["id"] == clicked else 0.0)
 
 
+@pytest.mark.slow
 def test_the_id_table_keeps_each_id_once_up_to_its_capacity_and_goes_with_the_model(
         client: TestClient, tenant: dict[str, str], redis_url: str,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -89,6 +89,7 @@ def test_deferred_decision_is_learned_only_once_activated(
     assert never["event_id"].encode() not in _stream_event_ids(redis_url)
 
 
+@pytest.mark.slow
 def test_activated_decision_is_defaulted_at_its_new_deadline(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_model(client, tenant, feedback={"wait_seconds": 1, "on_timeout": "no_click"})

@@ -31,6 +31,7 @@ def _answer(client: TestClient, auth: dict[str, str], n: int, rate: float,
     assert client.post("/v1/models/m1/sync", headers=auth).status_code == 200
 
 
+@pytest.mark.slow
 def test_model_shows_the_drift_its_trainer_detected(client: TestClient) -> None:
     auth = new_tenant(client, "acme")
     assert new_model(client, auth)["drift"] is None  # no event applied yet

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.api.conftest import TestClient, new_model
 
 
+@pytest.mark.slow
 def test_loop_feedback_updates_model(client: TestClient, tenant: dict[str, str]) -> None:
     model = new_model(client, tenant)
     assert model["version"] == 1 and model["stats"]["predictions"] == 0

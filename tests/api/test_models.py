@@ -90,6 +90,7 @@ def _train_one(client: TestClient, auth: dict[str, str]) -> None:
     assert client.post("/v1/models/m1/sync", headers=auth).status_code == 200
 
 
+@pytest.mark.slow
 def test_snapshot_export_import_and_reset(client: TestClient, tenant: dict[str, str]) -> None:
     new_model(client, tenant)
     _train_one(client, tenant)
@@ -178,6 +179,7 @@ def _model_keys(redis_url: str, model_id: str) -> list[bytes]:
 
 
 @pytest.mark.parametrize("route", ["model", "tenant"])
+@pytest.mark.slow
 def test_delete_removes_answered_contexts_and_open_feedback_series(
         client: TestClient, tenant: dict[str, str], redis_url: str, route: str) -> None:
     """A delete leaves no key of the model (answered decisions' context tombstones included)

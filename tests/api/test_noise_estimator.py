@@ -4,6 +4,7 @@ counts, the settings it accepts and the 422s of settings that cannot work."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import redis
 
 from app.store.keys import ModelKeys
@@ -11,6 +12,7 @@ from tests.api.conftest import TestClient, new_model, predict_all
 from tests.api.test_rank import candidates, new_ranker
 
 
+@pytest.mark.slow
 def test_a_new_model_says_insufficient_data_and_counts_the_observed_plays(
         client: TestClient, tenant: dict[str, str]) -> None:
     new_model(client, tenant, algorithm="linucb_diag")
@@ -55,6 +57,7 @@ def test_put_refuses_settings_that_cannot_work(client: TestClient,
     assert client.get("/v1/models/m1/noise", headers=tenant).json()["estimator"] == "anchor"
 
 
+@pytest.mark.slow
 def test_a_rank_model_has_the_fixed_estimator_and_refuses_anchor(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     # slate clicks pin no scale of true relevance, so nothing estimates a rank model's rates

@@ -51,6 +51,7 @@ def test_feedback_invalid_422(client: TestClient, tenant: dict[str, str], body: 
     assert r.json()["error"]["field"] == field
 
 
+@pytest.mark.slow
 def test_more_copies_flow(client: TestClient, tenant: dict[str, str]) -> None:
     _model(client, tenant)                             # gaussian kernel: random plans
     preds = predict_all(client, tenant, np.ones((50, 3)))
@@ -112,6 +113,7 @@ def test_kernel_ogd_linear_learns_from_noisy_copies(client: TestClient,
     assert mse() < 0.1 * before and mse() < 0.2
 
 
+@pytest.mark.slow
 def test_classification_loss_needs_a_sign_target(client: TestClient,
                                                  tenant: dict[str, str]) -> None:
     _model(client, tenant, params={"kernel": "linear", "loss": "smooth_hinge"})

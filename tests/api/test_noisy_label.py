@@ -35,6 +35,7 @@ def _examples(client: TestClient, auth: dict[str, str], X: np.ndarray, labels: n
         client.post(f"/v1/models/{model}/sync", headers=auth)
 
 
+@pytest.mark.slow
 def test_create_predict_feedback(client: TestClient, tenant: dict[str, str]) -> None:
     m = _model(client, tenant)
     assert m["algorithm"] == "uma" and m["params"]["confusion"] is None
@@ -73,6 +74,7 @@ def test_feedback_invalid_422(client: TestClient, tenant: dict[str, str], body: 
     assert r.json()["accepted"] == 1 and r.json()["rejected"][0]["index"] == 1
 
 
+@pytest.mark.slow
 def test_perceptron_gold_needs_no_noisy_label(client: TestClient,
                                               tenant: dict[str, str]) -> None:
     _model(client, tenant, algorithm="perceptron")
@@ -120,6 +122,7 @@ def test_confusion_get_put_and_back_to_estimate(client: TestClient,
     assert r["source"] == "estimated" and r["matrix"] == np.eye(3).tolist()
 
 
+@pytest.mark.slow
 def test_gold_examples_change_the_estimated_confusion(client: TestClient,
                                                       tenant: dict[str, str]) -> None:
     _model(client, tenant, params={"chunk": 50, "gold_min_per_class": 10})

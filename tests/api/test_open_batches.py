@@ -126,6 +126,7 @@ def test_regression_batch_rejects_bad_items_alone(client: TestClient,
     assert stats["feedback_accepted"] == 3 and stats["events_applied"] == 3
 
 
+@pytest.mark.slow
 def test_noisy_input_batch_takes_parts_of_one_event_in_order(client: TestClient,
                                                             tenant: dict[str, str]) -> None:
     r = client.post("/v1/models", json={"model_id": "m1", "task": "noisy_input",

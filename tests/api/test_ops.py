@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from app.main import create_app
 from app.settings import Settings
 from app.store.embedded import EmbeddedRedis
@@ -21,6 +23,7 @@ METRIC_SERIES = ("http_requests_total", "http_request_duration_seconds", "predic
                  "model_version", "noise_rate", "debiased_reward")
 
 
+@pytest.mark.slow
 def test_health_ready_metrics(client: TestClient, tenant: dict[str, str]) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get("/readyz").status_code == 200

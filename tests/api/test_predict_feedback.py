@@ -44,6 +44,7 @@ def test_predict_batch_and_explore_false(client: TestClient, tenant: dict[str, s
     assert stats["predictions"] == 3
 
 
+@pytest.mark.slow
 def test_predict_label_set(client: TestClient, tenant: dict[str, str]) -> None:
     new_model(client, tenant, task="label_set", algorithm="mc_dbf", n_classes=5,
               params={"m": 2})
@@ -91,6 +92,7 @@ def test_predict_batch_over_1000_422(client: TestClient, tenant: dict[str, str])
     assert r.status_code == 422 and r.json()["error"]["field"] == "instances"
 
 
+@pytest.mark.slow
 def test_feedback_once_then_409_and_unknown_404(client: TestClient,
                                                 tenant: dict[str, str]) -> None:
     new_model(client, tenant)
@@ -136,6 +138,7 @@ def test_feedback_full_information_label(client: TestClient, tenant: dict[str, s
     assert r.status_code == 202
 
 
+@pytest.mark.slow
 def test_feedback_batch_accepts_and_rejects_each(client: TestClient,
                                                  tenant: dict[str, str]) -> None:
     new_model(client, tenant)
@@ -163,6 +166,7 @@ def _context_bytes(redis_url: str) -> int:
         return sum(int(r.memory_usage(k) or 0) for k in r.scan_iter(match="*:ctx:*"))
 
 
+@pytest.mark.slow
 def test_sparse_instances_on_a_wide_model_stay_small_in_redis(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     """The issue's example: 100 sparse instances (3 non-zeros each) of a 100,000-feature

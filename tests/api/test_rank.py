@@ -77,6 +77,7 @@ def test_fewer_slots_sparse_and_named_features_and_greedy(client: TestClient,
     assert "event_id" not in greedy and all(x["probability"] == 1.0 for x in greedy["ranking"])
 
 
+@pytest.mark.slow
 def test_batch_rank_and_batch_feedback(client: TestClient, tenant: dict[str, str]) -> None:
     new_ranker(client, tenant)
     rng = np.random.default_rng(1)
@@ -106,6 +107,7 @@ def test_batch_rank_and_batch_feedback(client: TestClient, tenant: dict[str, str
     assert stats["debiased_reward"] == pytest.approx(0.7 / 3)
 
 
+@pytest.mark.slow
 def test_feedback_exactly_once(client: TestClient, tenant: dict[str, str],
                                ranked: dict[str, Any]) -> None:
     shown = [r["id"] for r in ranked["ranking"]]
@@ -245,6 +247,7 @@ def test_unanswered_rankings_become_no_clicks_at_the_timeout(
     assert snap["state"]["count_"]["shape"] == []
 
 
+@pytest.mark.slow
 def test_state_round_trips_through_the_snapshot(client: TestClient, tenant: dict[str, str],
                                                 ranked: dict[str, Any]) -> None:
     post_feedback(client, tenant, {"event_id": ranked["event_id"],

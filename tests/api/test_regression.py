@@ -78,6 +78,7 @@ def test_feedback_non_finite_422(client: TestClient, tenant: dict[str, str]) -> 
         assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text
 
 
+@pytest.mark.slow
 def test_feedback_unknown_duplicate_and_version(client: TestClient,
                                                 tenant: dict[str, str]) -> None:
     _model(client, tenant)
@@ -93,6 +94,7 @@ def test_feedback_unknown_duplicate_and_version(client: TestClient,
     assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == 1
 
 
+@pytest.mark.slow
 def test_more_labels_flow_joins_all_values(client: TestClient, tenant: dict[str, str]) -> None:
     # budget 3 with "const": every round gets ceil(3) = 3 labels (p = 1)
     _model(client, tenant, label_budget={"budget": 3, "strategy": "const"})
@@ -142,6 +144,7 @@ def test_open_decision_expires_with_labels_received(client: TestClient,
     np.testing.assert_allclose(_weights(client, tenant), ref.w_)
 
 
+@pytest.mark.slow
 def test_budget_never_exceeded_and_events_applied_in_order(client: TestClient,
                                                            tenant: dict[str, str]) -> None:
     budget = 1.5
@@ -231,6 +234,7 @@ def test_concurrent_first_labels_never_overspend(client: TestClient,
     assert state["labels_used"] <= budget * n
 
 
+@pytest.mark.slow
 def test_two_sample_rule_asks_for_a_second_label(client: TestClient,
                                                  tenant: dict[str, str]) -> None:
     _model(client, tenant, params={"alpha_rule": "two_sample"})

@@ -35,6 +35,7 @@ def client(redis_url: str) -> Iterator[TestClient]:
         yield c
 
 
+@pytest.mark.slow
 def test_series_shows_the_points_of_the_callers_model_only(client: TestClient) -> None:
     auth = new_tenant(client, "acme")
     other = new_tenant(client, "globex")

@@ -127,6 +127,7 @@ def test_rollback_restores_predictions_and_learning_goes_on(
     assert model["version"] == 13 and model["stats"]["events_applied"] == 11
 
 
+@pytest.mark.slow
 def test_rollback_errors_name_the_field_and_other_tenants_get_404(
         client: TestClient, tenant: dict[str, str]) -> None:
     _model_of(client, tenant, versions={"kept": 2, "interval_seconds": 0})
@@ -154,6 +155,7 @@ def test_rollback_errors_name_the_field_and_other_tenants_get_404(
     assert r.status_code == 422 and r.json()["error"]["field"] == "versions.kept"
 
 
+@pytest.mark.slow
 def test_delete_drops_the_kept_versions(client: TestClient, tenant: dict[str, str],
                                         redis_url: str) -> None:
     _model_of(client, tenant, versions={"kept": 5, "interval_seconds": 0})
@@ -167,6 +169,7 @@ def test_delete_drops_the_kept_versions(client: TestClient, tenant: dict[str, st
     assert [v["version"] for v in _versions(client, tenant)["versions"]] == [1]
 
 
+@pytest.mark.slow
 def test_kept_none(client: TestClient, tenant: dict[str, str]) -> None:
     _model_of(client, tenant, versions={"kept": 0, "interval_seconds": 0})
     _train(client, tenant, X[0], 1.0)
@@ -295,6 +298,7 @@ def test_the_marker_is_logged_in_the_step_that_changes_the_version(
     assert _log_kinds(redis_url) == [(change, 2), ("events", 3)]
 
 
+@pytest.mark.slow
 def test_a_rollback_keeps_the_state_before_it_so_it_can_be_undone(
         client: TestClient, tenant: dict[str, str]) -> None:
     _model_of(client, tenant, versions={"kept": 20, "interval_seconds": 3600})

@@ -98,6 +98,7 @@ async def test_open_loop_sends_on_schedule_and_measures_from_the_due_time(server
     assert result["achieved_per_second"] > 150
 
 
+@pytest.mark.slow
 async def test_open_loop_latency_includes_waiting_for_a_free_connection(server: Server
                                                                         ) -> None:
     """One connection, answers in 20 ms, due every 5 ms: the queue must show in the latency
@@ -110,6 +111,7 @@ async def test_open_loop_latency_includes_waiting_for_a_free_connection(server: 
     assert result["max_ms"] > 500.0
 
 
+@pytest.mark.slow
 async def test_open_loop_tells_in_which_seconds_the_slow_requests_were_due(server: Server
                                                                           ) -> None:
     """100 requests due in the first second answered at once, 100 in the second after 30 ms."""

@@ -18,6 +18,7 @@ def events(client: Client) -> list[str]:
     return [p["event_id"] for p in preds]
 
 
+@pytest.mark.slow
 def test_buffer_flushes_by_size(client: Client, events: list[str]) -> None:
     with FeedbackBuffer(client, "fb1", max_events=10, max_delay=60) as buf:
         for e in events:

@@ -70,6 +70,7 @@ def test_predict_feedback_sync_loop(client: Client) -> None:
     assert model["stats"]["predictions"] >= 7
 
 
+@pytest.mark.slow
 def test_snapshot_reset_delete(client: Client) -> None:
     _model(client)
     p = client.predict("m1", [0.0, 1.0, 0.0, 0.0])
@@ -89,6 +90,7 @@ def test_snapshot_reset_delete(client: Client) -> None:
     assert (info.value.status, info.value.code) == (404, "unknown_model")
 
 
+@pytest.mark.slow
 def test_versions_and_rollback(client: Client) -> None:
     _model(client, versions={"kept": 5, "interval_seconds": 0})
     p = client.predict("m1", [0.0, 1.0, 0.0, 0.0])
@@ -159,6 +161,7 @@ async def test_async_client_loop(service: Service, api_key: str) -> None:
         assert await c.list_models() == []
 
 
+@pytest.mark.slow
 async def test_dead_letters_list_drop_retry(service: Service, client: Client, api_key: str,
                                             redis_server: EmbeddedRedis) -> None:
     _model(client)

@@ -16,6 +16,7 @@ def model(client: Client) -> str:
     return "ws1"
 
 
+@pytest.mark.slow
 async def test_async_stream_many_in_flight(service: Service, api_key: str, client: Client,
                                            model: str) -> None:
     async with await AsyncStream.connect(service.url, api_key, model) as s:

@@ -43,6 +43,7 @@ def play_round(client: Any, auth: dict[str, str], n: int = 20) -> tuple[list[str
     return ids, (r.json()["accepted"] if r.status_code == 202 else 0)
 
 
+@pytest.mark.slow
 def test_redis_killed_and_restarted_with_aof_loses_no_accepted_feedback(
         tmp_path: Path) -> None:
     server = EmbeddedRedis(tmp_path / "redis").start()  # appendonly yes, everysec

@@ -86,6 +86,7 @@ def test_16000_pending_entries_of_one_model_stall_no_other_tenants_model(
         assert s["trainer_error"] is None
 
 
+@pytest.mark.slow
 def test_a_model_failing_every_step_is_reported_and_other_tenants_keep_learning(
         redis_url: str) -> None:
     raw = redis.Redis.from_url(redis_url)

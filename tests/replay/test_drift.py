@@ -10,6 +10,7 @@ import pytest
 from app.cli import main
 
 
+@pytest.mark.slow
 def test_label_replay_reports_recovery_detection_and_plots(tmp_path: Path) -> None:
     out, png = tmp_path / "run.json", tmp_path / "run.png"
     assert main(["replay", "--task", "label", "--algorithm", "linucb_diag", "--dataset",

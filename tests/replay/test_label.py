@@ -78,6 +78,7 @@ def test_run_full_information_learner_gets_true_labels() -> None:
     assert result.extra["final_window_error_rate"] < 0.2  # iris, noise-free labels
 
 
+@pytest.mark.slow
 def test_run_at_defaults_estimates_as_the_service_and_publishes_by_its_rule() -> None:
     # rcnbf's service default is the anchor estimator: the learner starts from 0, not the
     # truth, and 2,500 plays are too few to publish (the top set needs 100 plays)

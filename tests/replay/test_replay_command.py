@@ -39,6 +39,7 @@ def test_replay_rcine_json_has_noise_estimates(tmp_path: Path) -> None:
         data["noise_estimates"][0].keys())
 
 
+@pytest.mark.slow
 def test_replay_at_defaults_runs_the_services_estimator(tmp_path: Path) -> None:
     out, png = tmp_path / "r.json", tmp_path / "r.png"
     assert main(["replay", "--dataset", "iris", "--algorithm", "linucb_diag", "--rounds",

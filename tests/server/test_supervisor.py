@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import redis
 
 from app.metrics import Metrics
@@ -22,6 +23,7 @@ def _until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_restarts_after_failed_starts_and_keeps_the_data(tmp_path: Path) -> None:
     metrics = Metrics()
     supervisor = StoreSupervisor(metrics, first_delay=0.05, max_delay=0.2)

@@ -16,6 +16,7 @@ from redis.exceptions import ResponseError
 from app.store.client import STORE_ERRORS, ScriptBatch, connect
 
 
+@pytest.mark.slow
 async def test_more_concurrent_commands_than_connections_wait_instead_of_failing(
         redis_url: str) -> None:
     redis = connect(redis_url, max_connections=4)

@@ -162,6 +162,7 @@ def test_start_waits_while_the_aof_loads_longer_than_its_timeout(
         server.stop()
 
 
+@pytest.mark.slow
 def test_start_rewrites_an_aof_grown_past_twice_its_data(tmp_path: Path) -> None:
     """An AOF of 40 overwrites of one 100 KB value (4 MB for 100 KB of data, written while
     the rewrite threshold was 1 GB) is rewritten at the next start (threshold 1 MB); Redis

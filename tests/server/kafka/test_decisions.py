@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import orjson
+import pytest
 from confluent_kafka import Producer
 
 from app.bench.kafkabroker import LocalBroker
@@ -21,6 +22,7 @@ from tests.server.kafka.helpers import read_topic
 EVENTS = 40
 
 
+@pytest.mark.slow
 async def test_decision_log_published_once_as_get_log_gives_it(
         client: TestClient, tenant: dict[str, str], redis_url: str,
         broker: LocalBroker) -> None:

@@ -67,6 +67,7 @@ def test_parse_message_gives_the_event_without_its_routing_fields() -> None:
     assert parse_message(value, ()) == (("acme", "m1"), {"event_id": "e", "click": True})
 
 
+@pytest.mark.slow
 def test_worker_with_refused_kafka_settings_exits_2_naming_the_variable() -> None:
     env = {**os.environ, "NOISYLOOP_KAFKA_BOOTSTRAP": "127.0.0.1:1",
            "NOISYLOOP_KAFKA_CONFIG": '{"group.id": "x"}'}
