@@ -55,6 +55,23 @@ def client(redis_url: str) -> Iterator[TestClient]:
         yield c
 
 
+async def run_recording_trainer(ctx: ApiContext, stop: asyncio.Event) -> None:
+    """The trainer with a series point after every batch (once the next batch or an idle
+    pass comes)."""
+    settings = WorkerSettings(roles=("trainer",), worker_id="series-tests", flush_interval=0.01,
+                              nrest_threads=True, batch_size=50, series_interval=1e-9)
+    await Worker(ctx.store, settings, metrics=ctx.metrics).run(stop)
+
+
+@pytest.fixture
+def recording_client(redis_url: str) -> Iterator[TestClient]:
+    """The app with a running in-process trainer that records a series point per batch."""
+    app = create_app(Settings(redis_url=redis_url, admin_token=ADMIN_TOKEN),
+                     background=[run_recording_trainer])
+    with TestClient(app) as c:
+        yield c
+
+
 @pytest.fixture
 def idle_client(redis_url: str) -> Iterator[TestClient]:
     """The app without a trainer (events stay queued)."""

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
-from tests.api.conftest import ADMIN_TOKEN, new_model, new_tenant, predict_all
-from tests.api.test_series import run_recording_trainer
+from tests.api.conftest import new_model, new_tenant, predict_all
 
 
 @pytest.fixture
-def client(redis_url: str) -> Iterator[TestClient]:
-    app = create_app(Settings(redis_url=redis_url, admin_token=ADMIN_TOKEN),
-                     background=[run_recording_trainer])
-    with TestClient(app) as c:
-        yield c
+def client(recording_client: TestClient) -> TestClient:
+    """The trainer records a series point per batch here too."""
+    return recording_client
 
 
 def _answer(client: TestClient, auth: dict[str, str], n: int, rate: float,

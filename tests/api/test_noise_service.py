@@ -22,7 +22,8 @@ pytestmark = pytest.mark.slow
 K, D, N, BATCH, RATES = 10, 20, 20_000, 500, (0.2, 0.3)
 
 
-def _run_nrest(redis_url: str) -> None:
+def run_nrest(redis_url: str) -> None:
+    """One nrest role drained once (it takes the queued jobs, refreshes due estimates)."""
     async def run() -> None:
         store = Store.from_url(redis_url)
         await Worker(store, WorkerSettings(roles=("nrest",), worker_id="n",
@@ -31,10 +32,31 @@ def _run_nrest(redis_url: str) -> None:
     asyncio.run(run())
 
 
+def answer_with_noisy_clicks(client: TestClient, tenant: dict[str, str], redis_url: str,
+                             X: np.ndarray, W: np.ndarray, rates: tuple[float, float],
+                             rng: np.random.Generator) -> tuple[list[dict[str, Any]], list[int],
+                                                                list[int]]:
+    """Decide ``X`` on model ``m1``, click each decision through the click noise ``rates``
+    (right when the label is ``argmax W x``), post the clicks, wait for the trainer and run
+    the nrest role once; the decisions, whether each was right, and the clicks."""
+    preds = predict_all(client, tenant, X)
+    hits = [int(p["label"] == y) for p, y in zip(preds, np.argmax(X @ W.T, axis=1),
+                                                  strict=True)]
+    clicks = [int(rng.random() > rates[1]) if c else int(rng.random() < rates[0])
+              for c in hits]
+    events = [{"event_id": p["event_id"], "click": f}
+              for p, f in zip(preds, clicks, strict=True)]
+    assert client.post("/v1/models/m1/feedback", json={"events": events},
+                       headers=tenant).status_code in (200, 202)
+    assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
+    run_nrest(redis_url)
+    return preds, hits, clicks
+
+
 def _serve_nrest(redis_url: str, stop: threading.Event) -> None:
     """The nrest role, drained again and again until ``stop`` (it takes queued jobs)."""
     while not stop.is_set():
-        _run_nrest(redis_url)
+        run_nrest(redis_url)
         stop.wait(0.02)
 
 
@@ -122,19 +144,9 @@ def test_rates_and_debiased_reward_within_tolerance_and_no_number_before(
     for b in range(N // BATCH):
         X = rng.standard_normal((BATCH, D))
         X /= np.linalg.norm(X, axis=1, keepdims=True)
-        preds = predict_all(client, tenant, X)
+        preds, hits, _ = answer_with_noisy_clicks(client, tenant, redis_url, X, W, RATES, rng)
         assert all(0.0 <= p["expected_reward"] <= 1.0 for p in preds)
-        hits = [int(p["label"] == y) for p, y in zip(preds, np.argmax(X @ W.T, axis=1),
-                                                      strict=True)]
         right += hits
-        clicks = [int(rng.random() > RATES[1]) if c else int(rng.random() < RATES[0])
-                  for c in hits]
-        events = [{"event_id": p["event_id"], "click": f}
-                  for p, f in zip(preds, clicks, strict=True)]
-        assert client.post("/v1/models/m1/feedback", json={"events": events},
-                           headers=tenant).status_code in (200, 202)
-        assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
-        _run_nrest(redis_url)
         noise = client.get("/v1/models/m1/noise", headers=tenant).json()
         if b == 4:  # 2,500 events: too few, and the initial rates stay
             assert noise["status"] == "insufficient_data" and noise["reason"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,20 +19,10 @@ from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 
-async def run_recording_trainer(ctx: ApiContext, stop: asyncio.Event) -> None:
-    """The trainer with a point after every batch (once the next batch or an idle pass
-    comes)."""
-    settings = WorkerSettings(roles=("trainer",), worker_id="series-tests", flush_interval=0.01,
-                              nrest_threads=True, batch_size=50, series_interval=1e-9)
-    await Worker(ctx.store, settings, metrics=ctx.metrics).run(stop)
-
-
 @pytest.fixture
-def client(redis_url: str) -> Iterator[TestClient]:
-    app = create_app(Settings(redis_url=redis_url, admin_token=ADMIN_TOKEN),
-                     background=[run_recording_trainer])
-    with TestClient(app) as c:
-        yield c
+def client(recording_client: TestClient) -> TestClient:
+    """Every test here watches the series: the trainer records a point per batch."""
+    return recording_client
 
 
 @pytest.mark.slow

@@ -16,7 +16,6 @@ evaluations of the model's log (``uniform``, ``logging``, ``fixed:N``,
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,11 +25,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.store import Store
 from tests.api.conftest import TestClient, predict_all
 from tests.api.test_evaluations import evaluation
-from workers.settings import WorkerSettings
-from workers.worker import Worker
+from tests.api.test_noise_service import answer_with_noisy_clicks
 
 K, D, N, BATCH, RATES, SEED = 10, 20, 15_000, 500, (0.15, 0.25), 11
 #: Normal quantile of the sampling tolerance on a mean click (two-sided 99.7%).
@@ -38,15 +35,6 @@ Z = 3.0
 BETA = 1.0 - RATES[0] - RATES[1]
 
 pytestmark = pytest.mark.slow
-
-
-def _run_nrest(redis_url: str) -> None:
-    async def run() -> None:
-        store = Store.from_url(redis_url)
-        await Worker(store, WorkerSettings(roles=("nrest",), worker_id="n",
-                                           nrest_threads=True)).drain()
-        await store.close()
-    asyncio.run(run())
 
 
 def rate_error(f: float, interval: dict[str, Any]) -> float:
@@ -99,17 +87,8 @@ def run_stream(client: TestClient, tenant: dict[str, str], redis_url: str,
     for _ in range(N // BATCH):
         X = rng.standard_normal((BATCH, D))
         X /= np.linalg.norm(X, axis=1, keepdims=True)
-        preds = predict_all(client, tenant, X)
-        hits = [int(p["label"] == y) for p, y in zip(preds, np.argmax(X @ out.W.T, axis=1),
-                                                      strict=True)]
-        clicks = [int(rng.random() > RATES[1]) if c else int(rng.random() < RATES[0])
-                  for c in hits]
-        events = [{"event_id": p["event_id"], "click": f}
-                  for p, f in zip(preds, clicks, strict=True)]
-        assert client.post("/v1/models/m1/feedback", json={"events": events},
-                           headers=tenant).status_code in (200, 202)
-        assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
-        _run_nrest(redis_url)
+        preds, hits, clicks = answer_with_noisy_clicks(client, tenant, redis_url, X, out.W,
+                                                       RATES, rng)
         out.X.append(X)
         out.batches.append(Batch(
             preds, hits, clicks, client.get("/v1/models/m1/noise", headers=tenant).json(),
