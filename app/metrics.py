@@ -132,6 +132,12 @@ class Metrics:
             "kafka_consumer_lag", "Feedback messages of a partition not yet read by this "
             "consumer group (high watermark minus committed offset)", ("topic", "partition"),
             namespace=ns, registry=r)
+        self.trainer_step_failures = Counter(
+            "trainer_step_failures", "Trainer steps that raised (the model's events stay "
+            "pending and are retried)", namespace=ns, registry=r)
+        self.trainer_failing_models = Gauge(
+            "trainer_failing_models", "Models whose last trainer step raised", namespace=ns,
+            registry=r)
         self.store_restarts = Counter(
             "store_restarts", "Restarts of the embedded redis-server by noisyloop serve after "
             "it exited", namespace=ns, registry=r)

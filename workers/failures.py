@@ -15,40 +15,11 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
-from dataclasses import dataclass
 
-from prometheus_client import Counter, Gauge
-
-from app.metrics import NAMESPACE, Metrics
 from app.store import STORE_ERRORS, ModelKeys
 from workers.context import ModelRef, WorkerContext
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class FailureMetrics:
-    """The trainer's failure series, registered once on a :class:`Metrics`'s registry."""
-
-    steps_failed: Counter
-    failing_models: Gauge
-
-
-_REGISTERED: weakref.WeakKeyDictionary[Metrics, FailureMetrics] = weakref.WeakKeyDictionary()
-
-
-def failure_metrics(metrics: Metrics) -> FailureMetrics:
-    """The failure series of ``metrics`` (registered on its registry at the first call)."""
-    found = _REGISTERED.get(metrics)
-    if found is None:
-        r = metrics.registry
-        found = _REGISTERED[metrics] = FailureMetrics(
-            Counter("trainer_step_failures", "Trainer steps that raised (the model's events "
-                    "stay pending and are retried)", namespace=NAMESPACE, registry=r),
-            Gauge("trainer_failing_models", "Models whose last trainer step raised",
-                  namespace=NAMESPACE, registry=r))
-    return found
 
 
 def store_unreachable(exc: Exception) -> bool:
@@ -63,9 +34,8 @@ async def step_failed(ctx: WorkerContext, ref: ModelRef, exc: Exception) -> None
     n = ctx.pacer.failed(ref, time.monotonic())
     ctx.read_sizes.pop(ref, None)  # a smaller read next time: the failure may be its size
     ctx.learners.pop(ref, None)  # it may have learned part of a batch
-    m = failure_metrics(ctx.metrics)
-    m.steps_failed.inc()
-    m.failing_models.set(len(ctx.pacer.failures))
+    ctx.metrics.trainer_step_failures.inc()
+    ctx.metrics.trainer_failing_models.set(len(ctx.pacer.failures))
     if n & (n - 1) == 0:  # 1, 2, 4, 8...: a model failing on every read does not flood the log
         logger.error("trainer: step %d of %s/%s failed; its events stay pending, retried "
                      "later", n, *ref, exc_info=exc)
@@ -83,4 +53,4 @@ async def step_succeeded(ctx: WorkerContext, ref: ModelRef) -> None:
     await ctx.store.failures.clear(ModelKeys(*ref))
     if failed:
         logger.info("trainer: %s/%s recovered after %d failed step(s)", *ref, failed)
-        failure_metrics(ctx.metrics).failing_models.set(len(ctx.pacer.failures))
+        ctx.metrics.trainer_failing_models.set(len(ctx.pacer.failures))

@@ -15,7 +15,7 @@ from app.store.delivery import DeliveryStore
 from app.store.leases import LeaseStore
 from tests.workers.conftest import create_model, model_config
 from tests.workers.test_trainer import expected_state, feed, worker
-from workers import failures, trainer
+from workers import trainer
 from workers.pacing import MAX_FAILURE_WAIT, Pacer
 
 
@@ -56,15 +56,16 @@ async def test_a_model_failing_every_step_never_delays_another_model_by_a_pass(
         assert record.trainer_failure.failed_steps == 4
         assert record.trainer_failure.error.startswith("CodecError")
         assert (await store.events.group_progress(mk_bad))[1] == 20  # pending, not lost
-        m = failures.failure_metrics(ctx.metrics)
-        assert m.steps_failed._value.get() == 4 and m.failing_models._value.get() == 1
+        m = ctx.metrics
+        assert m.trainer_step_failures._value.get() == 4
+        assert m.trainer_failing_models._value.get() == 1
         # repaired: the next step applies its events and clears the record
         await store.redis.hset(mk_bad.snapshot, "state",
                                (await _encoded_initial_state(bad)))
         assert await trainer.run_pass(ctx) == 20
         record = await store.models.record("t", "a-bad")
         assert record is not None and record.trainer_failure is None
-        assert m.failing_models._value.get() == 0
+        assert m.trainer_failing_models._value.get() == 0
     finally:
         await w.close()
 
