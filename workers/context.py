@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from app.learners.base import Learner
-from app.learners.drift import PageHinkley
 from app.learners.noise_anchor import ProgressiveScorer
 from app.metrics import Metrics
 from app.store import Store
@@ -31,6 +30,7 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     from workers.challengers import ModelChallengers
+    from workers.drift import DriftWatch
 
 ModelRef = tuple[str, str]
 """``(tenant, model)``."""
@@ -79,8 +79,8 @@ class WorkerContext:
     """Entries the trainer asks for in its next read of a model (see :mod:`workers.trainer`)."""
     challengers: dict[ModelRef, ModelChallengers] = field(default_factory=dict)
     """Each model's challengers as this trainer follows them (see :mod:`workers.challengers`)."""
-    drift: dict[ModelRef, tuple[PageHinkley, float | None]] = field(default_factory=dict)
-    """Each model's drift detector and its last detection's time (see :mod:`workers.drift`)."""
+    drift: dict[ModelRef, DriftWatch] = field(default_factory=dict)
+    """Each model's drift detector (see :mod:`workers.drift`)."""
     balanced_at: float = -math.inf
     """``time.monotonic()`` of the last lease balancing (see :mod:`workers.trainer`)."""
     renewed_at: float = -math.inf

@@ -507,7 +507,7 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
     await ctx.versions.published(ctx.store.versions, ref, cached.config, version)
     await series.record(ctx, ref, view, n_applied, version, click_sum, len(clicks), rates,
                         cached.learner)
-    await drift.observe(ctx, ref, clicks)
+    await drift.observe(ctx, ref, cached, view.info.version, clicks, rates)
     return n_applied
 
 

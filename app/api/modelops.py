@@ -14,11 +14,11 @@ import numpy as np
 
 from app.api.apprentice import check_mode, in_apprentice_mode, report
 from app.api.context import ApiContext
+from app.api.drift import drift_response
 from app.api.errors import ApiError, from_param_error, unknown_model
 from app.api.features import feature_bound
 from app.api.schemas.models import (
     ArrayPayload,
-    DriftResponse,
     ModelCreateRequest,
     ModelListResponse,
     ModelResponse,
@@ -104,6 +104,7 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
     check_mode(body.mode, spec, cls)
     config["mode"] = body.mode
     config["versions"] = body.versions.model_dump()
+    config["drift"] = body.drift.model_dump()
     try:
         # from the shapes, before anything is allocated; then build once to validate
         state_bytes = (cls.state_bytes(body.n_features, body.n_classes, params)
@@ -230,10 +231,9 @@ async def describe_model(ctx: ApiContext, tenant: str, model_id: str) -> ModelRe
     if reward is not None:
         ctx.metrics.debiased_reward.labels(tenant, model_id).set(reward)
     config = record.config
-    drift = await ctx.store.drift.report(ModelKeys(tenant, model_id))
-    drift_response = None if drift is None else DriftResponse.model_validate(drift)
+    drift = drift_response(config, await ctx.store.drift.report(ModelKeys(tenant, model_id)))
     if not learner_class(config["task"], config["algorithm"]).estimates_position_bias:
-        return model_response(record).model_copy(update={"drift": drift_response})
+        return model_response(record).model_copy(update={"drift": drift})
     snap = await ctx.store.snapshots.load(ModelKeys(tenant, model_id))
     if snap is None:
         raise unknown_model(model_id)
@@ -241,7 +241,7 @@ async def describe_model(ctx: ApiContext, tenant: str, model_id: str) -> ModelRe
     learner = build_learner(config, snap.state,
                             None if noise is None else (noise.rho0, noise.rho1))
     return model_response(record, position_bias_response(learner, noise)).model_copy(
-        update={"drift": drift_response})
+        update={"drift": drift})
 
 
 async def set_mode(ctx: ApiContext, tenant: str, config: dict[str, Any],

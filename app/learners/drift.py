@@ -17,6 +17,11 @@ of 0.02 as for one of 0.9.  Only falls count: a model that learns, or that
 recovers after a change, raises its reward.  The first :data:`MIN_EVENTS`
 events after a start or a detection only estimate the mean and spread.
 
+The change is estimated where ``PH`` was lowest before the alarm (the last
+event at which the signal still looked in control: Page 1954, the
+Page-Hinkley change-point estimate): :attr:`DetectionReport.since` gives how
+many events before each alarm that was, what a recovery relearns.
+
 After a detection the test starts afresh (mean, spread and statistic).  A
 batch is processed with cumulative sums (a few numpy passes, no per-event
 Python), so a million events take milliseconds.  Implemented here rather than
@@ -60,6 +65,9 @@ class DetectionReport:
     """Event counts (1-based, over the detector's life) at which a fall was detected."""
     statistic: float
     """``PH_t - min PH`` after the batch (the alarm fires above the threshold)."""
+    since: list[int]
+    """For each detection, the events from the estimated change (the last minimum of
+    ``PH``) to the alarm, the alarm's event included (>= 1)."""
 
 
 class PageHinkley:
@@ -79,11 +87,13 @@ class PageHinkley:
     detections_:
         Detections over its life.
     last_detection_:
-        Event count of the last detection (0: none).
+        Event count of the last detection (0: none since the start or :meth:`restart`).
     n_, sum_, sum_sq_:
         Events, sum and sum of squares of the signal since the last start.
     statistic_, minimum_:
         ``PH`` and its running minimum since the last start.
+    minimum_at_:
+        Event count (over the detector's life) at which that minimum was reached.
 
     Examples
     --------
@@ -94,6 +104,8 @@ class PageHinkley:
     >>> report = detector.update((rng.random(5_000) < 0.3).astype(float))
     >>> len(report.detected_at), 20_000 < report.detected_at[0] < 20_100
     (1, True)
+    >>> abs(report.detected_at[0] - report.since[0] - 20_000) < 20  # the change, estimated
+    True
     """
 
     def __init__(self, *, delta: float = 0.05, threshold: float = 150.0) -> None:
@@ -107,6 +119,14 @@ class PageHinkley:
     def _restart(self) -> None:
         self.n_, self.sum_, self.sum_sq_ = 0, 0.0, 0.0
         self.statistic_, self.minimum_ = 0.0, 0.0
+        self.minimum_at_ = self.count_
+
+    def restart(self) -> None:
+        """Start the test afresh on a model that changed (a reset, rollback or promotion):
+        the mean, spread and statistic are estimated again and the status is no longer
+        ``drift``; the detections over the model's life stay counted."""
+        self.last_detection_ = 0
+        self._restart()
 
     def update(self, signal: np.ndarray) -> DetectionReport:
         """Test a batch of the signal in order; returns the detections it raised."""
@@ -114,6 +134,7 @@ class PageHinkley:
         if not np.isfinite(x).all():
             raise ParamError("signal", "contains non-finite values")
         detected: list[int] = []
+        since: list[int] = []
         while x.shape[0]:
             first = self._scan(x)
             if first is None:
@@ -122,9 +143,10 @@ class PageHinkley:
             self.detections_ += 1
             self.last_detection_ = self.count_
             detected.append(self.count_)
+            since.append(self.count_ - self.minimum_at_)
             self._restart()
             x = x[first + 1:]
-        return DetectionReport(detected, self.statistic_ - self.minimum_)
+        return DetectionReport(detected, self.statistic_ - self.minimum_, since)
 
     def _scan(self, x: np.ndarray) -> int | None:
         """Run the test over ``x``: the index of the first alarm (state left for a restart),
@@ -140,8 +162,12 @@ class PageHinkley:
         path = self.statistic_ + np.cumsum(u)
         low = np.minimum(self.minimum_, np.minimum.accumulate(path))
         alarms = np.flatnonzero(path - low > self.threshold)
+        end = int(alarms[0]) + 1 if alarms.shape[0] else x.shape[0]
+        lowest = int(np.argmin(path[:end][::-1]))  # the last minimum
+        if path[end - 1 - lowest] <= self.minimum_:
+            self.minimum_at_ = self.count_ + end - lowest
         if alarms.shape[0]:
-            return int(alarms[0])
+            return end - 1
         self.count_ += x.shape[0]
         self.n_ += x.shape[0]
         self.sum_ = float(sums[-1] + x[-1])
@@ -153,7 +179,7 @@ class PageHinkley:
         """``drift`` within :data:`DRIFT_EVENTS` events of a detection, else ``warming_up``
         while the first :data:`MIN_EVENTS` events since a start estimate the signal, else
         ``stable``."""
-        if self.detections_ and self.count_ - self.last_detection_ < DRIFT_EVENTS:
+        if self.last_detection_ and self.count_ - self.last_detection_ < DRIFT_EVENTS:
             return "drift"
         return "warming_up" if self.n_ < MIN_EVENTS else "stable"
 
@@ -168,14 +194,19 @@ class PageHinkley:
             "sum_sq_": np.array(self.sum_sq_),
             "statistic_": np.array(self.statistic_),
             "minimum_": np.array(self.minimum_),
+            "minimum_at_": np.array(self.minimum_at_, dtype=np.int64),
         }
 
     def set_state(self, state: dict[str, np.ndarray]) -> None:
-        """Replace the arrays (names and shapes as :meth:`get_state`'s)."""
+        """Replace the arrays (names and shapes as :meth:`get_state`'s; a state saved
+        without ``minimum_at_`` takes the event count)."""
+        state = {"minimum_at_": state.get("count_", np.array(0)), **state}
         checked = check_state(self.get_state(), state)
-        if min(int(checked[k]) for k in ("count_", "detections_", "last_detection_", "n_")) < 0:
+        if min(int(checked[k]) for k in ("count_", "detections_", "last_detection_", "n_",
+                                         "minimum_at_")) < 0:
             raise ParamError("state", "counts must be non-negative")
         self.count_, self.detections_ = int(checked["count_"]), int(checked["detections_"])
         self.last_detection_, self.n_ = int(checked["last_detection_"]), int(checked["n_"])
         self.sum_, self.sum_sq_ = float(checked["sum_"]), float(checked["sum_sq_"])
         self.statistic_, self.minimum_ = float(checked["statistic_"]), float(checked["minimum_"])
+        self.minimum_at_ = int(checked["minimum_at_"])

@@ -27,7 +27,8 @@ def _answer(client: TestClient, auth: dict[str, str], n: int, rate: float,
 @pytest.mark.slow
 def test_model_shows_the_drift_its_trainer_detected(client: TestClient) -> None:
     auth = new_tenant(client, "acme")
-    assert new_model(client, auth)["drift"] is None  # no event applied yet
+    drift = new_model(client, auth)["drift"]  # no event applied yet
+    assert (drift["action"], drift["status"], drift["events"]) == ("recover", "warming_up", 0)
     rng = np.random.default_rng(0)
     _answer(client, auth, 600, 0.9, rng)
     drift = client.get("/v1/models/m1", headers=auth).json()["drift"]

@@ -71,3 +71,35 @@ def test_bad_input_and_state_are_refused() -> None:
     state["n_"] = np.array(-1)
     with pytest.raises(ParamError, match="state"):
         PageHinkley().set_state(state)
+
+
+@pytest.mark.parametrize(("before", "after"), [(0.9, 0.1), (0.5, 0.35)])
+def test_update_estimates_where_the_fall_began(before: float, after: float) -> None:
+    rng = np.random.default_rng(17)
+    detector = PageHinkley()
+    detector.update(_clicks(rng, 20_000, before))
+    report = detector.update(_clicks(rng, 10_000, after))
+    change = report.detected_at[0] - report.since[0]
+    # the last minimum of PH: the walk before the change falls by delta per event and
+    # wanders by its noise; after it, it climbs by (fall - delta) per event
+    assert 20_000 - 300 <= change <= 20_000 + 100 and report.since[0] >= 1
+
+
+def test_restart_clears_the_drift_status_and_keeps_the_count() -> None:
+    rng = np.random.default_rng(18)
+    detector = PageHinkley()
+    detector.update(_clicks(rng, 2_000, 0.9))
+    detector.update(_clicks(rng, 1_000, 0.1))
+    assert detector.status() == "drift" and detector.detections_ == 1
+    detector.restart()
+    assert detector.status() == "warming_up" and detector.detections_ == 1
+    assert (detector.n_, detector.statistic_) == (0, 0.0)
+
+
+def test_state_saved_without_the_minimum_position_is_read() -> None:
+    state = PageHinkley().get_state()
+    del state["minimum_at_"]
+    state["count_"] = np.array(7, dtype=np.int64)
+    detector = PageHinkley()
+    detector.set_state(state)
+    assert detector.minimum_at_ == 7

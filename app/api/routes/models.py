@@ -1,4 +1,4 @@
-"""Model routes: create, list, get, delete, reset, snapshot export/import, sync."""
+"""Model routes: create, list, get, delete, reset, snapshot export/import, sync, drift."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from app.api import modelops
+from app.api import drift, modelops
 from app.api.deps import Context, ModelDep, Tenant
 from app.api.schemas.common import ErrorResponse
 from app.api.schemas.models import (
+    DriftSettings,
     ModelCreateRequest,
     ModelListResponse,
     ModelResponse,
@@ -81,3 +82,10 @@ async def sync_model(view: ModelDep, ctx: Context,
     """Return once every feedback accepted before the call has been applied."""
     return SyncResponse.model_validate(
         await modelops.sync_model(ctx, view.tenant, view.config["model_id"], timeout))
+
+
+@router.put("/{model_id}/drift", response_model=ModelResponse, responses=_404)
+async def set_drift(body: DriftSettings, view: ModelDep, ctx: Context) -> ModelResponse:
+    """What a detected drift does from the trainer's next batch on: none, alert, recover."""
+    await drift.set_drift(ctx, view.tenant, view.config["model_id"], body)
+    return await modelops.describe_model(ctx, view.tenant, view.config["model_id"])

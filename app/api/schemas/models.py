@@ -18,6 +18,7 @@ from app.api.schemas.common import (
 from app.api.schemas.serving import MODE_DESCRIPTION, ApprenticeReport, Mode
 from app.api.tasks import TASKS
 from app.learners.registry import ALGORITHMS
+from app.store.drift import DEFAULT_DRIFT_ACTION, DriftAction
 from app.store.versions import DEFAULT_INTERVAL_SECONDS, DEFAULT_KEPT
 
 #: Largest seed, horizon or version a request may carry: the largest integer every JSON
@@ -73,6 +74,20 @@ class VersionsConfig(RequestModel):
                                     le=MAX_INTERVAL_SECONDS, allow_inf_nan=False)
 
 
+class DriftSettings(RequestModel):
+    """What a detection of the model's drift detector (a fall of its reward) does.
+
+    ``none``: the model is not watched.  ``alert``: the detection is shown in
+    ``drift``, counted (``noisyloop_drift_detections_total``, the alert
+    ``NoisyloopDriftDetected``) and marked in the decision log.  ``recover``:
+    as ``alert``, and the trainer refits the model on the events of its
+    decision log since the estimated change, published as a new version
+    (kept, marked ``drift_recovery`` in the log; a rollback undoes it).
+    """
+
+    action: DriftAction = Field(default=DEFAULT_DRIFT_ACTION)
+
+
 class ModelCreateRequest(RequestModel):
     """Body of ``POST /v1/models``; ``algorithm`` defaults to the task's first."""
 
@@ -103,6 +118,9 @@ class ModelCreateRequest(RequestModel):
     versions: VersionsConfig = Field(
         default_factory=VersionsConfig,
         description="which published versions are kept to roll back to (GET .../versions)")
+    drift: DriftSettings = Field(
+        default_factory=DriftSettings,
+        description="what a detected drift does (PUT .../drift changes it)")
 
 
 class TrainerError(BaseModel):
@@ -173,24 +191,41 @@ class PositionBiasResponse(BaseModel):
                                    "theta towards 1")
 
 
+class DriftDetection(BaseModel):
+    """One detection (also a ``drift`` marker in the decision log)."""
+
+    time: float = Field(description="Unix time")
+    event: int = Field(description="the detector's event count at the alarm")
+    since: int = Field(description="events from the estimated change to the alarm")
+    action: DriftAction = Field(description="the model's drift.action then")
+    recovered_version: int | None = Field(
+        default=None, description="recover: the model's version after the recovery (the "
+                                  "version of the batch when the recovery was dropped)")
+
+
 class DriftResponse(BaseModel):
     """What the model's drift detector reports (a Page-Hinkley test on its reward)."""
 
-    status: Literal["warming_up", "stable", "drift"] = Field(
+    action: DriftAction = Field(description="what a detection does (the model's setting)")
+    status: Literal["off", "warming_up", "stable", "drift"] = Field(
         description="drift: a fall of the reward was detected within the last 10,000 "
                     "events; warming_up: the detector still estimates the reward's mean and "
-                    "spread (100 events after a start or a detection)")
+                    "spread (100 events after a start, a detection, or a reset, rollback, "
+                    "import or promotion of the model); off: action none")
     detections: int = Field(description="detections over the model's life")
     detected_at: float | None = Field(
-        description="Unix time of the last detection (null: none)")
+        description="Unix time of the last detection since the model last changed by a "
+                    "reset, rollback, import or promotion (null: none)")
     detected_at_event: int | None = Field(
-        description="the detector's event count at the last detection (null: none)")
+        description="the detector's event count at that detection (null: none)")
     events: int = Field(description="events the detector has seen")
     signal: str = Field(description="what is watched: reward, the observed click per event")
     method: str = Field(description="the test: page_hinkley (a fall of the mean)")
     statistic: float = Field(description="Page-Hinkley statistic now, in standard deviations")
     threshold: float = Field(description="the statistic's alarm level")
     delta: float = Field(description="smallest fall counted, in standard deviations")
+    history: list[DriftDetection] = Field(
+        default_factory=list, description="the newest 20 detections, oldest first")
 
 
 class ModelResponse(BaseModel):
@@ -223,8 +258,8 @@ class ModelResponse(BaseModel):
                     "logging, fixed:N (any label N), model, model:greedy, configuration "
                     "({algorithm, params}); empty: its decision log is not evaluated")
     drift: DriftResponse | None = Field(
-        default=None, description="the drift detector's report (GET of one model; null "
-                                  "before the trainer applied a click)")
+        default=None, description="the drift setting and detector's report (GET of one "
+                                  "model, and the changes of one model)")
 
 
 class ModelListResponse(BaseModel):

@@ -1,0 +1,44 @@
+"""A model's drift setting (``PUT .../drift``) and what ``GET`` shows of its detector."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.api.context import ApiContext
+from app.api.errors import ApiError, unknown_model
+from app.api.schemas.models import DriftResponse, DriftSettings
+from app.learners.drift import PageHinkley
+from app.store.drift import METHOD, SIGNAL, DriftPolicy
+from app.store.models import ConfigBusy
+
+
+def drift_response(config: dict[str, Any], saved: dict[str, Any] | None) -> DriftResponse:
+    """The model's ``drift``: its action and the detector's last report (``saved``; a
+    detector that has seen no event before the first)."""
+    action = DriftPolicy.of(config).action
+    if saved is None:
+        idle = PageHinkley()
+        saved = {"status": "warming_up", "detections": 0, "detected_at": None,
+                 "detected_at_event": None, "events": 0, "signal": SIGNAL, "method": METHOD,
+                 "statistic": 0.0, "threshold": idle.threshold, "delta": idle.delta}
+    status = "off" if action == "none" else saved["status"]
+    return DriftResponse.model_validate({**saved, "action": action, "status": status})
+
+
+async def set_drift(ctx: ApiContext, tenant: str, model_id: str,
+                    settings: DriftSettings) -> None:
+    """Store ``settings`` in the model's config (the trainer acts on them from its next
+    batch)."""
+    wanted = settings.model_dump()
+
+    def with_drift(current: dict[str, Any]) -> dict[str, Any] | None:
+        return None if current.get("drift") == wanted else {**current, "drift": wanted}
+
+    try:
+        stored = await ctx.store.models.update_config(tenant, model_id, with_drift)
+    except ConfigBusy:
+        raise ApiError(503, "store_busy", "the model's config kept changing; retry",
+                       headers={"Retry-After": "1"}) from None
+    if stored is None:
+        raise unknown_model(model_id)
+    ctx.cache.forget(tenant, model_id)
