@@ -49,7 +49,9 @@ const NoisyChart = (() => {
   }
 
   /* Draw into `container` (emptied first).  spec: {series: [{name, color, points: [[t, y]],
-   * band: [[t, lo, hi]] (optional), dashed}], yMin, yMax, yLabel, title} */
+   * band: [[t, lo, hi]] (optional), dashed}], yMin, yMax, yLabel, title, marks: [{t, label}]
+   * (optional: a vertical line at each time, its label on hover; the time axis spans them),
+   * markName (the marks' legend entry)} */
   function draw(container, spec) {
     container.replaceChildren();
     const all = spec.series.flatMap((s) => [
@@ -60,7 +62,8 @@ const NoisyChart = (() => {
       empty(container, spec.empty);
       return;
     }
-    const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]);
+    const xs = [...all, ...(spec.marks || [])].map((p) => p[0] ?? p.t);
+    const ys = all.map((p) => p[1]);
     let x0 = Math.min(...xs), x1 = Math.max(...xs);
     if (x0 === x1) { x0 -= 30; x1 += 30; }
     let y0 = spec.yMin ?? Math.min(...ys), y1 = spec.yMax ?? Math.max(...ys);
@@ -110,6 +113,13 @@ const NoisyChart = (() => {
       }
       flush();
     }
+    const marks = spec.marks || [];
+    for (const m of marks) {
+      const g = el("g", { class: "mark" }, svg);
+      el("title", {}, g).textContent = m.label;
+      el("line", { x1: sx(m.t), x2: sx(m.t), y1: PAD.top, y2: H - PAD.bottom }, g);
+      el("text", { x: sx(m.t), y: PAD.top + 8, "text-anchor": "middle" }, g).textContent = "▼";
+    }
     container.appendChild(svg);
 
     const legend = document.createElement("ul");
@@ -122,6 +132,12 @@ const NoisyChart = (() => {
       el("rect", { width: 14, height: 10, fill: s.color }, mark);
       swatch.appendChild(mark);
       li.append(swatch, document.createTextNode(" " + s.name));
+      legend.appendChild(li);
+    }
+    if (marks.length) {
+      const li = document.createElement("li");
+      li.className = "mark-legend";
+      li.textContent = `▼ ${spec.markName || "mark"}`;
       legend.appendChild(li);
     }
     container.appendChild(legend);

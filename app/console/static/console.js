@@ -340,7 +340,7 @@
       head,
       section("Reward over time", "reward", async (body) => {
         const { points } = await seriesPromise;
-        rewardChart(body, points);
+        rewardChart(body, points, model.drift);
       }),
       section("Noise rates", "noise", async (body) => {
         const { points } = await seriesPromise;
@@ -363,7 +363,15 @@
     return h("div", {}, h("dt", {}, name), h("dd", {}, String(value ?? "—")));
   }
 
-  function rewardChart(body, points) {
+  /* A detection of the model's drift detector as a chart mark. */
+  function driftMark(d) {
+    const recovered = d.recovered_version === null || d.recovered_version === undefined ? ""
+      : `, recovered as version ${d.recovered_version}`;
+    return { t: d.time, label: `drift detected (${d.since} events after the estimated `
+      + `change, action ${d.action}${recovered})` };
+  }
+
+  function rewardChart(body, points, drift) {
     body.replaceChildren();
     const last = points[points.length - 1];
     if (last) {
@@ -376,6 +384,7 @@
     NoisyChart.draw(chart, {
       title: "online and calibrated reward", yMin: 0, yMax: 1,
       empty: "No points yet: the trainer records one about every 10 s while the model learns.",
+      marks: ((drift && drift.history) || []).map(driftMark), markName: "drift detected",
       series: [
         { name: "online reward (mean click)", color: COLORS.online,
           points: points.map((p) => [p.t, p.online_reward]) },
