@@ -71,6 +71,17 @@ rate, so that both intervals hold the true rates together with probability
 at least 0.9 (Bonferroni): with 0.9 per rate the joint coverage in replay
 was 84-86%, below the 90% the pair is read as.
 
+**Discounting** (``half_life``).  So that a change in how people click is
+followed, each play can weigh ``a_i = 2^(-age_i / half_life)`` by its age in
+plays (the newest weighs 1): both anchors become weighted means
+(``m_u = sum a w f / sum a w``, ``m_top`` the ``a``-weighted click rate of the
+top plays) and the influence values take the weights (``psi_u(i) =
+a_i w_i (f_i - m_u) / mean(a w)``, ``psi_top(i) = 1[i in top] a_i (f_i -
+m_top) / (sum_top a / n)``), which is the delta method for a weighted mean;
+with every ``a_i = 1`` they are the formulas above.  The old rates' share of
+the estimate halves every ``half_life`` plays, at the price of wider
+intervals: the effective number of plays is at most about ``2.9 half_life``.
+
 **Publishing.**  The estimate is published only when both intervals are at
 most ``max_width`` wide, at least ``min_events`` plays are in the top set and
 at least ``min_events`` plays were explored (propensity at most ``1/K``), and
@@ -94,6 +105,7 @@ from statistics import NormalDist
 import numpy as np
 
 from app.learners.base import ParamError, check_int, check_range
+from app.learners.forgetting import check_half_life, decay, discount
 from app.learners.noise import sanitise
 from app.learners.ridge import LinUCBDiag
 
@@ -186,6 +198,16 @@ def check_columns(prob: np.ndarray, score: np.ndarray, click: np.ndarray
     return p, s, f
 
 
+def age_weights(n: int, half_life: float | None) -> np.ndarray:
+    """Weight of each of ``n`` plays in the order made: ``2^(-age / half_life)``, the newest 1
+    (all 1 without a half-life).
+
+    >>> age_weights(3, 1.0).tolist(), age_weights(2, None).tolist()
+    ([0.25, 0.5, 1.0], [1.0, 1.0])
+    """
+    return decay(discount(half_life), np.arange(n - 1, -1, -1))
+
+
 def top_set(score: np.ndarray, top_fraction: float, recent_fraction: float = 1.0
             ) -> np.ndarray:
     """Indices of the ``ceil(top_fraction * m)`` largest scores among the ``m`` non-NaN ones
@@ -217,6 +239,7 @@ def estimate_from_anchors(
     max_width: float = 0.1,
     min_events: int = 100,
     beta_min: float = 0.1,
+    half_life: float | None = None,
 ) -> AnchorEstimate:
     """Estimate ``(rho0, rho1)`` with intervals from logged plays (module docstring).
 
@@ -245,6 +268,9 @@ def estimate_from_anchors(
         Fewest explored plays and fewest top plays to publish, ``>= 1``.
     beta_min:
         Floor on ``1 - rho0 - rho1`` of the published rates, in ``(0, 1)``.
+    half_life:
+        Plays after which a play weighs half in both anchors (``Discounting``
+        in the module docstring); None weighs every play alike.
 
     Examples
     --------
@@ -268,6 +294,7 @@ def estimate_from_anchors(
     max_width = check_range("max_width", max_width, 0.0, 1.0, low_open=True)
     min_events = check_int("min_events", min_events, 1)
     beta_min = check_range("beta_min", beta_min, 0.0, 1.0, low_open=True, high_open=True)
+    half_life = check_half_life(half_life)
     p, s, f = check_columns(prob, score, click)
     n = p.shape[0]
     top = top_set(s, q, recent)
@@ -277,11 +304,13 @@ def estimate_from_anchors(
 
     w = 1.0 / (K * p)
     support = float(w.mean())
-    m_u = float(w @ f / w.sum())
-    m_top = float(f[top].mean())
-    psi_u = w * (f - m_u) / support
+    a = age_weights(n, half_life)
+    aw = a * w
+    m_u = float(aw @ f / aw.sum())
+    m_top = float(a[top] @ f[top] / a[top].sum())
+    psi_u = aw * (f - m_u) / aw.mean()
     psi_top = np.zeros(n)
-    psi_top[top] = (f[top] - m_top) * (n / top.size)
+    psi_top[top] = a[top] * (f[top] - m_top) * (n / a[top].sum())
     var_u, var_top = psi_u @ psi_u / n**2, psi_top @ psi_top / n**2
     cov = psi_u @ psi_top / n**2
     raw_rho1 = 1.0 - m_top

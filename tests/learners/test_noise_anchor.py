@@ -169,3 +169,34 @@ def test_scorer_skips_plays_that_would_make_its_state_non_finite() -> None:
     assert all(np.isfinite(arr).all() for arr in state.values())
     np.testing.assert_array_equal(state["weights_"][[0, 2]], before["weights_"][[0, 2]])
     assert not np.array_equal(state["weights_"][1], before["weights_"][1])
+
+
+def _uniform_plays(rng: np.random.Generator, n: int, k: int, rho0: float, rho1: float
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Uniform plays over ``k`` labels, a scorer that knows which are right, noisy clicks."""
+    right = rng.random(n) < 1 / k
+    click = np.where(right, rng.random(n) > rho1, rng.random(n) < rho0).astype(float)
+    return np.full(n, 1 / k), right + rng.random(n), click
+
+
+def test_a_half_life_follows_a_change_of_the_rates() -> None:
+    rng = np.random.default_rng(21)
+    before = _uniform_plays(rng, 30_000, 4, 0.2, 0.3)
+    after = _uniform_plays(rng, 20_000, 4, 0.05, 0.1)
+    prob, score, click = (np.r_[b, a] for b, a in zip(before, after, strict=True))
+    alike = estimate_from_anchors(prob, score, click, 4)
+    recent = estimate_from_anchors(prob, score, click, 4, half_life=5_000)
+    # every play alike: 60% of the weight on the old rates, far outside the interval
+    assert alike.rho0 > 0.1 and not alike.rho0_interval[0] <= 0.05 <= alike.rho0_interval[1]
+    # 20,000 plays are 4 half-lives: the old rates keep 6% of the weight
+    assert recent.published
+    assert recent.rho0_interval[0] <= 0.05 <= recent.rho0_interval[1]
+    assert recent.rho1_interval[0] <= 0.1 <= recent.rho1_interval[1]
+
+
+def test_a_half_life_beyond_the_plays_barely_changes_the_estimate() -> None:
+    prob, score, click = _uniform_plays(np.random.default_rng(22), 20_000, 4, 0.2, 0.3)
+    alike = estimate_from_anchors(prob, score, click, 4)
+    far = estimate_from_anchors(prob, score, click, 4, half_life=1e9)
+    assert abs(far.rho0 - alike.rho0) < 1e-4 and abs(far.rho1 - alike.rho1) < 1e-4
+    assert abs(far.widths[0] - alike.widths[0]) < 1e-4
