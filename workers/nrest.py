@@ -252,7 +252,8 @@ async def estimate_anchors(ctx: WorkerContext, ref: ModelRef, config: dict[str, 
     prob, score, click = ((rows.prob, rows.score, rows.click) if rows is not None
                           else (empty, empty, empty))
     fit = functools.partial(anchor_estimate, prob, score, click, config["n_classes"],
-                            config.get("params") or {}, max_width=settings.max_width)
+                            config.get("params") or {}, max_width=settings.max_width,
+                            half_life=settings.half_life)
     started = time.perf_counter()
     try:
         est: AnchorEstimate = await ctx.in_pool(fit)

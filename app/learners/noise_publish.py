@@ -57,13 +57,14 @@ def anchor_due(new_plays: int, stale: bool) -> bool:
 
 
 def anchor_estimate(prob: np.ndarray, score: np.ndarray, click: np.ndarray, n_classes: int,
-                    params: Mapping[str, Any], max_width: float = DEFAULT_MAX_WIDTH
-                    ) -> AnchorEstimate:
+                    params: Mapping[str, Any], max_width: float = DEFAULT_MAX_WIDTH,
+                    half_life: float | None = None) -> AnchorEstimate:
     """The anchor estimate of a model with hyper-parameters ``params`` from its plays in the
-    order they were made (the newest :data:`ANCHOR_BUFFER` are used)."""
+    order they were made (the newest :data:`ANCHOR_BUFFER` are used, each weighing half
+    after ``half_life`` newer ones; None: alike)."""
     return estimate_from_anchors(prob[-ANCHOR_BUFFER:], score[-ANCHOR_BUFFER:],
                                  click[-ANCHOR_BUFFER:], n_classes, max_width=max_width,
-                                 beta_min=beta_min(params))
+                                 beta_min=beta_min(params), half_life=half_life)
 
 
 def nrest_estimate(X: np.ndarray, played: np.ndarray, clicks: np.ndarray, n_classes: int,

@@ -88,6 +88,7 @@ ESTIMATORS = ("anchor", "nrest", "fixed")
 #: Fields of a model's noise hash that this module owns (beside ``samples_new``).
 ESTIMATOR_FIELD = "estimator"
 MAX_WIDTH_FIELD = "max_width"
+HALF_LIFE_FIELD = "half_life"
 ANCHORS_NEW_FIELD = "anchors_new"
 ANCHOR_FIELD = "anchor"
 #: One anchor row: propensity, out-of-sample score (NaN: not eligible), click.
@@ -114,6 +115,8 @@ class EstimatorSettings:
     estimator: str = DEFAULT_ESTIMATOR
     max_width: float = DEFAULT_MAX_WIDTH
     last: dict[str, Any] | None = None
+    half_life: float | None = None
+    """Plays after which a play weighs half in the anchor estimate (None: all alike)."""
 
 
 class AnchorStore:
@@ -174,16 +177,21 @@ class AnchorStore:
                        ) -> EstimatorSettings:
         """The model's estimator settings and last anchor outcome (defaults when unset;
         ``default``: the model's estimator when it has not chosen one)."""
-        estimator, max_width, last = await self.redis.hmget(
-            mk.noise, [ESTIMATOR_FIELD, MAX_WIDTH_FIELD, ANCHOR_FIELD])
+        estimator, max_width, last, half_life = await self.redis.hmget(
+            mk.noise, [ESTIMATOR_FIELD, MAX_WIDTH_FIELD, ANCHOR_FIELD, HALF_LIFE_FIELD])
         return EstimatorSettings(text(estimator) or default,
                                  float(max_width) if max_width else DEFAULT_MAX_WIDTH,
-                                 orjson.loads(last) if last else None)
+                                 orjson.loads(last) if last else None,
+                                 float(half_life) if half_life and float(half_life) else None)
 
     async def configure(self, mk: ModelKeys, *, estimator: str | None = None,
-                        max_width: float | None = None) -> None:
-        """Set the estimator and/or the widest published interval (already validated)."""
+                        max_width: float | None = None, half_life: float | None = None
+                        ) -> None:
+        """Set the estimator, the widest published interval and/or the anchor half-life
+        (0: every play alike), already validated."""
         mapping: dict[str, str | float] = {}
+        if half_life is not None:
+            mapping[HALF_LIFE_FIELD] = half_life
         if estimator is not None:
             mapping[ESTIMATOR_FIELD] = estimator
         if max_width is not None:

@@ -44,6 +44,19 @@ def test_put_sets_the_estimator_and_max_width(client: TestClient,
     assert client.get("/v1/models/m1/noise", headers=tenant).json()["estimator"] == "nrest"
 
 
+def test_put_sets_and_clears_the_anchor_half_life(client: TestClient,
+                                                  tenant: dict[str, str]) -> None:
+    new_model(client, tenant, algorithm="linucb_diag")
+    assert client.get("/v1/models/m1/noise", headers=tenant).json()["half_life"] is None
+    r = client.put("/v1/models/m1/noise", json={"half_life": 5000}, headers=tenant)
+    assert r.status_code == 200 and r.json()["half_life"] == 5000.0, r.text
+    assert client.get("/v1/models/m1/noise", headers=tenant).json()["half_life"] == 5000.0
+    r = client.put("/v1/models/m1/noise", json={"half_life": 0}, headers=tenant)
+    assert r.status_code == 200 and r.json()["half_life"] is None
+    r = client.put("/v1/models/m1/noise", json={"half_life": 0.5}, headers=tenant)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "half_life", r.text
+
+
 def test_put_refuses_settings_that_cannot_work(client: TestClient,
                                                tenant: dict[str, str]) -> None:
     new_model(client, tenant)  # rcnbf: uses rates, keeps no NREst samples

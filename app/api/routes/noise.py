@@ -84,7 +84,7 @@ async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> Nois
     if body.estimator is not None:
         _check_estimator(config, body.estimator)
     await ctx.store.anchors.configure(view.keys, estimator=body.estimator,
-                                      max_width=body.max_width)
+                                      max_width=body.max_width, half_life=body.half_life)
     record = view.noise
     if body.rho0 is not None and body.rho1 is not None:
         try:
@@ -125,6 +125,7 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
     interval = NoiseInterval(**last["interval"]) if last.get("interval") else None
     return NoiseStatusResponse.model_validate({
         **out.model_dump(), "estimator": settings.estimator, "max_width": settings.max_width,
+        "half_life": settings.half_life,
         "status": status,
         "reason": (current.fixed_reason if status == "fixed" else str(last.get(
             "reason", TOO_FEW_EVENTS if status == "insufficient_data" else ""))),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from app.api.schemas.common import FiniteFloat, RequestModel
 from app.api.schemas.models import NoiseResponse
@@ -24,13 +24,26 @@ class NoisePutRequest(RequestModel):
     max_width: FiniteFloat | None = Field(
         default=None, gt=0.0, le=1.0,
         description="widest confidence interval of either rate still published (anchor)")
+    half_life: FiniteFloat | None = Field(
+        default=None, ge=0.0, le=1e12,
+        description="anchor: plays after which a play weighs half in the estimate, so that a "
+                    "change in how people click is followed (at least 1; 0: every play of "
+                    "the newest 50,000 alike, the default)")
+
+    @field_validator("half_life")
+    @classmethod
+    def _half_life_in_plays(cls, value: float | None) -> float | None:
+        if value is not None and 0.0 < value < 1.0:
+            raise ValueError("must be 0 (every play alike) or at least 1 play")
+        return value
 
     @model_validator(mode="after")
     def _rates_together(self) -> NoisePutRequest:
         if (self.rho0 is None) != (self.rho1 is None):
             raise ValueError("give both rho0 and rho1, or neither")
-        if self.rho0 is None and self.estimator is None and self.max_width is None:
-            raise ValueError("give rho0 and rho1, estimator or max_width")
+        if (self.rho0 is None and self.estimator is None and self.max_width is None
+                and self.half_life is None):
+            raise ValueError("give rho0 and rho1, estimator, max_width or half_life")
         return self
 
 
@@ -47,6 +60,9 @@ class NoiseStatusResponse(NoiseResponse):
 
     estimator: Estimator = "anchor"
     max_width: float = 0.1
+    half_life: float | None = Field(
+        default=None, description="anchor: plays after which a play weighs half (null: "
+                                  "every play alike)")
     status: Literal["published", "insufficient_data", "fixed"] = Field(
         description="published: the rates in use are an estimate; insufficient_data: no "
                     "estimate narrow enough yet (the configured or initial rates are in use); "
