@@ -90,15 +90,13 @@ async def observe(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner, lear
 
 async def _recover(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner, since: int,
                    rates: tuple[float, float]) -> int:
-    """The model's version after a recovery (as it was when the recovery failed: it never
-    fails the trainer's step, whose batch is published)."""
+    """The model's version after a recovery (unchanged when it was dropped or failed: it
+    never fails the trainer's step, whose batch is published)."""
     try:
-        version = await recovery.recover(ctx, ref, cached, since, rates)
+        await recovery.recover(ctx, ref, cached, since, rates)
     except Exception:
         logger.exception("drift: recovery of %s/%s failed", *ref)
-        return cached.version
-    if version is not None:
-        ctx.metrics.model_version.labels(*ref).set(version)
+    ctx.metrics.model_version.labels(*ref).set(cached.version)
     return cached.version
 
 

@@ -10,7 +10,10 @@ replaces was kept as ``before drift recovery`` (so a rollback undoes it).
 The applied stream id does not move: the events queued meanwhile apply on
 top of the recovered version, once; the refit relearns logged events only,
 none is applied twice to one version.  A publish refused because the model
-changed meanwhile (a reset, rollback or promotion) drops the recovery.
+changed meanwhile (a reset, rollback or promotion) drops the recovery.  The
+estimated change is never before the detector's last restart (a reset,
+rollback, import or promotion restarts it), so the events relearned are all
+of the current model; with the decision log off the refit is a fresh model.
 
 Why a refit from the log (``docs/results/drift.md`` has the numbers): the
 detector sees an abrupt change some events after it happened (tens for a
