@@ -258,8 +258,8 @@ class ModelResponse(BaseModel):
                     "logging, fixed:N (any label N), model, model:greedy, configuration "
                     "({algorithm, params}); empty: its decision log is not evaluated")
     drift: DriftResponse | None = Field(
-        default=None, description="the drift setting and detector's report (GET of one "
-                                  "model, and the changes of one model)")
+        default=None, description="the drift setting and the detector's report (in the "
+                                  "answers about one model; null in a list)")
 
 
 class ModelListResponse(BaseModel):
