@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from app.api.tasks import TASKS as SERVED_TASKS
 from app.learners.registry import ALGORITHMS, CLASS_TASKS
+from app.tasks import TASKS as SERVED_TASKS
 from tests.api.conftest import TestClient, new_model
 
 OVERFLOWING = [1e308, 1e308, -1e308, 1e308]  # finite; their squares are not
