@@ -34,7 +34,6 @@ from app.api.versions import keep_explicit, publish_explicit
 from app.learners.base import Learner, ParamError, check_state
 from app.learners.build import budget_strategy, build_learner, initial_noise_rates
 from app.learners.registry import (
-    CLASS_TASKS,
     algorithms,
     check_param_types,
     default_params,
@@ -65,9 +64,9 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
         raise from_param_error(exc) from None
     params = {**default_params(cls), **cls.service_defaults, **body.params,
               **_size_params(body, cls, algorithm)}
-    if body.n_classes is None and body.task in CLASS_TASKS:
+    if body.n_classes is None and spec.needs_classes:
         raise ApiError(422, "invalid_param", f"task {body.task!r} needs n_classes", "n_classes")
-    if body.n_classes is not None and body.task not in CLASS_TASKS:
+    if body.n_classes is not None and not spec.needs_classes:
         raise ApiError(422, "invalid_param", f"task {body.task!r} takes no n_classes",
                        "n_classes")
     label_budget = None
