@@ -44,8 +44,6 @@ from app.replay.label import greedy_label, result, setup
 from app.replay.result import ReplayResult
 from app.sim.feedback import set_contains
 
-#: Tasks that can be replayed through a service (checked by the replay command).
-SERVICE_TASKS = ("label", "label_set")
 #: Most instances per batch predict request (the service's batch limit).
 MAX_BATCH = 1000
 
