@@ -45,7 +45,7 @@ def spellings(source: str, names: set[str]) -> list[tuple[int, str]]:
     """
     tree = ast.parse(source)
     keys = _field_names(tree)
-    return sorted((node.lineno, node.value) for node in ast.walk(tree)
+    return sorted((node.lineno, str(node.value)) for node in ast.walk(tree)
                   if isinstance(node, ast.Constant) and node.value in names
                   and id(node) not in keys)
 
