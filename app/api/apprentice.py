@@ -27,7 +27,7 @@ import numpy as np
 from app.api.errors import ApiError
 from app.api.schemas.predict import PredictRequest
 from app.learners.base import Decision, Learner
-from app.tasks import Task
+from app.tasks import TASKS, Task
 
 ONLINE = "online"
 APPRENTICE = "apprentice"
@@ -42,9 +42,11 @@ def in_apprentice_mode(config: Mapping[str, Any]) -> bool:
 def check_mode(mode: str, spec: Task, cls: type[Learner]) -> None:
     """422 naming ``mode`` when the model cannot run in ``mode``."""
     if mode == APPRENTICE and (spec.reward is None or not cls.follows_baseline):
+        rewarded = " or ".join(repr(name) for name, task in TASKS.items() if task.reward)
         raise ApiError(422, "invalid_param", f"apprentice mode needs a model that learns from "
-                       f"the reward of what was served (task 'label' learning from clicks, or "
-                       f"'rank'); this {spec.name!r} model cannot follow a baseline", "mode")
+                       f"the reward of what was served (task {rewarded}, with an algorithm "
+                       f"that follows a baseline); this {spec.name!r} model cannot follow a "
+                       "baseline", "mode")
 
 
 def label_baselines(body: PredictRequest, n_classes: int) -> list[int]:
