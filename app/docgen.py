@@ -1,6 +1,7 @@
 """Generate ``docs/algorithms.md``, the algorithm reference, from the learner registry.
 
-Every algorithm of :data:`app.learners.registry.ALGORITHMS` gets its task, the
+Every algorithm of :data:`app.learners.registry.ALGORITHMS` gets its task (what the
+task decides: its :attr:`~app.tasks.base.Task.decides`), the
 paper and section it implements (the class's ``paper``), a one-line description
 (the first paragraph of the class docstring) and its hyper-parameters: default
 from the constructor signature (and the service's own default where the class
@@ -26,6 +27,7 @@ from typing import Any
 
 from app.learners import registry
 from app.learners.base import Learner
+from app.tasks import get_task
 
 #: The page this module writes, relative to the repository root.
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "algorithms.md"
@@ -53,18 +55,6 @@ is omitted.
 
 Papers cited by short name:
 """
-
-#: What each task decides and learns from (the headings of the page).
-TASKS = {
-    "label": "one label out of `n_classes`; feedback: a (noisy) click on the played label",
-    "label_set": "an ordered set of `m` labels; feedback: whether the right label was in it",
-    "regression": "a real value; feedback: one or more noisy measurements of the target",
-    "noisy_label": "a class; feedback: a class label flipped by a confusion matrix",
-    "noisy_input": "a real value or a sign; feedback: the target and noisy copies of the input",
-    "rank": "an ordered slate of `slots` items out of candidate actions with features; "
-            "feedback: the clicked shown ids, or a graded reward per shown id "
-            "(`POST /v1/models/{id}/rank`)",
-}
 
 _ROLE = re.compile(r":(?:class|meth|func|data|attr|mod):`~?(?:[\w.]+\.)?([\w]+)`")
 _SECTION_END = re.compile(r"\n\n[A-Z][A-Za-z ]+\n-{3,}\n")
@@ -147,7 +137,7 @@ def render() -> str:
     """The whole page."""
     lines = [INTRO, *(f"- {short}: {title}" for short, title in PAPERS), ""]
     for task in registry.tasks():
-        lines += [f"## Task `{task}`", "", f"Decides {TASKS[task]}.", ""]
+        lines += [f"## Task `{task}`", "", f"Decides {get_task(task).decides}.", ""]
         for algorithm in registry.algorithms(task):
             lines += algorithm_section(task, algorithm)
     return "\n".join(lines).rstrip("\n") + "\n"

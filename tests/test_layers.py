@@ -1,4 +1,9 @@
-"""Imports point one way: command line -> server -> API -> store -> learners.
+"""Imports point one way: command line -> server -> API -> store -> learners, and the API ->
+tasks -> learners.
+
+A task module (``app/tasks``) declares its schemas and feedback parsing with the API's
+schemas and errors; its replay runner is named, not imported, so the service never
+imports the replay's plotting.
 
 Every module under ``app/`` and ``workers/`` is parsed (with :mod:`ast`, so an
 import inside a function or under ``TYPE_CHECKING`` counts, a name in a
@@ -49,6 +54,9 @@ RULES = (
                     "workers")),
     Rule("the API knows nothing of how it is served", scope=("app.api",),
          forbidden=("uvicorn", "app.server", "app.main", "workers")),
+    Rule("a task declares what the API serves and names its replay runner", scope=("app.tasks",),
+         forbidden=("app.api", "app.store", "app.server", "app.main", "app.replay", "workers"),
+         allowed=("app.api.errors", "app.api.features", "app.api.schemas")),
     Rule("the serving runtime is below the app factory", scope=("app.server",),
          forbidden=("app.main", "workers")),
     Rule("the workers know nothing of HTTP", scope=("workers",),
@@ -138,3 +146,65 @@ def test_a_rule_reports_each_import_that_breaks_it() -> None:
             "app.api.y": (Path("y.py"), ["app.server.fastpath", "app.serverless", "app.store"])}
     assert violations(learners, fake) == ["app.learners.x imports app.store.keys"]
     assert violations(api, fake) == ["app.api.y imports app.server.fastpath"]
+
+
+#: Packages whose modules must not import each other in a cycle.
+ACYCLIC = ("app.api", "app.tasks")
+
+
+def import_graph(tree: dict[str, tuple[Path, list[str]]], scope: tuple[str, ...]
+                 ) -> dict[str, set[str]]:
+    """Module -> the modules under ``scope`` it imports (an imported name resolves to the
+    longest module of ``tree`` it starts with), for every module under ``scope``."""
+    graph: dict[str, set[str]] = {}
+    for name, (_path, targets) in tree.items():
+        if not under(name, scope):
+            continue
+        graph[name] = set()
+        for target in targets:
+            parts = target.split(".")
+            found = next((".".join(parts[:n]) for n in range(len(parts), 0, -1)
+                          if ".".join(parts[:n]) in tree), None)
+            if found is not None and found != name and under(found, scope):
+                graph[name].add(found)
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` as ``[a, b, ..., a]``, or ``[]`` when there is none
+    (depth-first search; an edge back to a module on the current path closes a cycle)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = 2
+        path.pop()
+        return []
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return []
+
+
+def test_api_and_tasks_import_no_cycle(tree: dict[str, tuple[Path, list[str]]]) -> None:
+    graph = import_graph(tree, ACYCLIC)
+    assert "app.tasks.rank" in graph and "app.api.decisions" in graph
+    assert " -> ".join(cycle(graph)) == ""
+
+
+def test_cycle_finds_a_loop_through_three_modules() -> None:
+    fake = {"app.api.a": (Path("a.py"), ["app.api.b.f"]),
+            "app.api.b": (Path("b.py"), ["app.api.c"]),
+            "app.api.c": (Path("c.py"), ["app.api.a.A", "numpy"]),
+            "app.api.d": (Path("d.py"), [])}
+    graph = import_graph(fake, ACYCLIC)
+    assert cycle(graph) == ["app.api.a", "app.api.b", "app.api.c", "app.api.a"]
+    assert cycle({**graph, "app.api.c": set()}) == []

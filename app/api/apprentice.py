@@ -20,16 +20,14 @@ agree, is the model's value on that share of the traffic, not over all of it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from app.api.errors import ApiError
 from app.api.schemas.predict import PredictRequest
 from app.learners.base import Decision, Learner
-
-if TYPE_CHECKING:  # (tasks imports the rank path, which imports this module)
-    from app.api.tasks import TaskSpec
+from app.tasks import TASKS, Task
 
 ONLINE = "online"
 APPRENTICE = "apprentice"
@@ -41,12 +39,14 @@ def in_apprentice_mode(config: Mapping[str, Any]) -> bool:
     return config.get("mode") == APPRENTICE
 
 
-def check_mode(mode: str, spec: TaskSpec, cls: type[Learner]) -> None:
+def check_mode(mode: str, spec: Task, cls: type[Learner]) -> None:
     """422 naming ``mode`` when the model cannot run in ``mode``."""
     if mode == APPRENTICE and (spec.reward is None or not cls.follows_baseline):
+        rewarded = " or ".join(repr(name) for name, task in TASKS.items() if task.reward)
         raise ApiError(422, "invalid_param", f"apprentice mode needs a model that learns from "
-                       f"the reward of what was served (task 'label' learning from clicks, or "
-                       f"'rank'); this {spec.name!r} model cannot follow a baseline", "mode")
+                       f"the reward of what was served (task {rewarded}, with an algorithm "
+                       f"that follows a baseline); this {spec.name!r} model cannot follow a "
+                       "baseline", "mode")
 
 
 def label_baselines(body: PredictRequest, n_classes: int) -> list[int]:

@@ -26,12 +26,12 @@ from app.api.features import check_norms, feature_bound, to_matrix, to_vector
 from app.api.openfeedback import add_examples, take_open, take_open_many
 from app.api.schemas.feedback import FeedbackBatchRequest
 from app.api.schemas.predict import PredictRequest
-from app.api.tasks import TaskSpec, task_spec
 from app.learners.base import Learner, ParamError
 from app.learners.registry import learner_class
 from app.store.events import DecisionGuard, new_event_ids
 from app.store.keys import ModelKeys
 from app.store.models import ModelView
+from app.tasks import Task, get_task
 
 _OUTCOME_ERRORS = {
     "unknown": (404, "unknown_event",
@@ -152,7 +152,7 @@ async def _decide_and_log(ctx: ApiContext, tenant: str, config: dict[str, Any],
     if logged is None:
         return None
     ctx.metrics.count_decisions(tenant, model_id, len(decisions), version)
-    spec = task_spec(config["task"])
+    spec = get_task(config["task"])
     out = [spec.prediction(d.output, eid, version)
            for d, eid in zip(decisions, event_ids, strict=True)]
     return out[0] if body.features is not None else {"predictions": out}
@@ -162,7 +162,7 @@ async def feedback(ctx: ApiContext, view: ModelView,
                    body: Any) -> tuple[int, dict[str, Any]]:
     """Join one event (202, or 404/409/422) or a batch (202 with per-event rejections)."""
     config = view.config
-    spec = task_spec(config["task"])
+    spec = get_task(config["task"])
     cls = learner_class(config["task"], config["algorithm"])
     mk = view.keys
     count = ctx.metrics.feedback
@@ -225,10 +225,10 @@ async def feedback(ctx: ApiContext, view: ModelView,
     return 202, doc
 
 
-async def _take_one(ctx: ApiContext, mk: ModelKeys, spec: TaskSpec, event_id: str,
+async def _take_one(ctx: ApiContext, mk: ModelKeys, spec: Task, event_id: str,
                     fields: dict[str, np.ndarray], apprentice: bool) -> str:
     """Join one event exactly once; "ok", "unknown", "duplicate" or "not_activated" (422 from
-    the task's :attr:`~app.api.tasks.TaskSpec.join_context`, if it has one, with the logged
+    the task's :attr:`~app.tasks.base.Task.join_context`, if it has one, with the logged
     context); ``apprentice``: count its reward if it was an apprentice decision
     (:func:`_rewards`)."""
     if spec.join_context is not None:
@@ -241,7 +241,7 @@ async def _take_one(ctx: ApiContext, mk: ModelKeys, spec: TaskSpec, event_id: st
         mk, event_id, fields, None if reward is None else reward[0])).status
 
 
-def _rewards(spec: TaskSpec, fields: list[dict[str, np.ndarray]],
+def _rewards(spec: Task, fields: list[dict[str, np.ndarray]],
              apprentice: bool) -> list[float] | None:
     """The observed reward of each joined feedback of a model that logged apprentice
     decisions (``apprentice``; those that were add it to its apprentice counters, whatever
@@ -251,7 +251,7 @@ def _rewards(spec: TaskSpec, fields: list[dict[str, np.ndarray]],
     return [spec.reward(f) for f in fields]
 
 
-async def _join_contexts(ctx: ApiContext, view: ModelView, spec: TaskSpec,
+async def _join_contexts(ctx: ApiContext, view: ModelView, spec: Task,
                          valid: list[tuple[int, str, dict[str, np.ndarray]]],
                          rejected: list[dict[str, Any]],
                          ) -> tuple[list[tuple[int, str, dict[str, np.ndarray]]],
@@ -275,7 +275,7 @@ async def _join_contexts(ctx: ApiContext, view: ModelView, spec: TaskSpec,
     return joined, ended
 
 
-async def _take_many(ctx: ApiContext, view: ModelView, spec: TaskSpec,
+async def _take_many(ctx: ApiContext, view: ModelView, spec: Task,
                      valid: list[tuple[int, str, dict[str, np.ndarray]]],
                      rejected: list[dict[str, Any]], opened: list[dict[str, Any]]) -> list[str]:
     """Join the batch's events; per event "ok", "open", "unknown", "duplicate",

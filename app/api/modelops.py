@@ -30,12 +30,10 @@ from app.api.schemas.models import (
     VersionsConfig,
 )
 from app.api.schemas.serving import ApprenticeReport
-from app.api.tasks import task_spec
 from app.api.versions import keep_explicit, publish_explicit
 from app.learners.base import Learner, ParamError, check_state
 from app.learners.build import budget_strategy, build_learner, initial_noise_rates
 from app.learners.registry import (
-    CLASS_TASKS,
     algorithms,
     check_param_types,
     default_params,
@@ -46,6 +44,7 @@ from app.store.models import ConfigBusy, ModelRecord
 from app.store.noise import NoiseRecord
 from app.store.util import parse_stream_id
 from app.store.versions import VersionPolicy
+from app.tasks import get_task
 
 #: Fields of a snapshot's config that must match the model on import.
 SNAPSHOT_CONFIG_FIELDS = ("task", "algorithm", "n_features", "n_classes")
@@ -57,7 +56,7 @@ MAX_STATE_BYTES = 64 * 2**20
 def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
     """The config to store: defaults filled in, learner built once to validate (422 naming
     the field otherwise)."""
-    spec = task_spec(body.task)
+    spec = get_task(body.task)
     algorithm = body.algorithm or algorithms(body.task)[0]
     try:
         cls = learner_class(body.task, algorithm)
@@ -65,9 +64,9 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
         raise from_param_error(exc) from None
     params = {**default_params(cls), **cls.service_defaults, **body.params,
               **_size_params(body, cls, algorithm)}
-    if body.n_classes is None and body.task in CLASS_TASKS:
+    if body.n_classes is None and spec.needs_classes:
         raise ApiError(422, "invalid_param", f"task {body.task!r} needs n_classes", "n_classes")
-    if body.n_classes is not None and body.task not in CLASS_TASKS:
+    if body.n_classes is not None and not spec.needs_classes:
         raise ApiError(422, "invalid_param", f"task {body.task!r} takes no n_classes",
                        "n_classes")
     label_budget = None
@@ -197,13 +196,13 @@ def model_response(record: ModelRecord,
                          debiased_reward=reward, calibration_unreliable=unreliable,
                          trainer_error=(None if record.trainer_failure is None
                                         else TrainerError(**asdict(record.trainer_failure)))),
-        noise=noise_response(record.noise) if task_spec(c["task"]).has_clicks else None,
+        noise=noise_response(record.noise) if get_task(c["task"]).has_clicks else None,
         label_budget=c.get("label_budget"), max_feature_norm=feature_bound(c),
         position_bias=position_bias, mode=c.get("mode", "online"),
         apprentice=(ApprenticeReport(**report(record.apprentice))
                     if in_apprentice_mode(c) or record.apprentice else None),
         versions=VersionsConfig(**asdict(VersionPolicy.of(c))),
-        evaluation_policies=list(task_spec(c["task"]).evaluation_policies))
+        evaluation_policies=list(get_task(c["task"]).evaluation_policies))
 
 
 async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -> ModelResponse:
@@ -252,7 +251,7 @@ async def set_mode(ctx: ApiContext, tenant: str, config: dict[str, Any],
     moment of writing (a promotion or rollback meanwhile keeps its algorithm and params)."""
 
     def with_mode(current: dict[str, Any]) -> dict[str, Any] | None:
-        check_mode(mode, task_spec(current["task"]),
+        check_mode(mode, get_task(current["task"]),
                    learner_class(current["task"], current["algorithm"]))
         return None if current.get("mode", "online") == mode else {**current, "mode": mode}
 

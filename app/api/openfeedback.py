@@ -1,6 +1,6 @@
 """Feedback in parts (more noisy labels, more noisy copies) and examples without a decision.
 
-A task with an :class:`~app.api.tasks.OpenPolicy` joins a decision only once
+A task with an :class:`~app.tasks.base.OpenPolicy` joins a decision only once
 enough *rows* of its growing field arrived: ``values`` (noisy labels) for
 ``regression``, ``copies`` (noisy copies of the instance) for
 ``noisy_input``.  The first part fixes the wanted count:
@@ -34,12 +34,12 @@ import numpy as np
 
 from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
-from app.api.tasks import OpenPolicy, TaskSpec
 from app.learners.base import Learner
 from app.learners.build import budget_seed, budget_strategy
 from app.store.events import new_event_id
 from app.store.models import ModelView
 from app.store.openfeedback import Budget, BudgetCharge, OpenState, OpenStep
+from app.tasks import OpenPolicy, Task
 
 #: Compare-and-set attempts per event before answering 503 (only reached under heavy
 #: concurrent feedback for one model's label budget).
@@ -50,7 +50,7 @@ MAX_ATTEMPTS = 64
 OpenResult = tuple[str, dict[str, int]] | ApiError
 
 
-async def take_open(ctx: ApiContext, view: ModelView, spec: TaskSpec, event_id: str,
+async def take_open(ctx: ApiContext, view: ModelView, spec: Task, event_id: str,
                     fields: Mapping[str, np.ndarray]) -> tuple[str, dict[str, int]]:
     """Record one part (:func:`take_open_many` of one event; its 422 is raised)."""
     result = (await take_open_many(ctx, view, spec, [(event_id, fields)]))[0]
@@ -59,7 +59,7 @@ async def take_open(ctx: ApiContext, view: ModelView, spec: TaskSpec, event_id: 
     return result
 
 
-async def take_open_many(ctx: ApiContext, view: ModelView, spec: TaskSpec,
+async def take_open_many(ctx: ApiContext, view: ModelView, spec: Task,
                          items: Sequence[tuple[str, Mapping[str, np.ndarray]]],
                          ) -> list[OpenResult]:
     """Record a part for each ``(event_id, fields)``, as if one after another, in two Lua

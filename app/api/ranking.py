@@ -1,4 +1,4 @@
-"""The ``rank`` task's request path: rank candidates, and feedback that names shown ids.
+"""The ``rank`` task's request path: rank candidates (its feedback: :mod:`app.tasks.rank`).
 
 A decision logs, besides the learner's context (the shown candidates'
 features per slot, their scores and placement probabilities), the number
@@ -8,13 +8,12 @@ ranking of them needs) and the shown ids as 64-bit hashes per slot
 log's export), so that a later feedback naming ids can be mapped to slots:
 the feedback route reads the logged context
 (:meth:`~app.store.events.EventStore.read_contexts`), turns the clicked or
-rewarded ids into one value per slot (:func:`join_shown`) and then joins
+rewarded ids into one value per slot (:func:`app.tasks.rank.join_shown`) and then joins
 exactly once like any other task (the Lua step that takes the context).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -26,22 +25,13 @@ from app.api.context import ApiContext
 from app.api.deps import cached_model, request_model, request_tenant
 from app.api.errors import ApiError, from_param_error, unknown_model
 from app.api.features import check_norms, feature_bound, to_vector
-from app.api.schemas.rank import RankBatchRequest, RankFeedback, RankRequest
-from app.learners.base import CandidateRanker, Decision, Learner, ParamError
+from app.api.schemas.rank import RankBatchRequest, RankRequest
+from app.learners.base import CandidateRanker, Decision, ParamError
 from app.learners.registry import learner_class
 from app.store.events import DecisionGuard, new_event_ids
 from app.store.keys import ModelKeys
 from app.store.models import ModelView
-
-
-def item_hashes(ids: Sequence[str]) -> np.ndarray:
-    """64-bit hashes of action ids (BLAKE2b; stable across processes), as logged per slot.
-
-    >>> item_hashes(["item-14"]) == item_hashes(["item-14"])
-    array([ True])
-    """
-    return np.array([int.from_bytes(hashlib.blake2b(i.encode(), digest_size=8).digest(),
-                                    "little", signed=True) for i in ids], dtype=np.int64)
+from app.tasks.rank import item_hashes
 
 
 def model_slots(config: Mapping[str, Any]) -> int:
@@ -290,45 +280,3 @@ async def rank_cached(ctx: ApiContext, token: str, model_id: str,
     if doc is not None:
         ctx.metrics.rank_path["one_round_trip"].inc()
     return doc
-
-
-# -- feedback --------------------------------------------------------------------------
-
-
-def feedback_fields(event: RankFeedback, config: Mapping[str, Any],
-                    cls: type[Learner]) -> dict[str, np.ndarray]:
-    """The named ids, their hashes, rewards and JSON paths (mapped to slots by
-    :func:`join_shown`)."""
-    if event.clicks is not None:
-        seen: dict[str, int] = {}
-        for i, item in enumerate(event.clicks):
-            if item in seen:
-                raise ApiError(422, "invalid_feedback", f"id {item!r} is listed twice",
-                               f"clicks[{i}]")
-            seen[item] = i
-        ids, rewards = list(event.clicks), [1.0] * len(event.clicks)
-        paths = [f"clicks[{i}]" for i in range(len(ids))]
-    else:
-        assert event.rewards is not None
-        ids, rewards = list(event.rewards), list(event.rewards.values())
-        paths = [f"rewards.{item}" for item in ids]
-    return {"item_ids": item_hashes(ids), "rewards": np.array(rewards, dtype=np.float64),
-            "paths": np.array(paths, dtype=str), "names": np.array(ids, dtype=str)}
-
-
-def join_shown(fields: Mapping[str, np.ndarray],
-               context: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``{"clicks": one value per slot}`` from the named ids and the logged shown ids; 422
-    naming the id's path when it was not shown with this event."""
-    logged = np.asarray(context["ids"])
-    shown = int(context["shown"])
-    slot_of = {int(h): k for k, h in enumerate(logged[:shown])}
-    clicks = np.zeros(logged.shape[0])
-    for item, reward, path, name in zip(fields["item_ids"], fields["rewards"], fields["paths"],
-                                        fields["names"], strict=True):
-        slot = slot_of.get(int(item))
-        if slot is None:
-            raise ApiError(422, "invalid_feedback",
-                           f"id {str(name)!r} was not shown with this event", str(path))
-        clicks[slot] = reward
-    return {"clicks": clicks}

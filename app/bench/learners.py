@@ -43,14 +43,19 @@ import numpy as np
 from app.bench.machine import machine_info
 from app.bench.vw import VWBandit, vw_available, vw_text
 from app.learners.base import Learner, ParamError, stack_events
+from app.learners.build import takes_clicks
 from app.learners.registry import algorithms, build, default_params, learner_class
 from app.sim.datasets import load_classification, stream_indices
 from app.sim.feedback import noisy_clicks
+from app.tasks import TASKS as ALL_TASKS
 
 logger = logging.getLogger(__name__)
 
 DATASETS = ("synsep", "digits")
-TASKS = ("label", "label_set")
+#: The tasks benchmarked: classes played against a (noisy) click.
+TASKS = tuple(name for name, task in ALL_TASKS.items() if task.needs_classes and task.has_clicks)
+#: The learner of the reference comparison with Vowpal Wabbit.
+REFERENCE = ("label", "rcnbf")
 #: Click noise of the stream; learners that take rates are given these.
 RHO = (0.1, 0.2)
 GAMMA = 0.05
@@ -172,7 +177,7 @@ def run_sequential(model: Learner, stream: Stream, budget: float,
     """
     X, y, idx, right, wrong = stream.X, stream.y, stream.idx, stream.right, stream.wrong
     label_set = model.task == "label_set"
-    fb = model.feedback_fields[0]
+    fb, clicks = model.feedback_fields[0], takes_clicks(model)
     errors = 0
     n = 0
     timer = Timer()
@@ -180,7 +185,7 @@ def run_sequential(model: Learner, stream: Stream, budget: float,
         dec = model.decide(X[i])
         ok = (y[i] in dec.output["labels"]) if label_set else dec.output["label"] == y[i]
         errors += not ok
-        value = y[i] if fb == "label" else (right[t] if ok else wrong[t])
+        value = (right[t] if ok else wrong[t]) if clicks else y[i]
         event = {**dec.context, fb: value}
         model.learn_one(event)
         if logged is not None and len(logged) < MAX_LOGGED:
@@ -336,10 +341,10 @@ def paired_vw(stream: Stream, profile: Profile, seed: int) -> dict[str, Any]:
     vw: list[float] = []
     # one untimed pair first: the first runs of a fresh process were up to 40% slower
     # (caches, page faults of the stream, CPU frequency), which the median then inherited
-    run_sequential(build_learner("label", "rcnbf", stream, seed), stream, profile.time_budget)
+    run_sequential(build_learner(*REFERENCE, stream, seed), stream, profile.time_budget)
     vw_sequential(stream, seed, False, True, profile.time_budget)
     for _ in range(2 * profile.repeats + 1):
-        model = build_learner("label", "rcnbf", stream, seed)
+        model = build_learner(*REFERENCE, stream, seed)
         n, times, _ = run_sequential(model, stream, profile.time_budget)
         rcnbf.append(_measure(stream.name, "rcnbf", "sequential", n, times).per_cpu_second)
         vw.append(_vw_seq(stream, seed, False, True, profile.time_budget).per_cpu_second)
@@ -363,7 +368,7 @@ def bench_dataset(stream: Stream, profile: Profile, seed: int, with_vw: bool,
     ref_logged: list[dict[str, Any]] = []
     for task in TASKS:
         for alg in algorithms(task):
-            label = alg if task == "label" else f"{alg} (label_set)"
+            label = alg if task == TASKS[0] else f"{alg} ({task})"
             try:
                 build_learner(task, alg, stream, seed)
             except ParamError as exc:

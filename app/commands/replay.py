@@ -1,7 +1,7 @@
 """``noisyloop replay``: run a data set through a learner with simulated feedback.
 
 The common options live here; each task's runner module
-(``app.replay.<module>``, listed by :data:`REPLAY_TASKS`) contributes its own
+(the :class:`~app.tasks.base.Replay` of each task of :data:`app.tasks.TASKS`) contributes its own
 option group with ``add_arguments(group)`` and does the run with
 ``run(args, seed, progress) -> ReplayResult``.  The task is ``--task`` or is
 inferred from ``--algorithm`` (see :func:`infer_task`).  Repeats use seeds
@@ -19,8 +19,9 @@ import sys
 import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from app.commands.deferred import add_later
 from app.learners.base import ParamError
 from app.learners.registry import ALGORITHMS, algorithms
 from app.optional import CLIENT, LAB, require
@@ -28,18 +29,22 @@ from app.replay import drift
 from app.replay.output import plot, progress_bar, run_repeats, summarise, write_json
 from app.replay.result import ReplayResult
 
-#: Tasks that ``replay`` can run, in the order used to break ties when an
-#: algorithm serves several tasks (``perceptron``: label before noisy_label).
-REPLAY_TASKS: tuple[str, ...] = ("label", "label_set", "regression", "noisy_label",
-                                 "noisy_input", "rank")
+if TYPE_CHECKING:
+    from app.tasks import Replay
 
-#: Tasks whose runner module is not named after the task.
-RUNNER_MODULE: dict[str, str] = {"label_set": "label"}
+
+def replayed() -> dict[str, Replay]:
+    """The tasks that ``replay`` can run, with how, in registry order (the order that breaks
+    ties when an algorithm serves several tasks: ``perceptron``, label before noisy_label).
+    Imported when the command is used: the tasks' modules import the API's schemas."""
+    from app.tasks import TASKS
+
+    return {name: task.replay for name, task in TASKS.items() if task.replay is not None}
 
 
 def runner_module(task: str) -> ModuleType:
-    """The runner module of ``task``: ``app.replay.<name>``."""
-    return importlib.import_module(f"app.replay.{RUNNER_MODULE.get(task, task)}")
+    """The runner module of ``task`` (its :attr:`~app.tasks.base.Replay.runner`)."""
+    return importlib.import_module(replayed()[task].runner)
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -53,18 +58,25 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def register(subparsers: Any) -> None:
-    """Add the ``replay`` parser with every task's option group."""
+    """Add the ``replay`` parser; its options (every task's group) when it is used."""
     parser = subparsers.add_parser(
         "replay", allow_abbrev=False,
         help="replay a data set through a learner with simulated noisy feedback",
         description=__doc__.split("\n\n")[0] if __doc__ else None)
+    add_later(parser, add_arguments)
+    parser.set_defaults(handler=handle)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The common options and every task's option group."""
+    tasks = list(replayed())
     common = parser.add_argument_group("common options")
     common.add_argument("--dataset", required=True,
                         help="data set name (synsep, digits, ...) or CSV path; rank: "
                              "sim, vw:PATH or obd:PATH (a log, replayed)")
     common.add_argument("--algorithm", default=None,
                         help="learner, e.g. rcnbf, rcine, banditron, mc_dbf, ors, uma")
-    common.add_argument("--task", choices=REPLAY_TASKS, default=None,
+    common.add_argument("--task", choices=tasks, default=None,
                         help="task (default: inferred from --algorithm)")
     common.add_argument("--rounds", type=int, default=None,
                         help="rounds to replay (default: the task's)")
@@ -80,25 +92,31 @@ def register(subparsers: Any) -> None:
     common.add_argument("--params", type=_json_object, default=None, metavar="JSON",
                         help="extra learner hyper-parameters as a JSON object")
     common.add_argument("--service", default=None, metavar="URL",
-                        help="replay through a running noisyloop service (label and label_set "
-                             "tasks; batches of --feedback-delay rounds)")
+                        help="replay through a running noisyloop service "
+                             f"({' and '.join(_served())} tasks; batches of --feedback-delay "
+                             "rounds)")
     common.add_argument("--api-key", default=None, metavar="KEY", help="API key for --service")
     common.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     drift.add_arguments(common)
     owners: dict[str, tuple[str, ...]] = {}
     seen: set[str] = set()
-    for task in REPLAY_TASKS:
+    for task in tasks:
         module = runner_module(task)
         if module.__name__ in seen:
             continue
         seen.add(module.__name__)
-        served = tuple(t for t in REPLAY_TASKS if runner_module(t) is module)
+        served = tuple(t for t in tasks if runner_module(t) is module)
         group = parser.add_argument_group(f"{' / '.join(served)} options")
         module.add_arguments(group)
         for action in group._group_actions:
             owners[action.dest] = served
-    parser.set_defaults(handler=handle, _option_tasks=owners, _defaults={
+    parser.set_defaults(_option_tasks=owners, _defaults={
         a.dest: a.default for a in parser._actions})
+
+
+def _served() -> tuple[str, ...]:
+    """The tasks ``--service`` replays."""
+    return tuple(name for name, replay in replayed().items() if replay.service)
 
 
 def _explicit(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
@@ -112,7 +130,7 @@ def infer_task(args: argparse.Namespace) -> str:
 
     An algorithm that serves several tasks (``perceptron``: label and
     noisy_label) runs the task whose options were given, else the first in
-    :data:`REPLAY_TASKS`.  Raises :class:`ParamError` with the choices.
+    :func:`replayed`.  Raises :class:`ParamError` with the choices.
     """
     explicit = _explicit(args)
     if args.task is not None:
@@ -123,9 +141,10 @@ def infer_task(args: argparse.Namespace) -> str:
     if args.algorithm is None:
         raise ParamError("--algorithm", "give --algorithm (or --task to use its default "
                          "algorithm)")
-    candidates = [t for t in REPLAY_TASKS if (t, args.algorithm) in ALGORITHMS]
+    tasks = replayed()
+    candidates = [t for t in tasks if (t, args.algorithm) in ALGORITHMS]
     if not candidates:
-        known = sorted({alg for t, alg in ALGORITHMS if t in REPLAY_TASKS})
+        known = sorted({alg for t, alg in ALGORITHMS if t in tasks})
         raise ParamError("--algorithm", f"unknown algorithm {args.algorithm!r}; "
                          f"choose one of {known}")
     wanted = [t for t in candidates if any(t in tasks for tasks in explicit.values())]
@@ -166,13 +185,13 @@ def replay(args: argparse.Namespace, advance: Callable[[int], None] | None = Non
     task = infer_task(args)
     check_options(args, task)
     args.task = task
-    drift.check_task(args, task)
+    drift.check_task(args, task, tuple(t for t, r in replayed().items() if r.drift))
     module = runner_module(task)
     if args.service is not None:
-        module = importlib.import_module("app.replay.service")
-        if task not in module.SERVICE_TASKS:
+        if not replayed()[task].service:
             raise ParamError("--service", f"replay through a service supports the tasks "
-                             f"{module.SERVICE_TASKS}, not {task!r}")
+                             f"{_served()}, not {task!r}")
+        module = importlib.import_module("app.replay.service")
     start, cpu = time.perf_counter(), time.process_time()
     results = run_repeats(lambda seed, progress: module.run(args, seed, progress),
                           args.seed, args.repeats, advance or (lambda n: None))

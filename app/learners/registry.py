@@ -41,9 +41,6 @@ ALGORITHMS: dict[tuple[str, str], str] = {
     ("rank", "ridge_pl"): "app.learners.rank:RidgeRanker",
 }
 
-#: Tasks whose learners take ``n_classes``.
-CLASS_TASKS = frozenset({"label", "label_set", "noisy_label"})
-
 #: Constructor arguments that are not hyper-parameters.
 STRUCTURAL_ARGS = ("n_features", "n_classes", "seed")
 
@@ -91,6 +88,15 @@ def learner_class(task: str, algorithm: str) -> type[Learner]:
     module_name, class_name = target.split(":")
     cls: type[Learner] = getattr(importlib.import_module(module_name), class_name)
     return cls
+
+
+def takes_classes(cls: type[Learner]) -> bool:
+    """Whether ``cls`` is built with ``n_classes`` (its constructor takes it).
+
+    >>> [takes_classes(learner_class(*case)) for case in (("label", "rcnbf"), ("rank", "ridge_pl"))]
+    [True, False]
+    """
+    return "n_classes" in inspect.signature(cls.__init__).parameters
 
 
 def default_params(cls: type[Learner]) -> dict[str, Any]:
@@ -168,7 +174,7 @@ def build(
             raise ParamError(f"params.{name}", f"unknown parameter for {algorithm!r}; "
                              f"known: {sorted(known)}")
     kwargs: dict[str, Any] = {"n_features": n_features, "seed": seed, **params}
-    if task in CLASS_TASKS:
+    if takes_classes(cls):
         kwargs["n_classes"] = n_classes
     try:
         return cls(**kwargs)

@@ -26,8 +26,6 @@ from app.replay.result import ReplayResult
 from app.sim.drift import DEFAULT_CHANGE_AT, DEFAULT_SPAN, DRIFTS, Drift
 from app.sim.rank import gap_closed
 
-#: Tasks whose replays take ``--drift``.
-DRIFT_TASKS = ("label", "rank")
 #: Rounds of the sliding window of the online-reward curve.
 WINDOW = 1_000
 #: Points of that curve.
@@ -62,12 +60,13 @@ def schedule(args: argparse.Namespace) -> Drift:
         raise ParamError(flag, str(exc)) from None
 
 
-def check_task(args: argparse.Namespace, task: str) -> None:
-    """Refuse ``--drift`` for a task whose replay has no second world, and for a log."""
+def check_task(args: argparse.Namespace, task: str, drifting: tuple[str, ...]) -> None:
+    """Refuse ``--drift`` for a task whose replay has no second world (not among
+    ``drifting``), and for a log."""
     if getattr(args, "drift", "none") == "none":
         return
-    if task not in DRIFT_TASKS:
-        raise ParamError("--drift", f"applies to the tasks {DRIFT_TASKS}, not {task!r}")
+    if task not in drifting:
+        raise ParamError("--drift", f"applies to the tasks {drifting}, not {task!r}")
     schedule(args)
 
 

@@ -44,9 +44,10 @@ from typing import Any
 import numpy as np
 
 from app.learners.base import Learner, ParamError, stack_events
-from app.learners.build import default_estimator, keeps_anchors
+from app.learners.build import default_estimator, keeps_anchors, takes_clicks
 from app.learners.proxy import check_noise_rates
 from app.learners.registry import algorithms, build, default_params, learner_class
+from app.replay import task_of
 from app.replay.drift import drift_report, schedule
 from app.replay.noise import NoiseRefresh
 from app.replay.result import ReplayResult, chance_error_rate
@@ -54,7 +55,6 @@ from app.sim.datasets import load_classification, stream_indices
 from app.sim.drift import drifted_labels
 from app.sim.feedback import noisy_clicks, set_contains
 
-TASKS = ("label", "label_set")
 DEFAULT_ROUNDS = 10_000
 CURVE_POINTS = 200
 PROGRESS_STEP = 1_000
@@ -173,7 +173,7 @@ def setup(args: argparse.Namespace, seed: int) -> Setup:
     Shared by the in-process loop and the replay through a service
     (:mod:`app.replay.service`), so both replay the same stream.
     """
-    task = getattr(args, "task", None) or "label"
+    task = task_of(args, __name__)
     algorithm = getattr(args, "algorithm", None) or algorithms(task)[0]
     rounds = getattr(args, "rounds", None) or DEFAULT_ROUNDS
     delay = int(args.feedback_delay)
@@ -270,7 +270,7 @@ class _Loop:
         self.greedy_err = np.zeros(rounds)
         self.played_err = np.zeros(rounds)
         self.clicks = np.zeros(rounds)
-        self.full_info = "label" in learner.feedback_fields
+        self.full_info = not takes_clicks(learner)
         self.reported = 0
 
     def run(self, delay: int) -> None:

@@ -25,10 +25,10 @@ import numpy as np
 from app.learners.kernel_ogd import KernelOGD
 from app.learners.kernels.functions import CLASSIFICATION_LOSSES, LOSSES, parse_kernel
 from app.learners.registry import algorithms, build
+from app.replay import task_of
 from app.replay.result import ReplayResult, chance_error_rate
 from app.sim.noisy_inputs import CopyOracle, load_noisy_input
 
-TASK = "noisy_input"
 DEFAULT_ROUNDS = 3000
 DEFAULT_ETA = 0.33
 CURVE_POINTS = 200
@@ -91,13 +91,14 @@ def paper_expected_queries(kernel: str, p: float) -> float:
 
 def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) -> ReplayResult:
     """Replay ``args.dataset`` through ``kernel_ogd`` with a simulated copy oracle."""
-    algorithm = getattr(args, "algorithm", None) or algorithms(TASK)[0]
+    task = task_of(args, __name__)
+    algorithm = getattr(args, "algorithm", None) or algorithms(task)[0]
     rounds = getattr(args, "rounds", None) or DEFAULT_ROUNDS
     data = load_noisy_input(args.dataset, n=rounds, seed=seed, centre=not args.no_centre)
     X, y = data.X, data.y
     rounds = len(y)
     params = learner_params(args, rounds, data.classification)
-    learner = build(TASK, algorithm, n_features=X.shape[1], params=params, seed=seed)
+    learner = build(task, algorithm, n_features=X.shape[1], params=params, seed=seed)
     if not isinstance(learner, KernelOGD):
         raise TypeError(f"{algorithm!r} is not a KernelOGD learner")
     oracle = CopyOracle(args.input_noise, np.random.default_rng([seed, 1]))

@@ -40,6 +40,7 @@ import numpy as np
 from app.learners.confusion import Orientation, validate_confusion
 from app.learners.registry import algorithms, build
 from app.learners.uma import SELECTIONS, UMA
+from app.replay import task_of
 from app.replay.result import ReplayResult, chance_error_rate
 from app.sim.datasets import load_classification, stream_indices
 from app.sim.noisy_labels import (
@@ -50,7 +51,6 @@ from app.sim.noisy_labels import (
     uniform_confusion,
 )
 
-TASK = "noisy_label"
 DEFAULT_ROUNDS = 20_000
 DEFAULT_FLIP_RATE = 0.35
 CURVE_POINTS = 200
@@ -108,7 +108,8 @@ def load_data(name: str, rounds: int, seed: int) -> tuple[np.ndarray, np.ndarray
 
 def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) -> ReplayResult:
     """Replay ``args.dataset`` through ``args.algorithm`` (default ``uma``) with noisy labels."""
-    algorithm = getattr(args, "algorithm", None) or algorithms(TASK)[0]
+    task = task_of(args, __name__)
+    algorithm = getattr(args, "algorithm", None) or algorithms(task)[0]
     rounds = getattr(args, "rounds", None) or DEFAULT_ROUNDS
     X, t = load_data(args.dataset, rounds, seed)
     n_classes = int(t.max()) + 1
@@ -123,7 +124,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         if not gold.any():
             params["confusion"] = C.tolist()
     params |= dict(getattr(args, "params", None) or {})  # --params on top
-    learner = build(TASK, algorithm, n_features=X.shape[1], n_classes=n_classes,
+    learner = build(task, algorithm, n_features=X.shape[1], n_classes=n_classes,
                     params=params, seed=seed)
     fixed_noisy = corrupt_labels(t, C, rng)
     for i in np.flatnonzero(gold)[rng.permutation(int(gold.sum()))]:

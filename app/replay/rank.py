@@ -26,11 +26,11 @@ import numpy as np
 
 from app.learners.base import ParamError, stack_events
 from app.learners.registry import algorithms, build
+from app.replay import task_of
 from app.replay.drift import drift_report, schedule
 from app.replay.result import ReplayResult
 from app.sim.rank import DEFAULT_RHO, DEFAULT_THETA, RankSimulator, gap_closed
 
-TASK = "rank"
 DATASETS = ("sim",)
 DEFAULT_ROUNDS = 30_000
 FINAL_ROUNDS = 5_000
@@ -101,13 +101,14 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
 
     if ranklog.is_log(args.dataset):
         return ranklog.run(args, seed, progress)
-    algorithm = getattr(args, "algorithm", None) or algorithms(TASK)[0]
+    task = task_of(args, __name__)
+    algorithm = getattr(args, "algorithm", None) or algorithms(task)[0]
     rounds = getattr(args, "rounds", None) or DEFAULT_ROUNDS
     sim = simulator(args, seed)
     params: dict[str, Any] = {"n_action_features": sim.n_action_features, "slots": sim.slots,
                               "rho0": sim.rho0, "rho1": sim.rho1,
                               **dict(getattr(args, "params", None) or {})}
-    learner = build(TASK, algorithm, n_features=sim.n_features, params=params, seed=seed)
+    learner = build(task, algorithm, n_features=sim.n_features, params=params, seed=seed)
     values = np.zeros((rounds, 5))  # played, oracle, random, greedy, click in slot 0
     new_scores: list[tuple[float, float]] = []
     pending: list[dict[str, np.ndarray]] = []

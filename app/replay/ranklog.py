@@ -47,7 +47,8 @@ import numpy as np
 from app.learners.base import CandidateRanker, ParamError, stack_events
 from app.learners.offpolicy import learn_finite
 from app.learners.registry import algorithms, build
-from app.replay.rank import CURVE_POINTS, PROGRESS_STEP, TASK
+from app.replay import rank, task_of
+from app.replay.rank import CURVE_POINTS, PROGRESS_STEP
 from app.replay.result import ReplayResult
 from app.sim.logs import FeatureIndex, Named, read_obd, read_obd_items, read_vw_adf
 
@@ -186,14 +187,15 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
     (the first ``--rounds`` decisions, default all; module docstring)."""
     _check_options(args)
     log = load(args.dataset)
-    algorithm = getattr(args, "algorithm", None) or algorithms(TASK)[0]
+    task = task_of(args, rank.__name__)
+    algorithm = getattr(args, "algorithm", None) or algorithms(task)[0]
     n = min(len(log.rankings), getattr(args, "rounds", None) or len(log.rankings))
     d_a = log.candidates[0].shape[1]
     params: dict[str, Any] = {"n_action_features": d_a, "slots": log.slots,
                               **dict(getattr(args, "params", None) or {})}
     if params["slots"] != log.slots:
         raise ParamError("--params", f"slots: the log's decisions fill {log.slots} slots")
-    learner = build(TASK, algorithm, n_features=log.X.shape[1], params=params, seed=seed)
+    learner = build(task, algorithm, n_features=log.X.shape[1], params=params, seed=seed)
     if not (learner.ranks_candidates and learner.follows_baseline):
         raise ParamError("--algorithm", f"{algorithm!r} cannot learn a logged ranking")
     ranker = cast(CandidateRanker, learner)

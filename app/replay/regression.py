@@ -22,10 +22,10 @@ import numpy as np
 from app.learners.budget import STRATEGIES, TUNE_BLOCK, AutoBudget, make_budget
 from app.learners.ors import ALPHA_RULES, DEFAULT_R, K_VARIANCES
 from app.learners.registry import algorithms, build
+from app.replay import task_of
 from app.replay.result import ReplayResult
 from app.sim.regression import NOISE_SCHEDULES, draw_labels, load_regression, noise_variances
 
-TASK = "regression"
 DEFAULT_ROUNDS = 10_000
 CURVE_POINTS = 200
 PROGRESS_STEP = 1_000
@@ -68,7 +68,8 @@ def learner_params(args: argparse.Namespace, algorithm: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) -> ReplayResult:
     """Replay ``args.dataset`` through ``args.algorithm`` (default ``ors``)."""
-    algorithm = getattr(args, "algorithm", None) or algorithms(TASK)[0]
+    task = task_of(args, __name__)
+    algorithm = getattr(args, "algorithm", None) or algorithms(task)[0]
     rounds = getattr(args, "rounds", None) or DEFAULT_ROUNDS
     dataset = args.dataset
     X, y = load_regression(dataset, n=rounds, seed=seed)
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
     rng = np.random.default_rng([seed, 1])
     variances = noise_variances(rounds, args.noise_variance_max, rng, args.noise_schedule)
     params = learner_params(args, algorithm)
-    learner = build(TASK, algorithm, n_features=X.shape[1], params=params, seed=seed)
+    learner = build(task, algorithm, n_features=X.shape[1], params=params, seed=seed)
     strategy = make_budget(args.budget_strategy, args.budget, a=args.budget_a,
                            horizon=rounds, seed=seed)
     known = bool(args.known_variance)

@@ -38,14 +38,12 @@ import numpy as np
 from noisyloop_client import Client, FeedbackBuffer
 
 from app.learners.base import ParamError
-from app.learners.build import default_estimator
+from app.learners.build import default_estimator, takes_clicks
 from app.learners.registry import learner_class
 from app.replay.label import greedy_label, result, setup
 from app.replay.result import ReplayResult
 from app.sim.feedback import set_contains
 
-#: Tasks that can be replayed through a service (checked by the replay command).
-SERVICE_TASKS = ("label", "label_set")
 #: Most instances per batch predict request (the service's batch limit).
 MAX_BATCH = 1000
 
@@ -57,7 +55,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         raise ParamError("--estimator", "with --service the service runs its own estimator "
                          "(set another with PUT .../noise)")
     cls = learner_class(s.task, s.algorithm)
-    field = cls.feedback_fields[0]
+    field, learns_clicks = cls.feedback_fields[0], takes_clicks(cls)
     rounds = len(s.order)
     delay = min(int(args.feedback_delay), MAX_BATCH)
     greedy_err, played_err, clicks = np.zeros(rounds), np.zeros(rounds), np.zeros(rounds)
@@ -80,7 +78,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
                         played_err[k] = not right
                         click = s.if_right[k] if right else s.if_wrong[k]
                         clicks[k] = click
-                        value = label if field == "label" else bool(click)
+                        value = bool(click) if learns_clicks else label
                         buffer.add(p["event_id"], **{field: value})
                     buffer.flush()
                     client.sync(model_id, timeout=60)

@@ -11,8 +11,8 @@ import pytest
 import redis
 
 import app.store.events
-from app.api.ranking import item_hashes
 from app.store.keys import ModelKeys
+from app.tasks.rank import item_hashes
 from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, predict_all
 
 

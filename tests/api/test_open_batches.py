@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from app.api.openfeedback import take_open_many
-from app.api.tasks import task_spec
+from app.tasks import get_task
 from tests.api.conftest import TestClient, post_feedback, predict_all
 
 
@@ -165,7 +165,7 @@ def test_concurrent_batches_never_overspend(client: TestClient, tenant: dict[str
     async def two_batches() -> list[Any]:
         view = await ctx.store.models.view("acme", "m1")
         halves = [[(p["event_id"], fields) for p in preds[s::2]] for s in (0, 1)]
-        done = await asyncio.gather(*(take_open_many(ctx, view, task_spec("regression"), half)
+        done = await asyncio.gather(*(take_open_many(ctx, view, get_task("regression"), half)
                                       for half in halves))
         return [*done[0], *done[1]]
 

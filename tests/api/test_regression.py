@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from app.api.openfeedback import take_open
-from app.api.tasks import task_spec
 from app.learners.ors import ORS
 from app.store.keys import ModelKeys
+from app.tasks import get_task
 from tests.api.conftest import TestClient, post_feedback, predict_all
 from tests.deadlines import pass_deadlines_async
 
@@ -223,7 +223,7 @@ def test_concurrent_first_labels_never_overspend(client: TestClient,
         view = await ctx.store.models.view("acme", "m1")
         fields = {"values": np.array([1.0]), "variance": np.array(np.nan)}
         return list(await asyncio.gather(*(
-            take_open(ctx, view, task_spec("regression"), p["event_id"], fields)
+            take_open(ctx, view, get_task("regression"), p["event_id"], fields)
             for p in preds)))
 
     results = client.portal.call(burst)  # type: ignore[union-attr]

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from app.api.tasks import TASKS as SERVED_TASKS
-from app.learners.registry import ALGORITHMS, CLASS_TASKS
+from app.learners.registry import ALGORITHMS
+from app.tasks import TASKS as SERVED_TASKS
+from app.tasks import get_task
 from tests.api.conftest import TestClient, new_model
 
 OVERFLOWING = [1e308, 1e308, -1e308, 1e308]  # finite; their squares are not
@@ -115,7 +116,7 @@ def test_huge_shapes_are_refused_before_allocation(client: TestClient, tenant: d
                                                    task: str, algorithm: str) -> None:
     body: dict[str, Any] = {"model_id": "big", "task": task, "algorithm": algorithm,
                             "n_features": 1_000_000}
-    if task in CLASS_TASKS:
+    if get_task(task).needs_classes:
         body["n_classes"] = 10_000
     r = client.post("/v1/models", json=body, headers=tenant)
     if task == "regression":  # one weight per feature: 8 MB

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from app.api.errors import ApiError
-from app.api.tasks import TASKS, _quick_click
 from app.learners.registry import learner_class
+from app.tasks import TASKS
+from app.tasks.label import quick_click
 
 CONFIG = {"model_id": "m", "algorithm": "rcnbf", "n_classes": 10, "n_features": 4}
 
@@ -49,21 +50,21 @@ def _outcome(parse: Any, raw: Any, cls: type) -> Any:
 @pytest.mark.parametrize(("task", "algorithm"), [  # learners of clicks and of labels
     ("label", "rcnbf"), ("label", "perceptron"), ("label_set", "mc_dbf"), ("label_set", "mc_slp")])
 @pytest.mark.parametrize("raw", RAW_EVENTS)
-def test_quick_click_parser_answers_as_the_full_validation(task: str, algorithm: str,
+def testquick_click_parser_answers_as_the_full_validation(task: str, algorithm: str,
                                                            raw: Any) -> None:
     spec = TASKS[task]
-    assert spec.quick_feedback is _quick_click
+    assert spec.quick_feedback is quick_click
     cls = learner_class(task, algorithm)
     full = replace(spec, quick_feedback=None)
     assert _outcome(spec.parse_feedback, raw, cls) == _outcome(full.parse_feedback, raw, cls)
 
 
-def test_quick_click_parser_takes_the_common_shape_only() -> None:
+def testquick_click_parser_takes_the_common_shape_only() -> None:
     rcnbf, perceptron = learner_class("label", "rcnbf"), learner_class("label", "perceptron")
-    taken = [i for i, raw in enumerate(RAW_EVENTS) if _quick_click(raw, rcnbf) is not None]
+    taken = [i for i, raw in enumerate(RAW_EVENTS) if quick_click(raw, rcnbf) is not None]
     assert taken == [0, 1, 2]  # the rest go to the full validation
-    assert all(_quick_click(raw, perceptron) is None for raw in RAW_EVENTS)
-    _, fields = _quick_click(RAW_EVENTS[0], rcnbf)  # type: ignore[misc]
+    assert all(quick_click(raw, perceptron) is None for raw in RAW_EVENTS)
+    _, fields = quick_click(RAW_EVENTS[0], rcnbf)  # type: ignore[misc]
     with pytest.raises(ValueError):  # shared by every quickly parsed event: read-only
         fields["click"][...] = 0.0
     assert fields["click"].dtype == np.float64

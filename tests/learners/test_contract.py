@@ -101,8 +101,13 @@ INVALID_FEEDBACK: dict[str, Any] = {
 CASES = sorted(registry.ALGORITHMS)
 
 
+def _classes(task: str, algorithm: str) -> int | None:
+    """``N_CLASSES`` for a learner built with ``n_classes``, else None."""
+    return N_CLASSES if registry.takes_classes(registry.learner_class(task, algorithm)) else None
+
+
 def _build(task: str, algorithm: str, seed: int | None = 0, **params: Any) -> Learner:
-    n_classes = N_CLASSES if task in registry.CLASS_TASKS else None
+    n_classes = _classes(task, algorithm)
     return registry.build(task, algorithm, N_FEATURES, n_classes, params, seed=seed)
 
 
@@ -325,8 +330,8 @@ def test_learn_refuses_out_of_domain_feedback(case: tuple[str, str]) -> None:
 def test_construction_refuses_invalid_params(case: tuple[str, str]) -> None:
     task, algorithm = case
     with pytest.raises(ParamError, match="n_features"):
-        registry.build(task, algorithm, 0, N_CLASSES if task in registry.CLASS_TASKS else None)
-    if task in registry.CLASS_TASKS:
+        registry.build(task, algorithm, 0, _classes(task, algorithm))
+    if _classes(task, algorithm):
         with pytest.raises(ParamError, match="n_classes"):
             registry.build(task, algorithm, N_FEATURES, 1)
     with pytest.raises(ParamError, match=r"params\.no_such_param"):
@@ -364,7 +369,7 @@ def test_service_defaults_are_valid_params(case: tuple[str, str]) -> None:
     assert set(cls.service_defaults) <= set(registry.default_params(cls))
     learner = _build(*case, **cls.service_defaults)
     params = {**registry.default_params(cls), **cls.service_defaults}
-    n_classes = N_CLASSES if task in registry.CLASS_TASKS else None
+    n_classes = _classes(task, algorithm)
     assert cls.state_bytes(N_FEATURES, n_classes, params) == sum(
         np.asarray(v).nbytes for v in learner.get_state().values())
 

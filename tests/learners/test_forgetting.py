@@ -62,7 +62,7 @@ def test_state_bytes_counts_the_forgetting_arrays(case: tuple[str, str]) -> None
     cls = registry.learner_class(task, algorithm)
     learner = contract._build(task, algorithm)
     contract._play(learner, 10)
-    n_classes = contract.N_CLASSES if task in registry.CLASS_TASKS else None
+    n_classes = contract._classes(task, algorithm)
     params = registry.hyper_params(learner)
     assert cls.state_bytes(contract.N_FEATURES, n_classes, params) == sum(
         np.asarray(v).nbytes for v in learner.get_state().values())

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.learners.registry import ALGORITHMS, CLASS_TASKS, build, default_params, learner_class
+from app.learners.registry import ALGORITHMS, build, default_params, learner_class, takes_classes
 
 #: Parameter variants that change the shapes of the state.
 VARIANTS: dict[str, list[dict[str, Any]]] = {
@@ -25,7 +25,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
 def test_state_bytes_equals_the_built_state(task: str, algorithm: str, n_features: int,
                                             n_classes: int) -> None:
     cls = learner_class(task, algorithm)
-    k = n_classes if task in CLASS_TASKS else None
+    k = n_classes if takes_classes(cls) else None
     for variant in VARIANTS.get(algorithm, [{}]):
         if algorithm in ("mc_dbf", "mc_slp") and n_classes == 2:
             variant = {**variant, "m": 1}

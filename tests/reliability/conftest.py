@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from typing import Any, Protocol
 
-from app.learners.registry import CLASS_TASKS, algorithms
+from app.learners.registry import algorithms
+from app.tasks import get_task
 
 ADMIN_TOKEN = "test-admin-token-0123456789abcdef"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -45,4 +46,4 @@ def setup_model(session: Session, auth: dict[str, str], model_id: str,
 def task_body(task: str) -> dict[str, Any]:
     """Fields of a small model of ``task`` with its default algorithm."""
     return {"task": task, "algorithm": algorithms(task)[0],
-            "n_classes": 3 if task in CLASS_TASKS else None}
+            "n_classes": 3 if get_task(task).needs_classes else None}

@@ -42,9 +42,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from app.api.tasks import TASKS
 from app.main import create_app
 from app.settings import Settings
+from app.tasks import TASKS
 from tests.reliability.conftest import (
     ADMIN,
     ADMIN_TOKEN,

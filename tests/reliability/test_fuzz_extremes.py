@@ -39,7 +39,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.api.features import MAX_FEATURE_NORM_LIMIT
-from app.learners.registry import ALGORITHMS, CLASS_TASKS, default_params, learner_class
+from app.learners.registry import ALGORITHMS, default_params, learner_class
+from app.tasks import get_task
 from tests.api.conftest import TestClient, make_client
 from tests.reliability.conftest import FUZZ_EXAMPLES, setup_tenant
 
@@ -272,12 +273,12 @@ def creation(task: str, algorithm: str) -> st.SearchStrategy[dict[str, Any]]:
                                                                             max_size=3),
                               max_size=2) if names else st.just({}))
     base: dict[str, Any] = {"task": task, "algorithm": algorithm, "n_features": 4, "seed": 0}
-    if task in CLASS_TASKS:
+    if get_task(task).needs_classes:
         base["n_classes"] = 3
     optional = {"n_features": dimension, "params": params,
                 "max_feature_norm": st.sampled_from([MAX_FEATURE_NORM_LIMIT, 1e-320, 5e-324,
                                                      1e308, 10**400]) | extreme_number}
-    if task in CLASS_TASKS:
+    if get_task(task).needs_classes:
         optional["n_classes"] = dimension
     return st.fixed_dictionaries({}, optional=optional).map(
         lambda over: {k: v for k, v in {**base, **over}.items() if v is not None})
@@ -297,7 +298,7 @@ def test_extremes_no_5xx_repeats_agree_weights_finite_events_accounted(
     with make_client(redis_url) as api:
         service = Service(api, setup_tenant(api))
         base = {"task": task, "algorithm": algorithm, "n_features": 4, "seed": 0,
-                **({"n_classes": 3} if task in CLASS_TASKS else {})}
+                **({"n_classes": 3} if get_task(task).needs_classes else {})}
         r = create(service, "wide", {**base, "max_feature_norm": MAX_FEATURE_NORM_LIMIT})
         if r.status_code == 422 and r.json()["error"]["field"] == "task":
             pytest.skip(f"task {task!r} is not served: {r.json()['error']['message']}")

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import redis
 
-from app.api.tasks import TASKS
 from app.logs import JsonFormatter
 from app.store import keys
+from app.tasks import TASKS
 from tests.api.conftest import TestClient, make_client
 from tests.reliability.conftest import ADMIN, ADMIN_TOKEN, setup_model, setup_tenant, task_body
 

@@ -14,11 +14,11 @@ from app.api.modelops import MAX_STATE_BYTES
 from app.api.responses import OrjsonResponse
 from app.api.schemas.common import ErrorResponse
 from app.api.schemas.evaluations import EvaluationJob, EvaluationRequest, PolicyConfig
-from app.api.tasks import TASKS, task_spec
 from app.evaluation.policies import policy_kind
 from app.evaluation.training import check_config
 from app.learners.base import ParamError
 from app.learners.proxy import check_noise_rates
+from app.tasks import TASKS, get_task
 
 router = APIRouter(prefix="/v1/models", tags=["evaluations"],
                    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
@@ -28,7 +28,7 @@ router = APIRouter(prefix="/v1/models", tags=["evaluations"],
 def check_supported(task: str, policy: object) -> None:
     """422 ``evaluation_unsupported`` naming what the task's evaluations support when they do
     not take ``policy`` (before anything is queued)."""
-    supported = task_spec(task).evaluation_policies
+    supported = get_task(task).evaluation_policies
     if not supported:
         evaluated = sorted(name for name, spec in TASKS.items() if spec.evaluation_policies)
         raise ApiError(422, "evaluation_unsupported", f"the service evaluates the decision logs "

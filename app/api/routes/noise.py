@@ -23,7 +23,6 @@ from app.api.schemas.noise import (
     NoisePutRequest,
     NoiseStatusResponse,
 )
-from app.api.tasks import task_spec
 from app.learners.base import ParamError
 from app.learners.build import default_estimator, estimates_over, keeps_anchors
 from app.learners.noise_anchor import TOO_FEW_EVENTS
@@ -32,6 +31,7 @@ from app.learners.proxy import check_noise_rates
 from app.learners.registry import algorithms, learner_class
 from app.store.models import ModelView
 from app.store.noise import NoiseRecord
+from app.tasks import get_task
 
 router = APIRouter(prefix="/v1/models", tags=["noise"],
                    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}})
@@ -43,7 +43,7 @@ MAX_TIMEOUT_SECONDS = 300.0
 
 def _clicks_only(view: ModelView) -> None:
     """404 unless the model's feedback is clicks (the tasks with noise rates)."""
-    if not task_spec(view.config["task"]).has_clicks:
+    if not get_task(view.config["task"]).has_clicks:
         raise ApiError(404, "no_noise_rates",
                        "noise rates exist for the models that learn from clicks")
 

@@ -122,7 +122,7 @@ class NoisyInputFeedback(RequestModel):
 
 #: One feedback event of any task (add a task's event model here).  Each
 #: event is validated with the model of its model's task (see
-#: :mod:`app.api.tasks`), so the union only documents the shapes.
+#: :mod:`app.tasks`), so the union only documents the shapes.
 FeedbackEvent = (LabelFeedback | RegressionFeedback | NoisyLabelFeedback | NoisyInputFeedback
                  | RankFeedback)
 

@@ -16,10 +16,10 @@ from app.api.schemas.common import (
     RequestModel,
 )
 from app.api.schemas.serving import MODE_DESCRIPTION, ApprenticeReport, Mode
-from app.api.tasks import TASKS
 from app.learners.registry import ALGORITHMS
 from app.store.drift import DEFAULT_DRIFT_ACTION, DriftAction
 from app.store.versions import DEFAULT_INTERVAL_SECONDS, DEFAULT_KEPT
+from app.tasks import TASKS
 
 #: Largest seed, horizon or version a request may carry: the largest integer every JSON
 #: reader keeps exact (I-JSON, RFC 7493).  Bounds near 2^63 read as doubles round to

@@ -1,0 +1,1 @@
+"""Tests of app/tasks: the task registry and the tasks it serves."""
