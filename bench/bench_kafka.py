@@ -41,7 +41,7 @@ import redis
 from confluent_kafka import Producer
 from noisyloop_client import Client
 
-from app.bench.kafkabroker import FAST_GROUP, LocalBroker
+from app.bench.kafkabroker import TANSU_CONSUMER, LocalBroker
 from app.bench.machine import cpu_shares, cpu_times, linux_process_cpu_seconds, machine_info
 from app.bench.results import write_results
 from app.bench.service import server_process
@@ -144,7 +144,7 @@ def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
         broker.create_topic(f"{TOPIC}.dead")
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "NOISYLOOP_LOG_LEVEL": "WARNING",
                "NOISYLOOP_ADMIN_TOKEN": token, "NOISYLOOP_KAFKA_BOOTSTRAP": broker.bootstrap,
-               "NOISYLOOP_KAFKA_CONFIG": orjson.dumps(FAST_GROUP).decode()}
+               "NOISYLOOP_KAFKA_CONFIG": orjson.dumps(TANSU_CONSUMER).decode()}
         data = Path(tmp)
         with server_process([sys.executable, "-m", "app.cli", "serve", "--port", str(port),
                              "--data-dir", str(data)], env, url, "/healthz",
