@@ -43,7 +43,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from app.api.context import ApiContext
 from app.metrics import Metrics
-from app.server.kafka.feedback import Verdict, accept_messages
+from app.server.kafka.feedback import Verdict, accept_messages, gather_all
 from app.server.kafka.settings import KafkaSettings
 from app.store import STORE_ERRORS
 
@@ -233,8 +233,8 @@ class KafkaFeedbackConsumer:
         """Accept, dead-letter, commit one batch; False (nothing committed) on a failure."""
         tenants = self.settings.tenants
         try:
-            found = await asyncio.gather(*(accept_messages(self.ctx, [m.value() for m in ms],
-                                                           tenants) for ms in parts.values()))
+            found = await gather_all(*(accept_messages(self.ctx, [m.value() for m in ms],
+                                                       tenants) for ms in parts.values()))
             bad = [(m, v) for ms, verdicts in zip(parts.values(), found, strict=True)
                    for m, v in zip(ms, verdicts, strict=True) if v.outcome == "dead_lettered"]
             if bad:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -34,6 +34,8 @@ DUPLICATE_CODE = "duplicate_feedback"
 #: ``events[12].click`` -> ``click``: a message's field is named within the message.
 _EVENT_PREFIX = re.compile(r"^events\[\d+\]\.?")
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -48,6 +50,16 @@ class Verdict:
 
 ACCEPTED = Verdict("accepted")
 DUPLICATE = Verdict("duplicate")
+
+
+async def gather_all(*calls: Awaitable[T]) -> list[T]:
+    """The results of ``calls``, run concurrently; the first failure is raised once every
+    call has ended (none goes on joining behind a batch that is read again)."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results  # type: ignore[return-value]  # no failure among them (checked)
 
 
 def dead(reason: str, message: str, field: str | None = None) -> Verdict:
@@ -94,8 +106,8 @@ async def accept_messages(ctx: ApiContext, values: Sequence[bytes | None],
             verdicts[i] = parsed
         else:
             groups.setdefault(parsed[0], []).append((i, parsed[1]))
-    results = await asyncio.gather(*(_accept_model(ctx, tenant, model, events)
-                                     for (tenant, model), events in groups.items()))
+    results = await gather_all(*(_accept_model(ctx, tenant, model, events)
+                                 for (tenant, model), events in groups.items()))
     for found in results:
         for i, verdict in found:
             verdicts[i] = verdict
