@@ -132,6 +132,10 @@ class Metrics:
             "kafka_consumer_lag", "Feedback messages of a partition not yet read by this "
             "consumer group (high watermark minus committed offset)", ("topic", "partition"),
             namespace=ns, registry=r)
+        self.kafka_restarts = Counter(
+            "kafka_consumer_restarts", "Kafka feedback consumers restarted after an unexpected "
+            "error (the batch at hand is read again from the last commit)",
+            namespace=ns, registry=r)
         self.trainer_step_failures = Counter(
             "trainer_step_failures", "Trainer steps that raised (the model's events stay "
             "pending and are retried)", namespace=ns, registry=r)

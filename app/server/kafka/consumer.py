@@ -5,7 +5,9 @@ of the partitions assigned to this member of the consumer group) while the
 next one is read:
 
 1. every message gets its verdict (:func:`~app.server.kafka.feedback.accept_messages`:
-   the HTTP batch path's validation and exactly-once join);
+   the HTTP batch path's validation and exactly-once join), the messages of each
+   partition in their order, the partitions concurrently (so that one's events are
+   checked while Redis joins another's);
 2. the dead-lettered ones are produced to the dead-letter topic (reason in
    the ``noisyloop-reason`` header and in the JSON document), and the
    producer is flushed;
@@ -17,8 +19,12 @@ had accepted is refused by the join as a duplicate (counted, not
 dead-lettered), so nothing is lost or applied twice; a message it had
 dead-lettered may be dead-lettered twice (the dead-letter topic is at least
 once).  A store or broker failure seeks back to the batch's first offsets
-(and drops the batch read ahead) and reads again after ``RETRY_SECONDS``.  The client is blocking
-(confluent-kafka, on librdkafka): its calls run on one thread of their own.
+(and drops the batch read ahead) and reads again after ``RETRY_SECONDS``.
+Any other error ends the consumer, which :meth:`KafkaFeedbackConsumer.run`
+logs, counts (``kafka_consumer_restarts``) and starts again after a back-off,
+from the last commit: the batch at hand is read again, its accepted feedback
+refused as duplicates.  The client is blocking (confluent-kafka, on
+librdkafka): its calls run on one thread of their own.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from app.api.context import ApiContext
 from app.metrics import Metrics
-from app.server.kafka.feedback import Verdict, accept_messages
+from app.server.kafka.feedback import Verdict, accept_messages, gather_all
 from app.server.kafka.settings import KafkaSettings
 from app.store import STORE_ERRORS
 
@@ -49,6 +55,8 @@ REASON_HEADER = "noisyloop-reason"
 RETRY_SECONDS = 1.0
 #: Longest wait for the dead letters of a batch to be written.
 FLUSH_SECONDS = 30.0
+#: First and longest back-off before a consumer that failed unexpectedly starts again.
+RESTART_SECONDS, MAX_RESTART_SECONDS = 1.0, 60.0
 
 
 class DeadLetterError(Exception):
@@ -81,22 +89,27 @@ def dead_letter(message: Message, verdict: Verdict) -> dict[str, Any]:
             "offset": message.offset(), "value": original}
 
 
-def next_offsets(messages: Sequence[Message]) -> list[TopicPartition]:
+def by_partition(messages: Sequence[Message]) -> dict[tuple[str, int], list[Message]]:
+    """The messages of each ``(topic, partition)``, in the order read."""
+    parts: dict[tuple[str, int], list[Message]] = {}
+    for m in messages:
+        key = (m.topic() or "", m.partition() or 0)
+        part = parts.get(key)
+        if part is None:
+            parts[key] = [m]
+        else:
+            part.append(m)
+    return parts
+
+
+def next_offsets(parts: dict[tuple[str, int], list[Message]]) -> list[TopicPartition]:
     """The offset to commit per partition: one past the last message read from it."""
-    last: dict[tuple[str, int], int] = {}
-    for m in messages:
-        key = (m.topic() or "", m.partition() or 0)
-        last[key] = max(last.get(key, -1), m.offset() or 0)
-    return [TopicPartition(t, p, offset + 1) for (t, p), offset in last.items()]
+    return [TopicPartition(t, p, (ms[-1].offset() or 0) + 1) for (t, p), ms in parts.items()]
 
 
-def first_offsets(messages: Sequence[Message]) -> list[TopicPartition]:
-    """Where to seek to read the batch again: its first offset per partition."""
-    first: dict[tuple[str, int], int] = {}
-    for m in messages:
-        key = (m.topic() or "", m.partition() or 0)
-        first.setdefault(key, m.offset() or 0)
-    return [TopicPartition(t, p, offset) for (t, p), offset in first.items()]
+def first_offsets(parts: dict[tuple[str, int], list[Message]]) -> list[TopicPartition]:
+    """Where to seek to read the messages again: the first offset per partition."""
+    return [TopicPartition(t, p, ms[0].offset() or 0) for (t, p), ms in parts.items()]
 
 
 class KafkaFeedbackConsumer:
@@ -119,6 +132,7 @@ class KafkaFeedbackConsumer:
         self._counts = {outcome: self.metrics.kafka_messages.labels(outcome)
                         for outcome in ("accepted", "duplicate", "dead_lettered")}
         self._failed: list[str] = []
+        self._progressed = False  # a batch was accepted since the consumer (re)started
 
     def client_config(self) -> dict[str, Any]:
         """The consumer's librdkafka properties (manual commits, reading from the start
@@ -137,7 +151,27 @@ class KafkaFeedbackConsumer:
                 **self.settings.config}
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Consume until ``stop`` is set (then finish the batch at hand and leave the group)."""
+        """Consume until ``stop`` is set (then finish the batch at hand and leave the group).
+
+        An unexpected error is logged and counted, and the consumer starts again
+        from the last commit after a back-off (doubling, up to
+        ``MAX_RESTART_SECONDS``, while it fails before accepting a batch)."""
+        delay = RESTART_SECONDS
+        while not stop.is_set():
+            self._progressed = False
+            try:
+                await self._consume(stop)
+            except Exception:
+                self.metrics.kafka_restarts.inc()
+                delay = RESTART_SECONDS if self._progressed else delay
+                logger.exception("kafka: the consumer failed; it starts again from the last "
+                                 "commit in %.1f s", delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+                delay = min(2 * delay, MAX_RESTART_SECONDS)
+
+    async def _consume(self, stop: asyncio.Event) -> None:
+        """Read, accept and commit batches until ``stop`` is set (or an unexpected error)."""
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(1, thread_name_prefix="kafka") as pool:
             consumer, producer = await loop.run_in_executor(pool, self._open)
@@ -149,12 +183,15 @@ class KafkaFeedbackConsumer:
                     batch = [m for m in await ahead if self._is_data(m)]
                     # the next batch is read while this one is accepted (never committed first)
                     ahead = loop.run_in_executor(pool, self._read, consumer)
-                    if batch and not await self._handle(loop, pool, consumer, producer, batch):
+                    if not batch:
+                        continue
+                    parts = by_partition(batch)
+                    if not await self._handle(loop, pool, consumer, producer, parts):
                         unread = [m for m in await ahead if self._is_data(m)]
-                        await self._rewind(loop, pool, consumer, batch + unread)
+                        await self._rewind(loop, pool, consumer, by_partition(batch + unread))
                         ahead = loop.run_in_executor(pool, self._read, consumer)
             finally:
-                with contextlib.suppress(KafkaException):  # read, not accepted: read again
+                with contextlib.suppress(Exception):  # read, not accepted: read again
                     await ahead
                 await loop.run_in_executor(pool, producer.flush, FLUSH_SECONDS)
                 await loop.run_in_executor(pool, consumer.close)
@@ -191,24 +228,27 @@ class KafkaFeedbackConsumer:
                 self.metrics.kafka_lag.remove(tp.topic, str(tp.partition))
 
     async def _handle(self, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor,
-                      consumer: Consumer, producer: Producer, batch: list[Message]) -> bool:
+                      consumer: Consumer, producer: Producer,
+                      parts: dict[tuple[str, int], list[Message]]) -> bool:
         """Accept, dead-letter, commit one batch; False (nothing committed) on a failure."""
+        tenants = self.settings.tenants
         try:
-            verdicts = await accept_messages(self.ctx, [m.value() for m in batch],
-                                             self.settings.tenants)
-            bad = [(m, v) for m, v in zip(batch, verdicts, strict=True)
-                   if v.outcome == "dead_lettered"]
+            found = await gather_all(*(accept_messages(self.ctx, [m.value() for m in ms],
+                                                       tenants) for ms in parts.values()))
+            bad = [(m, v) for ms, verdicts in zip(parts.values(), found, strict=True)
+                   for m, v in zip(ms, verdicts, strict=True) if v.outcome == "dead_lettered"]
             if bad:
                 await loop.run_in_executor(pool, self._dead_letter, producer, bad)
             # asynchronous: librdkafka sends the commits in order, and one lost (a crash)
             # only makes the next consumer read the batch again, refused as duplicates
             await loop.run_in_executor(
-                pool, lambda: consumer.commit(offsets=next_offsets(batch), asynchronous=True))
+                pool, lambda: consumer.commit(offsets=next_offsets(parts), asynchronous=True))
         except RETRIED as exc:
             logger.warning("kafka: batch of %d messages not committed (%s); read again in "
-                           "%.1f s", len(batch), exc, RETRY_SECONDS)
+                           "%.1f s", sum(map(len, parts.values())), exc, RETRY_SECONDS)
             return False
-        for outcome, n in Counter(v.outcome for v in verdicts).items():
+        self._progressed = True
+        for outcome, n in Counter(v.outcome for verdicts in found for v in verdicts).items():
             self._counts[outcome].inc(n)
         for reason, n in Counter(v.reason for _, v in bad).items():
             self.metrics.kafka_dead_letters.labels(reason).inc(n)
@@ -216,10 +256,10 @@ class KafkaFeedbackConsumer:
 
     @staticmethod
     async def _rewind(loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor,
-                      consumer: Consumer, messages: list[Message]) -> None:
-        """Seek back to the first of ``messages`` in each partition (one no longer assigned
+                      consumer: Consumer, parts: dict[tuple[str, int], list[Message]]) -> None:
+        """Seek back to the first of the messages in each partition (one no longer assigned
         is read again by its new owner, from the last commit) and wait before reading."""
-        for tp in first_offsets(messages):
+        for tp in first_offsets(parts):
             with contextlib.suppress(KafkaException):
                 await loop.run_in_executor(pool, consumer.seek, tp)
         await asyncio.sleep(RETRY_SECONDS)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -28,11 +28,13 @@ from app.api.schemas.feedback import FeedbackBatchRequest
 from app.settings import MAX_BATCH
 
 #: The fields of a message that say where its event goes (the rest is the feedback event).
-ROUTING_FIELDS = ("tenant_id", "model_id")
+TENANT_FIELD, MODEL_FIELD = "tenant_id", "model_id"
 #: The batch path's rejection of an event whose feedback was accepted already.
 DUPLICATE_CODE = "duplicate_feedback"
 #: ``events[12].click`` -> ``click``: a message's field is named within the message.
 _EVENT_PREFIX = re.compile(r"^events\[\d+\]\.?")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,16 @@ ACCEPTED = Verdict("accepted")
 DUPLICATE = Verdict("duplicate")
 
 
+async def gather_all(*calls: Awaitable[T]) -> list[T]:
+    """The results of ``calls``, run concurrently; the first failure is raised once every
+    call has ended (none goes on joining behind a batch that is read again)."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results  # type: ignore[return-value]  # no failure among them (checked)
+
+
 def dead(reason: str, message: str, field: str | None = None) -> Verdict:
     """A dead-lettered message's verdict."""
     return Verdict("dead_lettered", reason, message, field)
@@ -65,16 +77,13 @@ def parse_message(value: bytes | None, tenants: Collection[str],
         return dead("invalid_json", f"the message is not valid JSON: {exc}")
     if not isinstance(doc, dict):
         return dead("invalid_json", "a message is one JSON object (a feedback event)")
-    where = []
-    for name in ROUTING_FIELDS:
-        ident = doc.pop(name, None)
-        if not isinstance(ident, str) or not ident:
-            return dead("invalid_request", f"{name} is required (a non-empty string)", name)
-        where.append(ident)
-    tenant, model = where
+    tenant, model = doc.pop(TENANT_FIELD, None), doc.pop(MODEL_FIELD, None)
+    if not (isinstance(tenant, str) and tenant and isinstance(model, str) and model):
+        name = MODEL_FIELD if isinstance(tenant, str) and tenant else TENANT_FIELD
+        return dead("invalid_request", f"{name} is required (a non-empty string)", name)
     if tenants and tenant not in tenants:
         return dead("other_tenant", f"this consumer does not serve tenant {tenant!r} "
-                                    "(NOISYLOOP_KAFKA_TENANTS)", "tenant_id")
+                                    "(NOISYLOOP_KAFKA_TENANTS)", TENANT_FIELD)
     return (tenant, model), doc
 
 
@@ -87,43 +96,46 @@ async def accept_messages(ctx: ApiContext, values: Sequence[bytes | None],
     be committed (what was accepted is refused as a duplicate when read again).
     """
     verdicts: list[Verdict | None] = [None] * len(values)
-    groups: dict[tuple[str, str], list[tuple[int, dict[str, Any]]]] = {}
+    groups: dict[tuple[str, str], tuple[list[int], list[dict[str, Any]]]] = {}
     for i, value in enumerate(values):
         parsed = parse_message(value, tenants)
         if isinstance(parsed, Verdict):
             verdicts[i] = parsed
-        else:
-            groups.setdefault(parsed[0], []).append((i, parsed[1]))
-    results = await asyncio.gather(*(_accept_model(ctx, tenant, model, events)
-                                     for (tenant, model), events in groups.items()))
-    for found in results:
-        for i, verdict in found:
+            continue
+        group = groups.get(parsed[0])
+        if group is None:
+            group = groups[parsed[0]] = ([], [])
+        group[0].append(i)
+        group[1].append(parsed[1])
+    results = await gather_all(*(_accept_model(ctx, tenant, model, events)
+                                 for (tenant, model), (_, events) in groups.items()))
+    for (indices, _), found in zip(groups.values(), results, strict=True):
+        for i, verdict in zip(indices, found, strict=True):
             verdicts[i] = verdict
-    assert all(v is not None for v in verdicts)
+    assert None not in verdicts
     return verdicts  # type: ignore[return-value]  # every message has its verdict (checked)
 
 
 async def _accept_model(ctx: ApiContext, tenant: str, model: str,
-                        events: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, Verdict]]:
-    """``(message index, verdict)`` of the events of one model, joined in batches of up to
-    1,000 (one Lua call each, as ``POST .../feedback`` with ``events``)."""
+                        events: list[dict[str, Any]]) -> list[Verdict]:
+    """The verdicts of the events of one model, joined in batches of up to 1,000 (one Lua
+    call each, as ``POST .../feedback`` with ``events``)."""
     view = await ctx.store.models.view(tenant, model)
     if view is None:
-        return [(i, dead("unknown_model", f"no model {model!r} of tenant {tenant!r}",
-                         "model_id")) for i, _ in events]
-    out: list[tuple[int, Verdict]] = []
+        return [dead("unknown_model", f"no model {model!r} of tenant {tenant!r}",
+                     "model_id")] * len(events)
+    out: list[Verdict] = []
     for start in range(0, len(events), MAX_BATCH):
         chunk = events[start:start + MAX_BATCH]
-        body = FeedbackBatchRequest.model_construct(events=[event for _, event in chunk])
-        _, doc = await decisions.feedback(ctx, view, body)
-        refused = {r["index"]: r["error"] for r in doc["rejected"]}
-        for k, (i, _) in enumerate(chunk):
-            error = refused.get(k)
-            if error is None:
-                out.append((i, ACCEPTED))
-            elif error["code"] == DUPLICATE_CODE:
-                out.append((i, DUPLICATE))
+        _, doc = await decisions.feedback(
+            ctx, view, FeedbackBatchRequest.model_construct(events=chunk))
+        verdicts = [ACCEPTED] * len(chunk)  # but those the join refused:
+        for refused in doc["rejected"]:
+            error = refused["error"]
+            if error["code"] == DUPLICATE_CODE:
+                verdicts[refused["index"]] = DUPLICATE
             else:
                 field = _EVENT_PREFIX.sub("", error.get("field") or "") or None
-                out.append((i, dead(error["code"], error["message"], field)))
+                verdicts[refused["index"]] = dead(error["code"], error["message"], field)
+        out += verdicts
     return out

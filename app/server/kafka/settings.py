@@ -49,9 +49,10 @@ class KafkaSettings(BaseSettings):
     config: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="More librdkafka properties as a JSON object "
                                           "(security.protocol, sasl.*, ssl.*, ...).")
-    batch_size: int = Field(default=MAX_BATCH, ge=1, le=100_000,
-                            description="Messages read and accepted as one batch (one Lua call "
-                                        "per model of up to 1,000 events) before the commit.")
+    batch_size: int = Field(default=4 * MAX_BATCH, ge=1, le=100_000,
+                            description="Most messages read and accepted as one batch (one Lua "
+                                        "call per model and partition of up to 1,000 events) "
+                                        "before the commit.")
     poll_seconds: float = Field(default=0.5, gt=0, le=60,
                                 description="Longest wait for a message before checking for a "
                                             "stop.")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from app.bench.kafkabroker import FAST_GROUP, BrokerUnavailable, LocalBroker
+from app.bench.kafkabroker import TANSU_CONSUMER, BrokerUnavailable, LocalBroker
 from app.server.kafka.settings import KafkaSettings
 from tests.api.conftest import TestClient, make_client, new_tenant
 
@@ -39,7 +39,7 @@ def kafka_settings(broker: LocalBroker, partitions: int = 1, **overrides: Any) -
     broker.create_topic(topic, partitions)
     broker.create_topic(f"{topic}.dead")
     return KafkaSettings(bootstrap=broker.bootstrap, topic=topic, group=f"g-{topic}",
-                         config=FAST_GROUP, poll_seconds=0.1, stats_seconds=0.2,
+                         config=TANSU_CONSUMER, poll_seconds=0.1, stats_seconds=0.2,
                          **overrides)
 
 
