@@ -68,6 +68,7 @@ from app.store.decisionlog import LoggedBatch, LogRetention
 from app.store.delivery import Deliveries, TrainerView
 from app.store.events import decode_entries, decode_entry
 from app.store.keys import ModelKeys
+from app.store.results import ScriptResult
 from app.store.snapshots import PublishConflict
 from app.store.util import parse_stream_id
 from workers import anchors, challengers, drift, failures, nrest, series
@@ -495,7 +496,7 @@ async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: 
         # entries stay pending
         logger.info("trainer: publish of %s/%s refused (%s)", *ref, exc)
         ctx.scorers.pop(ref, None)  # it learned a batch that will come again
-        if exc.code != -1:
+        if exc.code is not ScriptResult.MOVED:
             ctx.forget(ref)
             return 0
         ctx.learners.pop(ref, None)
