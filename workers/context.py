@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import Callable, KeysView
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -47,6 +47,26 @@ class CachedLearner:
 
 
 @dataclass
+class ModelSlot:
+    """What this worker keeps of one model while it holds the model's trainer lease: dropped
+    as a whole when the lease goes (:meth:`WorkerContext.forget`)."""
+
+    ref: ModelRef
+    learner: CachedLearner | None = None
+    """The model's learner as of its last snapshot read or published here."""
+    read_size: int | None = None
+    """Entries the trainer asks for in its next read (None: the batch size; see
+    :mod:`workers.trainer`)."""
+    scorer: tuple[int, ProgressiveScorer] | None = None
+    """Shadow scorer of the model's plays and the snapshot version it is in step with
+    (see :mod:`workers.anchors`)."""
+    challengers: ModelChallengers | None = None
+    """The model's challengers as this trainer follows them (see :mod:`workers.challengers`)."""
+    drift: DriftWatch | None = None
+    """The model's drift detector (see :mod:`workers.drift`)."""
+
+
+@dataclass
 class WorkerContext:
     """Resources opened at start-up and handed to every handler."""
 
@@ -66,21 +86,12 @@ class WorkerContext:
     """Each model's open window of its quality series (see :mod:`workers.series`)."""
     versions: VersionKeeper = field(default_factory=VersionKeeper)
     """When each model's version is next kept (see :mod:`workers.versions`)."""
-    held: set[ModelRef] = field(default_factory=set)
-    """Models whose trainer lease this worker holds."""
-    learners: dict[ModelRef, CachedLearner] = field(default_factory=dict)
+    slots: dict[ModelRef, ModelSlot] = field(default_factory=dict)
+    """Each model whose trainer lease this worker holds, and what it keeps of it."""
     inflight: set[asyncio.Task[Any]] = field(default_factory=set)
     """Shielded publish-then-ack steps still running (awaited at shutdown)."""
     nrest_last_run: dict[ModelRef, float] = field(default_factory=dict)
-    scorers: dict[ModelRef, tuple[int, ProgressiveScorer]] = field(default_factory=dict)
-    """Shadow scorer of each model's plays and the snapshot version it is in step with
-    (see :mod:`workers.anchors`)."""
-    read_sizes: dict[ModelRef, int] = field(default_factory=dict)
-    """Entries the trainer asks for in its next read of a model (see :mod:`workers.trainer`)."""
-    challengers: dict[ModelRef, ModelChallengers] = field(default_factory=dict)
-    """Each model's challengers as this trainer follows them (see :mod:`workers.challengers`)."""
-    drift: dict[ModelRef, DriftWatch] = field(default_factory=dict)
-    """Each model's drift detector (see :mod:`workers.drift`)."""
+    """When each model's noise rates were last estimated (any model, held or not)."""
     balanced_at: float = -math.inf
     """``time.monotonic()`` of the last lease balancing (see :mod:`workers.trainer`)."""
     renewed_at: float = -math.inf
@@ -109,14 +120,19 @@ class WorkerContext:
             asyncio.get_running_loop().run_in_executor(self.executor, fit),
             self.config.nrest_timeout)
 
+    @property
+    def held(self) -> KeysView[ModelRef]:
+        """Models whose trainer lease this worker holds."""
+        return self.slots.keys()
+
+    def hold(self, ref: ModelRef) -> None:
+        """Treat ``ref`` as owned (its lease was just taken), with an empty slot."""
+        self.slots[ref] = ModelSlot(ref)
+
     def forget(self, ref: ModelRef) -> None:
-        """Stop treating ``ref`` as owned; drop its cached learner."""
-        self.held.discard(ref)
-        self.learners.pop(ref, None)
-        self.read_sizes.pop(ref, None)
-        self.challengers.pop(ref, None)
-        self.scorers.pop(ref, None)
-        self.drift.pop(ref, None)
+        """Stop treating ``ref`` as owned: drop its slot (and its pacing, kept-version and
+        series bookkeeping)."""
+        self.slots.pop(ref, None)
         self.versions.forget(ref)
         self.series.forget(ref)
         self.pacer.forget(ref)

@@ -34,7 +34,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from app.learners.base import Learner
+import numpy as np
+
+from app.learners.base import Learner, batch_size
 from app.learners.build import build_learner
 from app.learners.proxy import calibrated_probability
 from app.store.delivery import TrainerView
@@ -43,7 +45,8 @@ from app.store.series import SeriesContext
 from app.store.snapshots import SnapshotInfo
 
 if TYPE_CHECKING:  # workers.context holds a SeriesRecorder
-    from workers.context import ModelRef, WorkerContext
+    from workers.context import ModelRef, ModelSlot, WorkerContext
+    from workers.hooks import Published
 
 #: Decimals kept of the rewards and rates of a point (the series is for reading, not sums).
 DIGITS = 6
@@ -111,6 +114,18 @@ class SeriesRecorder:
         self.active.discard(ref)
 
 
+async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Published) -> None:
+    """The trainer hook (:mod:`workers.hooks`): :func:`record` the published batch."""
+    await record(ctx, slot.ref, published.view, batch_size(published.applied),
+                 published.version, float(np.sum(published.clicks)), len(published.clicks),
+                 published.rates, published.learner)
+
+
+async def after_pass(ctx: WorkerContext) -> None:
+    """The trainer hook after a pass (:mod:`workers.hooks`): :func:`record_idle`."""
+    await record_idle(ctx)
+
+
 async def record(ctx: WorkerContext, ref: ModelRef, view: TrainerView, events: int,
                  version: int, click_sum: float, click_n: int,
                  rates: tuple[float, float], learner: Learner) -> None:
@@ -152,7 +167,8 @@ async def record_idle(ctx: WorkerContext) -> None:
 async def _published_learner(ctx: WorkerContext, ref: ModelRef,
                              view: TrainerView) -> Learner | None:
     """The learner at the view's version: the trainer's cached one, else the snapshot's."""
-    cached = ctx.learners.get(ref)
+    slot = ctx.slots.get(ref)
+    cached = slot.learner if slot is not None else None
     if cached is not None and cached.version == view.info.version:
         return cached.learner
     snap = await ctx.store.snapshots.load(ModelKeys(*ref))

@@ -1,5 +1,6 @@
 """The trainer's side of kept versions: after a publish, ask the store to keep the model's
-version once its interval has passed (:mod:`app.store.versions`).
+version once its interval has passed (:mod:`app.store.versions`; a trainer hook,
+:mod:`workers.hooks`).
 
 The trainer publishes after every batch; asking Redis each time would add a
 round trip to every batch, so each worker waits out the model's interval
@@ -22,7 +23,19 @@ from app.store.keys import ModelKeys
 from app.store.versions import VersionPolicy, VersionStore
 
 if TYPE_CHECKING:
-    from workers.context import ModelRef
+    from workers.context import ModelRef, ModelSlot, WorkerContext
+    from workers.hooks import Published
+
+
+async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Published) -> None:
+    """Keep the published version if the model's interval is up (else remember it)."""
+    await ctx.versions.published(ctx.store.versions, slot.ref, published.config,
+                                 published.version)
+
+
+async def after_pass(ctx: WorkerContext) -> None:
+    """Keep the remembered version of every model whose interval is up."""
+    await ctx.versions.keep_due(ctx.store.versions)
 
 
 class VersionKeeper:
