@@ -25,13 +25,14 @@ them; a dead trainer's leases expire and are taken over), then runs one
    also checks the lease and the version and copies the applied entries to
    the model's decision log (:mod:`app.store.decisionlog`), THEN acknowledge
    and trim; this step is shielded from cancellation;
-5. once published: a version is kept at most once per the model's interval
-   (:mod:`workers.versions`), a quality-series point is recorded at most once
-   per ``series_interval`` (:mod:`workers.series`), and the model's
-   challengers score, then learn, the batch (:mod:`workers.challengers`);
-   none of these fails the step.  After the pass, the models that went quiet
-   get their due point and their newest version kept, so neither trails a
-   burst by more than its interval.
+5. once published, still shielded: the after-publish hooks
+   (:data:`workers.hooks.AFTER_PUBLISH_HOOKS`: NREst samples, anchor rows, a
+   kept version at most once per the model's interval, a quality-series point
+   at most once per ``series_interval``, the drift detector, the challengers),
+   each on its own; one that raises fails the step after the others ran.
+   After the pass, the models that went quiet get their due point and their
+   newest version kept (:data:`workers.hooks.AFTER_PASS_HOOKS`), so neither
+   trails a burst by more than its interval.
 
 A crash anywhere before the publish leaves the entries pending (the next
 owner claims them); a crash between publish and acknowledgement re-delivers
