@@ -1,4 +1,4 @@
-"""NREst role: re-estimates the click-noise rates rho0, rho1 of the models that learn them.
+"""The jobs role: re-estimates the click-noise rates rho0, rho1 of the models that learn them.
 
 Each model names its ``estimator`` (:class:`app.store.nrest.EstimatorSettings`):
 ``anchor`` (the default), ``nrest`` or ``fixed`` (never re-estimated).  A

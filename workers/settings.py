@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 ENV_PREFIX = "NOISYLOOP_WORKER_"
 
-Role = Literal["trainer", "nrest", "sweeper"]
+Role = Literal["trainer", "jobs", "sweeper"]
 """The background roles a worker can run (:data:`workers.worker.ROLES` has their handlers)."""
 
 
@@ -52,10 +52,10 @@ class WorkerSettings(BaseSettings):
                                       populate_by_name=True, frozen=True)
 
     roles: Annotated[tuple[Role, ...], NoDecode] = Field(
-        default=("trainer", "nrest", "sweeper"),
+        default=("trainer", "jobs", "sweeper"),
         description="Roles to run, comma-separated: trainer (applies feedback to every model), "
-                    "nrest (estimates noise rates), sweeper (expires decisions whose feedback "
-                    "never came).")
+                    "jobs (noise-rate estimates and policy evaluations), sweeper (expires "
+                    "decisions whose feedback never came).")
     worker_id: str = Field(
         default_factory=default_worker_id, validation_alias=AliasChoices("NOISYLOOP_WORKER_ID"),
         description="Heartbeat and consumer name in the trainer group; two workers on one host "
@@ -167,15 +167,25 @@ class WorkerSettings(BaseSettings):
         return key
 
 
-def _renamed(name: str) -> str:
-    """``name`` as a role: a learner algorithm's name given as a role means the trainer.
+#: Former role names still accepted (with a warning) and the role each now is.
+RENAMED_ROLES: dict[str, Role] = {"nrest": "jobs"}
 
-    Deprecated: an in-order learner once ran in a role named after it; the
+
+def _renamed(name: str) -> str:
+    """``name`` as a role: a former role name means its new name, a learner algorithm's name
+    means the trainer.
+
+    Deprecated: ``nrest`` is the ``jobs`` role (it runs every queued job, not
+    only NREst); an in-order learner once ran in a role named after it; the
     trainer now trains every learner, and such a role name is accepted, with
     a warning, as ``trainer``.
     """
     if name in get_args(Role):
         return name
+    if name in RENAMED_ROLES:
+        logger.warning("role %r is deprecated: it is called %r now; use --roles %s", name,
+                       RENAMED_ROLES[name], RENAMED_ROLES[name])
+        return RENAMED_ROLES[name]
     from app.learners import registry
 
     if any(name == algorithm for _, algorithm in registry.ALGORITHMS):

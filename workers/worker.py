@@ -1,4 +1,4 @@
-"""The worker: runs the background roles (trainer, NREst, sweeper) against one store.
+"""The worker: runs the background roles (trainer, jobs, sweeper) against one store.
 
 Configured by one :class:`~workers.settings.WorkerSettings`, each role a
 module of plain ``async`` handlers of a shared
@@ -46,7 +46,7 @@ Handler = Callable[[WorkerContext], Awaitable[int]]
 #: Role -> one pass of the role (returns the work it did).
 ROLES: dict[Role, Handler] = {
     "trainer": trainer.run_pass,
-    "nrest": nrest.run_pass,
+    "jobs": nrest.run_pass,
     "sweeper": sweeper.run_pass,
 }
 
@@ -81,13 +81,13 @@ class Worker:
         self._http: WSGIServer | None = None
 
     def _executor(self) -> Executor:
-        if not self.config.nrest_threads and "nrest" in self.config.roles:
+        if not self.config.nrest_threads and "jobs" in self.config.roles:
             # spawn: a fork of a process with threads and an event loop is unsafe
             # (and the child dies with this process, even on SIGKILL)
             return ProcessPoolExecutor(max_workers=1,
                                        mp_context=multiprocessing.get_context("spawn"),
                                        initializer=pool_child)
-        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="nrest")
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobs")
 
     async def start(self, stop: asyncio.Event | None = None) -> WorkerContext:
         """Open the context, start the metrics endpoint, send the first heartbeat."""

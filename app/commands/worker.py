@@ -1,6 +1,6 @@
 """``noisyloop worker``: the background roles as their own process, against an external Redis.
 
-    noisyloop worker [--roles trainer,nrest,sweeper] [--metrics-port 9100] [--check]
+    noisyloop worker [--roles trainer,jobs,sweeper] [--metrics-port 9100] [--check]
 
 Exports its Prometheus metrics on ``--metrics-port`` (to a caller with the
 metrics token, ``NOISYLOOP_METRICS_TOKEN``, or the admin token as ``Authorization:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
-        "worker", help="run background roles (trainer, NREst, sweeper) against a Redis",
+        "worker", help="run background roles (trainer, jobs, sweeper) against a Redis",
         description="Run the background roles as one process.  Each flag below overrides its "
                     "environment variable, which overrides the default.")
     add_service_arguments(parser, http=False)

@@ -52,7 +52,7 @@ def _plays(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 async def _estimate(store: Store, mk: ModelKeys, n: int) -> None:
     await AnchorStore(store.redis).append(mk, *_plays(n, seed=len(mk.model)), {}, cap=50_000)
-    settings = WorkerSettings(roles=("nrest",), worker_id="n", nrest_threads=True)
+    settings = WorkerSettings(roles=("jobs",), worker_id="n", nrest_threads=True)
     await Worker(store, settings).drain()
 
 

@@ -47,7 +47,7 @@ async def test_a_queued_estimate_runs_the_models_estimator_and_says_insufficient
         store: Store) -> None:
     mk = await create_model(store, model_config())  # rcnbf: the anchor estimator, no plays
     job_id = await store.noise.queue_estimate(mk)
-    await Worker(store, WorkerSettings(roles=("nrest",), worker_id="n", nrest_threads=True)
+    await Worker(store, WorkerSettings(roles=("jobs",), worker_id="n", nrest_threads=True)
                  ).drain()
     job = await store.noise.job(mk, job_id)
     assert job is not None and job["status"] == "done", job
@@ -63,7 +63,7 @@ async def test_a_queued_nrest_estimate_of_a_model_without_samples_fails_naming_t
     mk = await create_model(store, model_config())
     await AnchorStore(store.redis).configure(mk, estimator="nrest")  # as no PUT would allow
     job_id = await store.noise.queue_estimate(mk)
-    await Worker(store, WorkerSettings(roles=("nrest",), worker_id="n", nrest_threads=True)
+    await Worker(store, WorkerSettings(roles=("jobs",), worker_id="n", nrest_threads=True)
                  ).drain()
     job = await store.noise.job(mk, job_id)
     assert job is not None and job["status"] == "failed"

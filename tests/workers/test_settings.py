@@ -31,7 +31,7 @@ def from_flags(*flags: str) -> WorkerSettings:
 def test_defaults_without_environment_or_flags() -> None:
     settings = from_flags()
     assert settings == WorkerSettings()
-    assert settings.roles == ("trainer", "nrest", "sweeper")
+    assert settings.roles == ("trainer", "jobs", "sweeper")
     assert settings.worker_id == default_worker_id()
     assert (settings.batch_size, settings.flush_interval, settings.lease_ttl) == (1000, 0.05, 10.0)
 
@@ -61,8 +61,8 @@ def test_flag_overrides_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NOISYLOOP_WORKER_BATCH_SIZE", "64")
     monkeypatch.setenv("NOISYLOOP_WORKER_POLL_INTERVAL", "0.3")
     monkeypatch.setenv("NOISYLOOP_WORKER_NREST_THREADS", "true")
-    settings = from_flags("--batch-size", "7", "--roles", "nrest", "--no-nrest-threads")
-    assert settings.batch_size == 7 and settings.roles == ("nrest",)
+    settings = from_flags("--batch-size", "7", "--roles", "jobs", "--no-nrest-threads")
+    assert settings.batch_size == 7 and settings.roles == ("jobs",)
     assert not settings.nrest_threads
     assert settings.poll_interval == 0.3  # no flag: the environment's
 
@@ -120,13 +120,21 @@ def test_roles_are_the_workers_roles() -> None:
 
 def test_duplicate_roles_dropped_in_order() -> None:
     assert from_flags("--roles", "sweeper,trainer,sweeper").roles == ("sweeper", "trainer")
-    assert WorkerSettings(roles=("nrest", "nrest")).roles == ("nrest",)
+    assert WorkerSettings(roles=("jobs", "jobs")).roles == ("jobs",)
 
 
 def test_an_algorithm_name_as_role_is_deprecated_and_means_trainer(
         caplog: pytest.LogCaptureFixture) -> None:
-    assert from_flags("--roles", "uma,nrest").roles == ("trainer", "nrest")
+    assert from_flags("--roles", "uma,jobs").roles == ("trainer", "jobs")
     assert "role 'uma' is deprecated and means 'trainer'" in caplog.text
+
+
+def test_the_former_nrest_role_is_the_jobs_role_with_a_warning(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert from_flags("--roles", "trainer,nrest").roles == ("trainer", "jobs")
+    assert "role 'nrest' is deprecated: it is called 'jobs' now" in caplog.text
+    monkeypatch.setenv("NOISYLOOP_WORKER_ROLES", "nrest,jobs")
+    assert WorkerSettings().roles == ("jobs",)
 
 
 def test_serve_worker_uses_the_environment_and_its_own_id(
