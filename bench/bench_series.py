@@ -42,8 +42,8 @@ from app.learners.build import build_learner
 from app.sim.feedback import noisy_clicks
 from app.store import ModelKeys, Store
 from app.store.embedded import EmbeddedRedis
+from app.worker_settings import WorkerSettings
 from workers import series, trainer
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 N_FEATURES, N_CLASSES = 64, 10

@@ -49,7 +49,7 @@ from app.sim.feedback import noisy_clicks
 from app.store import ModelKeys, Store
 from app.store.challengers import MAX_CHALLENGERS
 from app.store.embedded import EmbeddedRedis
-from workers.settings import WorkerSettings
+from app.worker_settings import WorkerSettings
 from workers.worker import Worker
 
 

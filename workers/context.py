@@ -21,9 +21,9 @@ from app.store import Store
 from app.store.delivery import DeliveryStore
 from app.store.leases import HeartbeatStore, LeaseStore
 from app.store.nrest import AnchorStore, SampleStore
+from app.worker_settings import WorkerSettings
 from workers.pacing import Pacer
 from workers.series import SeriesRecorder
-from workers.settings import WorkerSettings
 from workers.versions import VersionKeeper
 
 T = TypeVar("T")

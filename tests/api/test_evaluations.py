@@ -14,8 +14,8 @@ import redis
 
 import workers.evaluations
 from app.store import Store
+from app.worker_settings import WorkerSettings
 from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, predict_all
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 

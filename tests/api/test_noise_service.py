@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from app.store import Store
+from app.worker_settings import WorkerSettings
 from tests.api.conftest import TestClient, new_model, predict_all
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 #: Every test here starts services or processes, or runs long statistics.

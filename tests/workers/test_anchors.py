@@ -9,8 +9,8 @@ import numpy as np
 from app.learners.noise_publish import ANCHOR_EVERY
 from app.store import ModelKeys, Store
 from app.store.nrest import AnchorStore
+from app.worker_settings import WorkerSettings
 from tests.workers.conftest import create_model, decisions, model_config
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 RATES = (0.2, 0.3)

@@ -14,8 +14,8 @@ import workers.evaluations
 import workers.nrest
 from app.store import ModelKeys, Store
 from app.store.jobs import ORPHANED, JobQueue
+from app.worker_settings import WorkerSettings
 from tests.workers.conftest import create_model, model_config
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 

@@ -8,9 +8,9 @@ import orjson
 
 from app.store import Store
 from app.store.nrest import AnchorStore, SampleStore
+from app.worker_settings import WorkerSettings
 from tests.workers.conftest import create_model, decisions, model_config
 from workers import nrest
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 

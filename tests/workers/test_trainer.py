@@ -10,9 +10,9 @@ from app.learners.proxy import unbiased_click
 from app.store import ModelKeys, Store
 from app.store.delivery import DeliveryStore
 from app.store.leases import LeaseStore
+from app.worker_settings import WorkerSettings
 from tests.workers.conftest import create_model, decisions, model_config
 from workers import trainer
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 
