@@ -173,10 +173,12 @@ def test_every_worker_variable_sets_its_field_of_the_one_settings(
 def test_a_misspelt_worker_variable_is_refused_naming_it(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("NOISYLOOP_WORKER_BATCHSIZE", "10")
-    with pytest.raises(ValidationError, match="worker.batchsize"):
+    with pytest.raises(ValidationError, match=r"worker\.batchsize"):
         Settings()
     assert main(["worker", "--redis-url", "redis://127.0.0.1:1", "--check"]) == 2
     assert capsys.readouterr().err == (
         "noisyloop worker: batchsize: Extra inputs are not permitted (got '10'; "
         "NOISYLOOP_WORKER_BATCHSIZE is no setting (did you mean "
         "'NOISYLOOP_WORKER_BATCH_SIZE'?))\n")
+    assert main(["api", "--redis-url", "redis://127.0.0.1:1"]) == 2  # one settings: all refuse
+    assert "NOISYLOOP_WORKER_BATCHSIZE is no setting" in capsys.readouterr().err
