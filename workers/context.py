@@ -23,14 +23,14 @@ from app.store.leases import HeartbeatStore, LeaseStore
 from app.store.nrest import AnchorStore, SampleStore
 from app.worker_settings import WorkerSettings
 from workers.pacing import Pacer
-from workers.series import SeriesRecorder
-from workers.versions import VersionKeeper
+from workers.series import ModelSeries
 
 T = TypeVar("T")
 
 if TYPE_CHECKING:
     from workers.challengers import ModelChallengers
     from workers.drift import DriftWatch
+    from workers.versions import Unkept
 
 ModelRef = tuple[str, str]
 """``(tenant, model)``."""
@@ -64,6 +64,12 @@ class ModelSlot:
     """The model's challengers as this trainer follows them (see :mod:`workers.challengers`)."""
     drift: DriftWatch | None = None
     """The model's drift detector (see :mod:`workers.drift`)."""
+    unkept: Unkept | None = None
+    """Its newest version published and not yet kept (see :mod:`workers.versions`)."""
+    keep_due: float = -math.inf
+    """``time.monotonic()`` before which its version is not kept."""
+    series: ModelSeries = field(default_factory=ModelSeries)
+    """Its open window of the quality series (see :mod:`workers.series`)."""
 
 
 @dataclass
@@ -82,10 +88,8 @@ class WorkerContext:
     delivery: DeliveryStore = field(init=False)
     samples: SampleStore = field(init=False)
     anchors: AnchorStore = field(init=False)
-    series: SeriesRecorder = field(init=False)
-    """Each model's open window of its quality series (see :mod:`workers.series`)."""
-    versions: VersionKeeper = field(default_factory=VersionKeeper)
-    """When each model's version is next kept (see :mod:`workers.versions`)."""
+    series_interval: float = field(init=False)
+    """Seconds between two points of a model's quality series (the setting's; 0: none)."""
     slots: dict[ModelRef, ModelSlot] = field(default_factory=dict)
     """Each model whose trainer lease this worker holds, and what it keeps of it."""
     inflight: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -109,7 +113,7 @@ class WorkerContext:
         self.delivery = DeliveryStore(redis)
         self.samples = SampleStore(redis)
         self.anchors = AnchorStore(redis)
-        self.series = SeriesRecorder(self.config.series_interval)
+        self.series_interval = self.config.series_interval
         self.pacer = Pacer(self.config.flush_interval, self.config.idle_interval,
                            self.config.retry_delay)
 
@@ -130,9 +134,6 @@ class WorkerContext:
         self.slots[ref] = ModelSlot(ref)
 
     def forget(self, ref: ModelRef) -> None:
-        """Stop treating ``ref`` as owned: drop its slot (and its pacing, kept-version and
-        series bookkeeping)."""
+        """Stop treating ``ref`` as owned: drop its slot (and its pacing)."""
         self.slots.pop(ref, None)
-        self.versions.forget(ref)
-        self.series.forget(ref)
         self.pacer.forget(ref)
