@@ -1,5 +1,5 @@
 """The anchor estimator in the workers against a real Redis: the trainer scores every observed
-play of a model whose learner uses noise rates, the NREst role publishes rates only when their
+play of a model whose learner uses noise rates, the jobs role publishes rates only when their
 intervals are narrow enough and says ``insufficient_data`` before."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""NREst role against a real Redis: which models keep samples and get estimates, as their
-learner classes declare (``keeps_noise_samples``, ``owns_noise_estimate``, ``noise_samples``)."""
+"""The jobs role's noise estimates against a real Redis: which models keep samples and get
+estimates, as their learner classes declare (``keeps_noise_samples``,
+``owns_noise_estimate``, ``noise_samples``)."""
 
 from __future__ import annotations
 
