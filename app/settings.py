@@ -1,18 +1,26 @@
-"""The typed configuration of the API and the command line (the workers' own knobs are in
-:mod:`workers.settings`).
+"""The one typed configuration of the API, the workers and the command line.
 
 Values come from the environment (prefix ``NOISYLOOP_``; the Redis URL also
 from plain ``REDIS_URL``) or from keyword arguments (the command line passes
-its flags this way).  Unsafe values are refused when the object is built, so
-a misconfigured process stops at start-up instead of misbehaving later.
+its flags this way).  The workers' knobs are the ``worker`` section
+(:class:`app.worker_settings.WorkerSettings`), read from ``NOISYLOOP_WORKER_*``
+(``NOISYLOOP_WORKER_BATCH_SIZE`` sets ``worker.batch_size``: ``_`` after the
+prefix's ``WORKER`` is the nesting delimiter, split once); a misspelt
+``NOISYLOOP_WORKER_*`` variable is refused, naming it.  Unsafe values are
+refused when the object is built, so a misconfigured process stops at
+start-up instead of misbehaving later.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.worker_settings import LEGACY_ENV, WorkerSettings
 
 #: Shortest admin token accepted (a token shorter than this is guessable).
 MIN_ADMIN_TOKEN_CHARS = 24
@@ -26,7 +34,8 @@ class Settings(BaseSettings):
     """noisyloop configuration (see the field descriptions for defaults and meaning)."""
 
     model_config = SettingsConfigDict(env_prefix="NOISYLOOP_", extra="ignore",
-                                      populate_by_name=True)
+                                      populate_by_name=True, env_nested_delimiter="_",
+                                      env_nested_max_split=1)
 
     redis_url: str | None = Field(
         default=None,
@@ -85,6 +94,20 @@ class Settings(BaseSettings):
                        description="FastAPI's own OpenTelemetry traces, metrics and logs of "
                                    "each request, once an OpenTelemetry SDK is set up in the "
                                    "process; off, no request pays for looking (about 7 us).")
+    worker: WorkerSettings = Field(default_factory=WorkerSettings,
+                                   description="The workers' section (NOISYLOOP_WORKER_*).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_worker_env(cls, data: Any) -> Any:
+        """The trainer's older variables (:data:`~app.worker_settings.LEGACY_ENV`) for the
+        worker fields no flag nor ``NOISYLOOP_WORKER_*`` variable set."""
+        legacy = {field: os.environ[name] for name, field in LEGACY_ENV.items()
+                  if name in os.environ}
+        worker = data.get("worker") if isinstance(data, dict) else None
+        if not legacy or not isinstance(worker, dict | None):
+            return data
+        return {**data, "worker": {**legacy, **(worker or {})}}
 
     @field_validator("admin_token", "metrics_token")
     @classmethod

@@ -42,8 +42,8 @@ from app.learners.build import build_learner
 from app.sim.feedback import noisy_clicks
 from app.store import ModelKeys, Store
 from app.store.embedded import EmbeddedRedis
+from app.worker_settings import WorkerSettings
 from workers import series, trainer
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 N_FEATURES, N_CLASSES = 64, 10
@@ -104,7 +104,7 @@ async def run(url: str, redis_pid: int, models: int, events: int, rounds: int,
             for mk, learner in made:
                 await feed(store, mk, learner, events, r * events, rng)
             arm = "on" if r % 2 else "off"
-            ctx.series.interval = interval if arm == "on" else 0.0
+            ctx.series_interval = interval if arm == "on" else 0.0
             cpu0, redis0 = time.process_time(), linux_process_cpu_seconds(redis_pid)
             applied = 0
             while True:

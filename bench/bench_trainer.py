@@ -44,12 +44,13 @@ import numpy as np
 from app.bench.machine import machine_info
 from app.bench.results import write_results
 from app.learners.build import build_learner
+from app.settings import Settings
 from app.sim.datasets import synthetic
 from app.sim.feedback import noisy_clicks
 from app.store import ModelKeys, Store
 from app.store.challengers import MAX_CHALLENGERS
 from app.store.embedded import EmbeddedRedis
-from workers.settings import WorkerSettings
+from app.worker_settings import WorkerSettings
 from workers.worker import Worker
 
 
@@ -60,6 +61,12 @@ def stream(shape: str, events: int, rng: np.random.Generator) -> tuple[np.ndarra
         return rng.random((events, 64)), rng.integers(0, 10, events)
     X, y = synthetic(events, rng)
     return X / np.linalg.norm(X, axis=1, keepdims=True), y
+
+
+def worker_settings(**given: Any) -> WorkerSettings:
+    """The worker section of the settings: ``given``, else the environment
+    (``NOISYLOOP_WORKER_*``), else the defaults."""
+    return Settings(worker=given).worker
 
 
 async def run(url: str, algorithm: str, shape: str, events: int, batch_size: int, seed: int,
@@ -91,8 +98,8 @@ async def run(url: str, algorithm: str, shape: str, events: int, batch_size: int
         clicks = noisy_clicks((played == y[lo:lo + len(ctxs)]).astype(float), 0.1, 0.3, rng)
         await store.events.take_feedback_many(
             mk, [(eid, {"click": np.array(c)}) for (eid, _), c in zip(ctxs, clicks, strict=True)])
-    worker = Worker(store, WorkerSettings(roles=("trainer",), worker_id="bench",
-                                          batch_size=batch_size, nrest_threads=True))
+    worker = Worker(store, worker_settings(roles=("trainer",), worker_id="bench",
+                                           batch_size=batch_size, nrest_threads=True))
     started, cpu = time.perf_counter(), time.process_time()
     applied = await worker.drain()
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
@@ -149,7 +156,7 @@ def main() -> None:
         settings = {name: value for name, value in vars(args).items() if name != "json"}
         write_results(args.json, {
             "benchmark": "trainer", "settings": settings, "machine": machine,
-            "decision_log": WorkerSettings().log_max_events > 0,
+            "decision_log": worker_settings().log_max_events > 0,
             "sets": [{"params": params,
                       "runs": [{"events_per_s": round(rate), "events_per_cpu_s": round(cpu)}
                                for rate, cpu in zip(rates[i], cpu_rates[i], strict=True)],

@@ -18,7 +18,7 @@ import pytest
 from app import docgen
 from app.learners import registry
 from app.settings import Settings
-from workers.settings import WorkerSettings
+from app.worker_settings import WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

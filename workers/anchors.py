@@ -3,29 +3,35 @@
 For every model whose learner uses click-noise rates (the class's
 :meth:`~app.learners.base.Learner.takes_noise_rates`) and logs the
 propensity of its plays (``prob`` in the decision context), the trainer
-scores each applied batch's observed plays with the model's shadow
+scores each published batch's observed plays with the model's shadow
 :class:`~app.learners.noise_anchor.ProgressiveScorer` (scored before it
 learns them, in event order), then appends ``(prob, score, click)`` and the
-scorer's state (:class:`app.store.nrest.AnchorStore`) after the batch is
-published.  The NREst role estimates the rates from these rows
+scorer's state (:class:`app.store.nrest.AnchorStore`): a trainer hook
+(:func:`after_publish`, :mod:`workers.hooks`).  The jobs role estimates the rates from these rows
 (:mod:`workers.nrest`); no inputs are kept for it.
 
-The scorer is cached per model with the snapshot version it is in step
-with; a cache that is not (another trainer applied batches, or a publish
-was refused and the batch will come again) is reloaded from the store.
+The scorer is cached in the model's slot with the snapshot version it is in
+step with; a cache that is not (another trainer applied batches) is
+reloaded from the store.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from app.learners.base import Batch
+from app.learners.build import keeps_anchors
 from app.learners.noise_anchor import ProgressiveScorer
+from app.learners.noise_publish import ANCHOR_BUFFER
 from app.store.keys import ModelKeys
-from workers.context import ModelRef, WorkerContext
+
+if TYPE_CHECKING:
+    from workers.context import ModelSlot, WorkerContext
+    from workers.hooks import Published
 
 
 @dataclass(frozen=True)
@@ -38,17 +44,29 @@ class AnchorRows:
     scorer_state: dict[str, np.ndarray]
 
 
-async def scorer(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
+async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Published) -> None:
+    """Score then learn the batch's observed plays with the model's shadow scorer and append
+    the anchor rows with its state (models that keep anchors; :mod:`workers.hooks`)."""
+    if not keeps_anchors(published.config):
+        return
+    model = await scorer(ctx, slot, published.config, published.version - 1)
+    rows = await asyncio.to_thread(score_plays, model, published.applied, published.observed)
+    slot.scorer = (published.version, model)
+    if rows is not None:
+        await ctx.anchors.append(ModelKeys(*slot.ref), rows.prob, rows.score, rows.click,
+                                 rows.scorer_state, cap=ANCHOR_BUFFER)
+
+
+async def scorer(ctx: WorkerContext, slot: ModelSlot, config: dict[str, Any],
                  version: int) -> ProgressiveScorer:
     """The model's shadow scorer in step with snapshot ``version`` (cached, else loaded)."""
-    cached = ctx.scorers.get(ref)
-    if cached is not None and cached[0] == version:
-        return cached[1]
+    if slot.scorer is not None and slot.scorer[0] == version:
+        return slot.scorer[1]
     model = ProgressiveScorer(config["n_features"], config["n_classes"])
-    state = await ctx.anchors.scorer_state(ModelKeys(*ref))
+    state = await ctx.anchors.scorer_state(ModelKeys(*slot.ref))
     if state is not None:
         model.model.set_state(state)
-    ctx.scorers[ref] = (version, model)
+    slot.scorer = (version, model)
     return model
 
 

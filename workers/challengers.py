@@ -1,7 +1,7 @@
 """The trainer's half of challengers: configurations that follow a model's events without serving.
 
-After the champion's batch is published (:func:`follow`, called by
-:mod:`workers.trainer`), every challenger of the model
+After the champion's batch is published (:func:`after_publish`, a trainer
+hook of :mod:`workers.hooks`), every challenger of the model
 
 1. decides for the batch's logged inputs with its *current* state
    (progressive validation: before it learns them) and turns its draws
@@ -38,7 +38,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import orjson
@@ -56,7 +56,10 @@ from app.learners.proxy import unbiased_click
 from app.store.challengers import ChallengerSave, StoredChallenger, challenger_config
 from app.store.keys import ModelKeys
 from app.store.util import utc_now
-from workers.context import ModelRef, WorkerContext
+from workers.context import ModelRef, ModelSlot, WorkerContext
+
+if TYPE_CHECKING:
+    from workers.hooks import Published
 
 logger = logging.getLogger(__name__)
 
@@ -86,23 +89,25 @@ class ModelChallengers:
     """The champion's stats as last read or saved."""
 
 
-async def follow(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any], applied: Batch,
-                 last_id: str, rates: tuple[float, float]) -> None:
-    """Score, then learn, the published batch ``applied`` with every challenger of the model
-    and save their states and sums (module docstring).  Never raises."""
+async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Published) -> None:
+    """Score, then learn, the published batch with every challenger of the model and save
+    their states and sums (module docstring; a trainer hook, :mod:`workers.hooks`).  Never
+    raises."""
     try:
-        await _follow(ctx, ref, config, applied, last_id, rates)
+        await _follow(ctx, slot, published.config, published.applied, published.last_id,
+                      published.rates)
     except Exception as exc:
-        logger.warning("trainer: challengers of %s/%s missed a batch (%r)", *ref, exc)
-        ctx.challengers.pop(ref, None)
+        logger.warning("trainer: challengers of %s/%s missed a batch (%r)", *slot.ref, exc)
+        slot.challengers = None
 
 
-async def _follow(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any], applied: Batch,
+async def _follow(ctx: WorkerContext, slot: ModelSlot, config: dict[str, Any], applied: Batch,
                   last_id: str, rates: tuple[float, float]) -> None:
+    ref = slot.ref
     mk = ModelKeys(*ref)
-    held = ctx.challengers.get(ref)
+    held = slot.challengers
     if held is None or time.monotonic() - held.read_at >= REFRESH_SECONDS:
-        held = ctx.challengers[ref] = await _refresh(ctx, mk, config, held)
+        held = slot.challengers = await _refresh(ctx, mk, config, held)
     if not held.followers:
         return
     live = [f for f in held.followers.values() if f.learner is not None]
@@ -110,7 +115,7 @@ async def _follow(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any], app
         outcomes = await asyncio.wait_for(
             asyncio.to_thread(_run_all, live, applied, rates), ctx.config.handler_timeout)
     except TimeoutError:
-        ctx.challengers.pop(ref, None)  # the thread may still change the learners
+        slot.challengers = None  # the thread may still change the learners
         raise
     reward = _rewards(applied, rates)
     champion = RunningValue(_sums(held.champion_raw))

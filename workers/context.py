@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import Callable, KeysView
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -21,16 +21,16 @@ from app.store import Store
 from app.store.delivery import DeliveryStore
 from app.store.leases import HeartbeatStore, LeaseStore
 from app.store.nrest import AnchorStore, SampleStore
+from app.worker_settings import WorkerSettings
 from workers.pacing import Pacer
-from workers.series import SeriesRecorder
-from workers.settings import WorkerSettings
-from workers.versions import VersionKeeper
+from workers.series import ModelSeries
 
 T = TypeVar("T")
 
 if TYPE_CHECKING:
     from workers.challengers import ModelChallengers
     from workers.drift import DriftWatch
+    from workers.versions import Unkept
 
 ModelRef = tuple[str, str]
 """``(tenant, model)``."""
@@ -44,6 +44,32 @@ class CachedLearner:
     version: int
     config: dict[str, Any]
     learner: Learner
+
+
+@dataclass
+class ModelSlot:
+    """What this worker keeps of one model while it holds the model's trainer lease: dropped
+    as a whole when the lease goes (:meth:`WorkerContext.forget`)."""
+
+    ref: ModelRef
+    learner: CachedLearner | None = None
+    """The model's learner as of its last snapshot read or published here."""
+    read_size: int | None = None
+    """Entries the trainer asks for in its next read (None: the batch size; see
+    :mod:`workers.trainer`)."""
+    scorer: tuple[int, ProgressiveScorer] | None = None
+    """Shadow scorer of the model's plays and the snapshot version it is in step with
+    (see :mod:`workers.anchors`)."""
+    challengers: ModelChallengers | None = None
+    """The model's challengers as this trainer follows them (see :mod:`workers.challengers`)."""
+    drift: DriftWatch | None = None
+    """The model's drift detector (see :mod:`workers.drift`)."""
+    unkept: Unkept | None = None
+    """Its newest version published and not yet kept (see :mod:`workers.versions`)."""
+    keep_due: float = -math.inf
+    """``time.monotonic()`` before which its version is not kept."""
+    series: ModelSeries = field(default_factory=ModelSeries)
+    """Its open window of the quality series (see :mod:`workers.series`)."""
 
 
 @dataclass
@@ -62,25 +88,14 @@ class WorkerContext:
     delivery: DeliveryStore = field(init=False)
     samples: SampleStore = field(init=False)
     anchors: AnchorStore = field(init=False)
-    series: SeriesRecorder = field(init=False)
-    """Each model's open window of its quality series (see :mod:`workers.series`)."""
-    versions: VersionKeeper = field(default_factory=VersionKeeper)
-    """When each model's version is next kept (see :mod:`workers.versions`)."""
-    held: set[ModelRef] = field(default_factory=set)
-    """Models whose trainer lease this worker holds."""
-    learners: dict[ModelRef, CachedLearner] = field(default_factory=dict)
+    series_interval: float = field(init=False)
+    """Seconds between two points of a model's quality series (the setting's; 0: none)."""
+    slots: dict[ModelRef, ModelSlot] = field(default_factory=dict)
+    """Each model whose trainer lease this worker holds, and what it keeps of it."""
     inflight: set[asyncio.Task[Any]] = field(default_factory=set)
     """Shielded publish-then-ack steps still running (awaited at shutdown)."""
     nrest_last_run: dict[ModelRef, float] = field(default_factory=dict)
-    scorers: dict[ModelRef, tuple[int, ProgressiveScorer]] = field(default_factory=dict)
-    """Shadow scorer of each model's plays and the snapshot version it is in step with
-    (see :mod:`workers.anchors`)."""
-    read_sizes: dict[ModelRef, int] = field(default_factory=dict)
-    """Entries the trainer asks for in its next read of a model (see :mod:`workers.trainer`)."""
-    challengers: dict[ModelRef, ModelChallengers] = field(default_factory=dict)
-    """Each model's challengers as this trainer follows them (see :mod:`workers.challengers`)."""
-    drift: dict[ModelRef, DriftWatch] = field(default_factory=dict)
-    """Each model's drift detector (see :mod:`workers.drift`)."""
+    """When each model's noise rates were last estimated (any model, held or not)."""
     balanced_at: float = -math.inf
     """``time.monotonic()`` of the last lease balancing (see :mod:`workers.trainer`)."""
     renewed_at: float = -math.inf
@@ -98,7 +113,7 @@ class WorkerContext:
         self.delivery = DeliveryStore(redis)
         self.samples = SampleStore(redis)
         self.anchors = AnchorStore(redis)
-        self.series = SeriesRecorder(self.config.series_interval)
+        self.series_interval = self.config.series_interval
         self.pacer = Pacer(self.config.flush_interval, self.config.idle_interval,
                            self.config.retry_delay)
 
@@ -109,14 +124,16 @@ class WorkerContext:
             asyncio.get_running_loop().run_in_executor(self.executor, fit),
             self.config.nrest_timeout)
 
+    @property
+    def held(self) -> KeysView[ModelRef]:
+        """Models whose trainer lease this worker holds."""
+        return self.slots.keys()
+
+    def hold(self, ref: ModelRef) -> None:
+        """Treat ``ref`` as owned (its lease was just taken), with an empty slot."""
+        self.slots[ref] = ModelSlot(ref)
+
     def forget(self, ref: ModelRef) -> None:
-        """Stop treating ``ref`` as owned; drop its cached learner."""
-        self.held.discard(ref)
-        self.learners.pop(ref, None)
-        self.read_sizes.pop(ref, None)
-        self.challengers.pop(ref, None)
-        self.scorers.pop(ref, None)
-        self.drift.pop(ref, None)
-        self.versions.forget(ref)
-        self.series.forget(ref)
+        """Stop treating ``ref`` as owned: drop its slot (and its pacing)."""
+        self.slots.pop(ref, None)
         self.pacer.forget(ref)

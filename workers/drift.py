@@ -13,8 +13,8 @@ listed in the report's ``history`` (the console marks it on the reward
 chart); ``recover`` also refits the model on the events since the estimated
 change (:mod:`workers.recovery`); ``none`` runs no detector.
 
-The detector is cached while this worker holds the model's lease and read
-back from the store when it takes the model over.  It follows one model
+The detector is cached in the model's slot while this worker holds the
+model's lease and read back from the store when it takes the model over.  It follows one model
 lineage: when the batch was learned on a version other than the one the
 detector last saw (a reset, rollback, import or promotion published
 meanwhile) it restarts (:meth:`~app.learners.drift.PageHinkley.restart`)
@@ -36,7 +36,8 @@ from app.store.keys import ModelKeys
 from workers import recovery
 
 if TYPE_CHECKING:
-    from workers.context import CachedLearner, ModelRef, WorkerContext
+    from workers.context import CachedLearner, ModelRef, ModelSlot, WorkerContext
+    from workers.hooks import Published
 
 logger = logging.getLogger(__name__)
 
@@ -57,15 +58,22 @@ class DriftWatch:
     """The newest :data:`HISTORY` detections (time, event, since, recovered version)."""
 
 
-async def observe(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner, learned_on: int,
+async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Published) -> None:
+    """The trainer hook (:mod:`workers.hooks`): :func:`observe` the batch's clicks."""
+    await observe(ctx, slot, published.cached, published.view.info.version, published.clicks,
+                  published.rates)
+
+
+async def observe(ctx: WorkerContext, slot: ModelSlot, cached: CachedLearner, learned_on: int,
                   clicks: np.ndarray, rates: tuple[float, float]) -> None:
     """Feed a batch's observed clicks, learned on version ``learned_on`` and published as
     ``cached.version``, to the model's detector, act on a detection, save the detector."""
     action = DriftPolicy.of(cached.config).action
     if clicks.shape[0] == 0 or action == "none":
         return
+    ref = slot.ref
     mk = ModelKeys(*ref)
-    watch = ctx.drift.get(ref) or await _load(ctx, mk)
+    watch = slot.drift or await _load(ctx, mk)
     if watch.version is not None and watch.version != learned_on:
         watch.detector.restart()  # the model changed under the detector
         watch.detected_at = None
@@ -83,7 +91,7 @@ async def observe(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner, lear
             detection["recovered_version"] = watch.version = await _recover(
                 ctx, ref, cached, found.since[-1], rates)
         watch.history = [*watch.history, detection][-HISTORY:]
-    ctx.drift[ref] = watch
+    slot.drift = watch
     ctx.metrics.drift_statistic.labels(*ref).set(found.statistic)
     await ctx.store.drift.save(mk, watch.detector.get_state(), report(watch))
 

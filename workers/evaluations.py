@@ -1,4 +1,4 @@
-"""Queued policy evaluations on a model's decision log, run by the ``nrest`` role.
+"""Queued policy evaluations on a model's decision log, run by the ``jobs`` role.
 
 A job (``POST /v1/models/{id}/evaluations``, :mod:`app.store.evaluations`)
 names a policy: ``uniform``, ``logging``, ``fixed:N``, ``model`` (the

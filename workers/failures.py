@@ -32,8 +32,10 @@ def store_unreachable(exc: Exception) -> bool:
 async def step_failed(ctx: WorkerContext, ref: ModelRef, exc: Exception) -> None:
     """Report a step of ``ref`` that raised ``exc`` and put its next read off."""
     n = ctx.pacer.failed(ref, time.monotonic())
-    ctx.read_sizes.pop(ref, None)  # a smaller read next time: the failure may be its size
-    ctx.learners.pop(ref, None)  # it may have learned part of a batch
+    slot = ctx.slots.get(ref)
+    if slot is not None:
+        slot.read_size = None  # a smaller read next time: the failure may be its size
+        slot.learner = None  # it may have learned part of a batch
     ctx.metrics.trainer_step_failures.inc()
     ctx.metrics.trainer_failing_models.set(len(ctx.pacer.failures))
     if n & (n - 1) == 0:  # 1, 2, 4, 8...: a model failing on every read does not flood the log

@@ -1,4 +1,4 @@
-"""NREst role: re-estimates the click-noise rates rho0, rho1 of the models that learn them.
+"""The jobs role: re-estimates the click-noise rates rho0, rho1 of the models that learn them.
 
 Each model names its ``estimator`` (:class:`app.store.nrest.EstimatorSettings`):
 ``anchor`` (the default), ``nrest`` or ``fixed`` (never re-estimated).  A
@@ -49,7 +49,6 @@ from typing import Any
 import numpy as np
 import orjson
 
-from app.learners.base import Batch
 from app.learners.build import default_estimator, estimates_over, keeps_anchors
 from app.learners.noise import NoiseEstimate
 from app.learners.noise_anchor import AnchorEstimate
@@ -94,17 +93,6 @@ def buffer_size(ctx: WorkerContext, config: dict[str, Any]) -> int:
     ``nrest_buffer``."""
     cls = learner_class(config["task"], config["algorithm"])
     return cls.noise_samples(config.get("params") or {}) or ctx.config.nrest_buffer
-
-
-def samples_of(config: dict[str, Any], applied: Batch, observed: np.ndarray,
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(X, played, clicks)`` of the rows of ``applied`` that are ``observed`` feedback
-    with a click (None: none, or the model keeps no samples)."""
-    if not keeps_samples(config) or "click" not in applied or not observed.any():
-        return None
-    return (applied["x"][observed],
-            np.asarray(applied["played"][observed], dtype=np.int64).reshape(-1),
-            np.asarray(applied["click"][observed], dtype=float).reshape(-1))
 
 
 async def run_pass(ctx: WorkerContext) -> int:

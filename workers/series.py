@@ -1,7 +1,7 @@
 """The trainer's per-model quality series: one point per model every ``series_interval`` seconds.
 
 After each published batch the trainer adds the batch's counters to the
-model's open window (:class:`SeriesRecorder`, a few additions: the series
+model's open window (:class:`ModelSeries`, in the model's slot: a few additions: the series
 must cost next to nothing beside learning).  Once the window is
 ``series_interval`` seconds old, :func:`record` closes it into a point,
 appends it to the model's capped series (:class:`app.store.series.SeriesStore`)
@@ -34,7 +34,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from app.learners.base import Learner
+import numpy as np
+
+from app.learners.base import Learner, batch_size
 from app.learners.build import build_learner
 from app.learners.proxy import calibrated_probability
 from app.store.delivery import TrainerView
@@ -42,8 +44,9 @@ from app.store.keys import ModelKeys
 from app.store.series import SeriesContext
 from app.store.snapshots import SnapshotInfo
 
-if TYPE_CHECKING:  # workers.context holds a SeriesRecorder
-    from workers.context import ModelRef, WorkerContext
+if TYPE_CHECKING:  # workers.context holds a ModelSeries
+    from workers.context import ModelRef, ModelSlot, WorkerContext
+    from workers.hooks import Published
 
 #: Decimals kept of the rewards and rates of a point (the series is for reading, not sums).
 DIGITS = 6
@@ -65,53 +68,60 @@ class Window:
 
 
 @dataclass
-class SeriesRecorder:
-    """Each model's open window; a point is due once it is ``interval`` seconds old."""
+class ModelSeries:
+    """A model's open window in this worker (in its slot); a point is due once the window
+    is the interval old."""
 
-    interval: float
-    """Seconds between two points of a model (0: no series)."""
-    windows: dict[ModelRef, Window] = field(default_factory=dict)
-    seen: set[ModelRef] = field(default_factory=set)
-    """Models that had a window in this worker (their first one was short)."""
-    active: set[ModelRef] = field(default_factory=set)
-    """Models that applied a batch since the last :meth:`idle`."""
+    window: Window | None = None
+    seen: bool = False
+    """Whether the model had a window in this worker (its first one was short)."""
+    active: bool = False
+    """Whether the model applied a batch since the last :meth:`idle`."""
 
-    def add(self, ref: ModelRef, events: int, click_sum: float, click_n: int,
+    def add(self, interval: float, events: int, click_sum: float, click_n: int,
             now: float) -> Window | None:
-        """Count one published batch; the closed window when a point is due (a new one opens)."""
-        window = self.windows.get(ref)
+        """Count one published batch; the closed window when a point is due (a new one
+        opens)."""
+        window = self.window
         if window is None:
-            first = ref not in self.seen
-            self.seen.add(ref)
-            window = self.windows[ref] = Window(
-                now, length=min(FIRST_POINT_SECONDS, self.interval) if first else self.interval)
+            first = not self.seen
+            self.seen = True
+            window = self.window = Window(
+                now, length=min(FIRST_POINT_SECONDS, interval) if first else interval)
         window.events += events
         window.click_sum += click_sum
         window.click_n += click_n
-        self.active.add(ref)
+        self.active = True
         if now - window.started < window.length:
             return None
-        self.windows[ref] = Window(now, length=self.interval)
+        self.window = Window(now, length=interval)
         return window
 
-    def idle(self, now: float) -> list[tuple[ModelRef, Window]]:
-        """Close the due windows of the models that applied nothing since the last call: the
-        ones with events are returned (their points are due), empty ones are dropped (the
-        model's next batch opens a new one)."""
-        due = [ref for ref, window in self.windows.items()
-               if ref not in self.active and now - window.started >= window.length]
-        self.active.clear()
-        closed = [(ref, self.windows.pop(ref)) for ref in due]
-        return [(ref, window) for ref, window in closed if window.events]
-
-    def forget(self, ref: ModelRef) -> None:
-        """Drop the model's window (its lease is gone: another trainer records it)."""
-        self.windows.pop(ref, None)
-        self.seen.discard(ref)
-        self.active.discard(ref)
+    def idle(self, now: float) -> Window | None:
+        """Close the window if it is due and the model applied nothing since the last call:
+        returned when it has events (its point is due), dropped when empty (the model's next
+        batch opens a new one)."""
+        active, self.active = self.active, False
+        window = self.window
+        if active or window is None or now - window.started < window.length:
+            return None
+        self.window = None
+        return window if window.events else None
 
 
-async def record(ctx: WorkerContext, ref: ModelRef, view: TrainerView, events: int,
+async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Published) -> None:
+    """The trainer hook (:mod:`workers.hooks`): :func:`record` the published batch."""
+    await record(ctx, slot, published.view, batch_size(published.applied),
+                 published.version, float(np.sum(published.clicks)), len(published.clicks),
+                 published.rates, published.learner)
+
+
+async def after_pass(ctx: WorkerContext) -> None:
+    """The trainer hook after a pass (:mod:`workers.hooks`): :func:`record_idle`."""
+    await record_idle(ctx)
+
+
+async def record(ctx: WorkerContext, slot: ModelSlot, view: TrainerView, events: int,
                  version: int, click_sum: float, click_n: int,
                  rates: tuple[float, float], learner: Learner) -> None:
     """Add a published batch to the model's window; write a point when one is due.
@@ -120,18 +130,17 @@ async def record(ctx: WorkerContext, ref: ModelRef, view: TrainerView, events: i
     counters and noise record), ``rates`` the noise rates the batch was
     learned with, ``learner`` the model as published.
     """
-    recorder = ctx.series
-    if recorder.interval <= 0:
+    if ctx.series_interval <= 0:
         return
     now = time.monotonic()
-    window = recorder.add(ref, events, click_sum, click_n, now)
+    window = slot.series.add(ctx.series_interval, events, click_sum, click_n, now)
     if window is None:
         return
     info = view.info
     total = SnapshotInfo(version, info.last_id, info.events_applied + events,
                          info.events_expired, info.click_sum + click_sum,
                          info.click_n + click_n, info.updated_at)
-    await _write(ctx, ref, window, now, total, rates,
+    await _write(ctx, slot.ref, window, now, total, rates,
                  view.noise.source if view.noise is not None else None, learner)
 
 
@@ -139,9 +148,11 @@ async def record_idle(ctx: WorkerContext) -> None:
     """Write the points of the models whose window is due and that applied nothing since the
     last call (the trainer calls it after each pass), from their counters as published."""
     now = time.monotonic()
-    for ref, window in ctx.series.idle(now):
+    for slot, window in [(s, w) for s in list(ctx.slots.values())
+                         if (w := s.series.idle(now)) is not None]:
+        ref = slot.ref
         view = await ctx.delivery.read_model(ModelKeys(*ref))
-        learner = None if view is None else await _published_learner(ctx, ref, view)
+        learner = None if view is None else await _published_learner(ctx, slot, view)
         if view is None or learner is None:
             continue  # deleted meanwhile
         rates = (view.noise.rho0, view.noise.rho1) if view.noise else (0.0, 0.0)
@@ -149,13 +160,13 @@ async def record_idle(ctx: WorkerContext) -> None:
                      view.noise.source if view.noise is not None else None, learner)
 
 
-async def _published_learner(ctx: WorkerContext, ref: ModelRef,
+async def _published_learner(ctx: WorkerContext, slot: ModelSlot,
                              view: TrainerView) -> Learner | None:
     """The learner at the view's version: the trainer's cached one, else the snapshot's."""
-    cached = ctx.learners.get(ref)
+    cached = slot.learner
     if cached is not None and cached.version == view.info.version:
         return cached.learner
-    snap = await ctx.store.snapshots.load(ModelKeys(*ref))
+    snap = await ctx.store.snapshots.load(ModelKeys(*slot.ref))
     return None if snap is None else build_learner(view.config, snap.state)
 
 

@@ -25,13 +25,14 @@ them; a dead trainer's leases expire and are taken over), then runs one
    also checks the lease and the version and copies the applied entries to
    the model's decision log (:mod:`app.store.decisionlog`), THEN acknowledge
    and trim; this step is shielded from cancellation;
-5. once published: a version is kept at most once per the model's interval
-   (:mod:`workers.versions`), a quality-series point is recorded at most once
-   per ``series_interval`` (:mod:`workers.series`), and the model's
-   challengers score, then learn, the batch (:mod:`workers.challengers`);
-   none of these fails the step.  After the pass, the models that went quiet
-   get their due point and their newest version kept, so neither trails a
-   burst by more than its interval.
+5. once published, still shielded: the after-publish hooks
+   (:data:`workers.hooks.AFTER_PUBLISH_HOOKS`: NREst samples, anchor rows, a
+   kept version at most once per the model's interval, a quality-series point
+   at most once per ``series_interval``, the drift detector, the challengers),
+   each on its own; one that raises fails the step after the others ran.
+   After the pass, the models that went quiet get their due point and their
+   newest version kept (:data:`workers.hooks.AFTER_PASS_HOOKS`), so neither
+   trails a burst by more than its interval.
 
 A crash anywhere before the publish leaves the entries pending (the next
 owner claims them); a crash between publish and acknowledgement re-delivers
@@ -59,8 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.learners.base import Batch, Event, Learner, batch_size, iter_events, stack_events
-from app.learners.build import apply_noise_rates, build_learner, keeps_anchors
-from app.learners.noise_publish import ANCHOR_BUFFER
+from app.learners.build import apply_noise_rates, build_learner
 from app.learners.offpolicy import learn_finite
 from app.learners.proxy import calibrated_probability
 from app.store.codec import CodecError
@@ -68,10 +68,11 @@ from app.store.decisionlog import LoggedBatch, LogRetention
 from app.store.delivery import Deliveries, TrainerView
 from app.store.events import decode_entries, decode_entry
 from app.store.keys import ModelKeys
+from app.store.results import ScriptResult
 from app.store.snapshots import PublishConflict
 from app.store.util import parse_stream_id
-from workers import anchors, challengers, drift, failures, nrest, series
-from workers.context import CachedLearner, ModelRef, WorkerContext
+from workers import failures, hooks
+from workers.context import CachedLearner, ModelRef, ModelSlot, WorkerContext
 
 logger = logging.getLogger(__name__)
 
@@ -116,19 +117,20 @@ async def run_pass(ctx: WorkerContext) -> int:
             if isinstance(first, Deliveries) and first:
                 await ctx.delivery.unread(ModelKeys(*ref), ctx.config.worker_id, first)
             continue
+        slot = ctx.slots.get(ref)
+        if slot is None:
+            continue  # forgotten meanwhile (a lease lost during the pass)
         try:
             if isinstance(first, Exception):
                 raise first
-            applied += await step(ctx, ref, first)
+            applied += await step(ctx, slot, first)
         except Exception as exc:
             if failures.store_unreachable(exc):
                 raise  # the store, not the model: the worker retries the pass
             await failures.step_failed(ctx, ref, exc)  # this model only: the others learn
         else:
             await failures.step_succeeded(ctx, ref)
-    # the models that went quiet: their due series point and their newest version
-    await series.record_idle(ctx)
-    await ctx.versions.keep_due(ctx.store.versions)
+    await hooks.run_after_pass(ctx)
     return applied
 
 
@@ -161,9 +163,8 @@ async def balance_leases(ctx: WorkerContext, models: list[ModelRef]) -> None:
                                            int(cfg.lease_ttl * 1000))
         for ref, ok in zip(wanted, taken, strict=True):
             if ok:
-                ctx.held.add(ref)
+                ctx.hold(ref)  # an empty slot: someone else may have published since
                 ctx.pacer.taken(ref)
-                ctx.learners.pop(ref, None)  # someone else may have published since
                 logger.info("trainer %s: took %s/%s", cfg.worker_id, *ref)
 
 
@@ -217,8 +218,8 @@ class _ModelChanged(Exception):
     """The model's version moved while a batch was learned: learn it again on the new one."""
 
 
-async def step(ctx: WorkerContext, ref: ModelRef, first: Deliveries | _Unread | None = _UNREAD
-               ) -> int:
+async def step(ctx: WorkerContext, slot: ModelSlot,
+               first: Deliveries | _Unread | None = _UNREAD) -> int:
     """Read, apply, publish and acknowledge one batch of one model; returns events applied.
 
     When the model changes under the batch (a reset, rollback, import or
@@ -229,39 +230,35 @@ async def step(ctx: WorkerContext, ref: ModelRef, first: Deliveries | _Unread | 
     ``first``: the model's first batch, already read (by :func:`run_pass`, at most
     :data:`IDLE_READ_SIZE` entries).
     """
-    mk = ModelKeys(*ref)
+    mk = ModelKeys(*slot.ref)
     for _ in range(MODEL_CHANGE_RETRIES):
-        batch = await _read(ctx, ref, first)
+        batch = await _read(ctx, slot, first)
         first = _UNREAD
         if not batch:
             return 0
         try:
-            return await _apply(ctx, ref, batch)
+            return await _apply(ctx, slot, batch)
         except _ModelChanged:
-            ctx.read_sizes[ref] = max(1, len(batch) // 2)  # a smaller batch gets through sooner
+            slot.read_size = max(1, len(batch) // 2)  # a smaller batch gets through sooner
             await ctx.delivery.unread(mk, ctx.config.worker_id, batch)
     return 0
 
 
-def _read_size(ctx: WorkerContext, ref: ModelRef) -> int:
-    return ctx.read_sizes.get(ref, ctx.config.batch_size)
-
-
-async def _read(ctx: WorkerContext, ref: ModelRef, batch: Deliveries | _Unread | None = _UNREAD
-                ) -> Deliveries | None:
+async def _read(ctx: WorkerContext, slot: ModelSlot,
+                batch: Deliveries | _Unread | None = _UNREAD) -> Deliveries | None:
     """The model's next batch (None or empty: nothing to do; ``batch``: as already read), its
     next read size and pace set."""
-    cfg = ctx.config
+    cfg, ref = ctx.config, slot.ref
     if batch is _UNREAD:
-        count = _read_size(ctx, ref)
+        count = slot.read_size or cfg.batch_size
         batch = await ctx.delivery.read_batch(ModelKeys(*ref), cfg.worker_id, count)
     else:
         count = IDLE_READ_SIZE
     if batch is None:
         ctx.forget(ref)  # the lease expired or the model is gone
         return None
-    ctx.read_sizes[ref] = (min(2 * count, MAX_BATCH_GROWTH * cfg.batch_size)
-                           if len(batch) == count else cfg.batch_size)
+    slot.read_size = (min(2 * count, MAX_BATCH_GROWTH * cfg.batch_size)
+                      if len(batch) == count else cfg.batch_size)
     if batch:
         ctx.pacer.busy(ref)
     else:
@@ -269,18 +266,18 @@ async def _read(ctx: WorkerContext, ref: ModelRef, batch: Deliveries | _Unread |
     return batch
 
 
-async def _apply(ctx: WorkerContext, ref: ModelRef, batch: Deliveries) -> int:
+async def _apply(ctx: WorkerContext, slot: ModelSlot, batch: Deliveries) -> int:
     """Apply ``batch`` (the steps 2-5 of the module docstring); returns events applied.
 
     Raises :class:`_ModelChanged` when the model's version moved meanwhile.
     """
     cfg = ctx.config
-    mk = ModelKeys(*ref)
+    mk = ModelKeys(*slot.ref)
     view = await ctx.delivery.read_model(mk)
     if view is None:
-        ctx.forget(ref)
+        ctx.forget(slot.ref)
         return 0
-    cached = await _learner(ctx, ref, view)
+    cached = await _learner(ctx, slot, view)
     if cached is None:
         return 0
     skipped, dead, fresh = _triage(batch, view.info.last_id, cfg.max_deliveries)
@@ -291,7 +288,7 @@ async def _apply(ctx: WorkerContext, ref: ModelRef, batch: Deliveries) -> int:
         await ctx.delivery.ack_and_trim(mk, skipped, None)
         return 0
     rates = (view.noise.rho0, view.noise.rho1) if view.noise else (0.0, 0.0)
-    cached, outcome = await _learn(ctx, ref, cached, decoded, rates)
+    cached, outcome = await _learn(ctx, slot, cached, decoded, rates)
     dead += [(decoded.positions[row], reason) for row, reason in outcome.rejected]
     await _dead_letter(ctx, mk, batch, dead)
     if cached is None or outcome.applied is None:
@@ -299,15 +296,10 @@ async def _apply(ctx: WorkerContext, ref: ModelRef, batch: Deliveries) -> int:
         return 0
     observed = np.array([batch.kinds[decoded.positions[row]] != b"timeout"
                          for row in outcome.rows])
-    n_applied = await _commit(ctx, ref, view, cached, outcome.applied, observed, rates,
-                              skipped + [batch.stream_ids[i] for i in decoded.positions],
-                              batch.stream_ids[decoded.positions[-1]],
-                              _logged(ctx, batch, [decoded.positions[row]
-                                                   for row in outcome.rows]))
-    if n_applied:  # published: the challengers follow (never raises)
-        await challengers.follow(ctx, ref, cached.config, outcome.applied,
-                                 batch.stream_ids[decoded.positions[-1]], rates)
-    return n_applied
+    return await _commit(ctx, slot, view, cached, outcome.applied, observed, rates,
+                         skipped + [batch.stream_ids[i] for i in decoded.positions],
+                         batch.stream_ids[decoded.positions[-1]],
+                         _logged(ctx, batch, [decoded.positions[row] for row in outcome.rows]))
 
 
 def _triage(batch: Deliveries, last_id: str, max_deliveries: int,
@@ -376,25 +368,26 @@ def _decode(batch: Deliveries, fresh: list[int], dead: list[tuple[int, str]]) ->
     return _Decoded(positions, None, rows)
 
 
-async def _learner(ctx: WorkerContext, ref: ModelRef, view: TrainerView) -> CachedLearner | None:
+async def _learner(ctx: WorkerContext, slot: ModelSlot, view: TrainerView
+                   ) -> CachedLearner | None:
     """The cached learner if it is still at the published version, else a reload (None: the
     model is gone; :class:`_ModelChanged` when it was published since ``view`` was read)."""
-    cached = ctx.learners.get(ref)
+    cached = slot.learner
     uid = str(view.config.get("uid", ""))
     if cached is not None and cached.uid == uid and cached.version == view.info.version:
         return cached
-    snap = await ctx.store.snapshots.load(ModelKeys(*ref))
+    snap = await ctx.store.snapshots.load(ModelKeys(*slot.ref))
     if snap is None:
-        ctx.forget(ref)
+        ctx.forget(slot.ref)
         return None
     if snap.version != view.info.version:
         raise _ModelChanged  # published since the view was read (a promotion may change the config)
     cached = CachedLearner(uid, snap.version, view.config, build_learner(view.config, snap.state))
-    ctx.learners[ref] = cached
+    slot.learner = cached
     return cached
 
 
-async def _learn(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner, decoded: _Decoded,
+async def _learn(ctx: WorkerContext, slot: ModelSlot, cached: CachedLearner, decoded: _Decoded,
                  rates: tuple[float, float]) -> tuple[CachedLearner | None, _Outcome]:
     """``learn_many`` the decoded batch in a thread; on failure find the culprits one by one.
 
@@ -408,13 +401,13 @@ async def _learn(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner, decod
                                ctx.config.handler_timeout)
         return cached, _Outcome(batch, list(range(len(decoded.positions))), [])
     except TimeoutError:
-        ctx.learners.pop(ref, None)  # the thread may still change it
+        slot.learner = None  # the thread may still change it
         raise
     except Exception as exc:
-        logger.warning("trainer: batch of %s/%s failed (%r); isolating entries", *ref, exc)
-    ctx.learners.pop(ref, None)
-    view = await ctx.delivery.read_model(ModelKeys(*ref))
-    fresh = None if view is None else await _learner(ctx, ref, view)
+        logger.warning("trainer: batch of %s/%s failed (%r); isolating entries", *slot.ref, exc)
+    slot.learner = None
+    view = await ctx.delivery.read_model(ModelKeys(*slot.ref))
+    fresh = None if view is None else await _learner(ctx, slot, view)
     if fresh is None:  # the model is gone
         return None, _Outcome(None, [], [])
     apply_noise_rates(fresh.learner, *rates)
@@ -451,63 +444,53 @@ async def _dead_letter(ctx: WorkerContext, mk: ModelKeys, batch: Deliveries,
         ctx.metrics.events_dead_lettered.labels(mk.tenant, mk.model).inc(moved)
 
 
-async def _commit(ctx: WorkerContext, ref: ModelRef, view: TrainerView, cached: CachedLearner,
+async def _commit(ctx: WorkerContext, slot: ModelSlot, view: TrainerView, cached: CachedLearner,
                   applied: Batch, observed: np.ndarray, rates: tuple[float, float],
                   ack_ids: list[str], last_id: str, logged: LoggedBatch | None) -> int:
-    """Publish then acknowledge (shielded); returns the events applied (0 if refused).
+    """Publish, acknowledge, then run the after-publish hooks (:mod:`workers.hooks`), all
+    shielded from cancellation; returns the events applied (0 if refused).
 
     ``observed`` marks the rows of ``applied`` that are real feedback (not a
     sweeper's default event); ``logged`` are their stored fields, added to the
-    decision log by the publish (None: the log is off).
+    decision log by the publish (None: the log is off).  A hook that raised
+    fails the step once the others ran (its events are published and
+    acknowledged by then: nothing is lost).
     """
+    ref = slot.ref
     mk = ModelKeys(*ref)
     n_applied = batch_size(applied)
     clicks = cached.learner.observed_clicks(applied)
     click_sum = float(np.sum(clicks))
-    samples = nrest.samples_of(cached.config, applied, observed)
-    cap = nrest.buffer_size(ctx, cached.config)
-    scorer = (await anchors.scorer(ctx, ref, cached.config, cached.version)
-              if keeps_anchors(cached.config) else None)
-    rows = (None if scorer is None
-            else await asyncio.to_thread(anchors.score_plays, scorer, applied, observed))
 
-    async def publish_then_ack() -> int:
+    async def publish_then_ack() -> Exception | None:
         version = await ctx.store.snapshots.publish(
             mk, cached.learner.get_state(), expected_version=cached.version, last_id=last_id,
             applied=n_applied, click_sum=click_sum, click_n=len(clicks),
             lease_owner=ctx.config.worker_id, logged=logged,
             retention=_retention(ctx))
         await ctx.delivery.ack_and_trim(mk, ack_ids, last_id)
-        if samples is not None:
-            await ctx.samples.append(mk, *samples, cap=cap)
-        if rows is not None:
-            await ctx.anchors.append(mk, rows.prob, rows.score, rows.click, rows.scorer_state,
-                                     cap=ANCHOR_BUFFER)
-        return version
+        cached.version = version
+        _record(ctx, ref, view, n_applied, version, last_id, click_sum, len(clicks), rates)
+        return await hooks.run_after_publish(ctx, slot, hooks.Published(
+            view, cached.config, cached.learner, version, applied, observed, clicks, last_id,
+            rates, cached))
 
     task = asyncio.ensure_future(publish_then_ack())
     ctx.inflight.add(task)
     task.add_done_callback(ctx.inflight.discard)
     try:
-        version = await asyncio.shield(task)
+        failed = await asyncio.shield(task)
     except PublishConflict as exc:
         # the version moved (reset, rollback, import, promotion), or the lease is gone:
         # entries stay pending
         logger.info("trainer: publish of %s/%s refused (%s)", *ref, exc)
-        ctx.scorers.pop(ref, None)  # it learned a batch that will come again
-        if exc.code != -1:
+        if exc.code is not ScriptResult.MOVED:
             ctx.forget(ref)
             return 0
-        ctx.learners.pop(ref, None)
+        slot.learner = None
         raise _ModelChanged from exc
-    cached.version = version
-    if scorer is not None:
-        ctx.scorers[ref] = (version, scorer)
-    _record(ctx, ref, view, n_applied, version, last_id, click_sum, len(clicks), rates)
-    await ctx.versions.published(ctx.store.versions, ref, cached.config, version)
-    await series.record(ctx, ref, view, n_applied, version, click_sum, len(clicks), rates,
-                        cached.learner)
-    await drift.observe(ctx, ref, cached, view.info.version, clicks, rates)
+    if failed is not None:
+        raise failed
     return n_applied
 
 

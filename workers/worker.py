@@ -1,6 +1,6 @@
-"""The worker: runs the background roles (trainer, NREst, sweeper) against one store.
+"""The worker: runs the background roles (trainer, jobs, sweeper) against one store.
 
-Configured by one :class:`~workers.settings.WorkerSettings`, each role a
+Configured by one :class:`~app.worker_settings.WorkerSettings`, each role a
 module of plain ``async`` handlers of a shared
 :class:`~workers.context.WorkerContext` (after arq).
 Each role loops ``handler -> sleep while idle`` until the stop event is
@@ -33,11 +33,12 @@ from wsgiref.simple_server import WSGIServer
 
 from app.metrics import Metrics, start_metrics_server
 from app.processes import pool_child
+from app.settings import Settings
 from app.store import STORE_ERRORS, Store
 from app.store.util import utc_now
+from app.worker_settings import Role, WorkerSettings
 from workers import nrest, sweeper, trainer
 from workers.context import WorkerContext
-from workers.settings import Role, WorkerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ Handler = Callable[[WorkerContext], Awaitable[int]]
 #: Role -> one pass of the role (returns the work it did).
 ROLES: dict[Role, Handler] = {
     "trainer": trainer.run_pass,
-    "nrest": nrest.run_pass,
+    "jobs": nrest.run_pass,
     "sweeper": sweeper.run_pass,
 }
 
@@ -59,7 +60,7 @@ class Worker:
     store:
         The store (its Redis connection is shared, not closed here).
     settings:
-        What to run and how (default: ``WorkerSettings()``, i.e. the
+        What to run and how (default: ``Settings().worker``, i.e. the
         environment, else the defaults).
     metrics:
         Metrics container (``serve`` passes the API's; default a fresh one).
@@ -72,7 +73,7 @@ class Worker:
     def __init__(self, store: Store, settings: WorkerSettings | None = None, *,
                  metrics: Metrics | None = None, metrics_port: int | None = None,
                  metrics_tokens: Sequence[str] = ()) -> None:
-        self.config = settings if settings is not None else WorkerSettings()
+        self.config = settings if settings is not None else Settings().worker
         self.store = store
         self.metrics = metrics or Metrics()
         self.metrics_port = metrics_port
@@ -81,13 +82,13 @@ class Worker:
         self._http: WSGIServer | None = None
 
     def _executor(self) -> Executor:
-        if not self.config.nrest_threads and "nrest" in self.config.roles:
+        if not self.config.nrest_threads and "jobs" in self.config.roles:
             # spawn: a fork of a process with threads and an event loop is unsafe
             # (and the child dies with this process, even on SIGKILL)
             return ProcessPoolExecutor(max_workers=1,
                                        mp_context=multiprocessing.get_context("spawn"),
                                        initializer=pool_child)
-        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="nrest")
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobs")
 
     async def start(self, stop: asyncio.Event | None = None) -> WorkerContext:
         """Open the context, start the metrics endpoint, send the first heartbeat."""

@@ -10,6 +10,7 @@ from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
 from app.api.schemas.versions import KeptVersionResponse, RollbackResponse, VersionsResponse
 from app.store.keys import ModelKeys
+from app.store.results import ScriptResult
 from app.store.snapshots import PublishConflict
 from app.store.versions import RESTORED_CONFIG_FIELDS, RollbackRefused, VersionPolicy
 
@@ -48,7 +49,7 @@ async def publish_explicit(ctx: ApiContext, tenant: str, config: dict[str, Any],
             version = await ctx.store.versions.publish(mk, state, expected,
                                                        VersionPolicy.of(config), reason, marker)
         except PublishConflict as exc:
-            if exc.code == -3:
+            if exc.code is ScriptResult.GONE:
                 raise unknown_model(config["model_id"]) from None
             continue  # the trainer published meanwhile: read again
         ctx.cache.forget(tenant, config["model_id"])
@@ -79,10 +80,10 @@ async def rollback(ctx: ApiContext, tenant: str, config: dict[str, Any],
     try:
         new = await ctx.store.versions.rollback(mk, version)
     except RollbackRefused as exc:
-        if exc.code == 0:
+        if exc.code is ScriptResult.NOT_KEPT:
             raise ApiError(404, "unknown_version", f"version {version} is not kept "
                            "(GET .../versions lists the kept ones)", "version") from None
-        if exc.code == -1:
+        if exc.code is ScriptResult.MOVED:
             raise ApiError(409, "rollback_conflict", "the model's config changed during the "
                            "rollback; try again") from None
         raise unknown_model(model_id) from None

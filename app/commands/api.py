@@ -6,7 +6,8 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
-from app.commands.arguments import add_service_arguments, settings_from_args
+from app.commands.arguments import add_service_arguments
+from app.commands.worker import checked_settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -32,7 +33,9 @@ def run(args: argparse.Namespace) -> int:
     from app.server import reuseport
     from app.server.options import uvicorn_options
 
-    settings = settings_from_args(args)
+    settings = checked_settings(args, "api")
+    if settings is None:
+        return 2
     configure_logging(settings.log_level, settings.log_json)
     if settings.redis_url is None:
         raise SystemExit("noisyloop api needs --redis-url or REDIS_URL "

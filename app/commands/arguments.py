@@ -35,12 +35,18 @@ def add_service_arguments(parser: argparse.ArgumentParser, *, http: bool = True,
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    """Settings from the environment, overridden by the given flags."""
+    """Settings from the environment, overridden by the given flags (``noisyloop worker``'s
+    set fields of the worker section)."""
     from app.settings import Settings
+    from app.worker_settings import WorkerSettings
 
     overrides: dict[str, Any] = {}
     for name in ("host", "port", "data_dir", "redis_url"):
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
+    worker = {name: getattr(args, name) for name in WorkerSettings.model_fields
+              if hasattr(args, name)}
+    if worker:
+        overrides["worker"] = worker
     return Settings(**overrides)

@@ -11,15 +11,15 @@ import argparse
 import asyncio
 import signal
 import socket
-import sys
 from typing import TYPE_CHECKING
 
-from app.commands.arguments import add_service_arguments, settings_from_args
-from app.commands.worker import invalid_settings, kafka_settings
+from app.commands.arguments import add_service_arguments
+from app.commands.worker import checked_settings, kafka_settings
 from app.server.datadir import redis_for, with_admin_token
 
 if TYPE_CHECKING:
-    from workers.settings import WorkerSettings
+    from app.settings import Settings
+    from app.worker_settings import WorkerSettings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,21 +43,21 @@ def first_start_banner(token: str, host: str, port: int) -> str:
     )
 
 
-def serve_worker_settings() -> WorkerSettings:
-    """The in-process worker's settings: the environment's, as for ``noisyloop worker``,
-    with the id ``serve-<host name>`` unless ``NOISYLOOP_WORKER_ID`` sets one (so that a
-    ``noisyloop worker`` on the same host keeps its own)."""
-    from workers.settings import WorkerSettings
+def serve_worker_settings(settings: Settings) -> WorkerSettings:
+    """The in-process worker's settings: the worker section of ``settings``, as for
+    ``noisyloop worker``, with the id ``serve-<host name>`` unless ``NOISYLOOP_WORKER_ID``
+    sets one (so that a ``noisyloop worker`` on the same host keeps its own)."""
+    from app.worker_settings import WorkerSettings
 
-    settings = WorkerSettings()
-    if "worker_id" in settings.model_fields_set:
-        return settings
-    return WorkerSettings(worker_id=f"serve-{socket.gethostname()}")
+    worker = settings.worker
+    if "worker_id" in worker.model_fields_set:
+        return worker
+    return WorkerSettings.model_validate(
+        {**worker.model_dump(), "worker_id": f"serve-{socket.gethostname()}"})
 
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
-    from pydantic import ValidationError
 
     from app.api.context import ApiContext
     from app.logs import configure_logging
@@ -68,15 +68,12 @@ def run(args: argparse.Namespace) -> int:
     from app.server.supervisor import StoreSupervisor
     from workers.worker import Worker
 
-    settings = settings_from_args(args)
-    configure_logging(settings.log_level, settings.log_json)
-    settings, new_token = with_admin_token(settings)
-
-    try:
-        worker_settings = serve_worker_settings()
-    except ValidationError as exc:
-        sys.stderr.write(f"noisyloop serve: {invalid_settings(exc)}\n")
+    checked = checked_settings(args, "serve")
+    if checked is None:
         return 2
+    configure_logging(checked.log_level, checked.log_json)
+    settings, new_token = with_admin_token(checked)
+    worker_settings = serve_worker_settings(settings)
     kafka = kafka_settings("serve")
     if kafka is None:
         return 2

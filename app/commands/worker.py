@@ -1,6 +1,6 @@
 """``noisyloop worker``: the background roles as their own process, against an external Redis.
 
-    noisyloop worker [--roles trainer,nrest,sweeper] [--metrics-port 9100] [--check]
+    noisyloop worker [--roles trainer,jobs,sweeper] [--metrics-port 9100] [--check]
 
 Exports its Prometheus metrics on ``--metrics-port`` (to a caller with the
 metrics token, ``NOISYLOOP_METRICS_TOKEN``, or the admin token as ``Authorization:
@@ -13,9 +13,10 @@ liveness probe of the container.
 With ``NOISYLOOP_KAFKA_BOOTSTRAP`` set it also consumes feedback from Kafka
 (:mod:`app.server.kafka`, configured by ``NOISYLOOP_KAFKA_*``).
 
-Every other flag is a field of :class:`workers.settings.WorkerSettings`
-(``--batch-size`` sets ``batch_size``): a flag given overrides the
-environment (``NOISYLOOP_WORKER_BATCH_SIZE``), which overrides the default.
+Every other flag is a field of the settings' worker section,
+:class:`app.worker_settings.WorkerSettings` (``--batch-size`` sets
+``batch_size``): a flag given overrides the environment
+(``NOISYLOOP_WORKER_BATCH_SIZE``), which overrides the default.
 The flags are added when this sub-command is used (pydantic is not imported
 for the others).
 """
@@ -38,12 +39,12 @@ if TYPE_CHECKING:
 
     from app.server.kafka.settings import KafkaSettings
     from app.settings import Settings
-    from workers.settings import WorkerSettings
+    from app.worker_settings import WorkerSettings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
-        "worker", help="run background roles (trainer, NREst, sweeper) against a Redis",
+        "worker", help="run background roles (trainer, jobs, sweeper) against a Redis",
         description="Run the background roles as one process.  Each flag below overrides its "
                     "environment variable, which overrides the default.")
     add_service_arguments(parser, http=False)
@@ -56,8 +57,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def add_settings_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per :class:`~workers.settings.WorkerSettings` field; absent flags stay unset."""
-    from workers.settings import WorkerSettings
+    """One flag per :class:`~app.worker_settings.WorkerSettings` field; absent flags stay unset."""
+    from app.worker_settings import WorkerSettings
 
     for name, field in WorkerSettings.model_fields.items():
         env = WorkerSettings.env_var(name)
@@ -79,26 +80,31 @@ def add_settings_flags(parser: argparse.ArgumentParser) -> None:
 
 def worker_settings(args: argparse.Namespace) -> WorkerSettings:
     """The worker's settings: the environment, overridden by the flags given."""
-    from workers.settings import WorkerSettings
+    return settings_from_args(args).worker
 
-    return WorkerSettings(**{name: getattr(args, name) for name in WorkerSettings.model_fields
-                             if hasattr(args, name)})
+
+def checked_settings(args: argparse.Namespace, command: str) -> Settings | None:
+    """The settings of ``args`` (:func:`~app.commands.arguments.settings_from_args`); None,
+    having said why on stderr, when they are refused."""
+    from pydantic import ValidationError
+
+    try:
+        return settings_from_args(args)
+    except ValidationError as exc:
+        sys.stderr.write(f"noisyloop {command}: {invalid_settings(exc)}\n")
+        return None
 
 
 def run(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
     from app.logs import configure_logging
 
-    try:
-        worker = worker_settings(args)
-    except ValidationError as exc:
-        sys.stderr.write(f"noisyloop worker: {invalid_settings(exc)}\n")
+    settings = checked_settings(args, "worker")
+    if settings is None:
         return 2
+    worker = settings.worker
     kafka = kafka_settings("worker")
     if kafka is None:
         return 2
-    settings = settings_from_args(args)
     configure_logging(settings.log_level, settings.log_json)
     with redis_for(settings) as url:
         if args.check:
@@ -108,17 +114,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 def invalid_settings(exc: ValidationError) -> str:
-    """The refused worker settings of ``exc``: each field (its position in a list), reason,
-    value, and where to set it."""
-    from workers.settings import WorkerSettings
+    """The refused settings of ``exc``: each field (its position in a list), reason, value,
+    and where to set it; a ``NOISYLOOP_WORKER_*`` variable that is no setting is named, with
+    the closest one."""
+    from app.learners.registry import did_you_mean
+    from app.worker_settings import ENV_PREFIX, WorkerSettings
 
     out = []
     for err in exc.errors():
-        key, *within = err["loc"]
-        name = WorkerSettings.field_named(str(key))
-        where = (f"--{name.replace('_', '-')} or {WorkerSettings.env_var(name)}"
-                 if name in WorkerSettings.model_fields else "not a setting")
-        out.append(f"{'.'.join(map(str, [name, *within]))}: {err['msg']} "
+        loc = [str(part) for part in err["loc"]]
+        if loc[0] != "worker" or len(loc) == 1:  # the API's part
+            out.append(f"{'.'.join(loc)}: {err['msg']} (got {err['input']!r}; "
+                       f"NOISYLOOP_{loc[0].upper()})")
+            continue
+        key, *within = loc[1:]
+        name = WorkerSettings.field_named(key)
+        if name in WorkerSettings.model_fields:
+            where = f"--{name.replace('_', '-')} or {WorkerSettings.env_var(name)}"
+        else:
+            known = [WorkerSettings.env_var(field) for field in WorkerSettings.model_fields]
+            where = (f"{ENV_PREFIX}{key.upper()} is no setting"
+                     f"{did_you_mean(ENV_PREFIX + key.upper(), known)}")
+        out.append(f"{'.'.join([name, *within])}: {err['msg']} "
                    f"(got {err['input']!r}; {where})")
     return "; ".join(out)
 

@@ -1,6 +1,6 @@
 """One rule for every click-noise estimate: when it is due, how it runs, when it is published.
 
-The service's nrest role (its periodic refresh and ``POST .../noise/estimate``)
+The service's jobs role (its periodic refresh and ``POST .../noise/estimate``)
 and ``noisyloop replay`` run a model's estimator through these functions, so
 that an estimate is published by the same rule whatever asked for it:
 

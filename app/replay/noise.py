@@ -15,7 +15,7 @@ service's for the learner, :func:`~app.learners.build.default_estimator`):
 * ``fixed``: nothing is estimated (the learner keeps the rates it was given).
 
 The estimate is published by :mod:`app.learners.noise_publish`, the code the
-service's nrest role runs; a published estimate's rates go to the learner for
+service's jobs role runs; a published estimate's rates go to the learner for
 its later batches, and every estimate, published or not, is reported with its
 outcome (status, reason, counts, interval) and the plays seen ``t``.
 """

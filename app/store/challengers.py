@@ -24,6 +24,7 @@ import redis.asyncio as aioredis
 from app.store import codec
 from app.store.client import lua_source
 from app.store.keys import ModelKeys
+from app.store.results import ScriptResult
 from app.store.util import text, utc_now
 from app.store.versions import VersionPolicy
 
@@ -77,8 +78,11 @@ class PromoteRefused(Exception):
         self.reason = reason
 
 
-_PROMOTE_REASONS = {-1: "config_changed", -2: "challenger_changed", -3: "gone",
-                    -4: "name_taken", -5: "behind", -6: "failed"}
+_PROMOTE_REASONS = {ScriptResult.MOVED: "config_changed",
+                    ScriptResult.CHALLENGER_CHANGED: "challenger_changed",
+                    ScriptResult.GONE: "gone", ScriptResult.NAME_TAKEN: "name_taken",
+                    ScriptResult.BEHIND: "behind", ScriptResult.FAILED: "failed"}
+_ADD_REASONS = {ScriptResult.NAME_TAKEN: "exists", ScriptResult.FULL: "full"}
 
 
 class ChallengerStore:
@@ -98,8 +102,8 @@ class ChallengerStore:
         reply = int(await self._add(
             keys=[mk.meta, mk.challengers, mk.challenger_states],
             args=[definition["name"], orjson.dumps(definition), codec.encode(state), most]))
-        if reply != 1:
-            raise AddRefused({0: "exists", -1: "full"}.get(reply, "gone"))
+        if reply < 0:
+            raise AddRefused(_ADD_REASONS.get(ScriptResult(reply), "gone"))
 
     async def remove(self, mk: ModelKeys, name: str) -> bool:
         """Remove a challenger; False when there is none of that name."""
@@ -184,7 +188,7 @@ class ChallengerStore:
                   "1" if caught_up else "0", orjson.dumps(marker),
                   VersionPolicy.of(config).kept]))
         if reply < 0:
-            raise PromoteRefused(_PROMOTE_REASONS.get(reply, "gone"))
+            raise PromoteRefused(_PROMOTE_REASONS.get(ScriptResult(reply), "gone"))
         return reply
 
 

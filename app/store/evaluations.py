@@ -5,7 +5,7 @@
 ``request`` JSON, the worker's ``started_at`` and ``deadline``, then ``result``
 JSON or ``error``) expiring after a day,
 and queues it on :data:`app.store.keys.EVALUATION_QUEUE`; a worker's
-``nrest`` role takes the oldest (:attr:`EvaluationStore.jobs`, marking it
+``jobs`` role takes the oldest (:attr:`EvaluationStore.jobs`, marking it
 running: :mod:`app.store.jobs`), runs it and records the outcome.
 """
 

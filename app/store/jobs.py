@@ -1,4 +1,4 @@
-"""Queues of the jobs the worker's ``nrest`` role runs (NREst runs, policy evaluations).
+"""Queues of the jobs the worker's ``jobs`` role runs (NREst runs, policy evaluations).
 
 A job is a hash in its model's slot (``status`` "queued" -> "running" ->
 "done" or "failed", with the job's own fields) and its reference

@@ -25,6 +25,7 @@ from app.store.deadletters import DROPPED_FIELD, HELD_FIELD
 from app.store.failures import FAILURE_FIELDS, TrainerFailure, parse_failure
 from app.store.keys import TRAINER_GROUP, ModelKeys
 from app.store.noise import NOISE_FIELDS, NoiseRecord, parse_noise
+from app.store.results import ScriptResult
 from app.store.snapshots import COUNTER_FIELDS, Snapshot, SnapshotInfo, parse_info
 from app.store.tenants import KEY_RECORD_FIELDS, KeyRecord, parse_api_key, verify_key_record
 from app.store.util import parse_stream_id, text, utc_now
@@ -205,8 +206,10 @@ class ModelStore:
             if new is None:
                 return current
             reply = int(await self._set_config(keys=[mk.meta], args=[orjson.dumps(new), raw]))
-            if reply >= 0:
-                return new if reply else None
+            if reply > 0:
+                return new
+            if reply == ScriptResult.GONE:
+                return None
         raise ConfigBusy(model_id)
 
     async def view_with_key(self, token: str, model_id: str

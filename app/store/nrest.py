@@ -3,7 +3,7 @@
 The trainer appends the logged ``(x, played label, noisy click)`` of every
 applied feedback event of a noise-estimating model to the model's capped
 ``samples`` list (one codec blob per sample, newest last) and counts them
-in the ``samples_new`` field of the model's noise hash; the NREst role
+in the ``samples_new`` field of the model's noise hash; the jobs role
 reads the buffer, estimates, and subtracts the samples it consumed.
 
 ``POST .../noise/estimate`` queues a job

@@ -20,6 +20,7 @@ from app.store import codec
 from app.store.client import Scripts
 from app.store.decisionlog import LoggedBatch, LogRetention
 from app.store.keys import ModelKeys
+from app.store.results import ScriptResult
 from app.store.util import text, utc_now
 
 #: Trainer-published counters of a snapshot (no state).
@@ -63,12 +64,17 @@ class Snapshot:
 
 
 class PublishConflict(Exception):
-    """The snapshot moved (or the lease was lost) since the publisher read it."""
+    """The snapshot moved (or the lease was lost, or the model is gone) since the publisher
+    read it: ``code`` is :attr:`~ScriptResult.MOVED`, :attr:`~ScriptResult.LEASE_LOST` or
+    :attr:`~ScriptResult.GONE`."""
 
-    def __init__(self, code: int) -> None:
-        reason = {-1: "version moved", -2: "lease lost", -3: "model gone"}.get(code, "unknown")
-        super().__init__(reason)
+    def __init__(self, code: ScriptResult) -> None:
+        super().__init__(_CONFLICTS.get(code, "unknown"))
         self.code = code
+
+
+_CONFLICTS = {ScriptResult.MOVED: "version moved", ScriptResult.LEASE_LOST: "lease lost",
+              ScriptResult.GONE: "model gone"}
 
 
 def parse_info(values: Sequence[Any]) -> SnapshotInfo | None:
@@ -134,5 +140,5 @@ class SnapshotStore:
             "publish_snapshot", [mk.snapshot, mk.lease, mk.log, mk.log_index, mk.stats], args)
         result = int(reply)
         if result < 0:
-            raise PublishConflict(result)
+            raise PublishConflict(ScriptResult(result))
         return result

@@ -33,6 +33,7 @@ import redis.asyncio as aioredis
 from app.store import codec
 from app.store.client import lua_source, run_script
 from app.store.keys import ModelKeys
+from app.store.results import ScriptResult
 from app.store.snapshots import PublishConflict
 from app.store.util import text, utc_now
 
@@ -77,13 +78,17 @@ class KeptVersion:
 
 
 class RollbackRefused(Exception):
-    """The version is not kept (``code`` 0), the config changed meanwhile (-1) or the model
-    is gone (-3)."""
+    """The version is not kept (``code`` :attr:`~ScriptResult.NOT_KEPT`), the config changed
+    meanwhile (:attr:`~ScriptResult.MOVED`) or the model is gone
+    (:attr:`~ScriptResult.GONE`)."""
 
-    def __init__(self, code: int) -> None:
-        super().__init__({0: "version not kept", -1: "config changed",
-                          -3: "model gone"}.get(code, "unknown"))
+    def __init__(self, code: ScriptResult) -> None:
+        super().__init__(_REFUSALS.get(code, "unknown"))
         self.code = code
+
+
+_REFUSALS = {ScriptResult.NOT_KEPT: "version not kept", ScriptResult.MOVED: "config changed",
+             ScriptResult.GONE: "model gone"}
 
 
 class VersionStore:
@@ -114,15 +119,15 @@ class VersionStore:
         snapshot is at ``expected_version``, kept (as ``policy`` allows) and with the
         decision-log marker ``marker`` (``detail`` plus the new ``version``; "" = none) in
         the same step; returns the version.  Raises
-        :class:`~app.store.snapshots.PublishConflict` (-1 the version moved, -3 the model
-        is gone)."""
+        :class:`~app.store.snapshots.PublishConflict` (``MOVED``: the version moved,
+        ``GONE``: the model is gone)."""
         reply: Any = await run_script(
             self._publish, [mk.snapshot, mk.meta, mk.log, mk.versions, mk.version_states],
             [str(expected_version), codec.encode(state), utc_now(), marker,
              orjson.dumps(detail or {}), policy.kept, reason])
         result = int(reply)
         if result < 0:
-            raise PublishConflict(result)
+            raise PublishConflict(ScriptResult(result))
         return result
 
     async def kept(self, mk: ModelKeys) -> list[KeptVersion]:
@@ -140,9 +145,9 @@ class VersionStore:
             pipe.hget(mk.version_states, f"c:{version}")
             current, kept = await pipe.execute()
         if current is None:
-            raise RollbackRefused(-3)
+            raise RollbackRefused(ScriptResult.GONE)
         if kept is None:
-            raise RollbackRefused(0)
+            raise RollbackRefused(ScriptResult.NOT_KEPT)
         now, then = orjson.loads(current), orjson.loads(kept)
         restored = {**now, **{name: then.get(name) for name in RESTORED_CONFIG_FIELDS}}
         marker = {"rolled_back_to": version, "algorithm": restored.get("algorithm")}
@@ -152,8 +157,8 @@ class VersionStore:
         reply: Any = await run_script(
             self._rollback, [mk.snapshot, mk.meta, mk.version_states, mk.log, mk.versions], args)
         result = int(reply)
-        if result <= 0:
-            raise RollbackRefused(result)
+        if result < 0:
+            raise RollbackRefused(ScriptResult(result))
         return result
 
 

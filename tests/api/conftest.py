@@ -20,7 +20,7 @@ from app.api.context import ApiContext
 from app.main import create_app
 from app.settings import Settings
 from app.store import Store
-from workers.settings import WorkerSettings
+from app.worker_settings import WorkerSettings
 from workers.worker import Worker
 
 ADMIN_TOKEN = "test-admin-token-0123456789abcdef"

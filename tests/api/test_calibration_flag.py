@@ -17,7 +17,7 @@ X = [1.0, 0.0, 0.5, 0.0]
 
 
 def _publish_estimate(redis_url: str, rho0: float, rho1: float) -> None:
-    """Store an estimate as the NREst role publishes one."""
+    """Store an estimate as the jobs role publishes one."""
     async def run() -> None:
         store = Store.from_url(redis_url)
         await store.noise.put(ModelKeys("acme", "m1"), rho0, rho1, source="estimated",

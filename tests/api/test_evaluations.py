@@ -1,5 +1,5 @@
 """POST/GET /v1/models/{id}/evaluations: an off-policy evaluation on the decision log, queued
-to the worker's nrest role, answering what ``noisyloop evaluate --json`` prints."""
+to the worker's jobs role, answering what ``noisyloop evaluate --json`` prints."""
 
 from __future__ import annotations
 
@@ -14,17 +14,17 @@ import redis
 
 import workers.evaluations
 from app.store import Store
+from app.worker_settings import WorkerSettings
 from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, predict_all
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 
 def run_jobs(redis_url: str, **settings: Any) -> int:
-    """One drain of a worker's nrest role (it runs the queued evaluations)."""
+    """One drain of a worker's jobs role (it runs the queued evaluations)."""
     async def drain() -> int:
         store = Store.from_url(redis_url)
         try:
-            return await Worker(store, WorkerSettings(roles=("nrest",), worker_id="ev",
+            return await Worker(store, WorkerSettings(roles=("jobs",), worker_id="ev",
                                                       nrest_threads=True, **settings)).drain()
         finally:
             await store.close()

@@ -17,7 +17,7 @@ def queued(redis_url: str) -> list[str]:
 
 
 def set_status(redis_url: str, job_id: str, status: str) -> None:
-    """What an nrest worker writes of a job it took."""
+    """What a jobs worker writes of a job it took."""
     with redis.Redis.from_url(redis_url) as r:
         r.hset(keys.ModelKeys("acme", "m1").job(job_id), "status", status)
 

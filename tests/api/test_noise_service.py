@@ -1,5 +1,5 @@
 """The anchor estimator through the service: 10 arms, 20 features, rates (0.2, 0.3), 20,000
-events in batches of 500 with a sync after each, the nrest role run between batches; and a
+events in batches of 500 with a sync after each, the jobs role run between batches; and a
 requested estimate, which takes the periodic refresh's path and publish rule."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from app.store import Store
+from app.worker_settings import WorkerSettings
 from tests.api.conftest import TestClient, new_model, predict_all
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 #: Every test here starts services or processes, or runs long statistics.
@@ -23,10 +23,10 @@ K, D, N, BATCH, RATES = 10, 20, 20_000, 500, (0.2, 0.3)
 
 
 def run_nrest(redis_url: str) -> None:
-    """One nrest role drained once (it takes the queued jobs, refreshes due estimates)."""
+    """One jobs role drained once (it takes the queued jobs, refreshes due estimates)."""
     async def run() -> None:
         store = Store.from_url(redis_url)
-        await Worker(store, WorkerSettings(roles=("nrest",), worker_id="n",
+        await Worker(store, WorkerSettings(roles=("jobs",), worker_id="n",
                                            nrest_threads=True)).drain()
         await store.close()
     asyncio.run(run())
@@ -38,7 +38,7 @@ def answer_with_noisy_clicks(client: TestClient, tenant: dict[str, str], redis_u
                                                                 list[int]]:
     """Decide ``X`` on model ``m1``, click each decision through the click noise ``rates``
     (right when the label is ``argmax W x``), post the clicks, wait for the trainer and run
-    the nrest role once; the decisions, whether each was right, and the clicks."""
+    the jobs role once; the decisions, whether each was right, and the clicks."""
     preds = predict_all(client, tenant, X)
     hits = [int(p["label"] == y) for p, y in zip(preds, np.argmax(X @ W.T, axis=1),
                                                   strict=True)]
@@ -53,8 +53,8 @@ def answer_with_noisy_clicks(client: TestClient, tenant: dict[str, str], redis_u
     return preds, hits, clicks
 
 
-def _serve_nrest(redis_url: str, stop: threading.Event) -> None:
-    """The nrest role, drained again and again until ``stop`` (it takes queued jobs)."""
+def _serve_jobs(redis_url: str, stop: threading.Event) -> None:
+    """The jobs role, drained again and again until ``stop`` (it takes queued jobs)."""
     while not stop.is_set():
         run_nrest(redis_url)
         stop.wait(0.02)
@@ -62,9 +62,9 @@ def _serve_nrest(redis_url: str, stop: threading.Event) -> None:
 
 def _request_estimate(client: TestClient, tenant: dict[str, str],
                       redis_url: str) -> dict[str, Any]:
-    """``POST .../noise/estimate?wait=true`` answered by an nrest role in a thread."""
+    """``POST .../noise/estimate?wait=true`` answered by an jobs role in a thread."""
     stop = threading.Event()
-    role = threading.Thread(target=_serve_nrest, args=(redis_url, stop))
+    role = threading.Thread(target=_serve_jobs, args=(redis_url, stop))
     role.start()
     try:
         r = client.post("/v1/models/m1/noise/estimate", params={"wait": "true", "timeout": 60},

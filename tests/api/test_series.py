@@ -14,8 +14,8 @@ from starlette.testclient import TestClient
 from app.api.context import ApiContext
 from app.main import create_app
 from app.settings import Settings
+from app.worker_settings import WorkerSettings
 from tests.api.conftest import ADMIN_TOKEN, new_model, new_tenant, predict_all
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 

@@ -24,7 +24,7 @@ ADMIN_TOKEN = "client-test-admin-token-0123456789"
 
 
 async def _trainer(ctx: Any, stop: asyncio.Event) -> None:
-    from workers.settings import WorkerSettings
+    from app.worker_settings import WorkerSettings
     from workers.worker import Worker
 
     settings = WorkerSettings(roles=("trainer",), worker_id="client-tests", flush_interval=0.01)

@@ -1,4 +1,4 @@
-"""The client's evaluate()/evaluation() against the real service (no nrest role runs here,
+"""The client's evaluate()/evaluation() against the real service (no jobs role runs here,
 so the job stays queued)."""
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ def test_evaluate_a_rank_log_per_ranking_as_the_service_does(
     uniform = evaluate(capsys, out, "uniform")
     r = http.post("/v1/models/lab/evaluations", json={"policy": "uniform", "bootstrap": 100})
     assert r.status_code == 202, r.text
-    assert run_jobs(redis_server.url) >= 1  # a worker's nrest role runs it (and any queued)
+    assert run_jobs(redis_server.url) >= 1  # a worker's jobs role runs it (and any queued)
     job = http.get(f"/v1/models/lab/evaluations/{r.json()['job_id']}").json()
     assert job["status"] == "done", job
     for field in ("ips", "snips", "dr", "n", "slot_impressions", "ess", "positions", "slates"):

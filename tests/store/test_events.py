@@ -16,8 +16,8 @@ from app.store.leases import LeaseStore
 from app.store.models import ModelView
 from app.store.snapshots import PublishConflict
 from app.store.tenants import KeyRecord, parse_api_key
+from app.worker_settings import WorkerSettings
 from tests.deadlines import pass_deadlines_async
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 CONFIG = {"model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 2,

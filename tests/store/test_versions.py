@@ -11,6 +11,7 @@ import pytest
 from app.store import ModelKeys, Store, versions
 from app.store.client import run_script
 from app.store.codec import decode
+from app.store.results import ScriptResult
 from app.store.versions import RollbackRefused, VersionPolicy
 
 CONFIG = {"model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 2,
@@ -73,7 +74,7 @@ async def test_rollback_restores_state_algorithm_and_params(store: Store) -> Non
     assert "V" in decode(await store.redis.hget(MK.version_states, "s:3"))
     with pytest.raises(RollbackRefused) as refused:
         await store.versions.rollback(MK, 1)
-    assert refused.value.code == 0
+    assert refused.value.code is ScriptResult.NOT_KEPT
 
 
 async def test_rollback_is_refused_when_a_promotion_lands_after_its_read(
@@ -93,7 +94,7 @@ async def test_rollback_is_refused_when_a_promotion_lands_after_its_read(
     monkeypatch.setattr(versions, "run_script", promote_first)
     with pytest.raises(RollbackRefused) as refused:
         await store.versions.rollback(MK, 1)
-    assert refused.value.code == -1
+    assert refused.value.code is ScriptResult.MOVED
     snap = await store.snapshots.load(MK)
     assert snap is not None and snap.version == 2 and "V" in snap.state
     assert await store.models.config("t", "m") == promoted

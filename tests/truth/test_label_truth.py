@@ -4,7 +4,7 @@ A model created with nothing but its sizes (the default learner, the default
 ``anchor`` estimator) learns from a simulated stream through the real
 service: 10 arms, 20 features, the right arm ``argmax W x``, clicks flipped at
 rates (0.15, 0.25), batches of 500 events with a ``sync`` after each and the
-nrest role run between batches.  After every batch every noise number the API
+jobs role run between batches.  After every batch every noise number the API
 shows is checked against the truth: inside its stated interval (the rates:
 within three of their standard errors, as the published estimates are
 cumulative and a miss of one carries to the next), or flagged

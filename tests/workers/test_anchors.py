@@ -1,5 +1,5 @@
 """The anchor estimator in the workers against a real Redis: the trainer scores every observed
-play of a model whose learner uses noise rates, the NREst role publishes rates only when their
+play of a model whose learner uses noise rates, the jobs role publishes rates only when their
 intervals are narrow enough and says ``insufficient_data`` before."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 from app.learners.noise_publish import ANCHOR_EVERY
 from app.store import ModelKeys, Store
 from app.store.nrest import AnchorStore
+from app.worker_settings import WorkerSettings
 from tests.workers.conftest import create_model, decisions, model_config
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 RATES = (0.2, 0.3)
@@ -52,7 +52,7 @@ def _plays(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 async def _estimate(store: Store, mk: ModelKeys, n: int) -> None:
     await AnchorStore(store.redis).append(mk, *_plays(n, seed=len(mk.model)), {}, cap=50_000)
-    settings = WorkerSettings(roles=("nrest",), worker_id="n", nrest_threads=True)
+    settings = WorkerSettings(roles=("jobs",), worker_id="n", nrest_threads=True)
     await Worker(store, settings).drain()
 
 

@@ -1,4 +1,4 @@
-"""Jobs of the nrest role (NREst runs, policy evaluations) are marked running as they are
+"""Jobs of the jobs role (NREst runs, policy evaluations) are marked running as they are
 taken off their queue, so a worker that dies in between never leaves one queued for a day."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import workers.evaluations
 import workers.nrest
 from app.store import ModelKeys, Store
 from app.store.jobs import ORPHANED, JobQueue
+from app.worker_settings import WorkerSettings
 from tests.workers.conftest import create_model, model_config
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 
@@ -57,7 +57,7 @@ async def test_a_worker_dying_right_after_taking_a_job_leaves_it_running_until_i
 
     monkeypatch.setattr(module, "run_job", die)
     with pytest.raises(Died):
-        await Worker(store, WorkerSettings(roles=("nrest",), worker_id="w-1", nrest_threads=True,
+        await Worker(store, WorkerSettings(roles=("jobs",), worker_id="w-1", nrest_threads=True,
                                            nrest_timeout=30.0)).drain()
     job = await job_of(store, kind, mk, job_id)
     assert job["status"] == "running" and job["worker"] == "w-1" and job["started_at"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from app.store import Store
-from workers.settings import WorkerSettings
+from app.worker_settings import WorkerSettings
 from workers.worker import Worker
 
 TOKEN = "worker-metrics-token-0123456789abcdef"

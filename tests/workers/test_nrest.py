@@ -1,5 +1,6 @@
-"""NREst role against a real Redis: which models keep samples and get estimates, as their
-learner classes declare (``keeps_noise_samples``, ``owns_noise_estimate``, ``noise_samples``)."""
+"""The jobs role's noise estimates against a real Redis: which models keep samples and get
+estimates, as their learner classes declare (``keeps_noise_samples``,
+``owns_noise_estimate``, ``noise_samples``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import orjson
 
 from app.store import Store
 from app.store.nrest import AnchorStore, SampleStore
+from app.worker_settings import WorkerSettings
 from tests.workers.conftest import create_model, decisions, model_config
 from workers import nrest
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 
@@ -47,7 +48,7 @@ async def test_a_queued_estimate_runs_the_models_estimator_and_says_insufficient
         store: Store) -> None:
     mk = await create_model(store, model_config())  # rcnbf: the anchor estimator, no plays
     job_id = await store.noise.queue_estimate(mk)
-    await Worker(store, WorkerSettings(roles=("nrest",), worker_id="n", nrest_threads=True)
+    await Worker(store, WorkerSettings(roles=("jobs",), worker_id="n", nrest_threads=True)
                  ).drain()
     job = await store.noise.job(mk, job_id)
     assert job is not None and job["status"] == "done", job
@@ -63,7 +64,7 @@ async def test_a_queued_nrest_estimate_of_a_model_without_samples_fails_naming_t
     mk = await create_model(store, model_config())
     await AnchorStore(store.redis).configure(mk, estimator="nrest")  # as no PUT would allow
     job_id = await store.noise.queue_estimate(mk)
-    await Worker(store, WorkerSettings(roles=("nrest",), worker_id="n", nrest_threads=True)
+    await Worker(store, WorkerSettings(roles=("jobs",), worker_id="n", nrest_threads=True)
                  ).drain()
     job = await store.noise.job(mk, job_id)
     assert job is not None and job["status"] == "failed"

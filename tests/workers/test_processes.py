@@ -268,7 +268,7 @@ def test_nrest_estimates_synsep_noise_and_rcine_uses_it(
     # the anchor estimator is the default; this test is about NREst, the paper's estimator
     r = api.put("/v1/models/r/noise", json={"estimator": "nrest"}, headers=auth)
     assert r.status_code == 200, r.text
-    procs.append(start_worker(redis_url, "nr", "--roles", "trainer,nrest"))
+    procs.append(start_worker(redis_url, "nr", "--roles", "trainer,jobs"))
     rng = np.random.default_rng(7)
     X, y = synthetic(n_s + 1000, rng)
     X /= np.linalg.norm(X, axis=1, keepdims=True)

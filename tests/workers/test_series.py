@@ -11,40 +11,36 @@ from app.store.series import SeriesContext
 from app.store.snapshots import SnapshotInfo
 from tests.workers.conftest import create_model, model_config
 from tests.workers.test_trainer import feed, worker
-from workers.series import SeriesRecorder, Window, make_point
+from workers.series import ModelSeries, Window, make_point
 
 
-def test_recorder_closes_a_window_once_it_is_interval_old() -> None:
-    rec = SeriesRecorder(10.0)
-    ref = ("t", "m")
+def test_model_series_closes_a_window_once_it_is_interval_old() -> None:
+    series = ModelSeries()
     # the model's first window closes early, the next ones after the interval
-    assert rec.add(ref, 5, 2.0, 5, now=100.0) is None
-    assert rec.add(ref, 3, 1.0, 3, now=101.0) == Window(100.0, 8, 3.0, 8)
-    assert rec.add(ref, 2, 0.0, 2, now=105.0) is None
-    closed = rec.add(ref, 2, 1.0, 2, now=111.0)
+    assert series.add(10.0, 5, 2.0, 5, now=100.0) is None
+    assert series.add(10.0, 3, 1.0, 3, now=101.0) == Window(100.0, 8, 3.0, 8)
+    assert series.add(10.0, 2, 0.0, 2, now=105.0) is None
+    closed = series.add(10.0, 2, 1.0, 2, now=111.0)
     assert closed == Window(101.0, 4, 1.0, 4)
-    assert rec.windows[ref] == Window(111.0)  # a new window opened
-    rec.forget(ref)
-    assert ref not in rec.windows
+    assert series.window == Window(111.0)  # a new window opened
 
 
-def test_recorder_closes_the_due_window_of_a_model_gone_idle() -> None:
-    rec = SeriesRecorder(10.0)
-    busy, quiet = ("t", "busy"), ("t", "quiet")
-    for ref in (busy, quiet):
-        rec.add(ref, 1, 1.0, 1, now=0.0)
-        rec.add(ref, 1, 1.0, 1, now=1.0)  # first windows closed
-        rec.add(ref, 7, 2.0, 7, now=2.0)
-    assert rec.idle(now=5.0) == []  # both learned since the last call
-    rec.add(busy, 1, 0.0, 1, now=10.5)
+def test_model_series_closes_the_due_window_of_a_model_gone_idle() -> None:
+    busy, quiet = ModelSeries(), ModelSeries()
+    for series in (busy, quiet):
+        series.add(10.0, 1, 1.0, 1, now=0.0)
+        series.add(10.0, 1, 1.0, 1, now=1.0)  # first windows closed
+        series.add(10.0, 7, 2.0, 7, now=2.0)
+    assert busy.idle(now=5.0) is None and quiet.idle(now=5.0) is None  # both learned
+    busy.add(10.0, 1, 0.0, 1, now=10.5)
     # quiet applied nothing since, and its window is due: closed with the burst's counts;
     # busy learned in the pass (its next batch closes its window)
-    assert rec.idle(now=11.5) == [(quiet, Window(1.0, 7, 2.0, 7))]
-    assert quiet not in rec.windows and busy in rec.windows
-    assert rec.idle(now=30.0) == [(busy, Window(1.0, 8, 2.0, 8))]
-    rec.add(busy, 0, 0.0, 0, now=30.0)
-    assert rec.idle(now=30.0) == []
-    assert rec.idle(now=50.0) == [] and busy not in rec.windows  # an empty window is dropped
+    assert quiet.idle(now=11.5) == Window(1.0, 7, 2.0, 7) and busy.idle(now=11.5) is None
+    assert quiet.window is None and busy.window is not None
+    assert busy.idle(now=30.0) == Window(1.0, 8, 2.0, 8)
+    busy.add(10.0, 0, 0.0, 0, now=30.0)
+    assert busy.idle(now=30.0) is None
+    assert busy.idle(now=50.0) is None and busy.window is None  # an empty window is dropped
 
 
 def test_point_without_clicks_or_noise_rates_has_nulls() -> None:

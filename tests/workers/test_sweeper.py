@@ -11,9 +11,9 @@ from app.learners.base import stack_events
 from app.learners.build import build_learner, timeout_feedback
 from app.store import Store
 from app.store.nrest import SampleStore
+from app.worker_settings import WorkerSettings
 from tests.deadlines import pass_deadlines_async
 from tests.workers.conftest import create_model, decisions, model_config
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 

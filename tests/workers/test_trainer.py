@@ -10,9 +10,9 @@ from app.learners.proxy import unbiased_click
 from app.store import ModelKeys, Store
 from app.store.delivery import DeliveryStore
 from app.store.leases import LeaseStore
+from app.worker_settings import WorkerSettings
 from tests.workers.conftest import create_model, decisions, model_config
 from workers import trainer
-from workers.settings import WorkerSettings
 from workers.worker import Worker
 
 
@@ -201,12 +201,12 @@ async def test_read_size_doubles_after_a_full_read_and_resets_after_a_partial_on
         sizes = []
         for _ in range(5):
             await trainer.run_pass(ctx)
-            sizes.append(ctx.read_sizes[ref])
+            sizes.append(ctx.slots[ref].read_size)
         # reads of 10, 20, 40, 30 (the rest: partial), then 0
         assert sizes == [20, 40, 80, 10, 10]
         for _ in range(5):  # a long backlog: the read size stops at its cap
             await feed(store, mk, config, 200, seed=1)
             await trainer.run_pass(ctx)
-        assert ctx.read_sizes[ref] == trainer.MAX_BATCH_GROWTH * 10
+        assert ctx.slots[ref].read_size == trainer.MAX_BATCH_GROWTH * 10
     finally:
         await w.close()

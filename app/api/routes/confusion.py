@@ -13,6 +13,7 @@ from app.learners.build import build_learner
 from app.learners.confusion import validate_confusion
 from app.learners.registry import ALGORITHMS, learner_class
 from app.store.models import ConfigBusy, ModelView
+from app.store.results import ScriptResult
 from app.store.snapshots import PublishConflict
 
 router = APIRouter(prefix="/v1/models", tags=["confusion"],
@@ -91,7 +92,7 @@ async def put_confusion(body: ConfusionPutRequest, view: ModelDep,
         try:
             await ctx.store.snapshots.publish(view.keys, state, expected_version=snap.version)
         except PublishConflict as exc:
-            if exc.code == -3:
+            if exc.code is ScriptResult.GONE:
                 raise unknown_model(config["model_id"]) from None
             continue  # the trainer published meanwhile: redo on its state
         ctx.cache.forget(view.tenant, config["model_id"])

@@ -46,7 +46,7 @@ JobIdPath = Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_-]{1,32}$")
 async def queue_evaluation(body: EvaluationRequest, view: ModelDep,
                            ctx: Context) -> OrjsonResponse:
     """Queue an off-policy evaluation of ``policy`` on the model's decision log (a worker's
-    nrest role runs it); 202 with its job id."""
+    jobs role runs it); 202 with its job id."""
     check_supported(view.config["task"], body.policy)
     if isinstance(body.policy, str) and body.policy.startswith("fixed:") and \
             int(body.policy.partition(":")[2]) >= view.config["n_classes"]:

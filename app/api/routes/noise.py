@@ -193,6 +193,6 @@ def _timeout_message(job_id: str, job: dict[str, str] | None, timeout: float) ->
     if job is not None and job.get("status") == "running":
         return (f"no estimate within {timeout:g} s: job {job_id} is running; wait longer "
                 "or poll GET .../noise for the estimate")
-    return (f"no estimate within {timeout:g} s: job {job_id} is still queued (no nrest "
-            "worker has taken it yet: workers take queued jobs at their next poll); wait "
+    return (f"no estimate within {timeout:g} s: job {job_id} is still queued (no worker's "
+            "jobs role has taken it yet: workers take queued jobs at their next poll); wait "
             "longer, or poll GET .../noise for the estimate")

@@ -14,38 +14,39 @@
 --       8 '1' to require the challenger to have learned the model's last
 --       published batch (its stats' last_id is the snapshot's), 9 the
 --       marker's detail (JSON object; "version" is added), 10 versions kept
--- Returns the new version, -1 when the model config changed since it was
--- read, -2 when the challenger is gone or changed, -3 when the model is
--- gone, -4 when ARGV[5] names another existing challenger, -5 when ARGV[8]
--- is '1' and the challenger has not saved the last published batch yet (the
+-- Returns the new version, else a ScriptResult (app/store/results.py): MOVED
+-- when the model config changed since it was read, CHALLENGER_CHANGED when
+-- the challenger is gone or changed, GONE when the model is gone, NAME_TAKEN
+-- when ARGV[5] names another existing challenger, BEHIND when ARGV[8] is '1'
+-- and the challenger has not saved the last published batch yet (the
 -- trainer publishes the champion's batch first, then saves the challengers':
 -- its state then lacks that batch, which the stream will not deliver again),
--- -6 when the challenger failed (its stats' status is 'failed').
+-- FAILED when the challenger failed (its stats' status is 'failed').
 --! include lib_log_marker
 --! include lib_keep_version
 local cur = redis.call('HGET', KEYS[2], 'version')
 local config = redis.call('HGET', KEYS[1], 'config')
 if not cur or not config then
-  return -3
+  return -3  -- ScriptResult.GONE
 end
 if config ~= ARGV[3] then
-  return -1
+  return -1  -- ScriptResult.MOVED
 end
 if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then
-  return -2
+  return -7  -- ScriptResult.CHALLENGER_CHANGED
 end
 if ARGV[5] ~= '' and ARGV[5] ~= ARGV[1] and redis.call('HEXISTS', KEYS[3], ARGV[5]) == 1 then
-  return -4
+  return -4  -- ScriptResult.NAME_TAKEN
 end
 local stats = redis.call('HGET', KEYS[5], ARGV[1])
 stats = stats and cjson.decode(stats)
 if stats and stats.status == 'failed' then
-  return -6
+  return -6  -- ScriptResult.FAILED
 end
 if ARGV[8] == '1' and stats then
   local last = stats.last_id
   if type(last) == 'string' and last ~= redis.call('HGET', KEYS[2], 'last_id') then
-    return -5
+    return -5  -- ScriptResult.BEHIND
   end
 end
 keep_version(KEYS[2], KEYS[1], KEYS[7], KEYS[8], 0, ARGV[10], '', 'before promote')

@@ -1,4 +1,4 @@
--- Mark a queued job of the nrest role running, only while it is queued: a job
+-- Mark a queued job of the jobs role running, only while it is queued: a job
 -- that is running, done or failed (taken by another worker, or by one that died
 -- before removing it from its queue) or expired is not started again.
 -- KEYS: 1 job hash

@@ -9,16 +9,17 @@
 -- ARGV: 1 expected version, 2 state blob, 3 updated_at, 4 marker name ('' =
 --       none), 5 its detail (JSON object; "version" is added), 6 versions
 --       kept, 7 the reason it is kept
--- Returns the new version, -1 when the version moved (the trainer published
--- meanwhile), -3 when the model is gone.
+-- Returns the new version, else a ScriptResult (app/store/results.py): MOVED
+-- when the version moved (the trainer published meanwhile), GONE when the
+-- model is gone.
 --! include lib_log_marker
 --! include lib_keep_version
 local cur = redis.call('HGET', KEYS[1], 'version')
 if not cur then
-  return -3
+  return -3  -- ScriptResult.GONE
 end
 if cur ~= ARGV[1] then
-  return -1
+  return -1  -- ScriptResult.MOVED
 end
 local v = tonumber(cur) + 1
 redis.call('HSET', KEYS[1], 'state', ARGV[2], 'version', v, 'updated_at', ARGV[3])

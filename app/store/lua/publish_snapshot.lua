@@ -17,18 +17,18 @@
 -- logged before still go by age.  An explicit publish (a confusion matrix
 -- write: events to log 0 and a max above 0) leaves the log as it is; reset and
 -- import publish with publish_explicit.lua, which adds their marker.
--- Returns the new version, -1 when the version moved (someone else
--- published), -2 when the lease belongs to another owner, -3 when the
--- model is gone.
+-- Returns the new version, else a ScriptResult (app/store/results.py): MOVED
+-- when the version moved (someone else published), LEASE_LOST when the lease
+-- belongs to another owner, GONE when the model is gone.
 local cur = redis.call('HGET', KEYS[1], 'version')
 if not cur then
-  return -3
+  return -3  -- ScriptResult.GONE
 end
 if ARGV[1] ~= '' and cur ~= ARGV[1] then
-  return -1
+  return -1  -- ScriptResult.MOVED
 end
 if ARGV[8] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[8] then
-  return -2
+  return -2  -- ScriptResult.LEASE_LOST
 end
 local v = tonumber(cur) + 1
 redis.call('HSET', KEYS[1], 'state', ARGV[2], 'version', v, 'updated_at', ARGV[7])

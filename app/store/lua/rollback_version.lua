@@ -11,20 +11,21 @@
 -- ARGV: 1 version to restore, 2 updated_at, 3 config as read, 4 config to set
 --       ('' = keep the config), 5 the marker's detail (JSON object; "version"
 --       is added), 6 versions kept
--- Returns the new version, 0 when the version is not kept, -1 when the config
--- changed since it was read, -3 when the model is gone.
+-- Returns the new version, else a ScriptResult (app/store/results.py):
+-- NOT_KEPT when the version is not kept, MOVED when the config changed since
+-- it was read, GONE when the model is gone.
 --! include lib_log_marker
 --! include lib_keep_version
 local cur = redis.call('HGET', KEYS[1], 'version')
 if not cur then
-  return -3
+  return -3  -- ScriptResult.GONE
 end
 local state = redis.call('HGET', KEYS[3], 's:' .. ARGV[1])
 if not state then
-  return 0
+  return -9  -- ScriptResult.NOT_KEPT
 end
 if redis.call('HGET', KEYS[2], 'config') ~= ARGV[3] then
-  return -1
+  return -1  -- ScriptResult.MOVED
 end
 keep_version(KEYS[1], KEYS[2], KEYS[5], KEYS[3], 0, ARGV[6], '', 'before rollback')
 if ARGV[4] ~= '' then

@@ -4,13 +4,14 @@
 -- meanwhile must not be undone).
 -- KEYS: 1 meta
 -- ARGV: 1 config JSON, 2 the config JSON as read
--- Returns 1 when replaced, 0 when the model is gone, -1 when the config changed.
+-- Returns 1 when replaced, else a ScriptResult (app/store/results.py): GONE
+-- when the model is gone, MOVED when the config changed.
 local cur = redis.call('HGET', KEYS[1], 'config')
 if not cur then
-  return 0
+  return -3  -- ScriptResult.GONE
 end
 if cur ~= ARGV[2] then
-  return -1
+  return -1  -- ScriptResult.MOVED
 end
 redis.call('HSET', KEYS[1], 'config', ARGV[1])
 return 1

@@ -1,13 +1,16 @@
-"""The one configuration of a worker: every knob, its default, range and meaning, once.
+"""The worker section of the settings (:attr:`app.settings.Settings.worker`): every knob of
+a worker, its default, range and meaning, once.
 
 Values come from the environment (prefix ``NOISYLOOP_WORKER_``, e.g.
-``NOISYLOOP_WORKER_BATCH_SIZE``; the trainer's two older variables
-``NOISYLOOP_TRAINER_BATCH_SIZE`` and ``NOISYLOOP_TRAINER_INTERVAL_SECONDS``
-are still read) or from keyword arguments: ``noisyloop worker`` passes the
-flags it was given, so a flag overrides the environment, which overrides the
-default.  ``noisyloop serve`` builds the same object for its in-process
-worker.  Unsafe values are refused when the object is built, naming the
-field, so a misconfigured worker stops at start-up.
+``NOISYLOOP_WORKER_BATCH_SIZE``, read by :class:`app.settings.Settings`; the
+trainer's two older variables ``NOISYLOOP_TRAINER_BATCH_SIZE`` and
+``NOISYLOOP_TRAINER_INTERVAL_SECONDS`` are still read; a misspelt
+``NOISYLOOP_WORKER_*`` variable is refused) or from keyword arguments:
+``noisyloop worker`` passes the flags it was given, so a flag overrides the
+environment, which overrides the default.  ``noisyloop serve`` builds the
+same object for its in-process worker.  Unsafe values are refused when the
+object is built, naming the field, so a misconfigured worker stops at
+start-up.
 
 The command line builds one flag per field (``--batch-size`` for
 ``batch_size``), its help the field's description: adding a knob here adds
@@ -20,8 +23,8 @@ import logging
 import socket
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AliasChoices, Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic_settings import NoDecode
 
 from app.learners.noise_publish import DEFAULT_NREST_BUFFER
 from app.store.decisionlog import DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_EVENTS
@@ -31,7 +34,12 @@ logger = logging.getLogger(__name__)
 
 ENV_PREFIX = "NOISYLOOP_WORKER_"
 
-Role = Literal["trainer", "nrest", "sweeper"]
+#: The trainer's older variables, still read (a ``NOISYLOOP_WORKER_*`` one wins), and the
+#: field each sets.
+LEGACY_ENV = {"NOISYLOOP_TRAINER_BATCH_SIZE": "batch_size",
+              "NOISYLOOP_TRAINER_INTERVAL_SECONDS": "flush_interval"}
+
+Role = Literal["trainer", "jobs", "sweeper"]
 """The background roles a worker can run (:data:`workers.worker.ROLES` has their handlers)."""
 
 
@@ -40,36 +48,33 @@ def default_worker_id() -> str:
     return socket.gethostname().split(".")[0] or "worker"
 
 
-class WorkerSettings(BaseSettings):
+class WorkerSettings(BaseModel):
     """Configuration of one worker process (see the field descriptions).
 
-    A field's ``validation_alias`` lists the environment variables read for
-    it, the first found wins; ``populate_by_name`` keeps its name as the
-    keyword argument (``WorkerSettings(batch_size=10)``).
+    A field read from another variable than ``NOISYLOOP_WORKER_<NAME>`` has
+    that variable's suffix as its ``validation_alias`` (``worker_id``:
+    ``NOISYLOOP_WORKER_ID``); ``populate_by_name`` keeps its name as the
+    keyword argument (``WorkerSettings(batch_size=10)``).  A key that is no
+    field (a misspelt variable) is refused.
     """
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid",
-                                      populate_by_name=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
     roles: Annotated[tuple[Role, ...], NoDecode] = Field(
-        default=("trainer", "nrest", "sweeper"),
+        default=("trainer", "jobs", "sweeper"),
         description="Roles to run, comma-separated: trainer (applies feedback to every model), "
-                    "nrest (estimates noise rates), sweeper (expires decisions whose feedback "
-                    "never came).")
+                    "jobs (noise-rate estimates and policy evaluations), sweeper (expires "
+                    "decisions whose feedback never came).")
     worker_id: str = Field(
-        default_factory=default_worker_id, validation_alias=AliasChoices("NOISYLOOP_WORKER_ID"),
+        default_factory=default_worker_id, validation_alias=AliasChoices("worker_id", "id"),
         description="Heartbeat and consumer name in the trainer group; two workers on one host "
                     "need distinct ids (default: the host name; `serve`: serve-<host name>).")
     batch_size: int = Field(
         default=1000, ge=1, le=100_000,
-        validation_alias=AliasChoices("NOISYLOOP_WORKER_BATCH_SIZE",
-                                      "NOISYLOOP_TRAINER_BATCH_SIZE"),
         description="Stream entries the trainer reads for one update; behind (a full read), it "
                     "doubles its next read of the model, up to 8x.")
     flush_interval: float = Field(
         default=0.05, gt=0, le=60,
-        validation_alias=AliasChoices("NOISYLOOP_WORKER_FLUSH_INTERVAL",
-                              "NOISYLOOP_TRAINER_INTERVAL_SECONDS"),
         description="Seconds the trainer sleeps when no model had a full batch (the longest an "
                     "event waits for a batch to fill).")
     idle_interval: float = Field(
@@ -150,32 +155,41 @@ class WorkerSettings(BaseSettings):
 
     @classmethod
     def env_var(cls, name: str) -> str:
-        """The environment variable documented for field ``name``."""
+        """The environment variable of field ``name``."""
         alias = cls.model_fields[name].validation_alias
-        if isinstance(alias, AliasChoices):
-            return str(alias.choices[0])
-        return ENV_PREFIX + name.upper()
+        suffix = alias.choices[-1] if isinstance(alias, AliasChoices) else name
+        return ENV_PREFIX + str(suffix).upper()
 
     @classmethod
     def field_named(cls, key: str) -> str:
-        """The field that ``key`` (a field name or an environment variable of it) sets."""
-        for name, field in cls.model_fields.items():
-            alias = field.validation_alias
-            names = alias.choices if isinstance(alias, AliasChoices) else ()
-            if key.upper() in (ENV_PREFIX + name.upper(), *map(str, names)):
+        """The field that ``key`` (a field name, its alias or an environment variable of it)
+        sets; ``key`` itself when none does."""
+        for name in cls.model_fields:
+            if key.upper() in (name.upper(), cls.env_var(name),
+                               cls.env_var(name).removeprefix(ENV_PREFIX)):
                 return name
-        return key
+        return LEGACY_ENV.get(key.upper(), key)
+
+
+#: Former role names still accepted (with a warning) and the role each now is.
+RENAMED_ROLES: dict[str, Role] = {"nrest": "jobs"}
 
 
 def _renamed(name: str) -> str:
-    """``name`` as a role: a learner algorithm's name given as a role means the trainer.
+    """``name`` as a role: a former role name means its new name, a learner algorithm's name
+    means the trainer.
 
-    Deprecated: an in-order learner once ran in a role named after it; the
+    Deprecated: ``nrest`` is the ``jobs`` role (it runs every queued job, not
+    only NREst); an in-order learner once ran in a role named after it; the
     trainer now trains every learner, and such a role name is accepted, with
     a warning, as ``trainer``.
     """
     if name in get_args(Role):
         return name
+    if name in RENAMED_ROLES:
+        logger.warning("role %r is deprecated: it is called %r now; use --roles %s", name,
+                       RENAMED_ROLES[name], RENAMED_ROLES[name])
+        return RENAMED_ROLES[name]
     from app.learners import registry
 
     if any(name == algorithm for _, algorithm in registry.ALGORITHMS):

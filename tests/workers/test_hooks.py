@@ -1,0 +1,70 @@
+"""The trainer's after-publish hooks: each runs on its own, a failing one is reported as a
+failed step of its model only, and the batch stays published."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.store import Store
+from tests.workers.conftest import create_model, model_config
+from tests.workers.test_trainer import feed, worker
+from workers import hooks, trainer
+from workers.context import ModelSlot, WorkerContext
+
+
+class _FailsFor:
+    """A hook that raises for one model."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    async def after_publish(self, ctx: WorkerContext, slot: ModelSlot,
+                            published: hooks.Published) -> None:
+        if slot.ref[1] == self.model:
+            raise RuntimeError("hook broke")
+
+
+async def test_a_failing_hook_fails_its_model_step_after_the_other_hooks_ran(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad, good = model_config("a-bad"), model_config("b-good")
+    mk_bad, mk_good = await create_model(store, bad), await create_model(store, good)
+    await feed(store, mk_bad, bad, 20)
+    await feed(store, mk_good, good, 10)
+    monkeypatch.setattr(hooks, "AFTER_PUBLISH_HOOKS",
+                        (_FailsFor("a-bad"), *hooks.AFTER_PUBLISH_HOOKS))
+    w = worker(store)
+    ctx = await w.start()
+    ctx.paced = False
+    try:
+        assert await trainer.run_pass(ctx) == 10  # the failing model's step counts nothing
+        for mk, n in ((mk_bad, 20), (mk_good, 10)):
+            info = await store.snapshots.info(mk)
+            assert info is not None and info.events_applied == n  # published
+            assert (await store.events.group_progress(mk))[1] == 0  # and acknowledged
+            state, report = await store.drift.load(mk)  # the hooks after it ran
+            assert state is not None and report is not None and report["events"] == n
+        record = await store.models.record("t", "a-bad")
+        assert record is not None and record.trainer_failure is not None
+        assert record.trainer_failure.error == "RuntimeError: hook broke"
+        other = await store.models.record("t", "b-good")
+        assert other is not None and other.trainer_failure is None
+        assert ctx.metrics.trainer_step_failures._value.get() == 1
+    finally:
+        await w.close()
+
+
+async def test_forget_drops_the_model_slot(store: Store) -> None:
+    config = model_config()
+    mk = await create_model(store, config)
+    await feed(store, mk, config, 10)
+    w = worker(store)
+    ctx = await w.start()
+    try:
+        await trainer.run_pass(ctx)
+        ref = (mk.tenant, mk.model)
+        slot = ctx.slots[ref]
+        assert slot.learner is not None and slot.drift is not None and ref in ctx.held
+        ctx.forget(ref)
+        assert ref not in ctx.slots and ref not in ctx.held
+    finally:
+        await w.close()
