@@ -14,7 +14,7 @@ import orjson
 import pytest
 import redis
 
-from app.server.fastpath import single_predict_body
+from app.api.fastbody import single_predict_body
 from app.store.keys import ModelKeys
 from tests.api import fastpaths
 from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant

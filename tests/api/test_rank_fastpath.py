@@ -15,7 +15,7 @@ import orjson
 import pytest
 import redis
 
-from app.server.rankbody import plain_rank_body
+from app.api.fastbody import plain_rank_body
 from app.store.keys import ModelKeys
 from tests.api import fastpaths
 from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant

@@ -1,6 +1,13 @@
-"""Plain dense rank bodies, parsed by hand for the fast path (:mod:`app.server.fastpath`).
+"""Request bodies parsed by hand for the fast path (:mod:`app.server.fastpath`): a single
+dense predict, and plain dense ranks.
 
-A body is plain when it is one request ``{"features": [numbers], "actions":
+A predict body is simple when it is exactly ``{"features": [numbers]}`` with
+an optional boolean ``"explore"`` (numbers as pydantic's strict
+``FiniteFloat`` takes them: JSON integers and floats, not booleans; no
+integer literal long enough for orjson and ``json`` to disagree, see
+:mod:`app.api.routing`).
+
+A rank body is plain when it is one request ``{"features": [numbers], "actions":
 [{"id": "...", "features": [numbers]}, ...], "slots"?: int, "explore"?: bool,
 "defer"?: bool}`` or ``{"requests": [such requests]}``, with types and
 bounds exactly as the request schema (:mod:`app.api.schemas.rank`) takes
@@ -29,7 +36,8 @@ import numpy as np
 import orjson
 
 from app.api.ranking import PlainRanks, RankInput
-from app.api.schemas.predict import MAX_DENSE
+from app.api.routing import may_hold_big_int
+from app.api.schemas.predict import MAX_DENSE, PredictRequest
 from app.api.schemas.rank import MAX_ACTION_ID_CHARS, MAX_CANDIDATES
 from app.settings import MAX_BATCH
 
@@ -41,6 +49,9 @@ _FIELDS = frozenset(("features", "actions", *_OPTIONS))
 #: holds them): only a saving, so only the start is searched (a whole batch costs 1 ms).
 _NOT_PLAIN = (b'"indices"', b'"named"', b'"baseline"')
 _PEEK = 2048
+#: The "features" key of a single predict comes within this many bytes of the body's start
+#: (a body with more white space than that before it just takes the regular route).
+_FEATURES_WITHIN = 64
 #: Nesting of a plain body: ``{"actions": [{"features": [`` (a batch: two levels more).
 _DEPTH = 4
 
@@ -57,6 +68,32 @@ def json_object(body: bytes) -> dict[str, Any] | None:
     except orjson.JSONDecodeError:
         return None
     return doc if type(doc) is dict else None
+
+
+def single_predict_body(body: bytes) -> PredictRequest | None:
+    """The request of a body that is exactly ``{"features": [numbers], "explore"?: bool}``.
+
+    None for any other body (the regular route then parses, validates and
+    answers it, errors included).
+
+    >>> single_predict_body(b'{"features": [1, 2.5], "explore": false}').features
+    [1, 2.5]
+    >>> [single_predict_body(b) for b in (b'{"features": [true]}', b'{"features": [1], "x": 1}',
+    ...                                   b'{"instances": [[1]]}', b'[1]', b'{"features": [1')]
+    [None, None, None, None, None]
+    """
+    if b'"features"' not in body[:_FEATURES_WITHIN] or may_hold_big_int(body):
+        return None  # a batch (1 MB of instances) is not parsed here only to be refused
+    doc = json_object(body)
+    if doc is None:
+        return None
+    features = doc.get("features")
+    explore = doc.get("explore", True)
+    if (type(features) is not list or type(explore) is not bool
+            or len(doc) != 1 + ("explore" in doc)
+            or not _NUMBER_TYPES.issuperset(map(type, features))):
+        return None
+    return PredictRequest.model_construct(features=features, explore=explore)
 
 
 def plain_rank_body(body: bytes, max_depth: int) -> PlainRanks | None:
