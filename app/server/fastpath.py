@@ -15,8 +15,8 @@ itself when, and only when, it is unambiguous:
   ``Origin`` (CORS is the app's business);
 * a simple single predict body or a plain dense rank body, as the hand
   parsers beside the API's schemas take them (:mod:`app.api.fastbody`);
-* and :func:`~app.api.decisions.predict_cached` or
-  :func:`~app.api.ranking.rank_cached` can answer it in one round trip
+* and :func:`~app.api.deciding.predict_cached` or
+  :func:`~app.api.deciding.rank_cached` can answer it in one round trip
   (cached key record and learner, unchanged in Redis).
 
 Such a request is observed as every other (request id header, metrics under
@@ -39,7 +39,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api import decisions, ranking
+from app.api import deciding
 from app.api.deps import bearer_token
 from app.api.errors import ApiError, internal_error, store_error_response
 from app.api.fastbody import plain_rank_body, single_predict_body
@@ -152,15 +152,15 @@ class DecisionFastPath:
         ctx = scope["app"].state.ctx
         doc: dict[str, Any] | None
         if kind == "rank":
-            plain = plain_rank_body(body, self.max_json_depth)
-            if plain is None:
+            request = plain_rank_body(body, self.max_json_depth)
+            if request is None:
                 return None
-            doc = await ranking.rank_cached(ctx, token, model_id, plain)
+            doc = await deciding.rank_cached(ctx, token, model_id, request)
         else:
             request = single_predict_body(body)
             if request is None:
                 return None
-            doc = await decisions.predict_cached(ctx, token, model_id, request)
+            doc = await deciding.predict_cached(ctx, token, model_id, request)
         return None if doc is None else dumps(doc)
 
 
