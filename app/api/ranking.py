@@ -16,21 +16,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, cast
 
 import numpy as np
 
 from app.api.apprentice import in_apprentice_mode, ranking_baseline
-from app.api.context import ApiContext
-from app.api.deps import cached_model, request_model, request_tenant
-from app.api.errors import ApiError, from_param_error, unknown_model
+from app.api.decisionrequest import (
+    Candidates,
+    Decided,
+    DecisionOptions,
+    DecisionRequest,
+    Features,
+)
+from app.api.errors import ApiError, from_param_error
 from app.api.features import check_norms, feature_bound, to_vector
-from app.api.schemas.rank import RankBatchRequest, RankRequest
 from app.learners.base import CandidateRanker, Decision, ParamError
-from app.learners.registry import learner_class
-from app.store.events import DecisionGuard, new_event_ids
-from app.store.keys import ModelKeys
-from app.store.models import ModelView
 from app.tasks.rank import item_hashes
 
 
@@ -58,10 +59,11 @@ class RankInput:
     baseline: list[str] | None = None
 
 
-def _action_matrix(request: RankRequest, config: Mapping[str, Any], prefix: str) -> np.ndarray:
+def _action_matrix(features: Sequence[Features], config: Mapping[str, Any],
+                   prefix: str) -> np.ndarray:
     """The ``(n, n_action_features)`` candidate features (422 naming ``actions[i].features``)."""
     da = action_features(config)
-    rows = [a.features for a in request.actions]
+    rows = list(features)
     if all(isinstance(f, list) and len(f) == da for f in rows):
         A = np.asarray(rows, dtype=np.float64).reshape(len(rows), da)
     else:
@@ -71,8 +73,8 @@ def _action_matrix(request: RankRequest, config: Mapping[str, Any], prefix: str)
     return A
 
 
-def check_options(ids: Sequence[str], slots: int | None, explore: bool, defer: bool,
-                  config: Mapping[str, Any], prefix: str) -> None:
+def check_options(ids: Sequence[str], options: DecisionOptions, config: Mapping[str, Any],
+                  prefix: str) -> None:
     """422 for a duplicate action id (naming the second), more slots than the model's, or
     ``defer`` without ``explore``."""
     if len(set(ids)) < len(ids):
@@ -82,22 +84,57 @@ def check_options(ids: Sequence[str], slots: int | None, explore: bool, defer: b
                 raise ApiError(422, "invalid_actions", f"action id {action_id!r} appears twice",
                                f"{prefix}actions[{i}].id")
             seen.add(action_id)
+    slots = options.slots
     if slots is not None and slots > model_slots(config):
         raise ApiError(422, "invalid_param", f"slots must be at most the model's "
                        f"{model_slots(config)}, got {slots}", f"{prefix}slots")
-    if defer and not explore:
+    if options.defer and not options.explore:
         raise ApiError(422, "invalid_param", "defer needs explore: true (a ranking made with "
                        "explore: false is not logged)", f"{prefix}defer")
 
 
-def rank_input(request: RankRequest, config: Mapping[str, Any], prefix: str) -> RankInput:
-    """A validated request's :class:`RankInput` (422 naming the field for any bad input)."""
-    ids = [a.id for a in request.actions]
-    check_options(ids, request.slots, request.explore, request.defer, config, prefix)
-    x = to_vector(request.features, config["n_features"], f"{prefix}features")
+def _baseline(options: DecisionOptions) -> list[str] | None:
+    """A rank request's baseline (the schema takes only a list of action ids for it)."""
+    return cast("list[str] | None", options.baseline)
+
+
+def rank_input(features: Features, candidates: Candidates, options: DecisionOptions,
+               config: Mapping[str, Any], prefix: str) -> RankInput:
+    """One request's :class:`RankInput` (422 naming the field for any bad input)."""
+    check_options(candidates.ids, options, config, prefix)
+    x = to_vector(features, config["n_features"], f"{prefix}features")
     check_norms(x, feature_bound(config), f"{prefix}features")
-    return RankInput(x, _action_matrix(request, config, prefix), ids, request.slots,
-                     request.explore, request.defer, request.baseline)
+    return RankInput(x, _action_matrix(candidates.features, config, prefix), candidates.ids,
+                     options.slots, options.explore, options.defer, _baseline(options))
+
+
+def _dense_inputs(request: DecisionRequest, config: Mapping[str, Any]) -> list[RankInput] | None:
+    """Every request's :class:`RankInput` when all contexts and candidates are dense lists of
+    the model's widths and every norm is within the model's bound, built and checked at once
+    (sets of types and lengths, built in C; one array each), without their options checked;
+    else None (:func:`rank_input` then checks them one by one and names the field)."""
+    assert request.candidates is not None
+    contexts: list[Any] = request.contexts
+    rows: list[Any] = list(chain.from_iterable(c.features for c in request.candidates))
+    d, da = config["n_features"], action_features(config)
+    if ({*map(type, contexts)} != {list} or {*map(len, contexts)} != {d}
+            or {*map(type, rows)} != {list} or {*map(len, rows)} != {da}):
+        return None
+    X = np.array(contexts, dtype=np.float64).reshape(len(contexts), d)
+    A = np.array(rows, dtype=np.float64).reshape(len(rows), da)
+    bound = feature_bound(config)
+    try:
+        check_norms(X, bound, "features", "features")
+        check_norms(A, bound, "actions", "actions")
+    except ApiError:
+        return None
+    out: list[RankInput] = []
+    end = 0
+    for x, c, o in zip(X, request.candidates, request.options, strict=True):
+        out.append(RankInput(x, A[end:end + len(c.ids)], c.ids, o.slots, o.explore, o.defer,
+                             _baseline(o)))
+        end += len(c.ids)
+    return out
 
 
 def decide(learner: CandidateRanker, request: RankInput, config: Mapping[str, Any],
@@ -118,6 +155,35 @@ def decide(learner: CandidateRanker, request: RankInput, config: Mapping[str, An
     return decision, decision.output["greedy"][0] == rows[0]
 
 
+def decide_ranks(learner: CandidateRanker, request: DecisionRequest, config: Mapping[str, Any],
+                 candidates: bool) -> Decided:
+    """Check each request against the model and rank it, in order (the first bad input is the
+    422, naming its field); the logged context of each explored ranking (with
+    ``candidates``: every candidate's features too, see :func:`_logged`)."""
+    assert request.candidates is not None
+    dense = _dense_inputs(request, config)
+    decisions: list[Decision] = []
+    agreed: list[bool] = []
+    contexts: list[dict[str, np.ndarray] | None] = []
+    shown: list[dict[int, str]] = []
+    slots = model_slots(config)
+    for i, (x, c, o) in enumerate(zip(request.contexts, request.candidates, request.options,
+                                      strict=True)):
+        prefix = f"requests[{i}]." if request.batch else ""
+        if dense is None:
+            one = rank_input(x, c, o, config, prefix)
+        else:
+            one = dense[i]
+            check_options(c.ids, o, config, prefix)
+        decision, agrees = decide(learner, one, config, prefix)
+        decisions.append(decision)
+        agreed.append(bool(agrees))
+        context = _logged(decision, one, slots, candidates) if o.explore else None
+        contexts.append(context)
+        shown.append({} if context is None else _shown_ids(decision, one, context))
+    return Decided(decisions, contexts, agreed if in_apprentice_mode(config) else None, shown)
+
+
 def _logged(decision: Decision, request: RankInput, slots: int,
             candidates: bool) -> dict[str, np.ndarray]:
     """The learner's context plus the shown ids' hashes per slot (0 past the shown slots)
@@ -134,16 +200,16 @@ def _logged(decision: Decision, request: RankInput, slots: int,
     return context
 
 
-def _shown_ids(decided: Sequence[tuple[Decision, RankInput]],
-               contexts: Sequence[Mapping[str, np.ndarray]]) -> dict[int, str]:
-    """The shown candidates' ids by the hash their contexts log (for the model's id table)."""
+def _shown_ids(decision: Decision, request: RankInput,
+               context: Mapping[str, np.ndarray]) -> dict[int, str]:
+    """The shown candidates' ids by the hash their context logs (for the model's id table)."""
     return {int(h): request.ids[r["index"]]
-            for (decision, request), context in zip(decided, contexts, strict=True)
             for h, r in zip(context["ids"], decision.output["ranking"], strict=False)}
 
 
-def _response(decision: Decision, ids: Sequence[str], event_id: str | None,
-              version: int) -> dict[str, Any]:
+def rank_answer(decision: Decision, ids: Sequence[str], event_id: str | None,
+                version: int) -> dict[str, Any]:
+    """The answer of one ranking (the fields of :class:`~app.api.schemas.rank.RankResponse`)."""
     out = decision.output
     doc: dict[str, Any] = {
         "model_version": version,
@@ -153,130 +219,4 @@ def _response(decision: Decision, ids: Sequence[str], event_id: str | None,
         "calibration_unreliable": bool(out.get("calibration_unreliable", False))}
     if event_id is not None:
         doc["event_id"] = event_id
-    return doc
-
-
-async def rank(ctx: ApiContext, view: ModelView,
-               body: RankRequest | RankBatchRequest) -> dict[str, Any]:
-    """Rank one request or a batch; log each explored ranking for its feedback."""
-    config = view.config
-    if not learner_class(config["task"], config["algorithm"]).ranks_candidates:
-        raise ApiError(422, "wrong_task", f"model {config['model_id']!r} is a "
-                       f"{config['task']!r} model; rank serves models of task 'rank' "
-                       "(use predict)", "model_id")
-    found = await ctx.cache.get(view)
-    if found is None:
-        raise unknown_model(config["model_id"])
-    learner, version = found
-    ranker = cast(CandidateRanker, learner)
-    batch = isinstance(body, RankBatchRequest)
-    requests = body.requests if isinstance(body, RankBatchRequest) else [body]
-    inputs: list[RankInput] = []
-    decided: list[tuple[Decision, bool | None]] = []
-    for i, r in enumerate(requests):
-        prefix = f"requests[{i}]." if batch else ""
-        inputs.append(rank_input(r, config, prefix))
-        decided.append(decide(ranker, inputs[-1], config, prefix))
-    doc = await log_and_answer(ctx, view.tenant, config, version, inputs, decided, batch,
-                               candidates=view.challenged)
-    assert doc is not None  # unguarded: always logged
-    ctx.metrics.rank_path["regular"].inc()
-    return doc
-
-
-async def log_and_answer(ctx: ApiContext, tenant: str, config: Mapping[str, Any], version: int,
-                         inputs: Sequence[RankInput],
-                         decided: Sequence[tuple[Decision, bool | None]], batch: bool,
-                         guard: DecisionGuard | None = None, *,
-                         candidates: bool = False) -> dict[str, Any] | None:
-    """Log each explored ranking (with ``guard``: only if the key and model are still those
-    cached; None, nothing written, if not; with ``candidates``, every candidate's features
-    too), count the decisions and build the answer."""
-    decisions = [d for d, _ in decided]
-    explored = [i for i, r in enumerate(inputs) if r.explore]
-    event_ids: list[str | None] = [None] * len(inputs)
-    for i, eid in zip(explored, new_event_ids(len(explored)), strict=True):
-        event_ids[i] = eid
-    slots = model_slots(config)
-    mk = ModelKeys(tenant, config["model_id"])
-    apprentice = in_apprentice_mode(config)
-    agreed = [bool(a) for _, a in decided]
-    # one log step per defer value (two only when a batch mixes them); the first counts all
-    for k, defer in enumerate(sorted({inputs[i].defer for i in explored}) or [False]):
-        rows = [i for i in explored if inputs[i].defer == defer]
-        contexts = [_logged(decisions[i], inputs[i], slots, candidates) for i in rows]
-        logged = await ctx.store.events.record_decisions(
-            mk, [(event_ids[i], c) for i, c in zip(rows, contexts,  # type: ignore[misc]
-                                                   strict=True)],
-            config["feedback"]["wait_seconds"], ctx.settings.context_grace_seconds,
-            predictions=0 if k else len(inputs), guard=guard, defer=defer,
-            apprentice=[agreed[i] for i in rows] if apprentice else None,
-            agreement=((0, 0) if k else (len(agreed), sum(agreed))) if apprentice else None,
-            item_ids=_shown_ids([(decisions[i], inputs[i]) for i in rows], contexts))
-        if logged is None:
-            return None
-    ctx.metrics.count_decisions(tenant, config["model_id"], len(inputs), version)
-    out = [_response(d, r.ids, eid, version)
-           for d, r, eid in zip(decisions, inputs, event_ids, strict=True)]
-    return {"results": out} if batch else out[0]
-
-
-@dataclass(frozen=True, slots=True)
-class PlainRanks:
-    """Dense rank requests as the fast path parses them, types checked as the request schema
-    checks them but not yet against the model: every context a row of ``X``, every candidate
-    a row of ``A`` (the requests' in order), each request's :class:`RankInput` views of them."""
-
-    X: np.ndarray
-    A: np.ndarray
-    requests: list[RankInput]
-    batch: bool
-
-
-def _plain_checked(body: PlainRanks, config: Mapping[str, Any]) -> bool:
-    """Whether the regular path would take every request of ``body`` (else it answers the
-    422 naming the field): widths, options, and the norms of all rows checked at once."""
-    if body.X.shape[1] != config["n_features"] or body.A.shape[1] != action_features(config):
-        return False
-    try:
-        for r in body.requests:
-            check_options(r.ids, r.slots, r.explore, r.defer, config, "")
-        bound = feature_bound(config)
-        check_norms(body.X, bound, "features", "features")
-        check_norms(body.A, bound, "actions", "actions")
-    except ApiError:
-        return False
-    return True
-
-
-async def rank_cached(ctx: ApiContext, token: str, model_id: str,
-                      body: PlainRanks) -> dict[str, Any] | None:
-    """:func:`rank` of plain dense requests in one round trip to Redis, with the cached key
-    record and learner (as :func:`~app.api.decisions.predict_cached`); None, having written
-    nothing, whenever the regular path must answer: nothing cached or a stale cache, any
-    input it would refuse (so that errors are exactly its), a model in apprentice mode, or
-    a batch mixing ``defer`` values (logged in two steps, which one guard cannot cover)."""
-    found = cached_model(ctx, token, model_id)
-    if found is None:
-        return None
-    key, entry = found
-    config = entry.config
-    if (not learner_class(config["task"], config["algorithm"]).ranks_candidates
-            or in_apprentice_mode(config)
-            or len({r.defer for r in body.requests if r.explore}) > 1
-            or not _plain_checked(body, config)):
-        return None
-    inputs = body.requests
-    request_tenant.set(key.tenant)
-    request_model.set(model_id)
-    ranker = cast(CandidateRanker, entry.learner)
-    try:
-        decided = [decide(ranker, r, config, "") for r in inputs]
-    except ApiError:  # the learner refused an input (nothing logged): the regular path says so
-        return None
-    doc = await log_and_answer(ctx, key.tenant, config, entry.version, inputs, decided,
-                               body.batch, DecisionGuard(key, entry.stamp),
-                               candidates=entry.challenged)
-    if doc is not None:
-        ctx.metrics.rank_path["one_round_trip"].inc()
     return doc

@@ -3,7 +3,7 @@
 :mod:`~app.server.onewrite` (uvicorn's protocol writing each response in one
 call), :mod:`~app.server.reuseport` (several worker processes, each on its
 own ``SO_REUSEPORT`` socket), :mod:`~app.server.options` (how uvicorn runs),
-:mod:`~app.server.fastpath` (the single predict answered before the app's
+:mod:`~app.server.fastpath` (single predicts and dense ranks answered before the app's
 layers) and :mod:`~app.server.datadir` (the data directory: embedded Redis,
 admin token).  The sub-commands of :mod:`app.commands` parse their flags and
 call into it; nothing here imports :mod:`app.commands`.

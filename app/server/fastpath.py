@@ -13,14 +13,10 @@ itself when, and only when, it is unambiguous:
   matches the contract's pattern, ``Content-Type: application/json`` (or
   none), a bearer token, a ``Content-Length`` within the body limit, no
   ``Origin`` (CORS is the app's business);
-* a predict body that is exactly ``{"features": [numbers...]}`` with an
-  optional boolean ``"explore"`` (numbers as pydantic's strict
-  ``FiniteFloat`` takes them: JSON integers and floats, not booleans; no
-  integer literal long enough for orjson and ``json`` to disagree, see
-  :mod:`app.api.routing`), or a plain dense rank body
-  (:mod:`app.server.rankbody`);
-* and :func:`~app.api.decisions.predict_cached` or
-  :func:`~app.api.ranking.rank_cached` can answer it in one round trip
+* a simple single predict body or a plain dense rank body, as the hand
+  parsers beside the API's schemas take them (:mod:`app.api.fastbody`);
+* and :func:`~app.api.deciding.predict_cached` or
+  :func:`~app.api.deciding.rank_cached` can answer it in one round trip
   (cached key record and learner, unchanged in Redis).
 
 Such a request is observed as every other (request id header, metrics under
@@ -43,53 +39,21 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api import decisions, ranking
+from app.api import deciding
 from app.api.deps import bearer_token
 from app.api.errors import ApiError, internal_error, store_error_response
+from app.api.fastbody import plain_rank_body, single_predict_body
 from app.api.middleware import ObservedRequest
 from app.api.responses import dumps
-from app.api.routing import may_hold_big_int
 from app.api.schemas.common import MODEL_ID_PATTERN
-from app.api.schemas.predict import PredictRequest
 from app.metrics import Metrics
-from app.server.rankbody import json_object, plain_rank_body
 from app.store import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
 _PATH = re.compile(r"/v1/models/([^/]+)/(predict|rank)")
 _MODEL_ID = re.compile(MODEL_ID_PATTERN)
-_NUMBER_TYPES = frozenset((int, float))
 _JSON = b"application/json"
-#: The "features" key of a single predict comes within this many bytes of the body's start
-#: (a body with more white space than that before it just takes the regular route).
-_FEATURES_WITHIN = 64
 _WANTED = frozenset((b"content-type", b"content-length", b"authorization", b"origin"))
-
-
-def single_predict_body(body: bytes) -> PredictRequest | None:
-    """The request of a body that is exactly ``{"features": [numbers], "explore"?: bool}``.
-
-    None for any other body (the regular route then parses, validates and
-    answers it, errors included).
-
-    >>> single_predict_body(b'{"features": [1, 2.5], "explore": false}').features
-    [1, 2.5]
-    >>> [single_predict_body(b) for b in (b'{"features": [true]}', b'{"features": [1], "x": 1}',
-    ...                                   b'{"instances": [[1]]}', b'[1]', b'{"features": [1')]
-    [None, None, None, None, None]
-    """
-    if b'"features"' not in body[:_FEATURES_WITHIN] or may_hold_big_int(body):
-        return None  # a batch (1 MB of instances) is not parsed here only to be refused
-    doc = json_object(body)
-    if doc is None:
-        return None
-    features = doc.get("features")
-    explore = doc.get("explore", True)
-    if (type(features) is not list or type(explore) is not bool
-            or len(doc) != 1 + ("explore" in doc)
-            or not _NUMBER_TYPES.issuperset(map(type, features))):
-        return None
-    return PredictRequest.model_construct(features=features, explore=explore)
 
 
 class DecisionFastPath:
@@ -188,15 +152,15 @@ class DecisionFastPath:
         ctx = scope["app"].state.ctx
         doc: dict[str, Any] | None
         if kind == "rank":
-            plain = plain_rank_body(body, self.max_json_depth)
-            if plain is None:
+            request = plain_rank_body(body, self.max_json_depth)
+            if request is None:
                 return None
-            doc = await ranking.rank_cached(ctx, token, model_id, plain)
+            doc = await deciding.rank_cached(ctx, token, model_id, request)
         else:
             request = single_predict_body(body)
             if request is None:
                 return None
-            doc = await decisions.predict_cached(ctx, token, model_id, request)
+            doc = await deciding.predict_cached(ctx, token, model_id, request)
         return None if doc is None else dumps(doc)
 
 

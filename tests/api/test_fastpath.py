@@ -14,7 +14,7 @@ import orjson
 import pytest
 import redis
 
-from app.server.fastpath import single_predict_body
+from app.api.fastbody import single_predict_body
 from app.store.keys import ModelKeys
 from tests.api import fastpaths
 from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
@@ -208,7 +208,7 @@ def test_websocket_predicts_take_one_round_trip(idle_client: TestClient,
 ])
 def test_single_predict_body_accepts_exactly_the_simple_shape(body: bytes) -> None:
     request = single_predict_body(body)
-    assert request is not None and request.instances is None
+    assert request is not None and not request.batch and request.candidates is None
 
 
 @pytest.mark.parametrize("body", [

@@ -15,7 +15,7 @@ import orjson
 import pytest
 import redis
 
-from app.server.rankbody import plain_rank_body
+from app.api.fastbody import plain_rank_body
 from app.store.keys import ModelKeys
 from tests.api import fastpaths
 from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
@@ -224,14 +224,16 @@ def test_other_bodies_get_the_regular_answer(idle_client: TestClient, redis_url:
     b'"slots": 2, "explore": false, "defer": false}]}',
     b'{"defer": true, "actions": [{"id": "a", "features": []}], "features": [-0.0, 1e300]}',
     b'{"features": [123456789012345678901], "actions": [{"id": "a", "features": [1]}]}',
+    b'{"features": [1], "actions": [{"id": "a", "features": [1]}, '
+    b'{"id": "b", "features": [1, 2]}]}',  # ragged: the model's widths are checked after
 ])
 def test_plain_rank_body_accepts_exactly_the_plain_shape(body: bytes) -> None:
     plain = plain_rank_body(body, 32)
-    assert plain is not None and len(plain.requests) == 1
+    assert plain is not None and len(plain.contexts) == 1 and plain.candidates is not None
     doc = orjson.loads(body)
     one = doc["requests"][0] if "requests" in doc else doc
-    assert plain.requests[0].x.tolist() == [float(v) for v in one["features"]]
-    assert plain.requests[0].ids == [a["id"] for a in one["actions"]]
+    assert plain.contexts[0] == [float(v) for v in one["features"]]
+    assert plain.candidates[0].ids == [a["id"] for a in one["actions"]]
 
 
 @pytest.mark.parametrize("body", [
@@ -243,8 +245,6 @@ def test_plain_rank_body_accepts_exactly_the_plain_shape(body: bytes) -> None:
     b'{"features": [1], "actions": [{"id": "a", "features": [1]}], "slots": null}',
     b'{"features": [1], "actions": [{"id": "a", "features": [1]}], "slots": 123456789012345678901}',
     b'{"features": [1], "actions": [{"id": "a", "features": [1]}], "baseline": ["a"]}',
-    b'{"features": [1], "actions": [{"id": "a", "features": [1]}, '
-    b'{"id": "b", "features": [1, 2]}]}',
     b'{"requests": [{"features": [1], "actions": [{"id": "a", "features": [1]}]}], "x": 1}',
     b'{"requests": [{"features": [1], "actions": [{"id": "a", "features": [1]}]}, []]}',
     b'{"features": [1], "actions": [{"id": "a", "features": [1]}]} x', b'', b'"features"',

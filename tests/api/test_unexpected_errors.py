@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 import pytest
 from starlette.testclient import TestClient
 
-from app.api import decisions
+from app.api import deciding
 from app.main import create_app
 from app.settings import Settings
 from tests.api.conftest import ADMIN, ADMIN_TOKEN, new_model, new_tenant
@@ -40,8 +40,8 @@ def test_a_500_is_json_logged_and_counted(redis_url: str, monkeypatch: pytest.Mo
     with TestClient(app, raise_server_exceptions=False) as client:  # answer as a server does
         auth = new_tenant(client)
         new_model(client, auth)
-        monkeypatch.setattr(decisions, broken, _boom)
-        monkeypatch.setattr(decisions, "predict_cached", _boom)
+        monkeypatch.setattr(deciding, broken, _boom)
+        monkeypatch.setattr(deciding, "predict_cached", _boom)
         with caplog.at_level(logging.INFO, logger="app.api.access"):
             r = client.post(PREDICT, json=body, headers=auth)
         assert r.status_code == 500

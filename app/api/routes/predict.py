@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from app.api import decisions
+from app.api import deciding
+from app.api.decisionrequest import predict_request
 from app.api.deps import AuthHeader, ModelIdPath, bearer_token, get_context
 from app.api.responses import OrjsonResponse
 from app.api.routing import OrjsonRoute
@@ -23,5 +24,5 @@ PREDICT_PATH = "/v1/models/{model_id}/predict"
 async def create_prediction(body: PredictRequest, model_id: ModelIdPath, request: Request,
                             authorization: AuthHeader = None) -> OrjsonResponse:
     """Decide for ``features`` (one) or ``instances`` (many); log each decision for feedback."""
-    return OrjsonResponse(await decisions.predict_for_key(
-        await get_context(request), bearer_token(authorization), model_id, body))
+    return OrjsonResponse(await deciding.predict_for_key(
+        await get_context(request), bearer_token(authorization), model_id, predict_request(body)))

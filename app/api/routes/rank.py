@@ -6,7 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Request
 
-from app.api import ranking
+from app.api import deciding
+from app.api.decisionrequest import rank_request
 from app.api.deps import AuthHeader, ModelIdPath, get_context, require_model
 from app.api.responses import OrjsonResponse
 from app.api.routing import OrjsonRoute
@@ -27,4 +28,5 @@ async def create_ranking(body: Annotated[RankBody, Body()], model_id: ModelIdPat
     """Rank the candidate ``actions`` for the context (one request, or ``requests``); log each
     ranking for its feedback."""
     view = await require_model(request, model_id, authorization)
-    return OrjsonResponse(await ranking.rank(await get_context(request), view, body))
+    return OrjsonResponse(await deciding.rank(await get_context(request), view,
+                                              rank_request(body)))

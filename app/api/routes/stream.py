@@ -8,7 +8,7 @@ socket with code 4401.  Then each message ``{"op": "predict"|"rank"|"feedback",
 order; an error never closes the socket.  The key and the model are
 re-checked on every message, so a revoked key stops working at once: a
 predict in the one round trip that logs it
-(:func:`~app.api.decisions.predict_cached`) when the caches allow, any other
+(:func:`~app.api.deciding.predict_cached`) when the caches allow, any other
 message in one round trip before it is handled.
 """
 
@@ -23,8 +23,9 @@ import orjson
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import TypeAdapter, ValidationError
 
-from app.api import decisions, ranking
+from app.api import deciding, decisions
 from app.api.context import ApiContext
+from app.api.decisionrequest import predict_request, rank_request
 from app.api.deps import authorize_model, bearer_token
 from app.api.errors import ApiError, internal_error, store_unavailable, validation_error
 from app.api.limits import check_json_depth
@@ -127,16 +128,17 @@ async def _handle(ctx: ApiContext, token: str, model_id: str, message: Any) -> A
         return {"authenticated": True}
     request = _predict_request(body) if op == "predict" else None
     if request is not None:
-        return await decisions.predict_for_key(ctx, token, model_id, request)
+        return await deciding.predict_for_key(ctx, token, model_id, predict_request(request))
     view = await authorize_model(ctx, token, model_id)
     try:
         if op == "predict":  # an invalid body: its 422 comes after the key's check
-            return await decisions.predict(ctx, view, PredictRequest.model_validate(body))
+            return await deciding.predict(
+                ctx, view, predict_request(PredictRequest.model_validate(body)))
         if op == "feedback":
             _, doc = await decisions.feedback(ctx, view, _FEEDBACK.validate_python(body))
             return doc
         if op == "rank":
-            return await ranking.rank(ctx, view, _RANK.validate_python(body))
+            return await deciding.rank(ctx, view, rank_request(_RANK.validate_python(body)))
     except ValidationError as exc:
         raise validation_error(exc.errors()) from None
     raise ApiError(422, "unknown_op", "op must be 'predict', 'rank', 'feedback' or 'auth'",

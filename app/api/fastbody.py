@@ -1,18 +1,29 @@
-"""Plain dense rank bodies, parsed by hand for the fast path (:mod:`app.server.fastpath`).
+"""Request bodies parsed by hand for the fast path (:mod:`app.server.fastpath`): a single
+dense predict, and plain dense ranks.
 
-A body is plain when it is one request ``{"features": [numbers], "actions":
+A predict body is simple when it is exactly ``{"features": [numbers]}`` with
+an optional boolean ``"explore"`` (numbers as pydantic's strict
+``FiniteFloat`` takes them: JSON integers and floats, not booleans; no
+integer literal long enough for orjson and ``json`` to disagree, see
+:mod:`app.api.routing`).
+
+A rank body is plain when it is one request ``{"features": [numbers], "actions":
 [{"id": "...", "features": [numbers]}, ...], "slots"?: int, "explore"?: bool,
 "defer"?: bool}`` or ``{"requests": [such requests]}``, with types and
 bounds exactly as the request schema (:mod:`app.api.schemas.rank`) takes
 them: numbers are JSON integers and floats (not booleans), ids strings of 1
 to 256 characters, 1 to 1,000 candidates per request, slots a JSON integer
-of at least 1, no other field; and, to be one array each, all contexts as
-long and all candidates as long; nested no deeper than the app allows
-(4 levels, 6 for a batch).  Anything else (sparse or named features,
+of at least 1, no other field, nested no deeper than the app allows (4
+levels, 6 for a batch).  Anything else (sparse or named features,
 ``baseline``, a ``null``, ``"slots": 2.0``) is None: the regular route
 parses, validates and answers it, errors included.  The types are checked
 over all the objects, ids and numbers of a batch at once (sets of types,
 built in C), which costs a fraction of validating them one by one.
+
+Both give the :class:`~app.api.decisionrequest.DecisionRequest` the schemas
+give for the same body (``tests/api/test_fastbody_property.py`` checks it);
+what the model must check (widths, norms, options against the model) is
+checked after, on either path alike (:mod:`app.api.deciding`).
 
 An integer literal beyond 64 bits, which orjson reads as a float and
 ``json`` as an integer, needs no look at the raw bytes here (unlike a
@@ -25,10 +36,10 @@ from __future__ import annotations
 from itertools import chain
 from typing import Any
 
-import numpy as np
 import orjson
 
-from app.api.ranking import PlainRanks, RankInput
+from app.api.decisionrequest import Candidates, DecisionOptions, DecisionRequest
+from app.api.routing import may_hold_big_int
 from app.api.schemas.predict import MAX_DENSE
 from app.api.schemas.rank import MAX_ACTION_ID_CHARS, MAX_CANDIDATES
 from app.settings import MAX_BATCH
@@ -41,8 +52,12 @@ _FIELDS = frozenset(("features", "actions", *_OPTIONS))
 #: holds them): only a saving, so only the start is searched (a whole batch costs 1 ms).
 _NOT_PLAIN = (b'"indices"', b'"named"', b'"baseline"')
 _PEEK = 2048
+#: The "features" key of a single predict comes within this many bytes of the body's start
+#: (a body with more white space than that before it just takes the regular route).
+_FEATURES_WITHIN = 64
 #: Nesting of a plain body: ``{"actions": [{"features": [`` (a batch: two levels more).
 _DEPTH = 4
+_EXPLORE, _GREEDY = DecisionOptions(explore=True), DecisionOptions(explore=False)
 
 
 def json_object(body: bytes) -> dict[str, Any] | None:
@@ -59,13 +74,39 @@ def json_object(body: bytes) -> dict[str, Any] | None:
     return doc if type(doc) is dict else None
 
 
-def plain_rank_body(body: bytes, max_depth: int) -> PlainRanks | None:
+def single_predict_body(body: bytes) -> DecisionRequest | None:
+    """The request of a body that is exactly ``{"features": [numbers], "explore"?: bool}``.
+
+    None for any other body (the regular route then parses, validates and
+    answers it, errors included).
+
+    >>> single_predict_body(b'{"features": [1, 2.5], "explore": false}').contexts
+    [[1, 2.5]]
+    >>> [single_predict_body(b) for b in (b'{"features": [true]}', b'{"features": [1], "x": 1}',
+    ...                                   b'{"instances": [[1]]}', b'[1]', b'{"features": [1')]
+    [None, None, None, None, None]
+    """
+    if b'"features"' not in body[:_FEATURES_WITHIN] or may_hold_big_int(body):
+        return None  # a batch (1 MB of instances) is not parsed here only to be refused
+    doc = json_object(body)
+    if doc is None:
+        return None
+    features = doc.get("features")
+    explore = doc.get("explore", True)
+    if (type(features) is not list or type(explore) is not bool
+            or len(doc) != 1 + ("explore" in doc) or len(features) > MAX_DENSE
+            or not _NUMBER_TYPES.issuperset(map(type, features))):
+        return None
+    return DecisionRequest([features], None, [_EXPLORE if explore else _GREEDY], False)
+
+
+def plain_rank_body(body: bytes, max_depth: int) -> DecisionRequest | None:
     """The requests of a plain body nested at most ``max_depth`` levels, else None.
 
     >>> plain = plain_rank_body(b'{"features": [1], "actions": [{"id": "a", '
     ...                         b'"features": [2.5, 0]}], "explore": false}', 32)
-    >>> plain.X.tolist(), plain.A.tolist(), plain.requests[0].ids, plain.batch
-    ([[1.0]], [[2.5, 0.0]], ['a'], False)
+    >>> plain.contexts, plain.candidates, plain.options[0].explore, plain.batch
+    ([[1]], [Candidates(ids=['a'], features=[[2.5, 0]])], False, False)
     >>> [plain_rank_body(b, 32) for b in (
     ...     b'{"features": [1], "actions": [{"id": "a", "features": [true]}]}',
     ...     b'{"features": [1], "actions": [{"id": "", "features": [1]}]}',
@@ -103,23 +144,20 @@ def plain_rank_body(body: bytes, max_depth: int) -> PlainRanks | None:
     contexts: list[Any] = [r["features"] for r in requests]
     if ({*map(type, ids)} != {str} or min(map(len, ids)) < 1
             or max(map(len, ids)) > MAX_ACTION_ID_CHARS
-            or {*map(type, contexts)} != {list} or len({*map(len, contexts)}) != 1
-            or {*map(type, rows)} != {list} or len({*map(len, rows)}) != 1
-            or max(len(contexts[0]), len(rows[0])) > MAX_DENSE
+            or {*map(type, contexts)} != {list} or {*map(type, rows)} != {list}
+            or max(map(len, chain(contexts, rows))) > MAX_DENSE
             or not _NUMBER_TYPES.issuperset(map(type, chain.from_iterable(contexts)))
             or not _NUMBER_TYPES.issuperset(map(type, chain.from_iterable(rows)))):
         return None
-    X = np.array(contexts, dtype=np.float64).reshape(len(contexts), len(contexts[0]))
-    A = np.array(rows, dtype=np.float64).reshape(len(rows), len(rows[0]))
-    out: list[RankInput] = []
+    candidates: list[Candidates] = []
     end = 0
-    for x, n, opts in zip(X, map(len, actions), options, strict=True):
-        out.append(RankInput(x, A[end:end + n], ids[end:end + n], **opts))
+    for n in map(len, actions):
+        candidates.append(Candidates(ids[end:end + n], rows[end:end + n]))
         end += n
-    return PlainRanks(X, A, out, batch)
+    return DecisionRequest(contexts, candidates, options, batch)
 
 
-def _options(doc: Any) -> dict[str, Any] | None:
+def _options(doc: Any) -> DecisionOptions | None:
     """The options of one request of a plain body (its fields checked), else None."""
     if (type(doc) is not dict or not _FIELDS.issuperset(doc) or "actions" not in doc
             or "features" not in doc):
@@ -129,4 +167,4 @@ def _options(doc: Any) -> dict[str, Any] | None:
         return None
     if found.get("slots", 1) < 1:
         return None
-    return {"slots": None, "explore": True, "defer": False, **found}
+    return DecisionOptions(**found)
