@@ -36,6 +36,7 @@ from app.api.schemas.challengers import (
     ValueInterval,
 )
 from app.api.schemas.models import ModelCreateRequest
+from app.api.tasks import task_spec
 from app.evaluation.running import Interval, RunningValue
 from app.learners.base import CandidateRanker, Learner
 from app.learners.build import build_learner, takes_clicks
@@ -49,6 +50,7 @@ from app.store.challengers import (
     challenger_config,
 )
 from app.store.keys import ModelKeys
+from app.store.noise import NoiseRecord
 from app.store.util import utc_now
 
 #: Confidence level of the intervals shown.
@@ -147,14 +149,29 @@ def _view(stored: StoredChallenger) -> ChallengerView:
                           vs_champion=_interval(value.snips_minus_champion(LEVEL)))
 
 
+def values_unreliable(noise: NoiseRecord | None) -> str | None:
+    """Why the values' rewards ``h(f)`` cannot be stood behind, or None: the rates are not
+    reliable (:attr:`~app.store.noise.NoiseRecord.calibration_unreliable`), or they are an
+    estimate, which changes as it is refreshed while each batch's rewards keep the rates in
+    force when it was scored, and whose error the intervals (sampling only) leave out."""
+    if noise is None:
+        return None
+    if noise.calibration_unreliable:
+        return "noise_rates_unreliable"
+    return "noise_rates_estimated" if noise.status == "published" else None
+
+
 async def list_challengers(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any]
                            ) -> ChallengersResponse:
     stored, champion_stats = await ctx.store.challengers.read(mk)
     champion = RunningValue((champion_stats or {}).get("sums"))
+    reason = (values_unreliable(await ctx.store.noise.get(mk))
+              if task_spec(config["task"]).has_clicks else None)
     return ChallengersResponse(
         champion=ChampionValue(algorithm=config["algorithm"], params=config["params"],
                                events=champion.n, value=_interval(champion.champion(LEVEL))),
-        challengers=[_view(s) for s in stored], max_challengers=MAX_CHALLENGERS, level=LEVEL)
+        challengers=[_view(s) for s in stored], max_challengers=MAX_CHALLENGERS, level=LEVEL,
+        calibration_unreliable=reason is not None, reason=reason)
 
 
 def unknown_challenger(name: str, field: str | None = None) -> ApiError:

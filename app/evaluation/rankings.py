@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from app.evaluation.estimators import evaluate_weights
+from app.evaluation.heavy_tails import guard_heavy_tails
 from app.evaluation.slates import evaluate_slates
 
 #: The policies a rank log is evaluated for (a model's policy would need every candidate's
@@ -142,9 +143,10 @@ def evaluate_ranking(log: RankLog, target: np.ndarray | None, rho0: float | None
     w = np.cumprod(ratio, axis=1)
 
     def slot(k: int, rows: np.ndarray) -> dict[str, Any]:
-        return evaluate_weights(log.X[rows], log.clicks[rows, k], w[rows, k], rho0, rho1,
-                                rho0_se, rho1_se, n_boot=n_boot, seed=seed,
-                                progress=progress).to_dict()
+        result = evaluate_weights(log.X[rows], log.clicks[rows, k], w[rows, k], rho0, rho1,
+                                  rho0_se, rho1_se, n_boot=n_boot, seed=seed,
+                                  progress=progress).to_dict()
+        return guard_heavy_tails(result, w[rows, k], log.clicks[rows, k])
 
     result = slot(0, np.ones(log.n, dtype=bool))
     result["slot_impressions"] = int(log.shown.sum())

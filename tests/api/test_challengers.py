@@ -12,9 +12,11 @@ import orjson
 import pytest
 import redis
 
+from app.api.challengers import values_unreliable
 from app.learners.ridge import LinUCBDiag, SquareCBDiag
 from app.store import codec
 from app.store.keys import ModelKeys
+from app.store.noise import NoiseRecord
 from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
 
 N_FEATURES, N_CLASSES = 4, 3
@@ -361,3 +363,20 @@ def test_a_promotion_waits_for_the_challengers_save_of_the_published_batch(
     assert promoted.keys() == learned.keys()
     for name, value in learned.items():
         np.testing.assert_array_equal(promoted[name], value)
+
+
+def test_values_on_rates_nobody_stands_behind_are_flagged(client: TestClient,
+                                                          tenant: dict[str, str]) -> None:
+    """The rewards h(f) of the values keep the rates in force when each batch was scored:
+    flagged while the rates await an estimate or once they are one (it changes at each
+    refresh and its error is not in the intervals), not when they were given."""
+    new_model(client, tenant, algorithm="linucb_diag", n_features=N_FEATURES,
+              n_classes=N_CLASSES)
+    body = _add(client, tenant, name="a", algorithm="banditron").json()
+    assert (body["calibration_unreliable"], body["reason"]) == (True, "noise_rates_unreliable")
+    r = client.put("/v1/models/m1/noise", json={"rho0": 0.1, "rho1": 0.2}, headers=tenant)
+    assert r.status_code == 200, r.text
+    body = client.get("/v1/models/m1/challengers", headers=tenant).json()
+    assert (body["calibration_unreliable"], body["reason"]) == (False, None)
+    assert values_unreliable(NoiseRecord(0.1, 0.2, "estimated")) == "noise_rates_estimated"
+    assert values_unreliable(NoiseRecord(0.1, 0.2, "configured")) is None

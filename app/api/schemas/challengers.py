@@ -66,6 +66,12 @@ class ChallengersResponse(BaseModel):
     challengers: list[ChallengerView]
     max_challengers: int
     level: float = Field(description="confidence level of every interval")
+    calibration_unreliable: bool = Field(
+        default=False, description="the rewards h(f) of the values rest on noise rates that "
+        "are not reliable (reason noise_rates_unreliable) or are an estimate (reason "
+        "noise_rates_estimated: the rewards keep the rates in force when each batch was "
+        "scored, and the intervals leave out the rates' error)")
+    reason: str | None = Field(default=None, description="why calibration_unreliable")
 
 
 class PromoteResponse(BaseModel):

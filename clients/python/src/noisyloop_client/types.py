@@ -210,6 +210,8 @@ class Challengers(TypedDict):
     challengers: list[ChallengerInfo]
     max_challengers: int
     level: float
+    calibration_unreliable: bool
+    reason: str | None
 
 
 class Promoted(TypedDict):
