@@ -36,7 +36,6 @@ from app.api.schemas.challengers import (
     ValueInterval,
 )
 from app.api.schemas.models import ModelCreateRequest
-from app.api.tasks import task_spec
 from app.evaluation.running import Interval, RunningValue
 from app.learners.base import CandidateRanker, Learner
 from app.learners.build import build_learner, takes_clicks
@@ -52,6 +51,7 @@ from app.store.challengers import (
 from app.store.keys import ModelKeys
 from app.store.noise import NoiseRecord
 from app.store.util import utc_now
+from app.tasks import get_task
 
 #: Confidence level of the intervals shown.
 LEVEL = 0.95
@@ -166,7 +166,7 @@ async def list_challengers(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any
     stored, champion_stats = await ctx.store.challengers.read(mk)
     champion = RunningValue((champion_stats or {}).get("sums"))
     reason = (values_unreliable(await ctx.store.noise.get(mk))
-              if task_spec(config["task"]).has_clicks else None)
+              if get_task(config["task"]).has_clicks else None)
     return ChallengersResponse(
         champion=ChampionValue(algorithm=config["algorithm"], params=config["params"],
                                events=champion.n, value=_interval(champion.champion(LEVEL))),
