@@ -6,9 +6,9 @@ export's day partitions lay them out) or a glob; its files in sorted path
 order, each row a line of the export (:mod:`app.store.logrecords`).  A
 *part* (:class:`Part`) is a row group of a file; a label batch holds the
 rows of type ``event`` with their ``features``, ``action``, ``propensity``
-and ``feedback.click``, keyed by their row in the file and the file's place
-in the order (:func:`app.evaluation.sums.row_keys`: a JSON Lines export of
-the same log gets the same keys).  Only the needed columns are read, a
+and ``feedback.click``, keyed by their row in the log, the files' rows one
+after the other (:func:`app.evaluation.sums.row_keys`: a JSON Lines export
+of the same log gets the same keys).  Only the needed columns are read, a
 batch of at most :data:`BATCH_ROWS` rows at a time.
 """
 
@@ -61,11 +61,9 @@ class Part:
     """A row group of a log's file."""
 
     file: str
-    ordinal: int
-    """The file's place in the log's sorted files."""
     row_group: int
     first_row: int
-    """The row group's first row in its file."""
+    """The row group's first row in the log."""
     rows: int
 
 
@@ -74,12 +72,12 @@ def parts(files: list[str]) -> list[Part]:
     import pyarrow.parquet as pq
 
     out = []
-    for ordinal, file in enumerate(files):
+    first = 0
+    for file in files:
         meta = pq.ParquetFile(file).metadata
-        first = 0
         for g in range(meta.num_row_groups):
             rows = meta.row_group(g).num_rows
-            out.append(Part(file, ordinal, g, first, rows))
+            out.append(Part(file, g, first, rows))
             first += rows
     return out
 
@@ -123,7 +121,7 @@ def label_batches(part: Part, n_actions: int) -> Iterator[tuple[LabelLog, np.nda
             log = _label_log(events, n_actions)
         except ValueError as exc:
             raise ValueError(f"{part.file}: {exc}") from None
-        yield log, row_keys(rows + (first - n), part.ordinal)
+        yield log, row_keys(rows + (first - n))
 
 
 def _label_log(batch: Any, n_actions: int) -> LabelLog:

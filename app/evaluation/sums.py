@@ -30,20 +30,16 @@ import numpy as np
 BUCKETS = 4096
 #: Elements of one block of bootstrap index matrix (bounds its memory to ~32 MB).
 BOOTSTRAP_BLOCK = 1 << 22
-#: Bits of a key for the row within its part (a file of the log): 2^40 rows per file.
-ROW_BITS = 40
 
 _GOLDEN, _M1, _M2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9),
                      np.uint64(0x94D049BB133111EB))
 
 
-def row_keys(rows: np.ndarray, part: int = 0) -> np.ndarray:
-    """The keys of rows ``rows`` (0-based positions) of part ``part`` of a log.
-
-    >>> row_keys(np.arange(2), part=1).tolist()
-    [1099511627776, 1099511627777]
-    """
-    return (np.uint64(part) << np.uint64(ROW_BITS)) + rows.astype(np.uint64)
+def row_keys(rows: np.ndarray) -> np.ndarray:
+    """The keys of the events at ``rows``, their 0-based positions in the log (the lines of
+    an export, markers included: whatever reads the log keys an event alike)."""
+    out: np.ndarray = rows.astype(np.uint64)
+    return out
 
 
 def row_hash(keys: np.ndarray, seed: int) -> np.ndarray:
