@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.optional import LAB, PARQUET, require
+from app.optional import LAB, PARQUET, SPARK, require
 
 if TYPE_CHECKING:
     import numpy as np
@@ -315,6 +315,7 @@ def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
     with progress_bar(sum(p.rows for p in parts), "log", unit="row",
                       enabled=False if args.no_progress else None) as step:
         if args.engine == "spark":
+            require("pyspark", SPARK, "--engine spark")
             from app.evaluation.spark import evaluate_spark
 
             evaluation = evaluate_spark(files, n_actions, pi, options)
