@@ -40,20 +40,28 @@ P = TypeVar("P")
 Reader = Callable[[P], Iterable[Batch]]
 
 
-def fit_reward_model(batches: Iterable[Batch], options: Options) -> RidgeModel:
-    """The reward model fitted on the first :data:`FIT_EVENTS` events of ``batches``."""
+def reward_model_sums(batches: Iterable[Batch], options: Options, limit: int = FIT_EVENTS
+                      ) -> tuple[RidgeSums | None, int]:
+    """The reward model's sums of the first ``limit`` events of ``batches`` (None without
+    events) and how many events they hold."""
     sums: RidgeSums | None = None
     seen = 0
     for log, keys in batches:
-        take = min(log.n, FIT_EVENTS - seen)
+        take = min(log.n, limit - seen)
+        if take <= 0:
+            break
         part = reward_sums(log.rows(slice(take)), keys[:take], options)
         if sums is None:
             sums = part
         else:
             sums.merge(part)
         seen += take
-        if seen >= FIT_EVENTS:
-            break
+    return sums, seen
+
+
+def fit_reward_model(batches: Iterable[Batch], options: Options) -> RidgeModel:
+    """The reward model fitted on the first :data:`FIT_EVENTS` events of ``batches``."""
+    sums, _ = reward_model_sums(batches, options)
     if sums is None:
         raise ValueError("the log has no events")
     return sums.fit(options.ridge)
