@@ -5,7 +5,8 @@ An embedded Redis and the app (in-process trainer) serve a ``label`` /
 the log entries those rounds wrote are then copied (``XADD`` of the same
 fields) until the log holds ``--events`` events, a ``uniform`` evaluation of
 the whole log is queued, and a worker process of its own (the ``nrest``
-role, drained once) runs it, reporting its peak RSS and CPU time; the job's
+role, drained once, its pool threads so that one process does all the
+work) runs it, reporting its peak RSS and CPU time; the job's
 ``n`` is checked against the log's events.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_stream_service.py \\
@@ -53,8 +54,9 @@ def drain(url: str) -> None:
     async def run() -> int:
         store = Store.from_url(url)
         try:
-            return await Worker(store, WorkerSettings(roles=("nrest",), worker_id="bench",
-                                                      nrest_timeout=600)).drain()
+            return await Worker(store, WorkerSettings(  # pool of threads: one process's RSS
+                roles=("nrest",), worker_id="bench", nrest_timeout=600,
+                nrest_threads=True)).drain()
         finally:
             await store.close()
 
