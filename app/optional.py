@@ -16,6 +16,10 @@ from types import ModuleType
 
 #: How to install the plotting and progress-bar libraries.
 LAB = "pip install 'noisyloop[lab]'"
+#: How to install pyarrow (Parquet logs: export, evaluate).
+PARQUET = "pip install 'noisyloop[parquet]'"
+#: How to install pyspark (``evaluate --engine spark``).
+SPARK = "pip install 'noisyloop[spark]'"
 #: How to install the Python client from a checkout (it is on no package index).
 CLIENT = "pip install ./clients/python (from the noisyloop checkout)"
 

@@ -6,12 +6,19 @@ model's current snapshot as it explores: its label distribution on each
 logged context), ``model:greedy`` (its greedy label) or a configuration
 ``{"algorithm", "params"}``, which learns the first ``train_fraction`` of the
 events and is evaluated on the rest (:mod:`app.evaluation.training`).
-The worker reads the newest :data:`MAX_EVENTS` events applied in
-``[since, until]`` (the whole log by default), in log order, as ``noisyloop
-log export`` shows them, and runs the estimators of ``noisyloop evaluate`` on them in the
-worker's pool (as NREst fits: off the trainer's event loop), for at most
-``nrest_timeout`` seconds; the result is the JSON ``noisyloop evaluate
---json`` writes.  Any error fails the job with its reason; a job whose
+A label model's log is evaluated for any policy but a configuration over
+every event applied in ``[since, until]`` (the whole log by default), in
+bounded memory: the streaming path of ``noisyloop evaluate``
+(:mod:`app.evaluation.streaming`) reads the window oldest first in chunks of
+:data:`CHUNK_EVENTS` events, twice (the reward model's sums over the first
+events, then the estimators' sums), each chunk's sums computed in the
+worker's pool (as NREst fits: off the trainer's event loop) for at most
+``nrest_timeout`` seconds and merged; events are keyed by their line in the
+window, as in the window's ``noisyloop log export``, so the numbers are
+those of ``noisyloop evaluate`` on that export.  A configuration's
+evaluation and a rank log's read the newest :data:`MAX_EVENTS` events of the
+window into memory.  The result is the JSON ``noisyloop evaluate --json``
+writes.  Any error fails the job with its reason; a job whose
 worker died reads as failed once its ``deadline`` passed (a job is marked
 running as it is taken off the queue: :mod:`app.store.jobs`).  A rank model's log is
 evaluated per ranking by the same code as the command line's
@@ -22,15 +29,18 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
 import orjson
 
-from app.evaluation.estimators import evaluate
-from app.evaluation.policies import fixed_policy, learner_policy, uniform_policy
+from app.evaluation.estimators import FIT_EVENTS, LabelSums, Options, evaluate
+from app.evaluation.policies import fixed_policy, learner_policy, logging_policy, uniform_policy
 from app.evaluation.rankings import evaluate_ranking, placements
+from app.evaluation.reward_model import RidgeModel, RidgeSums
 from app.evaluation.servicelog import service_log
+from app.evaluation.streaming import Batch, Policy, accumulate, reward_model_sums
 from app.evaluation.training import DEFAULT_TRAIN_FRACTION, config_policy
 from app.learners.build import build_learner
 from app.store.decisionlog import LogEntry
@@ -43,8 +53,11 @@ from workers.context import WorkerContext
 
 logger = logging.getLogger(__name__)
 
-#: Most events one evaluation reads (the newest in its window).
+#: Most events an in-memory evaluation (a configuration's, a rank log's) reads: the newest
+#: of its window.
 MAX_EVENTS = 200_000
+#: Events per chunk of a streamed evaluation (one pool call each).
+CHUNK_EVENTS = 20_000
 
 
 async def run_queued(ctx: WorkerContext) -> int:
@@ -87,6 +100,9 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
             raise ValueError("the model is gone")
         state = snap.state
     since_ms, until_ms = request.get("since_ms"), request.get("until_ms")
+    policy = _label_policy(config, state, request["policy"])
+    if policy is not None:
+        return await _stream(ctx, mk, config, policy, request)
     entries: list[LogEntry] = []  # newest first until reversed
     events = 0
     async for entry in ctx.store.log.scan(
@@ -100,6 +116,103 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
     fit = functools.partial(_evaluate, entries, max(0, events - MAX_EVENTS), config, state,
                             request)
     return await ctx.in_pool(fit)
+
+
+def _label_policy(config: dict[str, Any], state: dict[str, np.ndarray] | None,
+                  policy: Any) -> Policy | None:
+    """The policy of a streamed evaluation as a function of a batch of events: a label
+    model's (of known ``n_classes``) for any policy but a configuration; None otherwise."""
+    if config.get("task") != "label" or not config.get("n_classes") or isinstance(policy, dict):
+        return None
+    if policy == "uniform":
+        return uniform_policy
+    if policy == "logging":
+        return logging_policy
+    if policy in ("model", "model:greedy"):
+        assert state is not None
+        return functools.partial(learner_policy, learner=build_learner(config, state),
+                                 greedy=policy == "model:greedy")
+    return functools.partial(fixed_policy, action=int(policy.partition(":")[2]))
+
+
+async def _chunks(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]
+                  ) -> AsyncIterator[list[LogEntry]]:
+    """The window's entries, oldest first, in chunks of about :data:`CHUNK_EVENTS` events."""
+    since_ms, until_ms = request.get("since_ms"), request.get("until_ms")
+    chunk: list[LogEntry] = []
+    events = 0
+    async for entry in ctx.store.log.scan(
+            mk, start="-" if since_ms is None else str(since_ms),
+            end="+" if until_ms is None else str(until_ms)):
+        chunk.append(entry)
+        events += entry.size
+        if events >= CHUNK_EVENTS:
+            yield chunk
+            chunk, events = [], 0
+    if chunk:
+        yield chunk
+
+
+def _batch(entries: list[LogEntry], first_line: int, n_classes: int
+           ) -> tuple[list[Batch], int]:
+    """The label events of ``entries`` as a batch keyed from line ``first_line`` of the
+    window (none when the entries hold only markers), and the lines they hold."""
+    records = [r for entry in entries for r in entry_records(entry)]
+    if not any(r.get("type") == "event" for r in records):
+        return [], len(records)
+    read = service_log(records, n_classes, "the decision log")
+    assert read.keys is not None
+    return [(read.label_log(), read.keys + np.uint64(first_line))], len(records)
+
+
+def _fit_chunk(entries: list[LogEntry], first_line: int, n_classes: int, options: Options,
+               limit: int) -> tuple[RidgeSums | None, int, int]:
+    batches, lines = _batch(entries, first_line, n_classes)
+    sums, seen = reward_model_sums(batches, options, limit)
+    return sums, seen, lines
+
+
+def _sum_chunk(entries: list[LogEntry], first_line: int, n_classes: int, policy: Policy,
+               model: RidgeModel, options: Options) -> tuple[LabelSums, int]:
+    batches, lines = _batch(entries, first_line, n_classes)
+    return accumulate(batches, policy, model, options), lines
+
+
+async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], policy: Policy,
+                  request: dict[str, Any]) -> dict[str, Any]:
+    """A label log's evaluation over the whole window, streamed (module docstring)."""
+    options = Options(request.get("rho0"), request.get("rho1"),
+                      n_boot=request.get("bootstrap", 200))
+    options.correction()  # refuse unusable rates before reading anything
+    n_classes = int(config["n_classes"])
+    ridge: RidgeSums | None = None
+    line = seen = 0
+    async for chunk in _chunks(ctx, mk, request):
+        sums, taken, lines = await ctx.in_pool(functools.partial(
+            _fit_chunk, chunk, line, n_classes, options, FIT_EVENTS - seen))
+        line += lines
+        seen += taken
+        if sums is not None:
+            if ridge is None:
+                ridge = sums
+            else:
+                ridge.merge(sums)
+        if seen >= FIT_EVENTS:
+            break
+    if ridge is None:
+        raise ValueError("the decision log: no events (is it a `noisyloop log export` file?)")
+    model = ridge.fit(options.ridge)
+    total = LabelSums.zeros()
+    line = 0
+    async for chunk in _chunks(ctx, mk, request):
+        part, lines = await ctx.in_pool(functools.partial(
+            _sum_chunk, chunk, line, n_classes, policy, model, options))
+        total.merge(part)
+        line += lines
+    result = (await ctx.in_pool(functools.partial(total.evaluation, options))).to_dict()
+    result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
+                  policy=request["policy"], bootstrap=options.n_boot)
+    return result
 
 
 def _evaluate(entries: list[LogEntry], skip: int, config: dict[str, Any],

@@ -7,7 +7,9 @@ and prints IPS, self-normalised IPS and doubly robust estimates of
 :mod:`app.evaluation.estimators`), optionally noise-corrected with
 ``--rho0/--rho1``.  ``--format noisyloop`` reads the service's own decision
 log (a ``noisyloop log export`` file), where ``--policy model:SNAPSHOT_FILE``
-evaluates a model's policy.
+evaluates a model's policy; the log may be JSON Lines, or Parquet (a file, a
+directory or a glob of files) read in batches with bounded memory, over
+``--workers`` processes or a Spark cluster (``--engine spark``).
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.optional import LAB, require
+from app.optional import LAB, PARQUET, SPARK, require
 
 if TYPE_CHECKING:
     import numpy as np
 
     from app.evaluation.estimators import LabelLog
     from app.evaluation.rankings import RankLog
+    from app.evaluation.servicelog import ServiceLog
+    from app.evaluation.streaming import Policy
     from app.sim.logs import ObdRecord
 
 EPILOG = """\
@@ -49,12 +53,13 @@ An obd log with slate_id and pscore_cascade columns also gets "slates": reward-i
 IPS (rips, snrips; Open Bandit Pipeline's slate estimators) of the uniform or logging
 policy, the expected clicks per slate.
 
-noisyloop: a `noisyloop log export` JSON Lines file.  A label log is evaluated per event
-(reward: the click; labels: the model's n_classes with model:, else the largest seen + 1).
-A rank log is evaluated per ranking for uniform (a uniformly random ranking of each
-request's own candidates) and logging: the value of slot 0 with n = the rankings,
-"positions" per slot (cascade weights), "slot_impressions", and "slates" (expected clicks
-per ranking: rips, snrips) when every ranking showed as many slots."""
+noisyloop: a `noisyloop log export` JSON Lines file, or its Parquet export (a file, a
+directory or a glob; label logs are streamed: --workers, --engine spark).  A label log is
+evaluated per event (reward: the click; labels: the model's n_classes with model:, else
+the largest seen + 1).  A rank log is evaluated per ranking for uniform (a uniformly
+random ranking of each request's own candidates) and logging: the value of slot 0 with
+n = the rankings, "positions" per slot (cascade weights), "slot_impressions", and "slates"
+(expected clicks per ranking: rips, snrips) when every ranking showed as many slots."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -64,7 +69,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="off-policy estimate of a policy's value on a logged data set (IPS, SNIPS, DR)",
         description=__doc__.split("\n\n")[0] if __doc__ else None, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--log", required=True, metavar="FILE", help="the logged data")
+    parser.add_argument("--log", required=True, metavar="PATH",
+                        help="the logged data (noisyloop: a JSON Lines file, or a Parquet "
+                             "file, a directory or a glob of Parquet files)")
     parser.add_argument("--format", required=True, choices=("vw", "obd", "noisyloop"),
                         help="vw: Vowpal Wabbit CB/ADF text; obd: Open Bandit Dataset CSV; "
                              "noisyloop: the service's decision log (noisyloop log export)")
@@ -90,6 +97,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--json", default=None, metavar="OUT", help="write the result as JSON")
     parser.add_argument("--plot", default=None, metavar="OUT.png",
                         help="plot the three estimates with their intervals")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="Parquet label logs: processes reading the log's row groups "
+                             "(default 1)")
+    parser.add_argument("--engine", choices=("local", "spark"), default="local",
+                        help="Parquet label logs: local (default) or spark (the `spark` "
+                             "extra; SPARK_MASTER or local[*])")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(handler=handle)
 
@@ -215,36 +228,103 @@ def obd_slates(path: str) -> tuple[np.ndarray, np.ndarray] | None:
     return cells[:, :, 0], cells[:, :, 1]
 
 
-def target(log: LabelLog, policy: str | int) -> np.ndarray | None:
-    """The ``n x K`` matrix of ``policy`` (``None`` for the logging policy)."""
+def label_policy(policy: str | int) -> Policy:
+    """``uniform``, ``logging`` or a fixed action as a function of a batch of events
+    (picklable, for ``--workers``)."""
+    from functools import partial
+
     from app.evaluation.policies import fixed_policy, logging_policy, uniform_policy
 
     if policy == "uniform":
-        return uniform_policy(log)
+        return uniform_policy
     if policy == "logging":
-        return logging_policy(log)
+        return logging_policy
     assert isinstance(policy, int)
-    return fixed_policy(log, policy)
+    return partial(fixed_policy, action=policy)
 
 
-def noisyloop_inputs(path: str, policy: str | int
-                     ) -> tuple[LabelLog | RankLog, np.ndarray | None]:
+def target(log: LabelLog, policy: str | int) -> np.ndarray | None:
+    """The ``n x K`` matrix of ``policy`` (``None`` for the logging policy)."""
+    return label_policy(policy)(log)
+
+
+def noisyloop_inputs(path: str, policy: str | int) -> tuple[ServiceLog, np.ndarray | None]:
     """A noisyloop label log or rank log and, for ``model:FILE`` or ``model-greedy:FILE``,
     the model's ``n x K`` matrix on a label log."""
+    from app.evaluation.servicelog import read_service_log
+
+    model = model_policy(policy)
+    if model is None:
+        return read_service_log(path), None
+    pi, n_classes = model
+    read = read_service_log(path, n_classes)
+    return read, pi(read.label_log())
+
+
+def model_policy(policy: str | int) -> tuple[Policy, int | None] | None:
+    """For ``model:FILE`` or ``model-greedy:FILE``: the model's policy on a batch of events
+    and its number of labels; None for other policies."""
+    from functools import partial
+
     from app.evaluation.policies import learner_policy
-    from app.evaluation.servicelog import read_service_log, snapshot_learner
+    from app.evaluation.servicelog import snapshot_learner
 
     kind, _, snapshot = policy.partition(":") if isinstance(policy, str) else ("", "", "")
     if kind not in MODEL_KINDS:
-        read = read_service_log(path)
-        return (read.label_log() if read.ranking is None else read.ranking), None
+        return None
     learner, config = snapshot_learner(snapshot)
-    read = read_service_log(path, config.get("n_classes"))
-    if read.ranking is not None:
-        raise ValueError("--policy: model:SNAPSHOT_FILE needs a label log (a rank log holds "
-                         "only the shown candidates, not every one the model ranked)")
-    log = read.label_log()
-    return log, learner_policy(log, learner, greedy=kind == "model-greedy")
+    return partial(learner_policy, learner=learner, greedy=kind == "model-greedy"), \
+        config.get("n_classes")
+
+
+def streamed(path: str) -> bool:
+    """Whether ``path`` is Parquet, read in batches (:mod:`app.evaluation.parquetlog`)."""
+    from app.evaluation.parquetlog import is_parquet
+
+    return is_parquet(path)
+
+
+def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
+    """The result JSON of ``evaluate`` on a Parquet log: a label log streamed in batches
+    (over ``--workers`` processes or Spark), a rank log or a configuration's training in
+    memory."""
+    require("pyarrow", PARQUET, "--log PARQUET")
+    from functools import partial
+
+    from app.evaluation import parquetlog
+    from app.evaluation.estimators import Options
+    from app.evaluation.streaming import evaluate_parts
+    from app.replay.output import progress_bar
+
+    files = parquetlog.log_files(args.log)
+    model = model_policy(policy)
+    if parquetlog.ranked(files):
+        if model is not None:
+            raise ValueError("--policy: model:SNAPSHOT_FILE needs a label log (a rank log "
+                             "holds only the shown candidates, not every one the model "
+                             "ranked)")
+        from app.evaluation.servicelog import read_service_log
+
+        return rank_run(args, read_service_log(args.log).ranking_log())
+    pi, n_actions = (label_policy(policy), None) if model is None else model
+    n_actions = n_actions or parquetlog.label_actions(files)
+    parts = parquetlog.parts(files)
+    reader = partial(parquetlog.label_batches, n_actions=n_actions)
+    options = Options(args.rho0, args.rho1, args.rho0_se, args.rho1_se, args.bootstrap,
+                      seed=args.seed)
+    with progress_bar(sum(p.rows for p in parts), "log", unit="row",
+                      enabled=False if args.no_progress else None) as step:
+        if args.engine == "spark":
+            require("pyspark", SPARK, "--engine spark")
+            from app.evaluation.spark import evaluate_spark
+
+            evaluation = evaluate_spark(files, n_actions, pi, options)
+        else:
+            evaluation = evaluate_parts(parts, reader, pi, options, args.workers, step)
+    result = evaluation.to_dict()
+    result.update(log=str(args.log), format=args.format, policy=args.policy,
+                  bootstrap=args.bootstrap)
+    return result
 
 
 def config_inputs(args: argparse.Namespace, text: str
@@ -275,13 +355,19 @@ def config_inputs(args: argparse.Namespace, text: str
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The result JSON of ``evaluate`` (ValueError on bad input)."""
-    from app.evaluation.estimators import LabelLog, evaluate, per_position
+    from app.evaluation.estimators import evaluate, per_position
     from app.replay.output import progress_bar
 
     policy = parse_policy(args.policy)
     if args.bootstrap < 1:
         raise ValueError("--bootstrap must be at least 1")
-    positions, split = None, None
+    if args.workers < 1:
+        raise ValueError("--workers must be at least 1")
+    if (args.workers > 1 or args.engine != "local") and not (
+            args.format == "noisyloop" and streamed(args.log)):
+        raise ValueError("--workers and --engine need --format noisyloop and a Parquet label "
+                         "log")
+    positions, split, keys = None, None, None
     pi_model: np.ndarray | None = None
     empirical = isinstance(policy, str) and policy.startswith("empirical:")
     model = isinstance(policy, str) and policy.partition(":")[0] in MODEL_KINDS
@@ -296,10 +382,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     elif args.format == "noisyloop":
         if empirical:
             raise ValueError("--policy: empirical:FILE needs --format obd")
+        if streamed(args.log):
+            return stream_run(args, policy)
         read, pi_model = noisyloop_inputs(args.log, policy)
-        if not isinstance(read, LabelLog):
-            return rank_run(args, read)
-        log = read
+        if read.ranking is not None:
+            if model:
+                raise ValueError("--policy: model:SNAPSHOT_FILE needs a label log (a rank log "
+                                 "holds only the shown candidates, not every one the model "
+                                 "ranked)")
+            return rank_run(args, read.ranking)
+        log, keys = read.label_log(), read.keys
     else:
         log, items, positions = obd_log(args.log)
         if isinstance(policy, int):
@@ -319,12 +411,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     total = args.bootstrap * (1 + len(slots))
     with progress_bar(total, "bootstrap", enabled=False if args.no_progress else None) as step:
 
-        def estimate(part: LabelLog, pi_part: np.ndarray | None) -> dict[str, Any]:
+        def estimate(part: LabelLog, pi_part: np.ndarray | None,
+                     keys: np.ndarray | None = None) -> dict[str, Any]:
             return evaluate(part, pi_part, rho0=args.rho0, rho1=args.rho1,
                             rho0_se=args.rho0_se, rho1_se=args.rho1_se,
-                            n_boot=args.bootstrap, seed=args.seed, progress=step).to_dict()
+                            n_boot=args.bootstrap, seed=args.seed, progress=step,
+                            keys=keys).to_dict()
 
-        result = estimate(log, pi)
+        result = estimate(log, pi, keys)
         if positions is not None:
             result["positions"] = per_position(log, pi, positions, estimate)
         if slates is not None and policy in ("uniform", "logging"):

@@ -1,15 +1,15 @@
 """``noisyloop log export``: download a model's decision log to a JSON Lines or Parquet file.
 
 Pages through ``GET /v1/models/{id}/log`` with the Python client
-(:meth:`noisyloop_client.Client.log_pages`) and writes every line: JSON Lines
-as the service sends them, or one Parquet table (the optional ``parquet``
-extra, ``pip install 'noisyloop[parquet]'``).
+and writes every line: JSON Lines as the service sends them, or Parquet (the
+optional ``parquet`` extra, ``pip install 'noisyloop[parquet]'``): a directory
+partitioned by day, written as the pages arrive, that ``--resume`` continues
+(:mod:`app.commands.log_parquet`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from app.optional import CLIENT, require
 
 if TYPE_CHECKING:
-    from noisyloop_client import NoisyloopError
+    from noisyloop_client import Client, NoisyloopError
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``log`` parser with its ``export`` sub-command."""
@@ -34,12 +34,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     export.add_argument("--key", default=os.environ.get("NOISYLOOP_API_KEY"),
                         help="API key of the model's tenant (default: NOISYLOOP_API_KEY)")
     export.add_argument("--model", required=True, help="the model id")
-    export.add_argument("--out", required=True, metavar="FILE", help="the file to write")
+    export.add_argument("--out", required=True, metavar="PATH",
+                        help="the file to write (jsonl) or the directory (parquet)")
     export.add_argument("--since", help="applied at or after (ISO 8601 or Unix seconds)")
     export.add_argument("--until", help="applied at or before (ISO 8601 or Unix seconds)")
     export.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl",
-                        help="jsonl (default): the lines as served; parquet: one table "
-                             "(needs pyarrow: pip install 'noisyloop[parquet]')")
+                        help="jsonl (default): the lines as served; parquet: a directory of "
+                             "files per day, DIR/day=YYYY-MM-DD/part-N.parquet (needs pyarrow: "
+                             "pip install 'noisyloop[parquet]')")
+    export.add_argument("--resume", action="store_true",
+                        help="parquet: continue an interrupted export into the same --out "
+                             "from where it stopped")
     export.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     export.set_defaults(handler=handle)
 
@@ -69,16 +74,33 @@ def write_jsonl(bodies: Iterator[bytes], out: Path, advance: Callable[[int], Non
     return n
 
 
-def write_parquet(bodies: Iterator[bytes], out: Path, advance: Callable[[int], None]) -> int:
-    """Collect the lines and write them as one Parquet table; returns the rows written."""
-    pa, pq = parquet_modules()
-    rows: list[dict[str, Any]] = []
-    for body in bodies:
-        page = [json.loads(line) for line in body.splitlines()]
-        rows += page
-        advance(len(page))
-    pq.write_table(pa.Table.from_pylist(rows), out)
-    return len(rows)
+def positioned_pages(client: Client, args: argparse.Namespace, after: str | None
+                     ) -> Iterator[tuple[bytes, str | None]]:
+    """The log's pages after ``after``, each with the position after it."""
+    from noisyloop_client import calls
+
+    pages = calls.LogPages(args.model, args.since, args.until, after=after)
+    while (call := pages.next_call()) is not None:
+        yield pages.read(client.send(call)), pages.after
+
+
+def write_parquet(client: Client, args: argparse.Namespace, out: Path,
+                  advance: Callable[[int], None]) -> int:
+    """Export into the directory ``out`` (resuming with ``--resume``); returns the lines
+    written (ExportError when ``out`` holds an earlier export and ``--resume`` is not
+    given)."""
+    from app.commands.log_parquet import POSITION, resume_position, write_pages
+
+    if (out / POSITION).exists() and not args.resume:
+        raise ExportError(f"{out} holds an export: continue it with --resume or choose "
+                          "another --out")
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"--out {out}: --format parquet writes a directory")
+    try:
+        after, next_part = resume_position(out)
+    except ValueError as exc:
+        raise ExportError(str(exc)) from None
+    return write_pages(positioned_pages(client, args, after), out, next_part, advance)
 
 
 def parquet_modules() -> tuple[Any, Any]:
@@ -101,15 +123,19 @@ def handle(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     client = Client(args.url, args.key, timeout=60.0)
-    write = write_parquet if args.format == "parquet" else write_jsonl
     try:
+        if args.resume and args.format != "parquet":
+            raise ExportError("--resume needs --format parquet")
         if args.format == "parquet":
             parquet_modules()  # fail before downloading anything
         out.parent.mkdir(parents=True, exist_ok=True)
         with progress_bar(None, f"log of {args.model}", unit="event",
                           enabled=False if args.no_progress else None) as advance:
-            n = write(client.log_pages(args.model, since=args.since, until=args.until),
-                      out, advance)
+            if args.format == "parquet":
+                n = write_parquet(client, args, out, advance)
+            else:
+                n = write_jsonl(client.log_pages(args.model, since=args.since,
+                                                 until=args.until), out, advance)
     except (ExportError, OSError, NoisyloopError) as exc:
         message = error_message(exc, args.url) if isinstance(exc, NoisyloopError) else exc
         print(f"noisyloop log export: error: {message}", file=sys.stderr)

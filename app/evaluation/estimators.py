@@ -31,12 +31,19 @@ biased.  With the rates given, every estimator (and the reward model) uses
 click rate (:func:`app.learners.proxy.unbiased_click`); without them
 ``r_i = f_i``.  :attr:`Evaluation.correction` says which was applied.
 
-**Intervals.**  Percentile bootstrap (Efron & Tibshirani 1993): events are
-resampled with replacement ``n_boot`` times (a seeded
-:class:`numpy.random.Generator`, resamples drawn as index matrices), each
-estimator recomputed on every resample with the reward model held fixed,
-and the interval is the ``(1 - level) / 2`` and ``(1 + level) / 2``
-quantiles.
+**Streaming.**  Each estimator is a function of column sums of per-event
+terms (:data:`LABEL_TERMS`), which :class:`LabelSums` keeps as a mergeable
+accumulator (:mod:`app.evaluation.sums`); the reward model is fitted from
+mergeable sums too (:mod:`app.evaluation.reward_model`), on a first pass
+over the log's first :data:`FIT_EVENTS` events.  :func:`evaluate` is that
+code over one batch, so a log in memory, streamed in batches, over several
+processes or Spark tasks gives the same estimates up to rounding.
+
+**Intervals.**  Percentile bootstrap (Efron & Tibshirani 1993) over hashed
+buckets of events (:class:`app.evaluation.sums.TermSums`): ``n_boot``
+resamples of the buckets, each estimator recomputed on every resample with
+the reward model held fixed, and the interval is the ``(1 - level) / 2`` and
+``(1 + level) / 2`` quantiles.
 
 **Uncertain rates.**  When the rates are themselves estimates with standard
 errors ``se0, se1``, each resample also draws its own rates,
@@ -57,13 +64,16 @@ from typing import Any
 
 import numpy as np
 
-from app.evaluation.reward_model import cross_fitted_rewards
+from app.evaluation.reward_model import RidgeModel, RidgeSums
+from app.evaluation.sums import TermSums, fold_of, row_hash, row_keys
+from app.evaluation.sums import resampled_sums as resampled_sums
 from app.learners.proxy import BETA_FLOOR, check_noise_rates, unbiased_click
 
-#: Elements of one block of bootstrap index matrix (bounds its memory to ~32 MB).
-BOOTSTRAP_BLOCK = 1 << 22
-
 ESTIMATORS = ("ips", "snips", "dr")
+#: What each column of a label evaluation's sums adds up, per event (``dr``: DR's term).
+LABEL_TERMS = ("n", "wr", "w", "dr", "w2")
+#: Events the reward model is fitted on: the log's first (all of a smaller log).
+FIT_EVENTS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -177,44 +187,115 @@ def rate_resampling(correction: dict[str, Any], n_boot: int, rng: np.random.Gene
     return (1.0 - rho0 - rho1) / beta_b, (rho0 - draws[:, 0]) / beta_b
 
 
-def effective_sample_size(w: np.ndarray) -> float:
-    """Kish's ``(sum w)^2 / sum w^2`` (0 when every weight is 0)."""
-    total = float(np.dot(w, w))
-    return float(w.sum()) ** 2 / total if total > 0 else 0.0
+@dataclass(frozen=True)
+class Options:
+    """How a label evaluation estimates (the arguments of :func:`evaluate`)."""
+
+    rho0: float | None = None
+    rho1: float | None = None
+    rho0_se: float = 0.0
+    rho1_se: float = 0.0
+    n_boot: int = 200
+    level: float = 0.95
+    seed: int = 0
+    folds: int = 2
+    ridge: float = 1.0
+
+    def reward(self, f: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        """:func:`corrected_rewards` of ``f`` with these rates."""
+        return corrected_rewards(f, self.rho0, self.rho1, self.rho0_se, self.rho1_se)
+
+    def correction(self) -> dict[str, Any]:
+        """The correction applied (ValueError for rates that cannot be used)."""
+        return self.reward(np.zeros(0))[1]
 
 
-def _statistics(sums: np.ndarray, n: int) -> np.ndarray:
-    """IPS, SNIPS, DR from column sums ``[sum w r, sum w, sum dr_i]`` (rows: resamples)."""
-    u, w, d = sums[..., 0], sums[..., 1], sums[..., 2]
+def reward_sums(log: LabelLog, keys: np.ndarray, options: Options) -> RidgeSums:
+    """The reward model's sums of the events of ``log`` (keys: their positions in the log,
+    :func:`app.evaluation.sums.row_keys`)."""
+    sums = RidgeSums.zeros(options.folds, log.n_actions, log.X.shape[1])
+    sums.add(log.X, log.actions, options.reward(log.rewards)[0],
+             fold_of(row_hash(keys, options.seed), options.folds))
+    return sums
+
+
+@dataclass
+class LabelSums:
+    """The mergeable accumulator of a label evaluation: the :data:`LABEL_TERMS` sums."""
+
+    sums: TermSums
+
+    @classmethod
+    def zeros(cls) -> LabelSums:
+        return cls(TermSums.zeros(len(LABEL_TERMS)))
+
+    def add(self, log: LabelLog, target: np.ndarray | None, keys: np.ndarray,
+            options: Options, model: RidgeModel | None = None, q: np.ndarray | None = None
+            ) -> None:
+        """Add the events of ``log`` under ``target`` (as in :func:`evaluate`) with the
+        reward model ``model`` (or its predictions ``q``, ``n x K``)."""
+        r = options.reward(log.rewards)[0]
+        hashes = row_hash(keys, options.seed)
+        if q is None:
+            assert model is not None
+            q = model.predict(log.X, fold_of(hashes, options.folds))
+        rows = np.arange(log.n)
+        q_taken = q[rows, log.actions]
+        if target is None:
+            w, direct = np.ones(log.n), q_taken
+        else:
+            if target.shape != (log.n, log.n_actions):
+                raise ValueError(f"target must be {log.n} x {log.n_actions}, "
+                                 f"got {target.shape}")
+            w = target[rows, log.actions] / log.propensities
+            direct = np.einsum("ij,ij->i", target, q)
+        self.add_terms(w, r, direct, q_taken, hashes)
+
+    def add_terms(self, w: np.ndarray, r: np.ndarray, direct: np.ndarray,
+                  q_taken: np.ndarray, hashes: np.ndarray) -> None:
+        """Add events by their weights, rewards, DR direct terms and reward-model
+        predictions of the actions taken."""
+        terms = np.stack([np.ones(len(w)), w * r, w, direct + w * (r - q_taken), w * w],
+                         axis=1)
+        self.sums.add(terms, hashes)
+
+    def merge(self, other: LabelSums) -> None:
+        self.sums.merge(other.sums)
+
+    def evaluation(self, options: Options,
+                   progress: Callable[[int], None] | None = None) -> Evaluation:
+        """IPS, SNIPS and DR with their intervals (module docstring)."""
+        correction = options.correction()
+        totals = self.sums.totals
+        n = int(totals[0])
+        if n == 0:
+            raise ValueError("the log has no events")
+        point = _statistics(totals[None, :4])[0]
+        rng = np.random.default_rng(options.seed)
+        sums = self.sums.resampled(options.n_boot, rng, progress)
+        replicates = _statistics(sums)
+        rates = rate_resampling(correction, options.n_boot, rng)
+        if rates is not None:
+            scale, shift = rates
+            replicates = scale[:, None] * replicates + shift[:, None]
+            with np.errstate(invalid="ignore", divide="ignore"):  # IPS: c_b mean(w)
+                replicates[:, 0] += shift * (sums[:, 2] / sums[:, 0] - 1.0)
+        level = options.level
+        quantiles = np.nanquantile(replicates, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        ips, snips, dr = (Estimate(float(point[j]), float(quantiles[0, j]),
+                                   float(quantiles[1, j])) for j in range(3))
+        w, w2 = float(totals[2]), float(totals[4])
+        return Evaluation(ips=ips, snips=snips, dr=dr, n=n,
+                          ess=w * w / w2 if w2 > 0 else 0.0, correction=correction)
+
+
+def _statistics(sums: np.ndarray) -> np.ndarray:
+    """IPS, SNIPS, DR from rows of sums ``[n, sum w r, sum w, sum dr_i, ...]`` (NaN for a
+    resample without events)."""
+    n, u, w, d = sums[:, 0], sums[:, 1], sums[:, 2], sums[:, 3]
     with np.errstate(invalid="ignore", divide="ignore"):
         snips = np.where(w > 0, u / np.where(w > 0, w, 1.0), 0.0)
-    return np.stack([u / n, snips, d / n], axis=-1)
-
-
-def resampled_sums(terms: np.ndarray, n_boot: int, rng: np.random.Generator,
-                   progress: Callable[[int], None] | None = None) -> np.ndarray:
-    """``n_boot x m`` column sums of the ``n x m`` per-event ``terms`` over bootstrap
-    resamples of their rows.
-
-    Resamples are drawn in blocks as index matrices; each row's indices become
-    counts (how often each event was drawn, one ``bincount`` for the block),
-    and the resampled sums are ``counts @ terms``.
-    """
-    n = len(terms)
-    per_block = max(1, BOOTSTRAP_BLOCK // n)
-    index_type = np.int32 if per_block * n < 2**31 else np.int64
-    columns = np.ascontiguousarray(terms.T)
-    sums = np.empty((n_boot, terms.shape[1]))
-    for start in range(0, n_boot, per_block):
-        b = min(per_block, n_boot - start)
-        offsets = (np.arange(b) * n).astype(index_type)[:, None]
-        idx: np.ndarray = rng.integers(0, n, size=(b, n), dtype=index_type)
-        idx += offsets
-        counts = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n)
-        sums[start:start + b] = (columns @ counts.T).T
-        if progress is not None:
-            progress(b)
-    return sums
+        return np.stack([u / n, snips, d / n], axis=-1)
 
 
 def evaluate(log: LabelLog, target: np.ndarray | None, rho0: float | None = None,
@@ -222,8 +303,10 @@ def evaluate(log: LabelLog, target: np.ndarray | None, rho0: float | None = None
              n_boot: int = 200, level: float = 0.95,
              seed: int = 0, folds: int = 2, ridge: float = 1.0,
              q: np.ndarray | None = None,
-             progress: Callable[[int], None] | None = None) -> Evaluation:
-    """IPS, SNIPS and DR of ``target`` on ``log`` (module docstring).
+             progress: Callable[[int], None] | None = None,
+             keys: np.ndarray | None = None) -> Evaluation:
+    """IPS, SNIPS and DR of ``target`` on ``log`` (module docstring): the accumulators over
+    one batch.
 
     ``target`` is the ``n x K`` matrix of ``pi(a | x_i)``, or ``None`` for the logging
     policy whose probabilities of the actions not taken are unknown: then ``w_i = 1`` and
@@ -231,24 +314,17 @@ def evaluate(log: LabelLog, target: np.ndarray | None, rho0: float | None = None
     estimate of it.  ``q`` (``n x K``) replaces the cross-fitted ridge reward model (it
     must be fitted on the same corrected rewards).  ``rho0_se``, ``rho1_se``: standard
     errors of the rates, drawn per resample (module docstring).  ``progress(k)`` is called
-    as ``k`` bootstrap resamples finish.
+    as ``k`` bootstrap resamples finish.  ``keys``: the events' positions in the log
+    (:func:`app.evaluation.sums.row_keys`; by default ``0 .. n - 1``).
     """
-    r, correction = corrected_rewards(log.rewards, rho0, rho1, rho0_se, rho1_se)
-    rng = np.random.default_rng(seed)
+    options = Options(rho0, rho1, rho0_se, rho1_se, n_boot, level, seed, folds, ridge)
+    keys = row_keys(np.arange(log.n)) if keys is None else keys
+    model = None
     if q is None:
-        q = cross_fitted_rewards(log.X, log.actions, r, log.n_actions, folds=folds,
-                                 lam=ridge, rng=rng)
-    rows = np.arange(log.n)
-    q_taken = q[rows, log.actions]
-    if target is None:
-        w = np.ones(log.n)
-        direct = q_taken
-    else:
-        if target.shape != (log.n, log.n_actions):
-            raise ValueError(f"target must be {log.n} x {log.n_actions}, got {target.shape}")
-        w = target[rows, log.actions] / log.propensities
-        direct = np.einsum("ij,ij->i", target, q)
-    return _bootstrap(w, r, direct, q_taken, correction, n_boot, level, rng, progress)
+        model = reward_sums(log.rows(slice(FIT_EVENTS)), keys[:FIT_EVENTS], options).fit(ridge)
+    sums = LabelSums.zeros()
+    sums.add(log, target, keys, options, model, q)
+    return sums.evaluation(options, progress)
 
 
 def evaluate_weights(X: np.ndarray, rewards: np.ndarray, w: np.ndarray,
@@ -266,36 +342,20 @@ def evaluate_weights(X: np.ndarray, rewards: np.ndarray, w: np.ndarray,
     ``q`` blind to the action gives up only part of its variance reduction.  The other
     arguments as in :func:`evaluate`.
     """
-    r, correction = corrected_rewards(rewards, rho0, rho1, rho0_se, rho1_se)
-    rng = np.random.default_rng(seed)
-    n = len(r)
-    q = cross_fitted_rewards(X, np.zeros(n, dtype=np.int64), r, 1, folds=folds, lam=ridge,
-                             rng=rng)[:, 0]
-    return _bootstrap(np.asarray(w, dtype=np.float64), r, q, q, correction, n_boot, level,
-                      rng, progress)
-
-
-def _bootstrap(w: np.ndarray, r: np.ndarray, direct: np.ndarray, q_taken: np.ndarray,
-               correction: dict[str, Any], n_boot: int, level: float,
-               rng: np.random.Generator, progress: Callable[[int], None] | None
-               ) -> Evaluation:
-    """IPS, SNIPS and DR with their bootstrap intervals from the per-event weights, rewards,
-    DR direct terms and reward-model predictions of the actions taken (module docstring)."""
-    n = len(w)
-    terms = np.stack([w * r, w, direct + w * (r - q_taken)], axis=1)
-    point = _statistics(terms.sum(axis=0), n)
-    sums = resampled_sums(terms, n_boot, rng, progress)
-    replicates = _statistics(sums, n)
-    rates = rate_resampling(correction, n_boot, rng)
-    if rates is not None:
-        scale, shift = rates
-        replicates = scale[:, None] * replicates + shift[:, None]
-        replicates[:, 0] += shift * (sums[:, 1] / n - 1.0)  # IPS: c_b mean(w), not c_b
-    quantiles = np.quantile(replicates, [(1 - level) / 2, (1 + level) / 2], axis=0)
-    ips, snips, dr = (Estimate(float(point[j]), float(quantiles[0, j]), float(quantiles[1, j]))
-                      for j in range(3))
-    return Evaluation(ips=ips, snips=snips, dr=dr, n=n, ess=effective_sample_size(w),
-                      correction=correction)
+    options = Options(rho0, rho1, rho0_se, rho1_se, n_boot, level, seed, folds, ridge)
+    n = len(rewards)
+    if n == 0:
+        raise ValueError("the log has no events")
+    r = options.reward(rewards)[0]
+    hashes = row_hash(row_keys(np.arange(n)), seed)
+    fold = fold_of(hashes, folds)
+    ridge_sums = RidgeSums.zeros(folds, 1, X.shape[1])
+    zeros = np.zeros(n, dtype=np.int64)
+    ridge_sums.add(X, zeros, r, fold)
+    q = ridge_sums.fit(ridge).predict(X, fold)[:, 0]
+    sums = LabelSums.zeros()
+    sums.add_terms(np.asarray(w, dtype=np.float64), r, q, q, hashes)
+    return sums.evaluation(options, progress)
 
 
 def per_position(log: LabelLog, target: np.ndarray | None, positions: np.ndarray,

@@ -1,4 +1,5 @@
-"""The doubly robust estimator's reward model: ridge regression per action, cross-fitted.
+"""The doubly robust estimator's reward model: ridge regression per action, cross-fitted,
+from sums that merge.
 
 For each action ``a`` a ridge regression (with an unpenalised intercept) of
 the reward on the context, fitted on the events that took ``a``:
@@ -7,43 +8,95 @@ folds (cross-fitting, Chernozhukov et al. 2018; as Open Bandit Pipeline's
 ``RegressionModel.fit_predict`` with ``n_folds``), the prediction for an
 event comes from the models fitted on the other folds, so that the reward
 model's error is independent of the event's own reward.
+
+The fit needs only per fold and action the sums ``n, sum x, sum r, X'X,
+X'r`` (:class:`RidgeSums`): they add up over batches and merge across
+processes exactly, and the centred normal equations follow from them
+(``Xc'Xc = X'X - n m m'``).  An event's fold comes from a hash of its
+position in the log (:func:`app.evaluation.sums.fold_of`), so that every
+engine puts it in the same fold.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 
-def _ridge_predict(X_fit: np.ndarray, r_fit: np.ndarray, X_new: np.ndarray,
-                   lam: float) -> np.ndarray:
-    """Ridge (intercept not penalised) fitted on ``(X_fit, r_fit)``, predicted at ``X_new``;
-    the mean of ``r_fit`` (0 without rows) when there is nothing to regress on."""
-    if len(r_fit) == 0:
-        return np.zeros(len(X_new))
-    mean_r = float(r_fit.mean())
-    if X_fit.shape[1] == 0:
-        return np.full(len(X_new), mean_r)
-    mean_x = X_fit.mean(axis=0)
-    Xc = X_fit - mean_x
-    A = Xc.T @ Xc + lam * np.eye(X_fit.shape[1])
-    w = np.linalg.solve(A, Xc.T @ (r_fit - mean_r))
-    return np.asarray(mean_r + (X_new - mean_x) @ w)
+@dataclass
+class RidgeSums:
+    """Per fold and action: events, ``sum x``, ``sum r``, ``X'X`` and ``X'r``."""
+
+    count: np.ndarray
+    """``folds x K``."""
+    sx: np.ndarray
+    """``folds x K x d``."""
+    sr: np.ndarray
+    """``folds x K``."""
+    sxx: np.ndarray
+    """``folds x K x d x d``."""
+    sxr: np.ndarray
+    """``folds x K x d``."""
+
+    @classmethod
+    def zeros(cls, folds: int, n_actions: int, dim: int) -> RidgeSums:
+        return cls(np.zeros((folds, n_actions)), np.zeros((folds, n_actions, dim)),
+                   np.zeros((folds, n_actions)), np.zeros((folds, n_actions, dim, dim)),
+                   np.zeros((folds, n_actions, dim)))
+
+    def add(self, X: np.ndarray, actions: np.ndarray, r: np.ndarray, fold: np.ndarray) -> None:
+        """Add events (contexts, actions taken, rewards, folds)."""
+        folds, n_actions = self.count.shape
+        group = fold * n_actions + actions
+        order = np.argsort(group, kind="stable")
+        bounds = np.searchsorted(group[order], np.arange(folds * n_actions + 1))
+        Xs, rs = X[order], r[order]
+        for g in np.flatnonzero(np.diff(bounds)):
+            k, a = divmod(int(g), n_actions)
+            Xg, rg = Xs[bounds[g]:bounds[g + 1]], rs[bounds[g]:bounds[g + 1]]
+            self.count[k, a] += len(rg)
+            self.sx[k, a] += Xg.sum(axis=0)
+            self.sr[k, a] += rg.sum()
+            self.sxx[k, a] += Xg.T @ Xg
+            self.sxr[k, a] += Xg.T @ rg
+
+    def merge(self, other: RidgeSums) -> None:
+        """Add another's sums (of other events)."""
+        for name in ("count", "sx", "sr", "sxx", "sxr"):
+            getattr(self, name).__iadd__(getattr(other, name))
+
+    def fit(self, lam: float) -> RidgeModel:
+        """The cross-fitted models: fold ``k``'s from the sums of the other folds (of all
+        with one fold)."""
+        folds, n_actions, dim = self.sx.shape
+        intercept = np.zeros((folds, n_actions))
+        coef = np.zeros((folds, n_actions, dim))
+        totals = [s.sum(axis=0) for s in (self.count, self.sx, self.sr, self.sxx, self.sxr)]
+        for k in range(folds):
+            n, sx, sr, sxx, sxr = ((t - s[k]) if folds > 1 else t for t, s in zip(
+                totals, (self.count, self.sx, self.sr, self.sxx, self.sxr), strict=True))
+            for a in np.flatnonzero(n > 0):
+                mean_r, mean_x = sr[a] / n[a], sx[a] / n[a]
+                if dim:
+                    A = sxx[a] - n[a] * np.outer(mean_x, mean_x) + lam * np.eye(dim)
+                    coef[k, a] = np.linalg.solve(A, sxr[a] - n[a] * mean_x * mean_r)
+                intercept[k, a] = mean_r - mean_x @ coef[k, a]
+        return RidgeModel(intercept, coef)
 
 
-def cross_fitted_rewards(X: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
-                         n_actions: int, folds: int = 2, lam: float = 1.0,
-                         rng: np.random.Generator | None = None) -> np.ndarray:
-    """``q[i, a]``, the predicted reward of action ``a`` in context ``X[i]``, ``n x K``,
-    each row predicted by the per-action ridge models fitted on the other folds
-    (events split at random into ``folds`` parts; ``folds=1`` fits and predicts on all)."""
-    n = len(actions)
-    rng = np.random.default_rng(0) if rng is None else rng
-    fold = rng.permutation(n) % folds
-    q = np.empty((n, n_actions))
-    for k in range(folds):
-        test = fold == k
-        train = ~test if folds > 1 else test
-        for a in range(n_actions):
-            rows = train & (actions == a)
-            q[test, a] = _ridge_predict(X[rows], rewards[rows], X[test], lam)
-    return q
+@dataclass(frozen=True)
+class RidgeModel:
+    """Per fold (the fold of the events it predicts) and action, a ridge's intercept and
+    coefficients; an action without events predicts 0."""
+
+    intercept: np.ndarray
+    coef: np.ndarray
+
+    def predict(self, X: np.ndarray, fold: np.ndarray) -> np.ndarray:
+        """``q[i, a]``, ``n x K``: each event's row from its fold's models."""
+        q = np.empty((len(X), self.intercept.shape[1]))
+        for k in range(len(self.intercept)):
+            rows = fold == k
+            q[rows] = X[rows] @ self.coef[k].T + self.intercept[k]
+        return q

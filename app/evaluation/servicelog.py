@@ -24,6 +24,7 @@ import numpy as np
 
 from app.evaluation.estimators import LabelLog
 from app.evaluation.rankings import RankLog
+from app.evaluation.sums import row_keys
 from app.learners.base import Learner
 from app.learners.build import build_learner
 
@@ -38,10 +39,19 @@ class ServiceLog:
     """A rank log (None for a label log)."""
     stream_ids: tuple[str, ...] = ()
     """Label logs: each event's ``stream_id`` (its id on the model's event stream)."""
+    keys: np.ndarray | None = None
+    """Label logs: each event's key, its line's position in the log (markers count;
+    :func:`app.evaluation.sums.row_keys`), as a Parquet export's rows are keyed."""
 
     @property
     def ranked(self) -> bool:
         return self.ranking is not None
+
+    def ranking_log(self) -> RankLog:
+        """The rank log (ValueError for a label log)."""
+        if self.ranking is None:
+            raise ValueError("a label log is evaluated per label, not per ranking")
+        return self.ranking
 
     def label_log(self) -> LabelLog:
         """The label log (ValueError for a rank log)."""
@@ -64,12 +74,19 @@ def read_lines(path: str | Path) -> Iterator[dict[str, Any]]:
 
 
 def read_service_log(path: str | Path, n_actions: int | None = None) -> ServiceLog:
-    """The log of an exported file (see :func:`service_log`)."""
+    """The log of an exported file, JSON Lines or Parquet (a file, a directory or a glob,
+    :mod:`app.evaluation.parquetlog`), in memory (see :func:`service_log`)."""
+    from app.evaluation import parquetlog
+
+    if parquetlog.is_parquet(str(path)):
+        lines = parquetlog.records(parquetlog.log_files(str(path)))
+        return service_log(lines, n_actions, str(path))
     return service_log(read_lines(path), n_actions, str(path))
 
 
-#: A label event's numbers: features, action, propensity, click, greedy action, stream id.
-_LabelRow = tuple[np.ndarray, int, float, float, int, str]
+#: A label event's numbers: features, action, propensity, click, greedy action, stream id,
+#: line (0-based, markers count).
+_LabelRow = tuple[np.ndarray, int, float, float, int, str, int]
 #: A ranking's: features, candidates (0: not logged), per shown slot (slot, propensity, click).
 _RankRow = tuple[np.ndarray, int, list[tuple[int, float, float]]]
 
@@ -94,7 +111,8 @@ def service_log(records: Iterable[Any], n_actions: int | None = None,
                    propensities=np.array([row[2] for row in label], dtype=float),
                    rewards=np.array([row[3] for row in label], dtype=float),
                    n_actions=seen if n_actions is None else n_actions)
-    return ServiceLog(log, None, tuple(row[5] for row in label))
+    return ServiceLog(log, None, tuple(row[5] for row in label),
+                      row_keys(np.array([row[6] for row in label], dtype=np.int64)))
 
 
 def _rows(records: Iterable[Any], path: str
@@ -104,7 +122,7 @@ def _rows(records: Iterable[Any], path: str
     events = 0
     label: list[_LabelRow] = []
     rankings: list[_RankRow] = []
-    for line in records:
+    for position, line in enumerate(records):
         if not isinstance(line, dict) or line.get("type") != "event":
             continue
         events += 1
@@ -117,7 +135,8 @@ def _rows(records: Iterable[Any], path: str
             elif "action" in line and "propensity" in line:
                 label.append((features, int(line["action"]), float(line["propensity"]),
                               float(line["feedback"]["click"]),
-                              int(line.get("greedy_action", 0)), str(line.get("stream_id", ""))))
+                              int(line.get("greedy_action", 0)), str(line.get("stream_id", "")),
+                              position))
             else:
                 return events, None, rankings
         except (KeyError, TypeError, ValueError) as exc:

@@ -4,7 +4,9 @@ to the worker's jobs role, answering what ``noisyloop evaluate --json`` prints."
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,6 +15,7 @@ import pytest
 import redis
 
 import workers.evaluations
+from app.cli import main
 from app.store import Store
 from app.worker_settings import WorkerSettings
 from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, predict_all
@@ -204,7 +207,7 @@ def test_a_failed_slow_or_orphaned_evaluation_ends_failed_never_running_forever(
     def boom(*args: Any) -> dict[str, Any]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(workers.evaluations, "_evaluate", boom)
+    monkeypatch.setattr(workers.evaluations, "_fit_chunk", boom)  # its first pool call
     failed = evaluation(client, tenant, redis_url, {"policy": "uniform"})
     assert failed["status"] == "failed" and failed["error"] == "RuntimeError('boom')"
 
@@ -212,7 +215,7 @@ def test_a_failed_slow_or_orphaned_evaluation_ends_failed_never_running_forever(
         time.sleep(0.5)
         return {}
 
-    monkeypatch.setattr(workers.evaluations, "_evaluate", slow)
+    monkeypatch.setattr(workers.evaluations, "_fit_chunk", slow)
     job_id = client.post("/v1/models/m1/evaluations", json={"policy": "uniform"},
                          headers=tenant).json()["job_id"]
     assert run_jobs(redis_url, nrest_timeout=0.1) == 1
@@ -256,3 +259,26 @@ def test_an_evaluation_reads_the_newest_events_of_its_window_in_log_order(
         split = done["split"]
         assert split["train"]["stream_ids"][0] == expected[0], window
         assert split["evaluate"]["stream_ids"][1] == expected[-1], window
+
+
+def test_a_label_evaluation_streams_its_whole_window_as_the_command_line_reads_it(
+        client: TestClient, tenant: dict[str, str], redis_url: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    new_model(client, tenant)
+    feed(client, tenant, 1000)
+    monkeypatch.setattr(workers.evaluations, "MAX_EVENTS", 300)  # not a bound any more
+    monkeypatch.setattr(workers.evaluations, "CHUNK_EVENTS", 250)
+    done = evaluation(client, tenant, redis_url, {"policy": "fixed:1", "rho0": 0.05,
+                                                  "rho1": 0.1, "bootstrap": 50})
+    assert done["status"] == "done" and done["n"] == 1000, done
+    export = tmp_path / "log.jsonl"
+    export.write_bytes(client.get("/v1/models/m1/log", params={"limit": 10_000},
+                                  headers=tenant).content)
+    capsys.readouterr()
+    assert main(["evaluate", "--no-progress", "--log", str(export), "--format", "noisyloop",
+                 "--policy", "fixed:1", "--rho0", "0.05", "--rho1", "0.1", "--bootstrap",
+                 "50"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    for name in ("ips", "snips", "dr"):
+        for field in ("value", "ci_low", "ci_high"):
+            assert done[name][field] == pytest.approx(printed[name][field], rel=1e-9)

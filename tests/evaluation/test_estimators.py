@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from app.evaluation.estimators import ESTIMATORS, Evaluation, LabelLog, evaluate
+from app.evaluation.estimators import ESTIMATORS, Evaluation, LabelLog, Options, evaluate
 from app.evaluation.policies import fixed_policy, logging_policy, uniform_policy
 from app.evaluation.simulate import (
     LABEL_LOGGING,
@@ -24,6 +24,7 @@ from app.evaluation.simulate import (
     label_value,
     simulate_label,
 )
+from app.evaluation.streaming import Batch, evaluate_parts, in_batches
 
 EVENTS, SEEDS = 5_000, 40
 #: Resamples per interval: at the default 200 the percentile intervals held the truth in
@@ -50,17 +51,41 @@ def true_value(target: str, logging: np.ndarray) -> float:
     return label_value(pi)
 
 
+def streamed(log: LabelLog, target: Target, options: Options) -> Evaluation:
+    """The evaluation of ``target`` on ``log`` by the streaming path: batches of 1,000
+    events, each its own part."""
+    return evaluate_parts([[batch] for batch in in_batches(log, 1_000)], _parts, target,
+                          options)
+
+
+def _parts(part: list[Batch]) -> list[Batch]:
+    return part
+
+
 def runs(logging: str, rho0: float = 0.0, rho1: float = 0.0, correct: bool = False,
          known_logging: bool = True) -> dict[str, list[Evaluation]]:
-    """Per target, the evaluations over :data:`SEEDS` seeds."""
+    """Per target, the evaluations over :data:`SEEDS` seeds (by the streaming path)."""
     out: dict[str, list[Evaluation]] = {t: [] for t in TARGETS}
     for seed in range(SEEDS):
         log, _ = simulate(seed, LABEL_LOGGING[logging], rho0, rho1, known_logging)
+        options = Options(rho0 if correct else None, rho1 if correct else None, seed=seed,
+                          n_boot=N_BOOT)
         for name, target in TARGETS.items():
-            out[name].append(evaluate(log, target(log), rho0 if correct else None,
-                                      rho1 if correct else None, seed=seed,
-                                      n_boot=N_BOOT))
+            out[name].append(streamed(log, target, options))
     return out
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_streamed_batches_give_the_in_memory_estimates(target: str) -> None:
+    log, _ = simulate(5, SOFTMAX, 0.1, 0.2)
+    memory = evaluate(log, TARGETS[target](log), 0.1, 0.2, 0.01, 0.02, seed=5).to_dict()
+    stream = streamed(log, TARGETS[target], Options(0.1, 0.2, 0.01, 0.02, seed=5)).to_dict()
+    assert stream.keys() == memory.keys()
+    for name in ESTIMATORS:
+        for field, value in memory[name].items():
+            assert stream[name][field] == pytest.approx(value, rel=1e-9, abs=1e-12), (name,
+                                                                                      field)
+    assert stream["n"] == memory["n"] and stream["ess"] == pytest.approx(memory["ess"])
 
 
 def coverage(evaluations: list[Evaluation], estimator: str, truth: float) -> float:
