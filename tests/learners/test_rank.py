@@ -46,8 +46,9 @@ def _simulate(model: RidgeRanker, sim: RankSimulator, rounds: int) -> None:
 
 
 @pytest.mark.slow
-def test_logged_propensities_match_the_policy_frequencies() -> None:
-    model = _model(temperature=0.5, epsilon=0.2)
+@pytest.mark.parametrize("anchor_share", [0.0, 0.1])
+def test_logged_propensities_match_the_policy_frequencies(anchor_share: float) -> None:
+    model = _model(temperature=0.5, epsilon=0.2, anchor_share=anchor_share)
     _play(model, 50)
     rng = np.random.default_rng(7)
     x, actions = rng.standard_normal(DX), rng.standard_normal((4, DA))
@@ -193,6 +194,7 @@ def test_configured_position_bias_is_used_and_reported() -> None:
     ({"position_bias": (1.0, 0.0, 0.2)}, "position_bias"),
     ({"position_bias": "1, 0.5, 0.2"}, "position_bias"),
     ({"epsilon": 1.5}, "epsilon"),
+    ({"epsilon": 0.5, "anchor_share": 0.6}, "anchor_share"),
     ({"temperature": -1.0}, "temperature"),
     ({"theta_floor": 0.0}, "theta_floor"),
     ({"slots": 0}, "slots"),
