@@ -312,9 +312,10 @@ def estimate_slot_noise(
     theta_iv[0] = 1.0
     rho0_iv = _intervals(rho0, z * se[1])
     rho1_iv = _intervals(np.array([rho1]), z * se[2][:1])[0]
-    estimate = SlotEstimate(theta, rho0, rho1, theta_iv, rho0_iv, (rho1_iv[0], rho1_iv[1]),
+    estimate = SlotEstimate(theta, rho0, rho1, theta_iv, rho0_iv,
+                            (float(rho1_iv[0]), float(rho1_iv[1])),
                             level, False, "", n, n_slot, n_top, n_bottom,
-                            (flat[0][0], flat[1][0]))
+                            (float(flat[0][0]), float(flat[1][0])))
     z_one = NormalDist().inv_cdf(level)
     if any(rise - z_one * se_rise > flat_tolerance for rise, se_rise in flat):
         reason = ANCHOR_NOT_FLAT

@@ -281,6 +281,7 @@ class RidgeRanker(Learner):
     ranks_candidates: ClassVar[bool] = True
     follows_baseline: ClassVar[bool] = True
     estimates_position_bias: ClassVar[bool] = True
+    logs_placements: ClassVar[bool] = True
     #: The service runs the per-slot click-noise estimate, whose bottom anchor needs the
     #: least confident items in every slot (``bench/bench_noise_slots.py`` measures the cost).
     service_defaults: ClassVar[Mapping[str, Any]] = {"anchor_share": 0.03}
@@ -333,6 +334,8 @@ class RidgeRanker(Learner):
             0.0, np.zeros(self.n_action_features),
             np.zeros((self.n_features, self.n_action_features)))
         self._stale = False  # whether events or rates came in since the last solve
+        # per-slot (alpha_k, beta_k) of the trust-bias click model, or None (set_slot_noise)
+        self._affine: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def dimension(self) -> int:
@@ -369,6 +372,33 @@ class RidgeRanker(Learner):
         self._stale = True
         self._refresh()
 
+    @classmethod
+    def placement_rows(cls, batch: Batch
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(slot, probability, score, click)`` of every shown slot, event by event."""
+        shown = np.asarray(batch["shown"]).reshape(-1)
+        clicks = np.asarray(batch["clicks"], dtype=np.float64)
+        mask = np.arange(clicks.shape[1]) < shown[:, None]
+        return (np.nonzero(mask)[1], np.asarray(batch["probabilities"], dtype=np.float64)[mask],
+                np.asarray(batch["scores"], dtype=np.float64)[mask], clicks[mask])
+
+    def set_slot_noise(self, affine: tuple[Sequence[float], Sequence[float]] | None) -> None:
+        """Learn from affine-corrected clicks ``(f - beta_k) / alpha_k`` (Vardasbi et al.
+        CIKM 2020) in place of ``(f - rho0) / (beta theta_k)``; None: back to the rates and
+        ``theta``.  Like the rates, it applies to every event learned so far."""
+        new = None if affine is None else (np.array(affine[0], dtype=np.float64),
+                                           np.array(affine[1], dtype=np.float64))
+        if new is not None and not (new[0].shape == new[1].shape == (self.slots,)
+                                    and np.all(new[0] > 0.0) and np.all(new[1] >= 0.0)):
+            raise ParamError("slot_noise", f"needs {self.slots} alpha > 0 and beta >= 0")
+        same = (new is None and self._affine is None) or (
+            new is not None and self._affine is not None
+            and all(np.array_equal(a, b) for a, b in zip(new, self._affine, strict=True)))
+        if not same:
+            self._affine = new
+            self._stale = True
+            self._refresh()
+
     # -- position bias and scores -------------------------------------------------------
 
     def position_bias_estimate(self) -> tuple[np.ndarray, str]:
@@ -396,9 +426,13 @@ class RidgeRanker(Learner):
         if not self._stale:
             return
         self._fold()
-        theta, _ = self.position_bias_estimate()
-        scale = 1.0 / ((1.0 - self.rho0 - self.rho1) * np.maximum(theta, self.theta_floor))
-        target = scale @ (self.clicks_by_slot_ - self.rho0 * self.rows_by_slot_)
+        if self._affine is None:
+            theta, _ = self.position_bias_estimate()
+            alpha = (1.0 - self.rho0 - self.rho1) * np.maximum(theta, self.theta_floor)
+            beta = np.full(self.slots, self.rho0)
+        else:
+            alpha, beta = np.maximum(self._affine[0], self.theta_floor), self._affine[1]
+        target = (1.0 / alpha) @ (self.clicks_by_slot_ - beta[:, None] * self.rows_by_slot_)
         system = self.precision_.copy()
         system.flat[::self.dimension + 1] += self.ridge
         w = np.linalg.solve(system, target)

@@ -36,18 +36,21 @@ pytestmark = pytest.mark.slow
 
 
 def run_stream(client: TestClient, tenant: dict[str, str],
-               params: Mapping[str, Any] = MappingProxyType({})) -> dict[str, Any]:
+               params: Mapping[str, Any] = MappingProxyType({}),
+               sim: RankSimulator | None = None, rounds: int = ROUNDS,
+               batch: int = BATCH) -> dict[str, Any]:
     """Create a seeded rank model ``m1`` (default parameters but ``params``) and feed it the
-    simulated stream; per ranking, the mean relevance of its candidates, the relevance and
+    simulated stream (``sim``, default :class:`RankSimulator` with :data:`SEED`) for
+    ``rounds`` rankings in batches of ``batch``; per ranking, the mean relevance of its candidates, the relevance and
     the observed click of each slot."""
-    sim = RankSimulator(seed=SEED)
+    sim = sim or RankSimulator(seed=SEED)
     body = {"model_id": "m1", "task": "rank", "n_features": sim.n_features,
             "n_action_features": sim.n_action_features, "slots": sim.slots, "seed": SEED,
             "params": dict(params)}
     assert client.post("/v1/models", json=body, headers=tenant).status_code == 201
     mean_relevance, relevance, clicks = [], [], []
-    for _ in range(ROUNDS // BATCH):
-        requests = [sim.request() for _ in range(BATCH)]
+    for _ in range(rounds // batch):
+        requests = [sim.request() for _ in range(batch)]
         r = client.post("/v1/models/m1/rank", headers=tenant, json={"requests": [
             {"features": q.x.tolist(),
              "actions": [{"id": str(i), "features": a.tolist()}
