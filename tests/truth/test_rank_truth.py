@@ -41,8 +41,8 @@ def run_stream(client: TestClient, tenant: dict[str, str],
                batch: int = BATCH) -> dict[str, Any]:
     """Create a seeded rank model ``m1`` (default parameters but ``params``) and feed it the
     simulated stream (``sim``, default :class:`RankSimulator` with :data:`SEED`) for
-    ``rounds`` rankings in batches of ``batch``; per ranking, the mean relevance of its candidates, the relevance and
-    the observed click of each slot."""
+    ``rounds`` rankings in batches of ``batch``; per ranking, the mean relevance of its
+    candidates, the relevance and the observed click of each slot."""
     sim = sim or RankSimulator(seed=SEED)
     body = {"model_id": "m1", "task": "rank", "n_features": sim.n_features,
             "n_action_features": sim.n_action_features, "slots": sim.slots, "seed": SEED,
