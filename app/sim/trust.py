@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from app.learners.base import stack_events
+from app.learners.noise_publish import SLOT_BUFFER
+from app.learners.noise_slots import estimate_slot_noise
 from app.learners.registry import build
 from app.sim.rank import RankSimulator
 
@@ -37,7 +39,7 @@ class Placements:
     before it), ``score`` (the learner's score when it placed the item),
     ``click``, ``relevance`` (true ``gamma``), ``request`` (request index), and
     ``gap`` (per request: played, oracle and random values, see
-    :meth:`~app.sim.rank.RankSimulator.values`).
+    :meth:`~app.sim.rank.RankSimulator.values`, and the greedy ranking's value).
     """
 
     slot: np.ndarray
@@ -58,21 +60,27 @@ def trust_simulator(seed: int, *, binary: bool = True, scale: float = 2.0,
 
 def placements(sim: RankSimulator, rounds: int, *, seed: int = 0, learn_batch: int = 50,
                params: dict[str, Any] | None = None, algorithm: str = "ridge_pl",
-               learner: Any = None) -> Placements:
+               learner: Any = None, estimate_every: int | None = None) -> Placements:
     """Run ``algorithm`` (or the given ``learner``) on ``sim`` for ``rounds`` requests,
-    learning in batches of ``learn_batch`` rounds decided with the same model."""
+    learning in batches of ``learn_batch`` rounds decided with the same model.
+
+    ``estimate_every``: every that many requests the per-slot estimate runs on the newest
+    :data:`~app.learners.noise_publish.SLOT_BUFFER` rows and, when published, the learner
+    learns from the clicks it corrects (``set_slot_noise``), as in the service.
+    """
     if learner is None:
         learner = build("rank", algorithm, n_features=sim.n_features,
                         params={"n_action_features": sim.n_action_features,
                                 "slots": sim.slots, **(params or {})}, seed=seed)
     cols: list[list[np.ndarray]] = [[] for _ in range(6)]
-    gap = np.zeros((rounds, 3))
+    gap = np.zeros((rounds, 4))
     pending: list[dict[str, np.ndarray]] = []
     for t in range(rounds):
         request = sim.request()
         decision = learner.decide(request.x, actions=request.actions)
         ranking = np.array([r["index"] for r in decision.output["ranking"]])
-        gap[t] = sim.values(request, ranking)
+        gap[t, :3] = sim.values(request, ranking)
+        gap[t, 3] = sim.values(request, np.array(decision.output["greedy"]))[0]
         clicks = sim.clicks(request, ranking)
         k = ranking.shape[0]
         for col, values in zip(cols, (np.arange(k), decision.context["probabilities"][:k],
@@ -83,6 +91,11 @@ def placements(sim: RankSimulator, rounds: int, *, seed: int = 0, learn_batch: i
         if len(pending) == learn_batch or t == rounds - 1:
             learner.learn_many(stack_events(pending))
             pending = []
+        if estimate_every and (t + 1) % estimate_every == 0:
+            k, p, s, f = (np.concatenate(c)[-SLOT_BUFFER:] for c in cols[:4])
+            est = estimate_slot_noise(k.astype(np.intp), p, s, f, sim.slots)
+            if est.published:
+                learner.set_slot_noise(est.affine())
     slot, prob, score, click, relevance, request_index = (np.concatenate(c) for c in cols)
     return Placements(slot.astype(np.intp), prob, score, click, relevance,
                       request_index.astype(np.intp), gap)
