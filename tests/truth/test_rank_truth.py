@@ -101,7 +101,7 @@ def shown(redis_server: Any) -> Iterator[dict[str, Any]]:
 def test_noise_rates_nobody_gave_are_flagged(shown: dict[str, Any]) -> None:
     noise, stats = shown["noise"], shown["model"]["stats"]
     assert (noise["rho0"], noise["rho1"], noise["source"]) == (0.0, 0.0, "initial")
-    # the per-slot estimate runs in the nrest role, which this stream does not start
+    # the per-slot estimate runs in the jobs role, which this stream does not start
     assert (noise["estimator"], noise["status"], noise["reason"], noise["interval"]) == (
         "anchor", "insufficient_data", "too_few_events", None)
     assert stats["calibration_unreliable"] is True

@@ -3,7 +3,7 @@
 A rank model created with nothing but its sizes (the ``anchor`` estimator, for rank
 models the per-slot one) learns 6,000 rankings of :func:`app.sim.trust.trust_simulator`
 (binary relevance decided by the features, examination (1, 0.6, 0.35), ``rho0_k``
-(0.2, 0.12, 0.06), ``rho1`` 0.1) through the real service, and the nrest role runs.  The
+(0.2, 0.12, 0.06), ``rho1`` 0.1) through the real service, and the jobs role runs.  The
 stream is short to keep the test lean (the accuracy at 30,000 requests is
 ``tests/learners/test_noise_slots.py``'s and ``bench/bench_noise_slots.py``'s), so the
 model is allowed intervals up to 0.25 wide (``PUT .../noise``): then ``GET .../noise``
