@@ -10,6 +10,13 @@ scorer's state (:class:`app.store.nrest.AnchorStore`): a trainer hook
 (:func:`after_publish`, :mod:`workers.hooks`).  The jobs role estimates the rates from these rows
 (:mod:`workers.nrest`); no inputs are kept for it.
 
+A learner that logs its placements (``logs_placements``: rank models) needs
+no scorer: each shown slot is a row ``(placement probability, the score it was
+placed with, click and slot packed by``
+:func:`~app.learners.noise_publish.pack_slots` ``)`` (:func:`placement_rows`),
+and the model keeps the newest :data:`~app.learners.noise_publish.SLOT_BUFFER`
+(:func:`buffer_of`).
+
 The scorer is cached in the model's slot with the snapshot version it is in
 step with; a cache that is not (another trainer applied batches) is
 reloaded from the store.
@@ -24,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.learners.base import Batch
-from app.learners.build import keeps_anchors
+from app.learners.build import keeps_anchors, logs_placements
 from app.learners.noise_anchor import ProgressiveScorer
-from app.learners.noise_publish import ANCHOR_BUFFER
+from app.learners.noise_publish import ANCHOR_BUFFER, SLOT_BUFFER, pack_slots
+from app.learners.registry import learner_class
 from app.store.keys import ModelKeys
 
 if TYPE_CHECKING:
@@ -46,14 +54,22 @@ class AnchorRows:
 
 async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Published) -> None:
     """Score then learn the batch's observed plays with the model's shadow scorer and append
-    the anchor rows with its state (models that keep anchors; :mod:`workers.hooks`)."""
+    the anchor rows with its state (models that keep anchors; :mod:`workers.hooks`); for a
+    learner that logs its placements, append its shown slots (:func:`placement_rows`)."""
+    mk = ModelKeys(*slot.ref)
+    if logs_placements(published.config):
+        placed = placement_rows(published.config, published.applied, published.observed)
+        if placed is not None:
+            await ctx.anchors.append(mk, placed.prob, placed.score, placed.click, {},
+                                     cap=SLOT_BUFFER)
+        return
     if not keeps_anchors(published.config):
         return
     model = await scorer(ctx, slot, published.config, published.version - 1)
     rows = await asyncio.to_thread(score_plays, model, published.applied, published.observed)
     slot.scorer = (published.version, model)
     if rows is not None:
-        await ctx.anchors.append(ModelKeys(*slot.ref), rows.prob, rows.score, rows.click,
+        await ctx.anchors.append(mk, rows.prob, rows.score, rows.click,
                                  rows.scorer_state, cap=ANCHOR_BUFFER)
 
 
@@ -84,3 +100,20 @@ def score_plays(model: ProgressiveScorer, applied: Batch, observed: np.ndarray
     prob = np.asarray(applied["prob"], dtype=np.float64).reshape(-1)[observed]
     score = model.score_and_learn(X, played, click)
     return AnchorRows(prob, score, click, model.model.get_state())
+
+
+def buffer_of(config: dict[str, Any]) -> int:
+    """Anchor rows kept for the model ``config``."""
+    return SLOT_BUFFER if logs_placements(config) else ANCHOR_BUFFER
+
+
+def placement_rows(config: dict[str, Any], applied: Batch, observed: np.ndarray
+                   ) -> AnchorRows | None:
+    """The shown slots of the ``observed`` events of ``applied`` as anchor rows, for a model
+    whose learner logs its placements (None when none was observed)."""
+    if not observed.any():
+        return None
+    events = {name: np.asarray(value)[observed] for name, value in applied.items()}
+    cls = learner_class(config["task"], config["algorithm"])
+    slot, prob, score, click = cls.placement_rows(events)
+    return AnchorRows(prob, score, pack_slots(slot, click), {})

@@ -19,7 +19,10 @@ rates and learns from one click per played label.  The trainer keeps
 (:func:`~app.learners.noise_publish.anchor_estimate`) runs on the newest
 :data:`~app.learners.noise_publish.ANCHOR_BUFFER` plays in the process pool.
 Its rates replace the model's only when published (both intervals at most the
-model's ``max_width`` wide).
+model's ``max_width`` wide).  For a model whose learner logs its placements
+(rank models) the rows are its shown slots and the estimate is the per-slot one
+(:func:`~app.learners.noise_publish.slot_estimate`): published, it stores slot
+0's ``rho0``, ``rho1`` and every slot's ``theta``, ``rho0``, ``rho1``.
 
 **nrest** (the paper's estimator, :func:`estimate`): models whose learner class
 declares ``keeps_noise_samples`` (:mod:`app.learners.base`).  For these the
@@ -49,24 +52,30 @@ from typing import Any
 import numpy as np
 import orjson
 
-from app.learners.build import default_estimator, estimates_over, keeps_anchors
+from app.learners.build import (
+    default_estimator,
+    estimates_anchors,
+    estimates_over,
+    logs_placements,
+)
 from app.learners.noise import NoiseEstimate
 from app.learners.noise_anchor import AnchorEstimate
 from app.learners.noise_publish import (
-    ANCHOR_BUFFER,
     ESTIMATING,
     anchor_due,
     anchor_estimate,
     nrest_estimate,
     outcome,
+    slot_estimate,
 )
+from app.learners.noise_slots import SlotEstimate
 from app.learners.registry import algorithms, learner_class
 from app.store.jobs import QueuedJob
 from app.store.keys import ModelKeys
 from app.store.noise import NoiseRecord
 from app.store.nrest import EstimatorSettings
 from app.store.util import utc_now
-from workers import evaluations, jobs
+from workers import anchors, evaluations, jobs
 from workers.context import ModelRef, WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -117,7 +126,7 @@ async def run_pass(ctx: WorkerContext) -> int:
         last = ctx.nrest_last_run.setdefault(ref, now)
         stale = now - last >= ctx.config.nrest_interval
         if settings.estimator == "anchor":
-            due = keeps_anchors(config) and anchor_due(plays, stale)
+            due = estimates_anchors(config) and anchor_due(plays, stale)
         else:
             due = (settings.estimator == "nrest" and new > 0 and keeps_samples(config)
                    and (new >= buffer_size(ctx, config) or stale))
@@ -235,16 +244,18 @@ async def estimate_anchors(ctx: WorkerContext, ref: ModelRef, config: dict[str, 
     only when published."""
     mk = ModelKeys(*ref)
     new = (await ctx.anchors.new_counts([mk]))[0]
-    rows = await ctx.anchors.load(mk, ANCHOR_BUFFER)
+    rows = await ctx.anchors.load(mk, anchors.buffer_of(config))
     empty = np.zeros(0)
     prob, score, click = ((rows.prob, rows.score, rows.click) if rows is not None
                           else (empty, empty, empty))
-    fit = functools.partial(anchor_estimate, prob, score, click, config["n_classes"],
-                            config.get("params") or {}, max_width=settings.max_width,
-                            half_life=settings.half_life)
+    fit = (functools.partial(slot_estimate, prob, score, click, max_width=settings.max_width)
+           if logs_placements(config) else
+           functools.partial(anchor_estimate, prob, score, click, config["n_classes"],
+                             config.get("params") or {}, max_width=settings.max_width,
+                             half_life=settings.half_life))
     started = time.perf_counter()
     try:
-        est: AnchorEstimate = await ctx.in_pool(fit)
+        est: AnchorEstimate | SlotEstimate = await ctx.in_pool(fit)
     except Exception as exc:
         ctx.metrics.noise_estimates.labels("error").inc()
         logger.exception("anchor estimate of %s/%s failed", *ref)
@@ -256,15 +267,15 @@ async def estimate_anchors(ctx: WorkerContext, ref: ModelRef, config: dict[str, 
     ctx.metrics.noise_estimates.labels(out["status"]).inc()
     if not est.published:
         return out
-    await ctx.store.noise.put(mk, est.rho0, est.rho1, source="estimated",
-                              n_samples=est.n_events)
+    await ctx.store.noise.put(mk, out["rho0"], out["rho1"], source="estimated",
+                              n_samples=est.n_events, slots=out.get("slots"))
     m = ctx.metrics
-    for kind, value, width in zip(("rho0", "rho1"), (est.rho0, est.rho1), est.widths,
-                                  strict=True):
-        m.noise_rate.labels(*ref, kind).set(value)
-        m.noise_interval_width.labels(*ref, kind).set(width)
+    for kind in ("rho0", "rho1"):
+        low, high = out["interval"][kind]
+        m.noise_rate.labels(*ref, kind).set(out[kind])
+        m.noise_interval_width.labels(*ref, kind).set(high - low)
     logger.info("anchor estimate of %s/%s: rho0=%.3f rho1=%.3f from %d plays", *ref,
-                est.rho0, est.rho1, est.n_events)
+                out["rho0"], out["rho1"], est.n_events)
     return out
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from app.learners.base import Learner
-from app.learners.build import apply_noise_rates, build_learner
+from app.learners.build import SlotAffine, apply_noise_rates, build_learner
 from app.store import Store
 from app.store.models import ModelStamp, ModelView
 from app.store.tenants import KeyRecord
@@ -38,8 +38,9 @@ class CachedModel:
     """A ready learner with the config and the stored state it was built from."""
 
     config: dict[str, Any]
-    noise: tuple[float, float, bool]
-    """The noise rates handed to the learner and whether they are reliable."""
+    noise: tuple[float, float, bool, SlotAffine | None]
+    """The noise rates handed to the learner, whether they are reliable, and the per-slot
+    click model (rank models with a published per-slot estimate)."""
     learner: Learner
     stamp: ModelStamp
     """What Redis held when this entry was last checked; ``stamp.version`` is the learner's."""
@@ -63,8 +64,8 @@ class LearnerCache:
     async def get(self, view: ModelView) -> tuple[Learner, int] | None:
         """The learner of ``view`` and its version; None when the model vanished."""
         key = (view.tenant, view.config["model_id"])
-        noise = ((view.noise.rho0, view.noise.rho1, view.noise.rates_reliable) if view.noise
-                 else (0.0, 0.0, True))
+        noise = ((view.noise.rho0, view.noise.rho1, view.noise.rates_reliable,
+                  view.noise.slot_affine) if view.noise else (0.0, 0.0, True, None))
         entry = self._entries.get(key)
         if (entry is None or entry.stamp.config_sha1 != view.stamp.config_sha1
                 or entry.version < view.version):
@@ -78,14 +79,15 @@ class LearnerCache:
                 config, stamp = orjson.loads(config_raw), replace(stamp, config_sha1=sha1)
             entry = CachedModel(config, noise,
                                 build_learner(config, snap.state, noise[:2],
-                                              version=snap.version, noise_reliable=noise[2]),
+                                              version=snap.version, noise_reliable=noise[2],
+                                              slot_noise=noise[3]),
                                 stamp, view.challenged)
             self._entries[key] = entry
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
         else:
             if entry.noise != noise:
-                apply_noise_rates(entry.learner, *noise)  # rho0, rho1, reliable
+                apply_noise_rates(entry.learner, *noise)  # rho0, rho1, reliable, slot_noise
                 entry.noise = noise
             entry.stamp = replace(view.stamp, version=entry.version)
             entry.challenged = view.challenged

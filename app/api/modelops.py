@@ -152,9 +152,12 @@ def _size_params(body: ModelCreateRequest, cls: type[Learner], algorithm: str,
 
 
 def position_bias_response(learner: Learner, noise: NoiseRecord | None) -> PositionBiasResponse:
-    """The learner's position bias per slot relative to slot 0 and its source, flagged when
-    estimated with the rates of ``noise`` that are not reliable (the estimate subtracts
-    ``rho0``)."""
+    """The position bias per slot relative to slot 0 and its source: the published per-slot
+    estimate of ``noise`` when there is one, else the learner's own, flagged when estimated
+    with the rates of ``noise`` that are not reliable (the estimate subtracts ``rho0``)."""
+    if noise is not None and noise.slots:
+        return PositionBiasResponse(values=[float(s["theta"]) for s in noise.slots],
+                                    source="estimated", calibration_unreliable=False)
     theta, source = learner.position_bias_estimate()
     unreliable = source == "estimated" and (noise is None or not noise.rates_reliable)
     return PositionBiasResponse(values=[float(v) for v in theta], source=source,  # type: ignore[arg-type]

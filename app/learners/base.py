@@ -49,7 +49,12 @@ replay command) reads them from the class before it builds a learner.
 * ``ranks_candidates``: ``decide`` takes the request's candidate actions
   (``actions=``, ``slots=``) and fills slots with them;
   ``estimates_position_bias``: the learner reports its position bias per slot
-  (:meth:`~Learner.position_bias_estimate`).
+  (:meth:`~Learner.position_bias_estimate`);
+  ``logs_placements``: each shown slot's placement probability and score are
+  logged and its feedback is a click (:meth:`~Learner.placement_rows`), so a
+  driver estimates examination and click noise per slot from its placements
+  (:mod:`app.learners.noise_slots`) and hands the estimate back
+  (:meth:`~Learner.set_slot_noise`).
 * ``follows_baseline``: :meth:`~Learner.follow` (``follow_ranking`` for
   learners that rank candidates) turns a decision made without exploration
   into one that plays the caller's own choice (a service's apprentice mode:
@@ -159,6 +164,9 @@ class Learner(ABC):
     """Whether ``decide`` ranks candidate actions given with the request (``actions=``)."""
     estimates_position_bias: ClassVar[bool] = False
     """Whether the learner reports a position bias per slot (``position_bias_estimate``)."""
+    logs_placements: ClassVar[bool] = False
+    """Whether its placements feed the per-slot click-noise estimate (``placement_rows``,
+    ``set_slot_noise``)."""
     follows_baseline: ClassVar[bool] = False
     """Whether :meth:`follow` can play the caller's own choice in place of the learner's."""
     service_defaults: ClassVar[Mapping[str, Any]] = {}
@@ -271,6 +279,19 @@ class Learner(ABC):
         """Position bias per slot relative to slot 0 and its source (learners that declare
         ``estimates_position_bias``)."""
         raise NotImplementedError(f"{type(self).__name__} has no position bias")
+
+    @classmethod
+    def placement_rows(cls, batch: Batch
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(slot, probability, score, click)`` of every shown slot of a joined batch, in
+        order (learners that declare ``logs_placements``)."""
+        raise NotImplementedError(f"{cls.__name__} logs no placements")
+
+    def set_slot_noise(self, affine: tuple[Sequence[float], Sequence[float]] | None) -> None:
+        """Use the per-slot click model ``P(click | slot k, R) = beta_k + alpha_k R`` given as
+        ``(alpha, beta)``, or None to go back to the noise rates (learners that declare
+        ``logs_placements``)."""
+        raise NotImplementedError(f"{type(self).__name__} logs no placements")
 
     def set_confusion(self, matrix: np.ndarray | Sequence[Sequence[float]] | None) -> None:
         """Use the client's confusion matrix, or None to estimate it again (learners that

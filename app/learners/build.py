@@ -17,14 +17,19 @@ from app.learners.base import Learner
 from app.learners.budget import LabelBudget, make_budget
 from app.learners.registry import build, learner_class
 
+#: Per-slot ``(alpha_k, beta_k)`` of the trust-bias click model (:mod:`app.learners.noise_slots`).
+SlotAffine = tuple[tuple[float, ...], tuple[float, ...]]
+
 
 def build_learner(config: Mapping[str, Any], state: Mapping[str, np.ndarray] | None = None,
                   noise: tuple[float, float] | None = None,
-                  version: int | None = None, *, noise_reliable: bool = True) -> Learner:
+                  version: int | None = None, *, noise_reliable: bool = True,
+                  slot_noise: SlotAffine | None = None) -> Learner:
     """A learner for ``config``, with ``state`` loaded and ``noise`` rates applied.
 
     ``version`` (the snapshot's) is given where the learner will *decide*: see
-    :func:`decision_seed`.  ``noise_reliable``: see :func:`apply_noise_rates`.
+    :func:`decision_seed`.  ``noise_reliable`` and ``slot_noise``: see
+    :func:`apply_noise_rates`.
     """
     seed = config.get("seed")
     if version is not None:
@@ -34,7 +39,7 @@ def build_learner(config: Mapping[str, Any], state: Mapping[str, np.ndarray] | N
     if state is not None:
         learner.set_state(state)
     if noise is not None:
-        apply_noise_rates(learner, *noise, reliable=noise_reliable)
+        apply_noise_rates(learner, *noise, reliable=noise_reliable, slot_noise=slot_noise)
     return learner
 
 
@@ -58,13 +63,16 @@ def decision_seed(seed: int | None, version: int) -> int | None:
 
 
 def apply_noise_rates(learner: Learner, rho0: float, rho1: float,
-                      reliable: bool = True) -> None:
+                      reliable: bool = True, slot_noise: SlotAffine | None = None) -> None:
     """Hand the model's current noise rates to a noise-aware learner (no-op otherwise), and
     whether they are reliable (False: initial rates awaiting an estimate, so its calibrated
-    rewards are flagged ``calibration_unreliable``)."""
+    rewards are flagged ``calibration_unreliable``); to a learner that logs placements also
+    the published per-slot ``(alpha, beta)`` (None: the rates apply)."""
     if learner.uses_noise_rates:
         learner.set_noise_rates(rho0, rho1)
         learner.set_noise_reliability(reliable)
+    if learner.logs_placements:
+        learner.set_slot_noise(slot_noise)
 
 
 def initial_noise_rates(params: Mapping[str, Any]) -> tuple[float, float]:
@@ -84,11 +92,23 @@ def keeps_anchors(config: Mapping[str, Any]) -> bool:
     return takes_clicks(cls) and cls.takes_noise_rates(config.get("params") or {})
 
 
+def logs_placements(config: Mapping[str, Any]) -> bool:
+    """Whether the model ``config``'s learner logs its placements per slot, so the anchor
+    estimator is the per-slot one (:mod:`app.learners.noise_slots`)."""
+    return learner_class(config["task"], config["algorithm"]).logs_placements
+
+
+def estimates_anchors(config: Mapping[str, Any]) -> bool:
+    """Whether the anchor estimator can serve the model ``config``: its plays are scored
+    (:func:`keeps_anchors`) or it logs its placements (:func:`logs_placements`)."""
+    return keeps_anchors(config) or logs_placements(config)
+
+
 def default_estimator(config: Mapping[str, Any]) -> str:
-    """The noise estimator of the model ``config`` until one is chosen: ``anchor`` when its
-    plays are scored for it (:func:`keeps_anchors`), else ``fixed`` (its rates are the ones
-    given: nothing else can estimate them)."""
-    return "anchor" if keeps_anchors(config) else "fixed"
+    """The noise estimator of the model ``config`` until one is chosen: ``anchor`` when it
+    can serve it (:func:`estimates_anchors`), else ``fixed`` (its rates are the ones given:
+    nothing else can estimate them)."""
+    return "anchor" if estimates_anchors(config) else "fixed"
 
 
 def estimates_over(config: Mapping[str, Any], source: str) -> bool:

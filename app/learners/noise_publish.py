@@ -7,7 +7,12 @@ that an estimate is published by the same rule whatever asked for it:
 * ``anchor`` (:func:`anchor_estimate`): on the newest :data:`ANCHOR_BUFFER`
   observed plays, due every :data:`ANCHOR_EVERY` new plays; published only
   when both 95% intervals are at most ``max_width`` wide and the anchors rest
-  on enough plays (:func:`app.learners.noise_anchor.estimate_from_anchors`);
+  on enough plays (:func:`app.learners.noise_anchor.estimate_from_anchors`).
+  For a learner that logs its placements (``logs_placements``: rank models) it
+  is the per-slot estimate (:func:`slot_estimate`,
+  :func:`app.learners.noise_slots.estimate_slot_noise`) on the newest
+  :data:`SLOT_BUFFER` shown slots, published when every interval is at most
+  ``max_width`` wide;
 * ``nrest`` (:func:`nrest_estimate`): the paper's NREst on the model's sample
   buffer, due when the buffer has been renewed; published when the fit
   succeeds.  NREst gives no interval, so its estimates are published without
@@ -28,9 +33,12 @@ import numpy as np
 
 from app.learners.noise import NoiseEstimate, estimate_noise_rates
 from app.learners.noise_anchor import AnchorEstimate, estimate_from_anchors
+from app.learners.noise_slots import SlotEstimate, estimate_slot_noise
 
 #: Anchor rows kept per model (the newest; 12 bytes each) and read by an estimate.
 ANCHOR_BUFFER = 50_000
+#: Shown slots kept per model that logs placements (30,000 requests of 3 slots).
+SLOT_BUFFER = 90_000
 #: New observed plays that make an anchor estimate due.
 ANCHOR_EVERY = 2_500
 #: beta_min of the learners that take no such parameter (the ridge bandits).
@@ -67,6 +75,35 @@ def anchor_estimate(prob: np.ndarray, score: np.ndarray, click: np.ndarray, n_cl
                                  beta_min=beta_min(params), half_life=half_life)
 
 
+def pack_slots(slot: np.ndarray, click: np.ndarray) -> np.ndarray:
+    """One number per shown slot for the anchor rows' click column: ``click + 2 slot``
+    (exact in float32 for any slot count a model has; :func:`unpack_slots` inverts it).
+
+    >>> unpack_slots(pack_slots(np.array([0, 2]), np.array([1.0, 0.0])))
+    (array([0, 2]), array([1., 0.]))
+    """
+    return np.asarray(click, dtype=np.float64) + 2.0 * np.asarray(slot)
+
+
+def unpack_slots(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(slot, click)`` of :func:`pack_slots`'s numbers."""
+    slot = np.floor(np.asarray(packed, dtype=np.float64) / 2.0).astype(np.intp)
+    return slot, packed - 2.0 * slot
+
+
+def slot_estimate(prob: np.ndarray, score: np.ndarray, packed: np.ndarray,
+                  max_width: float = DEFAULT_MAX_WIDTH) -> SlotEstimate:
+    """The per-slot estimate from the newest :data:`SLOT_BUFFER` shown slots (packed by
+    :func:`pack_slots`, in the order shown) whose feedback was a click, 0 or 1 (graded
+    rewards carry no click-noise information), for the slots they were shown in."""
+    slot, click = unpack_slots(packed[-SLOT_BUFFER:])
+    binary = (click == 0.0) | (click == 1.0)
+    slots = int(slot.max()) + 1 if slot.size else 1
+    return estimate_slot_noise(slot[binary], prob[-SLOT_BUFFER:][binary],
+                               score[-SLOT_BUFFER:][binary], click[binary], slots,
+                               max_width=max_width)
+
+
 def nrest_estimate(X: np.ndarray, played: np.ndarray, clicks: np.ndarray, n_classes: int,
                    params: Mapping[str, Any], *, seed: int,
                    previous: tuple[float, float]) -> NoiseEstimate:
@@ -77,7 +114,23 @@ def nrest_estimate(X: np.ndarray, played: np.ndarray, clicks: np.ndarray, n_clas
                                 beta_min=beta_min(params), seed=seed, previous=previous)
 
 
-def outcome(est: AnchorEstimate | NoiseEstimate) -> dict[str, Any]:
+def slots_outcome(est: SlotEstimate) -> list[dict[str, Any]]:
+    """Per slot: ``slot``, ``theta``, ``rho0``, ``rho1`` and their ``interval`` (JSON-ready).
+
+    >>> from app.sim.trust import simulated_placements
+    >>> est = estimate_slot_noise(*simulated_placements(20_000, seed=1)[:4], 3)
+    >>> [sorted(row) for row in slots_outcome(est)][0]
+    ['interval', 'rho0', 'rho1', 'slot', 'theta']
+    """
+    rho1 = float(est.rho1)
+    return [{"slot": k, "theta": float(est.theta[k]), "rho0": float(est.rho0[k]), "rho1": rho1,
+             "interval": {"theta": [float(v) for v in est.theta_interval[k]],
+                          "rho0": [float(v) for v in est.rho0_interval[k]],
+                          "rho1": list(est.rho1_interval)}}
+            for k in range(est.theta.shape[0])]
+
+
+def outcome(est: AnchorEstimate | NoiseEstimate | SlotEstimate) -> dict[str, Any]:
     """What an estimate says, JSON-ready: ``status`` (``published`` or
     ``insufficient_data``), ``reason``, the rates (None unless published), the counts and
     the ``interval`` (``level`` and both bounds; None for NREst, which has none).
@@ -88,6 +141,21 @@ def outcome(est: AnchorEstimate | NoiseEstimate) -> dict[str, Any]:
     >>> out["status"], out["reason"], out["rho0"], out["n_events"]
     ('insufficient_data', 'too_few_events', None, 10)
     """
+    if isinstance(est, SlotEstimate):
+        published = est.published
+        return {
+            "estimator": "anchor",
+            "status": "published" if published else "insufficient_data",
+            "reason": est.reason,
+            "rho0": float(est.rho0[0]) if published else None,
+            "rho1": est.rho1 if published else None,
+            "n_events": est.n_events, "n_explored": None, "n_top": est.n_top,
+            "n_bottom": est.n_bottom,
+            "interval": {"level": est.level,
+                         "rho0": [float(v) for v in est.rho0_interval[0]] if published else None,
+                         "rho1": list(est.rho1_interval) if published else None},
+            "slots": slots_outcome(est) if published else None,
+        }
     if isinstance(est, AnchorEstimate):
         published = est.published
         return {

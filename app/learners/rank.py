@@ -69,9 +69,12 @@ Policy.  Slots are filled in order; slot ``k`` draws from the candidates not
 yet placed with the Plackett-Luce (softmax) probabilities of the scores mixed
 with a uniform share,
 
-    p_k(a) = (1 - epsilon) softmax(s / temperature)_a + epsilon / |remaining|,
+    p_k(a) = (1 - epsilon - eta) softmax(s / temperature)_a + epsilon / |remaining|
+             + eta 1[a has the lowest score left],
 
-so the probability of each placement *given the slots before it* is exact
+with ``eta = anchor_share`` (the least confident candidates in every slot,
+the anchor of the per-slot click-noise estimate), so the probability of each
+placement *given the slots before it* is exact
 and logged (``probability``); their product over the slots is the
 probability of the whole slate (the ``pscore`` of Open Bandit Pipeline's
 cascade/independent layouts can be derived from these factors).
@@ -212,6 +215,11 @@ class RidgeRanker(Learner):
     epsilon:
         Share of each slot's probability spread uniformly over the remaining
         candidates, in ``[0, 1]``; keeps every placement's probability positive.
+    anchor_share:
+        Share of each slot's probability given to the lowest-scored candidate
+        left, in ``[0, 1 - epsilon]``: the surely irrelevant items the
+        per-slot click-noise estimate (:mod:`app.learners.noise_slots`) needs
+        in every slot.
     position_bias:
         Fixed examination probabilities per slot relative to slot 0 (first 1,
         each in ``(0, 1]``, one per slot); null: estimated online from score bands.
@@ -273,6 +281,10 @@ class RidgeRanker(Learner):
     ranks_candidates: ClassVar[bool] = True
     follows_baseline: ClassVar[bool] = True
     estimates_position_bias: ClassVar[bool] = True
+    logs_placements: ClassVar[bool] = True
+    #: The service runs the per-slot click-noise estimate, whose bottom anchor needs the
+    #: least confident items in every slot (``bench/bench_noise_slots.py`` measures the cost).
+    service_defaults: ClassVar[Mapping[str, Any]] = {"anchor_share": 0.03}
     paper = (
         "Joachims, Swaminathan & Schnabel 2017, *Unbiased Learning-to-Rank with Biased "
         "Feedback* (inverse-propensity weighted clicks under the position-based model), with "
@@ -283,7 +295,7 @@ class RidgeRanker(Learner):
 
     def __init__(self, *, n_features: int, seed: int | None = None,
                  n_action_features: int | None = None, slots: int = 3, ridge: float = 1.0,
-                 temperature: float = 0.03, epsilon: float = 0.03,
+                 temperature: float = 0.03, epsilon: float = 0.03, anchor_share: float = 0.0,
                  position_bias: tuple[float, ...] | None = None, theta_floor: float = 0.1,
                  score_bands: int = 20, half_life: float | None = 3000.0,
                  rho0: float = 0.0, rho1: float = 0.0) -> None:
@@ -296,6 +308,7 @@ class RidgeRanker(Learner):
         self.ridge = check_positive("ridge", ridge)
         self.temperature = check_non_negative("temperature", temperature)
         self.epsilon = check_range("epsilon", epsilon, 0.0, 1.0)
+        self.anchor_share = check_range("anchor_share", anchor_share, 0.0, 1.0 - self.epsilon)
         self.theta_floor = check_range("theta_floor", theta_floor, 0.0, 1.0, low_open=True)
         self.score_bands = check_int("score_bands", score_bands, 1, 1_000)
         self.position_bias = _check_position_bias(position_bias, self.slots)
@@ -321,6 +334,8 @@ class RidgeRanker(Learner):
             0.0, np.zeros(self.n_action_features),
             np.zeros((self.n_features, self.n_action_features)))
         self._stale = False  # whether events or rates came in since the last solve
+        # per-slot (alpha_k, beta_k) of the trust-bias click model, or None (set_slot_noise)
+        self._affine: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def dimension(self) -> int:
@@ -357,6 +372,33 @@ class RidgeRanker(Learner):
         self._stale = True
         self._refresh()
 
+    @classmethod
+    def placement_rows(cls, batch: Batch
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(slot, probability, score, click)`` of every shown slot, event by event."""
+        shown = np.asarray(batch["shown"]).reshape(-1)
+        clicks = np.asarray(batch["clicks"], dtype=np.float64)
+        mask = np.arange(clicks.shape[1]) < shown[:, None]
+        return (np.nonzero(mask)[1], np.asarray(batch["probabilities"], dtype=np.float64)[mask],
+                np.asarray(batch["scores"], dtype=np.float64)[mask], clicks[mask])
+
+    def set_slot_noise(self, affine: tuple[Sequence[float], Sequence[float]] | None) -> None:
+        """Learn from affine-corrected clicks ``(f - beta_k) / alpha_k`` (Vardasbi et al.
+        CIKM 2020) in place of ``(f - rho0) / (beta theta_k)``; None: back to the rates and
+        ``theta``.  Like the rates, it applies to every event learned so far."""
+        new = None if affine is None else (np.array(affine[0], dtype=np.float64),
+                                           np.array(affine[1], dtype=np.float64))
+        if new is not None and not (new[0].shape == new[1].shape == (self.slots,)
+                                    and np.all(new[0] > 0.0) and np.all(new[1] >= 0.0)):
+            raise ParamError("slot_noise", f"needs {self.slots} alpha > 0 and beta >= 0")
+        same = (new is None and self._affine is None) or (
+            new is not None and self._affine is not None
+            and all(np.array_equal(a, b) for a, b in zip(new, self._affine, strict=True)))
+        if not same:
+            self._affine = new
+            self._stale = True
+            self._refresh()
+
     # -- position bias and scores -------------------------------------------------------
 
     def position_bias_estimate(self) -> tuple[np.ndarray, str]:
@@ -384,9 +426,13 @@ class RidgeRanker(Learner):
         if not self._stale:
             return
         self._fold()
-        theta, _ = self.position_bias_estimate()
-        scale = 1.0 / ((1.0 - self.rho0 - self.rho1) * np.maximum(theta, self.theta_floor))
-        target = scale @ (self.clicks_by_slot_ - self.rho0 * self.rows_by_slot_)
+        if self._affine is None:
+            theta, _ = self.position_bias_estimate()
+            alpha = (1.0 - self.rho0 - self.rho1) * np.maximum(theta, self.theta_floor)
+            beta = np.full(self.slots, self.rho0)
+        else:
+            alpha, beta = np.maximum(self._affine[0], self.theta_floor), self._affine[1]
+        target = (1.0 / alpha) @ (self.clicks_by_slot_ - beta[:, None] * self.rows_by_slot_)
         system = self.precision_.copy()
         system.flat[::self.dimension + 1] += self.ridge
         w = np.linalg.solve(system, target)
@@ -495,12 +541,14 @@ class RidgeRanker(Learner):
     def _draw(self, scores: np.ndarray, shown: int) -> tuple[list[int], list[float]]:
         """Fill ``shown`` slots by sequential draws without replacement (module docstring).
 
-        One uniform ``u`` per slot: below ``epsilon`` it picks uniformly
-        (``u / epsilon`` scaled to the candidates left), else by the softmax
-        (or the best score at temperature 0), so each placement has exactly
-        the logged mixture probability.
+        One uniform ``u`` per slot: below ``anchor_share`` it picks the lowest
+        score left, then for an ``epsilon`` share it picks uniformly (``u``
+        rescaled to the candidates left), else by the softmax (or the best score
+        at temperature 0), so each placement has exactly the logged mixture
+        probability.
         """
-        eps, temperature = self.epsilon, self.temperature
+        low, eps, temperature = self.anchor_share, self.epsilon, self.temperature
+        rest = 1.0 - low - eps
         uniforms = self._rng.random(shown).tolist()
         left = np.arange(scores.shape[0])
         values = scores
@@ -508,22 +556,22 @@ class RidgeRanker(Learner):
         probs: list[float] = []
         for k, u in enumerate(uniforms):
             n = left.shape[0]
+            worst = int(values.argmin())
             if temperature == 0.0:
-                best = int(values.argmax())
-                pick = min(int(u / eps * n), n - 1) if u < eps else best
-                p = eps / n + (1.0 - eps) * (pick == best)
+                share = (values == values.max()).astype(np.float64)
+                share[share.argmax() + 1:] = 0.0  # ties to the lowest index
             else:
-                z = np.exp((values - values.max()) / temperature)
-                cdf = z.cumsum()
-                total = float(cdf[-1])
-                if u < eps:
-                    pick = min(int(u / eps * n), n - 1)
-                else:
-                    pick = min(int(cdf.searchsorted((u - eps) / (1.0 - eps) * total, "right")),
-                               n - 1)
-                p = eps / n + (1.0 - eps) * float(z[pick]) / total
+                share = np.exp((values - values.max()) / temperature)
+                share /= share.sum()
+            if u < low:
+                pick = worst
+            elif u < low + eps:
+                pick = min(int((u - low) / eps * n), n - 1)
+            else:
+                pick = min(int(share.cumsum().searchsorted((u - low - eps) / rest, "right")),
+                           n - 1)
             chosen.append(int(left[pick]))
-            probs.append(p)
+            probs.append(low * (pick == worst) + eps / n + rest * float(share[pick]))
             if k + 1 < shown:
                 left = np.concatenate((left[:pick], left[pick + 1:]))
                 values = np.concatenate((values[:pick], values[pick + 1:]))

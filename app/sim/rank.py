@@ -14,7 +14,14 @@ Bernoulli(``gamma``) relevance draw, and the observed click is that bit
 flipped with ``rho0`` (0 -> 1) and ``rho1`` (1 -> 0), as
 :func:`app.sim.feedback.noisy_clicks` does for the ``label`` task.  Every
 ``churn_every`` requests a ``churn`` share of the catalogue is replaced by
-new items (new ids, new features).  A :class:`~app.sim.drift.Drift` moves the
+new items (new ids, new features).
+
+Trust bias (``trust``, Agarwal et al. WWW 2019): given one click-noise rate
+per slot, the click model becomes ``P(click) = theta_k (R (1 - rho1) + (1 - R)
+rho0_k)`` with ``R ~ Bernoulli(gamma)``: nothing is clicked unexamined, and an
+irrelevant examined item is clicked with a probability ``rho0_k`` that depends
+on its slot.  ``binary=True`` makes relevance a function of the features,
+``gamma = 1[x^T M a + bias > 0]``.  A :class:`~app.sim.drift.Drift` moves the
 relevance matrix to a second one drawn alike (:func:`~app.sim.drift.rotated`:
 ``abrupt`` and ``gradual`` rotate all of ``M``, ``churn`` one context
 feature's row of ``M`` per period).
@@ -61,7 +68,8 @@ class RankSimulator:
     Parameters: context and action dimensions (``n_features`` includes the
     constant 1), catalogue size, candidates per request, slots, churn share
     and period, true position bias ``theta`` (one per slot, relative to slot
-    0), click noise ``rho0``/``rho1``, the scale of ``M`` and the logit bias.
+    0), click noise ``rho0``/``rho1``, the scale of ``M`` and the logit bias; ``trust``
+    (one ``rho0_k`` per slot: the trust-bias click model) and ``binary`` relevance.
     """
 
     def __init__(self, *, n_features: int = 8, n_action_features: int = 8,
@@ -69,7 +77,8 @@ class RankSimulator:
                  churn: float = 0.1, churn_every: int = 1_000,
                  theta: tuple[float, ...] = DEFAULT_THETA, rho0: float = DEFAULT_RHO[0],
                  rho1: float = DEFAULT_RHO[1], scale: float = 2.0, bias: float = -1.0,
-                 seed: int = 0, drift: Drift | None = None) -> None:
+                 seed: int = 0, drift: Drift | None = None,
+                 trust: tuple[float, ...] | None = None, binary: bool = False) -> None:
         if n_features < 2 or n_action_features < 1:
             raise ValueError("n_features must be >= 2 (it includes the constant) and "
                              "n_action_features >= 1")
@@ -77,6 +86,8 @@ class RankSimulator:
             raise ValueError("need 1 <= slots <= n_candidates <= n_items")
         if len(theta) != slots or not all(0.0 < t <= 1.0 for t in theta):
             raise ValueError(f"theta must give {slots} values in (0, 1]")
+        if trust is not None and (len(trust) != slots or not all(0.0 <= r < 1.0 for r in trust)):
+            raise ValueError(f"trust must give {slots} rates in [0, 1)")
         if not 0.0 <= churn <= 1.0 or churn_every < 1:
             raise ValueError("churn must lie in [0, 1] and churn_every be >= 1")
         self.n_features, self.n_action_features = n_features, n_action_features
@@ -84,6 +95,8 @@ class RankSimulator:
         self.churn, self.churn_every = churn, churn_every
         self.theta = np.array(theta, dtype=np.float64)
         self.rho0, self.rho1, self.bias = rho0, rho1, bias
+        self.trust = None if trust is None else np.array(trust, dtype=np.float64)
+        self.binary = binary
         self.rng = np.random.default_rng(seed)
         self.M = self.rng.normal(0.0, scale, (n_features, n_action_features))
         self.drift = drift or Drift()
@@ -100,8 +113,11 @@ class RankSimulator:
                                (n, self.n_action_features))
 
     def relevance(self, x: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """True ``gamma(x, a) = sigmoid(x^T M a + bias)`` of each action row."""
+        """True ``gamma(x, a) = sigmoid(x^T M a + bias)`` of each action row (with
+        ``binary``: 1 where the logit is positive, else 0)."""
         logits = actions @ (x @ self.M) + self.bias
+        if self.binary:
+            return (logits > 0.0).astype(np.float64)
         out: np.ndarray = 1.0 / (1.0 + np.exp(-logits))
         return out
 
@@ -139,6 +155,9 @@ class RankSimulator:
         k = len(ranking)
         examined = self.rng.random(k) < self.theta[:k]
         relevant = self.rng.random(k) < request.relevance[ranking]
+        if self.trust is not None:
+            rate = np.where(relevant, 1.0 - self.rho1, self.trust[:k])
+            return (examined & (self.rng.random(k) < rate)).astype(np.float64)
         true_click = (examined & relevant).astype(np.float64)
         return noisy_clicks(true_click, self.rho0, self.rho1, self.rng)
 

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from app.learners.build import default_estimator
+from app.learners.build import SlotAffine, default_estimator
 from app.learners.proxy import calibration_unreliable
 from app.store import keys
 from app.store.jobs import JobQueue, orphaned
@@ -23,7 +23,8 @@ HISTORY_MAX = 20
 JOB_TTL_SECONDS = 86400
 #: Statuses of a job that a new estimate request joins instead of queueing another.
 PENDING_STATUSES = ("queued", "running")
-NOISE_FIELDS = ("rho0", "rho1", "source", "estimated_at", "n_samples", "history", "estimator")
+NOISE_FIELDS = ("rho0", "rho1", "source", "estimated_at", "n_samples", "history", "estimator",
+                "slots")
 #: The estimator of a model that has not chosen one, when its config is not at hand (with it:
 #: :func:`~app.learners.build.default_estimator`).
 DEFAULT_ESTIMATOR = "anchor"
@@ -40,6 +41,19 @@ class NoiseRecord:
     n_samples: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
     estimator: str = DEFAULT_ESTIMATOR
+    slots: list[dict[str, Any]] | None = None
+    """Per slot ``theta``, ``rho0``, ``rho1`` and their intervals, when the rates in use are a
+    per-slot estimate (:func:`app.learners.noise_publish.slots_outcome`); ``rho0`` is then
+    slot 0's."""
+
+    @property
+    def slot_affine(self) -> SlotAffine | None:
+        """``(alpha_k, beta_k)`` of the per-slot estimate in use (None without one):
+        ``beta_k = theta_k rho0_k``, ``alpha_k = theta_k (1 - rho1 - rho0_k)``."""
+        if not self.slots:
+            return None
+        return (tuple(s["theta"] * (1.0 - s["rho1"] - s["rho0"]) for s in self.slots),
+                tuple(s["theta"] * s["rho0"] for s in self.slots))
 
     @property
     def status(self) -> str:
@@ -81,13 +95,13 @@ def parse_noise(values: Sequence[Any], config: Mapping[str, Any] | None = None
     """A :class:`NoiseRecord` from an HMGET of :data:`NOISE_FIELDS`; a record that names no
     estimator has its model ``config``'s default (:func:`~app.learners.build.default_estimator`;
     :data:`DEFAULT_ESTIMATOR` without a config)."""
-    rho0, rho1, source, estimated_at, n_samples, history, estimator = values
+    rho0, rho1, source, estimated_at, n_samples, history, estimator, slots = values
     if rho0 is None or rho1 is None:
         return None
     default = DEFAULT_ESTIMATOR if config is None else default_estimator(config)
     return NoiseRecord(float(rho0), float(rho1), text(source) or "initial", text(estimated_at),
                        int(n_samples or 0), orjson.loads(history) if history else [],
-                       text(estimator) or default)
+                       text(estimator) or default, orjson.loads(slots) if slots else None)
 
 
 class NoiseStore:
@@ -102,8 +116,10 @@ class NoiseStore:
         return parse_noise(await self.redis.hmget(mk.noise, list(NOISE_FIELDS)))
 
     async def put(self, mk: ModelKeys, rho0: float, rho1: float, *, source: str,
-                  n_samples: int | None = None) -> NoiseRecord | None:
-        """Set the rates (``source``: "configured" or "estimated").
+                  n_samples: int | None = None,
+                  slots: list[dict[str, Any]] | None = None) -> NoiseRecord | None:
+        """Set the rates (``source``: "configured" or "estimated") and the per-slot estimate
+        they come from (``slots``; rates without one drop the previous one).
 
         Estimates also append ``{"t", "rho0", "rho1", "n_samples"}`` to the
         history (at most :data:`HISTORY_MAX` entries).  Returns the new
@@ -127,6 +143,10 @@ class NoiseStore:
                                        history=orjson.dumps(history[-HISTORY_MAX:]).decode())
                     pipe.multi()  # type: ignore[no-untyped-call]
                     pipe.hset(mk.noise, mapping=mapping)  # type: ignore[arg-type]
+                    if slots is None:
+                        pipe.hdel(mk.noise, "slots")
+                    else:
+                        pipe.hset(mk.noise, "slots", orjson.dumps(slots).decode())
                     await pipe.execute()
                     break
                 except aioredis.WatchError:

@@ -71,9 +71,9 @@ def test_put_refuses_settings_that_cannot_work(client: TestClient,
 
 
 @pytest.mark.slow
-def test_a_rank_model_has_the_fixed_estimator_and_refuses_anchor(
+def test_a_rank_model_has_the_per_slot_anchor_estimator_and_refuses_nrest(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
-    # slate clicks pin no scale of true relevance, so nothing estimates a rank model's rates
+    # its placements feed the per-slot estimate (app.learners.noise_slots), awaited until then
     new_ranker(client, tenant)
     stored = redis.Redis.from_url(redis_url)
     try:  # as every model that never chose one (those created before the default, too)
@@ -81,8 +81,9 @@ def test_a_rank_model_has_the_fixed_estimator_and_refuses_anchor(
     finally:
         stored.close()
     r = client.get("/v1/models/feed/noise", headers=tenant).json()
-    assert (r["estimator"], r["status"], r["source"], r["reason"], r["interval"]) == (
-        "fixed", "fixed", "initial", "rates_not_given", None)
+    assert (r["estimator"], r["status"], r["source"], r["reason"], r["interval"],
+            r["slots"]) == ("anchor", "insufficient_data", "initial", "too_few_events", None,
+                            None)
     r = client.post("/v1/models/feed/rank", json={"features": [1.0, 0.2, -0.3], "actions": (
         candidates(5, np.random.default_rng(0)))}, headers=tenant).json()
     assert client.post("/v1/models/feed/feedback", json={
@@ -90,17 +91,19 @@ def test_a_rank_model_has_the_fixed_estimator_and_refuses_anchor(
         headers=tenant).status_code == 202
     assert client.post("/v1/models/feed/sync", headers=tenant).status_code == 200
     stats = client.get("/v1/models/feed", headers=tenant).json()["stats"]
-    # nobody gave its rates (0/0, initial, fixed): its calibrated reward is flagged
+    # its rates await an estimate: its calibrated reward is flagged
     assert (stats["debiased_reward"], stats["calibration_unreliable"]) == (1.0, True)
     assert r["ranking"][0]["expected_reward"] is not None
     assert client.post("/v1/models/feed/rank", json={"features": [1.0, 0.2, -0.3], "actions": (
         candidates(5, np.random.default_rng(1)))},
         headers=tenant).json()["calibration_unreliable"] is True
-    for estimator in ("anchor", "nrest"):
+    r = client.put("/v1/models/feed/noise", json={"estimator": "nrest"}, headers=tenant)
+    assert r.status_code == 422, r.text
+    assert (r.json()["error"]["code"], r.json()["error"]["field"]) == (
+        "estimator_unavailable", "estimator")
+    for estimator in ("anchor", "fixed"):
         r = client.put("/v1/models/feed/noise", json={"estimator": estimator}, headers=tenant)
-        assert r.status_code == 422, r.text
-        assert (r.json()["error"]["code"], r.json()["error"]["field"]) == (
-            "estimator_unavailable", "estimator")
+        assert r.status_code == 200 and r.json()["estimator"] == estimator, r.text
     r = client.put("/v1/models/feed/noise", json={"rho0": 0.05, "rho1": 0.3}, headers=tenant)
     assert r.status_code == 200, r.text
     assert (r.json()["estimator"], r.json()["status"], r.json()["source"], r.json()["reason"]
@@ -111,8 +114,12 @@ def test_a_rank_model_has_the_fixed_estimator_and_refuses_anchor(
 
 def test_a_rank_model_created_with_its_rates_is_calibrated_by_them(
         client: TestClient, tenant: dict[str, str]) -> None:
+    # as a label model's: initial rates await the estimate, unless the estimator is fixed
     new_ranker(client, tenant, params={"rho0": 0.05, "rho1": 0.2})
     r = client.get("/v1/models/feed/noise", headers=tenant).json()
+    assert (r["status"], r["source"], r["reason"]) == (
+        "insufficient_data", "initial", "too_few_events")
+    r = client.put("/v1/models/feed/noise", json={"estimator": "fixed"}, headers=tenant).json()
     assert (r["status"], r["source"], r["reason"]) == ("fixed", "initial", "")
     r = client.post("/v1/models/feed/rank", json={"features": [1.0, 0.2, -0.3], "actions": (
         candidates(5, np.random.default_rng(0)))}, headers=tenant).json()

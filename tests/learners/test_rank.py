@@ -46,8 +46,9 @@ def _simulate(model: RidgeRanker, sim: RankSimulator, rounds: int) -> None:
 
 
 @pytest.mark.slow
-def test_logged_propensities_match_the_policy_frequencies() -> None:
-    model = _model(temperature=0.5, epsilon=0.2)
+@pytest.mark.parametrize("anchor_share", [0.0, 0.1])
+def test_logged_propensities_match_the_policy_frequencies(anchor_share: float) -> None:
+    model = _model(temperature=0.5, epsilon=0.2, anchor_share=anchor_share)
     _play(model, 50)
     rng = np.random.default_rng(7)
     x, actions = rng.standard_normal(DX), rng.standard_normal((4, DA))
@@ -193,6 +194,7 @@ def test_configured_position_bias_is_used_and_reported() -> None:
     ({"position_bias": (1.0, 0.0, 0.2)}, "position_bias"),
     ({"position_bias": "1, 0.5, 0.2"}, "position_bias"),
     ({"epsilon": 1.5}, "epsilon"),
+    ({"epsilon": 0.5, "anchor_share": 0.6}, "anchor_share"),
     ({"temperature": -1.0}, "temperature"),
     ({"theta_floor": 0.0}, "theta_floor"),
     ({"slots": 0}, "slots"),
@@ -242,3 +244,33 @@ def test_fewer_candidates_than_slots_fill_what_they_can() -> None:
     model.learn_one({**decision.context, "clicks": np.array([1.0, 0.0, 7.0])})
     assert model.get_state()["band_rows_"][:2].sum() == 2.0
     assert model.get_state()["band_rows_"][2].sum() == 0.0
+
+
+def test_slot_noise_solves_for_affine_corrected_clicks_and_can_be_dropped() -> None:
+    model = _model(ridge=0.7, half_life=None)
+    events = _play(model, 60)
+    alpha, beta = (0.7, 0.4, 0.2), (0.15, 0.08, 0.03)
+    before = model.weights()
+    model.set_slot_noise((alpha, beta))
+    rows, targets = [], []
+    for event in events:
+        for k in range(int(event["shown"])):
+            rows.append(joint_features(event["x"], event["actions"][k:k + 1])[0])
+            targets.append((event["clicks"][k] - beta[k]) / alpha[k])
+    phi = np.array(rows)
+    exact = np.linalg.solve(phi.T @ phi + 0.7 * np.eye(phi.shape[1]), phi.T @ targets)
+    np.testing.assert_allclose(model.weights(), exact, rtol=1e-9, atol=1e-12)
+    model.set_slot_noise(None)
+    np.testing.assert_allclose(model.weights(), before, rtol=1e-12)
+    with pytest.raises(ParamError, match="slot_noise"):
+        model.set_slot_noise(((0.5, 0.0, 0.2), beta))
+
+
+def test_placement_rows_are_the_shown_slots_in_order() -> None:
+    events = _play(_model(), 5)
+    slot, prob, score, click = RidgeRanker.placement_rows(stack_events(events))
+    shown = [int(e["shown"]) for e in events]
+    assert slot.tolist() == [k for n in shown for k in range(n)]
+    assert prob.tolist() == [float(p) for e in events for p in e["probabilities"][:e["shown"]]]
+    assert click.tolist() == [float(c) for e in events for c in e["clicks"][:e["shown"]]]
+    assert score.shape == slot.shape

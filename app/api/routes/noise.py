@@ -24,7 +24,7 @@ from app.api.schemas.noise import (
     NoiseStatusResponse,
 )
 from app.learners.base import ParamError
-from app.learners.build import default_estimator, estimates_over, keeps_anchors
+from app.learners.build import default_estimator, estimates_anchors, estimates_over
 from app.learners.noise_anchor import TOO_FEW_EVENTS
 from app.learners.noise_publish import ESTIMATING
 from app.learners.proxy import check_noise_rates
@@ -76,7 +76,8 @@ async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> Nois
 
     A model whose algorithm ignores noise rates answers 422 ``noise_rates_unused``;
     an estimator that cannot serve the model (``nrest`` without NREst samples, ``anchor``
-    without scored plays, as for a ``rank`` model's slate clicks) 422 ``estimator_unavailable``.
+    without scored plays or logged placements) 422 ``estimator_unavailable``.  Rates given
+    for a rank model replace its per-slot estimate: the same ``rho0`` in every slot.
     """
     _clicks_only(view)
     _uses_noise_rates(view)
@@ -101,7 +102,7 @@ def _check_estimator(config: dict[str, Any], estimator: str) -> None:
     """422 ``estimator_unavailable`` naming ``estimator`` unless it can serve the model:
     ``anchor`` needs the plays the trainer scores for it, ``nrest`` an NREst sample buffer."""
     cls = learner_class(config["task"], config["algorithm"])
-    usable = ["anchor"] if keeps_anchors(config) else []
+    usable = ["anchor"] if estimates_anchors(config) else []
     usable += ["nrest"] if cls.keeps_noise_samples else []
     if estimator in usable or estimator == "fixed":
         return
@@ -129,7 +130,8 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
         "status": status,
         "reason": (current.fixed_reason if status == "fixed" else str(last.get(
             "reason", TOO_FEW_EVENTS if status == "insufficient_data" else ""))),
-        "interval": interval, "n_events": int(n_events)})
+        "interval": interval, "n_events": int(n_events),
+        "slots": current.slots if current.status == "published" else None})
 
 
 @router.post("/{model_id}/noise/estimate", status_code=202, response_model=NoiseJobResponse,

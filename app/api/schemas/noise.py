@@ -55,6 +55,25 @@ class NoiseInterval(BaseModel):
     rho1: tuple[float, float] | None = None
 
 
+class SlotInterval(BaseModel):
+    """Confidence intervals of one slot's parameters."""
+
+    theta: tuple[float, float]
+    rho0: tuple[float, float]
+    rho1: tuple[float, float]
+
+
+class SlotNoise(BaseModel):
+    """Examination and click noise of one slot (rank models): an item shown in ``slot`` with
+    relevance ``R`` is clicked with probability ``theta (R (1 - rho1) + (1 - R) rho0)``."""
+
+    slot: int
+    theta: float = Field(description="examination probability relative to slot 0")
+    rho0: float = Field(description="chance an examined irrelevant item is clicked here")
+    rho1: float = Field(description="chance an examined relevant item is not clicked")
+    interval: SlotInterval
+
+
 class NoiseStatusResponse(NoiseResponse):
     """Current rates, where they come from, and the state of their estimate."""
 
@@ -71,6 +90,9 @@ class NoiseStatusResponse(NoiseResponse):
     interval: NoiseInterval | None = None
     n_events: int = Field(description="observed plays the last anchor estimate used (or kept "
                                       "so far, before the first)")
+    slots: list[SlotNoise] | None = Field(
+        default=None, description="rank models: the published per-slot estimate (rho0 and "
+                                  "rho1 above are then slot 0's); null without one")
 
 
 class NoiseOutcome(BaseModel):
@@ -88,6 +110,10 @@ class NoiseOutcome(BaseModel):
     n_events: int = Field(description="plays (anchor) or samples (nrest) it used")
     n_explored: int | None = Field(default=None, description="anchor: uniformly explored plays")
     n_top: int | None = Field(default=None, description="anchor: plays in the top set")
+    n_bottom: int | None = Field(default=None, description="anchor of a rank model: shown "
+                                                            "slots in the bottom score band")
+    slots: list[SlotNoise] | None = Field(default=None, description="anchor of a rank model: "
+                                                                     "per slot, when published")
     interval: NoiseInterval | None = Field(
         default=None, description="anchor: both intervals when published; nrest: none")
 

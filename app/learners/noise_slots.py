@@ -1,0 +1,398 @@
+"""Examination and click noise per slot of a ranking, from its own randomised placements.
+
+Model (trust bias, Agarwal et al. WWW 2019, *Addressing Trust Bias for
+Unbiased Learning-to-Rank*; Vardasbi et al. CIKM 2020, *When Inverse Propensity
+Scoring does not Work: Affine Corrections for Unbiased Learning to Rank*): an
+item shown in slot ``k`` with true relevance ``R`` in {0, 1} is clicked with
+probability
+
+    P(f = 1 | k, R) = theta_k (R (1 - rho1) + (1 - R) rho0_k) = beta_k + alpha_k R,   (1)
+
+``theta_k`` the examination probability (``theta_0 = 1``), ``rho1`` the chance
+an examined relevant item is not clicked, ``rho0_k`` the chance an examined
+irrelevant item is clicked in slot ``k`` (trust bias: higher on top), so that
+``u_k = theta_k (1 - rho1)`` and ``v_k = beta_k = theta_k rho0_k`` are the click
+rates of relevant and irrelevant items in slot ``k`` and ``alpha_k = u_k - v_k``.
+Vardasbi et al. show that dividing clicks by ``theta_k`` (inverse propensity
+scoring) is biased under (1) and that the affine correction
+``(f - beta_k) / alpha_k`` is unbiased for ``R``: these ``alpha_k, beta_k`` are
+what a learner needs (:meth:`SlotEstimate.affine`).
+
+**Bands.**  Each logged row (slot, placement probability, the score the item
+was placed with, click) falls in a score band: the ``bottom_fraction`` lowest
+scores, the ``top_fraction`` highest, and ``bands`` bands of equal size in
+between (quantiles of the scores of the newest ``recent_fraction`` of the rows,
+the ones used).  With ``g_b`` the share of relevant items in band ``b``, the
+click rate of band ``b`` in slot ``k`` is, by (1),
+
+    p_kb = v_k + (u_k - v_k) g_b.                                               (2)
+
+Items of one band reach different slots because the policy randomises its
+placements (the intervention harvesting of Agarwal et al. WSDM 2019, with the
+score band in place of the query-document pair); rows placed with probability
+1 (a caller's ranking followed) are left out, and an estimate without
+randomised rows is refused.
+
+**Anchor assumption.**  The model's most confident items are relevant and its
+least confident are not: ``g = 1`` in the top band and ``g = 0`` in the
+bottom band.  Clicks alone identify (2) only up to an affine map of ``g``; the
+anchors fix it.  Then ``(u, v, g)`` are fitted to the band click counts by
+maximum likelihood (binomial cells, Fisher scoring), and
+
+    theta_k = u_k / u_0,   rho1 = 1 - u_0,   rho0_k = v_k / theta_k.             (3)
+
+Every band, not only the anchors, informs ``u_k`` and ``v_k``: a slot where
+few surely irrelevant items are shown still gets its ``v_k`` from the mixed
+bands, whose ``g_b`` the other slots measure.
+
+**Intervals.**  The inverse Fisher information of ``(u, v, g)`` and the delta
+method through (3) give a standard error per parameter; each interval is
+``estimate +- z se`` (``z`` of the two-sided ``level``), clipped to ``[0, 1]``.
+
+**When the anchors fail.**  If the top band's items are not all relevant
+(graded relevance: no item surely relevant) or the bottom band's are not all
+irrelevant, (3) is biased and nothing in (2) shows it.  What does show it is
+relevance still rising *within* an anchor band: the upper half of the band
+(by score) gets a share ``g`` above the lower half's.  Both halves' ``g`` are
+fitted given ``(u, v)``; if the difference exceeds ``flat_tolerance`` by more
+than ``z`` standard errors (one-sided, at ``level``) in either anchor band, the
+estimate is refused
+(:data:`ANCHOR_NOT_FLAT`).  A stream whose best items all share one relevance
+below 1 (a plateau that is not 1) cannot be told from clicks; that limit is
+the assumption's.
+
+**Publishing** (the rule of :func:`app.learners.noise_anchor.estimate_from_anchors`):
+published only when every interval (``theta_k`` for ``k >= 1``, ``rho0_k``,
+``rho1``) is at most ``max_width`` wide, both anchor bands hold at least
+``min_events`` rows and every slot at least ``min_events``; otherwise
+``insufficient_data`` with the reason and the counts.
+
+Cost: one pass over the rows (a sort for the quantiles) and a fit on
+``slots x (bands + 2)`` cells.  Pure numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from app.learners.base import ParamError, check_int, check_range
+from app.learners.noise_anchor import INTERVAL_TOO_WIDE, TOO_FEW_EVENTS
+
+#: Reason: no row was placed at random (probability below 1).
+NOT_RANDOMISED = "no_randomised_placements"
+#: Reason: relevance still rises within an anchor band (module docstring).
+ANCHOR_NOT_FLAT = "anchor_not_flat"
+#: Reason: the fit did not converge to click rates inside ``(0, 1)``.
+NO_FIT = "fit_failed"
+#: Fisher-scoring iterations at most.
+MAX_ITERATIONS = 100
+#: Click probabilities are kept in ``[EDGE, 1 - EDGE]`` in the likelihood.
+EDGE = 1e-6
+
+
+@dataclass(frozen=True)
+class SlotEstimate:
+    """Per-slot examination and click noise, their intervals and what they rest on.
+
+    Attributes
+    ----------
+    theta, rho0:
+        Per slot (``theta[0] = 1``); NaN where no fit.
+    rho1:
+        Chance an examined relevant item is not clicked.
+    theta_interval, rho0_interval:
+        ``(slots, 2)`` arrays of ``(low, high)`` at confidence ``level``.
+    rho1_interval:
+        ``(low, high)``.
+    level, published, reason:
+        As for :class:`app.learners.noise_anchor.AnchorEstimate`.
+    n_events:
+        Rows used (randomised, in the newest ``recent_fraction``).
+    n_slot:
+        Rows used per slot.
+    n_top, n_bottom:
+        Rows in the two anchor bands.
+    flatness:
+        ``g`` of the upper half less ``g`` of the lower half of the top and of
+        the bottom band (0 when the anchors hold).
+    """
+
+    theta: np.ndarray
+    rho0: np.ndarray
+    rho1: float
+    theta_interval: np.ndarray
+    rho0_interval: np.ndarray
+    rho1_interval: tuple[float, float]
+    level: float
+    published: bool
+    reason: str
+    n_events: int
+    n_slot: np.ndarray
+    n_top: int
+    n_bottom: int
+    flatness: tuple[float, float]
+
+    @property
+    def widths(self) -> np.ndarray:
+        """Widest interval per slot over ``theta_k`` (``k >= 1``), ``rho0_k`` and ``rho1``."""
+        width = np.maximum(self.theta_interval[:, 1] - self.theta_interval[:, 0],
+                           self.rho0_interval[:, 1] - self.rho0_interval[:, 0])
+        out: np.ndarray = np.maximum(width, self.rho1_interval[1] - self.rho1_interval[0])
+        return out
+
+    def affine(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(alpha_k, beta_k)`` of (1): relevance is ``(click - beta_k) / alpha_k`` on average."""
+        alpha = self.theta * (1.0 - self.rho1 - self.rho0)
+        return alpha, self.theta * self.rho0
+
+
+def bands_of(score: np.ndarray, top_fraction: float, bottom_fraction: float,
+             bands: int) -> tuple[np.ndarray, np.ndarray]:
+    """Band index of each score (0: bottom anchor, ``bands + 1``: top anchor, equal-count
+    quantile bands between) and whether each row is in the upper half of its band.
+
+    >>> band, upper = bands_of(np.arange(10.0), 0.2, 0.2, 2)
+    >>> band.tolist()
+    [0, 0, 1, 1, 1, 2, 2, 2, 3, 3]
+    """
+    cuts = np.concatenate(([bottom_fraction],
+                           np.linspace(bottom_fraction, 1.0 - top_fraction, bands + 1)[1:]))
+    edges = np.quantile(score, cuts)
+    band = np.searchsorted(edges, score, side="left").astype(np.intp)
+    halves = np.quantile(score, np.concatenate(([0.0], cuts, [1.0]))[:-1] + np.diff(
+        np.concatenate(([0.0], cuts, [1.0]))) / 2.0)
+    return band, score > halves[band]
+
+
+def fit_bands(rows: np.ndarray, clicks: np.ndarray, *, top: int
+              ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Maximum-likelihood ``(u_k, v_k, g_b)`` of (2) from per-(slot, band) row counts and
+    clicks (band 0 has ``g = 0``, band ``top`` has ``g = 1``) and its inverse Fisher
+    information; None when it does not converge inside ``(0, 1)``."""
+    m, nb = rows.shape
+    free = np.arange(1, top)
+    rate = np.divide(clicks, rows, out=np.full_like(clicks, np.nan), where=rows > 0)
+    u = rate[:, top].copy()
+    v = rate[:, 0].copy()
+    if not (np.isfinite(u).all() and np.isfinite(v).all()):
+        return None
+    g = np.zeros(nb)
+    g[top] = 1.0
+    spread = np.where(np.abs(u - v) > EDGE, u - v, EDGE)
+    share = (rate[:, free] - v[:, None]) / spread[:, None]
+    g[free] = np.nansum(share * rows[:, free], axis=0) / np.maximum(rows[:, free].sum(0), 1.0)
+    params = np.concatenate((u, v, g[free]))
+    for _ in range(MAX_ITERATIONS):
+        p = np.clip(v[:, None] + (u - v)[:, None] * g, EDGE, 1.0 - EDGE)
+        jac = _jacobian(u, v, g, free)
+        weight = (rows / (p * (1.0 - p))).reshape(-1)
+        info = jac.T @ (jac * weight[:, None])
+        score = jac.T @ ((clicks - rows * p) / (p * (1.0 - p))).reshape(-1)
+        try:
+            step = np.linalg.solve(info, score)
+        except np.linalg.LinAlgError:
+            return None
+        params = params + step
+        u, v, g[free] = params[:m], params[m:2 * m], params[2 * m:]
+        if np.abs(step).max() < 1e-10:
+            break
+    p = v[:, None] + (u - v)[:, None] * g
+    if not (np.all((p > 0.0) & (p < 1.0)) and np.all(u > v)):
+        return None
+    jac = _jacobian(u, v, g, free)
+    info = jac.T @ (jac * (rows / (p * (1.0 - p))).reshape(-1)[:, None])
+    try:
+        cov = np.linalg.inv(info)
+    except np.linalg.LinAlgError:
+        return None
+    return params, cov
+
+
+def _jacobian(u: np.ndarray, v: np.ndarray, g: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """``d p_kb / d (u, v, g_free)``, one row per cell ``(k, b)`` in C order."""
+    m, nb = u.shape[0], g.shape[0]
+    jac = np.zeros((m, nb, 2 * m + free.shape[0]))
+    idx = np.arange(m)
+    jac[idx, :, idx] = g
+    jac[idx, :, m + idx] = 1.0 - g
+    jac[:, free, 2 * m + np.arange(free.shape[0])] = (u - v)[:, None]
+    return jac.reshape(m * nb, -1)
+
+
+def estimate_slot_noise(
+    slot: np.ndarray,
+    prob: np.ndarray,
+    score: np.ndarray,
+    click: np.ndarray,
+    slots: int,
+    *,
+    top_fraction: float = 0.2,
+    bottom_fraction: float = 0.03,
+    bands: int = 20,
+    recent_fraction: float = 0.7,
+    level: float = 0.95,
+    max_width: float = 0.1,
+    min_events: int = 100,
+    flat_tolerance: float = 0.01,
+) -> SlotEstimate:
+    """Estimate ``theta_k``, ``rho0_k`` and ``rho1`` with intervals (module docstring).
+
+    Parameters
+    ----------
+    slot, prob, score, click:
+        One entry per shown row, in the order shown: its slot (``0 .. slots - 1``), the
+        probability its placement had given the slots before it, the score the
+        item was placed with, and the click (0 or 1).
+    slots:
+        Number of slots ``m``.
+    top_fraction, bottom_fraction:
+        Shares of the rows in the top (assumed relevant) and bottom (assumed
+        irrelevant) anchor bands.
+    bands:
+        Bands of equal size between the anchors.
+    recent_fraction:
+        Share of the rows, the newest, used (the model's scores are best there).
+    level, max_width, min_events:
+        Confidence level of the intervals, widest interval published, fewest
+        rows per slot and per anchor band.
+    flat_tolerance:
+        Largest rise of ``g`` within an anchor band that is not taken as a
+        failed anchor (module docstring).
+
+    Examples
+    --------
+    Placements of a scorer that ranks relevant items first, with softmax
+    exploration over 6 candidates into 3 slots (true ``theta = (1, 0.6, 0.35)``,
+    ``rho0 = (0.2, 0.12, 0.06)``, ``rho1 = 0.1``):
+
+    >>> from app.sim.trust import simulated_placements
+    >>> rows = simulated_placements(40_000, seed=0)
+    >>> est = estimate_slot_noise(*rows[:4], 3)
+    >>> est.published, np.round(est.theta, 2).tolist(), round(est.rho1, 2)
+    (True, [1.0, 0.6, 0.35], 0.1)
+    """
+    m = check_int("slots", slots, 1, 100)
+    q_top = check_range("top_fraction", top_fraction, 0.0, 0.5, low_open=True)
+    q_bottom = check_range("bottom_fraction", bottom_fraction, 0.0, 0.5, low_open=True)
+    bands = check_int("bands", bands, 1, 1_000)
+    recent = check_range("recent_fraction", recent_fraction, 0.0, 1.0, low_open=True)
+    level = check_range("level", level, 0.0, 1.0, low_open=True, high_open=True)
+    max_width = check_range("max_width", max_width, 0.0, 1.0, low_open=True)
+    min_events = check_int("min_events", min_events, 1)
+    flat_tolerance = check_range("flat_tolerance", flat_tolerance, 0.0, 1.0)
+    k, p, s, f = _check_rows(slot, prob, score, click, m)
+    start = k.shape[0] - math.ceil(recent * k.shape[0])
+    keep = p[start:] < 1.0
+    k, s, f = k[start:][keep], s[start:][keep], f[start:][keep]
+    n = int(k.shape[0])
+    n_slot = np.bincount(k, minlength=m)
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    if n == 0:
+        return _unpublished(NOT_RANDOMISED, m, n, n_slot, 0, 0, level)
+    band, upper = bands_of(s, q_top, q_bottom, bands)
+    top = bands + 1
+    n_top, n_bottom = int(np.count_nonzero(band == top)), int(np.count_nonzero(band == 0))
+    if min(n_top, n_bottom, int(n_slot.min())) < min_events:
+        return _unpublished(TOO_FEW_EVENTS, m, n, n_slot, n_top, n_bottom, level)
+    shape = (m, top + 1)
+    rows = np.bincount(k * (top + 1) + band, minlength=m * (top + 1)).reshape(shape)
+    clicks = np.bincount(k * (top + 1) + band, weights=f, minlength=m * (top + 1)).reshape(shape)
+    fit = fit_bands(rows.astype(np.float64), clicks, top=top)
+    if fit is None:
+        return _unpublished(NO_FIT, m, n, n_slot, n_top, n_bottom, level)
+    params, cov = fit
+    u, v = params[:m], params[m:2 * m]
+    flat = [_rise(k[band == b], f[band == b], upper[band == b], u, v, m) for b in (top, 0)]
+    theta, rho0, rho1, se = _derived(u, v, cov)
+    theta_iv = _intervals(theta, z * se[0])
+    theta_iv[0] = 1.0
+    rho0_iv = _intervals(rho0, z * se[1])
+    rho1_iv = _intervals(np.array([rho1]), z * se[2][:1])[0]
+    estimate = SlotEstimate(theta, rho0, rho1, theta_iv, rho0_iv,
+                            (float(rho1_iv[0]), float(rho1_iv[1])),
+                            level, False, "", n, n_slot, n_top, n_bottom,
+                            (float(flat[0][0]), float(flat[1][0])))
+    z_one = NormalDist().inv_cdf(level)
+    if any(rise - z_one * se_rise > flat_tolerance for rise, se_rise in flat):
+        reason = ANCHOR_NOT_FLAT
+    elif estimate.widths.max() > max_width:
+        reason = INTERVAL_TOO_WIDE
+    else:
+        reason = ""
+    return SlotEstimate(**{**estimate.__dict__, "published": not reason, "reason": reason})
+
+
+def _check_rows(slot: np.ndarray, prob: np.ndarray, score: np.ndarray, click: np.ndarray,
+                m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The four columns validated (:class:`ParamError` naming the column)."""
+    k = np.asarray(slot)
+    p, s, f = (np.asarray(c, dtype=np.float64) for c in (prob, score, click))
+    n = k.shape[0] if k.ndim == 1 else -1
+    if any(c.shape != (n,) for c in (k, p, s, f)):
+        raise ParamError("columns", "slot, prob, score and click must be vectors of one length")
+    if k.dtype.kind not in "iu" or (n and (k.min() < 0 or k.max() >= m)):
+        raise ParamError("slot", f"must be integers in [0, {m})")
+    if not np.all((p > 0.0) & (p <= 1.0)):
+        raise ParamError("prob", "placement probabilities must lie in (0, 1]")
+    if not np.isfinite(s).all():
+        raise ParamError("score", "must be finite")
+    if not np.all((f == 0.0) | (f == 1.0)):
+        raise ParamError("click", "must be 0 or 1")
+    return k.astype(np.intp), p, s, f
+
+
+def _rise(k: np.ndarray, f: np.ndarray, upper: np.ndarray, u: np.ndarray, v: np.ndarray,
+          m: int) -> tuple[float, float]:
+    """``g`` of the upper half of a band less that of its lower half, given ``(u, v)``,
+    and its standard error (each half's ``g`` is the weighted least-squares fit of
+    ``p_k = v_k + (u_k - v_k) g`` over the slots)."""
+    out = []
+    for half in (upper, ~upper):
+        n = np.bincount(k[half], minlength=m).astype(np.float64)
+        c = np.bincount(k[half], weights=f[half], minlength=m)
+        a = u - v
+        p0 = np.clip(np.divide(c, n, out=v.copy(), where=n > 0), EDGE, 1.0 - EDGE)
+        w = n * a * a / (p0 * (1.0 - p0))
+        if w.sum() <= 0.0:
+            return 0.0, math.inf
+        g = float(np.sum(n * a * (c / np.maximum(n, 1.0) - v) / (p0 * (1.0 - p0))) / w.sum())
+        out.append((g, 1.0 / float(w.sum())))
+    return out[0][0] - out[1][0], math.sqrt(out[0][1] + out[1][1])
+
+
+def _derived(u: np.ndarray, v: np.ndarray, cov: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """(3) and the delta-method standard errors ``(se_theta, se_rho0, se_rho1)``."""
+    m = u.shape[0]
+    theta = u / u[0]
+    rho0 = v / theta
+    rho1 = 1.0 - float(u[0])
+    grads = np.zeros((3, m, cov.shape[0]))
+    for k in range(m):
+        if k:
+            grads[0, k, k] = 1.0 / u[0]
+            grads[0, k, 0] = -u[k] / u[0] ** 2
+            grads[1, k, m + k] = u[0] / u[k]
+            grads[1, k, 0] = v[k] / u[k]
+            grads[1, k, k] = -v[k] * u[0] / u[k] ** 2
+        else:
+            grads[1, 0, m] = 1.0
+        grads[2, k, 0] = -1.0
+    se = np.sqrt(np.maximum(np.einsum("ski,ij,skj->sk", grads, cov, grads), 0.0))
+    return theta, rho0, rho1, se
+
+
+def _intervals(centre: np.ndarray, half: np.ndarray) -> np.ndarray:
+    return np.stack((np.maximum(centre - half, 0.0), np.minimum(centre + half, 1.0)), axis=1)
+
+
+def _unpublished(reason: str, m: int, n: int, n_slot: np.ndarray, n_top: int, n_bottom: int,
+                 level: float) -> SlotEstimate:
+    nan = np.full(m, np.nan)
+    unit = np.tile([0.0, 1.0], (m, 1))
+    return SlotEstimate(nan, nan.copy(), math.nan, unit, unit.copy(), (0.0, 1.0), level, False,
+                        reason, n, n_slot, n_top, n_bottom, (math.nan, math.nan))
