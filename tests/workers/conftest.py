@@ -51,3 +51,15 @@ async def store(redis_url: str) -> AsyncIterator[Store]:
     await s.tenants.create(TENANT)
     yield s
     await s.close()
+
+
+async def feed_clicks(store: Store, mk: ModelKeys, config: dict, n: int, rate: float,
+                seed: int) -> list[dict[str, np.ndarray]]:
+    """``n`` decisions answered with clicks of rate ``rate``; the joined events."""
+    logged, _ = decisions(config, n, seed)
+    clicks = (np.random.default_rng(seed).random(n) < rate).astype(float)
+    await store.events.record_decisions(mk, logged, 60, 60)
+    outcomes = await store.events.take_feedback_many(
+        mk, [(eid, {"click": np.array(c)}) for (eid, _), c in zip(logged, clicks, strict=True)])
+    assert all(o.status == "ok" for o in outcomes)
+    return [{**ctx, "click": np.array(c)} for (_, ctx), c in zip(logged, clicks, strict=True)]

@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from app.store import ModelKeys, Store
-from tests.workers.conftest import create_model, decisions, model_config
+from app.store import Store
+from tests.workers.conftest import create_model, feed_clicks, model_config
 from tests.workers.test_trainer import worker
-
-
-async def _feed(store: Store, mk: ModelKeys, config: dict, n: int, rate: float,
-                seed: int) -> None:
-    """``n`` decisions answered with clicks of rate ``rate``."""
-    logged, _ = decisions(config, n, seed)
-    clicks = (np.random.default_rng(seed).random(n) < rate).astype(float)
-    await store.events.record_decisions(mk, logged, 60, 60)
-    outcomes = await store.events.take_feedback_many(
-        mk, [(eid, {"click": np.array(c)}) for (eid, _), c in zip(logged, clicks, strict=True)])
-    assert all(o.status == "ok" for o in outcomes)
 
 
 async def test_trainer_reports_a_fall_of_the_reward(store: Store) -> None:
     config = model_config()
     mk = await create_model(store, config)
     assert await store.drift.report(mk) is None
-    await _feed(store, mk, config, 1_500, 0.9, seed=1)
+    await feed_clicks(store, mk, config, 1_500, 0.9, seed=1)
     first = worker(store, batch_size=500)
     assert await first.drain() == 1_500
     report = await store.drift.report(mk)
@@ -32,7 +19,7 @@ async def test_trainer_reports_a_fall_of_the_reward(store: Store) -> None:
     assert (report["status"], report["detections"], report["events"]) == ("stable", 0, 1_500)
     assert report["signal"] == "reward" and report["threshold"] > 0
     # a second worker (no cached detector) carries on from the saved state
-    await _feed(store, mk, config, 1_500, 0.1, seed=2)
+    await feed_clicks(store, mk, config, 1_500, 0.1, seed=2)
     second = worker(store, "w2", batch_size=500)
     assert await second.drain() == 1_500
     report = await store.drift.report(mk)
@@ -47,7 +34,7 @@ async def test_trainer_reports_a_fall_of_the_reward(store: Store) -> None:
 async def test_deleting_the_model_deletes_its_detector(store: Store) -> None:
     config = model_config()
     mk = await create_model(store, config)
-    await _feed(store, mk, config, 200, 0.5, seed=3)
+    await feed_clicks(store, mk, config, 200, 0.5, seed=3)
     assert await worker(store).drain() == 200
     assert await store.drift.report(mk) is not None
     await store.models.delete("t", "m")

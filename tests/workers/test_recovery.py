@@ -14,20 +14,8 @@ from app.learners.build import build_learner
 from app.store import ModelKeys, Store
 from app.store.decisionlog import LogEntry
 from app.store.versions import VersionPolicy
-from tests.workers.conftest import create_model, decisions, model_config
+from tests.workers.conftest import create_model, feed_clicks, model_config
 from tests.workers.test_trainer import worker
-
-
-async def _feed(store: Store, mk: ModelKeys, config: dict, n: int, rate: float,
-                seed: int) -> list[dict[str, np.ndarray]]:
-    """``n`` decisions answered with clicks of rate ``rate``; the joined events."""
-    logged, _ = decisions(config, n, seed)
-    clicks = (np.random.default_rng(seed).random(n) < rate).astype(float)
-    await store.events.record_decisions(mk, logged, 60, 60)
-    outcomes = await store.events.take_feedback_many(
-        mk, [(eid, {"click": np.array(c)}) for (eid, _), c in zip(logged, clicks, strict=True)])
-    assert all(o.status == "ok" for o in outcomes)
-    return [{**ctx, "click": np.array(c)} for (_, ctx), c in zip(logged, clicks, strict=True)]
 
 
 async def _log(store: Store, mk: ModelKeys) -> list[LogEntry]:
@@ -45,8 +33,8 @@ def _logged_ids(entries: list[LogEntry]) -> list[str]:
 
 async def _fall(store: Store, mk: ModelKeys, config: dict) -> list[dict[str, np.ndarray]]:
     """1,500 events at a click rate of 0.9, then 1,500 at 0.1, applied in batches of 500."""
-    events = await _feed(store, mk, config, 1_500, 0.9, seed=1)
-    events += await _feed(store, mk, config, 1_500, 0.1, seed=2)
+    events = await feed_clicks(store, mk, config, 1_500, 0.9, seed=1)
+    events += await feed_clicks(store, mk, config, 1_500, 0.1, seed=2)
     assert await worker(store, batch_size=500).drain() == 3_000
     return events
 
@@ -84,7 +72,7 @@ async def test_recover_refits_on_the_events_since_the_change_as_a_kept_version(
     assert reasons["before drift recovery"] == recovered["version"] - 1
     # a rollback undoes it; events after it apply once, on top of the version rolled back to
     rolled = await store.versions.rollback(mk, reasons["before drift recovery"])
-    await _feed(store, mk, config, 300, 0.1, seed=3)
+    await feed_clicks(store, mk, config, 300, 0.1, seed=3)
     assert await worker(store, batch_size=500).drain() == 300
     entries = await _log(store, mk)
     ids = _logged_ids(entries)
@@ -126,7 +114,7 @@ async def test_a_reset_or_rollback_restarts_the_detector(store: Store, change: s
                                      VersionPolicy(), "reset", "reset")
     else:
         await store.versions.rollback(mk, (await store.versions.kept(mk))[-1].version)
-    await _feed(store, mk, config, 300, 0.1, seed=4)
+    await feed_clicks(store, mk, config, 300, 0.1, seed=4)
     assert await worker(store, batch_size=500).drain() == 300
     report = await store.drift.report(mk)
     assert report is not None
