@@ -308,7 +308,12 @@ class RidgeRanker(Learner):
         self.ridge = check_positive("ridge", ridge)
         self.temperature = check_non_negative("temperature", temperature)
         self.epsilon = check_range("epsilon", epsilon, 0.0, 1.0)
-        self.anchor_share = check_range("anchor_share", anchor_share, 0.0, 1.0 - self.epsilon)
+        self.anchor_share = check_range("anchor_share", anchor_share, 0.0, 1.0)
+        if self.anchor_share + self.epsilon > 1.0:
+            raise ParamError("anchor_share", f"anchor_share {anchor_share} and epsilon {epsilon} "
+                             "share each slot's probability, so they may add up to 1 at most "
+                             "(the service's anchor_share is 0.03 unless given): with epsilon "
+                             "1, give anchor_share 0")
         self.theta_floor = check_range("theta_floor", theta_floor, 0.0, 1.0, low_open=True)
         self.score_bands = check_int("score_bands", score_bands, 1, 1_000)
         self.position_bias = _check_position_bias(position_bias, self.slots)

@@ -268,8 +268,12 @@ def test_a_rank_challenger_is_estimated_on_slot_0_then_promoted(
     with the default exploration: the challenger's slot-0 value is estimated higher, and
     promoting it serves its learned ranking."""
     shape = {"n_action_features": DA, "slots": SLOTS}
+    r = client.post("/v1/models", headers=tenant, json={
+        "model_id": "m1", "task": "rank", "algorithm": "ridge_pl", "n_features": DX,
+        "params": {**shape, "epsilon": 1.0}})
+    assert r.status_code == 422 and "give anchor_share 0" in r.text, r.text
     new_model(client, tenant, task="rank", algorithm="ridge_pl", n_features=DX,
-              n_classes=None, params={**shape, "epsilon": 1.0})
+              n_classes=None, params={**shape, "epsilon": 1.0, "anchor_share": 0.0})
     r = _add(client, tenant, name="narrow", algorithm="ridge_pl", params={"slots": 2})
     assert r.status_code == 422 and r.json()["error"]["field"] == "params", r.text
     r = _add(client, tenant, name="good", algorithm="ridge_pl", params=shape)

@@ -237,8 +237,9 @@ def test_rank_model_page_shows_position_bias_and_each_decisions_slots(
         assert float(slots.nth(k).locator("text.value").text_content()) == \
             pytest.approx(theta, rel=1e-2)
     assert page.inner_text("#position-bias .source") == "estimated"
-    # its noise rates are the ones given (nothing estimates them): fixed, not awaiting data
-    assert page.inner_text("#noise-now div:has(> dt:text-is('status')) dd") == "fixed"
+    # its per-slot click-noise estimate (the rank default) awaits data after so short a stream
+    assert page.inner_text("#noise-now div:has(> dt:text-is('status')) dd") == \
+        "insufficient_data"
     # and over time: the series points carry each slot's theta, one line per slot after 0
     points = httpx.get(f"{service.base}/v1/models/r1/series", headers=acme).json()["points"]
     thetas = [p["position_bias"] for p in points if p["position_bias"] is not None]

@@ -94,7 +94,7 @@ MODEL_DEPENDENT = {
 }
 #: Messages of ``invalid_request`` a schema-valid request may get: constraints across fields.
 CROSS_FIELD = ("indices and values must have the same length", "duplicate indices",
-               "give both rho0 and rho1", "give rho0 and rho1, estimator or max_width",
+               "give both rho0 and rho1", "give rho0 and rho1, estimator, max_width or half_life",
                "train_fraction goes with a configuration policy")
 #: Operations whose body shape depends on the model: a feedback event has the shape of the
 #: model's task (the document lists every task's), so any 422 may name that.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from app.api.schemas.common import FiniteFloat, RequestModel
 from app.api.schemas.models import NoiseResponse
@@ -24,18 +24,11 @@ class NoisePutRequest(RequestModel):
     max_width: FiniteFloat | None = Field(
         default=None, gt=0.0, le=1.0,
         description="widest confidence interval of either rate still published (anchor)")
-    half_life: FiniteFloat | None = Field(
-        default=None, ge=0.0, le=1e12,
+    half_life: Literal[0] | Annotated[FiniteFloat, Field(ge=1.0, le=1e12)] | None = Field(
+        default=None,
         description="anchor: plays after which a play weighs half in the estimate, so that a "
                     "change in how people click is followed (at least 1; 0: every play of "
                     "the newest 50,000 alike, the default)")
-
-    @field_validator("half_life")
-    @classmethod
-    def _half_life_in_plays(cls, value: float | None) -> float | None:
-        if value is not None and 0.0 < value < 1.0:
-            raise ValueError("must be 0 (every play alike) or at least 1 play")
-        return value
 
     @model_validator(mode="after")
     def _rates_together(self) -> NoisePutRequest:
