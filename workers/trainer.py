@@ -23,13 +23,15 @@ them; a dead trainer's leases expire and are taken over), then runs one
    sum and count of the observed clicks, from which ``debiased_reward`` is
    computed with the rates in force when it is read) in one Lua step that
    also checks the lease and the version and copies the applied entries to
-   the model's decision log (:mod:`app.store.decisionlog`), THEN acknowledge
-   and trim; this step is shielded from cancellation;
-5. once published, still shielded: the after-publish hooks
+   the model's decision log (:mod:`app.store.decisionlog`); this step and
+   the next are shielded from cancellation;
+5. once published: the after-publish hooks
    (:data:`workers.hooks.AFTER_PUBLISH_HOOKS`: NREst samples, anchor rows, a
    kept version at most once per the model's interval, a quality-series point
    at most once per ``series_interval``, the drift detector, the challengers),
    each on its own; one that raises fails the step after the others ran.
+   THEN acknowledge, trim and mark the batch handled (what a sync waits for,
+   so that it sees what the hooks wrote).
    After the pass, the models that went quiet get their due point and their
    newest version kept (:data:`workers.hooks.AFTER_PASS_HOOKS`), so neither
    trails a burst by more than its interval.
@@ -468,12 +470,14 @@ async def _commit(ctx: WorkerContext, slot: ModelSlot, view: TrainerView, cached
             applied=n_applied, click_sum=click_sum, click_n=len(clicks),
             lease_owner=ctx.config.worker_id, logged=logged,
             retention=_retention(ctx))
-        await ctx.delivery.ack_and_trim(mk, ack_ids, last_id)
         cached.version = version
         _record(ctx, ref, view, n_applied, version, last_id, click_sum, len(clicks), rates)
-        return await hooks.run_after_publish(ctx, slot, hooks.Published(
+        failed = await hooks.run_after_publish(ctx, slot, hooks.Published(
             view, cached.config, cached.learner, version, applied, observed, clicks, last_id,
             rates, cached))
+        # after the hooks: a sync returns once the batch is handled, hooks included
+        await ctx.delivery.ack_and_trim(mk, ack_ids, last_id, handled=True)
+        return failed
 
     task = asyncio.ensure_future(publish_then_ack())
     ctx.inflight.add(task)

@@ -336,7 +336,8 @@ async def sync_model(ctx: ApiContext, tenant: str, model_id: str,
         info = await ctx.store.snapshots.info(mk)
         if info is None:
             raise unknown_model(model_id)
-        done = parse_stream_id(info.last_id) >= target
+        # handled, not only published: the after-publish steps (drift, series...) ran too
+        done = parse_stream_id(await ctx.store.events.handled_id(mk)) >= target
         if not done:
             delivered, unacked = await ctx.store.events.group_progress(mk)
             # the rest was skipped or dead-lettered by the trainer, nothing left to apply

@@ -31,7 +31,7 @@ import redis.asyncio as aioredis
 from app.store import codec
 from app.store.client import ScriptBatch, Scripts
 from app.store.decisionlog import MAX_ITEM_IDS
-from app.store.keys import TRAINER_GROUP, ModelKeys, api_key
+from app.store.keys import HANDLED_FIELD, TRAINER_GROUP, ModelKeys, api_key
 from app.store.models import ModelStamp
 from app.store.tenants import KeyRecord
 from app.store.util import text
@@ -282,6 +282,11 @@ class EventStore:
         raw: Any = await self.redis.xinfo_stream(mk.events)
         info = {text(k): v for k, v in raw.items()}
         return text(info.get("last-generated-id")) or "0-0"
+
+    async def handled_id(self, mk: ModelKeys) -> str:
+        """The newest stream id whose batch the trainer has handled: published, every
+        after-publish step run, acknowledged ("0-0": none yet)."""
+        return text(await self.redis.hget(mk.stats, HANDLED_FIELD)) or "0-0"
 
     async def group_progress(self, mk: ModelKeys) -> tuple[str, int]:
         """``(last delivered id, unacknowledged count)`` of the trainer group."""

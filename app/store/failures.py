@@ -4,7 +4,8 @@ When the trainer's step on a model raises (a corrupt snapshot, a script
 error, a learner that times out), the model's events stay pending and the
 step is retried later; meanwhile the model's stats say why (``GET
 /v1/models/{id}``, and a ``sync`` that times out).  The next step that
-succeeds removes the record.
+succeeds removes the record (a trainer's publish removes it in the same step,
+``publish_snapshot.lua``).
 """
 
 from __future__ import annotations

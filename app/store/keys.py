@@ -54,6 +54,9 @@ from __future__ import annotations
 PREFIX = "nl"
 #: Consumer group of the trainers on every model's event stream.
 TRAINER_GROUP = "trainers"
+#: Field of a model's stats hash: the newest stream id the trainer has handled (its batch
+#: published, every after-publish step run, acknowledged); a sync waits for it.
+HANDLED_FIELD = "trainer_handled_id"
 #: Separator of "tenant/model" members (neither id may contain it).
 MODEL_SEP = "/"
 

@@ -118,6 +118,18 @@ async def test_publish_refuses_stale_version_and_foreign_lease(store: Store) -> 
     assert snap is not None and snap.info.last_id == "5-0" and snap.info.events_applied == 3
 
 
+async def test_a_trainer_publish_removes_the_failure_record_in_the_same_step(
+        store: Store) -> None:
+    """A sync returns once the batch is published: the failure must be gone by then."""
+    state = {"W_": np.ones((3, 2)), "noise_rates_": np.zeros(2)}
+    await store.failures.report(MK, "CodecError: not a noisyloop array blob")
+    await store.snapshots.publish(MK, state)  # not the trainer's (no lease owner): kept
+    assert await store.failures.read(MK) is not None
+    await store.redis.set(MK.lease, "me")
+    await store.snapshots.publish(MK, state, last_id="5-0", applied=1, lease_owner="me")
+    assert await store.failures.read(MK) is None
+
+
 async def test_trainer_skips_entries_already_in_snapshot(store: Store) -> None:
     """A crash between publish and ack re-delivers entries; they must not apply twice."""
     await store.events.record_decisions(MK, [("e1", CTX), ("e2", CTX)], 60, 60)
