@@ -1,6 +1,6 @@
 """The trainer's steps after a publish: a tuple of hooks, one module each, run in order.
 
-Once a batch is published and acknowledged (:func:`workers.trainer.step`),
+Once a batch is published (:func:`workers.trainer.step`), and before it is acknowledged,
 every hook of :data:`AFTER_PUBLISH_HOOKS` gets the model's slot and the
 :class:`Published` batch, in the trainer's shielded publish step; after each
 pass, every hook of :data:`AFTER_PASS_HOOKS` catches up on the models that
@@ -10,7 +10,8 @@ protocol; adding one is its module and one line here.
 Each hook runs on its own: one that raises does not keep the next ones from
 the batch; the step then fails with the first error once all ran
 (:mod:`workers.failures` reports it and puts the model's next read off).
-The batch is published and acknowledged by then: no accepted event is lost.
+The batch is published by then and acknowledged after the hooks, failed or not: no
+accepted event is lost.
 """
 
 from __future__ import annotations
