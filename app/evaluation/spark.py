@@ -39,6 +39,25 @@ def session(master: str | None = None) -> Any:
             .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
 
 
+def stop_session(spark: Any) -> None:
+    """Stop ``spark`` and the JVM pyspark launched for it: ``SparkSession.stop`` leaves that
+    process running until the interpreter exits, which a long-lived caller (a test run, a
+    notebook) would otherwise inherit."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    spark.stop()
+    if gateway is None:
+        return
+    gateway.shutdown()
+    launched = getattr(gateway, "proc", None)
+    if launched is not None:
+        launched.terminate()
+        launched.wait(timeout=60)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+
+
 def _task(batches: Iterator[Any], parts: list[parquetlog.Part], n_actions: int,
           policy: Policy, model: RidgeModel, options: Options) -> Iterator[Any]:
     """A Spark task: the sums of the parts whose indices it is given, one row each."""

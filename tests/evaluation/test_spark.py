@@ -23,7 +23,7 @@ def spark_master() -> Iterator[str]:
     pytest.importorskip("pandas", reason="pyspark's mapInArrow needs pandas")
     if shutil.which("java") is None:
         pytest.skip("no java on the PATH: Spark cannot start")
-    from app.evaluation.spark import session
+    from app.evaluation.spark import session, stop_session
 
     try:
         spark = session("local[2]")
@@ -31,7 +31,7 @@ def spark_master() -> Iterator[str]:
     except Exception as exc:  # any failure to start the JVM or a Python worker
         pytest.skip(f"Spark cannot start here: {exc!r}")
     yield "local[2]"
-    spark.stop()
+    stop_session(spark)
 
 
 def test_spark_equals_the_local_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str],
