@@ -8,8 +8,11 @@ batch's contexts with its current state, then learns the batch with the
 *logged* play, propensity and click in place of its own), and gives its
 ``n x K`` matrix on the remaining events (as it explores, or its greedy label
 when it offers no distribution; :func:`app.evaluation.policies.learner_policy`).
-Only learners that learn from a click on the played label can learn from
-logged bandit feedback; others are refused naming that capability.  Pure
+A log read in chunks is learned by :class:`Training`, which keeps the steps
+of :data:`BATCH` events counted from the log's first event whatever the
+chunks, so the learner ends as it would on the log in memory.  Only learners
+that learn from a click on the played label can learn from logged bandit
+feedback; others are refused naming that capability.  Pure
 numpy, like :mod:`app.learners`.
 """
 
@@ -46,16 +49,24 @@ class ConfigPolicy:
     """The evaluated events (the rest of the log)."""
 
     def split(self, stream_ids: Sequence[str] = ()) -> dict[str, Any]:
-        """Which events trained and which were evaluated: counts, 0-based rows of the log
-        (first and last) and, given the log's event ids, those of the first and last."""
-        out: dict[str, Any] = {}
-        for name, first, count in (("train", 0, self.train),
-                                   ("evaluate", self.train, self.log.n)):
-            rows = [first, first + count - 1]
-            out[name] = {"events": count, "rows": rows}
-            if stream_ids:
-                out[name]["stream_ids"] = [stream_ids[rows[0]], stream_ids[rows[1]]]
-        return out
+        """:func:`split_fields` of this split, given the log's event ids (or none)."""
+        ends = (0, self.train - 1, self.train, self.train + self.log.n - 1)
+        return split_fields(self.train, self.log.n,
+                            [stream_ids[i] for i in ends] if stream_ids else ())
+
+
+def split_fields(train: int, evaluated: int, stream_ids: Sequence[str] = ()
+                 ) -> dict[str, Any]:
+    """Which events trained and which were evaluated: counts, 0-based rows of the log
+    (first and last) and, given the ids of the first and last event of each part (four),
+    those."""
+    out: dict[str, Any] = {}
+    for k, (name, first, count) in enumerate((("train", 0, train),
+                                              ("evaluate", train, evaluated))):
+        out[name] = {"events": count, "rows": [first, first + count - 1]}
+        if stream_ids:
+            out[name]["stream_ids"] = list(stream_ids[2 * k:2 * k + 2])
+    return out
 
 
 def check_config(config: Any, task: str, n_features: int, n_classes: int | None,
@@ -95,24 +106,79 @@ def check_config(config: Any, task: str, n_features: int, n_classes: int | None,
 
 def learn_logged(learner: Learner, log: LabelLog) -> None:
     """Learn the events of ``log`` in order, in batches of :data:`BATCH`, off-policy (module
-    docstring)."""
+    docstring; ValueError when an update overflows)."""
     for start in range(0, log.n, BATCH):
         rows = slice(start, start + BATCH)
         own = stack_events([d.context for d in learner.decide_many(log.X[rows])])
-        learn_finite(learner, with_logged_play(own, {
-            "played": log.actions[rows], "prob": log.propensities[rows],
-            "click": log.rewards[rows]}))
+        try:
+            learn_finite(learner, with_logged_play(own, {
+                "played": log.actions[rows], "prob": log.propensities[rows],
+                "click": log.rewards[rows]}))
+        except FloatingPointError as exc:
+            raise ValueError(f"learning the log: {exc}") from None
+
+
+@dataclass
+class Training:
+    """A learner learning a log that arrives in chunks of any size, in the steps of
+    :data:`BATCH` events :func:`learn_logged` takes on the whole log (the events of an
+    unfinished step wait in ``pending`` for the next chunk or :meth:`finish`)."""
+
+    learner: Learner
+    pending: LabelLog | None = None
+
+    def learn(self, log: LabelLog) -> None:
+        """Learn the events of ``log``, which follow those given before."""
+        if self.pending is not None:
+            log = concatenated(self.pending, log)
+        steps = log.n - log.n % BATCH
+        if steps:
+            learn_logged(self.learner, log.rows(slice(steps)))
+        self.pending = log.rows(slice(steps, None)) if steps < log.n else None
+
+    def finish(self) -> Learner:
+        """The learner once it learned the events still pending too."""
+        if self.pending is not None:
+            learn_logged(self.learner, self.pending)
+            self.pending = None
+        return self.learner
+
+
+def concatenated(first: LabelLog, then: LabelLog) -> LabelLog:
+    """The events of ``first`` followed by those of ``then``."""
+    return LabelLog(X=np.concatenate([first.X, then.X]),
+                    actions=np.concatenate([first.actions, then.actions]),
+                    propensities=np.concatenate([first.propensities, then.propensities]),
+                    rewards=np.concatenate([first.rewards, then.rewards]),
+                    n_actions=first.n_actions)
+
+
+def start_training(config: Any, n_features: int, n_classes: int,
+                   rates: tuple[float, float] | None = None, seed: int | None = 0) -> Training:
+    """A fresh learner of ``config`` (:func:`check_config`) at the click-noise ``rates``
+    (when given), ready to learn a label log."""
+    learner = check_config(config, "label", n_features, n_classes, seed)
+    if rates is not None:
+        apply_noise_rates(learner, *rates)
+    return Training(learner)
+
+
+def train_size(n: int, train_fraction: float) -> int:
+    """How many of ``n`` events the first ``train_fraction`` holds (ValueError when it or
+    the rest would be empty)."""
+    if not 0.0 < train_fraction < 1.0:
+        raise ValueError(f"train_fraction must be in (0, 1), not {train_fraction}")
+    train = round(n * train_fraction)
+    if not 0 < train < n:
+        raise ValueError(f"{n} events cannot be split {train_fraction:g} to train, the "
+                         "rest to evaluate")
+    return train
 
 
 def split(log: LabelLog, train_fraction: float) -> tuple[LabelLog, LabelLog]:
     """The first ``train_fraction`` of the events and the rest (ValueError when either part
     would be empty)."""
-    if not 0.0 < train_fraction < 1.0:
-        raise ValueError(f"train_fraction must be in (0, 1), not {train_fraction}")
-    train = round(log.n * train_fraction)
-    if not 0 < train < log.n:
-        raise ValueError(f"{log.n} events cannot be split {train_fraction:g} to train, the "
-                         "rest to evaluate")
+    train = train_size(log.n, train_fraction)
     return log.rows(slice(0, train)), log.rows(slice(train, log.n))
 
 
@@ -122,12 +188,7 @@ def config_policy(config: Any, log: LabelLog, train_fraction: float = DEFAULT_TR
     """The policy of ``config`` (a label learner's ``{"algorithm", "params"}``) trained on
     the first ``train_fraction`` of ``log`` at the click-noise ``rates`` (when given), on the
     rest of it (ValueError/ParamError saying why not)."""
-    learner = check_config(config, "label", log.X.shape[1], log.n_actions, seed)
+    training = start_training(config, log.X.shape[1], log.n_actions, rates, seed)
     train, test = split(log, train_fraction)
-    if rates is not None:
-        apply_noise_rates(learner, *rates)
-    try:
-        learn_logged(learner, train)
-    except FloatingPointError as exc:
-        raise ValueError(f"learning the log: {exc}") from None
-    return ConfigPolicy(learner_policy(test, learner), train.n, test)
+    training.learn(train)
+    return ConfigPolicy(learner_policy(test, training.finish()), train.n, test)

@@ -236,29 +236,51 @@ def test_a_failed_slow_or_orphaned_evaluation_ends_failed_never_running_forever(
     r.close()
 
 
+def same_estimates(one: dict[str, Any], other: dict[str, Any]) -> None:
+    assert one["n"] == other["n"] and one["ess"] == pytest.approx(other["ess"], rel=1e-9)
+    for name in ("ips", "snips", "dr"):
+        for field in ("value", "ci_low", "ci_high"):
+            assert one[name][field] == pytest.approx(other[name][field], rel=1e-9), name
+
+
 @pytest.mark.slow
-def test_an_evaluation_reads_the_newest_events_of_its_window_in_log_order(
-        client: TestClient, tenant: dict[str, str], redis_url: str,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_configuration_streams_its_whole_window_as_the_command_line_evaluates_it(
+        client: TestClient, tenant: dict[str, str], redis_url: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     new_model(client, tenant)
     feed(client, tenant, 600)
     time.sleep(0.01)
     until = time.time()  # applied before: the first 600 events
     time.sleep(0.01)
     feed(client, tenant, 400)
-    monkeypatch.setattr(workers.evaluations, "MAX_EVENTS", 300)
-    r = client.get("/v1/models/m1/log", params={"limit": 1000}, headers=tenant)
-    ids = [line["stream_id"] for line in map(orjson.loads, r.content.splitlines())
+    monkeypatch.setattr(workers.evaluations, "MAX_EVENTS", 300)  # not a bound
+    config = {"algorithm": "rcnbf"}  # its learning steps matter (chunks of 170 cut them)
+    body = {"policy": config, "train_fraction": 0.45, "rho0": 0.05, "rho1": 0.1,
+            "bootstrap": 50}
+    done = {}
+    for chunk in (100_000, 170):  # one chunk; chunks that cut the learning steps of 100
+        monkeypatch.setattr(workers.evaluations, "CHUNK_EVENTS", chunk)
+        done[chunk] = evaluation(client, tenant, redis_url, body)
+        assert done[chunk]["status"] == "done" and done[chunk]["n"] == 550, done[chunk]
+    same_estimates(done[170], done[100_000])
+    assert done[170]["split"] == done[100_000]["split"]
+    export = tmp_path / "log.jsonl"
+    export.write_bytes(client.get("/v1/models/m1/log", params={"limit": 10_000},
+                                  headers=tenant).content)
+    ids = [line["stream_id"] for line in map(orjson.loads, export.read_bytes().splitlines())
            if "action" in line]
-    assert len(ids) == 1000
-    config = {"algorithm": "linucb_diag", "params": {"alpha": 0.1}}
-    for window, expected in (({}, ids[-300:]), ({"until": repr(until)}, ids[300:600])):
-        done = evaluation(client, tenant, redis_url, {"policy": config, "train_fraction": 0.5,
-                                                      "bootstrap": 5, **window})
-        assert done["status"] == "done" and done["n"] == 150, done
-        split = done["split"]
-        assert split["train"]["stream_ids"][0] == expected[0], window
-        assert split["evaluate"]["stream_ids"][1] == expected[-1], window
+    capsys.readouterr()
+    assert main(["evaluate", "--no-progress", "--log", str(export), "--format", "noisyloop",
+                 "--policy", f"config:{json.dumps(config)}", "--train-fraction", "0.45",
+                 "--rho0", "0.05", "--rho1", "0.1", "--bootstrap", "50"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    same_estimates(done[170], printed)
+    assert done[170]["split"] == printed["split"] == {
+        "train": {"events": 450, "rows": [0, 449], "stream_ids": [ids[0], ids[449]]},
+        "evaluate": {"events": 550, "rows": [450, 999], "stream_ids": [ids[450], ids[999]]}}
+    earlier = evaluation(client, tenant, redis_url, {**body, "until": repr(until)})
+    assert earlier["n"] == 330 and earlier["split"]["evaluate"]["stream_ids"] == [
+        ids[270], ids[599]], earlier
 
 
 def test_a_label_evaluation_streams_its_whole_window_as_the_command_line_reads_it(
@@ -278,7 +300,4 @@ def test_a_label_evaluation_streams_its_whole_window_as_the_command_line_reads_i
     assert main(["evaluate", "--no-progress", "--log", str(export), "--format", "noisyloop",
                  "--policy", "fixed:1", "--rho0", "0.05", "--rho1", "0.1", "--bootstrap",
                  "50"]) == 0
-    printed = json.loads(capsys.readouterr().out)
-    for name in ("ips", "snips", "dr"):
-        for field in ("value", "ci_low", "ci_high"):
-            assert done[name][field] == pytest.approx(printed[name][field], rel=1e-9)
+    same_estimates(done, json.loads(capsys.readouterr().out))
