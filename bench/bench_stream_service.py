@@ -3,14 +3,18 @@
 An embedded Redis and the app (in-process trainer) serve a ``label`` /
 ``rcnbf`` model (4 features, 3 labels) fed ``--seed-events`` simulated rounds;
 the log entries those rounds wrote are then copied (``XADD`` of the same
-fields) until the log holds ``--events`` events, a ``uniform`` evaluation of
-the whole log is queued, and a worker process of its own (the ``nrest``
-role, drained once, its pool threads so that one process does all the
-work) runs it, reporting its peak RSS and CPU time; the job's
-``n`` is checked against the log's events.
+fields) until the log holds ``--events`` events, an evaluation of the whole
+log for ``--policy`` (``uniform`` by default; ``config:JSON`` for a
+configuration trained on the first half) is queued, and a worker process of
+its own (the ``jobs`` role, drained once, its pool threads so that one
+process does all the work) runs it, reporting its peak RSS and CPU time;
+the job's ``n`` is checked against the log's events.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_stream_service.py \\
         --json bench/results/stream-service.json
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_stream_service.py \\
+        --policy 'config:{"algorithm": "rcnbf"}' \\
+        --json bench/results/stream-service-config.json
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from app.main import create_app
 from app.settings import Settings
 from app.store.embedded import EmbeddedRedis
 from app.store.keys import ModelKeys
-from workers.settings import WorkerSettings
+from app.worker_settings import WorkerSettings
 from workers.worker import Worker
 
 ADMIN = "bench-admin-token-0123456789abcdef"
@@ -48,14 +52,14 @@ async def run_trainer(ctx: ApiContext, stop: asyncio.Event) -> None:
 
 
 def drain(url: str) -> None:
-    """One drain of a worker's nrest role; prints its peak RSS and CPU time."""
+    """One drain of a worker's jobs role; prints its peak RSS and CPU time."""
     from app.store import Store
 
     async def run() -> int:
         store = Store.from_url(url)
         try:
             return await Worker(store, WorkerSettings(  # pool of threads: one process's RSS
-                roles=("nrest",), worker_id="bench", nrest_timeout=600,
+                roles=("jobs",), worker_id="bench", nrest_timeout=600,
                 nrest_threads=True)).drain()
         finally:
             await store.close()
@@ -107,6 +111,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000, help="events in the log")
     parser.add_argument("--seed-events", type=int, default=5_000, help="rounds served")
+    parser.add_argument("--policy", default="uniform",
+                        help="the policy evaluated: a name, or config:JSON (default uniform)")
     parser.add_argument("--json", default=None, metavar="FILE", help="write the results")
     parser.add_argument("--drain", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -126,14 +132,19 @@ def main() -> None:
             auth = {"Authorization": f"Bearer {r.json()['api_key']}"}
             seed_log(client, auth, args.seed_events)
             total = grow_log(server.url, "acme", args.events)
-            job = client.post("/v1/models/m1/evaluations", json={"policy": "uniform"},
-                              headers=auth).json()["job_id"]
+            kind, _, config = args.policy.partition(":")
+            policy = json.loads(config) if kind == "config" else args.policy
+            r = client.post("/v1/models/m1/evaluations", json={"policy": policy},
+                            headers=auth)
+            assert r.status_code == 202, r.text
+            job = r.json()["job_id"]
             out = subprocess.run([sys.executable, __file__, "--drain", server.url],
                                  check=True, capture_output=True, text=True)
             run: dict[str, Any] = json.loads(out.stdout.splitlines()[-1])
             done = client.get(f"/v1/models/m1/evaluations/{job}", headers=auth).json()
-    result = {"events": total, "worker": run, "status": done["status"], "n": done.get("n"),
-              "ips": done.get("ips"), "machine": machine_info()}
+    result = {"events": total, "policy": args.policy, "worker": run, "status": done["status"],
+              "n": done.get("n"), "ips": done.get("ips"), "split": done.get("split"),
+              "machine": machine_info()}
     print(f"worker evaluating {total:,} events: {done['status']}, n = {done.get('n')}, "
           f"peak RSS {run['peak_rss_mb']:.0f} MB, {run['cpu_seconds']:.1f} s CPU, "
           f"{run['wall_seconds']:.0f} s wall")

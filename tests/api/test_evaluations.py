@@ -252,6 +252,7 @@ def test_a_configuration_streams_its_whole_window_as_the_command_line_evaluates_
     time.sleep(0.01)
     until = time.time()  # applied before: the first 600 events
     time.sleep(0.01)
+    assert client.post("/v1/models/m1/reset", headers=tenant).status_code == 200  # a marker
     feed(client, tenant, 400)
     monkeypatch.setattr(workers.evaluations, "MAX_EVENTS", 300)  # not a bound
     config = {"algorithm": "rcnbf"}  # its learning steps matter (chunks of 170 cut them)
@@ -267,8 +268,9 @@ def test_a_configuration_streams_its_whole_window_as_the_command_line_evaluates_
     export = tmp_path / "log.jsonl"
     export.write_bytes(client.get("/v1/models/m1/log", params={"limit": 10_000},
                                   headers=tenant).content)
-    ids = [line["stream_id"] for line in map(orjson.loads, export.read_bytes().splitlines())
-           if "action" in line]
+    lines = [orjson.loads(line) for line in export.read_bytes().splitlines()]
+    assert [line["type"] for line in lines].count("reset") == 1
+    ids = [line["stream_id"] for line in lines if "action" in line]
     capsys.readouterr()
     assert main(["evaluate", "--no-progress", "--log", str(export), "--format", "noisyloop",
                  "--policy", f"config:{json.dumps(config)}", "--train-fraction", "0.45",
