@@ -3,6 +3,8 @@ does on the log in memory."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 
@@ -18,7 +20,7 @@ def test_learn_in_chunks_ends_as_on_the_whole_log(sizes: tuple[int, ...]) -> Non
     training = start_training(config, CONTEXTS.shape[1], K, rates=(0.05, 0.1))
     ends = np.cumsum((0, *sizes))
     train = train_size(log.n, 0.5)
-    for start, stop in zip(ends[:-1], ends[1:], strict=True):
+    for start, stop in pairwise(ends):
         if start < train:
             training.learn(log.rows(slice(start, min(stop, train))))
     learner = training.finish()
