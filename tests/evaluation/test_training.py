@@ -3,6 +3,7 @@ does on the log in memory."""
 
 from __future__ import annotations
 
+import pickle
 from itertools import pairwise
 
 import numpy as np
@@ -23,6 +24,7 @@ def test_learn_in_chunks_ends_as_on_the_whole_log(sizes: tuple[int, ...]) -> Non
     for start, stop in pairwise(ends):
         if start < train:
             training.learn(log.rows(slice(start, min(stop, train))))
+            training = pickle.loads(pickle.dumps(training))  # as a process pool returns it
     learner = training.finish()
     pi = np.array([learner.probabilities(x) for x in log.X[train:]])  # type: ignore[attr-defined]
     np.testing.assert_array_equal(pi, whole.pi)
