@@ -1,33 +1,28 @@
 """Queued policy evaluations on a model's decision log, run by the ``jobs`` role.
 
 A job (``POST /v1/models/{id}/evaluations``, :mod:`app.store.evaluations`)
-names a policy: ``uniform``, ``logging``, ``fixed:N``, ``model`` (the
-model's current snapshot as it explores: its label distribution on each
-logged context), ``model:greedy`` (its greedy label) or a configuration
+names a policy: ``uniform``, ``logging``, ``fixed:N``, ``model`` (the model's
+current snapshot as it explores: its label distribution on each logged
+context), ``model:greedy`` (its greedy label) or a configuration
 ``{"algorithm", "params"}``, which learns the first ``train_fraction`` of the
-events and is evaluated on the rest (:mod:`app.evaluation.training`).
-A label model's log is evaluated over every event applied in ``[since,
-until]`` (the whole log by default), in bounded memory: the streaming path of ``noisyloop evaluate``
-(:mod:`app.evaluation.streaming`) reads the window oldest first in chunks of
-:data:`CHUNK_EVENTS` events, twice (the reward model's sums over the first
-events, then the estimators' sums), each chunk's sums computed in the
+events and is evaluated on the rest (:mod:`app.evaluation.training`).  A label
+model's log is evaluated over every event applied in ``[since, until]`` (the
+whole log by default), in bounded memory: the streaming path of ``noisyloop
+evaluate`` (:mod:`app.evaluation.streaming`) reads the window oldest first in
+chunks of :data:`CHUNK_EVENTS` events, twice (the reward model's sums over the
+first events, then the estimators' sums), each chunk's sums computed in the
 worker's pool (as NREst fits: off the trainer's event loop) for at most
 ``nrest_timeout`` seconds and merged; events are keyed by their line in the
-window, as in the window's ``noisyloop log export``, so the numbers are
-those of ``noisyloop evaluate`` on that export.  A configuration's evaluation
-reads the window three times: to count its events (which fixes the split),
-to train the learner on the first ``train_fraction`` of them chunk by chunk
-in log order (:class:`app.evaluation.training.Training`) while the reward
-model's sums are taken over the rest, and to sum the estimators over the
-rest; its events are keyed by their place among the evaluated ones, as
-``noisyloop evaluate --policy config:...`` keys them (events appended after
-the count are left out).  A rank log's evaluation reads the newest
-:data:`MAX_EVENTS` events of the window into memory.  The result is the JSON
-``noisyloop evaluate --json`` writes.  Any error fails the job with its reason; a job whose
-worker died reads as failed once its ``deadline`` passed (a job is marked
-running as it is taken off the queue: :mod:`app.store.jobs`).  A rank model's log is
-evaluated per ranking by the same code as the command line's
-(:mod:`app.evaluation.rankings`), for the ``uniform`` and ``logging`` policies.
+window, as in the window's ``noisyloop log export``, so the numbers are those
+of ``noisyloop evaluate`` on that export; a configuration's, in the same
+chunks, by :mod:`workers.configevaluation`.  A rank log's evaluation reads the
+newest :data:`MAX_EVENTS` events of the window into memory.  The result is the
+JSON ``noisyloop evaluate --json`` writes.  Any error fails the job with its
+reason; a job whose worker died reads as failed once its ``deadline`` passed (a
+job is marked running as it is taken off the queue: :mod:`app.store.jobs`).  A
+rank model's log is evaluated per ranking by the same code as the command
+line's (:mod:`app.evaluation.rankings`), for the ``uniform`` and ``logging``
+policies.
 """
 
 from __future__ import annotations
@@ -35,34 +30,24 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import orjson
 
-from app.evaluation.estimators import FIT_EVENTS, LabelSums, Options, evaluate, reward_sums
+from app.evaluation.estimators import FIT_EVENTS, LabelSums, Options, evaluate
 from app.evaluation.policies import fixed_policy, learner_policy, logging_policy, uniform_policy
 from app.evaluation.rankings import evaluate_ranking, placements
-from app.evaluation.reward_model import RidgeModel, RidgeSums
-from app.evaluation.servicelog import ServiceLog, service_log
+from app.evaluation.reward_model import RidgeModel, RidgeSums, merged
+from app.evaluation.servicelog import service_log
 from app.evaluation.streaming import Batch, Policy, accumulate, reward_model_sums
-from app.evaluation.sums import row_keys
-from app.evaluation.training import (
-    DEFAULT_TRAIN_FRACTION,
-    Training,
-    split_fields,
-    start_training,
-    train_size,
-)
-from app.learners.base import Learner
 from app.learners.build import build_learner
 from app.store.decisionlog import LogEntry
 from app.store.jobs import QueuedJob
 from app.store.keys import ModelKeys
 from app.store.logrecords import entry_records
 from app.store.util import utc_now
-from workers import jobs
+from workers import configevaluation, jobs
 from workers.context import WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -114,7 +99,8 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
         state = snap.state
     since_ms, until_ms = request.get("since_ms"), request.get("until_ms")
     if isinstance(request["policy"], dict):
-        return await _stream_config(ctx, mk, config, request)
+        return await configevaluation.stream_config(
+            ctx, config, request, lambda: _chunks(ctx, mk, request))
     policy = _label_policy(config, state, request["policy"])
     if policy is not None:
         return await _stream(ctx, mk, config, policy, request)
@@ -208,7 +194,7 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], pol
         line += lines
         seen += taken
         if sums is not None:
-            ridge = _merged(ridge, sums)
+            ridge = merged(ridge, sums)
         if seen >= FIT_EVENTS:
             break
     if ridge is None:
@@ -225,149 +211,6 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], pol
     result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
                   policy=request["policy"], bootstrap=options.n_boot)
     return result
-
-
-@dataclass(frozen=True)
-class _ConfigPlan:
-    """What every chunk of a configuration's evaluation needs (a pool call's argument)."""
-
-    config: Any
-    n_classes: int
-    options: Options
-    rates: tuple[float, float] | None
-    events: int
-    """The window's events when they were counted."""
-    train: int
-    """The first ``train`` of them are learned from, the rest evaluated."""
-
-    @property
-    def fit_stop(self) -> int:
-        """The end of the events the reward model is fitted on (those evaluated first)."""
-        return min(self.events, self.train + FIT_EVENTS)
-
-
-def _events(entries: list[LogEntry]) -> int:
-    """The events of ``entries`` (markers are not events)."""
-    return sum(entry.size for entry in entries if not entry.is_marker)
-
-
-def _event_log(entries: list[LogEntry], first: int, stop: int, n_classes: int
-               ) -> ServiceLog | None:
-    """Events ``first`` to ``stop - 1`` of ``entries`` (counted without markers) as a label
-    log; None when there are none."""
-    records: list[dict[str, Any]] = []
-    for entry in entries:
-        if entry.is_marker:
-            continue
-        if first < entry.size and stop > 0:
-            records += entry_records(entry, max(first, 0), stop - max(first, 0))
-        first, stop = first - entry.size, stop - entry.size
-    return service_log(records, n_classes, "the decision log") if records else None
-
-
-def _learn_chunk(entries: list[LogEntry], position: int, training: Training | None,
-                 plan: _ConfigPlan
-                 ) -> tuple[Training | None, RidgeSums | None, tuple[str, str] | None]:
-    """The chunk of events from ``position`` on: its events among the first ``plan.train``
-    learned (the training started on the first chunk), the reward model's sums of the
-    others (up to ``plan.fit_stop``), and the stream ids of the first and last learned."""
-    read = _event_log(entries, 0, plan.fit_stop - position, plan.n_classes)
-    if read is None:
-        return training, None, None
-    log = read.label_log()
-    learn = min(log.n, max(plan.train - position, 0))
-    ids = None
-    if learn:
-        if training is None:
-            training = start_training(plan.config, log.X.shape[1], plan.n_classes,
-                                      plan.rates)
-        training.learn(log.rows(slice(learn)))
-        ids = read.stream_ids[0], read.stream_ids[learn - 1]
-    if learn == log.n:
-        return training, None, ids
-    first = position + learn - plan.train  # its place among the evaluated events
-    keys = row_keys(np.arange(first, first + log.n - learn))
-    return training, reward_sums(log.rows(slice(learn, None)), keys, plan.options), ids
-
-
-def _score_chunk(entries: list[LogEntry], position: int, learner: Learner,
-                 model: RidgeModel, plan: _ConfigPlan
-                 ) -> tuple[LabelSums, tuple[str, str] | None]:
-    """The estimators' sums of the chunk's evaluated events (from ``position`` on) under the
-    trained learner's policy, and the stream ids of the first and last of them."""
-    read = _event_log(entries, plan.train - position, plan.events - position, plan.n_classes)
-    if read is None:
-        return LabelSums.zeros(), None
-    log = read.label_log()
-    first = max(position, plan.train) - plan.train
-    policy = functools.partial(learner_policy, learner=learner)
-    batch = (log, row_keys(np.arange(first, first + log.n)))
-    ends = read.stream_ids[0], read.stream_ids[-1]
-    return accumulate([batch], policy, model, plan.options), ends
-
-
-async def _stream_config(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any],
-                         request: dict[str, Any]) -> dict[str, Any]:
-    """A configuration's evaluation over the whole window, streamed (module docstring)."""
-    if config.get("task") != "label" or not config.get("n_classes"):
-        raise ValueError("a configuration is evaluated on a label model's log")
-    options = Options(request.get("rho0"), request.get("rho1"),
-                      n_boot=request.get("bootstrap", 200))
-    options.correction()  # refuse unusable rates before reading anything
-    fraction = request.get("train_fraction") or DEFAULT_TRAIN_FRACTION
-    events = 0
-    async for chunk in _chunks(ctx, mk, request):
-        events += _events(chunk)
-    rates = None if request.get("rho0") is None else (request["rho0"], request["rho1"])
-    plan = _ConfigPlan(request["policy"], int(config["n_classes"]), options, rates, events,
-                       train_size(events, fraction))
-    training: Training | None = None
-    ridge: RidgeSums | None = None
-    first_ids: tuple[str, str] | None = None
-    position = 0
-    async for chunk in _chunks(ctx, mk, request):
-        training, sums, ids = await ctx.in_pool(functools.partial(
-            _learn_chunk, chunk, position, training, plan))
-        position += _events(chunk)
-        if ids is not None:
-            first_ids = ids if first_ids is None else (first_ids[0], ids[1])
-        if sums is not None:
-            ridge = _merged(ridge, sums)
-        if position >= plan.fit_stop:
-            break
-    if training is None or ridge is None or first_ids is None:
-        raise ValueError("the decision log: the window lost its events while it was read")
-    learned = min(position, plan.train)
-    learner = await ctx.in_pool(training.finish)
-    model = ridge.fit(options.ridge)
-    total = LabelSums.zeros()
-    last_ids: tuple[str, str] | None = None
-    position = 0
-    async for chunk in _chunks(ctx, mk, request):
-        count = _events(chunk)
-        if position + count > plan.train:
-            part, ids = await ctx.in_pool(functools.partial(
-                _score_chunk, chunk, position, learner, model, plan))
-            total.merge(part)
-            if ids is not None:
-                last_ids = ids if last_ids is None else (last_ids[0], ids[1])
-        position += count
-        if position >= plan.events:
-            break
-    result = (await ctx.in_pool(functools.partial(total.evaluation, options))).to_dict()
-    assert last_ids is not None  # (evaluation raises without evaluated events)
-    result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
-                  policy=request["policy"], bootstrap=options.n_boot, train_fraction=fraction,
-                  split=split_fields(learned, result["n"], (*first_ids, *last_ids)))
-    return result
-
-
-def _merged(total: RidgeSums | None, part: RidgeSums) -> RidgeSums:
-    """``part`` added to ``total`` (``part`` itself for the first)."""
-    if total is None:
-        return part
-    total.merge(part)
-    return total
 
 
 def _evaluate(entries: list[LogEntry], skip: int, config: dict[str, Any],

@@ -85,6 +85,15 @@ class RidgeSums:
         return RidgeModel(intercept, coef)
 
 
+
+def merged(total: RidgeSums | None, part: RidgeSums) -> RidgeSums:
+    """``part`` added to ``total`` (``part`` itself when there is no total yet)."""
+    if total is None:
+        return part
+    total.merge(part)
+    return total
+
+
 @dataclass(frozen=True)
 class RidgeModel:
     """Per fold (the fold of the events it predicts) and action, a ridge's intercept and
