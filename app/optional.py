@@ -1,8 +1,8 @@
 """Optional dependencies: import one, or say which install brings it.
 
 The service (``noisyloop serve``, ``api``, ``worker``) needs none of them.
-The plots of ``noisyloop replay`` and ``evaluate`` need matplotlib and the
-progress bars tqdm (the ``lab`` extra; without tqdm there is no bar); the
+The plots of ``noisyloop replay`` and ``evaluate`` need matplotlib and
+pyoxipng and the progress bars tqdm (the ``lab`` extra; without tqdm there is no bar); the
 commands that call a running service (``log export``, ``replay --service``,
 ``bench service``) need the Python client, a distribution of its own in
 ``clients/python``.  A command checks before it starts its work, and

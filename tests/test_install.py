@@ -26,7 +26,7 @@ from app.store.embedded import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What the service must run without: the ``lab`` extra and the client.
-OPTIONAL = ("matplotlib", "tqdm", "noisyloop_client")
+OPTIONAL = ("matplotlib", "oxipng", "tqdm", "noisyloop_client")
 BLOCKER = f"""\
 import importlib.abc, sys
 class Block(importlib.abc.MetaPathFinder):

@@ -492,6 +492,7 @@ def handle(args: argparse.Namespace) -> int:
     """Evaluate, print the JSON, write it and the plot; 2 on bad input."""
     if args.plot:
         require("matplotlib", LAB, "--plot")
+        require("oxipng", LAB, "--plot")
     try:
         result = run(args)
     except (ValueError, OSError) as exc:

@@ -202,6 +202,7 @@ def handle(args: argparse.Namespace) -> int:
     """Run the replay, print the summary, write JSON and plot; 2 on a usage error."""
     if args.plot:
         require("matplotlib", LAB, "--plot")
+        require("oxipng", LAB, "--plot")
     service_errors: tuple[type[Exception], ...] = ()
     if args.service is not None:  # the HTTP client (httpx) only for --service
         service_errors = (require("noisyloop_client", CLIENT, "--service").NoisyloopError,)

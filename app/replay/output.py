@@ -318,6 +318,9 @@ FIGURE_COLOURS = 32
 #: Resolution of a saved figure: labels stay legible, and the docs' figures
 #: take about two thirds of the bytes they take at 110 dpi.
 FIGURE_DPI = 80
+#: oxipng's effort: level 4 gains a few percent over its default (2) on the docs'
+#: figures at a few seconds for the largest.
+OXIPNG_LEVEL = 4
 
 
 def save_figure(fig: Any, path: str | Path, dpi: int = FIGURE_DPI) -> None:
@@ -325,10 +328,12 @@ def save_figure(fig: Any, path: str | Path, dpi: int = FIGURE_DPI) -> None:
 
     The palette comes from a fast octree: it keeps every line's own colour, where a
     median cut merges a colour few pixels carry (a line under two others) into a
-    neighbouring one.
+    neighbouring one.  oxipng then re-encodes the file losslessly (it picks the row
+    filters and the palette order), about 10% fewer bytes than Pillow's own encoder.
     """
     import io
 
+    import oxipng
     from PIL import Image
 
     p = Path(path)
@@ -338,7 +343,9 @@ def save_figure(fig: Any, path: str | Path, dpi: int = FIGURE_DPI) -> None:
     buffer.seek(0)
     image = Image.open(buffer).convert("RGB").quantize(
         colors=FIGURE_COLOURS, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
-    image.save(p, format="PNG", optimize=True)
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    p.write_bytes(oxipng.optimize_from_memory(buffer.getvalue(), level=OXIPNG_LEVEL))
 
 
 @contextmanager
