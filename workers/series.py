@@ -25,7 +25,16 @@ interval (and a trainer pass).  A point holds:
   applied);
 * for a learner that declares ``estimates_position_bias`` (rank models):
   ``position_bias``, its ``theta`` per slot relative to slot 0, and
-  ``position_bias_source`` (configured, estimated or insufficient_data).
+  ``position_bias_source``, by the rule every view of it follows
+  (:func:`app.learners.noise_publish.position_bias`: the per-slot estimate in
+  force, else configured, else insufficient_data);
+* for a learner that declares ``logs_placements`` (rank models): ``slots``, the
+  per-slot estimate (``theta``, ``rho0``, ``rho1`` and their intervals, as
+  ``GET .../noise`` shows it) on the first point after each publish, null on
+  the others (a publish is recorded once, so the capped series bounds them
+  too); ``slots_status`` (published, insufficient_data or fixed, as ``GET
+  .../noise``) and ``slots_reason``, why the last estimate was not published
+  (empty when it was).
 """
 
 from __future__ import annotations
@@ -36,16 +45,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.learners.base import Learner, batch_size
-from app.learners.build import build_learner
+from app.learners.base import batch_size
+from app.learners.noise_anchor import TOO_FEW_EVENTS
+from app.learners.noise_publish import position_bias
 from app.learners.proxy import calibrated_probability
+from app.learners.registry import learner_class
 from app.store.delivery import TrainerView
 from app.store.keys import ModelKeys
+from app.store.noise import NoiseRecord
 from app.store.series import SeriesContext
 from app.store.snapshots import SnapshotInfo
 
 if TYPE_CHECKING:  # workers.context holds a ModelSeries
-    from workers.context import ModelRef, ModelSlot, WorkerContext
+    from workers.context import ModelSlot, WorkerContext
     from workers.hooks import Published
 
 #: Decimals kept of the rewards and rates of a point (the series is for reading, not sums).
@@ -77,6 +89,8 @@ class ModelSeries:
     """Whether the model had a window in this worker (its first one was short)."""
     active: bool = False
     """Whether the model applied a batch since the last :meth:`idle`."""
+    slots_at: str | None = None
+    """``estimated_at`` of the last per-slot estimate a point recorded."""
 
     def add(self, interval: float, events: int, click_sum: float, click_n: int,
             now: float) -> Window | None:
@@ -113,7 +127,7 @@ async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Publishe
     """The trainer hook (:mod:`workers.hooks`): :func:`record` the published batch."""
     await record(ctx, slot, published.view, batch_size(published.applied),
                  published.version, float(np.sum(published.clicks)), len(published.clicks),
-                 published.rates, published.learner)
+                 published.rates)
 
 
 async def after_pass(ctx: WorkerContext) -> None:
@@ -123,12 +137,12 @@ async def after_pass(ctx: WorkerContext) -> None:
 
 async def record(ctx: WorkerContext, slot: ModelSlot, view: TrainerView, events: int,
                  version: int, click_sum: float, click_n: int,
-                 rates: tuple[float, float], learner: Learner) -> None:
+                 rates: tuple[float, float]) -> None:
     """Add a published batch to the model's window; write a point when one is due.
 
     ``view`` is what the trainer read of the model before the batch (its
     counters and noise record), ``rates`` the noise rates the batch was
-    learned with, ``learner`` the model as published.
+    learned with.
     """
     if ctx.series_interval <= 0:
         return
@@ -140,8 +154,7 @@ async def record(ctx: WorkerContext, slot: ModelSlot, view: TrainerView, events:
     total = SnapshotInfo(version, info.last_id, info.events_applied + events,
                          info.events_expired, info.click_sum + click_sum,
                          info.click_n + click_n, info.updated_at)
-    await _write(ctx, slot.ref, window, now, total, rates,
-                 view.noise.source if view.noise is not None else None, learner)
+    await _write(ctx, slot, window, now, total, rates, view)
 
 
 async def record_idle(ctx: WorkerContext) -> None:
@@ -150,34 +163,22 @@ async def record_idle(ctx: WorkerContext) -> None:
     now = time.monotonic()
     for slot, window in [(s, w) for s in list(ctx.slots.values())
                          if (w := s.series.idle(now)) is not None]:
-        ref = slot.ref
-        view = await ctx.delivery.read_model(ModelKeys(*ref))
-        learner = None if view is None else await _published_learner(ctx, slot, view)
-        if view is None or learner is None:
+        view = await ctx.delivery.read_model(ModelKeys(*slot.ref))
+        if view is None:
             continue  # deleted meanwhile
         rates = (view.noise.rho0, view.noise.rho1) if view.noise else (0.0, 0.0)
-        await _write(ctx, ref, window, now, view.info, rates,
-                     view.noise.source if view.noise is not None else None, learner)
+        await _write(ctx, slot, window, now, view.info, rates, view)
 
 
-async def _published_learner(ctx: WorkerContext, slot: ModelSlot,
-                             view: TrainerView) -> Learner | None:
-    """The learner at the view's version: the trainer's cached one, else the snapshot's."""
-    cached = slot.learner
-    if cached is not None and cached.version == view.info.version:
-        return cached.learner
-    snap = await ctx.store.snapshots.load(ModelKeys(*slot.ref))
-    return None if snap is None else build_learner(view.config, snap.state)
-
-
-async def _write(ctx: WorkerContext, ref: ModelRef, window: Window, now: float,
-                 total: SnapshotInfo, rates: tuple[float, float], noise_source: str | None,
-                 learner: Learner) -> None:
+async def _write(ctx: WorkerContext, slot: ModelSlot, window: Window, now: float,
+                 total: SnapshotInfo, rates: tuple[float, float], view: TrainerView) -> None:
     """Append the point of a closed window and set the quality gauges."""
+    ref, noise = slot.ref, view.noise
     mk = ModelKeys(*ref)
     extra = await ctx.store.series.context(mk)
-    point = make_point(window, now, total, rates, noise_source, extra)
-    point.update(position_bias(learner))
+    point = make_point(window, now, total, rates, noise.source if noise is not None else None,
+                       extra)
+    point.update(rank_fields(view.config, noise, extra.anchor, slot.series))
     await ctx.store.series.append(mk, point)
     if point["online_reward"] is not None:
         ctx.metrics.online_reward.labels(*ref).set(point["online_reward"])
@@ -225,20 +226,41 @@ def make_point(window: Window, now: float, total: SnapshotInfo, rates: tuple[flo
     return point
 
 
-def position_bias(learner: Learner) -> dict[str, Any]:
-    """The point's ``position_bias`` and ``position_bias_source`` of a learner that declares
-    ``estimates_position_bias``; nothing for the others.
+def rank_fields(config: dict[str, Any], noise: NoiseRecord | None,
+                last: dict[str, Any] | None, series: ModelSeries) -> dict[str, Any]:
+    """The point's position bias and per-slot estimate fields of a model whose learner
+    declares ``estimates_position_bias`` / ``logs_placements`` (module docstring); nothing
+    for the others.  ``last`` is the last estimate's outcome; ``series`` remembers which
+    per-slot estimate was recorded last.
 
-    >>> from app.learners.rank import RidgeRanker
-    >>> position_bias(RidgeRanker(n_features=2, n_action_features=1, slots=3,
-    ...                           position_bias=[1.0, 0.5, 0.25]))
-    {'position_bias': [1.0, 0.5, 0.25], 'position_bias_source': 'configured'}
+    >>> fields = rank_fields({"task": "rank", "algorithm": "ridge_pl",
+    ...                       "params": {"slots": 2, "position_bias": None}},
+    ...                      None, None, ModelSeries())
+    >>> fields["position_bias"], fields["position_bias_source"], fields["slots"]
+    ([1.0, 1.0], 'insufficient_data', None)
     """
-    if not learner.estimates_position_bias:
+    cls = learner_class(config["task"], config["algorithm"])
+    if not cls.estimates_position_bias:
         return {}
-    theta, source = learner.position_bias_estimate()
-    return {"position_bias": [round(float(v), DIGITS) for v in theta],
-            "position_bias_source": source}
+    in_force = None if noise is None else noise.slots
+    values, source = position_bias(cls, config.get("params") or {}, in_force)
+    out: dict[str, Any] = {"position_bias": [round(v, DIGITS) for v in values],
+                           "position_bias_source": source}
+    if not cls.logs_placements:
+        return out
+    status = "insufficient_data" if noise is None else noise.status
+    stamp = None if noise is None else noise.estimated_at
+    new = bool(in_force) and stamp != series.slots_at
+    if new:
+        series.slots_at = stamp
+    last = last or {}
+    if noise is not None and status == "fixed":
+        reason = noise.fixed_reason
+    else:
+        reason = "" if last.get("status") == "published" else str(
+            last.get("reason", TOO_FEW_EVENTS))
+    out.update(slots=in_force if new else None, slots_status=status, slots_reason=reason)
+    return out
 
 
 def _rounded(value: float | None) -> float | None:

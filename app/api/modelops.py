@@ -33,6 +33,7 @@ from app.api.schemas.serving import ApprenticeReport
 from app.api.versions import keep_explicit, publish_explicit
 from app.learners.base import Learner, ParamError, check_state
 from app.learners.build import budget_strategy, build_learner, initial_noise_rates
+from app.learners.noise_publish import position_bias
 from app.learners.registry import (
     algorithms,
     check_param_types,
@@ -151,17 +152,15 @@ def _size_params(body: ModelCreateRequest, cls: type[Learner], algorithm: str,
     return out
 
 
-def position_bias_response(learner: Learner, noise: NoiseRecord | None) -> PositionBiasResponse:
-    """The position bias per slot relative to slot 0 and its source: the published per-slot
-    estimate of ``noise`` when there is one, else the learner's own, flagged when estimated
-    with the rates of ``noise`` that are not reliable (the estimate subtracts ``rho0``)."""
-    if noise is not None and noise.slots:
-        return PositionBiasResponse(values=[float(s["theta"]) for s in noise.slots],
-                                    source="estimated", calibration_unreliable=False)
-    theta, source = learner.position_bias_estimate()
-    unreliable = source == "estimated" and (noise is None or not noise.rates_reliable)
-    return PositionBiasResponse(values=[float(v) for v in theta], source=source,  # type: ignore[arg-type]
-                                calibration_unreliable=unreliable)
+def position_bias_response(config: dict[str, Any],
+                           noise: NoiseRecord | None) -> PositionBiasResponse:
+    """The position bias per slot relative to slot 0 and its source, by the one rule
+    (:func:`~app.learners.noise_publish.position_bias`): the per-slot estimate in force,
+    else the configured values, else 1 per slot flagged ``calibration_unreliable``."""
+    values, source = position_bias(learner_class(config["task"], config["algorithm"]),
+                                   config["params"], None if noise is None else noise.slots)
+    return PositionBiasResponse(values=values, source=source,  # type: ignore[arg-type]
+                                calibration_unreliable=source == "insufficient_data")
 
 
 def noise_response(noise: NoiseRecord | None) -> NoiseResponse | None:
@@ -234,16 +233,10 @@ async def describe_model(ctx: ApiContext, tenant: str, model_id: str) -> ModelRe
         ctx.metrics.debiased_reward.labels(tenant, model_id).set(reward)
     config = record.config
     drift = drift_response(config, await ctx.store.drift.report(ModelKeys(tenant, model_id)))
-    if not learner_class(config["task"], config["algorithm"]).estimates_position_bias:
-        return model_response(record).model_copy(update={"drift": drift})
-    snap = await ctx.store.snapshots.load(ModelKeys(tenant, model_id))
-    if snap is None:
-        raise unknown_model(model_id)
-    noise = record.noise
-    learner = build_learner(config, snap.state,
-                            None if noise is None else (noise.rho0, noise.rho1))
-    return model_response(record, position_bias_response(learner, noise)).model_copy(
-        update={"drift": drift})
+    bias = (position_bias_response(config, record.noise)
+            if learner_class(config["task"], config["algorithm"]).estimates_position_bias
+            else None)
+    return model_response(record, bias).model_copy(update={"drift": drift})
 
 
 async def set_mode(ctx: ApiContext, tenant: str, config: dict[str, Any],

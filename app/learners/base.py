@@ -48,8 +48,10 @@ replay command) reads them from the class before it builds a learner.
   unanswered (None: it cannot become a no-click event, only be dropped).
 * ``ranks_candidates``: ``decide`` takes the request's candidate actions
   (``actions=``, ``slots=``) and fills slots with them;
-  ``estimates_position_bias``: the learner reports its position bias per slot
-  (:meth:`~Learner.position_bias_estimate`);
+  ``estimates_position_bias``: the learner weighs clicks by a position bias per
+  slot (:meth:`~Learner.position_bias_estimate`, the one it learns with when no
+  per-slot estimate is handed to it) and says what a model shows while no
+  per-slot estimate is published (:meth:`~Learner.position_bias_prior`);
   ``logs_placements``: each shown slot's placement probability and score are
   logged and its feedback is a click (:meth:`~Learner.placement_rows`), so a
   driver estimates examination and click noise per slot from its placements
@@ -163,7 +165,8 @@ class Learner(ABC):
     ranks_candidates: ClassVar[bool] = False
     """Whether ``decide`` ranks candidate actions given with the request (``actions=``)."""
     estimates_position_bias: ClassVar[bool] = False
-    """Whether the learner reports a position bias per slot (``position_bias_estimate``)."""
+    """Whether the learner weighs clicks by a position bias per slot (``position_bias_estimate``,
+    ``position_bias_prior``)."""
     logs_placements: ClassVar[bool] = False
     """Whether its placements feed the per-slot click-noise estimate (``placement_rows``,
     ``set_slot_noise``)."""
@@ -276,9 +279,18 @@ class Learner(ABC):
         self.noise_rates_reliable = bool(reliable)
 
     def position_bias_estimate(self) -> tuple[np.ndarray, str]:
-        """Position bias per slot relative to slot 0 and its source (learners that declare
+        """Position bias per slot relative to slot 0 that the learner learns with when no
+        per-slot estimate is handed to it, and its source (learners that declare
         ``estimates_position_bias``)."""
         raise NotImplementedError(f"{type(self).__name__} has no position bias")
+
+    @classmethod
+    def position_bias_prior(cls, params: Mapping[str, Any]) -> tuple[tuple[float, ...], str]:
+        """Position bias per slot that a model with ``params`` shows while no per-slot
+        estimate is published, and its source: the values it was given (``configured``) or
+        1 per slot (``insufficient_data``) (learners that declare ``estimates_position_bias``;
+        :func:`app.learners.noise_publish.position_bias` is the rule that picks)."""
+        raise NotImplementedError(f"{cls.__name__} has no position bias")
 
     @classmethod
     def placement_rows(cls, batch: Batch

@@ -21,16 +21,19 @@ that an estimate is published by the same rule whatever asked for it:
 
 :func:`outcome` says what either estimate means for someone who may act on
 it: ``published`` or ``insufficient_data``, the reason, the counts and the
-interval (JSON-ready).  Pure numpy: no Redis, no HTTP.
+interval (JSON-ready); :func:`position_bias` is the position bias a rank model
+shows wherever it is shown, from the same per-slot estimate.  Pure numpy: no
+Redis, no HTTP.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from app.learners.base import Learner
 from app.learners.noise import NoiseEstimate, estimate_noise_rates
 from app.learners.noise_anchor import AnchorEstimate, estimate_from_anchors
 from app.learners.noise_slots import SlotEstimate, estimate_slot_noise
@@ -128,6 +131,26 @@ def slots_outcome(est: SlotEstimate) -> list[dict[str, Any]]:
                           "rho0": [float(v) for v in est.rho0_interval[k]],
                           "rho1": list(est.rho1_interval)}}
             for k in range(est.theta.shape[0])]
+
+
+def position_bias(cls: type[Learner], params: Mapping[str, Any],
+                  slots: Sequence[Mapping[str, Any]] | None) -> tuple[list[float], str]:
+    """The position bias per slot a model of learner class ``cls`` with ``params`` shows,
+    and its source, given the per-slot estimate in force (``slots`` of its noise record,
+    :func:`slots_outcome`): that estimate's ``theta`` (``estimated``), else what the class
+    shows without one (:meth:`~app.learners.base.Learner.position_bias_prior`:
+    ``configured`` or ``insufficient_data``).
+
+    >>> from app.learners.rank import RidgeRanker
+    >>> position_bias(RidgeRanker, {"slots": 2}, [{"theta": 1.0}, {"theta": 0.6}])
+    ([1.0, 0.6], 'estimated')
+    >>> position_bias(RidgeRanker, {"slots": 2}, None)
+    ([1.0, 1.0], 'insufficient_data')
+    """
+    if slots:
+        return [float(s["theta"]) for s in slots], "estimated"
+    values, source = cls.position_bias_prior(params)
+    return list(values), source
 
 
 def outcome(est: AnchorEstimate | NoiseEstimate | SlotEstimate) -> dict[str, Any]:

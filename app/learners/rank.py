@@ -420,6 +420,20 @@ class RidgeRanker(Learner):
                                                      self.rho0)
         return theta, "estimated" if bool(estimated[1:].all()) else "insufficient_data"
 
+    @classmethod
+    def position_bias_prior(cls, params: Mapping[str, Any]) -> tuple[tuple[float, ...], str]:
+        """The ``position_bias`` param (``configured``), else 1 per slot
+        (``insufficient_data``): the score-band estimate is the learner's own fallback, not
+        what a model shows.
+
+        >>> RidgeRanker.position_bias_prior({"slots": 3, "position_bias": None})
+        ((1.0, 1.0, 1.0), 'insufficient_data')
+        """
+        given = params.get("position_bias")
+        if given is not None:
+            return tuple(float(v) for v in given), "configured"
+        return (1.0,) * size_param(params, "slots"), "insufficient_data"
+
     def weights(self) -> np.ndarray:
         """The ridge solution for every event learned, the current noise rates and
         position bias (refreshed first if anything changed; decisions use it from now on)."""

@@ -58,7 +58,7 @@ def test_rank_contract(client: TestClient, tenant: dict[str, str],
     assert model["params"]["n_action_features"] == DA and model["params"]["slots"] == SLOTS
     assert model["noise"]["rho0"] == 0.0 and model["stats"]["predictions"] == 1
     assert model["position_bias"] == {"values": [1.0, 1.0, 1.0], "source": "insufficient_data",
-                                      "calibration_unreliable": False}
+                                      "calibration_unreliable": True}
 
 
 def test_fewer_slots_sparse_and_named_features_and_greedy(client: TestClient,
@@ -307,7 +307,7 @@ def run_stream(client: TestClient, auth: dict[str, str], rounds: int, batch: int
     scores = [x["ranking"][0]["expected_reward"] for x in scored]
     model = client.get("/v1/models/sim", headers=auth).json()
     return {"gap_closed": gap_closed(*values[tail].T),
-            "position_bias": model["position_bias"], "theta": sim.theta.tolist(),
+            "position_bias": model["position_bias"],
             "new_items": len(scores), "new_item_correlation": float(np.corrcoef(scores,
                                                                                   truth)[0, 1])}
 
@@ -317,11 +317,11 @@ def test_default_learner_on_the_simulated_stream(client: TestClient,
                                                  tenant: dict[str, str]) -> None:
     # the stream (churn 10% per 1,000, 20 candidates, 3 slots, theta (1, 0.6, 0.35),
     # click noise (0.03, 0.3)), untuned defaults and no noise rates given, rankings and
-    # feedback in batches of 200 (20-30 s): 0.911 of the gap closed, theta within 0.04
+    # feedback in batches of 200 (20-30 s): 0.911 of the gap closed; the position bias shown
+    # is the per-slot estimate's, which the jobs role (not run here) publishes: flagged
     out = run_stream(client, tenant, 30_000, 200, {})
     assert out["gap_closed"] >= 0.8, out
-    assert out["position_bias"]["source"] == "estimated"
-    assert np.abs(np.array(out["position_bias"]["values"]) - out["theta"]).max() <= 0.1, out
+    assert out["position_bias"]["source"] == "insufficient_data", out
     assert out["new_items"] >= 100 and out["new_item_correlation"] >= 0.5, out
 
 

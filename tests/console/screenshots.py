@@ -31,14 +31,16 @@ from tests.console.harness import (
 
 #: Width of the saved pictures (the page is drawn at 1280 px, then scaled down).
 WIDTH = 900
+#: Colours of the models list (text and a table: half the figures' keeps it legible).
+LIST_COLOURS = FIGURE_COLOURS // 2
 
 
-def save_small(png: bytes, path: Path) -> Path:
-    """``png`` scaled to :data:`WIDTH` and saved as a palette PNG of the figures' colours."""
+def save_small(png: bytes, path: Path, colours: int = FIGURE_COLOURS) -> Path:
+    """``png`` scaled to :data:`WIDTH` and saved as a palette PNG of ``colours`` colours."""
     image = Image.open(io.BytesIO(png)).convert("RGB")
     height = round(image.height * WIDTH / image.width)
     image = image.resize((WIDTH, height), Image.Resampling.LANCZOS).quantize(
-        colors=FIGURE_COLOURS, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+        colors=colours, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
     path.parent.mkdir(parents=True, exist_ok=True)
     image.save(path, format="PNG", optimize=True)
     return path
@@ -48,8 +50,12 @@ def capture(page: Any, base: str, token: str, model_id: str, out_dir: Path) -> l
     """Sign in, then picture the models list and the top of ``model_id``'s page."""
     page.set_viewport_size({"width": 1280, "height": 720})
     sign_in(page, base, token)
-    page.wait_for_selector("table.models")
-    models = save_small(page.screenshot(), out_dir / "console-models.png")
+    table = page.wait_for_selector("table.models")
+    # down to the models card (the rest of the page is empty)
+    box = table.bounding_box()
+    models = save_small(page.screenshot(clip={"x": 0, "y": 0, "width": 1280,
+                                              "height": box["y"] + box["height"] + 40}),
+                        out_dir / "console-models.png", LIST_COLOURS)
     page.goto(f"{base}/console#/models/{model_id}")
     page.wait_for_selector("#reward-chart svg polyline")
     page.wait_for_selector("#noise-chart svg")

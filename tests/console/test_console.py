@@ -222,7 +222,9 @@ def test_rank_model_page_shows_position_bias_and_each_decisions_slots(
     service.rank_stream(acme, "r1", rounds=3)
     model = httpx.get(f"{service.base}/v1/models/r1", headers=acme).json()
     bias = model["position_bias"]
-    assert bias["source"] == "estimated" and len(bias["values"]) == 3
+    # no per-slot estimate after so short a stream: the prior, flagged
+    assert bias == {"values": [1.0] * 3, "source": "insufficient_data",
+                    "calibration_unreliable": True}
     sign_in(page, service.base, token(acme))
     page.goto(f"{service.base}/console#/models/r1")
     chart = page.locator("#position-bias-chart svg.bars")
@@ -236,21 +238,18 @@ def test_rank_model_page_shows_position_bias_and_each_decisions_slots(
         assert heights[k] / heights[0] == pytest.approx(theta, rel=1e-3)
         assert float(slots.nth(k).locator("text.value").text_content()) == \
             pytest.approx(theta, rel=1e-2)
-    assert page.inner_text("#position-bias .source") == "estimated"
-    # its per-slot click-noise estimate (the rank default) awaits data after so short a stream
+    assert page.inner_text("#position-bias .source") == "insufficient_data"
     assert page.inner_text("#noise-now div:has(> dt:text-is('status')) dd") == \
         "insufficient_data"
-    # and over time: the series points carry each slot's theta, one line per slot after 0
+    # over time: the series points say so, and the per-slot charts have nothing to draw
     points = httpx.get(f"{service.base}/v1/models/r1/series", headers=acme).json()["points"]
-    thetas = [p["position_bias"] for p in points if p["position_bias"] is not None]
-    assert len(thetas) >= 2 and all(len(t) == 3 and t[0] == 1.0 for t in thetas), points
-    assert {p["position_bias_source"] for p in points} <= {"estimated", "insufficient_data"}
-    lines = page.locator("#position-bias-series svg polyline")
-    assert lines.count() == 2
-    assert [len(lines.nth(k).get_attribute("points").split()) for k in range(2)] == \
-        [len(thetas)] * 2
-    assert page.locator("#position-bias-series .legend li").all_inner_texts() == [
-        " θ slot 1", " θ slot 2"]
+    assert len(points) >= 2 and all(
+        (p["position_bias"], p["slots"], p["slots_status"]) == (
+            bias["values"], None, "insufficient_data") and p["slots_reason"]
+        for p in points), [(p["slots_status"], p["slots_reason"]) for p in points]
+    page.locator("#slot-theta-chart .empty").wait_for()
+    assert page.inner_text("#slot-status") == \
+        f"per-slot estimate: insufficient_data ({points[-1]['slots_reason']})"
     # recent decisions: a row per shown slot, the newest ranking first
     newest = httpx.get(f"{service.base}/v1/models/r1/log?order=desc&limit=1",
                        headers=acme).json()
@@ -266,6 +265,48 @@ def test_rank_model_page_shows_position_bias_and_each_decisions_slots(
         assert float(cells.nth(-2).inner_text()) == pytest.approx(slot["propensity"], abs=1e-3)
         assert cells.nth(-1).inner_text() in ("0", "1") and \
             float(cells.nth(-1).inner_text()) == slot["click"]
+
+
+def test_rank_model_page_charts_each_published_per_slot_estimate(
+        page: Any, service: Service, tenants: dict[str, Any]) -> None:
+    """The series of a rank model as it reads once two per-slot estimates were published and
+    a later run refused one (publishing takes tens of thousands of rankings: the page gets
+    the service's own points with those fields set)."""
+    acme = tenants["acme"]
+    service.model(acme, "r3", task="rank", algorithm="ridge_pl", n_classes=None, **RANK_SHAPE)
+    service.rank_stream(acme, "r3", rounds=1)
+    base = httpx.get(f"{service.base}/v1/models/r3/series", headers=acme).json()["points"][-1]
+
+    def slots(theta: list[float], rho0: list[float]) -> list[dict[str, Any]]:
+        return [{"slot": k, "theta": t, "rho0": r, "rho1": 0.2,
+                 "interval": {"theta": [t - 0.03 * k, t + 0.03 * k], "rho0": [r - 0.02, r + 0.02],
+                              "rho1": [0.18, 0.22]}}
+                for k, (t, r) in enumerate(zip(theta, rho0, strict=True))]
+    points = [{**base, "t": base["t"] + 10 * i, "slots": published,
+               "slots_status": "published", "slots_reason": reason}
+              for i, (published, reason) in enumerate([
+                  (slots([1.0, 0.6, 0.35], [0.1, 0.07, 0.05]), ""),
+                  (slots([1.0, 0.58, 0.36], [0.11, 0.07, 0.04]), ""),
+                  (None, "anchor_not_flat")])]
+    page.route("**/v1/models/r3/series", lambda route: route.fulfill(json={"points": points}))
+    sign_in(page, service.base, token(acme))
+    page.goto(f"{service.base}/console#/models/r3")
+    theta = page.locator("#slot-theta-chart")
+    theta.locator("svg.chart").wait_for()
+    # one line per slot after 0 through both publishes, each value with its interval
+    assert theta.locator(".legend li").all_inner_texts()[:2] == [" θ slot 1", " θ slot 2"]
+    lines = theta.locator("svg.chart polyline")
+    assert [len(lines.nth(k).get_attribute("points").split()) for k in range(2)] == [2, 2]
+    assert theta.locator("g.whisker").count() == 2 * 2
+    noise = page.locator("#slot-noise-chart")
+    assert noise.locator(".legend li").all_inner_texts()[:4] == [
+        " ρ0 slot 0", " ρ0 slot 1", " ρ0 slot 2", " ρ1 (every slot)"]
+    assert noise.locator("g.whisker").count() == 4 * 2
+    # the refused run is marked where it happened, and said
+    for chart in (theta, noise):
+        assert chart.locator("g.mark title").all_text_contents() == [
+            "published: anchor_not_flat"]
+    assert page.inner_text("#slot-status") == "per-slot estimate: published (anchor_not_flat)"
 
 
 def test_a_rank_model_is_offered_the_policies_its_log_is_evaluated_for(

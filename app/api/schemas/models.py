@@ -182,13 +182,12 @@ class PositionBiasResponse(BaseModel):
 
     values: list[float]
     source: Literal["configured", "estimated", "insufficient_data"] = Field(
-        description="configured: the position_bias param; estimated: every slot estimated "
-                    "from the model's randomised placements; insufficient_data: some slot "
-                    "still at the prior 1")
+        description="estimated: theta of the published per-slot estimate (GET .../noise "
+                    "slots); configured: the position_bias param, while none is published; "
+                    "insufficient_data: neither (every value the prior 1)")
     calibration_unreliable: bool = Field(
-        default=False, description="estimated with noise rates nobody gave or that await an "
-                                   "estimate: its rho0 is then 0, and false clicks pull every "
-                                   "theta towards 1")
+        default=False, description="true when the source is insufficient_data: the values are "
+                                   "the prior, not an estimate")
 
 
 class DriftDetection(BaseModel):

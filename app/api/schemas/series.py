@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from app.api.schemas.noise import SlotNoise
+
 
 class SeriesPoint(BaseModel):
     """One point of the series: the trainer's window since the previous point."""
@@ -31,7 +33,18 @@ class SeriesPoint(BaseModel):
     position_bias: list[float] | None = Field(
         default=None, description="rank models: theta of each slot relative to slot 0")
     position_bias_source: str | None = Field(
-        default=None, description="rank models: configured, estimated or insufficient_data")
+        default=None, description="rank models: estimated (the per-slot estimate in force), "
+                                  "configured or insufficient_data")
+    slots: list[SlotNoise] | None = Field(
+        default=None, description="rank models: the per-slot estimate published since the "
+                                  "previous point (theta, rho0, rho1 and their intervals, as "
+                                  "GET .../noise slots); null on the other points")
+    slots_status: str | None = Field(
+        default=None, description="rank models: published, insufficient_data or fixed (the "
+                                  "noise status)")
+    slots_reason: str | None = Field(
+        default=None, description="rank models: why the last per-slot estimate was not "
+                                  "published (empty when it was)")
 
 
 class SeriesResponse(BaseModel):

@@ -49,7 +49,8 @@ const NoisyChart = (() => {
   }
 
   /* Draw into `container` (emptied first).  spec: {series: [{name, color, points: [[t, y]],
-   * band: [[t, lo, hi]] (optional), dashed}], yMin, yMax, yLabel, title, marks: [{t, label}]
+   * band: [[t, lo, hi]] (optional; whiskers: drawn as a bar per time, not a shaded band),
+   * dashed}], yMin, yMax, yLabel, title, marks: [{t, label}]
    * (optional: a vertical line at each time, its label on hover; the time axis spans them),
    * markName (the marks' legend entry)} */
   function draw(container, spec) {
@@ -88,7 +89,15 @@ const NoisyChart = (() => {
                  class: "axis" }, svg);
 
     for (const s of spec.series) {
-      if (s.band && s.band.length) {
+      if (s.whiskers) {
+        for (const [t, lo, hi] of s.band || []) {
+          const g = el("g", { class: "whisker", stroke: s.color, "stroke-width": 1.5 }, svg);
+          el("line", { x1: sx(t), x2: sx(t), y1: sy(lo), y2: sy(hi) }, g);
+          for (const v of [lo, hi]) {
+            el("line", { x1: sx(t) - 4, x2: sx(t) + 4, y1: sy(v), y2: sy(v) }, g);
+          }
+        }
+      } else if (s.band && s.band.length) {
         const upper = s.band.map((b) => `${sx(b[0]).toFixed(1)},${sy(b[2]).toFixed(1)}`);
         const lower = s.band.slice().reverse()
           .map((b) => `${sx(b[0]).toFixed(1)},${sy(b[1]).toFixed(1)}`);

@@ -437,13 +437,71 @@
   /* What each source of a rank model's position bias means. */
   const BIAS_SOURCES = {
     configured: "the model's position_bias param",
-    estimated: "estimated from the model's randomised placements",
-    insufficient_data: "not enough randomised placements yet: some slot is still at the prior 1",
+    estimated: "the published per-slot estimate",
+    insufficient_data: "no per-slot estimate published yet: every slot at the prior 1",
   };
 
-  /* Line colours of the slots after slot 0 in the position bias over time (cycled). */
+  /* Line colours of the slots (cycled). */
   const SLOT_COLORS = [COLORS.online, COLORS.calibrated, COLORS.rho0, COLORS.rho1,
                        COLORS.debiased];
+
+  /* One line per slot of `key` (theta or rho0) at the series points that recorded a
+   * publish, its intervals as whiskers; slots from `first` on. */
+  function slotSeries(published, key, symbol, first) {
+    const n = published.length ? published[0].slots.length : 0;
+    const out = [];
+    for (let k = first; k < n; k++) {
+      const at = published.filter((p) => p.slots[k]);
+      out.push({ name: `${symbol} slot ${k}`, color: SLOT_COLORS[k % SLOT_COLORS.length],
+                 whiskers: true, points: at.map((p) => [p.t, p.slots[k][key]]),
+                 band: at.map((p) => [p.t, ...p.slots[k].interval[key]]) });
+    }
+    return out;
+  }
+
+  /* Marks where the per-slot estimate's state becomes flagged (not published, or its last
+   * run refused), labelled with the status and reason. */
+  function flaggedMarks(points) {
+    const marks = [];
+    let before = "";
+    for (const p of points) {
+      const flag = p.slots_status && (p.slots_status !== "published" || p.slots_reason)
+        ? `${p.slots_status}${p.slots_reason ? `: ${p.slots_reason}` : ""}` : "";
+      if (flag && flag !== before) marks.push({ t: p.t, label: flag });
+      before = flag;
+    }
+    return marks;
+  }
+
+  /* A rank model's per-slot examination and click noise over time, with their intervals
+   * and the points where the estimate is flagged. */
+  function slotEstimateCharts(body, points) {
+    const published = points.filter((p) => p.slots);
+    const marks = flaggedMarks(points);
+    const last = points[points.length - 1];
+    body.replaceChildren(h("p", { class: "latest", id: "slot-status" },
+      last && last.slots_status ? `per-slot estimate: ${last.slots_status}`
+        + (last.slots_reason ? ` (${last.slots_reason})` : "") : "no points yet"));
+    const charts = [
+      ["slot-theta-chart", "Examination θ per slot (slot 0 = 1)",
+       slotSeries(published, "theta", "θ", 1)],
+      ["slot-noise-chart", "Click noise per slot: ρ0 (false click), ρ1 (missed click)",
+       [...slotSeries(published, "rho0", "ρ0", 0),
+        ...(published.length ? [{ name: "ρ1 (every slot)", color: COLORS.debiased,
+          dashed: true, whiskers: true,
+          points: published.map((p) => [p.t, p.slots[0].rho1]),
+          band: published.map((p) => [p.t, ...p.slots[0].interval.rho1]) }] : [])]],
+    ];
+    for (const [id, title, series] of charts) {
+      const box = h("div", { class: "chart-box", id });
+      body.append(h("h3", {}, title), box);
+      NoisyChart.draw(box, {
+        title, yMin: 0, series, marks, markName: "estimate flagged",
+        empty: "No per-slot estimate published in these points yet.",
+      });
+    }
+    body.append(note("Each point is a published estimate; whiskers: its 95% interval."));
+  }
 
   function positionBiasCard(bias, seriesPromise) {
     const chart = h("div", { class: "chart-box", id: "position-bias-chart" });
@@ -451,26 +509,15 @@
       items: bias.values.map((v, slot) => ({ name: `slot ${slot}`, value: v })),
       yMax: 1, height: 220, yLabel: "θ (slot 0 = 1)", color: COLORS.online,
     });
-    const overTime = h("div", { class: "chart-box", id: "position-bias-series" },
-      note("Loading…"));
-    seriesPromise.then(({ points }) => {
-      // theta of each slot after slot 0 (always 1) at each point that has one
-      NoisyChart.draw(overTime, {
-        title: "position bias over time", yMin: 0,
-        empty: "No points with a position bias yet.",
-        series: bias.values.slice(1).map((_, k) => ({
-          name: `θ slot ${k + 1}`, color: SLOT_COLORS[k % SLOT_COLORS.length],
-          points: points.map((p) => [p.t, p.position_bias ? p.position_bias[k + 1] : null]),
-        })),
-      });
-    }).catch((err) => overTime.replaceChildren(note(`Could not load: ${err.message}`,
-                                                   "error")));
-    return h("section", { class: "card", id: "position-bias" }, h("h2", {}, "Position bias"),
+    const overTime = h("div", { id: "slot-estimate" }, note("Loading…"));
+    seriesPromise.then(({ points }) => slotEstimateCharts(overTime, points))
+      .catch((err) => overTime.replaceChildren(note(`Could not load: ${err.message}`,
+                                                    "error")));
+    return h("section", { class: "card", id: "position-bias" },
+      h("h2", {}, "Position bias and click noise per slot"),
       h("p", {}, "Examination probability of each slot relative to slot 0. Source: ",
         h("strong", { class: "source" }, bias.source),
         BIAS_SOURCES[bias.source] ? ` (${BIAS_SOURCES[bias.source]})` : ""),
-      bias.calibration_unreliable ? note("Unreliable: estimated with click-noise rates nobody "
-        + "gave (rho0 = 0); false clicks pull every slot towards 1.", "error") : null,
       chart, overTime);
   }
 
