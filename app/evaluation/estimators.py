@@ -229,6 +229,11 @@ class LabelSums:
     def zeros(cls) -> LabelSums:
         return cls(TermSums.zeros(len(LABEL_TERMS)))
 
+    @property
+    def n(self) -> int:
+        """Events added."""
+        return int(self.sums.totals[0])
+
     def add(self, log: LabelLog, target: np.ndarray | None, keys: np.ndarray,
             options: Options, model: RidgeModel | None = None, q: np.ndarray | None = None
             ) -> None:
