@@ -46,13 +46,14 @@ The heavy-tail guard (:mod:`app.evaluation.heavy_tails`) bets on a slot's
 events in log order, so for a slot whose effective sample size falls below
 :data:`~app.evaluation.heavy_tails.MIN_ESS` one more pass gathers its
 weights and clicks (:func:`slot_columns`: two numbers per event of that
-slot, the only per-event memory).  :func:`evaluate_ranking` is that code
-over one batch.  Pure numpy.
+slot, the only per-event memory).  :func:`evaluate_ranking_parts` streams a
+log's parts, :func:`evaluate_ranking` is the same code over one batch.  Pure
+numpy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -63,7 +64,7 @@ from app.evaluation.estimators import FIT_EVENTS, LABEL_TERMS, LabelSums, Option
 from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails
 from app.evaluation.reward_model import RidgeModel, RidgeSums
 from app.evaluation.slates import SlateSums
-from app.evaluation.streaming import Kind
+from app.evaluation.streaming import Kind, P, Policy, Reader, chain, sum_parts
 from app.evaluation.sums import fold_of, row_hash, row_keys
 
 #: The policies a rank log is evaluated for (a model's policy would need every candidate's
@@ -248,16 +249,19 @@ class RankSums:
         for k, sums in enumerate(other.positions):
             self._slot(k).merge(sums)
 
-    def result(self, options: Options, columns: Callable[[list[int]], SlotColumns],
-               progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-        """The result of :func:`evaluate_ranking` from the sums; ``columns(slots)`` gives the
-        weights and clicks of the slots whose effective sample size is below
+    def thin_slots(self) -> list[int]:
+        """The slots whose effective sample size is below
         :data:`~app.evaluation.heavy_tails.MIN_ESS` (module docstring)."""
+        return [k for k, sums in enumerate(self.positions) if sums.ess < MIN_ESS]
+
+    def result(self, options: Options, columns: SlotColumns,
+               progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """The result of :func:`evaluate_ranking` from the sums, with the weights and clicks
+        of the :meth:`thin_slots` (:func:`slot_columns`)."""
         if not self.positions:
             raise ValueError("the log has no events")
         slots = [sums.evaluation(options, progress).to_dict() for sums in self.positions]
-        thin = [k for k, slot in enumerate(slots) if slot["ess"] < MIN_ESS]
-        for k, (w, f) in (columns(thin) if thin else {}).items():
+        for k, (w, f) in columns.items():
             slots[k] = guard_heavy_tails(slots[k], w, f, options.level)
         result = dict(slots[0])
         result["slot_impressions"] = sum(sums.n for sums in self.positions)
@@ -314,4 +318,17 @@ def evaluate_ranking(log: RankLog, target: np.ndarray | None, rho0: float | None
                              options).fit(options.ridge)
     sums = RankSums.zeros()
     sums.add(log, target, keys, options, model)
-    return sums.result(options, partial(slot_columns, [(log, target)]), progress)
+    return sums.result(options, slot_columns([(log, target)], sums.thin_slots()), progress)
+
+
+def evaluate_ranking_parts(parts: Sequence[P], reader: Reader[P], policy: Policy,
+                           options: Options, workers: int = 1,
+                           progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """:func:`evaluate_ranking` of ``policy`` (:func:`rank_policy`) on the rank log made of
+    ``parts`` (:func:`app.evaluation.streaming.sum_parts`), with one more pass over the
+    :meth:`RankSums.thin_slots` when there are any."""
+    sums: RankSums = sum_parts(parts, reader, policy, options, workers, progress, RANK)
+    thin = sums.thin_slots()
+    columns = slot_columns(((log, policy(log)) for log, _ in chain(parts, reader)),
+                           thin) if thin else {}
+    return sums.result(options, columns)
