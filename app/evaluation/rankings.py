@@ -288,14 +288,18 @@ def slot_columns(batches: Iterable[tuple[RankLog, np.ndarray | None]], slots: li
             if k < log.slots:
                 parts[k][0].append(w[mask[:, k], k])
                 parts[k][1].append(log.clicks[mask[:, k], k])
-    return {k: (np.concatenate(ws), np.concatenate(fs)) for k, (ws, fs) in parts.items()}
+    return {k: (_joined(ws), _joined(fs)) for k, (ws, fs) in parts.items()}
 
 
 def joined_columns(parts: Iterable[SlotColumns], slots: list[int]) -> SlotColumns:
     """The :func:`slot_columns` of consecutive parts of a log, in order, as one."""
     chunks = list(parts)
-    return {k: (np.concatenate([c[k][0] for c in chunks]),
-                np.concatenate([c[k][1] for c in chunks])) for k in slots}
+    return {k: (_joined([c[k][0] for c in chunks]), _joined([c[k][1] for c in chunks]))
+            for k in slots}
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0)
 
 
 #: A rank log's evaluation (:mod:`app.evaluation.streaming`).
