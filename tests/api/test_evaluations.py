@@ -175,10 +175,18 @@ def rank_rounds(client: TestClient, tenant: dict[str, str], n: int
 
 @pytest.mark.slow
 def test_a_rank_models_uniform_policy_ranks_each_requests_own_candidates(
-        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+        client: TestClient, tenant: dict[str, str], redis_url: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A uniform ranking of a request's candidates is worth the mean relevance of those
-    candidates in every slot (spread over the pool instead, IPS said a fifth of it)."""
+    candidates in every slot (spread over the pool instead, IPS said a fifth of it).  The
+    window of 600 rankings is streamed in chunks of 250 events (it read the newest 300
+    only), and the numbers are those of ``noisyloop evaluate`` on the window's export."""
     clicks, truth = rank_rounds(client, tenant, 600)
+    monkeypatch.setattr(workers.evaluations, "MAX_EVENTS", 300)  # not a bound
+    monkeypatch.setattr(workers.evaluations, "CHUNK_EVENTS", 250)
+    export = tmp_path / "log.jsonl"
+    export.write_bytes(client.get("/v1/models/m1/log", params={"limit": 10_000},
+                                  headers=tenant).content)
     logging = evaluation(client, tenant, redis_url, {"policy": "logging", "bootstrap": 50})
     assert logging["status"] == "done", logging
     assert logging["n"] == 600 and logging["slot_impressions"] == 1200, logging
@@ -196,39 +204,22 @@ def test_a_rank_models_uniform_policy_ranks_each_requests_own_candidates(
         assert position["snips"]["ci_low"] <= truth <= position["snips"]["ci_high"], position
     assert uniform["slates"]["snrips"]["ci_low"] <= 2 * truth <= uniform["slates"]["snrips"][
         "ci_high"], uniform["slates"]
-    for policy in ("model", "fixed:1", {"algorithm": "ridge_pl"}):
-        r = client.post("/v1/models/m1/evaluations", json={"policy": policy}, headers=tenant)
-        assert r.status_code == 422, r.text
-        assert r.json()["error"]["code"] == "evaluation_unsupported", r.text
-        assert "uniform, logging" in r.json()["error"]["message"], r.text
-
-
-@pytest.mark.slow
-def test_a_rank_evaluation_streams_a_window_of_several_chunks_as_the_command_line_reads_it(
-        client: TestClient, tenant: dict[str, str], redis_url: str, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    rank_rounds(client, tenant, 700)
-    monkeypatch.setattr(workers.evaluations, "MAX_EVENTS", 300)  # not a bound
-    monkeypatch.setattr(workers.evaluations, "CHUNK_EVENTS", 250)
-    export = tmp_path / "log.jsonl"
-    export.write_bytes(client.get("/v1/models/m1/log", params={"limit": 10_000},
-                                  headers=tenant).content)
-    for policy in ("uniform", "logging"):
-        done = evaluation(client, tenant, redis_url, {"policy": policy, "rho0": 0.05,
-                                                      "rho1": 0.1, "bootstrap": 50})
-        assert done["status"] == "done" and done["n"] == 700, done
-        assert done["slot_impressions"] == 1400 and "slates" in done, done
+    for done, boot in ((logging, "50"), (uniform, "200")):
         capsys.readouterr()
         assert main(["evaluate", "--no-progress", "--log", str(export), "--format",
-                     "noisyloop", "--policy", policy, "--rho0", "0.05", "--rho1", "0.1",
-                     "--bootstrap", "50"]) == 0
+                     "noisyloop", "--policy", done["policy"], "--bootstrap", boot]) == 0
         printed = json.loads(capsys.readouterr().out)
         for got, want in [(done, printed), (done["slates"], printed["slates"]),
                           *zip(done["positions"], printed["positions"], strict=True)]:
             for name in ("ips", "snips", "dr", "rips", "snrips"):
                 for field in ("value", "ci_low", "ci_high") if name in got else ():
                     assert got[name][field] == pytest.approx(want[name][field], rel=1e-9), (
-                        policy, name, field)
+                        done["policy"], name, field)
+    for policy in ("model", "fixed:1", {"algorithm": "ridge_pl"}):
+        r = client.post("/v1/models/m1/evaluations", json={"policy": policy}, headers=tenant)
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["code"] == "evaluation_unsupported", r.text
+        assert "uniform, logging" in r.json()["error"]["message"], r.text
 
 
 @pytest.mark.slow
