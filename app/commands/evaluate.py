@@ -9,7 +9,8 @@ and prints IPS, self-normalised IPS and doubly robust estimates of
 log (a ``noisyloop log export`` file), where ``--policy model:SNAPSHOT_FILE``
 evaluates a model's policy; the log may be JSON Lines, or Parquet (a file, a
 directory or a glob of files) read in batches with bounded memory, over
-``--workers`` processes or a Spark cluster (``--engine spark``).
+``--workers`` processes or (a label log) a Spark cluster (``--engine spark``);
+a rank log's JSON Lines are read in batches too.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ IPS (rips, snrips; Open Bandit Pipeline's slate estimators) of the uniform or lo
 policy, the expected clicks per slate.
 
 noisyloop: a `noisyloop log export` JSON Lines file, or its Parquet export (a file, a
-directory or a glob; label logs are streamed: --workers, --engine spark).  A label log is
+directory or a glob; streamed in batches: --workers, and for label logs --engine spark;
+rank logs' JSON Lines are streamed too).  A label log is
 evaluated per event (reward: the click; labels: the model's n_classes with model:, else
 the largest seen + 1).  A rank log is evaluated per ranking for uniform (a uniformly
 random ranking of each request's own candidates) and logging: the value of slot 0 with
@@ -98,7 +100,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--plot", default=None, metavar="OUT.png",
                         help="plot the three estimates with their intervals")
     parser.add_argument("--workers", type=int, default=1, metavar="N",
-                        help="Parquet label logs: processes reading the log's row groups "
+                        help="Parquet logs: processes reading the log's row groups "
                              "(default 1)")
     parser.add_argument("--engine", choices=("local", "spark"), default="local",
                         help="Parquet label logs: local (default) or spark (the `spark` "

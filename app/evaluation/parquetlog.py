@@ -233,7 +233,7 @@ def ranked(files: list[str]) -> bool:
 
 
 def records(files: list[str]) -> Iterator[dict[str, Any]]:
-    """The log's lines as records, batch by batch (for the in-memory readers: rank logs,
+    """The log's lines as records, batch by batch (for the in-memory reader of the
     configurations trained on the log)."""
     import pyarrow.dataset as ds
 
