@@ -4,10 +4,10 @@ and the policy of a model snapshot (``GET /v1/models/{id}/snapshot`` saved to a 
 A *label* log (lines with ``action`` and ``propensity``) becomes one event per
 line: context ``features``, the played ``action``, its ``propensity`` and the
 reward ``feedback.click``.  A *rank* log (lines with ``slots``) becomes one
-event per shown slot, as an Open Bandit Dataset log is read: the context's
-``features`` plus the slot one-hot, the candidate (its ``id_hash``) as the
-action among every candidate the log shows, its placement ``propensity``
-and its ``click``.  Marker lines are skipped; so are lines of any other task.
+ranking per line (:class:`app.evaluation.rankings.RankLog`): the context
+``features``, ``n_candidates`` and per shown slot its placement
+``propensity`` and ``click``.  Marker lines are skipped; so are lines of any
+other task.
 Each event is keyed by its line's position in the log (markers count), as a
 Parquet export's rows are; :func:`log_batches` reads a log's lines as such
 logs, a batch of lines at a time.
@@ -153,7 +153,8 @@ def rank_batches(path: str | Path, size: int = BATCH_LINES
     """The rankings of the JSON Lines rank log at ``path`` with their keys, read ``size``
     lines at a time."""
     for read in log_batches(read_lines(path), size, path=str(path)):
-        yield read.ranking_log(), read.keys if read.keys is not None else np.zeros(0)
+        assert read.keys is not None  # keyed_batch keys every event
+        yield read.ranking_log(), read.keys
 
 
 def jsonl_ranked(path: str | Path) -> bool:
