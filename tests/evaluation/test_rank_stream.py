@@ -12,9 +12,16 @@ import pytest
 
 from app.cli import main
 from app.evaluation import parquetlog, servicelog
-from app.evaluation.estimators import ESTIMATORS
-from app.evaluation.rankings import evaluate_ranking, placements
+from app.evaluation.estimators import ESTIMATORS, Options
+from app.evaluation.rankings import (
+    RankLog,
+    evaluate_ranking,
+    evaluate_ranking_parts,
+    placements,
+    rank_policy,
+)
 from app.evaluation.servicelog import service_log
+from app.evaluation.sums import row_keys
 from app.store.logrecords import entry_records
 from tests.evaluation.test_rankings import rank_log
 
@@ -127,3 +134,34 @@ def test_a_parquet_ranking_with_slots_out_of_order_is_refused(tmp_path: Path) ->
     (part,) = parquetlog.parts([str(tmp_path / "r.parquet")])
     with pytest.raises(ValueError, match=r"not 0, 1, \.\.\. in order"):
         list(parquetlog.rank_batches(part))
+
+
+def test_batches_of_different_widths_merge_into_the_one_batch_numbers() -> None:
+    """Batches whose rankings show fewer slots than later ones (the slots' sums and reward
+    models grow as they merge) give the numbers of the log in one batch."""
+    rng = np.random.default_rng(5)
+    n, slots = 900, 3
+    shown = np.where(np.arange(n) < 200, 1, rng.integers(1, slots + 1, n))
+    mask = np.arange(slots) < shown[:, None]
+    log = RankLog(X=rng.standard_normal((n, 2)),
+                  clicks=np.where(mask, rng.random((n, slots)) < 0.3, 0.0),
+                  propensities=np.where(mask, rng.uniform(0.1, 1.0, (n, slots)), 1.0),
+                  shown=shown, candidates=rng.integers(3, 9, n))
+    keys = row_keys(np.arange(n) * 2 + 1)  # a marker line before every event
+    bounds = [(0, 200), (200, 550), (550, n)]
+
+    def batches(part: tuple[int, int]) -> list[tuple[RankLog, np.ndarray]]:
+        rows = slice(*part)
+        width = int(log.shown[rows].max())
+        return [(RankLog(X=log.X[rows], clicks=log.clicks[rows, :width],
+                         propensities=log.propensities[rows, :width], shown=log.shown[rows],
+                         candidates=log.candidates[rows]), keys[rows])]
+
+    assert [batches(b)[0][0].slots for b in bounds] == [1, 3, 3]
+    for policy in ("uniform", "logging"):
+        memory = evaluate_ranking(log, placements(log, policy), RHO0, RHO1, n_boot=BOOT,
+                                  keys=keys)
+        streamed = evaluate_ranking_parts(bounds, batches, rank_policy(policy),
+                                          Options(RHO0, RHO1, n_boot=BOOT))
+        assert "slates" not in memory  # the rankings showed different numbers of slots
+        same_result(streamed, memory)
