@@ -6,23 +6,25 @@ current snapshot as it explores: its label distribution on each logged
 context), ``model:greedy`` (its greedy label) or a configuration
 ``{"algorithm", "params"}``, which learns the first ``train_fraction`` of the
 events and is evaluated on the rest (:mod:`app.evaluation.training`).  A label
-model's log is evaluated over every event applied in ``[since, until]`` (the
-whole log by default), in bounded memory: the streaming path of ``noisyloop
-evaluate`` (:mod:`app.evaluation.streaming`) reads the window oldest first in
-chunks of :data:`CHUNK_EVENTS` events, twice (the reward model's sums over the
-first events, then the estimators' sums), each chunk's sums computed in the
-worker's pool (as NREst fits: off the trainer's event loop) for at most
-``nrest_timeout`` seconds and merged; events are keyed by their line in the
-window, as in the window's ``noisyloop log export``, so the numbers are those
-of ``noisyloop evaluate`` on that export; a configuration's, in the same
-chunks, by :mod:`workers.configevaluation`.  A rank log's evaluation reads the
-newest :data:`MAX_EVENTS` events of the window into memory.  The result is the
-JSON ``noisyloop evaluate --json`` writes.  Any error fails the job with its
-reason; a job whose worker died reads as failed once its ``deadline`` passed (a
-job is marked running as it is taken off the queue: :mod:`app.store.jobs`).  A
-rank model's log is evaluated per ranking by the same code as the command
-line's (:mod:`app.evaluation.rankings`), for the ``uniform`` and ``logging``
-policies.
+model's log, and a rank model's per ranking (:mod:`app.evaluation.rankings`,
+for the ``uniform`` and ``logging`` policies), is evaluated over every event
+applied in ``[since, until]`` (the whole log by default), in bounded memory:
+the streaming path of ``noisyloop evaluate`` (:mod:`app.evaluation.streaming`)
+reads the window oldest first in chunks of :data:`CHUNK_EVENTS` events, twice
+(the reward model's sums over the first events, then the estimators' sums),
+each chunk's sums computed in the worker's pool (as NREst fits: off the
+trainer's event loop) for at most ``nrest_timeout`` seconds and merged; a rank
+log's slots whose effective sample size is too small for the bootstrap take a
+third pass that gathers their weights
+(:meth:`app.evaluation.rankings.RankSums.thin_slots`).  Events are keyed by
+their line in the window, as in the window's ``noisyloop log export``, so the
+numbers are those of ``noisyloop evaluate`` on that export; a configuration's,
+in the same chunks, by :mod:`workers.configevaluation`.  A label log without a
+known number of labels reads the newest :data:`MAX_EVENTS` events of the
+window into memory.  The result is the JSON ``noisyloop evaluate --json``
+writes.  Any error fails the job with its reason; a job whose worker died
+reads as failed once its ``deadline`` passed (a job is marked running as it is
+taken off the queue: :mod:`app.store.jobs`).
 """
 
 from __future__ import annotations
@@ -35,12 +37,19 @@ from typing import Any
 import numpy as np
 import orjson
 
-from app.evaluation.estimators import FIT_EVENTS, LabelSums, Options, evaluate
+from app.evaluation.estimators import FIT_EVENTS, Options, evaluate
 from app.evaluation.policies import fixed_policy, learner_policy, logging_policy, uniform_policy
-from app.evaluation.rankings import evaluate_ranking, placements
-from app.evaluation.reward_model import RidgeModel, RidgeSums, merged
-from app.evaluation.servicelog import service_log
-from app.evaluation.streaming import Batch, Policy, accumulate, reward_model_sums
+from app.evaluation.rankings import (
+    RANK,
+    RankSums,
+    SlotColumns,
+    joined_columns,
+    rank_policy,
+    slot_columns,
+)
+from app.evaluation.reward_model import merged
+from app.evaluation.servicelog import keyed_batch, service_log
+from app.evaluation.streaming import LABEL, Batch, Kind, Policy, accumulate, reward_model_sums
 from app.learners.build import build_learner
 from app.store.decisionlog import LogEntry
 from app.store.jobs import QueuedJob
@@ -52,7 +61,8 @@ from workers.context import WorkerContext
 
 logger = logging.getLogger(__name__)
 
-#: Most events an in-memory evaluation (a rank log's) reads: the newest of its window.
+#: Most events an in-memory evaluation (a label log's without its number of labels) reads:
+#: the newest of its window.
 MAX_EVENTS = 200_000
 #: Events per chunk of a streamed evaluation (one pool call each).
 CHUNK_EVENTS = 20_000
@@ -101,9 +111,11 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
     if isinstance(request["policy"], dict):
         return await configevaluation.stream_config(
             ctx, config, request, lambda: _chunks(ctx, mk, request))
+    if config.get("task") == "rank":
+        return await _stream(ctx, mk, config, rank_policy(request["policy"]), RANK, request)
     policy = _label_policy(config, state, request["policy"])
     if policy is not None:
-        return await _stream(ctx, mk, config, policy, request)
+        return await _stream(ctx, mk, config, policy, LABEL, request)
     entries: list[LogEntry] = []  # newest first until reversed
     events = 0
     async for entry in ctx.store.log.scan(
@@ -154,43 +166,51 @@ async def _chunks(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]
         yield chunk
 
 
-def _batch(entries: list[LogEntry], first_line: int, n_classes: int
+def _batch(entries: list[LogEntry], first_line: int, n_classes: int | None
            ) -> tuple[list[Batch], int]:
-    """The label events of ``entries`` as a batch keyed from line ``first_line`` of the
-    window (none when the entries hold only markers), and the lines they hold."""
+    """The events of ``entries`` (label events with ``n_classes``, else rankings) as a batch
+    keyed from line ``first_line`` of the window (none when the entries hold only markers),
+    and the lines they hold."""
     records = [r for entry in entries for r in entry_records(entry)]
-    if not any(r.get("type") == "event" for r in records):
+    read = keyed_batch(records, first_line, n_classes, "the decision log")
+    if read is None:
         return [], len(records)
-    read = service_log(records, n_classes, "the decision log")
     assert read.keys is not None
-    return [(read.label_log(), read.keys + np.uint64(first_line))], len(records)
+    log = read.label_log() if n_classes else read.ranking_log()
+    return [(log, read.keys)], len(records)
 
 
-def _fit_chunk(entries: list[LogEntry], first_line: int, n_classes: int, options: Options,
-               limit: int) -> tuple[RidgeSums | None, int, int]:
+def _fit_chunk(entries: list[LogEntry], first_line: int, n_classes: int | None,
+               options: Options, limit: int, kind: Kind) -> tuple[Any, int, int]:
     batches, lines = _batch(entries, first_line, n_classes)
-    sums, seen = reward_model_sums(batches, options, limit)
+    sums, seen = reward_model_sums(batches, options, limit, kind)
     return sums, seen, lines
 
 
-def _sum_chunk(entries: list[LogEntry], first_line: int, n_classes: int, policy: Policy,
-               model: RidgeModel, options: Options) -> tuple[LabelSums, int]:
+def _sum_chunk(entries: list[LogEntry], first_line: int, n_classes: int | None,
+               policy: Policy, model: Any, options: Options, kind: Kind) -> tuple[Any, int]:
     batches, lines = _batch(entries, first_line, n_classes)
-    return accumulate(batches, policy, model, options), lines
+    return accumulate(batches, policy, model, options, kind=kind), lines
+
+
+def _columns_chunk(entries: list[LogEntry], first_line: int, policy: Policy,
+                   slots: list[int]) -> tuple[SlotColumns, int]:
+    batches, lines = _batch(entries, first_line, None)
+    return slot_columns(((log, policy(log)) for log, _ in batches), slots), lines
 
 
 async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], policy: Policy,
-                  request: dict[str, Any]) -> dict[str, Any]:
-    """A label log's evaluation over the whole window, streamed (module docstring)."""
+                  kind: Kind, request: dict[str, Any]) -> dict[str, Any]:
+    """A label or rank log's evaluation over the whole window, streamed (module docstring)."""
     options = Options(request.get("rho0"), request.get("rho1"),
                       n_boot=request.get("bootstrap", 200))
     options.correction()  # refuse unusable rates before reading anything
-    n_classes = int(config["n_classes"])
-    ridge: RidgeSums | None = None
+    n_classes = int(config["n_classes"]) if kind is LABEL else None
+    ridge: Any = None
     line = seen = 0
     async for chunk in _chunks(ctx, mk, request):
         sums, taken, lines = await ctx.in_pool(functools.partial(
-            _fit_chunk, chunk, line, n_classes, options, FIT_EVENTS - seen))
+            _fit_chunk, chunk, line, n_classes, options, FIT_EVENTS - seen, kind))
         line += lines
         seen += taken
         if sums is not None:
@@ -200,17 +220,37 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], pol
     if ridge is None:
         raise ValueError("the decision log: no events (is it a `noisyloop log export` file?)")
     model = ridge.fit(options.ridge)
-    total = LabelSums.zeros()
+    total: Any = kind.zeros()
     line = 0
     async for chunk in _chunks(ctx, mk, request):
         part, lines = await ctx.in_pool(functools.partial(
-            _sum_chunk, chunk, line, n_classes, policy, model, options))
+            _sum_chunk, chunk, line, n_classes, policy, model, options, kind))
         total.merge(part)
         line += lines
-    result = (await ctx.in_pool(functools.partial(total.evaluation, options))).to_dict()
+    if isinstance(total, RankSums):
+        columns = await _thin_columns(ctx, mk, request, policy, total.thin_slots())
+        result = await ctx.in_pool(functools.partial(total.result, options, columns))
+    else:
+        result = (await ctx.in_pool(functools.partial(total.evaluation, options))).to_dict()
     result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
                   policy=request["policy"], bootstrap=options.n_boot)
     return result
+
+
+async def _thin_columns(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any],
+                        policy: Policy, slots: list[int]) -> SlotColumns:
+    """The weights and clicks of a rank log's ``slots`` over the window (a third pass; none
+    without slots)."""
+    if not slots:
+        return {}
+    parts = []
+    line = 0
+    async for chunk in _chunks(ctx, mk, request):
+        part, lines = await ctx.in_pool(functools.partial(_columns_chunk, chunk, line, policy,
+                                                          slots))
+        parts.append(part)
+        line += lines
+    return joined_columns(parts, slots)
 
 
 def _evaluate(entries: list[LogEntry], skip: int, config: dict[str, Any],
@@ -223,22 +263,18 @@ def _evaluate(entries: list[LogEntry], skip: int, config: dict[str, Any],
     policy = request["policy"]
     options: dict[str, Any] = dict(rho0=request.get("rho0"), rho1=request.get("rho1"),
                                    n_boot=request.get("bootstrap", 200), seed=0)
-    if read.ranking is not None:
-        result = evaluate_ranking(read.ranking, placements(read.ranking, policy), **options)
+    log = read.label_log()
+    pi: np.ndarray | None
+    if policy == "uniform":
+        pi = uniform_policy(log)
+    elif policy == "logging":
+        pi = None
+    elif policy in ("model", "model:greedy"):
+        assert state is not None
+        pi = learner_policy(log, build_learner(config, state), greedy=policy == "model:greedy")
     else:
-        log = read.label_log()
-        pi: np.ndarray | None
-        if policy == "uniform":
-            pi = uniform_policy(log)
-        elif policy == "logging":
-            pi = None
-        elif policy in ("model", "model:greedy"):
-            assert state is not None
-            pi = learner_policy(log, build_learner(config, state),
-                                greedy=policy == "model:greedy")
-        else:
-            pi = fixed_policy(log, int(policy.partition(":")[2]))
-        result = evaluate(log, pi, **options).to_dict()
+        pi = fixed_policy(log, int(policy.partition(":")[2]))
+    result = evaluate(log, pi, **options).to_dict()
     result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
                   policy=policy, bootstrap=request.get("bootstrap", 200))
     return result

@@ -9,7 +9,8 @@ and prints IPS, self-normalised IPS and doubly robust estimates of
 log (a ``noisyloop log export`` file), where ``--policy model:SNAPSHOT_FILE``
 evaluates a model's policy; the log may be JSON Lines, or Parquet (a file, a
 directory or a glob of files) read in batches with bounded memory, over
-``--workers`` processes or a Spark cluster (``--engine spark``).
+``--workers`` processes or (a label log) a Spark cluster (``--engine spark``);
+a rank log's JSON Lines are read in batches too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,10 +27,9 @@ from app.optional import LAB, PARQUET, SPARK, require
 if TYPE_CHECKING:
     import numpy as np
 
-    from app.evaluation.estimators import LabelLog
-    from app.evaluation.rankings import RankLog
+    from app.evaluation.estimators import LabelLog, Options
     from app.evaluation.servicelog import ServiceLog
-    from app.evaluation.streaming import Policy
+    from app.evaluation.streaming import P, Policy, Reader
     from app.sim.logs import ObdRecord
 
 EPILOG = """\
@@ -54,7 +55,8 @@ IPS (rips, snrips; Open Bandit Pipeline's slate estimators) of the uniform or lo
 policy, the expected clicks per slate.
 
 noisyloop: a `noisyloop log export` JSON Lines file, or its Parquet export (a file, a
-directory or a glob; label logs are streamed: --workers, --engine spark).  A label log is
+directory or a glob; streamed in batches: --workers, and for label logs --engine spark;
+rank logs' JSON Lines are streamed too).  A label log is
 evaluated per event (reward: the click; labels: the model's n_classes with model:, else
 the largest seen + 1).  A rank log is evaluated per ranking for uniform (a uniformly
 random ranking of each request's own candidates) and logging: the value of slot 0 with
@@ -98,7 +100,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--plot", default=None, metavar="OUT.png",
                         help="plot the three estimates with their intervals")
     parser.add_argument("--workers", type=int, default=1, metavar="N",
-                        help="Parquet label logs: processes reading the log's row groups "
+                        help="Parquet logs: processes reading the log's row groups "
                              "(default 1)")
     parser.add_argument("--engine", choices=("local", "spark"), default="local",
                         help="Parquet label logs: local (default) or spark (the `spark` "
@@ -285,34 +287,26 @@ def streamed(path: str) -> bool:
 
 
 def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
-    """The result JSON of ``evaluate`` on a Parquet log: a label log streamed in batches
-    (over ``--workers`` processes or Spark), a rank log or a configuration's training in
-    memory."""
+    """The result JSON of ``evaluate`` on a Parquet log streamed in batches (over
+    ``--workers`` processes or, a label log, Spark)."""
     require("pyarrow", PARQUET, "--log PARQUET")
     from functools import partial
 
     from app.evaluation import parquetlog
-    from app.evaluation.estimators import Options
     from app.evaluation.streaming import evaluate_parts
     from app.replay.output import progress_bar
 
     files = parquetlog.log_files(args.log)
     model = model_policy(policy)
+    parts = parquetlog.parts(files)
+    total = sum(p.rows for p in parts)
     if parquetlog.ranked(files):
-        if model is not None:
-            raise ValueError("--policy: model:SNAPSHOT_FILE needs a label log (a rank log "
-                             "holds only the shown candidates, not every one the model "
-                             "ranked)")
-        from app.evaluation.servicelog import read_service_log
-
-        return rank_run(args, read_service_log(args.log).ranking_log())
+        return rank_run(args, parts, parquetlog.rank_batches, total, model is not None)
     pi, n_actions = (label_policy(policy), None) if model is None else model
     n_actions = n_actions or parquetlog.label_actions(files)
-    parts = parquetlog.parts(files)
     reader = partial(parquetlog.label_batches, n_actions=n_actions)
-    options = Options(args.rho0, args.rho1, args.rho0_se, args.rho1_se, args.bootstrap,
-                      seed=args.seed)
-    with progress_bar(sum(p.rows for p in parts), "log", unit="row",
+    options = stream_options(args)
+    with progress_bar(total, "log", unit="row",
                       enabled=False if args.no_progress else None) as step:
         if args.engine == "spark":
             require("pyspark", SPARK, "--engine spark")
@@ -322,6 +316,37 @@ def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
         else:
             evaluation = evaluate_parts(parts, reader, pi, options, args.workers, step)
     result = evaluation.to_dict()
+    result.update(log=str(args.log), format=args.format, policy=args.policy,
+                  bootstrap=args.bootstrap)
+    return result
+
+
+def stream_options(args: argparse.Namespace) -> Options:
+    """The estimators' options of the arguments."""
+    from app.evaluation.estimators import Options
+
+    return Options(args.rho0, args.rho1, args.rho0_se, args.rho1_se, args.bootstrap,
+                   seed=args.seed)
+
+
+def rank_run(args: argparse.Namespace, parts: Sequence[P], reader: Reader[P],
+             total: int | None, model: bool) -> dict[str, Any]:
+    """The result JSON of ``evaluate`` on a noisyloop rank log made of ``parts`` (``total``
+    lines), streamed in batches over ``--workers`` processes (the code of the service's
+    evaluations, :mod:`app.evaluation.rankings`; ValueError naming the policies it takes)."""
+    from app.evaluation.rankings import evaluate_ranking_parts, rank_policy
+    from app.replay.output import progress_bar
+
+    if model:
+        raise ValueError("--policy: model:SNAPSHOT_FILE needs a label log (a rank log holds "
+                         "only the shown candidates, not every one the model ranked)")
+    policy = rank_policy(args.policy)
+    if args.engine == "spark":
+        raise ValueError("--engine spark evaluates label logs (a rank log: --workers N)")
+    options = stream_options(args)
+    with progress_bar(total, "log", unit="row",
+                      enabled=False if args.no_progress else None) as step:
+        result = evaluate_ranking_parts(parts, reader, policy, options, args.workers, step)
     result.update(log=str(args.log), format=args.format, policy=args.policy,
                   bootstrap=args.bootstrap)
     return result
@@ -365,8 +390,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--workers must be at least 1")
     if (args.workers > 1 or args.engine != "local") and not (
             args.format == "noisyloop" and streamed(args.log)):
-        raise ValueError("--workers and --engine need --format noisyloop and a Parquet label "
-                         "log")
+        raise ValueError("--workers and --engine need --format noisyloop and a Parquet log")
     positions, split, keys = None, None, None
     pi_model: np.ndarray | None = None
     empirical = isinstance(policy, str) and policy.startswith("empirical:")
@@ -384,13 +408,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError("--policy: empirical:FILE needs --format obd")
         if streamed(args.log):
             return stream_run(args, policy)
+        from app.evaluation.servicelog import jsonl_ranked, rank_batches
+
+        if jsonl_ranked(args.log):
+            return rank_run(args, [args.log], rank_batches, None, model)
         read, pi_model = noisyloop_inputs(args.log, policy)
-        if read.ranking is not None:
-            if model:
-                raise ValueError("--policy: model:SNAPSHOT_FILE needs a label log (a rank log "
-                                 "holds only the shown candidates, not every one the model "
-                                 "ranked)")
-            return rank_run(args, read.ranking)
         log, keys = read.label_log(), read.keys
     else:
         log, items, positions = obd_log(args.log)
@@ -427,23 +449,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                   bootstrap=args.bootstrap)
     if split is not None:
         result.update(split=split, train_fraction=args.train_fraction)
-    return result
-
-
-def rank_run(args: argparse.Namespace, log: RankLog) -> dict[str, Any]:
-    """The result JSON of ``evaluate`` on a noisyloop rank log (the code of the service's
-    evaluations, :mod:`app.evaluation.rankings`; ValueError naming the policies it takes)."""
-    from app.evaluation.rankings import bootstrap_runs, evaluate_ranking, placements
-    from app.replay.output import progress_bar
-
-    target = placements(log, args.policy)
-    total = args.bootstrap * bootstrap_runs(log)
-    with progress_bar(total, "bootstrap", enabled=False if args.no_progress else None) as step:
-        result = evaluate_ranking(log, target, args.rho0, args.rho1, args.rho0_se,
-                                  args.rho1_se, n_boot=args.bootstrap, seed=args.seed,
-                                  progress=step)
-    result.update(log=str(args.log), format=args.format, policy=args.policy,
-                  bootstrap=args.bootstrap)
     return result
 
 

@@ -8,7 +8,9 @@
   process or several; :mod:`app.evaluation.parquetlog` reads a Parquet export
   as such batches, :mod:`app.evaluation.spark` runs them on Spark.
 * :mod:`app.evaluation.slates`: reward-interaction IPS (and its
-  self-normalised form) for slates under the cascade assumption.
+  self-normalised form) for slates under the cascade assumption, and
+  :mod:`app.evaluation.rankings`: a rank log's values per slot and per
+  ranking, both as mergeable accumulators that stream like the label ones.
 * :mod:`app.evaluation.policies`: target policies as ``n x K`` matrices of
   ``pi(a | x)``.
 * :mod:`app.evaluation.reward_model`: the cross-fitted ridge reward model of

@@ -229,6 +229,17 @@ class LabelSums:
     def zeros(cls) -> LabelSums:
         return cls(TermSums.zeros(len(LABEL_TERMS)))
 
+    @property
+    def n(self) -> int:
+        """Events added."""
+        return int(self.sums.totals[0])
+
+    @property
+    def ess(self) -> float:
+        """Kish's effective sample size of the weights added (0 without a weight)."""
+        w, w2 = float(self.sums.totals[2]), float(self.sums.totals[4])
+        return w * w / w2 if w2 > 0 else 0.0
+
     def add(self, log: LabelLog, target: np.ndarray | None, keys: np.ndarray,
             options: Options, model: RidgeModel | None = None, q: np.ndarray | None = None
             ) -> None:
@@ -284,9 +295,8 @@ class LabelSums:
         quantiles = np.nanquantile(replicates, [(1 - level) / 2, (1 + level) / 2], axis=0)
         ips, snips, dr = (Estimate(float(point[j]), float(quantiles[0, j]),
                                    float(quantiles[1, j])) for j in range(3))
-        w, w2 = float(totals[2]), float(totals[4])
-        return Evaluation(ips=ips, snips=snips, dr=dr, n=n,
-                          ess=w * w / w2 if w2 > 0 else 0.0, correction=correction)
+        return Evaluation(ips=ips, snips=snips, dr=dr, n=n, ess=self.ess,
+                          correction=correction)
 
 
 def _statistics(sums: np.ndarray) -> np.ndarray:

@@ -1,30 +1,35 @@
 """Exported decision logs in Parquet (``noisyloop log export --format parquet``) as streams
-of label batches, read with :mod:`pyarrow.dataset` (the optional ``parquet`` extra).
+of label or rank batches, read with :mod:`pyarrow.dataset` (the optional ``parquet`` extra).
 
 A log is a Parquet file, a directory of them (searched recursively, as the
 export's day partitions lay them out) or a glob; its files in sorted path
 order, each row a line of the export (:mod:`app.store.logrecords`).  A
-*part* (:class:`Part`) is a row group of a file; a label batch holds the
-rows of type ``event`` with their ``features``, ``action``, ``propensity``
-and ``feedback.click``, keyed by their row in the log, the files' rows one
-after the other (:func:`app.evaluation.sums.row_keys`: a JSON Lines export
-of the same log gets the same keys).  Only the needed columns are read, a
-batch of at most :data:`BATCH_ROWS` rows at a time.
+*part* (:class:`Part`) is a row group of a file; a batch holds the rows of
+type ``event``, keyed by their row in the log, the files' rows one after
+the other (:func:`app.evaluation.sums.row_keys`: a JSON Lines export of the
+same log gets the same keys): a label batch their ``features``,
+``action``, ``propensity`` and ``feedback.click``, a rank batch their
+``features``, ``n_candidates`` and ``slots`` (each slot's ``slot``,
+``propensity`` and ``click``).  Only the needed columns are read, a batch
+of at most :data:`BATCH_ROWS` rows at a time.
 """
 
 from __future__ import annotations
 
 import glob
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from app.evaluation.estimators import LabelLog
+from app.evaluation.rankings import RankLog
 from app.evaluation.sums import row_keys
 
+#: A batch's events (a label or a rank log).
+L = TypeVar("L")
 #: Rows read at a time.
 BATCH_ROWS = 65_536
 #: The four magic bytes that open (and close) a Parquet file.
@@ -86,14 +91,26 @@ def _columns(schema: Any) -> dict[str, Any]:
     """The projection of a label batch (ValueError naming a missing column)."""
     import pyarrow.dataset as ds
 
-    missing = [c for c in ("type", "features", "action", "propensity", "feedback")
-               if schema.get_field_index(c) < 0]
-    if missing:
-        raise ValueError(f"not a label log of `noisyloop log export` (no column "
-                         f"{', '.join(missing)})")
+    _require(schema, ("type", "features", "action", "propensity", "feedback"), "label")
     columns = {name: ds.field(name) for name in ("type", "features", "action", "propensity")}
     columns["click"] = ds.field("feedback", "click")
     return columns
+
+
+def _rank_columns(schema: Any) -> dict[str, Any]:
+    """The projection of a rank batch (ValueError naming a missing column)."""
+    import pyarrow.dataset as ds
+
+    _require(schema, ("type", "features", "slots"), "rank")
+    return {name: ds.field(name) for name in ("type", "features", "slots", "n_candidates")
+            if schema.get_field_index(name) >= 0}
+
+
+def _require(schema: Any, names: tuple[str, ...], kind: str) -> None:
+    missing = [c for c in names if schema.get_field_index(c) < 0]
+    if missing:
+        raise ValueError(f"not a {kind} log of `noisyloop log export` (no column "
+                         f"{', '.join(missing)})")
 
 
 def _fragment(part: Part) -> Any:
@@ -106,9 +123,22 @@ def _fragment(part: Part) -> Any:
 def label_batches(part: Part, n_actions: int) -> Iterator[tuple[LabelLog, np.ndarray]]:
     """The label events of ``part`` in batches with their keys (ValueError for a file that
     is not a label log's export or rows it cannot evaluate)."""
+    return _event_batches(part, _columns, lambda batch: _label_log(batch, n_actions))
+
+
+def rank_batches(part: Part) -> Iterator[tuple[RankLog, np.ndarray]]:
+    """The rankings of ``part`` in batches with their keys (ValueError for a file that is not
+    a rank log's export or rows it cannot evaluate)."""
+    return _event_batches(part, _rank_columns, _rank_log)
+
+
+def _event_batches(part: Part, columns: Callable[[Any], dict[str, Any]],
+                   convert: Callable[[Any], L]) -> Iterator[tuple[L, np.ndarray]]:
+    """The events of ``part`` (rows of type ``event``, projected by ``columns`` of the
+    file's schema) in batches converted by ``convert``, with their keys."""
     fragment = _fragment(part)
     first = part.first_row
-    for batch in fragment.to_batches(columns=_columns(fragment.physical_schema),
+    for batch in fragment.to_batches(columns=columns(fragment.physical_schema),
                                      batch_size=BATCH_ROWS):
         n = batch.num_rows
         event = np.asarray(batch.column("type").to_numpy(zero_copy_only=False) == "event")
@@ -118,16 +148,17 @@ def label_batches(part: Part, n_actions: int) -> Iterator[tuple[LabelLog, np.nda
             continue
         events = batch.take(rows) if len(rows) < n else batch
         try:
-            log = _label_log(events, n_actions)
+            log = convert(events)
         except ValueError as exc:
             raise ValueError(f"{part.file}: {exc}") from None
         yield log, row_keys(rows + (first - n))
 
 
-def _label_log(batch: Any, n_actions: int) -> LabelLog:
+def _features(batch: Any, needed: tuple[str, ...]) -> np.ndarray:
+    """The ``n x d`` features of a batch whose columns ``needed`` have no nulls."""
     import pyarrow.compute as pc
 
-    for name in ("features", "action", "propensity", "click"):
+    for name in needed:
         if batch.column(name).null_count:
             raise ValueError(f"an event without {name}")
     features = batch.column("features")
@@ -135,12 +166,45 @@ def _label_log(batch: Any, n_actions: int) -> LabelLog:
     d = int(lengths[0])
     if np.any(lengths != d):
         raise ValueError("events with features of different lengths")
-    X = np.asarray(features.flatten().to_numpy(), dtype=np.float64).reshape(-1, d)
+    return np.asarray(features.flatten().to_numpy(), dtype=np.float64).reshape(-1, d)
+
+
+def _label_log(batch: Any, n_actions: int) -> LabelLog:
+    X = _features(batch, ("features", "action", "propensity", "click"))
     return LabelLog(X=X, actions=np.asarray(batch.column("action").to_numpy(), dtype=np.int64),
                     propensities=np.asarray(batch.column("propensity").to_numpy(),
                                             dtype=np.float64),
                     rewards=np.asarray(batch.column("click").to_numpy(), dtype=np.float64),
                     n_actions=n_actions)
+
+
+def _rank_log(batch: Any) -> RankLog:
+    """The rankings of a batch (ValueError when one shows no slot, not slots 0 .. m - 1 in
+    order, or a slot without its propensity)."""
+    X = _features(batch, ("features", "slots"))
+    slots = batch.column("slots")
+    shown = np.asarray(slots.value_lengths().to_numpy(), dtype=np.int64)
+    if shown.min() == 0:
+        raise ValueError("a ranking without a shown slot")
+    flat = slots.flatten()
+    n, total = len(shown), int(shown.sum())
+    row = np.repeat(np.arange(n), shown)
+    col = np.arange(total) - np.repeat(np.cumsum(shown) - shown, shown)
+    names = {flat.type.field(i).name for i in range(flat.type.num_fields)}
+    if "slot" not in names or flat.field("slot").null_count or np.any(
+            flat.field("slot").to_numpy(zero_copy_only=False) != col):
+        raise ValueError("a ranking whose slots are not 0, 1, ... in order")
+    if "propensity" not in names or flat.field("propensity").null_count:
+        raise ValueError("a slot without propensity")
+    clicks = np.zeros((n, int(shown.max())))
+    propensities = np.ones_like(clicks)
+    propensities[row, col] = flat.field("propensity").to_numpy(zero_copy_only=False)
+    if "click" in names:
+        clicks[row, col] = flat.field("click").fill_null(0.0).to_numpy(zero_copy_only=False)
+    candidates = (batch.column("n_candidates").fill_null(0).to_numpy(zero_copy_only=False)
+                  if "n_candidates" in batch.schema.names else np.zeros(n))
+    return RankLog(X=X, clicks=clicks, propensities=propensities, shown=shown,
+                   candidates=np.asarray(candidates, dtype=np.int64))
 
 
 def label_actions(files: list[str]) -> int:
@@ -169,7 +233,7 @@ def ranked(files: list[str]) -> bool:
 
 
 def records(files: list[str]) -> Iterator[dict[str, Any]]:
-    """The log's lines as records, batch by batch (for the in-memory readers: rank logs,
+    """The log's lines as records, batch by batch (for the in-memory reader of the
     configurations trained on the log)."""
     import pyarrow.dataset as ds
 

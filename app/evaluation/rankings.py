@@ -19,32 +19,59 @@ only (the cascade assumption, which the position-based model satisfies).
 
 * the value of a ranking's first slot (slot 0 is always examined; its click
   is the reward of a ranking everywhere in the service: challengers,
-  apprentice mode), IPS, SNIPS and DR with ``n`` = the events
-  (:func:`app.evaluation.estimators.evaluate_weights`);
+  apprentice mode), IPS, SNIPS and DR with ``n`` = the events;
 * ``positions``: the same for each slot ``k``, on the events that showed
   a slot ``k`` (``n`` = the impressions of slot ``k``);
 * ``slot_impressions``: the shown slots of all events;
 * ``slates`` (when every event showed as many slots): RIPS and SNRIPS of
   the expected clicks per ranking (:mod:`app.evaluation.slates`).
 
-The logging policy is the target with ``pi = mu`` (weights 1).  Pure numpy.
+DR's reward model for slot ``k`` is a cross-fitted ridge of the slot's
+reward on the context alone, ``q_k(x_i)``, so that its direct term is
+``q_k(x_i)`` for any target: DR is unbiased whatever ``q`` (Dudík, Langford
+& Li 2011), and a ``q`` blind to the item gives up only part of its
+variance reduction.  The logging policy is the target with ``pi = mu``
+(weights 1).
+
+**Streaming.**  Every slot's estimators are those of a label log on the
+events that showed it (:class:`app.evaluation.estimators.LabelSums`, with
+the slot's cascade weights), so :class:`RankSums` keeps one such mergeable
+accumulator per slot, each event keyed by its position in the log, and
+:class:`RankRidgeSums` the reward models' per-slot sums
+(:class:`app.evaluation.reward_model.RidgeSums` with one action), fitted
+on the log's first :data:`~app.evaluation.estimators.FIT_EVENTS` events:
+:data:`RANK` is the rank log's :class:`app.evaluation.streaming.Kind`.  The
+slates' sums are the slots' (:meth:`app.evaluation.slates.SlateSums.of_slots`).
+The heavy-tail guard (:mod:`app.evaluation.heavy_tails`) bets on a slot's
+events in log order, so for a slot whose effective sample size falls below
+:data:`~app.evaluation.heavy_tails.MIN_ESS` one more pass gathers its
+weights and clicks (:func:`slot_columns`: two numbers per event of that
+slot, the only per-event memory).  :func:`evaluate_ranking_parts` streams a
+log's parts, :func:`evaluate_ranking` is the same code over one batch.  Pure
+numpy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from app.evaluation.estimators import evaluate_weights
-from app.evaluation.heavy_tails import guard_heavy_tails
-from app.evaluation.slates import evaluate_slates
+from app.evaluation.estimators import FIT_EVENTS, LABEL_TERMS, LabelSums, Options
+from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails
+from app.evaluation.reward_model import RidgeModel, RidgeSums
+from app.evaluation.slates import SlateSums
+from app.evaluation.streaming import Kind, P, Policy, Reader, chain, sum_parts
+from app.evaluation.sums import fold_of, row_hash, row_keys
 
 #: The policies a rank log is evaluated for (a model's policy would need every candidate's
 #: features, which the log keeps only while the model has challengers).
 RANK_POLICIES = ("uniform", "logging")
+#: Per flagged slot, its events' cascade weights and raw clicks in log order.
+SlotColumns = dict[int, tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -87,6 +114,12 @@ class RankLog:
     def slots(self) -> int:
         return int(self.clicks.shape[1])
 
+    def rows(self, rows: np.ndarray | slice) -> RankLog:
+        """The events at ``rows`` (a boolean mask, indices or a slice)."""
+        return RankLog(X=self.X[rows], clicks=self.clicks[rows],
+                       propensities=self.propensities[rows], shown=self.shown[rows],
+                       candidates=self.candidates[rows])
+
     def shown_mask(self) -> np.ndarray:
         """``n x L``: whether event ``i`` showed slot ``k``."""
         mask: np.ndarray = np.arange(self.slots) < self.shown[:, None]
@@ -107,57 +140,199 @@ def uniform_placements(log: RankLog) -> np.ndarray:
     return out
 
 
-def placements(log: RankLog, policy: object) -> np.ndarray | None:
-    """A policy of :data:`RANK_POLICIES` as placement probabilities (None: the logging
-    policy); ValueError naming the supported ones otherwise."""
+def _check_policy(policy: object) -> None:
     if policy not in RANK_POLICIES:
         raise ValueError(f"a rank log is evaluated for the policies {', '.join(RANK_POLICIES)}"
                          f", not {policy!r}")
+
+
+def placements(log: RankLog, policy: object) -> np.ndarray | None:
+    """A policy of :data:`RANK_POLICIES` as placement probabilities (None: the logging
+    policy); ValueError naming the supported ones otherwise."""
+    _check_policy(policy)
     return uniform_placements(log) if policy == "uniform" else None
 
 
-def bootstrap_runs(log: RankLog) -> int:
-    """Bootstrap runs of :func:`evaluate_ranking` (for a progress bar, in resamples each)."""
-    return 1 + int(log.shown.max()) + int(_same_slots(log))
+def rank_policy(policy: object) -> Callable[[RankLog], np.ndarray | None]:
+    """:func:`placements` of ``policy`` as a function of a batch (picklable); ValueError
+    naming the supported policies at once."""
+    _check_policy(policy)
+    return partial(placements, policy=policy)
 
 
-def _same_slots(log: RankLog) -> bool:
-    return bool(np.all(log.shown == log.shown[0]))
+def cascade_weights(log: RankLog, target: np.ndarray | None) -> np.ndarray:
+    """``n x L`` cascade weights ``w_ik`` of ``target`` (placement probabilities, None for
+    the logging policy) on ``log``; 1 beyond the shown slots' products."""
+    if target is None:
+        return np.ones_like(log.propensities)
+    if target.shape != log.propensities.shape:
+        raise ValueError(f"target must be {log.propensities.shape}, got {target.shape}")
+    out: np.ndarray = np.cumprod(np.where(log.shown_mask(), target / log.propensities, 1.0),
+                                 axis=1)
+    return out
+
+
+@dataclass
+class RankRidgeSums:
+    """Per slot, the sums of the cross-fitted ridge of the slot's reward on the context
+    (module docstring)."""
+
+    slots: list[RidgeSums]
+
+    @classmethod
+    def of(cls, log: RankLog, keys: np.ndarray, options: Options) -> RankRidgeSums:
+        """The sums of the events of ``log`` (keys: their positions in the log)."""
+        r = options.reward(log.clicks)[0]
+        fold = fold_of(row_hash(keys, options.seed), options.folds)
+        mask = log.shown_mask()
+        out = []
+        for k in range(log.slots):
+            rows = mask[:, k]
+            sums = RidgeSums.zeros(options.folds, 1, log.X.shape[1])
+            sums.add(log.X[rows], np.zeros(int(rows.sum()), dtype=np.int64), r[rows, k],
+                     fold[rows])
+            out.append(sums)
+        return cls(out)
+
+    def merge(self, other: RankRidgeSums) -> None:
+        """Add another's sums (of other events; slots it adds are copied)."""
+        for k, sums in enumerate(other.slots):
+            if k == len(self.slots):
+                self.slots.append(RidgeSums.zeros(*sums.sx.shape))
+            self.slots[k].merge(sums)
+
+    def fit(self, lam: float) -> list[RidgeModel]:
+        """Each slot's cross-fitted model."""
+        return [sums.fit(lam) for sums in self.slots]
+
+
+@dataclass
+class RankSums:
+    """Per slot, the :class:`~app.evaluation.estimators.LabelSums` of the events that showed
+    it (module docstring)."""
+
+    positions: list[LabelSums]
+
+    @classmethod
+    def zeros(cls) -> RankSums:
+        return cls([])
+
+    @property
+    def n(self) -> int:
+        """Events added (every event shows slot 0)."""
+        return self.positions[0].n if self.positions else 0
+
+    def _slot(self, k: int) -> LabelSums:
+        while len(self.positions) <= k:
+            self.positions.append(LabelSums.zeros())
+        return self.positions[k]
+
+    def add(self, log: RankLog, target: np.ndarray | None, keys: np.ndarray,
+            options: Options, model: list[RidgeModel]) -> None:
+        """Add the events of ``log`` (keys: their positions in the log) under ``target``
+        (placement probabilities, None for the logging policy) with the slots' reward models
+        (a slot without one predicts 0)."""
+        w = cascade_weights(log, target)
+        r = options.reward(log.clicks)[0]
+        hashes = row_hash(keys, options.seed)
+        fold = fold_of(hashes, options.folds)
+        mask = log.shown_mask()
+        for k in range(log.slots):
+            rows = mask[:, k]
+            if not rows.any():
+                continue
+            q = (model[k].predict(log.X[rows], fold[rows])[:, 0] if k < len(model)
+                 else np.zeros(int(rows.sum())))
+            self._slot(k).add_terms(w[rows, k], r[rows, k], q, q, hashes[rows])
+
+    def merge(self, other: RankSums) -> None:
+        for k, sums in enumerate(other.positions):
+            self._slot(k).merge(sums)
+
+    def thin_slots(self) -> list[int]:
+        """The slots whose effective sample size is below
+        :data:`~app.evaluation.heavy_tails.MIN_ESS` (module docstring)."""
+        return [k for k, sums in enumerate(self.positions) if sums.ess < MIN_ESS]
+
+    def result(self, options: Options, columns: SlotColumns,
+               progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """The result of :func:`evaluate_ranking` from the sums, with the weights and clicks
+        of the :meth:`thin_slots` (:func:`slot_columns`)."""
+        if not self.positions:
+            raise ValueError("the log has no events")
+        slots = [sums.evaluation(options, progress).to_dict() for sums in self.positions]
+        for k, (w, f) in columns.items():
+            slots[k] = guard_heavy_tails(slots[k], w, f, options.level)
+        result = dict(slots[0])
+        result["slot_impressions"] = sum(sums.n for sums in self.positions)
+        result["positions"] = [{"position": k, **slot} for k, slot in enumerate(slots)]
+        if all(sums.n == self.n for sums in self.positions):
+            terms = [sums.sums for sums in self.positions]
+            n, wr, w_sum = (LABEL_TERMS.index(name) for name in ("n", "wr", "w"))
+            slates = SlateSums.of_slots(terms[0].column(n), [t.column(wr) for t in terms],
+                                        [t.column(w_sum) for t in terms])
+            result["slates"] = slates.evaluation(options, progress).to_dict()
+            del result["slates"]["correction"]  # the same as the result's
+        return result
+
+
+def slot_columns(batches: Iterable[tuple[RankLog, np.ndarray | None]], slots: list[int]
+                 ) -> SlotColumns:
+    """The cascade weights and raw clicks at each of ``slots`` of the events that showed it,
+    over ``batches`` of events and their targets in log order."""
+    parts: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {k: ([], []) for k in slots}
+    for log, target in batches:
+        w = cascade_weights(log, target)
+        mask = log.shown_mask()
+        for k in slots:
+            if k < log.slots:
+                parts[k][0].append(w[mask[:, k], k])
+                parts[k][1].append(log.clicks[mask[:, k], k])
+    return {k: (_joined(ws), _joined(fs)) for k, (ws, fs) in parts.items()}
+
+
+def joined_columns(parts: Iterable[SlotColumns], slots: list[int]) -> SlotColumns:
+    """The :func:`slot_columns` of consecutive parts of a log, in order, as one."""
+    chunks = list(parts)
+    return {k: (_joined([c[k][0] for c in chunks]), _joined([c[k][1] for c in chunks]))
+            for k in slots}
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0)
+
+
+#: A rank log's evaluation (:mod:`app.evaluation.streaming`).
+RANK = Kind(RankRidgeSums.of, RankSums.zeros)
 
 
 def evaluate_ranking(log: RankLog, target: np.ndarray | None, rho0: float | None = None,
                      rho1: float | None = None, rho0_se: float = 0.0, rho1_se: float = 0.0,
                      n_boot: int = 200, seed: int = 0,
-                     progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+                     progress: Callable[[int], None] | None = None,
+                     keys: np.ndarray | None = None) -> dict[str, Any]:
     """The result of ``target`` (``n x L`` placement probabilities, None for the logging
     policy) on ``log`` (module docstring): slot 0's IPS, SNIPS and DR with ``n`` events,
     ``slot_impressions``, ``positions`` and, when every event showed as many slots,
-    ``slates``."""
-    mask = log.shown_mask()
-    if target is None:
-        ratio = np.ones_like(log.propensities)
-    elif target.shape != log.propensities.shape:
-        raise ValueError(f"target must be {log.propensities.shape}, got {target.shape}")
-    else:
-        ratio = np.where(mask, target / log.propensities, 1.0)
-    w = np.cumprod(ratio, axis=1)
+    ``slates``; the accumulators over one batch.  ``keys``: the events' positions in the
+    log (:func:`app.evaluation.sums.row_keys`; by default ``0 .. n - 1``)."""
+    options = Options(rho0, rho1, rho0_se, rho1_se, n_boot, seed=seed)
+    keys = row_keys(np.arange(log.n)) if keys is None else keys
+    model = RankRidgeSums.of(log.rows(slice(FIT_EVENTS)), keys[:FIT_EVENTS],
+                             options).fit(options.ridge)
+    sums = RankSums.zeros()
+    sums.add(log, target, keys, options, model)
+    return sums.result(options, slot_columns([(log, target)], sums.thin_slots()), progress)
 
-    def slot(k: int, rows: np.ndarray) -> dict[str, Any]:
-        result = evaluate_weights(log.X[rows], log.clicks[rows, k], w[rows, k], rho0, rho1,
-                                  rho0_se, rho1_se, n_boot=n_boot, seed=seed,
-                                  progress=progress).to_dict()
-        return guard_heavy_tails(result, w[rows, k], log.clicks[rows, k])
 
-    result = slot(0, np.ones(log.n, dtype=bool))
-    result["slot_impressions"] = int(log.shown.sum())
-    result["positions"] = [{"position": k, **slot(k, mask[:, k])}
-                           for k in range(int(log.shown.max()))]
-    if _same_slots(log):
-        m = int(log.shown[0])
-        logging = np.cumprod(log.propensities[:, :m], axis=1)
-        cascade = None if target is None else logging * w[:, :m]
-        slates = evaluate_slates(log.clicks[:, :m], logging, cascade, rho0, rho1, rho0_se,
-                                 rho1_se, n_boot=n_boot, seed=seed, progress=progress).to_dict()
-        del slates["correction"]  # the same as the result's
-        result["slates"] = slates
-    return result
+def evaluate_ranking_parts(parts: Sequence[P], reader: Reader[P], policy: Policy,
+                           options: Options, workers: int = 1,
+                           progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """:func:`evaluate_ranking` of ``policy`` (:func:`rank_policy`) on the rank log made of
+    ``parts`` (:func:`app.evaluation.streaming.sum_parts`), with one more pass over the
+    :meth:`RankSums.thin_slots` when there are any."""
+    sums: RankSums = sum_parts(parts, reader, policy, options, workers, progress, RANK)
+    thin = sums.thin_slots()
+    columns = slot_columns(((log, policy(log)) for log, _ in chain(parts, reader)),
+                           thin) if thin else {}
+    return sums.result(options, columns)

@@ -4,16 +4,21 @@ and the policy of a model snapshot (``GET /v1/models/{id}/snapshot`` saved to a 
 A *label* log (lines with ``action`` and ``propensity``) becomes one event per
 line: context ``features``, the played ``action``, its ``propensity`` and the
 reward ``feedback.click``.  A *rank* log (lines with ``slots``) becomes one
-event per shown slot, as an Open Bandit Dataset log is read: the context's
-``features`` plus the slot one-hot, the candidate (its ``id_hash``) as the
-action among every candidate the log shows, its placement ``propensity``
-and its ``click``.  Marker lines are skipped; so are lines of any other task.
+ranking per line (:class:`app.evaluation.rankings.RankLog`): the context
+``features``, ``n_candidates`` and per shown slot its placement
+``propensity`` and ``click``.  Marker lines are skipped; so are lines of any
+other task.
+Each event is keyed by its line's position in the log (markers count), as a
+Parquet export's rows are; :func:`log_batches` reads a log's lines as such
+logs, a batch of lines at a time.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
+import itertools
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -40,7 +45,7 @@ class ServiceLog:
     stream_ids: tuple[str, ...] = ()
     """Label logs: each event's ``stream_id`` (its id on the model's event stream)."""
     keys: np.ndarray | None = None
-    """Label logs: each event's key, its line's position in the log (markers count;
+    """Each event's key, its line's position in the log (markers count;
     :func:`app.evaluation.sums.row_keys`), as a Parquet export's rows are keyed."""
 
     @property
@@ -84,11 +89,15 @@ def read_service_log(path: str | Path, n_actions: int | None = None) -> ServiceL
     return service_log(read_lines(path), n_actions, str(path))
 
 
+#: Lines of a JSON Lines log read at a time by :func:`rank_batches` (as Python objects:
+#: about 8 KB each for a 5-slot ranking).
+BATCH_LINES = 10_000
 #: A label event's numbers: features, action, propensity, click, greedy action, stream id,
 #: line (0-based, markers count).
 _LabelRow = tuple[np.ndarray, int, float, float, int, str, int]
-#: A ranking's: features, candidates (0: not logged), per shown slot (slot, propensity, click).
-_RankRow = tuple[np.ndarray, int, list[tuple[int, float, float]]]
+#: A ranking's: features, candidates (0: not logged), per shown slot (slot, propensity,
+#: click), line.
+_RankRow = tuple[np.ndarray, int, list[tuple[int, float, float]], int]
 
 
 def service_log(records: Iterable[Any], n_actions: int | None = None,
@@ -104,7 +113,8 @@ def service_log(records: Iterable[Any], n_actions: int | None = None,
         raise ValueError(f"{path}: only label logs (action, propensity) and rank logs (slots) "
                          "can be evaluated")
     if not label:
-        return ServiceLog(None, _rank_log(path, rankings))
+        return ServiceLog(None, _rank_log(path, rankings),
+                          keys=row_keys(np.array([row[3] for row in rankings], dtype=np.int64)))
     actions = np.array([row[1] for row in label], dtype=np.int64)
     seen = max(int(actions.max()), max(row[4] for row in label)) + 1
     log = LabelLog(X=_stack([row[0] for row in label], path), actions=actions,
@@ -113,6 +123,45 @@ def service_log(records: Iterable[Any], n_actions: int | None = None,
                    n_actions=seen if n_actions is None else n_actions)
     return ServiceLog(log, None, tuple(row[5] for row in label),
                       row_keys(np.array([row[6] for row in label], dtype=np.int64)))
+
+
+def keyed_batch(records: list[Any], first_line: int, n_actions: int | None = None,
+                path: str = "the log") -> ServiceLog | None:
+    """The :func:`service_log` of ``records``, consecutive lines of a log from its line
+    ``first_line``, keyed by their lines in the log; None when they hold no event."""
+    if not any(isinstance(r, dict) and r.get("type") == "event" for r in records):
+        return None
+    read = service_log(records, n_actions, path)
+    assert read.keys is not None
+    return dataclasses.replace(read, keys=read.keys + np.uint64(first_line))
+
+
+def log_batches(lines: Iterable[Any], size: int, n_actions: int | None = None,
+                path: str = "the log") -> Iterator[ServiceLog]:
+    """The logs of consecutive batches of ``size`` lines (:func:`keyed_batch`)."""
+    first = 0
+    it = iter(lines)
+    while chunk := list(itertools.islice(it, size)):
+        read = keyed_batch(chunk, first, n_actions, path)
+        first += len(chunk)
+        if read is not None:
+            yield read
+
+
+def rank_batches(path: str | Path, size: int = BATCH_LINES
+                 ) -> Iterator[tuple[RankLog, np.ndarray]]:
+    """The rankings of the JSON Lines rank log at ``path`` with their keys, read ``size``
+    lines at a time."""
+    for read in log_batches(read_lines(path), size, path=str(path)):
+        assert read.keys is not None  # keyed_batch keys every event
+        yield read.ranking_log(), read.keys
+
+
+def jsonl_ranked(path: str | Path) -> bool:
+    """Whether the JSON Lines log at ``path`` is a rank log (its first event has ``slots``)."""
+    first = next((line for line in read_lines(path)
+                  if isinstance(line, dict) and line.get("type") == "event"), {})
+    return "slots" in first
 
 
 def _rows(records: Iterable[Any], path: str
@@ -131,7 +180,8 @@ def _rows(records: Iterable[Any], path: str
             if "slots" in line:
                 rankings.append((features, int(line.get("n_candidates") or 0),
                                  [(int(slot["slot"]), float(slot["propensity"]),
-                                   float(slot.get("click", 0.0))) for slot in line["slots"]]))
+                                   float(slot.get("click", 0.0))) for slot in line["slots"]],
+                                 position))
             elif "action" in line and "propensity" in line:
                 label.append((features, int(line["action"]), float(line["propensity"]),
                               float(line["feedback"]["click"]),
@@ -157,19 +207,19 @@ def _stack(features: list[np.ndarray], path: str) -> np.ndarray:
 def _rank_log(path: str, rows: list[_RankRow]) -> RankLog:
     """The rankings of the rank rows (ValueError when one shows no slot, or not slots
     0 .. m - 1 in order)."""
-    shown = np.array([len(slots) for _, _, slots in rows], dtype=np.int64)
+    shown = np.array([len(slots) for _, _, slots, _ in rows], dtype=np.int64)
     if shown.min() == 0:
         raise ValueError(f"{path}: a ranking without a shown slot")
     clicks = np.zeros((len(rows), int(shown.max())))
     propensities = np.ones_like(clicks)
-    for i, (_, _, slots) in enumerate(rows):
+    for i, (_, _, slots, _) in enumerate(rows):
         if [k for k, _, _ in slots] != list(range(len(slots))):
             raise ValueError(f"{path}: a ranking whose slots are not 0, 1, ... in order")
         propensities[i, :len(slots)] = [p for _, p, _ in slots]
         clicks[i, :len(slots)] = [c for _, _, c in slots]
-    return RankLog(X=_stack([features for features, _, _ in rows], path), clicks=clicks,
+    return RankLog(X=_stack([row[0] for row in rows], path), clicks=clicks,
                    propensities=propensities, shown=shown,
-                   candidates=np.array([n for _, n, _ in rows], dtype=np.int64))
+                   candidates=np.array([row[1] for row in rows], dtype=np.int64))
 
 
 def snapshot_learner(path: str | Path) -> tuple[Learner, dict[str, Any]]:

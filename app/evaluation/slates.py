@@ -22,9 +22,15 @@ of a slate's slots,
   normalised by its own mean weight,
   ``V_SNRIPS = sum_k (sum_i w_ik r_ik / sum_i w_ik)``; consistent.
 
-``r_ik`` is ``f_ik`` or, with click-noise rates, ``h(f_ik)``, and the
-intervals are the percentile bootstrap over slates, with uncertain rates
-drawn per resample, all as in :mod:`app.evaluation.estimators`.
+``r_ik`` is ``f_ik`` or, with click-noise rates, ``h(f_ik)``, with uncertain
+rates drawn per resample, all as in :mod:`app.evaluation.estimators`.
+
+**Streaming.**  Both are functions of the column sums ``n``, ``sum_i w_ik r_ik``
+and ``sum_i w_ik`` per slot, which :class:`SlateSums` keeps as a mergeable
+accumulator, in total and per hashed bucket of slates
+(:class:`app.evaluation.sums.TermSums`); the interval is the percentile
+bootstrap over the buckets, each resample divided by its own number of
+slates.  :func:`evaluate_slates` is that accumulator over one batch.
 """
 
 from __future__ import annotations
@@ -35,12 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from app.evaluation.estimators import (
-    Estimate,
-    corrected_rewards,
-    rate_resampling,
-    resampled_sums,
-)
+from app.evaluation.estimators import Estimate, Options, rate_resampling
+from app.evaluation.sums import TermSums, row_hash, row_keys
 
 SLATE_ESTIMATORS = ("rips", "snrips")
 
@@ -71,12 +73,68 @@ def uniform_cascade(n_slates: int, slots: int, n_items: int) -> np.ndarray:
     return np.tile(np.cumprod(per_slot), (n_slates, 1))
 
 
-def _statistics(sums: np.ndarray, n: int, slots: int) -> np.ndarray:
-    """RIPS, SNRIPS from column sums ``[sum w_k r_k for k, sum w_k for k]``."""
-    u, w = sums[..., :slots], sums[..., slots:]
+def _statistics(sums: np.ndarray, slots: int) -> np.ndarray:
+    """RIPS, SNRIPS from rows of sums ``[n, sum w_k r_k for k, sum w_k for k]`` (NaN for a
+    resample without slates)."""
+    n, u, w = sums[:, 0], sums[:, 1:1 + slots], sums[:, 1 + slots:]
     with np.errstate(invalid="ignore", divide="ignore"):
         per_slot = np.where(w > 0, u / np.where(w > 0, w, 1.0), 0.0)
-    return np.stack([u.sum(axis=-1) / n, per_slot.sum(axis=-1)], axis=-1)
+        return np.stack([u.sum(axis=1) / n, per_slot.sum(axis=1)], axis=-1)
+
+
+@dataclass
+class SlateSums:
+    """The mergeable accumulator of RIPS and SNRIPS (module docstring): per slate ``1``, then
+    ``w_k r_k`` and ``w_k`` for each of the ``slots`` slots."""
+
+    sums: TermSums
+    slots: int
+
+    @classmethod
+    def zeros(cls, slots: int) -> SlateSums:
+        return cls(TermSums.zeros(1 + 2 * slots), slots)
+
+    @classmethod
+    def of_slots(cls, n: TermSums, wr: list[TermSums], w: list[TermSums]) -> SlateSums:
+        """The sums from per-slot sums of the same slates (the slate count ``n``, and each
+        slot's ``sum w_k r_k`` and ``sum w_k``, one column each)."""
+        columns = [n, *wr, *w]
+        return cls(TermSums(np.hstack([c.totals for c in columns]),
+                            np.hstack([c.buckets for c in columns])), len(wr))
+
+    def add(self, w: np.ndarray, r: np.ndarray, hashes: np.ndarray) -> None:
+        """Add slates by their ``n x slots`` cascade weights and rewards and their hashes."""
+        self.sums.add(np.hstack([np.ones((len(w), 1)), w * r, w]), hashes)
+
+    def merge(self, other: SlateSums) -> None:
+        self.sums.merge(other.sums)
+
+    def evaluation(self, options: Options, progress: Callable[[int], None] | None = None
+                   ) -> SlateEvaluation:
+        """RIPS and SNRIPS with their intervals (module docstring)."""
+        correction = options.correction()
+        slots = self.slots
+        n = int(self.sums.totals[0])
+        if n == 0:
+            raise ValueError("the log has no slates")
+        point = _statistics(self.sums.totals[None, :], slots)[0]
+        rng = np.random.default_rng(options.seed)
+        sums = self.sums.resampled(options.n_boot, rng, progress)
+        replicates = _statistics(sums, slots)
+        rates = rate_resampling(correction, options.n_boot, rng)
+        if rates is not None:
+            scale, shift = rates
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean_weight = sums[:, 1 + slots:].sum(axis=1) / sums[:, 0]
+            replicates = scale[:, None] * replicates
+            replicates[:, 0] += shift * mean_weight  # RIPS: c_b sum_k mean_i w_ik
+            replicates[:, 1] += shift * slots  # SNRIPS: c_b per slot
+        level = options.level
+        quantiles = np.nanquantile(replicates, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        rips, snrips = (Estimate(float(point[j]), float(quantiles[0, j]),
+                                 float(quantiles[1, j])) for j in range(2))
+        return SlateEvaluation(rips=rips, snrips=snrips, n_slates=n, slots=slots,
+                               correction=correction)
 
 
 def evaluate_slates(rewards: np.ndarray, logging: np.ndarray, target: np.ndarray | None,
@@ -84,7 +142,8 @@ def evaluate_slates(rewards: np.ndarray, logging: np.ndarray, target: np.ndarray
                     rho0_se: float = 0.0, rho1_se: float = 0.0, n_boot: int = 200,
                     level: float = 0.95, seed: int = 0,
                     progress: Callable[[int], None] | None = None) -> SlateEvaluation:
-    """RIPS and SNRIPS (module docstring) of ``target`` on a slate log.
+    """RIPS and SNRIPS (module docstring) of ``target`` on a slate log: the accumulator over
+    one batch, the slates keyed ``0 .. n - 1``.
 
     ``rewards`` and ``logging`` are ``n x L`` (clicks and the logging policy's cascade
     propensities); ``target`` the target's cascade probabilities, ``n x L``, or ``None``
@@ -102,21 +161,7 @@ def evaluate_slates(rewards: np.ndarray, logging: np.ndarray, target: np.ndarray
         raise ValueError(f"target must be {n} x {slots}, got {target.shape}")
     else:
         w = target / logging
-    r, correction = corrected_rewards(rewards, rho0, rho1, rho0_se, rho1_se)
-    terms = np.hstack([w * r, w])
-    point = _statistics(terms.sum(axis=0), n, slots)
-    rng = np.random.default_rng(seed)
-    sums = resampled_sums(terms, n_boot, rng, progress)
-    replicates = _statistics(sums, n, slots)
-    rates = rate_resampling(correction, n_boot, rng)
-    if rates is not None:
-        scale, shift = rates
-        mean_weight = sums[:, slots:].sum(axis=1) / n
-        replicates = scale[:, None] * replicates
-        replicates[:, 0] += shift * mean_weight  # RIPS: c_b sum_k mean_i w_ik
-        replicates[:, 1] += shift * slots  # SNRIPS: c_b per slot
-    quantiles = np.quantile(replicates, [(1 - level) / 2, (1 + level) / 2], axis=0)
-    rips, snrips = (Estimate(float(point[j]), float(quantiles[0, j]), float(quantiles[1, j]))
-                    for j in range(2))
-    return SlateEvaluation(rips=rips, snrips=snrips, n_slates=n, slots=slots,
-                           correction=correction)
+    options = Options(rho0, rho1, rho0_se, rho1_se, n_boot, level, seed)
+    sums = SlateSums.zeros(slots)
+    sums.add(w, options.reward(rewards)[0], row_hash(row_keys(np.arange(n)), seed))
+    return sums.evaluation(options, progress)

@@ -83,6 +83,10 @@ class TermSums:
         for j in range(terms.shape[1]):
             self.buckets[:, j] += np.bincount(bucket, weights=terms[:, j], minlength=BUCKETS)
 
+    def column(self, j: int) -> TermSums:
+        """The sums of column ``j`` alone (a view)."""
+        return TermSums(self.totals[j:j + 1], self.buckets[:, j:j + 1])
+
     def merge(self, other: TermSums) -> None:
         """Add another's sums (of other events)."""
         self.totals += other.totals

@@ -146,19 +146,18 @@ def test_a_configuration_trains_on_the_earlier_events_and_is_evaluated_on_the_la
     assert r.status_code == 422 and "configuration" in r.json()["error"]["message"], r.text
 
 
-@pytest.mark.slow
-def test_a_rank_models_uniform_policy_ranks_each_requests_own_candidates(
-        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
-    """3 to 6 candidates per request from a pool of 24 items, each clicked with its own
-    relevance wherever shown: a uniform ranking of a request's candidates is worth the mean
-    relevance of those candidates in every slot (spread over the pool instead, IPS said a
-    fifth of it)."""
+def rank_rounds(client: TestClient, tenant: dict[str, str], n: int
+                ) -> tuple[np.ndarray, float]:
+    """A 2-slot ``ridge_pl`` model m1 ranking ``n`` requests of 3 to 6 candidates from a pool
+    of 24 items, each clicked with its own relevance wherever shown: the clicks per slot and
+    the value of a uniform ranking of a request's candidates in every slot (the mean
+    relevance of those candidates)."""
     new_model(client, tenant, task="rank", algorithm="ridge_pl", n_classes=None,
               n_features=2, n_action_features=2, slots=2)
     rng = np.random.default_rng(1)
     relevance = np.linspace(0.1, 0.9, 24)
     pool = [{"id": f"item-{k}", "features": [np.cos(k), np.sin(k)]} for k in range(24)]
-    picks = [rng.choice(24, size=rng.integers(3, 7), replace=False) for _ in range(600)]
+    picks = [rng.choice(24, size=rng.integers(3, 7), replace=False) for _ in range(n)]
     requests = [{"features": rng.standard_normal(2).tolist(),
                  "actions": [pool[k] for k in pick]} for pick in picks]
     r = client.post("/v1/models/m1/rank", json={"requests": requests}, headers=tenant)
@@ -171,7 +170,23 @@ def test_a_rank_models_uniform_policy_ranks_each_requests_own_candidates(
         assert post_feedback(client, tenant, {"event_id": result["event_id"],
                                               "clicks": chosen}).status_code == 202
     assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
-    clicks = np.array(clicked, dtype=float)
+    return np.array(clicked, dtype=float), float(np.mean([relevance[p].mean() for p in picks]))
+
+
+@pytest.mark.slow
+def test_a_rank_models_uniform_policy_ranks_each_requests_own_candidates(
+        client: TestClient, tenant: dict[str, str], redis_url: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A uniform ranking of a request's candidates is worth the mean relevance of those
+    candidates in every slot (spread over the pool instead, IPS said a fifth of it).  The
+    window of 600 rankings is streamed in chunks of 250 events (it read the newest 300
+    only), and the numbers are those of ``noisyloop evaluate`` on the window's export."""
+    clicks, truth = rank_rounds(client, tenant, 600)
+    monkeypatch.setattr(workers.evaluations, "MAX_EVENTS", 300)  # not a bound
+    monkeypatch.setattr(workers.evaluations, "CHUNK_EVENTS", 250)
+    export = tmp_path / "log.jsonl"
+    export.write_bytes(client.get("/v1/models/m1/log", params={"limit": 10_000},
+                                  headers=tenant).content)
     logging = evaluation(client, tenant, redis_url, {"policy": "logging", "bootstrap": 50})
     assert logging["status"] == "done", logging
     assert logging["n"] == 600 and logging["slot_impressions"] == 1200, logging
@@ -181,7 +196,6 @@ def test_a_rank_models_uniform_policy_ranks_each_requests_own_candidates(
         assert position["n"] == 600
         assert position["ips"]["value"] == pytest.approx(clicks[:, position["position"]].mean())
     assert logging["slates"]["rips"]["value"] == pytest.approx(clicks.sum(axis=1).mean())
-    truth = float(np.mean([relevance[pick].mean() for pick in picks]))
     uniform = evaluation(client, tenant, redis_url, {"policy": "uniform", "bootstrap": 200})
     assert uniform["n"] == 600 and uniform["slot_impressions"] == 1200, uniform
     for name in ("ips", "snips", "dr"):
@@ -190,6 +204,17 @@ def test_a_rank_models_uniform_policy_ranks_each_requests_own_candidates(
         assert position["snips"]["ci_low"] <= truth <= position["snips"]["ci_high"], position
     assert uniform["slates"]["snrips"]["ci_low"] <= 2 * truth <= uniform["slates"]["snrips"][
         "ci_high"], uniform["slates"]
+    for done, boot in ((logging, "50"), (uniform, "200")):
+        capsys.readouterr()
+        assert main(["evaluate", "--no-progress", "--log", str(export), "--format",
+                     "noisyloop", "--policy", done["policy"], "--bootstrap", boot]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        for got, want in [(done, printed), (done["slates"], printed["slates"]),
+                          *zip(done["positions"], printed["positions"], strict=True)]:
+            for name in ("ips", "snips", "dr", "rips", "snrips"):
+                for field in ("value", "ci_low", "ci_high") if name in got else ():
+                    assert got[name][field] == pytest.approx(want[name][field], rel=1e-9), (
+                        done["policy"], name, field)
     for policy in ("model", "fixed:1", {"algorithm": "ridge_pl"}):
         r = client.post("/v1/models/m1/evaluations", json={"policy": policy}, headers=tenant)
         assert r.status_code == 422, r.text

@@ -1,5 +1,6 @@
 """app.evaluation.rankings: policies of rankings valued on a rank model's decision log, through
-the worker's evaluation of log entries (the code ``noisyloop evaluate`` runs too)."""
+the streaming path (the code ``noisyloop evaluate`` and the worker's evaluations run) over the
+log's lines in chunks."""
 
 from __future__ import annotations
 
@@ -9,18 +10,27 @@ import numpy as np
 import pytest
 
 from app.api.ranking import RankInput, _logged
-from app.evaluation.estimators import ESTIMATORS
+from app.evaluation.estimators import ESTIMATORS, Options
 from app.evaluation.heavy_tails import MIN_ESS
-from app.evaluation.rankings import RankLog, evaluate_ranking, placements, uniform_placements
+from app.evaluation.rankings import (
+    RankLog,
+    evaluate_ranking,
+    evaluate_ranking_parts,
+    placements,
+    rank_policy,
+    uniform_placements,
+)
+from app.evaluation.servicelog import ServiceLog, log_batches
 from app.learners.rank import RidgeRanker
 from app.sim.rank import RankSimulator, Request
 from app.store import codec
 from app.store.decisionlog import COLUMNS, LogEntry, LoggedBatch
-from workers.evaluations import _evaluate
+from app.store.logrecords import entry_records
 
 #: Slots of the simulated model, and its trainer's batch.
 SLOTS, BATCH = 3, 100
-CONFIG = {"model_id": "m", "n_classes": None}
+#: Lines per chunk of a streamed evaluation.
+CHUNK = 500
 
 
 def _entry(t: int, contexts: list[dict[str, Any]], feedbacks: list[dict[str, Any]]) -> LogEntry:
@@ -71,6 +81,21 @@ def rank_log(seed: int, events: int) -> tuple[list[LogEntry], float, RankSimulat
     return entries, float(np.mean(truth)), sim
 
 
+def _batches(read: ServiceLog) -> list[tuple[RankLog, np.ndarray]]:
+    assert read.keys is not None
+    return [(read.ranking_log(), read.keys)]
+
+
+def streamed(entries: list[LogEntry], request: dict[str, Any]) -> dict[str, Any]:
+    """The result of an evaluation ``request`` on the logged ``entries``, streamed in chunks
+    of :data:`CHUNK` lines."""
+    records = [r for entry in entries for r in entry_records(entry)]
+    options = Options(request.get("rho0"), request.get("rho1"),
+                      n_boot=request.get("bootstrap", 200))
+    return evaluate_ranking_parts(list(log_batches(records, CHUNK)), _batches,
+                                  rank_policy(request["policy"]), options)
+
+
 @pytest.mark.slow
 def test_uniform_ranking_holds_the_true_value_in_its_interval_in_18_of_20_seeds() -> None:
     """The acceptance check: at every slot ``k``, the 95% intervals of a uniform ranking of
@@ -89,7 +114,7 @@ def test_uniform_ranking_holds_the_true_value_in_its_interval_in_18_of_20_seeds(
                 ("raw", {"policy": "uniform"}, sim.rho0 + beta * value),
                 ("corrected", {"policy": "uniform", "rho0": sim.rho0, "rho1": sim.rho1},
                  value)):
-            result = _evaluate(entries, 0, CONFIG, None, request)
+            result = streamed(entries, request)
             assert result["n"] == 1500 and result["slot_impressions"] == 4500
             assert {e: result[e] for e in ESTIMATORS} == {
                 e: result["positions"][0][e] for e in ESTIMATORS}
@@ -105,7 +130,7 @@ def test_uniform_ranking_holds_the_true_value_in_its_interval_in_18_of_20_seeds(
 
 def test_the_logging_policy_is_the_mean_click_per_slot_and_per_ranking() -> None:
     entries, _, _ = rank_log(0, 300)
-    result = _evaluate(entries, 0, CONFIG, None, {"policy": "logging", "bootstrap": 20})
+    result = streamed(entries, {"policy": "logging", "bootstrap": 20})
     clicks = np.stack([codec.decode(e.feedback)["clicks"] for entry in entries
                        for e in entry.events()])
     assert result["n"] == 300 and result["ips"]["value"] == pytest.approx(clicks[:, 0].mean())
