@@ -39,6 +39,7 @@ from app.evaluation.training import (
 from app.learners.base import Learner
 from app.store.decisionlog import LogEntry
 from app.store.logrecords import entry_records
+from app.tasks import get_task
 from workers.context import WorkerContext
 
 
@@ -125,7 +126,7 @@ async def stream_config(ctx: WorkerContext, config: dict[str, Any], request: dic
                         chunks: Callable[[], AsyncIterator[list[LogEntry]]]) -> dict[str, Any]:
     """The result of ``request`` for a configuration on the model of ``config``, whose
     window ``chunks()`` reads, oldest first, in chunks of entries (module docstring)."""
-    if config.get("task") != "label" or not config.get("n_classes"):
+    if get_task(config["task"]).candidates or not config.get("n_classes"):
         raise ValueError("a configuration is evaluated on a label model's log")
     options = Options(request.get("rho0"), request.get("rho1"),
                       n_boot=request.get("bootstrap", 200))

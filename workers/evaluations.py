@@ -56,6 +56,7 @@ from app.store.jobs import QueuedJob
 from app.store.keys import ModelKeys
 from app.store.logrecords import entry_records
 from app.store.util import utc_now
+from app.tasks import get_task
 from workers import configevaluation, jobs
 from workers.context import WorkerContext
 
@@ -111,7 +112,7 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
     if isinstance(request["policy"], dict):
         return await configevaluation.stream_config(
             ctx, config, request, lambda: _chunks(ctx, mk, request))
-    if config.get("task") == "rank":
+    if get_task(config["task"]).candidates:  # a ranking's log: slots of candidates
         return await _stream(ctx, mk, config, rank_policy(request["policy"]), RANK, request)
     policy = _label_policy(config, state, request["policy"])
     if policy is not None:
@@ -134,8 +135,9 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
 def _label_policy(config: dict[str, Any], state: dict[str, np.ndarray] | None,
                   policy: Any) -> Policy | None:
     """The policy of a streamed evaluation as a function of a batch of events: a label
-    model's (of known ``n_classes``) for any policy but a configuration; None otherwise."""
-    if config.get("task") != "label" or not config.get("n_classes") or isinstance(policy, dict):
+    model's (of known ``n_classes``) for any policy but a configuration; None otherwise (the
+    only other task whose log is evaluated, ``rank``, is streamed before this is asked)."""
+    if not config.get("n_classes") or isinstance(policy, dict):
         return None
     if policy == "uniform":
         return uniform_policy

@@ -91,7 +91,7 @@ def _columns(schema: Any) -> dict[str, Any]:
     """The projection of a label batch (ValueError naming a missing column)."""
     import pyarrow.dataset as ds
 
-    _require(schema, ("type", "features", "action", "propensity", "feedback"), "label")
+    _require(schema, ("type", "features", "action", "propensity", "feedback"), "label events")
     columns = {name: ds.field(name) for name in ("type", "features", "action", "propensity")}
     columns["click"] = ds.field("feedback", "click")
     return columns
@@ -101,7 +101,7 @@ def _rank_columns(schema: Any) -> dict[str, Any]:
     """The projection of a rank batch (ValueError naming a missing column)."""
     import pyarrow.dataset as ds
 
-    _require(schema, ("type", "features", "slots"), "rank")
+    _require(schema, ("type", "features", "slots"), "rankings")
     return {name: ds.field(name) for name in ("type", "features", "slots", "n_candidates")
             if schema.get_field_index(name) >= 0}
 
@@ -109,7 +109,7 @@ def _rank_columns(schema: Any) -> dict[str, Any]:
 def _require(schema: Any, names: tuple[str, ...], kind: str) -> None:
     missing = [c for c in names if schema.get_field_index(c) < 0]
     if missing:
-        raise ValueError(f"not a {kind} log of `noisyloop log export` (no column "
+        raise ValueError(f"not a log of {kind} of `noisyloop log export` (no column "
                          f"{', '.join(missing)})")
 
 

@@ -212,7 +212,7 @@ def test_rank_and_feedback_by_id(client: Client) -> None:
     model = client.get_model("feed")
     assert model["stats"]["events_applied"] == 2
     assert model["position_bias"] == {"values": [1.0, 1.0], "source": "insufficient_data",
-                                      "calibration_unreliable": False}
+                                      "calibration_unreliable": True}
 
 
 async def test_series(service: Service, client: Client, api_key: str,
