@@ -113,7 +113,8 @@ class NoiseStore:
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
-        self.jobs = JobQueue(redis, keys.NREST_QUEUE, ModelKeys.job)
+        self.jobs = JobQueue(redis, keys.NREST_QUEUE, ModelKeys.job,
+                             lambda mk: mk.nrest_staged)
 
     async def get(self, mk: ModelKeys) -> NoiseRecord | None:
         """The model's noise record (None when the model is gone)."""
@@ -186,6 +187,7 @@ class NoiseStore:
                                                        "queued_at": utc_now()})
                     pipe.expire(mk.job(job_id), JOB_TTL_SECONDS)
                     pipe.set(mk.pending_job, job_id, ex=JOB_TTL_SECONDS)
+                    self.jobs.stage(pipe, mk, job_id)
                     await pipe.execute()
                     break
                 except aioredis.WatchError:
