@@ -19,7 +19,8 @@ the slot-0 click (slot 0 is always examined, so no position-bias weight
 enters); it then learns the slate as logged, as the champion does;
 
 and the IPS/SNIPS sums of each challenger and the champion's on-policy sums
-(reward ``h(f)`` at the model's noise rates) are saved with the states in
+(of the observed clicks: the rates are applied when a value is read,
+:class:`app.evaluation.running.RunningValue`) are saved with the states in
 one Lua step (:class:`app.store.challengers.ChallengerStore`), each only
 if nobody changed it since it was read.  A challenger that raises, or whose
 state turns non-finite, is saved as ``failed`` with the reason and skipped
@@ -44,7 +45,10 @@ import numpy as np
 import orjson
 
 from app.evaluation.running import (
+    CLICK_SUMS,
+    Rates,
     RunningValue,
+    click_sums,
     logged_click,
     logged_propensity,
     match_weights,
@@ -52,7 +56,6 @@ from app.evaluation.running import (
 from app.learners.base import Batch, CandidateRanker, Learner, stack_events
 from app.learners.build import apply_noise_rates, build_learner
 from app.learners.offpolicy import PLAY_FIELDS, learn_finite, with_logged_play
-from app.learners.proxy import unbiased_click
 from app.store.challengers import ChallengerSave, StoredChallenger, challenger_config
 from app.store.keys import ModelKeys
 from app.store.util import utc_now
@@ -117,16 +120,18 @@ async def _follow(ctx: WorkerContext, slot: ModelSlot, config: dict[str, Any], a
     except TimeoutError:
         slot.challengers = None  # the thread may still change the learners
         raise
-    reward = _rewards(applied, rates)
-    champion = RunningValue(_sums(held.champion_raw))
+    at = Rates(*rates)
+    reward = _clicks(applied)
+    champion = click_sums(_stats(held.champion_raw), at)
     if reward is not None:
         champion.add(np.ones(len(reward)), reward)
-    saves = [_save_of(follower, outcome, reward, last_id)
+    saves = [_save_of(follower, outcome, reward, last_id, at)
              for follower, outcome in zip(live, outcomes, strict=True)]
     for follower in held.followers.values():
         if follower.learner is None and follower.error is not None:  # failed when loaded
-            saves.append(_save_of(follower, follower.error, reward, last_id))
-    champion_stats = {"sums": champion.to_list(), "events": champion.n, "updated_at": utc_now()}
+            saves.append(_save_of(follower, follower.error, reward, last_id, at))
+    champion_stats = {"sums": champion.to_list(), "events": champion.n, "reward": CLICK_SUMS,
+                      "updated_at": utc_now()}
     champion_raw, raws = await ctx.store.challengers.save(
         mk, (held.champion_raw, champion_stats), saves)
     if champion_raw is None:
@@ -141,41 +146,42 @@ async def _follow(ctx: WorkerContext, slot: ModelSlot, config: dict[str, Any], a
         follower.stored = replace(follower.stored, stats=save.stats, raw_stats=raw)
         if save.state is None:
             follower.learner, follower.error = None, None
-    _record(ctx, ref, champion, held)
+    _record(ctx, ref, champion, held, at)
 
 
-def _sums(raw: bytes | None) -> list[float] | None:
-    """The ``sums`` of raw stats JSON (None: none yet)."""
-    return orjson.loads(raw)["sums"] if raw else None
+def _stats(raw: bytes | None) -> dict[str, Any] | None:
+    """Raw stats JSON, parsed (None: none yet)."""
+    return orjson.loads(raw) if raw else None
 
 
 def _save_of(follower: Follower, outcome: np.ndarray | str | None, reward: np.ndarray | None,
-             last_id: str) -> ChallengerSave:
+             last_id: str, rates: Rates) -> ChallengerSave:
     """The stats (and state) to save of a challenger after a batch: ``outcome`` is its
     weights (None: no logged propensity to score against; NaN: an event it could not
-    score, left out of its sums) or why it failed."""
+    score, left out of its sums) or why it failed; ``reward``: the observed clicks
+    (``rates``: those in force, to map older stats' sums back to clicks)."""
     old = follower.stored.stats or {}
-    value = RunningValue(old.get("sums"))
+    value = click_sums(old, rates)
     if isinstance(outcome, str):
-        stats = {**old, "sums": value.to_list(), "events": value.n, "status": "failed",
-                 "error": outcome, "updated_at": utc_now()}
+        stats = {**old, "sums": value.to_list(), "events": value.n, "reward": CLICK_SUMS,
+                 "status": "failed", "error": outcome, "updated_at": utc_now()}
         return ChallengerSave(follower.stored, stats, None)
     if outcome is not None and reward is not None:
         scored = ~np.isnan(outcome)
         value.add(outcome[scored], reward[scored])
-    stats = {"sums": value.to_list(), "events": value.n, "last_id": last_id,
-             "status": "following", "error": None, "updated_at": utc_now()}
+    stats = {"sums": value.to_list(), "events": value.n, "reward": CLICK_SUMS,
+             "last_id": last_id, "status": "following", "error": None, "updated_at": utc_now()}
     assert follower.learner is not None
     return ChallengerSave(follower.stored, stats, follower.learner.get_state())
 
 
-def _rewards(applied: Batch, rates: tuple[float, float]) -> np.ndarray | None:
-    """``h(f)`` of each event's click (a slate's slot 0) at the model's rates (``f`` at
-    rates 0); None without clicks or logged propensities."""
+def _clicks(applied: Batch) -> np.ndarray | None:
+    """Each event's observed click (a slate's slot 0); None without clicks or logged
+    propensities."""
     clicks = logged_click(applied)
     if clicks is None or logged_propensity(applied) is None:
         return None
-    return unbiased_click(clicks, *rates)
+    return clicks
 
 
 def _run_all(followers: list[Follower], applied: Batch, rates: tuple[float, float]
@@ -280,11 +286,12 @@ def _follower(stored: StoredChallenger, config: dict[str, Any],
 
 
 def _record(ctx: WorkerContext, ref: ModelRef, champion: RunningValue,
-            held: ModelChallengers) -> None:
-    """The champion's and each challenger's value as gauges."""
+            held: ModelChallengers, rates: Rates) -> None:
+    """The champion's and each challenger's value as gauges, at the rates in force (their
+    error left out: ``GET .../challengers`` has it)."""
     m = ctx.metrics
-    m.set_interval(m.champion_value, (*ref,), champion.champion())
+    m.set_interval(m.champion_value, (*ref,), champion.corrected(rates).champion())
     for name, follower in held.followers.items():
-        value = RunningValue((follower.stored.stats or {}).get("sums"))
+        value = click_sums(follower.stored.stats, rates).corrected(rates)
         m.set_interval(m.challenger_value, (*ref, name), value.snips())
         m.set_interval(m.challenger_vs_champion, (*ref, name), value.snips_minus_champion())

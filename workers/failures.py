@@ -8,9 +8,11 @@ reported where each audience looks: a log line (the first failure, then
 at every doubling of the count), ``noisyloop_trainer_step_failures_total``
 and ``noisyloop_trainer_failing_models`` for the operator (no tenant or
 model label: the log names it), and the model's stats for its owner
-(:mod:`app.store.failures`), removed by the next step that succeeds: by its
-publish, in the same Lua step (a sync that sees the batch applied sees the
-record gone), or by :func:`step_succeeded` for a step that published nothing.
+(:mod:`app.store.failures`), counting consecutive failed steps since the first
+(a step that publishes, then fails in an after-publish hook, counts too),
+removed by the next step that succeeds: as its batch is marked handled (a sync
+that sees the batch handled sees the record gone), or by :func:`step_succeeded`
+for a step that published nothing.
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ goes to the event stream (the trainer applies it like any feedback), with
 context is gone, so a late feedback gets 404.  The feedback join and the
 expiry both remove the pending entry atomically, so each decision ends
 exactly once, whichever comes first; several sweepers may run at once.
+
+Each pass also queues again the jobs (NREst runs, evaluations) whose creator
+stored them but died before queueing them
+(:meth:`app.store.jobs.JobQueue.requeue_stale`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ async def run_pass(ctx: WorkerContext) -> int:
     """Expire every overdue decision of every model (up to ``sweep_limit`` per model)."""
     now = await ctx.store.events.server_time()
     total = 0
-    for ref in await ctx.store.models.all_models():
+    refs = await ctx.store.models.all_models()
+    await _requeue_stale_jobs(ctx, [ModelKeys(*ref) for ref in refs])
+    for ref in refs:
         if ctx.stopping.is_set():
             break
         mk = ModelKeys(*ref)
@@ -44,3 +50,12 @@ async def run_pass(ctx: WorkerContext) -> int:
             logger.debug("sweeper: %d decision(s) of %s/%s expired (%s)", expired, *ref, mode)
         total += expired
     return total
+
+
+async def _requeue_stale_jobs(ctx: WorkerContext, models: list[ModelKeys]) -> None:
+    """Queue again the jobs of ``models`` stored but never queued (module docstring)."""
+    for queue in (ctx.store.noise.jobs, ctx.store.evaluations.jobs):
+        pushed = await queue.requeue_stale(models)
+        if pushed:
+            logger.warning("sweeper: %d job(s) stored but not queued were queued again (%s)",
+                           pushed, queue.queue)

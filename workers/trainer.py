@@ -475,8 +475,10 @@ async def _commit(ctx: WorkerContext, slot: ModelSlot, view: TrainerView, cached
         failed = await hooks.run_after_publish(ctx, slot, hooks.Published(
             view, cached.config, cached.learner, version, applied, observed, clicks, last_id,
             rates, cached))
-        # after the hooks: a sync returns once the batch is handled, hooks included
-        await ctx.delivery.ack_and_trim(mk, ack_ids, last_id, handled=True)
+        # after the hooks: a sync returns once the batch is handled, hooks included, and
+        # the failure record is cleared only by a step whose hooks all went through
+        await ctx.delivery.ack_and_trim(mk, ack_ids, last_id, handled=True,
+                                        succeeded=failed is None)
         return failed
 
     task = asyncio.ensure_future(publish_then_ack())

@@ -36,9 +36,10 @@ from app.api.schemas.challengers import (
     ValueInterval,
 )
 from app.api.schemas.models import ModelCreateRequest
-from app.evaluation.running import Interval, RunningValue
+from app.evaluation.running import Interval, Rates, click_sums
 from app.learners.base import CandidateRanker, Learner
 from app.learners.build import build_learner, takes_clicks
+from app.learners.noise_publish import rate_errors
 from app.learners.offpolicy import PLAY_FIELDS
 from app.learners.registry import learner_class
 from app.store.challengers import (
@@ -138,9 +139,9 @@ def _interval(value: Interval) -> ValueInterval:
     return ValueInterval(**value.rounded().to_dict())
 
 
-def _view(stored: StoredChallenger) -> ChallengerView:
+def _view(stored: StoredChallenger, rates: Rates) -> ChallengerView:
     stats = stored.stats or {}
-    value = RunningValue(stats.get("sums"))
+    value = click_sums(stats, rates).corrected(rates)
     d = stored.definition
     return ChallengerView(name=d["name"], algorithm=d["algorithm"], params=d["params"],
                           created_at=d["created_at"], status=stats.get("status", "waiting"),
@@ -149,29 +150,47 @@ def _view(stored: StoredChallenger) -> ChallengerView:
                           vs_champion=_interval(value.snips_minus_champion(LEVEL)))
 
 
-def values_unreliable(noise: NoiseRecord | None) -> str | None:
+def values_unreliable(noise: NoiseRecord | None,
+                      errors: tuple[float, float] | None = None) -> str | None:
     """Why the values' rewards ``h(f)`` cannot be stood behind, or None: the rates are not
     reliable (:attr:`~app.store.noise.NoiseRecord.calibration_unreliable`), or they are an
-    estimate, which changes as it is refreshed while each batch's rewards keep the rates in
-    force when it was scored, and whose error the intervals (sampling only) leave out."""
+    estimate whose standard ``errors`` are unknown (NREst gives none), so that the intervals
+    (sampling only) leave them out."""
     if noise is None:
         return None
     if noise.calibration_unreliable:
         return "noise_rates_unreliable"
-    return "noise_rates_estimated" if noise.status == "published" else None
+    return "noise_rates_estimated" if noise.status == "published" and errors is None else None
+
+
+async def value_rates(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any]
+                      ) -> tuple[Rates, str | None]:
+    """The rates the values are read at (the model's current ones, with the standard errors
+    of a published estimate that has an interval) and why they cannot be stood behind
+    (:func:`values_unreliable`)."""
+    if not get_task(config["task"]).has_clicks:
+        return Rates(), None
+    noise = await ctx.store.noise.get(mk)
+    if noise is None:
+        return Rates(), None
+    errors = None
+    if noise.status == "published":
+        settings = await ctx.store.anchors.settings(mk)
+        errors = rate_errors(settings.last, noise.rho0, noise.rho1)
+    return (Rates(noise.rho0, noise.rho1, *(errors or (0.0, 0.0))),
+            values_unreliable(noise, errors))
 
 
 async def list_challengers(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any]
                            ) -> ChallengersResponse:
     stored, champion_stats = await ctx.store.challengers.read(mk)
-    champion = RunningValue((champion_stats or {}).get("sums"))
-    reason = (values_unreliable(await ctx.store.noise.get(mk))
-              if get_task(config["task"]).has_clicks else None)
+    rates, reason = await value_rates(ctx, mk, config)
+    champion = click_sums(champion_stats, rates).corrected(rates)
     return ChallengersResponse(
         champion=ChampionValue(algorithm=config["algorithm"], params=config["params"],
                                events=champion.n, value=_interval(champion.champion(LEVEL))),
-        challengers=[_view(s) for s in stored], max_challengers=MAX_CHALLENGERS, level=LEVEL,
-        calibration_unreliable=reason is not None, reason=reason)
+        challengers=[_view(s, rates) for s in stored], max_challengers=MAX_CHALLENGERS,
+        level=LEVEL, calibration_unreliable=reason is not None, reason=reason)
 
 
 def unknown_challenger(name: str, field: str | None = None) -> ApiError:

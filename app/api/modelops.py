@@ -211,7 +211,9 @@ async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -
     config = validated_config(body)
     learner = build_learner(config)
     rho0, rho1 = initial_noise_rates(config["params"])
-    stored = await ctx.store.models.create(tenant, config, learner.get_state(), rho0, rho1)
+    given = any(name in body.params for name in ("rho0", "rho1"))
+    stored = await ctx.store.models.create(tenant, config, learner.get_state(), rho0, rho1,
+                                           rates_given=given)
     if stored is None:
         raise ApiError(409, "model_exists", f"model {body.model_id!r} exists", "model_id")
     await keep_explicit(ctx, ModelKeys(tenant, body.model_id), stored, 1, "create")

@@ -2,15 +2,29 @@
 
 A *challenger* follows a model's event stream without serving.  For each
 logged event ``i`` (action ``a_i`` taken by the serving policy, the
-champion, with logged propensity ``p_i``, reward ``r_i``: the click, or
-``h(f_i)`` under click noise, :func:`app.learners.proxy.unbiased_click`)
+champion, with logged propensity ``p_i`` and observed click ``f_i``)
 the challenger contributes an importance weight ``w_i = pi(a_i | x_i) /
 p_i``; where the challenger only draws its action (its decision, not its
 distribution), ``pi(a_i | x_i)`` is estimated without bias by the
 indicator that its draw is ``a_i``.
 
-:class:`RunningValue` keeps nine sums, so that batches add up and the
-estimates never need the events again:
+:class:`RunningValue` keeps nine sums of the observed clicks, so that
+batches add up and the estimates never need the events again.
+
+**Click noise.**  The reward is ``r_i = h(f_i) = (f_i - rho0) / (1 - rho0 -
+rho1)`` (:func:`app.learners.proxy.unbiased_click`) at the rates given when
+the value is *read* (:class:`Rates`), not those in force when each event was
+added: ``h`` is affine, so every sum of ``h`` follows exactly from the sums
+of ``f`` (:meth:`RunningValue.corrected`), and a refreshed estimate of the
+rates corrects all events alike.  When the rates carry standard errors
+``se0, se1`` (an estimate), each interval also carries their error, by the
+delta method: an estimate ``V = (V_f - rho0 k) / beta`` (``k`` = 1 for a
+mean, the mean weight for IPS, 0 for a difference) has
+``dV/drho0 = (V - k) / beta`` and ``dV/drho1 = V / beta``, and
+``se0^2 (V - k)^2 / beta^2 + se1^2 V^2 / beta^2`` is added to its sampling
+variance (the rates' estimate independent of the events' sampling, its two
+errors of each other, as :func:`app.evaluation.estimators.rate_resampling`
+draws them).  The estimates are then:
 
 * the champion's on-policy value, the mean of ``r_i``;
 * IPS ``(1/n) sum w_i r_i`` and SNIPS ``sum w_i r_i / sum w_i``
@@ -19,7 +33,7 @@ estimates never need the events again:
 
 Intervals are normal approximations from the sample variance of each
 estimator's influence terms (SNIPS and the difference by the delta method):
-``estimate +- z * sqrt(sum psi_i^2 / (n (n - 1)))``.  Pure numpy.
+``estimate +- z * sqrt(sum psi_i^2 / (n (n - 1)) + rate variance)``.  Pure numpy.
 """
 
 from __future__ import annotations
@@ -30,10 +44,30 @@ from typing import Any
 
 import numpy as np
 
+from app.learners.proxy import check_noise_rates
+
 #: Decimals an estimate and its bounds are shown with (far below any interval's width).
 SHOWN_DIGITS = 6
 #: What each of the :class:`RunningValue` sums adds up, per event.
 SUM_NAMES = ("n", "w", "w2", "wr", "w2r", "w2r2", "wr2", "r", "r2")
+#: ``reward`` of saved stats whose sums add up the observed clicks ``f`` (stats saved before
+#: had none: their sums added ``h(f)`` at the rates in force then).
+CLICK_SUMS = "click"
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Click-noise rates a value's rewards ``h(f)`` are computed at, and their standard
+    errors (0: known exactly)."""
+
+    rho0: float = 0.0
+    rho1: float = 0.0
+    rho0_se: float = 0.0
+    rho1_se: float = 0.0
+
+    @property
+    def beta(self) -> float:
+        return 1.0 - self.rho0 - self.rho1
 
 
 @dataclass(frozen=True)
@@ -60,22 +94,50 @@ class Interval:
         return Interval(keep(self.estimate), keep(self.ci_low), keep(self.ci_high))
 
 
-def _interval(estimate: float | None, square_sum: float, n: float, level: float) -> Interval:
-    """``estimate +- z sqrt(square_sum / (n (n - 1)))`` (influence terms of mean zero)."""
+def _interval(estimate: float | None, square_sum: float, n: float, level: float,
+              extra: float = 0.0) -> Interval:
+    """``estimate +- z sqrt(square_sum / (n (n - 1)) + extra)`` (influence terms of mean zero;
+    ``extra``: the variance the rates' error adds)."""
     if estimate is None or n < 2:
         return Interval(estimate, None, None)
-    half = NormalDist().inv_cdf((1 + level) / 2) * float(np.sqrt(max(square_sum, 0.0)
-                                                                   / (n * (n - 1))))
+    half = NormalDist().inv_cdf((1 + level) / 2) * float(np.sqrt(
+        max(square_sum, 0.0) / (n * (n - 1)) + extra))
     return Interval(estimate, estimate - half, estimate + half)
 
 
+def _affine(sums: np.ndarray, a: float, c: float) -> np.ndarray:
+    """The :data:`SUM_NAMES` sums of rewards ``a r + c`` from those of ``r``."""
+    n, w, w2, wr, w2r, w2r2, wr2, r, r2 = sums
+    return np.array([n, w, w2, a * wr + c * w, a * w2r + c * w2,
+                     a * a * w2r2 + 2 * a * c * w2r + c * c * w2,
+                     a * a * wr2 + 2 * a * c * wr + c * c * w, a * r + c * n,
+                     a * a * r2 + 2 * a * c * r + c * c * n])
+
+
 class RunningValue:
-    """The sums of :data:`SUM_NAMES` over the events seen so far (see the module docstring)."""
+    """The sums of :data:`SUM_NAMES` over the events seen so far (see the module docstring);
+    its estimates are of the rewards added, with :attr:`rate_error` in their intervals."""
 
     def __init__(self, sums: list[float] | None = None) -> None:
         self.sums = np.zeros(len(SUM_NAMES)) if sums is None else np.asarray(sums, dtype=float)
         if self.sums.shape != (len(SUM_NAMES),):
             raise ValueError(f"expected {len(SUM_NAMES)} sums, got {self.sums.shape}")
+        self.rate_error = Rates()
+        """The rates the rewards were corrected at, with the errors the intervals carry."""
+
+    def corrected(self, rates: Rates) -> RunningValue:
+        """The value of ``h(f)`` at ``rates`` from these sums of clicks ``f`` (module
+        docstring); ValueError for rates that cannot be used."""
+        rho0, rho1 = check_noise_rates(rates.rho0, rates.rho1)
+        beta = 1.0 - rho0 - rho1
+        out = RunningValue(list(_affine(self.sums, 1.0 / beta, -rho0 / beta)))
+        out.rate_error = rates
+        return out
+
+    def _rate_variance(self, value: float, k: float) -> float:
+        """The variance the rates' errors add to an estimate ``value`` of mass ``k``."""
+        e = self.rate_error
+        return ((value - k) ** 2 * e.rho0_se ** 2 + value * value * e.rho1_se ** 2) / e.beta ** 2
 
     @property
     def n(self) -> int:
@@ -98,16 +160,17 @@ class RunningValue:
         n, r, r2 = self.sums[0], self.sums[7], self.sums[8]
         if n == 0:
             return Interval(None, None, None)
-        mean = r / n
-        return _interval(float(mean), r2 - n * mean * mean, n, level)
+        mean = float(r / n)
+        return _interval(mean, r2 - n * mean * mean, n, level, self._rate_variance(mean, 1.0))
 
     def ips(self, level: float = 0.95) -> Interval:
         """IPS ``(1/n) sum w_i r_i``."""
         n, wr, w2r2 = self.sums[0], self.sums[3], self.sums[5]
         if n == 0:
             return Interval(None, None, None)
-        value = wr / n
-        return _interval(float(value), w2r2 - n * value * value, n, level)
+        value = float(wr / n)
+        return _interval(value, w2r2 - n * value * value, n, level,
+                         self._rate_variance(value, float(self.sums[1] / n)))
 
     def _snips_terms(self) -> tuple[float, float, float] | None:
         """SNIPS, the mean weight and the sum of its squared influence terms times the
@@ -124,7 +187,8 @@ class RunningValue:
         if terms is None:
             return Interval(None, None, None)
         value, mean_w, scaled = terms
-        return _interval(value, scaled / (mean_w * mean_w), self.sums[0], level)
+        return _interval(value, scaled / (mean_w * mean_w), self.sums[0], level,
+                         self._rate_variance(value, 1.0))
 
     def snips_minus_champion(self, level: float = 0.95) -> Interval:
         """SNIPS minus the champion's mean reward on the same events (paired; delta method:
@@ -137,7 +201,19 @@ class RunningValue:
         mean_r = r / n
         cross = (wr2 - mean_r * wr - value * wr + value * mean_r * w) / mean_w
         squares = scaled / (mean_w * mean_w) - 2 * cross + (r2 - n * mean_r * mean_r)
-        return _interval(value - float(mean_r), squares, n, level)
+        diff = value - float(mean_r)
+        return _interval(diff, squares, n, level, self._rate_variance(diff, 0.0))
+
+
+def click_sums(stats: dict[str, Any] | None, rates: Rates) -> RunningValue:
+    """The click sums of a challenger's or the champion's saved stats (none yet: zeros).
+    Stats saved before the sums kept clicks added ``h(f)``: mapped back at ``rates``
+    (exact when the rates have not changed since)."""
+    value = RunningValue((stats or {}).get("sums"))
+    if value.n and (stats or {}).get("reward") != CLICK_SUMS:
+        rho0, rho1 = check_noise_rates(rates.rho0, rates.rho1)
+        value.sums = _affine(value.sums, 1.0 - rho0 - rho1, rho0)
+    return value
 
 
 def logged_propensity(batch: Any) -> np.ndarray | None:

@@ -28,7 +28,9 @@ Redis, no HTTP.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -200,3 +202,26 @@ def outcome(est: AnchorEstimate | NoiseEstimate | SlotEstimate) -> dict[str, Any
         "rho1": est.rho1 if est.ok else None,
         "n_events": est.n_samples, "n_explored": None, "n_top": None, "interval": None,
     }
+
+
+def rate_errors(last: Mapping[str, Any] | None, rho0: float, rho1: float
+                ) -> tuple[float, float] | None:
+    """Standard errors of the rates in force ``(rho0, rho1)`` when they are the published
+    estimate of the :func:`outcome` ``last``: each interval's half-width over its ``z``;
+    None when unknown (NREst gives no interval, or ``last`` is not the estimate in force).
+
+    >>> last = {"status": "published", "rho0": 0.1, "rho1": 0.2,
+    ...         "interval": {"level": 0.95, "rho0": [0.05, 0.15], "rho1": [0.1, 0.3]}}
+    >>> [round(se, 4) for se in rate_errors(last, 0.1, 0.2)]
+    [0.0255, 0.051]
+    """
+    if not last or last.get("status") != "published" or not last.get("interval"):
+        return None
+    interval = last["interval"]
+    if not (interval.get("rho0") and interval.get("rho1")) or not all(
+            math.isclose(last[k], v, abs_tol=1e-12) for k, v in (("rho0", rho0), ("rho1", rho1))):
+        return None
+    z = NormalDist().inv_cdf(0.5 + interval["level"] / 2.0)
+    low0, high0 = interval["rho0"]
+    low1, high1 = interval["rho1"]
+    return (high0 - low0) / (2.0 * z), (high1 - low1) / (2.0 * z)

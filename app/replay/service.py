@@ -18,8 +18,9 @@ running noisyloop service with the Python client (:mod:`noisyloop_client`):
 4. after the last round the final model is read (``version``, ``stats``, ``drift``,
    and for learners that use noise rates the service's published estimates
    as ``noise_estimates``, the last with its interval) and the model is
-   deleted.  The service runs its own estimator (its default for the
-   learner); another ``--estimator`` is refused.
+   deleted.  ``--estimator`` other than the service's default for the learner is
+   set on the model (``PUT .../noise``) right after it is created; ``service``
+   names the estimator the model ran.
 
 The JSON has the same fields as the in-process replay's, plus ``service``
 (URL, model id, final version and counters).  The service draws its own
@@ -31,13 +32,12 @@ from __future__ import annotations
 
 import argparse
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 from noisyloop_client import Client, FeedbackBuffer
 
-from app.learners.base import ParamError
 from app.learners.build import default_estimator, takes_clicks
 from app.learners.registry import learner_class
 from app.replay.label import greedy_label, result, setup
@@ -50,10 +50,6 @@ MAX_BATCH = 1000
 def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) -> ReplayResult:
     """Replay ``args.dataset`` through ``args.algorithm`` on the service at ``args.service``."""
     s = setup(args, seed)
-    if s.estimator != default_estimator({"task": s.task, "algorithm": s.algorithm,
-                                         "params": s.params}):
-        raise ParamError("--estimator", "with --service the service runs its own estimator "
-                         "(set another with PUT .../noise)")
     cls = learner_class(s.task, s.algorithm)
     field, learns_clicks = cls.feedback_fields[0], takes_clicks(cls)
     rounds = len(s.order)
@@ -64,6 +60,9 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         client.create_model(model_id, s.task, int(s.X.shape[1]), algorithm=s.algorithm,
                             n_classes=s.n_classes, params=s.params, seed=seed)
         try:
+            if s.estimator != default_estimator({"task": s.task, "algorithm": s.algorithm,
+                                                 "params": s.params}):
+                client.put_noise(model_id, estimator=s.estimator)
             with FeedbackBuffer(client, model_id, max_events=MAX_BATCH,
                                 max_delay=3600.0) as buffer:
                 for start in range(0, rounds, delay):
@@ -89,22 +88,23 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
                                      f"events, e.g. {event}: {error}")
             client.sync(model_id, timeout=60)
             model = client.get_model(model_id)
-            estimates = (_noise_estimates(client, model_id) if cls.uses_noise_rates
-                         else None)
+            noise = client.get_noise(model_id) if cls.uses_noise_rates else None
+            estimates = None if noise is None else _noise_estimates(noise)
         finally:
             client.delete_model(model_id)
     out = result(args, s.task, s.algorithm, seed, s.params, greedy_err, played_err, clicks,
                  estimates, n_classes=s.n_classes, estimator=s.estimator)
     out.extra["service"] = {"url": args.service, "model_id": model_id,
                             "version": model.get("version"), "stats": model.get("stats"),
-                            "drift": model.get("drift")}
+                            "drift": model.get("drift"),
+                            "estimator": None if noise is None else noise.get("estimator")}
     return out
 
 
-def _noise_estimates(client: Client, model_id: str) -> list[dict[str, Any]]:
-    """The service's published estimates as the replay's ``noise_estimates`` (``t`` = plays
-    or samples they used); the last carries the interval ``GET .../noise`` shows."""
-    noise = client.get_noise(model_id)
+def _noise_estimates(noise: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The service's published estimates (``GET .../noise``) as the replay's
+    ``noise_estimates`` (``t`` = plays or samples they used); the last carries the
+    interval."""
     history = noise.get("history") or []
     out = [{"t": h.get("n_samples"), "status": "published", **h} for h in history]
     if out:

@@ -26,6 +26,7 @@ import redis.asyncio as aioredis
 from app.store.client import lua_source, run_script
 from app.store.deadletters import DeadLetterStore
 from app.store.decisionlog import LoggedBatch
+from app.store.failures import FAILURE_FIELDS
 from app.store.keys import HANDLED_FIELD, TRAINER_GROUP, ModelKeys
 from app.store.noise import NOISE_FIELDS, NoiseRecord, parse_noise
 from app.store.snapshots import COUNTER_FIELDS, SnapshotInfo, parse_info
@@ -170,10 +171,12 @@ class DeliveryStore:
                                            batch.fields(i)) for i, reason in items])
 
     async def ack_and_trim(self, mk: ModelKeys, stream_ids: Sequence[str],
-                           applied_up_to: str | None, handled: bool = False) -> None:
+                           applied_up_to: str | None, handled: bool = False,
+                           succeeded: bool = False) -> None:
         """Acknowledge ``stream_ids`` and drop the stream entries older than ``applied_up_to``
         (``handled``: and record it as handled, :meth:`EventStore.handled_id`, which a sync
-        waits for).
+        waits for; ``succeeded``: the step went through, so its failure record is removed
+        first: a sync that sees the batch handled sees the failure gone).
 
         Trimming is safe because the lease owner reads new entries only when
         nothing older is pending: every entry below ``applied_up_to`` is applied
@@ -184,6 +187,8 @@ class DeliveryStore:
                 pipe.xack(mk.events, TRAINER_GROUP, *stream_ids)
             if applied_up_to is not None:
                 pipe.xtrim(mk.events, minid=applied_up_to, approximate=False)
+                if succeeded:
+                    pipe.hdel(mk.stats, *FAILURE_FIELDS)
                 if handled:
                     pipe.hset(mk.stats, HANDLED_FIELD, applied_up_to)
             await pipe.execute()

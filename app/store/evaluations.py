@@ -31,7 +31,8 @@ class EvaluationStore:
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
-        self.jobs = JobQueue(redis, keys.EVALUATION_QUEUE, ModelKeys.evaluation)
+        self.jobs = JobQueue(redis, keys.EVALUATION_QUEUE, ModelKeys.evaluation,
+                             lambda mk: mk.evaluations_staged)
 
     async def queue(self, mk: ModelKeys, request: dict[str, Any]) -> str:
         """Queue an evaluation of ``request`` (the route's validated body); its job id."""
@@ -41,6 +42,7 @@ class EvaluationStore:
             pipe.hset(key, mapping={"status": "queued", "queued_at": utc_now(),
                                     "request": orjson.dumps(request)})
             pipe.expire(key, JOB_TTL_SECONDS)
+            self.jobs.stage(pipe, mk, job_id)
             await pipe.execute()
         # the queue has a hash tag of its own (another Cluster slot): pushed after the job
         await self.jobs.push(mk, job_id)

@@ -3,9 +3,11 @@
 When the trainer's step on a model raises (a corrupt snapshot, a script
 error, a learner that times out), the model's events stay pending and the
 step is retried later; meanwhile the model's stats say why (``GET
-/v1/models/{id}``, and a ``sync`` that times out).  The next step that
-succeeds removes the record (a trainer's publish removes it in the same step,
-``publish_snapshot.lua``).
+/v1/models/{id}``, and a ``sync`` that times out): the last error, the time of
+the first of the consecutive failures and their count.  The next step that
+succeeds removes the record (with its batch marked handled,
+:meth:`app.store.delivery.DeliveryStore.ack_and_trim`); a step that publishes
+and then fails (an after-publish hook) keeps and counts it.
 """
 
 from __future__ import annotations

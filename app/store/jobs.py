@@ -13,12 +13,21 @@ the mark the job is still queued and on the queue; after it, the job is
 running with a deadline, and :func:`orphaned` reads it as failed once that
 passed.  A reference whose job is no longer queued (started by another worker,
 or by one that died before removing it) is dropped by the next take.
+
+Creating a job is two steps for the same reason: its hash, with its id on the
+model's *staged* sorted set (:meth:`JobQueue.stage`, in the same transaction:
+one slot), then the reference on the queue.  A creator that dies between them
+leaves a job ``queued`` that no worker would take; the sweeper's
+:meth:`JobQueue.requeue_stale` pushes the reference of every job still queued
+:data:`REQUEUE_AFTER_SECONDS` after it was staged and found on no queue, and
+forgets the staged ids of jobs no longer queued.  A reference pushed twice is
+harmless: the take after the first drops it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +42,9 @@ from app.store.util import text, utc_now
 DEADLINE_MARGIN_SECONDS = 60.0
 #: Why a job whose deadline passed while it was running failed.
 ORPHANED = "the worker running it stopped before it finished"
+#: Seconds after which a job still queued but on no queue is pushed again (its creator died
+#: between storing it and queueing it).
+REQUEUE_AFTER_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -59,19 +71,50 @@ def orphaned(job: dict[str, str], error_field: str = "error") -> bool:
 
 
 class JobQueue:
-    """One queue of jobs: ``queue`` the list's key, ``job_key`` the key of a job's hash."""
+    """One queue of jobs: ``queue`` the list's key, ``job_key`` the key of a job's hash,
+    ``staged`` that of a model's staged job ids (module docstring)."""
 
     def __init__(self, redis: aioredis.Redis, queue: str,
-                 job_key: Callable[[ModelKeys, str], str]) -> None:
+                 job_key: Callable[[ModelKeys, str], str],
+                 staged: Callable[[ModelKeys], str]) -> None:
         self.redis = redis
         self.queue = queue
         self.job_key = job_key
+        self.staged = staged
         self._start = redis.register_script(lua_source("job_start"))
+
+    def stage(self, pipe: aioredis.client.Pipeline, mk: ModelKeys, job_id: str) -> None:
+        """Queue, in the transaction ``pipe`` that stores the job's hash, its id on the model's
+        staged set."""
+        pipe.zadd(self.staged(mk), {job_id: time.time()})
+
+    @staticmethod
+    def _ref(mk: ModelKeys, job_id: str) -> str:
+        return f"{keys.model_ref(mk.tenant, mk.model)}{keys.MODEL_SEP}{job_id}"
 
     async def push(self, mk: ModelKeys, job_id: str) -> None:
         """Queue a job whose hash (status ``queued``) is stored."""
-        await self.redis.lpush(self.queue, f"{keys.model_ref(mk.tenant, mk.model)}"
-                                           f"{keys.MODEL_SEP}{job_id}")
+        await self.redis.lpush(self.queue, self._ref(mk, job_id))
+
+    async def requeue_stale(self, models: Sequence[ModelKeys],
+                            after: float = REQUEUE_AFTER_SECONDS) -> int:
+        """Push again each job of ``models`` still ``queued`` ``after`` seconds after it was
+        staged and on no queue; forget the staged ids of jobs no longer queued (module
+        docstring).  Returns the jobs pushed again."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for mk in models:
+                pipe.zrangebyscore(self.staged(mk), "-inf", time.time() - after)
+            stale: list[Any] = await pipe.execute()
+        pushed = 0
+        for mk, ids in zip(models, stale, strict=True):
+            for job_id in map(text, ids):
+                assert job_id is not None
+                if text(await self.redis.hget(self.job_key(mk, job_id), "status")) != "queued":
+                    await self.redis.zrem(self.staged(mk), job_id)
+                elif await self.redis.lpos(self.queue, self._ref(mk, job_id)) is None:
+                    await self.push(mk, job_id)
+                    pushed += 1
+        return pushed
 
     async def take(self, worker_id: str, timeout: float) -> QueuedJob | None:
         """The oldest queued job, marked ``running`` by ``worker_id`` with a deadline

@@ -241,6 +241,18 @@ class ModelKeys:
         return f"{self.tag}:eval:{job_id}"
 
     @property
+    def nrest_staged(self) -> str:
+        """Sorted set: ids of the model's NREst jobs, scored by the Unix time their hash was
+        stored as queued, until a sweeper sees them no longer queued
+        (:meth:`app.store.jobs.JobQueue.requeue_stale`)."""
+        return f"{self.tag}:job-staged"
+
+    @property
+    def evaluations_staged(self) -> str:
+        """Sorted set: ids of the model's evaluation jobs, as :attr:`nrest_staged`."""
+        return f"{self.tag}:eval-staged"
+
+    @property
     def pending_job(self) -> str:
         """String with expiry: id of the model's NREst job while it is queued or running."""
         return f"{self.tag}:job-pending"
@@ -283,7 +295,8 @@ class ModelKeys:
         """Every key of the model except the per-event and per-job ones."""
         return [self.meta, self.snapshot, self.stats, self.pending, self.deferred, self.events,
                 self.noise, self.samples, self.anchors, self.anchor_scorer, self.lease,
-                self.dead_letter, self.label_budget, self.pending_job, self.log,
+                self.dead_letter, self.label_budget, self.pending_job, self.nrest_staged,
+                self.evaluations_staged, self.log,
                 self.log_index, self.item_ids, self.log_published,
                 self.series, self.drift, self.versions, self.version_states, self.challengers,
                 self.challenger_states, self.challenger_stats]

@@ -134,17 +134,19 @@ class ModelStore:
         self._set_config = redis.register_script(lua_source("set_config"))
 
     async def create(self, tenant: str, config: dict[str, Any], state: dict[str, np.ndarray],
-                     rho0: float, rho1: float) -> dict[str, Any] | None:
+                     rho0: float, rho1: float, rates_given: bool = False
+                     ) -> dict[str, Any] | None:
         """Store a new model with its initial snapshot; None when the id is taken.
 
-        ``config`` must hold ``model_id``; ``created_at`` is added.
+        ``config`` must hold ``model_id``; ``created_at`` is added; ``rates_given``: the
+        request named the initial rates (:attr:`~app.store.noise.NoiseRecord.rates_given`).
         """
         mk = ModelKeys(tenant, config["model_id"])
         config = {**config, "created_at": utc_now()}
         created = await self.scripts.run(
             "create_model", [mk.meta, mk.snapshot, mk.events, mk.noise, mk.stats],
             [orjson.dumps(config), config["created_at"], codec.encode(state), TRAINER_GROUP,
-             repr(float(rho0)), repr(float(rho1))])
+             repr(float(rho0)), repr(float(rho1)), "1" if rates_given else "0"])
         if not created:
             return None
         async with self.redis.pipeline(transaction=False) as pipe:

@@ -24,7 +24,7 @@ JOB_TTL_SECONDS = 86400
 #: Statuses of a job that a new estimate request joins instead of queueing another.
 PENDING_STATUSES = ("queued", "running")
 NOISE_FIELDS = ("rho0", "rho1", "source", "estimated_at", "n_samples", "history", "estimator",
-                "slots")
+                "slots", "rates_given")
 #: The estimator of a model that has not chosen one, when its config is not at hand (with it:
 #: :func:`~app.learners.build.default_estimator`).
 DEFAULT_ESTIMATOR = "anchor"
@@ -45,6 +45,9 @@ class NoiseRecord:
     """Per slot ``theta``, ``rho0``, ``rho1`` and their intervals, when the rates in use are a
     per-slot estimate (:func:`app.learners.noise_publish.slots_outcome`); ``rho0`` is then
     slot 0's."""
+    rates_given: bool = False
+    """Whether the model's creation named its initial rates (its ``rho0``/``rho1`` params),
+    0 and 0 included."""
 
     @property
     def slot_affine(self) -> SlotAffine | None:
@@ -76,11 +79,11 @@ class NoiseRecord:
     def rates_reliable(self) -> bool:
         """Whether the rates are an estimate, configured, or initial rates someone gave (the
         model's ``rho0``/``rho1`` params) under the ``fixed`` estimator: not initial rates
-        awaiting an estimate, nor the 0/0 of a model whose rates nobody gave (a ``fixed``
-        model's initial rates of 0 and 0 count as not given: ``PUT .../noise`` configures
-        them)."""
+        awaiting an estimate, nor the 0/0 of a model whose rates nobody gave (``PUT
+        .../noise`` configures them; records of models created before :attr:`rates_given`
+        was kept count other rates than 0/0 as given)."""
         if self.status == "fixed" and self.source == "initial":
-            return (self.rho0, self.rho1) != (0.0, 0.0)
+            return self.rates_given or (self.rho0, self.rho1) != (0.0, 0.0)
         return self.status != "insufficient_data"
 
     @property
@@ -95,13 +98,14 @@ def parse_noise(values: Sequence[Any], config: Mapping[str, Any] | None = None
     """A :class:`NoiseRecord` from an HMGET of :data:`NOISE_FIELDS`; a record that names no
     estimator has its model ``config``'s default (:func:`~app.learners.build.default_estimator`;
     :data:`DEFAULT_ESTIMATOR` without a config)."""
-    rho0, rho1, source, estimated_at, n_samples, history, estimator, slots = values
+    rho0, rho1, source, estimated_at, n_samples, history, estimator, slots, given = values
     if rho0 is None or rho1 is None:
         return None
     default = DEFAULT_ESTIMATOR if config is None else default_estimator(config)
     return NoiseRecord(float(rho0), float(rho1), text(source) or "initial", text(estimated_at),
                        int(n_samples or 0), orjson.loads(history) if history else [],
-                       text(estimator) or default, orjson.loads(slots) if slots else None)
+                       text(estimator) or default, orjson.loads(slots) if slots else None,
+                       text(given) == "1")
 
 
 class NoiseStore:
@@ -109,7 +113,8 @@ class NoiseStore:
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
-        self.jobs = JobQueue(redis, keys.NREST_QUEUE, ModelKeys.job)
+        self.jobs = JobQueue(redis, keys.NREST_QUEUE, ModelKeys.job,
+                             lambda mk: mk.nrest_staged)
 
     async def get(self, mk: ModelKeys) -> NoiseRecord | None:
         """The model's noise record (None when the model is gone)."""
@@ -182,6 +187,7 @@ class NoiseStore:
                                                        "queued_at": utc_now()})
                     pipe.expire(mk.job(job_id), JOB_TTL_SECONDS)
                     pipe.set(mk.pending_job, job_id, ex=JOB_TTL_SECONDS)
+                    self.jobs.stage(pipe, mk, job_id)
                     await pipe.execute()
                     break
                 except aioredis.WatchError:

@@ -82,3 +82,14 @@ def test_fixed_estimator_with_rates_given_at_creation_clears_the_flag(
     r = idle_client.put("/v1/models/m1/noise", json={"estimator": "fixed"}, headers=auth)
     assert r.status_code == 200 and r.json()["reason"] == "", r.text
     assert _flags(idle_client, auth)["flags"] == [False] * 5
+
+
+def test_rates_of_0_and_0_given_at_creation_are_given(idle_client: TestClient) -> None:
+    """Initial rates of 0 and 0 named in the params are the user's: under the ``fixed``
+    estimator they are reliable (no ``rates_not_given``), as other given rates are."""
+    auth = new_tenant(idle_client)
+    new_model(idle_client, auth, algorithm="linucb_diag", params={"rho0": 0.0, "rho1": 0.0})
+    r = idle_client.put("/v1/models/m1/noise", json={"estimator": "fixed"}, headers=auth)
+    assert r.status_code == 200, r.text
+    assert (r.json()["status"], r.json()["reason"]) == ("fixed", ""), r.text
+    assert _flags(idle_client, auth)["flags"] == [False] * 5

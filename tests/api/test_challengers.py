@@ -14,7 +14,7 @@ import redis
 
 from app.api.challengers import values_unreliable
 from app.learners.ridge import LinUCBDiag, SquareCBDiag
-from app.store import codec
+from app.store import Store, codec
 from app.store.keys import ModelKeys
 from app.store.noise import NoiseRecord
 from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
@@ -25,20 +25,26 @@ POOR = {"algorithm": "rcnbf", "params": {"gamma": 0.99}}
 
 
 def _stream(client: TestClient, auth: dict[str, str], rounds: int, seed: int,
-            batch: int = 500) -> None:
-    """Decide for ``rounds`` inputs; click when the played label is the true one."""
+            batch: int = 500, rates: tuple[float, float] = (0.0, 0.0)) -> list[bool]:
+    """Decide for ``rounds`` inputs; click when the played label is the true one, through
+    click noise at ``rates`` (rho0, rho1); return whether each play was the true label."""
     rng = np.random.default_rng(seed)
     truth_w = np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0]])
+    hits: list[bool] = []
     for _ in range(0, rounds, batch):
         X = rng.normal(size=(batch, N_FEATURES))
         y = (X @ truth_w.T).argmax(axis=1)
         r = client.post("/v1/models/m1/predict", json={"instances": X.tolist()}, headers=auth)
         assert r.status_code == 200, r.text
-        events = [{"event_id": p["event_id"], "click": bool(p["label"] == label)}
-                  for p, label in zip(r.json()["predictions"], y, strict=True)]
+        right = [p["label"] == label for p, label in zip(r.json()["predictions"], y, strict=True)]
+        flip = rng.random(batch) < np.where(right, rates[1], rates[0])
+        events = [{"event_id": p["event_id"], "click": bool(hit != flipped)}
+                  for p, hit, flipped in zip(r.json()["predictions"], right, flip, strict=True)]
         r = client.post("/v1/models/m1/feedback", json={"events": events}, headers=auth)
         assert r.status_code == 202 or r.status_code == 200, r.text
         assert client.post("/v1/models/m1/sync", headers=auth).status_code == 200
+        hits += right
+    return hits
 
 
 def _followed(client: TestClient, auth: dict[str, str], events: int,
@@ -371,9 +377,9 @@ def test_a_promotion_waits_for_the_challengers_save_of_the_published_batch(
 
 def test_values_on_rates_nobody_stands_behind_are_flagged(client: TestClient,
                                                           tenant: dict[str, str]) -> None:
-    """The rewards h(f) of the values keep the rates in force when each batch was scored:
-    flagged while the rates await an estimate or once they are one (it changes at each
-    refresh and its error is not in the intervals), not when they were given."""
+    """The rewards h(f) of the values are read at the rates in force: flagged while the
+    rates await an estimate or once they are an estimate whose error is not known (NREst),
+    not when they were given or an estimate with its error."""
     new_model(client, tenant, algorithm="linucb_diag", n_features=N_FEATURES,
               n_classes=N_CLASSES)
     body = _add(client, tenant, name="a", algorithm="banditron").json()
@@ -384,3 +390,49 @@ def test_values_on_rates_nobody_stands_behind_are_flagged(client: TestClient,
     assert (body["calibration_unreliable"], body["reason"]) == (False, None)
     assert values_unreliable(NoiseRecord(0.1, 0.2, "estimated")) == "noise_rates_estimated"
     assert values_unreliable(NoiseRecord(0.1, 0.2, "configured")) is None
+    assert values_unreliable(NoiseRecord(0.1, 0.2, "estimated"), (0.01, 0.02)) is None
+
+
+#: A challenger that plays uniformly at random: its true value is 1 / N_CLASSES.
+UNIFORM = {"name": "uniform", "algorithm": "squarecb_diag", "params": {"gamma_scale": 0.0}}
+
+
+@pytest.mark.slow
+def test_values_are_read_at_the_current_estimate_with_its_error(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """Click noise (0.3, 0.2); 2000 events at the initial rates 0/0, then an estimate of the
+    rates is published (interval +-0.02) and 2000 more come: the values are of h(f) at the
+    estimate over every event, the estimate's error in their intervals, and unflagged.  (The
+    sums kept h(f) at the rates in force: the champion's interval started at 0.388 for its
+    true 0.336, flagged noise_rates_estimated.)"""
+    rates = (0.3, 0.2)
+    new_model(client, tenant, n_features=N_FEATURES, n_classes=N_CLASSES, **POOR)
+    assert _add(client, tenant, **UNIFORM).status_code == 201
+    hits = _stream(client, tenant, 2000, seed=11, rates=rates)
+    _publish_estimate(client, *rates, half_width=0.02)
+    hits += _stream(client, tenant, 2000, seed=12, rates=rates)
+    body = _followed(client, tenant, 4000)
+    champion, (uniform,) = body["champion"], body["challengers"]
+    assert champion["events"] == uniform["events"] == 4000, body
+    truth = float(np.mean(hits))
+    assert champion["value"]["ci_low"] <= truth <= champion["value"]["ci_high"], (body, truth)
+    # the uniform challenger draws unseeded: held to its interval widened to 99.9%
+    value = uniform["value"]
+    half = (value["ci_high"] - value["ci_low"]) / 2 * (3.2905 / 1.96)
+    assert abs(value["estimate"] - 1 / N_CLASSES) <= half, body
+    assert (body["calibration_unreliable"], body["reason"]) == (False, None), body
+
+
+def _publish_estimate(client: TestClient, rho0: float, rho1: float, half_width: float) -> None:
+    """Store a published estimate of the rates, with its interval, as the jobs role does."""
+    async def run() -> None:
+        store: Store = client.app.state.ctx.store  # type: ignore[attr-defined]
+        mk = ModelKeys("acme", "m1")
+        await store.noise.put(mk, rho0, rho1, source="estimated", n_samples=20_000)
+        await store.anchors.record(mk, {
+            "estimator": "anchor", "status": "published", "reason": "", "rho0": rho0,
+            "rho1": rho1, "interval": {"level": 0.95,
+                                       "rho0": [rho0 - half_width, rho0 + half_width],
+                                       "rho1": [rho1 - half_width, rho1 + half_width]}})
+    assert client.portal is not None
+    client.portal.call(run)

@@ -134,6 +134,8 @@ def test_noise_get_put(client: Client) -> None:
     with pytest.raises(NoisyloopError) as info:
         client.put_noise("m1", 0.6, 0.5)
     assert info.value.status == 422
+    noise = client.put_noise("m1", estimator="fixed")
+    assert (noise["rho0"], noise["estimator"]) == (0.1, "fixed")
 
 
 def test_validation_error_names_field(client: Client) -> None:

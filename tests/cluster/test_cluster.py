@@ -239,3 +239,33 @@ async def test_delete_removes_answered_contexts_on_every_shard(
             assert await store.redis.exists(ModelKeys("kept", model).context("e1")) == 1
     finally:
         await store.close()
+
+
+async def test_jobs_stored_but_never_queued_are_queued_again_across_shards(
+        redis_cluster: LocalCluster) -> None:
+    """A job's hash and staged id (its model's slot) and the queue (the ``{jobs}`` slot):
+    staged in one transaction per model, found stale and queued again over every shard."""
+    from app.store import Store
+    from tests.store.test_events import CONFIG
+
+    store = Store.from_url(redis_cluster.url)
+    models = [f"q{i}" for i in range(6)]
+    jobs = store.evaluations.jobs
+    try:
+        await store.tenants.create("jobs")
+        mks = [ModelKeys("jobs", m) for m in models]
+        for mk in mks:
+            await store.models.create("jobs", {**CONFIG, "model_id": mk.model},
+                                      {"W_": np.zeros((3, 2)), "noise_rates_": np.zeros(2)},
+                                      0.0, 0.0)
+            job_id = await store.evaluations.queue(mk, {"policy": "uniform"})
+            await store.redis.lrem(jobs.queue, 0, f"jobs/{mk.model}/{job_id}")
+            await store.redis.zadd(jobs.staged(mk), {job_id: 0.0})
+        assert len({key_slot(mk.meta.encode()) for mk in mks}) > 1
+        assert await jobs.requeue_stale(mks) == len(models)
+        assert await jobs.requeue_stale(mks) == 0  # on the queue now: not pushed twice
+        assert await store.redis.llen(jobs.queue) == len(models)
+    finally:
+        await store.models.delete_many("jobs", models)
+        await store.redis.delete(jobs.queue)
+        await store.close()

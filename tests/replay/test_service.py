@@ -55,3 +55,18 @@ def test_replay_service_options_refused(argv: list[str], message: str,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", "--dataset", "iris", "--algorithm", "perceptron", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_replay_through_service_runs_the_estimator_given(
+        tmp_path: Path, service: Service, api_key: str) -> None:  # noqa: F811
+    """``--estimator`` other than the service's default is set on the model (it was
+    refused): the model's noise record names it."""
+    out = tmp_path / "remote.json"
+    assert main(["replay", "--dataset", "digits", "--algorithm", "rcnbf", "--rounds", "200",
+                 "--rho0", "0.05", "--rho1", "0.1", "--feedback-delay", "100", "--seed", "3",
+                 "--no-progress", "--estimator", "fixed", "--service", service.url,
+                 "--api-key", api_key, "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["service"]["estimator"] == "fixed"
+    assert got["service"]["stats"]["events_applied"] == 200

@@ -10,6 +10,7 @@ import pytest
 
 from app.store import ModelKeys, Store
 from app.store.codec import decode, encode
+from app.store.delivery import DeliveryStore
 from app.store.events import DecisionGuard
 from app.store.keys import api_key
 from app.store.leases import LeaseStore
@@ -118,15 +119,20 @@ async def test_publish_refuses_stale_version_and_foreign_lease(store: Store) -> 
     assert snap is not None and snap.info.last_id == "5-0" and snap.info.events_applied == 3
 
 
-async def test_a_trainer_publish_removes_the_failure_record_in_the_same_step(
+async def test_the_failure_record_goes_as_a_succeeded_batch_is_marked_handled(
         store: Store) -> None:
-    """A sync returns once the batch is published: the failure must be gone by then."""
+    """A sync returns once the batch is handled: the failure must be gone by then, and only
+    when the step went through (its after-publish steps may still fail after the publish,
+    which keeps the record)."""
     state = {"W_": np.ones((3, 2)), "noise_rates_": np.zeros(2)}
     await store.failures.report(MK, "CodecError: not a noisyloop array blob")
-    await store.snapshots.publish(MK, state)  # not the trainer's (no lease owner): kept
-    assert await store.failures.read(MK) is not None
     await store.redis.set(MK.lease, "me")
     await store.snapshots.publish(MK, state, last_id="5-0", applied=1, lease_owner="me")
+    assert await store.failures.read(MK) is not None
+    delivery = DeliveryStore(store.redis)
+    await delivery.ack_and_trim(MK, [], "5-0", handled=True)
+    assert await store.failures.read(MK) is not None
+    await delivery.ack_and_trim(MK, [], "5-0", handled=True, succeeded=True)
     assert await store.failures.read(MK) is None
 
 

@@ -68,3 +68,36 @@ async def test_forget_drops_the_model_slot(store: Store) -> None:
         assert ref not in ctx.slots and ref not in ctx.held
     finally:
         await w.close()
+
+
+async def test_a_hook_failing_at_every_publish_counts_consecutive_failures(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each batch is published, then its hook fails: the failure record counts the failed
+    steps since the first (its ``since`` kept), not 1 again at each publish; the first step
+    whose hooks all go through clears it."""
+    config = model_config("a-bad")
+    mk = await create_model(store, config)
+    monkeypatch.setattr(hooks, "AFTER_PUBLISH_HOOKS",
+                        (_FailsFor("a-bad"), *hooks.AFTER_PUBLISH_HOOKS))
+    w = worker(store)
+    ctx = await w.start()
+    ctx.paced = False
+    try:
+        since = None
+        for step in range(1, 4):
+            await feed(store, mk, config, 5, seed=step)
+            assert await trainer.run_pass(ctx) == 0
+            info = await store.snapshots.info(mk)
+            assert info is not None and info.events_applied == 5 * step  # published
+            record = await store.models.record("t", "a-bad")
+            assert record is not None and record.trainer_failure is not None
+            assert record.trainer_failure.failed_steps == step
+            since = since or record.trainer_failure.since
+            assert record.trainer_failure.since == since
+        monkeypatch.setattr(hooks, "AFTER_PUBLISH_HOOKS", hooks.AFTER_PUBLISH_HOOKS[1:])
+        await feed(store, mk, config, 5, seed=9)
+        assert await trainer.run_pass(ctx) == 5
+        record = await store.models.record("t", "a-bad")
+        assert record is not None and record.trainer_failure is None
+    finally:
+        await w.close()

@@ -120,3 +120,36 @@ async def test_noise_samples_keep_only_observed_feedback_not_default_no_clicks(
     np.testing.assert_array_equal(samples.X, np.stack([logged[i][1]["x"] for i in answered]))
     np.testing.assert_array_equal(samples.played, [int(logged[i][1]["played"]) for i in answered])
     np.testing.assert_array_equal(samples.clicks, clicks[answered])
+
+
+async def test_jobs_stored_but_never_queued_are_queued_again(store: Store) -> None:
+    """A creator that dies between storing a job and queueing it (its reference removed
+    from the queue here) leaves it queued on no queue: a sweeper pass past the grace period
+    queues it again (once: a job on its queue is left there), a worker takes it, and the
+    next pass forgets it."""
+    config = model_config()
+    mk = await create_model(store, config)
+    evaluations, nrest = store.evaluations.jobs, store.noise.jobs
+    lost = await store.evaluations.queue(mk, {"policy": "uniform"})
+    waiting = await store.evaluations.queue(mk, {"policy": "logging"})
+    estimate = await store.noise.queue_estimate(mk)
+    await store.redis.lrem(evaluations.queue, 0, f"t/m/{lost}")
+    await store.redis.lrem(nrest.queue, 0, f"t/m/{estimate}")
+    sweeper = Worker(store, WorkerSettings(roles=("sweeper",), worker_id="sw"))
+    await sweeper.drain()  # within the grace period: nothing moves
+    assert await store.redis.llen(evaluations.queue) == 1
+    assert await store.redis.llen(nrest.queue) == 0
+    for queue in (evaluations, nrest):  # the grace period passes
+        staged = await store.redis.zrange(queue.staged(mk), 0, -1)
+        await store.redis.zadd(queue.staged(mk), {job: 0.0 for job in staged})
+    await sweeper.drain()
+    await sweeper.drain()
+    assert sorted(await store.redis.lrange(evaluations.queue, 0, -1)) == sorted(
+        [f"t/m/{lost}".encode(), f"t/m/{waiting}".encode()])
+    assert await store.redis.lrange(nrest.queue, 0, -1) == [f"t/m/{estimate}".encode()]
+    taken = {(await evaluations.take("w", 60)), (await evaluations.take("w", 60))}
+    assert {job.job_id for job in taken if job is not None} == {lost, waiting}
+    assert (await nrest.take("w", 60)) is not None
+    await sweeper.drain()
+    assert await store.redis.zcard(evaluations.staged(mk)) == 0
+    assert await store.redis.zcard(nrest.staged(mk)) == 0

@@ -67,10 +67,10 @@ class ChallengersResponse(BaseModel):
     max_challengers: int
     level: float = Field(description="confidence level of every interval")
     calibration_unreliable: bool = Field(
-        default=False, description="the rewards h(f) of the values rest on noise rates that "
-        "are not reliable (reason noise_rates_unreliable) or are an estimate (reason "
-        "noise_rates_estimated: the rewards keep the rates in force when each batch was "
-        "scored, and the intervals leave out the rates' error)")
+        default=False, description="the rewards h(f) of the values (at the rates in force "
+        "when read, a published estimate's error in the intervals) rest on noise rates that "
+        "are not reliable (reason noise_rates_unreliable) or are an estimate whose error is "
+        "not known (reason noise_rates_estimated: NREst gives no interval)")
     reason: str | None = Field(default=None, description="why calibration_unreliable")
 
 

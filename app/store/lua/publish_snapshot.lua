@@ -17,10 +17,10 @@
 -- logged before still go by age.  An explicit publish (a confusion matrix
 -- write: events to log 0 and a max above 0) leaves the log as it is; reset and
 -- import publish with publish_explicit.lua, which adds their marker.
--- A publish by the trainer (a lease owner given) removes the model's trainer
--- failure record (app/store/failures.py) in the same step: whoever sees the
--- batch applied (a sync) sees the failure gone; a step that fails after its
--- publish (an after-publish hook) records a new one.
+-- The trainer's failure record (app/store/failures.py) is left as it is: its
+-- step may still fail after the publish (an after-publish hook), and the
+-- record counts consecutive failed steps; the trainer clears it as it marks
+-- the batch handled (DeliveryStore.ack_and_trim), once the step went through.
 -- Returns the new version, else a ScriptResult (app/store/results.py): MOVED
 -- when the version moved (someone else published), LEASE_LOST when the lease
 -- belongs to another owner, GONE when the model is gone.
@@ -42,9 +42,6 @@ end
 redis.call('HINCRBY', KEYS[1], 'events_applied', ARGV[4])
 redis.call('HINCRBYFLOAT', KEYS[1], 'click_sum', ARGV[5])
 redis.call('HINCRBY', KEYS[1], 'click_n', ARGV[6])
-if ARGV[8] ~= '' then
-  redis.call('HDEL', KEYS[5], 'trainer_error', 'trainer_error_since', 'trainer_failed_steps')
-end
 local max_events, n = tonumber(ARGV[9]), tonumber(ARGV[11])
 if n > 0 or max_events == 0 then  -- (an explicit publish logs nothing and trims nothing)
   local newest, total = nil, nil

@@ -377,8 +377,12 @@ def get_noise(model_id: str) -> Call:
     return Call("GET", _model(model_id, "/noise"))
 
 
-def put_noise(model_id: str, rho0: float, rho1: float) -> Call:
-    return Call("PUT", _model(model_id, "/noise"), 200, {"rho0": rho0, "rho1": rho1})
+def put_noise(model_id: str, rho0: float | None = None, rho1: float | None = None,
+              estimator: str | None = None) -> Call:
+    """Set the rates (both), the estimator, or both; what is not given stays."""
+    body = {"rho0": rho0, "rho1": rho1, "estimator": estimator}
+    return Call("PUT", _model(model_id, "/noise"), 200,
+                {k: v for k, v in body.items() if v is not None})
 
 
 def estimate_noise(model_id: str, wait: bool = False, timeout: float | None = None) -> Call:

@@ -321,8 +321,9 @@ class Client(_Base):
     def get_noise(self, model_id: str) -> Noise:
         return cast(Noise, self.send(calls.get_noise(model_id)))
 
-    def put_noise(self, model_id: str, rho0: float, rho1: float) -> Noise:
-        return cast(Noise, self.send(calls.put_noise(model_id, rho0, rho1)))
+    def put_noise(self, model_id: str, rho0: float | None = None, rho1: float | None = None,
+                  *, estimator: str | None = None) -> Noise:
+        return cast(Noise, self.send(calls.put_noise(model_id, rho0, rho1, estimator)))
 
     def estimate_noise(self, model_id: str, *, wait: bool = False,
                        timeout: float | None = None) -> dict[str, Any]:
@@ -557,8 +558,9 @@ class AsyncClient(_Base):
     async def get_noise(self, model_id: str) -> Noise:
         return cast(Noise, await self.send(calls.get_noise(model_id)))
 
-    async def put_noise(self, model_id: str, rho0: float, rho1: float) -> Noise:
-        return cast(Noise, await self.send(calls.put_noise(model_id, rho0, rho1)))
+    async def put_noise(self, model_id: str, rho0: float | None = None,
+                        rho1: float | None = None, *, estimator: str | None = None) -> Noise:
+        return cast(Noise, await self.send(calls.put_noise(model_id, rho0, rho1, estimator)))
 
     async def estimate_noise(self, model_id: str, *, wait: bool = False,
                              timeout: float | None = None) -> dict[str, Any]:

@@ -59,6 +59,8 @@ class Noise(TypedDict, total=False):
     estimated_at: str | None
     n_samples: int
     history: list[dict[str, Any]]
+    estimator: str
+    interval: dict[str, Any] | None
 
 
 class Model(TypedDict, total=False):
