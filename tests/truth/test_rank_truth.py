@@ -15,7 +15,7 @@ runs once per module (:func:`shown`); each test checks one kind of number.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -38,11 +38,13 @@ pytestmark = pytest.mark.slow
 def run_stream(client: TestClient, tenant: dict[str, str],
                params: Mapping[str, Any] = MappingProxyType({}),
                sim: RankSimulator | None = None, rounds: int = ROUNDS,
-               batch: int = BATCH, estimator: str | None = None) -> dict[str, Any]:
+               batch: int = BATCH, estimator: str | None = None,
+               after_batch: Callable[[int], object] | None = None) -> dict[str, Any]:
     """Create a seeded rank model ``m1`` (default parameters but ``params``) and feed it the
     simulated stream (``sim``, default :class:`RankSimulator` with :data:`SEED`) for
     ``rounds`` rankings in batches of ``batch`` (``estimator``: its noise estimator, if
-    not the default); per ranking, the mean relevance of its candidates, the relevance and
+    not the default; ``after_batch``: called with the rankings fed so far after each
+    batch's ``sync``); per ranking, the mean relevance of its candidates, the relevance and
     the observed click of each slot."""
     sim = sim or RankSimulator(seed=SEED)
     body = {"model_id": "m1", "task": "rank", "n_features": sim.n_features,
@@ -53,7 +55,7 @@ def run_stream(client: TestClient, tenant: dict[str, str],
         assert client.put("/v1/models/m1/noise", json={"estimator": estimator},
                           headers=tenant).status_code == 200
     mean_relevance, relevance, clicks = [], [], []
-    for _ in range(rounds // batch):
+    for done in range(batch, rounds + 1, batch):
         requests = [sim.request() for _ in range(batch)]
         r = client.post("/v1/models/m1/rank", headers=tenant, json={"requests": [
             {"features": q.x.tolist(),
@@ -74,6 +76,8 @@ def run_stream(client: TestClient, tenant: dict[str, str],
                                                                strict=True) if c]})
         assert post_feedback(client, tenant, {"events": events}).status_code == 202
         assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
+        if after_batch is not None:
+            after_batch(done)
     return {"sim": sim, "mean_relevance": np.array(mean_relevance),
             "relevance": np.array(relevance), "clicks": np.array(clicks)}
 
