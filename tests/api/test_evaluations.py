@@ -162,13 +162,14 @@ def rank_rounds(client: TestClient, tenant: dict[str, str], n: int
                  "actions": [pool[k] for k in pick]} for pick in picks]
     r = client.post("/v1/models/m1/rank", json={"requests": requests}, headers=tenant)
     assert r.status_code == 200, r.text
-    clicked = []
+    clicked, events = [], []
     for result in r.json()["results"]:
         chosen = [x["id"] for x in result["ranking"]
                   if rng.random() < relevance[int(x["id"].split("-")[1])]]
         clicked.append([x["id"] in chosen for x in result["ranking"]])
-        assert post_feedback(client, tenant, {"event_id": result["event_id"],
-                                              "clicks": chosen}).status_code == 202
+        events.append({"event_id": result["event_id"], "clicks": chosen})
+    f = post_feedback(client, tenant, {"events": events})
+    assert f.status_code == 202 and f.json()["accepted"] == 600, f.text
     assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
     return np.array(clicked, dtype=float), float(np.mean([relevance[p].mean() for p in picks]))
 

@@ -136,13 +136,13 @@ def test_evaluate_a_rank_log_per_ranking_as_the_service_does(
                              for k in range(4)]} for _ in range(300)]
     r = http.post("/v1/models/lab/rank", json={"requests": requests})
     assert r.status_code == 200, r.text
-    clicked = []
+    clicked, events = [], []
     for result in r.json()["results"]:
         chosen = [x["id"] for x in result["ranking"] if rng.random() < 0.4]
         clicked.append([x["id"] in chosen for x in result["ranking"]])
-        r = http.post("/v1/models/lab/feedback", json={"event_id": result["event_id"],
-                                                        "clicks": chosen})
-        assert r.status_code == 202, r.text
+        events.append({"event_id": result["event_id"], "clicks": chosen})
+    r = http.post("/v1/models/lab/feedback", json={"events": events})
+    assert r.status_code == 202 and r.json()["accepted"] == 300, r.text
     assert http.post("/v1/models/lab/sync", params={"timeout": 60}).status_code == 200
     out = tmp_path / "rank.jsonl"
     assert export(service, api_key, out) == 0

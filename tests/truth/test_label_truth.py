@@ -11,22 +11,24 @@ cumulative and a miss of one carries to the next), or flagged
 (``insufficient_data``, ``calibration_unreliable``); so is each decision's
 ``expected_reward`` once the rates are published, and at the end the
 evaluations of the model's log (``uniform``, ``logging``, ``fixed:N``,
-``model``), raw and noise-corrected.
+``model``), raw and noise-corrected.  The default model's stream runs once per module
+(:func:`default`): the tests that check it each check one kind of number.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 import pytest
+import redis
 
-from tests.api.conftest import TestClient, predict_all
+from tests.api.conftest import TestClient, make_client, new_tenant, predict_all
 from tests.api.test_evaluations import evaluation
 from tests.api.test_noise_service import answer_with_noisy_clicks
 
@@ -101,9 +103,40 @@ def run_stream(client: TestClient, tenant: dict[str, str], redis_url: str,
     return out
 
 
-def test_every_noise_number_is_inside_its_interval_or_flagged(
-        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
-    stream = run_stream(client, tenant, redis_url)
+@dataclass
+class Shown:
+    """The default model's stream and what the service showed about it at the end: its
+    greedy labels for every input of the stream, and the evaluations of its log per
+    (policy, whether the true rates were given)."""
+
+    stream: Stream
+    greedy: np.ndarray
+    evaluations: dict[tuple[str, bool], dict[str, Any]]
+
+
+#: The policies whose evaluations of the log are checked against their true values.
+POLICIES = ("uniform", "fixed:0", "logging", "model")
+
+
+@pytest.fixture(scope="module")
+def default(redis_server: Any) -> Iterator[Shown]:
+    """The stream to a default model, run once for the tests that check what it showed."""
+    with redis.Redis.from_url(redis_server.url) as r:
+        r.flushall()
+    with make_client(redis_server.url) as client:
+        tenant = new_tenant(client)
+        stream = run_stream(client, tenant, redis_server.url)
+        greedy = np.array([p["label"] for p in predict_all(client, tenant, np.vstack(stream.X),
+                                                           explore=False)])
+        evaluations = {
+            (policy, bool(rates)): evaluation(client, tenant, redis_server.url,
+                                              {"policy": policy, **rates})
+            for policy in POLICIES for rates in ({}, {"rho0": RATES[0], "rho1": RATES[1]})}
+    yield Shown(stream, greedy, evaluations)
+
+
+def test_every_noise_number_is_inside_its_interval_or_flagged(default: Shown) -> None:
+    stream = default.stream
     right: list[int] = []
     clicks: list[int] = []
     published = 0
@@ -157,8 +190,8 @@ def check_expected_reward(stream: Stream) -> None:
 
 
 def test_expected_reward_is_the_played_labels_true_click_rate_or_flagged(
-        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
-    check_expected_reward(run_stream(client, tenant, redis_url))
+        default: Shown) -> None:
+    check_expected_reward(default.stream)
 
 
 def test_expected_reward_without_forgetting(
@@ -176,27 +209,26 @@ def fixed_value(W: np.ndarray, label: int) -> float:
     return float(np.mean(np.argmax(X @ W.T, axis=1) == label))
 
 
-def test_evaluations_of_the_log_hold_the_true_values(
-        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+def test_evaluations_of_the_log_hold_the_true_values(default: Shown) -> None:
     """Each evaluation of the model's log (IPS, SNIPS, DR) holds its policy's true value in
     its 95% interval:
     the value ``V`` with the true rates given (``h``-corrected), ``rho0 + (1 - rho0 - rho1) V``
     without (the raw click rate under the noise)."""
-    stream = run_stream(client, tenant, redis_url)
+    stream = default.stream
     X = np.vstack(stream.X)
     right = np.argmax(X @ stream.W.T, axis=1)
-    greedy = np.array([p["label"] for p in predict_all(client, tenant, X, explore=False)])
     truth = {
         "uniform": 1.0 / K,
         "fixed:0": fixed_value(stream.W, 0),
         "logging": float(np.mean([h for b in stream.batches for h in b.hits])),
         # the default learner offers no probabilities: the model policy is its greedy label
-        "model": float(np.mean(greedy == right)),
+        "model": float(np.mean(default.greedy == right)),
     }
+    assert set(truth) == set(POLICIES)
     missed = []
     for policy, value in truth.items():
         for rates in ({}, {"rho0": RATES[0], "rho1": RATES[1]}):
-            done = evaluation(client, tenant, redis_url, {"policy": policy, **rates})
+            done = default.evaluations[policy, bool(rates)]
             assert done["status"] == "done" and done["n"] == N, done
             target = value if rates else RATES[0] + BETA * value
             for name in ("ips", "snips", "dr"):

@@ -27,7 +27,9 @@ from app.sim.rank import RankSimulator
 from tests.api.conftest import TestClient, make_client, new_tenant, post_feedback
 from tests.api.test_evaluations import evaluation
 
-ROUNDS, BATCH, SEED = 20_000, 200, 0
+#: Rankings of the module's stream (:func:`shown`): the evaluations' intervals and the
+#: effective sample sizes they are checked against scale with it.
+ROUNDS, BATCH, SEED = 10_000, 200, 0
 
 pytestmark = pytest.mark.slow
 
@@ -152,7 +154,7 @@ def test_uniform_evaluation_holds_the_truth_in_slot_0(shown: dict[str, Any]) -> 
 
 def test_uniform_evaluation_holds_the_truth_below_slot_0(shown: dict[str, Any]) -> None:
     """Below slot 0 a uniform ranking's cascade weights rest on a few events (an effective
-    sample size of tens of the 20,000 rankings): such slots are flagged
+    sample size of tens of the 10,000 rankings): such slots are flagged
     ``insufficient_data`` and their intervals widened to the betting bound, which holds the
     truth (the bootstrap's alone missed it at slot 1: 0.07-0.14 for 0.175 raw)."""
     for done in (shown["evaluations"]["uniform", c] for c in (False, True)):
