@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import mmh3
 import numpy as np
-from sklearn.utils import murmurhash3_32
 
 from app.api.errors import ApiError
 from app.api.schemas.predict import NamedFeatures, SparseFeatures
@@ -31,7 +31,7 @@ def hash_feature(name: str, n_features: int) -> tuple[int, float]:
     >>> hash_feature("country=FR", 1 << 20) == hash_feature("country=FR", 1 << 20)
     True
     """
-    h = int(murmurhash3_32(name, seed=0, positive=False))
+    h = mmh3.hash(name, 0, signed=True)  # scikit-learn's murmurhash3_32(positive=False)
     return abs(h) % n_features, (1.0 if h >= 0 else -1.0)
 
 
