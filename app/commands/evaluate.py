@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from app.evaluation.estimators import LabelLog
     from app.evaluation.rankings import RankLog
+    from app.evaluation.rates import SlotRates
     from app.evaluation.servicelog import ServiceLog
     from app.evaluation.streaming import Policy
     from app.sim.logs import ObdRecord
@@ -59,7 +60,9 @@ evaluated per event (reward: the click; labels: the model's n_classes with model
 the largest seen + 1).  A rank log is evaluated per ranking for uniform (a uniformly
 random ranking of each request's own candidates) and logging: the value of slot 0 with
 n = the rankings, "positions" per slot (cascade weights), "slot_impressions", and "slates"
-(expected clicks per ranking: rips, snrips) when every ranking showed as many slots."""
+(expected clicks per ranking: rips, snrips) when every ranking showed as many slots; with
+--slot-rates each slot's clicks are corrected for its examination and trust bias, so the
+values are relevance (per slot, and relevant items per ranking)."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -91,6 +94,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "draws its own rates, so the intervals carry the rates' error")
     parser.add_argument("--rho1-se", type=float, default=0.0, metavar="SE",
                         help="standard error of --rho1")
+    parser.add_argument("--slot-rates", default=None, metavar="FILE.json",
+                        help="noisyloop rank logs: per-slot examination and click noise, the "
+                             "JSON of GET /v1/models/{id}/noise (or its slots): slot k's "
+                             "clicks become (f - theta_k rho0_k) / (theta_k (1 - rho0_k - "
+                             "rho1)), their intervals' errors drawn per resample (in place of "
+                             "--rho0 --rho1)")
     parser.add_argument("--bootstrap", type=int, default=200, metavar="N",
                         help="bootstrap resamples per interval (default 200)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
@@ -306,6 +315,7 @@ def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
         from app.evaluation.servicelog import read_service_log
 
         return rank_run(args, read_service_log(args.log).ranking_log())
+    label_log_only(args)
     pi, n_actions = (label_policy(policy), None) if model is None else model
     n_actions = n_actions or parquetlog.label_actions(files)
     parts = parquetlog.parts(files)
@@ -363,6 +373,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--bootstrap must be at least 1")
     if args.workers < 1:
         raise ValueError("--workers must be at least 1")
+    if args.slot_rates is not None and args.format != "noisyloop":
+        raise ValueError("--slot-rates needs --format noisyloop and a rank log")
     if (args.workers > 1 or args.engine != "local") and not (
             args.format == "noisyloop" and streamed(args.log)):
         raise ValueError("--workers and --engine need --format noisyloop and a Parquet label "
@@ -391,6 +403,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                  "holds only the shown candidates, not every one the model "
                                  "ranked)")
             return rank_run(args, read.ranking)
+        label_log_only(args)
         log, keys = read.label_log(), read.keys
     else:
         log, items, positions = obd_log(args.log)
@@ -437,14 +450,36 @@ def rank_run(args: argparse.Namespace, log: RankLog) -> dict[str, Any]:
     from app.replay.output import progress_bar
 
     target = placements(log, args.policy)
+    rates = slot_rates(args.slot_rates)
     total = args.bootstrap * bootstrap_runs(log)
     with progress_bar(total, "bootstrap", enabled=False if args.no_progress else None) as step:
         result = evaluate_ranking(log, target, args.rho0, args.rho1, args.rho0_se,
                                   args.rho1_se, n_boot=args.bootstrap, seed=args.seed,
-                                  progress=step)
+                                  progress=step, rates=rates)
     result.update(log=str(args.log), format=args.format, policy=args.policy,
                   bootstrap=args.bootstrap)
     return result
+
+
+def slot_rates(path: str | None) -> SlotRates | None:
+    """The per-slot rates of ``--slot-rates`` (None without it; ValueError naming the
+    option for a file that holds none)."""
+    from app.evaluation.rates import SlotRates
+
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return SlotRates.from_json(json.load(f))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--slot-rates: {path}: {exc}") from None
+
+
+def label_log_only(args: argparse.Namespace) -> None:
+    """ValueError when ``--slot-rates`` is given for a label log."""
+    if args.slot_rates is not None:
+        raise ValueError("--slot-rates needs a rank log (a label log's clicks have no slot: "
+                         "--rho0 --rho1)")
 
 
 def slate_result(slates: tuple[np.ndarray, np.ndarray], n_items: int, uniform: bool,

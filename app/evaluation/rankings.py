@@ -27,6 +27,13 @@ only (the cascade assumption, which the position-based model satisfies).
 * ``slates`` (when every event showed as many slots): RIPS and SNRIPS of
   the expected clicks per ranking (:mod:`app.evaluation.slates`).
 
+With click-noise rates, slot ``k``'s clicks are corrected by slot ``k``'s
+rates: with per-slot rates (examination ``theta_k`` and trust bias
+``rho0_k``, :class:`app.evaluation.rates.SlotRates`) each position's value is
+the corrected relevance of what the target places there, and the slates'
+the expected relevant items per ranking; scalar ``rho0, rho1`` are the rates
+of every slot with ``theta = 1``.
+
 The logging policy is the target with ``pi = mu`` (weights 1).  Pure numpy.
 """
 
@@ -40,6 +47,7 @@ import numpy as np
 
 from app.evaluation.estimators import evaluate_weights
 from app.evaluation.heavy_tails import guard_heavy_tails
+from app.evaluation.rates import SlotRates, noise_rates
 from app.evaluation.slates import evaluate_slates
 
 #: The policies a rank log is evaluated for (a model's policy would need every candidate's
@@ -128,11 +136,14 @@ def _same_slots(log: RankLog) -> bool:
 def evaluate_ranking(log: RankLog, target: np.ndarray | None, rho0: float | None = None,
                      rho1: float | None = None, rho0_se: float = 0.0, rho1_se: float = 0.0,
                      n_boot: int = 200, seed: int = 0,
-                     progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+                     progress: Callable[[int], None] | None = None,
+                     rates: SlotRates | None = None) -> dict[str, Any]:
     """The result of ``target`` (``n x L`` placement probabilities, None for the logging
     policy) on ``log`` (module docstring): slot 0's IPS, SNIPS and DR with ``n`` events,
     ``slot_impressions``, ``positions`` and, when every event showed as many slots,
-    ``slates``."""
+    ``slates``; corrected by ``rates`` (per slot) or ``rho0, rho1`` (every slot alike)."""
+    used = noise_rates(rho0, rho1, rho0_se, rho1_se, rates)
+    used = None if used is None else used.for_slots(int(log.shown.max()))
     mask = log.shown_mask()
     if target is None:
         ratio = np.ones_like(log.propensities)
@@ -143,12 +154,14 @@ def evaluate_ranking(log: RankLog, target: np.ndarray | None, rho0: float | None
     w = np.cumprod(ratio, axis=1)
 
     def slot(k: int, rows: np.ndarray) -> dict[str, Any]:
-        result = evaluate_weights(log.X[rows], log.clicks[rows, k], w[rows, k], rho0, rho1,
-                                  rho0_se, rho1_se, n_boot=n_boot, seed=seed,
-                                  progress=progress).to_dict()
+        result = evaluate_weights(log.X[rows], log.clicks[rows, k], w[rows, k],
+                                  n_boot=n_boot, seed=seed, progress=progress,
+                                  rates=None if used is None else used.slot(k)).to_dict()
         return guard_heavy_tails(result, w[rows, k], log.clicks[rows, k])
 
     result = slot(0, np.ones(log.n, dtype=bool))
+    if used is not None:
+        result["correction"] = used.correction()  # every slot's, not slot 0's alone
     result["slot_impressions"] = int(log.shown.sum())
     result["positions"] = [{"position": k, **slot(k, mask[:, k])}
                            for k in range(int(log.shown.max()))]
@@ -156,8 +169,8 @@ def evaluate_ranking(log: RankLog, target: np.ndarray | None, rho0: float | None
         m = int(log.shown[0])
         logging = np.cumprod(log.propensities[:, :m], axis=1)
         cascade = None if target is None else logging * w[:, :m]
-        slates = evaluate_slates(log.clicks[:, :m], logging, cascade, rho0, rho1, rho0_se,
-                                 rho1_se, n_boot=n_boot, seed=seed, progress=progress).to_dict()
+        slates = evaluate_slates(log.clicks[:, :m], logging, cascade, n_boot=n_boot,
+                                 seed=seed, progress=progress, rates=used).to_dict()
         del slates["correction"]  # the same as the result's
         result["slates"] = slates
     return result

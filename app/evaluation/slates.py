@@ -22,9 +22,11 @@ of a slate's slots,
   normalised by its own mean weight,
   ``V_SNRIPS = sum_k (sum_i w_ik r_ik / sum_i w_ik)``; consistent.
 
-``r_ik`` is ``f_ik`` or, with click-noise rates, ``h(f_ik)``, and the
-intervals are the percentile bootstrap over slates, with uncertain rates
-drawn per resample, all as in :mod:`app.evaluation.estimators`.
+``r_ik`` is ``f_ik`` or, with click-noise rates, ``h(f_ik)`` (with per-slot
+rates, slot ``k``'s correction ``(f_ik - beta_k) / alpha_k``:
+:mod:`app.evaluation.rates`), and the intervals are the percentile bootstrap
+over slates, with uncertain rates drawn per resample, all as in
+:mod:`app.evaluation.estimators`.
 """
 
 from __future__ import annotations
@@ -35,12 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from app.evaluation.estimators import (
-    Estimate,
-    corrected_rewards,
-    rate_resampling,
-    resampled_sums,
-)
+from app.evaluation.estimators import Estimate, resampled_sums
+from app.evaluation.rates import SlotRates, corrected, noise_rates
 
 SLATE_ESTIMATORS = ("rips", "snrips")
 
@@ -83,13 +81,15 @@ def evaluate_slates(rewards: np.ndarray, logging: np.ndarray, target: np.ndarray
                     rho0: float | None = None, rho1: float | None = None,
                     rho0_se: float = 0.0, rho1_se: float = 0.0, n_boot: int = 200,
                     level: float = 0.95, seed: int = 0,
-                    progress: Callable[[int], None] | None = None) -> SlateEvaluation:
+                    progress: Callable[[int], None] | None = None,
+                    rates: SlotRates | None = None) -> SlateEvaluation:
     """RIPS and SNRIPS (module docstring) of ``target`` on a slate log.
 
     ``rewards`` and ``logging`` are ``n x L`` (clicks and the logging policy's cascade
     propensities); ``target`` the target's cascade probabilities, ``n x L``, or ``None``
     for the logging policy (weight 1).  The other arguments as in
-    :func:`app.evaluation.estimators.evaluate`.
+    :func:`app.evaluation.estimators.evaluate`; ``rates``: per-slot rates in place of
+    ``rho0`` and ``rho1``.
     """
     if rewards.ndim != 2 or rewards.shape[0] == 0 or logging.shape != rewards.shape:
         raise ValueError("rewards and logging propensities must be n x L with n > 0")
@@ -102,19 +102,18 @@ def evaluate_slates(rewards: np.ndarray, logging: np.ndarray, target: np.ndarray
         raise ValueError(f"target must be {n} x {slots}, got {target.shape}")
     else:
         w = target / logging
-    r, correction = corrected_rewards(rewards, rho0, rho1, rho0_se, rho1_se)
+    used = noise_rates(rho0, rho1, rho0_se, rho1_se, rates)
+    used = None if used is None else used.for_slots(slots)
+    r, correction = corrected(rewards, used)
     terms = np.hstack([w * r, w])
     point = _statistics(terms.sum(axis=0), n, slots)
     rng = np.random.default_rng(seed)
     sums = resampled_sums(terms, n_boot, rng, progress)
+    spread = None if used is None else used.resampling(n_boot, rng)
+    if spread is not None:  # slot k's sum of w r_b: a_kb sum w r + c_kb sum w
+        scale, shift = spread
+        sums = np.hstack([scale * sums[:, :slots] + shift * sums[:, slots:], sums[:, slots:]])
     replicates = _statistics(sums, n, slots)
-    rates = rate_resampling(correction, n_boot, rng)
-    if rates is not None:
-        scale, shift = rates
-        mean_weight = sums[:, slots:].sum(axis=1) / n
-        replicates = scale[:, None] * replicates
-        replicates[:, 0] += shift * mean_weight  # RIPS: c_b sum_k mean_i w_ik
-        replicates[:, 1] += shift * slots  # SNRIPS: c_b per slot
     quantiles = np.quantile(replicates, [(1 - level) / 2, (1 + level) / 2], axis=0)
     rips, snrips = (Estimate(float(point[j]), float(quantiles[0, j]), float(quantiles[1, j]))
                     for j in range(2))

@@ -7,10 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import orjson
 import redis.asyncio as aioredis
 
 from app.learners.build import SlotAffine, default_estimator
+from app.learners.noise_slots import click_affine
 from app.learners.proxy import calibration_unreliable
 from app.store import keys
 from app.store.jobs import JobQueue, orphaned
@@ -52,8 +54,9 @@ class NoiseRecord:
         ``beta_k = theta_k rho0_k``, ``alpha_k = theta_k (1 - rho1 - rho0_k)``."""
         if not self.slots:
             return None
-        return (tuple(s["theta"] * (1.0 - s["rho1"] - s["rho0"]) for s in self.slots),
-                tuple(s["theta"] * s["rho0"] for s in self.slots))
+        alpha, beta = click_affine(*(np.array([s[name] for s in self.slots])
+                                     for name in ("theta", "rho0", "rho1")))
+        return tuple(alpha.tolist()), tuple(beta.tolist())
 
     @property
     def status(self) -> str:
