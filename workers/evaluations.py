@@ -22,7 +22,12 @@ writes.  Any error fails the job with its reason; a job whose
 worker died reads as failed once its ``deadline`` passed (a job is marked
 running as it is taken off the queue: :mod:`app.store.jobs`).  A rank model's log is
 evaluated per ranking by the same code as the command line's
-(:mod:`app.evaluation.rankings`), for the ``uniform`` and ``logging`` policies.
+(:mod:`app.evaluation.rankings`), for the ``uniform`` and ``logging`` policies, its clicks
+corrected by the rates the request gives or else by the model's own
+(:func:`ranking_rates`): its published per-slot estimate, each slot's clicks corrected
+for its examination and trust bias with the estimate's errors in the intervals, or else
+its current ``rho0, rho1``, flagged as the challengers' values are when they are not
+reliable or an estimate whose error the intervals leave out.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import orjson
 from app.evaluation.estimators import FIT_EVENTS, LabelSums, Options, evaluate
 from app.evaluation.policies import fixed_policy, learner_policy, logging_policy, uniform_policy
 from app.evaluation.rankings import evaluate_ranking, placements
+from app.evaluation.rates import SlotRates
 from app.evaluation.reward_model import RidgeModel, RidgeSums
 from app.evaluation.servicelog import service_log
 from app.evaluation.streaming import Batch, Policy, accumulate, reward_model_sums
@@ -47,6 +53,7 @@ from app.store.decisionlog import LogEntry
 from app.store.jobs import QueuedJob
 from app.store.keys import ModelKeys
 from app.store.logrecords import entry_records
+from app.store.noise import NoiseRecord
 from app.store.util import utc_now
 from workers import jobs
 from workers.context import WorkerContext
@@ -114,7 +121,7 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
             break
     entries.reverse()
     fit = functools.partial(_evaluate, entries, max(0, events - MAX_EVENTS), config, state,
-                            request)
+                            request, await ctx.store.noise.get(mk))
     return await ctx.in_pool(fit)
 
 
@@ -215,10 +222,47 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], pol
     return result
 
 
+def ranking_rates(request: dict[str, Any], noise: NoiseRecord | None
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The rates a rank log's evaluation corrects by, as keyword arguments of
+    :func:`~app.evaluation.rankings.evaluate_ranking`, and what its result says of them:
+    ``rates`` (``request`` or ``model``), ``calibration_unreliable`` and its ``reason``.
+
+    The request's ``rho0, rho1`` when it gives them; else the model's published per-slot
+    estimate (``rates`` in ``GET .../noise``'s ``slots``), whose errors the intervals
+    carry; else the model's current rates, flagged as the challengers' values are
+    (:attr:`~app.store.noise.NoiseRecord.unreliable_reason`).  Without a noise record,
+    no correction, flagged.
+
+    >>> ranking_rates({"rho0": 0.1, "rho1": 0.2}, None)
+    ({'rho0': 0.1, 'rho1': 0.2}, {'rates': 'request', 'calibration_unreliable': False})
+    >>> ranking_rates({}, NoiseRecord(0.0, 0.0, "initial"))[1]["reason"]
+    'noise_rates_unreliable'
+    """
+    if request.get("rho0") is not None:
+        return ({"rho0": request["rho0"], "rho1": request["rho1"]},
+                {"rates": "request", "calibration_unreliable": False})
+    if noise is None:
+        return {}, {"rates": "model", "calibration_unreliable": True,
+                    "reason": "noise_rates_unreliable"}
+    reason = noise.unreliable_reason
+    if noise.slots:
+        rates: dict[str, Any] = {"rates": SlotRates.from_slots(noise.slots)}
+        reason = None if reason == "noise_rates_estimated" else reason  # errors carried
+    else:
+        rates = {"rho0": noise.rho0, "rho1": noise.rho1}
+    flags: dict[str, Any] = {"rates": "model", "calibration_unreliable": reason is not None}
+    if reason is not None:
+        flags["reason"] = reason
+    return rates, flags
+
+
 def _evaluate(entries: list[LogEntry], skip: int, config: dict[str, Any],
-              state: dict[str, np.ndarray] | None, request: dict[str, Any]) -> dict[str, Any]:
+              state: dict[str, np.ndarray] | None, request: dict[str, Any],
+              noise: NoiseRecord | None = None) -> dict[str, Any]:
     """The result of ``request`` on the entries' records, oldest first, but for the first
-    ``skip`` of the oldest entry (beyond :data:`MAX_EVENTS`)."""
+    ``skip`` of the oldest entry (beyond :data:`MAX_EVENTS`); a rank log's rates by
+    :func:`ranking_rates` with the model's ``noise``."""
     records = (r for i, entry in enumerate(entries)
                for r in entry_records(entry, skip if i == 0 else 0))
     read = service_log(records, config.get("n_classes"), "the decision log")
@@ -227,7 +271,10 @@ def _evaluate(entries: list[LogEntry], skip: int, config: dict[str, Any],
                                    n_boot=request.get("bootstrap", 200), seed=0)
     split = None
     if read.ranking is not None:
-        result = evaluate_ranking(read.ranking, placements(read.ranking, policy), **options)
+        by, flags = ranking_rates(request, noise)
+        result = evaluate_ranking(read.ranking, placements(read.ranking, policy),
+                                  n_boot=options["n_boot"], seed=0, **by)
+        result.update(flags)
     else:
         log = read.label_log()
         pi: np.ndarray | None

@@ -154,11 +154,7 @@ def values_unreliable(noise: NoiseRecord | None) -> str | None:
     reliable (:attr:`~app.store.noise.NoiseRecord.calibration_unreliable`), or they are an
     estimate, which changes as it is refreshed while each batch's rewards keep the rates in
     force when it was scored, and whose error the intervals (sampling only) leave out."""
-    if noise is None:
-        return None
-    if noise.calibration_unreliable:
-        return "noise_rates_unreliable"
-    return "noise_rates_estimated" if noise.status == "published" else None
+    return None if noise is None else noise.unreliable_reason
 
 
 async def list_challengers(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any]

@@ -76,6 +76,16 @@ class NoiseRecord:
         return calibration_unreliable(self.rho0, self.rho1, self.rates_reliable)
 
     @property
+    def unreliable_reason(self) -> str | None:
+        """Why values whose rewards are corrected by these rates cannot be stood behind, or
+        None: ``noise_rates_unreliable`` (:attr:`calibration_unreliable`), or
+        ``noise_rates_estimated``: an estimate, which changes as it is refreshed and whose
+        error intervals of sampling alone leave out."""
+        if self.calibration_unreliable:
+            return "noise_rates_unreliable"
+        return "noise_rates_estimated" if self.status == "published" else None
+
+    @property
     def rates_reliable(self) -> bool:
         """Whether the rates are an estimate, configured, or initial rates someone gave (the
         model's ``rho0``/``rho1`` params) under the ``fixed`` estimator: not initial rates
