@@ -249,8 +249,10 @@ def ranking_rates(request: dict[str, Any], noise: NoiseRecord | None
     if noise.slots:
         rates: dict[str, Any] = {"rates": SlotRates.from_slots(noise.slots)}
         reason = None if reason == "noise_rates_estimated" else reason  # errors carried
-    else:
+    elif (noise.rho0, noise.rho1) != (0.0, 0.0):
         rates = {"rho0": noise.rho0, "rho1": noise.rho1}
+    else:  # nothing to correct: said as such
+        rates = {}
     flags: dict[str, Any] = {"rates": "model", "calibration_unreliable": reason is not None}
     if reason is not None:
         flags["reason"] = reason

@@ -61,7 +61,7 @@ def test_without_a_published_estimate_the_models_rates_are_used_and_flagged(
     waiting = _evaluate(entries, 0, CONFIG, None, request, NoiseRecord(0.0, 0.0, "initial"))
     assert (waiting["rates"], waiting["calibration_unreliable"], waiting["reason"]) == (
         "model", True, "noise_rates_unreliable")
-    assert waiting["correction"]["reward"] == SCALAR_REWARD
+    assert waiting["correction"]["reward"] == "f (no noise correction)"  # rates 0 and 0
     assert waiting["ips"]["value"] == pytest.approx(clicks[:, 0].mean())
     # a published estimate of one rho0 for every slot: its error is not in the intervals
     scalar = _evaluate(entries, 0, CONFIG, None, request, NoiseRecord(0.1, 0.2, "estimated"))
@@ -69,6 +69,7 @@ def test_without_a_published_estimate_the_models_rates_are_used_and_flagged(
     configured = _evaluate(entries, 0, CONFIG, None, request,
                            NoiseRecord(0.1, 0.2, "configured"))
     assert configured["calibration_unreliable"] is False
+    assert configured["correction"]["reward"] == SCALAR_REWARD
     assert configured["ips"]["value"] == pytest.approx((clicks[:, 0].mean() - 0.1) / 0.7)
     # rates in the request win over the model's estimate
     given = _evaluate(entries, 0, CONFIG, None, {**request, "rho0": 0.0, "rho1": 0.0},
