@@ -154,10 +154,11 @@ def evaluate_ranking(log: RankLog, target: np.ndarray | None, rho0: float | None
     w = np.cumprod(ratio, axis=1)
 
     def slot(k: int, rows: np.ndarray) -> dict[str, Any]:
+        rates_k = None if used is None else used.slot(k)
         result = evaluate_weights(log.X[rows], log.clicks[rows, k], w[rows, k],
                                   n_boot=n_boot, seed=seed, progress=progress,
-                                  rates=None if used is None else used.slot(k)).to_dict()
-        return guard_heavy_tails(result, w[rows, k], log.clicks[rows, k])
+                                  rates=rates_k).to_dict()
+        return guard_heavy_tails(result, w[rows, k], log.clicks[rows, k], rates=rates_k)
 
     result = slot(0, np.ones(log.n, dtype=bool))
     if used is not None:

@@ -31,6 +31,7 @@ intervals err wide.  Pure numpy.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -180,6 +181,23 @@ class SlotRates:
         alpha_b = np.maximum(alpha_b, theta * BETA_FLOOR)
         alpha, beta = self.affine()
         return alpha / alpha_b, (beta - beta_b) / alpha_b
+
+    def interval(self, low: float, high: float, z: float) -> tuple[float, float]:
+        """An interval ``[low, high]`` of the click rate of one slot's rates as one of
+        relevance: mapped through ``(f - beta) / alpha`` at every corner of the rates'
+        ``+- z se`` ranges (clipped as the draws are), its least and greatest ends (the
+        map is monotone in each rate, so the corners hold them)."""
+        if self.slots != 1:
+            raise ValueError("an interval of one slot's click rate needs that slot's rates")
+        ends = []
+        for a, b, c in itertools.product((-1.0, 0.0, 1.0), repeat=3):
+            theta = min(max(self.theta[0] + a * z * self.theta_se[0], BETA_FLOOR), 1.0)
+            rho0 = min(max(self.rho0[0] + b * z * self.rho0_se[0], 0.0), 1.0)
+            rho1 = min(max(self.rho1 + c * z * self.rho1_se, 0.0), 1.0)
+            if rho0 + rho1 < 1.0:
+                alpha, beta = click_affine(np.array(theta), np.array(rho0), rho1)
+                ends.append(((low - beta) / alpha, (high - beta) / alpha))
+        return float(min(e[0] for e in ends)), float(max(e[1] for e in ends))
 
     def correction(self) -> dict[str, Any]:
         """The correction applied, JSON-ready: ``reward``, the rates and, with standard

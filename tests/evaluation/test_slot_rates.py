@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.evaluation.heavy_tails import betting_interval, corrected_interval
 from app.evaluation.rankings import RankLog, evaluate_ranking, uniform_placements
 from app.evaluation.rates import SlotRates
 from app.learners.noise_publish import slots_outcome
@@ -145,3 +146,27 @@ def test_slot_rates_read_the_noise_response_and_refuse_what_they_cannot_use() ->
         evaluate_ranking(small_log(), None, rates=SlotRates.from_slots(noise["slots"][:2]))
     with pytest.raises(ValueError, match="theta"):
         SlotRates((0.0,), (0.1,), 0.1, (0.0,), (0.0,))
+
+
+def test_a_heavily_weighted_slot_is_widened_in_relevance_terms() -> None:
+    # weights of a few events (placement probabilities down to 0.02): below slot 0 the
+    # effective sample size is under 100, and the betting interval of the raw clicks is
+    # mapped through each slot's own correction
+    rng = np.random.default_rng(3)
+    n = 400
+    log = RankLog(X=np.ones((n, 1)), clicks=(rng.random((n, SLOTS)) < 0.3) * 1.0,
+                  propensities=rng.uniform(0.02, 1.0, (n, SLOTS)), shown=np.full(n, SLOTS),
+                  candidates=np.full(n, CANDIDATES))
+    rates = SlotRates(THETA, TRUST_RHO0, RHO1, (0.0, 0.05, 0.05), (0.01,) * SLOTS, 0.01)
+    result = evaluate_ranking(log, uniform_placements(log), n_boot=50, rates=rates)
+    w = np.cumprod(uniform_placements(log) / log.propensities, axis=1)
+    flagged = [p for p in result["positions"] if p.get("insufficient_data")]
+    assert [p["position"] for p in flagged] == [1, 2]
+    for position in flagged:
+        k = position["position"]
+        low, high = corrected_interval(*betting_interval(w[:, k], log.clicks[:, k]),
+                                       rates.slot(k))
+        assert position["snips"]["ci_low"] <= low and position["snips"]["ci_high"] >= high
+        raw = betting_interval(w[:, k], log.clicks[:, k])
+        assert high > (raw[1] - THETA[k] * TRUST_RHO0[k]) / (
+            THETA[k] * (1.0 - TRUST_RHO0[k] - RHO1))  # theta's error widens it
