@@ -5,7 +5,8 @@ Dataset CSV with its ``item_context.csv`` beside it (``--format obd``),
 and prints IPS, self-normalised IPS and doubly robust estimates of
 ``--policy`` with bootstrap intervals and the effective sample size (see
 :mod:`app.evaluation.estimators`), optionally noise-corrected with
-``--rho0/--rho1``.  ``--format noisyloop`` reads the service's own decision
+``--rho0/--rho1`` (a rank log per slot, for examination and trust bias:
+``--slot-rates``).  ``--format noisyloop`` reads the service's own decision
 log (a ``noisyloop log export`` file), where ``--policy model:SNAPSHOT_FILE``
 evaluates a model's policy; the log may be JSON Lines, or Parquet (a file, a
 directory or a glob of files) read in batches with bounded memory, over
