@@ -24,7 +24,13 @@ known number of labels reads the newest :data:`MAX_EVENTS` events of the
 window into memory.  The result is the JSON ``noisyloop evaluate --json``
 writes.  Any error fails the job with its reason; a job whose worker died
 reads as failed once its ``deadline`` passed (a job is marked running as it is
-taken off the queue: :mod:`app.store.jobs`).
+taken off the queue: :mod:`app.store.jobs`).  A rank model's clicks are
+corrected by the rates the request gives or else by the model's own
+(:func:`ranking_rates`): its published per-slot estimate, each slot's clicks
+corrected for its examination and trust bias with the estimate's errors in the
+intervals, or else its current ``rho0, rho1``, flagged as the challengers'
+values are when they are not reliable or an estimate whose error the intervals
+leave out.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from app.evaluation.rankings import (
     rank_policy,
     slot_columns,
 )
+from app.evaluation.rates import SlotRates
 from app.evaluation.reward_model import merged
 from app.evaluation.servicelog import keyed_batch, service_log
 from app.evaluation.streaming import LABEL, Batch, Kind, Policy, accumulate, reward_model_sums
@@ -55,6 +62,7 @@ from app.store.decisionlog import LogEntry
 from app.store.jobs import QueuedJob
 from app.store.keys import ModelKeys
 from app.store.logrecords import entry_records
+from app.store.noise import NoiseRecord
 from app.store.util import utc_now
 from app.tasks import get_task
 from workers import configevaluation, jobs
@@ -204,8 +212,11 @@ def _columns_chunk(entries: list[LogEntry], first_line: int, policy: Policy,
 async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], policy: Policy,
                   kind: Kind, request: dict[str, Any]) -> dict[str, Any]:
     """A label or rank log's evaluation over the whole window, streamed (module docstring)."""
-    options = Options(request.get("rho0"), request.get("rho1"),
-                      n_boot=request.get("bootstrap", 200))
+    by: dict[str, Any] = {"rho0": request.get("rho0"), "rho1": request.get("rho1")}
+    flags: dict[str, Any] = {}
+    if kind is RANK:
+        by, flags = ranking_rates(request, await ctx.store.noise.get(mk))
+    options = Options(**by, n_boot=request.get("bootstrap", 200))
     options.correction()  # refuse unusable rates before reading anything
     n_classes = int(config["n_classes"]) if kind is LABEL else None
     ridge: Any = None
@@ -234,7 +245,7 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], pol
         result = await ctx.in_pool(functools.partial(total.result, options, columns))
     else:
         result = (await ctx.in_pool(functools.partial(total.evaluation, options))).to_dict()
-    result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
+    result.update(flags, log=f"decision log of {config['model_id']}", format="noisyloop",
                   policy=request["policy"], bootstrap=options.n_boot)
     return result
 
@@ -253,6 +264,42 @@ async def _thin_columns(ctx: WorkerContext, mk: ModelKeys, request: dict[str, An
         parts.append(part)
         line += lines
     return joined_columns(parts, slots)
+
+
+def ranking_rates(request: dict[str, Any], noise: NoiseRecord | None
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The rates a rank log's evaluation corrects by, as keyword arguments of
+    :class:`~app.evaluation.estimators.Options`, and what its result says of them:
+    ``rates`` (``request`` or ``model``), ``calibration_unreliable`` and its ``reason``.
+
+    The request's ``rho0, rho1`` when it gives them; else the model's published per-slot
+    estimate (``rates`` in ``GET .../noise``'s ``slots``), whose errors the intervals
+    carry; else the model's current rates, flagged as the challengers' values are
+    (:meth:`~app.store.noise.NoiseRecord.unreliable_reason`).  Without a noise record,
+    no correction, flagged.
+
+    >>> ranking_rates({"rho0": 0.1, "rho1": 0.2}, None)
+    ({'rho0': 0.1, 'rho1': 0.2}, {'rates': 'request', 'calibration_unreliable': False})
+    >>> ranking_rates({}, NoiseRecord(0.0, 0.0, "initial"))[1]["reason"]
+    'noise_rates_unreliable'
+    """
+    if request.get("rho0") is not None:
+        return ({"rho0": request["rho0"], "rho1": request["rho1"]},
+                {"rates": "request", "calibration_unreliable": False})
+    if noise is None:
+        return {}, {"rates": "model", "calibration_unreliable": True,
+                    "reason": "noise_rates_unreliable"}
+    reason = noise.unreliable_reason(errors_carried=bool(noise.slots))
+    if noise.slots:
+        rates: dict[str, Any] = {"slot_rates": SlotRates.from_slots(noise.slots)}
+    elif (noise.rho0, noise.rho1) != (0.0, 0.0):
+        rates = {"rho0": noise.rho0, "rho1": noise.rho1}
+    else:  # nothing to correct: said as such
+        rates = {}
+    flags: dict[str, Any] = {"rates": "model", "calibration_unreliable": reason is not None}
+    if reason is not None:
+        flags["reason"] = reason
+    return rates, flags
 
 
 def _evaluate(entries: list[LogEntry], skip: int, config: dict[str, Any],

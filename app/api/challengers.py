@@ -156,11 +156,7 @@ def values_unreliable(noise: NoiseRecord | None,
     reliable (:attr:`~app.store.noise.NoiseRecord.calibration_unreliable`), or they are an
     estimate whose standard ``errors`` are unknown (NREst gives none), so that the intervals
     (sampling only) leave them out."""
-    if noise is None:
-        return None
-    if noise.calibration_unreliable:
-        return "noise_rates_unreliable"
-    return "noise_rates_estimated" if noise.status == "published" and errors is None else None
+    return None if noise is None else noise.unreliable_reason(errors_carried=errors is not None)
 
 
 async def value_rates(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any]

@@ -5,7 +5,8 @@ Dataset CSV with its ``item_context.csv`` beside it (``--format obd``),
 and prints IPS, self-normalised IPS and doubly robust estimates of
 ``--policy`` with bootstrap intervals and the effective sample size (see
 :mod:`app.evaluation.estimators`), optionally noise-corrected with
-``--rho0/--rho1``.  ``--format noisyloop`` reads the service's own decision
+``--rho0/--rho1`` (a rank log per slot, for examination and trust bias:
+``--slot-rates``).  ``--format noisyloop`` reads the service's own decision
 log (a ``noisyloop log export`` file), where ``--policy model:SNAPSHOT_FILE``
 evaluates a model's policy; the log may be JSON Lines, or Parquet (a file, a
 directory or a glob of files) read in batches with bounded memory, over
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from app.evaluation.estimators import LabelLog, Options
+    from app.evaluation.rates import SlotRates
     from app.evaluation.servicelog import ServiceLog
     from app.evaluation.streaming import P, Policy, Reader
     from app.sim.logs import ObdRecord
@@ -61,7 +63,9 @@ evaluated per event (reward: the click; labels: the model's n_classes with model
 the largest seen + 1).  A rank log is evaluated per ranking for uniform (a uniformly
 random ranking of each request's own candidates) and logging: the value of slot 0 with
 n = the rankings, "positions" per slot (cascade weights), "slot_impressions", and "slates"
-(expected clicks per ranking: rips, snrips) when every ranking showed as many slots."""
+(expected clicks per ranking: rips, snrips) when every ranking showed as many slots; with
+--slot-rates each slot's clicks are corrected for its examination and trust bias, so the
+values are relevance (per slot, and relevant items per ranking)."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -93,6 +97,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "draws its own rates, so the intervals carry the rates' error")
     parser.add_argument("--rho1-se", type=float, default=0.0, metavar="SE",
                         help="standard error of --rho1")
+    parser.add_argument("--slot-rates", default=None, metavar="FILE.json",
+                        help="noisyloop rank logs: per-slot examination and click noise, the "
+                             "JSON of GET /v1/models/{id}/noise (or its slots): slot k's "
+                             "clicks become (f - theta_k rho0_k) / (theta_k (1 - rho0_k - "
+                             "rho1)), their intervals' errors drawn per resample (in place of "
+                             "--rho0 --rho1)")
     parser.add_argument("--bootstrap", type=int, default=200, metavar="N",
                         help="bootstrap resamples per interval (default 200)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
@@ -302,6 +312,7 @@ def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
     total = sum(p.rows for p in parts)
     if parquetlog.ranked(files):
         return rank_run(args, parts, parquetlog.rank_batches, total, model is not None)
+    label_log_only(args)
     pi, n_actions = (label_policy(policy), None) if model is None else model
     n_actions = n_actions or parquetlog.label_actions(files)
     reader = partial(parquetlog.label_batches, n_actions=n_actions)
@@ -321,12 +332,13 @@ def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
     return result
 
 
-def stream_options(args: argparse.Namespace) -> Options:
-    """The estimators' options of the arguments."""
+def stream_options(args: argparse.Namespace, rates: SlotRates | None = None) -> Options:
+    """The estimators' options of the arguments (``rates``: a rank log's per-slot rates,
+    ``--slot-rates``)."""
     from app.evaluation.estimators import Options
 
     return Options(args.rho0, args.rho1, args.rho0_se, args.rho1_se, args.bootstrap,
-                   seed=args.seed)
+                   seed=args.seed, slot_rates=rates)
 
 
 def rank_run(args: argparse.Namespace, parts: Sequence[P], reader: Reader[P],
@@ -343,7 +355,8 @@ def rank_run(args: argparse.Namespace, parts: Sequence[P], reader: Reader[P],
     policy = rank_policy(args.policy)
     if args.engine == "spark":
         raise ValueError("--engine spark evaluates label logs (a rank log: --workers N)")
-    options = stream_options(args)
+    options = stream_options(args, slot_rates(args.slot_rates))
+    options.correction()  # refuse unusable rates before reading the log
     with progress_bar(total, "log", unit="row",
                       enabled=False if args.no_progress else None) as step:
         result = evaluate_ranking_parts(parts, reader, policy, options, args.workers, step)
@@ -388,6 +401,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--bootstrap must be at least 1")
     if args.workers < 1:
         raise ValueError("--workers must be at least 1")
+    if args.slot_rates is not None and args.format != "noisyloop":
+        raise ValueError("--slot-rates needs --format noisyloop and a rank log")
     if (args.workers > 1 or args.engine != "local") and not (
             args.format == "noisyloop" and streamed(args.log)):
         raise ValueError("--workers and --engine need --format noisyloop and a Parquet log")
@@ -398,6 +413,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if model and args.format != "noisyloop":
         raise ValueError("--policy: model:SNAPSHOT_FILE needs --format noisyloop")
     if isinstance(policy, str) and policy.startswith("config:"):
+        label_log_only(args)
         log, pi_model, split = config_inputs(args, policy)
     elif args.format == "vw":
         if empirical:
@@ -413,6 +429,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if jsonl_ranked(args.log):
             return rank_run(args, [args.log], rank_batches, None, model)
         read, pi_model = noisyloop_inputs(args.log, policy)
+        label_log_only(args)
         log, keys = read.label_log(), read.keys
     else:
         log, items, positions = obd_log(args.log)
@@ -450,6 +467,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if split is not None:
         result.update(split=split, train_fraction=args.train_fraction)
     return result
+
+
+def slot_rates(path: str | None) -> SlotRates | None:
+    """The per-slot rates of ``--slot-rates`` (None without it; ValueError naming the
+    option for a file that holds none)."""
+    from app.evaluation.rates import SlotRates
+
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return SlotRates.from_json(json.load(f))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--slot-rates: {path}: {exc}") from None
+
+
+def label_log_only(args: argparse.Namespace) -> None:
+    """ValueError when ``--slot-rates`` is given for a label log."""
+    if args.slot_rates is not None:
+        raise ValueError("--slot-rates needs a rank log (a label log's clicks have no slot: "
+                         "--rho0 --rho1)")
 
 
 def slate_result(slates: tuple[np.ndarray, np.ndarray], n_items: int, uniform: bool,

@@ -29,7 +29,10 @@ with ``rho0 = P(f = 1 | true 0)`` and ``rho1 = P(f = 0 | true 1)``,
 biased.  With the rates given, every estimator (and the reward model) uses
 ``r_i = h(f_i) = (f_i - rho0) / (1 - rho0 - rho1)``, whose mean is the true
 click rate (:func:`app.learners.proxy.unbiased_click`); without them
-``r_i = f_i``.  :attr:`Evaluation.correction` says which was applied.
+``r_i = f_i``.  The clicks of a ranking's slot ``k`` are corrected by that
+slot's examination and trust bias, ``(f - beta_k) / alpha_k``
+(:mod:`app.evaluation.rates`), of which ``h`` is the case ``theta = 1``.
+:attr:`Evaluation.correction` says which was applied.
 
 **Streaming.**  Each estimator is a function of column sums of per-event
 terms (:data:`LABEL_TERMS`), which :class:`LabelSums` keeps as a mergeable
@@ -49,8 +52,9 @@ the reward model held fixed, and the interval is the ``(1 - level) / 2`` and
 errors ``se0, se1``, each resample also draws its own rates,
 ``rho_b ~ N(rho, se)`` clipped to ``[0, 1]`` with ``1 - rho0_b - rho1_b``
 kept at least :data:`app.learners.proxy.BETA_FLOOR`
-(:func:`rate_resampling`), so that the interval carries the rates' error
-too.  No refit is needed: ``h_b(f) = a_b h(f) + c_b`` with
+(:meth:`app.evaluation.rates.SlotRates.resampling`, with ``theta`` too for a
+ranking's slot), so that the interval carries the rates' error too.  No
+refit is needed: ``h_b(f) = a_b h(f) + c_b`` with
 ``a_b = beta / beta_b`` and ``c_b = (rho0 - rho0_b) / beta_b``, and the
 ridge reward model (intercept not penalised) maps the same way, so IPS
 becomes ``a_b V + c_b mean(w)``, SNIPS and DR ``a_b V + c_b``.
@@ -59,15 +63,15 @@ becomes ``a_b V + c_b mean(w)``, SNIPS and DR ``a_b V + c_b``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from app.evaluation.rates import SlotRates, corrected, correction_of, noise_rates
 from app.evaluation.reward_model import RidgeModel, RidgeSums
 from app.evaluation.sums import TermSums, fold_of, row_hash, row_keys
 from app.evaluation.sums import resampled_sums as resampled_sums
-from app.learners.proxy import BETA_FLOOR, check_noise_rates, unbiased_click
 
 ESTIMATORS = ("ips", "snips", "dr")
 #: What each column of a label evaluation's sums adds up, per event (``dr``: DR's term).
@@ -154,37 +158,7 @@ def corrected_rewards(f: np.ndarray, rho0: float | None, rho1: float | None,
     """The reward the estimators use and the correction applied: ``h(f)`` with both rates
     given (validated by :func:`app.learners.proxy.check_noise_rates`), ``f`` with neither;
     standard errors of the rates (module docstring) need the rates."""
-    if min(rho0_se, rho1_se) < 0 or not np.isfinite(rho0_se + rho1_se):
-        raise ValueError("rho0_se and rho1_se must be finite and >= 0")
-    if rho0 is None and rho1 is None:
-        if rho0_se or rho1_se:
-            raise ValueError("rho0_se and rho1_se need rho0 and rho1")
-        return f.astype(np.float64), {"reward": "f (no noise correction)", "rho0": None,
-                                      "rho1": None}
-    if rho0 is None or rho1 is None:
-        raise ValueError("give both rho0 and rho1 (or neither)")
-    r0, r1 = check_noise_rates(rho0, rho1)
-    correction: dict[str, Any] = {"reward": "h(f) = (f - rho0) / (1 - rho0 - rho1)",
-                                  "rho0": r0, "rho1": r1}
-    if rho0_se or rho1_se:
-        correction["rate_uncertainty"] = {
-            "rho0_se": float(rho0_se), "rho1_se": float(rho1_se),
-            "draws": "each bootstrap resample draws rho ~ N(rho, se), clipped to [0, 1]"}
-    return unbiased_click(f.astype(np.float64), r0, r1), correction
-
-
-def rate_resampling(correction: dict[str, Any], n_boot: int, rng: np.random.Generator
-                    ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per resample, ``(a_b, c_b)`` with ``h_b(f) = a_b h(f) + c_b`` for rates drawn from
-    ``N(rho, se)`` (module docstring); ``None`` when the correction has no rate errors."""
-    spread = correction.get("rate_uncertainty")
-    if spread is None:
-        return None
-    rho0, rho1 = correction["rho0"], correction["rho1"]
-    draws = rng.normal([rho0, rho1], [spread["rho0_se"], spread["rho1_se"]], size=(n_boot, 2))
-    draws = np.clip(draws, 0.0, 1.0)
-    beta_b = np.maximum(1.0 - draws.sum(axis=1), BETA_FLOOR)
-    return (1.0 - rho0 - rho1) / beta_b, (rho0 - draws[:, 0]) / beta_b
+    return corrected(f, noise_rates(rho0, rho1, rho0_se, rho1_se))
 
 
 @dataclass(frozen=True)
@@ -200,14 +174,29 @@ class Options:
     seed: int = 0
     folds: int = 2
     ridge: float = 1.0
+    slot_rates: SlotRates | None = None
+    """Rates in place of ``rho0``, ``rho1``: of one slot (a ranking's slot, whose examination
+    ``theta`` and click noise :class:`~app.evaluation.rates.SlotRates` hold), or of every
+    slot of a slate (:class:`app.evaluation.slates.SlateSums`)."""
+
+    def rates(self) -> SlotRates | None:
+        """The rates the rewards are corrected by (None: none; ValueError for rates that
+        cannot be used)."""
+        return noise_rates(self.rho0, self.rho1, self.rho0_se, self.rho1_se, self.slot_rates)
 
     def reward(self, f: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-        """:func:`corrected_rewards` of ``f`` with these rates."""
-        return corrected_rewards(f, self.rho0, self.rho1, self.rho0_se, self.rho1_se)
+        """The corrected rewards of ``f`` with these rates and the correction applied."""
+        return corrected(f, self.rates())
 
     def correction(self) -> dict[str, Any]:
         """The correction applied (ValueError for rates that cannot be used)."""
-        return self.reward(np.zeros(0))[1]
+        return correction_of(self.rates())
+
+    def with_rates(self, rates: SlotRates | None) -> Options:
+        """These options corrected by ``rates`` instead (unchanged for None)."""
+        if rates is None:
+            return self
+        return replace(self, rho0=None, rho1=None, rho0_se=0.0, rho1_se=0.0, slot_rates=rates)
 
 
 def reward_sums(log: LabelLog, keys: np.ndarray, options: Options) -> RidgeSums:
@@ -285,9 +274,10 @@ class LabelSums:
         rng = np.random.default_rng(options.seed)
         sums = self.sums.resampled(options.n_boot, rng, progress)
         replicates = _statistics(sums)
-        rates = rate_resampling(correction, options.n_boot, rng)
-        if rates is not None:
-            scale, shift = rates
+        rates = options.rates()
+        spread = None if rates is None else rates.resampling(options.n_boot, rng)
+        if spread is not None:
+            scale, shift = spread[0][:, 0], spread[1][:, 0]
             replicates = scale[:, None] * replicates + shift[:, None]
             with np.errstate(invalid="ignore", divide="ignore"):  # IPS: c_b mean(w)
                 replicates[:, 0] += shift * (sums[:, 2] / sums[:, 0] - 1.0)
@@ -341,7 +331,8 @@ def evaluate_weights(X: np.ndarray, rewards: np.ndarray, w: np.ndarray,
                      rho0: float | None = None, rho1: float | None = None,
                      rho0_se: float = 0.0, rho1_se: float = 0.0, n_boot: int = 200,
                      level: float = 0.95, seed: int = 0, folds: int = 2, ridge: float = 1.0,
-                     progress: Callable[[int], None] | None = None) -> Evaluation:
+                     progress: Callable[[int], None] | None = None,
+                     rates: SlotRates | None = None) -> Evaluation:
     """IPS, SNIPS and DR of a target known by its importance weight ``w_i`` on each event
     (contexts ``X``, observed rewards ``rewards``), for targets whose actions differ from
     event to event (a ranking of each request's own candidates).
@@ -350,9 +341,10 @@ def evaluate_weights(X: np.ndarray, rewards: np.ndarray, w: np.ndarray,
     ``q(x_i)``, so that its direct term ``sum_a pi(a | x_i) q(x_i)`` is ``q(x_i)`` for any
     target: DR is unbiased whatever ``q`` (Dudík, Langford & Li 2011), and a
     ``q`` blind to the action gives up only part of its variance reduction.  The other
-    arguments as in :func:`evaluate`.
+    arguments as in :func:`evaluate`; ``rates``: the rates of one slot in place of ``rho0``
+    and ``rho1`` (the slot of a ranking the rewards were clicked in).
     """
-    options = Options(rho0, rho1, rho0_se, rho1_se, n_boot, level, seed, folds, ridge)
+    options = Options(rho0, rho1, rho0_se, rho1_se, n_boot, level, seed, folds, ridge, rates)
     n = len(rewards)
     if n == 0:
         raise ValueError("the log has no events")

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from app.evaluation.estimators import ESTIMATORS
-from app.learners.proxy import unbiased_click
+from app.evaluation.rates import SlotRates
 
 #: Effective sample size (Kish) below which the bootstrap interval is not trusted.
 MIN_ESS = 100.0
@@ -107,33 +107,24 @@ def betting_interval(w: np.ndarray, f: np.ndarray, level: float = 0.95) -> tuple
     return _lower_end(w * f, alpha), 1.0 - _lower_end(w * (1.0 - f), alpha)
 
 
-def corrected_interval(low: float, high: float, correction: dict[str, Any]
+def corrected_interval(low: float, high: float, rates: SlotRates | None
                        ) -> tuple[float, float]:
-    """An interval of the raw click rate mapped through ``h(f) = (f - rho0) / (1 - rho0 -
-    rho1)`` when the correction applies it, over every corner of the rates' 95% ranges
-    when they carry errors; unchanged when it does not."""
-    rho0, rho1 = correction.get("rho0"), correction.get("rho1")
-    if rho0 is None or rho1 is None:
-        return low, high
-    spread = correction.get("rate_uncertainty") or {"rho0_se": 0.0, "rho1_se": 0.0}
-    corners = [(min(max(rho0 + a * RATE_Z * spread["rho0_se"], 0.0), 1.0),
-                min(max(rho1 + b * RATE_Z * spread["rho1_se"], 0.0), 1.0))
-               for a in (-1, 1) for b in (-1, 1)]
-    corners = [(r0, r1) for r0, r1 in corners if r0 + r1 < 1.0]
-    lows = [float(unbiased_click(low, r0, r1)) for r0, r1 in corners]
-    highs = [float(unbiased_click(high, r0, r1)) for r0, r1 in corners]
-    return min(lows), max(highs)
+    """An interval of the raw click rate as one of the corrected reward, by ``rates`` (one
+    slot's) over every corner of their 95% ranges when they carry errors
+    (:meth:`~app.evaluation.rates.SlotRates.interval`); unchanged without rates."""
+    return (low, high) if rates is None else rates.interval(low, high, RATE_Z)
 
 
 def guard_heavy_tails(result: dict[str, Any], w: np.ndarray, f: np.ndarray,
-                      level: float = 0.95) -> dict[str, Any]:
+                      level: float = 0.95, rates: SlotRates | None = None) -> dict[str, Any]:
     """``result`` (an :class:`~app.evaluation.estimators.Evaluation`'s dict on the weights
-    ``w`` and raw clicks ``f``) as is when its ``ess`` reaches :data:`MIN_ESS`; else
-    flagged ``insufficient_data`` with the reason, and each estimator's interval widened to
-    hold :func:`betting_interval` (noise-corrected like the result)."""
+    ``w`` and raw clicks ``f``, corrected by ``rates``) as is when its ``ess`` reaches
+    :data:`MIN_ESS`; else flagged ``insufficient_data`` with the reason, and each
+    estimator's interval widened to hold :func:`betting_interval` (corrected like the
+    result)."""
     if result["ess"] >= MIN_ESS:
         return result
-    low, high = corrected_interval(*betting_interval(w, f, level), result["correction"])
+    low, high = corrected_interval(*betting_interval(w, f, level), rates)
     out = {**result, "insufficient_data": True,
            "reason": f"effective sample size {result['ess']:.0f} below {MIN_ESS:.0f}: the "
                      "value rests on a few heavily weighted events; each interval is widened "

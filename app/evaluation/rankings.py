@@ -33,6 +33,13 @@ reward on the context alone, ``q_k(x_i)``, so that its direct term is
 variance reduction.  The logging policy is the target with ``pi = mu``
 (weights 1).
 
+With click-noise rates, slot ``k``'s clicks are corrected by slot ``k``'s
+rates: with per-slot rates (examination ``theta_k`` and trust bias
+``rho0_k``, :class:`app.evaluation.rates.SlotRates`) each position's value is
+the corrected relevance of what the target places there, and the slates'
+the expected relevant items per ranking; scalar ``rho0, rho1`` are the rates
+of every slot with ``theta = 1`` (:func:`slot_options`).
+
 **Streaming.**  Every slot's estimators are those of a label log on the
 events that showed it (:class:`app.evaluation.estimators.LabelSums`, with
 the slot's cascade weights), so :class:`RankSums` keeps one such mergeable
@@ -62,6 +69,7 @@ import numpy as np
 
 from app.evaluation.estimators import FIT_EVENTS, LABEL_TERMS, LabelSums, Options
 from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails
+from app.evaluation.rates import SlotRates, correction_of
 from app.evaluation.reward_model import RidgeModel, RidgeSums
 from app.evaluation.slates import SlateSums
 from app.evaluation.streaming import Kind, P, Policy, Reader, chain, sum_parts
@@ -160,6 +168,22 @@ def rank_policy(policy: object) -> Callable[[RankLog], np.ndarray | None]:
     return partial(placements, policy=policy)
 
 
+def slot_options(options: Options, k: int) -> Options:
+    """``options`` with the rates of slot ``k`` alone (all of them for rates of one slot);
+    ValueError when per-slot rates cover fewer slots or cannot be used."""
+    rates = options.rates()
+    return options.with_rates(None if rates is None else rates.for_slots(k + 1).slot(k))
+
+
+def slot_rewards(log: RankLog, options: Options) -> np.ndarray:
+    """``n x L``: each shown slot's clicks corrected by its rates (:func:`slot_options`), 0
+    beyond."""
+    r = np.zeros(log.clicks.shape)
+    for k in range(int(log.shown.max())):
+        r[:, k] = slot_options(options, k).reward(log.clicks[:, k])[0]
+    return r
+
+
 def cascade_weights(log: RankLog, target: np.ndarray | None) -> np.ndarray:
     """``n x L`` cascade weights ``w_ik`` of ``target`` (placement probabilities, None for
     the logging policy) on ``log``; 1 beyond the shown slots' products."""
@@ -182,7 +206,7 @@ class RankRidgeSums:
     @classmethod
     def of(cls, log: RankLog, keys: np.ndarray, options: Options) -> RankRidgeSums:
         """The sums of the events of ``log`` (keys: their positions in the log)."""
-        r = options.reward(log.clicks)[0]
+        r = slot_rewards(log, options)
         fold = fold_of(row_hash(keys, options.seed), options.folds)
         mask = log.shown_mask()
         out = []
@@ -233,7 +257,7 @@ class RankSums:
         (placement probabilities, None for the logging policy) with the slots' reward models
         (a slot without one predicts 0)."""
         w = cascade_weights(log, target)
-        r = options.reward(log.clicks)[0]
+        r = slot_rewards(log, options)
         hashes = row_hash(keys, options.seed)
         fold = fold_of(hashes, options.folds)
         mask = log.shown_mask()
@@ -260,10 +284,15 @@ class RankSums:
         of the :meth:`thin_slots` (:func:`slot_columns`)."""
         if not self.positions:
             raise ValueError("the log has no events")
-        slots = [sums.evaluation(options, progress).to_dict() for sums in self.positions]
+        each = [slot_options(options, k) for k in range(len(self.positions))]
+        slots = [sums.evaluation(each[k], progress).to_dict()
+                 for k, sums in enumerate(self.positions)]
         for k, (w, f) in columns.items():
-            slots[k] = guard_heavy_tails(slots[k], w, f, options.level)
+            slots[k] = guard_heavy_tails(slots[k], w, f, options.level, each[k].rates())
+        rates = options.rates()
+        rates = None if rates is None else rates.for_slots(len(self.positions))
         result = dict(slots[0])
+        result["correction"] = correction_of(rates)  # every slot's, not slot 0's alone
         result["slot_impressions"] = sum(sums.n for sums in self.positions)
         result["positions"] = [{"position": k, **slot} for k, slot in enumerate(slots)]
         if all(sums.n == self.n for sums in self.positions):
@@ -271,7 +300,8 @@ class RankSums:
             n, wr, w_sum = (LABEL_TERMS.index(name) for name in ("n", "wr", "w"))
             slates = SlateSums.of_slots(terms[0].column(n), [t.column(wr) for t in terms],
                                         [t.column(w_sum) for t in terms])
-            result["slates"] = slates.evaluation(options, progress).to_dict()
+            result["slates"] = slates.evaluation(options.with_rates(rates),
+                                                 progress).to_dict()
             del result["slates"]["correction"]  # the same as the result's
         return result
 
@@ -310,13 +340,15 @@ def evaluate_ranking(log: RankLog, target: np.ndarray | None, rho0: float | None
                      rho1: float | None = None, rho0_se: float = 0.0, rho1_se: float = 0.0,
                      n_boot: int = 200, seed: int = 0,
                      progress: Callable[[int], None] | None = None,
-                     keys: np.ndarray | None = None) -> dict[str, Any]:
+                     keys: np.ndarray | None = None, rates: SlotRates | None = None
+                     ) -> dict[str, Any]:
     """The result of ``target`` (``n x L`` placement probabilities, None for the logging
     policy) on ``log`` (module docstring): slot 0's IPS, SNIPS and DR with ``n`` events,
     ``slot_impressions``, ``positions`` and, when every event showed as many slots,
     ``slates``; the accumulators over one batch.  ``keys``: the events' positions in the
-    log (:func:`app.evaluation.sums.row_keys`; by default ``0 .. n - 1``)."""
-    options = Options(rho0, rho1, rho0_se, rho1_se, n_boot, seed=seed)
+    log (:func:`app.evaluation.sums.row_keys`; by default ``0 .. n - 1``).  Corrected by
+    ``rates`` (per slot) or ``rho0, rho1`` (every slot alike)."""
+    options = Options(rho0, rho1, rho0_se, rho1_se, n_boot, seed=seed, slot_rates=rates)
     keys = row_keys(np.arange(log.n)) if keys is None else keys
     model = RankRidgeSums.of(log.rows(slice(FIT_EVENTS)), keys[:FIT_EVENTS],
                              options).fit(options.ridge)

@@ -23,7 +23,7 @@ mean, the mean weight for IPS, 0 for a difference) has
 ``dV/drho0 = (V - k) / beta`` and ``dV/drho1 = V / beta``, and
 ``se0^2 (V - k)^2 / beta^2 + se1^2 V^2 / beta^2`` is added to its sampling
 variance (the rates' estimate independent of the events' sampling, its two
-errors of each other, as :func:`app.evaluation.estimators.rate_resampling`
+errors of each other, as :meth:`app.evaluation.rates.SlotRates.resampling`
 draws them).  The estimates are then:
 
 * the champion's on-policy value, the mean of ``r_i``;

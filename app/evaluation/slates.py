@@ -22,8 +22,11 @@ of a slate's slots,
   normalised by its own mean weight,
   ``V_SNRIPS = sum_k (sum_i w_ik r_ik / sum_i w_ik)``; consistent.
 
-``r_ik`` is ``f_ik`` or, with click-noise rates, ``h(f_ik)``, with uncertain
-rates drawn per resample, all as in :mod:`app.evaluation.estimators`.
+``r_ik`` is ``f_ik`` or, with click-noise rates, ``h(f_ik)`` (with per-slot
+rates, slot ``k``'s correction ``(f_ik - beta_k) / alpha_k``:
+:mod:`app.evaluation.rates`), with uncertain rates drawn per resample, all as
+in :mod:`app.evaluation.estimators`: a resample's drawn rates map slot
+``k``'s sum as ``a_kb sum_i w_ik r_ik + c_kb sum_i w_ik``.
 
 **Streaming.**  Both are functions of the column sums ``n``, ``sum_i w_ik r_ik``
 and ``sum_i w_ik`` per slot, which :class:`SlateSums` keeps as a mergeable
@@ -41,7 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from app.evaluation.estimators import Estimate, Options, rate_resampling
+from app.evaluation.estimators import Estimate, Options
+from app.evaluation.rates import SlotRates
 from app.evaluation.sums import TermSums, row_hash, row_keys
 
 SLATE_ESTIMATORS = ("rips", "snrips")
@@ -120,15 +124,14 @@ class SlateSums:
         point = _statistics(self.sums.totals[None, :], slots)[0]
         rng = np.random.default_rng(options.seed)
         sums = self.sums.resampled(options.n_boot, rng, progress)
+        rates = options.rates()
+        spread = None if rates is None else rates.resampling(options.n_boot, rng)
+        if spread is not None:  # slot k's sum of w r_b: a_kb sum w r + c_kb sum w
+            scale, shift = spread
+            weights = sums[:, 1 + slots:]
+            sums = np.hstack([sums[:, :1], scale * sums[:, 1:1 + slots] + shift * weights,
+                              weights])
         replicates = _statistics(sums, slots)
-        rates = rate_resampling(correction, options.n_boot, rng)
-        if rates is not None:
-            scale, shift = rates
-            with np.errstate(invalid="ignore", divide="ignore"):
-                mean_weight = sums[:, 1 + slots:].sum(axis=1) / sums[:, 0]
-            replicates = scale[:, None] * replicates
-            replicates[:, 0] += shift * mean_weight  # RIPS: c_b sum_k mean_i w_ik
-            replicates[:, 1] += shift * slots  # SNRIPS: c_b per slot
         level = options.level
         quantiles = np.nanquantile(replicates, [(1 - level) / 2, (1 + level) / 2], axis=0)
         rips, snrips = (Estimate(float(point[j]), float(quantiles[0, j]),
@@ -141,14 +144,16 @@ def evaluate_slates(rewards: np.ndarray, logging: np.ndarray, target: np.ndarray
                     rho0: float | None = None, rho1: float | None = None,
                     rho0_se: float = 0.0, rho1_se: float = 0.0, n_boot: int = 200,
                     level: float = 0.95, seed: int = 0,
-                    progress: Callable[[int], None] | None = None) -> SlateEvaluation:
+                    progress: Callable[[int], None] | None = None,
+                    rates: SlotRates | None = None) -> SlateEvaluation:
     """RIPS and SNRIPS (module docstring) of ``target`` on a slate log: the accumulator over
     one batch, the slates keyed ``0 .. n - 1``.
 
     ``rewards`` and ``logging`` are ``n x L`` (clicks and the logging policy's cascade
     propensities); ``target`` the target's cascade probabilities, ``n x L``, or ``None``
     for the logging policy (weight 1).  The other arguments as in
-    :func:`app.evaluation.estimators.evaluate`.
+    :func:`app.evaluation.estimators.evaluate`; ``rates``: per-slot rates in place of
+    ``rho0`` and ``rho1``.
     """
     if rewards.ndim != 2 or rewards.shape[0] == 0 or logging.shape != rewards.shape:
         raise ValueError("rewards and logging propensities must be n x L with n > 0")
@@ -161,7 +166,9 @@ def evaluate_slates(rewards: np.ndarray, logging: np.ndarray, target: np.ndarray
         raise ValueError(f"target must be {n} x {slots}, got {target.shape}")
     else:
         w = target / logging
-    options = Options(rho0, rho1, rho0_se, rho1_se, n_boot, level, seed)
+    options = Options(rho0, rho1, rho0_se, rho1_se, n_boot, level, seed, slot_rates=rates)
+    used = options.rates()
+    options = options.with_rates(None if used is None else used.for_slots(slots))
     sums = SlateSums.zeros(slots)
     sums.add(w, options.reward(rewards)[0], row_hash(row_keys(np.arange(n)), seed))
     return sums.evaluation(options, progress)

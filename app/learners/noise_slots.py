@@ -146,8 +146,21 @@ class SlotEstimate:
 
     def affine(self) -> tuple[np.ndarray, np.ndarray]:
         """``(alpha_k, beta_k)`` of (1): relevance is ``(click - beta_k) / alpha_k`` on average."""
-        alpha = self.theta * (1.0 - self.rho1 - self.rho0)
-        return alpha, self.theta * self.rho0
+        return click_affine(self.theta, self.rho0, self.rho1)
+
+
+def click_affine(theta: np.ndarray, rho0: np.ndarray, rho1: np.ndarray | float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``(alpha_k, beta_k)`` of (1), ``alpha = theta (1 - rho0 - rho1)`` and
+    ``beta = theta rho0``, element-wise: the one formula every affine correction
+    ``(click - beta_k) / alpha_k`` uses (learning, reporting, evaluating).
+
+    >>> alpha, beta = click_affine(np.array([1.0, 0.5]), np.array([0.2, 0.1]), 0.1)
+    >>> np.round(alpha, 6).tolist(), beta.tolist()
+    ([0.7, 0.4], [0.2, 0.05])
+    """
+    theta, rho0 = np.asarray(theta, dtype=np.float64), np.asarray(rho0, dtype=np.float64)
+    return theta * (1.0 - rho0 - rho1), theta * rho0
 
 
 def bands_of(score: np.ndarray, top_fraction: float, bottom_fraction: float,

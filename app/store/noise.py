@@ -7,10 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import orjson
 import redis.asyncio as aioredis
 
 from app.learners.build import SlotAffine, default_estimator
+from app.learners.noise_slots import click_affine
 from app.learners.proxy import calibration_unreliable
 from app.store import keys
 from app.store.jobs import JobQueue, orphaned
@@ -55,8 +57,9 @@ class NoiseRecord:
         ``beta_k = theta_k rho0_k``, ``alpha_k = theta_k (1 - rho1 - rho0_k)``."""
         if not self.slots:
             return None
-        return (tuple(s["theta"] * (1.0 - s["rho1"] - s["rho0"]) for s in self.slots),
-                tuple(s["theta"] * s["rho0"] for s in self.slots))
+        alpha, beta = click_affine(*(np.array([s[name] for s in self.slots])
+                                     for name in ("theta", "rho0", "rho1")))
+        return tuple(alpha.tolist()), tuple(beta.tolist())
 
     @property
     def status(self) -> str:
@@ -74,6 +77,17 @@ class NoiseRecord:
         estimate or nobody gave them (:attr:`rates_reliable`), or ``1 - rho0 - rho1`` is below
         :data:`~app.learners.proxy.CALIBRATION_BETA_MIN`."""
         return calibration_unreliable(self.rho0, self.rho1, self.rates_reliable)
+
+    def unreliable_reason(self, errors_carried: bool = False) -> str | None:
+        """Why values whose rewards are corrected by these rates cannot be stood behind, or
+        None: ``noise_rates_unreliable`` (:attr:`calibration_unreliable`), or
+        ``noise_rates_estimated``: an estimate whose error the intervals leave out (they
+        carry it when ``errors_carried``: the estimate's standard errors are drawn per
+        resample or propagated)."""
+        if self.calibration_unreliable:
+            return "noise_rates_unreliable"
+        return ("noise_rates_estimated" if self.status == "published" and not errors_carried
+                else None)
 
     @property
     def rates_reliable(self) -> bool:

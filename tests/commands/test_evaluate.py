@@ -141,3 +141,50 @@ def test_obd_items_missing_from_item_context_are_named(
                            f"--policy: {other}: item ids [99]")):
         assert main(["evaluate", "--no-progress", "--format", "obd", *args]) == 2
         assert message in capsys.readouterr().err, args
+
+
+def write_rank_log(path: Path, requests: int, seed: int = 0) -> np.ndarray:
+    """A noisyloop rank log (3 slots of 6 candidates) of a trust-bias stream
+    (:func:`app.sim.trust.simulated_placements`); returns its clicks, ``requests x 3``."""
+    from app.sim.trust import simulated_placements
+
+    _, prob, _, click, _ = simulated_placements(requests, seed=seed)
+    prob, click = prob.reshape(requests, 3), click.reshape(requests, 3)
+    lines = [json.dumps({"type": "event", "features": [1.0], "n_candidates": 6,
+                         "slots": [{"slot": k, "propensity": prob[i, k], "click": click[i, k]}
+                                   for k in range(3)]}) for i in range(requests)]
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return click
+
+
+def test_slot_rates_correct_each_slot_of_a_rank_log(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from app.sim.trust import RHO1, THETA, TRUST_RHO0
+
+    log, rates = tmp_path / "rank.jsonl", tmp_path / "noise.json"
+    clicks = write_rank_log(log, 500)
+    slots = [{"slot": k, "theta": t, "rho0": r, "rho1": RHO1,
+              "interval": {"theta": [t, t], "rho0": [r - 0.02, r + 0.02], "rho1": [0.09, 0.11]}}
+             for k, (t, r) in enumerate(zip(THETA, TRUST_RHO0, strict=True))]
+    rates.write_text(json.dumps({"status": "published", "slots": slots}), "utf-8")
+    common = ["--log", str(log), "--format", "noisyloop", "--policy", "logging",
+              "--bootstrap", "20"]
+    code, result = run(capsys, *common, "--slot-rates", str(rates))
+    assert code == 0
+    theta, rho0 = np.array(THETA), np.array(TRUST_RHO0)
+    expected = (clicks.mean(axis=0) - theta * rho0) / (theta * (1.0 - rho0 - RHO1))
+    assert [p["ips"]["value"] for p in result["positions"]] == pytest.approx(expected)
+    assert result["correction"]["rate_uncertainty"]["rho0_se"] == pytest.approx(
+        [0.02 / 1.959964] * 3, rel=1e-5)
+    assert main(["evaluate", *common, "--slot-rates", str(rates), "--rho0", "0.1",
+                 "--rho1", "0.1"]) == 2
+    assert "not both" in capsys.readouterr().err
+    rates.write_text(json.dumps({"status": "insufficient_data", "reason": "too_few_events",
+                                 "slots": None}), "utf-8")
+    assert main(["evaluate", *common, "--slot-rates", str(rates)]) == 2
+    assert "--slot-rates: " in capsys.readouterr().err
+    vw = tmp_path / "log.vw"
+    write_vw(vw, 20)
+    assert main(["evaluate", "--log", str(vw), "--format", "vw", "--policy", "uniform",
+                 "--slot-rates", str(rates)]) == 2
+    assert "--slot-rates needs --format noisyloop" in capsys.readouterr().err

@@ -13,6 +13,7 @@ from app.evaluation.heavy_tails import (
     corrected_interval,
     guard_heavy_tails,
 )
+from app.evaluation.rates import SlotRates
 
 
 def heavy_log(seed: int, n: int = 2_000, p: float = 0.005, value: float = 0.3
@@ -48,12 +49,16 @@ def test_betting_interval_narrows_with_the_events() -> None:
 
 
 def test_a_corrected_interval_maps_through_h_over_the_rates_corners() -> None:
-    assert corrected_interval(0.2, 0.5, {"rho0": None, "rho1": None}) == (0.2, 0.5)
-    low, high = corrected_interval(0.2, 0.5, {"rho0": 0.1, "rho1": 0.2})
+    assert corrected_interval(0.2, 0.5, None) == (0.2, 0.5)
+    low, high = corrected_interval(0.2, 0.5, SlotRates.scalar(0.1, 0.2))
     assert (low, high) == pytest.approx((0.1 / 0.7, 0.4 / 0.7))
-    wide = corrected_interval(0.2, 0.5, {"rho0": 0.1, "rho1": 0.2, "rate_uncertainty": {
-        "rho0_se": 0.01, "rho1_se": 0.02}})
+    wide = corrected_interval(0.2, 0.5, SlotRates.scalar(0.1, 0.2, 0.01, 0.02))
     assert wide[0] < low and wide[1] > high
+    # a slot examined 0.6 of the time, trusted less: (f - 0.6 0.1) / (0.6 (1 - 0.1 - 0.2))
+    slot = SlotRates((0.6,), (0.1,), 0.2, (0.0,), (0.0,))
+    assert corrected_interval(0.2, 0.5, slot) == pytest.approx((0.14 / 0.42, 0.44 / 0.42))
+    assert corrected_interval(0.2, 0.5, SlotRates((0.6,), (0.1,), 0.2, (0.05,), (0.0,)))[1] \
+        > 0.44 / 0.42
 
 
 def test_few_effective_events_are_flagged_and_their_intervals_widened() -> None:

@@ -20,6 +20,7 @@ from app.evaluation.rankings import (
     placements,
     rank_policy,
 )
+from app.evaluation.rates import SlotRates
 from app.evaluation.servicelog import service_log
 from app.evaluation.sums import row_keys
 from app.store.logrecords import entry_records
@@ -29,6 +30,9 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 RHO0, RHO1, BOOT = 0.05, 0.1, 100
+#: Per-slot rates with standard errors (drawn per resample).
+SLOT_RATES = SlotRates((1.0, 0.6, 0.35), (0.2, 0.12, 0.06), 0.1, (0.0, 0.02, 0.02),
+                       (0.01, 0.01, 0.01), 0.01)
 
 
 def export_records(seed: int, events: int) -> list[dict[str, Any]]:
@@ -44,11 +48,11 @@ def export_records(seed: int, events: int) -> list[dict[str, Any]]:
 
 
 def evaluate(capsys: pytest.CaptureFixture[str], log: Path | str, policy: str,
-             *args: str) -> dict[str, Any]:
+             *args: str, rates: tuple[str, ...] = ("--rho0", str(RHO0), "--rho1", str(RHO1))
+             ) -> dict[str, Any]:
     capsys.readouterr()
     code = main(["evaluate", "--no-progress", "--log", str(log), "--format", "noisyloop",
-                 "--policy", policy, "--bootstrap", str(BOOT), "--rho0", str(RHO0), "--rho1",
-                 str(RHO1), *args])
+                 "--policy", policy, "--bootstrap", str(BOOT), *rates, *args])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     result: dict[str, Any] = json.loads(captured.out)
@@ -109,6 +113,18 @@ def test_a_rank_log_streamed_and_over_two_workers_is_the_same_as_in_memory(
     # the uniform ranking's slots rest on a few events (the learned logging policy ranks
     # far from uniform): the pass gathering their weights ran, in batches and in workers
     assert flagged == {"uniform": [True] * 3, "logging": [False] * 3}
+    # per-slot rates (--slot-rates): each slot corrected by its own, alike in every path
+    slots = [{"slot": k, "theta": t, "rho0": r, "rho1": SLOT_RATES.rho1}
+             for k, (t, r) in enumerate(zip(SLOT_RATES.theta, SLOT_RATES.rho0, strict=True))]
+    (tmp_path / "noise.json").write_text(json.dumps({"slots": slots}))
+    exact = SlotRates.from_slots(slots)
+    memory = evaluate_ranking(read.ranking, None, n_boot=BOOT, keys=read.keys, rates=exact)
+    by_file = ("--slot-rates", str(tmp_path / "noise.json"))
+    for streamed in (evaluate(capsys, tmp_path / "log.jsonl", "logging", rates=by_file),
+                     evaluate(capsys, tmp_path / "logs", "logging", "--workers", "2",
+                              rates=by_file)):
+        same_result(streamed, memory)
+        assert streamed["correction"]["theta"] == list(SLOT_RATES.theta)
 
 
 def test_a_parquet_rank_batch_reads_the_rankings_of_its_rows(tmp_path: Path) -> None:
@@ -165,3 +181,10 @@ def test_batches_of_different_widths_merge_into_the_one_batch_numbers() -> None:
                                           Options(RHO0, RHO1, n_boot=BOOT))
         assert "slates" not in memory  # the rankings showed different numbers of slots
         same_result(streamed, memory)
+        memory = evaluate_ranking(log, placements(log, policy), n_boot=BOOT, keys=keys,
+                                  rates=SLOT_RATES)
+        streamed = evaluate_ranking_parts(bounds, batches, rank_policy(policy),
+                                          Options(n_boot=BOOT, slot_rates=SLOT_RATES))
+        same_result(streamed, memory)
+        assert memory["correction"]["theta"] == list(SLOT_RATES.theta)
+        assert memory["positions"][2]["correction"]["rho0"] == [SLOT_RATES.rho0[2]]

@@ -79,7 +79,8 @@ def run_stream(client: TestClient, tenant: dict[str, str],
 @pytest.fixture(scope="module")
 def shown(redis_server: Any) -> Iterator[dict[str, Any]]:
     """The stream's truth and what the service showed about it: the model, its noise, and
-    the ``uniform`` and ``logging`` evaluations of its log, raw and with the true rates."""
+    the ``uniform`` and ``logging`` evaluations of its log, raw (rates 0 and 0 given: else
+    the model's own would correct them) and with the true rates."""
     with redis.Redis.from_url(redis_server.url) as r:
         r.flushall()
     with make_client(redis_server.url) as client:
@@ -89,10 +90,12 @@ def shown(redis_server: Any) -> Iterator[dict[str, Any]]:
         out["model"] = client.get("/v1/models/m1", headers=tenant).json()
         out["noise"] = client.get("/v1/models/m1/noise", headers=tenant).json()
         out["evaluations"] = {
-            (policy, bool(rates)): evaluation(client, tenant, redis_server.url,
-                                              {"policy": policy, **rates})
+            (policy, corrected): evaluation(client, tenant, redis_server.url,
+                                            {"policy": policy, "rho0": rho0, "rho1": rho1})
             for policy in ("uniform", "logging")
-            for rates in ({}, {"rho0": sim.rho0, "rho1": sim.rho1})}
+            for corrected, rho0, rho1 in ((False, 0.0, 0.0), (True, sim.rho0, sim.rho1))}
+        # without rates: the model's own, by now its per-slot estimate (the jobs role ran)
+        out["own_rates"] = evaluation(client, tenant, redis_server.url, {"policy": "logging"})
     yield out
 
 
@@ -161,3 +164,17 @@ def test_uniform_evaluation_holds_the_truth_below_slot_0(shown: dict[str, Any]) 
         for position in done["positions"][1:]:
             assert position.get("insufficient_data", False) == (position["ess"] < MIN_ESS)
     assert missed(shown, "uniform", slice(1, None)) == []
+
+
+def test_an_evaluation_by_the_models_own_rates_is_within_0_05_or_flagged(
+        shown: dict[str, Any]) -> None:
+    """Graded relevance breaks the per-slot estimate's anchors (its rho1 read 0.32 for 0.3),
+    so the evaluation corrected by it is off too (slot 0: 0.845 for 0.818): by at most 0.05
+    at every slot, else flagged ``calibration_unreliable``."""
+    done = shown["own_rates"]
+    assert done["status"] == "done" and done["rates"] == "model", done
+    if done["calibration_unreliable"]:
+        return
+    # per-slot corrected: the relevance placed in each slot, examination divided out
+    for position, value in zip(done["positions"], shown["relevance"].mean(axis=0), strict=True):
+        assert abs(position["snips"]["value"] - value) <= 0.05, (position, value)

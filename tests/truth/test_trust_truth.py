@@ -9,7 +9,8 @@ stream is short to keep the test lean (the accuracy at 30,000 requests is
 model is allowed intervals up to 0.25 wide (``PUT .../noise``): then ``GET .../noise``
 publishes every slot with the truth inside its interval widened by 0.05,
 ``position_bias`` is the same estimate, ``debiased_reward`` is within 0.03 of the true
-relevance of the items ranked first, and rates put by hand replace the estimate.
+relevance of the items ranked first, the evaluation of the log's logging policy holds the
+true relevance placed in each slot, and rates put by hand replace the estimate.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import redis
 
 from app.sim.trust import RHO1, THETA, TRUST_RHO0, trust_simulator
 from tests.api.conftest import make_client, new_tenant
+from tests.api.test_evaluations import evaluation
 from tests.api.test_noise_service import run_nrest
 from tests.truth.test_rank_truth import run_stream
 
@@ -47,6 +49,8 @@ def test_slots_published_by_the_service_and_used_everywhere(redis_server: Any) -
         run_nrest(redis_server.url)
         noise = client.get("/v1/models/m1/noise", headers=tenant).json()
         model = client.get("/v1/models/m1", headers=tenant).json()
+        evaluated = evaluation(client, tenant, redis_server.url,
+                               {"policy": "logging", "bootstrap": 100})
         put = client.put("/v1/models/m1/noise", json={"rho0": 0.1, "rho1": 0.2},
                          headers=tenant).json()
         fixed = client.get("/v1/models/m1", headers=tenant).json()
@@ -66,5 +70,12 @@ def test_slots_published_by_the_service_and_used_everywhere(redis_server: Any) -
     assert model["stats"]["calibration_unreliable"] is False
     assert abs(model["stats"]["debiased_reward"] - first) <= 0.03, (
         model["stats"]["debiased_reward"], first)
+    # the log's evaluation corrects each slot by the estimate: the relevance it placed there
+    assert (evaluated["rates"], evaluated["calibration_unreliable"]) == ("model", False)
+    assert evaluated["correction"]["theta"] == [s["theta"] for s in slots]
+    for position, placed in zip(evaluated["positions"], out["relevance"].mean(axis=0),
+                                strict=True):
+        assert position["snips"]["ci_low"] <= placed <= position["snips"]["ci_high"], (
+            position, placed)
     assert (put["source"], put["status"], put["slots"]) == ("configured", "fixed", None)
     assert fixed["position_bias"]["values"] != model["position_bias"]["values"]

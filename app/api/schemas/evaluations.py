@@ -78,7 +78,9 @@ class EvaluationRequest(RequestModel):
     until: str | None = Field(default=None, max_length=40,
                               description="only events applied at or before (as since)")
     rho0: FiniteFloat | None = Field(default=None, ge=0.0, lt=1.0,
-                                     description="click-noise rate P(click | no true click)")
+                                     description="click-noise rate P(click | no true click); "
+                                     "without rates a rank model's log is corrected by the "
+                                     "model's own (its per-slot estimate when published)")
     rho1: FiniteFloat | None = Field(default=None, ge=0.0, lt=1.0,
                                      description="click-noise rate P(no click | true click)")
     bootstrap: JsonInt = Field(default=200, ge=1, le=1000,

@@ -836,7 +836,7 @@
   /* One evaluation: what was asked, then its status until done, then its plot and numbers. */
   function evaluationBox(id, entry) {
     const { request } = entry;
-    const rates = request.rho0 === undefined ? "raw clicks"
+    const rates = request.rho0 === undefined ? "the model's rates (rank), else raw clicks"
       : `ρ0 ${fmt(request.rho0)}, ρ1 ${fmt(request.rho1)}`;
     const status = h("span", { class: "muted" }, "queued");
     const content = h("div", {});
@@ -893,7 +893,8 @@
                                  low: job[k].ci_low, high: job[k].ci_high })),
       title: [`policy ${policyText(job.policy)} on the ${job.log || "log"}`,
               `n = ${fmt(job.n, 0)}, ESS = ${fmt(job.ess, 0)}, ` +
-              (correction.rho0 === null || correction.rho0 === undefined ? "raw clicks" : "h(f)")],
+              (correction.rho0 === null || correction.rho0 === undefined ? "raw clicks"
+                : correction.theta ? "corrected per slot" : "h(f)")],
       yLabel: "estimated value (95% interval)", color: COLORS.online,
       empty: "No estimates (no events in the log?).",
     });
