@@ -19,14 +19,12 @@ third pass that gathers their weights
 (:meth:`app.evaluation.rankings.RankSums.thin_slots`).  Events are keyed by
 their line in the window, as in the window's ``noisyloop log export``, so the
 numbers are those of ``noisyloop evaluate`` on that export; a configuration's,
-in the same chunks, by :mod:`workers.configevaluation`.  A label log without a
-known number of labels reads the newest :data:`MAX_EVENTS` events of the
-window into memory.  The result is the JSON ``noisyloop evaluate --json``
-writes.  Any error fails the job with its reason; a job whose worker died
-reads as failed once its ``deadline`` passed (a job is marked running as it is
-taken off the queue: :mod:`app.store.jobs`).  A rank model's clicks are
-corrected by the rates the request gives or else by the model's own
-(:func:`ranking_rates`): its published per-slot estimate, each slot's clicks
+in the same chunks, by :mod:`workers.configevaluation`.  The result is the
+JSON ``noisyloop evaluate --json`` writes.  Any error fails the job with its
+reason; a job whose worker died reads as failed once its ``deadline`` passed (a
+job is marked running as it is taken off the queue: :mod:`app.store.jobs`).
+A rank model's clicks are corrected by the rates the request gives or else by
+the model's own (:func:`ranking_rates`): its published per-slot estimate, each slot's clicks
 corrected for its examination and trust bias with the estimate's errors in the
 intervals, or else its current ``rho0, rho1``, flagged as the challengers'
 values are when they are not reliable or an estimate whose error the intervals
@@ -43,7 +41,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from app.evaluation.estimators import FIT_EVENTS, Options, evaluate
+from app.evaluation.estimators import FIT_EVENTS, Options
 from app.evaluation.policies import fixed_policy, learner_policy, logging_policy, uniform_policy
 from app.evaluation.rankings import (
     RANK,
@@ -55,7 +53,7 @@ from app.evaluation.rankings import (
 )
 from app.evaluation.rates import SlotRates
 from app.evaluation.reward_model import merged
-from app.evaluation.servicelog import keyed_batch, service_log
+from app.evaluation.servicelog import keyed_batch
 from app.evaluation.streaming import LABEL, Batch, Kind, Policy, accumulate, reward_model_sums
 from app.learners.build import build_learner
 from app.store.decisionlog import LogEntry
@@ -70,9 +68,6 @@ from workers.context import WorkerContext
 
 logger = logging.getLogger(__name__)
 
-#: Most events an in-memory evaluation (a label log's without its number of labels) reads:
-#: the newest of its window.
-MAX_EVENTS = 200_000
 #: Events per chunk of a streamed evaluation (one pool call each).
 CHUNK_EVENTS = 20_000
 
@@ -116,37 +111,19 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
         if snap is None:
             raise ValueError("the model is gone")
         state = snap.state
-    since_ms, until_ms = request.get("since_ms"), request.get("until_ms")
     if isinstance(request["policy"], dict):
         return await configevaluation.stream_config(
             ctx, config, request, lambda: _chunks(ctx, mk, request))
     if get_task(config["task"]).candidates:  # a ranking's log: slots of candidates
         return await _stream(ctx, mk, config, rank_policy(request["policy"]), RANK, request)
-    policy = _label_policy(config, state, request["policy"])
-    if policy is not None:
-        return await _stream(ctx, mk, config, policy, LABEL, request)
-    entries: list[LogEntry] = []  # newest first until reversed
-    events = 0
-    async for entry in ctx.store.log.scan(
-            mk, start="-" if since_ms is None else str(since_ms),
-            end="+" if until_ms is None else str(until_ms), newest_first=True):
-        entries.append(entry)
-        events += 0 if entry.is_marker else entry.size
-        if events >= MAX_EVENTS:
-            break
-    entries.reverse()
-    fit = functools.partial(_evaluate, entries, max(0, events - MAX_EVENTS), config, state,
-                            request)
-    return await ctx.in_pool(fit)
+    return await _stream(ctx, mk, config, _label_policy(config, state, request["policy"]),
+                         LABEL, request)
 
 
 def _label_policy(config: dict[str, Any], state: dict[str, np.ndarray] | None,
-                  policy: Any) -> Policy | None:
-    """The policy of a streamed evaluation as a function of a batch of events: a label
-    model's (of known ``n_classes``) for any policy but a configuration; None otherwise (the
-    only other task whose log is evaluated, ``rank``, is streamed before this is asked)."""
-    if not config.get("n_classes") or isinstance(policy, dict):
-        return None
+                  policy: Any) -> Policy:
+    """The policy of a label model's streamed evaluation (any policy but a configuration)
+    as a function of a batch of events."""
     if policy == "uniform":
         return uniform_policy
     if policy == "logging":
@@ -300,30 +277,3 @@ def ranking_rates(request: dict[str, Any], noise: NoiseRecord | None
     if reason is not None:
         flags["reason"] = reason
     return rates, flags
-
-
-def _evaluate(entries: list[LogEntry], skip: int, config: dict[str, Any],
-              state: dict[str, np.ndarray] | None, request: dict[str, Any]) -> dict[str, Any]:
-    """The result of ``request`` on the entries' records, oldest first, but for the first
-    ``skip`` of the oldest entry (beyond :data:`MAX_EVENTS`)."""
-    records = (r for i, entry in enumerate(entries)
-               for r in entry_records(entry, skip if i == 0 else 0))
-    read = service_log(records, config.get("n_classes"), "the decision log")
-    policy = request["policy"]
-    options: dict[str, Any] = dict(rho0=request.get("rho0"), rho1=request.get("rho1"),
-                                   n_boot=request.get("bootstrap", 200), seed=0)
-    log = read.label_log()
-    pi: np.ndarray | None
-    if policy == "uniform":
-        pi = uniform_policy(log)
-    elif policy == "logging":
-        pi = None
-    elif policy in ("model", "model:greedy"):
-        assert state is not None
-        pi = learner_policy(log, build_learner(config, state), greedy=policy == "model:greedy")
-    else:
-        pi = fixed_policy(log, int(policy.partition(":")[2]))
-    result = evaluate(log, pi, **options).to_dict()
-    result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
-                  policy=policy, bootstrap=request.get("bootstrap", 200))
-    return result

@@ -180,10 +180,9 @@ def test_a_rank_models_uniform_policy_ranks_each_requests_own_candidates(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A uniform ranking of a request's candidates is worth the mean relevance of those
     candidates in every slot (spread over the pool instead, IPS said a fifth of it).  The
-    window of 600 rankings is streamed in chunks of 250 events (it read the newest 300
-    only), and the numbers are those of ``noisyloop evaluate`` on the window's export."""
+    window of 600 rankings is streamed in chunks of 250 events, and the numbers are those
+    of ``noisyloop evaluate`` on the window's export."""
     clicks, truth = rank_rounds(client, tenant, 600)
-    monkeypatch.setattr(workers.evaluations, "MAX_EVENTS", 300)  # not a bound
     monkeypatch.setattr(workers.evaluations, "CHUNK_EVENTS", 250)
     export = tmp_path / "log.jsonl"
     export.write_bytes(client.get("/v1/models/m1/log", params={"limit": 10_000},
@@ -280,7 +279,6 @@ def test_a_configuration_streams_its_whole_window_as_the_command_line_evaluates_
     time.sleep(0.01)
     assert client.post("/v1/models/m1/reset", headers=tenant).status_code == 200  # a marker
     feed(client, tenant, 400)
-    monkeypatch.setattr(workers.evaluations, "MAX_EVENTS", 300)  # not a bound
     config = {"algorithm": "rcnbf"}  # its learning steps matter (chunks of 170 cut them)
     body = {"policy": config, "train_fraction": 0.45, "rho0": 0.05, "rho1": 0.1,
             "bootstrap": 50}
@@ -316,7 +314,6 @@ def test_a_label_evaluation_streams_its_whole_window_as_the_command_line_reads_i
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     new_model(client, tenant)
     feed(client, tenant, 1000)
-    monkeypatch.setattr(workers.evaluations, "MAX_EVENTS", 300)  # not a bound any more
     monkeypatch.setattr(workers.evaluations, "CHUNK_EVENTS", 250)
     done = evaluation(client, tenant, redis_url, {"policy": "fixed:1", "rho0": 0.05,
                                                   "rho1": 0.1, "bootstrap": 50})
