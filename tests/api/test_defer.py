@@ -18,6 +18,8 @@ from tests.deadlines import pass_deadlines
 MK = ModelKeys("acme", "m1")
 #: Context TTL of a decision of the tests' models: wait_seconds (1) + the default grace.
 GRACE_SECONDS = 3600
+#: The decisions' wait (s) where none may reach its deadline during the test.
+WAIT = 120
 
 
 def _predict(client: TestClient, auth: dict[str, str], **body: Any) -> dict[str, Any]:
@@ -41,7 +43,9 @@ def _stream_event_ids(redis_url: str) -> list[bytes]:
 @pytest.mark.slow
 def test_deferred_decision_is_learned_only_once_activated(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
-    new_model(client, tenant, feedback={"wait_seconds": 1, "on_timeout": "no_click"})
+    # wait_seconds long enough that the plain decision below never reaches its deadline
+    # before the last sweep, however slow the machine
+    new_model(client, tenant, feedback={"wait_seconds": WAIT, "on_timeout": "no_click"})
     shown = _predict(client, tenant, defer=True)
     never = _predict(client, tenant, defer=True)
     early = post_feedback(client, tenant, {"event_id": shown["event_id"], "click": True})
@@ -76,7 +80,7 @@ def test_deferred_decision_is_learned_only_once_activated(
     # the never-activated decision keeps its context only for wait_seconds + the grace period
     with redis.Redis.from_url(redis_url) as r:
         ttl = r.ttl(MK.context(never["event_id"]))
-        assert 0 < ttl <= 1 + GRACE_SECONDS
+        assert WAIT < ttl <= WAIT + GRACE_SECONDS
         r.pexpire(MK.context(never["event_id"]), 1)  # let that time pass
     time.sleep(0.05)
     assert _activate(client, tenant, never["event_id"]).status_code == 404
