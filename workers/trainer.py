@@ -77,6 +77,9 @@ from workers import failures, hooks
 from workers.context import CachedLearner, ModelRef, ModelSlot, WorkerContext
 
 logger = logging.getLogger(__name__)
+#: The order free models are offered in (its own generator: the global one belongs to the
+#: process, e.g. to a test framework drawing examples beside an in-process trainer).
+_shuffler = random.Random()
 
 
 @dataclass
@@ -156,7 +159,7 @@ async def balance_leases(ctx: WorkerContext, models: list[ModelRef]) -> None:
                     len(extra), share)
     elif len(ctx.held) < share:
         free = [r for r in models if r not in ctx.held]
-        random.shuffle(free)
+        _shuffler.shuffle(free)
         owners = await ctx.leases.owners([ModelKeys(*r) for r in free])
         wanted = [r for r, owner in zip(free, owners, strict=True)
                   if owner in (None, cfg.worker_id)]  # ours: a restart of this worker
