@@ -55,11 +55,10 @@ is ``estimate +- z se`` (``z`` of the two-sided ``level``), clipped to ``[0, 1]`
 (graded relevance: no item surely relevant) or the bottom band's are not all
 irrelevant, (2) is biased and the two rates alone do not show it.  What does
 show it is relevance still rising *within* an anchor band: the upper half of the
-band (by score) gets a share ``g`` of relevant items above the lower half's.  Both halves' ``g`` are
-fitted given ``(u, v)``; if the difference exceeds ``flat_tolerance`` by more
-than ``z`` standard errors (one-sided, at ``level``) in either anchor band, the
-estimate is refused
-(:data:`ANCHOR_NOT_FLAT`).  A stream whose best items all share one relevance
+band (by score) gets a share ``g`` of relevant items above the lower half's.
+Both halves' ``g`` are fitted given ``(u, v)``; if the difference exceeds
+``flat_tolerance`` by more than ``z`` standard errors (one-sided, at ``level``)
+in either anchor band, the estimate is refused (:data:`ANCHOR_NOT_FLAT`).  A stream whose best items all share one relevance
 below 1 (a plateau that is not 1) cannot be told from clicks; that limit is
 the assumption's.
 
