@@ -58,9 +58,9 @@ show it is relevance still rising *within* an anchor band: the upper half of the
 band (by score) gets a share ``g`` of relevant items above the lower half's.
 Both halves' ``g`` are fitted given ``(u, v)``; if the difference exceeds
 ``flat_tolerance`` by more than ``z`` standard errors (one-sided, at ``level``)
-in either anchor band, the estimate is refused (:data:`ANCHOR_NOT_FLAT`).  A stream whose best items all share one relevance
-below 1 (a plateau that is not 1) cannot be told from clicks; that limit is
-the assumption's.
+in either anchor band, the estimate is refused (:data:`ANCHOR_NOT_FLAT`).  A
+stream whose best items all share one relevance below 1 (a plateau that is not
+1) cannot be told from clicks; that limit is the assumption's.
 
 **Publishing** (the rule of :func:`app.learners.noise_anchor.estimate_from_anchors`):
 published only when every interval (``theta_k`` for ``k >= 1``, ``rho0_k``,
