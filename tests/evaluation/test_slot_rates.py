@@ -5,8 +5,8 @@ The logs are :func:`app.sim.trust.simulated_placements` (examination (1, 0.6, 0.
 ``rho0_k`` (0.2, 0.12, 0.06), ``rho1`` 0.1, binary relevance, 6 candidates into 3 slots),
 and the rates the per-slot estimator publishes on the same rows
 (:func:`app.learners.noise_slots.estimate_slot_noise`), as the service would use them:
-30,000 requests, where its intervals (each slot's rates from its own anchor bands) are
-about 0.08 wide, inside the default ``max_width`` 0.1 on every seed.
+30,000 requests, where its widest intervals (each slot's rates from its own anchor bands)
+are 0.07-0.08 wide, inside the default ``max_width`` 0.1 on every seed.
 """
 
 from __future__ import annotations
