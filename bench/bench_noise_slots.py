@@ -87,7 +87,7 @@ def run(seed: int, anchor_share: float, binary: bool = True, scale: float = 2.0
     rows = placements(sim, 30_000, learner=learner)
     est = estimate_slot_noise(rows.slot, rows.prob, rows.score, rows.click, sim.slots)
     return {"seed": seed, "anchor_share": anchor_share, "binary": binary, "scale": scale,
-            "gap_closed_last_10000": gap_closed(*rows.gap[-10_000:].T), **_errors(est)}
+            "gap_closed_last_10000": gap_closed(*rows.gap[-10_000:, :3].T), **_errors(est)}
 
 
 def accuracy() -> dict[str, Any]:

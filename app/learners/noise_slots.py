@@ -20,55 +20,56 @@ what a learner needs (:meth:`SlotEstimate.affine`).
 
 **Bands.**  Each logged row (slot, placement probability, the score the item
 was placed with, click) falls in a score band: the ``bottom_fraction`` lowest
-scores, the ``top_fraction`` highest, and ``bands`` bands of equal size in
-between (quantiles of the scores of the newest ``recent_fraction`` of the rows,
-the ones used).  With ``g_b`` the share of relevant items in band ``b``, the
-click rate of band ``b`` in slot ``k`` is, by (1),
-
-    p_kb = v_k + (u_k - v_k) g_b.                                               (2)
-
-Items of one band reach different slots because the policy randomises its
-placements (the intervention harvesting of Agarwal et al. WSDM 2019, with the
-score band in place of the query-document pair); rows placed with probability
-1 (a caller's ranking followed) are left out, and an estimate without
-randomised rows is refused.
+scores, the ``top_fraction`` highest, and the rows between (quantiles of the
+scores of the newest ``recent_fraction`` of the rows, the ones used).  Items of
+one band reach different slots because the policy randomises its placements
+(the intervention harvesting of Agarwal et al. WSDM 2019, with the score band in
+place of the query-document pair; ``ridge_pl``'s ``anchor_share`` shows the
+least confident items in every slot); rows placed with probability 1 (a
+caller's ranking followed) are left out, and an estimate without randomised
+rows is refused.
 
 **Anchor assumption.**  The model's most confident items are relevant and its
-least confident are not: ``g = 1`` in the top band and ``g = 0`` in the
-bottom band.  Clicks alone identify (2) only up to an affine map of ``g``; the
-anchors fix it.  Then ``(u, v, g)`` are fitted to the band click counts by
-maximum likelihood (binomial cells, Fisher scoring), and
+least confident are not, *in every slot*: ``R = 1`` in the top band and
+``R = 0`` in the bottom band, whichever slot they are shown in.  Then by (1)
+the click rates of the two anchor bands in slot ``k`` are ``u_k`` and ``v_k``,
+estimated by their shares of clicks (independent binomials), and
 
-    theta_k = u_k / u_0,   rho1 = 1 - u_0,   rho0_k = v_k / theta_k.             (3)
+    theta_k = u_k / u_0,   rho1 = 1 - u_0,   rho0_k = v_k / theta_k.             (2)
 
-Every band, not only the anchors, informs ``u_k`` and ``v_k``: a slot where
-few surely irrelevant items are shown still gets its ``v_k`` from the mixed
-bands, whose ``g_b`` the other slots measure.
+The rows between the anchors are not used.  A score band there has a share
+``g`` of relevant items and, by (1), the click rate ``v_k + (u_k - v_k) g`` in
+slot ``k``, but ``g`` is not the same in every slot: which items reach a slot
+depends on the other candidates of their request, not only on their own score
+(on :mod:`app.sim.trust`'s stream, the first band above the bottom anchor is
+more often relevant in slot 2 than in slot 0), and a ``g`` shared by the slots
+would count those extra relevant clicks as ``v_k``.  With ``g`` free per slot
+and band, such a band adds nothing to ``(u_k, v_k)``.
 
-**Intervals.**  The inverse Fisher information of ``(u, v, g)`` and the delta
-method through (3) give a standard error per parameter; each interval is
-``estimate +- z se`` (``z`` of the two-sided ``level``), clipped to ``[0, 1]``.
+**Intervals.**  Each anchor rate's binomial variance (of the rate
+``(clicks + 1) / (rows + 2)``, so that a cell without clicks keeps a width) and
+the delta method through (2) give a standard error per parameter; each interval
+is ``estimate +- z se`` (``z`` of the two-sided ``level``), clipped to ``[0, 1]``.
 
 **When the anchors fail.**  If the top band's items are not all relevant
 (graded relevance: no item surely relevant) or the bottom band's are not all
-irrelevant, (3) is biased and nothing in (2) shows it.  What does show it is
-relevance still rising *within* an anchor band: the upper half of the band
-(by score) gets a share ``g`` above the lower half's.  Both halves' ``g`` are
-fitted given ``(u, v)``; if the difference exceeds ``flat_tolerance`` by more
-than ``z`` standard errors (one-sided, at ``level``) in either anchor band, the
-estimate is refused
-(:data:`ANCHOR_NOT_FLAT`).  A stream whose best items all share one relevance
-below 1 (a plateau that is not 1) cannot be told from clicks; that limit is
-the assumption's.
+irrelevant, (2) is biased and the two rates alone do not show it.  What does
+show it is relevance still rising *within* an anchor band: the upper half of the
+band (by score) gets a share ``g`` of relevant items above the lower half's.
+Both halves' ``g`` are fitted given ``(u, v)``; if the difference exceeds
+``flat_tolerance`` by more than ``z`` standard errors (one-sided, at ``level``)
+in either anchor band, the estimate is refused (:data:`ANCHOR_NOT_FLAT`).  A
+stream whose best items all share one relevance below 1 (a plateau that is not
+1) cannot be told from clicks; that limit is the assumption's.
 
 **Publishing** (the rule of :func:`app.learners.noise_anchor.estimate_from_anchors`):
 published only when every interval (``theta_k`` for ``k >= 1``, ``rho0_k``,
 ``rho1``) is at most ``max_width`` wide, both anchor bands hold at least
-``min_events`` rows and every slot at least ``min_events``; otherwise
+``min_events`` rows and every slot at least ``min_events`` (and each anchor band
+some rows in every slot); otherwise
 ``insufficient_data`` with the reason and the counts.
 
-Cost: one pass over the rows (a sort for the quantiles) and a fit on
-``slots x (bands + 2)`` cells.  Pure numpy.
+Cost: one pass over the rows (a sort for the quantiles).  Pure numpy.
 """
 
 from __future__ import annotations
@@ -86,11 +87,9 @@ from app.learners.noise_anchor import INTERVAL_TOO_WIDE, TOO_FEW_EVENTS
 NOT_RANDOMISED = "no_randomised_placements"
 #: Reason: relevance still rises within an anchor band (module docstring).
 ANCHOR_NOT_FLAT = "anchor_not_flat"
-#: Reason: the fit did not converge to click rates inside ``(0, 1)``.
+#: Reason: in some slot the top band is not clicked more often than the bottom band.
 NO_FIT = "fit_failed"
-#: Fisher-scoring iterations at most.
-MAX_ITERATIONS = 100
-#: Click probabilities are kept in ``[EDGE, 1 - EDGE]`` in the likelihood.
+#: Click rates are kept in ``[EDGE, 1 - EDGE]`` where they weigh a fit.
 EDGE = 1e-6
 
 
@@ -163,77 +162,36 @@ def click_affine(theta: np.ndarray, rho0: np.ndarray, rho1: np.ndarray | float
     return theta * (1.0 - rho0 - rho1), theta * rho0
 
 
-def bands_of(score: np.ndarray, top_fraction: float, bottom_fraction: float,
-             bands: int) -> tuple[np.ndarray, np.ndarray]:
-    """Band index of each score (0: bottom anchor, ``bands + 1``: top anchor, equal-count
-    quantile bands between) and whether each row is in the upper half of its band.
+def bands_of(score: np.ndarray, top_fraction: float, bottom_fraction: float
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Band index of each score (0: bottom anchor, 1: between the anchors, 2: top anchor)
+    and whether each row is in the upper half of its band (by score quantile).
 
-    >>> band, upper = bands_of(np.arange(10.0), 0.2, 0.2, 2)
-    >>> band.tolist()
-    [0, 0, 1, 1, 1, 2, 2, 2, 3, 3]
+    >>> band, upper = bands_of(np.arange(10.0), 0.2, 0.2)
+    >>> band.tolist(), upper.tolist()[8:]
+    ([0, 0, 1, 1, 1, 1, 1, 1, 2, 2], [False, True])
     """
-    cuts = np.concatenate(([bottom_fraction],
-                           np.linspace(bottom_fraction, 1.0 - top_fraction, bands + 1)[1:]))
-    edges = np.quantile(score, cuts)
-    band = np.searchsorted(edges, score, side="left").astype(np.intp)
-    halves = np.quantile(score, np.concatenate(([0.0], cuts, [1.0]))[:-1] + np.diff(
-        np.concatenate(([0.0], cuts, [1.0]))) / 2.0)
+    cuts = np.array([0.0, bottom_fraction, 1.0 - top_fraction, 1.0])
+    band = np.searchsorted(np.quantile(score, cuts[1:3]), score, side="left").astype(np.intp)
+    halves = np.quantile(score, (cuts[:-1] + cuts[1:]) / 2.0)
     return band, score > halves[band]
 
 
-def fit_bands(rows: np.ndarray, clicks: np.ndarray, *, top: int
-              ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Maximum-likelihood ``(u_k, v_k, g_b)`` of (2) from per-(slot, band) row counts and
-    clicks (band 0 has ``g = 0``, band ``top`` has ``g = 1``) and its inverse Fisher
-    information; None when it does not converge inside ``(0, 1)``."""
-    m, nb = rows.shape
-    free = np.arange(1, top)
-    rate = np.divide(clicks, rows, out=np.full_like(clicks, np.nan), where=rows > 0)
-    u = rate[:, top].copy()
-    v = rate[:, 0].copy()
-    if not (np.isfinite(u).all() and np.isfinite(v).all()):
-        return None
-    g = np.zeros(nb)
-    g[top] = 1.0
-    spread = np.where(np.abs(u - v) > EDGE, u - v, EDGE)
-    share = (rate[:, free] - v[:, None]) / spread[:, None]
-    g[free] = np.nansum(share * rows[:, free], axis=0) / np.maximum(rows[:, free].sum(0), 1.0)
-    params = np.concatenate((u, v, g[free]))
-    for _ in range(MAX_ITERATIONS):
-        p = np.clip(v[:, None] + (u - v)[:, None] * g, EDGE, 1.0 - EDGE)
-        jac = _jacobian(u, v, g, free)
-        weight = (rows / (p * (1.0 - p))).reshape(-1)
-        info = jac.T @ (jac * weight[:, None])
-        score = jac.T @ ((clicks - rows * p) / (p * (1.0 - p))).reshape(-1)
-        try:
-            step = np.linalg.solve(info, score)
-        except np.linalg.LinAlgError:
+def anchor_rates(k: np.ndarray, f: np.ndarray, band: np.ndarray, m: int
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(u_k, v_k)``, the click rates of the top and bottom bands per slot, and the
+    covariance of their estimates (diagonal: independent binomials, each variance that of
+    the rate ``(clicks + 1) / (rows + 2)``); None when a slot lacks an anchor band's rows."""
+    rates, variances = [], []
+    for b in (2, 0):
+        n = np.bincount(k[band == b], minlength=m).astype(np.float64)
+        c = np.bincount(k[band == b], weights=f[band == b], minlength=m)
+        if not n.all():
             return None
-        params = params + step
-        u, v, g[free] = params[:m], params[m:2 * m], params[2 * m:]
-        if np.abs(step).max() < 1e-10:
-            break
-    p = v[:, None] + (u - v)[:, None] * g
-    if not (np.all((p > 0.0) & (p < 1.0)) and np.all(u > v)):
-        return None
-    jac = _jacobian(u, v, g, free)
-    info = jac.T @ (jac * (rows / (p * (1.0 - p))).reshape(-1)[:, None])
-    try:
-        cov = np.linalg.inv(info)
-    except np.linalg.LinAlgError:
-        return None
-    return params, cov
-
-
-def _jacobian(u: np.ndarray, v: np.ndarray, g: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """``d p_kb / d (u, v, g_free)``, one row per cell ``(k, b)`` in C order."""
-    m, nb = u.shape[0], g.shape[0]
-    jac = np.zeros((m, nb, 2 * m + free.shape[0]))
-    idx = np.arange(m)
-    jac[idx, :, idx] = g
-    jac[idx, :, m + idx] = 1.0 - g
-    jac[:, free, 2 * m + np.arange(free.shape[0])] = (u - v)[:, None]
-    return jac.reshape(m * nb, -1)
+        smooth = (c + 1.0) / (n + 2.0)
+        rates.append(c / n)
+        variances.append(smooth * (1.0 - smooth) / n)
+    return np.concatenate(rates), np.diag(np.concatenate(variances))
 
 
 def estimate_slot_noise(
@@ -245,7 +203,6 @@ def estimate_slot_noise(
     *,
     top_fraction: float = 0.2,
     bottom_fraction: float = 0.03,
-    bands: int = 20,
     recent_fraction: float = 0.7,
     level: float = 0.95,
     max_width: float = 0.1,
@@ -265,8 +222,6 @@ def estimate_slot_noise(
     top_fraction, bottom_fraction:
         Shares of the rows in the top (assumed relevant) and bottom (assumed
         irrelevant) anchor bands.
-    bands:
-        Bands of equal size between the anchors.
     recent_fraction:
         Share of the rows, the newest, used (the model's scores are best there).
     level, max_width, min_events:
@@ -291,7 +246,6 @@ def estimate_slot_noise(
     m = check_int("slots", slots, 1, 100)
     q_top = check_range("top_fraction", top_fraction, 0.0, 0.5, low_open=True)
     q_bottom = check_range("bottom_fraction", bottom_fraction, 0.0, 0.5, low_open=True)
-    bands = check_int("bands", bands, 1, 1_000)
     recent = check_range("recent_fraction", recent_fraction, 0.0, 1.0, low_open=True)
     level = check_range("level", level, 0.0, 1.0, low_open=True, high_open=True)
     max_width = check_range("max_width", max_width, 0.0, 1.0, low_open=True)
@@ -306,20 +260,16 @@ def estimate_slot_noise(
     z = NormalDist().inv_cdf(0.5 + level / 2.0)
     if n == 0:
         return _unpublished(NOT_RANDOMISED, m, n, n_slot, 0, 0, level)
-    band, upper = bands_of(s, q_top, q_bottom, bands)
-    top = bands + 1
-    n_top, n_bottom = int(np.count_nonzero(band == top)), int(np.count_nonzero(band == 0))
-    if min(n_top, n_bottom, int(n_slot.min())) < min_events:
+    band, upper = bands_of(s, q_top, q_bottom)
+    n_top, n_bottom = int(np.count_nonzero(band == 2)), int(np.count_nonzero(band == 0))
+    rates = anchor_rates(k, f, band, m)
+    if min(n_top, n_bottom, int(n_slot.min())) < min_events or rates is None:
         return _unpublished(TOO_FEW_EVENTS, m, n, n_slot, n_top, n_bottom, level)
-    shape = (m, top + 1)
-    rows = np.bincount(k * (top + 1) + band, minlength=m * (top + 1)).reshape(shape)
-    clicks = np.bincount(k * (top + 1) + band, weights=f, minlength=m * (top + 1)).reshape(shape)
-    fit = fit_bands(rows.astype(np.float64), clicks, top=top)
-    if fit is None:
+    params, cov = rates
+    u, v = params[:m], params[m:]
+    if not np.all(u > v):
         return _unpublished(NO_FIT, m, n, n_slot, n_top, n_bottom, level)
-    params, cov = fit
-    u, v = params[:m], params[m:2 * m]
-    flat = [_rise(k[band == b], f[band == b], upper[band == b], u, v, m) for b in (top, 0)]
+    flat = [_rise(k[band == b], f[band == b], upper[band == b], u, v, m) for b in (2, 0)]
     theta, rho0, rho1, se = _derived(u, v, cov)
     theta_iv = _intervals(theta, z * se[0])
     theta_iv[0] = 1.0
@@ -379,7 +329,7 @@ def _rise(k: np.ndarray, f: np.ndarray, upper: np.ndarray, u: np.ndarray, v: np.
 
 def _derived(u: np.ndarray, v: np.ndarray, cov: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
-    """(3) and the delta-method standard errors ``(se_theta, se_rho0, se_rho1)``."""
+    """(2) and the delta-method standard errors ``(se_theta, se_rho0, se_rho1)``."""
     m = u.shape[0]
     theta = u / u[0]
     rho0 = v / theta

@@ -103,6 +103,7 @@ def placements(sim: RankSimulator, rounds: int, *, seed: int = 0, learn_batch: i
 
 def simulated_placements(requests: int, *, seed: int, candidates: int = 6,
                          temperature: float = 0.1, epsilon: float = 0.05,
+                         anchor_share: float = 0.03, request_sd: float = 0.0,
                          theta: tuple[float, ...] = THETA,
                          trust: tuple[float, ...] = TRUST_RHO0, rho1: float = RHO1,
                          graded: float | None = None, score_noise: float = 0.5
@@ -110,28 +111,37 @@ def simulated_placements(requests: int, *, seed: int, candidates: int = 6,
     """Logged rows ``(slot, prob, score, click, relevance)`` of a fixed scorer's
     randomised placements, vectorised over requests (fast data for the estimator's tests).
 
-    Each candidate has a latent logit ``l ~ N(0, 2^2)``; it is relevant when
-    ``l > 0`` (binary), or with probability ``sigmoid(graded * l)`` when
-    ``graded`` is given.  The scorer sees ``sigmoid(l + N(0, score_noise^2))``;
-    slots are filled in order by the same mixture as ``ridge_pl``'s policy
-    (softmax of the scores at ``temperature``, ``epsilon`` spread uniformly over
-    the candidates left), each placement's probability given the slots before it
+    Each candidate has a latent logit ``l = a + b``, ``b ~ N(0, 2^2)`` its own and
+    ``a ~ N(0, request_sd^2)`` shared by its request's candidates; it is relevant
+    when ``l > 0`` (binary), or with probability ``sigmoid(graded * l)`` when
+    ``graded`` is given.  The scorer sees ``sigmoid(a / 2 + b + N(0, score_noise^2))``
+    (half the request's shift: with ``request_sd > 0`` the items of one score reach
+    lower slots more often when their request is better, so the share of relevant
+    items at a score differs by slot); slots are filled in order by the same
+    mixture as ``ridge_pl``'s policy (softmax of the scores at ``temperature``,
+    ``epsilon`` spread uniformly over the candidates left, ``anchor_share`` on the
+    lowest-scored one left), each placement's probability given the slots before it
     logged; clicks follow the trust-bias model with ``theta``, ``trust`` (``rho0_k``)
     and ``rho1``.
     """
     rng = np.random.default_rng(seed)
     m = len(theta)
-    logit = rng.normal(0.0, 2.0, (requests, candidates))
+    own = rng.normal(0.0, 2.0, (requests, candidates))
+    seen = own + rng.normal(0.0, score_noise, own.shape)
+    shift = rng.normal(0.0, request_sd, (requests, 1)) if request_sd else np.zeros((requests, 1))
+    logit = own + shift
     gamma = (logit > 0.0).astype(np.float64) if graded is None else 1.0 / (
         1.0 + np.exp(-graded * logit))
-    score = 1.0 / (1.0 + np.exp(-(logit + rng.normal(0.0, score_noise, logit.shape))))
+    score = 1.0 / (1.0 + np.exp(-(seen + shift / 2.0)))
     left = np.ones((requests, candidates), dtype=bool)
     rows = np.arange(requests)
     cols: list[list[np.ndarray]] = [[] for _ in range(5)]
     for k in range(m):
         z = np.where(left, np.exp((score - score.max(axis=1, keepdims=True)) / temperature), 0.0)
-        p = (1.0 - epsilon) * z / z.sum(axis=1, keepdims=True) + epsilon * left / left.sum(
-            axis=1, keepdims=True)
+        lowest = np.argmin(np.where(left, score, np.inf), axis=1)
+        p = (1.0 - epsilon - anchor_share) * z / z.sum(axis=1, keepdims=True) + epsilon * (
+            left / left.sum(axis=1, keepdims=True))
+        p[rows, lowest] += anchor_share
         pick = np.minimum((p.cumsum(axis=1) < rng.random((requests, 1))).sum(axis=1),
                           candidates - 1)
         pick = np.where(left[rows, pick], pick, np.argmax(left * p, axis=1))

@@ -1,11 +1,12 @@
 """Per-slot examination and click noise under trust bias (app.learners.noise_slots).
 
 The streams are :func:`app.sim.trust.simulated_placements`: binary relevance decided by
-a latent score, examination (1, 0.6, 0.35), ``rho0_k`` (0.2, 0.12, 0.06), ``rho1`` 0.1.
-The tolerances are the issue's (theta 0.05, rho0_k 0.03, rho1 0.05 after 30,000
-requests): at 30,000 requests the standard errors are about 0.016 (rho0_0), 0.012
-(rho0_1, rho0_2), 0.01 (theta) and 0.005 (rho1), so each bound is about 2 standard
-errors or more.
+a latent score, examination (1, 0.6, 0.35), ``rho0_k`` (0.2, 0.12, 0.06), ``rho1`` 0.1,
+``anchor_share`` 0.03.  The tolerances are the issue's (theta 0.05, rho0_k 0.03, rho1
+0.05).  Each ``rho0_k`` rests on its slot's share of the bottom band (about 0.03 of the
+requests): its standard error is about 0.017 at 30,000 requests (0.03 is under 2 of
+them) and 0.012 at the 60,000 used here, so each bound is about 2.5 standard errors or
+more (theta 0.01, rho1 0.005).
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from app.learners.noise_slots import (
 )
 from app.sim.trust import RHO1, THETA, TRUST_RHO0, simulated_placements
 
-REQUESTS = 30_000
+REQUESTS = 60_000
 SEEDS = range(5)
 
 
-def _estimate(seed: int, graded: float | None = None) -> SlotEstimate:
-    slot, prob, score, click, _ = simulated_placements(REQUESTS, seed=seed, graded=graded)
+def _estimate(seed: int, graded: float | None = None, request_sd: float = 0.0
+              ) -> SlotEstimate:
+    slot, prob, score, click, _ = simulated_placements(REQUESTS, seed=seed, graded=graded,
+                                                       request_sd=request_sd)
     return estimate_slot_noise(slot, prob, score, click, len(THETA))
 
 
@@ -37,11 +40,15 @@ def _truth() -> tuple[np.ndarray, np.ndarray, float]:
 
 
 @pytest.mark.slow
-def test_estimate_binary_relevance_within_tolerance_and_covered() -> None:
+@pytest.mark.parametrize("request_sd", [0.0, 2.0])
+def test_estimate_binary_relevance_within_tolerance_and_covered(request_sd: float) -> None:
+    """``request_sd`` 2: the share of relevant items of a score band between the anchors
+    differs by slot (a request's shift, half seen by the scorer, sends its items lower);
+    a fit sharing that share across slots covered the truth in half the cases."""
     theta, rho0, rho1 = _truth()
     covered: list[bool] = []
     for seed in SEEDS:
-        est = _estimate(seed)
+        est = _estimate(seed, request_sd=request_sd)
         assert est.published, (seed, est.reason)
         assert np.abs(est.theta - theta).max() <= 0.05
         assert np.abs(est.rho0 - rho0).max() <= 0.03
@@ -94,7 +101,8 @@ def test_estimate_affine_matches_the_click_model() -> None:
     est = _estimate(3)
     alpha, beta = est.affine()
     theta, rho0, rho1 = _truth()
-    np.testing.assert_allclose(beta, theta * rho0, atol=0.012)
+    # beta_k is slot k's bottom-band click rate: standard error about 0.011 (slot 0)
+    np.testing.assert_allclose(beta, theta * rho0, atol=0.03)
     np.testing.assert_allclose(alpha, theta * (1 - rho1 - rho0), atol=0.03)
 
 
