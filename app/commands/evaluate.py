@@ -10,7 +10,7 @@ and prints IPS, self-normalised IPS and doubly robust estimates of
 log (a ``noisyloop log export`` file), where ``--policy model:SNAPSHOT_FILE``
 evaluates a model's policy; the log may be JSON Lines, or Parquet (a file, a
 directory or a glob of files) read in batches with bounded memory, over
-``--workers`` processes or (a label log) a Spark cluster (``--engine spark``);
+``--workers`` processes or a Spark cluster (``--engine spark``);
 a rank log's JSON Lines are read in batches too.
 """
 
@@ -57,7 +57,7 @@ IPS (rips, snrips; Open Bandit Pipeline's slate estimators) of the uniform or lo
 policy, the expected clicks per slate.
 
 noisyloop: a `noisyloop log export` JSON Lines file, or its Parquet export (a file, a
-directory or a glob; streamed in batches: --workers, and for label logs --engine spark;
+directory or a glob; streamed in batches: --workers or --engine spark;
 rank logs' JSON Lines are streamed too).  A label log is
 evaluated per event (reward: the click; labels: the model's n_classes with model:, else
 the largest seen + 1).  A rank log is evaluated per ranking for uniform (a uniformly
@@ -113,7 +113,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="Parquet logs: processes reading the log's row groups "
                              "(default 1)")
     parser.add_argument("--engine", choices=("local", "spark"), default="local",
-                        help="Parquet label logs: local (default) or spark (the `spark` "
+                        help="Parquet logs: local (default) or spark (the `spark` "
                              "extra; SPARK_MASTER or local[*])")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(handler=handle)
@@ -347,19 +347,23 @@ def rank_run(args: argparse.Namespace, parts: Sequence[P], reader: Reader[P],
     lines), streamed in batches over ``--workers`` processes (the code of the service's
     evaluations, :mod:`app.evaluation.rankings`; ValueError naming the policies it takes)."""
     from app.evaluation.rankings import evaluate_ranking_parts, rank_policy
+    from app.evaluation.streaming import sum_parts
     from app.replay.output import progress_bar
 
     if model:
         raise ValueError("--policy: model:SNAPSHOT_FILE needs a label log (a rank log holds "
                          "only the shown candidates, not every one the model ranked)")
     policy = rank_policy(args.policy)
+    engine = sum_parts
     if args.engine == "spark":
-        raise ValueError("--engine spark evaluates label logs (a rank log: --workers N)")
+        require("pyspark", SPARK, "--engine spark")
+        from app.evaluation.spark import sum_parts_spark as engine
     options = stream_options(args, slot_rates(args.slot_rates))
     options.correction()  # refuse unusable rates before reading the log
     with progress_bar(total, "log", unit="row",
                       enabled=False if args.no_progress else None) as step:
-        result = evaluate_ranking_parts(parts, reader, policy, options, args.workers, step)
+        result = evaluate_ranking_parts(parts, reader, policy, options, args.workers, step,
+                                        engine)
     result.update(log=str(args.log), format=args.format, policy=args.policy,
                   bootstrap=args.bootstrap)
     return result

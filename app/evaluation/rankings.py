@@ -359,11 +359,13 @@ def evaluate_ranking(log: RankLog, target: np.ndarray | None, rho0: float | None
 
 def evaluate_ranking_parts(parts: Sequence[P], reader: Reader[P], policy: Policy,
                            options: Options, workers: int = 1,
-                           progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+                           progress: Callable[[int], None] | None = None,
+                           engine: Callable[..., Any] = sum_parts) -> dict[str, Any]:
     """:func:`evaluate_ranking` of ``policy`` (:func:`rank_policy`) on the rank log made of
-    ``parts`` (:func:`app.evaluation.streaming.sum_parts`), with one more pass over the
-    :meth:`RankSums.thin_slots` when there are any."""
-    sums: RankSums = sum_parts(parts, reader, policy, options, workers, progress, RANK)
+    ``parts``, summed by ``engine`` (:func:`app.evaluation.streaming.sum_parts`, or
+    :func:`app.evaluation.spark.sum_parts_spark`), with one more pass over the
+    :meth:`RankSums.thin_slots` when there are any (here: their columns are in log order)."""
+    sums: RankSums = engine(parts, reader, policy, options, workers, progress, RANK)
     thin = sums.thin_slots()
     columns = slot_columns(((log, policy(log)) for log, _ in chain(parts, reader)),
                            thin) if thin else {}

@@ -1,15 +1,18 @@
-"""Label evaluations of a Parquet log on Spark (``noisyloop evaluate --engine spark``, the
+"""Evaluations of a Parquet log on Spark (``noisyloop evaluate --engine spark``, the
 optional ``spark`` extra).
 
 The driver fits the reward model on the log's first events (as the local
 engine does, :func:`app.evaluation.streaming.fit_reward_model`), then one
 Spark task per row group (:class:`app.evaluation.parquetlog.Part`) reads its
 rows with pyarrow and adds them into a
-:class:`~app.evaluation.estimators.LabelSums` inside ``mapInArrow``, which
+:class:`~app.evaluation.estimators.LabelSums` (a rank log's
+:class:`~app.evaluation.rankings.RankSums`) inside ``mapInArrow``, which
 hands it back as one pickled row; the driver merges them in the log's order.
 The sums and the events' keys are the local engine's, so are the estimates
-(up to rounding).  The files must be readable from every executor (a local
-path for ``local[N]``, a shared file system on a cluster).  The master is
+(up to rounding); a rank log's thin slots take their extra pass on the driver
+(:func:`app.evaluation.rankings.evaluate_ranking_parts`).  The files must be
+readable from every executor (a local path for ``local[N]``, a shared file
+system on a cluster).  The master is
 ``SPARK_MASTER`` (default ``local[*]``).
 """
 
@@ -18,14 +21,21 @@ from __future__ import annotations
 import os
 import pickle
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
 from app.evaluation import parquetlog
 from app.evaluation.estimators import Evaluation, LabelSums, Options
-from app.evaluation.reward_model import RidgeModel
-from app.evaluation.streaming import Policy, accumulate, fit_reward_model
+from app.evaluation.streaming import (
+    LABEL,
+    Kind,
+    Policy,
+    Reader,
+    accumulate,
+    chain,
+    fit_reward_model,
+)
 
 
 def session(master: str | None = None) -> Any:
@@ -58,31 +68,43 @@ def stop_session(spark: Any) -> None:
     SparkContext._jvm = None
 
 
-def _task(batches: Iterator[Any], parts: list[parquetlog.Part], n_actions: int,
-          policy: Policy, model: RidgeModel, options: Options) -> Iterator[Any]:
+def _task(batches: Iterator[Any], parts: list[Any], reader: Reader[Any], policy: Policy,
+          model: Any, options: Options, kind: Kind) -> Iterator[Any]:
     """A Spark task: the sums of the parts whose indices it is given, one row each."""
     import pyarrow as pa
 
     for batch in batches:
         for index in batch.column("part").to_pylist():
-            sums = accumulate(parquetlog.label_batches(parts[index], n_actions), policy,
-                              model, options)
+            sums = accumulate(reader(parts[index]), policy, model, options, kind=kind)
             yield pa.record_batch({"part": pa.array([index], pa.int32()),
                                    "sums": pa.array([pickle.dumps(sums)], pa.binary())})
 
 
-def evaluate_spark(files: list[str], n_actions: int, policy: Policy, options: Options,
-                   master: str | None = None) -> Evaluation:
-    """IPS, SNIPS and DR of ``policy`` on the Parquet ``files`` (module docstring)."""
-    parts = parquetlog.parts(files)
-    reader = partial(parquetlog.label_batches, n_actions=n_actions)
-    model = fit_reward_model((batch for part in parts for batch in reader(part)), options)
+def sum_parts_spark(parts: Sequence[Any], reader: Reader[Any], policy: Policy,
+                    options: Options, workers: int = 1,
+                    progress: Callable[[int], None] | None = None, kind: Kind = LABEL,
+                    master: str | None = None) -> Any:
+    """:func:`app.evaluation.streaming.sum_parts` with its second pass in Spark tasks, one
+    per part, merged in the log's order (``workers`` is Spark's: its executors)."""
+    model = fit_reward_model(chain(parts, reader), options, kind)
     spark = session(master)
     frame = spark.createDataFrame([(i,) for i in range(len(parts))], "part int")
-    task = partial(_task, parts=parts, n_actions=n_actions, policy=policy, model=model,
-                   options=options)
+    task = partial(_task, parts=list(parts), reader=reader, policy=policy, model=model,
+                   options=options, kind=kind)
     rows = frame.repartition(len(parts)).mapInArrow(task, "part int, sums binary").collect()
-    total = LabelSums.zeros()
+    total = kind.zeros()
     for row in sorted(rows, key=lambda r: r["part"]):
-        total.merge(pickle.loads(row["sums"]))
-    return total.evaluation(options)
+        part_sums = pickle.loads(row["sums"])
+        total.merge(part_sums)
+        if progress is not None:
+            progress(part_sums.n)
+    return total
+
+
+def evaluate_spark(files: list[str], n_actions: int, policy: Policy, options: Options,
+                   master: str | None = None) -> Evaluation:
+    """IPS, SNIPS and DR of ``policy`` on the Parquet label log ``files`` (module docstring)."""
+    reader = partial(parquetlog.label_batches, n_actions=n_actions)
+    sums: LabelSums = sum_parts_spark(parquetlog.parts(files), reader, policy, options,
+                                      master=master)
+    return sums.evaluation(options)

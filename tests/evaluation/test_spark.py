@@ -47,3 +47,26 @@ def test_spark_equals_the_local_engine(tmp_path: Path, capsys: pytest.CaptureFix
         spark = evaluate(capsys, tmp_path, "--policy", policy, "--engine", "spark")
         assert spark["n"] == log.n
         same(spark, local)
+
+
+def test_spark_equals_the_local_engine_on_a_rank_log(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], spark_master: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every slot's, the slates' and the thin slots' numbers (uniform thins every slot)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.evaluation.test_rank_stream import evaluate as evaluate_rank
+    from tests.evaluation.test_rank_stream import export_records, same_result
+
+    monkeypatch.setenv("SPARK_MASTER", spark_master)
+    records = export_records(0, 900)
+    half = len(records) // 2
+    for k, rows in enumerate((records[:half], records[half:])):
+        pq.write_table(pa.Table.from_pylist(rows), tmp_path / f"part-{k}.parquet",
+                       row_group_size=250)
+    for policy in ("uniform", "logging"):
+        local = evaluate_rank(capsys, tmp_path, policy)
+        spark = evaluate_rank(capsys, tmp_path, policy, "--engine", "spark")
+        assert spark["n"] == 900
+        same_result(spark, local)
