@@ -12,12 +12,12 @@
   as the service does.
 
 The metric is the share of the random-to-oracle gap closed over the last 10,000 of
-20,000 requests, by the played rankings and by the greedy ones (the ranking the model
+40,000 requests, by the played rankings and by the greedy ones (the ranking the model
 believes best, without exploration).
 
 Usage::
 
-    .venv/bin/python bench/results_trust.py          # about 4 CPU minutes
+    .venv/bin/python bench/results_trust.py          # about 8 CPU minutes
 
 Writes ``bench/results/trust.json``.
 """
@@ -36,7 +36,7 @@ from app.sim.rank import gap_closed
 from app.sim.trust import RHO1, THETA, placements, trust_simulator
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ROUNDS, TAIL, EVERY = 20_000, 10_000, 2_500
+ROUNDS, TAIL, EVERY = 40_000, 10_000, 2_500
 STRENGTHS = {"moderate": (0.2, 0.12, 0.06), "strong": (0.45, 0.2, 0.05)}
 VARIANTS = ("none", "examination", "affine_true", "affine_estimated")
 

@@ -24,7 +24,8 @@ Usage::
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/service_trust.py             # ~20 min
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/service_trust.py --seeds 0 --graded-seeds
 
-Prints one JSON line per run and writes ``bench/results/trust_service.json`` after each.
+Prints one JSON line per run and writes ``bench/results/trust_service.json`` after each;
+``--table`` prints its error against requests seen (``docs/results/rank.md``).
 """
 
 from __future__ import annotations
@@ -151,6 +152,26 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "graded_wrong_at": wrong, "graded_holds": not any(wrong.values())}
 
 
+def by_requests(runs: list[dict[str, Any]]) -> str:
+    """A markdown table of the binary runs' checkpoints: per count of requests seen, how
+    many seeds had published, their largest errors, the intervals holding the truth, and
+    the largest ``debiased_reward`` error of the seeds still flagged."""
+    binary = [r for r in runs if r["binary"]]
+    lines = ["| requests | published | largest error theta, rho0_k, rho1 | intervals holding "
+             "the truth | flagged `debiased_reward` error |", "| --- | --- | --- | --- | --- |"]
+    for i, point in enumerate(binary[0]["checkpoints"]):
+        at = [r["checkpoints"][i] for r in binary]
+        shown = [p for p in at if p["status"] == "published"]
+        flagged = [p["debiased_reward_error"] for p in at if p["calibration_unreliable"]]
+        errors = ", ".join(f"{max(p['errors'][k] for p in shown):.3f}"
+                           for k in ("theta", "rho0", "rho1")) if shown else "-"
+        cover = [c for p in shown for c in p["covered"]]
+        lines.append(f"| {point['requests']:,} | {len(shown)} of {len(at)} | {errors} | "
+                     f"{f'{sum(cover)} of {len(cover)}' if cover else '-'} | "
+                     f"{f'{max(flagged):.3f}' if flagged else '-'} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="*", default=list(range(5)))
@@ -159,7 +180,12 @@ def main() -> None:
                         help="logit scales of the graded streams")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--json", type=Path, default=RESULTS)
+    parser.add_argument("--table", action="store_true",
+                        help="print the error against requests seen of the --json results")
     args = parser.parse_args()
+    if args.table:
+        print(by_requests(json.loads(args.json.read_text())["runs"]))
+        return
     plan = [(seed, True, 2.0) for seed in args.seeds]
     plan += [(seed, False, scale) for scale in args.scales for seed in args.graded_seeds]
     runs: list[dict[str, Any]] = []
