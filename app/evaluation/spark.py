@@ -85,7 +85,8 @@ def sum_parts_spark(parts: Sequence[Any], reader: Reader[Any], policy: Policy,
                     progress: Callable[[int], None] | None = None, kind: Kind = LABEL,
                     master: str | None = None) -> Any:
     """:func:`app.evaluation.streaming.sum_parts` with its second pass in Spark tasks, one
-    per part, merged in the log's order (``workers`` is Spark's: its executors)."""
+    per part, merged in the log's order (``workers`` goes unused: Spark's executors share
+    the pass)."""
     model = fit_reward_model(chain(parts, reader), options, kind)
     spark = session(master)
     frame = spark.createDataFrame([(i,) for i in range(len(parts))], "part int")
