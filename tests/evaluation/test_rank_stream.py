@@ -25,6 +25,7 @@ from app.evaluation.servicelog import service_log
 from app.evaluation.sums import row_keys
 from app.store.logrecords import entry_records
 from tests.evaluation.test_rankings import rank_log
+from tests.evaluation.test_servicelog import RANK_LINES
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -128,12 +129,7 @@ def test_a_rank_log_streamed_and_over_two_workers_is_the_same_as_in_memory(
 
 
 def test_a_parquet_rank_batch_reads_the_rankings_of_its_rows(tmp_path: Path) -> None:
-    lines = [{"type": "event", "features": [1.0, 2.0], "n_candidates": 5,
-              "slots": [{"slot": 0, "id_hash": 7, "propensity": 0.5, "click": 1.0},
-                        {"slot": 1, "id_hash": 9, "propensity": 0.25}]},
-             {"type": "promote", "version": 4},
-             {"type": "event", "features": [3.0, 4.0],
-              "slots": [{"slot": 0, "id_hash": 9, "propensity": 1.0, "click": 0.0}]}]
+    lines = RANK_LINES
     pq.write_table(pa.Table.from_pylist(lines), tmp_path / "r.parquet")
     (part,) = parquetlog.parts([str(tmp_path / "r.parquet")])
     ((log, keys),) = parquetlog.rank_batches(part)

@@ -38,13 +38,16 @@ def test_a_label_log_keeps_its_numbers_not_the_records() -> None:
     assert read.stream_ids[:2] == ("1-0", "1-1") and not read.ranked
 
 
+#: A rank model's export: two rankings (one with its count of candidates) and a marker.
+RANK_LINES = [{"type": "event", "features": [1.0, 2.0], "n_candidates": 5,
+               "slots": [{"slot": 0, "id_hash": 7, "propensity": 0.5, "click": 1.0},
+                         {"slot": 1, "id_hash": 9, "propensity": 0.25}]},
+              {"type": "promote", "version": 4},
+              {"type": "event", "features": [3.0, 4.0],
+               "slots": [{"slot": 0, "id_hash": 9, "propensity": 1.0, "click": 0.0}]}]
+
 def test_a_rank_log_is_one_ranking_per_event_with_its_candidates() -> None:
-    lines = [{"type": "event", "features": [1.0, 2.0], "n_candidates": 5,
-              "slots": [{"slot": 0, "id_hash": 7, "propensity": 0.5, "click": 1.0},
-                        {"slot": 1, "id_hash": 9, "propensity": 0.25}]},
-             {"type": "promote", "version": 4},
-             {"type": "event", "features": [3.0, 4.0],
-              "slots": [{"slot": 0, "id_hash": 9, "propensity": 1.0, "click": 0.0}]}]
+    lines = RANK_LINES
     read = service_log(iter(lines))
     assert read.ranked and read.log is None and read.ranking is not None
     ranking = read.ranking

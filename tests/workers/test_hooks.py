@@ -10,6 +10,7 @@ from tests.workers.conftest import create_model, model_config
 from tests.workers.test_trainer import feed, worker
 from workers import hooks, trainer
 from workers.context import ModelSlot, WorkerContext
+from workers.worker import Worker
 
 
 class _FailsFor:
@@ -24,17 +25,24 @@ class _FailsFor:
             raise RuntimeError("hook broke")
 
 
+async def _worker_failing_for(model: str, store: Store, monkeypatch: pytest.MonkeyPatch
+                              ) -> tuple[Worker, WorkerContext]:
+    """A started, unpaced trainer whose first after-publish hook fails for ``model``."""
+    monkeypatch.setattr(hooks, "AFTER_PUBLISH_HOOKS",
+                        (_FailsFor(model), *hooks.AFTER_PUBLISH_HOOKS))
+    w = worker(store)
+    ctx = await w.start()
+    ctx.paced = False
+    return w, ctx
+
+
 async def test_a_failing_hook_fails_its_model_step_after_the_other_hooks_ran(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     bad, good = model_config("a-bad"), model_config("b-good")
     mk_bad, mk_good = await create_model(store, bad), await create_model(store, good)
     await feed(store, mk_bad, bad, 20)
     await feed(store, mk_good, good, 10)
-    monkeypatch.setattr(hooks, "AFTER_PUBLISH_HOOKS",
-                        (_FailsFor("a-bad"), *hooks.AFTER_PUBLISH_HOOKS))
-    w = worker(store)
-    ctx = await w.start()
-    ctx.paced = False
+    w, ctx = await _worker_failing_for("a-bad", store, monkeypatch)
     try:
         assert await trainer.run_pass(ctx) == 10  # the failing model's step counts nothing
         for mk, n in ((mk_bad, 20), (mk_good, 10)):
@@ -77,11 +85,7 @@ async def test_a_hook_failing_at_every_publish_counts_consecutive_failures(
     whose hooks all go through clears it."""
     config = model_config("a-bad")
     mk = await create_model(store, config)
-    monkeypatch.setattr(hooks, "AFTER_PUBLISH_HOOKS",
-                        (_FailsFor("a-bad"), *hooks.AFTER_PUBLISH_HOOKS))
-    w = worker(store)
-    ctx = await w.start()
-    ctx.paced = False
+    w, ctx = await _worker_failing_for("a-bad", store, monkeypatch)
     try:
         since = None
         for step in range(1, 4):
