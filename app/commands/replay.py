@@ -2,7 +2,8 @@
 
 The common options live here; each task's runner module
 (the :class:`~app.tasks.base.Replay` of each task of :data:`app.tasks.TASKS`) contributes its own
-option group with ``add_arguments(group)`` and does the run with
+option group with ``add_arguments(group)`` (and may name options of another
+task's group it reads too, ``SHARED_OPTIONS``) and does the run with
 ``run(args, seed, progress) -> ReplayResult``.  The task is ``--task`` or is
 inferred from ``--algorithm`` (see :func:`infer_task`).  Repeats use seeds
 ``seed .. seed + repeats - 1``; the summary (mean curve, band over runs) is
@@ -110,6 +111,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         module.add_arguments(group)
         for action in group._group_actions:
             owners[action.dest] = served
+    for task in tasks:  # options of another task's group that a runner reads too
+        for dest in getattr(runner_module(task), "SHARED_OPTIONS", ()):
+            owners[dest] = (*owners[dest], task)
     parser.set_defaults(_option_tasks=owners, _defaults={
         a.dest: a.default for a in parser._actions})
 

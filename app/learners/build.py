@@ -111,6 +111,19 @@ def default_estimator(config: Mapping[str, Any]) -> str:
     return "anchor" if estimates_anchors(config) else "fixed"
 
 
+def usable_estimators(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The estimators that can serve the model ``config``: ``anchor`` when
+    :func:`estimates_anchors`, ``nrest`` when its learner keeps NREst samples, and ``fixed``
+    (the rates given) always.
+
+    >>> usable_estimators({"task": "rank", "algorithm": "ridge_pl", "params": {}})
+    ('anchor', 'fixed')
+    """
+    nrest = learner_class(config["task"], config["algorithm"]).keeps_noise_samples
+    return (*(("anchor",) if estimates_anchors(config) else ()),
+            *(("nrest",) if nrest else ()), "fixed")
+
+
 def estimates_over(config: Mapping[str, Any], source: str) -> bool:
     """Whether an estimate may replace the model ``config``'s rates from ``source``: not
     rates configured by hand, unless the estimate is part of the algorithm."""

@@ -44,12 +44,12 @@ from typing import Any
 import numpy as np
 
 from app.learners.base import Learner, ParamError, stack_events
-from app.learners.build import default_estimator, keeps_anchors, takes_clicks
+from app.learners.build import takes_clicks
 from app.learners.proxy import check_noise_rates
 from app.learners.registry import algorithms, build, default_params, learner_class
 from app.replay import task_of
 from app.replay.drift import drift_report, schedule
-from app.replay.noise import NoiseRefresh
+from app.replay.noise import NoiseRefresh, estimator_of
 from app.replay.result import ReplayResult, chance_error_rate
 from app.sim.datasets import load_classification, stream_indices
 from app.sim.drift import drifted_labels
@@ -73,7 +73,8 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--estimator", choices=("anchor", "nrest", "fixed"), default=None,
                        help="noise-rate estimator of learners that use the rates, as in the "
                             "service (default: the service's, anchor); fixed: the learner "
-                            "is given the true --rho0/--rho1")
+                            "is given the true --rho0/--rho1 (rank: anchor, the per-slot "
+                            "estimate, or fixed: the --click-noise rates)")
     group.add_argument("--n-s", type=int, default=None, metavar="N",
                        help="rcine: NREst period in feedback events (default 5000)")
     group.add_argument("--nrest-percentile", type=float, default=None, metavar="P",
@@ -110,21 +111,6 @@ def learner_params(args: argparse.Namespace, task: str, algorithm: str) -> dict[
     if cls.uses_noise_rates and estimator_of(args, task, algorithm, params) == "fixed":
         params = {"rho0": args.rho0, "rho1": args.rho1} | params
     return params
-
-
-def estimator_of(args: argparse.Namespace, task: str, algorithm: str,
-                 params: dict[str, Any]) -> str:
-    """``--estimator``, else the service's default for the learner
-    (:func:`~app.learners.build.default_estimator`); :class:`ParamError` for an estimator
-    that cannot serve it (as the service's 422 ``estimator_unavailable``)."""
-    config = {"task": task, "algorithm": algorithm, "params": params}
-    chosen = getattr(args, "estimator", None) or default_estimator(config)
-    usable = {"fixed": True, "anchor": keeps_anchors(config),
-              "nrest": keeps_anchors(config) and learner_class(task, algorithm).keeps_noise_samples}
-    if not usable[chosen]:
-        raise ParamError("--estimator", f"{chosen!r} cannot estimate the noise rates of "
-                         f"{algorithm!r}; use one of {[e for e, ok in usable.items() if ok]}")
-    return str(chosen)
 
 
 def click_source(rounds: int, rho0: float, rho1: float, seed: int

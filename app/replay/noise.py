@@ -14,6 +14,21 @@ service's for the learner, :func:`~app.learners.build.default_estimator`):
   buffer) plays each time that many new ones arrived;
 * ``fixed``: nothing is estimated (the learner keeps the rates it was given).
 
+A rank replay (:mod:`app.replay.rank`) hands every learned batch to a
+:class:`SlotRefresh` instead: its learner logs its placements, so, as in the
+service's trainer and jobs role, every shown slot is a row
+(:meth:`~app.learners.base.Learner.placement_rows`, packed by
+:func:`~app.learners.noise_publish.pack_slots`) and the per-slot estimate
+(:func:`~app.learners.noise_publish.slot_estimate`) runs on the newest
+:data:`~app.learners.noise_publish.SLOT_BUFFER` rows when
+:func:`~app.learners.noise_publish.anchor_due` says so: every
+:data:`~app.learners.noise_publish.ANCHOR_EVERY` new rows, and once more at the end
+of the run on the rows still new (a replay's end counts as the refresh interval
+passed).  A published estimate's slot-0 ``rho0``, ``rho1`` and per-slot affine
+correction go to the learner (:func:`~app.learners.build.apply_noise_rates`, as the
+trainer applies the noise record); an estimate not published leaves the one in
+force.
+
 The estimate is published by :mod:`app.learners.noise_publish`, the code the
 service's jobs role runs; a published estimate's rates go to the learner for
 its later batches, and every estimate, published or not, is reported with its
@@ -22,20 +37,42 @@ outcome (status, reason, counts, interval) and the plays seen ``t``.
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 import numpy as np
 
-from app.learners.base import Learner
+from app.learners.base import Batch, Learner, ParamError, batch_size
+from app.learners.build import apply_noise_rates, default_estimator, usable_estimators
 from app.learners.noise_anchor import ProgressiveScorer
 from app.learners.noise_publish import (
     ANCHOR_BUFFER,
     ANCHOR_EVERY,
     DEFAULT_NREST_BUFFER,
+    SLOT_BUFFER,
+    anchor_due,
     anchor_estimate,
     nrest_estimate,
     outcome,
+    pack_slots,
+    slot_estimate,
 )
+from app.learners.noise_slots import SlotEstimate
+
+
+def estimator_of(args: argparse.Namespace, task: str, algorithm: str,
+                 params: dict[str, Any]) -> str:
+    """``--estimator``, else the service's default for the learner
+    (:func:`~app.learners.build.default_estimator`); :class:`ParamError` for an estimator
+    that cannot serve it (:func:`~app.learners.build.usable_estimators`, the service's 422
+    ``estimator_unavailable``)."""
+    config = {"task": task, "algorithm": algorithm, "params": params}
+    chosen = getattr(args, "estimator", None) or default_estimator(config)
+    usable = usable_estimators(config)
+    if chosen not in usable:
+        raise ParamError("--estimator", f"{chosen!r} cannot estimate the noise rates of "
+                         f"{algorithm!r}; use one of {list(usable)}")
+    return str(chosen)
 
 
 class NoiseRefresh:
@@ -116,3 +153,55 @@ class NoiseRefresh:
             self.learner.set_noise_rates(out["rho0"], out["rho1"])
             self.learner.set_noise_reliability(True)
         self.estimates.append({"t": self.seen, **out})
+
+
+class SlotRefresh:
+    """A rank learner's per-slot click-noise estimate during a replay (module docstring).
+
+    Parameters
+    ----------
+    learner:
+        The replayed learner (it logs its placements); its initial rates are flagged
+        unreliable until an estimate is published, as in the service.
+    """
+
+    def __init__(self, learner: Learner) -> None:
+        self.learner = learner
+        self.columns: dict[str, list[np.ndarray]] = {"prob": [], "score": [], "packed": []}
+        self.events = self.new = 0
+        self.estimates: list[dict[str, Any]] = []
+        self.in_force: SlotEstimate | None = None
+        """The last published estimate (the one the learner uses and a service shows)."""
+        learner.set_noise_reliability(False)
+
+    def observe(self, batch: Batch) -> None:
+        """Keep the shown slots of the learned ``batch``; estimate when due."""
+        slot, prob, score, click = type(self.learner).placement_rows(batch)
+        for name, values in (("prob", prob), ("score", score),
+                             ("packed", pack_slots(slot, click))):
+            self.columns[name].append(np.asarray(values, dtype=np.float64))
+        self.events += batch_size(batch)
+        self.new += int(slot.shape[0])
+        if anchor_due(self.new, stale=False):
+            self.estimate()
+
+    def finish(self) -> None:
+        """The end of the run: estimate the rows still new (the interval has passed)."""
+        if anchor_due(self.new, stale=True):
+            self.estimate()
+
+    def estimate(self) -> SlotEstimate:
+        """Run the per-slot estimate on the newest rows, publish it by the one rule and
+        record its outcome with the events seen ``t``."""
+        self.new = 0
+        cols = {k: np.concatenate(v)[-SLOT_BUFFER:] for k, v in self.columns.items()}
+        self.columns = {k: [v] for k, v in cols.items()}
+        est = slot_estimate(cols["prob"], cols["score"], cols["packed"])
+        out = outcome(est)
+        if est.published:
+            alpha, beta = est.affine()
+            apply_noise_rates(self.learner, out["rho0"], out["rho1"], reliable=True,
+                              slot_noise=(tuple(alpha.tolist()), tuple(beta.tolist())))
+            self.in_force = est
+        self.estimates.append({"t": self.events, **out})
+        return est

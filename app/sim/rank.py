@@ -161,6 +161,26 @@ class RankSimulator:
         true_click = (examined & relevant).astype(np.float64)
         return noisy_clicks(true_click, self.rho0, self.rho1, self.rng)
 
+    def slot_noise(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """``(theta_k, rho0_k, rho1)`` of the per-slot click model of
+        :mod:`app.learners.noise_slots`, ``P(click | k, R) = theta_k (R (1 - rho1) + (1 - R)
+        rho0_k)``, that this stream's clicks follow given the relevance draw ``R``: with
+        ``trust``, its own parameters; with flips, ``P(click | k, R) = rho0 + beta theta_k R``
+        (``beta = 1 - rho0 - rho1``: a click can come from an unexamined item), the same
+        model with ``theta'_k = (rho0 + beta theta_k) / (1 - rho1)``, ``rho0'_k = rho0 /
+        theta'_k`` and ``rho1``.
+
+        >>> theta, rho0, rho1 = RankSimulator(theta=(1.0, 0.5), slots=2, rho0=0.1,
+        ...                                   rho1=0.2).slot_noise()
+        >>> np.round(theta, 4).tolist(), np.round(rho0, 4).tolist(), rho1
+        ([1.0, 0.5625], [0.1, 0.1778], 0.2)
+        """
+        if self.trust is not None:
+            return self.theta.copy(), self.trust.copy(), float(self.rho1)
+        beta = 1.0 - self.rho0 - self.rho1
+        theta = (self.rho0 + beta * self.theta) / (1.0 - self.rho1)
+        return theta, self.rho0 / theta, float(self.rho1)
+
     def values(self, request: Request, ranking: np.ndarray) -> tuple[float, float, float]:
         """``(played, oracle, random)`` values of a ranking (module docstring)."""
         k = len(ranking)

@@ -24,7 +24,7 @@ from app.api.schemas.noise import (
     NoiseStatusResponse,
 )
 from app.learners.base import ParamError
-from app.learners.build import default_estimator, estimates_anchors, estimates_over
+from app.learners.build import default_estimator, estimates_over, usable_estimators
 from app.learners.noise_anchor import TOO_FEW_EVENTS
 from app.learners.noise_publish import ESTIMATING
 from app.learners.proxy import check_noise_rates
@@ -101,15 +101,13 @@ async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> Nois
 def _check_estimator(config: dict[str, Any], estimator: str) -> None:
     """422 ``estimator_unavailable`` naming ``estimator`` unless it can serve the model:
     ``anchor`` needs the plays the trainer scores for it, ``nrest`` an NREst sample buffer."""
-    cls = learner_class(config["task"], config["algorithm"])
-    usable = ["anchor"] if estimates_anchors(config) else []
-    usable += ["nrest"] if cls.keeps_noise_samples else []
-    if estimator in usable or estimator == "fixed":
+    usable = usable_estimators(config)
+    if estimator in usable:
         return
     why = ("keep no NREst sample buffer" if estimator == "nrest" else
            "are not scored for it (it needs one click per played label)")
     raise ApiError(422, "estimator_unavailable", f"{config['algorithm']!r} models {why}; use "
-                   f"{' or '.join([*usable, 'fixed'])} (fixed: the rates you give)", "estimator")
+                   f"{' or '.join(usable)} (fixed: the rates you give)", "estimator")
 
 
 async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
