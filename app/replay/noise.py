@@ -163,10 +163,13 @@ class SlotRefresh:
     learner:
         The replayed learner (it logs its placements); its initial rates are flagged
         unreliable until an estimate is published, as in the service.
+    every:
+        Rows between two estimates for an experiment of another schedule; None (default):
+        the service's (:func:`~app.learners.noise_publish.anchor_due`).
     """
 
-    def __init__(self, learner: Learner) -> None:
-        self.learner = learner
+    def __init__(self, learner: Learner, every: int | None = None) -> None:
+        self.learner, self.every = learner, every
         self.columns: dict[str, list[np.ndarray]] = {"prob": [], "score": [], "packed": []}
         self.events = self.new = 0
         self.estimates: list[dict[str, Any]] = []
@@ -182,7 +185,7 @@ class SlotRefresh:
             self.columns[name].append(np.asarray(values, dtype=np.float64))
         self.events += batch_size(batch)
         self.new += int(slot.shape[0])
-        if anchor_due(self.new, stale=False):
+        if (self.new >= self.every) if self.every else anchor_due(self.new, stale=False):
             self.estimate()
 
     def finish(self) -> None:

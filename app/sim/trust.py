@@ -18,8 +18,6 @@ from typing import Any
 import numpy as np
 
 from app.learners.base import stack_events
-from app.learners.noise_publish import SLOT_BUFFER
-from app.learners.noise_slots import estimate_slot_noise
 from app.learners.registry import build
 from app.sim.rank import RankSimulator
 
@@ -64,14 +62,20 @@ def placements(sim: RankSimulator, rounds: int, *, seed: int = 0, learn_batch: i
     """Run ``algorithm`` (or the given ``learner``) on ``sim`` for ``rounds`` requests,
     learning in batches of ``learn_batch`` rounds decided with the same model.
 
-    ``estimate_every``: every that many requests the per-slot estimate runs on the newest
+    ``estimate_every``: every that many requests a
+    :class:`~app.replay.noise.SlotRefresh` runs the per-slot estimate on the newest
     :data:`~app.learners.noise_publish.SLOT_BUFFER` rows and, when published, the learner
-    learns from the clicks it corrects (``set_slot_noise``), as in the service.
+    learns from the clicks it corrects (``set_slot_noise``), as in the service (whose
+    schedule is every :data:`~app.learners.noise_publish.ANCHOR_EVERY` rows: ``noisyloop
+    replay --task rank`` runs that one).
     """
+    from app.replay.noise import SlotRefresh  # the replay's refresh, on the simulator's rows
+
     if learner is None:
         learner = build("rank", algorithm, n_features=sim.n_features,
                         params={"n_action_features": sim.n_action_features,
                                 "slots": sim.slots, **(params or {})}, seed=seed)
+    refresh = SlotRefresh(learner, every=estimate_every * sim.slots) if estimate_every else None
     cols: list[list[np.ndarray]] = [[] for _ in range(6)]
     gap = np.zeros((rounds, 4))
     pending: list[dict[str, np.ndarray]] = []
@@ -89,13 +93,11 @@ def placements(sim: RankSimulator, rounds: int, *, seed: int = 0, learn_batch: i
             col.append(np.asarray(values, dtype=np.float64))
         pending.append({**decision.context, "clicks": np.pad(clicks, (0, sim.slots - k))})
         if len(pending) == learn_batch or t == rounds - 1:
-            learner.learn_many(stack_events(pending))
+            batch = stack_events(pending)
+            learner.learn_many(batch)
+            if refresh is not None:
+                refresh.observe(batch)
             pending = []
-        if estimate_every and (t + 1) % estimate_every == 0:
-            k, p, s, f = (np.concatenate(c)[-SLOT_BUFFER:] for c in cols[:4])
-            est = estimate_slot_noise(k.astype(np.intp), p, s, f, sim.slots)
-            if est.published:
-                learner.set_slot_noise(est.affine())
     slot, prob, score, click, relevance, request_index = (np.concatenate(c) for c in cols)
     return Placements(slot.astype(np.intp), prob, score, click, relevance,
                       request_index.astype(np.intp), gap)
