@@ -127,7 +127,11 @@ def algorithm_section(task: str, algorithm: str) -> list[str]:
             raise DocError(f"{cls.__name__}: parameter {name!r} is not described in the "
                            "class docstring's Parameters section")
         default = _default(value)
-        if name in service:
+        replay = get_task(task).replay
+        if name in service and replay is not None and replay.service_defaults:
+            default = (f"{_default(service[name])} in the service and in replay, {default} "
+                       "replaying a log")
+        elif name in service:
             default = f"{_default(service[name])} in the service, {default} in replay"
         lines.append(f"| `{name}` | {default} | {texts[name]} |")
     return [*lines, ""]

@@ -55,8 +55,8 @@ from app.sim.logs import FeatureIndex, Named, read_obd, read_obd_items, read_vw_
 #: Prefixes of ``--dataset`` that name a log, and its layout.
 LAYOUTS = ("vw", "obd")
 #: Options of the rank replay that only set up the simulator.
-SIM_OPTIONS = ("candidates", "slots", "position_bias", "click_noise", "churn", "churn_every",
-               "context_features", "action_features")
+SIM_OPTIONS = ("candidates", "slots", "position_bias", "click_noise", "trust", "binary",
+               "churn", "churn_every", "context_features", "action_features")
 
 
 @dataclass(frozen=True)
@@ -178,6 +178,9 @@ def _check_options(args: argparse.Namespace) -> None:
             raise ParamError("--" + dest.replace("_", "-"), f"sets up the simulator; a log "
                              f"({args.dataset}) brings its own (give learner settings, "
                              "e.g. rho0/rho1, in --params)")
+    if getattr(args, "estimator", None) is not None:
+        raise ParamError("--estimator", "a log's replay estimates no click noise (its clicks "
+                         "are the log's; the simulator's replay runs the estimator)")
     if args.learn_batch < 1:
         raise ParamError("--learn-batch", f"must be >= 1, got {args.learn_batch}")
 

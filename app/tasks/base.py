@@ -63,6 +63,10 @@ class Replay:
     """Whether ``--service URL`` can replay it through a running service."""
     drift: bool = False
     """Whether ``--drift`` applies (:mod:`app.replay.drift`)."""
+    service_defaults: bool = False
+    """Whether the runner builds the learner of a simulated stream with its class's
+    ``service_defaults`` (the model a service would hold); a log's replay keeps the class's
+    own defaults."""
 
 
 @dataclass(frozen=True)

@@ -81,4 +81,4 @@ TASK = Task(
             "(`POST /v1/models/{id}/rank`)",
     RankFeedback, RankResponse, rank_feedback, has_clicks=True, candidates=True,
     join_context=join_shown, reward=_top_click, evaluation_policies=RANK_POLICIES,
-    replay=Replay("app.replay.rank", drift=True))
+    replay=Replay("app.replay.rank", drift=True, service_defaults=True))

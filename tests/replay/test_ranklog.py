@@ -165,6 +165,8 @@ def test_obd_rows_without_slate_ids_are_one_slot_decisions(tmp_path: Path) -> No
     (["--dataset", "obd:/nonexistent/all.csv"], "--dataset"),
     (["--dataset", "csv:log.vw"], "--dataset"),
     (["--dataset", "vw:{vw}", "--candidates", "5"], "--candidates"),
+    (["--dataset", "vw:{vw}", "--trust", "0.1,0.1,0.1"], "--trust"),
+    (["--dataset", "vw:{vw}", "--estimator", "anchor"], "--estimator"),
     (["--dataset", "vw:{vw}", "--params", '{"slots": 2}'], "--params"),
     (["--dataset", "vw:{bad}"], "--dataset"),
     (["--dataset", "obd:{vw}"], "--dataset"),
