@@ -9,7 +9,8 @@
 * ``affine_true``: ``(click - beta_k) / alpha_k`` with the true parameters;
 * ``affine_estimated``: the same with the per-slot estimate
   (:mod:`app.learners.noise_slots`) run every 2,500 requests and used once published,
-  as the service does.
+  as the service uses it (the service runs it every 2,500 shown slots, as
+  ``noisyloop replay --task rank`` does).
 
 The metric is the share of the random-to-oracle gap closed over the last 10,000 of
 40,000 requests, by the played rankings and by the greedy ones (the ranking the model
