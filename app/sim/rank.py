@@ -26,6 +26,14 @@ relevance matrix to a second one drawn alike (:func:`~app.sim.drift.rotated`:
 ``abrupt`` and ``gradual`` rotate all of ``M``, ``churn`` one context
 feature's row of ``M`` per period).
 
+A fixed query pool (``queries``): ``queries`` contexts drawn once, each with
+its own ``n_candidates`` items of the catalogue, fixed too; each request is one
+of them, drawn uniformly, and the catalogue does not churn.  The same (query,
+item) pair is then ranked many times, at whichever slots the policy's
+randomisation puts it: the data intervention harvesting (Agarwal et al. WSDM
+2019) needs.  :attr:`Request.query` is the query's index (without a pool, the
+request's own index: every context is new).
+
 The value of a ranking is ``sum_k theta_k gamma(x, a_k)`` (expected true
 clicks, weighted by the true position bias); :meth:`RankSimulator.values`
 gives it for a ranking together with that of the oracle (candidates sorted
@@ -52,6 +60,8 @@ DEFAULT_RHO = (0.03, 0.3)
 class Request:
     """One request: the user's context, the candidates' ids and features, their relevance."""
 
+    query: int
+    """The query (context) id: its index in the fixed pool, else the request's index."""
     x: np.ndarray
     ids: np.ndarray
     actions: np.ndarray
@@ -69,7 +79,8 @@ class RankSimulator:
     constant 1), catalogue size, candidates per request, slots, churn share
     and period, true position bias ``theta`` (one per slot, relative to slot
     0), click noise ``rho0``/``rho1``, the scale of ``M`` and the logit bias; ``trust``
-    (one ``rho0_k`` per slot: the trust-bias click model) and ``binary`` relevance.
+    (one ``rho0_k`` per slot: the trust-bias click model), ``binary`` relevance and
+    ``queries`` (a fixed pool of that many queries, no churn: module docstring).
     """
 
     def __init__(self, *, n_features: int = 8, n_action_features: int = 8,
@@ -78,7 +89,8 @@ class RankSimulator:
                  theta: tuple[float, ...] = DEFAULT_THETA, rho0: float = DEFAULT_RHO[0],
                  rho1: float = DEFAULT_RHO[1], scale: float = 2.0, bias: float = -1.0,
                  seed: int = 0, drift: Drift | None = None,
-                 trust: tuple[float, ...] | None = None, binary: bool = False) -> None:
+                 trust: tuple[float, ...] | None = None, binary: bool = False,
+                 queries: int | None = None) -> None:
         if n_features < 2 or n_action_features < 1:
             raise ValueError("n_features must be >= 2 (it includes the constant) and "
                              "n_action_features >= 1")
@@ -90,6 +102,8 @@ class RankSimulator:
             raise ValueError(f"trust must give {slots} rates in [0, 1)")
         if not 0.0 <= churn <= 1.0 or churn_every < 1:
             raise ValueError("churn must lie in [0, 1] and churn_every be >= 1")
+        if queries is not None and queries < 1:
+            raise ValueError("queries must be >= 1 (or None: a new context per request)")
         self.n_features, self.n_action_features = n_features, n_action_features
         self.n_candidates, self.slots = n_candidates, slots
         self.churn, self.churn_every = churn, churn_every
@@ -107,6 +121,10 @@ class RankSimulator:
         self.next_id = n_items
         self.seen = np.zeros(n_items, dtype=bool)
         self.t = 0
+        self.queries = queries
+        if queries is not None:
+            self.contexts = np.stack([self._context() for _ in range(queries)])
+            self.candidates = np.stack([self._candidates() for _ in range(queries)])
 
     def _new_items(self, n: int) -> np.ndarray:
         return self.rng.normal(0.0, 1.0 / np.sqrt(self.n_action_features),
@@ -131,23 +149,33 @@ class RankSimulator:
         self.seen[replaced] = False
         self.next_id += n
 
+    def _context(self) -> np.ndarray:
+        z = self.rng.normal(0.0, 1.0 / np.sqrt(self.n_features - 1), self.n_features - 1)
+        return np.r_[1.0, z]
+
+    def _candidates(self) -> np.ndarray:
+        return self.rng.choice(self.items.shape[0], size=self.n_candidates, replace=False)
+
     def request(self) -> Request:
-        """The next request (the catalogue churns first when its period is due)."""
-        if self.t > 0 and self.t % self.churn_every == 0:
+        """The next request (the catalogue churns first when its period is due; a query of
+        the pool when there is one)."""
+        if self.queries is None and self.t > 0 and self.t % self.churn_every == 0:
             self._churn()
         if self.drift.kind != "none":
             share = self.drift.share(np.array([self.t]))[0]
             if self.drift.kind == "churn":
                 share = (share > np.arange(self.n_features)).astype(np.float64)
             self.M = rotated(*self._worlds, share)
-        z = self.rng.normal(0.0, 1.0 / np.sqrt(self.n_features - 1), self.n_features - 1)
-        x = np.r_[1.0, z]
-        rows = self.rng.choice(self.items.shape[0], size=self.n_candidates, replace=False)
+        if self.queries is None:
+            query, x, rows = self.t, self._context(), self._candidates()
+        else:
+            query = int(self.rng.integers(self.queries))
+            x, rows = self.contexts[query], self.candidates[query]
         actions = self.items[rows].copy()
         new = ~self.seen[rows]
         self.seen[rows] = True
         self.t += 1
-        return Request(x=x, ids=self.ids[rows].copy(), actions=actions,
+        return Request(query=query, x=x.copy(), ids=self.ids[rows].copy(), actions=actions,
                        relevance=self.relevance(x, actions), new=new)
 
     def clicks(self, request: Request, ranking: np.ndarray) -> np.ndarray:

@@ -3,8 +3,8 @@
 :func:`placements` runs a ranking learner (``ridge_pl``) over a
 :class:`~app.sim.rank.RankSimulator` and keeps, for every shown slot, what a
 service logs (the slot, the placement's exact probability, the score the item
-was placed with, the click) and what only the simulator knows (the item's true
-relevance), in the order the rows were shown.  :data:`THETA`,
+was placed with, the click, the query and item ids) and what only the simulator
+knows (the item's true relevance), in the order the rows were shown.  :data:`THETA`,
 :data:`TRUST_RHO0` and :data:`RHO1` are the setting the estimator's acceptance
 tests use: examination ``(1, 0.6, 0.35)``, clicks on irrelevant examined items
 falling with the slot.
@@ -35,7 +35,8 @@ class Placements:
 
     Attributes: ``slot``, ``prob`` (the placement's probability given the slots
     before it), ``score`` (the learner's score when it placed the item),
-    ``click``, ``relevance`` (true ``gamma``), ``request`` (request index), and
+    ``click``, ``relevance`` (true ``gamma``), ``request`` (request index), ``query``
+    (:attr:`~app.sim.rank.Request.query`), ``item`` (the item's catalogue id), and
     ``gap`` (per request: played, oracle and random values, see
     :meth:`~app.sim.rank.RankSimulator.values`, and the greedy ranking's value).
     """
@@ -46,14 +47,18 @@ class Placements:
     click: np.ndarray
     relevance: np.ndarray
     request: np.ndarray
+    query: np.ndarray
+    item: np.ndarray
     gap: np.ndarray
 
 
 def trust_simulator(seed: int, *, binary: bool = True, scale: float = 2.0,
-                    trust: tuple[float, ...] = TRUST_RHO0, rho1: float = RHO1) -> RankSimulator:
-    """The acceptance setting's stream (module docstring) with ``seed``."""
+                    trust: tuple[float, ...] = TRUST_RHO0, rho1: float = RHO1,
+                    queries: int | None = None) -> RankSimulator:
+    """The acceptance setting's stream (module docstring) with ``seed`` (``queries``: a
+    fixed query pool, :class:`~app.sim.rank.RankSimulator`)."""
     return RankSimulator(theta=THETA, trust=trust, rho1=rho1, binary=binary, scale=scale,
-                         seed=seed)
+                         seed=seed, queries=queries)
 
 
 def placements(sim: RankSimulator, rounds: int, *, seed: int = 0, learn_batch: int = 50,
@@ -76,7 +81,7 @@ def placements(sim: RankSimulator, rounds: int, *, seed: int = 0, learn_batch: i
                         params={"n_action_features": sim.n_action_features,
                                 "slots": sim.slots, **(params or {})}, seed=seed)
     refresh = SlotRefresh(learner, every=estimate_every * sim.slots) if estimate_every else None
-    cols: list[list[np.ndarray]] = [[] for _ in range(6)]
+    cols: list[list[np.ndarray]] = [[] for _ in range(8)]
     gap = np.zeros((rounds, 4))
     pending: list[dict[str, np.ndarray]] = []
     for t in range(rounds):
@@ -89,7 +94,9 @@ def placements(sim: RankSimulator, rounds: int, *, seed: int = 0, learn_batch: i
         k = ranking.shape[0]
         for col, values in zip(cols, (np.arange(k), decision.context["probabilities"][:k],
                                       decision.context["scores"][:k], clicks,
-                                      request.relevance[ranking], np.full(k, t)), strict=True):
+                                      request.relevance[ranking], np.full(k, t),
+                                      np.full(k, request.query), request.ids[ranking]),
+                               strict=True):
             col.append(np.asarray(values, dtype=np.float64))
         pending.append({**decision.context, "clicks": np.pad(clicks, (0, sim.slots - k))})
         if len(pending) == learn_batch or t == rounds - 1:
@@ -98,9 +105,10 @@ def placements(sim: RankSimulator, rounds: int, *, seed: int = 0, learn_batch: i
             if refresh is not None:
                 refresh.observe(batch)
             pending = []
-    slot, prob, score, click, relevance, request_index = (np.concatenate(c) for c in cols)
-    return Placements(slot.astype(np.intp), prob, score, click, relevance,
-                      request_index.astype(np.intp), gap)
+    slot, prob, score, click, relevance, *ids = (np.concatenate(c) for c in cols)
+    request_index, query, item = (c.astype(np.intp) for c in ids)
+    return Placements(slot.astype(np.intp), prob, score, click, relevance, request_index,
+                      query, item, gap)
 
 
 def simulated_placements(requests: int, *, seed: int, candidates: int = 6,

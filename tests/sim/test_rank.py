@@ -56,3 +56,22 @@ def test_bad_settings_are_refused() -> None:
         RankSimulator(theta=(1.0, 0.5))
     with pytest.raises(ValueError, match="slots"):
         RankSimulator(n_candidates=2)
+
+
+def test_a_query_pool_repeats_each_query_with_its_candidates() -> None:
+    sim = RankSimulator(n_items=200, churn=0.5, churn_every=10, queries=5, seed=5)
+    seen: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for _ in range(60):
+        request = sim.request()
+        assert 0 <= request.query < 5
+        x, ids = seen.setdefault(request.query, (request.x, request.ids))
+        assert np.array_equal(request.x, x) and np.array_equal(request.ids, ids)
+    assert len(seen) == 5
+    assert (sim.ids == np.arange(200)).all()  # no churn
+
+
+def test_without_a_pool_each_request_is_its_own_query() -> None:
+    sim = RankSimulator(seed=6)
+    assert [sim.request().query for _ in range(3)] == [0, 1, 2]
+    with pytest.raises(ValueError, match="queries"):
+        RankSimulator(queries=0)
