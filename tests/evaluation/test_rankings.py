@@ -4,6 +4,7 @@ log's lines in chunks."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from app.evaluation.rankings import (
 )
 from app.evaluation.servicelog import ServiceLog, log_batches
 from app.learners.rank import RidgeRanker
-from app.sim.rank import RankSimulator, Request
+from app.sim.rank import RankSimulator
 from app.store import codec
 from app.store.decisionlog import COLUMNS, LogEntry, LoggedBatch
 from app.store.logrecords import entry_records
@@ -61,8 +62,8 @@ def rank_log(seed: int, events: int) -> tuple[list[LogEntry], float, RankSimulat
     for t in range(events):
         full = sim.request()
         k = int(rng.integers(4, 11))
-        request = Request(full.x, full.ids[:k], full.actions[:k], full.relevance[:k],
-                          full.new[:k])
+        request = replace(full, ids=full.ids[:k], actions=full.actions[:k],
+                          relevance=full.relevance[:k], new=full.new[:k])
         decision = model.decide(request.x, actions=request.actions)
         ranking = np.array([r["index"] for r in decision.output["ranking"]])
         clicks = np.zeros(SLOTS)

