@@ -11,7 +11,8 @@ log (a ``noisyloop log export`` file), where ``--policy model:SNAPSHOT_FILE``
 evaluates a model's policy; the log may be JSON Lines, or Parquet (a file, a
 directory or a glob of files) read in batches with bounded memory, over
 ``--workers`` processes or a Spark cluster (``--engine spark``);
-a rank log's JSON Lines are read in batches too.
+a rank log's JSON Lines are read in batches too, and so is either kind of
+label log for ``--policy config:JSON`` (:mod:`app.evaluation.configrun`).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ each logged context), model-greedy:SNAPSHOT_FILE (the same model's greedy label)
 config:JSON (vw and noisyloop label logs: a learner of {"algorithm": ..., "params": {...}}
 learns the first --train-fraction of the log's events in order, off-policy from the logged
 action, click and propensity, and is evaluated on the rest as it explores; "split" says
-which events trained and which were evaluated).
+which events trained and which were evaluated; a noisyloop log is streamed, one pass
+counting its events, then two in batches, in one process; a vw log is read into memory).
 
 vw: one example per blank-line-separated block; the reward is -cost of the labelled
 action (VW minimises cost: log a click as cost -1); every example must have the same number

@@ -217,7 +217,9 @@ def label_counts(files: list[str]) -> tuple[int, int]:
     dataset = ds.dataset(files, format="parquet")
     names = [c for c in ("action", "greedy_action") if c in dataset.schema.names]
     events, largest = 0, -1
-    for batch in dataset.to_batches(columns=["type", *names], batch_size=BATCH_ROWS):
+    batches = (dataset.to_batches(columns=["type", *names], batch_size=BATCH_ROWS)
+               if "type" in dataset.schema.names else ())
+    for batch in batches:
         events += int(pc.sum(pc.equal(batch.column("type"), "event")).as_py() or 0)
         for name in names:
             value = pc.max(batch.column(name)).as_py()
