@@ -53,7 +53,7 @@ def generate(folder: Path, events: int, seed: int) -> None:
     def pages() -> Any:
         for start in range(0, events, PAGE_LINES):
             log, _ = simulate_label(seed + start, SOFTMAX, min(PAGE_LINES, events - start))
-            lines = []
+            lines: list[dict[str, Any]] = []
             for i in range(log.n):
                 if (start + i) % 1000 == 7:
                     lines.append({"type": "rollback", "stream_id": f"{start + i}-1",
@@ -78,15 +78,15 @@ def evaluated(run: str, folder: Path) -> dict[str, Any]:
         read = read_service_log(folder / "log.jsonl")
         trained = config_policy(CONFIG, read.label_log(), FRACTION)
         return evaluate(trained.log, trained.pi).to_dict()
-    from app.commands.evaluate import register, run as evaluate_run
+    from app.commands import evaluate as command
 
     parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
+    command.register(parser.add_subparsers())
     log = folder / ("log.jsonl" if run == "jsonl" else "export")
     args = parser.parse_args(["evaluate", "--no-progress", "--format", "noisyloop", "--log",
                               str(log), "--policy", "config:" + json.dumps(CONFIG),
                               "--train-fraction", str(FRACTION)])
-    return evaluate_run(args)
+    return command.run(args)
 
 
 def run_phase(args: argparse.Namespace) -> None:
