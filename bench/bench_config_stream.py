@@ -4,9 +4,12 @@ batches it stays flat as the log grows; the same evaluation on the log in memory
 Two label logs of the export's schema are generated into a temporary
 directory, a small one of ``--events`` events and a large one ``--scale``
 times larger (a marker line every 1,000 events), each as JSON Lines and as
-Parquet (``noisyloop log export --format parquet``'s row groups).  Each
-measured run is a process of its own, reporting its peak RSS and, in a
-second process, its peak of ``tracemalloc`` (the Python and numpy heap,
+Parquet (``noisyloop log export --format parquet``'s row groups of 50,000
+rows).  The small log holds at least a full batch of either reader (50,000
+Parquet rows, 10,000 lines), so that the two differ only in how many batches
+they hold.  Each measured run is a process of its own, reporting its peak
+RSS (``VmHWM``: ``ru_maxrss`` would count the parent's at the fork) and, in
+a second process, its peak of ``tracemalloc`` (the Python and numpy heap,
 without the interpreter's and the libraries' fixed share):
 
 * ``jsonl`` / ``parquet``: ``noisyloop evaluate --format noisyloop --policy
@@ -21,14 +24,13 @@ small log).  Goal: the streamed runs' ratios at most 1.25 (flat), while the
 in-memory run's grows with the log.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_config_stream.py \\
-        --events 20000 --scale 10 --json bench/results/config-stream.json
+        --events 60000 --scale 5 --json bench/results/config-stream.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -89,6 +91,14 @@ def evaluated(run: str, folder: Path) -> dict[str, Any]:
     return command.run(args)
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident set (``VmHWM`` of ``/proc/self/status``), in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def run_phase(args: argparse.Namespace) -> None:
     """One measured run in this process: its result, seconds and peak memory (JSON)."""
     if args.traced:
@@ -97,7 +107,7 @@ def run_phase(args: argparse.Namespace) -> None:
     result = evaluated(args.phase, Path(args.folder))
     out = {"ips": result["ips"]["value"], "n": result["n"],
            "wall_seconds": time.perf_counter() - wall,
-           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+           "peak_rss_mb": peak_rss_mb()}
     if args.traced:
         out["peak_traced_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
     print(json.dumps(out))
@@ -113,8 +123,8 @@ def measured(phase: str, folder: Path, traced: bool) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=20_000, help="the small log's events")
-    parser.add_argument("--scale", type=int, default=10, help="the large log's size / small's")
+    parser.add_argument("--events", type=int, default=60_000, help="the small log's events")
+    parser.add_argument("--scale", type=int, default=5, help="the large log's size / small's")
     parser.add_argument("--json", default=None, metavar="FILE", help="write the results")
     parser.add_argument("--phase", choices=RUNS, help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
