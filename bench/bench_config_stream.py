@@ -5,12 +5,14 @@ Two label logs of the export's schema are generated into a temporary
 directory, a small one of ``--events`` events and a large one ``--scale``
 times larger (a marker line every 1,000 events), each as JSON Lines and as
 Parquet (``noisyloop log export --format parquet``'s row groups of 50,000
-rows).  The small log holds at least a full batch of either reader (50,000
-Parquet rows, 10,000 lines), so that the two differ only in how many batches
-they hold.  Each measured run is a process of its own, reporting its peak
-RSS (``VmHWM``: ``ru_maxrss`` would count the parent's at the fork) and, in
-a second process, its peak of ``tracemalloc`` (the Python and numpy heap,
-without the interpreter's and the libraries' fixed share):
+rows).  The small log is large enough that a full batch of either reader
+(50,000 Parquet rows, 10,000 lines) is learned and a full one evaluated, so
+that the two logs differ only in how many batches they hold (a smaller log's
+peak is lower: its batches are cut by the split).  Each measured run is a
+process of its own, reporting its peak RSS (``VmHWM``: ``ru_maxrss`` would
+count the parent's at the fork) and, in a second process, its peak of
+``tracemalloc`` (the Python and numpy heap, without the interpreter's and
+the libraries' fixed share):
 
 * ``jsonl`` / ``parquet``: ``noisyloop evaluate --format noisyloop --policy
   config:JSON`` on the export (:mod:`app.evaluation.configrun`, batches of
@@ -24,7 +26,7 @@ small log).  Goal: the streamed runs' ratios at most 1.25 (flat), while the
 in-memory run's grows with the log.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_config_stream.py \\
-        --events 60000 --scale 5 --json bench/results/config-stream.json
+        --events 150000 --scale 4 --json bench/results/config-stream.json
 """
 
 from __future__ import annotations
@@ -123,8 +125,8 @@ def measured(phase: str, folder: Path, traced: bool) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=60_000, help="the small log's events")
-    parser.add_argument("--scale", type=int, default=5, help="the large log's size / small's")
+    parser.add_argument("--events", type=int, default=150_000, help="the small log's events")
+    parser.add_argument("--scale", type=int, default=4, help="the large log's size / small's")
     parser.add_argument("--json", default=None, metavar="FILE", help="write the results")
     parser.add_argument("--phase", choices=RUNS, help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
