@@ -11,7 +11,8 @@ log (a ``noisyloop log export`` file), where ``--policy model:SNAPSHOT_FILE``
 evaluates a model's policy; the log may be JSON Lines, or Parquet (a file, a
 directory or a glob of files) read in batches with bounded memory, over
 ``--workers`` processes or a Spark cluster (``--engine spark``);
-a rank log's JSON Lines are read in batches too.
+a rank log's JSON Lines are read in batches too, and so is either kind of
+label log for ``--policy config:JSON`` (:mod:`app.evaluation.configrun`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from app.optional import LAB, PARQUET, SPARK, require
 if TYPE_CHECKING:
     import numpy as np
 
+    from app.evaluation.configrun import EventBatch
     from app.evaluation.estimators import LabelLog, Options
     from app.evaluation.rates import SlotRates
     from app.evaluation.servicelog import ServiceLog
@@ -46,7 +48,8 @@ each logged context), model-greedy:SNAPSHOT_FILE (the same model's greedy label)
 config:JSON (vw and noisyloop label logs: a learner of {"algorithm": ..., "params": {...}}
 learns the first --train-fraction of the log's events in order, off-policy from the logged
 action, click and propensity, and is evaluated on the rest as it explores; "split" says
-which events trained and which were evaluated).
+which events trained and which were evaluated; a noisyloop log is streamed, one pass
+counting its events, then two in batches, in one process; a vw log is read into memory).
 
 vw: one example per blank-line-separated block; the reward is -cost of the labelled
 action (VW minimises cost: log a click as cost -1); every example must have the same number
@@ -314,7 +317,7 @@ def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
         return rank_run(args, parts, parquetlog.rank_batches, total, model is not None)
     label_log_only(args)
     pi, n_actions = (label_policy(policy), None) if model is None else model
-    n_actions = n_actions or parquetlog.label_actions(files)
+    n_actions = n_actions or parquetlog.label_counts(files)[1]
     reader = partial(parquetlog.label_batches, n_actions=n_actions)
     options = stream_options(args)
     with progress_bar(total, "log", unit="row",
@@ -369,30 +372,83 @@ def rank_run(args: argparse.Namespace, parts: Sequence[P], reader: Reader[P],
     return result
 
 
-def config_inputs(args: argparse.Namespace, text: str
-                  ) -> tuple[LabelLog, np.ndarray, dict[str, Any]]:
-    """For ``config:JSON``: the evaluated part of the log, the trained configuration's
-    ``n x K`` matrix on it and the ``split`` field (ValueError saying why not)."""
-    from app.evaluation.servicelog import read_service_log
-    from app.evaluation.training import config_policy
-
+def parse_config(text: str) -> Any:
+    """The configuration of ``config:JSON`` (ValueError naming ``--policy``)."""
     try:
-        config = json.loads(text.partition(":")[2])
+        return json.loads(text.partition(":")[2])
     except ValueError as exc:
         raise ValueError(f"--policy: config:JSON is not JSON ({exc})") from None
-    stream_ids: tuple[str, ...] = ()
-    if args.format == "vw":
-        log = vw_log(args.log)
-    elif args.format == "noisyloop":
-        read = read_service_log(args.log)
-        if read.ranking is not None:
-            raise ValueError("--policy: config:JSON needs a label log")
-        log, stream_ids = read.label_log(), read.stream_ids
-    else:
+
+
+def config_inputs(args: argparse.Namespace, text: str
+                  ) -> tuple[LabelLog, np.ndarray, dict[str, Any]]:
+    """For ``config:JSON`` on a VW log (in memory): the evaluated part of the log, the
+    trained configuration's ``n x K`` matrix on it and the ``split`` field (ValueError
+    saying why not)."""
+    from app.evaluation.training import config_policy
+
+    config = parse_config(text)
+    if args.format != "vw":
         raise ValueError("--policy: config:JSON needs --format noisyloop or vw")
+    log = vw_log(args.log)
     rates = None if args.rho0 is None or args.rho1 is None else (args.rho0, args.rho1)
     trained = config_policy(config, log, args.train_fraction, rates, seed=args.seed)
-    return trained.log, trained.pi, trained.split(stream_ids)
+    return trained.log, trained.pi, trained.split()
+
+
+def config_run(args: argparse.Namespace, text: str) -> dict[str, Any]:
+    """The result JSON of ``config:JSON`` on a noisyloop label log, streamed in batches with
+    bounded memory (:func:`app.evaluation.configrun.evaluate_config`, the code of the
+    service's evaluations).  The split needs the log's events and labels first: a JSON
+    Lines log is counted by a pass parsing every line, a Parquet log by a pass over its
+    ``type``, ``action`` and ``greedy_action`` columns (its footers' row counts hold the
+    markers too); then two passes learn and evaluate."""
+    from app.evaluation.configrun import ConfigPlan, evaluate_config
+    from app.replay.output import progress_bar
+
+    config = parse_config(text)
+    if args.workers > 1 or args.engine != "local":
+        raise ValueError("--workers and --engine: config:JSON runs in one process (its "
+                         "learner learns the log's events in order)")
+    if not 0.0 < args.train_fraction < 1.0:
+        raise ValueError(f"--train-fraction must be in (0, 1), not {args.train_fraction}")
+    options = stream_options(args)
+    options.correction()  # refuse unusable rates before reading the log
+    events, n_actions, batches = label_source(args.log)
+    try:
+        plan = ConfigPlan.of(config, n_actions, options, events, args.train_fraction)
+    except ValueError as exc:
+        raise ValueError(f"--train-fraction: {exc}") from None
+    with progress_bar(events, "log", unit="event",
+                      enabled=False if args.no_progress else None) as step:
+        result = evaluate_config(plan, batches, step)
+    result.update(log=str(args.log), format=args.format, policy=args.policy,
+                  bootstrap=args.bootstrap, train_fraction=args.train_fraction)
+    return result
+
+
+def label_source(path: str) -> tuple[int, int, Callable[[], Iterable[EventBatch]]]:
+    """A noisyloop label log's events, labels (the largest plus one) and reader of its
+    batches with their stream ids (JSON Lines or Parquet; ValueError naming ``--policy``
+    for a rank log)."""
+    from functools import partial
+
+    from app.evaluation import servicelog
+
+    refused = "--policy: config:JSON needs a label log, not a rank log"
+    if streamed(path):
+        require("pyarrow", PARQUET, "--log PARQUET")
+        from app.evaluation import parquetlog
+
+        files = parquetlog.log_files(path)
+        if parquetlog.ranked(files):
+            raise ValueError(refused)
+        events, n_actions = parquetlog.label_counts(files)
+        return events, n_actions, partial(parquetlog.identified_batches, files, n_actions)
+    if servicelog.jsonl_ranked(path):
+        raise ValueError(refused)
+    events, n_actions = servicelog.label_counts(path)
+    return events, n_actions, partial(servicelog.identified_batches, path, n_actions)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -418,6 +474,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--policy: model:SNAPSHOT_FILE needs --format noisyloop")
     if isinstance(policy, str) and policy.startswith("config:"):
         label_log_only(args)
+        if args.format == "noisyloop":
+            return config_run(args, policy)
         log, pi_model, split = config_inputs(args, policy)
     elif args.format == "vw":
         if empirical:

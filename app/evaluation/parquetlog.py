@@ -207,22 +207,50 @@ def _rank_log(batch: Any) -> RankLog:
                    candidates=np.asarray(candidates, dtype=np.int64))
 
 
-def label_actions(files: list[str]) -> int:
-    """The largest ``action`` or ``greedy_action`` of the log plus one (one pass over those
-    two columns)."""
+def label_counts(files: list[str]) -> tuple[int, int]:
+    """The log's events and its largest ``action`` or ``greedy_action`` plus one (one pass
+    over those three columns: the footers' row counts hold the markers too; ValueError
+    without events)."""
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
     dataset = ds.dataset(files, format="parquet")
     names = [c for c in ("action", "greedy_action") if c in dataset.schema.names]
-    largest = -1
-    for batch in dataset.to_batches(columns=names, batch_size=BATCH_ROWS):
+    events, largest = 0, -1
+    batches = (dataset.to_batches(columns=["type", *names], batch_size=BATCH_ROWS)
+               if "type" in dataset.schema.names else ())
+    for batch in batches:
+        events += int(pc.sum(pc.equal(batch.column("type"), "event")).as_py() or 0)
         for name in names:
             value = pc.max(batch.column(name)).as_py()
             largest = max(largest, -1 if value is None else int(value))
-    if largest < 0:
+    if largest < 0 or not events:
         raise ValueError("no events (is it a `noisyloop log export` file?)")
-    return largest + 1
+    return events, largest + 1
+
+
+def identified_batches(files: list[str], n_actions: int
+                       ) -> Iterator[tuple[LabelLog, list[str]]]:
+    """The label events of the log in batches, oldest first, each with its events'
+    ``stream_id`` ("" without one; ValueError as :func:`label_batches`)."""
+    def convert(batch: Any) -> tuple[LabelLog, list[str]]:
+        ids = (batch.column("stream_id").fill_null("").to_pylist()
+               if "stream_id" in batch.schema.names else [""] * batch.num_rows)
+        return _label_log(batch, n_actions), ids
+
+    for part in parts(files):
+        for batch, _ in _event_batches(part, _id_columns, convert):
+            yield batch
+
+
+def _id_columns(schema: Any) -> dict[str, Any]:
+    """The projection of a label batch with its stream ids (when the file has them)."""
+    import pyarrow.dataset as ds
+
+    columns = _columns(schema)
+    if schema.get_field_index("stream_id") >= 0:
+        columns["stream_id"] = ds.field("stream_id")
+    return columns
 
 
 def ranked(files: list[str]) -> bool:
@@ -230,13 +258,3 @@ def ranked(files: list[str]) -> bool:
     import pyarrow.parquet as pq
 
     return "slots" in pq.read_schema(files[0]).names
-
-
-def records(files: list[str]) -> Iterator[dict[str, Any]]:
-    """The log's lines as records, batch by batch (for the in-memory reader of the
-    configurations trained on the log)."""
-    import pyarrow.dataset as ds
-
-    for file in files:
-        for batch in ds.dataset(file, format="parquet").to_batches(batch_size=BATCH_ROWS):
-            yield from batch.to_pylist()

@@ -79,13 +79,7 @@ def read_lines(path: str | Path) -> Iterator[dict[str, Any]]:
 
 
 def read_service_log(path: str | Path, n_actions: int | None = None) -> ServiceLog:
-    """The log of an exported file, JSON Lines or Parquet (a file, a directory or a glob,
-    :mod:`app.evaluation.parquetlog`), in memory (see :func:`service_log`)."""
-    from app.evaluation import parquetlog
-
-    if parquetlog.is_parquet(str(path)):
-        lines = parquetlog.records(parquetlog.log_files(str(path)))
-        return service_log(lines, n_actions, str(path))
+    """The log of an exported JSON Lines file in memory (see :func:`service_log`)."""
     return service_log(read_lines(path), n_actions, str(path))
 
 
@@ -155,6 +149,30 @@ def rank_batches(path: str | Path, size: int = BATCH_LINES
     for read in log_batches(read_lines(path), size, path=str(path)):
         assert read.keys is not None  # keyed_batch keys every event
         yield read.ranking_log(), read.keys
+
+
+def label_counts(path: str | Path) -> tuple[int, int]:
+    """The events of the JSON Lines log at ``path`` and its largest ``action`` or
+    ``greedy_action`` plus one, as :func:`service_log` counts them (a pass parsing every
+    line, keeping two numbers; ValueError without events)."""
+    events, largest = 0, -1
+    for line in read_lines(path):
+        if isinstance(line, dict) and line.get("type") == "event":
+            events += 1
+            for value in (line.get("action"), line.get("greedy_action", 0)):
+                if isinstance(value, int | float):
+                    largest = max(largest, int(value))
+    if not events:
+        raise ValueError(f"{path}: no events (is it a `noisyloop log export` file?)")
+    return events, largest + 1
+
+
+def identified_batches(path: str | Path, n_actions: int, size: int = BATCH_LINES
+                       ) -> Iterator[tuple[LabelLog, tuple[str, ...]]]:
+    """The label events of the JSON Lines log at ``path`` with their ``stream_id``, read
+    ``size`` lines at a time."""
+    for read in log_batches(read_lines(path), size, n_actions, str(path)):
+        yield read.label_log(), read.stream_ids
 
 
 def jsonl_ranked(path: str | Path) -> bool:

@@ -1,0 +1,192 @@
+"""A configuration's evaluation on a label log read in batches, in bounded memory.
+
+A configuration ``{"algorithm", "params"}`` learns the first ``train`` of
+the log's events and is evaluated on the rest (:mod:`app.evaluation.training`).
+The log is read as consecutive batches of label events (markers are not
+events) with their stream ids, over three passes:
+
+1. the caller counts the events, which fixes the split (:class:`ConfigPlan`;
+   events appended after the count are left out);
+2. :class:`ConfigRun` has the learner learn the first ``train`` events batch by
+   batch in log order (:class:`app.evaluation.training.Training`: the steps of
+   the log in memory, whatever the batches) while the reward model's sums are
+   taken over the first :data:`~app.evaluation.estimators.FIT_EVENTS`
+   evaluated events;
+3. :class:`ConfigScorer` sums the estimators
+   (:class:`~app.evaluation.estimators.LabelSums`) over the evaluated events
+   under the trained learner's policy.
+
+Evaluated events are keyed by their place among the evaluated ones, as the
+log in memory keys them (:func:`app.evaluation.estimators.evaluate`), so the
+numbers are those of :func:`app.evaluation.training.config_policy` followed
+by ``evaluate`` on the whole log, up to rounding.  The command line drives
+the passes over a file's batches (:func:`evaluate_config`); the service's
+evaluation jobs drive the same steps chunk by chunk in their process pool.
+Pure numpy.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.evaluation.estimators import FIT_EVENTS, LabelLog, LabelSums, Options, reward_sums
+from app.evaluation.policies import learner_policy
+from app.evaluation.reward_model import RidgeModel, RidgeSums, merged
+from app.evaluation.streaming import accumulate
+from app.evaluation.sums import row_keys
+from app.evaluation.training import Training, split_fields, start_training, train_size
+from app.learners.base import Learner
+
+#: A batch of consecutive label events and the stream id of each.
+EventBatch = tuple[LabelLog, Sequence[str]]
+
+
+@dataclass(frozen=True)
+class ConfigPlan:
+    """What every pass of a configuration's evaluation needs (picklable)."""
+
+    config: Any
+    n_classes: int
+    options: Options
+    """The estimators' options; their ``seed`` seeds the learner too, their rates (when
+    both are given) are the learner's click-noise rates."""
+    events: int
+    """The log's events when they were counted."""
+    train: int
+    """The first ``train`` of them are learned from, the rest evaluated."""
+
+    @classmethod
+    def of(cls, config: Any, n_classes: int, options: Options, events: int,
+           train_fraction: float) -> ConfigPlan:
+        """The plan splitting ``events`` events at ``train_fraction`` (ValueError when a
+        part would be empty, or for rates that cannot be used)."""
+        options.correction()  # refuse unusable rates before reading the log again
+        return cls(config, n_classes, options, events, train_size(events, train_fraction))
+
+    @property
+    def rates(self) -> tuple[float, float] | None:
+        """The learner's click-noise rates (None unless both are given)."""
+        o = self.options
+        return None if o.rho0 is None or o.rho1 is None else (o.rho0, o.rho1)
+
+    @property
+    def fit_stop(self) -> int:
+        """The end of the events the reward model is fitted on (those evaluated first)."""
+        return min(self.events, self.train + FIT_EVENTS)
+
+    @property
+    def ends(self) -> tuple[int, int, int, int]:
+        """The first and last event learned from, and the first and last evaluated."""
+        return 0, self.train - 1, self.train, self.events - 1
+
+    def ids_in(self, stream_ids: Sequence[str], position: int) -> dict[int, str]:
+        """The stream ids of :attr:`ends` among a batch's (its first event at ``position``)."""
+        return {i: stream_ids[i - position] for i in self.ends
+                if position <= i < position + len(stream_ids)}
+
+    def result(self, total: LabelSums, learned: int, ids: Mapping[int, str]
+               ) -> dict[str, Any]:
+        """The evaluation's JSON with its ``split`` (ValueError when an end of the split was
+        not read: the log lost events while it was read)."""
+        out = total.evaluation(self.options).to_dict()
+        if any(i not in ids for i in self.ends):
+            raise ValueError("the log lost events while it was read")
+        out["split"] = split_fields(learned, out["n"], [ids[i] for i in self.ends])
+        return out
+
+
+@dataclass
+class ConfigRun:
+    """The learning pass (module docstring, 2): the learner so far, the reward model's sums
+    so far, the events learned and the split's stream ids seen."""
+
+    plan: ConfigPlan
+    training: Training | None = None
+    ridge: RidgeSums | None = None
+    learned: int = 0
+    ids: dict[int, str] = field(default_factory=dict)
+
+    def learn(self, log: LabelLog, stream_ids: Sequence[str], position: int) -> int:
+        """Take the batch whose first event is the log's ``position``-th (events past
+        :attr:`ConfigPlan.fit_stop` are left alone); the events it learned from."""
+        plan = self.plan
+        take = min(log.n, plan.fit_stop - position)
+        if take <= 0:
+            return 0
+        log = log.rows(slice(take))
+        self.ids.update(plan.ids_in(stream_ids[:log.n], position))
+        learn = min(log.n, max(plan.train - position, 0))
+        if learn:
+            if self.training is None:
+                self.training = start_training(plan.config, log.X.shape[1], plan.n_classes,
+                                               plan.rates, plan.options.seed)
+            self.training.learn(log.rows(slice(learn)))
+            self.learned += learn
+        if learn < log.n:
+            first = position + learn - plan.train  # its place among the evaluated events
+            keys = row_keys(np.arange(first, first + log.n - learn))
+            self.ridge = merged(self.ridge, reward_sums(log.rows(slice(learn, None)), keys,
+                                                        plan.options))
+        return learn
+
+    def scorer(self) -> ConfigScorer:
+        """The trained learner and the fitted reward model (ValueError without events on
+        either side)."""
+        if self.training is None or self.ridge is None:
+            raise ValueError("the log lost its events while it was read")
+        return ConfigScorer(self.plan, self.training.finish(),
+                            self.ridge.fit(self.plan.options.ridge))
+
+
+@dataclass(frozen=True)
+class ConfigScorer:
+    """The scoring pass (module docstring, 3)."""
+
+    plan: ConfigPlan
+    learner: Learner
+    model: RidgeModel
+
+    def score(self, log: LabelLog, stream_ids: Sequence[str], position: int
+              ) -> tuple[LabelSums, dict[int, str]]:
+        """The estimators' sums of the batch's evaluated events (its first event the log's
+        ``position``-th) and the split's stream ids among them."""
+        plan = self.plan
+        start, stop = max(plan.train - position, 0), min(plan.events - position, log.n)
+        if stop <= start:
+            return LabelSums.zeros(), {}
+        first = position + start - plan.train
+        batch = (log.rows(slice(start, stop)), row_keys(np.arange(first, first + stop - start)))
+        policy = functools.partial(learner_policy, learner=self.learner)
+        return (accumulate([batch], policy, self.model, plan.options),
+                plan.ids_in(stream_ids[start:stop], position + start))
+
+
+def evaluate_config(plan: ConfigPlan, batches: Callable[[], Iterable[EventBatch]],
+                    progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """The result of ``plan`` (its evaluation and ``split``) on the log ``batches()`` reads
+    (twice), oldest first; ``progress(k)`` as ``k`` events are learned or evaluated."""
+    step = progress or (lambda k: None)
+    run = ConfigRun(plan)
+    position = 0
+    for log, stream_ids in batches():
+        step(run.learn(log, stream_ids, position))
+        position += log.n
+        if position >= plan.fit_stop:
+            break
+    scorer = run.scorer()
+    total, ids = LabelSums.zeros(), dict(run.ids)
+    position = 0
+    for log, stream_ids in batches():
+        sums, found = scorer.score(log, stream_ids, position)
+        total.merge(sums)
+        ids.update(found)
+        step(sums.n)
+        position += log.n
+        if position >= plan.events:
+            break
+    return plan.result(total, run.learned, ids)
