@@ -111,15 +111,22 @@ class Metrics:
                                         namespace=ns, registry=r)
         self.champion_value = Gauge(
             "champion_value", "Champion's mean reward (noise-corrected) over the events its "
-            "challengers followed: estimate, ci_low, ci_high", (*_MODEL, "stat"),
-            namespace=ns, registry=r)
+            "challengers followed: estimate, ci_low, ci_high (95%, the rates' error included), "
+            "as GET .../challengers shows them", (*_MODEL, "stat"), namespace=ns, registry=r)
         self.challenger_value = Gauge(
             "challenger_value", "A challenger's estimated value (SNIPS): estimate, ci_low, "
-            "ci_high", (*_MODEL, "challenger", "stat"), namespace=ns, registry=r)
+            "ci_high, as champion_value", (*_MODEL, "challenger", "stat"), namespace=ns,
+            registry=r)
         self.challenger_vs_champion = Gauge(
             "challenger_vs_champion", "A challenger's estimated value minus the champion's "
-            "on the same events: estimate, ci_low, ci_high", (*_MODEL, "challenger", "stat"),
-            namespace=ns, registry=r)
+            "on the same events: estimate, ci_low, ci_high, as champion_value",
+            (*_MODEL, "challenger", "stat"), namespace=ns, registry=r)
+        self.challenger_values_unreliable = Gauge(
+            "challenger_values_unreliable", "1 while the champion and challenger values rest "
+            "on noise rates nobody stands behind, by reason (noise_rates_unreliable; "
+            "noise_rates_estimated: an estimate whose error their intervals leave out), as "
+            "GET .../challengers flags them; 0 otherwise", (*_MODEL, "reason"), namespace=ns,
+            registry=r)
         self.kafka_messages = Counter(
             "kafka_messages", "Feedback messages read from Kafka by outcome: accepted, "
             "duplicate (the event's feedback was accepted already) or dead_lettered",
@@ -157,8 +164,8 @@ class Metrics:
             self.events_dead_lettered, self.trainer_lag, self.model_version, self.noise_rate,
             self.debiased_reward, self.online_reward, self.calibrated_reward,
             self.noise_interval_width, self.noise_insufficient_data, self.champion_value,
-            self.challenger_value, self.challenger_vs_champion, self.drift_detections,
-            self.drift_statistic)
+            self.challenger_value, self.challenger_vs_champion,
+            self.challenger_values_unreliable, self.drift_detections, self.drift_statistic)
         self._request_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._decision_series: dict[tuple[str, str], tuple[Counter, Gauge]] = {}
 
@@ -198,11 +205,22 @@ class Metrics:
 
     def set_interval(self, gauge: Gauge, labels: tuple[str, ...], interval: Any) -> None:
         """Set the ``estimate``, ``ci_low`` and ``ci_high`` series of ``gauge`` from an
-        interval (an object with those attributes; None values are not set)."""
+        interval (an object with those attributes); a None value (too few events) removes
+        its series, as the API shows null."""
         for stat in INTERVAL_STATS:
             value = getattr(interval, stat)
             if value is not None:
                 gauge.labels(*labels, stat).set(value)
+            else:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(*labels, stat)
+
+    def set_reason(self, gauge: Gauge, labels: tuple[str, ...], reason: str | None,
+                   reasons: Iterable[str]) -> None:
+        """Set the series of ``gauge`` of each of ``reasons`` (its last label): 1 for
+        ``reason``, 0 for the others (all exported, so that a flag's absence reads 0)."""
+        for each in reasons:
+            gauge.labels(*labels, each).set(1 if each == reason else 0)
 
     def forget_challenger(self, tenant: str, model: str, challenger: str) -> None:
         """Drop the series of a removed or promoted challenger."""

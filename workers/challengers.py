@@ -47,18 +47,21 @@ import orjson
 from app.evaluation.running import (
     CLICK_SUMS,
     Rates,
-    RunningValue,
     click_sums,
     logged_click,
     logged_propensity,
     match_weights,
+    shown_value,
 )
 from app.learners.base import Batch, CandidateRanker, Learner, stack_events
 from app.learners.build import apply_noise_rates, build_learner
 from app.learners.offpolicy import PLAY_FIELDS, learn_finite, with_logged_play
 from app.store.challengers import ChallengerSave, StoredChallenger, challenger_config
 from app.store.keys import ModelKeys
+from app.store.noise import UNRELIABLE_REASONS
 from app.store.util import utc_now
+from app.store.values import read_value_rates
+from app.tasks import get_task
 from workers.context import ModelRef, ModelSlot, WorkerContext
 
 if TYPE_CHECKING:
@@ -146,7 +149,8 @@ async def _follow(ctx: WorkerContext, slot: ModelSlot, config: dict[str, Any], a
         follower.stored = replace(follower.stored, stats=save.stats, raw_stats=raw)
         if save.state is None:
             follower.learner, follower.error = None, None
-    _record(ctx, ref, champion, held, at)
+    _record(ctx, ref, champion_stats, held,
+            await read_value_rates(ctx.store, mk, get_task(config["task"]).has_clicks))
 
 
 def _stats(raw: bytes | None) -> dict[str, Any] | None:
@@ -285,13 +289,16 @@ def _follower(stored: StoredChallenger, config: dict[str, Any],
         return Follower(stored, None, f"could not be built: {type(exc).__name__}: {exc}")
 
 
-def _record(ctx: WorkerContext, ref: ModelRef, champion: RunningValue,
-            held: ModelChallengers, rates: Rates) -> None:
-    """The champion's and each challenger's value as gauges, at the rates in force (their
-    error left out: ``GET .../challengers`` has it)."""
+def _record(ctx: WorkerContext, ref: ModelRef, champion_stats: dict[str, Any],
+            held: ModelChallengers, value_rates: tuple[Rates, str | None]) -> None:
+    """The champion's and each challenger's value as gauges, and whether they can be stood
+    behind: as ``GET .../challengers`` shows them (:func:`~app.evaluation.running.shown_value`
+    at the rates read by :func:`~app.store.values.read_value_rates`)."""
     m = ctx.metrics
-    m.set_interval(m.champion_value, (*ref,), champion.corrected(rates).champion())
+    rates, reason = value_rates
+    m.set_interval(m.champion_value, (*ref,), shown_value(champion_stats, rates).champion)
+    m.set_reason(m.challenger_values_unreliable, (*ref,), reason, UNRELIABLE_REASONS)
     for name, follower in held.followers.items():
-        value = click_sums(follower.stored.stats, rates).corrected(rates)
-        m.set_interval(m.challenger_value, (*ref, name), value.snips())
-        m.set_interval(m.challenger_vs_champion, (*ref, name), value.snips_minus_champion())
+        value = shown_value(follower.stored.stats, rates)
+        m.set_interval(m.challenger_value, (*ref, name), value.snips)
+        m.set_interval(m.challenger_vs_champion, (*ref, name), value.vs_champion)

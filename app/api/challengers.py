@@ -36,10 +36,9 @@ from app.api.schemas.challengers import (
     ValueInterval,
 )
 from app.api.schemas.models import ModelCreateRequest
-from app.evaluation.running import Interval, Rates, click_sums
+from app.evaluation.running import LEVEL, Interval, Rates, shown_value
 from app.learners.base import CandidateRanker, Learner
 from app.learners.build import build_learner, takes_clicks
-from app.learners.noise_publish import rate_errors
 from app.learners.offpolicy import PLAY_FIELDS
 from app.learners.registry import learner_class
 from app.store.challengers import (
@@ -50,12 +49,10 @@ from app.store.challengers import (
     challenger_config,
 )
 from app.store.keys import ModelKeys
-from app.store.noise import NoiseRecord
 from app.store.util import utc_now
+from app.store.values import read_value_rates
 from app.tasks import get_task
 
-#: Confidence level of the intervals shown.
-LEVEL = 0.95
 #: Longest a promotion waits for the challenger to save the batch the trainer just published.
 CATCH_UP_SECONDS = 2.0
 CATCH_UP_POLL_SECONDS = 0.02
@@ -135,56 +132,28 @@ async def add_challenger(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any],
 
 
 def _interval(value: Interval) -> ValueInterval:
-    """An estimate and its interval as shown: all three rounded alike."""
-    return ValueInterval(**value.rounded().to_dict())
+    return ValueInterval(**value.to_dict())
 
 
 def _view(stored: StoredChallenger, rates: Rates) -> ChallengerView:
     stats = stored.stats or {}
-    value = click_sums(stats, rates).corrected(rates)
+    value = shown_value(stats, rates)
     d = stored.definition
     return ChallengerView(name=d["name"], algorithm=d["algorithm"], params=d["params"],
                           created_at=d["created_at"], status=stats.get("status", "waiting"),
-                          error=stats.get("error"), events=value.n,
-                          value=_interval(value.snips(LEVEL)), ips=_interval(value.ips(LEVEL)),
-                          vs_champion=_interval(value.snips_minus_champion(LEVEL)))
-
-
-def values_unreliable(noise: NoiseRecord | None,
-                      errors: tuple[float, float] | None = None) -> str | None:
-    """Why the values' rewards ``h(f)`` cannot be stood behind, or None: the rates are not
-    reliable (:attr:`~app.store.noise.NoiseRecord.calibration_unreliable`), or they are an
-    estimate whose standard ``errors`` are unknown (NREst gives none), so that the intervals
-    (sampling only) leave them out."""
-    return None if noise is None else noise.unreliable_reason(errors_carried=errors is not None)
-
-
-async def value_rates(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any]
-                      ) -> tuple[Rates, str | None]:
-    """The rates the values are read at (the model's current ones, with the standard errors
-    of a published estimate that has an interval) and why they cannot be stood behind
-    (:func:`values_unreliable`)."""
-    if not get_task(config["task"]).has_clicks:
-        return Rates(), None
-    noise = await ctx.store.noise.get(mk)
-    if noise is None:
-        return Rates(), None
-    errors = None
-    if noise.status == "published":
-        settings = await ctx.store.anchors.settings(mk)
-        errors = rate_errors(settings.last, noise.rho0, noise.rho1)
-    return (Rates(noise.rho0, noise.rho1, *(errors or (0.0, 0.0))),
-            values_unreliable(noise, errors))
+                          error=stats.get("error"), events=value.events,
+                          value=_interval(value.snips), ips=_interval(value.ips),
+                          vs_champion=_interval(value.vs_champion))
 
 
 async def list_challengers(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any]
                            ) -> ChallengersResponse:
     stored, champion_stats = await ctx.store.challengers.read(mk)
-    rates, reason = await value_rates(ctx, mk, config)
-    champion = click_sums(champion_stats, rates).corrected(rates)
+    rates, reason = await read_value_rates(ctx.store, mk, get_task(config["task"]).has_clicks)
+    champion = shown_value(champion_stats, rates)
     return ChallengersResponse(
         champion=ChampionValue(algorithm=config["algorithm"], params=config["params"],
-                               events=champion.n, value=_interval(champion.champion(LEVEL))),
+                               events=champion.events, value=_interval(champion.champion)),
         challengers=[_view(s, rates) for s in stored], max_challengers=MAX_CHALLENGERS,
         level=LEVEL, calibration_unreliable=reason is not None, reason=reason)
 

@@ -48,6 +48,8 @@ from app.learners.proxy import check_noise_rates
 
 #: Decimals an estimate and its bounds are shown with (far below any interval's width).
 SHOWN_DIGITS = 6
+#: Confidence level of the intervals shown (:func:`shown_value`).
+LEVEL = 0.95
 #: What each of the :class:`RunningValue` sums adds up, per event.
 SUM_NAMES = ("n", "w", "w2", "wr", "w2r", "w2r2", "wr2", "r", "r2")
 #: ``reward`` of saved stats whose sums add up the observed clicks ``f`` (stats saved before
@@ -214,6 +216,30 @@ def click_sums(stats: dict[str, Any] | None, rates: Rates) -> RunningValue:
         rho0, rho1 = check_noise_rates(rates.rho0, rates.rho1)
         value.sums = _affine(value.sums, 1.0 - rho0 - rho1, rho0)
     return value
+
+
+@dataclass(frozen=True)
+class ShownValue:
+    """A champion's or a challenger's value as it is shown (``GET .../challengers`` and the
+    gauges alike): its events and its estimates at the rates read, each interval rounded
+    (:meth:`Interval.rounded`)."""
+
+    events: int
+    champion: Interval
+    """The logged plays' mean reward on these events (the champion's value)."""
+    snips: Interval
+    """A challenger's value."""
+    ips: Interval
+    vs_champion: Interval
+    """SNIPS minus the champion's value on the same events."""
+
+
+def shown_value(stats: dict[str, Any] | None, rates: Rates, level: float = LEVEL) -> ShownValue:
+    """The value of saved stats (:func:`click_sums`) read at ``rates``, their errors in the
+    intervals: the one rule by which a champion's or challenger's value is shown."""
+    value = click_sums(stats, rates).corrected(rates)
+    return ShownValue(value.n, value.champion(level).rounded(), value.snips(level).rounded(),
+                      value.ips(level).rounded(), value.snips_minus_champion(level).rounded())
 
 
 def logged_propensity(batch: Any) -> np.ndarray | None:

@@ -27,6 +27,9 @@ JOB_TTL_SECONDS = 86400
 PENDING_STATUSES = ("queued", "running")
 NOISE_FIELDS = ("rho0", "rho1", "source", "estimated_at", "n_samples", "history", "estimator",
                 "slots", "rates_given")
+#: Why values whose rewards these rates correct cannot be stood behind
+#: (:meth:`NoiseRecord.unreliable_reason`).
+UNRELIABLE_REASONS = ("noise_rates_unreliable", "noise_rates_estimated")
 #: The estimator of a model that has not chosen one, when its config is not at hand (with it:
 #: :func:`~app.learners.build.default_estimator`).
 DEFAULT_ESTIMATOR = "anchor"

@@ -11,12 +11,13 @@ import numpy as np
 import orjson
 import pytest
 import redis
+from prometheus_client.parser import text_string_to_metric_families
 
-from app.api.challengers import values_unreliable
 from app.learners.ridge import LinUCBDiag, SquareCBDiag
 from app.store import Store, codec
 from app.store.keys import ModelKeys
 from app.store.noise import NoiseRecord
+from app.store.values import values_unreliable
 from tests.api.conftest import ADMIN, TestClient, make_client, new_model, new_tenant
 
 N_FEATURES, N_CLASSES = 4, 3
@@ -423,16 +424,59 @@ def test_values_are_read_at_the_current_estimate_with_its_error(
     assert (body["calibration_unreliable"], body["reason"]) == (False, None), body
 
 
-def _publish_estimate(client: TestClient, rho0: float, rho1: float, half_width: float) -> None:
-    """Store a published estimate of the rates, with its interval, as the jobs role does."""
+def _gauges(client: TestClient) -> dict[tuple[str, ...], float]:
+    """The challenger gauges of acme/m1 as Prometheus scrapes them: (name, challenger or
+    reason, stat) -> value."""
+    found = {}
+    for family in text_string_to_metric_families(client.get("/metrics", headers=ADMIN).text):
+        for sample in family.samples:
+            labels = sample.labels
+            if labels.get("model") == "m1" and (sample.name.startswith("noisyloop_champion_")
+                                                or "challenger" in sample.name):
+                found[(sample.name, labels.get("challenger") or labels.get("reason", ""),
+                       labels.get("stat", ""))] = sample.value
+    return found
+
+
+def test_the_gauges_carry_the_values_and_flag_of_the_api(client: TestClient,
+                                                         tenant: dict[str, str]) -> None:
+    """With an estimate of the rates in force (interval +-0.05), the gauges are the values
+    GET .../challengers shows, the estimate's error in their intervals; with an estimate
+    whose error is unknown (no interval), both flag them noise_rates_estimated.  (The gauges
+    left the rates' error out: the champion's ci_low was 0.2524 for the API's 0.2322.)"""
+    new_model(client, tenant, n_features=N_FEATURES, n_classes=N_CLASSES, **POOR)
+    assert _add(client, tenant, **UNIFORM).status_code == 201
+    for half_width, reason in ((0.05, None), (None, "noise_rates_estimated")):
+        _publish_estimate(client, 0.2, 0.1, half_width)
+        _stream(client, tenant, 500, seed=13, rates=(0.2, 0.1))  # sync: the hooks ran
+        body = client.get("/v1/models/m1/challengers", headers=tenant).json()
+        assert (body["calibration_unreliable"], body["reason"]) == (reason is not None, reason)
+        gauges = _gauges(client)
+        shown = {("noisyloop_champion_value", ""): body["champion"]["value"]}
+        for view in body["challengers"]:
+            shown[("noisyloop_challenger_value", view["name"])] = view["value"]
+            shown[("noisyloop_challenger_vs_champion", view["name"])] = view["vs_champion"]
+        for (name, label), interval in shown.items():
+            assert interval["ci_low"] is not None
+            for stat, value in interval.items():
+                assert gauges[(name, label, stat)] == value, (name, label, stat, body)
+        for flagged in ("noise_rates_unreliable", "noise_rates_estimated"):
+            assert gauges[("noisyloop_challenger_values_unreliable", flagged, "")] == (
+                flagged == reason), (flagged, gauges)
+
+
+def _publish_estimate(client: TestClient, rho0: float, rho1: float,
+                      half_width: float | None) -> None:
+    """Store a published estimate of the rates, with its interval (None: without one, as
+    NREst's), as the jobs role does."""
     async def run() -> None:
         store: Store = client.app.state.ctx.store  # type: ignore[attr-defined]
         mk = ModelKeys("acme", "m1")
         await store.noise.put(mk, rho0, rho1, source="estimated", n_samples=20_000)
         await store.anchors.record(mk, {
             "estimator": "anchor", "status": "published", "reason": "", "rho0": rho0,
-            "rho1": rho1, "interval": {"level": 0.95,
-                                       "rho0": [rho0 - half_width, rho0 + half_width],
-                                       "rho1": [rho1 - half_width, rho1 + half_width]}})
+            "rho1": rho1, "interval": None if half_width is None else {
+                "level": 0.95, "rho0": [rho0 - half_width, rho0 + half_width],
+                "rho1": [rho1 - half_width, rho1 + half_width]}})
     assert client.portal is not None
     client.portal.call(run)

@@ -46,6 +46,8 @@ NREST_INTERVAL = 0.5
 #: Params of a label model (rcnbf) whose noise rates are estimated: the initial rates, and
 #: a uniform share of 20% (more plays for the estimator's uniform anchor than the default 5%).
 NOISY_PARAMS = {"rho0": 0.1, "rho1": 0.2, "gamma": 0.2}
+#: Longest wait for an evaluation job to end (it queues behind the service's other jobs).
+JOB_SECONDS = 120
 
 
 @dataclass
@@ -138,6 +140,23 @@ class Service:
         deadline = time.monotonic() + 30
         while (noise := self.noise(auth, model_id))["n_events"] < plays:
             assert time.monotonic() < deadline, noise
+            time.sleep(0.2)
+
+    def wait_for_job(self, auth: dict[str, str], model_id: str, job_id: str | None
+                     ) -> dict[str, Any]:
+        """The evaluation job ``job_id`` once it has ended (done or failed), waiting as long
+        as a loaded machine may need.  A page shows it at its next poll: at most 5 s later
+        (``MAX_POLL_MS`` of console.js), well within the page's default wait."""
+        assert job_id, "no job id on the page"
+        deadline = time.monotonic() + JOB_SECONDS
+        while True:
+            r = httpx.get(f"{self.base}/v1/models/{model_id}/evaluations/{job_id}",
+                          headers=auth, timeout=30)
+            assert r.status_code == 200, r.text
+            job: dict[str, Any] = r.json()
+            if job["status"] not in ("queued", "running"):
+                return job
+            assert time.monotonic() < deadline, job
             time.sleep(0.2)
 
     def feed(self, auth: dict[str, str], model_id: str, events: list[dict[str, Any]]) -> None:

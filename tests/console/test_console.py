@@ -175,6 +175,7 @@ def test_evaluate_a_policy_from_the_page(page: Any, service: Service,
     assert float(page.input_value("#eval-rho0")) == rates["rho0"]
     page.click("#eval-form button[type=submit]")
     box = page.locator("#evaluations .evaluation").first
+    job = service.wait_for_job(acme, "m1", box.get_attribute("data-job"))
     box.locator("svg.errorbars g.item").first.wait_for()
     # the plot of noisyloop evaluate --plot: each estimator's dot inside its interval's bar
     estimates = box.locator("svg.errorbars g.item")
@@ -187,8 +188,6 @@ def test_evaluate_a_policy_from_the_page(page: Any, service: Service,
         assert min(y1, y2) <= dot <= max(y1, y2)
     assert "h(f)" in box.locator("svg.errorbars").text_content()
     # the numbers are the job's, as the API answers them
-    job_id = box.get_attribute("data-job")
-    job = httpx.get(f"{service.base}/v1/models/m1/evaluations/{job_id}", headers=acme).json()
     assert job["status"] == "done" and job["policy"] == "model"
     assert job["correction"]["rho0"] == rates["rho0"]
     for name in ("ips", "snips", "dr"):
@@ -206,6 +205,7 @@ def test_evaluate_a_policy_from_the_page(page: Any, service: Service,
     page.click("#eval-form button[type=submit]")
     page.locator("#evaluations .evaluation").nth(1).wait_for()  # the new one is listed
     newest = page.locator("#evaluations .evaluation").first
+    service.wait_for_job(acme, "m1", newest.get_attribute("data-job"))
     newest.locator("svg.errorbars g.item").first.wait_for()
     assert "policy uniform" in newest.locator("svg.errorbars").text_content()
     page.reload()
@@ -327,6 +327,7 @@ def test_a_rank_model_is_offered_the_policies_its_log_is_evaluated_for(
     page.fill("#eval-rho1", "")
     page.click("#eval-form button[type=submit]")
     box = page.locator("#evaluations .evaluation").first
+    service.wait_for_job(acme, "r2", box.get_attribute("data-job"))
     box.locator("svg.errorbars g.item").first.wait_for()
     # n counts the rankings (one round of 200), and the slots they showed are said
     assert "n = 200," in box.locator("svg.errorbars").text_content()
@@ -522,7 +523,8 @@ def test_a_model_deleted_while_its_page_is_open(page: Any, service: Service,
 
 def test_an_evaluation_poll_that_fails_is_retried(page: Any, service: Service,
                                                   tenants: dict[str, Any]) -> None:
-    sign_in(page, service.base, token(tenants["acme"]))
+    acme = tenants["acme"]
+    sign_in(page, service.base, token(acme))
     page.goto(f"{service.base}/console#/models/m1")
     held: list[Any] = []
     _start_uniform_evaluation(page, held, "m1")
@@ -532,6 +534,7 @@ def test_an_evaluation_poll_that_fails_is_retried(page: Any, service: Service,
     page.unroute("**/v1/models/m1/evaluations/*")
     while held:  # a retry caught before the route was removed
         held.pop().continue_()
+    service.wait_for_job(acme, "m1", box.get_attribute("data-job"))
     box.locator("svg.errorbars g.item").first.wait_for()
     assert len(_evaluation_polls(page, "m1")) >= 2
     # once the page is left, no evaluation is polled any more
@@ -554,7 +557,6 @@ def test_screenshots_of_the_main_pages_are_small(page: Any, service: Service,
 
 def test_the_reward_chart_and_the_log_mark_a_drift(page: Any, service: Service,
                                                     tenants: dict[str, Any]) -> None:
-    # last: its stream delayed the evaluation job of the test that waits 15 s for one
     acme = tenants["acme"]
     service.model(acme, "drifting")
     rng = np.random.default_rng(7)
