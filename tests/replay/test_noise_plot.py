@@ -60,7 +60,7 @@ def test_per_slot_estimates_draw_theta_and_rho0_per_slot_with_truth_and_refusals
                  _slot_estimate(250, 0.01), _slot_estimate(300, -0.01)]
     fig = figure([summarise([_run(estimates, slot_noise_true=TRUTH)])])
     close.append(fig)
-    curve, theta, noise = fig.axes
+    _, theta, noise = fig.axes
     assert _labels(theta.containers) == ["θ slot 1 (true 0.6)", "θ slot 2 (true 0.35)"]
     assert _labels(noise.containers) == ["ρ0 slot 0 (true 0.2)", "ρ0 slot 1 (true 0.12)",
                                          "ρ0 slot 2 (true 0.06)", "ρ1 every slot (true 0.1)"]
