@@ -75,6 +75,14 @@ def estimator_of(args: argparse.Namespace, task: str, algorithm: str,
     return str(chosen)
 
 
+def keep_newest(columns: dict[str, list[np.ndarray]], keep: int) -> dict[str, np.ndarray]:
+    """The newest ``keep`` rows of every column of ``columns`` (lists of arrays, oldest
+    first), which from now on hold only those."""
+    newest = {k: np.concatenate(v)[-keep:] for k, v in columns.items()}
+    columns.update({k: [v] for k, v in newest.items()})
+    return newest
+
+
 class NoiseRefresh:
     """A learner's noise estimator during a replay (module docstring).
 
@@ -131,27 +139,21 @@ class NoiseRefresh:
         if self.new >= self.period:
             self._estimate()
 
-    def _kept(self, keep: int) -> dict[str, np.ndarray]:
-        """The newest ``keep`` rows of every column (and only those are kept)."""
-        cols = {k: np.concatenate(v)[-keep:] for k, v in self.columns.items()}
-        self.columns = {k: [v] for k, v in cols.items()}
-        return cols
-
     def _estimate(self) -> None:
         self.new = 0
         if self.estimator == "anchor":
-            c = self._kept(ANCHOR_BUFFER)
+            c = keep_newest(self.columns, ANCHOR_BUFFER)
             est: Any = anchor_estimate(c["prob"], c["score"], c["click"], self.n_classes,
                                        self.params)
         else:
-            c = self._kept(self.period)  # a failed fit publishes nothing: no previous rates
+            # a failed fit publishes nothing: no previous rates
+            c = keep_newest(self.columns, self.period)
             est = nrest_estimate(c["x"], c["played"], c["click"], self.n_classes, self.params,
                                  seed=self.seed * 1_000 + len(self.estimates),
                                  previous=(0.0, 0.0))
         out = outcome(est)
         if out["status"] == "published":
-            self.learner.set_noise_rates(out["rho0"], out["rho1"])
-            self.learner.set_noise_reliability(True)
+            apply_noise_rates(self.learner, out["rho0"], out["rho1"])
         self.estimates.append({"t": self.seen, **out})
 
 
@@ -197,8 +199,7 @@ class SlotRefresh:
         """Run the per-slot estimate on the newest rows, publish it by the one rule and
         record its outcome with the events seen ``t``."""
         self.new = 0
-        cols = {k: np.concatenate(v)[-SLOT_BUFFER:] for k, v in self.columns.items()}
-        self.columns = {k: [v] for k, v in cols.items()}
+        cols = keep_newest(self.columns, SLOT_BUFFER)
         est = slot_estimate(cols["prob"], cols["score"], cols["packed"])
         out = outcome(est)
         if est.published:

@@ -189,7 +189,6 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         params={k: v for k, v in params.items() if k not in ("rho0", "rho1")}, extra=extra)
 
 
-
 def noise_report(sim: RankSimulator, learner: Learner, params: dict[str, Any], estimator: str,
                  refresh: SlotRefresh | None) -> dict[str, Any]:
     """The run's click-noise fields of ``extra`` (module docstring): the stream's truth in
