@@ -68,6 +68,10 @@ class ModelSlot:
     """Its newest version published and not yet kept (see :mod:`workers.versions`)."""
     keep_due: float = -math.inf
     """``time.monotonic()`` before which its version is not kept."""
+    published_at: float = -math.inf
+    """``time.monotonic()`` of its newest publish here (how long it has been idle)."""
+    idle_keep_due: float = -math.inf
+    """``time.monotonic()`` before which it is not kept early again for going idle."""
     series: ModelSeries = field(default_factory=ModelSeries)
     """Its open window of the quality series (see :mod:`workers.series`)."""
 

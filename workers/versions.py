@@ -9,8 +9,11 @@ which another worker or an explicit change may have kept meanwhile).  A
 version published while the worker waits is remembered in the model's slot
 (:class:`Unkept`), and :func:`after_pass` (after each trainer pass) keeps the
 newest such version once the interval is up, whether or not the model still
-learns: a burst shorter than the interval still leaves a kept version of its
-end, at most one interval after it.
+learns.  A model that went idle (nothing published for :data:`IDLE_SECONDS`)
+has its remembered version kept at once, whatever the interval, so that the
+end of a burst is listed (and can be rolled back to) seconds after it, not
+up to an interval later; at most one such early keep per model and interval,
+so a model fed a trickle keeps at most twice the versions of its interval.
 """
 
 from __future__ import annotations
@@ -25,6 +28,12 @@ from app.store.versions import VersionPolicy, VersionStore
 if TYPE_CHECKING:
     from workers.context import ModelSlot, WorkerContext
     from workers.hooks import Published
+
+
+#: Seconds without a publish after which a model counts as idle and its newest version is
+#: kept at once (a pass's reads of a busy model are at most ``idle_interval`` apart, 0.5 s
+#: by default, so a learning model is never taken for idle).
+IDLE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -44,26 +53,36 @@ async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Publishe
     if policy.kept == 0:
         return
     slot.unkept = Unkept(policy, published.version)
-    if time.monotonic() >= slot.keep_due:
+    slot.published_at = time.monotonic()
+    if slot.published_at >= slot.keep_due:
         await _keep(ctx.store.versions, slot)
 
 
 async def after_pass(ctx: WorkerContext) -> None:
-    """Keep the remembered version of every held model whose interval is up."""
+    """Keep the remembered version of every held model whose interval is up, and of every
+    model gone idle (at most once an interval)."""
     now = time.monotonic()
-    for slot in [s for s in ctx.slots.values() if s.unkept is not None and now >= s.keep_due]:
-        await _keep(ctx.store.versions, slot)
+    for slot in list(ctx.slots.values()):
+        if slot.unkept is None:
+            continue
+        if now >= slot.keep_due:
+            await _keep(ctx.store.versions, slot)
+        elif now - slot.published_at >= IDLE_SECONDS and now >= slot.idle_keep_due:
+            slot.idle_keep_due = now + slot.unkept.policy.interval_seconds
+            await _keep(ctx.store.versions, slot, interval=0.0)
 
 
-async def _keep(store: VersionStore, slot: ModelSlot) -> None:
-    """Ask the store to keep the slot's remembered version; the next ask waits out the
-    interval (counted from the reply, so the store's own check has passed by then).  A
-    version the store refuses (e.g. the newest kept version is an explicit change's,
-    younger than the interval) is asked for once more, an interval later."""
+async def _keep(store: VersionStore, slot: ModelSlot, interval: float | None = None) -> None:
+    """Ask the store to keep the slot's remembered version (with ``interval`` 0: whatever
+    the age of the newest kept version); the next ask waits out the interval (counted
+    from the reply, so the store's own check has passed by then).  A version the store
+    refuses (e.g. the newest kept version is an explicit change's, younger than the
+    interval) is asked for once more, an interval later."""
     unkept, slot.unkept = slot.unkept, None
     if unkept is None:
         return
-    kept = await store.keep(ModelKeys(*slot.ref), unkept.policy, expected_version=unkept.version)
+    kept = await store.keep(ModelKeys(*slot.ref), unkept.policy, interval=interval,
+                            expected_version=unkept.version)
     slot.keep_due = time.monotonic() + unkept.policy.interval_seconds
     if not kept and not unkept.refused_before:
         slot.unkept = Unkept(unkept.policy, unkept.version, True)
