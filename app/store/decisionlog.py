@@ -53,6 +53,7 @@ from typing import Any, cast
 import numpy as np
 import redis.asyncio as aioredis
 
+from app.store import keys
 from app.store.keys import ModelKeys
 from app.store.util import text
 
@@ -178,9 +179,18 @@ class DecisionLogStore:
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
 
-    async def published(self, mk: ModelKeys) -> str:
-        """Id of the newest entry published to Kafka ("0-0": none yet)."""
-        return text(await self.redis.get(mk.log_published)) or "0-0"
+    async def published(self, mk: ModelKeys) -> str | None:
+        """Id of the newest entry published to Kafka (None: none yet)."""
+        return text(await self.redis.get(mk.log_published))
+
+    async def publishing_since(self) -> str:
+        """The entry id (Redis clock) from which the log of a model never published to Kafka
+        is published: the time this was first asked, kept (entries written before publishing
+        began are not published)."""
+        seconds, micros = await self.redis.time()
+        await self.redis.set(keys.DECISIONS_SINCE, f"{seconds * 1000 + micros // 1000}-0",
+                             nx=True)
+        return text(await self.redis.get(keys.DECISIONS_SINCE)) or "0-0"
 
     async def set_published(self, mk: ModelKeys, entry_id: str) -> None:
         """Record that the entries up to ``entry_id`` were published to Kafka."""

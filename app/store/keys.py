@@ -46,6 +46,8 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:eval:J             hash  policy evaluation job (request, status, result)
     nl:{jobs}:evaluations       list  queued policy evaluations ("T/M/J")
     nl:{workers}:W              str   worker heartbeat (with expiry)
+    nl:{kafka}:decisions-since  str   log entry id from which a log never published to Kafka is
+                                      published (when publishing began)
     nl:{rate:T}:bucket          hash  rate-limit token bucket of T (tokens, ts; expires)
 """
 
@@ -64,6 +66,8 @@ TENANT_INDEX = f"{PREFIX}:{{tenants}}:index"
 ALL_MODELS = f"{PREFIX}:{{tenants}}:all-models"
 NREST_QUEUE = f"{PREFIX}:{{jobs}}:nrest"
 EVALUATION_QUEUE = f"{PREFIX}:{{jobs}}:evaluations"
+#: Where the logs of models never published to Kafka start (set when publishing began).
+DECISIONS_SINCE = f"{PREFIX}:{{kafka}}:decisions-since"
 
 
 def tenant_models(tenant: str) -> str:

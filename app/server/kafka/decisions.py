@@ -8,6 +8,13 @@ is produced keyed by its event id, the producer is flushed, and only then
 does the mark move (``nl:{T:M}:log-published``).  So a record is published
 at least once: a publisher stopped between the flush and the mark publishes
 the same entries again.  Run it in one process (several would each publish).
+
+A model without a mark (never published) is published from the time
+publishing first began (``nl:{kafka}:decisions-since``, kept across
+restarts): the decision log stored before the topic was set is not published
+(a data directory of months would otherwise flood the topic at start), and a
+model created later, or while the publisher was down, is published whole.
+``decisions_from_start`` publishes such a model's whole stored log instead.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ class DecisionPublisher:
         self.settings = settings
         self.topic = settings.decisions_topic
         self._failed: list[str] = []
+        self._since: str | None = "-" if settings.decisions_from_start else None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Publish until ``stop`` is set, sleeping ``poll_seconds`` after a pass with nothing."""
@@ -77,12 +85,15 @@ class DecisionPublisher:
         """Publish the new entries of every model; the number of records published."""
         total = 0
         tenants = self.settings.tenants
+        if self._since is None:
+            self._since = await self.store.log.publishing_since()
         for tenant, model in await self.store.models.all_models():
             if tenants and tenant not in tenants:
                 continue
             mk = ModelKeys(tenant, model)
+            mark = await self.store.log.published(mk)
             entries = await self.store.log.read(
-                mk, start=f"({await self.store.log.published(mk)}", count=ENTRIES_PER_PASS)
+                mk, start=self._since if mark is None else f"({mark}", count=ENTRIES_PER_PASS)
             if not entries:
                 continue
             records = [{"tenant_id": tenant, "model_id": model, **record}

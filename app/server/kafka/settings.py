@@ -43,6 +43,10 @@ class KafkaSettings(BaseSettings):
         default=None, description="Topic the decision log is published to as it is written "
                                   "(one JSON record a message, as GET .../log gives them); "
                                   "unset: not published.")
+    decisions_from_start: bool = Field(
+        default=False, description="Publish the whole stored log of a model never published "
+                                   "before; false: only what is written after publishing "
+                                   "began.")
     tenants: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(), description="Tenants this consumer serves, comma-separated (empty: all); "
                                 "a message of another tenant is dead-lettered.")

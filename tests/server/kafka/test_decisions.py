@@ -1,10 +1,12 @@
 """Decisions out: the decision log is published to a topic, each record once per pass, the
-same records as ``GET .../log`` gives, and nothing again once the mark has moved."""
+same records as ``GET .../log`` gives, and nothing again once the mark has moved; a log
+stored before publishing began is published only when asked (``decisions_from_start``)."""
 
 from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import orjson
@@ -20,6 +22,21 @@ from tests.server.kafka.conftest import kafka_settings
 from tests.server.kafka.helpers import read_topic
 
 EVENTS = 40
+
+
+def _train(client: TestClient, tenant: dict[str, str], seed: int, model: str = "m1") -> None:
+    """EVENTS decisions of ``model`` with their feedback, applied."""
+    preds = predict_all(client, tenant, np.random.default_rng(seed).normal(size=(EVENTS, 4)),
+                        model=model)
+    r = post_feedback(client, tenant, {"events": [{"event_id": p["event_id"], "click": True}
+                                                  for p in preds]}, model=model)
+    assert r.json()["accepted"] == EVENTS
+    assert client.post(f"/v1/models/{model}/sync", headers=tenant).status_code == 200
+
+
+def _log(client: TestClient, tenant: dict[str, str], model: str = "m1") -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in
+            client.get(f"/v1/models/{model}/log", headers=tenant).text.splitlines()]
 
 
 @pytest.mark.slow
@@ -39,7 +56,7 @@ async def test_decision_log_published_once_as_get_log_gives_it(
     kafka = kafka_settings(broker)
     topic = f"{kafka.topic}.decisions"
     broker.create_topic(topic)
-    settings = kafka.model_copy(update={"decisions_topic": topic})
+    settings = kafka.model_copy(update={"decisions_topic": topic, "decisions_from_start": True})
     store = Store.from_url(redis_url)
     publisher = DecisionPublisher(store, settings)
     loop = asyncio.get_running_loop()
@@ -48,7 +65,7 @@ async def test_decision_log_published_once_as_get_log_gives_it(
             producer = Producer({"bootstrap.servers": broker.bootstrap})
             assert await publisher.publish_pass(loop, pool, producer) == len(logged)
             assert await publisher.publish_pass(loop, pool, producer) == 0  # the mark moved
-        assert await store.log.published(ModelKeys("acme", "m1")) != "0-0"
+        assert await store.log.published(ModelKeys("acme", "m1")) is not None
     finally:
         await store.close()
     published = read_topic(broker.bootstrap, topic, 1, len(logged))
@@ -58,3 +75,47 @@ async def test_decision_log_published_once_as_get_log_gives_it(
     assert {(rec["tenant_id"], rec["model_id"]) for rec in records} == {("acme", "m1")}
     keyed = [m.key() for m in published if orjson.loads(m.value())["type"] == "event"]
     assert keyed == [rec["event_id"].encode() for rec in logged if rec["type"] == "event"]
+
+
+@pytest.mark.slow
+async def test_stored_log_not_published_only_what_is_written_after(
+        client: TestClient, tenant: dict[str, str], redis_url: str,
+        broker: LocalBroker) -> None:
+    """The topic set on a store that already holds a log: nothing of it goes out; the
+    decisions written afterwards do, and so does the whole log of a model created after
+    publishing began; a restarted publisher goes on from its marks."""
+    new_model(client, tenant)
+    _train(client, tenant, 0)
+    stored = _log(client, tenant)
+    assert sum(1 for record in stored if record["type"] == "event") == EVENTS
+
+    kafka = kafka_settings(broker)
+    topic = f"{kafka.topic}.decisions"
+    broker.create_topic(topic)
+    settings = kafka.model_copy(update={"decisions_topic": topic})
+    assert not settings.decisions_from_start  # the default
+    store = Store.from_url(redis_url)
+    loop = asyncio.get_running_loop()
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            producer = Producer({"bootstrap.servers": broker.bootstrap})
+            publisher = DecisionPublisher(store, settings)
+            assert await publisher.publish_pass(loop, pool, producer) == 0
+            _train(client, tenant, 1)
+            new_model(client, tenant, model_id="m2")
+            _train(client, tenant, 2, model="m2")
+            written = _log(client, tenant)[len(stored):]
+            later = _log(client, tenant, "m2")
+            assert len(written) >= EVENTS and len(later) >= EVENTS
+            assert await publisher.publish_pass(loop, pool, producer) == (
+                len(written) + len(later))
+            restarted = DecisionPublisher(store, settings)
+            assert await restarted.publish_pass(loop, pool, producer) == 0
+    finally:
+        await store.close()
+    published = read_topic(broker.bootstrap, topic, 1, len(written) + len(later))
+    records = [orjson.loads(m.value()) for m in published]
+    by_model = {model: [{k: v for k, v in rec.items() if k not in ("tenant_id", "model_id")}
+                        for rec in records if rec["model_id"] == model]
+                for model in ("m1", "m2")}
+    assert by_model == {"m1": written, "m2": later}
