@@ -7,12 +7,15 @@ logged by a uniformly random policy, one by Bernoulli Thompson sampling
 its own log (the mean click), so evaluating one policy on the *other* log
 must give an interval that holds it.  The BTS policy's item-at-position
 probabilities are its frequencies in its own log (``empirical:``).  The
-archive is fetched with pip at set-up; without the registry the test skips.
+archive is fetched with pip at set-up; without the registry the test skips.  The figures
+are those of ``bench/results/obd-sample.json`` (the raw output the table of
+``docs/evaluation.md`` is rendered from), to the table's four decimals.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 import tarfile
@@ -21,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from app.bench.doctables import ROOT, interval_text
 from tests.commands.test_evaluate import run
 
 #: Every test here starts services or processes, or runs long statistics.
@@ -60,6 +64,12 @@ def mean_click(path: Path) -> float:
     return sum(clicks) / len(clicks)
 
 
+#: The committed raw output of the page's table: its row of each (log, policy of).
+RAW = {(row["command"].split("--log ")[1].split("/")[0],
+        "random" if "uniform" in row["command"] else "bts"): row
+       for row in json.loads((ROOT / "bench/results/obd-sample.json").read_text())["rows"]}
+
+
 @pytest.mark.parametrize(("evaluated_on", "policy_of"), [("random", "bts"), ("bts", "random")])
 def test_a_policy_evaluated_on_the_other_log_holds_its_observed_value(
         obd: Path, capsys: pytest.CaptureFixture[str], evaluated_on: str,
@@ -73,3 +83,9 @@ def test_a_policy_evaluated_on_the_other_log_holds_its_observed_value(
     for name in ("ips", "snips", "dr"):
         estimate: dict[str, Any] = result[name]
         assert estimate["ci_low"] <= truth <= estimate["ci_high"], (name, estimate, truth)
+    committed = RAW[(evaluated_on, policy_of)]
+    assert [interval_text(result[name]) for name in ("ips", "snips", "dr")] == [
+        interval_text(committed["result"][name]) for name in ("ips", "snips", "dr")], (
+        "bench/results/obd-sample.json is stale: run python bench/results_obd.py")
+    assert round(result["ess"]) == round(committed["result"]["ess"])
+    assert committed["observed"]["mean"] == truth
