@@ -71,6 +71,15 @@ n = the rankings, "positions" per slot (cascade weights), "slot_impressions", an
 values are relevance (per slot, and relevant items per ranking)."""
 
 
+#: Policies of a model snapshot: as it explores, and its greedy label.
+MODEL_KINDS = ("model", "model-greedy")
+#: Every form of ``--policy`` (the usage line's).
+POLICY_METAVAR = ("{uniform,logging,fixed:ID,empirical:FILE,model:SNAPSHOT_FILE,"
+                  "model-greedy:SNAPSHOT_FILE,config:JSON}")
+#: The file beside an OBD log CSV that lists its items.
+ITEM_CONTEXT = "item_context.csv"
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``evaluate`` parser."""
     parser = subparsers.add_parser(
@@ -84,8 +93,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--format", required=True, choices=("vw", "obd", "noisyloop"),
                         help="vw: Vowpal Wabbit CB/ADF text; obd: Open Bandit Dataset CSV; "
                              "noisyloop: the service's decision log (noisyloop log export)")
-    parser.add_argument("--policy", required=True, metavar="{uniform,logging,fixed:ID}",
-                        help="the target policy")
+    parser.add_argument("--policy", required=True, metavar=POLICY_METAVAR,
+                        help="the target policy (below)")
     parser.add_argument("--train-fraction", type=float, default=0.5, metavar="F",
                         help="config:JSON: the first F of the log's events train the "
                              "configuration, the rest evaluate it (default 0.5)")
@@ -122,8 +131,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=handle)
 
 
-#: Policies of a model snapshot: as it explores, and its greedy label.
-MODEL_KINDS = ("model", "model-greedy")
 
 
 def parse_policy(text: str) -> str | int:
@@ -182,6 +189,21 @@ def obd_rows(path: str, items: list[int], prefix: str = "") -> tuple[list[ObdRec
     return records, np.array([column[r.item_id] for r in records])
 
 
+def obd_items(path: str, option: str) -> list[int]:
+    """The item ids, in order, of the ``item_context.csv`` beside the OBD log at ``path``
+    (ValueError naming ``option`` and saying what the file is for when it is missing)."""
+    from app.sim.logs import read_obd_items
+
+    listed = Path(path).parent / ITEM_CONTEXT
+    if not listed.is_file():
+        raise ValueError(
+            f"{option}: {listed} is missing: an Open Bandit Dataset log's items (item_id and "
+            f"their item_feature_* columns) are read from the {ITEM_CONTEXT} in its folder, "
+            f"as the dataset ships it (<policy>/<campaign>/<campaign>.csv beside "
+            f"<policy>/<campaign>/{ITEM_CONTEXT})")
+    return sorted(read_obd_items(listed))
+
+
 def obd_log(path: str) -> tuple[LabelLog, list[int], np.ndarray]:
     """An OBD log CSV as a label log over its items (``item_context.csv`` beside it), the
     item ids in action order, and each row's position.  Contexts: the user's features and
@@ -189,9 +211,9 @@ def obd_log(path: str) -> tuple[LabelLog, list[int], np.ndarray]:
     import numpy as np
 
     from app.evaluation.estimators import LabelLog
-    from app.sim.logs import FeatureIndex, read_obd_items
+    from app.sim.logs import FeatureIndex
 
-    items = sorted(read_obd_items(Path(path).parent / "item_context.csv"))
+    items = obd_items(path, "--log")
     records, actions = obd_rows(path, items)
     positions = np.array([r.position for r in records])
     index = FeatureIndex(name for r in records for name in r.context)
@@ -204,17 +226,31 @@ def obd_log(path: str) -> tuple[LabelLog, list[int], np.ndarray]:
 
 
 def empirical_target(path: str, items: list[int], positions: np.ndarray) -> np.ndarray:
-    """``pi(item | position)`` of each row as in the OBD log at ``path`` (``n x K``)."""
+    """``pi(item | position)`` of each row as in the OBD log at ``path`` (``n x K``).  The
+    log must be of the evaluated log's items (its own ``item_context.csv`` lists the same
+    ids): another campaign's log, whose item ids may all fall among them, is refused."""
     import numpy as np
 
     from app.evaluation.policies import position_frequencies
 
+    own = obd_items(path, "--policy: empirical:FILE")
+    if own != items:
+        raise ValueError(
+            f"--policy: {path} is a log of other items (another campaign's?): its "
+            f"{ITEM_CONTEXT} lists {len(own)} items ({_ids(own)}), the evaluated log's "
+            f"{len(items)} ({_ids(items)}); empirical:FILE needs a log of the same items, "
+            f"so that each item id means the same item in both")
     records, actions = obd_rows(path, items, "--policy: ")
     frequencies = position_frequencies(actions, np.array([r.position for r in records]),
                                        len(items))
     if positions.max() >= len(frequencies):
         raise ValueError(f"--policy: {path} has no events at position {positions.max()}")
     return np.asarray(frequencies[positions])
+
+
+def _ids(items: list[int]) -> str:
+    """Item ids for a message: all of a few, else the first and last."""
+    return ", ".join(map(str, items)) if len(items) <= 6 else f"{items[0]}..{items[-1]}"
 
 
 def obd_slates(path: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -565,29 +601,63 @@ def slate_result(slates: tuple[np.ndarray, np.ndarray], n_items: int, uniform: b
     return out
 
 
-def plot(result: dict[str, Any], path: str) -> None:
-    """The three estimates with their intervals as an errorbar chart (PNG)."""
+#: The estimators a plot draws, in order, with their labels.
+ESTIMATORS = {"ips": "IPS", "snips": "SNIPS", "dr": "DR"}
+
+
+def plotted(result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The estimates a plot draws, each with its label: a rank log's every slot (its
+    top-level estimates are slot 0's), an OBD log's all positions together and each
+    position, any other log's one set."""
+    positions = result.get("positions") or []
+    if "slot_impressions" in result:  # a rank log
+        return [(f"slot {p['position']}", p) for p in positions]
+    return [("all positions" if positions else "", result),
+            *((f"position {p['position']}", p) for p in positions)]
+
+
+def figure(result: dict[str, Any]) -> Any:
+    """The estimates of :func:`plotted` with their intervals, side by side per estimator
+    (a matplotlib figure; the caller closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from app.replay.output import save_figure
-
-    names = ("ips", "snips", "dr")
-    values = [result[n]["value"] for n in names]
-    low = [result[n]["value"] - result[n]["ci_low"] for n in names]
-    high = [result[n]["ci_high"] - result[n]["value"] for n in names]
-    fig, ax = plt.subplots(figsize=(4.8, 3.2), layout="constrained")
+    series = plotted(result)
+    width = 0.8 / len(series)
+    fig, ax = plt.subplots(figsize=(4.8 + 0.4 * len(series), 3.2), layout="constrained")
     try:
-        ax.errorbar(range(3), values, yerr=[low, high], fmt="o", capsize=6)
-        ax.set_xticks(range(3), ["IPS", "SNIPS", "DR"])
-        ax.set_xlim(-0.5, 2.5)
+        for i, (label, found) in enumerate(series):
+            values = [found[n]["value"] for n in ESTIMATORS]
+            low = [found[n]["value"] - found[n]["ci_low"] for n in ESTIMATORS]
+            high = [found[n]["ci_high"] - found[n]["value"] for n in ESTIMATORS]
+            offset = (i - (len(series) - 1) / 2) * width
+            ax.errorbar([k + offset for k in range(len(ESTIMATORS))], values,
+                        yerr=[low, high], fmt="o", capsize=4, label=label or None)
+        ax.set_xticks(range(len(ESTIMATORS)), list(ESTIMATORS.values()))
+        ax.set_xlim(-0.5, len(ESTIMATORS) - 0.5)
         ax.set_ylabel("estimated value (95% interval)")
         reward = "h(f)" if result["correction"]["rho0"] is not None else "raw clicks"
         ax.set_title(f"policy {result['policy']} on {Path(result['log']).name}\n"
                      f"n = {result['n']:,}, ESS = {result['ess']:,.0f}, {reward}", fontsize=9)
         ax.grid(True, axis="y", alpha=0.3)
+        if len(series) > 1:
+            ax.legend(fontsize=8)
+    except BaseException:
+        plt.close(fig)
+        raise
+    return fig
+
+
+def plot(result: dict[str, Any], path: str) -> None:
+    """:func:`figure` as a PNG."""
+    import matplotlib.pyplot as plt
+
+    from app.replay.output import save_figure
+
+    fig = figure(result)
+    try:
         save_figure(fig, path)
     finally:
         plt.close(fig)
