@@ -27,7 +27,14 @@ from app.learners.base import ParamError
 from app.learners.registry import ALGORITHMS, algorithms
 from app.optional import CLIENT, LAB, require
 from app.replay import drift
-from app.replay.output import plot, progress_bar, run_repeats, summarise, write_json
+from app.replay.output import (
+    METRIC_NOTES,
+    plot,
+    progress_bar,
+    run_repeats,
+    summarise,
+    write_json,
+)
 from app.replay.result import ReplayResult
 
 if TYPE_CHECKING:
@@ -229,11 +236,15 @@ def handle(args: argparse.Namespace) -> int:
         return 1
     summary = summarise(results, task=task, seconds=seconds, cpu_seconds=cpu)
     n = sum(r.rounds for r in results)
+    over = results[0].extra.get("final_over")
     print(f"{summary.algorithm} on {summary.dataset} ({task}): final {summary.metric} "
           f"{summary.final:.4g}" + (f" ± {summary.final_std:.2g} (sd over {len(results)} runs)"
                                      if len(results) > 1 else "")
+          + (f" (mean over {over})" if over else "")
           + f"; {summary.rounds} rounds, {seconds:.1f} s ({n / seconds:,.0f} rounds/s), "
           f"CPU {cpu:.1f} s ({n / max(cpu, 1e-9):,.0f} rounds/CPU-s)")
+    if summary.metric in METRIC_NOTES:
+        print(METRIC_NOTES[summary.metric])
     if args.json:
         write_json(summary, args.json)
     if args.plot and args.drift != "none":

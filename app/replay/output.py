@@ -164,7 +164,16 @@ def write_json(summary: Summary, path: str | Path) -> None:
 
 METRIC_LABELS = {"error_rate": "online error rate (greedy vs true label)",
                  "mse": "running mean squared error",
-                 "kept_reward": "mean reward of the kept events (log replay)"}
+                 "kept_reward": "mean reward of the kept events (log replay)",
+                 "gap_closed": "gap closed, last 1,000 rounds:\n"
+                               "(played - random) / (oracle - random)"}
+#: What a metric means, printed under a replay's summary line (the plot's axis names it).
+METRIC_NOTES = {
+    "gap_closed": "gap_closed: the share of the gap between a random ranking and the oracle "
+                  "(the true best) that the played rankings close, relevance weighted by the "
+                  "true position bias: sum(played - random) / sum(oracle - random); 1 = the "
+                  "oracle, 0 = no better than random (the curve: over the last 1,000 rounds "
+                  "at each point)"}
 #: Metrics drawn on a linear y axis whatever is asked: a share or a reward, not a loss that
 #: falls towards 0 over decades (a share of a gap can be negative early on).
 LINEAR_METRICS = frozenset({"gap_closed", "kept_reward"})
@@ -277,6 +286,14 @@ def panels_figure(panels: Sequence[tuple[str, Sequence[Summary]]], columns: int,
     return fig
 
 
+def final_text(summary: Summary) -> str:
+    """A curve's final value for its legend, with the rounds it is the mean over when the
+    runs say (``final_rounds``)."""
+    rounds = summary.runs[0].extra.get("final_rounds")
+    return (f"{summary.final:.3g}" if rounds is None
+            else f"final {summary.final:.3g}, last {rounds:,} rounds")
+
+
 def draw(ax: Any, summaries: Sequence[Summary], title: str, logx: bool = True,
          logy: bool = True) -> None:
     """Each summary's mean curve against rounds on the matplotlib axes ``ax``, with a +-1 std
@@ -290,7 +307,7 @@ def draw(ax: Any, summaries: Sequence[Summary], title: str, logx: bool = True,
     logy = (logy and summaries[0].metric not in LINEAR_METRICS
             and all(np.all(s.mean > 0) for s in summaries))
     for s in summaries:
-        (line,) = ax.plot(s.t, s.mean, label=f"{s.label} ({s.final:.3g})")
+        (line,) = ax.plot(s.t, s.mean, label=f"{s.label} ({final_text(s)})")
         if len(s.runs) > 1:
             low = s.mean - s.std
             if logy:

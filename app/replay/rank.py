@@ -173,6 +173,7 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         refresh.finish()
     extra = {
         "final_rounds": tail.stop - tail.start,
+        "final_over": final_over(tail.stop - tail.start, rounds),
         "gap_closed_greedy": gap_closed(values[tail, 3], values[tail, 1], values[tail, 2]),
         "new_item_score_correlation": (float(np.corrcoef(np.array(new_scores).T)[0, 1])
                                        if len(new_scores) > 2 else None),
@@ -187,6 +188,12 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         algorithm=algorithm, dataset=str(args.dataset), rounds=rounds, metric="gap_closed",
         final=gap_closed(*values[tail, :3].T), curve=curve, seed=seed,
         params={k: v for k, v in params.items() if k not in ("rho0", "rho1")}, extra=extra)
+
+
+def final_over(final_rounds: int, rounds: int) -> str:
+    """What ``final`` is the mean over, in words (the rule that set ``final_rounds``)."""
+    return (f"the last {final_rounds:,} of {rounds:,} rounds (min({FINAL_ROUNDS:,}, "
+            f"rounds / 6), so that a final value leaves out the learning's start)")
 
 
 def noise_report(sim: RankSimulator, learner: Learner, params: dict[str, Any], estimator: str,

@@ -87,3 +87,34 @@ def test_replay_rank_options_are_refused_by_other_tasks(
     assert main(["replay", "--dataset", "iris", "--algorithm", "rcnbf", "--rounds", "50",
                  "--no-progress", *option]) == 2
     assert "is an option of the rank task" in capsys.readouterr().err
+
+
+def test_replay_rank_explains_gap_closed_and_its_final_rounds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``final_rounds`` (min(5,000, rounds / 6): 100 of 600) is said in words in the output,
+    the JSON and the plot's legend; the metric is explained under the summary line and the
+    plot's y axis names it as a formula, not as ``gap_closed``."""
+    pytest.importorskip("matplotlib")
+    from app.replay import rank
+    from app.replay.output import figure, from_json_dict
+
+    record = _replay(tmp_path, "--rounds", "600", "--learn-batch", "50", "--estimator",
+                     "fixed")
+    out = capsys.readouterr().out
+    over = "the last 100 of 600 rounds (min(5,000, rounds / 6)"
+    assert record["final_rounds"] == 100 and record["final_over"].startswith(over)
+    assert f"(mean over {over}" in out
+    assert "share of the gap between a random ranking and the oracle" in out
+    assert "sum(played - random) / sum(oracle - random)" in out
+    fig = figure([from_json_dict(record)])
+    try:
+        ax = fig.axes[0]
+        assert ax.get_ylabel() == (f"gap closed, last {rank.WINDOW:,} rounds:\n"
+                                   "(played - random) / (oracle - random)")
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert legend[0].endswith("final " + f"{record['final_gap_closed']:.3g}"
+                                  + ", last 100 rounds)")
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
