@@ -147,7 +147,7 @@ def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
         broker.create_topic(f"{TOPIC}.dead")
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "NOISYLOOP_LOG_LEVEL": "WARNING",
                "NOISYLOOP_ADMIN_TOKEN": token, "NOISYLOOP_KAFKA_BOOTSTRAP": broker.bootstrap,
-               "NOISYLOOP_KAFKA_CONFIG": orjson.dumps(TANSU_CONSUMER).decode()}
+               "NOISYLOOP_KAFKA_CONSUMER_CONFIG": orjson.dumps(TANSU_CONSUMER).decode()}
         data = Path(tmp)
         with server_process([sys.executable, "-m", "app.cli", "serve", "--port", str(port),
                              "--data-dir", str(data)], env, url, "/healthz",

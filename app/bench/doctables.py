@@ -66,9 +66,30 @@ def obd_sample(raw: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _seconds(value: float | None) -> str:
+    return "never (90 s)" if value is None else f"{value:.1f} s"
+
+
+def kafka_join(raw: dict[str, Any]) -> str:
+    """The group-join waits of ``docs/production.md`` under each set of consumer properties
+    (``bench/bench_kafka_join.py``)."""
+    lines = ["| consumer properties | first join | rejoin after a close | rejoin after a crash |",
+             "| --- | --- | --- | --- |"]
+    for name, found in raw["results"].items():
+        given = found["properties"] or raw["config"]["consumer_defaults"]
+        props = ", ".join(f"`{k}` {v}" for k, v in given.items())
+        lines.append(f"| {name.replace('_', ' ')} ({props}) | {_seconds(found['first_join'])} "
+                     f"| {_seconds(found['rejoin_after_close'])} "
+                     f"| {_seconds(found['rejoin_after_kill'])} |")
+    return "\n".join(lines)
+
+
 TABLES = (
     DocTable("obd-sample", "docs/evaluation.md", "bench/results/obd-sample.json",
              "python bench/results_obd.py", obd_sample),
+    DocTable("kafka-join", "docs/production.md", "bench/results/kafka-join.json",
+             "python bench/bench_kafka_join.py --json bench/results/kafka-join.json",
+             kafka_join),
 )
 
 

@@ -18,12 +18,13 @@ from app.store.embedded import free_port
 
 #: Longest wait for a started broker to answer.
 START_SECONDS = 30.0
-#: Consumer properties for Tansu: it hands partitions out in about a second, and again
-#: about 4 s after a member was killed (its group join waits for a session timeout, 45 s
-#: by librdkafka's default; it never assigns a static member, ``group.instance.id``); and
-#: it answers a fetch only when the fetch's longest wait is over, even where messages came
-#: in meanwhile (Kafka answers as soon as they do), so a wait of librdkafka's default
-#: 500 ms would delay each burst of messages by up to half a second.
+#: Consumer properties for Tansu: it hands partitions out half a session after a join
+#: (about 1 s at this 2 s session, 3 s at noisyloop's 6 s, 23 s at librdkafka's 45 s), and
+#: again about 4 s after a member was killed (``bench/results/kafka-join.json``); and it
+#: answers a fetch only when the fetch's longest wait is over, even where messages came in
+#: meanwhile (Kafka answers as soon as they do), so a wait of librdkafka's default 500 ms
+#: would delay each burst of messages by up to half a second.  (A session this short is
+#: below what a Kafka broker accepts by default, 6 s.)
 TANSU_CONSUMER = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 200,
                   "fetch.wait.max.ms": 20}
 

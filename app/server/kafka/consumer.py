@@ -135,20 +135,20 @@ class KafkaFeedbackConsumer:
         self._progressed = False  # a batch was accepted since the consumer (re)started
 
     def client_config(self) -> dict[str, Any]:
-        """The consumer's librdkafka properties (manual commits, reading from the start
-        of a new group's partitions, the lag statistics, then ``settings.config``)."""
+        """The consumer's librdkafka properties (reading from the start of a new group's
+        partitions, the lag statistics, then the settings' consumer properties, then the
+        group and the manual commits, which the settings refuse to change)."""
         s = self.settings
-        return {"bootstrap.servers": s.bootstrap, "group.id": s.group,
-                "client.id": f"noisyloop-{socket.gethostname()}",
-                "enable.auto.commit": False, "enable.auto.offset.store": False,
+        return {"client.id": f"noisyloop-{socket.gethostname()}",
                 "auto.offset.reset": "earliest",
                 "statistics.interval.ms": int(s.stats_seconds * 1000),
-                "stats_cb": lambda stats: record_lag(self.metrics, stats), **s.config}
+                "stats_cb": lambda stats: record_lag(self.metrics, stats),
+                **s.properties("consumer"), "group.id": s.group,
+                "enable.auto.commit": False, "enable.auto.offset.store": False}
 
     def producer_config(self) -> dict[str, Any]:
         """The dead-letter producer's librdkafka properties."""
-        return {"bootstrap.servers": self.settings.bootstrap, "linger.ms": 5,
-                **self.settings.config}
+        return {"linger.ms": 5, **self.settings.properties("producer")}
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set (then finish the batch at hand and leave the group).

@@ -77,8 +77,8 @@ class DecisionPublisher:
                 await loop.run_in_executor(pool, producer.flush, FLUSH_SECONDS)
 
     def _open(self) -> Producer:
-        return Producer({"bootstrap.servers": self.settings.bootstrap, "linger.ms": 5,
-                         **self.settings.config}, logger=logger)
+        return Producer({"linger.ms": 5, **self.settings.properties("producer")},
+                        logger=logger)
 
     async def publish_pass(self, loop: asyncio.AbstractEventLoop, pool: ThreadPoolExecutor,
                            producer: Producer) -> int:

@@ -1,16 +1,19 @@
 """The Kafka feedback consumer's configuration (environment prefix ``NOISYLOOP_KAFKA_``).
 
-The consumer runs only where ``NOISYLOOP_KAFKA_BOOTSTRAP`` is set.  Security
-(SASL, TLS) and any other client property go through
-``NOISYLOOP_KAFKA_CONFIG``, a JSON object of librdkafka properties given to
-the consumer and to the dead-letter producer as they are, e.g.
+The consumer runs only where ``NOISYLOOP_KAFKA_BOOTSTRAP`` is set.  Client
+properties are JSON objects of librdkafka properties, given as they are:
+``NOISYLOOP_KAFKA_CONFIG`` to every client (the consumer, the dead-letter
+producer, the decisions producer): security (SASL, TLS), e.g.
 ``{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
-"sasl.username": "noisyloop", "sasl.password": "..."}``.
+"sasl.username": "noisyloop", "sasl.password": "..."}``;
+``NOISYLOOP_KAFKA_CONSUMER_CONFIG`` to the consumer only (``fetch.wait.max.ms``,
+``session.timeout.ms``: a producer given those warns, ``CONFWARN``, and ignores them);
+``NOISYLOOP_KAFKA_PRODUCER_CONFIG`` to the producers only.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -22,6 +25,13 @@ ENV_PREFIX = "NOISYLOOP_KAFKA_"
 #: Client properties noisyloop sets itself: exactly-once effect needs manual commits.
 OWN_PROPERTIES = ("bootstrap.servers", "group.id", "enable.auto.commit",
                   "enable.auto.offset.store")
+#: The consumer's group-session properties unless the settings give others: a session of
+#: 6 s (the least a Kafka broker accepts by default, ``group.min.session.timeout.ms``)
+#: instead of librdkafka's 45 s, so a crashed consumer's partitions are taken over sooner,
+#: and a broker that waits out part of a session before the first assignment (Tansu: half
+#: of it) hands partitions out in about 3 s instead of 23 s
+#: (``bench/results/kafka-join.json``).
+CONSUMER_DEFAULTS = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
 
 
 class KafkaSettings(BaseSettings):
@@ -51,8 +61,16 @@ class KafkaSettings(BaseSettings):
         default=(), description="Tenants this consumer serves, comma-separated (empty: all); "
                                 "a message of another tenant is dead-lettered.")
     config: dict[str, str | int | float | bool] = Field(
-        default_factory=dict, description="More librdkafka properties as a JSON object "
+        default_factory=dict, description="librdkafka properties of every client (consumer "
+                                          "and producers) as a JSON object "
                                           "(security.protocol, sasl.*, ssl.*, ...).")
+    consumer_config: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="librdkafka properties of the feedback consumer "
+                                          "only (fetch.wait.max.ms, session.timeout.ms, "
+                                          "...), over config's.")
+    producer_config: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="librdkafka properties of the producers only (dead "
+                                          "letters, decisions), over config's.")
     batch_size: int = Field(default=4 * MAX_BATCH, ge=1, le=100_000,
                             description="Most messages read and accepted as one batch (one Lua "
                                         "call per model and partition of up to 1,000 events) "
@@ -72,7 +90,7 @@ class KafkaSettings(BaseSettings):
             return value
         return tuple(dict.fromkeys(str(n).strip() for n in names if str(n).strip()))
 
-    @field_validator("config")
+    @field_validator("config", "consumer_config", "producer_config")
     @classmethod
     def _not_own(cls, value: dict[str, Any]) -> dict[str, Any]:
         """Refuse the properties that would break the commit-after-accept guarantee."""
@@ -81,6 +99,16 @@ class KafkaSettings(BaseSettings):
             raise ValueError(f"{', '.join(taken)} are set by noisyloop (use "
                              f"{ENV_PREFIX}BOOTSTRAP and {ENV_PREFIX}GROUP)")
         return value
+
+    def properties(self, client: Literal["consumer", "producer"]) -> dict[str, Any]:
+        """The librdkafka properties of a ``client`` from the settings: the bootstrap
+        servers, (a consumer's) :data:`CONSUMER_DEFAULTS`, ``config``, then the client's
+        own (``consumer_config`` or ``producer_config``); noisyloop's own (group, commits)
+        are added by the client."""
+        if client == "consumer":
+            return {"bootstrap.servers": self.bootstrap, **CONSUMER_DEFAULTS, **self.config,
+                    **self.consumer_config}
+        return {"bootstrap.servers": self.bootstrap, **self.config, **self.producer_config}
 
     @property
     def dead_letters(self) -> str:

@@ -39,7 +39,7 @@ def kafka_settings(broker: LocalBroker, partitions: int = 1, **overrides: Any) -
     broker.create_topic(topic, partitions)
     broker.create_topic(f"{topic}.dead")
     return KafkaSettings(bootstrap=broker.bootstrap, topic=topic, group=f"g-{topic}",
-                         config=TANSU_CONSUMER, poll_seconds=0.1, stats_seconds=0.2,
+                         consumer_config=TANSU_CONSUMER, poll_seconds=0.1, stats_seconds=0.2,
                          **overrides)
 
 

@@ -48,7 +48,7 @@ def start_consumer(redis_url: str, kafka: KafkaSettings, log: Path) -> subproces
            "NOISYLOOP_WORKER_ID": "kafka-kill", "NOISYLOOP_KAFKA_BOOTSTRAP": kafka.bootstrap or "",
            "NOISYLOOP_KAFKA_TOPIC": kafka.topic, "NOISYLOOP_KAFKA_GROUP": kafka.group,
            "NOISYLOOP_KAFKA_POLL_SECONDS": "0.1",
-           "NOISYLOOP_KAFKA_CONFIG": orjson.dumps(kafka.config).decode()}
+           "NOISYLOOP_KAFKA_CONSUMER_CONFIG": orjson.dumps(kafka.consumer_config).decode()}
     with log.open("ab") as out:
         return subprocess.Popen([sys.executable, "-m", "app.cli", "worker", "--roles",
                                  "sweeper"], env=env, stdout=subprocess.DEVNULL, stderr=out)

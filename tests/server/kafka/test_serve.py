@@ -1,4 +1,6 @@
-"""``noisyloop serve`` with ``NOISYLOOP_KAFKA_BOOTSTRAP`` set runs the Kafka consumer."""
+"""``noisyloop serve`` with ``NOISYLOOP_KAFKA_BOOTSTRAP`` set runs the Kafka consumer (and,
+with a decisions topic, the decision publisher), no client warning of a property meant for
+another (librdkafka's ``CONFWARN``)."""
 
 from __future__ import annotations
 
@@ -28,12 +30,14 @@ def test_serve_consumes_feedback_from_kafka(tmp_path: Path, broker: LocalBroker)
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "NOISYLOOP_LOG_LEVEL": "WARNING", "NOISYLOOP_ADMIN_TOKEN": ADMIN_TOKEN,
            "NOISYLOOP_KAFKA_BOOTSTRAP": broker.bootstrap, "NOISYLOOP_KAFKA_TOPIC": kafka.topic,
-           "NOISYLOOP_KAFKA_CONFIG": orjson.dumps(kafka.config).decode()}
+           "NOISYLOOP_KAFKA_CONSUMER_CONFIG": orjson.dumps(kafka.consumer_config).decode(),
+           "NOISYLOOP_KAFKA_DECISIONS_TOPIC": f"{kafka.topic}.decisions"}
+    broker.create_topic(f"{kafka.topic}.decisions")
     for name in ("REDIS_URL", "NOISYLOOP_REDIS_URL"):
         env.pop(name, None)
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port),
                              "--data-dir", str(tmp_path / "data")], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _wait_ready(base, proc)
         key = httpx.post(f"{base}/v1/admin/tenants", json={"tenant_id": "acme"},
@@ -61,4 +65,6 @@ def test_serve_consumes_feedback_from_kafka(tmp_path: Path, broker: LocalBroker)
                  "the accepted messages to be counted")
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "CONFWARN" not in err, err

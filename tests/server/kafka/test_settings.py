@@ -33,6 +33,24 @@ def test_settings_read_tenants_and_default_dead_letter_topic(
 def test_settings_refuse_the_properties_noisyloop_sets() -> None:
     with pytest.raises(ValidationError, match=r"enable\.auto\.commit"):
         KafkaSettings(config={"enable.auto.commit": True})
+    with pytest.raises(ValidationError, match=r"group\.id"):
+        KafkaSettings(consumer_config={"group.id": "x"})
+
+
+def test_consumer_properties_go_to_the_consumer_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer property given to a producer makes librdkafka warn (CONFWARN) at start:
+    the shared config reaches every client, the consumer's and the producers' their own."""
+    monkeypatch.setenv("NOISYLOOP_KAFKA_BOOTSTRAP", "k:9092")
+    monkeypatch.setenv("NOISYLOOP_KAFKA_CONFIG", '{"security.protocol": "SASL_SSL"}')
+    monkeypatch.setenv("NOISYLOOP_KAFKA_CONSUMER_CONFIG", '{"fetch.wait.max.ms": 20}')
+    monkeypatch.setenv("NOISYLOOP_KAFKA_PRODUCER_CONFIG", '{"linger.ms": 50}')
+    settings = KafkaSettings()
+    assert settings.properties("consumer") == {
+        "bootstrap.servers": "k:9092", "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 1000, "security.protocol": "SASL_SSL",
+        "fetch.wait.max.ms": 20}
+    assert settings.properties("producer") == {
+        "bootstrap.servers": "k:9092", "security.protocol": "SASL_SSL", "linger.ms": 50}
 
 
 def test_no_consumer_without_bootstrap() -> None:
