@@ -58,15 +58,18 @@ class LocalBroker:
         self.bootstrap = f"127.0.0.1:{self.port}"
         self._proc: subprocess.Popen[bytes] | None = None
 
+    def command(self) -> list[str]:
+        """The broker's command line (memory storage, listening on :attr:`bootstrap`)."""
+        url = f"tcp://{self.bootstrap}"
+        return [broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url",
+                url, "--storage-engine", "memory://tansu/"]
+
     def start(self) -> LocalBroker:
         """Start the broker and wait until it answers (:class:`BrokerUnavailable` if not)."""
         from confluent_kafka.admin import AdminClient
 
-        url = f"tcp://{self.bootstrap}"
-        self._proc = subprocess.Popen(
-            [broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
