@@ -588,3 +588,30 @@ def test_the_reward_chart_and_the_log_mark_a_drift(page: Any, service: Service,
     lines = [json.loads(line) for line in r.text.splitlines() if line]
     assert [line["type"] for line in lines if line["type"] != "event"] == [
         "drift_recovery", "drift"]  # newest first
+
+
+def test_the_models_page_shows_drift_status_and_unreliable_calibration(
+        page: Any, service: Service) -> None:
+    auth = service.tenant("watched")
+    service.model(auth, "fresh")  # no event yet: rates awaiting an estimate
+    service.model(auth, "falling", drift={"action": "alert"})
+    r = httpx.put(f"{service.base}/v1/models/falling/noise", headers=auth,
+                  json={"rho0": 0.05, "rho1": 0.05})
+    assert r.status_code == 200, r.text
+    rng = np.random.default_rng(3)
+    for rate in (0.95, 0.95, 0.95, 0.05):
+        r = httpx.post(f"{service.base}/v1/models/falling/predict", headers=auth, timeout=30,
+                       json={"instances": rng.standard_normal((400, 4)).tolist()})
+        assert r.status_code == 200, r.text
+        service.feed(auth, "falling", [{"event_id": p["event_id"],
+                                        "click": bool(rng.random() < rate)}
+                                       for p in r.json()["predictions"]])
+    assert httpx.get(f"{service.base}/v1/models/falling", headers=auth
+                     ).json()["drift"]["status"] == "drift"
+    sign_in(page, service.base, token(auth))
+    fresh, falling = page.locator("tr[data-model=fresh]"), page.locator("tr[data-model=falling]")
+    fresh.wait_for()
+    assert fresh.locator("td.drift").inner_text() == "warming up"
+    assert "calibration unreliable" in fresh.locator("td.noise").inner_text()
+    assert re.fullmatch(r"drift\s+1 detected", falling.locator("td.drift").inner_text())
+    assert "calibration unreliable" not in falling.locator("td.noise").inner_text()
