@@ -50,7 +50,8 @@ def test_a_validators_message_comes_without_pydantics_prefix(
         client: TestClient, tenant: dict[str, str], events: dict[str, str]) -> None:
     error = _error(client, tenant, "/v1/models/m1/feedback",
                    {"event_id": events["m1"], "click": 3})
-    assert error["message"] == "click must be true, false, 1 or 0" and error["field"] == "click"
+    assert error["message"] == ("click must be true or false (a JSON boolean, not a number or a "
+                                "string)") and error["field"] == "click"
 
 
 def test_a_misspelt_algorithm_is_unknown_with_the_closest_one(

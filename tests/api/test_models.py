@@ -85,7 +85,7 @@ def test_model_routes_need_auth(client: TestClient, tenant: dict[str, str]) -> N
 
 def _train_one(client: TestClient, auth: dict[str, str]) -> None:
     p = client.post("/v1/models/m1/predict", json={"features": [1, 0, 0, 0]}, headers=auth).json()
-    assert client.post("/v1/models/m1/feedback", json={"event_id": p["event_id"], "click": 1},
+    assert client.post("/v1/models/m1/feedback", json={"event_id": p["event_id"], "click": True},
                        headers=auth).status_code == 202
     assert client.post("/v1/models/m1/sync", headers=auth).status_code == 200
 
@@ -134,7 +134,7 @@ def test_sync_timeout_504_without_trainer(idle_client: TestClient) -> None:
     new_model(idle_client, auth)
     p = idle_client.post("/v1/models/m1/predict", json={"features": [1, 0, 0, 0]},
                          headers=auth).json()
-    idle_client.post("/v1/models/m1/feedback", json={"event_id": p["event_id"], "click": 0},
+    idle_client.post("/v1/models/m1/feedback", json={"event_id": p["event_id"], "click": False},
                      headers=auth)
     r = idle_client.post("/v1/models/m1/sync?timeout=0.2", headers=auth)
     assert r.status_code == 504 and r.json()["error"]["code"] == "sync_timeout"

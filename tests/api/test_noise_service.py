@@ -90,7 +90,7 @@ def _play(client: TestClient, tenant: dict[str, str], rng: np.random.Generator,
                                                       strict=True)]
         right += hits
         events = [{"event_id": p["event_id"],
-                   "click": int(rng.random() > rates[1]) if c else int(rng.random() < rates[0])}
+                   "click": bool(rng.random() > rates[1]) if c else bool(rng.random() < rates[0])}
                   for p, c in zip(preds, hits, strict=True)]
         assert client.post("/v1/models/m1/feedback", json={"events": events},
                            headers=tenant).status_code in (200, 202)
