@@ -20,8 +20,8 @@ from tests.api.conftest import (
     client,  # noqa: F401 (the fixture)
     new_model,
     new_tenant,
-    predict_all,
 )
+from tests.api.test_drift import _answer
 from tests.evaluation.test_parquetlog import evaluate, same
 
 pq = pytest.importorskip("pyarrow.parquet")
@@ -29,21 +29,12 @@ pq = pytest.importorskip("pyarrow.parquet")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _answer(api: TestClient, auth: dict[str, str], n: int, rate: float,
-            rng: np.random.Generator) -> None:
-    preds = predict_all(api, auth, rng.standard_normal((n, 4)))
-    events = [{"event_id": p["event_id"], "click": bool(rng.random() < rate)} for p in preds]
-    assert api.post("/v1/models/m1/feedback", json={"events": events},
-                       headers=auth).json()["accepted"] == n
-    assert api.post("/v1/models/m1/sync", headers=auth).status_code == 200
-
-
 def _pages(api: TestClient, auth: dict[str, str]) -> Iterator[tuple[bytes, str | None]]:
     """The log's pages (of 500 lines), each with the position after it."""
     after: str | None = None
     while True:
         r = api.get("/v1/models/m1/log", headers=auth,
-                       params={"limit": 500, **({} if after is None else {"after": after})})
+                    params={"limit": 500, **({} if after is None else {"after": after})})
         assert r.status_code == 200, r.text
         after = r.headers.get("X-Next-After")
         yield r.content, after
@@ -63,7 +54,7 @@ def _markers(api: TestClient, auth: dict[str, str]) -> None:
     """Drive the model through a drift (and its recovery), a promotion of a challenger
     without params, a rollback and a reset: one marker of each type."""
     r = api.post("/v1/models/m1/challengers", headers=auth,
-                    json={"name": "c", "algorithm": "linucb_diag", "params": {}})
+                 json={"name": "c", "algorithm": "linucb_diag", "params": {}})
     assert r.status_code == 201, r.text
     rng = np.random.default_rng(0)
     _answer(api, auth, 600, 0.9, rng)
