@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model, validation_error
-from app.api.modelops import validated_config
+from app.api.modelops import SIZE_PARAMS, validated_config
 from app.api.ranking import action_features
 from app.api.schemas.challengers import (
     ChallengerCreateRequest,
@@ -37,10 +37,10 @@ from app.api.schemas.challengers import (
 )
 from app.api.schemas.models import ModelCreateRequest
 from app.evaluation.running import LEVEL, Interval, Rates, shown_value
-from app.learners.base import CandidateRanker, Learner
+from app.learners.base import CandidateRanker, Learner, ParamError
 from app.learners.build import build_learner, takes_clicks
 from app.learners.offpolicy import PLAY_FIELDS
-from app.learners.registry import learner_class
+from app.learners.registry import default_params, learner_class
 from app.store.challengers import (
     MAX_CHALLENGERS,
     AddRefused,
@@ -81,6 +81,17 @@ def _plays(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     return {k: np.shape(v) for k, v in context.items()}
 
 
+def _shape(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
+    """The shape params of the model ``config`` (its :data:`SIZE_PARAMS`) that a learner of
+    ``algorithm`` takes: a challenger inherits them unless it gives its own."""
+    try:
+        taken = default_params(learner_class(config["task"], algorithm))
+    except ParamError:
+        return {}  # the model's validation names the algorithm
+    return {name: config["params"][name] for name in SIZE_PARAMS
+            if name in taken and name in config["params"]}
+
+
 def validated_challenger(config: dict[str, Any], body: ChallengerCreateRequest
                          ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The definition to store and the initial state of a challenger of the model ``config``
@@ -92,7 +103,8 @@ def validated_challenger(config: dict[str, Any], body: ChallengerCreateRequest
     fields = {k: config[k] for k in _CARRIED if config.get(k) is not None}
     try:
         request = ModelCreateRequest.model_validate(
-            {**fields, "algorithm": body.algorithm, "params": body.params})
+            {**fields, "algorithm": body.algorithm,
+             "params": {**_shape(config, body.algorithm), **body.params}})
     except ValidationError as exc:
         raise validation_error(exc.errors()) from None
     candidate = validated_config(request)

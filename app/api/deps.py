@@ -51,18 +51,28 @@ def bearer_token(authorization: str | None) -> str:
     return token
 
 
-def invalid_key() -> ApiError:
-    return ApiError(401, "invalid_api_key", "unknown or revoked API key",
-                    headers={"WWW-Authenticate": "Bearer"})
+def is_admin_token(ctx: ApiContext, token: str) -> bool:
+    """Whether ``token`` is the configured admin token (constant-time compare)."""
+    expected = ctx.settings.admin_token
+    return expected is not None and hmac.compare_digest(token.encode(),
+                                                        expected.get_secret_value().encode())
+
+
+def invalid_key(ctx: ApiContext, token: str) -> ApiError:
+    """The 401 of a token that is no valid API key (the admin token is told what to send)."""
+    message = ("this route takes a tenant's API key, not the admin token (POST "
+               "/v1/admin/tenants/{tenant_id}/keys creates one)" if is_admin_token(ctx, token)
+               else "unknown or revoked API key")
+    return ApiError(401, "invalid_api_key", message, headers={"WWW-Authenticate": "Bearer"})
 
 
 async def require_admin(ctx: Context, authorization: AuthHeader = None) -> None:
     """Admin routes: the configured admin token (constant-time compare)."""
     token = bearer_token(authorization)
-    expected = ctx.settings.admin_token
-    if expected is None or not hmac.compare_digest(token.encode(),
-                                                   expected.get_secret_value().encode()):
-        raise ApiError(401, "invalid_admin_token", "unknown admin token",
+    if not is_admin_token(ctx, token):
+        message = ("this route takes the admin token, not a tenant's API key"
+                   if parse_api_key(token) is not None else "unknown admin token")
+        raise ApiError(401, "invalid_admin_token", message,
                        headers={"WWW-Authenticate": "Bearer"})
 
 
@@ -103,9 +113,10 @@ async def enforce_rate_limit(ctx: ApiContext, tenant: str) -> None:
 
 async def require_tenant(ctx: Context, authorization: AuthHeader = None) -> str:
     """The tenant of a valid API key (within its rate limit)."""
-    tenant = await ctx.store.tenants.authenticate(bearer_token(authorization))
+    token = bearer_token(authorization)
+    tenant = await ctx.store.tenants.authenticate(token)
     if tenant is None:
-        raise invalid_key()
+        raise invalid_key(ctx, token)
     request_tenant.set(tenant)
     await enforce_rate_limit(ctx, tenant)
     return tenant
@@ -121,7 +132,7 @@ async def authorize_model(ctx: ApiContext, token: str, model_id: str) -> ModelVi
     :func:`app.api.deciding.predict_cached`."""
     key, view = await ctx.store.models.view_with_key(token, model_id)
     if key is None:
-        raise invalid_key()
+        raise invalid_key(ctx, token)
     ctx.keys.remember(key)
     request_tenant.set(key.tenant)
     request_model.set(model_id)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -89,14 +90,39 @@ def field_path(loc: Sequence[int | str], skip_root: bool = True) -> str | None:
 _VALUE_ERROR_PREFIX = "Value error, "
 
 
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model an annotation holds (``X``, ``X | None``), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    models = [m for m in map(_model_of, get_args(annotation)) if m is not None]
+    return models[0] if len(models) == 1 else None
+
+
+def _taken_fields(model: type[BaseModel] | None, loc: Sequence[int | str]
+                  ) -> tuple[str, list[str]]:
+    """Which object of a body of ``model`` holds the field at ``loc`` (``"the body"`` or its
+    path) and the fields that object takes (none when not known: a union, a list)."""
+    items = list(loc[1:] if loc and loc[0] == "body" else loc)[:-1]
+    for name in items:
+        field = model.model_fields.get(name) if isinstance(name, str) and model else None
+        model = _model_of(field.annotation) if field is not None else None
+    taken = list(model.model_fields) if model is not None else []
+    return field_path(items, skip_root=False) or "the body", taken
+
+
 def validation_error(errors: Sequence[Any], prefix: str = "",
-                     fields: Sequence[str] = (), what: str = "the body") -> ApiError:
-    """The first pydantic error as a 422 ``invalid_request`` naming its field.
+                     fields: Sequence[str] = (), what: str = "the body",
+                     model: type[BaseModel] | None = None) -> ApiError:
+    """The first pydantic error as a 422 ``invalid_request`` naming its field; a field the
+    body does not take comes first (a misspelt name also leaves the field it misspells
+    missing).
 
     ``fields`` are the fields ``what`` takes: a field it does not take is
-    answered with them (and the closest one, if it looks misspelt).
+    answered with them (and the closest one, if it looks misspelt); with the body's
+    ``model`` instead, those of the object holding it.
     """
-    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    unknown = [e for e in errors if e.get("type") == "extra_forbidden"]
+    first = (unknown or list(errors) or [{"loc": (), "msg": "invalid request"}])[0]
     loc = tuple(first.get("loc", ()))
     path = field_path(loc)
     if prefix:
@@ -109,10 +135,15 @@ def validation_error(errors: Sequence[Any], prefix: str = "",
         return ApiError(422, "invalid_json", f"body is not valid JSON: {reason}{where}")
     if first.get("type") == "missing" and path is None:
         return ApiError(422, "invalid_request", "a JSON body is required")
-    if first.get("type") == "extra_forbidden" and fields and len(loc) == 1:
-        name = str(loc[-1])
-        message = (f"{what} takes no {name!r}{did_you_mean(name, list(fields))}; it takes "
-                   + ", ".join(fields))
+    if first.get("type") == "extra_forbidden":
+        if model is not None:
+            what, fields = _taken_fields(model, loc)
+        elif len(loc) != 1:
+            fields = ()
+        if fields:
+            name = str(loc[-1])
+            message = (f"{what} takes no {name!r}{did_you_mean(name, list(fields))}; it takes "
+                       + ", ".join(fields))
     return ApiError(422, "invalid_request", message, path)
 
 
@@ -191,7 +222,10 @@ def install_error_handlers(app: FastAPI, retry_after: int,
             # the body was not read as JSON at all: say what to send, not what it is not
             assert content_type is not None
             return await denied(request) or unsupported_media_type(content_type).response()
-        return await denied(request) or validation_error(exc.errors()).response()
+        route = request.scope.get("route")
+        body = getattr(getattr(route, "body_field", None), "field_info", None)
+        return await denied(request) or validation_error(
+            exc.errors(), model=_model_of(getattr(body, "annotation", None))).response()
 
     async def on_http(request: Request, exc: Exception) -> OrjsonResponse:
         assert isinstance(exc, StarletteHTTPException)

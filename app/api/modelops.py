@@ -173,17 +173,19 @@ def noise_response(noise: NoiseRecord | None) -> NoiseResponse | None:
 
 def calibrated_reward(record: ModelRecord) -> tuple[float | None, bool]:
     """``debiased_reward`` at the model's current rates (None before any click) and whether
-    it is unreliable (:attr:`~app.store.noise.NoiseRecord.calibration_unreliable`)."""
+    it is, or would be, unreliable (:attr:`~app.store.noise.NoiseRecord.calibration_unreliable`:
+    also before the first click, the rates are all there is to go by)."""
     noise = record.noise or NoiseRecord(0.0, 0.0, "configured")
-    reward = record.snapshot.debiased_reward(noise.rho0, noise.rho1)
-    return reward, reward is not None and noise.calibration_unreliable
+    return record.snapshot.debiased_reward(noise.rho0, noise.rho1), noise.calibration_unreliable
 
 
-def model_response(record: ModelRecord,
-                   position_bias: PositionBiasResponse | None = None) -> ModelResponse:
-    """The API view of a stored model (``position_bias``: of learners that estimate one)."""
+def model_response(record: ModelRecord) -> ModelResponse:
+    """The API view of a stored model, the same on every route that shows one."""
     c, s = record.config, record.snapshot
     reward, unreliable = calibrated_reward(record)
+    position_bias = (position_bias_response(c, record.noise)
+                     if learner_class(c["task"], c["algorithm"]).estimates_position_bias
+                     else None)
     return ModelResponse(
         model_id=c["model_id"], task=c["task"], algorithm=c["algorithm"],
         n_features=c["n_features"], n_classes=c.get("n_classes"), params=c["params"],
@@ -204,7 +206,8 @@ def model_response(record: ModelRecord,
         apprentice=(ApprenticeReport(**report(record.apprentice))
                     if in_apprentice_mode(c) or record.apprentice else None),
         versions=VersionsConfig(**asdict(VersionPolicy.of(c))),
-        evaluation_policies=list(get_task(c["task"]).evaluation_policies))
+        evaluation_policies=list(get_task(c["task"]).evaluation_policies),
+        drift=drift_response(c, record.drift))
 
 
 async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -> ModelResponse:
@@ -233,12 +236,7 @@ async def describe_model(ctx: ApiContext, tenant: str, model_id: str) -> ModelRe
     reward, _ = calibrated_reward(record)
     if reward is not None:
         ctx.metrics.debiased_reward.labels(tenant, model_id).set(reward)
-    config = record.config
-    drift = drift_response(config, await ctx.store.drift.report(ModelKeys(tenant, model_id)))
-    bias = (position_bias_response(config, record.noise)
-            if learner_class(config["task"], config["algorithm"]).estimates_position_bias
-            else None)
-    return model_response(record, bias).model_copy(update={"drift": drift})
+    return model_response(record)
 
 
 async def set_mode(ctx: ApiContext, tenant: str, config: dict[str, Any],

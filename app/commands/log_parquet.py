@@ -2,7 +2,7 @@
 resumable (``noisyloop log export --format parquet``).
 
 Each page (JSON Lines) is parsed by :func:`pyarrow.json.read_json` (no
-Python objects per line) and split by the day of its lines' ``time``; a
+Python objects per event line) and split by the day of its lines' ``time``; a
 day's rows are written to ``DIR/day=YYYY-MM-DD/part-NNNNNN.parquet`` in row
 groups of at least :data:`ROW_GROUP` rows, and a file is closed (renamed
 from ``.tmp``) once it holds :data:`FILE_ROWS` rows, when the day changes or
@@ -12,6 +12,13 @@ once the whole log is read) and the next part number: ``--resume`` deletes
 parts written after it and reads on from there.  Part numbers grow with the
 log, so the files' sorted paths are the log's order (as
 :mod:`app.evaluation.parquetlog` reads them).
+
+A marker line becomes a row of its ``type``, ``stream_id`` and ``time`` and
+its other fields as one JSON text, ``detail`` (:func:`marker_rows`): a
+marker's fields differ by type and may name an event's column with another
+type (a ``drift`` marker's ``action`` is its policy, an event's the played
+label) or be an empty object (a ``promote`` marker's ``params``), which a
+Parquet column cannot hold.
 """
 
 from __future__ import annotations
@@ -28,6 +35,12 @@ ROW_GROUP = 50_000
 FILE_ROWS = 1_000_000
 #: The file recording where a directory's export stopped.
 POSITION = "_position.json"
+#: How the service's event lines open (:mod:`app.store.logrecords`): a page whose lines all
+#: do holds no marker.
+EVENT_LINE = b'{"type":"event",'
+#: Fields a marker's row keeps as columns; the others go into :data:`DETAIL`.
+MARKER_COLUMNS = ("type", "stream_id", "time")
+DETAIL = "detail"
 
 
 def resume_position(out: Path) -> tuple[str | None, int]:
@@ -119,6 +132,24 @@ class DayWriter:
                                                      "next_part": self.next_part}))
 
 
+def marker_rows(body: bytes) -> bytes:
+    """The page ``body`` with each marker line as its row (module docstring); event lines
+    are kept as they are."""
+    lines = body.count(b"\n") + (not body.endswith(b"\n"))
+    if body.startswith(EVENT_LINE) + body.count(b"\n" + EVENT_LINE) == lines:
+        return body
+    out = []
+    for line in body.splitlines(keepends=True):
+        record = None if line.startswith(EVENT_LINE) or not line.strip() else json.loads(line)
+        if record is None or record.get("type") == "event":
+            out.append(line)
+            continue
+        row = {name: record.pop(name, None) for name in MARKER_COLUMNS}
+        row[DETAIL] = json.dumps(record)
+        out.append(json.dumps(row).encode() + b"\n")
+    return b"".join(out)
+
+
 def write_pages(pages: Iterator[tuple[bytes, str | None]], out: Path, next_part: int,
                 advance: Callable[[int], None]) -> int:
     """Write the pages (body and the position after it) into ``out``; returns the rows."""
@@ -130,7 +161,7 @@ def write_pages(pages: Iterator[tuple[bytes, str | None]], out: Path, next_part:
     for body, after in pages:
         if not body:
             continue
-        table = pj.read_json(io.BytesIO(body), read_options=pj.ReadOptions(
+        table = pj.read_json(io.BytesIO(marker_rows(body)), read_options=pj.ReadOptions(
             block_size=max(len(body), 1 << 20)))
         writer.add(table)
         n += table.num_rows

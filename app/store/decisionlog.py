@@ -17,10 +17,10 @@ one array of every value's length (``L``).  A stream entry per event cost
 twice the log's Redis CPU: each command of a script is propagated to the
 AOF on its own.  The entry id is the time the batch was applied.  A marker
 entry, written by the Lua step that makes the change it records
-(``lib_log_marker.lua``, included by the rollback, promote and explicit-publish
-scripts), records what happened to the
-model (``k`` = ``marker``, ``m`` its type such as ``rollback`` or
-``promote``, ``d`` its detail as JSON), its entry id being its time.
+(``lib_log_marker.lua``, included by the rollback, promote, explicit-publish and
+drift-marker scripts), records what happened to the
+model (``k`` = ``marker``, ``m`` its type, one of :data:`MARKER_TYPES`, ``d`` its
+detail as JSON), its entry id being its time.
 
 A ranking's shown candidates are logged as 64-bit hashes of the ids the
 request sent (``ids``, ``id_hash`` in a record).  A rank model's id table
@@ -64,6 +64,9 @@ DEFAULT_MAX_AGE_SECONDS = 7 * 86_400
 #: ``k`` of a marker entry (``lib_log_marker.lua`` writes it) and of a batch of events.
 MARKER_KIND = "marker"
 EVENTS_KIND = "events"
+#: Every marker type (``m``) the log holds: a rollback, a promotion, a reset, a detection of
+#: the model's drift detector and the refit it made (``drift.action: recover``).
+MARKER_TYPES = ("rollback", "promote", "reset", "drift", "drift_recovery")
 #: Fields of a batch entry holding one column each, in the order of their lengths in ``L``.
 COLUMNS = (b"s", b"t", b"e", b"c", b"f")
 #: Field of a model's stats hash: events in its log now.

@@ -108,6 +108,8 @@ class ModelRecord:
     :func:`unapplied`)."""
     trainer_failure: TrainerFailure | None = None
     """Why the trainer's steps on the model fail (None: its last step succeeded)."""
+    drift: dict[str, Any] | None = None
+    """The drift detector's last report (:mod:`app.store.drift`; None before its first)."""
 
 
 def unapplied(length: int, first: list[Any], last_id: str) -> int:
@@ -276,10 +278,11 @@ class ModelStore:
                 pipe.zcard(mk.pending)
                 pipe.xlen(mk.events)
                 pipe.xrange(mk.events, "-", "+", count=1)
+                pipe.hget(mk.drift, "report")
             values = await pipe.execute()
         out = []
         for i in range(len(model_ids)):
-            config_raw, snap, stats, noise, waiting, length, first = values[7 * i: 7 * i + 7]
+            config_raw, snap, stats, noise, waiting, length, first, drift = values[8 * i: 8 * i + 8]
             info = parse_info(snap)
             if config_raw is None or info is None:
                 continue
@@ -291,7 +294,8 @@ class ModelStore:
                                    int(stats[1] or 0), parse_noise(noise, config),
                                    int(stats[2] or 0), int(stats[3] or 0), apprentice,
                                    int(waiting), unapplied(int(length), first, info.last_id),
-                                   parse_failure(stats[4:4 + len(FAILURE_FIELDS)])))
+                                   parse_failure(stats[4:4 + len(FAILURE_FIELDS)]),
+                                   orjson.loads(drift) if drift else None))
         return out
 
     async def record(self, tenant: str, model_id: str) -> ModelRecord | None:

@@ -70,3 +70,22 @@ def test_delete_tenant_removes_keys_and_models(client: TestClient, tenant: dict[
 
     with redis.Redis.from_url(redis_url) as r:
         assert [k for k in r.keys("*") if b"acme" in k] == []
+
+
+def test_a_token_on_the_other_kind_of_route_says_which_one_it_takes(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """The admin token on a tenant route (a list, a model, the one-round-trip predict) is
+    told that the route takes a tenant's API key; a tenant key on an admin route that it
+    takes the admin token."""
+    new_model(client, tenant)
+    for method, path, body in (("GET", "/v1/models", None), ("GET", "/v1/models/m1", None),
+                               ("POST", "/v1/models/m1/predict", {"features": [1, 0, 0, 0]})):
+        r = client.request(method, path, json=body, headers=ADMIN)
+        error = r.json()["error"]
+        assert (r.status_code, error["code"]) == (401, "invalid_api_key"), path
+        assert "takes a tenant's API key, not the admin token" in error["message"], path
+    r = client.get("/v1/models", headers={"Authorization": "Bearer nl.acme.wrong"})
+    assert r.json()["error"]["message"] == "unknown or revoked API key"
+    r = client.get("/v1/admin/tenants", headers=tenant)
+    assert (r.status_code, r.json()["error"]["code"]) == (401, "invalid_admin_token")
+    assert "takes the admin token, not a tenant's API key" in r.json()["error"]["message"]

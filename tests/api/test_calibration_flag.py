@@ -93,3 +93,15 @@ def test_rates_of_0_and_0_given_at_creation_are_given(idle_client: TestClient) -
     assert r.status_code == 200, r.text
     assert (r.json()["status"], r.json()["reason"]) == ("fixed", ""), r.text
     assert _flags(idle_client, auth)["flags"] == [False] * 5
+
+
+def test_a_new_model_is_flagged_before_its_first_event(idle_client: TestClient) -> None:
+    """No event yet, rates awaiting an estimate: nothing to stand behind, flagged as the
+    decisions are; configured rates are a basis."""
+    auth = new_tenant(idle_client)
+    stats = new_model(idle_client, auth, algorithm="linucb_diag")["stats"]
+    assert (stats["debiased_reward"], stats["calibration_unreliable"]) == (None, True)
+    r = idle_client.put("/v1/models/m1/noise", json={"rho0": 0.1, "rho1": 0.2}, headers=auth)
+    assert r.status_code == 200, r.text
+    stats = idle_client.get("/v1/models/m1", headers=auth).json()["stats"]
+    assert (stats["debiased_reward"], stats["calibration_unreliable"]) == (None, False)

@@ -480,3 +480,18 @@ def _publish_estimate(client: TestClient, rho0: float, rho1: float,
                 "rho1": [rho1 - half_width, rho1 + half_width]}})
     assert client.portal is not None
     client.portal.call(run)
+
+
+def test_a_rank_challenger_inherits_the_models_shape(client: TestClient,
+                                                     tenant: dict[str, str]) -> None:
+    """Without ``n_action_features`` or ``slots`` a challenger takes the model's (2 action
+    features for 3 context features here: its own default would be 3); a shape it gives
+    that differs is refused, naming params."""
+    new_model(client, tenant, task="rank", algorithm="ridge_pl", n_features=3,
+              n_classes=None, params={"n_action_features": 2, "slots": 3})
+    r = _add(client, tenant, name="plain", algorithm="ridge_pl")
+    assert r.status_code == 201, r.text
+    (plain,) = r.json()["challengers"]
+    assert (plain["params"]["n_action_features"], plain["params"]["slots"]) == (2, 3)
+    r = _add(client, tenant, name="wide", algorithm="ridge_pl", params={"n_action_features": 3})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "params", r.text

@@ -84,9 +84,13 @@ def test_feedback_click_must_be_a_boolean(idle_client: TestClient,
     new_model(idle_client, tenant)
     event_id = idle_client.post("/v1/models/m1/predict", json={"features": [1, 0, 0, 0]},
                                 headers=tenant).json()["event_id"]
-    r = post_feedback(idle_client, tenant, {"event_id": event_id, "click": "true"})
-    assert error(r, 422)["field"] == "click"
-    assert post_feedback(idle_client, tenant, {"event_id": event_id, "click": 1}).status_code \
+    for click in ("true", 1, 0, 1.0):  # a number is never taken for a boolean
+        r = post_feedback(idle_client, tenant, {"event_id": event_id, "click": click})
+        assert error(r, 422)["field"] == "click", click
+        assert "true or false" in r.json()["error"]["message"], r.text
+    r = post_feedback(idle_client, tenant, {"events": [{"event_id": event_id, "click": 1}]})
+    assert r.status_code == 202 and r.json()["rejected"][0]["error"]["field"] == "events[0].click"
+    assert post_feedback(idle_client, tenant, {"event_id": event_id, "click": True}).status_code \
         == 202
 
 

@@ -50,7 +50,8 @@ def test_a_validators_message_comes_without_pydantics_prefix(
         client: TestClient, tenant: dict[str, str], events: dict[str, str]) -> None:
     error = _error(client, tenant, "/v1/models/m1/feedback",
                    {"event_id": events["m1"], "click": 3})
-    assert error["message"] == "click must be true, false, 1 or 0" and error["field"] == "click"
+    assert error["message"] == ("click must be true or false (a JSON boolean, not a number or a "
+                                "string)") and error["field"] == "click"
 
 
 def test_a_misspelt_algorithm_is_unknown_with_the_closest_one(
@@ -64,6 +65,21 @@ def test_a_misspelt_algorithm_is_unknown_with_the_closest_one(
                                                    "algorithm": "ors", "n_features": 3,
                                                    "n_classes": 2})
     assert "does not fit task 'label' (it serves ['regression'])" in error["message"]
+
+
+@pytest.mark.parametrize(("body", "field", "expected"), [
+    ({"model_id": "x", "task": "label", "n_feature": 3, "n_classes": 2}, "n_feature",
+     "the body takes no 'n_feature' (did you mean 'n_features'?); it takes model_id, task,"),
+    ({"model_id": "x", "task": "label", "n_features": 3, "n_classes": 2,
+      "feedback": {"wait_second": 5}}, "feedback.wait_second",
+     "feedback takes no 'wait_second' (did you mean 'wait_seconds'?); it takes wait_seconds,"),
+])
+def test_a_misspelt_field_is_named_with_the_closest_one(
+        client: TestClient, tenant: dict[str, str], body: dict[str, Any], field: str,
+        expected: str) -> None:
+    """The unknown field is named before the field it misspells is missing."""
+    error = _error(client, tenant, "/v1/models", body)
+    assert error["field"] == field and error["message"].startswith(expected), error
 
 
 def test_a_click_on_an_id_not_shown_names_the_id(

@@ -58,7 +58,7 @@ def test_second_predict_takes_one_round_trip(idle_client: TestClient, redis_url:
         assert r.zscore(mk.pending, second.json()["event_id"]) is not None
         assert r.hget(mk.stats, "predictions") == b"2"
     fb = idle_client.post("/v1/models/m1/feedback",
-                          json={"event_id": second.json()["event_id"], "click": 1},
+                          json={"event_id": second.json()["event_id"], "click": True},
                           headers=tenant)
     assert fb.status_code == 202
     # counted under the route template, like the regular path

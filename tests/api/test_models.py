@@ -22,7 +22,7 @@ def test_create_model_fills_defaults(client: TestClient, tenant: dict[str, str])
     assert m["stats"] == {"predictions": 0, "feedback_accepted": 0, "events_applied": 0,
                           "events_expired": 0, "events_dead_lettered": 0,
                           "dead_letters_dropped": 0, "awaiting_feedback": 0, "backlog": 0,
-                          "debiased_reward": None, "calibration_unreliable": False,
+                          "debiased_reward": None, "calibration_unreliable": True,
                           "trainer_error": None}
     assert m["noise"]["source"] == "initial" and m["version"] == 1
     assert set(m) >= {"model_id", "task", "algorithm", "n_features", "n_classes", "params",
@@ -85,7 +85,7 @@ def test_model_routes_need_auth(client: TestClient, tenant: dict[str, str]) -> N
 
 def _train_one(client: TestClient, auth: dict[str, str]) -> None:
     p = client.post("/v1/models/m1/predict", json={"features": [1, 0, 0, 0]}, headers=auth).json()
-    assert client.post("/v1/models/m1/feedback", json={"event_id": p["event_id"], "click": 1},
+    assert client.post("/v1/models/m1/feedback", json={"event_id": p["event_id"], "click": True},
                        headers=auth).status_code == 202
     assert client.post("/v1/models/m1/sync", headers=auth).status_code == 200
 
@@ -134,7 +134,7 @@ def test_sync_timeout_504_without_trainer(idle_client: TestClient) -> None:
     new_model(idle_client, auth)
     p = idle_client.post("/v1/models/m1/predict", json={"features": [1, 0, 0, 0]},
                          headers=auth).json()
-    idle_client.post("/v1/models/m1/feedback", json={"event_id": p["event_id"], "click": 0},
+    idle_client.post("/v1/models/m1/feedback", json={"event_id": p["event_id"], "click": False},
                      headers=auth)
     r = idle_client.post("/v1/models/m1/sync?timeout=0.2", headers=auth)
     assert r.status_code == 504 and r.json()["error"]["code"] == "sync_timeout"
@@ -209,3 +209,39 @@ def test_delete_removes_answered_contexts_and_open_feedback_series(
     for model_id in ("m1", "reg"):
         assert _model_keys(redis_url, model_id) == []
         assert _model_series(client, model_id) == []
+
+
+def test_every_route_gives_a_model_the_same_representation(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """The lists (the tenant's and the admin's) give each model field by field what
+    ``GET /v1/models/{id}`` gives: its drift report and position bias included."""
+    new_model(client, tenant)
+    r = client.post("/v1/models", headers=tenant, json={
+        "model_id": "feed", "task": "rank", "n_features": 2, "n_action_features": 2,
+        "slots": 2, "seed": 0})
+    assert r.status_code == 201, r.text
+    rng = np.random.default_rng(0)
+    ranked = client.post("/v1/models/feed/rank", headers=tenant, json={"requests": [
+        {"features": rng.standard_normal(2).tolist(),
+         "actions": [{"id": f"i{k}", "features": rng.standard_normal(2).tolist()}
+                     for k in range(3)]} for _ in range(40)]}).json()["results"]
+    preds = client.post("/v1/models/m1/predict", headers=tenant,
+                        json={"instances": rng.standard_normal((40, 4)).tolist()}
+                        ).json()["predictions"]
+    for model, events in (
+            ("feed", [{"event_id": x["event_id"], "clicks": [x["ranking"][0]["id"]]}
+                      for x in ranked]),
+            ("m1", [{"event_id": p["event_id"], "click": True} for p in preds])):
+        r = client.post(f"/v1/models/{model}/feedback", headers=tenant, json={"events": events})
+        assert r.status_code == 202, r.text
+        assert client.post(f"/v1/models/{model}/sync", headers=tenant).status_code == 200
+    single = {m: client.get(f"/v1/models/{m}", headers=tenant).json() for m in ("feed", "m1")}
+    assert single["m1"]["drift"]["events"] == 40 and single["feed"]["position_bias"] is not None
+    for listed in (client.get("/v1/models", headers=tenant).json()["models"],
+                   client.get("/v1/admin/tenants/acme/models", headers=ADMIN).json()["models"]):
+        assert [m["model_id"] for m in listed] == ["feed", "m1"]
+        for model in listed:
+            one = single[model["model_id"]]
+            assert set(model) == set(one)
+            for field in one:
+                assert model[field] == one[field], (model["model_id"], field)

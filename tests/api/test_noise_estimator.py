@@ -3,13 +3,20 @@ counts, the settings it accepts and the 422s of settings that cannot work."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import redis
 
+from app.learners.noise_anchor import estimate_from_anchors
+from app.learners.noise_publish import outcome
 from app.store.keys import ModelKeys
 from tests.api.conftest import TestClient, new_model, predict_all
 from tests.api.test_rank import candidates, new_ranker
+
+API_DOCS = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 
 @pytest.mark.slow
@@ -22,7 +29,7 @@ def test_a_new_model_says_insufficient_data_and_counts_the_observed_plays(
         "anchor", "insufficient_data", 0, 0.1)
     assert r["interval"] is None
     X = np.random.default_rng(0).standard_normal((30, 4))
-    events = [{"event_id": p["event_id"], "click": i % 2}
+    events = [{"event_id": p["event_id"], "click": bool(i % 2)}
               for i, p in enumerate(predict_all(client, tenant, X))]
     assert client.post("/v1/models/m1/feedback", json={"events": events},
                        headers=tenant).status_code in (200, 202)
@@ -124,3 +131,32 @@ def test_a_rank_model_created_with_its_rates_is_calibrated_by_them(
     r = client.post("/v1/models/feed/rank", json={"features": [1.0, 0.2, -0.3], "actions": (
         candidates(5, np.random.default_rng(0)))}, headers=tenant).json()
     assert r["calibration_unreliable"] is False
+
+
+def test_an_estimate_that_was_not_published_shows_no_interval(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """``interval`` is the published estimate's: null after a run that published nothing
+    (as the docs' table of estimates says), its bounds once one is published."""
+    new_model(client, tenant, algorithm="linucb_diag")
+    ctx = client.app.state.ctx  # type: ignore[attr-defined]
+    mk = ModelKeys("acme", "m1")
+    unpublished = outcome(estimate_from_anchors(np.full(10, 0.5), np.zeros(10), np.ones(10), 3))
+    assert unpublished["status"] == "insufficient_data"
+    client.portal.call(ctx.store.anchors.record, mk, unpublished)  # type: ignore[union-attr]
+    r = client.get("/v1/models/m1/noise", headers=tenant).json()
+    assert (r["status"], r["reason"], r["interval"]) == (
+        "insufficient_data", unpublished["reason"], None), r
+    published = {**unpublished, "status": "published", "reason": "", "rho0": 0.1, "rho1": 0.2,
+                 "interval": {"level": 0.95, "rho0": [0.08, 0.12], "rho1": [0.17, 0.23]}}
+    client.portal.call(ctx.store.anchors.record, mk, published)  # type: ignore[union-attr]
+    r = client.get("/v1/models/m1/noise", headers=tenant).json()
+    assert r["interval"] == published["interval"], r
+
+
+def test_the_docs_give_the_half_life_default_as_get_shows_it(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    new_model(client, tenant, algorithm="linucb_diag")
+    shown = client.get("/v1/models/m1/noise", headers=tenant).json()["half_life"]
+    row = next(line for line in API_DOCS.read_text().splitlines()
+               if line.startswith("| `PUT /v1/models/{model_id}/noise`"))
+    assert f'shown as `"half_life": {json.dumps(shown)}`' in row, row

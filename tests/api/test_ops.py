@@ -30,7 +30,7 @@ def test_health_ready_metrics(client: TestClient, tenant: dict[str, str]) -> Non
     new_model(client, tenant)
     p = client.post("/v1/models/m1/predict", json={"features": [1, 0, 0, 0]},
                     headers=tenant).json()
-    client.post("/v1/models/m1/feedback", json={"event_id": p["event_id"], "click": 1},
+    client.post("/v1/models/m1/feedback", json={"event_id": p["event_id"], "click": True},
                 headers=tenant)
     client.put("/v1/models/m1/noise", json={"rho0": 0.1, "rho1": 0.2}, headers=tenant)
     client.post("/v1/models/m1/sync", headers=tenant)

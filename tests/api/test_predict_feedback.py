@@ -104,7 +104,7 @@ def test_feedback_once_then_409_and_unknown_404(client: TestClient,
     assert client.post("/v1/models/m1/feedback", json=fb, headers=tenant).status_code == 202
     r = client.post("/v1/models/m1/feedback", json=fb, headers=tenant)
     assert r.status_code == 409 and r.json()["error"]["code"] == "duplicate_feedback"
-    r = client.post("/v1/models/m1/feedback", json={"event_id": "never-issued", "click": 1},
+    r = client.post("/v1/models/m1/feedback", json={"event_id": "never-issued", "click": True},
                     headers=tenant)
     assert r.status_code == 404
     client.post("/v1/models/m1/sync", headers=tenant)

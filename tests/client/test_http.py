@@ -235,3 +235,19 @@ async def test_series(service: Service, client: Client, api_key: str,
     with pytest.raises(NoisyloopError) as info:
         client.series("m1", limit=0)
     assert info.value.status == 422 and info.value.field == "limit"
+
+
+def test_drift_label_budget_and_a_tenants_models(admin: Client, client: Client,
+                                                 api_key: str) -> None:
+    model = client.create_model("m1", "label", 4, n_classes=3, drift={"action": "alert"})
+    assert model["drift"]["action"] == "alert"
+    assert client.set_drift("m1", "none")["drift"]["status"] == "off"
+    client.create_model("r1", "regression", 3, label_budget={"budget": 2},
+                        max_feature_norm=10.0)
+    budget = client.label_budget("r1")
+    assert (budget["budget"], budget["rounds"], budget["labels_used"]) == (2.0, 0, 0)
+    with pytest.raises(NoisyloopError) as info:
+        client.label_budget("m1")
+    assert (info.value.status, info.value.code) == (404, "no_label_budget")
+    tenant = api_key.split(".")[1]  # nl.<tenant>.<secret>
+    assert admin.list_tenant_models(tenant) == client.list_models()

@@ -563,19 +563,24 @@ def test_screenshots_of_the_main_pages_are_small(page: Any, service: Service,
         assert path.stat().st_size <= 25_000, (path.name, path.stat().st_size)
 
 
+def fall(service: Service, auth: dict[str, str], model_id: str, seed: int) -> None:
+    """A click on nearly every play, then on nearly none (400 plays each): the trainer's
+    detector sees the fall."""
+    rng = np.random.default_rng(seed)
+    for rate in (0.95, 0.95, 0.95, 0.05):
+        r = httpx.post(f"{service.base}/v1/models/{model_id}/predict", headers=auth, timeout=30,
+                       json={"instances": rng.standard_normal((400, 4)).tolist()})
+        assert r.status_code == 200, r.text
+        service.feed(auth, model_id, [{"event_id": p["event_id"],
+                                       "click": bool(rng.random() < rate)}
+                                      for p in r.json()["predictions"]])
+
+
 def test_the_reward_chart_and_the_log_mark_a_drift(page: Any, service: Service,
                                                     tenants: dict[str, Any]) -> None:
     acme = tenants["acme"]
     service.model(acme, "drifting")
-    rng = np.random.default_rng(7)
-    # a click on nearly every play, then on nearly none: the trainer's detector sees the fall
-    for rate in (0.95, 0.95, 0.95, 0.05):
-        r = httpx.post(f"{service.base}/v1/models/drifting/predict", headers=acme, timeout=30,
-                       json={"instances": rng.standard_normal((400, 4)).tolist()})
-        assert r.status_code == 200, r.text
-        service.feed(acme, "drifting", [{"event_id": p["event_id"],
-                                         "click": bool(rng.random() < rate)}
-                                        for p in r.json()["predictions"]])
+    fall(service, acme, "drifting", seed=7)
     sign_in(page, service.base, token(acme))
     page.click("a[href='#/models/drifting']")
     page.wait_for_selector("#reward-chart svg .mark")
@@ -588,3 +593,23 @@ def test_the_reward_chart_and_the_log_mark_a_drift(page: Any, service: Service,
     lines = [json.loads(line) for line in r.text.splitlines() if line]
     assert [line["type"] for line in lines if line["type"] != "event"] == [
         "drift_recovery", "drift"]  # newest first
+
+
+def test_the_models_page_shows_drift_status_and_unreliable_calibration(
+        page: Any, service: Service) -> None:
+    auth = service.tenant("watched")
+    service.model(auth, "fresh")  # no event yet: rates awaiting an estimate
+    service.model(auth, "falling", drift={"action": "alert"})
+    r = httpx.put(f"{service.base}/v1/models/falling/noise", headers=auth,
+                  json={"rho0": 0.05, "rho1": 0.05})
+    assert r.status_code == 200, r.text
+    fall(service, auth, "falling", seed=3)
+    assert httpx.get(f"{service.base}/v1/models/falling", headers=auth
+                     ).json()["drift"]["status"] == "drift"
+    sign_in(page, service.base, token(auth))
+    fresh, falling = page.locator("tr[data-model=fresh]"), page.locator("tr[data-model=falling]")
+    fresh.wait_for()
+    assert fresh.locator("td.drift").inner_text() == "warming up"
+    assert "calibration unreliable" in fresh.locator("td.noise").inner_text()
+    assert re.fullmatch(r"drift\s+1 detected", falling.locator("td.drift").inner_text())
+    assert "calibration unreliable" not in falling.locator("td.noise").inner_text()

@@ -35,7 +35,8 @@ async def get_log(
             description="asc: oldest first; desc: newest first (the pages go back in time)")
                          ] = "asc") -> Response:
     """The model's decision log: every applied event with its context, feedback and model
-    version, and markers (rollback, promote, reset), as JSON Lines, oldest or newest first."""
+    version, and markers (rollback, promote, reset, drift, drift_recovery), as JSON Lines,
+    oldest or newest first."""
     page = await decisionlog.read_page(
         ctx.store.log, view.keys,
         since_ms=None if since is None else decisionlog.parse_time(since, "since"),

@@ -110,6 +110,14 @@ def _check_estimator(config: dict[str, Any], estimator: str) -> None:
                    f"{' or '.join(usable)} (fixed: the rates you give)", "estimator")
 
 
+def published_interval(raw: dict[str, Any] | None) -> NoiseInterval | None:
+    """An estimate's interval when it was published (both bounds), else None: the interval
+    shown is the published estimate's, and one that was not published has none."""
+    if not raw or raw.get("rho0") is None or raw.get("rho1") is None:
+        return None
+    return NoiseInterval(**raw)
+
+
 async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
                   ) -> NoiseStatusResponse:
     """The noise record with the estimator's settings and the last anchor outcome."""
@@ -121,7 +129,7 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
     current = replace(record, estimator=settings.estimator)
     status = current.status
     n_events = last.get("n_events") or await ctx.store.anchors.count(view.keys)
-    interval = NoiseInterval(**last["interval"]) if last.get("interval") else None
+    interval = published_interval(last.get("interval"))
     return NoiseStatusResponse.model_validate({
         **out.model_dump(), "estimator": settings.estimator, "max_width": settings.max_width,
         "half_life": settings.half_life,
@@ -168,8 +176,9 @@ async def create_noise_estimate(
         if job and job.get("status") == "done":
             record = await ctx.store.noise.get(view.keys)
             status = await _status(ctx, view, record)
-            out = NoiseEstimateResponse(**status.model_dump(),
-                                        estimate=NoiseOutcome(**orjson.loads(job["outcome"])))
+            found = orjson.loads(job["outcome"])
+            found["interval"] = published_interval(found.get("interval"))
+            out = NoiseEstimateResponse(**status.model_dump(), estimate=NoiseOutcome(**found))
             return OrjsonResponse(out.model_dump(), status_code=200)
         await asyncio.sleep(JOB_POLL_SECONDS)
     raise ApiError(504, "estimate_timeout", _timeout_message(job_id, job, timeout))

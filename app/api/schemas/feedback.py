@@ -31,12 +31,11 @@ from app.settings import MAX_BATCH
 
 
 def _strict_click(value: Any) -> bool:
-    """A click is ``true``/``false`` or ``1``/``0`` (no strings, no other numbers)."""
+    """A click is a JSON boolean: a string or a number (``1``/``0`` included) is never taken
+    for one."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    raise ValueError("click must be true, false, 1 or 0")
+    raise ValueError("click must be true or false (a JSON boolean, not a number or a string)")
 
 
 Click = Annotated[bool, BeforeValidator(_strict_click)]

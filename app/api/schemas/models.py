@@ -157,8 +157,9 @@ class ModelStats(BaseModel):
                                "returns, unless more came).")
     calibration_unreliable: bool = Field(
         default=False,
-        description="debiased_reward rests on rates that still await an estimate (noise "
-                    "status insufficient_data) or on 1 - rho0 - rho1 below 0.2.")
+        description="debiased_reward rests (or, before the first event, would rest) on "
+                    "rates that still await an estimate (noise status insufficient_data) or "
+                    "on 1 - rho0 - rho1 below 0.2.")
     trainer_error: TrainerError | None = Field(
         default=None,
         description="Why the trainer's steps on this model fail (null: its last step "

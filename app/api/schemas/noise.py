@@ -28,7 +28,7 @@ class NoisePutRequest(RequestModel):
         default=None,
         description="anchor: plays after which a play weighs half in the estimate, so that a "
                     "change in how people click is followed (at least 1; 0: every play of "
-                    "the newest 50,000 alike, the default)")
+                    "the newest 50,000 alike, the default, which GET shows as null)")
 
     @model_validator(mode="after")
     def _rates_together(self) -> NoisePutRequest:
@@ -41,7 +41,7 @@ class NoisePutRequest(RequestModel):
 
 
 class NoiseInterval(BaseModel):
-    """Confidence interval of an anchor estimate (null bounds: not published)."""
+    """Confidence interval of a published anchor estimate."""
 
     level: float
     rho0: tuple[float, float] | None = None

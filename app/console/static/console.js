@@ -246,6 +246,15 @@
       h("small", {}, idle ? "idle, last point " : "point ", age(p.t)));
   }
 
+  /* A model's drift detector in a word or two: off, warming up, stable, or drift with its
+   * detections. */
+  function driftCell(drift) {
+    if (!drift) return h("td", { class: "drift" }, "—");
+    const said = drift.status === "warming_up" ? "warming up" : drift.status;
+    return h("td", { class: drift.status === "drift" ? "drift error" : "drift" }, said,
+      drift.detections ? h("small", {}, ` ${drift.detections} detected`) : null);
+  }
+
   async function modelsPage() {
     const { models } = await api("GET", "v1/models");
     const read = Date.now() / 1000;
@@ -263,7 +272,9 @@
         h("td", { class: "num awaiting" }, s.awaiting_feedback ?? "—"),
         h("td", { class: "num backlog" }, s.backlog ?? "—"),
         h("td", { class: "num" }, s.events_dead_lettered),
-        h("td", {}, noiseSummary(m.noise)));
+        driftCell(m.drift),
+        h("td", { class: "noise" }, noiseSummary(m.noise), s.calibration_unreliable
+          ? h("small", { class: "error" }, " calibration unreliable") : null));
     });
     return h("section", { class: "card", id: "models" },
       h("h1", {}, "Models"),
@@ -272,7 +283,7 @@
         + "series point's. ",
         h("button", { type: "button", onclick: () => route() }, "Refresh")) : null,
       models.length ? table(["model", "task", "algorithm", "version", "events/s",
-                             "awaiting feedback", "not applied", "dead letters",
+                             "awaiting feedback", "not applied", "dead letters", "drift",
                              "last noise estimate"], rows, "models")
         : note("This tenant has no models yet."));
   }

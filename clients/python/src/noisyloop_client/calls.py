@@ -114,6 +114,10 @@ def revoke_key(tenant_id: str, key_id: str) -> Call:
                 admin=True)
 
 
+def list_tenant_models(tenant_id: str) -> Call:
+    return Call("GET", f"/v1/admin/tenants/{_seg(tenant_id)}/models", admin=True)
+
+
 # --- models ----------------------------------------------------------------
 
 def create_model(model_id: str, task: str, n_features: int, *, algorithm: str | None = None,
@@ -121,13 +125,16 @@ def create_model(model_id: str, task: str, n_features: int, *, algorithm: str | 
                  feedback: dict[str, Any] | None = None, seed: int | None = None,
                  n_action_features: int | None = None, slots: int | None = None,
                  versions: dict[str, Any] | None = None,
-                 mode: str | None = None) -> Call:
+                 mode: str | None = None, drift: dict[str, Any] | None = None,
+                 label_budget: dict[str, Any] | None = None,
+                 max_feature_norm: float | None = None) -> Call:
     body: dict[str, Any] = {"model_id": model_id, "task": task, "n_features": n_features}
     for name, value in (("algorithm", algorithm), ("n_classes", n_classes), ("params", params),
                         ("feedback", feedback), ("seed", seed),
                         ("n_action_features", n_action_features), ("slots", slots),
-                        ("versions", versions),
-                        ("mode", mode)):
+                        ("versions", versions), ("mode", mode), ("drift", drift),
+                        ("label_budget", label_budget),
+                        ("max_feature_norm", max_feature_norm)):
         if value is not None:
             body[name] = value
     return Call("POST", "/v1/models", 201, body)
@@ -184,6 +191,16 @@ def evaluate(model_id: str, policy: str | dict[str, Any], since: str | None = No
 
 def evaluation(model_id: str, job_id: str) -> Call:
     return Call("GET", _model(model_id, f"/evaluations/{_seg(job_id)}"))
+
+
+def set_drift(model_id: str, action: str) -> Call:
+    """What a detected drift does from the trainer's next batch: ``none``, ``alert`` or
+    ``recover``."""
+    return Call("PUT", _model(model_id, "/drift"), 200, {"action": action})
+
+
+def label_budget(model_id: str) -> Call:
+    return Call("GET", _model(model_id, "/label-budget"))
 
 
 def sync(model_id: str, timeout: float | None = None) -> Call:

@@ -31,6 +31,7 @@ from noisyloop_client.types import (
     Features,
     FeedbackBatchResult,
     KeyCreated,
+    LabelBudget,
     Model,
     Noise,
     Prediction,
@@ -152,6 +153,10 @@ class Client(_Base):
     def revoke_key(self, tenant_id: str, key_id: str) -> None:
         self.send(calls.revoke_key(tenant_id, key_id))
 
+    def list_tenant_models(self, tenant_id: str) -> list[Model]:
+        """Every model of a tenant, as the tenant's :meth:`list_models` gives them."""
+        return cast(list[Model], self.send(calls.list_tenant_models(tenant_id))["models"])
+
     # models
     def create_model(self, model_id: str, task: str, n_features: int, *,
                      algorithm: str | None = None, n_classes: int | None = None,
@@ -159,13 +164,18 @@ class Client(_Base):
                      feedback: dict[str, Any] | None = None, seed: int | None = None,
                      n_action_features: int | None = None, slots: int | None = None,
                      versions: dict[str, Any] | None = None,
-                     mode: str | None = None) -> Model:
+                     mode: str | None = None, drift: dict[str, Any] | None = None,
+                     label_budget: dict[str, Any] | None = None,
+                     max_feature_norm: float | None = None) -> Model:
         """``n_action_features`` and ``slots``: rank models; ``versions``: ``{"kept",
-        "interval_seconds"}`` of the versions kept to roll back to."""
+        "interval_seconds"}`` of the versions kept to roll back to; ``drift``: ``{"action"}``,
+        what a detected drift does; ``label_budget``: ``{"budget", "strategy", ...}`` of a
+        regression model; ``max_feature_norm``: the largest input norm taken."""
         return cast(Model, self.send(calls.create_model(
             model_id, task, n_features, algorithm=algorithm, n_classes=n_classes,
             params=params, feedback=feedback, seed=seed, n_action_features=n_action_features,
-            slots=slots, versions=versions, mode=mode)))
+            slots=slots, versions=versions, mode=mode, drift=drift, label_budget=label_budget,
+            max_feature_norm=max_feature_norm)))
 
     def list_models(self) -> list[Model]:
         return cast(list[Model], self.send(calls.list_models())["models"])
@@ -188,6 +198,15 @@ class Client(_Base):
     def sync(self, model_id: str, timeout: float | None = None) -> SyncResult:
         return cast(SyncResult, self.send(calls.sync(model_id, timeout)))
 
+    def set_drift(self, model_id: str, action: str) -> Model:
+        """What a detected drift does (``none``, ``alert``, ``recover``) from the trainer's
+        next batch."""
+        return cast(Model, self.send(calls.set_drift(model_id, action)))
+
+    def label_budget(self, model_id: str) -> LabelBudget:
+        """A regression model's label budget and the labels charged so far."""
+        return cast(LabelBudget, self.send(calls.label_budget(model_id)))
+
     def series(self, model_id: str, limit: int | None = None) -> Series:
         """The model's quality series, oldest first (the newest ``limit`` points)."""
         return cast(Series, self.send(calls.series(model_id, limit)))
@@ -207,8 +226,9 @@ class Client(_Base):
                  ) -> dict[str, Any]:
         """Queue an off-policy evaluation of ``policy`` (``uniform``, ``logging``,
         ``fixed:N``, ``model``, ``model:greedy``, or ``{"algorithm", "params"}`` trained on
-        the first ``train_fraction`` of the events) on the newest 200,000 events of the
-        model's decision log applied in ``[since, until]``: ``{"job_id", "status"}``."""
+        the first ``train_fraction`` of the events) on every event of the model's decision
+        log applied in ``[since, until]`` (default: the whole log, streamed in bounded
+        memory): ``{"job_id", "status"}``."""
         return cast(dict[str, Any], self.send(calls.evaluate(model_id, policy, since, rho0,
                                                               rho1, bootstrap,
                                                               train_fraction, until)))
@@ -398,6 +418,10 @@ class AsyncClient(_Base):
     async def revoke_key(self, tenant_id: str, key_id: str) -> None:
         await self.send(calls.revoke_key(tenant_id, key_id))
 
+    async def list_tenant_models(self, tenant_id: str) -> list[Model]:
+        """As :meth:`Client.list_tenant_models`."""
+        return cast(list[Model], (await self.send(calls.list_tenant_models(tenant_id)))["models"])
+
     # models
     async def create_model(self, model_id: str, task: str, n_features: int, *,
                            algorithm: str | None = None, n_classes: int | None = None,
@@ -406,11 +430,15 @@ class AsyncClient(_Base):
                            seed: int | None = None, n_action_features: int | None = None,
                            slots: int | None = None,
                            versions: dict[str, Any] | None = None,
-                           mode: str | None = None) -> Model:
+                           mode: str | None = None, drift: dict[str, Any] | None = None,
+                           label_budget: dict[str, Any] | None = None,
+                           max_feature_norm: float | None = None) -> Model:
+        """As :meth:`Client.create_model`."""
         return cast(Model, await self.send(calls.create_model(
             model_id, task, n_features, algorithm=algorithm, n_classes=n_classes,
             params=params, feedback=feedback, seed=seed, n_action_features=n_action_features,
-            slots=slots, versions=versions, mode=mode)))
+            slots=slots, versions=versions, mode=mode, drift=drift, label_budget=label_budget,
+            max_feature_norm=max_feature_norm)))
 
     async def list_models(self) -> list[Model]:
         return cast(list[Model], (await self.send(calls.list_models()))["models"])
@@ -432,6 +460,14 @@ class AsyncClient(_Base):
 
     async def sync(self, model_id: str, timeout: float | None = None) -> SyncResult:
         return cast(SyncResult, await self.send(calls.sync(model_id, timeout)))
+
+    async def set_drift(self, model_id: str, action: str) -> Model:
+        """As :meth:`Client.set_drift`."""
+        return cast(Model, await self.send(calls.set_drift(model_id, action)))
+
+    async def label_budget(self, model_id: str) -> LabelBudget:
+        """As :meth:`Client.label_budget`."""
+        return cast(LabelBudget, await self.send(calls.label_budget(model_id)))
 
     async def series(self, model_id: str, limit: int | None = None) -> Series:
         """As :meth:`Client.series`."""

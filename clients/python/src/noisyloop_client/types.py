@@ -78,6 +78,17 @@ class Model(TypedDict, total=False):
     position_bias: PositionBias | None
     mode: str
     apprentice: dict[str, Any] | None
+    drift: dict[str, Any]
+
+
+class LabelBudget(TypedDict):
+    """A regression model's label budget and how much of it was spent."""
+
+    budget: float
+    strategy: str
+    rounds: int
+    labels_used: int
+    a: float | None
 
 
 class PositionBias(TypedDict):
