@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from app.learners import jit
 from app.learners.base import (
     ITEM_BYTES,
     Batch,
@@ -53,6 +54,7 @@ from app.learners.base import (
 )
 from app.learners.forgetting import check_half_life, decay, discount, effective_count
 from app.learners.proxy import calibrated_probability, calibration_unreliable, check_noise_rates
+from app.learners.ridge_kernel import diag_ridge_pass
 
 #: Half-life (events) of the residuals that calibrate a diagonal learner's
 #: ``expected_reward``, or the learner's own ``half_life`` when shorter.
@@ -284,7 +286,9 @@ class DiagRidge(RidgeBandit):
     *not* a sum of per-event terms.  (The purely additive estimator
     ``theta_a,j = sum(click x_j) / (lambda + sum x_j^2)`` fits each coordinate
     separately and ends near chance on digits: see ``docs/results/ridge.md``.)
-    ``learn_many`` still equals learning the events one by one: events of
+    ``learn_many`` still equals learning the events one by one: it runs
+    those steps in one compiled loop (:mod:`app.learners.ridge_kernel`), or
+    without numba (:mod:`app.learners.jit`) in numpy: events of
     different arms touch different rows and interact only through
     ``lambda_t``, a prefix sum, so the batch is applied in ``max_a n_a``
     vectorised steps, step ``i`` updating every arm with its ``i``-th event.
@@ -504,11 +508,26 @@ class DiagRidge(RidgeBandit):
         self.count_ += 1
 
     def learn_many(self, batch: Batch) -> None:
-        """Learn a batch in ``max_a n_a`` vectorised steps (equals sequential, see class doc)."""
+        """Learn a batch: the compiled pass of :mod:`app.learners.ridge_kernel` (one loop over
+        the events), or without it :meth:`_learn_steps` (both equal sequential learning)."""
         X, played, click = self._check_batch(batch)
         n = X.shape[0]
         if n == 0:
             return
+        if not jit.enabled():
+            self._learn_steps(X, played, click)
+            return
+        self.sum_norm2_ = diag_ridge_pass(
+            np.ascontiguousarray(X), played, np.ascontiguousarray(click), self.weights_,
+            self.sum_x2_, self.sum_x2_sq_, self.aged_at_, self.resid_sum_, self.resid_sq_,
+            self.resid_weight_, self.resid_at_, self.sum_norm2_, self.count_, self.ridge,
+            MIN_LAMBDA, self._gamma, self._calibration_gamma, self.half_life is not None)
+        self.count_ += n
+
+    def _learn_steps(self, X: np.ndarray, played: np.ndarray, click: np.ndarray) -> None:
+        """Learn a checked, non-empty batch in ``max_a n_a`` vectorised numpy steps (equals
+        sequential, see class doc)."""
+        n = X.shape[0]
         X2 = X * X
         # Running sums before each event; cumsum adds left to right, as learn_one does.
         sums = np.cumsum(np.r_[self.sum_norm2_, X2.sum(axis=1)])
