@@ -31,15 +31,23 @@ ENABLED: bool = (importlib.util.find_spec("numba") is not None
                  and os.environ.get("NOISYLOOP_NUMBA", "1") != "0")
 
 
+#: Modules that define kernels (imported by :func:`warm`).
+KERNEL_MODULES = ("app.learners.ridge_kernel",)
+
+_KERNELS: list[_Kernel] = []
+
+
 class _Kernel:
     """A function compiled by ``numba.njit(cache=True)`` on its first call.
 
     numba (about 0.2 CPU-seconds to import) is imported then, so that a
     process that never learns a batch (an API process) does not pay for it.
+    ``example`` gives arguments of the types the learners pass, for :func:`warm`.
     """
 
-    def __init__(self, func: Callable[..., Any]) -> None:
+    def __init__(self, func: Callable[..., Any], example: Callable[[], tuple[Any, ...]]) -> None:
         self.py_func = func
+        self.example = example
         self._compiled: Callable[..., Any] | None = None
 
     def __call__(self, *args: Any) -> Any:
@@ -50,15 +58,33 @@ class _Kernel:
         return self._compiled(*args)
 
 
-def njit(func: F) -> F:
-    """``func`` compiled by ``numba.njit(cache=True)`` on its first call (:class:`_Kernel`);
-    its Python form stays reachable as ``py_func`` (what tests run without numba).
+def njit(example: Callable[[], tuple[Any, ...]]) -> Callable[[F], F]:
+    """Decorator: the function compiled by ``numba.njit(cache=True)`` on its first call
+    (:class:`_Kernel`); its Python form stays reachable as ``py_func``.
 
-    A kernel calls no other kernel (numba would not see through the lazy wrapper).
+    ``example()`` returns arguments of the types the learners pass (what
+    :func:`warm` calls it with).  A kernel calls no other kernel (numba would
+    not see through the lazy wrapper).
     """
-    return cast(F, _Kernel(func))
+    def wrap(func: F) -> F:
+        kernel = _Kernel(func, example)
+        _KERNELS.append(kernel)
+        return cast(F, kernel)
+    return wrap
 
 
 def enabled() -> bool:
     """:data:`ENABLED`, read at each call (so that a test's switch takes effect)."""
     return ENABLED
+
+
+def warm() -> None:
+    """Compile or load every kernel now, on example arguments (a no-op when the kernels are
+    off): a worker calls this at start, so that its first batch does not wait for numba's
+    import and the cache's load (measured in ``docs/benchmarks.md``)."""
+    if not ENABLED:
+        return
+    for module in KERNEL_MODULES:
+        importlib.import_module(module)
+    for kernel in _KERNELS:
+        kernel(*kernel.example())

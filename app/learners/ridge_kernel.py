@@ -22,12 +22,24 @@ not bit for bit.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from app.learners.jit import njit
 
 
-@njit
+def _example() -> tuple[Any, ...]:
+    """Arguments of the types :meth:`~app.learners.ridge.DiagRidge.learn_many` passes: one
+    event, one arm, one feature, with forgetting."""
+    one = np.ones((1, 1))
+    at = np.zeros(1, dtype=np.int64)
+    return (one, np.zeros(1, dtype=np.intp), np.ones(1), one.copy(), one.copy(), one.copy(),
+            at.copy(), np.zeros(1), np.zeros(1), np.zeros(1), at.copy(), 0.0, 0, 0.5,
+            1e-300, 0.5, 0.5, True)
+
+
+@njit(example=_example)
 def diag_ridge_pass(X: np.ndarray, played: np.ndarray, click: np.ndarray,
                     weights: np.ndarray, sum_x2: np.ndarray, sum_x2_sq: np.ndarray,
                     aged_at: np.ndarray, resid_sum: np.ndarray, resid_sq: np.ndarray,
