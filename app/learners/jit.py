@@ -32,7 +32,7 @@ ENABLED: bool = (importlib.util.find_spec("numba") is not None
 
 
 #: Modules that define kernels (imported by :func:`warm`).
-KERNEL_MODULES = ("app.learners.ridge_kernel",)
+KERNEL_MODULES = ("app.learners.ridge_kernel", "app.learners.bpa_kernel")
 
 _KERNELS: list[_Kernel] = []
 

@@ -31,7 +31,15 @@ from app.learners.base import Learner, stack_events
 RTOL = 1e-12
 
 #: Learners whose ``learn_many`` has a compiled kernel: (task, algorithm).
-COMPILED = [("label", "linucb_diag"), ("label", "squarecb_diag"), ("label", "lints_diag")]
+COMPILED = [("label", "linucb_diag"), ("label", "squarecb_diag"), ("label", "lints_diag"),
+            ("label", "bpa")]
+
+#: The drawn hyper-parameters each learner takes (the rest keep their defaults).
+TAKES = {"linucb_diag": ("half_life", "ridge"), "squarecb_diag": ("half_life", "ridge"),
+         "lints_diag": ("half_life", "ridge"), "bpa": ()}
+
+#: Learners whose clicks are exactly 0 or 1.
+BINARY_CLICKS = {"bpa"}
 
 #: hypothesis settings of the property tests (the monkeypatch fixture is reset by hand).
 PROPERTY = settings(max_examples=60, deadline=None,
@@ -66,7 +74,15 @@ def streams(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def _build(task: str, algorithm: str, case: dict[str, Any]) -> Learner:
-    return registry.build(task, algorithm, case["d"], case["k"], case["params"], seed=0)
+    params = {name: case["params"][name] for name in TAKES[algorithm]}
+    return registry.build(task, algorithm, case["d"], case["k"], params, seed=0)
+
+
+def _events(algorithm: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` with clicks rounded to 0 or 1 for the learners that take only those."""
+    if algorithm not in BINARY_CLICKS:
+        return events
+    return [{**e, "click": float(round(e["click"]))} for e in events]
 
 
 def _assert_close(expected: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> None:
@@ -80,14 +96,15 @@ def _three_ways(task: str, algorithm: str, case: dict[str, Any],
                 monkeypatch: pytest.MonkeyPatch, compiled: bool) -> None:
     sequential = _build(task, algorithm, case)
     batched = _build(task, algorithm, case)
-    for event in case["before"]:
+    for event in _events(algorithm, case["before"]):
         sequential.learn_one(event)
         batched.learn_one(event)
-    for event in case["batch"]:
+    batch = _events(algorithm, case["batch"])
+    for event in batch:
         sequential.learn_one(event)
     with monkeypatch.context() as patch:
         patch.setattr(jit, "ENABLED", compiled)
-        batched.learn_many(stack_events(case["batch"]))
+        batched.learn_many(stack_events(batch))
     _assert_close(sequential.get_state(), batched.get_state())
 
 
@@ -128,3 +145,11 @@ def test_compiled_path_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jit, "ENABLED", False)
     learner.learn_many(batch)
     assert calls == [1]
+
+
+@needs_numba
+def test_warm_loads_every_kernel() -> None:
+    """``warm`` (a worker's start) leaves every kernel compiled, so no batch waits for it."""
+    jit.warm()
+    assert jit._KERNELS
+    assert all(kernel._compiled is not None for kernel in jit._KERNELS)
