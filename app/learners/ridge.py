@@ -51,6 +51,7 @@ from app.learners.base import (
     check_positive,
     check_range,
     check_state,
+    stack_events,
 )
 from app.learners.forgetting import check_half_life, decay, discount, effective_count
 from app.learners.proxy import calibrated_probability, calibration_unreliable, check_noise_rates
@@ -450,20 +451,44 @@ class DiagRidge(RidgeBandit):
     def _decide_ucb_many(self, X: np.ndarray, explore: bool, alpha: float,
                          uniform_share: float) -> list[Decision]:
         """:meth:`_decide_ucb` for each row of ``X``: the loop's decisions and draws, bit for
-        bit, with the widths of all rows in one matrix product and one uniform draw per row
-        taken at once.
+        bit (:meth:`_ucb_columns`); a single row, or inputs the loop would refuse, take the
+        loop itself."""
+        columns = self._ucb_columns(X, explore, alpha, uniform_share)
+        if columns is None:
+            return [self._decide_ucb(x, explore, alpha, uniform_share)
+                    for x in np.array(X, dtype=np.float64)]
+        Xv, mean, greedy, played, prob = columns
+        return [self._decision(x, m, g, a, q) for x, m, g, a, q in zip(
+            Xv, mean, greedy.tolist(), played.tolist(), prob.tolist(), strict=True)]
+
+    def _decide_ucb_contexts(self, X: np.ndarray, explore: bool, alpha: float,
+                             uniform_share: float) -> Batch:
+        """The contexts of :meth:`_decide_ucb_many` as columns, built from
+        :meth:`_ucb_columns` without a decision per row (or stacked from the loop's)."""
+        columns = self._ucb_columns(X, explore, alpha, uniform_share)
+        if columns is None:
+            return stack_events([d.context for d in
+                                 self._decide_ucb_many(X, explore, alpha, uniform_share)])
+        Xv, _, greedy, played, prob = columns
+        return {"x": Xv, "greedy": greedy.astype(np.int64), "played": played.astype(np.int64),
+                "prob": prob.astype(np.float64)}
+
+    def _ucb_columns(self, X: np.ndarray, explore: bool, alpha: float, uniform_share: float
+                     ) -> tuple[np.ndarray, ...] | None:
+        """``(X, means, greedy, played, prob)`` of :meth:`_decide_ucb` for each row of ``X``,
+        with the widths of all rows in one matrix product and one uniform draw per row taken
+        at once; None for a single row or inputs the loop would refuse.
 
         Each row's means are the loop's own product ``weights_ @ x`` (they are
         logged as ``expected_reward``).  The batch widths may differ from the
         loop's in the last bits (another summation order), so a row whose two
         best optimistic scores are within rounding of each other is re-scored
-        as the loop does.  A single row, or inputs the loop would refuse, take
-        the loop itself.
+        as the loop does.
         """
         Xv = np.array(X, dtype=np.float64)
         if (Xv.ndim != 2 or Xv.shape[1] != self.n_features or len(Xv) < 2
                 or not np.isfinite(Xv).all()):
-            return [self._decide_ucb(x, explore, alpha, uniform_share) for x in Xv]
+            return None
         n, k = Xv.shape[0], self.n_classes
         mean = np.stack([self.weights_ @ x for x in Xv])
         greedy = mean.argmax(axis=1)
@@ -488,8 +513,7 @@ class DiagRidge(RidgeBandit):
                 u = self._rng.random(len(Xv))
                 played = np.minimum((cdf <= u[:, None]).sum(axis=1), k - 1)
                 prob = p[rows, played]
-        return [self._decision(x, m, g, a, q) for x, m, g, a, q in zip(
-            Xv, mean, greedy.tolist(), played.tolist(), prob.tolist(), strict=True)]
+        return Xv, mean, greedy, played, prob
 
     def learn_one(self, event: Event) -> None:
         x, played, click = self._check_event(event)
@@ -679,6 +703,10 @@ class LinUCBDiag(DiagRidge):
     def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
         """:meth:`decide` for each row of ``X`` (:meth:`_decide_ucb_many`)."""
         return self._decide_ucb_many(X, explore, self.alpha, self.uniform_share)
+
+    def decide_contexts(self, X: np.ndarray, explore: bool = True) -> Batch:
+        """:meth:`decide_many`'s contexts as columns (:meth:`_decide_ucb_contexts`)."""
+        return self._decide_ucb_contexts(X, explore, self.alpha, self.uniform_share)
 
 
 class SquareCBDiag(DiagRidge):
