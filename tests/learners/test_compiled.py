@@ -92,8 +92,15 @@ def _assert_close(expected: dict[str, np.ndarray], got: dict[str, np.ndarray]) -
         np.testing.assert_allclose(got[name], value, rtol=RTOL, atol=RTOL * scale, err_msg=name)
 
 
-def _three_ways(task: str, algorithm: str, case: dict[str, Any],
-                monkeypatch: pytest.MonkeyPatch, compiled: bool) -> None:
+@pytest.mark.parametrize("compiled", [pytest.param(True, marks=needs_numba, id="compiled"),
+                                      pytest.param(False, id="numpy")])
+@pytest.mark.parametrize(("task", "algorithm"), COMPILED)
+@PROPERTY
+@given(case=streams())
+def test_learn_many_equals_learn_one(task: str, algorithm: str, compiled: bool,
+                                     case: dict[str, Any],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``learn_many`` through the kernel (or the numpy path) equals ``learn_one`` in a loop."""
     sequential = _build(task, algorithm, case)
     batched = _build(task, algorithm, case)
     for event in _events(algorithm, case["before"]):
@@ -106,23 +113,6 @@ def _three_ways(task: str, algorithm: str, case: dict[str, Any],
         patch.setattr(jit, "ENABLED", compiled)
         batched.learn_many(stack_events(batch))
     _assert_close(sequential.get_state(), batched.get_state())
-
-
-@needs_numba
-@pytest.mark.parametrize(("task", "algorithm"), COMPILED)
-@PROPERTY
-@given(case=streams())
-def test_compiled_learn_many_equals_learn_one(task: str, algorithm: str, case: dict[str, Any],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    _three_ways(task, algorithm, case, monkeypatch, compiled=True)
-
-
-@pytest.mark.parametrize(("task", "algorithm"), COMPILED)
-@PROPERTY
-@given(case=streams())
-def test_numpy_learn_many_equals_learn_one(task: str, algorithm: str, case: dict[str, Any],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    _three_ways(task, algorithm, case, monkeypatch, compiled=False)
 
 
 @needs_numba
