@@ -18,11 +18,14 @@ after the first loads it instead of compiling.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+logger = logging.getLogger(__name__)
 
 #: Whether the learners use their compiled kernels (module docstring); tests flip it to run
 #: the numpy paths.
@@ -52,10 +55,20 @@ class _Kernel:
 
     def __call__(self, *args: Any) -> Any:
         if self._compiled is None:
-            import numba
-
-            self._compiled = numba.njit(cache=True)(self.py_func)
+            self._compiled = self._compile()
         return self._compiled(*args)
+
+    def _compile(self) -> Callable[..., Any]:
+        """The numba dispatcher, caching its machine code; compiled in memory only (each
+        process compiles) when numba finds no writable place for the cache."""
+        import numba
+
+        try:
+            compiled: Callable[..., Any] = numba.njit(cache=True)(self.py_func)
+        except RuntimeError as exc:  # "cannot cache function ...: no locator available"
+            logger.warning("kernel %s compiles without a cache: %s", self.py_func.__name__, exc)
+            compiled = numba.njit(self.py_func)
+        return compiled
 
 
 def njit(example: Callable[[], tuple[Any, ...]]) -> Callable[[F], F]:

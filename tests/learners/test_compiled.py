@@ -143,3 +143,27 @@ def test_warm_loads_every_kernel() -> None:
     jit.warm()
     assert jit._KERNELS
     assert all(kernel._compiled is not None for kernel in jit._KERNELS)
+
+
+@needs_numba
+def test_kernel_without_a_cache_location_compiles_in_memory(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A read-only install with no writable cache directory still learns (numba refuses
+    ``cache=True`` there with a RuntimeError)."""
+    import numba
+
+    njit = numba.njit
+
+    def no_cache(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("cache"):
+            raise RuntimeError("cannot cache function: no locator available for file")
+        return njit(*args, **kwargs)
+
+    monkeypatch.setattr(numba, "njit", no_cache)
+
+    def double(x: np.ndarray) -> np.ndarray:
+        return 2.0 * x
+
+    kernel = jit._Kernel(double, lambda: (np.ones(1),))
+    np.testing.assert_array_equal(kernel(np.arange(3.0)), [0.0, 2.0, 4.0])
+    assert "compiles without a cache" in caplog.text
