@@ -299,12 +299,11 @@ async def _apply(ctx: WorkerContext, slot: ModelSlot, batch: Deliveries) -> int:
     if cached is None or outcome.applied is None:
         await ctx.delivery.ack_and_trim(mk, skipped, None)
         return 0
-    observed = np.array([batch.kinds[decoded.positions[row]] != b"timeout"
-                         for row in outcome.rows])
+    applied = [decoded.positions[row] for row in outcome.rows]
+    observed = np.array([batch.kinds[i] for i in applied], dtype=object) != b"timeout"
     return await _commit(ctx, slot, view, cached, outcome.applied, observed, rates,
                          skipped + [batch.stream_ids[i] for i in decoded.positions],
-                         batch.stream_ids[decoded.positions[-1]],
-                         _logged(ctx, batch, [decoded.positions[row] for row in outcome.rows]))
+                         batch.stream_ids[decoded.positions[-1]], _logged(ctx, batch, applied))
 
 
 def _triage(batch: Deliveries, last_id: str, max_deliveries: int,
@@ -321,6 +320,9 @@ def _triage(batch: Deliveries, last_id: str, max_deliveries: int,
                                     key=parse_stream_id)
     skipped = batch.stream_ids[:first_new]
     dead: list[tuple[int, str]] = []
+    if None not in batch.kinds[first_new:] and max(batch.counts[first_new:], default=0) \
+            <= max_deliveries:  # the usual case: every entry is to apply
+        return skipped, dead, list(range(first_new, len(batch)))
     fresh: list[int] = []
     for i in range(first_new, len(batch)):
         if batch.kinds[i] is None and not batch.fields(i):  # deleted (stored ones all have k)
