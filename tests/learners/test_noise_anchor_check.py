@@ -36,17 +36,18 @@ def test_context_dependent_graded_relevance_is_never_published() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("world", [graded(), best_half()], ids=["graded", "best_half"])
-def test_graded_worlds_are_seldom_published(world: World) -> None:
+@pytest.mark.parametrize(("world", "bound"), [(graded(), 6), (best_half(), 20)],
+                         ids=["graded", "best_half"])
+def test_graded_worlds_are_seldom_published(world: World, bound: int) -> None:
     """Three labels right with probability about 0.2/0.45/0.7 (the reported world), and
     labels right with 0.5/0.35/0.2/0.05 by rank: over seeds 0-9 and the 12 refreshes of
-    30,000 plays, at most 20 of the 120 estimates are published (measured: 9 and 10; the
-    estimator before the anchor check published 60 or more, every refresh from 15,000
-    plays on whose intervals were narrow enough).  *Not* the goal of none: the check's
-    power is that of the few explored plays of the worst labels (module docstring)."""
+    30,000 plays, at most ``bound`` of the 120 estimates are published (measured 3, one
+    seed, and 16, six seeds; the estimator before the anchor check published 70 and
+    71).  *Not* the goal of none: the check's power is that of the few explored plays
+    of the worst labels (:mod:`app.learners.noise_anchor`, Anchor check)."""
     published = sum(e.published for seed in range(10)
                     for e in refreshes(world, 30_000, seed))
-    assert published <= 20, published
+    assert published <= bound, published
 
 
 @pytest.mark.slow
