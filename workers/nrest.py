@@ -229,7 +229,7 @@ async def estimate(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
         _count(ctx, "failed")
         return outcome(est)
     await ctx.store.noise.put(mk, est.rho0, est.rho1, source="estimated",
-                              n_samples=est.n_samples)
+                              n_samples=est.n_samples, interval=False)
     _count(ctx, "ok")
     for kind, value in (("rho0", est.rho0), ("rho1", est.rho1)):
         ctx.metrics.noise_rate.labels(*ref, kind).set(value)

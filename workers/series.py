@@ -21,6 +21,10 @@ interval (and a trainer pass).  A point holds:
 * ``debiased_reward``: ``h`` of the mean click over every applied event;
 * ``rho0``/``rho1`` in force, their ``noise_source`` and, when they are a
   published anchor estimate, ``rho0_interval``/``rho1_interval``;
+  ``calibration_unreliable`` and its ``reason`` when the rewards rest on rates
+  nobody stands behind (:meth:`~app.store.noise.NoiseRecord.unreliable_reason`:
+  ``noise_rates_unreliable``, or ``no_interval`` for an estimate without an
+  interval, NREst's);
 * ``pending`` (decisions awaiting feedback) and ``backlog`` (entries not yet
   applied);
 * for a learner that declares ``estimates_position_bias`` (rank models):
@@ -177,7 +181,7 @@ async def _write(ctx: WorkerContext, slot: ModelSlot, window: Window, now: float
     mk = ModelKeys(*ref)
     extra = await ctx.store.series.context(mk)
     point = make_point(window, now, total, rates, noise.source if noise is not None else None,
-                       extra)
+                       extra, None if noise is None else noise.unreliable_reason(True))
     point.update(rank_fields(view.config, noise, extra.anchor, slot.series))
     await ctx.store.series.append(mk, point)
     if point["online_reward"] is not None:
@@ -186,8 +190,10 @@ async def _write(ctx: WorkerContext, slot: ModelSlot, window: Window, now: float
 
 
 def make_point(window: Window, now: float, total: SnapshotInfo, rates: tuple[float, float],
-               noise_source: str | None, extra: SeriesContext) -> dict[str, Any]:
-    """The JSON point of a closed window (see the module docstring for the fields).
+               noise_source: str | None, extra: SeriesContext,
+               unreliable: str | None = None) -> dict[str, Any]:
+    """The JSON point of a closed window (see the module docstring for the fields);
+    ``unreliable``: why its rewards' rates cannot be stood behind (None: they can).
 
     >>> p = make_point(Window(0.0, 10, 4.0, 10), 5.0,
     ...                SnapshotInfo(3, "1-0", 30, 0, 9.0, 30, None), (0.1, 0.2), "estimated",
@@ -213,6 +219,8 @@ def make_point(window: Window, now: float, total: SnapshotInfo, rates: tuple[flo
         "noise_source": noise_source,
         "rho0_interval": None,
         "rho1_interval": None,
+        "calibration_unreliable": unreliable is not None,
+        "reason": unreliable,
         "pending": extra.pending,
         "backlog": extra.backlog,
     }
