@@ -43,6 +43,23 @@ const NoisyChart = (() => {
     }
   }
 
+  /* A legend: a colour swatch and the name of each entry ({name, color}). */
+  function legendList(entries) {
+    const legend = document.createElement("ul");
+    legend.className = "legend";
+    for (const entry of entries) {
+      const li = document.createElement("li");
+      const swatch = document.createElement("span");
+      swatch.className = "swatch";
+      const mark = el("svg", { width: 14, height: 10, viewBox: "0 0 14 10" });
+      el("rect", { width: 14, height: 10, fill: entry.color }, mark);
+      swatch.appendChild(mark);
+      li.append(swatch, document.createTextNode(" " + entry.name));
+      legend.appendChild(li);
+    }
+    return legend;
+  }
+
   /* A band's runs of consecutive entries with bounds (an entry with lo null ends a run). */
   function bandRuns(band) {
     const runs = [[]];
@@ -153,18 +170,7 @@ const NoisyChart = (() => {
     }
     container.appendChild(svg);
 
-    const legend = document.createElement("ul");
-    legend.className = "legend";
-    for (const s of spec.series) {
-      const li = document.createElement("li");
-      const swatch = document.createElement("span");
-      swatch.className = "swatch";
-      const mark = el("svg", { width: 14, height: 10, viewBox: "0 0 14 10" });
-      el("rect", { width: 14, height: 10, fill: s.color }, mark);
-      swatch.appendChild(mark);
-      li.append(swatch, document.createTextNode(" " + s.name));
-      legend.appendChild(li);
-    }
+    const legend = legendList(spec.series);
     if (marks.length) {
       const li = document.createElement("li");
       li.className = "mark-legend";
@@ -252,17 +258,7 @@ const NoisyChart = (() => {
         el("circle", { cx: at, cy: sy(v.value), r: n > 1 ? 3.5 : 4, fill: color }, bar);
       });
     });
-    if (n < 2) return;
-    const legend = document.createElement("ul");
-    legend.className = "legend";
-    for (const grp of spec.groups) {
-      const li = document.createElement("li");
-      const mark = el("svg", { width: 14, height: 10, viewBox: "0 0 14 10" });
-      el("rect", { width: 14, height: 10, fill: grp.color }, mark);
-      li.append(mark, document.createTextNode(" " + grp.name));
-      legend.appendChild(li);
-    }
-    container.appendChild(legend);
+    if (n > 1) container.appendChild(legendList(spec.groups));
   }
 
   /* Values as bars from 0, each labelled with its value.  spec: categories' and
