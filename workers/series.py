@@ -1,9 +1,12 @@
-"""The trainer's per-model quality series: one point per model every ``series_interval`` seconds.
+"""The trainer's per-model quality series: a point per model every ``series_interval`` seconds
+or every ``series_events`` events, whichever comes first.
 
 After each published batch the trainer adds the batch's counters to the
 model's open window (:class:`ModelSeries`, in the model's slot: a few additions: the series
 must cost next to nothing beside learning).  Once the window is
-``series_interval`` seconds old, :func:`record` closes it into a point,
+``series_interval`` seconds old or holds ``series_events`` events (a burst
+draws its curve, not two points and a line; a batch larger than that is one
+point), :func:`record` closes it into a point,
 appends it to the model's capped series (:class:`app.store.series.SeriesStore`)
 and sets the quality gauges.  A model's first window in a worker closes after
 :data:`FIRST_POINT_SECONDS` (a short burst still gets a point while it
@@ -97,9 +100,10 @@ class ModelSeries:
     """``estimated_at`` of the last per-slot estimate a point recorded."""
 
     def add(self, interval: float, events: int, click_sum: float, click_n: int,
-            now: float) -> Window | None:
+            now: float, max_events: int = 0) -> Window | None:
         """Count one published batch; the closed window when a point is due (a new one
-        opens)."""
+        opens): once the window is ``interval`` seconds old, or holds ``max_events`` events
+        (0: by time only), so a burst draws its curve, a point per batch at most."""
         window = self.window
         if window is None:
             first = not self.seen
@@ -110,7 +114,8 @@ class ModelSeries:
         window.click_sum += click_sum
         window.click_n += click_n
         self.active = True
-        if now - window.started < window.length:
+        full = 0 < max_events <= window.events
+        if now - window.started < window.length and not full:
             return None
         self.window = Window(now, length=interval)
         return window
@@ -151,7 +156,8 @@ async def record(ctx: WorkerContext, slot: ModelSlot, view: TrainerView, events:
     if ctx.series_interval <= 0:
         return
     now = time.monotonic()
-    window = slot.series.add(ctx.series_interval, events, click_sum, click_n, now)
+    window = slot.series.add(ctx.series_interval, events, click_sum, click_n, now,
+                             ctx.series_events)
     if window is None:
         return
     info = view.info

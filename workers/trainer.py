@@ -28,7 +28,8 @@ them; a dead trainer's leases expire and are taken over), then runs one
 5. once published: the after-publish hooks
    (:data:`workers.hooks.AFTER_PUBLISH_HOOKS`: NREst samples, anchor rows, a
    kept version at most once per the model's interval, a quality-series point
-   at most once per ``series_interval``, the drift detector, the challengers),
+   at most once per ``series_interval`` or ``series_events``, the drift
+   detector, the challengers),
    each on its own; one that raises fails the step after the others ran.
    THEN acknowledge, trim and mark the batch handled (what a sync waits for,
    so that it sees what the hooks wrote).
