@@ -69,6 +69,22 @@ published only when every interval (``theta_k`` for ``k >= 1``, ``rho0_k``,
 some rows in every slot); otherwise
 ``insufficient_data`` with the reason and the counts.
 
+**Examination has its own gate** (``theta_published``).  ``theta_k = u_k / u_0``
+needs less than (2) does: only that the top band's items reaching slot ``k`` are
+as often relevant as those reaching slot 0, not that they are all relevant.  If
+a share ``g < 1`` of them is (graded relevance), ``u_k = theta_k (g (1 - rho1) +
+(1 - g) rho0_k)`` and the ratio is off by a factor ``1 + (1 - g)(rho0_k -
+rho0_0) / (g (1 - rho1) + (1 - g) rho0_0)`` (under 0.01 at ``g = 0.95`` on the
+trust stream), while ``rho1 = 1 - u_0`` is off by ``(1 - g)(1 - rho1 - rho0_0)``
+(0.03 there: about the interval's whole width).  So ``theta`` is published when
+every ``theta_k`` interval is at most ``max_width`` wide (the counts as above),
+whatever the click-noise parameters' widths and the flatness check say; the
+rates and the affine correction wait for the whole rule.  A ``u_k`` rests on the
+top band's rows in slot ``k``, few in the lower slots (the policy puts its best
+items on top), which is what makes ``theta`` the slowest to narrow after
+``rho0_k``: ``recent_fraction`` 1 (every row of the buffer, not the newest 0.7)
+gives it 1.2 times the rows (``bench/bench_noise_slots.py --part publish``).
+
 Cost: one pass over the rows (a sort for the quantiles).  Pure numpy.
 """
 
@@ -109,6 +125,11 @@ class SlotEstimate:
         ``(low, high)``.
     level, published, reason:
         As for :class:`app.learners.noise_anchor.AnchorEstimate`.
+    theta_published:
+        Whether ``theta`` passes its own gate (module docstring): every ``theta_k``
+        interval at most ``max_width`` wide; true whenever ``published`` is.
+    max_width:
+        The widest interval the estimate was allowed.
     n_events:
         Rows used (randomised, in the newest ``recent_fraction``).
     n_slot:
@@ -134,6 +155,8 @@ class SlotEstimate:
     n_top: int
     n_bottom: int
     flatness: tuple[float, float]
+    theta_published: bool = False
+    max_width: float = 1.0
 
     @property
     def widths(self) -> np.ndarray:
@@ -142,6 +165,25 @@ class SlotEstimate:
                            self.rho0_interval[:, 1] - self.rho0_interval[:, 0])
         out: np.ndarray = np.maximum(width, self.rho1_interval[1] - self.rho1_interval[0])
         return out
+
+    def param_widths(self) -> dict[str, np.ndarray]:
+        """Per slot, the width of each parameter's interval (``theta_0`` is 1 exactly)."""
+        return {"theta": self.theta_interval[:, 1] - self.theta_interval[:, 0],
+                "rho0": self.rho0_interval[:, 1] - self.rho0_interval[:, 0],
+                "rho1": np.full(self.theta.shape[0],
+                                self.rho1_interval[1] - self.rho1_interval[0])}
+
+    def too_wide(self) -> list[list[str]]:
+        """Per slot, the parameters whose interval is wider than ``max_width``.
+
+        >>> from app.sim.trust import simulated_placements
+        >>> est = estimate_slot_noise(*simulated_placements(8_000, seed=0)[:4], 3)
+        >>> est.reason, est.theta_published, est.too_wide()
+        ('interval_too_wide', True, [['rho0'], [], ['rho0']])
+        """
+        widths = self.param_widths()
+        return [[name for name, w in widths.items() if w[k] > self.max_width]
+                for k in range(self.theta.shape[0])]
 
     def affine(self) -> tuple[np.ndarray, np.ndarray]:
         """``(alpha_k, beta_k)`` of (1): relevance is ``(click - beta_k) / alpha_k`` on average."""
@@ -203,11 +245,11 @@ def estimate_slot_noise(
     *,
     top_fraction: float = 0.2,
     bottom_fraction: float = 0.03,
-    recent_fraction: float = 0.7,
+    recent_fraction: float = 1.0,
     level: float = 0.95,
     max_width: float = 0.1,
     min_events: int = 100,
-    flat_tolerance: float = 0.01,
+    flat_tolerance: float = 0.0,
 ) -> SlotEstimate:
     """Estimate ``theta_k``, ``rho0_k`` and ``rho1`` with intervals (module docstring).
 
@@ -223,7 +265,7 @@ def estimate_slot_noise(
         Shares of the rows in the top (assumed relevant) and bottom (assumed
         irrelevant) anchor bands.
     recent_fraction:
-        Share of the rows, the newest, used (the model's scores are best there).
+        Share of the rows, the newest, used (1: all; module docstring).
     level, max_width, min_events:
         Confidence level of the intervals, widest interval published, fewest
         rows per slot and per anchor band.
@@ -241,7 +283,7 @@ def estimate_slot_noise(
     >>> rows = simulated_placements(40_000, seed=0)
     >>> est = estimate_slot_noise(*rows[:4], 3)
     >>> est.published, np.round(est.theta, 2).tolist(), round(est.rho1, 2)
-    (True, [1.0, 0.6, 0.35], 0.1)
+    (True, [1.0, 0.61, 0.35], 0.1)
     """
     m = check_int("slots", slots, 1, 100)
     q_top = check_range("top_fraction", top_fraction, 0.0, 0.5, low_open=True)
@@ -259,16 +301,16 @@ def estimate_slot_noise(
     n_slot = np.bincount(k, minlength=m)
     z = NormalDist().inv_cdf(0.5 + level / 2.0)
     if n == 0:
-        return _unpublished(NOT_RANDOMISED, m, n, n_slot, 0, 0, level)
+        return _unpublished(NOT_RANDOMISED, m, n, n_slot, 0, 0, level, max_width)
     band, upper = bands_of(s, q_top, q_bottom)
     n_top, n_bottom = int(np.count_nonzero(band == 2)), int(np.count_nonzero(band == 0))
     rates = anchor_rates(k, f, band, m)
     if min(n_top, n_bottom, int(n_slot.min())) < min_events or rates is None:
-        return _unpublished(TOO_FEW_EVENTS, m, n, n_slot, n_top, n_bottom, level)
+        return _unpublished(TOO_FEW_EVENTS, m, n, n_slot, n_top, n_bottom, level, max_width)
     params, cov = rates
     u, v = params[:m], params[m:]
     if not np.all(u > v):
-        return _unpublished(NO_FIT, m, n, n_slot, n_top, n_bottom, level)
+        return _unpublished(NO_FIT, m, n, n_slot, n_top, n_bottom, level, max_width)
     flat = [_rise(k[band == b], f[band == b], upper[band == b], u, v, m) for b in (2, 0)]
     theta, rho0, rho1, se = _derived(u, v, cov)
     theta_iv = _intervals(theta, z * se[0])
@@ -278,7 +320,7 @@ def estimate_slot_noise(
     estimate = SlotEstimate(theta, rho0, rho1, theta_iv, rho0_iv,
                             (float(rho1_iv[0]), float(rho1_iv[1])),
                             level, False, "", n, n_slot, n_top, n_bottom,
-                            (float(flat[0][0]), float(flat[1][0])))
+                            (float(flat[0][0]), float(flat[1][0])), False, max_width)
     z_one = NormalDist().inv_cdf(level)
     if any(rise - z_one * se_rise > flat_tolerance for rise, se_rise in flat):
         reason = ANCHOR_NOT_FLAT
@@ -286,7 +328,9 @@ def estimate_slot_noise(
         reason = INTERVAL_TOO_WIDE
     else:
         reason = ""
-    return SlotEstimate(**{**estimate.__dict__, "published": not reason, "reason": reason})
+    theta_narrow = bool(estimate.param_widths()["theta"].max() <= max_width)
+    return SlotEstimate(**{**estimate.__dict__, "published": not reason, "reason": reason,
+                           "theta_published": theta_narrow})
 
 
 def _check_rows(slot: np.ndarray, prob: np.ndarray, score: np.ndarray, click: np.ndarray,
@@ -354,8 +398,9 @@ def _intervals(centre: np.ndarray, half: np.ndarray) -> np.ndarray:
 
 
 def _unpublished(reason: str, m: int, n: int, n_slot: np.ndarray, n_top: int, n_bottom: int,
-                 level: float) -> SlotEstimate:
+                 level: float, max_width: float) -> SlotEstimate:
     nan = np.full(m, np.nan)
     unit = np.tile([0.0, 1.0], (m, 1))
     return SlotEstimate(nan, nan.copy(), math.nan, unit, unit.copy(), (0.0, 1.0), level, False,
-                        reason, n, n_slot, n_top, n_bottom, (math.nan, math.nan))
+                        reason, n, n_slot, n_top, n_bottom, (math.nan, math.nan), False,
+                        max_width)

@@ -112,7 +112,9 @@ def _check_estimator(config: dict[str, Any], estimator: str) -> None:
 
 async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
                   ) -> NoiseStatusResponse:
-    """The noise record with the estimator's settings and the last anchor outcome."""
+    """The noise record with the estimator's settings and the last anchor outcome; a rank
+    model's ``slots`` are the per-slot estimate in force (published whole or its
+    examination alone), else the last estimate's values, flagged unpublished."""
     out = noise_response(record)
     if record is None or out is None:
         raise unknown_model(view.config["model_id"])
@@ -129,7 +131,7 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
         "reason": (current.fixed_reason if status == "fixed" else str(last.get(
             "reason", TOO_FEW_EVENTS if status == "insufficient_data" else ""))),
         "interval": interval, "n_events": int(n_events),
-        "slots": current.slots if current.status == "published" else None})
+        "slots": current.slots or last.get("slots")})
 
 
 @router.post("/{model_id}/noise/estimate", status_code=202, response_model=NoiseJobResponse,
