@@ -137,7 +137,7 @@ def slots_outcome(est: SlotEstimate) -> list[dict[str, Any]]:
              "interval": {"theta": [float(v) for v in est.theta_interval[k]],
                           "rho0": [float(v) for v in est.rho0_interval[k]],
                           "rho1": list(est.rho1_interval)},
-             "published": published,
+             "published": dict(published),
              "widths": {name: float(w[k]) for name, w in widths.items()},
              "too_wide": too_wide[k]}
             for k in range(est.theta.shape[0])]
