@@ -86,9 +86,12 @@ every ``theta_k`` interval is at most ``max_width`` wide (the counts as above),
 whatever the click-noise parameters' widths and the flatness check say; the
 rates and the affine correction wait for the whole rule.  A ``u_k`` rests on the
 top band's rows in slot ``k``, few in the lower slots (the policy puts its best
-items on top), which is what makes ``theta`` the slowest to narrow after
-``rho0_k``: ``recent_fraction`` 1 (every row of the buffer, not the newest 0.7)
-gives it 1.2 times the rows (``bench/bench_noise_slots.py --part publish``).
+items on top), so ``theta`` is fitted on every row of the buffer
+(``theta_fraction`` 1: its ratio holds on the older rows too, whose top band is
+less often all relevant), the rates on the newest ``recent_fraction`` (0.7:
+there the least confident items are surely irrelevant; on every row the bottom
+band of an 8-candidate stream held relevant items and ``rho0_k`` read up to 3
+times its truth).  ``bench/bench_noise_slots.py --part publish`` measures both.
 
 Cost: one pass over the rows (a sort for the quantiles).  Pure numpy.
 """
@@ -184,7 +187,7 @@ class SlotEstimate:
         >>> from app.sim.trust import simulated_placements
         >>> est = estimate_slot_noise(*simulated_placements(8_000, seed=0)[:4], 3)
         >>> est.reason, est.theta_published, est.too_wide()
-        ('interval_too_wide', True, [['rho0'], [], ['rho0']])
+        ('interval_too_wide', True, [['rho0'], ['rho0'], ['rho0']])
         """
         widths = self.param_widths()
         return [[name for name, w in widths.items() if w[k] > self.max_width]
@@ -250,7 +253,8 @@ def estimate_slot_noise(
     *,
     top_fraction: float = 0.2,
     bottom_fraction: float = 0.03,
-    recent_fraction: float = 1.0,
+    recent_fraction: float = 0.7,
+    theta_fraction: float = 1.0,
     level: float = 0.95,
     max_width: float = 0.1,
     min_events: int = 100,
@@ -270,7 +274,10 @@ def estimate_slot_noise(
         Shares of the rows in the top (assumed relevant) and bottom (assumed
         irrelevant) anchor bands.
     recent_fraction:
-        Share of the rows, the newest, used (1: all; module docstring).
+        Share of the rows, the newest, used for the rates (the model's scores are best
+        there: its least confident items are then surely irrelevant).
+    theta_fraction:
+        Share of the rows, the newest, used for the examination (module docstring).
     level, max_width, min_events:
         Confidence level of the intervals, widest interval published, fewest
         rows per slot and per anchor band.
@@ -298,7 +305,12 @@ def estimate_slot_noise(
     max_width = check_range("max_width", max_width, 0.0, 1.0, low_open=True)
     min_events = check_int("min_events", min_events, 1)
     flat_tolerance = check_range("flat_tolerance", flat_tolerance, 0.0, 1.0)
+    theta_share = check_range("theta_fraction", theta_fraction, 0.0, 1.0, low_open=True)
     k, p, s, f = _check_rows(slot, prob, score, click, m)
+    start = k.shape[0] - math.ceil(theta_share * k.shape[0])
+    keep = p[start:] < 1.0
+    examination = _examination(k[start:][keep], s[start:][keep], f[start:][keep],
+                               q_top, q_bottom, m)
     start = k.shape[0] - math.ceil(recent * k.shape[0])
     keep = p[start:] < 1.0
     k, s, f = k[start:][keep], s[start:][keep], f[start:][keep]
@@ -318,6 +330,8 @@ def estimate_slot_noise(
         return _unpublished(NO_FIT, m, n, n_slot, n_top, n_bottom, level, max_width)
     flat = [_rise(k[band == b], f[band == b], upper[band == b], u, v, m) for b in (2, 0)]
     theta, rho0, rho1, se = _derived(u, v, cov)
+    if examination is not None:
+        theta, se[0] = examination
     theta_iv = _intervals(theta, z * se[0])
     theta_iv[0] = 1.0
     rho0_iv = _intervals(rho0, z * se[1])
@@ -374,6 +388,27 @@ def _rise(k: np.ndarray, f: np.ndarray, upper: np.ndarray, u: np.ndarray, v: np.
         g = float(np.sum(n * a * (c / np.maximum(n, 1.0) - v) / (p0 * (1.0 - p0))) / w.sum())
         out.append((g, 1.0 / float(w.sum())))
     return out[0][0] - out[1][0], math.sqrt(out[0][1] + out[1][1])
+
+
+def _examination(k: np.ndarray, s: np.ndarray, f: np.ndarray, q_top: float, q_bottom: float,
+                 m: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``theta_k = u_k / u_0`` from the top band of these rows and its delta-method standard
+    error, ``theta_k sqrt(var u_k / u_k^2 + var u_0 / u_0^2)`` (0 for slot 0); None when a
+    slot has no top-band click."""
+    if k.shape[0] == 0:
+        return None
+    top = bands_of(s, q_top, q_bottom)[0] == 2
+    n = np.bincount(k[top], minlength=m).astype(np.float64)
+    c = np.bincount(k[top], weights=f[top], minlength=m)
+    if not c.all():
+        return None
+    u = c / n
+    smooth = (c + 1.0) / (n + 2.0)
+    rel = smooth * (1.0 - smooth) / n / (u * u)
+    theta = u / u[0]
+    se = theta * np.sqrt(rel + rel[0])
+    se[0] = 0.0
+    return theta, se
 
 
 def _derived(u: np.ndarray, v: np.ndarray, cov: np.ndarray
