@@ -155,34 +155,50 @@ def publish_run(world: str, seed: int) -> dict[str, Any]:
         ("theta", lambda e: e["status"] == "published" or e.get("theta_published")),
         ("whole", lambda e: e["status"] == "published"))}
     force = in_force(estimates)
-    truth = extra["slot_noise_true"]
-    covered: dict[str, bool] = {}
-    for row, true in zip(force["slots"] if force else [], truth, strict=False):
-        for name in ("theta", "rho0", "rho1"):
-            published = row.get("published", {}).get(name, force["status"] == "published")
-            if published and not (name == "theta" and row["slot"] == 0):
-                low, high = row["interval"][name]
-                covered[f"{name}_{row['slot']}"] = bool(low <= true[name] <= high)
-    return {"world": world, "seed": seed, "first_published": first,
-            "last_reason": estimates[-1]["reason"] if estimates else None,
-            "position_bias": extra["position_bias"],
-            "position_bias_source": extra["position_bias_source"],
-            "truth": truth, "position_bias_true": extra["position_bias_true"],
-            "in_force": None if force is None else {
-                "t": force["t"], "status": force["status"],
-                "slots": [{k: row[k] for k in ("theta", "rho0", "rho1", "interval")}
-                          for row in force["slots"]]},
-            "covered": covered}
+    run = {"world": world, "seed": seed, "first_published": first,
+           "last_reason": estimates[-1]["reason"] if estimates else None,
+           "position_bias": extra["position_bias"],
+           "position_bias_source": extra["position_bias_source"],
+           "truth": extra["slot_noise_true"], "position_bias_true": extra["position_bias_true"],
+           "in_force": None if force is None else {
+               "t": force["t"], "status": force["status"],
+               "slots": [{k: row[k] for k in ("theta", "rho0", "rho1", "interval")}
+                         for row in force["slots"]]}}
+    return {**run, "covered": covered(run)}
+
+
+def covered(run: dict[str, Any]) -> dict[str, bool]:
+    """Whether each published interval of the estimate in force holds the stream's truth
+    (``theta_k`` for ``k >= 1``; with the whole estimate ``rho0_k`` and ``rho1`` once)."""
+    force = run["in_force"]
+    if force is None:
+        return {}
+    out: dict[str, bool] = {}
+    for k, (row, true) in enumerate(zip(force["slots"], run["truth"], strict=True)):
+        names = ["theta"] * (k > 0) + (["rho0"] + ["rho1"] * (k == 0)) * (
+            force["status"] == "published")
+        for name in names:
+            low, high = row["interval"][name]
+            out[f"{name}_{k}" if name != "rho1" else name] = bool(low <= true[name] <= high)
+    return out
 
 
 def publish(worlds: list[str], seeds: range) -> dict[str, Any]:
     """The runs of the module docstring's ``--part publish`` and their summary per world."""
     runs = [publish_run(w, s) for w in worlds for s in seeds]
-    summary = {}
-    for w in worlds:
+    return {"requests": PUBLISH_REQUESTS, "runs": runs, "summary": summary(runs)}
+
+
+def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per world: seeds published by 20,000 requests (examination, whole), when, and how many
+    published intervals of the estimates in force at the end hold the truth."""
+    out = {}
+    for w in dict.fromkeys(r["world"] for r in runs):
         mine = [r for r in runs if r["world"] == w]
-        cover = [c for r in mine for c in r["covered"].values()]
-        summary[w] = {
+        cover = {kind: [v for r in mine for k, v in r["covered"].items()
+                        if k.startswith("theta") == (kind == "theta")]
+                 for kind in ("theta", "rates")}
+        out[w] = {
             "seeds": len(mine),
             "theta_published_by_20000": sum(r["first_published"]["theta"] is not None
                                             for r in mine),
@@ -190,10 +206,19 @@ def publish(worlds: list[str], seeds: range) -> dict[str, Any]:
                                             for r in mine),
             "theta_first_published": [r["first_published"]["theta"] for r in mine],
             "whole_first_published": [r["first_published"]["whole"] for r in mine],
-            "published_intervals": len(cover),
-            "covered": int(sum(cover)),
+            "theta_intervals_covered": [int(sum(cover["theta"])), len(cover["theta"])],
+            "rate_intervals_covered": [int(sum(cover["rates"])), len(cover["rates"])],
             "seeds_all_covered": sum(all(r["covered"].values()) for r in mine)}
-    return {"requests": PUBLISH_REQUESTS, "runs": runs, "summary": summary}
+    return out
+
+
+def resummarise(path: Path) -> dict[str, Any]:
+    """A ``--part publish`` output's coverage and summary recomputed from its runs."""
+    out: dict[str, Any] = json.loads(path.read_text())
+    for run in out["runs"]:
+        run["covered"] = covered(run)
+    out["summary"] = summary(out["runs"])
+    return out
 
 
 def main() -> None:
@@ -204,7 +229,14 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10, help="--part publish: seeds 0..N-1")
     parser.add_argument("--out", type=Path, default=None, help="output JSON (default: "
                         "bench/results/noise-slots-<part>.json)")
+    parser.add_argument("--summarise", type=Path, default=None, help="--part publish: "
+                        "recompute the coverage and summary of this output, in place")
     args = parser.parse_args()
+    if args.summarise:
+        out = resummarise(args.summarise)
+        args.summarise.write_text(json.dumps(out, indent=1) + "\n")
+        print(json.dumps(out["summary"], indent=1))
+        return
     part = {"speed": speed, "accuracy": accuracy,
             "publish": lambda: publish(args.worlds.split(","), range(args.seeds))}[args.part]
     out = {"machine": machine_info(), **part()}
