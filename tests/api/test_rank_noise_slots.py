@@ -6,8 +6,6 @@ theta while its click-noise rates stay unpublished and flagged."""
 from __future__ import annotations
 
 import asyncio
-import threading
-from typing import Any
 
 import pytest
 
@@ -15,67 +13,39 @@ from app.learners.noise_publish import pack_slots
 from app.sim.trust import simulated_placements
 from app.store import ModelKeys, Store
 from app.store.noise import NoiseRecord
-from app.worker_settings import WorkerSettings
 from tests.api.conftest import TestClient
-from workers.worker import Worker
+from tests.api.test_noise_service import _request_estimate
 
 pytestmark = pytest.mark.slow
 
 
 def append_rows(redis_url: str, requests: int, seed: int) -> None:
     """The shown slots of ``requests`` simulated rankings (6 candidates, 3 slots, trust
-    bias, ``ridge_pl``'s randomisation) appended to model ``feed``'s rows, as its trainer
+    bias, ``ridge_pl``'s randomisation) appended to model ``m1``'s rows, as its trainer
     appends them."""
     slot, prob, score, click, _ = simulated_placements(requests, seed=seed)
 
     async def run() -> None:
         store = Store.from_url(redis_url)
         try:
-            await store.anchors.append(ModelKeys("acme", "feed"), prob, score,
+            await store.anchors.append(ModelKeys("acme", "m1"), prob, score,
                                        pack_slots(slot, click), {}, cap=90_000)
         finally:
             await store.close()
     asyncio.run(run())
 
 
-def requested_estimate(client: TestClient, auth: dict[str, str],
-                       redis_url: str) -> dict[str, Any]:
-    """``POST .../noise/estimate?wait=true`` answered by a jobs role drained in a thread."""
-    stop = threading.Event()
-
-    def serve() -> None:
-        async def drain() -> None:
-            store = Store.from_url(redis_url)
-            await Worker(store, WorkerSettings(roles=("jobs",), worker_id="n",
-                                               nrest_threads=True)).drain()
-            await store.close()
-        while not stop.is_set():
-            asyncio.run(drain())
-            stop.wait(0.02)
-    role = threading.Thread(target=serve)
-    role.start()
-    try:
-        r = client.post("/v1/models/feed/noise/estimate",
-                        params={"wait": "true", "timeout": 60}, headers=auth)
-    finally:
-        stop.set()
-        role.join()
-    assert r.status_code == 200, r.text
-    body: dict[str, Any] = r.json()
-    return body
-
-
 def test_an_estimate_not_published_shows_its_values_flagged_then_its_examination(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     assert client.post("/v1/models", headers=tenant, json={
-        "model_id": "feed", "task": "rank", "n_features": 3, "n_action_features": 2,
+        "model_id": "m1", "task": "rank", "n_features": 3, "n_action_features": 2,
         "slots": 3, "seed": 0}).status_code == 201
     # 2,000 rankings: values for every slot, none narrow enough (theta_2 among them)
     append_rows(redis_url, 2_000, seed=0)
-    estimate = requested_estimate(client, tenant, redis_url)["estimate"]
+    estimate = _request_estimate(client, tenant, redis_url)["estimate"]
     assert (estimate["status"], estimate["reason"], estimate["theta_published"]) == (
         "insufficient_data", "interval_too_wide", False)
-    noise = client.get("/v1/models/feed/noise", headers=tenant).json()
+    noise = client.get("/v1/models/m1/noise", headers=tenant).json()
     assert (noise["status"], noise["reason"], noise["rho0"], noise["source"]) == (
         "insufficient_data", "interval_too_wide", 0.0, "initial")
     assert noise["slots"] == estimate["slots"]
@@ -86,14 +56,14 @@ def test_an_estimate_not_published_shows_its_values_flagged_then_its_examination
             assert row["widths"][name] == pytest.approx(high - low)
             assert (name in row["too_wide"]) == (high - low > noise["max_width"])
     assert "theta" in noise["slots"][2]["too_wide"]
-    model = client.get("/v1/models/feed", headers=tenant).json()
+    model = client.get("/v1/models/m1", headers=tenant).json()
     assert model["position_bias"]["source"] == "insufficient_data"
 
     # 8,000 more: every theta interval narrow, a rho0_k one still too wide
     append_rows(redis_url, 8_000, seed=1)
-    estimate = requested_estimate(client, tenant, redis_url)["estimate"]
+    estimate = _request_estimate(client, tenant, redis_url)["estimate"]
     assert (estimate["status"], estimate["theta_published"]) == ("insufficient_data", True)
-    noise = client.get("/v1/models/feed/noise", headers=tenant).json()
+    noise = client.get("/v1/models/m1/noise", headers=tenant).json()
     assert (noise["status"], noise["source"], noise["rho0"], noise["rho1"]) == (
         "insufficient_data", "initial", 0.0, 0.0)
     assert noise["interval"] == {"level": 0.95, "rho0": None, "rho1": None}
@@ -103,7 +73,7 @@ def test_an_estimate_not_published_shows_its_values_flagged_then_its_examination
         assert row["published"] == {"theta": True, "rho0": False, "rho1": False}
         assert "theta" not in row["too_wide"]
     assert any("rho0" in row["too_wide"] for row in noise["slots"])
-    model = client.get("/v1/models/feed", headers=tenant).json()
+    model = client.get("/v1/models/m1", headers=tenant).json()
     assert model["position_bias"] == {"values": thetas, "source": "estimated",
                                       "calibration_unreliable": False}
     assert noise["history"] == []  # the rates were not estimated
