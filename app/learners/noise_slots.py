@@ -37,6 +37,12 @@ estimated by their shares of clicks (independent binomials), and
 
     theta_k = u_k / u_0,   rho1 = 1 - u_0,   rho0_k = v_k / theta_k.             (2)
 
+``rho1`` takes ``u_0`` from the top :data:`RHO1_FRACTION` of the scores only (in
+slot 0, which holds most of them): under graded relevance the top 20% band is
+not all relevant (0.97 on the rank benchmark's stream) and ``1 - u_0`` counted
+its irrelevant share as lost clicks (``rho1`` 0.314-0.354 for 0.3, outside its
+interval); the top 5% is nearer all relevant, at about twice the width.
+
 The rows between the anchors are not used.  A score band there has a share
 ``g`` of relevant items and, by (1), the click rate ``v_k + (u_k - v_k) g`` in
 slot ``k``, but ``g`` is not the same in every slot: which items reach a slot
@@ -115,6 +121,8 @@ ANCHOR_NOT_FLAT = "anchor_not_flat"
 NO_FIT = "fit_failed"
 #: Click rates are kept in ``[EDGE, 1 - EDGE]`` where they weigh a fit.
 EDGE = 1e-6
+#: Share of the highest scores whose slot-0 click rate gives ``rho1`` (module docstring).
+RHO1_FRACTION = 0.05
 
 
 @dataclass(frozen=True)
@@ -295,7 +303,7 @@ def estimate_slot_noise(
     >>> rows = simulated_placements(40_000, seed=0)
     >>> est = estimate_slot_noise(*rows[:4], 3)
     >>> est.published, np.round(est.theta, 2).tolist(), round(est.rho1, 2)
-    (True, [1.0, 0.61, 0.35], 0.1)
+    (True, [1.0, 0.61, 0.35], 0.11)
     """
     m = check_int("slots", slots, 1, 100)
     q_top = check_range("top_fraction", top_fraction, 0.0, 0.5, low_open=True)
@@ -330,6 +338,11 @@ def estimate_slot_noise(
         return _unpublished(NO_FIT, m, n, n_slot, n_top, n_bottom, level, max_width)
     flat = [_rise(k[band == b], f[band == b], upper[band == b], u, v, m) for b in (2, 0)]
     theta, rho0, rho1, se = _derived(u, v, cov)
+    top0 = (s >= np.quantile(s, 1.0 - RHO1_FRACTION)) & (k == 0)
+    if top0.any():
+        c1, n1 = float(f[top0].sum()), float(np.count_nonzero(top0))
+        smooth1 = (c1 + 1.0) / (n1 + 2.0)
+        rho1, se[2][:] = 1.0 - c1 / n1, math.sqrt(smooth1 * (1.0 - smooth1) / n1)
     if examination is not None:
         theta, se[0] = examination
     theta_iv = _intervals(theta, z * se[0])
