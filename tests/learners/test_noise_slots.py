@@ -147,6 +147,16 @@ def test_estimate_rates_refused_when_the_top_band_is_not_all_relevant() -> None:
         assert np.abs(est.theta - theta).max() <= 0.05
 
 
+def test_rho1_holds_its_truth_where_the_top_band_is_not_all_relevant() -> None:
+    """Graded ``sigmoid(1.5 l)``: the top 20% band's ``1 - u_0`` read 0.108-0.110 for 0.1,
+    outside its interval on every seed; from the top 5% the (unpublished) ``rho1`` holds
+    the truth.  10 seeds at 95%: 3 or more misses with probability 0.012, so at least 8
+    must hold it."""
+    covered = [bool(est.rho1_interval[0] <= RHO1 <= est.rho1_interval[1])
+               for est in (_estimate(seed, graded=1.5) for seed in range(10))]
+    assert len(covered) == 10 and sum(covered) >= 8, covered
+
+
 def test_estimate_no_item_surely_relevant_refused() -> None:
     est = _estimate(0, graded=0.5)
     assert not est.published and est.reason == ANCHOR_NOT_FLAT
