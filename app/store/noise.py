@@ -49,9 +49,9 @@ class NoiseRecord:
     history: list[dict[str, Any]] = field(default_factory=list)
     estimator: str = DEFAULT_ESTIMATOR
     slots: list[dict[str, Any]] | None = None
-    """Per slot ``theta``, ``rho0``, ``rho1`` and their intervals, when the rates in use are a
-    per-slot estimate (:func:`app.learners.noise_publish.slots_outcome`); ``rho0`` is then
-    slot 0's."""
+    """Per slot ``theta``, ``rho0``, ``rho1``, their intervals and which are ``published``,
+    when the per-slot estimate in force is published whole or its examination alone
+    (:func:`app.learners.noise_publish.slots_outcome`); ``rho0`` is slot 0's when whole."""
     rates_given: bool = False
     """Whether the model's creation named its initial rates (its ``rho0``/``rho1`` params),
     0 and 0 included."""
@@ -60,13 +60,24 @@ class NoiseRecord:
     nobody knows are flagged, reason :data:`NO_INTERVAL`)."""
 
     @property
+    def published_slots(self) -> list[dict[str, Any]] | None:
+        """:attr:`slots` when the per-slot estimate in force is published whole (rows of
+        records written before examination had its own gate were), else None."""
+        if not self.slots or not all(_published(s, "rho0") for s in self.slots):
+            return None
+        return self.slots
+
+    @property
     def slot_affine(self) -> SlotAffine | None:
         """``(alpha_k, beta_k)`` of the per-slot estimate in use (None without one):
-        ``beta_k = theta_k rho0_k``, ``alpha_k = theta_k (1 - rho1 - rho0_k)``."""
+        ``beta_k = theta_k rho0_k``, ``alpha_k = theta_k (1 - rho1 - rho0_k)``, with the
+        rates in force for a ``rho0_k``, ``rho1`` not published (examination alone)."""
         if not self.slots:
             return None
-        alpha, beta = click_affine(*(np.array([s[name] for s in self.slots])
-                                     for name in ("theta", "rho0", "rho1")))
+        theta = np.array([s["theta"] for s in self.slots])
+        rho0, rho1 = (np.array([s[name] if _published(s, name) else rate for s in self.slots])
+                      for name, rate in (("rho0", self.rho0), ("rho1", self.rho1)))
+        alpha, beta = click_affine(theta, rho0, rho1)
         return tuple(alpha.tolist()), tuple(beta.tolist())
 
     @property
@@ -125,6 +136,11 @@ class NoiseRecord:
         """``rates_not_given`` for the ``fixed`` rates of a model whose rates nobody gave,
         else empty (the reason ``GET .../noise`` shows for a ``fixed`` status)."""
         return "rates_not_given" if self.status == "fixed" and not self.rates_reliable else ""
+
+
+def _published(row: Mapping[str, Any], name: str) -> bool:
+    """Whether parameter ``name`` of a stored per-slot row is published."""
+    return bool(row.get("published", {}).get(name, True))
 
 
 def parse_noise(values: Sequence[Any], config: Mapping[str, Any] | None = None
