@@ -32,7 +32,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from app.learners.base import Batch, Learner, stack_events
-from app.learners.build import refit
+from app.learners.build import MAX_REFIT_EVENTS, refit
 from app.store.decisionlog import LogEntry
 from app.store.events import decode_entries, decode_entry
 from app.store.keys import ModelKeys
@@ -44,8 +44,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Most events a recovery relearns (the newest, when the change is estimated further back).
-MAX_REFIT_EVENTS = 50_000
 #: Decision-log marker and kept-version reason of a recovery.
 RECOVERY_MARKER = "drift_recovery"
 

@@ -44,6 +44,10 @@ def build_learner(config: Mapping[str, Any], state: Mapping[str, np.ndarray] | N
     return learner
 
 
+#: Most events a drift recovery relearns (the newest, when the change is estimated further back).
+MAX_REFIT_EVENTS = 50_000
+
+
 def refit(config: Mapping[str, Any], batch: Batch, rates: tuple[float, float]) -> Learner:
     """A fresh learner for ``config`` with the noise ``rates`` that learned ``batch`` in
     order: what a drift recovery publishes (the model refitted on the events since the

@@ -20,6 +20,7 @@ refitted on the events since the estimated change
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from app.learners.base import Batch
-from app.learners.build import build_learner, refit
+from app.learners.build import MAX_REFIT_EVENTS, build_learner, refit
 from app.learners.drift import PageHinkley
 from app.sim.feedback import noisy_clicks
 
@@ -89,8 +90,8 @@ def serve_batches(config: Mapping[str, Any], world: BannerWorld, events: int, ba
     learner.set_noise_rates(*rates)
     detector = PageHinkley()
     out = Served(reward=np.zeros(events), best=np.zeros(events, dtype=bool))
-    history: list[Batch] = []
-    t = 0
+    history: deque[Batch] = deque()
+    held = t = 0
     while t < events:
         n = min(batch, events - t)
         X, truth = world.users(t, n, rng)
@@ -106,17 +107,21 @@ def serve_batches(config: Mapping[str, Any], world: BannerWorld, events: int, ba
         }
         learner.learn_many(applied)
         history.append(applied)
+        held += n
+        while held - history[0]["click"].shape[0] >= MAX_REFIT_EVENTS:
+            held -= history.popleft()["click"].shape[0]  # a recovery reads no further back
         t += n
         found = detector.update(learner.observed_clicks(applied),
                                 learner.drift_strata(applied) if strata else None)
         out.detections += found.detected_at  # the detector counts every event
         out.since += found.since
         if found.detected_at and action == "recover":
-            learner = refit(config, _newest(history, found.since[-1]), rates)
-            history = [_newest(history, found.since[-1])]
+            relearn = _newest(history, min(found.since[-1], MAX_REFIT_EVENTS))
+            learner = refit(config, relearn, rates)
+            history, held = deque([relearn]), relearn["click"].shape[0]
     return out
 
 
-def _newest(history: list[Batch], events: int) -> Batch:
+def _newest(history: deque[Batch], events: int) -> Batch:
     """The newest ``events`` events of ``history`` as one batch, in order."""
     return {k: np.concatenate([b[k] for b in history])[-events:] for k in history[-1]}
