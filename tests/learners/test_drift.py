@@ -40,16 +40,20 @@ def test_update_ignores_a_rise() -> None:
     assert detector.update(_clicks(rng, 50_000, 0.8)).detected_at == []
 
 
-def test_batches_equal_one_at_a_time() -> None:
-    x = np.r_[_clicks(np.random.default_rng(14), 3_000, 0.8),
-              _clicks(np.random.default_rng(15), 2_000, 0.2)]
+def _equal_one_at_a_time(x: np.ndarray, strata: np.ndarray) -> None:
     whole, single = PageHinkley(), PageHinkley()
-    found = whole.update(x).detected_at
-    for value in x:
-        single.update(np.array([value]))
+    found = whole.update(x, strata).detected_at
+    for value, stratum in zip(x, strata, strict=True):
+        single.update(np.array([value]), np.array([stratum]))
     assert found == [single.last_detection_] and single.detections_ == 1
     for name, value in whole.get_state().items():
         np.testing.assert_allclose(single.get_state()[name], value, rtol=1e-9, err_msg=name)
+
+
+def test_batches_equal_one_at_a_time() -> None:
+    x = np.r_[_clicks(np.random.default_rng(14), 3_000, 0.8),
+              _clicks(np.random.default_rng(15), 2_000, 0.2)]
+    _equal_one_at_a_time(x, np.zeros(x.shape[0], dtype=np.intp))
 
 
 def test_state_round_trips() -> None:
@@ -127,13 +131,7 @@ def test_stratified_batches_equal_one_at_a_time() -> None:
     labels = rng.integers(0, 4, 5_000)
     x = _clicks(rng, 5_000, 0.6)
     x[3_000:][labels[3_000:] == 2] = 0.0
-    whole, single = PageHinkley(), PageHinkley()
-    found = whole.update(x, labels).detected_at
-    for value, label in zip(x, labels, strict=True):
-        single.update(np.array([value]), np.array([label]))
-    assert found == [single.last_detection_] and single.detections_ == 1
-    for name, value in whole.get_state().items():
-        np.testing.assert_allclose(single.get_state()[name], value, rtol=1e-9, err_msg=name)
+    _equal_one_at_a_time(x, labels)
 
 
 def test_state_saved_with_one_stratum_as_numbers_is_read_as_stratum_0() -> None:
