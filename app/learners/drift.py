@@ -18,8 +18,11 @@ signal standardised by its own spread, so that ``delta`` (the smallest fall
 worth seeing, in standard deviations) and ``threshold`` hold for a click rate
 of 0.02 as for one of 0.9.  Only falls count: a model that learns, or that
 recovers after a change, raises its reward.  The first :data:`MIN_EVENTS`
-events of a stratum after a start or a detection only estimate its mean and
-spread (``u = 0``).
+events after a start or a detection only estimate the mean and spread
+(``u = 0``); until a stratum has had :data:`MIN_EVENTS` events of its own,
+its events are compared with the mean and spread of all the events (the
+plain test), so that a change early in a model's life, while most strata
+are still warming up, is seen as soon as without strata.
 
 Why strata.  Each event is compared with the events of its own stratum, so
 the test sees a change of the world and not one of the policy: a learner
@@ -197,6 +200,14 @@ class PageHinkley:
         """Run the test over ``x`` (strata ``c``): the index of the first alarm (state left
         for a restart), or None with the state advanced over all of ``x``."""
         n_before, sums, sums_sq = self._before(x, c)
+        # a stratum still warming up is compared with all the events (the plain test)
+        cold = n_before < MIN_EVENTS
+        pooled_n = int(self.n_.sum()) + np.arange(x.shape[0])
+        n_before = np.where(cold, pooled_n, n_before)
+        sums = np.where(cold, float(self.sum_.sum()) + np.concatenate(
+            ([0.0], np.cumsum(x)[:-1])), sums)
+        sums_sq = np.where(cold, float(self.sum_sq_.sum()) + np.concatenate(
+            ([0.0], np.cumsum(x * x)[:-1])), sums_sq)
         ready = n_before >= MIN_EVENTS
         count = np.maximum(n_before, 1)
         mean = sums / count

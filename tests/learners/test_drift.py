@@ -152,3 +152,16 @@ def test_bad_strata_are_refused() -> None:
         PageHinkley().update(np.ones(3), np.array([0, -1, 0]))
     with pytest.raises(ParamError, match="strata"):
         PageHinkley().update(np.ones(3), np.array([0.5, 0, 0]))
+
+
+def test_strata_still_warming_up_see_an_early_fall_as_the_plain_test_does() -> None:
+    # 40 strata, 1,500 events: none has the 100 events of its own a stratum needs, so each
+    # event is compared with all of them; a fall 0.9 -> 0.1 (1.6 sd net of delta: alarm
+    # after about 150 / 1.6 = 94 events) is seen within 200 events, as without strata
+    rng = np.random.default_rng(22)
+    x = np.r_[_clicks(rng, 1_500, 0.9), _clicks(rng, 1_000, 0.1)]
+    strata = rng.integers(0, 40, x.shape[0])
+    plain = PageHinkley().update(x).detected_at
+    stratified = PageHinkley().update(x, strata).detected_at
+    assert plain and stratified and 1_500 < stratified[0] <= 1_700
+    assert abs(stratified[0] - plain[0]) <= 20
