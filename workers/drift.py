@@ -2,7 +2,8 @@
 
 After a publish, the observed clicks of the batch (one per event, the
 learner's :meth:`~app.learners.base.Learner.observed_clicks`, the signal the
-reward counters use) update the model's Page-Hinkley detector
+reward counters use), each in its stratum
+(:meth:`~app.learners.base.Learner.drift_strata`), update the model's Page-Hinkley detector
 (:class:`app.learners.drift.PageHinkley`); its state and report are saved
 beside the model (:class:`app.store.drift.DriftStore`) and shown by
 ``GET /v1/models/{id}`` as ``drift``.  What a detection does is the model's
@@ -61,13 +62,15 @@ class DriftWatch:
 async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Published) -> None:
     """The trainer hook (:mod:`workers.hooks`): :func:`observe` the batch's clicks."""
     await observe(ctx, slot, published.cached, published.view.info.version, published.clicks,
-                  published.rates)
+                  published.rates, published.learner.drift_strata(published.applied))
 
 
 async def observe(ctx: WorkerContext, slot: ModelSlot, cached: CachedLearner, learned_on: int,
-                  clicks: np.ndarray, rates: tuple[float, float]) -> None:
-    """Feed a batch's observed clicks, learned on version ``learned_on`` and published as
-    ``cached.version``, to the model's detector, act on a detection, save the detector."""
+                  clicks: np.ndarray, rates: tuple[float, float],
+                  strata: np.ndarray | None = None) -> None:
+    """Feed a batch's observed clicks (in their ``strata``; None: one), learned on version
+    ``learned_on`` and published as ``cached.version``, to the model's detector, act on a
+    detection, save the detector."""
     action = DriftPolicy.of(cached.config).action
     if clicks.shape[0] == 0 or action == "none":
         return
@@ -77,7 +80,7 @@ async def observe(ctx: WorkerContext, slot: ModelSlot, cached: CachedLearner, le
     if watch.version is not None and watch.version != learned_on:
         watch.detector.restart()  # the model changed under the detector
         watch.detected_at = None
-    found = watch.detector.update(clicks)
+    found = watch.detector.update(clicks, strata)
     watch.version = cached.version
     if found.detected_at:
         watch.detected_at = time.time()

@@ -32,8 +32,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from app.learners.base import Batch, Learner, stack_events
-from app.learners.build import apply_noise_rates, build_learner
-from app.learners.offpolicy import learn_finite
+from app.learners.build import MAX_REFIT_EVENTS, refit
 from app.store.decisionlog import LogEntry
 from app.store.events import decode_entries, decode_entry
 from app.store.keys import ModelKeys
@@ -45,8 +44,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Most events a recovery relearns (the newest, when the change is estimated further back).
-MAX_REFIT_EVENTS = 50_000
 #: Decision-log marker and kept-version reason of a recovery.
 RECOVERY_MARKER = "drift_recovery"
 
@@ -99,11 +96,8 @@ def _refit(config: dict[str, Any], entries: list[LogEntry], events: int,
     """A fresh learner for ``config`` that learned the last ``events`` events of ``entries``
     in order (CPU: run in a thread), and how many it learned."""
     logged = [e for entry in entries for e in entry.events()][-events:] if events else []
-    learner = build_learner(config)
-    apply_noise_rates(learner, *rates)
-    if logged:
-        learn_finite(learner, _batch([e.context for e in logged], [e.feedback for e in logged]))
-    return learner, len(logged)
+    batch = _batch([e.context for e in logged], [e.feedback for e in logged]) if logged else {}
+    return refit(config, batch, rates), len(logged)
 
 
 def _batch(contexts: list[bytes], feedbacks: list[bytes]) -> Batch:

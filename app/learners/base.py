@@ -204,6 +204,23 @@ class Learner(ABC):
         return np.asarray(batch.get("click", np.empty(0)), dtype=np.float64)
 
     @classmethod
+    def drift_strata(cls, batch: Batch) -> np.ndarray:
+        """The stratum of each event of :meth:`observed_clicks` for the drift detector
+        (:mod:`app.learners.drift`): ``2 played + (played != greedy)`` when the batch logs
+        one played and one greedy label per event, the policy's choice the detector must
+        not mistake for a change of the world; else 0 for every event."""
+        n = cls.observed_clicks(batch).shape[0]
+        played, greedy = batch.get("played"), batch.get("greedy")
+        if played is None or greedy is None:
+            return np.zeros(n, dtype=np.intp)
+        played, greedy = np.asarray(played), np.asarray(greedy)
+        if played.shape != (n,) or greedy.shape != (n,) or played.dtype.kind not in "iu" \
+                or greedy.dtype.kind not in "iu" or (n and played.min() < 0):
+            return np.zeros(n, dtype=np.intp)
+        strata: np.ndarray = 2 * played.astype(np.intp) + (played != greedy)
+        return strata
+
+    @classmethod
     def state_bytes(cls, n_features: int, n_classes: int | None,
                     params: Mapping[str, Any]) -> int:
         """Bytes of :meth:`get_state` for this config, from the shapes alone.

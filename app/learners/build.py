@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from app.learners.base import Learner
+from app.learners.base import Batch, Learner, batch_size
 from app.learners.budget import LabelBudget, make_budget
+from app.learners.offpolicy import learn_finite
 from app.learners.registry import build, learner_class
 
 #: Per-slot ``(alpha_k, beta_k)`` of the trust-bias click model (:mod:`app.learners.noise_slots`).
@@ -40,6 +41,21 @@ def build_learner(config: Mapping[str, Any], state: Mapping[str, np.ndarray] | N
         learner.set_state(state)
     if noise is not None:
         apply_noise_rates(learner, *noise, reliable=noise_reliable, slot_noise=slot_noise)
+    return learner
+
+
+#: Most events a drift recovery relearns (the newest, when the change is estimated further back).
+MAX_REFIT_EVENTS = 50_000
+
+
+def refit(config: Mapping[str, Any], batch: Batch, rates: tuple[float, float]) -> Learner:
+    """A fresh learner for ``config`` with the noise ``rates`` that learned ``batch`` in
+    order: what a drift recovery publishes (the model refitted on the events since the
+    estimated change; ``workers.recovery``, and the in-process runs of the same step)."""
+    learner = build_learner(config)
+    apply_noise_rates(learner, *rates)
+    if batch_size(batch):
+        learn_finite(learner, batch)
     return learner
 
 

@@ -80,15 +80,15 @@ def online_curve(played: np.ndarray, oracle: np.ndarray, random: np.ndarray
 
 
 def drift_report(drift: Drift, played: np.ndarray, oracle: np.ndarray, random: np.ndarray,
-                 signal: np.ndarray) -> dict[str, Any]:
+                 signal: np.ndarray, strata: np.ndarray | None = None) -> dict[str, Any]:
     """The drift fields of a run's ``extra``: the schedule, the share of the gap closed over
     rounds ``change_at + RECOVERY`` (None when the run is too short) and over the last
     :data:`TAIL` rounds, the online-reward curve, and the detections of the service's
     detector (:class:`~app.learners.drift.PageHinkley`) on ``signal``, the observed click
-    of each round (rounds; the delay of the first at or after the change; those before
-    it are false alarms)."""
+    of each round, in its ``strata`` (None: one) (rounds; the delay of the first at or
+    after the change; those before it are false alarms)."""
     rounds = played.shape[0]
-    detections = [t - 1 for t in PageHinkley().update(signal).detected_at]
+    detections = [t - 1 for t in PageHinkley().update(signal, strata).detected_at]
     after = [t for t in detections if t >= drift.change_at]
     start, stop = drift.change_at + RECOVERY[0], drift.change_at + RECOVERY[1]
     window = slice(start, stop)

@@ -198,14 +198,15 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None],
     loop.run(int(args.feedback_delay))
     return result(args, s.task, s.algorithm, seed, s.params, loop.greedy_err, loop.played_err,
                   loop.clicks, refresh.estimates if refresh is not None else None,
-                  n_classes=s.n_classes, estimator=s.estimator)
+                  n_classes=s.n_classes, estimator=s.estimator, strata=loop.strata)
 
 
 def result(args: argparse.Namespace, task: str, algorithm: str, seed: int,
            params: dict[str, Any], greedy_err: np.ndarray, played_err: np.ndarray,
            clicks: np.ndarray, estimates: list[dict[str, Any]] | None, *,
-           n_classes: int, estimator: str) -> ReplayResult:
-    """The run's learning curve and summary from its per-round errors and clicks.
+           n_classes: int, estimator: str, strata: np.ndarray | None = None) -> ReplayResult:
+    """The run's learning curve and summary from its per-round errors and clicks (``strata``:
+    the drift detector's stratum of each round; None: one).
 
     Shared by the in-process loop and the replay through a service
     (:mod:`app.replay.service`), so both write the same fields.
@@ -232,7 +233,7 @@ def result(args: argparse.Namespace, task: str, algorithm: str, seed: int,
     if drift.kind != "none":
         reward = 1.0 - played_err
         extra |= drift_report(drift, reward, np.ones(rounds), np.full(rounds, 1.0 / n_classes),
-                              clicks)
+                              clicks, strata)
     return ReplayResult(
         algorithm=algorithm, dataset=str(args.dataset), rounds=rounds, metric="error_rate",
         final=float(running[-1]),
@@ -256,6 +257,7 @@ class _Loop:
         self.greedy_err = np.zeros(rounds)
         self.played_err = np.zeros(rounds)
         self.clicks = np.zeros(rounds)
+        self.strata = np.zeros(rounds, dtype=np.intp)
         self.full_info = not takes_clicks(learner)
         self.reported = 0
 
@@ -267,10 +269,13 @@ class _Loop:
             if self.refresh is not None:  # a batch must not span a noise estimate
                 stop = min(stop, t + self.refresh.until_due)
             events = [self._round(k) for k in range(t, stop)]
+            batch = stack_events(events)
             if len(events) == 1:
                 self.learner.learn_one(events[0])
             else:
-                self.learner.learn_many(stack_events(events))
+                self.learner.learn_many(batch)
+            if not self.full_info:
+                self.strata[t:stop] = self.learner.drift_strata(batch)
             if self.refresh is not None:
                 self.refresh.observe(events)
             if self.observe is not None:

@@ -15,14 +15,15 @@ def test_label_replay_reports_recovery_detection_and_plots(tmp_path: Path) -> No
     out, png = tmp_path / "run.json", tmp_path / "run.png"
     assert main(["replay", "--task", "label", "--algorithm", "linucb_diag", "--dataset",
                  "digits", "--rounds", "9000", "--drift", "abrupt", "--change-at", "1500",
-                 "--feedback-delay", "100", "--no-progress", "--json", str(out),
-                 "--plot", str(png)]) == 0
+                 "--feedback-delay", "100", "--params", '{"half_life": 700}', "--no-progress",
+                 "--json", str(out), "--plot", str(png)]) == 0
     extra = json.loads(out.read_text())["runs"][0]["extra"]
     assert (extra["drift"], extra["change_at"]) == ("abrupt", 1500)
-    # the played label is right ~0.9 of the time before the change and ~0 right after it:
-    # the service's detector sees the fall at once
+    # the played label is right about half the time before the change (the model is still
+    # learning) and ~0 right after it: the service's detector, its strata mostly still
+    # warming up and so compared with all events, sees the fall within 266 events
     assert 0 <= extra["detection_delay"] <= 300 and extra["false_alarms"] == 0
-    assert extra["gap_closed_after_change"] > 0.7  # forgets by default (0.85 measured)
+    assert extra["gap_closed_after_change"] > 0.7  # forgets (0.85 measured)
     assert len(extra["online_curve"]) == 200
     assert png.stat().st_size > 0
 
