@@ -4,7 +4,8 @@ Life of one event:
 
 1. :meth:`EventStore.record_decisions` logs each decision's context under
    its event id with a TTL and adds the id to the model's pending set with
-   its deadline (one Lua step for a whole batch of decisions).
+   its deadline, and the id to the model's event index (how a model delete finds its
+   per-event keys without a scan), in one Lua step for a whole batch of decisions.
 2. :meth:`EventStore.take_feedback_many` (one Lua call per batch) takes each
    context exactly once, leaves a tombstone (so a second feedback gets
    "duplicate"), removes the pending entry and appends the joined event to
@@ -170,7 +171,8 @@ class EventStore:
         if flags and len(flags) != len(contexts):
             raise ValueError("one apprentice flag per context")
         decided, agreed = agreement if agreement is not None else (len(flags), sum(flags))
-        keys_ = [mk.stats, mk.pending, mk.deferred, *(mk.context(eid) for eid, _ in contexts),
+        keys_ = [mk.stats, mk.pending, mk.deferred, mk.event_index,
+                 *(mk.context(eid) for eid, _ in contexts),
                  *(mk.apprentice(eid) for eid, _ in contexts if flags), mk.item_ids]
         args: list[bytes | str | int | float] = [
             int(wait_seconds), int(grace_seconds),
@@ -200,7 +202,7 @@ class EventStore:
         "active" (not deferred, or activated already)."""
         reply: Any = await self.scripts.run(
             "activate_decision", [mk.context(event_id), mk.pending, mk.apprentice(event_id),
-                                  mk.deferred],
+                                  mk.deferred, mk.event_index],
             [event_id, int(wait_seconds), int(grace_seconds), TOMBSTONE])
         status = text(reply[0]) or "unknown"
         return int(reply[1]) if status == "ok" else status
@@ -267,7 +269,8 @@ class EventStore:
             for eid in event_ids:
                 await self.scripts.run(
                     "expire_decision", [mk.context(eid), mk.pending, mk.events, mk.snapshot,
-                                        mk.partial(eid), mk.apprentice(eid), mk.stats],
+                                        mk.partial(eid), mk.apprentice(eid), mk.stats,
+                                        mk.event_index],
                     [eid, mode, blob], client=pipe)
             replies: Any = await pipe.execute()
         return [text(r[0]) or "gone" for r in replies]

@@ -21,6 +21,8 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:deferred           zset  E -> context expiry of a deferred decision not activated
     nl:{T:M}:part:E             hash  open decision: feedback so far (want, n, f, expiry)
     nl:{T:M}:appr:E             str   apprentice decision: "1" if the model agreed, else "0"
+    nl:{T:M}:event-ids          zset  E -> expiry (Redis clock) of its ctx, part and appr keys
+    nl:{T:M}:job-keys           zset  job and evaluation hash keys -> expiry (Unix seconds)
     nl:{T:M}:budget             hash  label-budget strategy state (rounds, state)
     nl:{T:M}:events             stream joined events, consumer group "trainers"
     nl:{T:M}:noise              hash  rho0, rho1, source, estimated_at, n_samples, history
@@ -89,12 +91,6 @@ def rate_bucket(tenant: str) -> str:
 def worker_heartbeat(worker_id: str) -> str:
     """Heartbeat of one worker process (expires when the worker dies)."""
     return f"{PREFIX}:{{workers}}:{worker_id}"
-
-
-def tenant_model_keys_pattern(tenant: str) -> str:
-    """SCAN pattern of the keys of every model of ``tenant`` (tenant ids hold no ``:``, so
-    no other tenant's model keys match; filter by :attr:`ModelKeys.tag` for the models)."""
-    return f"{PREFIX}:{{{tenant}:*"
 
 
 def model_ref(tenant: str, model: str) -> str:
@@ -286,20 +282,34 @@ class ModelKeys:
         return f"{self.tag}:vstates"
 
     @property
-    def pattern(self) -> str:
-        """SCAN pattern of every key of the model, the per-event and per-job ones included
-        (ids hold no glob character)."""
-        return f"{self.tag}:*"
+    def event_index(self) -> str:
+        """Sorted set: event id -> an upper bound of the expiry (Redis clock seconds) of its
+        per-event keys (:meth:`context`, :meth:`partial`, :meth:`apprentice`), so that a
+        delete finds them without a scan; entries past their expiry are trimmed as decisions
+        are logged."""
+        return f"{self.tag}:event-ids"
+
+    @property
+    def job_index(self) -> str:
+        """Sorted set: key of each job or evaluation hash of the model (:meth:`job`,
+        :meth:`evaluation`) -> an upper bound of its expiry (Unix seconds)."""
+        return f"{self.tag}:job-keys"
+
+    def event_keys(self, event_id: str) -> list[str]:
+        """Every per-event key of one event (those :attr:`event_index` stands for)."""
+        return [self.context(event_id), self.partial(event_id), self.apprentice(event_id)]
 
     def fixed(self) -> list[str]:
-        """Every key of the model except the per-event and per-job ones."""
+        """Every key of the model except the per-event and per-job ones (found through
+        :attr:`event_index` and :attr:`job_index`)."""
         return [self.meta, self.snapshot, self.stats, self.pending, self.deferred, self.events,
                 self.noise, self.samples, self.anchors, self.anchor_scorer, self.lease,
                 self.dead_letter, self.label_budget, self.pending_job, self.nrest_staged,
                 self.evaluations_staged, self.log,
                 self.log_index, self.item_ids, self.log_published,
                 self.series, self.drift, self.versions, self.version_states, self.challengers,
-                self.challenger_states, self.challenger_stats]
+                self.challenger_states, self.challenger_stats, self.event_index,
+                self.job_index]
 
 
 #: Sorted set: worker id -> Redis time of its last heartbeat, for the workers

@@ -2,7 +2,7 @@
 -- once and never together with its feedback (both remove the pending entry).
 -- KEYS: 1 context, 2 pending, 3 events, 4 snapshot, 5 partial feedback
 --       (optional; see take_partial.lua), 6 apprentice flag and 7 stats
---       (optional)
+--       (optional), 8 event index (optional: the ended event's keys are gone)
 -- ARGV: 1 event id, 2 mode ('no_click' or 'drop'), 3 default feedback blob
 -- A decision still waiting for more labels or copies ends with the feedback
 -- received so far when its partial record says 'enqueue' (whatever the
@@ -47,6 +47,9 @@ elseif ctx and ARGV[2] == 'no_click' then
 end
 if #KEYS >= 7 then
   redis.call('DEL', KEYS[6])
+end
+if #KEYS >= 8 then
+  redis.call('ZREM', KEYS[8], ARGV[1])
 end
 redis.call('HINCRBY', KEYS[4], 'events_expired', 1)
 return {'expired', id}
