@@ -100,6 +100,14 @@ class WorkerContext:
     """``time.monotonic()`` of the last lease balancing (see :mod:`workers.trainer`)."""
     renewed_at: float = -math.inf
     """``time.monotonic()`` of the last renewal of every owned lease."""
+    swept_all_at: float = -math.inf
+    """``time.monotonic()`` of the sweeper's last look at every model (see
+    :mod:`workers.sweeper`)."""
+    noise_seeded_at: float = -math.inf
+    """``time.monotonic()`` of the jobs role's last look at every model (see
+    :mod:`workers.nrest`)."""
+    requeued_at: float = -math.inf
+    """``time.monotonic()`` of the sweeper's last look for jobs stored but not queued."""
     pacer: Pacer = field(init=False)
     """When each owned model is next read (see :mod:`workers.pacing`)."""
     paced: bool = True

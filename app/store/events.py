@@ -29,9 +29,10 @@ from typing import Any
 import numpy as np
 import redis.asyncio as aioredis
 
-from app.store import codec
+from app.store import codec, keys
 from app.store.client import ScriptBatch, Scripts
 from app.store.decisionlog import MAX_ITEM_IDS
+from app.store.dueset import DueSet
 from app.store.keys import HANDLED_FIELD, TRAINER_GROUP, ModelKeys, api_key
 from app.store.models import ModelStamp
 from app.store.tenants import KeyRecord
@@ -135,6 +136,7 @@ class EventStore:
                  batch_decisions: bool = False) -> None:
         self.redis = redis
         self.scripts = scripts
+        self.sweep_due = DueSet(redis, keys.SWEEP_DUE)
         #: Decision logs of concurrent predicts, pipelined per loop turn (single Redis only).
         self._decision_batch = ScriptBatch(scripts["record_decisions"]) if batch_decisions \
             else None
@@ -193,7 +195,12 @@ class EventStore:
                 args += [item_hash, item_id]
         reply: Any = await (self._decision_batch.run(keys_, args) if self._decision_batch
                             else self.scripts.run("record_decisions", keys_, args))
-        return None if reply is None else int(reply)
+        if reply is None:
+            return None
+        deadline, first = int(reply[0]), int(reply[1])
+        if first:
+            await self.sweep_due.lower(mk, deadline + 1)
+        return deadline
 
     async def activate(self, mk: ModelKeys, event_id: str, wait_seconds: int,
                        grace_seconds: int) -> int | str:
@@ -205,7 +212,11 @@ class EventStore:
                                   mk.deferred, mk.event_index],
             [event_id, int(wait_seconds), int(grace_seconds), TOMBSTONE])
         status = text(reply[0]) or "unknown"
-        return int(reply[1]) if status == "ok" else status
+        if status != "ok":
+            return status
+        if int(reply[2]):
+            await self.sweep_due.lower(mk, int(reply[1]) + 1)
+        return int(reply[1])
 
     async def take_feedback_many(self, mk: ModelKeys,
                                  items: Sequence[tuple[str, Mapping[str, np.ndarray]]],

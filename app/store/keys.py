@@ -45,6 +45,8 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:ch-state           hash  challenger name -> learner state (codec)
     nl:{T:M}:ch-stats           hash  challenger name (or "_champion") -> JSON estimator sums
     nl:{jobs}:nrest             list  queued NREst jobs ("T/M/J")
+    nl:{sweep}:due              zset  "T/M" -> when its earliest decision deadline passes
+    nl:{jobs}:noise-due         zset  "T/M" -> when the jobs role next looks at its noise rates
     nl:{T:M}:eval:J             hash  policy evaluation job (request, status, result)
     nl:{jobs}:evaluations       list  queued policy evaluations ("T/M/J")
     nl:{workers}:W              str   worker heartbeat (with expiry)
@@ -66,6 +68,12 @@ TENANT_INDEX = f"{PREFIX}:{{tenants}}:index"
 ALL_MODELS = f"{PREFIX}:{{tenants}}:all-models"
 NREST_QUEUE = f"{PREFIX}:{{jobs}}:nrest"
 EVALUATION_QUEUE = f"{PREFIX}:{{jobs}}:evaluations"
+#: Sorted set: "tenant/model" -> Redis time from which the model's earliest pending
+#: deadline has passed (:mod:`app.store.dueset`).
+SWEEP_DUE = f"{PREFIX}:{{sweep}}:due"
+#: Sorted set: "tenant/model" -> Unix time of the jobs role's next look at whether the
+#: model's noise rates are due for an estimate (:mod:`app.store.dueset`).
+NOISE_DUE = f"{PREFIX}:{{jobs}}:noise-due"
 
 
 def tenant_models(tenant: str) -> str:

@@ -332,6 +332,8 @@ class ModelStore:
             for mk in found:
                 pipe.srem(keys.tenant_models(tenant), mk.model)
                 pipe.srem(keys.ALL_MODELS, keys.model_ref(tenant, mk.model))
+                pipe.zrem(keys.SWEEP_DUE, keys.model_ref(tenant, mk.model))
+                pipe.zrem(keys.NOISE_DUE, keys.model_ref(tenant, mk.model))
                 pipe.delete(mk.meta)
             await pipe.execute()
         for mk in found:

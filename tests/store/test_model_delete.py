@@ -108,7 +108,8 @@ async def test_delete_model_touches_only_its_keys_in_a_full_store(own_redis_url:
         await store.close()
     names = {words[0].lower() for words in seen}
     assert {"exists", "unlink"} <= names and not names & {"scan", "keys"}, names
-    registry = {"nl:{tenants}:models:t", "nl:{tenants}:all-models"}
+    registry = {"nl:{tenants}:models:t", "nl:{tenants}:all-models", "nl:{sweep}:due",
+                "nl:{jobs}:noise-due"}
     touched = {w for words in seen for w in words[1:] if w.startswith("nl:")}
     assert all(key.startswith(f"{MK.tag}:") for key in touched - registry), touched
     assert usec < REDIS_BUDGET_USEC, usec

@@ -22,7 +22,9 @@
 -- A guarded call writes only while the API key and the model are exactly what the caller
 -- decided with (the API's one-round-trip predict; a single Redis, not a Cluster: the key
 -- record has its own hash tag).  Deadlines use the Redis clock, so every API replica agrees.
--- Returns the deadline (integer seconds), or false when a guard failed (nothing written).
+-- Returns {deadline (integer seconds), 1 if it is now the model's earliest deadline (the
+-- caller then schedules the model on the sweeper's due set) else 0}, or false when a guard
+-- failed (nothing written).
 local n = tonumber(ARGV[4])
 local a = tonumber(ARGV[8])
 local guarded = #KEYS > n + a + 5
@@ -45,6 +47,8 @@ local t = redis.call('TIME')
 local deadline = tonumber(t[1]) + tonumber(ARGV[1])
 local ttl = tonumber(ARGV[1]) + tonumber(ARGV[2])
 local defer = ARGV[5] == '1'
+local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+local first = n > 0 and not defer and (#earliest == 0 or tonumber(earliest[2]) > deadline)
 local expiry = tonumber(t[1]) + ttl + 1
 for i = 1, n do
   redis.call('SET', KEYS[i + 4], ARGV[2 * i + 8], 'EX', ttl)
@@ -84,4 +88,4 @@ if tonumber(ARGV[6]) > 0 then
   redis.call('HINCRBY', KEYS[1], 'apprentice_decisions', tonumber(ARGV[6]))
   redis.call('HINCRBY', KEYS[1], 'apprentice_agreed', tonumber(ARGV[7]))
 end
-return deadline
+return {deadline, first and 1 or 0}
