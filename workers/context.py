@@ -111,6 +111,12 @@ class WorkerContext:
     pacer: Pacer = field(init=False)
     """When each owned model is next read (see :mod:`workers.pacing`)."""
     paced: bool = True
+    woken: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by the wake-up listener when it wakes a model (ends the trainer's sleep between
+    passes, see :func:`workers.trainer.pause`)."""
+    listening: bool = False
+    """Whether the worker listens for wake-ups of sleeping models (:mod:`workers.wake`):
+    only then does the trainer let idle models sleep."""
     """Whether the trainer skips models that are not due (the tests' drain reads every
     model on every pass)."""
 

@@ -231,7 +231,8 @@ class EventStore:
         if not items:
             return []
         given = list(rewards or ())
-        keys_ = [mk.pending, mk.events, mk.stats, *(mk.context(eid) for eid, _ in items),
+        keys_ = [mk.pending, mk.events, mk.stats, mk.asleep,
+                 *(mk.context(eid) for eid, _ in items),
                  *(mk.apprentice(eid) for eid, _ in items if given)]
         args: list[bytes | str | int | float] = [TOMBSTONE, len(items) if given else 0]
         blobs = codec.encode_many([feedback for _, feedback in items])
@@ -281,7 +282,7 @@ class EventStore:
                 await self.scripts.run(
                     "expire_decision", [mk.context(eid), mk.pending, mk.events, mk.snapshot,
                                         mk.partial(eid), mk.apprentice(eid), mk.stats,
-                                        mk.event_index],
+                                        mk.event_index, mk.asleep],
                     [eid, mode, blob], client=pipe)
             replies: Any = await pipe.execute()
         return [text(r[0]) or "gone" for r in replies]

@@ -30,6 +30,7 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:anchors            str   anchor rows (propensity, score, click) of observed plays
     nl:{T:M}:scorer             str   shadow scorer of the anchor rows (codec)
     nl:{T:M}:lease              str   trainer lease owner (with expiry)
+    nl:{T:M}:asleep             str   "1": the trainer stopped reading the model (also a channel)
     nl:{T:M}:dead               stream poison entries with the reason
     nl:{T:M}:series             list  quality time series, one JSON point each (capped)
     nl:{T:M}:drift              hash  drift detector: state (codec), report (JSON)
@@ -99,6 +100,19 @@ def rate_bucket(tenant: str) -> str:
 def worker_heartbeat(worker_id: str) -> str:
     """Heartbeat of one worker process (expires when the worker dies)."""
     return f"{PREFIX}:{{workers}}:{worker_id}"
+
+
+#: Pattern of the channels on which a sleeping model's trainer is woken (each channel is named
+#: as the model's :attr:`ModelKeys.asleep` flag).
+ASLEEP_CHANNELS = f"{PREFIX}:{{*}}:asleep"
+
+
+def asleep_model(channel: str) -> tuple[str, str]:
+    """``(tenant, model)`` of a channel of :data:`ASLEEP_CHANNELS` (tenant ids hold no
+    ``:``)."""
+    tag = channel.removeprefix(f"{PREFIX}:{{").removesuffix("}:asleep")
+    tenant, model = tag.split(":", 1)
+    return tenant, model
 
 
 def model_ref(tenant: str, model: str) -> str:
@@ -179,6 +193,13 @@ class ModelKeys:
     def lease(self) -> str:
         """String with expiry: which trainer owns the model."""
         return f"{self.tag}:lease"
+
+    @property
+    def asleep(self) -> str:
+        """String: set when the model's trainer stopped reading its idle stream; a step that
+        adds an entry removes it and publishes on the channel of the same name
+        (:data:`ASLEEP_CHANNELS`, ``lua/lib_wake.lua``)."""
+        return f"{self.tag}:asleep"
 
     @property
     def dead_letter(self) -> str:
@@ -312,8 +333,8 @@ class ModelKeys:
         :attr:`event_index` and :attr:`job_index`)."""
         return [self.meta, self.snapshot, self.stats, self.pending, self.deferred, self.events,
                 self.noise, self.samples, self.anchors, self.anchor_scorer, self.lease,
-                self.dead_letter, self.label_budget, self.pending_job, self.nrest_staged,
-                self.evaluations_staged, self.log,
+                self.asleep, self.dead_letter, self.label_budget, self.pending_job,
+                self.nrest_staged, self.evaluations_staged, self.log,
                 self.log_index, self.item_ids, self.log_published,
                 self.series, self.drift, self.versions, self.version_states, self.challengers,
                 self.challenger_states, self.challenger_stats, self.event_index,
