@@ -296,6 +296,10 @@ class ModelStore:
         found = await self.records(tenant, [model_id])
         return found[0] if found else None
 
+    async def count(self, tenant: str) -> int:
+        """Models ``tenant`` holds."""
+        return int(await self.redis.scard(keys.tenant_models(tenant)))
+
     async def list_ids(self, tenant: str) -> list[str]:
         """Model ids of ``tenant``, sorted."""
         return sorted(text(m) or "" for m in await self.redis.smembers(keys.tenant_models(tenant)))
