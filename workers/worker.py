@@ -28,6 +28,7 @@ import logging
 import multiprocessing
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from wsgiref.simple_server import WSGIServer
@@ -188,7 +189,9 @@ class Worker:
                 return
             try:
                 await self._beat()
-                await trainer.renew_leases(ctx)
+                # unless the trainer's pass renewed them lately (it does every lease_ttl / 3)
+                if time.monotonic() - ctx.renewed_at >= self.config.lease_ttl / 4:
+                    await trainer.renew_leases(ctx)
             except STORE_ERRORS as exc:
                 logger.warning("worker %s: heartbeat failed (%s)", self.config.worker_id, exc)
 
