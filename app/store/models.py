@@ -355,6 +355,8 @@ class ModelStore:
             if not members:
                 return
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.unlink(*(key for m in members for key in keys_of(text(m) or "")))
+                # one slot (the model's tag): the command as is, also in a Cluster pipeline
+                pipe.execute_command("UNLINK", *(key for m in members
+                                                 for key in keys_of(text(m) or "")))
                 pipe.zrem(index, *members)
                 await pipe.execute()
