@@ -30,6 +30,7 @@ from app.api.schemas.models import (
     VersionsConfig,
 )
 from app.api.schemas.serving import ApprenticeReport
+from app.api.tenantlimits import limit_reached
 from app.api.versions import keep_explicit, publish_explicit
 from app.learners.base import Learner, ParamError, check_state
 from app.learners.build import budget_strategy, build_learner, initial_noise_rates
@@ -212,6 +213,11 @@ def model_response(record: ModelRecord) -> ModelResponse:
 
 async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -> ModelResponse:
     config = validated_config(body)
+    most = ctx.settings.max_models_per_tenant
+    if await ctx.store.models.count(tenant) >= most:
+        raise limit_reached(ctx, tenant, "max_models_per_tenant",
+                            f"a tenant holds at most {most} models; delete one first",
+                            "model_id")
     learner = build_learner(config)
     rho0, rho1 = initial_noise_rates(config["params"])
     given = any(name in body.params for name in ("rho0", "rho1"))
