@@ -62,6 +62,7 @@ from app.store.keys import ModelKeys
 from app.store.logrecords import entry_records
 from app.store.noise import NoiseRecord
 from app.store.util import utc_now
+from app.store.values import read_value_rates
 from app.tasks import get_task
 from workers import configevaluation, jobs
 from workers.context import WorkerContext
@@ -189,10 +190,10 @@ def _columns_chunk(entries: list[LogEntry], first_line: int, policy: Policy,
 async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], policy: Policy,
                   kind: Kind, request: dict[str, Any]) -> dict[str, Any]:
     """A label or rank log's evaluation over the whole window, streamed (module docstring)."""
-    by: dict[str, Any] = {"rho0": request.get("rho0"), "rho1": request.get("rho1")}
-    flags: dict[str, Any] = {}
     if kind is RANK:
         by, flags = ranking_rates(request, await ctx.store.noise.get(mk))
+    else:
+        by, flags = await label_rates(ctx, mk, request)
     options = Options(**by, n_boot=request.get("bootstrap", 200))
     options.correction()  # refuse unusable rates before reading anything
     n_classes = int(config["n_classes"]) if kind is LABEL else None
@@ -249,20 +250,22 @@ def ranking_rates(request: dict[str, Any], noise: NoiseRecord | None
     :class:`~app.evaluation.estimators.Options`, and what its result says of them:
     ``rates`` (``request`` or ``model``), ``calibration_unreliable`` and its ``reason``.
 
-    The request's ``rho0, rho1`` when it gives them; else the model's published per-slot
-    estimate (``rates`` in ``GET .../noise``'s ``slots``), whose errors the intervals
-    carry; else the model's current rates, flagged as the challengers' values are
-    (:meth:`~app.store.noise.NoiseRecord.unreliable_reason`).  Without a noise record,
-    no correction, flagged.
+    The request's ``rho0, rho1`` when it gives them, as every slot's click noise in the
+    per-slot formula (``rho0_k = rho0``), each slot's examination ``theta_k`` the model's
+    published per-slot estimate with its errors (:func:`request_slot_rates`); else the
+    model's published per-slot estimate (``rates`` in ``GET .../noise``'s ``slots``), whose
+    errors the intervals carry; else the model's current rates, flagged as the challengers'
+    values are when they are not reliable
+    (:meth:`~app.store.noise.NoiseRecord.unreliable_reason`).  Without a noise record, no
+    correction, flagged.
 
-    >>> ranking_rates({"rho0": 0.1, "rho1": 0.2}, None)
-    ({'rho0': 0.1, 'rho1': 0.2}, {'rates': 'request', 'calibration_unreliable': False})
+    >>> ranking_rates({"rho0": 0.1, "rho1": 0.2}, None)[1]
+    {'rates': 'request', 'calibration_unreliable': True, 'reason': 'position_bias_unknown'}
     >>> ranking_rates({}, NoiseRecord(0.0, 0.0, "initial"))[1]["reason"]
     'noise_rates_unreliable'
     """
     if request.get("rho0") is not None:
-        return ({"rho0": request["rho0"], "rho1": request["rho1"]},
-                {"rates": "request", "calibration_unreliable": False})
+        return request_slot_rates(float(request["rho0"]), float(request["rho1"]), noise)
     if noise is None:
         return {}, {"rates": "model", "calibration_unreliable": True,
                     "reason": "noise_rates_unreliable"}
@@ -273,7 +276,48 @@ def ranking_rates(request: dict[str, Any], noise: NoiseRecord | None
         rates = {"rho0": noise.rho0, "rho1": noise.rho1}
     else:  # nothing to correct: said as such
         rates = {}
-    flags: dict[str, Any] = {"rates": "model", "calibration_unreliable": reason is not None}
+    return rates, _flags("model", reason)
+
+
+def request_slot_rates(rho0: float, rho1: float, noise: NoiseRecord | None
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A rank evaluation's rates from a request's scalar ``rho0, rho1``: every slot's
+    click noise, ``P(f = 1 | k, R) = theta_k (R (1 - rho1) + (1 - R) rho0)``, with
+    ``theta_k`` and its error from the model's published per-slot estimate, so that each
+    slot's value is the relevance placed there.  Without a published estimate the
+    examination is unknown: ``theta = 1`` everywhere (slot ``k``'s value is then
+    ``theta_k R``, the click rate without the noise), flagged ``position_bias_unknown``."""
+    if not noise or not noise.slots:
+        return ({"rho0": rho0, "rho1": rho1},
+                _flags("request", "position_bias_unknown"))
+    est = SlotRates.from_slots(noise.slots)
+    m = est.slots
+    rates = SlotRates(est.theta, (rho0,) * m, rho1, est.theta_se, (0.0,) * m)
+    return {"slot_rates": rates}, _flags("request", noise.unreliable_reason(errors_carried=True))
+
+
+async def label_rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]
+                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The rates a label log's evaluation corrects by and what its result says of them:
+    the request's ``rho0, rho1``; else the model's rates in force, with the standard errors
+    of its published estimate in the intervals, flagged as the challengers' values are
+    (:func:`app.store.values.read_value_rates`: one rule for both); no correction when they
+    are 0 and 0."""
+    if request.get("rho0") is not None:
+        return {"rho0": request["rho0"], "rho1": request["rho1"]}, _flags("request", None)
+    rates, reason = await read_value_rates(ctx.store, mk, True)
+    if (rates.rho0, rates.rho1) == (0.0, 0.0):
+        by: dict[str, Any] = {}
+    else:
+        by = {"rho0": rates.rho0, "rho1": rates.rho1, "rho0_se": rates.rho0_se,
+              "rho1_se": rates.rho1_se}
+    return by, _flags("model", reason)
+
+
+def _flags(source: str, reason: str | None) -> dict[str, Any]:
+    """What a result says of its rates: ``rates`` (``request`` or ``model``),
+    ``calibration_unreliable`` and, when flagged, the ``reason``."""
+    flags: dict[str, Any] = {"rates": source, "calibration_unreliable": reason is not None}
     if reason is not None:
         flags["reason"] = reason
-    return rates, flags
+    return flags

@@ -326,3 +326,27 @@ def test_a_label_evaluation_streams_its_whole_window_as_the_command_line_reads_i
                  "--policy", "fixed:1", "--rho0", "0.05", "--rho1", "0.1", "--bootstrap",
                  "50"]) == 0
     same_estimates(done, json.loads(capsys.readouterr().out))
+
+
+@pytest.mark.slow
+def test_a_label_evaluation_without_rates_corrects_by_the_models_own(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    """Without rates in the request a label log is corrected by the model's rates in force,
+    flagged as its challengers' values are (it was read raw, saying nothing)."""
+    new_model(client, tenant)
+    feed(client, tenant, 600)
+    raw = evaluation(client, tenant, redis_url, {"policy": "logging", "bootstrap": 20})
+    # rates nobody gave: nothing corrected, and flagged
+    assert (raw["rates"], raw["calibration_unreliable"], raw["reason"]) == (
+        "model", True, "noise_rates_unreliable")
+    assert raw["correction"]["rho0"] is None
+    assert client.put("/v1/models/m1/noise", json={"rho0": 0.05, "rho1": 0.1},
+                      headers=tenant).status_code == 200
+    own = evaluation(client, tenant, redis_url, {"policy": "logging", "bootstrap": 20})
+    assert (own["rates"], own["calibration_unreliable"]) == ("model", False)
+    assert (own["correction"]["rho0"], own["correction"]["rho1"]) == (0.05, 0.1)
+    assert own["ips"]["value"] == pytest.approx((raw["ips"]["value"] - 0.05) / 0.85)
+    given = evaluation(client, tenant, redis_url,
+                       {"policy": "logging", "rho0": 0.0, "rho1": 0.0, "bootstrap": 20})
+    assert (given["rates"], given["calibration_unreliable"]) == ("request", False)
+    assert given["ips"]["value"] == pytest.approx(raw["ips"]["value"])
