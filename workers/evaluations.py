@@ -42,6 +42,7 @@ import numpy as np
 import orjson
 
 from app.evaluation.estimators import FIT_EVENTS, Options
+from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails, label_columns
 from app.evaluation.policies import fixed_policy, learner_policy, logging_policy, uniform_policy
 from app.evaluation.rankings import (
     RANK,
@@ -223,9 +224,34 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], pol
         result = await ctx.in_pool(functools.partial(total.result, options, columns))
     else:
         result = (await ctx.in_pool(functools.partial(total.evaluation, options))).to_dict()
+        if total.ess < MIN_ESS:
+            parts = [part async for part in _label_columns(ctx, mk, request, policy, n_classes)]
+            w = np.concatenate([part[0] for part in parts])
+            f = np.concatenate([part[1] for part in parts])
+            result = guard_heavy_tails(result, w, f, options.level, options.rates())
     result.update(flags, log=f"decision log of {config['model_id']}", format="noisyloop",
                   policy=request["policy"], bootstrap=options.n_boot)
     return result
+
+
+async def _label_columns(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any],
+                         policy: Policy, n_classes: int | None
+                         ) -> AsyncIterator[tuple[np.ndarray, np.ndarray]]:
+    """The weights and raw clicks of a label log's events over the window, chunk by chunk
+    (a third pass, for a log whose effective sample size is below
+    :data:`~app.evaluation.heavy_tails.MIN_ESS`)."""
+    line = 0
+    async for chunk in _chunks(ctx, mk, request):
+        columns, lines = await ctx.in_pool(functools.partial(
+            _label_columns_chunk, chunk, line, n_classes, policy))
+        line += lines
+        yield columns
+
+
+def _label_columns_chunk(entries: list[LogEntry], first_line: int, n_classes: int | None,
+                         policy: Policy) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+    batches, lines = _batch(entries, first_line, n_classes)
+    return label_columns((log, policy(log)) for log, _ in batches), lines
 
 
 async def _thin_columns(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any],

@@ -27,21 +27,23 @@ bisection finds it); the upper end is one minus the lower end of ``Z``'s
 mean.  The events are bet on in log order, so a logging policy that learns
 as it goes keeps the guarantee.
 
-:func:`guard_heavy_tails` applies it to a result of
-:func:`app.evaluation.estimators.evaluate_weights`: below
+:func:`guard_heavy_tails` applies it to an evaluation's result (of a
+ranking's slot, of a label log, of one position of an OBD log): below
 :data:`MIN_ESS` effective events the result is flagged
 ``insufficient_data`` with the reason, and each estimator's interval is
-widened to hold the betting interval.  Pure numpy.
+widened to hold the betting interval; :func:`guard_label` is that rule on
+a label log's events (every log and task alike).  Pure numpy.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from app.evaluation.estimators import ESTIMATORS
+from app.evaluation.estimators import ESTIMATORS, LabelLog, Options, importance_weights
 from app.evaluation.rates import SlotRates
 
 #: Effective sample size (Kish) below which the bootstrap interval is not trusted.
@@ -134,3 +136,24 @@ def guard_heavy_tails(result: dict[str, Any], w: np.ndarray, f: np.ndarray,
         out[name] = {**est, "ci_low": min(est["ci_low"], low),
                      "ci_high": max(est["ci_high"], high)}
     return out
+
+
+def label_columns(batches: Iterable[tuple[LabelLog, np.ndarray | None]]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The importance weights and raw clicks of a label log's events, over ``batches`` of
+    events and their targets in log order."""
+    ws, fs = [], []
+    for log, target in batches:
+        ws.append(importance_weights(log, target))
+        fs.append(np.asarray(log.rewards, dtype=np.float64))
+    return (np.concatenate(ws), np.concatenate(fs)) if ws else (np.zeros(0), np.zeros(0))
+
+
+def guard_label(result: dict[str, Any], batches: Iterable[tuple[LabelLog, np.ndarray | None]],
+                options: Options) -> dict[str, Any]:
+    """:func:`guard_heavy_tails` of a label log's ``result`` (corrected by ``options``'
+    rates), its weights and clicks read from ``batches`` (events and targets in log order)
+    only when its ``ess`` is below :data:`MIN_ESS`."""
+    if result["ess"] >= MIN_ESS:
+        return result
+    return guard_heavy_tails(result, *label_columns(batches), options.level, options.rates())

@@ -350,3 +350,22 @@ def test_a_label_evaluation_without_rates_corrects_by_the_models_own(
                        {"policy": "logging", "rho0": 0.0, "rho1": 0.0, "bootstrap": 20})
     assert (given["rates"], given["calibration_unreliable"]) == ("request", False)
     assert given["ips"]["value"] == pytest.approx(raw["ips"]["value"])
+
+
+@pytest.mark.slow
+def test_a_label_evaluation_on_few_effective_events_is_flagged_with_a_bound_that_holds(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    """``fixed:2`` on 150 plays rests on the few that played label 2 (an effective sample
+    size below 100): flagged ``insufficient_data``, each interval widened to the betting
+    bound, which holds its value 1/3 (the share of inputs whose right label is 2); rank
+    logs' slots were flagged so, label logs were not."""
+    new_model(client, tenant)
+    feed(client, tenant, 150)
+    done = evaluation(client, tenant, redis_url,
+                      {"policy": "fixed:2", "rho0": 0.0, "rho1": 0.0, "bootstrap": 50})
+    assert done["ess"] < 100 and done["insufficient_data"] is True, done
+    assert "effective sample size" in done["reason"]
+    for name in ("ips", "snips", "dr"):
+        assert done[name]["ci_low"] <= 1 / 3 <= done[name]["ci_high"], (name, done)
+    logging = evaluation(client, tenant, redis_url, {"policy": "logging", "bootstrap": 20})
+    assert logging["ess"] == 150 and "insufficient_data" not in logging

@@ -30,7 +30,7 @@ from app.evaluation.streaming import accumulate, fit_reward_model, in_batches
 from app.learners.noise_anchor import INTERVAL_TOO_WIDE, estimate_from_anchors
 from app.learners.noise_slots import estimate_slot_noise
 from app.sim.trust import RHO1, THETA, TRUST_RHO0, simulated_placements
-from tests.learners.test_noise_anchor import epsilon_greedy_plays
+from tests.learners.test_noise_anchor import _uniform_plays, epsilon_greedy_plays
 from workers.evaluations import _label_policy
 
 pytestmark = pytest.mark.slow
@@ -212,13 +212,6 @@ def test_no_label_noise_estimate_is_published_wider_than_max_width() -> None:
             assert max(est.widths) <= 0.1, (n, est)
             assert held(est.rho0_interval, rho[0]) and held(est.rho1_interval, rho[1]), est
     assert reasons[0] == INTERVAL_TOO_WIDE and reasons[-1] == "", reasons
-
-
-def _uniform_plays(rng: np.random.Generator, n: int, k: int, rho0: float, rho1: float
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    right = rng.random(n) < 1 / k
-    click = np.where(right, rng.random(n) > rho1, rng.random(n) < rho0).astype(float)
-    return np.full(n, 1 / k), right + rng.random(n), click
 
 
 def test_a_forgetting_estimate_covers_the_rates_now() -> None:
