@@ -32,7 +32,11 @@ ranking's slot, of a label log, of one position of an OBD log): below
 :data:`MIN_ESS` effective events the result is flagged
 ``insufficient_data`` with the reason, and each estimator's interval is
 widened to hold the betting interval; :func:`guard_label` is that rule on
-a label log's events (every log and task alike).  Pure numpy.
+a label log's events (every log and task alike).  A ranking's slates sum
+its slots' values, so when a slot is flagged :func:`guard_slates` flags them
+too and widens their intervals to the sum of every slot's betting interval,
+each at level ``1 - (1 - level) / m`` for ``m`` slots (then all hold
+together with probability at least ``level``, Bonferroni).  Pure numpy.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import numpy as np
 
 from app.evaluation.estimators import ESTIMATORS, LabelLog, Options, importance_weights
 from app.evaluation.rates import SlotRates
+from app.evaluation.slates import SLATE_ESTIMATORS
 
 #: Effective sample size (Kish) below which the bootstrap interval is not trusted.
 MIN_ESS = 100.0
@@ -132,6 +137,27 @@ def guard_heavy_tails(result: dict[str, Any], w: np.ndarray, f: np.ndarray,
                      "value rests on a few heavily weighted events; each interval is widened "
                      "to a bound that holds whatever the weights"}
     for name in ESTIMATORS:
+        est = result[name]
+        out[name] = {**est, "ci_low": min(est["ci_low"], low),
+                     "ci_high": max(est["ci_high"], high)}
+    return out
+
+
+def guard_slates(result: dict[str, Any], columns: list[tuple[np.ndarray, np.ndarray]],
+                 rates: list[SlotRates | None], level: float = 0.95) -> dict[str, Any]:
+    """A slates ``result`` (:class:`app.evaluation.slates.SlateEvaluation`'s dict) flagged
+    ``insufficient_data`` and each interval widened to hold the sum of the slots' betting
+    intervals (module docstring): ``columns`` and ``rates`` per slot, its weights and raw
+    clicks in log order and the rates its clicks are corrected by."""
+    each = 1.0 - (1.0 - level) / len(columns)
+    ends = [corrected_interval(*betting_interval(w, f, each), r)
+            for (w, f), r in zip(columns, rates, strict=True)]
+    low, high = sum(e[0] for e in ends), sum(e[1] for e in ends)
+    out = {**result, "insufficient_data": True,
+           "reason": f"a slot's effective sample size is below {MIN_ESS:.0f}: each interval "
+                     "is widened to the sum of the slots' bounds that hold whatever the "
+                     "weights"}
+    for name in SLATE_ESTIMATORS:
         est = result[name]
         out[name] = {**est, "ci_low": min(est["ci_low"], low),
                      "ci_high": max(est["ci_high"], high)}
