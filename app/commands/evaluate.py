@@ -567,6 +567,9 @@ def label_log_only(args: argparse.Namespace) -> None:
 def slate_result(slates: tuple[np.ndarray, np.ndarray], n_items: int, uniform: bool,
                  args: argparse.Namespace) -> dict[str, Any]:
     """The ``slates`` field: RIPS and SNRIPS of the uniform (or logging) policy."""
+    import numpy as np
+
+    from app.evaluation.heavy_tails import guard_slate_log
     from app.evaluation.slates import evaluate_slates, uniform_cascade
 
     clicks, cascade = slates
@@ -574,7 +577,8 @@ def slate_result(slates: tuple[np.ndarray, np.ndarray], n_items: int, uniform: b
     out = evaluate_slates(clicks, cascade, pi, args.rho0, args.rho1, args.rho0_se,
                           args.rho1_se, n_boot=args.bootstrap, seed=args.seed).to_dict()
     del out["correction"]  # the same as the result's
-    return out
+    w = np.ones_like(cascade) if pi is None else pi / cascade
+    return guard_slate_log(out, w, clicks, stream_options(args).rates())
 
 
 def plot(result: dict[str, Any], path: str) -> None:

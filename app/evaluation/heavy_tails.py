@@ -164,6 +164,25 @@ def guard_slates(result: dict[str, Any], columns: list[tuple[np.ndarray, np.ndar
     return out
 
 
+def kish_ess(w: np.ndarray) -> float:
+    """Kish's effective sample size of the weights ``w``, ``(sum w)^2 / sum w^2`` (0 without
+    a positive weight)."""
+    w2 = float(w @ w)
+    return float(w.sum()) ** 2 / w2 if w2 > 0 else 0.0
+
+
+def guard_slate_log(result: dict[str, Any], w: np.ndarray, f: np.ndarray,
+                    rates: SlotRates | None, level: float = 0.95) -> dict[str, Any]:
+    """A slate log's ``result`` (weights ``w`` and raw clicks ``f``, ``n x L``, in log
+    order; ``rates`` of every slot or of one) as is when every slot's effective sample size
+    reaches :data:`MIN_ESS`, else :func:`guard_slates` of it."""
+    slots = w.shape[1]
+    if min(kish_ess(w[:, k]) for k in range(slots)) >= MIN_ESS:
+        return result
+    each = [None if rates is None else rates.slot(k) for k in range(slots)]
+    return guard_slates(result, [(w[:, k], f[:, k]) for k in range(slots)], each, level)
+
+
 def label_columns(batches: Iterable[tuple[LabelLog, np.ndarray | None]]
                   ) -> tuple[np.ndarray, np.ndarray]:
     """The importance weights and raw clicks of a label log's events, over ``batches`` of
