@@ -132,15 +132,10 @@ def guard_heavy_tails(result: dict[str, Any], w: np.ndarray, f: np.ndarray,
     if result["ess"] >= MIN_ESS:
         return result
     low, high = corrected_interval(*betting_interval(w, f, level), rates)
-    out = {**result, "insufficient_data": True,
-           "reason": f"effective sample size {result['ess']:.0f} below {MIN_ESS:.0f}: the "
-                     "value rests on a few heavily weighted events; each interval is widened "
-                     "to a bound that holds whatever the weights"}
-    for name in ESTIMATORS:
-        est = result[name]
-        out[name] = {**est, "ci_low": min(est["ci_low"], low),
-                     "ci_high": max(est["ci_high"], high)}
-    return out
+    return _widened(result, ESTIMATORS, low, high,
+                    f"effective sample size {result['ess']:.0f} below {MIN_ESS:.0f}: the value "
+                    "rests on a few heavily weighted events; each interval is widened to a "
+                    "bound that holds whatever the weights")
 
 
 def guard_slates(result: dict[str, Any], columns: list[tuple[np.ndarray, np.ndarray]],
@@ -152,12 +147,17 @@ def guard_slates(result: dict[str, Any], columns: list[tuple[np.ndarray, np.ndar
     each = 1.0 - (1.0 - level) / len(columns)
     ends = [corrected_interval(*betting_interval(w, f, each), r)
             for (w, f), r in zip(columns, rates, strict=True)]
-    low, high = sum(e[0] for e in ends), sum(e[1] for e in ends)
-    out = {**result, "insufficient_data": True,
-           "reason": f"a slot's effective sample size is below {MIN_ESS:.0f}: each interval "
-                     "is widened to the sum of the slots' bounds that hold whatever the "
-                     "weights"}
-    for name in SLATE_ESTIMATORS:
+    return _widened(result, SLATE_ESTIMATORS, sum(e[0] for e in ends), sum(e[1] for e in ends),
+                    f"a slot's effective sample size is below {MIN_ESS:.0f}: each interval is "
+                    "widened to the sum of the slots' bounds that hold whatever the weights")
+
+
+def _widened(result: dict[str, Any], names: tuple[str, ...], low: float, high: float,
+             reason: str) -> dict[str, Any]:
+    """``result`` flagged ``insufficient_data`` with ``reason``, the interval of each
+    estimator of ``names`` widened to hold ``[low, high]``."""
+    out = {**result, "insufficient_data": True, "reason": reason}
+    for name in names:
         est = result[name]
         out[name] = {**est, "ci_low": min(est["ci_low"], low),
                      "ci_high": max(est["ci_high"], high)}
