@@ -28,6 +28,7 @@ from app.sim.rank import RankSimulator
 from tests.api.conftest import TestClient, make_client, new_tenant, post_feedback
 from tests.api.test_evaluations import evaluation
 from tests.api.test_noise_service import run_nrest
+from tests.truth.test_label_truth import until
 
 #: Rankings of the module's stream (:func:`shown`): the evaluations' intervals and the
 #: effective sample sizes they are checked against scale with it.
@@ -92,6 +93,10 @@ def shown(redis_server: Any) -> Iterator[dict[str, Any]]:
         tenant = new_tenant(client)
         out = run_stream(client, tenant)
         sim = out["sim"]
+        # the newest point trails the model by at most one series interval (10 s) and a pass
+        out["points"] = until(
+            lambda: client.get("/v1/models/m1/series", headers=tenant).json()["points"],
+            lambda p: bool(p) and p[-1]["events_applied"] == ROUNDS, 30.0)
         out["model"] = client.get("/v1/models/m1", headers=tenant).json()
         out["noise"] = client.get("/v1/models/m1/noise", headers=tenant).json()
         out["evaluations"] = {
@@ -125,6 +130,31 @@ def test_position_bias_is_flagged_until_a_per_slot_estimate_is_published(
     assert shown["model"]["position_bias"] == {
         "values": [1.0] * shown["sim"].slots, "source": "insufficient_data",
         "calibration_unreliable": True}
+
+
+def test_series_rewards_are_slot_0s_clicks_flagged_without_rates(
+        shown: dict[str, Any]) -> None:
+    """Each series point's ``online_reward`` is the mean slot-0 click of its window's
+    rankings (applied in the order sent: one client, batch after batch), ``debiased_reward``
+    that of every ranking so far; both corrected by the rates in force, the initial 0 and
+    0, so ``calibrated_reward`` is ``online_reward`` and every point says ``noise_source``
+    ``initial`` (flagged: no rates nobody gave are applied) and ``position_bias_source``
+    ``insufficient_data``."""
+    clicks = shown["clicks"][:, 0]
+    points = shown["points"]
+    assert points[-1]["events_applied"] == ROUNDS, points[-1]
+    checked = 0
+    for before, point in zip([{"events_applied": 0}, *points[:-1]], points, strict=True):
+        start, end = before["events_applied"], point["events_applied"]
+        if start == end:
+            continue
+        checked += 1
+        assert point["online_reward"] == pytest.approx(clicks[start:end].mean(), abs=1e-6)
+        assert point["calibrated_reward"] == pytest.approx(point["online_reward"], abs=1e-6)
+        assert point["debiased_reward"] == pytest.approx(clicks[:end].mean(), abs=1e-6)
+        assert (point["noise_source"], point["rho0_interval"]) == ("initial", None), point
+        assert point["position_bias_source"] == "insufficient_data", point
+    assert checked >= 1, points
 
 
 def true_values(shown: dict[str, Any], policy: str) -> np.ndarray:
