@@ -114,8 +114,10 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
             raise ValueError("the model is gone")
         state = snap.state
     if isinstance(request["policy"], dict):
-        return await configevaluation.stream_config(
-            ctx, config, request, lambda: _chunks(ctx, mk, request))
+        by, flags = await label_rates(ctx, mk, request)
+        result = await configevaluation.stream_config(
+            ctx, config, request, lambda: _chunks(ctx, mk, request), by)
+        return with_flags(result, flags)
     if get_task(config["task"]).candidates:  # a ranking's log: slots of candidates
         return await _stream(ctx, mk, config, rank_policy(request["policy"]), RANK, request)
     return await _stream(ctx, mk, config, _label_policy(config, state, request["policy"]),
@@ -229,9 +231,23 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], pol
             w = np.concatenate([part[0] for part in parts])
             f = np.concatenate([part[1] for part in parts])
             result = guard_heavy_tails(result, w, f, options.level, options.rates())
-    result.update(flags, log=f"decision log of {config['model_id']}", format="noisyloop",
+    result = with_flags(result, flags)
+    result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
                   policy=request["policy"], bootstrap=options.n_boot)
     return result
+
+
+def with_flags(result: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with what it says of its rates (:func:`_flags`); when it is also flagged
+    ``insufficient_data``, ``reason`` gives both reasons, the rates' first.
+
+    >>> with_flags({"insufficient_data": True, "reason": "few"},
+    ...            {"calibration_unreliable": True, "reason": "noise_rates_unreliable"})["reason"]
+    'noise_rates_unreliable; few'
+    """
+    if "reason" in flags and result.get("insufficient_data"):
+        return {**result, **flags, "reason": f"{flags['reason']}; {result['reason']}"}
+    return {**result, **flags}
 
 
 async def _label_columns(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any],

@@ -369,3 +369,26 @@ def test_a_label_evaluation_on_few_effective_events_is_flagged_with_a_bound_that
         assert done[name]["ci_low"] <= 1 / 3 <= done[name]["ci_high"], (name, done)
     logging = evaluation(client, tenant, redis_url, {"policy": "logging", "bootstrap": 20})
     assert logging["ess"] == 150 and "insufficient_data" not in logging
+
+
+@pytest.mark.slow
+def test_a_configuration_on_few_effective_events_is_flagged_and_says_its_rates(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    """A configuration evaluated on 75 events (an effective sample size below 100 whatever
+    its weights) is flagged ``insufficient_data`` with intervals widened to the betting
+    bound, which holds its value (between 0 and 1); without rates in the request it is
+    corrected by the model's own and says so, as the other policies' evaluations."""
+    new_model(client, tenant)
+    feed(client, tenant, 150)
+    config = {"algorithm": "linucb_diag", "params": {"alpha": 0.1}}
+    done = evaluation(client, tenant, redis_url, {"policy": config, "bootstrap": 20})
+    assert done["status"] == "done" and done["n"] == 75, done
+    assert done["ess"] < 100 and done["insufficient_data"] is True, done
+    assert "effective sample size" in done["reason"]
+    for name in ("ips", "snips", "dr"):  # the betting bound of a click rate: in [0, 1]
+        assert done[name]["ci_low"] <= done[name]["ci_high"], (name, done)
+        assert done[name]["ci_high"] - done[name]["ci_low"] > 0.2, (name, done)
+    # the model's rates nobody gave: flagged for them too, both reasons said
+    assert (done["rates"], done["calibration_unreliable"]) == ("model", True), done
+    assert done["reason"].startswith("noise_rates_unreliable; "), done
+    assert done["split"]["evaluate"]["events"] == 75
