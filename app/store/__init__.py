@@ -11,7 +11,8 @@ apply), ``log`` (the decision log of applied events), ``evaluations``
 definitions, states, estimator sums, promotion), ``anchors`` (the rows
 of the anchor noise estimator), ``open`` (feedback in parts, label budgets, examples without a
 decision), ``rate`` (per-tenant rate limits), ``versions`` (kept snapshots
-and rollback) and ``series`` (per-model quality time series).  Key names
+and rollback) and ``series`` (per-model quality time series) and ``aliases`` (decisions known by a
+client's own event id).  Key names
 live in :mod:`app.store.keys` only.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
+from app.store.aliases import AliasStore
 from app.store.challengers import ChallengerStore
 from app.store.client import STORE_ERRORS, Scripts, connect
 from app.store.deadletters import DeadLetterStore
@@ -67,6 +69,7 @@ class Store:
         self.versions = VersionStore(redis)
         self.series = SeriesStore(redis)
         self.drift = DriftStore(redis)
+        self.aliases = AliasStore(redis)
 
     @classmethod
     def from_url(cls, url: str, *, socket_timeout: float = 2.0,

@@ -226,6 +226,11 @@ class ModelKeys:
         """Hash: feedback received so far for a decision that awaits more labels or copies."""
         return f"{self.tag}:part:{event_id}"
 
+    def alias(self, event_id: str) -> str:
+        """String: a decision known by a client's own event id (compatibility routes): the
+        service's event id and the chosen action's id (JSON), or empty while it is made."""
+        return f"{self.tag}:alias:{event_id}"
+
     def apprentice(self, event_id: str) -> str:
         """String: whether the model's own choice agreed with the baseline served for an
         apprentice decision (``"1"`` or ``"0"``; expires with the context)."""

@@ -1,0 +1,53 @@
+"""Decisions known by a client's own event id (the compatibility routes' ``eventId``).
+
+``nl:{T:M}:alias:E`` holds, for the client's event id ``E``, the service's event id of the
+decision and the id of the action it chose, for as long as the decision can still take
+feedback.  :meth:`AliasStore.claim` takes an id once (a second claim of the same id fails
+while the first lives), before the decision is made, so that a duplicate id is refused
+without anything logged; :meth:`AliasStore.bind` then records what was decided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+import redis.asyncio as aioredis
+
+from app.store.keys import ModelKeys
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    """The service's event id of a decision and the action it chose."""
+
+    event_id: str
+    action_id: str
+
+
+class AliasStore:
+    """Client event ids -> the decisions they name."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self._redis = redis
+
+    async def claim(self, mk: ModelKeys, alias: str, ttl_seconds: int) -> bool:
+        """Take ``alias`` for a decision about to be made; False if it is taken."""
+        return bool(await self._redis.set(mk.alias(alias), b"", nx=True, ex=ttl_seconds))
+
+    async def bind(self, mk: ModelKeys, alias: str, found: Alias, ttl_seconds: int) -> None:
+        """Record the decision a claimed (or a service-made) ``alias`` names."""
+        await self._redis.set(mk.alias(alias), orjson.dumps([found.event_id, found.action_id]),
+                              ex=ttl_seconds)
+
+    async def release(self, mk: ModelKeys, alias: str) -> None:
+        """Give back a claim whose decision was refused (nothing was logged)."""
+        await self._redis.delete(mk.alias(alias))
+
+    async def resolve(self, mk: ModelKeys, alias: str) -> Alias | None:
+        """The decision ``alias`` names; None if unknown, expired or not decided yet."""
+        raw = await self._redis.get(mk.alias(alias))
+        if not raw:
+            return None
+        event_id, action_id = orjson.loads(raw)
+        return Alias(str(event_id), str(action_id))
