@@ -4,7 +4,6 @@ back as the SDKs' exceptions with the message, and a simulated world learns thro
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,7 +13,6 @@ import httpx
 import numpy as np
 import pytest
 import redis
-import uvicorn
 from azure.ai.personalizer import PersonalizerAdministrationClient
 from azure.ai.personalizer import PersonalizerClient as Client
 from azure.cognitiveservices.personalizer import PersonalizerClient as OldClient
@@ -28,22 +26,13 @@ from azure.core.exceptions import HttpResponseError
 from msrest.authentication import CognitiveServicesCredentials
 from msrest.exceptions import HttpOperationError
 
-from app.store.embedded import EmbeddedRedis, free_port
+from app.store.embedded import EmbeddedRedis
 from app.store.keys import ModelKeys
 from tests.api.conftest import sweep
-from tests.conftest import served
+from tests.conftest import served_service
 from tests.deadlines import pass_deadlines
 
 ADMIN_TOKEN = "personalizer-test-admin-token-0123"
-
-
-async def _trainer(ctx: Any, stop: asyncio.Event) -> None:
-    from app.worker_settings import WorkerSettings
-    from workers.worker import Worker
-
-    settings = WorkerSettings(roles=("trainer",), worker_id="personalizer-tests",
-                              flush_interval=0.01)
-    await Worker(ctx.store, settings, metrics=ctx.metrics).run(stop)
 
 
 @dataclass(frozen=True)
@@ -54,18 +43,8 @@ class Service:
 
 @pytest.fixture(scope="module")
 def service(redis_server: EmbeddedRedis) -> Iterator[Service]:
-    from app.main import create_app
-    from app.server.options import uvicorn_options
-    from app.settings import Settings
-
-    with redis.Redis.from_url(redis_server.url) as r:
-        r.flushall()
-    settings = Settings(redis_url=redis_server.url, admin_token=ADMIN_TOKEN)
-    app = create_app(settings, background=[_trainer])
-    port = free_port()
-    with served(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on",
-                               **uvicorn_options(settings))):
-        yield Service(f"http://127.0.0.1:{port}", redis_server.url)
+    with served_service(redis_server.url, ADMIN_TOKEN, "personalizer-tests") as url:
+        yield Service(url, redis_server.url)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,9 @@ from app.learners.registry import learner_class
 from app.store.aliases import Alias
 from app.store.models import ModelView
 
-router = APIRouter(prefix="/v1/models", tags=["personalizer"])
+#: Out of noisyloop's OpenAPI schema: these routes are Personalizer's API, which its SDKs
+#: describe, and their bodies are read by :mod:`app.api.personalizer`.
+router = APIRouter(prefix="/v1/models", tags=["personalizer"], include_in_schema=False)
 #: The two SDK generations' route prefixes below ``{endpoint}``.
 PREFIXES = ("/{model_id}/personalizer", "/{model_id}/personalizer/v1.0")
 #: The header both SDKs send the key in.
@@ -197,4 +199,4 @@ for _prefix in PREFIXES:
                          status_code=204)
 router.add_api_route("/{model_id}/personalizer/{rest:path}",
                      _personalizer_errors(unsupported_call),
-                     methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+                     methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
