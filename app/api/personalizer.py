@@ -10,7 +10,8 @@ a list of objects; each object's values are flattened into named features: a nes
 adds its key to the name (``{"user": {"profile": {"tier": "gold"}}}`` is
 ``user.profile.tier``), a list adds the item's index (``user.tags[0]``), a string is
 categorical (the feature ``name=value`` with value 1, as noisyloop's named features are), a
-number is its value, a boolean 1 or 0, a null nothing.  The names are then hashed into the
+number is its value, a boolean 1 or 0, a null nothing (names and string values of 1 to 256
+characters).  The names are then hashed into the
 model's features as every named feature is (:func:`app.api.features.to_vector`).
 """
 
@@ -27,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from app.api.decisionrequest import Candidates, DecisionOptions, DecisionRequest
 from app.api.errors import ApiError, validation_error
 from app.api.responses import OrjsonResponse
-from app.api.schemas.predict import MAX_NAMED, NamedFeatures
+from app.api.schemas.predict import MAX_NAME_CHARS, MAX_NAMED, NamedFeatures
 
 #: The api-version of ``azure-ai-personalizer`` 1.0.0b1's routes.
 API_VERSION = "2022-09-01-preview"
@@ -89,6 +90,12 @@ def flatten(objects: Sequence[Mapping[str, Any]], field: str) -> dict[str, float
     def visit(value: Any, name: str, path: str, depth: int) -> None:
         if value is None:
             return
+        if depth and not 1 <= len(name) <= MAX_NAME_CHARS:
+            raise ApiError(422, "invalid_features", f"a feature name must have 1 to "
+                           f"{MAX_NAME_CHARS} characters, got {len(name)}", path)
+        if isinstance(value, str) and len(value) > MAX_NAME_CHARS:
+            raise ApiError(422, "invalid_features", f"a string feature value may have "
+                           f"{MAX_NAME_CHARS} characters at most", path)
         if isinstance(value, bool):
             out[name] = 1.0 if value else 0.0
         elif isinstance(value, int | float):
