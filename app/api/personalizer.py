@@ -40,6 +40,9 @@ MAX_ID_CHARS = 256
 MAX_FEATURE_DEPTH = 8
 
 PersonalizerId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
+#: An event id: also a path segment of its reward and activation (so without "/").
+EventId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS,
+                                           pattern=r"^[^/]+$")]
 
 
 class _Body(BaseModel):
@@ -60,7 +63,7 @@ class RankRequest(_Body):
     actions: list[RankableAction] = Field(min_length=1, max_length=MAX_ACTIONS)
     excludedActions: list[PersonalizerId] = Field(default_factory=list,
                                                   max_length=MAX_ACTIONS)
-    eventId: PersonalizerId | None = None
+    eventId: EventId | None = None
     deferActivation: bool = False
 
 

@@ -204,6 +204,7 @@ def test_an_event_without_reward_gets_the_default_reward(service: Service, loop:
     ({"contextFeatures": [{"user": {"age": [[[[[[[[[1]]]]]]]]]}}], "actions": ACTIONS},
      "nest deeper"),
     ({"contextFeatures": CONTEXT, "actions": ACTIONS, "slots": 2}, "slots"),
+    ({"contextFeatures": CONTEXT, "actions": ACTIONS, "eventId": "a/b"}, "eventId"),
 ])
 def test_bad_ranks_raise_the_sdks_error_with_the_message(loop: Loop, body: dict[str, Any],
                                                          message: str) -> None:
@@ -224,6 +225,15 @@ def test_bad_rewards_and_unknown_events_raise_the_sdks_error(loop: Loop) -> None
     with pytest.raises(HttpResponseError, match="unknown or revoked API key"):
         Client(loop.endpoint, AzureKeyCredential("nl.x.y")).rank(
             {"contextFeatures": CONTEXT, "actions": ACTIONS})
+
+
+def test_an_apprentice_loop_serves_the_first_action_not_excluded(loop: Loop) -> None:
+    assert loop.api.put("/v1/models/loop/mode", json={"mode": "apprentice"}).status_code == 200
+    answer = _client(loop).rank({"contextFeatures": CONTEXT, "actions": ACTIONS,
+                                 "excludedActions": ["news"]})
+    assert answer["rewardActionId"] == "sports"
+    assert [r["probability"] for r in answer["ranking"]] == [1.0, 0.0, 0.0, 0.0]
+    assert answer["ranking"][-1]["id"] == "news"
 
 
 def test_calls_not_served_yet_are_refused_naming_them(loop: Loop) -> None:
