@@ -193,8 +193,7 @@ def error_response(exc: ApiError) -> OrjsonResponse:
 NOT_SUPPORTED = {
     "multislot": "multi-slot rank, reward and activate (rank_multi_slot, reward_multi_slot, "
                  "activate_multi_slot)",
-    "configurations": "service configuration and policy (get/update_service_configuration, "
-                      "get/update/reset_policy, apply_from_evaluation)",
+    "configurations": "policy (get/update/reset_policy, apply_from_evaluation)",
     "evaluations": "offline evaluations (create/get/list/delete_evaluation)",
     "featureImportances": "feature importances (create/get/list/delete_feature_importance)",
     "model": "model export, import, reset and properties (export_model, import_model, "
@@ -211,5 +210,6 @@ def not_supported(path: str) -> ApiError:
     what = NOT_SUPPORTED.get(parts[0] if parts else "")
     message = (f"noisyloop does not support Personalizer's {what} yet" if what else
                f"no Personalizer call at {'/'.join(parts)!r}: noisyloop serves rank, "
-               "events/{eventId}/reward and events/{eventId}/activate")
+               "events/{eventId}/reward, events/{eventId}/activate and "
+               "configurations/service")
     return ApiError(501 if what else 404, "not_supported" if what else "not_found", message)

@@ -236,10 +236,51 @@ def test_an_apprentice_loop_serves_the_first_action_not_excluded(loop: Loop) -> 
     assert answer["ranking"][-1]["id"] == "news"
 
 
+def _admin(loop: Loop) -> PersonalizerAdministrationClient:
+    return PersonalizerAdministrationClient(loop.endpoint, AzureKeyCredential(loop.key))
+
+
+def test_the_service_configuration_is_the_models_settings(loop: Loop) -> None:
+    admin = _admin(loop)
+    shown = admin.get_service_configuration()
+    assert {k: shown[k] for k in ("rewardWaitTime", "defaultReward", "rewardAggregation",
+                                  "explorationPercentage", "learningMode")} == {
+        "rewardWaitTime": "PT10M", "defaultReward": 0.0, "rewardAggregation": "earliest",
+        "explorationPercentage": 0.2, "learningMode": "Online"}
+    assert admin.update_service_configuration(shown) == shown  # written back unchanged
+    changed = admin.update_service_configuration(
+        {**shown, "rewardWaitTime": "PT5M", "explorationPercentage": 0.1,
+         "learningMode": "Apprentice"})
+    assert (changed["rewardWaitTime"], changed["explorationPercentage"],
+            changed["learningMode"]) == ("PT5M", 0.1, "Apprentice")
+    model = loop.model()
+    assert (model["feedback"]["wait_seconds"], model["params"]["epsilon"],
+            model["mode"]) == (300, 0.1, "apprentice")
+    assert admin.get_service_configuration() == changed
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"rewardAggregation": "sum"}, "rewardAggregation 'sum' is not supported"),
+    ({"learningMode": "LoggingOnly"}, "learningMode 'LoggingOnly' is not supported"),
+    ({"defaultReward": 0.5}, "defaultReward 0.5 is not supported"),
+    ({"rewardWaitTime": "10 minutes"}, "ISO 8601"),
+    ({"rewardWaitTime": "P31D"}, "PT1S to P30D"),
+    ({"explorationPercentage": 0.99}, "anchor_share"),
+    ({"isAutoOptimizationEnabled": True}, "isAutoOptimizationEnabled True is not supported"),
+    ({"rewardWaitTme": "PT1M"}, "no service configuration field 'rewardWaitTme'"),
+])
+def test_configuration_changes_not_supported_are_refused_naming_them(
+        loop: Loop, change: dict[str, Any], message: str) -> None:
+    with pytest.raises(HttpResponseError, match=message) as raised:
+        _admin(loop).update_service_configuration(change)
+    assert raised.value.status_code == 400
+    assert loop.model()["feedback"]["wait_seconds"] == 600  # nothing changed
+
+
 def test_calls_not_served_yet_are_refused_naming_them(loop: Loop) -> None:
-    admin = PersonalizerAdministrationClient(loop.endpoint, AzureKeyCredential(loop.key))
-    with pytest.raises(HttpResponseError, match="service configuration") as raised:
-        admin.get_service_configuration()
+    admin = _admin(loop)
+    with pytest.raises(HttpResponseError, match="policy") as raised:
+        admin.get_policy()
     assert raised.value.status_code == 501
     with pytest.raises(HttpResponseError, match="multi-slot"):
         _client(loop).rank_multi_slot({"contextFeatures": CONTEXT, "actions": ACTIONS,

@@ -22,6 +22,8 @@ ROUTES = ("/v1/models/loop/personalizer/rank",
           "/v1/models/loop/personalizer/v1.0/events/e/reward",
           "/v1/models/loop/personalizer/events/e/activate")
 
+CONFIGURATION = "/v1/models/loop/personalizer/configurations/service"
+
 
 def _check(r: Any) -> None:
     assert r.status_code < 500, r.text
@@ -42,6 +44,7 @@ def test_random_bodies_and_features_never_answer_500(client: TestClient) -> None
     @given(route=st.sampled_from(ROUTES), body=JSON, context=FEATURES, action=FEATURES)
     def run(route: str, body: Any, context: Any, action: Any) -> None:
         _check(client.post(route, json=body, headers=auth))
+        _check(client.put(CONFIGURATION, json=body, headers=auth))
         _check(client.post(ROUTES[0], headers=auth, json={
             "contextFeatures": context, "actions": [{"id": "a", "features": action}]}))
         checked.append(1)

@@ -7,7 +7,8 @@ send the tenant's API key as ``Ocp-Apim-Subscription-Key`` (``Authorization: Bea
 too).  Each call is translated (:mod:`app.api.personalizer`) into noisyloop's own: a Rank
 is a one-slot rank of the actions not excluded, a Reward the rank feedback of the chosen
 action (exactly once: Personalizer's ``earliest`` aggregation, a later reward is ignored and
-counted as a duplicate), an Activate the activation of a deferred decision.  A client's
+counted as a duplicate), an Activate the activation of a deferred decision, the service
+configuration a view of the model's settings (:mod:`app.api.personalizer_config`).  A client's
 ``eventId`` names its decision through :class:`~app.store.aliases.AliasStore`.  Every error
 is answered in Personalizer's shape; a call not served yet is refused naming it.
 """
@@ -21,7 +22,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 
 from app.api import decisions
-from app.api.apprentice import in_apprentice_mode
+from app.api.apprentice import check_mode, in_apprentice_mode
 from app.api.deciding import decide_log_answer
 from app.api.deps import authorize_model, bearer_token, get_context
 from app.api.errors import ApiError, is_json_media_type, unknown_model, unsupported_media_type
@@ -35,13 +36,16 @@ from app.api.personalizer import (
     parse,
     rank_response,
 )
+from app.api.personalizer_config import configured, service_configuration
 from app.api.ranking import rank_input
 from app.api.responses import OrjsonResponse
 from app.api.schemas.rank import RankFeedback
-from app.learners.base import CandidateRanker
+from app.learners.base import CandidateRanker, ParamError
+from app.learners.build import build_learner
 from app.learners.registry import learner_class
 from app.store.aliases import Alias
-from app.store.models import ModelView
+from app.store.models import ConfigBusy, ModelView
+from app.tasks import get_task
 
 #: Out of noisyloop's OpenAPI schema: these routes are Personalizer's API, which its SDKs
 #: describe, and their bodies are read by :mod:`app.api.personalizer`.
@@ -169,6 +173,43 @@ async def activate_single_slot_event(request: Request, model_id: str,
     return Response(status_code=204)
 
 
+async def get_service_configuration(request: Request, model_id: str) -> Response:
+    """Service configuration: the model's settings under Personalizer's names."""
+    view = await _view(request, model_id)
+    age = (await get_context(request)).settings.worker.log_max_age
+    return OrjsonResponse(service_configuration(view.config, age))
+
+
+async def update_service_configuration(request: Request, model_id: str) -> Response:
+    """Update service configuration: the settings that map onto the model's (a change of
+    any other is refused naming it); answers the configuration now in force."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    body = await _json(request)
+    age = ctx.settings.worker.log_max_age
+
+    def change(current: dict[str, Any]) -> dict[str, Any] | None:
+        new = configured(current, body, age)
+        check_mode(new.get("mode", "online"), get_task(new["task"]),
+                   learner_class(new["task"], new["algorithm"]))
+        try:
+            build_learner(new)
+        except ParamError as exc:
+            raise ApiError(422, "invalid_configuration", exc.message,
+                           "explorationPercentage") from None
+        return None if new == current else new
+
+    try:
+        stored = await ctx.store.models.update_config(view.tenant, model_id, change)
+    except ConfigBusy:
+        raise ApiError(503, "store_busy", "the model's config kept changing; retry",
+                       headers={"Retry-After": "1"}) from None
+    if stored is None:
+        raise unknown_model(model_id)
+    ctx.cache.forget(view.tenant, model_id)
+    return OrjsonResponse(service_configuration(stored, age))
+
+
 async def unsupported_call(request: Request, model_id: str, rest: str) -> Response:
     """A Personalizer call noisyloop does not serve yet (named in the answer)."""
     await _view(request, model_id)
@@ -197,6 +238,10 @@ for _prefix in PREFIXES:
     router.add_api_route(f"{_prefix}/events/{{event_id}}/activate",
                          _personalizer_errors(activate_single_slot_event), methods=["POST"],
                          status_code=204)
+router.add_api_route(f"{PREFIXES[0]}/configurations/service",
+                     _personalizer_errors(get_service_configuration), methods=["GET"])
+router.add_api_route(f"{PREFIXES[0]}/configurations/service",
+                     _personalizer_errors(update_service_configuration), methods=["PUT"])
 router.add_api_route("/{model_id}/personalizer/{rest:path}",
                      _personalizer_errors(unsupported_call),
                      methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
