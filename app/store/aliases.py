@@ -5,6 +5,8 @@ decision and the id of the action it chose, for as long as the decision can stil
 feedback.  :meth:`AliasStore.claim` takes an id once (a second claim of the same id fails
 while the first lives), before the decision is made, so that a duplicate id is refused
 without anything logged; :meth:`AliasStore.bind` then records what was decided.
+:meth:`AliasStore.keep_reward` keeps the first reward sent before a deferred decision is
+activated (``nl:{T:M}:alias-reward:E``), for the activation to learn it.
 """
 
 from __future__ import annotations
@@ -51,3 +53,14 @@ class AliasStore:
             return None
         event_id, action_id = orjson.loads(raw)
         return Alias(str(event_id), str(action_id))
+
+    async def keep_reward(self, mk: ModelKeys, alias: str, value: float,
+                          ttl_seconds: int) -> bool:
+        """Keep the first reward of a decision not activated yet; False if one is kept."""
+        return bool(await self._redis.set(mk.alias_reward(alias), repr(float(value)), nx=True,
+                                          ex=ttl_seconds))
+
+    async def kept_reward(self, mk: ModelKeys, alias: str) -> float | None:
+        """The reward kept for ``alias`` (None: none)."""
+        raw = await self._redis.get(mk.alias_reward(alias))
+        return None if raw is None else float(raw)

@@ -231,6 +231,11 @@ class ModelKeys:
         service's event id and the chosen action's id (JSON), or empty while it is made."""
         return f"{self.tag}:alias:{event_id}"
 
+    def alias_reward(self, event_id: str) -> str:
+        """String: the reward a client sent, by its own event id, before the decision was
+        activated (kept until the activation learns it)."""
+        return f"{self.tag}:alias-reward:{event_id}"
+
     def apprentice(self, event_id: str) -> str:
         """String: whether the model's own choice agreed with the baseline served for an
         apprentice decision (``"1"`` or ``"0"``; expires with the context)."""

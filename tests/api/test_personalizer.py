@@ -159,13 +159,18 @@ def test_the_older_sdk_ranks_rewards_and_activates(loop: Loop) -> None:
     assert answer.event_id == "old-1"
     assert answer.reward_action_id == answer.ranking[0].id != "news"
     assert answer.ranking[-1].id == "news" and answer.ranking[-1].probability == 0.0
-    with pytest.raises(HttpOperationError) as raised:
-        client.events.reward("old-1", 1.0)  # deferred: not activated yet
-    assert "activate" in raised.value.response.json()["error"]["message"]
-    client.events.activate("old-1")
-    client.events.reward("old-1", 1.0)
+    client.events.reward("old-1", 1.0)  # before the activation: kept until then
+    client.events.reward("old-1", 0.0)  # earliest: ignored
     loop.sync()
-    assert loop.model()["stats"]["events_applied"] == 1
+    assert loop.model()["stats"]["events_applied"] == 0
+    client.events.activate("old-1")
+    client.events.reward("old-1", 0.0)  # learned at the activation already: ignored
+    loop.sync()
+    stats = loop.model()["stats"]
+    assert (stats["events_applied"], stats["debiased_reward"]) == (1, 1.0), stats
+    with pytest.raises(HttpOperationError) as raised:
+        client.events.activate("nope")
+    assert "no event 'nope'" in raised.value.response.json()["error"]["message"]
     with pytest.raises(ErrorResponseException, match="eventId"):
         client.rank(request)  # the same event id again
 

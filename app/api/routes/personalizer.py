@@ -7,7 +7,8 @@ send the tenant's API key as ``Ocp-Apim-Subscription-Key`` (``Authorization: Bea
 too).  Each call is translated (:mod:`app.api.personalizer`) into noisyloop's own: a Rank
 is a one-slot rank of the actions not excluded, a Reward the rank feedback of the chosen
 action (exactly once: Personalizer's ``earliest`` aggregation, a later reward is ignored and
-counted as a duplicate), an Activate the activation of a deferred decision, the service
+counted as a duplicate; one sent before a deferred decision's activation is kept until
+then), an Activate the activation of a deferred decision, the service
 configuration a view of the model's settings (:mod:`app.api.personalizer_config`).  A client's
 ``eventId`` names its decision through :class:`~app.store.aliases.AliasStore`.  Every error
 is answered in Personalizer's shape; a call not served yet is refused naming it.
@@ -142,25 +143,46 @@ async def _decision(request: Request, view: ModelView, event_id: str) -> Alias:
     return found
 
 
-async def reward_single_slot_event(request: Request, model_id: str, event_id: str) -> Response:
-    """Reward: the reward of the event's ``rewardActionId``; the first one counts
-    (``earliest``), a later one is ignored."""
-    view = await _view(request, model_id)
-    body = cast(RewardRequest, parse(RewardRequest, await _json(request)))
-    found = await _decision(request, view, event_id)
-    feedback = RankFeedback(event_id=found.event_id, rewards={found.action_id: body.value})
+async def _learn_reward(request: Request, view: ModelView, found: Alias,
+                        value: float) -> str:
+    """Join ``value`` as the reward of the decision's chosen action: "ok", "duplicate"
+    (a reward was learned before: ignored, counted) or "not_activated"."""
+    feedback = RankFeedback(event_id=found.event_id, rewards={found.action_id: value})
     try:
         await decisions.feedback(await get_context(request), view, feedback)
     except ApiError as exc:
-        if exc.code != "duplicate_feedback":
-            raise
+        if exc.code == "duplicate_feedback":
+            return "duplicate"
+        if exc.code == "not_activated":
+            return "not_activated"
+        raise
+    return "ok"
+
+
+async def reward_single_slot_event(request: Request, model_id: str, event_id: str) -> Response:
+    """Reward: the reward of the event's ``rewardActionId``; the first one counts
+    (``earliest``), a later one is ignored.  A reward of a deferred decision not activated
+    yet is kept, and learned when it is activated.
+
+    The kept reward is written before the second try: if that try still finds the decision
+    not activated, its activation comes later and finds the reward.
+    """
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    body = cast(RewardRequest, parse(RewardRequest, await _json(request)))
+    found = await _decision(request, view, event_id)
+    if await _learn_reward(request, view, found, body.value) == "not_activated":
+        ttl = _alias_seconds(view, ctx.settings.context_grace_seconds)
+        if await ctx.store.aliases.keep_reward(view.keys, event_id, body.value, ttl):
+            await _learn_reward(request, view, found, body.value)
     return Response(status_code=204)
 
 
 async def activate_single_slot_event(request: Request, model_id: str,
                                      event_id: str) -> Response:
-    """Activate: a decision ranked with ``deferActivation`` now awaits its reward (one not
-    deferred, or activated before, is left as it is)."""
+    """Activate: a decision ranked with ``deferActivation`` now awaits its reward, and
+    learns the reward kept for it, if one came first (a decision not deferred, or activated
+    before, is left as it is)."""
     ctx = await get_context(request)
     view = await _view(request, model_id)
     found = await _decision(request, view, event_id)
@@ -170,6 +192,9 @@ async def activate_single_slot_event(request: Request, model_id: str,
     if status == "unknown":
         raise ApiError(404, "unknown_event", f"event {event_id!r} can no longer be activated: "
                        "it expired", "eventId")
+    kept = await ctx.store.aliases.kept_reward(view.keys, event_id)
+    if kept is not None:
+        await _learn_reward(request, view, found, kept)
     return Response(status_code=204)
 
 
