@@ -196,8 +196,6 @@ NOT_SUPPORTED = {
     "configurations": "policy (get/update/reset_policy, apply_from_evaluation)",
     "evaluations": "offline evaluations (create/get/list/delete_evaluation)",
     "featureImportances": "feature importances (create/get/list/delete_feature_importance)",
-    "model": "model export, import, reset and properties (export_model, import_model, "
-             "reset_model, get_model_properties)",
     "logs": "log properties and deletion (get_log_properties, delete_logs)",
 }
 

@@ -4,6 +4,7 @@ back as the SDKs' exceptions with the message, and a simulated world learns thro
 
 from __future__ import annotations
 
+import io
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import orjson
 import pytest
 import redis
 from azure.ai.personalizer import PersonalizerAdministrationClient
@@ -280,6 +282,27 @@ def test_configuration_changes_not_supported_are_refused_naming_them(
         _admin(loop).update_service_configuration(change)
     assert raised.value.status_code == 400
     assert loop.model()["feedback"]["wait_seconds"] == 600  # nothing changed
+
+
+def test_a_model_exported_reset_and_imported_is_the_model_exported(loop: Loop) -> None:
+    client, admin = _client(loop), _admin(loop)
+    for value in (1.0, 0.0, 1.0):
+        client.reward(client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS})["eventId"],
+                      {"value": value})
+    loop.sync()
+    exported = b"".join(admin.export_model())
+    learned = orjson.loads(exported)["state"]
+    admin.reset_model()
+    assert orjson.loads(b"".join(admin.export_model()))["state"] != learned
+    admin.import_model(io.BytesIO(exported))
+    assert orjson.loads(b"".join(admin.export_model()))["state"] == learned
+    properties = admin.get_model_properties()
+    model = loop.model()
+    assert (properties["creationTime"], properties["lastModifiedTime"]) == (
+        model["created_at"], model["updated_at"])
+    with pytest.raises(HttpResponseError, match="state") as raised:
+        admin.import_model(io.BytesIO(b'{"state": {}}'))
+    assert raised.value.status_code == 400
 
 
 def test_calls_not_served_yet_are_refused_naming_them(loop: Loop) -> None:

@@ -23,6 +23,7 @@ ROUTES = ("/v1/models/loop/personalizer/rank",
           "/v1/models/loop/personalizer/events/e/activate")
 
 CONFIGURATION = "/v1/models/loop/personalizer/configurations/service"
+MODEL = "/v1/models/loop/personalizer/model"
 
 
 def _check(r: Any) -> None:
@@ -45,6 +46,7 @@ def test_random_bodies_and_features_never_answer_500(client: TestClient) -> None
     def run(route: str, body: Any, context: Any, action: Any) -> None:
         _check(client.post(route, json=body, headers=auth))
         _check(client.put(CONFIGURATION, json=body, headers=auth))
+        _check(client.put(MODEL, json=body, headers=auth))
         _check(client.post(ROUTES[0], headers=auth, json={
             "contextFeatures": context, "actions": [{"id": "a", "features": action}]}))
         checked.append(1)

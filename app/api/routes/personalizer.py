@@ -9,7 +9,8 @@ is a one-slot rank of the actions not excluded, a Reward the rank feedback of th
 action (exactly once: Personalizer's ``earliest`` aggregation, a later reward is ignored and
 counted as a duplicate; one sent before a deferred decision's activation is kept until
 then), an Activate the activation of a deferred decision, the service
-configuration a view of the model's settings (:mod:`app.api.personalizer_config`).  A client's
+configuration a view of the model's settings (:mod:`app.api.personalizer_config`), the
+model's export, import, reset and properties its snapshot, reset and times.  A client's
 ``eventId`` names its decision through :class:`~app.store.aliases.AliasStore`.  Every error
 is answered in Personalizer's shape; a call not served yet is refused naming it.
 """
@@ -21,12 +22,19 @@ from typing import Any, cast
 
 import orjson
 from fastapi import APIRouter, Request, Response
+from pydantic import ValidationError
 
-from app.api import decisions
+from app.api import decisions, modelops
 from app.api.apprentice import check_mode, in_apprentice_mode
 from app.api.deciding import decide_log_answer
 from app.api.deps import authorize_model, bearer_token, get_context
-from app.api.errors import ApiError, is_json_media_type, unknown_model, unsupported_media_type
+from app.api.errors import (
+    ApiError,
+    is_json_media_type,
+    unknown_model,
+    unsupported_media_type,
+    validation_error,
+)
 from app.api.personalizer import (
     API_VERSION,
     RankRequest,
@@ -40,6 +48,7 @@ from app.api.personalizer import (
 from app.api.personalizer_config import configured, service_configuration
 from app.api.ranking import rank_input
 from app.api.responses import OrjsonResponse
+from app.api.schemas.models import SnapshotImportRequest, SnapshotResponse
 from app.api.schemas.rank import RankFeedback
 from app.learners.base import CandidateRanker, ParamError
 from app.learners.build import build_learner
@@ -235,6 +244,49 @@ async def update_service_configuration(request: Request, model_id: str) -> Respo
     return OrjsonResponse(service_configuration(stored, age))
 
 
+async def get_model_properties(request: Request, model_id: str) -> Response:
+    """Model properties: when the model was created and last changed (UTC, ISO 8601)."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    model = await modelops.describe_model(ctx, view.tenant, model_id)
+    return OrjsonResponse({"creationTime": model.created_at,
+                           "lastModifiedTime": model.updated_at or model.created_at})
+
+
+async def export_model(request: Request, model_id: str) -> Response:
+    """Export model: the model's snapshot (noisyloop's ``GET .../snapshot`` JSON) as bytes,
+    which import takes back."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    if request.query_params.get("signed", "false").lower() != "false":
+        raise ApiError(422, "unsupported_configuration", "signed exports are not supported: "
+                       "export with signed=false", "signed")
+    snapshot = await modelops.export_snapshot(ctx, view.tenant, view.config)
+    return Response(SnapshotResponse.model_validate(snapshot).model_dump_json(),
+                    media_type="application/octet-stream")
+
+
+async def import_model(request: Request, model_id: str) -> Response:
+    """Import model: a snapshot exported from a model of the same kind (a versioned, atomic
+    import, as ``PUT .../snapshot``)."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    try:
+        body = SnapshotImportRequest.model_validate_json(await request.body())
+    except ValidationError as exc:
+        raise validation_error(exc.errors(), model=SnapshotImportRequest) from None
+    await modelops.import_snapshot(ctx, view.tenant, view.config, body)
+    return Response(status_code=204)
+
+
+async def reset_model(request: Request, model_id: str) -> Response:
+    """Reset model: the initial weights under a new version (the decision log is kept)."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    await modelops.reset_model(ctx, view.tenant, view.config)
+    return Response(status_code=204)
+
+
 async def unsupported_call(request: Request, model_id: str, rest: str) -> Response:
     """A Personalizer call noisyloop does not serve yet (named in the answer)."""
     await _view(request, model_id)
@@ -267,6 +319,14 @@ router.add_api_route(f"{PREFIXES[0]}/configurations/service",
                      _personalizer_errors(get_service_configuration), methods=["GET"])
 router.add_api_route(f"{PREFIXES[0]}/configurations/service",
                      _personalizer_errors(update_service_configuration), methods=["PUT"])
+router.add_api_route(f"{PREFIXES[0]}/model/properties",
+                     _personalizer_errors(get_model_properties), methods=["GET"])
+router.add_api_route(f"{PREFIXES[0]}/model", _personalizer_errors(export_model),
+                     methods=["GET"])
+router.add_api_route(f"{PREFIXES[0]}/model", _personalizer_errors(import_model),
+                     methods=["PUT"], status_code=204)
+router.add_api_route(f"{PREFIXES[0]}/model", _personalizer_errors(reset_model),
+                     methods=["DELETE"], status_code=204)
 router.add_api_route("/{model_id}/personalizer/{rest:path}",
                      _personalizer_errors(unsupported_call),
                      methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
