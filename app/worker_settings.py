@@ -134,6 +134,12 @@ class WorkerSettings(BaseModel):
         default=10.0, ge=0, le=3600,
         description="Seconds between two points of a model's quality series (GET "
                     ".../series; the newest 2,000 are kept); 0 records none.")
+    series_events: int = Field(
+        default=1000, ge=0, le=10_000_000,
+        description="Most events between two points of a model's quality series (a point "
+                    "closes after series_interval seconds or this many events, whichever "
+                    "comes first; a trainer batch larger than this is one point); 0: by time "
+                    "only.")
 
     @field_validator("roles", mode="before")
     @classmethod

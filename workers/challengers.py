@@ -53,7 +53,7 @@ from app.evaluation.running import (
     match_weights,
     shown_value,
 )
-from app.learners.base import Batch, CandidateRanker, Learner, stack_events
+from app.learners.base import Batch, CandidateRanker, Learner
 from app.learners.build import apply_noise_rates, build_learner
 from app.learners.offpolicy import PLAY_FIELDS, learn_finite, with_logged_play
 from app.store.challengers import ChallengerSave, StoredChallenger, challenger_config
@@ -217,9 +217,7 @@ def score_and_learn(learner: Learner, applied: Batch, rates: tuple[float, float]
                    else first_slot_weights(cast(CandidateRanker, learner), applied, propensity))
         batch = applied
     else:
-        decisions = learner.decide_many(np.asarray(applied["x"], dtype=np.float64),
-                                        explore=True)
-        own = stack_events([d.context for d in decisions])
+        own = learner.decide_contexts(np.asarray(applied["x"], dtype=np.float64), explore=True)
         weights = (None if propensity is None or "played" not in applied
                    else match_weights(own["played"], applied["played"], propensity))
         batch = with_logged_play(own, {k: applied[k] for k in (*PLAY_FIELDS,

@@ -94,6 +94,9 @@ class WorkerContext:
     anchors: AnchorStore = field(init=False)
     series_interval: float = field(init=False)
     """Seconds between two points of a model's quality series (the setting's; 0: none)."""
+    series_events: int = field(init=False)
+    """Most events between two points of a model's quality series (the setting's; 0: by
+    time only)."""
     slots: dict[ModelRef, ModelSlot] = field(default_factory=dict)
     """Each model whose trainer lease this worker holds, and what it keeps of it."""
     inflight: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -118,6 +121,7 @@ class WorkerContext:
         self.samples = SampleStore(redis)
         self.anchors = AnchorStore(redis)
         self.series_interval = self.config.series_interval
+        self.series_events = self.config.series_events
         self.pacer = Pacer(self.config.flush_interval, self.config.idle_interval,
                            self.config.retry_delay)
 

@@ -266,9 +266,10 @@ def ranking_rates(request: dict[str, Any], noise: NoiseRecord | None
     if noise is None:
         return {}, {"rates": "model", "calibration_unreliable": True,
                     "reason": "noise_rates_unreliable"}
-    reason = noise.unreliable_reason(errors_carried=bool(noise.slots))
-    if noise.slots:
-        rates: dict[str, Any] = {"slot_rates": SlotRates.from_slots(noise.slots)}
+    slots = noise.published_slots
+    reason = noise.unreliable_reason(errors_carried=bool(slots))
+    if slots:
+        rates: dict[str, Any] = {"slot_rates": SlotRates.from_slots(slots)}
     elif (noise.rho0, noise.rho1) != (0.0, 0.0):
         rates = {"rho0": noise.rho0, "rho1": noise.rho1}
     else:  # nothing to correct: said as such

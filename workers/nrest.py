@@ -22,7 +22,9 @@ Its rates replace the model's only when published (both intervals at most the
 model's ``max_width`` wide).  For a model whose learner logs its placements
 (rank models) the rows are its shown slots and the estimate is the per-slot one
 (:func:`~app.learners.noise_publish.slot_estimate`): published, it stores slot
-0's ``rho0``, ``rho1`` and every slot's ``theta``, ``rho0``, ``rho1``.
+0's ``rho0``, ``rho1`` and every slot's ``theta``, ``rho0``, ``rho1``; its
+examination alone passing its own gate, every slot's ``theta`` (flagged: the
+rates stay) while nothing published whole is in force.
 
 **nrest** (the paper's estimator, :func:`estimate`): models whose learner class
 declares ``keeps_noise_samples`` (:mod:`app.learners.base`).  For these the
@@ -66,6 +68,7 @@ from app.learners.noise_publish import (
     anchor_estimate,
     nrest_estimate,
     outcome,
+    replaces_slots,
     slot_estimate,
 )
 from app.learners.noise_slots import SlotEstimate
@@ -229,7 +232,7 @@ async def estimate(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
         _count(ctx, "failed")
         return outcome(est)
     await ctx.store.noise.put(mk, est.rho0, est.rho1, source="estimated",
-                              n_samples=est.n_samples)
+                              n_samples=est.n_samples, interval=False)
     _count(ctx, "ok")
     for kind, value in (("rho0", est.rho0), ("rho1", est.rho1)):
         ctx.metrics.noise_rate.labels(*ref, kind).set(value)
@@ -266,6 +269,7 @@ async def estimate_anchors(ctx: WorkerContext, ref: ModelRef, config: dict[str, 
     out = outcome(est)
     ctx.metrics.noise_estimates.labels(out["status"]).inc()
     if not est.published:
+        await _examination_alone(ctx, mk, est, out)
         return out
     await ctx.store.noise.put(mk, out["rho0"], out["rho1"], source="estimated",
                               n_samples=est.n_events, slots=out.get("slots"))
@@ -277,6 +281,20 @@ async def estimate_anchors(ctx: WorkerContext, ref: ModelRef, config: dict[str, 
     logger.info("anchor estimate of %s/%s: rho0=%.3f rho1=%.3f from %d plays", *ref,
                 out["rho0"], out["rho1"], est.n_events)
     return out
+
+
+async def _examination_alone(ctx: WorkerContext, mk: ModelKeys, est: AnchorEstimate | SlotEstimate,
+                             out: dict[str, Any]) -> None:
+    """Store the examination of a per-slot estimate not published whole when it passes its
+    own gate and nothing published whole is in force
+    (:func:`~app.learners.noise_publish.replaces_slots`): the position bias shows it and
+    the trainer learns examination-corrected clicks at the rates in force, which stay."""
+    noise = await ctx.store.noise.get(mk)
+    if (not isinstance(est, SlotEstimate) or noise is None or noise.status == "published"
+            or not replaces_slots(est, noise.published_slots is not None)):
+        return
+    await ctx.store.noise.put(mk, noise.rho0, noise.rho1, source=noise.source,
+                              slots=out["slots"])
 
 
 def _count(ctx: WorkerContext, outcome: str) -> None:

@@ -1,9 +1,12 @@
-"""The trainer's per-model quality series: one point per model every ``series_interval`` seconds.
+"""The trainer's per-model quality series: a point per model every ``series_interval`` seconds
+or every ``series_events`` events, whichever comes first.
 
 After each published batch the trainer adds the batch's counters to the
 model's open window (:class:`ModelSeries`, in the model's slot: a few additions: the series
 must cost next to nothing beside learning).  Once the window is
-``series_interval`` seconds old, :func:`record` closes it into a point,
+``series_interval`` seconds old or holds ``series_events`` events (a burst
+draws its curve, not two points and a line; a batch larger than that is one
+point), :func:`record` closes it into a point,
 appends it to the model's capped series (:class:`app.store.series.SeriesStore`)
 and sets the quality gauges.  A model's first window in a worker closes after
 :data:`FIRST_POINT_SECONDS` (a short burst still gets a point while it
@@ -21,6 +24,10 @@ interval (and a trainer pass).  A point holds:
 * ``debiased_reward``: ``h`` of the mean click over every applied event;
 * ``rho0``/``rho1`` in force, their ``noise_source`` and, when they are a
   published anchor estimate, ``rho0_interval``/``rho1_interval``;
+  ``calibration_unreliable`` and its ``reason`` when the rewards rest on rates
+  nobody stands behind (:meth:`~app.store.noise.NoiseRecord.unreliable_reason`:
+  ``noise_rates_unreliable``, or ``no_interval`` for an estimate without an
+  interval, NREst's);
 * ``pending`` (decisions awaiting feedback) and ``backlog`` (entries not yet
   applied);
 * for a learner that declares ``estimates_position_bias`` (rank models):
@@ -93,9 +100,10 @@ class ModelSeries:
     """``estimated_at`` of the last per-slot estimate a point recorded."""
 
     def add(self, interval: float, events: int, click_sum: float, click_n: int,
-            now: float) -> Window | None:
+            now: float, max_events: int = 0) -> Window | None:
         """Count one published batch; the closed window when a point is due (a new one
-        opens)."""
+        opens): once the window is ``interval`` seconds old, or holds ``max_events`` events
+        (0: by time only), so a burst draws its curve, a point per batch at most."""
         window = self.window
         if window is None:
             first = not self.seen
@@ -106,7 +114,8 @@ class ModelSeries:
         window.click_sum += click_sum
         window.click_n += click_n
         self.active = True
-        if now - window.started < window.length:
+        full = 0 < max_events <= window.events
+        if now - window.started < window.length and not full:
             return None
         self.window = Window(now, length=interval)
         return window
@@ -147,7 +156,8 @@ async def record(ctx: WorkerContext, slot: ModelSlot, view: TrainerView, events:
     if ctx.series_interval <= 0:
         return
     now = time.monotonic()
-    window = slot.series.add(ctx.series_interval, events, click_sum, click_n, now)
+    window = slot.series.add(ctx.series_interval, events, click_sum, click_n, now,
+                             ctx.series_events)
     if window is None:
         return
     info = view.info
@@ -177,7 +187,7 @@ async def _write(ctx: WorkerContext, slot: ModelSlot, window: Window, now: float
     mk = ModelKeys(*ref)
     extra = await ctx.store.series.context(mk)
     point = make_point(window, now, total, rates, noise.source if noise is not None else None,
-                       extra)
+                       extra, None if noise is None else noise.unreliable_reason(True))
     point.update(rank_fields(view.config, noise, extra.anchor, slot.series))
     await ctx.store.series.append(mk, point)
     if point["online_reward"] is not None:
@@ -186,8 +196,10 @@ async def _write(ctx: WorkerContext, slot: ModelSlot, window: Window, now: float
 
 
 def make_point(window: Window, now: float, total: SnapshotInfo, rates: tuple[float, float],
-               noise_source: str | None, extra: SeriesContext) -> dict[str, Any]:
-    """The JSON point of a closed window (see the module docstring for the fields).
+               noise_source: str | None, extra: SeriesContext,
+               unreliable: str | None = None) -> dict[str, Any]:
+    """The JSON point of a closed window (see the module docstring for the fields);
+    ``unreliable``: why its rewards' rates cannot be stood behind (None: they can).
 
     >>> p = make_point(Window(0.0, 10, 4.0, 10), 5.0,
     ...                SnapshotInfo(3, "1-0", 30, 0, 9.0, 30, None), (0.1, 0.2), "estimated",
@@ -213,6 +225,8 @@ def make_point(window: Window, now: float, total: SnapshotInfo, rates: tuple[flo
         "noise_source": noise_source,
         "rho0_interval": None,
         "rho1_interval": None,
+        "calibration_unreliable": unreliable is not None,
+        "reason": unreliable,
         "pending": extra.pending,
         "backlog": extra.backlog,
     }

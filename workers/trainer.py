@@ -28,7 +28,8 @@ them; a dead trainer's leases expire and are taken over), then runs one
 5. once published: the after-publish hooks
    (:data:`workers.hooks.AFTER_PUBLISH_HOOKS`: NREst samples, anchor rows, a
    kept version at most once per the model's interval, a quality-series point
-   at most once per ``series_interval``, the drift detector, the challengers),
+   at most once per ``series_interval`` or ``series_events``, the drift
+   detector, the challengers),
    each on its own; one that raises fails the step after the others ran.
    THEN acknowledge, trim and mark the batch handled (what a sync waits for,
    so that it sees what the hooks wrote).
@@ -299,12 +300,11 @@ async def _apply(ctx: WorkerContext, slot: ModelSlot, batch: Deliveries) -> int:
     if cached is None or outcome.applied is None:
         await ctx.delivery.ack_and_trim(mk, skipped, None)
         return 0
-    observed = np.array([batch.kinds[decoded.positions[row]] != b"timeout"
-                         for row in outcome.rows])
+    applied = [decoded.positions[row] for row in outcome.rows]
+    observed = np.array([batch.kinds[i] for i in applied], dtype=object) != b"timeout"
     return await _commit(ctx, slot, view, cached, outcome.applied, observed, rates,
                          skipped + [batch.stream_ids[i] for i in decoded.positions],
-                         batch.stream_ids[decoded.positions[-1]],
-                         _logged(ctx, batch, [decoded.positions[row] for row in outcome.rows]))
+                         batch.stream_ids[decoded.positions[-1]], _logged(ctx, batch, applied))
 
 
 def _triage(batch: Deliveries, last_id: str, max_deliveries: int,
@@ -321,6 +321,9 @@ def _triage(batch: Deliveries, last_id: str, max_deliveries: int,
                                     key=parse_stream_id)
     skipped = batch.stream_ids[:first_new]
     dead: list[tuple[int, str]] = []
+    if None not in batch.kinds[first_new:] and max(batch.counts[first_new:], default=0) \
+            <= max_deliveries:  # the usual case: every entry is to apply
+        return skipped, dead, list(range(first_new, len(batch)))
     fresh: list[int] = []
     for i in range(first_new, len(batch)):
         if batch.kinds[i] is None and not batch.fields(i):  # deleted (stored ones all have k)

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from wsgiref.simple_server import WSGIServer
 
+from app.learners import jit
 from app.metrics import Metrics, start_metrics_server
 from app.processes import pool_child
 from app.settings import Settings
@@ -91,7 +92,8 @@ class Worker:
         return ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobs")
 
     async def start(self, stop: asyncio.Event | None = None) -> WorkerContext:
-        """Open the context, start the metrics endpoint, send the first heartbeat."""
+        """Open the context, start the metrics endpoint, send the first heartbeat, load the
+        learners' compiled kernels (a trainer)."""
         self.ctx = WorkerContext(self.config, self.store, self.metrics, self._executor(),
                                  stop or asyncio.Event())
         if self.metrics_port is not None:
@@ -100,6 +102,8 @@ class Worker:
             logger.info("worker %s: metrics on port %d", self.config.worker_id,
                         self.bound_metrics_port or self.metrics_port)
         await self._beat()
+        if "trainer" in self.config.roles:  # numba's import and the cached kernels, now
+            await asyncio.to_thread(jit.warm)  # rather than in the first batch
         logger.info("worker %s: roles %s", self.config.worker_id, ",".join(self.config.roles))
         return self.ctx
 

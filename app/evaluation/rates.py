@@ -96,6 +96,10 @@ class SlotRates:
         """
         if not slots:
             raise ValueError("slots: no per-slot rates (is the estimate published?)")
+        if not all(all((s.get("published") or {}).get(name, True) for name in ("rho0", "rho1"))
+                   for s in slots):
+            raise ValueError("slots: the per-slot estimate's rates are not published (its "
+                             "values are shown flagged, not to be used)")
         z = NormalDist().inv_cdf(0.5 + level / 2.0)
         rows = sorted(slots, key=lambda s: int(s.get("slot", 0)))
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from app.evaluation.estimators import LabelLog
 from app.evaluation.policies import learner_policy
-from app.learners.base import Learner, ParamError, stack_events
+from app.learners.base import Learner, ParamError
 from app.learners.build import apply_noise_rates, takes_clicks
 from app.learners.offpolicy import learn_finite, with_logged_play
 from app.learners.registry import build, check_param_types, learner_class
@@ -109,7 +109,7 @@ def learn_logged(learner: Learner, log: LabelLog) -> None:
     docstring; ValueError when an update overflows)."""
     for start in range(0, log.n, BATCH):
         rows = slice(start, start + BATCH)
-        own = stack_events([d.context for d in learner.decide_many(log.X[rows])])
+        own = learner.decide_contexts(log.X[rows])
         try:
             learn_finite(learner, with_logged_play(own, {
                 "played": log.actions[rows], "prob": log.propensities[rows],

@@ -250,6 +250,11 @@ class Learner(ABC):
         """Decide for each row of ``X``; learners may vectorise this."""
         return [self.decide(x, explore=explore) for x in X]
 
+    def decide_contexts(self, X: np.ndarray, explore: bool = True) -> Batch:
+        """The contexts of :meth:`decide_many`, stacked as columns (what a learner that
+        follows logged plays learns from); learners may build the columns directly."""
+        return stack_events([d.context for d in self.decide_many(X, explore=explore)])
+
     def follow(self, decision: Decision, baseline: int) -> Decision:
         """``decision`` (made without exploration) playing the label ``baseline`` instead,
         with probability 1 (a deterministic choice of the caller's), its greedy label kept.

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.learners.base import Event, check_range
+from app.learners import jit
+from app.learners.base import Batch, Event, batch_size, check_range
+from app.learners.bpa_kernel import bpa_pass
 from app.learners.linear import BanditronExploration, LinearLearner, check_click
 
 
@@ -63,3 +65,24 @@ class BanditPA(BanditronExploration, LinearLearner):
         row = self.W_[int(event["played"])]
         loss = max(0.0, 1.0 - sign * float(row @ x))
         row += (sign * loss / norm2) * x
+
+    def learn_many(self, batch: Batch) -> None:
+        """The events in order: one compiled pass (:mod:`app.learners.bpa_kernel`) over a
+        batch of finite inputs and labels in range, else (or without the kernels)
+        :meth:`learn_one` on each."""
+        if not jit.enabled() or batch_size(batch) == 0:
+            super().learn_many(batch)
+            return
+        X = np.asarray(batch["x"], dtype=np.float64)
+        played = np.asarray(batch["played"])
+        n = X.shape[0]
+        if (X.shape != (n, self.n_features) or played.shape != (n,)
+                or played.dtype.kind not in "iu" or played.min() < 0
+                or played.max() >= self.n_classes or not np.isfinite(X).all()):
+            super().learn_many(batch)  # the loop refuses (or wraps) as it always did
+            return
+        sign = 2.0 * np.asarray(check_click(batch["click"]), dtype=np.float64) - 1.0
+        if sign.shape != (n,):
+            super().learn_many(batch)
+            return
+        bpa_pass(np.ascontiguousarray(X), played.astype(np.intp), sign, self.W_)

@@ -82,11 +82,53 @@ with every ``a_i = 1`` they are the formulas above.  The old rates' share of
 the estimate halves every ``half_life`` plays, at the price of wider
 intervals: the effective number of plays is at most about ``2.9 half_life``.
 
+**What the rates mean, and when they are identifiable.**  ``rho0`` is the
+click rate of a play that is surely wrong and ``1 - rho1`` that of a play
+that is surely right.  From clicks alone they are identifiable only under two
+assumptions: (A) every input has exactly one right label (the right label may
+be uncertain given ``x``, but the shares of right plays of the ``K`` labels
+sum to one), which is what makes (2) hold; and (B) the scorer's most
+confident plays are right (3).  In a *graded* world (labels that are each
+right with some probability below one, e.g. three arms whose true click
+rates are 0.2, 0.45 and 0.7) no play is surely right and (1) holds for many
+``(rho0, rho1)``: ``rho0 + beta p`` with the true ``p`` and other rates with
+another ``p`` give the same clicks, so the two anchors return rates that
+mean nothing (``0.36, 0.42`` for ``0.1, 0.2`` in that world).  A world whose
+best label is right with probability ``c < 1`` and the others never is the
+one-right-label world with ``1 - rho1' = rho0 + beta c``: no estimator can
+tell them apart, and the rates then mean "relative to the best label".
+
+**Anchor check.**  What can be seen is a third anchor that (A) and (B)
+predict: the ``bottom_fraction`` of the recent plays with the *lowest*
+margins (the scorer is surest another label is right) are surely wrong, so
+their click rate ``m_bot`` is ``rho0`` (under (1), any set chosen without its
+clicks clicks at least ``rho0``).  The disagreement
+
+    D = rho0_hat - m_bot                                                    (5)
+
+is at most 0 when the assumptions hold (0 when the bottom set is surely
+wrong; right plays in it only raise ``m_bot``), so only a positive ``D``
+contradicts them; in the graded world above it is about 0.1 (the rho0 of (4)
+is the mean click rate of the labels that are not the best, while the worst
+label clicks at 0.24).  Its standard error comes from the
+influence values of the three anchors (``psi_D = (K psi_u - psi_top) / (K - 1)
+- psi_bot``, ``psi_bot`` as ``psi_top`` on the bottom set).  Second, relevance
+that still varies inside the top set (context-dependent graded relevance)
+shows as a click rate that still rises with the score there: ``rise``, the
+click rate of the top set's upper half (by score) less its lower half's.  An
+estimate is refused with reason :data:`ANCHOR_NOT_FLAT` when either is shown
+beyond its tolerance (``D - z se > agree_tolerance`` or ``rise - z se >
+flat_tolerance``, ``z`` one-sided at ``level``), and with
+:data:`ANCHOR_UNCHECKED` while the agreement cannot yet be shown within its
+tolerance (``D + z se > agree_tolerance``): the burden of proof is on the
+assumption, so a world where it fails is not published by chance before the
+check has the power to see it.
+
 **Publishing.**  The estimate is published only when both intervals are at
-most ``max_width`` wide, at least ``min_events`` plays are in the top set and
-at least ``min_events`` plays were explored (propensity at most ``1/K``), and
-the mean weight is consistent with full support; otherwise the result is
-``insufficient_data`` with the reason and the counts.  Point estimates are
+most ``max_width`` wide, at least ``min_events`` plays are in the top set, in
+the bottom set and were explored (propensity at most ``1/K``), the mean
+weight is consistent with full support, and the anchor check passes;
+otherwise the result is ``insufficient_data`` with the reason and the counts.  Point estimates are
 clipped to ``[0, 1)`` and scaled so that ``beta >= beta_min``
 (:func:`app.learners.noise.sanitise`); a raw estimate that needed this is
 flagged in ``reason``.
@@ -113,6 +155,10 @@ from app.learners.ridge import LinUCBDiag
 NO_EXPLORATION = "no_uniform_exploration"
 TOO_FEW_EVENTS = "too_few_events"
 INTERVAL_TOO_WIDE = "interval_too_wide"
+#: Reason: the anchors' assumptions are shown not to hold (module docstring, Anchor check).
+ANCHOR_NOT_FLAT = "anchor_not_flat"
+#: Reason: the anchors cannot yet be shown to agree within the tolerance.
+ANCHOR_UNCHECKED = "anchor_unchecked"
 
 
 @dataclass(frozen=True)
@@ -145,6 +191,13 @@ class AnchorEstimate:
         Mean importance weight (1 under full support).
     raw_rho0, raw_rho1:
         Estimates (4) before sanitising.
+    n_bottom:
+        Plays in the bottom set (the anchor check's data).
+    disagreement, disagreement_se:
+        ``D`` of (5) and its standard error.
+    rise, rise_se:
+        Click rate of the top set's upper half less its lower half's, and its standard
+        error.
     """
 
     rho0: float
@@ -162,6 +215,11 @@ class AnchorEstimate:
     support: float
     raw_rho0: float
     raw_rho1: float
+    n_bottom: int = 0
+    disagreement: float = math.nan
+    disagreement_se: float = math.nan
+    rise: float = math.nan
+    rise_se: float = math.nan
 
     @property
     def insufficient_data(self) -> bool:
@@ -208,10 +266,10 @@ def age_weights(n: int, half_life: float | None) -> np.ndarray:
     return decay(discount(half_life), np.arange(n - 1, -1, -1))
 
 
-def top_set(score: np.ndarray, top_fraction: float, recent_fraction: float = 1.0
-            ) -> np.ndarray:
-    """Indices of the ``ceil(top_fraction * m)`` largest scores among the ``m`` non-NaN ones
-    of the last ``ceil(recent_fraction * n)`` of the ``n`` plays.
+def top_set(score: np.ndarray, top_fraction: float, recent_fraction: float = 1.0,
+            lowest: bool = False) -> np.ndarray:
+    """Indices of the ``ceil(top_fraction * m)`` largest scores (``lowest``: smallest) among
+    the ``m`` non-NaN ones of the last ``ceil(recent_fraction * n)`` of the ``n`` plays.
 
     Ties at the threshold go to the earlier event (a stable sort).
 
@@ -219,12 +277,45 @@ def top_set(score: np.ndarray, top_fraction: float, recent_fraction: float = 1.0
     [2, 4]
     >>> top_set(np.array([0.2, np.nan, 0.9, 0.5, 0.9]), 0.5, recent_fraction=0.4).tolist()
     [4]
+    >>> top_set(np.array([0.2, np.nan, 0.9, 0.5, 0.9]), 0.25, lowest=True).tolist()
+    [0]
     """
     start = score.shape[0] - math.ceil(recent_fraction * score.shape[0])
     eligible = start + np.flatnonzero(~np.isnan(score[start:]))
     k = math.ceil(top_fraction * eligible.size)
-    order = np.argsort(-score[eligible], kind="stable")
+    order = np.argsort(score[eligible] if lowest else -score[eligible], kind="stable")
     return np.sort(eligible[order[:k]])
+
+
+def band_mean(a: np.ndarray, f: np.ndarray, band: np.ndarray) -> tuple[float, np.ndarray]:
+    """The ``a``-weighted click rate of the plays ``band`` and its influence values over all
+    ``n`` plays (``psi(i) = 1[i in band] a_i (f_i - m) n / sum_band a``).
+
+    >>> m, psi = band_mean(np.ones(4), np.array([1.0, 0.0, 1.0, 1.0]), np.array([0, 1]))
+    >>> m, psi.tolist()
+    (0.5, [1.0, -1.0, 0.0, 0.0])
+    """
+    n = a.shape[0]
+    m = float(a[band] @ f[band] / a[band].sum())
+    psi = np.zeros(n)
+    psi[band] = a[band] * (f[band] - m) * (n / a[band].sum())
+    return m, psi
+
+
+def top_rise(a: np.ndarray, f: np.ndarray, score: np.ndarray, top: np.ndarray
+             ) -> tuple[float, float]:
+    """Click rate of the upper half (by score) of the ``top`` plays less that of the lower
+    half, ``a``-weighted, and its standard error (the halves are independent sets)."""
+    order = top[np.argsort(score[top], kind="stable")]
+    halves = (order[order.size // 2:], order[:order.size // 2])
+    if min(h.size for h in halves) == 0:
+        return 0.0, math.inf
+    means, variances = [], []
+    for half in halves:
+        m, psi = band_mean(a, f, half)
+        means.append(m)
+        variances.append(float(psi @ psi) / a.shape[0] ** 2)
+    return means[0] - means[1], math.sqrt(sum(variances))
 
 
 def estimate_from_anchors(
@@ -240,6 +331,9 @@ def estimate_from_anchors(
     min_events: int = 100,
     beta_min: float = 0.1,
     half_life: float | None = None,
+    bottom_fraction: float = 0.02,
+    agree_tolerance: float = 0.065,
+    flat_tolerance: float = 0.05,
 ) -> AnchorEstimate:
     """Estimate ``(rho0, rho1)`` with intervals from logged plays (module docstring).
 
@@ -271,6 +365,12 @@ def estimate_from_anchors(
     half_life:
         Plays after which a play weighs half in both anchors (``Discounting``
         in the module docstring); None weighs every play alike.
+    bottom_fraction:
+        Share of the eligible recent plays, those with the lowest scores, in the bottom
+        set of the anchor check, in ``(0, 1]``.
+    agree_tolerance, flat_tolerance:
+        Largest disagreement ``D`` of (5) and largest rise of the click rate inside
+        the top set taken as anchors that hold (module docstring, Anchor check).
 
     Examples
     --------
@@ -295,11 +395,15 @@ def estimate_from_anchors(
     min_events = check_int("min_events", min_events, 1)
     beta_min = check_range("beta_min", beta_min, 0.0, 1.0, low_open=True, high_open=True)
     half_life = check_half_life(half_life)
+    q_bottom = check_range("bottom_fraction", bottom_fraction, 0.0, 1.0, low_open=True)
+    agree_tolerance = check_range("agree_tolerance", agree_tolerance, 0.0, 1.0)
+    flat_tolerance = check_range("flat_tolerance", flat_tolerance, 0.0, 1.0)
     p, s, f = check_columns(prob, score, click)
     n = p.shape[0]
     top = top_set(s, q, recent)
+    bottom = top_set(s, q_bottom, recent, lowest=True)
     n_explored = int(np.count_nonzero(p <= (1.0 + 1e-9) / K))
-    if n == 0 or top.size == 0:
+    if n == 0 or top.size == 0 or bottom.size == 0:
         return _unpublished(TOO_FEW_EVENTS, n, n_explored, int(top.size), level)
 
     w = 1.0 / (K * p)
@@ -307,10 +411,9 @@ def estimate_from_anchors(
     a = age_weights(n, half_life)
     aw = a * w
     m_u = float(aw @ f / aw.sum())
-    m_top = float(a[top] @ f[top] / a[top].sum())
+    m_top, psi_top = band_mean(a, f, top)
+    m_bot, psi_bot = band_mean(a, f, bottom)
     psi_u = aw * (f - m_u) / aw.mean()
-    psi_top = np.zeros(n)
-    psi_top[top] = a[top] * (f[top] - m_top) * (n / a[top].sum())
     var_u, var_top = psi_u @ psi_u / n**2, psi_top @ psi_top / n**2
     cov = psi_u @ psi_top / n**2
     raw_rho1 = 1.0 - m_top
@@ -320,13 +423,23 @@ def estimate_from_anchors(
     z = NormalDist().inv_cdf(0.5 + level / 2.0)
     rho0, rho1 = sanitise(raw_rho0, raw_rho1, beta_min)
     se_w = float(w.std()) / math.sqrt(n)
+    disagreement = raw_rho0 - m_bot
+    psi_d = (K * psi_u - psi_top) / (K - 1) - psi_bot
+    se_d = math.sqrt(float(psi_d @ psi_d)) / n
+    rise, se_rise = top_rise(a, f, s, top)
+    z_one = NormalDist().inv_cdf(level)
 
     if support < 1.0 - 3.0 * se_w - 0.02:
         reason = NO_EXPLORATION
-    elif min(n_explored, top.size) < min_events:
+    elif min(n_explored, top.size, bottom.size) < min_events:
         reason = TOO_FEW_EVENTS
+    elif (disagreement - z_one * se_d > agree_tolerance
+          or rise - z_one * se_rise > flat_tolerance):
+        reason = ANCHOR_NOT_FLAT
     elif 2.0 * z * max(se0, se1) > max_width:
         reason = INTERVAL_TOO_WIDE
+    elif disagreement + z_one * se_d > agree_tolerance:
+        reason = ANCHOR_UNCHECKED
     elif (rho0, rho1) != (raw_rho0, raw_rho1):
         reason = "clipped"
     else:
@@ -336,7 +449,8 @@ def estimate_from_anchors(
         rho0_interval=_interval(raw_rho0, z * se0), rho1_interval=_interval(raw_rho1, z * se1),
         level=level, published=reason in ("", "clipped"), reason=reason,
         n_events=n, n_explored=n_explored, n_top=int(top.size), m_uniform=m_u, m_top=m_top,
-        support=support, raw_rho0=raw_rho0, raw_rho1=raw_rho1,
+        support=support, raw_rho0=raw_rho0, raw_rho1=raw_rho1, n_bottom=int(bottom.size),
+        disagreement=disagreement, disagreement_se=se_d, rise=rise, rise_se=se_rise,
     )
 
 

@@ -12,7 +12,8 @@ that an estimate is published by the same rule whatever asked for it:
   is the per-slot estimate (:func:`slot_estimate`,
   :func:`app.learners.noise_slots.estimate_slot_noise`) on the newest
   :data:`SLOT_BUFFER` shown slots, published when every interval is at most
-  ``max_width`` wide;
+  ``max_width`` wide, its examination ``theta`` alone when its intervals are
+  (:func:`replaces_slots`);
 * ``nrest`` (:func:`nrest_estimate`): the paper's NREst on the model's sample
   buffer, due when the buffer has been renewed; published when the fit
   succeeds.  NREst gives no interval, so its estimates are published without
@@ -120,19 +121,33 @@ def nrest_estimate(X: np.ndarray, played: np.ndarray, clicks: np.ndarray, n_clas
 
 
 def slots_outcome(est: SlotEstimate) -> list[dict[str, Any]]:
-    """Per slot: ``slot``, ``theta``, ``rho0``, ``rho1`` and their ``interval`` (JSON-ready).
+    """Per slot: ``slot``, ``theta``, ``rho0``, ``rho1``, their ``interval``, which of them
+    are ``published`` (examination has its own gate), their ``widths`` and the ones
+    ``too_wide`` to publish (JSON-ready).
 
     >>> from app.sim.trust import simulated_placements
     >>> est = estimate_slot_noise(*simulated_placements(20_000, seed=1)[:4], 3)
     >>> [sorted(row) for row in slots_outcome(est)][0]
-    ['interval', 'rho0', 'rho1', 'slot', 'theta']
+    ['interval', 'published', 'rho0', 'rho1', 'slot', 'theta', 'too_wide', 'widths']
     """
     rho1 = float(est.rho1)
+    widths, too_wide = est.param_widths(), est.too_wide()
+    published = {"theta": est.theta_published, "rho0": est.published, "rho1": est.published}
     return [{"slot": k, "theta": float(est.theta[k]), "rho0": float(est.rho0[k]), "rho1": rho1,
              "interval": {"theta": [float(v) for v in est.theta_interval[k]],
                           "rho0": [float(v) for v in est.rho0_interval[k]],
-                          "rho1": list(est.rho1_interval)}}
+                          "rho1": list(est.rho1_interval)},
+             "published": dict(published),
+             "widths": {name: float(w[k]) for name, w in widths.items()},
+             "too_wide": too_wide[k]}
             for k in range(est.theta.shape[0])]
+
+
+def replaces_slots(est: SlotEstimate, in_force_published: bool) -> bool:
+    """Whether the per-slot estimate ``est`` becomes the one in force: published whole, or
+    its examination alone while the one in force (``in_force_published``: published
+    whole) is not."""
+    return est.published or (est.theta_published and not in_force_published)
 
 
 def position_bias(cls: type[Learner], params: Mapping[str, Any],
@@ -179,7 +194,8 @@ def outcome(est: AnchorEstimate | NoiseEstimate | SlotEstimate) -> dict[str, Any
             "interval": {"level": est.level,
                          "rho0": [float(v) for v in est.rho0_interval[0]] if published else None,
                          "rho1": list(est.rho1_interval) if published else None},
-            "slots": slots_outcome(est) if published else None,
+            "theta_published": est.theta_published,
+            "slots": slots_outcome(est) if np.isfinite(est.theta).all() else None,
         }
     if isinstance(est, AnchorEstimate):
         published = est.published

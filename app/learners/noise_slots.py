@@ -37,6 +37,12 @@ estimated by their shares of clicks (independent binomials), and
 
     theta_k = u_k / u_0,   rho1 = 1 - u_0,   rho0_k = v_k / theta_k.             (2)
 
+``rho1`` takes ``u_0`` from the top :data:`RHO1_FRACTION` of the scores only (in
+slot 0, which holds most of them): under graded relevance the top 20% band is
+not all relevant (0.97 on the rank benchmark's stream) and ``1 - u_0`` counted
+its irrelevant share as lost clicks (``rho1`` 0.314-0.354 for 0.3, outside its
+interval); the top 5% is nearer all relevant, at about twice the width.
+
 The rows between the anchors are not used.  A score band there has a share
 ``g`` of relevant items and, by (1), the click rate ``v_k + (u_k - v_k) g`` in
 slot ``k``, but ``g`` is not the same in every slot: which items reach a slot
@@ -58,7 +64,12 @@ show it is relevance still rising *within* an anchor band: the upper half of the
 band (by score) gets a share ``g`` of relevant items above the lower half's.
 Both halves' ``g`` are fitted given ``(u, v)``; if the difference exceeds
 ``flat_tolerance`` by more than ``z`` standard errors (one-sided, at ``level``)
-in either anchor band, the estimate is refused (:data:`ANCHOR_NOT_FLAT`).  A
+in either anchor band, the estimate is refused (:data:`ANCHOR_NOT_FLAT`).  The
+default tolerance is 0: with 0.01, graded relevance whose top band is 0.98
+relevant (the rank benchmark's 50-candidate stream) passed and published a
+``rho1`` about 0.03 high with intervals 0.02 wide; at 0 a stream whose anchors
+hold is refused about one estimate in seven by chance (one-sided 95% in each
+band), which the next estimate, 2,500 rows later, undoes.  A
 stream whose best items all share one relevance below 1 (a plateau that is not
 1) cannot be told from clicks; that limit is the assumption's.
 
@@ -68,6 +79,25 @@ published only when every interval (``theta_k`` for ``k >= 1``, ``rho0_k``,
 ``min_events`` rows and every slot at least ``min_events`` (and each anchor band
 some rows in every slot); otherwise
 ``insufficient_data`` with the reason and the counts.
+
+**Examination has its own gate** (``theta_published``).  ``theta_k = u_k / u_0``
+needs less than (2) does: only that the top band's items reaching slot ``k`` are
+as often relevant as those reaching slot 0, not that they are all relevant.  If
+a share ``g < 1`` of them is (graded relevance), ``u_k = theta_k (g (1 - rho1) +
+(1 - g) rho0_k)`` and the ratio is off by a factor ``1 + (1 - g)(rho0_k -
+rho0_0) / (g (1 - rho1) + (1 - g) rho0_0)`` (under 0.01 at ``g = 0.95`` on the
+trust stream), while ``rho1 = 1 - u_0`` is off by ``(1 - g)(1 - rho1 - rho0_0)``
+(0.03 there: about the interval's whole width).  So ``theta`` is published when
+every ``theta_k`` interval is at most ``max_width`` wide (the counts as above),
+whatever the click-noise parameters' widths and the flatness check say; the
+rates and the affine correction wait for the whole rule.  A ``u_k`` rests on the
+top band's rows in slot ``k``, few in the lower slots (the policy puts its best
+items on top), so ``theta`` is fitted on every row of the buffer
+(``theta_fraction`` 1: its ratio holds on the older rows too, whose top band is
+less often all relevant), the rates on the newest ``recent_fraction`` (0.7:
+there the least confident items are surely irrelevant; on every row the bottom
+band of an 8-candidate stream held relevant items and ``rho0_k`` read up to 3
+times its truth).  ``bench/bench_noise_slots.py --part publish`` measures both.
 
 Cost: one pass over the rows (a sort for the quantiles).  Pure numpy.
 """
@@ -91,6 +121,8 @@ ANCHOR_NOT_FLAT = "anchor_not_flat"
 NO_FIT = "fit_failed"
 #: Click rates are kept in ``[EDGE, 1 - EDGE]`` where they weigh a fit.
 EDGE = 1e-6
+#: Share of the highest scores whose slot-0 click rate gives ``rho1`` (module docstring).
+RHO1_FRACTION = 0.05
 
 
 @dataclass(frozen=True)
@@ -109,6 +141,11 @@ class SlotEstimate:
         ``(low, high)``.
     level, published, reason:
         As for :class:`app.learners.noise_anchor.AnchorEstimate`.
+    theta_published:
+        Whether ``theta`` passes its own gate (module docstring): every ``theta_k``
+        interval at most ``max_width`` wide; true whenever ``published`` is.
+    max_width:
+        The widest interval the estimate was allowed.
     n_events:
         Rows used (randomised, in the newest ``recent_fraction``).
     n_slot:
@@ -134,6 +171,8 @@ class SlotEstimate:
     n_top: int
     n_bottom: int
     flatness: tuple[float, float]
+    theta_published: bool = False
+    max_width: float = 1.0
 
     @property
     def widths(self) -> np.ndarray:
@@ -142,6 +181,25 @@ class SlotEstimate:
                            self.rho0_interval[:, 1] - self.rho0_interval[:, 0])
         out: np.ndarray = np.maximum(width, self.rho1_interval[1] - self.rho1_interval[0])
         return out
+
+    def param_widths(self) -> dict[str, np.ndarray]:
+        """Per slot, the width of each parameter's interval (``theta_0`` is 1 exactly)."""
+        return {"theta": self.theta_interval[:, 1] - self.theta_interval[:, 0],
+                "rho0": self.rho0_interval[:, 1] - self.rho0_interval[:, 0],
+                "rho1": np.full(self.theta.shape[0],
+                                self.rho1_interval[1] - self.rho1_interval[0])}
+
+    def too_wide(self) -> list[list[str]]:
+        """Per slot, the parameters whose interval is wider than ``max_width``.
+
+        >>> from app.sim.trust import simulated_placements
+        >>> est = estimate_slot_noise(*simulated_placements(8_000, seed=0)[:4], 3)
+        >>> est.reason, est.theta_published, est.too_wide()
+        ('interval_too_wide', True, [['rho0'], ['rho0'], ['rho0']])
+        """
+        widths = self.param_widths()
+        return [[name for name, w in widths.items() if w[k] > self.max_width]
+                for k in range(self.theta.shape[0])]
 
     def affine(self) -> tuple[np.ndarray, np.ndarray]:
         """``(alpha_k, beta_k)`` of (1): relevance is ``(click - beta_k) / alpha_k`` on average."""
@@ -204,10 +262,11 @@ def estimate_slot_noise(
     top_fraction: float = 0.2,
     bottom_fraction: float = 0.03,
     recent_fraction: float = 0.7,
+    theta_fraction: float = 1.0,
     level: float = 0.95,
     max_width: float = 0.1,
     min_events: int = 100,
-    flat_tolerance: float = 0.01,
+    flat_tolerance: float = 0.0,
 ) -> SlotEstimate:
     """Estimate ``theta_k``, ``rho0_k`` and ``rho1`` with intervals (module docstring).
 
@@ -223,7 +282,10 @@ def estimate_slot_noise(
         Shares of the rows in the top (assumed relevant) and bottom (assumed
         irrelevant) anchor bands.
     recent_fraction:
-        Share of the rows, the newest, used (the model's scores are best there).
+        Share of the rows, the newest, used for the rates (the model's scores are best
+        there: its least confident items are then surely irrelevant).
+    theta_fraction:
+        Share of the rows, the newest, used for the examination (module docstring).
     level, max_width, min_events:
         Confidence level of the intervals, widest interval published, fewest
         rows per slot and per anchor band.
@@ -241,7 +303,7 @@ def estimate_slot_noise(
     >>> rows = simulated_placements(40_000, seed=0)
     >>> est = estimate_slot_noise(*rows[:4], 3)
     >>> est.published, np.round(est.theta, 2).tolist(), round(est.rho1, 2)
-    (True, [1.0, 0.6, 0.35], 0.1)
+    (True, [1.0, 0.61, 0.35], 0.11)
     """
     m = check_int("slots", slots, 1, 100)
     q_top = check_range("top_fraction", top_fraction, 0.0, 0.5, low_open=True)
@@ -251,7 +313,12 @@ def estimate_slot_noise(
     max_width = check_range("max_width", max_width, 0.0, 1.0, low_open=True)
     min_events = check_int("min_events", min_events, 1)
     flat_tolerance = check_range("flat_tolerance", flat_tolerance, 0.0, 1.0)
+    theta_share = check_range("theta_fraction", theta_fraction, 0.0, 1.0, low_open=True)
     k, p, s, f = _check_rows(slot, prob, score, click, m)
+    start = k.shape[0] - math.ceil(theta_share * k.shape[0])
+    keep = p[start:] < 1.0
+    examination = _examination(k[start:][keep], s[start:][keep], f[start:][keep],
+                               q_top, q_bottom, m)
     start = k.shape[0] - math.ceil(recent * k.shape[0])
     keep = p[start:] < 1.0
     k, s, f = k[start:][keep], s[start:][keep], f[start:][keep]
@@ -259,18 +326,25 @@ def estimate_slot_noise(
     n_slot = np.bincount(k, minlength=m)
     z = NormalDist().inv_cdf(0.5 + level / 2.0)
     if n == 0:
-        return _unpublished(NOT_RANDOMISED, m, n, n_slot, 0, 0, level)
+        return _unpublished(NOT_RANDOMISED, m, n, n_slot, 0, 0, level, max_width)
     band, upper = bands_of(s, q_top, q_bottom)
     n_top, n_bottom = int(np.count_nonzero(band == 2)), int(np.count_nonzero(band == 0))
     rates = anchor_rates(k, f, band, m)
     if min(n_top, n_bottom, int(n_slot.min())) < min_events or rates is None:
-        return _unpublished(TOO_FEW_EVENTS, m, n, n_slot, n_top, n_bottom, level)
+        return _unpublished(TOO_FEW_EVENTS, m, n, n_slot, n_top, n_bottom, level, max_width)
     params, cov = rates
     u, v = params[:m], params[m:]
     if not np.all(u > v):
-        return _unpublished(NO_FIT, m, n, n_slot, n_top, n_bottom, level)
+        return _unpublished(NO_FIT, m, n, n_slot, n_top, n_bottom, level, max_width)
     flat = [_rise(k[band == b], f[band == b], upper[band == b], u, v, m) for b in (2, 0)]
     theta, rho0, rho1, se = _derived(u, v, cov)
+    top0 = (s >= np.quantile(s, 1.0 - RHO1_FRACTION)) & (k == 0)
+    if top0.any():
+        c1, n1 = float(f[top0].sum()), float(np.count_nonzero(top0))
+        smooth1 = (c1 + 1.0) / (n1 + 2.0)
+        rho1, se[2][:] = 1.0 - c1 / n1, math.sqrt(smooth1 * (1.0 - smooth1) / n1)
+    if examination is not None:
+        theta, se[0] = examination
     theta_iv = _intervals(theta, z * se[0])
     theta_iv[0] = 1.0
     rho0_iv = _intervals(rho0, z * se[1])
@@ -278,7 +352,7 @@ def estimate_slot_noise(
     estimate = SlotEstimate(theta, rho0, rho1, theta_iv, rho0_iv,
                             (float(rho1_iv[0]), float(rho1_iv[1])),
                             level, False, "", n, n_slot, n_top, n_bottom,
-                            (float(flat[0][0]), float(flat[1][0])))
+                            (float(flat[0][0]), float(flat[1][0])), False, max_width)
     z_one = NormalDist().inv_cdf(level)
     if any(rise - z_one * se_rise > flat_tolerance for rise, se_rise in flat):
         reason = ANCHOR_NOT_FLAT
@@ -286,7 +360,9 @@ def estimate_slot_noise(
         reason = INTERVAL_TOO_WIDE
     else:
         reason = ""
-    return SlotEstimate(**{**estimate.__dict__, "published": not reason, "reason": reason})
+    theta_narrow = bool(estimate.param_widths()["theta"].max() <= max_width)
+    return SlotEstimate(**{**estimate.__dict__, "published": not reason, "reason": reason,
+                           "theta_published": theta_narrow})
 
 
 def _check_rows(slot: np.ndarray, prob: np.ndarray, score: np.ndarray, click: np.ndarray,
@@ -327,6 +403,27 @@ def _rise(k: np.ndarray, f: np.ndarray, upper: np.ndarray, u: np.ndarray, v: np.
     return out[0][0] - out[1][0], math.sqrt(out[0][1] + out[1][1])
 
 
+def _examination(k: np.ndarray, s: np.ndarray, f: np.ndarray, q_top: float, q_bottom: float,
+                 m: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``theta_k = u_k / u_0`` from the top band of these rows and its delta-method standard
+    error, ``theta_k sqrt(var u_k / u_k^2 + var u_0 / u_0^2)`` (0 for slot 0); None when a
+    slot has no top-band click."""
+    if k.shape[0] == 0:
+        return None
+    top = bands_of(s, q_top, q_bottom)[0] == 2
+    n = np.bincount(k[top], minlength=m).astype(np.float64)
+    c = np.bincount(k[top], weights=f[top], minlength=m)
+    if not c.all():
+        return None
+    u = c / n
+    smooth = (c + 1.0) / (n + 2.0)
+    rel = smooth * (1.0 - smooth) / n / (u * u)
+    theta = u / u[0]
+    se = theta * np.sqrt(rel + rel[0])
+    se[0] = 0.0
+    return theta, se
+
+
 def _derived(u: np.ndarray, v: np.ndarray, cov: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
     """(2) and the delta-method standard errors ``(se_theta, se_rho0, se_rho1)``."""
@@ -354,8 +451,9 @@ def _intervals(centre: np.ndarray, half: np.ndarray) -> np.ndarray:
 
 
 def _unpublished(reason: str, m: int, n: int, n_slot: np.ndarray, n_top: int, n_bottom: int,
-                 level: float) -> SlotEstimate:
+                 level: float, max_width: float) -> SlotEstimate:
     nan = np.full(m, np.nan)
     unit = np.tile([0.0, 1.0], (m, 1))
     return SlotEstimate(nan, nan.copy(), math.nan, unit, unit.copy(), (0.0, 1.0), level, False,
-                        reason, n, n_slot, n_top, n_bottom, (math.nan, math.nan))
+                        reason, n, n_slot, n_top, n_bottom, (math.nan, math.nan), False,
+                        max_width)

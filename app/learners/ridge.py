@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from app.learners import jit
 from app.learners.base import (
     ITEM_BYTES,
     Batch,
@@ -50,9 +51,11 @@ from app.learners.base import (
     check_positive,
     check_range,
     check_state,
+    stack_events,
 )
 from app.learners.forgetting import check_half_life, decay, discount, effective_count
 from app.learners.proxy import calibrated_probability, calibration_unreliable, check_noise_rates
+from app.learners.ridge_kernel import diag_ridge_pass
 
 #: Half-life (events) of the residuals that calibrate a diagonal learner's
 #: ``expected_reward``, or the learner's own ``half_life`` when shorter.
@@ -284,7 +287,9 @@ class DiagRidge(RidgeBandit):
     *not* a sum of per-event terms.  (The purely additive estimator
     ``theta_a,j = sum(click x_j) / (lambda + sum x_j^2)`` fits each coordinate
     separately and ends near chance on digits: see ``docs/results/ridge.md``.)
-    ``learn_many`` still equals learning the events one by one: events of
+    ``learn_many`` still equals learning the events one by one: it runs
+    those steps in one compiled loop (:mod:`app.learners.ridge_kernel`), or
+    without numba (:mod:`app.learners.jit`) in numpy: events of
     different arms touch different rows and interact only through
     ``lambda_t``, a prefix sum, so the batch is applied in ``max_a n_a``
     vectorised steps, step ``i`` updating every arm with its ``i``-th event.
@@ -446,20 +451,44 @@ class DiagRidge(RidgeBandit):
     def _decide_ucb_many(self, X: np.ndarray, explore: bool, alpha: float,
                          uniform_share: float) -> list[Decision]:
         """:meth:`_decide_ucb` for each row of ``X``: the loop's decisions and draws, bit for
-        bit, with the widths of all rows in one matrix product and one uniform draw per row
-        taken at once.
+        bit (:meth:`_ucb_columns`); a single row, or inputs the loop would refuse, take the
+        loop itself."""
+        columns = self._ucb_columns(X, explore, alpha, uniform_share)
+        if columns is None:
+            return [self._decide_ucb(x, explore, alpha, uniform_share)
+                    for x in np.array(X, dtype=np.float64)]
+        Xv, mean, greedy, played, prob = columns
+        return [self._decision(x, m, g, a, q) for x, m, g, a, q in zip(
+            Xv, mean, greedy.tolist(), played.tolist(), prob.tolist(), strict=True)]
+
+    def _decide_ucb_contexts(self, X: np.ndarray, explore: bool, alpha: float,
+                             uniform_share: float) -> Batch:
+        """The contexts of :meth:`_decide_ucb_many` as columns, built from
+        :meth:`_ucb_columns` without a decision per row (or stacked from the loop's)."""
+        columns = self._ucb_columns(X, explore, alpha, uniform_share)
+        if columns is None:
+            return stack_events([d.context for d in
+                                 self._decide_ucb_many(X, explore, alpha, uniform_share)])
+        Xv, _, greedy, played, prob = columns
+        return {"x": Xv, "greedy": greedy.astype(np.int64), "played": played.astype(np.int64),
+                "prob": prob.astype(np.float64)}
+
+    def _ucb_columns(self, X: np.ndarray, explore: bool, alpha: float, uniform_share: float
+                     ) -> tuple[np.ndarray, ...] | None:
+        """``(X, means, greedy, played, prob)`` of :meth:`_decide_ucb` for each row of ``X``,
+        with the widths of all rows in one matrix product and one uniform draw per row taken
+        at once; None for a single row or inputs the loop would refuse.
 
         Each row's means are the loop's own product ``weights_ @ x`` (they are
         logged as ``expected_reward``).  The batch widths may differ from the
         loop's in the last bits (another summation order), so a row whose two
         best optimistic scores are within rounding of each other is re-scored
-        as the loop does.  A single row, or inputs the loop would refuse, take
-        the loop itself.
+        as the loop does.
         """
         Xv = np.array(X, dtype=np.float64)
         if (Xv.ndim != 2 or Xv.shape[1] != self.n_features or len(Xv) < 2
                 or not np.isfinite(Xv).all()):
-            return [self._decide_ucb(x, explore, alpha, uniform_share) for x in Xv]
+            return None
         n, k = Xv.shape[0], self.n_classes
         mean = np.stack([self.weights_ @ x for x in Xv])
         greedy = mean.argmax(axis=1)
@@ -484,8 +513,7 @@ class DiagRidge(RidgeBandit):
                 u = self._rng.random(len(Xv))
                 played = np.minimum((cdf <= u[:, None]).sum(axis=1), k - 1)
                 prob = p[rows, played]
-        return [self._decision(x, m, g, a, q) for x, m, g, a, q in zip(
-            Xv, mean, greedy.tolist(), played.tolist(), prob.tolist(), strict=True)]
+        return Xv, mean, greedy, played, prob
 
     def learn_one(self, event: Event) -> None:
         x, played, click = self._check_event(event)
@@ -504,11 +532,26 @@ class DiagRidge(RidgeBandit):
         self.count_ += 1
 
     def learn_many(self, batch: Batch) -> None:
-        """Learn a batch in ``max_a n_a`` vectorised steps (equals sequential, see class doc)."""
+        """Learn a batch: the compiled pass of :mod:`app.learners.ridge_kernel` (one loop over
+        the events), or without it :meth:`_learn_steps` (both equal sequential learning)."""
         X, played, click = self._check_batch(batch)
         n = X.shape[0]
         if n == 0:
             return
+        if not jit.enabled():
+            self._learn_steps(X, played, click)
+            return
+        self.sum_norm2_ = diag_ridge_pass(
+            np.ascontiguousarray(X), played, np.ascontiguousarray(click), self.weights_,
+            self.sum_x2_, self.sum_x2_sq_, self.aged_at_, self.resid_sum_, self.resid_sq_,
+            self.resid_weight_, self.resid_at_, self.sum_norm2_, self.count_, self.ridge,
+            MIN_LAMBDA, self._gamma, self._calibration_gamma, self.half_life is not None)
+        self.count_ += n
+
+    def _learn_steps(self, X: np.ndarray, played: np.ndarray, click: np.ndarray) -> None:
+        """Learn a checked, non-empty batch in ``max_a n_a`` vectorised numpy steps (equals
+        sequential, see class doc)."""
+        n = X.shape[0]
         X2 = X * X
         # Running sums before each event; cumsum adds left to right, as learn_one does.
         sums = np.cumsum(np.r_[self.sum_norm2_, X2.sum(axis=1)])
@@ -660,6 +703,10 @@ class LinUCBDiag(DiagRidge):
     def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
         """:meth:`decide` for each row of ``X`` (:meth:`_decide_ucb_many`)."""
         return self._decide_ucb_many(X, explore, self.alpha, self.uniform_share)
+
+    def decide_contexts(self, X: np.ndarray, explore: bool = True) -> Batch:
+        """:meth:`decide_many`'s contexts as columns (:meth:`_decide_ucb_contexts`)."""
+        return self._decide_ucb_contexts(X, explore, self.alpha, self.uniform_share)
 
 
 class SquareCBDiag(DiagRidge):

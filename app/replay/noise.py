@@ -26,8 +26,10 @@ service's trainer and jobs role, every shown slot is a row
 of the run on the rows still new (a replay's end counts as the refresh interval
 passed).  A published estimate's slot-0 ``rho0``, ``rho1`` and per-slot affine
 correction go to the learner (:func:`~app.learners.build.apply_noise_rates`, as the
-trainer applies the noise record); an estimate not published leaves the one in
-force.
+trainer applies the noise record); until one is, an estimate whose examination
+passes its own gate gives the learner the examination-only correction at its
+initial rates (:func:`~app.learners.noise_publish.replaces_slots`, as the jobs role
+stores it); any other estimate leaves the one in force.
 
 The estimate is published by :mod:`app.learners.noise_publish`, the code the
 service's jobs role runs; a published estimate's rates go to the learner for
@@ -55,9 +57,10 @@ from app.learners.noise_publish import (
     nrest_estimate,
     outcome,
     pack_slots,
+    replaces_slots,
     slot_estimate,
 )
-from app.learners.noise_slots import SlotEstimate
+from app.learners.noise_slots import SlotEstimate, click_affine
 
 
 def estimator_of(args: argparse.Namespace, task: str, algorithm: str,
@@ -176,7 +179,10 @@ class SlotRefresh:
         self.events = self.new = 0
         self.estimates: list[dict[str, Any]] = []
         self.in_force: SlotEstimate | None = None
-        """The last published estimate (the one the learner uses and a service shows)."""
+        """The last estimate published whole or, until one is, by its examination alone
+        (the one the learner uses and a service shows)."""
+        self.rates = (float(getattr(learner, "rho0", 0.0)), float(getattr(learner, "rho1", 0.0)))
+        """The learner's initial rates (in force until an estimate is published whole)."""
         learner.set_noise_reliability(False)
 
     def observe(self, batch: Batch) -> None:
@@ -202,9 +208,11 @@ class SlotRefresh:
         cols = keep_newest(self.columns, SLOT_BUFFER)
         est = slot_estimate(cols["prob"], cols["score"], cols["packed"])
         out = outcome(est)
-        if est.published:
-            alpha, beta = est.affine()
-            apply_noise_rates(self.learner, out["rho0"], out["rho1"], reliable=True,
+        if replaces_slots(est, self.in_force is not None and self.in_force.published):
+            rho0, rho1 = (out["rho0"], out["rho1"]) if est.published else self.rates
+            rho0_k = est.rho0 if est.published else np.full(est.theta.shape, rho0)
+            alpha, beta = click_affine(est.theta, rho0_k, rho1)
+            apply_noise_rates(self.learner, rho0, rho1, reliable=est.published,
                               slot_noise=(tuple(alpha.tolist()), tuple(beta.tolist())))
             self.in_force = est
         self.estimates.append({"t": self.events, **out})

@@ -24,7 +24,8 @@ learner the ``--click-noise`` rates instead.  ``extra`` reports every estimate
 ``slots``), the position bias a service shows
 (:func:`~app.learners.noise_publish.position_bias`) and the per-slot truth of the
 stream (:meth:`~app.sim.rank.RankSimulator.slot_noise`) with the error of the
-estimate in force.  ``--trust`` simulates trust bias (the per-slot estimate's own
+estimate in force (of its published values: examination alone until the whole
+estimate is published).  ``--trust`` simulates trust bias (the per-slot estimate's own
 click model); the default click-noise flips also click unexamined items, a
 model the per-slot one covers only with the equivalent parameters reported as
 the truth, and graded relevance breaks its anchors (``--binary`` does not).
@@ -221,7 +222,8 @@ def noise_report(sim: RankSimulator, learner: Learner, params: dict[str, Any], e
         "position_bias_max_error": float(np.abs(np.array(shown) - sim.theta).max()),
         "slot_noise_error": None if in_force is None else [
             {"slot": k} | {name: row[name] - truth for name, truth in
-                           (("theta", theta[k]), ("rho0", rho0[k]), ("rho1", rho1))}
+                           (("theta", theta[k]), ("rho0", rho0[k]), ("rho1", rho1))
+                           if row["published"][name]}
             for k, row in enumerate(in_force)],
     }
     if refresh is not None:

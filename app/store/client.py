@@ -112,11 +112,44 @@ class _HiredisPacking:
         command = args[0]
         if (b" " if isinstance(command, bytes) else " ") not in command:
             try:
+                if len(args) > JOIN_MIN_ARGS:
+                    joined = pack_with_rows(args)
+                    if joined is not None:
+                        return joined
                 return [hiredis.pack_command(args)]
             except TypeError:
                 pass
         packed: list[bytes] = self._serializer.pack(*args)
         return packed
+
+
+#: Arguments above which :func:`pack_with_rows` is tried (a batch of encoded rows).
+JOIN_MIN_ARGS = 64
+
+
+def pack_with_rows(args: tuple[Any, ...]) -> list[bytes] | None:
+    """``hiredis.pack_command(args)`` for a command and key followed by bytes arguments of one
+    length (a batch of encoded rows, e.g. the trainer's ``RPUSH`` of NREst samples), with
+    the rows packed by one join; None for any other command.
+
+    hiredis copies such arguments one by one (about 1.5 us per 600-byte row, a quarter of
+    the trainer's cost per event); their RESP headers are all ``$size``, so one
+    ``bytes.join`` lays them out at memory speed.
+
+    >>> rows = (b"ab", b"cd")
+    >>> pack_with_rows(("RPUSH", "k", *rows)) == [hiredis.pack_command(("RPUSH", "k", *rows))]
+    True
+    """
+    rows = args[2:]
+    if not rows or set(map(type, rows)) != {bytes}:
+        return None
+    sizes = set(map(len, rows))
+    if len(sizes) != 1:
+        return None
+    head = hiredis.pack_command(args[:2])
+    sep = b"\r\n$%d\r\n" % sizes.pop()
+    count = b"*%d\r\n" % len(args)
+    return [count + head[head.index(b"\r\n") + 2:] + sep[2:] + sep.join(rows) + b"\r\n"]
 
 
 def _with_hiredis_packing(connection_class: type[Any]) -> type[Any]:

@@ -259,7 +259,7 @@ def decode_columns(blobs: Sequence[bytes]) -> dict[str, np.ndarray] | None:
         return None
     first, offset = _split(blobs[0])
     size = len(blobs[0])
-    if first.nbytes == 0 or first.sparse or any(len(blob) != size for blob in blobs):
+    if first.nbytes == 0 or first.sparse or set(map(len, blobs)) != {size}:
         return None
     rows = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), size)
     if not (rows[:, :offset] == rows[0, :offset]).all():

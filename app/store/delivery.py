@@ -68,7 +68,7 @@ class Deliveries:
         """
         ids, counts, kinds, events, contexts, feedbacks = (
             flat[1 + i::_STRIDE] for i in range(_STRIDE))
-        return cls([sid.decode() for sid in ids], [int(c) for c in counts], kinds, events,
+        return cls(list(map(bytes.decode, ids)), list(map(int, counts)), kinds, events,
                    contexts, feedbacks)
 
     def __len__(self) -> int:

@@ -26,10 +26,12 @@ JOB_TTL_SECONDS = 86400
 #: Statuses of a job that a new estimate request joins instead of queueing another.
 PENDING_STATUSES = ("queued", "running")
 NOISE_FIELDS = ("rho0", "rho1", "source", "estimated_at", "n_samples", "history", "estimator",
-                "slots", "rates_given")
+                "slots", "rates_given", "no_interval")
+#: Reason: the rates in force are an estimate published without an interval (NREst's).
+NO_INTERVAL = "no_interval"
 #: Why values whose rewards these rates correct cannot be stood behind
 #: (:meth:`NoiseRecord.unreliable_reason`).
-UNRELIABLE_REASONS = ("noise_rates_unreliable", "noise_rates_estimated")
+UNRELIABLE_REASONS = ("noise_rates_unreliable", "noise_rates_estimated", NO_INTERVAL)
 #: The estimator of a model that has not chosen one, when its config is not at hand (with it:
 #: :func:`~app.learners.build.default_estimator`).
 DEFAULT_ESTIMATOR = "anchor"
@@ -47,21 +49,35 @@ class NoiseRecord:
     history: list[dict[str, Any]] = field(default_factory=list)
     estimator: str = DEFAULT_ESTIMATOR
     slots: list[dict[str, Any]] | None = None
-    """Per slot ``theta``, ``rho0``, ``rho1`` and their intervals, when the rates in use are a
-    per-slot estimate (:func:`app.learners.noise_publish.slots_outcome`); ``rho0`` is then
-    slot 0's."""
+    """Per slot ``theta``, ``rho0``, ``rho1``, their intervals and which are ``published``,
+    when the per-slot estimate in force is published whole or its examination alone
+    (:func:`app.learners.noise_publish.slots_outcome`); ``rho0`` is slot 0's when whole."""
     rates_given: bool = False
     """Whether the model's creation named its initial rates (its ``rho0``/``rho1`` params),
     0 and 0 included."""
+    interval: bool = True
+    """Whether estimated rates came with an interval (NREst's do not: rates whose error
+    nobody knows are flagged, reason :data:`NO_INTERVAL`)."""
+
+    @property
+    def published_slots(self) -> list[dict[str, Any]] | None:
+        """:attr:`slots` when the per-slot estimate in force is published whole (rows of
+        records written before examination had its own gate were), else None."""
+        if not self.slots or not all(_published(s, "rho0") for s in self.slots):
+            return None
+        return self.slots
 
     @property
     def slot_affine(self) -> SlotAffine | None:
         """``(alpha_k, beta_k)`` of the per-slot estimate in use (None without one):
-        ``beta_k = theta_k rho0_k``, ``alpha_k = theta_k (1 - rho1 - rho0_k)``."""
+        ``beta_k = theta_k rho0_k``, ``alpha_k = theta_k (1 - rho1 - rho0_k)``, with the
+        rates in force for a ``rho0_k``, ``rho1`` not published (examination alone)."""
         if not self.slots:
             return None
-        alpha, beta = click_affine(*(np.array([s[name] for s in self.slots])
-                                     for name in ("theta", "rho0", "rho1")))
+        theta = np.array([s["theta"] for s in self.slots])
+        rho0, rho1 = (np.array([s[name] if _published(s, name) else rate for s in self.slots])
+                      for name, rate in (("rho0", self.rho0), ("rho1", self.rho1)))
+        alpha, beta = click_affine(theta, rho0, rho1)
         return tuple(alpha.tolist()), tuple(beta.tolist())
 
     @property
@@ -77,16 +93,25 @@ class NoiseRecord:
     @property
     def calibration_unreliable(self) -> bool:
         """Whether rewards calibrated with these rates mean little: the rates still await an
-        estimate or nobody gave them (:attr:`rates_reliable`), or ``1 - rho0 - rho1`` is below
+        estimate, are an estimate without an interval, or nobody gave them
+        (:attr:`rates_reliable`), or ``1 - rho0 - rho1`` is below
         :data:`~app.learners.proxy.CALIBRATION_BETA_MIN`."""
         return calibration_unreliable(self.rho0, self.rho1, self.rates_reliable)
 
     def unreliable_reason(self, errors_carried: bool = False) -> str | None:
         """Why values whose rewards are corrected by these rates cannot be stood behind, or
-        None: ``noise_rates_unreliable`` (:attr:`calibration_unreliable`), or
+        None: :data:`NO_INTERVAL` (an estimate published without an interval),
+        ``noise_rates_unreliable`` (:attr:`calibration_unreliable`), or
         ``noise_rates_estimated``: an estimate whose error the intervals leave out (they
         carry it when ``errors_carried``: the estimate's standard errors are drawn per
-        resample or propagated)."""
+        resample or propagated).
+
+        >>> NoiseRecord(0.1, 0.2, "estimated", estimator="nrest", interval=False
+        ...             ).unreliable_reason(errors_carried=True)
+        'no_interval'
+        """
+        if self.status == "published" and not self.interval:
+            return NO_INTERVAL
         if self.calibration_unreliable:
             return "noise_rates_unreliable"
         return ("noise_rates_estimated" if self.status == "published" and not errors_carried
@@ -94,13 +119,16 @@ class NoiseRecord:
 
     @property
     def rates_reliable(self) -> bool:
-        """Whether the rates are an estimate, configured, or initial rates someone gave (the
-        model's ``rho0``/``rho1`` params) under the ``fixed`` estimator: not initial rates
-        awaiting an estimate, nor the 0/0 of a model whose rates nobody gave (``PUT
+        """Whether the rates are an estimate with an interval, configured, or initial rates
+        someone gave (the model's ``rho0``/``rho1`` params) under the ``fixed`` estimator: not
+        initial rates awaiting an estimate, nor an estimate without an interval (NREst's), nor
+        the 0/0 of a model whose rates nobody gave (``PUT
         .../noise`` configures them; records of models created before :attr:`rates_given`
         was kept count other rates than 0/0 as given)."""
         if self.status == "fixed" and self.source == "initial":
             return self.rates_given or (self.rho0, self.rho1) != (0.0, 0.0)
+        if self.status == "published":
+            return self.interval
         return self.status != "insufficient_data"
 
     @property
@@ -110,19 +138,25 @@ class NoiseRecord:
         return "rates_not_given" if self.status == "fixed" and not self.rates_reliable else ""
 
 
+def _published(row: Mapping[str, Any], name: str) -> bool:
+    """Whether parameter ``name`` of a stored per-slot row is published."""
+    return bool(row.get("published", {}).get(name, True))
+
+
 def parse_noise(values: Sequence[Any], config: Mapping[str, Any] | None = None
                 ) -> NoiseRecord | None:
     """A :class:`NoiseRecord` from an HMGET of :data:`NOISE_FIELDS`; a record that names no
     estimator has its model ``config``'s default (:func:`~app.learners.build.default_estimator`;
     :data:`DEFAULT_ESTIMATOR` without a config)."""
-    rho0, rho1, source, estimated_at, n_samples, history, estimator, slots, given = values
+    (rho0, rho1, source, estimated_at, n_samples, history, estimator, slots, given,
+     no_interval) = values
     if rho0 is None or rho1 is None:
         return None
     default = DEFAULT_ESTIMATOR if config is None else default_estimator(config)
     return NoiseRecord(float(rho0), float(rho1), text(source) or "initial", text(estimated_at),
                        int(n_samples or 0), orjson.loads(history) if history else [],
                        text(estimator) or default, orjson.loads(slots) if slots else None,
-                       text(given) == "1")
+                       text(given) == "1", text(no_interval) != "1")
 
 
 class NoiseStore:
@@ -139,9 +173,11 @@ class NoiseStore:
 
     async def put(self, mk: ModelKeys, rho0: float, rho1: float, *, source: str,
                   n_samples: int | None = None,
-                  slots: list[dict[str, Any]] | None = None) -> NoiseRecord | None:
-        """Set the rates (``source``: "configured" or "estimated") and the per-slot estimate
-        they come from (``slots``; rates without one drop the previous one).
+                  slots: list[dict[str, Any]] | None = None,
+                  interval: bool = True) -> NoiseRecord | None:
+        """Set the rates (``source``: "configured" or "estimated"), the per-slot estimate
+        they come from (``slots``; rates without one drop the previous one) and whether an
+        estimate came with an interval (``interval``; NREst's does not).
 
         Estimates also append ``{"t", "rho0", "rho1", "n_samples"}`` to the
         history (at most :data:`HISTORY_MAX` entries).  Returns the new
@@ -165,6 +201,10 @@ class NoiseStore:
                                        history=orjson.dumps(history[-HISTORY_MAX:]).decode())
                     pipe.multi()  # type: ignore[no-untyped-call]
                     pipe.hset(mk.noise, mapping=mapping)  # type: ignore[arg-type]
+                    if source == "estimated" and not interval:
+                        pipe.hset(mk.noise, "no_interval", "1")
+                    else:
+                        pipe.hdel(mk.noise, "no_interval")
                     if slots is None:
                         pipe.hdel(mk.noise, "slots")
                     else:

@@ -115,7 +115,13 @@ def test_position_bias_is_the_per_slot_estimate_in_the_model_and_its_series(
                                       "calibration_unreliable": False}
     noise = client.get("/v1/models/r/noise", headers=auth).json()
     # the publish once, with its intervals, on the first point after it
-    assert after[0]["slots"] == noise["slots"] == SLOTS
+    # as stored, flagged published whole, with each interval's width
+    assert after[0]["slots"] == noise["slots"]
+    assert [{k: row[k] for k in SLOTS[0]} for row in noise["slots"]] == SLOTS
+    for row in noise["slots"]:
+        assert (row["published"], row["too_wide"]) == (
+            {"theta": True, "rho0": True, "rho1": True}, [])
+        assert row["widths"]["rho1"] == pytest.approx(0.06)
     assert len(after) >= 2 and all(p["slots"] is None for p in after[1:])
     for p in after:
         assert (p["position_bias"], p["position_bias_source"]) == (thetas, "estimated")

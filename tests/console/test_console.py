@@ -106,6 +106,12 @@ def test_the_models_page_shows_live_counts_and_the_age_of_each_figure(
     assert rate.startswith("0") and "idle" in rate and re.search(r"\d+ s ago", rate), rate
     assert re.search(r"\d+ s ago", row.locator("td").nth(3).inner_text())  # the version's
     assert re.search(r"as of \d+ s ago, read live", page.locator("#models-read").inner_text())
+    # the model's own page reads the rate by the same rule: idle, not the burst's last window
+    page.click("a[href='#/models/quiet']")
+    latest = page.locator("#latest-window .rate")
+    latest.wait_for()
+    assert re.fullmatch(r"0 events/s \(idle, last point \d+ s ago\)", latest.inner_text()), \
+        latest.inner_text()
 
 
 def test_model_page_draws_the_reward_curve_and_the_noise_rates(
@@ -262,13 +268,15 @@ def test_rank_model_page_shows_position_bias_and_each_decisions_slots(
     newest = httpx.get(f"{service.base}/v1/models/r1/log?order=desc&limit=1",
                        headers=acme).json()
     page.locator("#decisions table").wait_for()
+    assert "slot: item id" in page.locator("#decisions th").nth(3).inner_text().lower()
     assert page.locator("#decisions tr.slot").count() == 20 * 3
     first_rows = page.locator("#decisions tr.slot")
     assert newest["event_id"] in first_rows.first.inner_text()
     for k, slot in enumerate(newest["slots"]):
         cells = first_rows.nth(k).locator("td")
-        # the id the request sent (the simulator's item number), not a hash of it
-        assert cells.nth(-3).inner_text() == f"slot {k}: item {slot['id']}"
+        # the id the request sent (the simulator's item number), not a hash of it, said
+        # once ("slot 0: item-3", not "slot 0: item item-3")
+        assert cells.nth(-3).inner_text() == f"slot {k}: {slot['id']}"
         assert slot["id"].isdigit()
         assert float(cells.nth(-2).inner_text()) == pytest.approx(slot["propensity"], abs=1e-3)
         assert cells.nth(-1).inner_text() in ("0", "1") and \
@@ -331,16 +339,39 @@ def test_a_rank_model_is_offered_the_policies_its_log_is_evaluated_for(
     options.first.wait_for(state="attached")
     assert options.evaluate_all("os => os.map(o => o.value)") == offered
     page.select_option("#eval-policy", "uniform")
-    page.fill("#eval-rho0", "")
-    page.fill("#eval-rho1", "")
+    # the rates default to the model's own (its per-slot estimate): nothing pre-filled, so
+    # nothing sent unless typed
+    assert page.input_value("#eval-rho0") == page.input_value("#eval-rho1") == ""
+    assert page.get_attribute("#eval-rho0", "placeholder") == "per slot"
     page.click("#eval-form button[type=submit]")
     box = page.locator("#evaluations .evaluation").first
-    service.wait_for_job(acme, "r2", box.get_attribute("data-job"))
+    job = service.wait_for_job(acme, "r2", box.get_attribute("data-job"))
+    assert job["status"] == "done" and job["rates"] == "model", job
     box.locator("svg.errorbars g.item").first.wait_for()
     # n counts the rankings (one round of 200), and the slots they showed are said
-    assert "n = 200," in box.locator("svg.errorbars").text_content()
+    assert "n = 200," in box.locator("svg.errorbars").first.text_content()
+    assert "(slot 0)" in box.locator("svg.errorbars").first.text_content()
     assert box.locator("dl.facts div:has(> dt:text-is('slot_impressions')) dd").inner_text() \
         == "600"
+    # every position: its three estimators on the chart and in the table, as the job says
+    chart = box.locator(".positions-chart svg")
+    assert chart.locator("g.item").evaluate_all("gs => gs.map(g => g.dataset.name)") == [
+        "slot 0", "slot 1", "slot 2"]
+    assert chart.locator("g.item g.estimate").count() == 3 * 3
+    for p in job["positions"]:
+        row = box.locator(f"table.positions tr[data-position='{p['position']}']")
+        for name in ("ips", "snips", "dr"):
+            shown = row.locator(f"td.{name}").inner_text()
+            assert float(shown.split()[0]) == pytest.approx(p[name]["value"], abs=1e-3), shown
+        if p.get("insufficient_data"):
+            assert row.locator("td.flag").inner_text() == "insufficient_data"
+            assert f"slot {p['position']}: {p['reason']}" in box.inner_text()
+    # the slate estimates: expected clicks per ranking
+    for name in ("rips", "snrips"):
+        shown = box.locator(f"table.slates tr[data-slate={name}] td.num").inner_text()
+        assert float(shown) == pytest.approx(job["slates"][name]["value"], abs=1e-3)
+    assert box.locator(".slates-chart svg g.item").count() == 2
+    assert "[object" not in box.inner_text()
 
 
 def test_apprentice_model_page_shows_agreement_and_events(
@@ -371,7 +402,7 @@ def test_apprentice_model_page_shows_agreement_and_events(
     assert bars.count() == (2 if apprentice["model_value_estimate"] is not None else 1)
     # an online model has no such card
     page.goto(f"{service.base}/console#/models/m1")
-    page.wait_for_selector("#reward-chart svg")
+    page.wait_for_selector("#model h1:text-is('m1')")  # m1's page, not a1's still shown
     assert page.locator("#apprentice").count() == 0
 
 
@@ -551,6 +582,45 @@ def test_an_evaluation_poll_that_fails_is_retried(page: Any, service: Service,
     polls = len(_evaluation_polls(page, "m1"))
     page.wait_for_timeout(1500)
     assert len(_evaluation_polls(page, "m1")) == polls
+
+
+def test_the_models_page_fits_1280_px(page: Any, service: Service,
+                                      tenants: dict[str, Any]) -> None:
+    """Every column, the last (noise, with a published estimate's source and age) included,
+    inside the card at a 1280 px window: the table needs no sideways scroll."""
+    assert service.noise(tenants["acme"], "m1")["status"] == "published"
+    sign_in(page, service.base, token(tenants["acme"]))
+    page.wait_for_selector("table.models")
+    assert "estimated" in page.locator("tr[data-model=m1] td.noise").inner_text()
+    scroll = page.locator("#models .scroll")
+    overflow = scroll.evaluate("e => e.scrollWidth - e.clientWidth")
+    last = page.locator("table.models th").last.bounding_box()
+    card = page.locator("#models").bounding_box()
+    assert overflow <= 0 and last["x"] + last["width"] <= card["x"] + card["width"], (
+        overflow, last, card)
+
+
+def test_a_single_point_with_an_interval_is_drawn(page: Any, service: Service,
+                                                   tenants: dict[str, Any]) -> None:
+    """The noise chart shades what its caption says: a run of points with the published
+    interval as a band, a point alone with it as a bar (a band of one point has no width),
+    and a point without one breaks the band."""
+    acme = tenants["acme"]
+    real = httpx.get(f"{service.base}/v1/models/m1/series", headers=acme).json()["points"]
+    base = real[-1]
+    assert base["rho0_interval"] is not None
+    points = [{**base, "t": base["t"] + i, "rho0_interval": None, "rho1_interval": None}
+              for i in range(5)]
+    points[-1] = {**base, "t": base["t"] + 5}  # only the newest carries the interval
+    page.route("**/v1/models/m1/series", lambda route: route.fulfill(json={"points": points}))
+    sign_in(page, service.base, token(acme))
+    page.goto(f"{service.base}/console#/models/m1")
+    chart = page.locator("#noise-chart svg.chart")
+    chart.wait_for()
+    assert chart.locator("g.whisker").count() == 2  # one bar per rate
+    widths = chart.locator("polygon").evaluate_all("ps => ps.map(p => p.getBBox().width)")
+    assert all(w > 0 for w in widths), widths
+    assert "a bar where a single point has it" in page.inner_text("#noise .band-caption")
 
 
 def test_screenshots_of_the_main_pages_are_small(page: Any, service: Service,

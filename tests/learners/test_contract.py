@@ -276,6 +276,25 @@ def test_decide_many_equals_decide_in_a_loop(case: tuple[str, str], explore: boo
     assert _decide(looped, X[0]).output == _decide(batched, X[0]).output
 
 
+@pytest.mark.parametrize("explore", [True, False])
+def test_decide_contexts_equals_decide_many_stacked(case: tuple[str, str],
+                                                   explore: bool) -> None:
+    if _build(*case).task == "rank":
+        pytest.skip("rank learners decide with candidates; they follow logged plays as logged")
+    looped, columns = _build(*case, seed=5), _build(*case, seed=5)
+    for learner in (looped, columns):
+        _play(learner, 40)  # trained weights, so decisions are not all ties
+    X = _inputs(30, seed=4)
+    expected = stack_events([d.context for d in looped.decide_many(X, explore=explore)])
+    got = columns.decide_contexts(X, explore=explore)
+    assert got.keys() == expected.keys()
+    for k, value in expected.items():
+        assert got[k].dtype == value.dtype, k
+        np.testing.assert_array_equal(got[k], value, err_msg=k)
+    # the generators are in the same place afterwards
+    assert _decide(looped, X[0]).output == _decide(columns, X[0]).output
+
+
 def test_learn_many_equals_learn_one(case: tuple[str, str]) -> None:
     sequential = _build(*case, seed=3)
     events = _play(sequential, 80)

@@ -9,6 +9,7 @@ import pytest
 
 from app.learners.base import ParamError
 from app.learners.noise_anchor import (
+    ANCHOR_UNCHECKED,
     INTERVAL_TOO_WIDE,
     NO_EXPLORATION,
     TOO_FEW_EVENTS,
@@ -52,7 +53,10 @@ def test_estimate_is_consistent_where_the_truth_is_known(rho: tuple[float, float
                        / (2 * z) for e in est])
         assert np.all(np.abs(values - rho[i]) <= 5 * np.maximum(se, 1e-3))
         assert abs(values.mean() - rho[i]) <= 4 * se.mean() / math.sqrt(len(est)) + 1e-3
-    assert all(e.published for e in est)
+    # the anchors hold: never refused as failing; the agreement of the bottom anchor, which
+    # must be shown within its tolerance, holds some back (3 of 10 at (0.2, 0.4))
+    assert all(e.published or e.reason == ANCHOR_UNCHECKED for e in est), est
+    assert sum(e.published for e in est) >= 6
 
 
 def test_interval_coverage_over_seeds() -> None:
@@ -100,7 +104,7 @@ def test_estimates_are_sanitised_and_flagged() -> None:
     """Rates summing past 1 - beta_min are scaled down, and the reason says so."""
     K = 5
     prob, score, click = epsilon_greedy_plays(40_000, K, 0.1, 0.7, (0.45, 0.5), 4)
-    est = estimate_from_anchors(prob, score, click, K, max_width=1.0)
+    est = estimate_from_anchors(prob, score, click, K, max_width=1.0, agree_tolerance=1.0)
     assert est.reason == "clipped" and est.published
     assert 1 - est.rho0 - est.rho1 >= 0.1 - 1e-12
     assert est.raw_rho0 + est.raw_rho1 > est.rho0 + est.rho1

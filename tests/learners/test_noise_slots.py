@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from app.learners.base import ParamError
-from app.learners.noise_anchor import TOO_FEW_EVENTS
+from app.learners.noise_anchor import INTERVAL_TOO_WIDE, TOO_FEW_EVENTS
+from app.learners.noise_publish import outcome, replaces_slots
 from app.learners.noise_slots import (
     ANCHOR_NOT_FLAT,
     NOT_RANDOMISED,
@@ -32,6 +33,11 @@ def _estimate(seed: int, graded: float | None = None, request_sd: float = 0.0
               ) -> SlotEstimate:
     slot, prob, score, click, _ = simulated_placements(REQUESTS, seed=seed, graded=graded,
                                                        request_sd=request_sd)
+    return estimate_slot_noise(slot, prob, score, click, len(THETA))
+
+
+def _estimate_rows(requests: int, seed: int) -> SlotEstimate:
+    slot, prob, score, click, _ = simulated_placements(requests, seed=seed)
     return estimate_slot_noise(slot, prob, score, click, len(THETA))
 
 
@@ -75,6 +81,80 @@ def test_estimate_graded_relevance_publishes_nothing_wrong(graded: float) -> Non
             assert abs(est.rho1 - rho1) <= 0.05
         elif graded < 1.5:
             assert est.reason == ANCHOR_NOT_FLAT
+
+
+def test_examination_published_by_its_own_gate_before_the_rates() -> None:
+    """At 8,000 requests every ``theta_k`` interval is narrow (about 0.06 and 0.09) while a
+    ``rho0_k`` one is not (the bottom band is 0.03 of the rows): examination is published
+    alone.  Coverage over 20 seeds of the 40 theta intervals: with true 95% intervals the
+    misses are Binomial(40, 0.05), 6 or more with probability 0.014, so at least 34 must
+    hold the truth."""
+    theta = np.array(THETA)
+    covered: list[bool] = []
+    for seed in range(100, 120):
+        slot, prob, score, click, _ = simulated_placements(8_000, seed=seed)
+        est = estimate_slot_noise(slot, prob, score, click, len(THETA))
+        # (anchor_not_flat instead on seed 105: the one-sided 95% test of each band's rise)
+        assert (est.published, est.theta_published) == (False, True), seed
+        too_wide = est.too_wide()
+        assert all("theta" not in names for names in too_wide)
+        assert any("rho0" in names for names in too_wide)
+        covered += [bool(lo <= t <= hi) for (lo, hi), t in zip(est.theta_interval[1:],
+                                                               theta[1:], strict=True)]
+    assert len(covered) == 40
+    assert sum(covered) >= 34
+
+
+def test_estimate_few_rows_names_what_is_too_wide() -> None:
+    est = _estimate_rows(2_000, seed=0)
+    assert (est.published, est.theta_published, est.reason) == (
+        False, False, INTERVAL_TOO_WIDE)
+    assert "theta" in est.too_wide()[2] and "theta" not in est.too_wide()[0]
+    widths = est.param_widths()
+    assert widths["theta"][2] > est.max_width >= widths["theta"][0] == 0.0
+
+
+def test_outcome_shows_values_not_published_flagged_with_their_widths() -> None:
+    early, later = _estimate_rows(2_000, seed=0), _estimate_rows(8_000, seed=0)
+    out = outcome(early)
+    assert (out["status"], out["reason"], out["rho0"], out["theta_published"]) == (
+        "insufficient_data", INTERVAL_TOO_WIDE, None, False)
+    rows = out["slots"]
+    assert [row["theta"] for row in rows] == early.theta.tolist()
+    assert all(row["published"] == {"theta": False, "rho0": False, "rho1": False}
+               for row in rows)
+    assert [row["too_wide"] for row in rows] == early.too_wide()
+    assert rows[2]["widths"]["theta"] == pytest.approx(
+        rows[2]["interval"]["theta"][1] - rows[2]["interval"]["theta"][0])
+    assert all(row["published"] == {"theta": True, "rho0": False, "rho1": False}
+               for row in outcome(later)["slots"])
+    assert replaces_slots(later, in_force_published=False)
+    assert not replaces_slots(later, in_force_published=True)
+    assert not replaces_slots(early, in_force_published=False)
+    assert outcome(_estimate_rows(500, seed=2))["slots"] is None  # no values at all
+
+
+def test_estimate_rates_refused_when_the_top_band_is_not_all_relevant() -> None:
+    """Graded relevance ``sigmoid(1.5 l)``: about 0.97 of the top band is relevant, which
+    puts ``rho1 = 1 - u_0`` about 0.01 high, a third of its interval's width; a rise of
+    relevance within the band shows it.  Only examination, whose ratio does not need the
+    band all relevant, is published."""
+    theta = np.array(THETA)
+    for seed in range(5):
+        est = _estimate(seed, graded=1.5)
+        assert (est.published, est.reason, est.theta_published) == (
+            False, ANCHOR_NOT_FLAT, True), seed
+        assert np.abs(est.theta - theta).max() <= 0.05
+
+
+def test_rho1_holds_its_truth_where_the_top_band_is_not_all_relevant() -> None:
+    """Graded ``sigmoid(1.5 l)``: the top 20% band's ``1 - u_0`` read 0.108-0.110 for 0.1,
+    outside its interval on every seed; from the top 5% the (unpublished) ``rho1`` holds
+    the truth.  10 seeds at 95%: 3 or more misses with probability 0.012, so at least 8
+    must hold it."""
+    covered = [bool(est.rho1_interval[0] <= RHO1 <= est.rho1_interval[1])
+               for est in (_estimate(seed, graded=1.5) for seed in range(10))]
+    assert len(covered) == 10 and sum(covered) >= 8, covered
 
 
 def test_estimate_no_item_surely_relevant_refused() -> None:

@@ -60,3 +60,22 @@ def test_slot_refresh_estimates_the_new_rows_at_the_end_and_keeps_a_published_on
     refresh.finish()
     assert [e["t"] for e in refresh.estimates] == [REQUESTS, REQUESTS + 30_000,
                                                    REQUESTS + 30_020]
+
+
+def test_slot_refresh_puts_examination_alone_in_force_until_the_whole_is_published() -> None:
+    # 8,000 requests: every theta interval narrow, a rho0_k one not (as in the service, the
+    # learner then corrects examination at its initial rates, still flagged unreliable)
+    batch, _ = _batches()
+    learner = RidgeRanker(n_features=2, n_action_features=1, slots=3, seed=0)
+    refresh = SlotRefresh(learner)
+    refresh.observe(batch(0, 8_000))
+    est = refresh.in_force
+    assert est is not None and est.theta_published and not est.published
+    assert refresh.estimates[-1]["status"] == "insufficient_data"
+    assert (learner.rho0, learner.rho1, learner.noise_rates_reliable) == (0.0, 0.0, False)
+    alpha, beta = learner._affine  # type: ignore[misc]
+    np.testing.assert_allclose(alpha, est.theta)
+    np.testing.assert_allclose(beta, 0.0)
+    refresh.observe(batch(8_000, REQUESTS))
+    assert refresh.in_force is not None and refresh.in_force.published
+    assert learner.noise_rates_reliable

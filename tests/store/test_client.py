@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from app.store.client import STORE_ERRORS, ScriptBatch, connect
+from app.store.client import JOIN_MIN_ARGS, STORE_ERRORS, ScriptBatch, connect
 
 
 @pytest.mark.slow
@@ -199,3 +201,28 @@ async def test_every_caller_gets_the_error_of_an_unreachable_store() -> None:
         assert all(isinstance(r, STORE_ERRORS) for r in replies)
     finally:
         await client.aclose()
+
+
+@st.composite
+def row_commands(draw: st.DrawFn) -> tuple[object, ...]:
+    """A command, a key and more than :data:`JOIN_MIN_ARGS` arguments: mostly bytes rows of
+    one length (what :func:`pack_with_rows` joins), sometimes of two lengths or with a str,
+    int or float among them (what it leaves to hiredis)."""
+    size = draw(st.integers(0, 40))
+    n = draw(st.integers(JOIN_MIN_ARGS - 1, 3 * JOIN_MIN_ARGS))
+    rows: list[object] = [draw(st.binary(min_size=size, max_size=size)) for _ in range(n)]
+    if draw(st.booleans()):
+        at = draw(st.integers(0, n - 1))
+        rows[at] = draw(st.one_of(st.binary(), st.text(), st.integers(), st.floats(
+            allow_nan=False, allow_infinity=False)))
+    command = draw(st.sampled_from(["RPUSH", b"SADD", "EVALSHA"]))
+    key = draw(st.one_of(st.text(min_size=1), st.binary(min_size=1)))
+    return (command, key, *rows)
+
+
+@settings(max_examples=200, deadline=None)
+@given(args=row_commands())
+def test_rows_packed_by_one_join_give_redis_pys_bytes(args: tuple[object, ...]) -> None:
+    fast = connect("redis://127.0.0.1:1/0").connection_pool.make_connection()
+    plain = aioredis.Connection()
+    assert b"".join(fast.pack_command(*args)) == b"".join(plain.pack_command(*args))

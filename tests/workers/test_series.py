@@ -25,6 +25,39 @@ def test_model_series_closes_a_window_once_it_is_interval_old() -> None:
     assert series.window == Window(111.0)  # a new window opened
 
 
+def test_model_series_closes_a_window_once_it_holds_max_events() -> None:
+    series = ModelSeries()
+    series.add(10.0, 1, 1.0, 1, now=0.0)
+    series.add(10.0, 1, 1.0, 1, now=1.0)  # the first window closed
+    # a burst: 24 batches of 100 within 2 s close a window every 1,000 events, not once
+    closed = [w for k in range(24)
+              if (w := series.add(10.0, 100, 50.0, 100, now=1.0 + k / 12, max_events=1000))]
+    assert [w.events for w in closed] == [1000, 1000]
+    assert series.window is not None and series.window.events == 400
+    # a batch larger than max_events is one point
+    assert series.add(10.0, 5000, 0.0, 5000, now=3.5, max_events=1000) == Window(
+        1.0 + 19 / 12, 5400, 200.0, 5400)
+    # 0: by time only
+    assert series.add(10.0, 5000, 0.0, 5000, now=4.0, max_events=0) is None
+
+
+async def test_a_burst_at_the_default_settings_draws_a_point_per_series_events(
+        store: Store) -> None:
+    """A burst of 4,000 events applied within a series interval: its points are at most
+    ``series_events`` apart plus one read (reads of 125 doubling up to 1,000 here), not one
+    point for the burst."""
+    config = model_config()
+    mk = await create_model(store, config)
+    await feed(store, mk, config, 4000)
+    w = worker(store, batch_size=125)
+    assert (w.config.series_interval, w.config.series_events) == (10.0, 1000)  # defaults
+    assert await w.drain() == 4000
+    points = await store.series.read(mk)
+    assert len(points) >= 3, [p["events_applied"] for p in points]
+    assert all(p["events"] <= 1000 + 1000 - 1 for p in points), [p["events"] for p in points]
+    assert points[-1]["events_applied"] >= 4000 - 1999
+
+
 def test_model_series_closes_the_due_window_of_a_model_gone_idle() -> None:
     busy, quiet = ModelSeries(), ModelSeries()
     for series in (busy, quiet):

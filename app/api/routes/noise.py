@@ -120,7 +120,10 @@ def published_interval(raw: dict[str, Any] | None) -> NoiseInterval | None:
 
 async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
                   ) -> NoiseStatusResponse:
-    """The noise record with the estimator's settings and the last anchor outcome."""
+    """The noise record with the estimator's settings and the last anchor outcome; a rank
+    model's ``slots`` are the per-slot estimate in force (published whole or its
+    examination alone), else, while the rates await an estimate, the last estimate's
+    values, flagged unpublished (none once the rates are configured)."""
     out = noise_response(record)
     if record is None or out is None:
         raise unknown_model(view.config["model_id"])
@@ -137,7 +140,8 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
         "reason": (current.fixed_reason if status == "fixed" else str(last.get(
             "reason", TOO_FEW_EVENTS if status == "insufficient_data" else ""))),
         "interval": interval, "n_events": int(n_events),
-        "slots": current.slots if current.status == "published" else None})
+        "slots": current.slots or (last.get("slots") if status == "insufficient_data"
+                                   and last.get("status") != "published" else None)})
 
 
 @router.post("/{model_id}/noise/estimate", status_code=202, response_model=NoiseJobResponse,

@@ -56,6 +56,22 @@ class SlotInterval(BaseModel):
     rho1: tuple[float, float]
 
 
+class SlotPublished(BaseModel):
+    """Which of one slot's parameters are published (examination has its own gate)."""
+
+    theta: bool = True
+    rho0: bool = True
+    rho1: bool = True
+
+
+class SlotWidths(BaseModel):
+    """Width of each of one slot's intervals."""
+
+    theta: float
+    rho0: float
+    rho1: float
+
+
 class SlotNoise(BaseModel):
     """Examination and click noise of one slot (rank models): an item shown in ``slot`` with
     relevance ``R`` is clicked with probability ``theta (R (1 - rho1) + (1 - R) rho0)``."""
@@ -65,6 +81,22 @@ class SlotNoise(BaseModel):
     rho0: float = Field(description="chance an examined irrelevant item is clicked here")
     rho1: float = Field(description="chance an examined relevant item is not clicked")
     interval: SlotInterval
+    published: SlotPublished = Field(
+        default_factory=SlotPublished,
+        description="which values are published: theta once every slot's theta interval is "
+                    "at most max_width wide; rho0 and rho1 with the whole estimate (status "
+                    "published). A value not published is shown, not used")
+    widths: SlotWidths | None = Field(default=None, description="each interval's width")
+    too_wide: list[Literal["theta", "rho0", "rho1"]] = Field(
+        default_factory=list, description="the parameters whose interval is wider than "
+                                          "max_width (what keeps them unpublished)")
+
+    @model_validator(mode="after")
+    def _widths_of_the_intervals(self) -> SlotNoise:
+        if self.widths is None:  # rows stored before the widths were
+            self.widths = SlotWidths(**{name: high - low for name, (low, high)
+                                        in self.interval.model_dump().items()})
+        return self
 
 
 class NoiseStatusResponse(NoiseResponse):
@@ -84,8 +116,11 @@ class NoiseStatusResponse(NoiseResponse):
     n_events: int = Field(description="observed plays the last anchor estimate used (or kept "
                                       "so far, before the first)")
     slots: list[SlotNoise] | None = Field(
-        default=None, description="rank models: the published per-slot estimate (rho0 and "
-                                  "rho1 above are then slot 0's); null without one")
+        default=None, description="rank models: the per-slot estimate in force (published "
+                                  "whole: rho0 and rho1 above are then slot 0's; or its "
+                                  "examination alone), else the last estimate's values, "
+                                  "each flagged in published, with widths and too_wide; "
+                                  "null before an estimate has values")
 
 
 class NoiseOutcome(BaseModel):
@@ -105,8 +140,12 @@ class NoiseOutcome(BaseModel):
     n_top: int | None = Field(default=None, description="anchor: plays in the top set")
     n_bottom: int | None = Field(default=None, description="anchor of a rank model: shown "
                                                             "slots in the bottom score band")
+    theta_published: bool | None = Field(
+        default=None, description="anchor of a rank model: whether its examination passed "
+                                  "its own gate (published even when the rates are not)")
     slots: list[SlotNoise] | None = Field(default=None, description="anchor of a rank model: "
-                                                                     "per slot, when published")
+                                                                     "per slot, published or "
+                                                                     "not (flagged)")
     interval: NoiseInterval | None = Field(
         default=None, description="anchor: both intervals when published; nrest: none")
 

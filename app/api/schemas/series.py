@@ -28,6 +28,14 @@ class SeriesPoint(BaseModel):
         description="[low, high] of a published anchor estimate of rho0")
     rho1_interval: list[float] | None = Field(
         description="[low, high] of a published anchor estimate of rho1")
+    calibration_unreliable: bool = Field(
+        default=False, description="the rewards rest on rates nobody stands behind (initial "
+                                   "rates awaiting an estimate, or an estimate without an "
+                                   "interval): see reason")
+    reason: str | None = Field(
+        default=None, description="why calibration_unreliable: noise_rates_unreliable, or "
+                                  "no_interval (an estimate published without an interval, "
+                                  "NREst's)")
     pending: int = Field(description="decisions awaiting feedback")
     backlog: int = Field(description="accepted events not yet applied")
     position_bias: list[float] | None = Field(

@@ -43,13 +43,41 @@ const NoisyChart = (() => {
     }
   }
 
+  /* A legend: a colour swatch and the name of each entry ({name, color}). */
+  function legendList(entries) {
+    const legend = document.createElement("ul");
+    legend.className = "legend";
+    for (const entry of entries) {
+      const li = document.createElement("li");
+      const swatch = document.createElement("span");
+      swatch.className = "swatch";
+      const mark = el("svg", { width: 14, height: 10, viewBox: "0 0 14 10" });
+      el("rect", { width: 14, height: 10, fill: entry.color }, mark);
+      swatch.appendChild(mark);
+      li.append(swatch, document.createTextNode(" " + entry.name));
+      legend.appendChild(li);
+    }
+    return legend;
+  }
+
+  /* A band's runs of consecutive entries with bounds (an entry with lo null ends a run). */
+  function bandRuns(band) {
+    const runs = [[]];
+    for (const b of band) {
+      if (b[1] === null || b[1] === undefined) runs.push([]);
+      else runs[runs.length - 1].push(b);
+    }
+    return runs.filter((r) => r.length);
+  }
+
   function timeLabel(seconds) {
     const d = new Date(seconds * 1000);
     return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
   }
 
   /* Draw into `container` (emptied first).  spec: {series: [{name, color, points: [[t, y]],
-   * band: [[t, lo, hi]] (optional; whiskers: drawn as a bar per time, not a shaded band),
+   * band: [[t, lo, hi]] (optional: shaded between consecutive entries, an entry with lo null
+   * breaks it, an entry alone is a bar; whiskers: a bar per time, not a shaded band),
    * dashed}], yMin, yMax, yLabel, title, marks: [{t, label}]
    * (optional: a vertical line at each time, its label on hover; the time axis spans them),
    * markName (the marks' legend entry)} */
@@ -57,7 +85,8 @@ const NoisyChart = (() => {
     container.replaceChildren();
     const all = spec.series.flatMap((s) => [
       ...s.points.filter((p) => p[1] !== null && p[1] !== undefined),
-      ...(s.band || []).flatMap((b) => [[b[0], b[1]], [b[0], b[2]]]),
+      ...(s.band || []).filter((b) => b[1] !== null && b[1] !== undefined)
+        .flatMap((b) => [[b[0], b[1]], [b[0], b[2]]]),
     ]);
     if (!all.length) {
       empty(container, spec.empty);
@@ -81,28 +110,38 @@ const NoisyChart = (() => {
     yGrid(svg, y0, y1, sy, PAD.left, W - PAD.right);
     const xt = ticks(x0, x1, 4);
     for (const t of xt.length > 1 ? xt : [x0, x1]) {
-      el("text", { x: sx(t), y: H - 8, "text-anchor": "middle", class: "tick" }, svg)
+      // a label near an edge is anchored inside the chart, not cut off
+      const anchor = sx(t) > W - PAD.right - 40 ? "end" : sx(t) < PAD.left + 40 ? "start"
+        : "middle";
+      el("text", { x: sx(t), y: H - 8, "text-anchor": anchor, class: "tick" }, svg)
         .textContent = timeLabel(t);
     }
     el("line", { x1: PAD.left, x2: PAD.left, y1: PAD.top, y2: H - PAD.bottom, class: "axis" }, svg);
     el("line", { x1: PAD.left, x2: W - PAD.right, y1: H - PAD.bottom, y2: H - PAD.bottom,
                  class: "axis" }, svg);
 
+    const whisker = (color, [t, lo, hi]) => {
+      const g = el("g", { class: "whisker", stroke: color, "stroke-width": 1.5 }, svg);
+      el("line", { x1: sx(t), x2: sx(t), y1: sy(lo), y2: sy(hi) }, g);
+      for (const v of [lo, hi]) {
+        el("line", { x1: sx(t) - 4, x2: sx(t) + 4, y1: sy(v), y2: sy(v) }, g);
+      }
+    };
     for (const s of spec.series) {
       if (s.whiskers) {
-        for (const [t, lo, hi] of s.band || []) {
-          const g = el("g", { class: "whisker", stroke: s.color, "stroke-width": 1.5 }, svg);
-          el("line", { x1: sx(t), x2: sx(t), y1: sy(lo), y2: sy(hi) }, g);
-          for (const v of [lo, hi]) {
-            el("line", { x1: sx(t) - 4, x2: sx(t) + 4, y1: sy(v), y2: sy(v) }, g);
+        for (const b of s.band || []) whisker(s.color, b);
+      } else {
+        for (const run of bandRuns(s.band || [])) {
+          if (run.length === 1) {  // one interval has no width to shade: its bar
+            whisker(s.color, run[0]);
+            continue;
           }
+          const upper = run.map((b) => `${sx(b[0]).toFixed(1)},${sy(b[2]).toFixed(1)}`);
+          const lower = run.slice().reverse()
+            .map((b) => `${sx(b[0]).toFixed(1)},${sy(b[1]).toFixed(1)}`);
+          el("polygon", { points: [...upper, ...lower].join(" "), fill: s.color,
+                          "fill-opacity": 0.15, stroke: "none", class: "band" }, svg);
         }
-      } else if (s.band && s.band.length) {
-        const upper = s.band.map((b) => `${sx(b[0]).toFixed(1)},${sy(b[2]).toFixed(1)}`);
-        const lower = s.band.slice().reverse()
-          .map((b) => `${sx(b[0]).toFixed(1)},${sy(b[1]).toFixed(1)}`);
-        el("polygon", { points: [...upper, ...lower].join(" "), fill: s.color,
-                        "fill-opacity": 0.15, stroke: "none" }, svg);
       }
       // a gap (null) breaks the line into runs
       let run = [];
@@ -131,18 +170,7 @@ const NoisyChart = (() => {
     }
     container.appendChild(svg);
 
-    const legend = document.createElement("ul");
-    legend.className = "legend";
-    for (const s of spec.series) {
-      const li = document.createElement("li");
-      const swatch = document.createElement("span");
-      swatch.className = "swatch";
-      const mark = el("svg", { width: 14, height: 10, viewBox: "0 0 14 10" });
-      el("rect", { width: 14, height: 10, fill: s.color }, mark);
-      swatch.appendChild(mark);
-      li.append(swatch, document.createTextNode(" " + s.name));
-      legend.appendChild(li);
-    }
+    const legend = legendList(spec.series);
     if (marks.length) {
       const li = document.createElement("li");
       li.className = "mark-legend";
@@ -189,29 +217,48 @@ const NoisyChart = (() => {
   /* Estimates with their intervals as error bars, side by side (the plot `noisyloop evaluate
    * --plot` draws).  spec: categories' and {items: [{name, value, low, high}], color, empty} */
   function errorbars(container, spec) {
-    container.replaceChildren();
     const items = spec.items.filter((x) => Number.isFinite(x.value));
-    if (!items.length) {
+    groupedErrorbars(container, { ...spec, groups: [{ color: spec.color || "#2563eb" }],
+                                  items: items.map((x) => ({ ...x, values: [x] })) });
+  }
+
+  /* Several estimates per named item (one per group, side by side, in the group's colour)
+   * with their intervals, and a legend of the named groups.  spec: categories' and {groups:
+   * [{name, color}], items: [{name, values: [{value, low, high}] (one per group)}], empty} */
+  function groupedErrorbars(container, spec) {
+    container.replaceChildren();
+    const shown = (v) => v && Number.isFinite(v.value);
+    const ys = spec.items.flatMap((x) => x.values.filter(shown)
+      .flatMap((v) => [v.value, v.low, v.high])).filter(Number.isFinite);
+    if (!ys.length) {
       empty(container, spec.empty);
       return;
     }
-    const ys = items.flatMap((x) => [x.value, x.low, x.high]).filter(Number.isFinite);
     let y0 = Math.min(...ys), y1 = Math.max(...ys);
     const margin = (y1 - y0) * 0.08 || Math.abs(y1) * 0.1 || 0.05;
     y0 -= margin;
     y1 += margin;
-    const color = spec.color || "#2563eb";
-    categories(container, { ...spec, items, class: "errorbars" }, y0, y1, (g, cx, sy, x) => {
-      if (Number.isFinite(x.low) && Number.isFinite(x.high)) {
-        el("line", { x1: cx, x2: cx, y1: sy(x.low), y2: sy(x.high), stroke: color,
-                     "stroke-width": 1.5 }, g);
-        for (const v of [x.low, x.high]) {
-          el("line", { x1: cx - 8, x2: cx + 8, y1: sy(v), y2: sy(v), stroke: color,
-                       "stroke-width": 1.5 }, g);
+    const n = spec.groups.length, cap = n > 1 ? 4 : 8;
+    categories(container, { ...spec, class: n > 1 ? "errorbars grouped" : "errorbars" }, y0, y1,
+               (g, cx, sy, x, w) => {
+      x.values.forEach((v, k) => {
+        if (!shown(v)) return;
+        const color = spec.groups[k].color;
+        const at = cx + (k - (n - 1) / 2) * Math.min(18, (w * 0.7) / n);
+        const bar = n > 1 ? el("g", { class: "estimate", "data-group": spec.groups[k].name }, g)
+          : g;
+        if (Number.isFinite(v.low) && Number.isFinite(v.high)) {
+          el("line", { x1: at, x2: at, y1: sy(v.low), y2: sy(v.high), stroke: color,
+                       "stroke-width": 1.5 }, bar);
+          for (const b of [v.low, v.high]) {
+            el("line", { x1: at - cap, x2: at + cap, y1: sy(b), y2: sy(b), stroke: color,
+                         "stroke-width": 1.5 }, bar);
+          }
         }
-      }
-      el("circle", { cx, cy: sy(x.value), r: 4, fill: color }, g);
+        el("circle", { cx: at, cy: sy(v.value), r: n > 1 ? 3.5 : 4, fill: color }, bar);
+      });
     });
+    if (n > 1) container.appendChild(legendList(spec.groups));
   }
 
   /* Values as bars from 0, each labelled with its value.  spec: categories' and
@@ -230,5 +277,5 @@ const NoisyChart = (() => {
       });
   }
 
-  return { bars, draw, errorbars, ticks };
+  return { bars, draw, errorbars, groupedErrorbars, ticks };
 })();

@@ -230,20 +230,29 @@
 
   window.addEventListener("hashchange", route);
 
+  /* The rates, then (on a line of its own in a table's noise cell) their source and age. */
   function noiseSummary(noise) {
-    if (!noise) return "—";
-    const rates = `ρ0 ${fmt(noise.rho0)}, ρ1 ${fmt(noise.rho1)}`;
-    return noise.estimated_at ? `${rates} (${noise.source}, ${when(noise.estimated_at)})`
-      : `${rates} (${noise.source})`;
+    if (!noise) return ["—"];
+    return [`ρ0 ${fmt(noise.rho0)}, ρ1 ${fmt(noise.rho1)}`, " ",
+      h("small", { class: "source" }, noise.source,
+        noise.estimated_at ? [", ", age(unixTime(noise.estimated_at))] : null)];
   }
 
-  /* A model's event rate: its newest series point's, or 0 once it applied nothing since
-   * that point (the trainer writes one within an interval of a model going idle). */
-  function rateCell(p, applied) {
-    if (!p) return h("td", { class: "num rate" }, "—");
+  /* A model's event rate, by one rule for every page: the newest series point's, or 0
+   * (idle) once the model's live events_applied (read as sync reads it) has not moved past
+   * that point's (the trainer writes a point within an interval of a model going idle).
+   * {idle, perSecond, t}, or null without a point. */
+  function eventRate(p, applied) {
+    if (!p) return null;
     const idle = p.events_applied >= applied;
-    return h("td", { class: "num rate" }, idle ? "0" : fmt(p.events_per_second, 1), " ",
-      h("small", {}, idle ? "idle, last point " : "point ", age(p.t)));
+    return { idle, perSecond: idle ? 0 : p.events_per_second, t: p.t };
+  }
+
+  function rateCell(p, applied) {
+    const rate = eventRate(p, applied);
+    if (!rate) return h("td", { class: "num rate" }, "—");
+    return h("td", { class: "num rate" }, rate.idle ? "0" : fmt(rate.perSecond, 1), " ",
+      h("small", {}, rate.idle ? "idle, last point " : "point ", age(rate.t)));
   }
 
   /* A model's drift detector in a word or two: off, warming up, stable, or drift with its
@@ -311,7 +320,7 @@
           h("td", {}, m.algorithm), h("td", { class: "num" }, m.version),
           h("td", { class: "num" }, m.stats.events_applied),
           h("td", { class: "num" }, m.stats.events_dead_lettered),
-          h("td", {}, noiseSummary(m.noise))))) : note("No models."));
+          h("td", { class: "noise" }, noiseSummary(m.noise))))) : note("No models."));
     }));
     return card;
   }
@@ -351,7 +360,7 @@
       head,
       section("Reward over time", "reward", async (body) => {
         const { points } = await seriesPromise;
-        rewardChart(body, points, model.drift);
+        rewardChart(body, points, model.drift, s.events_applied);
       }),
       section("Noise rates", "noise", async (body) => {
         const { points } = await seriesPromise;
@@ -382,13 +391,18 @@
       + `change, action ${d.action}${recovered})` };
   }
 
-  function rewardChart(body, points, drift) {
+  /* `applied`: the model's events_applied as its page read it (live). */
+  function rewardChart(body, points, drift, applied) {
     body.replaceChildren();
     const last = points[points.length - 1];
-    if (last) {
-      body.append(h("p", { class: "latest" },
+    const rate = eventRate(last, applied);
+    if (rate) {
+      body.append(h("p", { class: "latest", id: "latest-window" },
         `latest window: online ${pct(last.online_reward)}, calibrated `,
-        `${pct(last.calibrated_reward)}, ${fmt(last.events_per_second, 1)} events/s`));
+        `${pct(last.calibrated_reward)}; `, rate.idle
+          ? h("span", { class: "rate" }, "0 events/s (idle, last point ", age(rate.t), ")")
+          : h("span", { class: "rate" }, `${fmt(rate.perSecond, 1)} events/s (point `,
+            age(rate.t), ")")));
     }
     const chart = h("div", { class: "chart-box", id: "reward-chart" });
     body.append(chart);
@@ -413,8 +427,9 @@
       body.append(note("This model's task has no click-noise rates."));
       return;
     }
+    let n = null;
     try {
-      const n = await api("GET", modelPath(id, "/noise"));
+      n = await api("GET", modelPath(id, "/noise"));
       const iv = n.interval || {};
       body.append(h("dl", { class: "facts", id: "noise-now" },
         fact("status", n.status), fact("estimator", n.estimator),
@@ -428,8 +443,9 @@
     }
     const chart = h("div", { class: "chart-box", id: "noise-chart" });
     body.append(chart);
-    const band = (kind) => points.filter((p) => p[`${kind}_interval`])
-      .map((p) => [p.t, p[`${kind}_interval`][0], p[`${kind}_interval`][1]]);
+    // a point without an interval breaks the band (it is not shaded across)
+    const band = (kind) => points.map((p) => (p[`${kind}_interval`]
+      ? [p.t, ...p[`${kind}_interval`]] : [p.t, null, null]));
     NoisyChart.draw(chart, {
       title: "noise rates", yMin: 0,
       empty: "No points yet.",
@@ -441,8 +457,13 @@
       ],
     });
     const banded = points.some((p) => p.rho0_interval || p.rho1_interval);
-    body.append(note(banded ? "Shaded: the published anchor estimate's interval."
-      : "No interval: no estimate with an interval was published for these rates."));
+    const published = n && n.interval && n.interval.rho0;
+    body.append(note(banded ? "Shaded: the published anchor estimate's 95% interval at "
+      + "each point since its publish (a bar where a single point has it)."
+      : published ? "No point since the estimate was published: its interval is above, "
+        + "and is shaded from the model's next point on."
+        : "No interval: no estimate with an interval was published for these rates.",
+    "muted band-caption"));
   }
 
   /* What each source of a rank model's position bias means. */
@@ -705,7 +726,7 @@
     }
     for (const td of lead) td.setAttribute("rowspan", e.slots.length);
     return e.slots.map((slot, k) => h("tr", { class: k ? "slot" : "slot first" }, k ? null : lead,
-      h("td", {}, `slot ${slot.slot}: item `, h("span", { class: "item-id" }, itemText(slot))),
+      h("td", {}, `slot ${slot.slot}: `, h("span", { class: "item-id" }, itemText(slot))),
       h("td", { class: "num" }, short(slot.propensity)),
       h("td", {}, timeout ? "no feedback" : short(slot.click))));
   }
@@ -713,7 +734,8 @@
   async function decisionsCard(body, id) {
     const recent = await recentLog(id);
     body.replaceChildren(recent.length
-      ? table(["applied", "event", "version", "action or slot", "propensity", "outcome"],
+      ? table(["applied", "event", "version", "action, or slot: item id", "propensity",
+               "outcome"],
               recent.flatMap(decisionRows), "decisions")
       : note("No decisions logged yet."));
   }
@@ -807,9 +829,14 @@
     };
     showFields();
     policy.addEventListener("change", showFields);
+    // a model whose clicks are corrected per slot (its per-slot estimate, which the service
+    // uses when no rates are sent) gets empty fields; another, the rates in force
+    const perSlot = Boolean(model.position_bias);
     const rate = (name) => h("input", {
       id: `eval-${name}`, name, type: "number", min: 0, max: 0.999, step: "any",
-      placeholder: "none", value: model.noise ? model.noise[name] : undefined });
+      placeholder: perSlot ? "per slot" : "none",
+      title: perSlot ? "empty: the model's per-slot estimate corrects the clicks" : undefined,
+      value: model.noise && !perSlot ? model.noise[name] : undefined });
     const rho0 = rate("rho0"), rho1 = rate("rho1");
     const status = h("p", { class: "muted", role: "status", id: "eval-status" });
     const submit = h("button", { type: "submit" }, "Evaluate");
@@ -847,7 +874,8 @@
   /* One evaluation: what was asked, then its status until done, then its plot and numbers. */
   function evaluationBox(id, entry) {
     const { request } = entry;
-    const rates = request.rho0 === undefined ? "the model's rates (rank), else raw clicks"
+    const rates = request.rho0 === undefined
+      ? "no rates sent (a rank model: its per-slot estimate, else its rates; else raw clicks)"
       : `ρ0 ${fmt(request.rho0)}, ρ1 ${fmt(request.rho1)}`;
     const status = h("span", { class: "muted" }, "queued");
     const content = h("div", {});
@@ -894,15 +922,70 @@
     return box;
   }
 
+  const ESTIMATOR_COLORS = { ips: COLORS.online, snips: COLORS.calibrated, dr: COLORS.rho1 };
+
+  /* A rank evaluation's every position (its three estimators side by side, then a table with
+   * each one's effective sample size and flag) and the slate estimates. */
+  function positionsResult(job) {
+    const out = [];
+    const positions = Array.isArray(job.positions) ? job.positions : [];
+    if (positions.length) {
+      const chart = h("div", { class: "chart-box positions-chart" });
+      NoisyChart.groupedErrorbars(chart, {
+        groups: Object.entries(ESTIMATORS).map(([k, name]) => ({
+          name, color: ESTIMATOR_COLORS[k] })),
+        items: positions.map((p) => ({ name: `slot ${p.position}`, values: Object.keys(
+          ESTIMATORS).map((k) => (isEstimate(p[k]) ? { value: p[k].value, low: p[k].ci_low,
+          high: p[k].ci_high } : null)) })),
+        title: ["every position: value of the slot's item (95% interval)"],
+        yLabel: "estimated value", empty: "No position has an estimate.",
+      });
+      out.push(h("h4", {}, "Positions"), chart, table(
+        ["slot", "IPS", "SNIPS", "DR", "ESS", ""],
+        positions.map((p) => h("tr", { "data-position": p.position },
+          h("td", { class: "num" }, p.position),
+          Object.keys(ESTIMATORS).map((k) => h("td", { class: k }, isEstimate(p[k])
+            ? [fmt(p[k].value), h("small", {}, interval(p[k].ci_low, p[k].ci_high).trim())]
+            : "—")),
+          h("td", { class: "num" }, fmt(p.ess, 0)),
+          h("td", { class: p.insufficient_data ? "error flag" : "flag" },
+            p.insufficient_data ? "insufficient_data" : ""))),
+        "positions"),
+      // a flagged slot's reason below the table (long: it would widen the narrow table)
+      ...positions.filter((p) => p.insufficient_data).map((p) => note(
+        `slot ${p.position}: ${p.reason || "insufficient_data"}`, "muted flag-reason")));
+    }
+    const slates = job.slates;
+    if (slates && (isEstimate(slates.rips) || isEstimate(slates.snrips))) {
+      const chart = h("div", { class: "chart-box slates-chart" });
+      const items = [["rips", "RIPS"], ["snrips", "SNRIPS"]].filter(([k]) => isEstimate(
+        slates[k])).map(([k, name]) => ({ name, value: slates[k].value,
+        low: slates[k].ci_low, high: slates[k].ci_high }));
+      NoisyChart.errorbars(chart, {
+        items, height: 220, color: COLORS.online,
+        title: [`slates: expected clicks per ranking (${fmt(slates.n_slates, 0)} rankings ` +
+                `of ${fmt(slates.slots, 0)} slots)`],
+        yLabel: "clicks per ranking",
+      });
+      out.push(h("h4", {}, "Slates"), chart, table(["estimator", "value", "95% interval"],
+        items.map((x) => h("tr", { "data-slate": x.name.toLowerCase() },
+          h("td", {}, x.name), h("td", { class: "num" }, fmt(x.value)),
+          h("td", {}, interval(x.low, x.high).trim() || "—"))), "slates"));
+    }
+    return out;
+  }
+
   function evaluationResult(job) {
     const names = [...Object.keys(ESTIMATORS).filter((k) => isEstimate(job[k])),
                    ...Object.keys(job).filter((k) => !ESTIMATORS[k] && isEstimate(job[k]))];
+    const ranked = Array.isArray(job.positions) && job.positions.length > 0;
     const correction = job.correction || {};
     const chart = h("div", { class: "chart-box evaluation-chart" });
     NoisyChart.errorbars(chart, {
       items: names.map((k) => ({ name: ESTIMATORS[k] || k, value: job[k].value,
                                  low: job[k].ci_low, high: job[k].ci_high })),
-      title: [`policy ${policyText(job.policy)} on the ${job.log || "log"}`,
+      title: [`policy ${policyText(job.policy)} on the ${job.log || "log"}` +
+              (ranked ? " (slot 0)" : ""),
               `n = ${fmt(job.n, 0)}, ESS = ${fmt(job.ess, 0)}, ` +
               (correction.rho0 === null || correction.rho0 === undefined ? "raw clicks"
                 : correction.theta ? "corrected per slot" : "h(f)")],
@@ -912,8 +995,8 @@
     const rows = names.map((k) => h("tr", { "data-estimator": k },
       h("td", {}, ESTIMATORS[k] || k), h("td", { class: "num" }, fmt(job[k].value)),
       h("td", {}, interval(job[k].ci_low, job[k].ci_high).trim() || "—")));
-    const rest = Object.entries(job).filter(([k, v]) =>
-      !EVALUATION_FIELDS.includes(k) && !isEstimate(v));
+    const rest = Object.entries(job).filter(([k, v]) => !EVALUATION_FIELDS.includes(k) &&
+      !isEstimate(v) && !(ranked && ["positions", "slates"].includes(k)));
     const scalars = rest.filter(([, v]) => v === null || typeof v !== "object");
     const nested = rest.filter(([, v]) => v !== null && typeof v === "object");
     return [
@@ -922,6 +1005,7 @@
       h("dl", { class: "facts" }, fact("events (n)", fmt(job.n, 0)),
         fact("effective sample size", fmt(job.ess, 1)), fact("bootstrap", job.bootstrap),
         fact("reward", correction.reward), scalars.map(([k, v]) => fact(k, short(v)))),
+      ...(ranked ? positionsResult(job) : []),
       ...nested.map(([k, v]) => h("details", {}, h("summary", {}, k),
         h("pre", {}, JSON.stringify(v, null, 2)))),
     ];
