@@ -8,6 +8,7 @@ import io
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -303,6 +304,19 @@ def test_a_model_exported_reset_and_imported_is_the_model_exported(loop: Loop) -
     with pytest.raises(HttpResponseError, match="state") as raised:
         admin.import_model(io.BytesIO(b'{"state": {}}'))
     assert raised.value.status_code == 400
+
+
+def test_the_log_properties_are_the_decision_logs_time_range(loop: Loop) -> None:
+    admin, client = _admin(loop), _client(loop)
+    assert "dateRange" not in admin.get_log_properties()
+    before = datetime.now(UTC)
+    for _ in range(2):
+        client.reward(client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS})["eventId"],
+                      {"value": 1.0})
+        loop.sync()
+    found = admin.get_log_properties()["dateRange"]
+    first, last = (datetime.fromisoformat(found[k]) for k in ("from", "to"))
+    assert before - timedelta(seconds=1) <= first <= last <= datetime.now(UTC)
 
 
 def test_calls_not_served_yet_are_refused_naming_them(loop: Loop) -> None:

@@ -10,7 +10,8 @@ action (exactly once: Personalizer's ``earliest`` aggregation, a later reward is
 counted as a duplicate; one sent before a deferred decision's activation is kept until
 then), an Activate the activation of a deferred decision, the service
 configuration a view of the model's settings (:mod:`app.api.personalizer_config`), the
-model's export, import, reset and properties its snapshot, reset and times.  A client's
+model's export, import, reset and properties its snapshot, reset and times, the log's
+properties its decision log's time range.  A client's
 ``eventId`` names its decision through :class:`~app.store.aliases.AliasStore`.  Every error
 is answered in Personalizer's shape; a call not served yet is refused naming it.
 """
@@ -18,6 +19,7 @@ is answered in Personalizer's shape; a call not served yet is refused naming it.
 from __future__ import annotations
 
 import functools
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import orjson
@@ -287,6 +289,20 @@ async def reset_model(request: Request, model_id: str) -> Response:
     return Response(status_code=204)
 
 
+async def get_log_properties(request: Request, model_id: str) -> Response:
+    """Log properties: the times of the decision log's first and last entries (UTC, ISO
+    8601); no ``dateRange`` while the log is empty."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    ends = [await ctx.store.log.read(view.keys, count=1, newest_first=newest)
+            for newest in (False, True)]
+    if not ends[0] or not ends[1]:
+        return OrjsonResponse({})
+    first, last = (datetime.fromtimestamp(end[0].applied_ms / 1000, UTC).isoformat()
+                   for end in ends)
+    return OrjsonResponse({"dateRange": {"from": first, "to": last}})
+
+
 async def unsupported_call(request: Request, model_id: str, rest: str) -> Response:
     """A Personalizer call noisyloop does not serve yet (named in the answer)."""
     await _view(request, model_id)
@@ -327,6 +343,8 @@ router.add_api_route(f"{PREFIXES[0]}/model", _personalizer_errors(import_model),
                      methods=["PUT"], status_code=204)
 router.add_api_route(f"{PREFIXES[0]}/model", _personalizer_errors(reset_model),
                      methods=["DELETE"], status_code=204)
+router.add_api_route(f"{PREFIXES[0]}/logs/properties",
+                     _personalizer_errors(get_log_properties), methods=["GET"])
 router.add_api_route("/{model_id}/personalizer/{rest:path}",
                      _personalizer_errors(unsupported_call),
                      methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
