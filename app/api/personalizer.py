@@ -196,7 +196,6 @@ NOT_SUPPORTED = {
     "configurations": "policy (get/update/reset_policy, apply_from_evaluation)",
     "evaluations": "offline evaluations (create/get/list/delete_evaluation)",
     "featureImportances": "feature importances (create/get/list/delete_feature_importance)",
-    "logs": "log deletion (delete_logs)",
 }
 
 

@@ -306,7 +306,8 @@ def test_a_model_exported_reset_and_imported_is_the_model_exported(loop: Loop) -
     assert raised.value.status_code == 400
 
 
-def test_the_log_properties_are_the_decision_logs_time_range(loop: Loop) -> None:
+def test_log_properties_give_the_decision_logs_time_range_and_delete_clears_it(
+        loop: Loop) -> None:
     admin, client = _admin(loop), _client(loop)
     assert "dateRange" not in admin.get_log_properties()
     before = datetime.now(UTC)
@@ -317,6 +318,14 @@ def test_the_log_properties_are_the_decision_logs_time_range(loop: Loop) -> None
     found = admin.get_log_properties()["dateRange"]
     first, last = (datetime.fromisoformat(found[k]) for k in ("from", "to"))
     assert before - timedelta(seconds=1) <= first <= last <= datetime.now(UTC)
+    admin.delete_logs()
+    assert "dateRange" not in admin.get_log_properties()
+    assert loop.api.get("/v1/models/loop/log").text == ""
+    assert loop.model()["stats"]["events_applied"] == 2  # what was learned stays
+    client.reward(client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS})["eventId"],
+                  {"value": 1.0})
+    loop.sync()
+    assert len(loop.api.get("/v1/models/loop/log").text.splitlines()) == 1
 
 
 def test_calls_not_served_yet_are_refused_naming_them(loop: Loop) -> None:

@@ -11,7 +11,7 @@ counted as a duplicate; one sent before a deferred decision's activation is kept
 then), an Activate the activation of a deferred decision, the service
 configuration a view of the model's settings (:mod:`app.api.personalizer_config`), the
 model's export, import, reset and properties its snapshot, reset and times, the log's
-properties its decision log's time range.  A client's
+properties and deletion its decision log's time range and clearing.  A client's
 ``eventId`` names its decision through :class:`~app.store.aliases.AliasStore`.  Every error
 is answered in Personalizer's shape; a call not served yet is refused naming it.
 """
@@ -303,6 +303,14 @@ async def get_log_properties(request: Request, model_id: str) -> Response:
     return OrjsonResponse({"dateRange": {"from": first, "to": last}})
 
 
+async def delete_logs(request: Request, model_id: str) -> Response:
+    """Delete logs: clear the model's decision log (what the model learned stays)."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    await ctx.store.log.clear(view.keys)
+    return Response(status_code=204)
+
+
 async def unsupported_call(request: Request, model_id: str, rest: str) -> Response:
     """A Personalizer call noisyloop does not serve yet (named in the answer)."""
     await _view(request, model_id)
@@ -345,6 +353,8 @@ router.add_api_route(f"{PREFIXES[0]}/model", _personalizer_errors(reset_model),
                      methods=["DELETE"], status_code=204)
 router.add_api_route(f"{PREFIXES[0]}/logs/properties",
                      _personalizer_errors(get_log_properties), methods=["GET"])
+router.add_api_route(f"{PREFIXES[0]}/logs", _personalizer_errors(delete_logs),
+                     methods=["DELETE"], status_code=204)
 router.add_api_route("/{model_id}/personalizer/{rest:path}",
                      _personalizer_errors(unsupported_call),
                      methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
