@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from app.api.decisionrequest import Candidates, DecisionOptions, DecisionRequest
 from app.api.errors import ApiError, validation_error
+from app.api.features import hash_feature, named_term
 from app.api.responses import OrjsonResponse
 from app.api.schemas.predict import MAX_NAME_CHARS, MAX_NAMED, NamedFeatures
 
@@ -38,6 +39,9 @@ MAX_ACTIONS = 50
 MAX_ID_CHARS = 256
 #: Deepest nesting of a feature object that is flattened.
 MAX_FEATURE_DEPTH = 8
+
+#: One action ranked: its id and named features.
+Candidate = tuple[str, Mapping[str, float | str]]
 
 PersonalizerId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 #: An event id: also a path segment of its reward and activation (so without "/").
@@ -147,17 +151,51 @@ def decision_request(body: RankRequest, baseline: bool) -> tuple[DecisionRequest
 
 
 def rank_response(event_id: str, ids: Sequence[str], chosen: str, chosen_probability: float,
-                  probabilities: np.ndarray | None, excluded: Sequence[str]) -> dict[str, Any]:
+                  probabilities: np.ndarray | None, excluded: Sequence[str],
+                  explained: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Personalizer's rank answer: every action once, the chosen one first with the
     probability it was logged with, the others by their probability of being chosen (None:
-    the baseline was served, they had none), the excluded ones last with 0."""
+    the baseline was served, they had none), the excluded ones last with 0; with
+    ``explained``, its ``inferenceExplanation``."""
     rest = [(i, 0.0 if probabilities is None else float(probabilities[k]))
             for k, i in enumerate(ids) if i != chosen]
     rest.sort(key=lambda pair: -pair[1])
     ranking = [{"id": chosen, "probability": chosen_probability},
                *({"id": i, "probability": p} for i, p in rest),
                *({"id": i, "probability": 0.0} for i in excluded)]
-    return {"ranking": ranking, "eventId": event_id, "rewardActionId": chosen}
+    out = {"ranking": ranking, "eventId": event_id, "rewardActionId": chosen}
+    if explained is not None:
+        out["inferenceExplanation"] = explained
+    return out
+
+
+#: The name of a score's constant term in an inference explanation.
+INTERCEPT = "(intercept)"
+
+
+def explanation(context: Mapping[str, float | str], actions: Sequence[Candidate],
+                effects: tuple[float, np.ndarray, np.ndarray]) -> list[dict[str, Any]]:
+    """``inferenceExplanation``: per action ranked, each feature's name, value and score
+    (its term in the action's score, from the learner's
+    :meth:`~app.learners.rank.RidgeRanker.feature_effects`: the feature's hashed value
+    times the effect of its bucket), the constant term first; the scores add up to the
+    action's score."""
+    w0, context_effects, action_effects = effects
+
+    def terms(named: Mapping[str, float | str], row: np.ndarray) -> list[dict[str, Any]]:
+        out = []
+        for name, value in named.items():
+            key, amount = named_term(name, value)
+            bucket, sign = hash_feature(key, row.shape[0])
+            out.append({"name": name, "value": value,
+                        "score": sign * amount * float(row[bucket])})
+        return out
+
+    return [{"id": action_id,
+             "features": [{"name": INTERCEPT, "value": 1.0, "score": w0},
+                          *terms(context, context_effects[i]),
+                          *terms(named, action_effects[i])]}
+            for i, (action_id, named) in enumerate(actions)]
 
 
 #: noisyloop's request fields as Personalizer names them (errors name the latter).

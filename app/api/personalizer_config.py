@@ -4,17 +4,15 @@
 ``PUT`` changes those that map onto a setting and refuses, naming it, a change of any other
 (an unchanged value is accepted, so a configuration read, edited and written back works):
 
-========================== =========================================================
-Personalizer               the model's setting
-========================== =========================================================
-``rewardWaitTime``         ``feedback.wait_seconds`` (ISO 8601 duration, 1 s to 30 days)
-``defaultReward``          0: ``feedback.on_timeout: no_click``; other values refused
-``rewardAggregation``      ``earliest`` (noisyloop's exactly-once feedback); ``sum`` refused
-``explorationPercentage``  the learner's exploration share (its declared
-                           :attr:`~app.learners.base.Learner.exploration_param`)
-``learningMode``           ``Online`` / ``Apprentice``: the model's ``mode``;
-                           ``LoggingOnly`` refused
-========================== =========================================================
+- ``rewardWaitTime``: ``feedback.wait_seconds`` (ISO 8601 duration, 1 s to 30 days);
+- ``defaultReward``: 0 is ``feedback.on_timeout: no_click``; other values are refused;
+- ``rewardAggregation``: ``earliest`` (noisyloop's exactly-once feedback); ``sum`` refused;
+- ``explorationPercentage``: the learner's exploration share (its declared
+  :attr:`~app.learners.base.Learner.exploration_param`);
+- ``learningMode``: ``Online`` / ``Apprentice`` is the model's ``mode``; ``LoggingOnly``
+  refused;
+- ``isInferenceExplainabilityEnabled``: ``explain_scores`` (each rank answer explains its
+  scores; for learners that declare ``explains_scores``).
 
 The other fields are shown with the values that describe the service (the trainer
 publishes after every batch: ``modelExportFrequency`` ``PT0S``; the decision log's
@@ -34,6 +32,8 @@ from app.learners.registry import learner_class
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 #: Longest reward wait: as noisyloop's ``feedback.wait_seconds``.
 MAX_WAIT_SECONDS = 30 * 86400
+#: The model config's key of ``isInferenceExplainabilityEnabled``.
+EXPLAIN_KEY = "explain_scores"
 #: Personalizer's learning modes and noisyloop's.
 MODES = {"Online": "online", "Apprentice": "apprentice"}
 
@@ -87,6 +87,7 @@ def service_configuration(config: Mapping[str, Any], log_max_age: float) -> dict
         "logRetentionDays": math.ceil(log_max_age / 86400) if log_max_age else -1,
         "isAutoOptimizationEnabled": False,
         "logMirrorEnabled": False,
+        "isInferenceExplainabilityEnabled": bool(config.get(EXPLAIN_KEY, False)),
     }
 
 
@@ -122,6 +123,13 @@ def configured(config: Mapping[str, Any], body: Any, log_max_age: float) -> dict
             if value not in MODES:
                 raise _refuse(name, value, "noisyloop serves Online and Apprentice")
             new["mode"] = MODES[value]
+        elif name == "isInferenceExplainabilityEnabled":
+            if not isinstance(value, bool):
+                raise ApiError(422, "invalid_configuration", f"{name} must be true or false",
+                               name)
+            if value and not learner_class(config["task"], config["algorithm"]).explains_scores:
+                raise _refuse(name, value, "the model's learner does not split its scores")
+            new[EXPLAIN_KEY] = value
         elif name == "defaultReward":
             if value != shown[name] and not (value == 0 and shown[name] is None):
                 raise _refuse(name, value, "an event without reward is learned as reward 0")

@@ -296,6 +296,7 @@ class RidgeRanker(Learner):
     uses_noise_rates: ClassVar[bool] = True
     ranks_candidates: ClassVar[bool] = True
     follows_baseline: ClassVar[bool] = True
+    explains_scores: ClassVar[bool] = True
     exploration_param: ClassVar[str | None] = "epsilon"
     estimates_position_bias: ClassVar[bool] = True
     logs_placements: ClassVar[bool] = True
@@ -573,6 +574,23 @@ class RidgeRanker(Learner):
                    for k, (i, v) in enumerate(zip(rows, scores, strict=True))]
         return Decision({**decision.output, "ranking": ranking},
                         {**decision.context, "actions": logged, "scores": logged_scores})
+
+    def feature_effects(self, x: np.ndarray, actions: np.ndarray
+                        ) -> tuple[float, np.ndarray, np.ndarray]:
+        """The score of each candidate row split by input feature, with the solution in use:
+        ``w_0 + sum_j x_j C[i, j] + sum_k A[i, k] B[i, k]`` with ``C = A W^T`` (the
+        interaction ``x^T W a`` counted with the context features) and ``B[i] = w_a``.
+        Returns ``(w_0, C, B)``.
+
+        >>> m = RidgeRanker(n_features=2, n_action_features=1, slots=1)
+        >>> w0, C, B = m.feature_effects(np.ones(2), np.ones((3, 1)))
+        >>> C.shape, B.shape
+        ((3, 2), (3, 1))
+        """
+        x = check_input(x, self.n_features)
+        A = self._actions(actions)
+        w0, wa, W = self._blocks
+        return w0, A @ W.T, np.tile(wa, (A.shape[0], 1))
 
     def first_slot_probabilities(self, x: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """The probability of each candidate row to be placed in slot 0 by :meth:`decide`

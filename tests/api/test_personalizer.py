@@ -4,6 +4,7 @@ back as the SDKs' exceptions with the message, and a simulated world learns thro
 
 from __future__ import annotations
 
+import base64
 import io
 import uuid
 from collections.abc import Iterator
@@ -326,6 +327,64 @@ def test_log_properties_give_the_decision_logs_time_range_and_delete_clears_it(
                   {"value": 1.0})
     loop.sync()
     assert len(loop.api.get("/v1/models/loop/log").text.splitlines()) == 1
+
+
+#: ``CONTEXT`` and ``ACTIONS`` flattened by hand (strings categorical, booleans 1 or 0).
+FLAT_CONTEXT = {"user.profile": "gold", "user.age": 31.0, "user.returning": 1.0,
+                "environment.daypart": "morning", "environment.weekend": 0.0}
+FLAT_ACTIONS = {a["id"]: {"item.kind": a["features"][0]["item"]["kind"],
+                          "item.price": float(a["features"][0]["item"]["price"])}
+                for a in ACTIONS}
+
+
+def test_inference_explanations_are_the_weights_times_the_features(loop: Loop) -> None:
+    """Each feature's score is its hashed value times the model's weights, computed here from
+    the exported weights with scikit-learn's FeatureHasher (to 1e-9)."""
+    from sklearn.feature_extraction import FeatureHasher
+
+    from app.learners.build import build_learner
+
+    client, admin = _client(loop), _admin(loop)
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        answer = client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS})
+        client.reward(answer["eventId"], {"value": float(rng.random() < 0.5)})
+    loop.sync()
+    assert "inferenceExplanation" not in client.rank({"contextFeatures": CONTEXT,
+                                                      "actions": ACTIONS})
+    admin.update_service_configuration({"isInferenceExplainabilityEnabled": True})
+    explained = client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS,
+                             "excludedActions": ["music"]})["inferenceExplanation"]
+
+    snapshot = orjson.loads(b"".join(admin.export_model()))
+    model = loop.model()
+    config = {**snapshot["model"], "seed": model["seed"]}
+    state = {name: np.load(io.BytesIO(base64.b64decode(a["data_b64"])))
+             for name, a in snapshot["state"].items()}
+    w = build_learner(config, state, noise=(model["noise"]["rho0"], model["noise"]["rho1"])
+                      ).weights()
+    dx, da = config["n_features"], config["params"]["n_action_features"]
+    w0, wa, W = w[0], w[1:1 + da], w[1 + da:].reshape(dx, da)
+
+    def hashed(features: dict[str, Any], n: int) -> np.ndarray:
+        out: np.ndarray = FeatureHasher(n_features=n, input_type="dict").transform(
+            [features]).toarray()[0]
+        return out
+
+    assert [e["id"] for e in explained] == ["news", "sports", "weather"]
+    checked = 0
+    for e in explained:
+        a = hashed(FLAT_ACTIONS[e["id"]], da)
+        expected = {"(intercept)": w0,
+                    **{name: hashed({name: v}, dx) @ (W @ a) for name, v in FLAT_CONTEXT.items()},
+                    **{name: hashed({name: v}, da) @ wa
+                       for name, v in FLAT_ACTIONS[e["id"]].items()}}
+        got = {f["name"]: f["score"] for f in e["features"]}
+        assert got == pytest.approx(expected, abs=1e-9)
+        assert sum(got.values()) == pytest.approx(w0 + a @ wa + hashed(FLAT_CONTEXT, dx) @ W @ a,
+                                                  abs=1e-9)
+        checked += 1
+    assert checked == 3 and np.abs(W).max() > 0  # the model had learned something
 
 
 def test_calls_not_served_yet_are_refused_naming_them(loop: Loop) -> None:

@@ -43,14 +43,16 @@ from app.api.personalizer import (
     RewardRequest,
     decision_request,
     error_response,
+    explanation,
     not_supported,
     parse,
     rank_response,
 )
-from app.api.personalizer_config import configured, service_configuration
+from app.api.personalizer_config import EXPLAIN_KEY, configured, service_configuration
 from app.api.ranking import rank_input
 from app.api.responses import OrjsonResponse
 from app.api.schemas.models import SnapshotImportRequest, SnapshotResponse
+from app.api.schemas.predict import NamedFeatures
 from app.api.schemas.rank import RankFeedback
 from app.learners.base import CandidateRanker, ParamError
 from app.learners.build import build_learner
@@ -123,8 +125,16 @@ async def rank_single_slot(request: Request, model_id: str) -> Response:
     native, excluded = decision_request(body, apprentice)
     candidates = cast(list, native.candidates)[0]
     one = rank_input(native.contexts[0], candidates, native.options[0], config, "")
+    ranker = cast(CandidateRanker, learner)
     probabilities = (None if apprentice else
-                     cast(CandidateRanker, learner).first_slot_probabilities(one.x, one.actions))
+                     ranker.first_slot_probabilities(one.x, one.actions))
+    explained = None
+    if config.get(EXPLAIN_KEY) and learner.explains_scores:
+        explained = explanation(
+            cast(NamedFeatures, native.contexts[0]).named,
+            [(i, cast(NamedFeatures, f).named)
+             for i, f in zip(candidates.ids, candidates.features, strict=True)],
+            ranker.feature_effects(one.x, one.actions))
     ttl = _alias_seconds(view, ctx.settings.context_grace_seconds)
     if body.eventId is not None and not await ctx.store.aliases.claim(view.keys, body.eventId,
                                                                       ttl):
@@ -142,7 +152,8 @@ async def rank_single_slot(request: Request, model_id: str) -> Response:
     event_id = body.eventId or doc["event_id"]
     await ctx.store.aliases.bind(view.keys, event_id, Alias(doc["event_id"], top["id"]), ttl)
     return OrjsonResponse(rank_response(event_id, candidates.ids, top["id"],
-                                        top["probability"], probabilities, excluded),
+                                        top["probability"], probabilities, excluded,
+                                        explained),
                           status_code=201)
 
 
