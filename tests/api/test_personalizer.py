@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import io
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -411,7 +411,8 @@ GAP_CLOSED = 0.9
 def test_a_simulated_world_learns_through_rank_and_reward(loop: Loop) -> None:
     """The greedy choice (the action most likely to be chosen) closes at least 0.9 of the
     gap between a random choice and the best within 500 events of rank and reward, with
-    noisy (Bernoulli) rewards and a feature of pure noise in every context.
+    noisy (Bernoulli) rewards and a feature of pure noise in every context, through
+    Personalizer's SDK as through the native rank API on a model of the same settings.
 
     The world has 3 segments and 4 actions: random scores (0.8 + 3 * 0.2) / 4 = 0.35,
     the best 0.8.  The scored value is the mean *true* reward of the greedy choice over
@@ -422,23 +423,62 @@ def test_a_simulated_world_learns_through_rank_and_reward(loop: Loop) -> None:
     deviations above it (and the issue's acceptance floor is 0.6); random scores 0 on
     average.
     """
-    rng = np.random.default_rng(7)
     client = _client(loop)
-    actions = list(ACTIONS)
+
+    def personalizer(context: list[dict[str, Any]], scored: bool) -> tuple[str, str, str]:
+        answer = client.rank({"contextFeatures": context, "actions": ACTIONS})
+        greedy = max(answer["ranking"], key=lambda r: r["probability"])["id"]
+        return answer["eventId"], answer["rewardActionId"], greedy
+
+    closed = _gap_closed(personalizer,
+                         lambda event, value: client.reward(event, {"value": value}))
+    print(f"gap closed by the greedy choice: {closed:.3f} (Personalizer's SDK)")
+    r = loop.api.post("/v1/models", json={
+        "model_id": "native", "task": "rank", "n_features": 32, "n_action_features": 16,
+        "slots": 1, "seed": 0, "params": {"epsilon": 0.2},
+        "feedback": {"wait_seconds": 600, "on_timeout": "no_click"}})
+    assert r.status_code == 201, r.text
+    actions = [{"id": i, "features": {"named": named}} for i, named in FLAT_ACTIONS.items()]
+    chosen: dict[str, str] = {}  # the native feedback names the chosen action
+
+    def native(context: list[dict[str, Any]], scored: bool) -> tuple[str, str, str]:
+        named = {"user.segment": context[0]["user"]["segment"],
+                 "user.noise": context[0]["user"]["noise"]}
+        body = {"features": {"named": named}, "actions": actions}
+        answer = loop.api.post("/v1/models/native/rank", json=body).json()
+        greedy = (loop.api.post("/v1/models/native/rank", json={**body, "explore": False})
+                  .json()["ranking"][0]["id"] if scored else "")
+        chosen[answer["event_id"]] = answer["ranking"][0]["id"]
+        return answer["event_id"], answer["ranking"][0]["id"], greedy
+
+    def native_reward(event: str, value: float) -> None:
+        r = loop.api.post("/v1/models/native/feedback",
+                          json={"event_id": event, "rewards": {chosen[event]: value}})
+        assert r.status_code == 202, r.text
+
+    native_closed = _gap_closed(native, native_reward)
+    print(f"gap closed by the greedy choice: {native_closed:.3f} (the native rank API)")
+    assert min(closed, native_closed) >= GAP_CLOSED
+
+
+def _gap_closed(decide: Callable[[list[dict[str, Any]], bool], tuple[str, str, str]],
+                reward: Callable[[str, float], None]) -> float:
+    """The world of :func:`test_a_simulated_world_learns_through_rank_and_reward` played
+    through ``decide`` (event id, chosen and greedy action of a context; the greedy one only
+    when scored) and ``reward``: the gap share the greedy choice closes on the scored
+    events."""
+    rng = np.random.default_rng(7)
     segments = list(SEGMENTS)
     greedy_value: list[float] = []
     for t in range(LEARN_EVENTS + SCORED_EVENTS):
         segment = segments[int(rng.integers(len(segments)))]
         context = [{"user": {"segment": segment, "noise": float(rng.standard_normal())}}]
-        answer = client.rank({"contextFeatures": context, "actions": actions})
+        event, action, greedy = decide(context, t >= LEARN_EVENTS)
         liked = SEGMENTS[segment]
         if t >= LEARN_EVENTS:
-            greedy = max(answer["ranking"], key=lambda r: r["probability"])["id"]
             greedy_value.append(P_LIKED if greedy == liked else P_OTHER)
-        p = P_LIKED if answer["rewardActionId"] == liked else P_OTHER
-        client.reward(answer["eventId"], {"value": float(rng.random() < p)})
+        p = P_LIKED if action == liked else P_OTHER
+        reward(event, float(rng.random() < p))
     assert len(greedy_value) == SCORED_EVENTS
     random_value = (P_LIKED + 3 * P_OTHER) / 4
-    closed = (float(np.mean(greedy_value)) - random_value) / (P_LIKED - random_value)
-    print(f"gap closed by the greedy choice: {closed:.3f}")
-    assert closed >= GAP_CLOSED
+    return (float(np.mean(greedy_value)) - random_value) / (P_LIKED - random_value)
