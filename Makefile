@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e './clients/python[fast]' -e '.[lab,dev,bench,parquet,spark,peer]'
+	$(BIN)/pip install --quiet -e './clients/python[fast]' -e '.[lab,dev,bench,parquet,spark,peer,personalizer]'
 	touch $(STAMP)
 
 install: $(STAMP)

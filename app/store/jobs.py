@@ -50,6 +50,17 @@ INDEX_MARGIN_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
+
+def index_expiring(pipe: aioredis.client.Pipeline, mk: ModelKeys, key: str,
+                   ttl_seconds: float) -> None:
+    """Queue, in ``pipe`` that gives the model's ``key`` an expiry of ``ttl_seconds``, the key
+    on :attr:`~app.store.keys.ModelKeys.job_index` scored by that expiry (how a model delete
+    finds it without a scan), and the removal of the entries :data:`INDEX_MARGIN_SECONDS` past
+    theirs (the margin covers clocks that disagree)."""
+    now = time.time()
+    pipe.zadd(mk.job_index, {key: now + ttl_seconds})
+    pipe.zremrangebyscore(mk.job_index, "-inf", f"({now - INDEX_MARGIN_SECONDS}")
+
 class QueuedJob:
     """One taken job: its model and id."""
 
@@ -98,9 +109,7 @@ class JobQueue:
         on :attr:`~app.store.keys.ModelKeys.job_index` scored by that expiry (how a model
         delete finds it), and the removal of the entries :data:`INDEX_MARGIN_SECONDS` past
         theirs (the margin covers clocks that disagree)."""
-        now = time.time()
-        pipe.zadd(mk.job_index, {self.job_key(mk, job_id): now + self.ttl})
-        pipe.zremrangebyscore(mk.job_index, "-inf", f"({now - INDEX_MARGIN_SECONDS}")
+        index_expiring(pipe, mk, self.job_key(mk, job_id), self.ttl)
 
     @staticmethod
     def _ref(mk: ModelKeys, job_id: str) -> str:

@@ -22,7 +22,7 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:part:E             hash  open decision: feedback so far (want, n, f, expiry)
     nl:{T:M}:appr:E             str   apprentice decision: "1" if the model agreed, else "0"
     nl:{T:M}:event-ids          zset  E -> expiry (Redis clock) of its ctx, part and appr keys
-    nl:{T:M}:job-keys           zset  job and evaluation hash keys -> expiry (Unix seconds)
+    nl:{T:M}:job-keys           zset  job, evaluation and event-id alias keys -> expiry (Unix s)
     nl:{T:M}:budget             hash  label-budget strategy state (rounds, state)
     nl:{T:M}:events             stream joined events, consumer group "trainers"
     nl:{T:M}:noise              hash  rho0, rho1, source, estimated_at, n_samples, history
@@ -251,6 +251,16 @@ class ModelKeys:
         """Hash: feedback received so far for a decision that awaits more labels or copies."""
         return f"{self.tag}:part:{event_id}"
 
+    def alias(self, event_id: str) -> str:
+        """String: a decision known by a client's own event id (compatibility routes): the
+        service's event id and the chosen action's id (JSON), or empty while it is made."""
+        return f"{self.tag}:alias:{event_id}"
+
+    def alias_reward(self, event_id: str) -> str:
+        """String: the reward a client sent, by its own event id, before the decision was
+        activated (kept until the activation learns it)."""
+        return f"{self.tag}:alias-reward:{event_id}"
+
     def apprentice(self, event_id: str) -> str:
         """String: whether the model's own choice agreed with the baseline served for an
         apprentice decision (``"1"`` or ``"0"``; expires with the context)."""
@@ -325,7 +335,8 @@ class ModelKeys:
     @property
     def job_index(self) -> str:
         """Sorted set: key of each job or evaluation hash of the model (:meth:`job`,
-        :meth:`evaluation`) -> an upper bound of its expiry (Unix seconds)."""
+        :meth:`evaluation`) and of each client event-id alias (:meth:`alias`,
+        :meth:`alias_reward`) -> an upper bound of its expiry (Unix seconds)."""
         return f"{self.tag}:job-keys"
 
     def event_keys(self, event_id: str) -> list[str]:

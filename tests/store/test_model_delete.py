@@ -64,7 +64,8 @@ def _redis_usec(client: redis.Redis) -> int:
 
 
 async def _fill_model(store: Store) -> None:
-    """Decisions answered, open, deferred and expired, and one job of each kind."""
+    """Decisions answered, open, deferred and expired, one job of each kind, and a client's
+    event id with a reward kept for it."""
     await store.tenants.create("t")
     await store.models.create("t", CONFIG, {"W_": np.zeros((3, 2)),
                                             "noise_rates_": np.zeros(2)}, 0.0, 0.0)
@@ -75,6 +76,8 @@ async def _fill_model(store: Store) -> None:
     await store.events.take_feedback_many(MK, [(e, CLICK) for e in ids[:100]])
     await store.noise.queue_estimate(MK)
     await store.evaluations.queue(MK, {"policy": "greedy"})
+    assert await store.aliases.claim(MK, "client-1", 600)
+    assert await store.aliases.keep_reward(MK, "client-1", 1.0, 600)
 
 
 @pytest.fixture
