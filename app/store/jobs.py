@@ -49,8 +49,6 @@ REQUEUE_AFTER_SECONDS = 60.0
 INDEX_MARGIN_SECONDS = 3600.0
 
 
-@dataclass(frozen=True)
-
 def index_expiring(pipe: aioredis.client.Pipeline, mk: ModelKeys, key: str,
                    ttl_seconds: float) -> None:
     """Queue, in ``pipe`` that gives the model's ``key`` an expiry of ``ttl_seconds``, the key
@@ -61,6 +59,8 @@ def index_expiring(pipe: aioredis.client.Pipeline, mk: ModelKeys, key: str,
     pipe.zadd(mk.job_index, {key: now + ttl_seconds})
     pipe.zremrangebyscore(mk.job_index, "-inf", f"({now - INDEX_MARGIN_SECONDS}")
 
+
+@dataclass(frozen=True)
 class QueuedJob:
     """One taken job: its model and id."""
 
