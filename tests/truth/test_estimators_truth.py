@@ -150,19 +150,27 @@ def test_each_slot_is_corrected_by_its_own_rates() -> None:
 def test_the_per_slot_estimate_covers_every_slots_rates() -> None:
     """``theta_k``, ``rho0_k`` and ``rho1`` of the per-slot estimate on 30,000 requests of a
     trust-bias stream (:func:`app.sim.trust.simulated_placements`; published at
-    ``max_width`` 0.2): each 95% interval holds the truth in 95% of the seeds, every
-    seed published.  ``rho0_k`` not divided by ``theta_k`` reads ``theta_k rho0_k``: 0.07
-    for 0.12 in slot 1 (about three standard errors), 0.02 for 0.06 in slot 2."""
+    ``max_width`` 0.2): each 95% interval holds the truth in 95% of the published seeds.
+    The anchors' rise test (one-sided 95%, tolerance 0, on every slot) refuses a stream
+    whose anchors hold about once in seven (4 of these 40 seeds, ``anchor_not_flat``), so at
+    least ``floor(SEEDS, 6/7)`` must publish.  ``rho0_k`` not divided by ``theta_k`` reads
+    ``theta_k rho0_k``: 0.07 for 0.12 in slot 1 (about three standard errors), 0.02 for
+    0.06 in slot 2."""
     count = np.zeros(2 * len(THETA), dtype=int)
+    published = 0
     for seed in range(SEEDS):
         slot, prob, score, click, _ = simulated_placements(30_000, seed=seed)
         est = estimate_slot_noise(slot, prob, score, click, len(THETA), max_width=0.2)
-        assert est.published, (seed, est.reason)
+        if not est.published:
+            assert est.reason == "anchor_not_flat", (seed, est.reason)
+            continue
+        published += 1
         count += [*(held(iv, t) for iv, t in zip(est.rho0_interval, TRUST_RHO0, strict=True)),
                   *(held(iv, t) for iv, t in zip(est.theta_interval[1:], THETA[1:],
                                                  strict=True)),
                   held(est.rho1_interval, RHO1)]
-    assert np.all(count >= floor(SEEDS)), count
+    assert published >= floor(SEEDS, 6 / 7), published
+    assert np.all(count >= floor(published)), (count, published)
 
 
 # ---- challengers' running values, with the rates' errors ------------------------------------
