@@ -326,14 +326,19 @@ def request_slot_rates(rho0: float, rho1: float, noise: NoiseRecord | None
                        ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A rank evaluation's rates from a request's scalar ``rho0, rho1``: every slot's
     click noise, ``P(f = 1 | k, R) = theta_k (R (1 - rho1) + (1 - R) rho0)``, with
-    ``theta_k`` and its error from the model's published per-slot estimate, so that each
+    ``theta_k`` and its error from the model's per-slot estimate whose examination is
+    published (whole, or examination alone), so that each
     slot's value is the relevance placed there.  Without a published estimate the
     examination is unknown: ``theta = 1`` everywhere (slot ``k``'s value is then
     ``theta_k R``, the click rate without the noise), flagged ``position_bias_unknown``."""
-    if not noise or not noise.slots:
+    slots = noise.examination_slots if noise else None
+    if not noise or not slots:
         return ({"rho0": rho0, "rho1": rho1},
                 _flags("request", "position_bias_unknown"))
-    est = SlotRates.from_slots(noise.slots)
+    # the request's rates stand in for the estimate's (published or not): only theta is read
+    est = SlotRates.from_slots([
+        {"slot": s["slot"], "theta": s["theta"], "rho0": rho0, "rho1": rho1,
+         "interval": {"theta": (s.get("interval") or {}).get("theta")}} for s in slots])
     m = est.slots
     rates = SlotRates(est.theta, (rho0,) * m, rho1, est.theta_se, (0.0,) * m)
     return {"slot_rates": rates}, _flags("request", noise.unreliable_reason(errors_carried=True))

@@ -68,6 +68,14 @@ class NoiseRecord:
         return self.slots
 
     @property
+    def examination_slots(self) -> list[dict[str, Any]] | None:
+        """:attr:`slots` when every slot's examination ``theta`` is published (the estimate
+        published whole, or its examination alone), else None."""
+        if not self.slots or not all(_published(s, "theta") for s in self.slots):
+            return None
+        return self.slots
+
+    @property
     def slot_affine(self) -> SlotAffine | None:
         """``(alpha_k, beta_k)`` of the per-slot estimate in use (None without one):
         ``beta_k = theta_k rho0_k``, ``alpha_k = theta_k (1 - rho1 - rho0_k)``, with the
