@@ -7,14 +7,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install serve test test-fast lint bench-learners bench-service fuzz-long soak clean
+.PHONY: install serve test test-fast test-mutants lint bench-learners bench-service fuzz-long soak clean
 
 # The server, its extras and the client (clients/python, distribution noisyloop-client, from
 # the checkout: it is on no index): everything the tests need.
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e './clients/python[fast]' -e '.[lab,dev,bench,parquet,spark,peer]'
+	$(BIN)/pip install --quiet -e './clients/python[fast]' -e '.[lab,dev,bench,parquet,spark,peer,personalizer]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -28,6 +28,11 @@ test: $(STAMP)
 # The edit-test loop: every test but those marked slow (services started, long statistics).
 test-fast: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+
+# The truth suite against plausible bugs (tests/mutants.py: each put in a copy of the tree,
+# each must make a truth test fail); a few minutes, so not part of `make test`.
+test-mutants: $(STAMP)
+	$(BIN)/python -m tests.mutants --json bench/results/mutants.json
 
 # Both tools read what to check and how strictly from pyproject.toml (tests/test_lint.py runs
 # the same two commands inside `make test`).

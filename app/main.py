@@ -36,6 +36,7 @@ from app.api.routes import (
     models,
     noise,
     ops,
+    personalizer,
     predict,
     rank,
     series,
@@ -129,7 +130,8 @@ def create_app(settings: Settings | None = None, *, background: Sequence[Backgro
     app.state.api_routes = []  # by path and method: the Allow header of a 405
     # the hot routes first: the router tries the routes in order (~5% of a single predict)
     for module in (predict, feedback, rank, models, serving, admin, noise, confusion, budget,
-                   deadletters, log, evaluations, stream, series, versions, challengers, ops):
+                   deadletters, log, evaluations, stream, series, versions, challengers, ops,
+                   personalizer):
         app.include_router(module.router)
         app.state.api_routes += module.router.routes
     install_console(app)  # after the API's routes, which the router tries first

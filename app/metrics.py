@@ -72,6 +72,10 @@ class Metrics:
                           for path in ("one_round_trip", "regular")}
         self.feedback = Counter("feedback", "Feedback events by outcome",
                                 (*_MODEL, "outcome"), namespace=ns, registry=r)
+        self.limit_reached = Counter(
+            "tenant_limit_reached", "Requests refused because the tenant reached one of its "
+            "limits (the limit is the setting's name)", ("tenant", "limit"), namespace=ns,
+            registry=r)
         self.events_applied = Counter("events_applied", "Events applied by the trainer",
                                       _MODEL, namespace=ns, registry=r)
         self.events_expired = Counter("events_expired", "Decisions ended by the sweeper",

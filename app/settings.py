@@ -63,6 +63,14 @@ class Settings(BaseSettings):
     max_json_depth: int = Field(default=32, ge=4, le=512,
                                 description="Deepest nesting of arrays/objects in a request body "
                                             "or WebSocket message (checked before parsing).")
+    max_models_per_tenant: int = Field(
+        default=1000, ge=1, le=1_000_000,
+        description="Models one tenant may hold; creating one more answers 409 limit_reached "
+                    "(checked before the create: concurrent creates may pass it by their "
+                    "number).")
+    max_challengers_per_model: int = Field(
+        default=3, ge=0, le=100,
+        description="Challengers one model may have (checked in the step that adds one).")
     rate_limit_per_second: float = Field(
         default=0.0, ge=0, le=1_000_000,
         description="Per-tenant request rate (token bucket in Redis, shared by all replicas); "

@@ -11,6 +11,7 @@ shares, these do not depend on how busy the machine is).  The same
 script run from another checkout measures that code (the "before" figure).
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_idle_models.py 500 20
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_idle_models.py 5000 20
 """
 
 from __future__ import annotations
@@ -71,9 +72,12 @@ def main(models: int, seconds: float) -> None:
                 except Exception:
                     time.sleep(0.3)
             assert keys, "serve did not start"
+            clients = [Client(url, key) for key in keys]
             for i in range(models):
-                with Client(url, keys[i % 5]) as c:
-                    c.create_model(f"m{i}", "label", 4, algorithm="rcnbf", n_classes=3, seed=0)
+                clients[i % 5].create_model(f"m{i}", "label", 4, algorithm="rcnbf",
+                                            n_classes=3, seed=0)
+            for c in clients:
+                c.close()
             time.sleep(SETTLE_SECONDS)
             redis_pids = [p for p in children(proc.pid)
                           if "redis-server" in Path(f"/proc/{p}/cmdline").read_text()]

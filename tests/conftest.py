@@ -121,3 +121,36 @@ def served(config: uvicorn.Config) -> Iterator[None]:
     finally:
         server.should_exit = True
         thread.join(15)
+
+
+async def _trainer(worker_id: str, ctx: Any, stop: Any) -> None:
+    from app.worker_settings import WorkerSettings
+    from workers.worker import Worker
+
+    settings = WorkerSettings(roles=("trainer",), worker_id=worker_id, flush_interval=0.01)
+    await Worker(ctx.store, settings, metrics=ctx.metrics).run(stop)
+
+
+@contextmanager
+def served_service(redis_url: str, admin_token: str, worker_id: str,
+                   **options: Any) -> Iterator[str]:
+    """The app with its in-process trainer on an emptied Redis, served by uvicorn on
+    127.0.0.1:<free port> as ``serve`` runs it (one write per response:
+    :mod:`app.server.onewrite`; ``options``: more of uvicorn's); yields its base URL."""
+    import functools
+
+    import uvicorn
+
+    from app.main import create_app
+    from app.server.options import uvicorn_options
+    from app.settings import Settings
+    from app.store.embedded import free_port
+
+    with redis.Redis.from_url(redis_url) as r:
+        r.flushall()
+    settings = Settings(redis_url=redis_url, admin_token=admin_token)
+    app = create_app(settings, background=[functools.partial(_trainer, worker_id)])
+    port = free_port()
+    with served(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on",
+                               **options, **uvicorn_options(settings))):
+        yield f"http://127.0.0.1:{port}"

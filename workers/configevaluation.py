@@ -14,11 +14,14 @@ their place among the evaluated ones, so the numbers are those of
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from app.evaluation.configrun import ConfigPlan, ConfigRun, ConfigScorer
+import numpy as np
+
+from app.evaluation.configrun import ConfigPlan, ConfigRun, ConfigScorer, joined
 from app.evaluation.estimators import LabelSums, Options
+from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails
 from app.evaluation.servicelog import ServiceLog, service_log
 from app.evaluation.training import DEFAULT_TRAIN_FRACTION
 from app.store.decisionlog import LogEntry
@@ -66,14 +69,29 @@ def _score_chunk(entries: list[LogEntry], position: int, scorer: ConfigScorer
     return scorer.score(read.label_log(), read.stream_ids, max(position, plan.train))
 
 
+def _columns_chunk(entries: list[LogEntry], position: int, scorer: ConfigScorer
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The weights and raw clicks of the chunk's evaluated events (as :func:`_score_chunk`
+    reads them)."""
+    plan = scorer.plan
+    read = _event_log(entries, plan.train - position, plan.events - position, plan.n_classes)
+    if read is None:
+        return np.zeros(0), np.zeros(0)
+    return scorer.columns(read.label_log(), max(position, plan.train))
+
+
 async def stream_config(ctx: WorkerContext, config: dict[str, Any], request: dict[str, Any],
-                        chunks: Callable[[], AsyncIterator[list[LogEntry]]]) -> dict[str, Any]:
+                        chunks: Callable[[], AsyncIterator[list[LogEntry]]],
+                        rates: Mapping[str, Any]) -> dict[str, Any]:
     """The result of ``request`` for a configuration on the model of ``config``, whose
-    window ``chunks()`` reads, oldest first, in chunks of entries (module docstring)."""
+    window ``chunks()`` reads, oldest first, in chunks of entries (module docstring),
+    corrected by ``rates`` (keyword arguments of :class:`~app.evaluation.estimators.Options`;
+    the learner learns at them too); below :data:`~app.evaluation.heavy_tails.MIN_ESS`
+    effective events a fourth pass reads the evaluated events' weights and clicks for the
+    heavy-tail guard."""
     if get_task(config["task"]).candidates or not config.get("n_classes"):
         raise ValueError("a configuration is evaluated on a label model's log")
-    options = Options(request.get("rho0"), request.get("rho1"),
-                      n_boot=request.get("bootstrap", 200))
+    options = Options(**rates, n_boot=request.get("bootstrap", 200))
     options.correction()  # refuse unusable rates before reading anything
     fraction = request.get("train_fraction") or DEFAULT_TRAIN_FRACTION
     events = 0
@@ -102,6 +120,18 @@ async def stream_config(ctx: WorkerContext, config: dict[str, Any], request: dic
         if position >= plan.events:
             break
     result = await ctx.in_pool(functools.partial(plan.result, total, run.learned, ids))
+    if total.ess < MIN_ESS:
+        parts = []
+        position = 0
+        async for chunk in chunks():
+            count = _events(chunk)
+            if position + count > plan.train:
+                parts.append(await ctx.in_pool(functools.partial(
+                    _columns_chunk, chunk, position, scorer)))
+            position += count
+            if position >= plan.events:
+                break
+        result = guard_heavy_tails(result, *joined(parts), options.level, options.rates())
     result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
                   policy=request["policy"], bootstrap=options.n_boot, train_fraction=fraction)
     return result

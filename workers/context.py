@@ -107,9 +107,23 @@ class WorkerContext:
     """``time.monotonic()`` of the last lease balancing (see :mod:`workers.trainer`)."""
     renewed_at: float = -math.inf
     """``time.monotonic()`` of the last renewal of every owned lease."""
+    swept_all_at: float = -math.inf
+    """``time.monotonic()`` of the sweeper's last look at every model (see
+    :mod:`workers.sweeper`)."""
+    noise_seeded_at: float = -math.inf
+    """``time.monotonic()`` of the jobs role's last look at every model (see
+    :mod:`workers.nrest`)."""
+    requeued_at: float = -math.inf
+    """``time.monotonic()`` of the sweeper's last look for jobs stored but not queued."""
     pacer: Pacer = field(init=False)
     """When each owned model is next read (see :mod:`workers.pacing`)."""
     paced: bool = True
+    woken: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by the wake-up listener when it wakes a model (ends the trainer's sleep between
+    passes, see :func:`workers.trainer.pause`)."""
+    listening: bool = False
+    """Whether the worker listens for wake-ups of sleeping models (:mod:`workers.wake`):
+    only then does the trainer let idle models sleep."""
     """Whether the trainer skips models that are not due (the tests' drain reads every
     model on every pass)."""
 

@@ -42,6 +42,7 @@ import numpy as np
 import orjson
 
 from app.evaluation.estimators import FIT_EVENTS, Options
+from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails, label_columns
 from app.evaluation.policies import fixed_policy, learner_policy, logging_policy, uniform_policy
 from app.evaluation.rankings import (
     RANK,
@@ -62,6 +63,7 @@ from app.store.keys import ModelKeys
 from app.store.logrecords import entry_records
 from app.store.noise import NoiseRecord
 from app.store.util import utc_now
+from app.store.values import read_value_rates
 from app.tasks import get_task
 from workers import configevaluation, jobs
 from workers.context import WorkerContext
@@ -112,8 +114,10 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
             raise ValueError("the model is gone")
         state = snap.state
     if isinstance(request["policy"], dict):
-        return await configevaluation.stream_config(
-            ctx, config, request, lambda: _chunks(ctx, mk, request))
+        by, flags = await label_rates(ctx, mk, request)
+        result = await configevaluation.stream_config(
+            ctx, config, request, lambda: _chunks(ctx, mk, request), by)
+        return with_flags(result, flags)
     if get_task(config["task"]).candidates:  # a ranking's log: slots of candidates
         return await _stream(ctx, mk, config, rank_policy(request["policy"]), RANK, request)
     return await _stream(ctx, mk, config, _label_policy(config, state, request["policy"]),
@@ -189,10 +193,10 @@ def _columns_chunk(entries: list[LogEntry], first_line: int, policy: Policy,
 async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], policy: Policy,
                   kind: Kind, request: dict[str, Any]) -> dict[str, Any]:
     """A label or rank log's evaluation over the whole window, streamed (module docstring)."""
-    by: dict[str, Any] = {"rho0": request.get("rho0"), "rho1": request.get("rho1")}
-    flags: dict[str, Any] = {}
     if kind is RANK:
         by, flags = ranking_rates(request, await ctx.store.noise.get(mk))
+    else:
+        by, flags = await label_rates(ctx, mk, request)
     options = Options(**by, n_boot=request.get("bootstrap", 200))
     options.correction()  # refuse unusable rates before reading anything
     n_classes = int(config["n_classes"]) if kind is LABEL else None
@@ -222,9 +226,48 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], pol
         result = await ctx.in_pool(functools.partial(total.result, options, columns))
     else:
         result = (await ctx.in_pool(functools.partial(total.evaluation, options))).to_dict()
-    result.update(flags, log=f"decision log of {config['model_id']}", format="noisyloop",
+        if total.ess < MIN_ESS:
+            parts = [part async for part in _label_columns(ctx, mk, request, policy, n_classes)]
+            w = np.concatenate([part[0] for part in parts])
+            f = np.concatenate([part[1] for part in parts])
+            result = guard_heavy_tails(result, w, f, options.level, options.rates())
+    result = with_flags(result, flags)
+    result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
                   policy=request["policy"], bootstrap=options.n_boot)
     return result
+
+
+def with_flags(result: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with what it says of its rates (:func:`_flags`); when it is also flagged
+    ``insufficient_data``, ``reason`` gives both reasons, the rates' first.
+
+    >>> with_flags({"insufficient_data": True, "reason": "few"},
+    ...            {"calibration_unreliable": True, "reason": "noise_rates_unreliable"})["reason"]
+    'noise_rates_unreliable; few'
+    """
+    if "reason" in flags and result.get("insufficient_data"):
+        return {**result, **flags, "reason": f"{flags['reason']}; {result['reason']}"}
+    return {**result, **flags}
+
+
+async def _label_columns(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any],
+                         policy: Policy, n_classes: int | None
+                         ) -> AsyncIterator[tuple[np.ndarray, np.ndarray]]:
+    """The weights and raw clicks of a label log's events over the window, chunk by chunk
+    (a third pass, for a log whose effective sample size is below
+    :data:`~app.evaluation.heavy_tails.MIN_ESS`)."""
+    line = 0
+    async for chunk in _chunks(ctx, mk, request):
+        columns, lines = await ctx.in_pool(functools.partial(
+            _label_columns_chunk, chunk, line, n_classes, policy))
+        line += lines
+        yield columns
+
+
+def _label_columns_chunk(entries: list[LogEntry], first_line: int, n_classes: int | None,
+                         policy: Policy) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+    batches, lines = _batch(entries, first_line, n_classes)
+    return label_columns((log, policy(log)) for log, _ in batches), lines
 
 
 async def _thin_columns(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any],
@@ -249,20 +292,22 @@ def ranking_rates(request: dict[str, Any], noise: NoiseRecord | None
     :class:`~app.evaluation.estimators.Options`, and what its result says of them:
     ``rates`` (``request`` or ``model``), ``calibration_unreliable`` and its ``reason``.
 
-    The request's ``rho0, rho1`` when it gives them; else the model's published per-slot
-    estimate (``rates`` in ``GET .../noise``'s ``slots``), whose errors the intervals
-    carry; else the model's current rates, flagged as the challengers' values are
-    (:meth:`~app.store.noise.NoiseRecord.unreliable_reason`).  Without a noise record,
-    no correction, flagged.
+    The request's ``rho0, rho1`` when it gives them, as every slot's click noise in the
+    per-slot formula (``rho0_k = rho0``), each slot's examination ``theta_k`` the model's
+    published per-slot estimate with its errors (:func:`request_slot_rates`); else the
+    model's published per-slot estimate (``rates`` in ``GET .../noise``'s ``slots``), whose
+    errors the intervals carry; else the model's current rates, flagged as the challengers'
+    values are when they are not reliable
+    (:meth:`~app.store.noise.NoiseRecord.unreliable_reason`).  Without a noise record, no
+    correction, flagged.
 
-    >>> ranking_rates({"rho0": 0.1, "rho1": 0.2}, None)
-    ({'rho0': 0.1, 'rho1': 0.2}, {'rates': 'request', 'calibration_unreliable': False})
+    >>> ranking_rates({"rho0": 0.1, "rho1": 0.2}, None)[1]
+    {'rates': 'request', 'calibration_unreliable': True, 'reason': 'position_bias_unknown'}
     >>> ranking_rates({}, NoiseRecord(0.0, 0.0, "initial"))[1]["reason"]
     'noise_rates_unreliable'
     """
     if request.get("rho0") is not None:
-        return ({"rho0": request["rho0"], "rho1": request["rho1"]},
-                {"rates": "request", "calibration_unreliable": False})
+        return request_slot_rates(float(request["rho0"]), float(request["rho1"]), noise)
     if noise is None:
         return {}, {"rates": "model", "calibration_unreliable": True,
                     "reason": "noise_rates_unreliable"}
@@ -274,7 +319,48 @@ def ranking_rates(request: dict[str, Any], noise: NoiseRecord | None
         rates = {"rho0": noise.rho0, "rho1": noise.rho1}
     else:  # nothing to correct: said as such
         rates = {}
-    flags: dict[str, Any] = {"rates": "model", "calibration_unreliable": reason is not None}
+    return rates, _flags("model", reason)
+
+
+def request_slot_rates(rho0: float, rho1: float, noise: NoiseRecord | None
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A rank evaluation's rates from a request's scalar ``rho0, rho1``: every slot's
+    click noise, ``P(f = 1 | k, R) = theta_k (R (1 - rho1) + (1 - R) rho0)``, with
+    ``theta_k`` and its error from the model's published per-slot estimate, so that each
+    slot's value is the relevance placed there.  Without a published estimate the
+    examination is unknown: ``theta = 1`` everywhere (slot ``k``'s value is then
+    ``theta_k R``, the click rate without the noise), flagged ``position_bias_unknown``."""
+    if not noise or not noise.slots:
+        return ({"rho0": rho0, "rho1": rho1},
+                _flags("request", "position_bias_unknown"))
+    est = SlotRates.from_slots(noise.slots)
+    m = est.slots
+    rates = SlotRates(est.theta, (rho0,) * m, rho1, est.theta_se, (0.0,) * m)
+    return {"slot_rates": rates}, _flags("request", noise.unreliable_reason(errors_carried=True))
+
+
+async def label_rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]
+                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The rates a label log's evaluation corrects by and what its result says of them:
+    the request's ``rho0, rho1``; else the model's rates in force, with the standard errors
+    of its published estimate in the intervals, flagged as the challengers' values are
+    (:func:`app.store.values.read_value_rates`: one rule for both); no correction when they
+    are 0 and 0."""
+    if request.get("rho0") is not None:
+        return {"rho0": request["rho0"], "rho1": request["rho1"]}, _flags("request", None)
+    rates, reason = await read_value_rates(ctx.store, mk, True)
+    if (rates.rho0, rates.rho1) == (0.0, 0.0):
+        by: dict[str, Any] = {}
+    else:
+        by = {"rho0": rates.rho0, "rho1": rates.rho1, "rho0_se": rates.rho0_se,
+              "rho1_se": rates.rho1_se}
+    return by, _flags("model", reason)
+
+
+def _flags(source: str, reason: str | None) -> dict[str, Any]:
+    """What a result says of its rates: ``rates`` (``request`` or ``model``),
+    ``calibration_unreliable`` and, when flagged, the ``reason``."""
+    flags: dict[str, Any] = {"rates": source, "calibration_unreliable": reason is not None}
     if reason is not None:
         flags["reason"] = reason
-    return rates, flags
+    return flags

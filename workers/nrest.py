@@ -39,7 +39,10 @@ the event loop; a successful fit is published (NREst gives no interval).
 
 One pass (:func:`run_pass`) first runs the queued jobs of
 ``POST .../noise/estimate`` and of ``POST .../evaluations``
-(:mod:`workers.evaluations`), then every model due for a periodic run.  A
+(:mod:`workers.evaluations`), then every model due for a periodic run.  It looks only at
+the models on the noise due set (:mod:`app.store.dueset`): the trainer puts a model there
+when it adds samples or anchor rows, and a model with new ones not due yet is looked at
+again when its refresh interval will have passed; so idle models cost it nothing.  A
 published estimate is written with its time, count and history, and the
 trainer uses it from its next batch on.
 """
@@ -83,6 +86,12 @@ from workers.context import ModelRef, WorkerContext
 
 logger = logging.getLogger(__name__)
 
+#: Seconds between two passes that put every model on the noise due set (a trainer may have
+#: died between adding samples and making the model due).
+SEED_SECONDS = 300.0
+#: Models one pass takes from the noise due set.
+DUE_PER_PASS = 1000
+
 
 class EstimateFailed(Exception):
     """NREst could not produce an estimate (the reason is the message)."""
@@ -109,43 +118,70 @@ def buffer_size(ctx: WorkerContext, config: dict[str, Any]) -> int:
 
 async def run_pass(ctx: WorkerContext) -> int:
     """Queued jobs first (requested estimates, then policy evaluations), then the periodic
-    runs that are due; returns runs done."""
+    runs that are due, looking only at the models on the noise due set; returns runs
+    done."""
     runs = await jobs.run_queued(ctx, ctx.store.noise.jobs, run_job)
     runs += await evaluations.run_queued(ctx)
-    models = await ctx.store.models.all_models()
+    now = time.monotonic()
+    if not ctx.paced or now - ctx.noise_seeded_at >= SEED_SECONDS:
+        ctx.noise_seeded_at = now
+        await ctx.store.noise_due.seed(await ctx.store.models.all_models())
+    models = await ctx.store.noise_due.due(time.time(), DUE_PER_PASS)
     mks = [ModelKeys(*ref) for ref in models]
     new_counts = await ctx.samples.new_counts(mks)
     new_plays = await ctx.anchors.new_counts(mks)
-    now = time.monotonic()
     for ref, new, plays in zip(models, new_counts, new_plays, strict=True):
         if ctx.stopping.is_set():
             break
-        if new <= 0 and plays <= 0:
-            continue
-        config = await ctx.store.models.config(*ref)
-        if config is None:
-            continue
-        settings = await ctx.anchors.settings(ModelKeys(*ref), default_estimator(config))
-        last = ctx.nrest_last_run.setdefault(ref, now)
-        stale = now - last >= ctx.config.nrest_interval
-        if settings.estimator == "anchor":
-            due = estimates_anchors(config) and anchor_due(plays, stale)
-        else:
-            due = (settings.estimator == "nrest" and new > 0 and keeps_samples(config)
-                   and (new >= buffer_size(ctx, config) or stale))
-        noise = await ctx.store.noise.get(ModelKeys(*ref)) if due else None
-        if noise is None or not estimates_over(config, noise.source):
-            continue
-        try:
-            out = await refresh(ctx, ref, config, settings)
-        except EstimateFailed as exc:
-            logger.info("noise estimate of %s/%s kept the previous rates: %s", *ref, exc)
-        else:
-            if out["status"] != "published":
-                logger.info("noise estimate of %s/%s kept the previous rates: insufficient "
-                            "data (%s, %d events)", *ref, out["reason"], out["n_events"])
-        runs += 1
+        runs += await _periodic(ctx, ref, new, plays, now)
+        await ctx.store.noise_due.reschedule(ModelKeys(*ref),
+                                             functools.partial(_next_look, ctx, ref))
     return runs
+
+
+async def _next_look(ctx: WorkerContext, ref: ModelRef) -> float | None:
+    """When the jobs role next looks at ``ref`` (Unix time): none while it has nothing new
+    (the trainer makes it due when it adds some), else when its refresh interval will have
+    passed since its last estimate (or, past that, one interval from now)."""
+    mk = ModelKeys(*ref)
+    [new], [plays] = await ctx.samples.new_counts([mk]), await ctx.anchors.new_counts([mk])
+    if new <= 0 and plays <= 0:
+        return None
+    now = time.time()
+    left = ctx.nrest_last_run.get(ref, time.monotonic()) + ctx.config.nrest_interval \
+        - time.monotonic()
+    return now + (left if left > 0 else ctx.config.nrest_interval)
+
+
+async def _periodic(ctx: WorkerContext, ref: ModelRef, new: int, plays: int,
+                    now: float) -> int:
+    """The periodic estimate of ``ref`` if it is due (``now``: ``time.monotonic()``, ``new``
+    samples and ``plays`` anchor rows since its last one); returns 1 when it ran."""
+    if new <= 0 and plays <= 0:
+        return 0
+    config = await ctx.store.models.config(*ref)
+    if config is None:
+        return 0
+    settings = await ctx.anchors.settings(ModelKeys(*ref), default_estimator(config))
+    last = ctx.nrest_last_run.setdefault(ref, now)
+    stale = now - last >= ctx.config.nrest_interval
+    if settings.estimator == "anchor":
+        due = estimates_anchors(config) and anchor_due(plays, stale)
+    else:
+        due = (settings.estimator == "nrest" and new > 0 and keeps_samples(config)
+               and (new >= buffer_size(ctx, config) or stale))
+    noise = await ctx.store.noise.get(ModelKeys(*ref)) if due else None
+    if noise is None or not estimates_over(config, noise.source):
+        return 0
+    try:
+        out = await refresh(ctx, ref, config, settings)
+    except EstimateFailed as exc:
+        logger.info("noise estimate of %s/%s kept the previous rates: %s", *ref, exc)
+    else:
+        if out["status"] != "published":
+            logger.info("noise estimate of %s/%s kept the previous rates: insufficient "
+                        "data (%s, %d events)", *ref, out["reason"], out["n_events"])
+    return 1
 
 
 async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:

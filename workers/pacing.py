@@ -8,6 +8,13 @@ last time before its next read, from ``flush_interval`` up to
 model that gets feedback at least every ``flush_interval`` is never slowed;
 an idle one's first event waits at most ``idle_interval`` more.
 
+While the worker listens for wake-ups (:mod:`workers.wake`), a model that
+already waits ``idle_interval`` is read with its asleep flag: if that read is
+empty too, the model sleeps (:meth:`Pacer.asleep`): it is read again only when
+a step that adds an entry to its stream wakes it (:meth:`Pacer.wake`), or
+after :data:`SLEEP_SECONDS` in case that message was lost.  So idle models
+cost the trainer nothing but that rare look.
+
 A model whose step failed is retried after ``retry_delay``, doubling with
 each failure up to :data:`MAX_FAILURE_WAIT`, so that a model that fails on
 every read (a corrupt snapshot) costs the others little.
@@ -16,6 +23,7 @@ every read (a corrupt snapshot) costs the others little.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -24,6 +32,9 @@ if TYPE_CHECKING:  # workers.context holds a Pacer
 
 #: Longest wait, in seconds, before retrying a model whose steps keep failing.
 MAX_FAILURE_WAIT = 30.0
+#: Seconds between two reads of a sleeping model (a wake-up lost with a dropped connection
+#: costs at most this).
+SLEEP_SECONDS = 30.0
 
 
 @dataclass
@@ -61,6 +72,32 @@ class Pacer:
                    max(self.idle_interval, self.flush_interval))
         self._wait[ref] = wait
         self._due[ref] = now + wait
+
+    def sleepy(self, ref: ModelRef) -> bool:
+        """Whether ``ref`` waits the longest idle wait already (its next empty read may put
+        it to sleep)."""
+        return self._wait.get(ref, 0.0) >= max(self.idle_interval, self.flush_interval)
+
+    def asleep(self, ref: ModelRef, now: float) -> None:
+        """The read that set the model's asleep flag was empty: read it again when woken,
+        or after :data:`SLEEP_SECONDS`."""
+        self._wait[ref] = SLEEP_SECONDS
+        self._due[ref] = now + SLEEP_SECONDS
+
+    def wake(self, ref: ModelRef) -> None:
+        """An entry was added to a waiting model's stream: read it next pass (a failing
+        model keeps its retry delay)."""
+        if ref in self._wait:
+            self.busy(ref)
+
+    def next_due(self, refs: Iterable[ModelRef]) -> float:
+        """The earliest time one of ``refs`` is due (-inf: one is due now; inf: none)."""
+        return min((self._due.get(ref, -math.inf) for ref in refs), default=math.inf)
+
+    def wake_all(self) -> None:
+        """Read every waiting model next pass (wake-ups may have been missed)."""
+        for ref in list(self._wait):
+            self.busy(ref)
 
     def failed(self, ref: ModelRef, now: float) -> int:
         """The step raised: retry later; returns the consecutive failures."""

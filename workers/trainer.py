@@ -110,11 +110,14 @@ async def run_pass(ctx: WorkerContext) -> int:
         ctx.balanced_at = now
         await balance_leases(ctx, await ctx.store.models.all_models())
     due = [ref for ref in sorted(ctx.held) if not ctx.paced or ctx.pacer.due(ref, now)]
-    # the idle models' reads in one round trip (a model busy before is read in its step)
+    # the idle models' reads in one round trip (a model busy before is read in its step);
+    # those idle longest are read with their asleep flag (workers.pacing)
     idle = [ref for ref in due if ctx.pacer.waiting(ref)]
+    sleepy = {ref for ref in idle if ctx.listening and ctx.paced and ctx.pacer.sleepy(ref)}
     firsts: dict[ModelRef, Deliveries | Exception | None] = dict(zip(
-        idle, await ctx.delivery.read_batches([(ModelKeys(*ref), IDLE_READ_SIZE)
-                                               for ref in idle], ctx.config.worker_id),
+        idle, await ctx.delivery.read_batches(
+            [(ModelKeys(*ref), IDLE_READ_SIZE, ref in sleepy) for ref in idle],
+            ctx.config.worker_id),
         strict=True))
     applied = 0
     for ref in due:
@@ -130,6 +133,8 @@ async def run_pass(ctx: WorkerContext) -> int:
             if isinstance(first, Exception):
                 raise first
             applied += await step(ctx, slot, first)
+            if ref in sleepy and isinstance(first, Deliveries) and not first:
+                ctx.pacer.asleep(ref, now)
         except Exception as exc:
             if failures.store_unreachable(exc):
                 raise  # the store, not the model: the worker retries the pass
@@ -138,6 +143,19 @@ async def run_pass(ctx: WorkerContext) -> int:
             await failures.step_succeeded(ctx, ref)
     await hooks.run_after_pass(ctx)
     return applied
+
+
+def pause(ctx: WorkerContext, applied: int) -> float:
+    """Seconds the trainer sleeps after a pass that applied ``applied`` events (less than a
+    full batch): ``flush_interval``, or, when it applied none, until the next model it holds
+    is due (every idle model waiting or asleep: :mod:`workers.pacing`), at most
+    :data:`BALANCE_SECONDS` (leases, after-pass hooks); a wake-up ends it sooner
+    (:mod:`workers.wake`)."""
+    interval = ctx.config.flush_interval
+    if applied or not ctx.paced:
+        return interval
+    wait = ctx.pacer.next_due(ctx.held) - time.monotonic()
+    return min(max(wait, interval), max(BALANCE_SECONDS, interval))
 
 
 async def balance_leases(ctx: WorkerContext, models: list[ModelRef]) -> None:

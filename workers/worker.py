@@ -7,7 +7,8 @@ Each role loops ``handler -> sleep while idle`` until the stop event is
 set; a pass that fails on an unreachable store is retried after
 ``retry_delay``, any other failure is logged and retried the same way.
 Beside the roles, a keep-alive task refreshes the worker's heartbeat key and
-renews its trainer leases (also during a long batch).
+renews its trainer leases (also during a long batch), and a trainer listens
+for the wake-ups of its sleeping models (:mod:`workers.wake`).
 
 Shutdown (``stop`` set, e.g. on SIGTERM): each role finishes the model at
 hand, shielded publish-then-acknowledge steps complete, leases are given
@@ -27,6 +28,7 @@ import logging
 import multiprocessing
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from wsgiref.simple_server import WSGIServer
@@ -38,7 +40,7 @@ from app.settings import Settings
 from app.store import STORE_ERRORS, Store
 from app.store.util import utc_now
 from app.worker_settings import Role, WorkerSettings
-from workers import nrest, sweeper, trainer
+from workers import nrest, sweeper, trainer, wake
 from workers.context import WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -116,8 +118,9 @@ class Worker:
         """Run every role until ``stop`` is set, then shut down cleanly."""
         ctx = await self.start(stop)
         try:
+            listener = [wake.listen(ctx)] if "trainer" in self.config.roles else []
             await asyncio.gather(*(self._loop(ctx, role) for role in self.config.roles),
-                                 self._keep_alive(ctx))
+                                 self._keep_alive(ctx), *listener)
         finally:
             await self.close()
 
@@ -161,9 +164,11 @@ class Worker:
     async def _loop(self, ctx: WorkerContext, role: Role) -> None:
         handler = ROLES[role]
         cfg = self.config
-        interval = cfg.flush_interval if role == "trainer" else cfg.poll_interval
+        interval = cfg.poll_interval  # the trainer sleeps as trainer.pause says
         busy = cfg.batch_size if role == "trainer" else 1
         while not ctx.stopping.is_set():
+            if role == "trainer":
+                ctx.woken.clear()  # a wake-up during the pass ends the sleep after it
             try:
                 done = await handler(ctx)
             except STORE_ERRORS as exc:
@@ -175,7 +180,9 @@ class Worker:
                 logger.exception("worker %s: %s pass failed; retrying", cfg.worker_id, role)
                 await _sleep(ctx.stopping, cfg.retry_delay)
                 continue
-            if done < busy:
+            if done < busy and role == "trainer":
+                await _sleep_or_wake(ctx, trainer.pause(ctx, done))
+            elif done < busy:
                 await _sleep(ctx.stopping, interval)
 
     async def _keep_alive(self, ctx: WorkerContext) -> None:
@@ -186,7 +193,9 @@ class Worker:
                 return
             try:
                 await self._beat()
-                await trainer.renew_leases(ctx)
+                # unless the trainer's pass renewed them lately (it does every lease_ttl / 3)
+                if time.monotonic() - ctx.renewed_at >= self.config.lease_ttl / 4:
+                    await trainer.renew_leases(ctx)
             except STORE_ERRORS as exc:
                 logger.warning("worker %s: heartbeat failed (%s)", self.config.worker_id, exc)
 
@@ -197,6 +206,16 @@ class Worker:
             {"roles": list(self.config.roles), "pid": os.getpid(), "host": socket.gethostname(),
              "at": utc_now()},
             trainer="trainer" in self.config.roles)
+
+
+async def _sleep_or_wake(ctx: WorkerContext, seconds: float) -> None:
+    """Sleep ``seconds``, or until the worker stops or a sleeping model is woken."""
+    waits = [asyncio.ensure_future(ctx.stopping.wait()), asyncio.ensure_future(ctx.woken.wait())]
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()
 
 
 async def _sleep(stop: asyncio.Event, seconds: float) -> None:

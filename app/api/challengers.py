@@ -36,13 +36,13 @@ from app.api.schemas.challengers import (
     ValueInterval,
 )
 from app.api.schemas.models import ModelCreateRequest
+from app.api.tenantlimits import limit_reached
 from app.evaluation.running import LEVEL, Interval, Rates, shown_value
 from app.learners.base import CandidateRanker, Learner, ParamError
 from app.learners.build import build_learner, takes_clicks
 from app.learners.offpolicy import PLAY_FIELDS
 from app.learners.registry import default_params, learner_class
 from app.store.challengers import (
-    MAX_CHALLENGERS,
     AddRefused,
     PromoteRefused,
     StoredChallenger,
@@ -128,14 +128,17 @@ async def add_challenger(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any],
                          body: ChallengerCreateRequest) -> ChallengersResponse:
     definition, state = validated_challenger(config, body)
     try:
-        await ctx.store.challengers.add(mk, definition, state, MAX_CHALLENGERS)
+        await ctx.store.challengers.add(mk, definition, state,
+                                        ctx.settings.max_challengers_per_model)
     except AddRefused as exc:
         if exc.reason == "exists":
             raise ApiError(409, "challenger_exists", f"challenger {body.name!r} exists",
                            "name") from None
         if exc.reason == "full":
-            raise ApiError(409, "too_many_challengers", f"a model has at most "
-                           f"{MAX_CHALLENGERS} challengers; delete one first", "name") from None
+            raise limit_reached(ctx, mk.tenant, "max_challengers_per_model",
+                                f"a model has at most {ctx.settings.max_challengers_per_model} "
+                                "challengers; delete one first", "name",
+                                code="too_many_challengers") from None
         raise unknown_model(mk.model) from None
     cached = ctx.cache.peek(mk.tenant, mk.model)
     if cached is not None:  # this process's rank decisions log their candidates from now on
@@ -166,7 +169,8 @@ async def list_challengers(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any
     return ChallengersResponse(
         champion=ChampionValue(algorithm=config["algorithm"], params=config["params"],
                                events=champion.events, value=_interval(champion.champion)),
-        challengers=[_view(s, rates) for s in stored], max_challengers=MAX_CHALLENGERS,
+        challengers=[_view(s, rates) for s in stored],
+        max_challengers=ctx.settings.max_challengers_per_model,
         level=LEVEL, calibration_unreliable=reason is not None, reason=reason)
 
 

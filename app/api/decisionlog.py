@@ -29,6 +29,9 @@ from app.store.util import parse_stream_id
 #: Lines per page by default and at most.
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 10_000
+#: Bytes of JSON Lines a page holds at most, whatever its ``limit`` (a line larger than that
+#: alone is a page of its own): what one request may take of the process's memory.
+MAX_PAGE_BYTES = 8 * 1024 * 1024
 #: Response header with the ``after`` of the next page (absent on the last page).
 #: A position in the log: an entry id, optionally with ``:<lines of it already seen>``.
 POSITION_PATTERN = r"^[0-9]{1,19}-[0-9]{1,19}(:[0-9]{1,6})?$"
@@ -59,15 +62,25 @@ def parse_time(value: str, field: str) -> int:
     return int(seconds * 1000)
 
 
-def entry_page(entry: LogEntry, skip: int, limit: int, newest_first: bool = False
-               ) -> list[dict[str, Any]]:
+def entry_page(entry: LogEntry, skip: int, limit: int, newest_first: bool = False,
+               max_bytes: float = math.inf, first: bool = True
+               ) -> tuple[list[dict[str, Any]], int]:
     """Records of an entry's items ``skip`` to ``skip + limit``, counted from its first item,
-    or with ``newest_first`` from its last one backwards."""
-    if newest_first:
-        stop = entry.size - skip
-        begin = max(0, stop - limit)
-        return entry_records(entry, begin, stop - begin)[::-1]
-    return entry_records(entry, skip, limit)
+    or with ``newest_first`` from its last one backwards, decoded one at a time and ending
+    before the first whose JSON line would bring theirs past ``max_bytes`` (with ``first``,
+    the first record is taken whatever its size); with the bytes of their lines."""
+    stop = min(entry.size, skip + limit)
+    out: list[dict[str, Any]] = []
+    used = 0
+    for k in range(skip, stop):
+        begin = entry.size - 1 - k if newest_first else k
+        [record] = entry_records(entry, begin, 1)
+        size = len(orjson.dumps(record)) + 1
+        if used + size > max_bytes and (out or not first):
+            break
+        out.append(record)
+        used += size
+    return out, used
 
 
 async def with_item_ids(log: DecisionLogStore, mk: ModelKeys,
@@ -96,11 +109,13 @@ class LogPage:
 
 async def read_page(log: DecisionLogStore, mk: ModelKeys, *, since_ms: int | None,
                     until_ms: int | None, after: str | None, limit: int,
-                    newest_first: bool = False) -> LogPage:
-    """Up to ``limit`` lines of the entries applied in ``[since, until]`` (ms, inclusive)
-    after the position ``after`` (``"<entry id>"``: after that entry, ``"<entry id>:<k>"``:
-    after its first ``k`` lines), oldest first or ``newest_first`` (module docstring);
-    decoded in a thread (a page of 10,000 ranked events is CPU work)."""
+                    newest_first: bool = False, max_bytes: int | None = None) -> LogPage:
+    """Up to ``limit`` lines, and at most ``max_bytes`` of them (default
+    :data:`MAX_PAGE_BYTES`; one larger line alone is a page), of the entries applied in
+    ``[since, until]`` (ms, inclusive) after the position ``after`` (``"<entry id>"``: after
+    that entry, ``"<entry id>:<k>"``: after its first ``k`` lines), oldest first or
+    ``newest_first`` (module docstring); decoded in a thread (a page of 10,000 ranked events
+    is CPU work)."""
     low = "-" if since_ms is None else f"{since_ms}-0"
     high = "+" if until_ms is None else f"{until_ms}-{MAX_SEQ}"
     skip_in = None
@@ -114,18 +129,23 @@ async def read_page(log: DecisionLogStore, mk: ModelKeys, *, since_ms: int | Non
                 return LogPage(b"", None)  # nothing is older (Redis refuses the bound "(0-0")
             bound, skip_in = (entry_id, (entry_id, int(k))) if k else (f"({entry_id}", None)
             low, high = (low, bound) if newest_first else (bound, high)
+    budget = MAX_PAGE_BYTES if max_bytes is None else max_bytes
     records: list[dict[str, Any]] = []
+    used = 0
     async for entry in log.scan(mk, start=low, end=high, newest_first=newest_first,
                                 events_per_read=limit):
         skip = skip_in[1] if skip_in and entry.entry_id == skip_in[0] else 0
         if skip >= entry.size:
             continue
-        if len(records) == limit:  # full, and this entry has more: the next page starts here
+        if len(records) == limit or used >= budget:  # full, and this entry has more
             return await _page(log, mk, records, f"{entry.entry_id}:{skip}")
         wanted = limit - len(records)
-        records += await asyncio.to_thread(entry_page, entry, skip, wanted, newest_first)
-        if skip + wanted < entry.size:
-            return await _page(log, mk, records, f"{entry.entry_id}:{skip + wanted}")
+        taken, size = await asyncio.to_thread(
+            entry_page, entry, skip, wanted, newest_first, budget - used, not records)
+        records += taken
+        used += size
+        if skip + len(taken) < entry.size:
+            return await _page(log, mk, records, f"{entry.entry_id}:{skip + len(taken)}")
     return await _page(log, mk, records, None)
 
 

@@ -35,6 +35,16 @@ def hash_feature(name: str, n_features: int) -> tuple[int, float]:
     return abs(h) % n_features, (1.0 if h >= 0 else -1.0)
 
 
+def named_term(name: str, value: float | str) -> tuple[str, float]:
+    """The hashed key and the amount of one named feature: a string value is the
+    categorical feature ``name=value`` with amount 1.
+
+    >>> named_term("country", "FR"), named_term("age", 31.0)
+    (('country=FR', 1.0), ('age', 31.0))
+    """
+    return (f"{name}={value}", 1.0) if isinstance(value, str) else (name, value)
+
+
 def to_vector(features: list[float] | SparseFeatures | NamedFeatures, n_features: int,
               field: str = "features") -> np.ndarray:
     """The dense input of a learner; 422 naming ``field`` on a wrong length or index."""
@@ -56,7 +66,7 @@ def to_vector(features: list[float] | SparseFeatures | NamedFeatures, n_features
         x[idx] = np.asarray(features.values, dtype=np.float64)
         return x
     for name, value in features.named.items():
-        key, amount = (f"{name}={value}", 1.0) if isinstance(value, str) else (name, value)
+        key, amount = named_term(name, value)
         bucket, sign = hash_feature(key, n_features)
         x[bucket] += sign * amount
     if not np.all(np.isfinite(x)):

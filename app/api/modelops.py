@@ -17,6 +17,7 @@ from app.api.context import ApiContext
 from app.api.drift import drift_response
 from app.api.errors import ApiError, from_param_error, unknown_model
 from app.api.features import feature_bound
+from app.api.presets import preset_params
 from app.api.schemas.models import (
     ArrayPayload,
     ModelCreateRequest,
@@ -30,6 +31,7 @@ from app.api.schemas.models import (
     VersionsConfig,
 )
 from app.api.schemas.serving import ApprenticeReport
+from app.api.tenantlimits import limit_reached
 from app.api.versions import keep_explicit, publish_explicit
 from app.learners.base import Learner, ParamError, check_state
 from app.learners.build import budget_strategy, build_learner, initial_noise_rates
@@ -63,7 +65,8 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
         cls = learner_class(body.task, algorithm)
     except ParamError as exc:
         raise from_param_error(exc) from None
-    params = {**default_params(cls), **cls.service_defaults, **body.params,
+    params = {**default_params(cls), **cls.service_defaults,
+              **preset_params(body.preset, cls.exploration_param), **body.params,
               **_size_params(body, cls, algorithm)}
     if body.n_classes is None and spec.needs_classes:
         raise ApiError(422, "invalid_param", f"task {body.task!r} needs n_classes", "n_classes")
@@ -98,6 +101,8 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
               "n_features": body.n_features, "n_classes": body.n_classes, "params": params,
               "feedback": body.feedback.model_dump(), "seed": body.seed,
               "uid": secrets.token_hex(8)}
+    if body.preset is not None:
+        config["preset"] = body.preset
     if label_budget is not None:
         config["label_budget"] = label_budget
     config["max_feature_norm"] = body.max_feature_norm
@@ -188,7 +193,8 @@ def model_response(record: ModelRecord) -> ModelResponse:
                      else None)
     return ModelResponse(
         model_id=c["model_id"], task=c["task"], algorithm=c["algorithm"],
-        n_features=c["n_features"], n_classes=c.get("n_classes"), params=c["params"],
+        preset=c.get("preset"), n_features=c["n_features"], n_classes=c.get("n_classes"),
+        params=c["params"],
         feedback=c["feedback"], seed=c.get("seed"), created_at=c["created_at"],
         version=s.version, updated_at=s.updated_at,
         stats=ModelStats(predictions=record.predictions,
@@ -212,6 +218,11 @@ def model_response(record: ModelRecord) -> ModelResponse:
 
 async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -> ModelResponse:
     config = validated_config(body)
+    most = ctx.settings.max_models_per_tenant
+    if await ctx.store.models.count(tenant) >= most:
+        raise limit_reached(ctx, tenant, "max_models_per_tenant",
+                            f"a tenant holds at most {most} models; delete one first",
+                            "model_id")
     learner = build_learner(config)
     rho0, rho1 = initial_noise_rates(config["params"])
     given = any(name in body.params for name in ("rho0", "rho1"))

@@ -342,7 +342,8 @@ def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
     from functools import partial
 
     from app.evaluation import parquetlog
-    from app.evaluation.streaming import evaluate_parts
+    from app.evaluation.heavy_tails import guard_label
+    from app.evaluation.streaming import chain, evaluate_parts
     from app.replay.output import progress_bar
 
     files = parquetlog.log_files(args.log)
@@ -365,7 +366,8 @@ def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
             evaluation = evaluate_spark(files, n_actions, pi, options)
         else:
             evaluation = evaluate_parts(parts, reader, pi, options, args.workers, step)
-    result = evaluation.to_dict()
+    result = guard_label(evaluation.to_dict(),
+                         ((log, pi(log)) for log, _ in chain(parts, reader)), options)
     result.update(log=str(args.log), format=args.format, policy=args.policy,
                   bootstrap=args.bootstrap)
     return result
@@ -489,7 +491,11 @@ def label_source(path: str) -> tuple[int, int, Callable[[], Iterable[EventBatch]
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The result JSON of ``evaluate`` (ValueError on bad input)."""
-    from app.evaluation.estimators import evaluate, per_position
+    import numpy as np
+
+    from app.evaluation.estimators import evaluate, per_position, reward_predictions
+    from app.evaluation.heavy_tails import guard_label
+    from app.evaluation.sums import row_keys
     from app.replay.output import progress_bar
 
     policy = parse_policy(args.policy)
@@ -549,15 +555,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with progress_bar(total, "bootstrap", enabled=False if args.no_progress else None) as step:
 
         def estimate(part: LabelLog, pi_part: np.ndarray | None,
-                     keys: np.ndarray | None = None) -> dict[str, Any]:
-            return evaluate(part, pi_part, rho0=args.rho0, rho1=args.rho1,
+                     keys: np.ndarray | None = None, q: np.ndarray | None = None
+                     ) -> dict[str, Any]:
+            done = evaluate(part, pi_part, rho0=args.rho0, rho1=args.rho1,
                             rho0_se=args.rho0_se, rho1_se=args.rho1_se,
                             n_boot=args.bootstrap, seed=args.seed, progress=step,
-                            keys=keys).to_dict()
+                            keys=keys, q=q).to_dict()
+            return guard_label(done, [(part, pi_part)], stream_options(args))
 
-        result = estimate(log, pi, keys)
-        if positions is not None:
-            result["positions"] = per_position(log, pi, positions, estimate)
+        if positions is None:
+            result = estimate(log, pi, keys)
+        else:  # one reward model for the log and its positions: their DR terms add up
+            keys = row_keys(np.arange(log.n)) if keys is None else keys
+            q = reward_predictions(log, keys, stream_options(args))
+            result = estimate(log, pi, keys, q)
+            result["positions"] = per_position(log, pi, positions, estimate, keys, q)
         if slates is not None and policy in ("uniform", "logging"):
             result["slates"] = slate_result(slates, log.n_actions, policy == "uniform", args)
     result.update(log=str(args.log), format=args.format, policy=args.policy,
@@ -591,6 +603,9 @@ def label_log_only(args: argparse.Namespace) -> None:
 def slate_result(slates: tuple[np.ndarray, np.ndarray], n_items: int, uniform: bool,
                  args: argparse.Namespace) -> dict[str, Any]:
     """The ``slates`` field: RIPS and SNRIPS of the uniform (or logging) policy."""
+    import numpy as np
+
+    from app.evaluation.heavy_tails import guard_slate_log
     from app.evaluation.slates import evaluate_slates, uniform_cascade
 
     clicks, cascade = slates
@@ -598,7 +613,8 @@ def slate_result(slates: tuple[np.ndarray, np.ndarray], n_items: int, uniform: b
     out = evaluate_slates(clicks, cascade, pi, args.rho0, args.rho1, args.rho0_se,
                           args.rho1_se, n_boot=args.bootstrap, seed=args.seed).to_dict()
     del out["correction"]  # the same as the result's
-    return out
+    w = np.ones_like(cascade) if pi is None else pi / cascade
+    return guard_slate_log(out, w, clicks, stream_options(args).rates())
 
 
 #: The estimators a plot draws, in order, with their labels.

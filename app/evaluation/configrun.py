@@ -27,14 +27,14 @@ Pure numpy.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from app.evaluation.estimators import FIT_EVENTS, LabelLog, LabelSums, Options, reward_sums
+from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails, label_columns
 from app.evaluation.policies import learner_policy
 from app.evaluation.reward_model import RidgeModel, RidgeSums, merged
 from app.evaluation.streaming import accumulate
@@ -89,13 +89,18 @@ class ConfigPlan:
         return {i: stream_ids[i - position] for i in self.ends
                 if position <= i < position + len(stream_ids)}
 
-    def result(self, total: LabelSums, learned: int, ids: Mapping[int, str]
+    def result(self, total: LabelSums, learned: int, ids: Mapping[int, str],
+               columns: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
                ) -> dict[str, Any]:
         """The evaluation's JSON with its ``split`` (ValueError when an end of the split was
-        not read: the log lost events while it was read)."""
+        not read: the log lost events while it was read); below
+        :data:`~app.evaluation.heavy_tails.MIN_ESS` effective events flagged and widened by
+        the evaluated events' weights and clicks, ``columns()`` (read only then)."""
         out = total.evaluation(self.options).to_dict()
         if any(i not in ids for i in self.ends):
             raise ValueError("the log lost events while it was read")
+        if columns is not None and total.ess < MIN_ESS:
+            out = guard_heavy_tails(out, *columns(), self.options.level, self.options.rates())
         out["split"] = split_fields(learned, out["n"], [ids[i] for i in self.ends])
         return out
 
@@ -161,9 +166,22 @@ class ConfigScorer:
             return LabelSums.zeros(), {}
         first = position + start - plan.train
         batch = (log.rows(slice(start, stop)), row_keys(np.arange(first, first + stop - start)))
-        policy = functools.partial(learner_policy, learner=self.learner)
-        return (accumulate([batch], policy, self.model, plan.options),
+        return (accumulate([batch], self.policy, self.model, plan.options),
                 plan.ids_in(stream_ids[start:stop], position + start))
+
+    def policy(self, log: LabelLog) -> np.ndarray | None:
+        """The trained learner's label distribution on each event of ``log``."""
+        return learner_policy(log, learner=self.learner)
+
+    def columns(self, log: LabelLog, position: int) -> tuple[np.ndarray, np.ndarray]:
+        """The weights and raw clicks of the batch's evaluated events (its first event the
+        log's ``position``-th), for the heavy-tail guard."""
+        start = max(self.plan.train - position, 0)
+        stop = min(self.plan.events - position, log.n)
+        if stop <= start:
+            return np.zeros(0), np.zeros(0)
+        part = log.rows(slice(start, stop))
+        return label_columns([(part, self.policy(part))])
 
 
 def evaluate_config(plan: ConfigPlan, batches: Callable[[], Iterable[EventBatch]],
@@ -189,4 +207,26 @@ def evaluate_config(plan: ConfigPlan, batches: Callable[[], Iterable[EventBatch]
         position += log.n
         if position >= plan.events:
             break
-    return plan.result(total, run.learned, ids)
+    return plan.result(total, run.learned, ids, lambda: joined(
+        scorer.columns(log, start) for log, start in _positions(batches(), plan.events)))
+
+
+def _positions(batches: Iterable[EventBatch], events: int) -> Iterator[tuple[LabelLog, int]]:
+    """Each batch's events and the log's position of its first, up to ``events``."""
+    position = 0
+    for log, _ in batches:
+        yield log, position
+        position += log.n
+        if position >= events:
+            return
+
+
+def joined(parts: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Consecutive parts' weights and clicks as one pair of columns, in order."""
+    ws: list[np.ndarray] = []
+    fs: list[np.ndarray] = []
+    for w, f in parts:
+        ws.append(w)
+        fs.append(f)
+    return (np.concatenate(ws) if ws else np.zeros(0),
+            np.concatenate(fs) if fs else np.zeros(0))

@@ -27,22 +27,29 @@ bisection finds it); the upper end is one minus the lower end of ``Z``'s
 mean.  The events are bet on in log order, so a logging policy that learns
 as it goes keeps the guarantee.
 
-:func:`guard_heavy_tails` applies it to a result of
-:func:`app.evaluation.estimators.evaluate_weights`: below
+:func:`guard_heavy_tails` applies it to an evaluation's result (of a
+ranking's slot, of a label log, of one position of an OBD log): below
 :data:`MIN_ESS` effective events the result is flagged
 ``insufficient_data`` with the reason, and each estimator's interval is
-widened to hold the betting interval.  Pure numpy.
+widened to hold the betting interval; :func:`guard_label` is that rule on
+a label log's events (every log and task alike).  A ranking's slates sum
+its slots' values, so when a slot is flagged :func:`guard_slates` flags them
+too and widens their intervals to the sum of every slot's betting interval,
+each at level ``1 - (1 - level) / m`` for ``m`` slots (then all hold
+together with probability at least ``level``, Bonferroni).  Pure numpy.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from app.evaluation.estimators import ESTIMATORS
+from app.evaluation.estimators import ESTIMATORS, LabelLog, Options, importance_weights
 from app.evaluation.rates import SlotRates
+from app.evaluation.slates import SLATE_ESTIMATORS
 
 #: Effective sample size (Kish) below which the bootstrap interval is not trusted.
 MIN_ESS = 100.0
@@ -125,12 +132,73 @@ def guard_heavy_tails(result: dict[str, Any], w: np.ndarray, f: np.ndarray,
     if result["ess"] >= MIN_ESS:
         return result
     low, high = corrected_interval(*betting_interval(w, f, level), rates)
-    out = {**result, "insufficient_data": True,
-           "reason": f"effective sample size {result['ess']:.0f} below {MIN_ESS:.0f}: the "
-                     "value rests on a few heavily weighted events; each interval is widened "
-                     "to a bound that holds whatever the weights"}
-    for name in ESTIMATORS:
+    return _widened(result, ESTIMATORS, low, high,
+                    f"effective sample size {result['ess']:.0f} below {MIN_ESS:.0f}: the value "
+                    "rests on a few heavily weighted events; each interval is widened to a "
+                    "bound that holds whatever the weights")
+
+
+def guard_slates(result: dict[str, Any], columns: list[tuple[np.ndarray, np.ndarray]],
+                 rates: list[SlotRates | None], level: float = 0.95) -> dict[str, Any]:
+    """A slates ``result`` (:class:`app.evaluation.slates.SlateEvaluation`'s dict) flagged
+    ``insufficient_data`` and each interval widened to hold the sum of the slots' betting
+    intervals (module docstring): ``columns`` and ``rates`` per slot, its weights and raw
+    clicks in log order and the rates its clicks are corrected by."""
+    each = 1.0 - (1.0 - level) / len(columns)
+    ends = [corrected_interval(*betting_interval(w, f, each), r)
+            for (w, f), r in zip(columns, rates, strict=True)]
+    return _widened(result, SLATE_ESTIMATORS, sum(e[0] for e in ends), sum(e[1] for e in ends),
+                    f"a slot's effective sample size is below {MIN_ESS:.0f}: each interval is "
+                    "widened to the sum of the slots' bounds that hold whatever the weights")
+
+
+def _widened(result: dict[str, Any], names: tuple[str, ...], low: float, high: float,
+             reason: str) -> dict[str, Any]:
+    """``result`` flagged ``insufficient_data`` with ``reason``, the interval of each
+    estimator of ``names`` widened to hold ``[low, high]``."""
+    out = {**result, "insufficient_data": True, "reason": reason}
+    for name in names:
         est = result[name]
         out[name] = {**est, "ci_low": min(est["ci_low"], low),
                      "ci_high": max(est["ci_high"], high)}
     return out
+
+
+def kish_ess(w: np.ndarray) -> float:
+    """Kish's effective sample size of the weights ``w``, ``(sum w)^2 / sum w^2`` (0 without
+    a positive weight)."""
+    w2 = float(w @ w)
+    return float(w.sum()) ** 2 / w2 if w2 > 0 else 0.0
+
+
+def guard_slate_log(result: dict[str, Any], w: np.ndarray, f: np.ndarray,
+                    rates: SlotRates | None, level: float = 0.95) -> dict[str, Any]:
+    """A slate log's ``result`` (weights ``w`` and raw clicks ``f``, ``n x L``, in log
+    order; ``rates`` of every slot or of one) as is when every slot's effective sample size
+    reaches :data:`MIN_ESS`, else :func:`guard_slates` of it."""
+    slots = w.shape[1]
+    if min(kish_ess(w[:, k]) for k in range(slots)) >= MIN_ESS:
+        return result
+    each = [None if rates is None else rates.slot(k) for k in range(slots)]
+    return guard_slates(result, [(w[:, k], f[:, k]) for k in range(slots)], each, level)
+
+
+def label_columns(batches: Iterable[tuple[LabelLog, np.ndarray | None]]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The importance weights and raw clicks of a label log's events, over ``batches`` of
+    events and their targets in log order."""
+    ws, fs = [], []
+    for log, target in batches:
+        ws.append(importance_weights(log, target))
+        fs.append(np.asarray(log.rewards, dtype=np.float64))
+    return (np.concatenate(ws), np.concatenate(fs)) if ws else (np.zeros(0), np.zeros(0))
+
+
+def guard_label(result: dict[str, Any], batches: Iterable[tuple[LabelLog, np.ndarray | None]],
+                options: Options) -> dict[str, Any]:
+    """:func:`guard_heavy_tails` of a label log's ``result`` (corrected by ``options``'
+    rates), its weights and clicks read from ``batches`` (events and targets in log order)
+    only when its ``ess`` is below :data:`MIN_ESS`."""
+    if result["ess"] >= MIN_ESS:
+        return result
+    return guard_heavy_tails(result, *label_columns(batches), options.level, options.rates())

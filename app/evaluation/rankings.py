@@ -53,9 +53,10 @@ The heavy-tail guard (:mod:`app.evaluation.heavy_tails`) bets on a slot's
 events in log order, so for a slot whose effective sample size falls below
 :data:`~app.evaluation.heavy_tails.MIN_ESS` one more pass gathers its
 weights and clicks (:func:`slot_columns`: two numbers per event of that
-slot, the only per-event memory).  :func:`evaluate_ranking_parts` streams a
-log's parts, :func:`evaluate_ranking` is the same code over one batch.  Pure
-numpy.
+slot, the only per-event memory; of every slot when the result has slates,
+whose intervals then widen to the sum of the slots' betting intervals).
+:func:`evaluate_ranking_parts` streams a log's parts, :func:`evaluate_ranking`
+is the same code over one batch.  Pure numpy.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ from typing import Any
 import numpy as np
 
 from app.evaluation.estimators import FIT_EVENTS, LABEL_TERMS, LabelSums, Options
-from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails
+from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails, guard_slates
 from app.evaluation.rates import SlotRates, correction_of
 from app.evaluation.reward_model import RidgeModel, RidgeSums
 from app.evaluation.slates import SlateSums
@@ -274,9 +275,15 @@ class RankSums:
             self._slot(k).merge(sums)
 
     def thin_slots(self) -> list[int]:
-        """The slots whose effective sample size is below
-        :data:`~app.evaluation.heavy_tails.MIN_ESS` (module docstring)."""
-        return [k for k, sums in enumerate(self.positions) if sums.ess < MIN_ESS]
+        """The slots whose weights and clicks the result needs: those whose effective sample
+        size is below :data:`~app.evaluation.heavy_tails.MIN_ESS`, and every slot when there
+        is one and the result has slates (module docstring)."""
+        thin = [k for k, sums in enumerate(self.positions) if sums.ess < MIN_ESS]
+        return list(range(len(self.positions))) if thin and self._slates() else thin
+
+    def _slates(self) -> bool:
+        """Whether every event showed every slot (the result then has ``slates``)."""
+        return all(sums.n == self.n for sums in self.positions)
 
     def result(self, options: Options, columns: SlotColumns,
                progress: Callable[[int], None] | None = None) -> dict[str, Any]:
@@ -295,7 +302,7 @@ class RankSums:
         result["correction"] = correction_of(rates)  # every slot's, not slot 0's alone
         result["slot_impressions"] = sum(sums.n for sums in self.positions)
         result["positions"] = [{"position": k, **slot} for k, slot in enumerate(slots)]
-        if all(sums.n == self.n for sums in self.positions):
+        if self._slates():
             terms = [sums.sums for sums in self.positions]
             n, wr, w_sum = (LABEL_TERMS.index(name) for name in ("n", "wr", "w"))
             slates = SlateSums.of_slots(terms[0].column(n), [t.column(wr) for t in terms],
@@ -303,6 +310,10 @@ class RankSums:
             result["slates"] = slates.evaluation(options.with_rates(rates),
                                                  progress).to_dict()
             del result["slates"]["correction"]  # the same as the result's
+            if any(slot.get("insufficient_data") for slot in slots):
+                result["slates"] = guard_slates(
+                    result["slates"], [columns[k] for k in range(len(slots))],
+                    [slot.rates() for slot in each], options.level)
         return result
 
 

@@ -172,6 +172,12 @@ class Learner(ABC):
     ``set_slot_noise``)."""
     follows_baseline: ClassVar[bool] = False
     """Whether :meth:`follow` can play the caller's own choice in place of the learner's."""
+    explains_scores: ClassVar[bool] = False
+    """Whether ``feature_effects`` splits a candidate's score into one term per input
+    feature (a linear score: the term is the feature's value times its effect)."""
+    exploration_param: ClassVar[str | None] = None
+    """The hyper-parameter holding the share of decisions spread uniformly over the choices
+    (in ``[0, 1]``), which a service setting of the exploration share sets; None: none."""
     service_defaults: ClassVar[Mapping[str, Any]] = {}
     """Hyper-parameters a service uses instead of the constructor's defaults (e.g. to keep
     snapshots small); a client's params still win, replay keeps the constructor's."""
@@ -348,6 +354,11 @@ class CandidateRanker(Protocol):
     def follow_ranking(self, x: np.ndarray, baseline: Sequence[int], *,
                        actions: np.ndarray | None = None,
                        slots: int | None = None) -> Decision: ...
+
+    def first_slot_probabilities(self, x: np.ndarray, actions: np.ndarray) -> np.ndarray: ...
+
+    def feature_effects(self, x: np.ndarray, actions: np.ndarray
+                        ) -> tuple[float, np.ndarray, np.ndarray]: ...
 
 
 def check_state(expected: Mapping[str, np.ndarray], given: Mapping[str, np.ndarray]) -> State:

@@ -182,6 +182,22 @@ def position_bias_from_bands(counts: np.ndarray, clicks: np.ndarray,
     return theta, estimated
 
 
+def score_share(values: np.ndarray, temperature: float) -> np.ndarray:
+    """``softmax(values / temperature)``; at temperature 0 all on the best value (ties to the
+    lowest index).
+
+    >>> score_share(np.array([0.0, 1.0, 1.0]), 0.0).tolist()
+    [0.0, 1.0, 0.0]
+    """
+    if temperature == 0.0:
+        share: np.ndarray = (values == values.max()).astype(np.float64)
+        share[share.argmax() + 1:] = 0.0  # ties to the lowest index
+        return share
+    share = np.exp((values - values.max()) / temperature)
+    out: np.ndarray = share / share.sum()
+    return out
+
+
 class RidgeRanker(Learner):
     """Ridge regression on context x action features, Plackett-Luce slates (``ridge_pl``).
 
@@ -280,6 +296,8 @@ class RidgeRanker(Learner):
     uses_noise_rates: ClassVar[bool] = True
     ranks_candidates: ClassVar[bool] = True
     follows_baseline: ClassVar[bool] = True
+    explains_scores: ClassVar[bool] = True
+    exploration_param: ClassVar[str | None] = "epsilon"
     estimates_position_bias: ClassVar[bool] = True
     logs_placements: ClassVar[bool] = True
     #: The service runs the per-slot click-noise estimate, whose bottom anchor needs the
@@ -557,6 +575,32 @@ class RidgeRanker(Learner):
         return Decision({**decision.output, "ranking": ranking},
                         {**decision.context, "actions": logged, "scores": logged_scores})
 
+    def feature_effects(self, x: np.ndarray, actions: np.ndarray
+                        ) -> tuple[float, np.ndarray, np.ndarray]:
+        """The score of each candidate row split by input feature, with the solution in use:
+        ``w_0 + sum_j x_j C[i, j] + sum_k A[i, k] B[i, k]`` with ``C = A W^T`` (the
+        interaction ``x^T W a`` counted with the context features) and ``B[i] = w_a``.
+        Returns ``(w_0, C, B)``.
+
+        >>> m = RidgeRanker(n_features=2, n_action_features=1, slots=1)
+        >>> w0, C, B = m.feature_effects(np.ones(2), np.ones((3, 1)))
+        >>> C.shape, B.shape
+        ((3, 2), (3, 1))
+        """
+        x = check_input(x, self.n_features)
+        A = self._actions(actions)
+        w0, wa, W = self._blocks
+        return w0, A @ W.T, np.tile(wa, (A.shape[0], 1))
+
+    def first_slot_probabilities(self, x: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """The probability of each candidate row to be placed in slot 0 by :meth:`decide`
+        with ``explore`` (the mixture of the module docstring over all candidates)."""
+        s = self.scores(check_input(x, self.n_features), self._actions(actions))
+        low, eps = self.anchor_share, self.epsilon
+        probs: np.ndarray = (1.0 - low - eps) * score_share(s, self.temperature) + eps / len(s)
+        probs[int(s.argmin())] += low
+        return probs
+
     def _draw(self, scores: np.ndarray, shown: int) -> tuple[list[int], list[float]]:
         """Fill ``shown`` slots by sequential draws without replacement (module docstring).
 
@@ -576,12 +620,7 @@ class RidgeRanker(Learner):
         for k, u in enumerate(uniforms):
             n = left.shape[0]
             worst = int(values.argmin())
-            if temperature == 0.0:
-                share = (values == values.max()).astype(np.float64)
-                share[share.argmax() + 1:] = 0.0  # ties to the lowest index
-            else:
-                share = np.exp((values - values.max()) / temperature)
-                share /= share.sum()
+            share = score_share(values, temperature)
             if u < low:
                 pick = worst
             elif u < low + eps:

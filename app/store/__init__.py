@@ -11,7 +11,9 @@ apply), ``log`` (the decision log of applied events), ``evaluations``
 definitions, states, estimator sums, promotion), ``anchors`` (the rows
 of the anchor noise estimator), ``open`` (feedback in parts, label budgets, examples without a
 decision), ``rate`` (per-tenant rate limits), ``versions`` (kept snapshots
-and rollback) and ``series`` (per-model quality time series).  Key names
+and rollback), ``series`` (per-model quality time series), ``aliases`` (decisions known by a
+client's own event id), ``sweep`` and ``noise_due`` (the models the sweeper and the periodic
+noise estimates must look at).  Key names
 live in :mod:`app.store.keys` only.
 """
 
@@ -20,11 +22,14 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
+from app.store import keys
+from app.store.aliases import AliasStore
 from app.store.challengers import ChallengerStore
 from app.store.client import STORE_ERRORS, Scripts, connect
 from app.store.deadletters import DeadLetterStore
 from app.store.decisionlog import DecisionLogStore
 from app.store.drift import DriftStore
+from app.store.dueset import DueSet
 from app.store.evaluations import EvaluationStore
 from app.store.events import EventStore
 from app.store.failures import FailureStore
@@ -67,6 +72,9 @@ class Store:
         self.versions = VersionStore(redis)
         self.series = SeriesStore(redis)
         self.drift = DriftStore(redis)
+        self.sweep = DueSet(redis, keys.SWEEP_DUE)
+        self.noise_due = DueSet(redis, keys.NOISE_DUE)
+        self.aliases = AliasStore(redis)
 
     @classmethod
     def from_url(cls, url: str, *, socket_timeout: float = 2.0,

@@ -162,7 +162,7 @@ class DeadLetterStore:
         """Put the dead letter ``entry_id`` back on the event stream; returns its new stream
         id, or None when there is no such dead letter.  Raises :class:`ModelGone` when the
         event stream is gone."""
-        reply = text(await self._retry(keys=[mk.dead_letter, mk.events, mk.stats],
+        reply = text(await self._retry(keys=[mk.dead_letter, mk.events, mk.stats, mk.asleep],
                                        args=[entry_id]))
         if reply == "-":
             raise ModelGone(mk.model)

@@ -209,6 +209,14 @@ class DecisionLogStore:
             reply = await self.redis.xrange(mk.log, min=start, max=end, count=count)
         return [LogEntry(text(entry_id) or "0-0", fields) for entry_id, fields in reply]
 
+    async def clear(self, mk: ModelKeys) -> None:
+        """Delete every entry of the log (events and markers) and its index, at once (the
+        trainer's next publish logs on into an empty log)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(mk.log, mk.log_index)
+            pipe.hset(mk.stats, LOGGED_FIELD, 0)
+            await pipe.execute()
+
     async def item_ids(self, mk: ModelKeys, hashes: Sequence[int]) -> dict[int, str]:
         """The ids of the candidate id hashes the model's id table knows (module docstring)."""
         wanted = sorted(set(hashes))

@@ -125,16 +125,18 @@ class DeliveryStore:
                                       args=[consumer, TRAINER_GROUP, int(count)])
         return _deliveries(reply)
 
-    async def read_batches(self, reads: Sequence[tuple[ModelKeys, int]], consumer: str
+    async def read_batches(self, reads: Sequence[tuple[ModelKeys, int, bool]], consumer: str
                            ) -> list[Deliveries | Exception | None]:
-        """:meth:`read_batch` of several models (``(model, count)``) in one round trip; a
-        read that failed gives its exception (the others are unaffected)."""
+        """:meth:`read_batch` of several models (``(model, count, sleep)``) in one round
+        trip; a read that failed gives its exception (the others are unaffected).  ``sleep``:
+        a read that finds nothing sets the model's :attr:`~app.store.keys.ModelKeys.asleep`
+        flag in the same step (a step that adds an entry then wakes the trainer)."""
         if not reads:
             return []
         async with self.redis.pipeline(transaction=False) as pipe:
-            for mk, count in reads:
-                await run_script(self._read, [mk.lease, mk.events],
-                                 [consumer, TRAINER_GROUP, int(count)], pipe)
+            for mk, count, sleep in reads:
+                await run_script(self._read, [mk.lease, mk.events, mk.asleep],
+                                 [consumer, TRAINER_GROUP, int(count), int(sleep)], pipe)
             replies: list[Any] = await pipe.execute(raise_on_error=False)
         return [reply if isinstance(reply, Exception) else _deliveries(reply)
                 for reply in replies]

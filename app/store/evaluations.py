@@ -32,7 +32,7 @@ class EvaluationStore:
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
         self.jobs = JobQueue(redis, keys.EVALUATION_QUEUE, ModelKeys.evaluation,
-                             lambda mk: mk.evaluations_staged)
+                             lambda mk: mk.evaluations_staged, JOB_TTL_SECONDS)
 
     async def queue(self, mk: ModelKeys, request: dict[str, Any]) -> str:
         """Queue an evaluation of ``request`` (the route's validated body); its job id."""
@@ -67,7 +67,8 @@ class EvaluationStore:
             pipe.exists(key)
             pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
             pipe.expire(key, JOB_TTL_SECONDS)
-            existed, _, _ = await pipe.execute()
+            self.jobs.index(pipe, mk, job_id)
+            existed, *_ = await pipe.execute()
         if not existed:
             await self.redis.delete(key)
         return bool(existed)

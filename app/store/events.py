@@ -4,7 +4,8 @@ Life of one event:
 
 1. :meth:`EventStore.record_decisions` logs each decision's context under
    its event id with a TTL and adds the id to the model's pending set with
-   its deadline (one Lua step for a whole batch of decisions).
+   its deadline, and the id to the model's event index (how a model delete finds its
+   per-event keys without a scan), in one Lua step for a whole batch of decisions.
 2. :meth:`EventStore.take_feedback_many` (one Lua call per batch) takes each
    context exactly once, leaves a tombstone (so a second feedback gets
    "duplicate"), removes the pending entry and appends the joined event to
@@ -28,9 +29,10 @@ from typing import Any
 import numpy as np
 import redis.asyncio as aioredis
 
-from app.store import codec
+from app.store import codec, keys
 from app.store.client import ScriptBatch, Scripts
 from app.store.decisionlog import MAX_ITEM_IDS
+from app.store.dueset import DueSet
 from app.store.keys import HANDLED_FIELD, TRAINER_GROUP, ModelKeys, api_key
 from app.store.models import ModelStamp
 from app.store.tenants import KeyRecord
@@ -134,6 +136,7 @@ class EventStore:
                  batch_decisions: bool = False) -> None:
         self.redis = redis
         self.scripts = scripts
+        self.sweep_due = DueSet(redis, keys.SWEEP_DUE)
         #: Decision logs of concurrent predicts, pipelined per loop turn (single Redis only).
         self._decision_batch = ScriptBatch(scripts["record_decisions"]) if batch_decisions \
             else None
@@ -170,7 +173,8 @@ class EventStore:
         if flags and len(flags) != len(contexts):
             raise ValueError("one apprentice flag per context")
         decided, agreed = agreement if agreement is not None else (len(flags), sum(flags))
-        keys_ = [mk.stats, mk.pending, mk.deferred, *(mk.context(eid) for eid, _ in contexts),
+        keys_ = [mk.stats, mk.pending, mk.deferred, mk.event_index,
+                 *(mk.context(eid) for eid, _ in contexts),
                  *(mk.apprentice(eid) for eid, _ in contexts if flags), mk.item_ids]
         args: list[bytes | str | int | float] = [
             int(wait_seconds), int(grace_seconds),
@@ -191,7 +195,12 @@ class EventStore:
                 args += [item_hash, item_id]
         reply: Any = await (self._decision_batch.run(keys_, args) if self._decision_batch
                             else self.scripts.run("record_decisions", keys_, args))
-        return None if reply is None else int(reply)
+        if reply is None:
+            return None
+        deadline, first = int(reply[0]), int(reply[1])
+        if first:
+            await self.sweep_due.lower(mk, deadline + 1)
+        return deadline
 
     async def activate(self, mk: ModelKeys, event_id: str, wait_seconds: int,
                        grace_seconds: int) -> int | str:
@@ -200,10 +209,14 @@ class EventStore:
         "active" (not deferred, or activated already)."""
         reply: Any = await self.scripts.run(
             "activate_decision", [mk.context(event_id), mk.pending, mk.apprentice(event_id),
-                                  mk.deferred],
+                                  mk.deferred, mk.event_index],
             [event_id, int(wait_seconds), int(grace_seconds), TOMBSTONE])
         status = text(reply[0]) or "unknown"
-        return int(reply[1]) if status == "ok" else status
+        if status != "ok":
+            return status
+        if int(reply[2]):
+            await self.sweep_due.lower(mk, int(reply[1]) + 1)
+        return int(reply[1])
 
     async def take_feedback_many(self, mk: ModelKeys,
                                  items: Sequence[tuple[str, Mapping[str, np.ndarray]]],
@@ -218,7 +231,8 @@ class EventStore:
         if not items:
             return []
         given = list(rewards or ())
-        keys_ = [mk.pending, mk.events, mk.stats, *(mk.context(eid) for eid, _ in items),
+        keys_ = [mk.pending, mk.events, mk.stats, mk.asleep,
+                 *(mk.context(eid) for eid, _ in items),
                  *(mk.apprentice(eid) for eid, _ in items if given)]
         args: list[bytes | str | int | float] = [TOMBSTONE, len(items) if given else 0]
         blobs = codec.encode_many([feedback for _, feedback in items])
@@ -267,7 +281,8 @@ class EventStore:
             for eid in event_ids:
                 await self.scripts.run(
                     "expire_decision", [mk.context(eid), mk.pending, mk.events, mk.snapshot,
-                                        mk.partial(eid), mk.apprentice(eid), mk.stats],
+                                        mk.partial(eid), mk.apprentice(eid), mk.stats,
+                                        mk.event_index, mk.asleep],
                     [eid, mode, blob], client=pipe)
             replies: Any = await pipe.execute()
         return [text(r[0]) or "gone" for r in replies]

@@ -45,6 +45,19 @@ ORPHANED = "the worker running it stopped before it finished"
 #: Seconds after which a job still queued but on no queue is pushed again (its creator died
 #: between storing it and queueing it).
 REQUEUE_AFTER_SECONDS = 60.0
+#: Seconds past its expiry after which an entry leaves a model's job index.
+INDEX_MARGIN_SECONDS = 3600.0
+
+
+def index_expiring(pipe: aioredis.client.Pipeline, mk: ModelKeys, key: str,
+                   ttl_seconds: float) -> None:
+    """Queue, in ``pipe`` that gives the model's ``key`` an expiry of ``ttl_seconds``, the key
+    on :attr:`~app.store.keys.ModelKeys.job_index` scored by that expiry (how a model delete
+    finds it without a scan), and the removal of the entries :data:`INDEX_MARGIN_SECONDS` past
+    theirs (the margin covers clocks that disagree)."""
+    now = time.time()
+    pipe.zadd(mk.job_index, {key: now + ttl_seconds})
+    pipe.zremrangebyscore(mk.job_index, "-inf", f"({now - INDEX_MARGIN_SECONDS}")
 
 
 @dataclass(frozen=True)
@@ -76,17 +89,27 @@ class JobQueue:
 
     def __init__(self, redis: aioredis.Redis, queue: str,
                  job_key: Callable[[ModelKeys, str], str],
-                 staged: Callable[[ModelKeys], str]) -> None:
+                 staged: Callable[[ModelKeys], str], ttl: int) -> None:
         self.redis = redis
         self.queue = queue
         self.job_key = job_key
         self.staged = staged
+        self.ttl = ttl
         self._start = redis.register_script(lua_source("job_start"))
 
     def stage(self, pipe: aioredis.client.Pipeline, mk: ModelKeys, job_id: str) -> None:
-        """Queue, in the transaction ``pipe`` that stores the job's hash, its id on the model's
-        staged set."""
+        """Queue, in the transaction ``pipe`` that stores the job's hash (expiring in
+        :attr:`ttl` seconds), its id on the model's staged set and its key on the model's job
+        index (see :meth:`index`)."""
         pipe.zadd(self.staged(mk), {job_id: time.time()})
+        self.index(pipe, mk, job_id)
+
+    def index(self, pipe: aioredis.client.Pipeline, mk: ModelKeys, job_id: str) -> None:
+        """Queue, in ``pipe`` that gives a job's hash an expiry of :attr:`ttl` seconds, its key
+        on :attr:`~app.store.keys.ModelKeys.job_index` scored by that expiry (how a model
+        delete finds it), and the removal of the entries :data:`INDEX_MARGIN_SECONDS` past
+        theirs (the margin covers clocks that disagree)."""
+        index_expiring(pipe, mk, self.job_key(mk, job_id), self.ttl)
 
     @staticmethod
     def _ref(mk: ModelKeys, job_id: str) -> str:

@@ -21,6 +21,8 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:deferred           zset  E -> context expiry of a deferred decision not activated
     nl:{T:M}:part:E             hash  open decision: feedback so far (want, n, f, expiry)
     nl:{T:M}:appr:E             str   apprentice decision: "1" if the model agreed, else "0"
+    nl:{T:M}:event-ids          zset  E -> expiry (Redis clock) of its ctx, part and appr keys
+    nl:{T:M}:job-keys           zset  job, evaluation and event-id alias keys -> expiry (Unix s)
     nl:{T:M}:budget             hash  label-budget strategy state (rounds, state)
     nl:{T:M}:events             stream joined events, consumer group "trainers"
     nl:{T:M}:noise              hash  rho0, rho1, source, estimated_at, n_samples, history
@@ -28,6 +30,7 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:anchors            str   anchor rows (propensity, score, click) of observed plays
     nl:{T:M}:scorer             str   shadow scorer of the anchor rows (codec)
     nl:{T:M}:lease              str   trainer lease owner (with expiry)
+    nl:{T:M}:asleep             str   "1": the trainer stopped reading the model (also a channel)
     nl:{T:M}:dead               stream poison entries with the reason
     nl:{T:M}:series             list  quality time series, one JSON point each (capped)
     nl:{T:M}:drift              hash  drift detector: state (codec), report (JSON)
@@ -43,6 +46,8 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:ch-state           hash  challenger name -> learner state (codec)
     nl:{T:M}:ch-stats           hash  challenger name (or "_champion") -> JSON estimator sums
     nl:{jobs}:nrest             list  queued NREst jobs ("T/M/J")
+    nl:{sweep}:due              zset  "T/M" -> when its earliest decision deadline passes
+    nl:{jobs}:noise-due         zset  "T/M" -> when the jobs role next looks at its noise rates
     nl:{T:M}:eval:J             hash  policy evaluation job (request, status, result)
     nl:{jobs}:evaluations       list  queued policy evaluations ("T/M/J")
     nl:{workers}:W              str   worker heartbeat (with expiry)
@@ -68,6 +73,12 @@ NREST_QUEUE = f"{PREFIX}:{{jobs}}:nrest"
 EVALUATION_QUEUE = f"{PREFIX}:{{jobs}}:evaluations"
 #: Where the logs of models never published to Kafka start (set when publishing began).
 DECISIONS_SINCE = f"{PREFIX}:{{kafka}}:decisions-since"
+#: Sorted set: "tenant/model" -> Redis time from which the model's earliest pending
+#: deadline has passed (:mod:`app.store.dueset`).
+SWEEP_DUE = f"{PREFIX}:{{sweep}}:due"
+#: Sorted set: "tenant/model" -> Unix time of the jobs role's next look at whether the
+#: model's noise rates are due for an estimate (:mod:`app.store.dueset`).
+NOISE_DUE = f"{PREFIX}:{{jobs}}:noise-due"
 
 
 def tenant_models(tenant: str) -> str:
@@ -95,10 +106,17 @@ def worker_heartbeat(worker_id: str) -> str:
     return f"{PREFIX}:{{workers}}:{worker_id}"
 
 
-def tenant_model_keys_pattern(tenant: str) -> str:
-    """SCAN pattern of the keys of every model of ``tenant`` (tenant ids hold no ``:``, so
-    no other tenant's model keys match; filter by :attr:`ModelKeys.tag` for the models)."""
-    return f"{PREFIX}:{{{tenant}:*"
+#: Pattern of the channels on which a sleeping model's trainer is woken (each channel is named
+#: as the model's :attr:`ModelKeys.asleep` flag).
+ASLEEP_CHANNELS = f"{PREFIX}:{{*}}:asleep"
+
+
+def asleep_model(channel: str) -> tuple[str, str]:
+    """``(tenant, model)`` of a channel of :data:`ASLEEP_CHANNELS` (tenant ids hold no
+    ``:``)."""
+    tag = channel.removeprefix(f"{PREFIX}:{{").removesuffix("}:asleep")
+    tenant, model = tag.split(":", 1)
+    return tenant, model
 
 
 def model_ref(tenant: str, model: str) -> str:
@@ -181,6 +199,13 @@ class ModelKeys:
         return f"{self.tag}:lease"
 
     @property
+    def asleep(self) -> str:
+        """String: set when the model's trainer stopped reading its idle stream; a step that
+        adds an entry removes it and publishes on the channel of the same name
+        (:data:`ASLEEP_CHANNELS`, ``lua/lib_wake.lua``)."""
+        return f"{self.tag}:asleep"
+
+    @property
     def dead_letter(self) -> str:
         """Stream of event-stream entries the trainer could not apply, with the reason."""
         return f"{self.tag}:dead"
@@ -225,6 +250,16 @@ class ModelKeys:
     def partial(self, event_id: str) -> str:
         """Hash: feedback received so far for a decision that awaits more labels or copies."""
         return f"{self.tag}:part:{event_id}"
+
+    def alias(self, event_id: str) -> str:
+        """String: a decision known by a client's own event id (compatibility routes): the
+        service's event id and the chosen action's id (JSON), or empty while it is made."""
+        return f"{self.tag}:alias:{event_id}"
+
+    def alias_reward(self, event_id: str) -> str:
+        """String: the reward a client sent, by its own event id, before the decision was
+        activated (kept until the activation learns it)."""
+        return f"{self.tag}:alias-reward:{event_id}"
 
     def apprentice(self, event_id: str) -> str:
         """String: whether the model's own choice agreed with the baseline served for an
@@ -290,20 +325,35 @@ class ModelKeys:
         return f"{self.tag}:vstates"
 
     @property
-    def pattern(self) -> str:
-        """SCAN pattern of every key of the model, the per-event and per-job ones included
-        (ids hold no glob character)."""
-        return f"{self.tag}:*"
+    def event_index(self) -> str:
+        """Sorted set: event id -> an upper bound of the expiry (Redis clock seconds) of its
+        per-event keys (:meth:`context`, :meth:`partial`, :meth:`apprentice`), so that a
+        delete finds them without a scan; entries past their expiry are trimmed as decisions
+        are logged."""
+        return f"{self.tag}:event-ids"
+
+    @property
+    def job_index(self) -> str:
+        """Sorted set: key of each job or evaluation hash of the model (:meth:`job`,
+        :meth:`evaluation`) and of each client event-id alias (:meth:`alias`,
+        :meth:`alias_reward`) -> an upper bound of its expiry (Unix seconds)."""
+        return f"{self.tag}:job-keys"
+
+    def event_keys(self, event_id: str) -> list[str]:
+        """Every per-event key of one event (those :attr:`event_index` stands for)."""
+        return [self.context(event_id), self.partial(event_id), self.apprentice(event_id)]
 
     def fixed(self) -> list[str]:
-        """Every key of the model except the per-event and per-job ones."""
+        """Every key of the model except the per-event and per-job ones (found through
+        :attr:`event_index` and :attr:`job_index`)."""
         return [self.meta, self.snapshot, self.stats, self.pending, self.deferred, self.events,
                 self.noise, self.samples, self.anchors, self.anchor_scorer, self.lease,
-                self.dead_letter, self.label_budget, self.pending_job, self.nrest_staged,
-                self.evaluations_staged, self.log,
+                self.asleep, self.dead_letter, self.label_budget, self.pending_job,
+                self.nrest_staged, self.evaluations_staged, self.log,
                 self.log_index, self.item_ids, self.log_published,
                 self.series, self.drift, self.versions, self.version_states, self.challengers,
-                self.challenger_states, self.challenger_stats]
+                self.challenger_states, self.challenger_stats, self.event_index,
+                self.job_index]
 
 
 #: Sorted set: worker id -> Redis time of its last heartbeat, for the workers

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import orjson
 import redis.asyncio as aioredis
-from redis.asyncio.cluster import RedisCluster
 
 from app.store import codec, keys
 from app.store.client import Scripts, lua_source
@@ -35,10 +34,8 @@ from app.store.util import parse_stream_id, text, utc_now
 APPRENTICE_COUNTERS = ("apprentice_decisions", "apprentice_agreed", "apprentice_events",
                        "apprentice_reward_sum", "apprentice_agreed_events",
                        "apprentice_agreed_reward_sum")
-#: Keys unlinked per round trip when a model is removed.
+#: Index members whose keys are unlinked per round trip when a model is removed.
 _DELETE_CHUNK = 1000
-#: Keys a SCAN call looks at when a model's keys are searched for.
-_SCAN_COUNT = 2000
 #: Reads and compared writes :meth:`ModelStore.update_config` tries before giving up.
 CONFIG_ATTEMPTS = 5
 
@@ -303,6 +300,10 @@ class ModelStore:
         found = await self.records(tenant, [model_id])
         return found[0] if found else None
 
+    async def count(self, tenant: str) -> int:
+        """Models ``tenant`` holds."""
+        return int(await self.redis.scard(keys.tenant_models(tenant)))
+
     async def list_ids(self, tenant: str) -> list[str]:
         """Model ids of ``tenant``, sorted."""
         return sorted(text(m) or "" for m in await self.redis.smembers(keys.tenant_models(tenant)))
@@ -322,9 +323,10 @@ class ModelStore:
         tombstones of answered decisions until their expiry, partial feedback, jobs).
         Returns the ids that existed.
 
-        The per-event keys are found by SCAN (no index is kept on the hot path): one pass
-        over the keyspace for all the models, on a Redis Cluster over the node of each
-        model's slot only.
+        The per-event and per-job keys are found on the model's own indexes
+        (:attr:`~app.store.keys.ModelKeys.event_index`,
+        :attr:`~app.store.keys.ModelKeys.job_index`), never by a scan: a delete costs what
+        the model holds, whatever the store holds.
         """
         mks = [ModelKeys(tenant, m) for m in model_ids]
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -338,37 +340,27 @@ class ModelStore:
             for mk in found:
                 pipe.srem(keys.tenant_models(tenant), mk.model)
                 pipe.srem(keys.ALL_MODELS, keys.model_ref(tenant, mk.model))
+                pipe.zrem(keys.SWEEP_DUE, keys.model_ref(tenant, mk.model))
+                pipe.zrem(keys.NOISE_DUE, keys.model_ref(tenant, mk.model))
                 pipe.delete(mk.meta)
             await pipe.execute()
-        pattern = found[0].pattern if len(found) == 1 else keys.tenant_model_keys_pattern(tenant)
-        for target, group in self._by_node(found):
-            await self._unlink_matching(pattern, tuple(f"{mk.tag}:".encode() for mk in group),
-                                        target)
-        for mk in found:  # keys written while the scan ran (SCAN returns those it saw)
-            await self.redis.delete(*mk.fixed())
+        for mk in found:
+            await self._unlink_indexed(mk.event_index, mk.event_keys)
+            await self._unlink_indexed(mk.job_index, lambda key: [key])
+            await self.redis.unlink(*mk.fixed())
         return [mk.model for mk in found]
 
-    def _by_node(self, mks: list[ModelKeys]) -> list[tuple[dict[str, Any], list[ModelKeys]]]:
-        """The models grouped by the node that holds their keys, each group with the SCAN
-        arguments that target that node (one group and no argument on one Redis)."""
-        if not isinstance(self.redis, RedisCluster):
-            return [({}, mks)]
-        groups: dict[str, tuple[dict[str, Any], list[ModelKeys]]] = {}
-        for mk in mks:
-            node = self.redis.get_node_from_key(mk.meta)
-            groups.setdefault(node.name, ({"target_nodes": node}, []))[1].append(mk)
-        return list(groups.values())
-
-    async def _unlink_matching(self, pattern: str, prefixes: tuple[bytes, ...],
-                               target: dict[str, Any]) -> None:
-        """UNLINK every key that matches ``pattern`` and starts with one of ``prefixes``
-        (``target``: the SCAN arguments of a Cluster node)."""
-        batch: list[bytes] = []
-        async for key in self.redis.scan_iter(match=pattern, count=_SCAN_COUNT, **target):
-            if key.startswith(prefixes):
-                batch.append(key)
-            if len(batch) >= _DELETE_CHUNK:
-                await self.redis.unlink(*batch)
-                batch = []
-        if batch:
-            await self.redis.unlink(*batch)
+    async def _unlink_indexed(self, index: str, keys_of: Callable[[str], list[str]]) -> None:
+        """UNLINK the keys of each member of the sorted set ``index`` (``keys_of`` a member)
+        and the member, :data:`_DELETE_CHUNK` members per round trip, until none is left
+        (members added meanwhile included)."""
+        while True:
+            members: Any = await self.redis.zrange(index, 0, _DELETE_CHUNK - 1)
+            if not members:
+                return
+            async with self.redis.pipeline(transaction=False) as pipe:
+                # one slot (the model's tag): the command as is, also in a Cluster pipeline
+                pipe.execute_command("UNLINK", *(key for m in members
+                                                 for key in keys_of(text(m) or "")))
+                pipe.zrem(index, *members)
+                await pipe.execute()

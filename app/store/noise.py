@@ -165,7 +165,7 @@ class NoiseStore:
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
         self.jobs = JobQueue(redis, keys.NREST_QUEUE, ModelKeys.job,
-                             lambda mk: mk.nrest_staged)
+                             lambda mk: mk.nrest_staged, JOB_TTL_SECONDS)
 
     async def get(self, mk: ModelKeys) -> NoiseRecord | None:
         """The model's noise record (None when the model is gone)."""

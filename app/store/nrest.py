@@ -17,6 +17,7 @@ estimator settings and the last anchor outcome.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,8 @@ import orjson
 import redis.asyncio as aioredis
 
 from app.learners.noise_publish import DEFAULT_MAX_WIDTH
-from app.store import codec
+from app.store import codec, keys
+from app.store.dueset import DueSet
 from app.store.keys import SAMPLES_NEW_FIELD, ModelKeys
 from app.store.noise import DEFAULT_ESTIMATOR
 from app.store.util import text
@@ -49,10 +51,12 @@ class SampleStore:
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
+        self.noise_due = DueSet(redis, keys.NOISE_DUE)
 
     async def append(self, mk: ModelKeys, X: np.ndarray, played: np.ndarray,
                      clicks: np.ndarray, cap: int) -> None:
-        """Append samples, keep the newest ``cap``, count them as new (one transaction)."""
+        """Append samples, keep the newest ``cap``, count them as new (one transaction); the
+        model is then due for a look by the jobs role (:mod:`app.store.dueset`)."""
         n = len(clicks)
         if n == 0:
             return
@@ -62,6 +66,7 @@ class SampleStore:
             pipe.ltrim(mk.samples, -cap, -1)
             pipe.hincrby(mk.noise, SAMPLES_NEW_FIELD, n)
             await pipe.execute()
+        await self.noise_due.lower(mk, time.time())
 
     async def load(self, mk: ModelKeys) -> Samples | None:
         """The whole buffer, or None when it is empty."""
@@ -131,17 +136,20 @@ class AnchorStore:
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
+        self.noise_due = DueSet(redis, keys.NOISE_DUE)
 
     async def append(self, mk: ModelKeys, prob: np.ndarray, score: np.ndarray,
                      click: np.ndarray, scorer_state: Mapping[str, np.ndarray],
                      cap: int) -> None:
-        """Append rows and save the scorer's state with them; count the rows as new."""
+        """Append rows and save the scorer's state with them; count the rows as new; the
+        model is then due for a look by the jobs role (:mod:`app.store.dueset`)."""
         rows = np.column_stack([prob, score, click]).astype(_ROW)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.append(mk.anchors, rows.tobytes())
             pipe.set(mk.anchor_scorer, codec.encode(scorer_state))
             pipe.hincrby(mk.noise, ANCHORS_NEW_FIELD, len(rows))
             length, *_ = await pipe.execute()
+        await self.noise_due.lower(mk, time.time())
         if int(length) > 2 * cap * ROW_BYTES:
             tail: Any = await self.redis.getrange(mk.anchors, -cap * ROW_BYTES, -1)
             await self.redis.set(mk.anchors, tail)

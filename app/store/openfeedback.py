@@ -122,7 +122,7 @@ class OpenFeedbackStore:
         """
         if not steps:
             return []
-        keys_ = [mk.pending, mk.events, mk.stats, mk.label_budget]
+        keys_ = [mk.pending, mk.events, mk.stats, mk.label_budget, mk.asleep]
         args: list[bytes | str | int | float] = [TOMBSTONE]
         blobs = codec.encode_many([step.fields for step in steps])
         for step, blob in zip(steps, blobs, strict=True):
@@ -151,7 +151,8 @@ class OpenFeedbackStore:
         args: list[bytes | str | int | float] = []
         for eid, context, feedback in examples:
             args += [eid, codec.encode(context), codec.encode(feedback)]
-        reply: Any = await self._scripts["add_examples"](keys=[mk.events, mk.stats], args=args)
+        reply: Any = await self._scripts["add_examples"](keys=[mk.events, mk.stats, mk.asleep],
+                                                          args=args)
         return [text(r) or "" for r in reply]
 
 

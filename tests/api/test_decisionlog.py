@@ -11,6 +11,7 @@ import pytest
 import redis
 
 import app.store.events
+from app.api import decisionlog
 from app.store.keys import ModelKeys
 from app.tasks.rank import item_hashes
 from tests.api.conftest import TestClient, new_model, new_tenant, post_feedback, predict_all
@@ -246,3 +247,31 @@ def test_a_small_page_reads_few_entries_from_redis(
     counts.clear()
     lines, after = get_log(client, tenant, limit=6, order="desc")
     assert len(lines) == 6 and after is not None and counts == [1, 2]
+
+
+#: Bytes a page may hold in the test: a few of its lines (each about 330 bytes).
+PAGE_BYTES = 1500
+
+
+@pytest.mark.slow
+def test_pages_are_bounded_by_bytes_as_well_as_lines(
+        client: TestClient, tenant: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    new_model(client, tenant)
+    play_label(client, tenant, 23)
+    sync(client, tenant)
+    everything, _ = get_log(client, tenant)
+    assert len(everything) == 23
+    monkeypatch.setattr(decisionlog, "MAX_PAGE_BYTES", PAGE_BYTES)
+    for order, expected in (("asc", everything), ("desc", everything[::-1])):
+        seen: list[dict[str, Any]] = []
+        after = None
+        while True:
+            r = client.get("/v1/models/m1/log", headers=tenant,
+                           params={"limit": 1000, "order": order, **({"after": after} if after
+                                                                     else {})})
+            assert r.status_code == 200 and 0 < len(r.content) <= PAGE_BYTES
+            seen += [orjson.loads(line) for line in r.content.splitlines()]
+            after = r.headers.get("x-next-after")
+            if after is None:
+                break
+        assert seen == expected  # every line once, in order

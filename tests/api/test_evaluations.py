@@ -326,3 +326,69 @@ def test_a_label_evaluation_streams_its_whole_window_as_the_command_line_reads_i
                  "--policy", "fixed:1", "--rho0", "0.05", "--rho1", "0.1", "--bootstrap",
                  "50"]) == 0
     same_estimates(done, json.loads(capsys.readouterr().out))
+
+
+@pytest.mark.slow
+def test_a_label_evaluation_without_rates_corrects_by_the_models_own(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    """Without rates in the request a label log is corrected by the model's rates in force,
+    flagged as its challengers' values are (it was read raw, saying nothing)."""
+    new_model(client, tenant)
+    feed(client, tenant, 600)
+    raw = evaluation(client, tenant, redis_url, {"policy": "logging", "bootstrap": 20})
+    # rates nobody gave: nothing corrected, and flagged
+    assert (raw["rates"], raw["calibration_unreliable"], raw["reason"]) == (
+        "model", True, "noise_rates_unreliable")
+    assert raw["correction"]["rho0"] is None
+    assert client.put("/v1/models/m1/noise", json={"rho0": 0.05, "rho1": 0.1},
+                      headers=tenant).status_code == 200
+    own = evaluation(client, tenant, redis_url, {"policy": "logging", "bootstrap": 20})
+    assert (own["rates"], own["calibration_unreliable"]) == ("model", False)
+    assert (own["correction"]["rho0"], own["correction"]["rho1"]) == (0.05, 0.1)
+    assert own["ips"]["value"] == pytest.approx((raw["ips"]["value"] - 0.05) / 0.85)
+    given = evaluation(client, tenant, redis_url,
+                       {"policy": "logging", "rho0": 0.0, "rho1": 0.0, "bootstrap": 20})
+    assert (given["rates"], given["calibration_unreliable"]) == ("request", False)
+    assert given["ips"]["value"] == pytest.approx(raw["ips"]["value"])
+
+
+@pytest.mark.slow
+def test_a_label_evaluation_on_few_effective_events_is_flagged_with_a_bound_that_holds(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    """``fixed:2`` on 150 plays rests on the few that played label 2 (an effective sample
+    size below 100): flagged ``insufficient_data``, each interval widened to the betting
+    bound, which holds its value 1/3 (the share of inputs whose right label is 2); rank
+    logs' slots were flagged so, label logs were not."""
+    new_model(client, tenant)
+    feed(client, tenant, 150)
+    done = evaluation(client, tenant, redis_url,
+                      {"policy": "fixed:2", "rho0": 0.0, "rho1": 0.0, "bootstrap": 50})
+    assert done["ess"] < 100 and done["insufficient_data"] is True, done
+    assert "effective sample size" in done["reason"]
+    for name in ("ips", "snips", "dr"):
+        assert done[name]["ci_low"] <= 1 / 3 <= done[name]["ci_high"], (name, done)
+    logging = evaluation(client, tenant, redis_url, {"policy": "logging", "bootstrap": 20})
+    assert logging["ess"] == 150 and "insufficient_data" not in logging
+
+
+@pytest.mark.slow
+def test_a_configuration_on_few_effective_events_is_flagged_and_says_its_rates(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    """A configuration evaluated on 75 events (an effective sample size below 100 whatever
+    its weights) is flagged ``insufficient_data`` with intervals widened to the betting
+    bound, which holds its value (between 0 and 1); without rates in the request it is
+    corrected by the model's own and says so, as the other policies' evaluations."""
+    new_model(client, tenant)
+    feed(client, tenant, 150)
+    config = {"algorithm": "linucb_diag", "params": {"alpha": 0.1}}
+    done = evaluation(client, tenant, redis_url, {"policy": config, "bootstrap": 20})
+    assert done["status"] == "done" and done["n"] == 75, done
+    assert done["ess"] < 100 and done["insufficient_data"] is True, done
+    assert "effective sample size" in done["reason"]
+    for name in ("ips", "snips", "dr"):  # the betting bound of a click rate: in [0, 1]
+        assert done[name]["ci_low"] <= done[name]["ci_high"], (name, done)
+        assert done[name]["ci_high"] - done[name]["ci_low"] > 0.2, (name, done)
+    # the model's rates nobody gave: flagged for them too, both reasons said
+    assert (done["rates"], done["calibration_unreliable"]) == ("model", True), done
+    assert done["reason"].startswith("noise_rates_unreliable; "), done
+    assert done["split"]["evaluate"]["events"] == 75

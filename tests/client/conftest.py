@@ -6,29 +6,17 @@ The client is tested over real sockets: HTTP (httpx) and WebSocket
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
-import redis
-import uvicorn
 from noisyloop_client import Client
 
-from app.store.embedded import EmbeddedRedis, free_port
-from tests.conftest import served
+from app.store.embedded import EmbeddedRedis
+from tests.conftest import served_service
 
 ADMIN_TOKEN = "client-test-admin-token-0123456789"
-
-
-async def _trainer(ctx: Any, stop: asyncio.Event) -> None:
-    from app.worker_settings import WorkerSettings
-    from workers.worker import Worker
-
-    settings = WorkerSettings(roles=("trainer",), worker_id="client-tests", flush_interval=0.01)
-    await Worker(ctx.store, settings, metrics=ctx.metrics).run(stop)
 
 
 @dataclass(frozen=True)
@@ -41,18 +29,9 @@ class Service:
 def service(redis_server: EmbeddedRedis) -> Iterator[Service]:
     """The app with its trainer, served by uvicorn on 127.0.0.1:<free port> as ``serve`` runs
     it (one write per response: :mod:`app.server.onewrite`)."""
-    from app.main import create_app
-    from app.server.options import uvicorn_options
-    from app.settings import Settings
-
-    with redis.Redis.from_url(redis_server.url) as r:
-        r.flushall()
-    settings = Settings(redis_url=redis_server.url, admin_token=ADMIN_TOKEN)
-    app = create_app(settings, background=[_trainer])
-    port = free_port()
-    with served(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on",
-                               ws="websockets-sansio", **uvicorn_options(settings))):
-        yield Service(f"http://127.0.0.1:{port}", ADMIN_TOKEN)
+    with served_service(redis_server.url, ADMIN_TOKEN, "client-tests",
+                        ws="websockets-sansio") as url:
+        yield Service(url, ADMIN_TOKEN)
 
 
 @pytest.fixture

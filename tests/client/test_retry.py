@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from noisyloop_client import AsyncClient, Client, ConnectionFailed, NoisyloopError, RetryPolicy
 
-from tests.client.conftest import free_port
+from app.store.embedded import free_port
 
 FAST = RetryPolicy(retries=3, base=0.01, max_delay=0.05)
 

@@ -188,3 +188,46 @@ def test_slot_rates_correct_each_slot_of_a_rank_log(
     assert main(["evaluate", "--log", str(vw), "--format", "vw", "--policy", "uniform",
                  "--slot-rates", str(rates)]) == 2
     assert "--slot-rates needs --format noisyloop" in capsys.readouterr().err
+
+
+def test_obd_positions_add_up_to_the_pooled_value_for_every_estimator_but_snips(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The positions' IPS and DR weighted by their impressions are the pooled IPS and DR:
+    one reward model serves the log and its positions (fitted per position, DR's positions
+    did not add up).  SNIPS normalises each position by its own weights: a ratio of sums,
+    it adds up only where the positions' mean weights agree."""
+    path = write_obd(tmp_path, 3000, seed=1)
+    for policy in ("uniform", "fixed:12"):
+        _, result = run(capsys, "--log", str(path), "--format", "obd", "--policy", policy)
+        n = np.array([p["n"] for p in result["positions"]])
+        for name in ("ips", "dr"):
+            weighted = n @ [p[name]["value"] for p in result["positions"]] / n.sum()
+            assert weighted == pytest.approx(result[name]["value"], abs=1e-12), (policy, name)
+
+
+def test_a_log_whose_weight_rests_on_a_few_events_is_flagged_with_a_bound_that_holds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One row logged with probability 0.000001 (as in the Open Bandit Dataset's women/BTS
+    log) carries nearly all the uniform policy's weight: the effective sample size is about
+    1, so the result and that row's position are flagged ``insufficient_data`` and each
+    interval widened to the betting bound, which holds the truth (the bootstrap alone gave
+    an ordinary-looking interval, unflagged)."""
+    path = write_obd(tmp_path, 2000, seed=2)
+    rows = path.read_text().splitlines()
+    cells = rows[7].split(",")
+    cells[5] = "0.000001"
+    rows[7] = ",".join(cells)
+    path.write_text("\n".join(rows) + "\n")
+    _, result = run(capsys, "--log", str(path), "--format", "obd", "--policy", "uniform")
+    truth = {1: float(np.mean(CLICK)), 2: float(np.mean(CLICK)) / 2}
+    heavy = 1 + (7 - 1) % 2  # the position of the row changed (line 7: event 6)
+    assert result["ess"] < 100 and result["insufficient_data"] is True, result
+    assert "effective sample size" in result["reason"]
+    for name in ("ips", "snips", "dr"):
+        assert result[name]["ci_low"] <= (truth[1] + truth[2]) / 2 <= result[name]["ci_high"]
+    flagged = result["positions"][heavy - 1]
+    assert flagged["insufficient_data"] is True and flagged["ess"] < 100, flagged
+    for name in ("ips", "snips", "dr"):
+        assert flagged[name]["ci_low"] <= truth[heavy] <= flagged[name]["ci_high"], name
+    other = result["positions"][2 - heavy]
+    assert "insufficient_data" not in other and other["ess"] > 900, other

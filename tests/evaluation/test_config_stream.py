@@ -17,6 +17,7 @@ from app.commands.log_parquet import write_pages
 from app.evaluation import servicelog
 from app.evaluation.configrun import ConfigPlan, evaluate_config
 from app.evaluation.estimators import ESTIMATORS, Options, evaluate
+from app.evaluation.heavy_tails import MIN_ESS, guard_label
 from app.evaluation.simulate import SOFTMAX, simulate_label
 from app.evaluation.training import config_policy
 from tests.evaluation.test_parquetlog import export_lines
@@ -42,6 +43,9 @@ def in_memory(path: Path) -> dict[str, Any]:
     read = servicelog.read_service_log(path)
     trained = config_policy(CONFIG, read.label_log(), FRACTION, (RHO0, RHO1), seed=SEED)
     result = evaluate(trained.log, trained.pi, RHO0, RHO1, n_boot=BOOT, seed=SEED).to_dict()
+    # its effective sample size is below 100: flagged and widened, streamed or not
+    assert result["ess"] < MIN_ESS
+    result = guard_label(result, [(trained.log, trained.pi)], Options(RHO0, RHO1))
     return {**result, "split": trained.split(read.stream_ids)}
 
 
@@ -61,6 +65,7 @@ def same(streamed: dict[str, Any], memory: dict[str, Any]) -> None:
         for field in ("value", "ci_low", "ci_high"):
             assert streamed[name][field] == pytest.approx(memory[name][field], rel=1e-9), name
     assert streamed["split"] == memory["split"]
+    assert streamed["insufficient_data"] is memory["insufficient_data"] is True
 
 
 def test_config_on_json_lines_and_parquet_streams_the_numbers_of_the_log_in_memory(

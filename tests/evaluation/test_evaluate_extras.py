@@ -127,3 +127,19 @@ def test_an_empirical_policy_is_evaluated_on_another_log(
     assert main(["evaluate", "--log", str(tmp_path / "x.vw"), "--format", "vw",
                  "--policy", f"empirical:{other}"]) == 2
     assert "needs --format obd" in capsys.readouterr().err
+
+
+def test_slates_resting_on_a_few_slates_are_flagged_with_a_bound_that_holds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A logging policy that shows one item first 94% of the time: a uniform slate's weights
+    rest on a few slates (an effective sample size below 100 at some slot), so ``slates``
+    is flagged ``insufficient_data`` and widened to the sum of the slots' betting bounds,
+    which holds the truth (it was not flagged)."""
+    path = write_slates(tmp_path, 2000, np.array([1.0, 5.0, 100.0]), seed=1)
+    _, result = run(capsys, "--log", str(path), "--format", "obd", "--policy", "uniform")
+    slates = result["slates"]
+    truth = np.mean([1 - (1 - CLICK[a]) * (1 - CLICK[b]) for a, b in permutations(range(3), 2)])
+    assert slates["insufficient_data"] is True, slates
+    assert "effective sample size" in slates["reason"]
+    for name in ("rips", "snrips"):
+        assert slates[name]["ci_low"] <= truth <= slates[name]["ci_high"], (name, slates)

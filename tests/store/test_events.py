@@ -176,6 +176,18 @@ async def test_no_lease_for_a_deleted_model(store: Store) -> None:
     assert await store.redis.exists(MK.lease) == 0
 
 
+async def test_a_deleted_model_leaves_no_client_event_id_behind(store: Store) -> None:
+    """A client's event id (and a reward kept for it) goes with its model: a model made again
+    under the same id can take the same event id at once."""
+    assert await store.aliases.claim(MK, "client-1", 600)
+    assert await store.aliases.keep_reward(MK, "client-1", 1.0, 600)
+    assert await store.models.delete("t", "m")
+    assert await store.redis.keys(f"{MK.tag}:*") == []
+    await store.models.create("t", CONFIG, {"W_": np.zeros((3, 2)),
+                                            "noise_rates_": np.zeros(2)}, 0.0, 0.0)
+    assert await store.aliases.claim(MK, "client-1", 600)
+
+
 async def _guarded_setup(store: Store) -> tuple[KeyRecord, ModelView]:
     key, _ = await store.tenants.create_key("t")
     record, view = await store.models.view_with_key(key, "m")

@@ -4,10 +4,14 @@ estimates, as their learner classes declare (``keeps_noise_samples``,
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import orjson
+import redis
 
 from app.store import Store
+from app.store.keys import NOISE_DUE
 from app.store.nrest import AnchorStore, SampleStore
 from app.worker_settings import WorkerSettings
 from tests.workers.conftest import create_model, decisions, model_config
@@ -71,3 +75,34 @@ async def test_a_queued_nrest_estimate_of_a_model_without_samples_fails_naming_t
     assert job["reason"] == ("'rcnbf' models keep no NREst sample buffer (the label "
                              "algorithms that do: linucb_diag, rcine, squarecb_diag, linucb, "
                              "lints_diag)")
+
+
+#: Idle models beside the one with new samples: a pass that looked at each would run at
+#: least two commands per model (its two counts), 120 here.
+IDLE_MODELS = 60
+#: Commands of a jobs pass that looks at one model with new samples and finds no estimate
+#: due (its queue looks, its due read, counts, config, settings, reschedule: about 20).
+PASS_COMMANDS = 60
+
+
+async def test_jobs_pass_looks_only_at_models_with_new_samples(store: Store,
+                                                               redis_url: str) -> None:
+    config = model_config(algorithm="rcine", params={"gamma": 0.1, "n_s": 40})
+    mk = await create_model(store, config)
+    for i in range(IDLE_MODELS):
+        await create_model(store, model_config(f"idle{i}"))
+    X = np.zeros((3, 6))
+    await SampleStore(store.redis).append(mk, X, np.zeros(3, dtype=np.int64), np.ones(3), 40)
+    assert [m for m, _ in await store.redis.zrange(NOISE_DUE, 0, -1, withscores=True)] == [
+        b"t/m"]  # only the model that has new samples
+    ctx = await Worker(store, WorkerSettings(roles=("jobs",), worker_id="n",
+                                             nrest_threads=True)).start()
+    ctx.noise_seeded_at = time.monotonic()  # the periodic look at every model just ran
+    with redis.Redis.from_url(redis_url) as r:
+        before = sum(int(s["calls"]) for s in r.info("commandstats").values())
+        assert await nrest.run_pass(ctx) == 0  # 3 new samples of 40: not due
+        assert sum(int(s["calls"]) for s in r.info("commandstats").values()) - before \
+            < PASS_COMMANDS
+    [(_, at)] = await store.redis.zrange(NOISE_DUE, 0, -1, withscores=True)
+    assert at > time.time() + ctx.config.nrest_interval - 60  # looked at again when stale
+    ctx.stopping.set()

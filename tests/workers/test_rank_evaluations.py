@@ -89,8 +89,25 @@ def test_without_a_published_estimate_the_models_rates_are_used_and_flagged(
     assert configured["calibration_unreliable"] is False
     assert configured["correction"]["reward"] == SCALAR_REWARD
     assert configured["ips"]["value"] == pytest.approx((clicks[:, 0].mean() - 0.1) / 0.7)
-    # rates in the request win over the model's estimate
-    given = _evaluate(entries, {**request, "rho0": 0.0, "rho1": 0.0},
+
+def test_a_requests_rates_are_every_slots_noise_under_the_estimated_examination(
+        logged: tuple[list[LogEntry], np.ndarray]) -> None:
+    """Scalar rates in the request are each slot's click noise in the per-slot formula,
+    the examination the model's published estimate (slot 1 was corrected as if examined
+    always: 0.6 of its value); without an estimate examination is unknown, flagged."""
+    entries, clicks = logged
+    request = {"policy": "logging", "bootstrap": 20, "rho0": 0.1, "rho1": 0.2}
+    given = _evaluate(entries, request,
                       NoiseRecord(RHO0[0], RHO1, "estimated", slots=SLOT_ESTIMATE))
     assert (given["rates"], given["calibration_unreliable"]) == ("request", False)
-    assert [p["ips"]["value"] for p in given["positions"]] == pytest.approx(clicks.mean(axis=0))
+    theta = np.array(THETA)
+    expected = (clicks.mean(axis=0) - theta * 0.1) / (theta * 0.7)
+    assert [p["ips"]["value"] for p in given["positions"]] == pytest.approx(expected)
+    assert (given["correction"]["theta"], given["correction"]["rho0"]) == (
+        list(THETA), [0.1] * 3)
+    assert given["correction"]["rate_uncertainty"]["rho0_se"] == [0.0] * 3
+    unknown = _evaluate(entries, request, NoiseRecord(0.0, 0.0, "initial"))
+    assert (unknown["rates"], unknown["calibration_unreliable"], unknown["reason"]) == (
+        "request", True, "position_bias_unknown")
+    assert [p["ips"]["value"] for p in unknown["positions"]] == pytest.approx(
+        (clicks.mean(axis=0) - 0.1) / 0.7)

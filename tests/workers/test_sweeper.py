@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
+import redis
 
 from app.learners.base import stack_events
 from app.learners.build import build_learner, timeout_feedback
 from app.store import Store
+from app.store.keys import SWEEP_DUE
 from app.store.nrest import SampleStore
 from app.worker_settings import WorkerSettings
 from tests.deadlines import pass_deadlines_async
 from tests.workers.conftest import create_model, decisions, model_config
+from workers import sweeper
 from workers.worker import Worker
 
 
@@ -153,3 +157,41 @@ async def test_jobs_stored_but_never_queued_are_queued_again(store: Store) -> No
     await sweeper.drain()
     assert await store.redis.zcard(evaluations.staged(mk)) == 0
     assert await store.redis.zcard(nrest.staged(mk)) == 0
+
+
+def _calls(r: redis.Redis) -> int:
+    """Commands Redis ran so far (``INFO commandstats``)."""
+    return sum(int(stats["calls"]) for stats in r.info("commandstats").values())
+
+
+#: Idle models beside the one with decisions: a pass that looked at each would run at least
+#: this many commands.
+IDLE_MODELS = 60
+#: Commands of a pass over one due model with 3 decisions to end (about 42: its due read,
+#: 3 expiry Lua steps with the commands they run, the reschedule, one commandstats read),
+#: whatever the number of idle models; one command per idle model would pass it by 60-48.
+PASS_COMMANDS = 90
+
+
+async def test_sweeper_pass_looks_only_at_models_due(store: Store, redis_url: str) -> None:
+    config = model_config(feedback={"wait_seconds": 1, "on_timeout": "drop"})
+    mk = await create_model(store, config)
+    for i in range(IDLE_MODELS):
+        await create_model(store, model_config(f"idle{i}"))
+    logged, _ = decisions(config, 3)
+    deadline = await store.events.record_decisions(mk, logged, 1, 60)
+    assert deadline is not None
+    scheduled = await store.redis.zrange(SWEEP_DUE, 0, -1, withscores=True)
+    assert scheduled == [(b"t/m", deadline + 1.0)]  # only the model that has decisions
+    while await store.events.server_time() < deadline + 1:
+        await asyncio.sleep(0.05)
+    ctx = await worker(store).start()
+    ctx.swept_all_at = ctx.requeued_at = time.monotonic()  # the periodic looks just ran
+    with redis.Redis.from_url(redis_url) as r:
+        before = _calls(r)
+        assert await sweeper.run_pass(ctx) == 3
+        assert _calls(r) - before < PASS_COMMANDS
+    assert await store.redis.zcard(SWEEP_DUE) == 0  # nothing left to end
+    await store.events.record_decisions(mk, logged[:1], 60, 60)
+    assert await store.redis.zcard(SWEEP_DUE) == 1  # scheduled again
+    ctx.stopping.set()

@@ -79,8 +79,10 @@ class EvaluationRequest(RequestModel):
                               description="only events applied at or before (as since)")
     rho0: FiniteFloat | None = Field(default=None, ge=0.0, lt=1.0,
                                      description="click-noise rate P(click | no true click); "
-                                     "without rates a rank model's log is corrected by the "
-                                     "model's own (its per-slot estimate when published)")
+                                     "without rates the log is corrected by the model's own "
+                                     "(a rank model's: its per-slot estimate when published); "
+                                     "a rank model's given rates are every slot's, under its "
+                                     "estimated examination")
     rho1: FiniteFloat | None = Field(default=None, ge=0.0, lt=1.0,
                                      description="click-noise rate P(no click | true click)")
     bootstrap: JsonInt = Field(default=200, ge=1, le=1000,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from app.api.features import DEFAULT_MAX_FEATURE_NORM, MAX_FEATURE_NORM_LIMIT
+from app.api.presets import PRESETS, with_preset
 from app.api.schemas.common import (
     INTEGRAL,
     MAX_CLASSES,
@@ -89,7 +90,8 @@ class DriftSettings(RequestModel):
 
 
 class ModelCreateRequest(RequestModel):
-    """Body of ``POST /v1/models``; ``algorithm`` defaults to the task's first."""
+    """Body of ``POST /v1/models``; ``algorithm`` defaults to the task's first; a ``preset``
+    fills the fields the body leaves out (:mod:`app.api.presets`)."""
 
     model_id: ModelId
     task: str = Field(json_schema_extra={"enum": list[JsonValue](TASKS)},
@@ -121,6 +123,14 @@ class ModelCreateRequest(RequestModel):
     drift: DriftSettings = Field(
         default_factory=DriftSettings,
         description="what a detected drift does (PUT .../drift changes it)")
+    preset: Literal[tuple(PRESETS)] | None = Field(  # type: ignore[valid-type]
+        default=None, description="a named set of defaults the model starts from: "
+        + "; ".join(f"{name}: {p.description}" for name, p in PRESETS.items()))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_preset(cls, data: Any) -> Any:
+        return with_preset(data)
 
 
 class TrainerError(BaseModel):
@@ -234,6 +244,7 @@ class ModelResponse(BaseModel):
     model_id: str
     task: str
     algorithm: str
+    preset: str | None = Field(default=None, description="the preset the model started from")
     n_features: int
     n_classes: int | None
     params: dict[str, Any]

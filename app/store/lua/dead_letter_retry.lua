@@ -1,10 +1,11 @@
 -- Put a dead letter back on the model's event stream as a new entry (the
 -- trainer applies it, or moves it back with the new reason) and remove it
 -- from the dead letters, in one step.
--- KEYS: 1 dead letters, 2 events, 3 stats
+-- KEYS: 1 dead letters, 2 events, 3 stats, 4 the model's asleep flag (lib_wake)
 -- ARGV: 1 dead-letter entry id
 -- Returns the new stream id, '' when there is no such dead letter, or '-'
 -- when the model's event stream is gone (model deleted).
+--! include lib_wake
 local found = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
 if #found == 0 then
   return ''
@@ -28,4 +29,5 @@ end
 local id = redis.call('XADD', KEYS[2], '*', unpack(fields))
 redis.call('XDEL', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[3], 'events_dead_lettered', redis.call('XLEN', KEYS[1]))
+wake_trainer(KEYS[4])
 return id

@@ -2,7 +2,8 @@
 -- once and never together with its feedback (both remove the pending entry).
 -- KEYS: 1 context, 2 pending, 3 events, 4 snapshot, 5 partial feedback
 --       (optional; see take_partial.lua), 6 apprentice flag and 7 stats
---       (optional)
+--       (optional), 8 event index (optional: the ended event's keys are gone), 9 the
+--       model's asleep flag (optional, lib_wake)
 -- ARGV: 1 event id, 2 mode ('no_click' or 'drop'), 3 default feedback blob
 -- A decision still waiting for more labels or copies ends with the feedback
 -- received so far when its partial record says 'enqueue' (whatever the
@@ -11,6 +12,7 @@
 -- apprentice event of reward 0, as its feedback would (take_feedback.lua):
 -- else its baseline's mean reward counted only the events with feedback.
 -- Returns {'expired', stream id or ''} | {'not_due'} | {'gone'}.
+--! include lib_wake
 local deadline = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not deadline then
   return {'gone'}
@@ -47,6 +49,12 @@ elseif ctx and ARGV[2] == 'no_click' then
 end
 if #KEYS >= 7 then
   redis.call('DEL', KEYS[6])
+end
+if #KEYS >= 8 then
+  redis.call('ZREM', KEYS[8], ARGV[1])
+end
+if #KEYS >= 9 and id ~= '' then
+  wake_trainer(KEYS[9])
 end
 redis.call('HINCRBY', KEYS[4], 'events_expired', 1)
 return {'expired', id}

@@ -1,7 +1,8 @@
 -- Join feedbacks with their decision contexts, each exactly once, and append
 -- each joined event to the model's stream (one call for a whole batch).
--- KEYS: 1 pending, 2 events, 3 stats, then one context key per event, then a
---       apprentice flag keys (a = 0 or n, in the order of the contexts)
+-- KEYS: 1 pending, 2 events, 3 stats, 4 the model's asleep flag (lib_wake), then one
+--       context key per event, then a apprentice flag keys (a = 0 or n, in the order of
+--       the contexts)
 -- ARGV: 1 tombstone value, 2 a, then per event i (in the order of KEYS 4..):
 --       event id, feedback blob; then a rewards (the observed reward of each event)
 -- Returns {status_1, stream_id_1, status_2, ...}: status 'ok' (stream id of
@@ -12,13 +13,14 @@
 -- counters (all events, and the events where the model agreed with the baseline).
 -- Events are joined in order, so a repeated event id within one call is a
 -- duplicate from its second occurrence on.
+--! include lib_wake
 local t = tonumber(redis.call('TIME')[1])
 local a = tonumber(ARGV[2])
-local n = #KEYS - 3 - a
+local n = #KEYS - 4 - a
 local out = {}
 local accepted = 0
 for i = 1, n do
-  local key, eid = KEYS[i + 3], ARGV[2 * i + 1]
+  local key, eid = KEYS[i + 4], ARGV[2 * i + 1]
   local ctx = redis.call('GET', key)
   local status, id = 'unknown', ''
   if ctx == ARGV[1] then
@@ -36,10 +38,10 @@ for i = 1, n do
       status = 'ok'
       accepted = accepted + 1
       if a > 0 then
-        local agreed = redis.call('GET', KEYS[n + i + 3])
+        local agreed = redis.call('GET', KEYS[n + i + 4])
         if agreed then
           local reward = ARGV[2 * n + i + 2]
-          redis.call('DEL', KEYS[n + i + 3])
+          redis.call('DEL', KEYS[n + i + 4])
           redis.call('HINCRBY', KEYS[3], 'apprentice_events', 1)
           redis.call('HINCRBYFLOAT', KEYS[3], 'apprentice_reward_sum', reward)
           if agreed == '1' then
@@ -55,5 +57,6 @@ for i = 1, n do
 end
 if accepted > 0 then
   redis.call('HINCRBY', KEYS[3], 'feedback_accepted', accepted)
+  wake_trainer(KEYS[4])
 end
 return out

@@ -6,8 +6,8 @@
 -- read the partial feedback and the budget first; both are compared-and-set
 -- here, so concurrent requests never lose labels or overspend the budget
 -- (the loser gets 'conflict' and retries that event).
--- KEYS: 1 pending, 2 events, 3 stats, 4 budget, then per event i:
---       context (2i + 3), partial (2i + 4)
+-- KEYS: 1 pending, 2 events, 3 stats, 4 budget, 5 the model's asleep flag (lib_wake),
+--       then per event i: context (2i + 4), partial (2i + 5)
 -- ARGV: 1 tombstone, then per event i, ten values from ARGV[10i - 8]:
 --       event id, expected partial count ('' = none may exist yet), 'open'
 --       or 'final', feedback blob (all received so far), wanted count,
@@ -19,6 +19,7 @@
 -- deferred decision) | 'conflict'; stream
 -- id '' unless 'ok'.  Events are taken in order: a budget charge expects the
 -- rounds the charges before it in the batch left.
+--! include lib_wake
 local t = tonumber(redis.call('TIME')[1])
 
 local function take(ctx_key, part_key, a)
@@ -71,8 +72,8 @@ end
 
 local out = {}
 local accepted = 0
-for i = 1, (#KEYS - 4) / 2 do
-  local status, id = take(KEYS[2 * i + 3], KEYS[2 * i + 4], 10 * i - 8)
+for i = 1, (#KEYS - 5) / 2 do
+  local status, id = take(KEYS[2 * i + 4], KEYS[2 * i + 5], 10 * i - 8)
   if status == 'ok' then
     accepted = accepted + 1
   end
@@ -81,5 +82,6 @@ for i = 1, (#KEYS - 4) / 2 do
 end
 if accepted > 0 then
   redis.call('HINCRBY', KEYS[3], 'feedback_accepted', accepted)
+  wake_trainer(KEYS[5])
 end
 return out

@@ -2,8 +2,10 @@
 -- Checking the lease and delivering in one step means a trainer that lost
 -- its lease (paused, then expired) can never take entries that the new
 -- owner would then skip as "not newer than last applied".
--- KEYS: 1 lease, 2 events
--- ARGV: 1 owner (consumer name), 2 group, 3 count
+-- KEYS: 1 lease, 2 events, 3 the model's asleep flag (optional)
+-- ARGV: 1 owner (consumer name), 2 group, 3 count, 4 '1': when nothing is read, set the
+--       asleep flag (the trainer stops reading the model until a step that adds an
+--       entry removes it, see lib_wake.lua; optional)
 -- Returns {0} when ARGV[1] does not hold the lease; else one flat array
 -- {source, then six items per entry: id, delivery count, and its fields k
 -- (kind), e (event id), c (context), f (feedback)}, ids ascending.  A field
@@ -58,5 +60,7 @@ if new then
   for _, entry in ipairs(new[1][2]) do
     add(entry[1], 1, entry[2])
   end
+elseif ARGV[4] == '1' then
+  redis.call('SET', KEYS[3], '1')
 end
 return out

@@ -120,7 +120,8 @@ def list_tenant_models(tenant_id: str) -> Call:
 
 # --- models ----------------------------------------------------------------
 
-def create_model(model_id: str, task: str, n_features: int, *, algorithm: str | None = None,
+def create_model(model_id: str, task: str | None = None, n_features: int | None = None, *,
+                 preset: str | None = None, algorithm: str | None = None,
                  n_classes: int | None = None, params: dict[str, Any] | None = None,
                  feedback: dict[str, Any] | None = None, seed: int | None = None,
                  n_action_features: int | None = None, slots: int | None = None,
@@ -128,8 +129,9 @@ def create_model(model_id: str, task: str, n_features: int, *, algorithm: str | 
                  mode: str | None = None, drift: dict[str, Any] | None = None,
                  label_budget: dict[str, Any] | None = None,
                  max_feature_norm: float | None = None) -> Call:
-    body: dict[str, Any] = {"model_id": model_id, "task": task, "n_features": n_features}
-    for name, value in (("algorithm", algorithm), ("n_classes", n_classes), ("params", params),
+    body: dict[str, Any] = {"model_id": model_id}
+    for name, value in (("task", task), ("n_features", n_features), ("preset", preset),
+                        ("algorithm", algorithm), ("n_classes", n_classes), ("params", params),
                         ("feedback", feedback), ("seed", seed),
                         ("n_action_features", n_action_features), ("slots", slots),
                         ("versions", versions), ("mode", mode), ("drift", drift),

@@ -158,7 +158,8 @@ class Client(_Base):
         return cast(list[Model], self.send(calls.list_tenant_models(tenant_id))["models"])
 
     # models
-    def create_model(self, model_id: str, task: str, n_features: int, *,
+    def create_model(self, model_id: str, task: str | None = None,
+                     n_features: int | None = None, *, preset: str | None = None,
                      algorithm: str | None = None, n_classes: int | None = None,
                      params: dict[str, Any] | None = None,
                      feedback: dict[str, Any] | None = None, seed: int | None = None,
@@ -167,12 +168,14 @@ class Client(_Base):
                      mode: str | None = None, drift: dict[str, Any] | None = None,
                      label_budget: dict[str, Any] | None = None,
                      max_feature_norm: float | None = None) -> Model:
-        """``n_action_features`` and ``slots``: rank models; ``versions``: ``{"kept",
+        """``task`` and ``n_features`` are needed unless ``preset`` (a named set of defaults,
+        e.g. ``"personalizer"``) gives them; ``n_action_features`` and ``slots``: rank
+        models; ``versions``: ``{"kept",
         "interval_seconds"}`` of the versions kept to roll back to; ``drift``: ``{"action"}``,
         what a detected drift does; ``label_budget``: ``{"budget", "strategy", ...}`` of a
         regression model; ``max_feature_norm``: the largest input norm taken."""
         return cast(Model, self.send(calls.create_model(
-            model_id, task, n_features, algorithm=algorithm, n_classes=n_classes,
+            model_id, task, n_features, preset=preset, algorithm=algorithm, n_classes=n_classes,
             params=params, feedback=feedback, seed=seed, n_action_features=n_action_features,
             slots=slots, versions=versions, mode=mode, drift=drift, label_budget=label_budget,
             max_feature_norm=max_feature_norm)))
@@ -423,7 +426,8 @@ class AsyncClient(_Base):
         return cast(list[Model], (await self.send(calls.list_tenant_models(tenant_id)))["models"])
 
     # models
-    async def create_model(self, model_id: str, task: str, n_features: int, *,
+    async def create_model(self, model_id: str, task: str | None = None,
+                           n_features: int | None = None, *, preset: str | None = None,
                            algorithm: str | None = None, n_classes: int | None = None,
                            params: dict[str, Any] | None = None,
                            feedback: dict[str, Any] | None = None,
@@ -435,7 +439,7 @@ class AsyncClient(_Base):
                            max_feature_norm: float | None = None) -> Model:
         """As :meth:`Client.create_model`."""
         return cast(Model, await self.send(calls.create_model(
-            model_id, task, n_features, algorithm=algorithm, n_classes=n_classes,
+            model_id, task, n_features, preset=preset, algorithm=algorithm, n_classes=n_classes,
             params=params, feedback=feedback, seed=seed, n_action_features=n_action_features,
             slots=slots, versions=versions, mode=mode, drift=drift, label_budget=label_budget,
             max_feature_norm=max_feature_norm)))

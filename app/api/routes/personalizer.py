@@ -1,0 +1,371 @@
+"""Azure AI Personalizer's routes: ``{base}/v1/models/{model_id}/personalizer/...``.
+
+The SDKs' ``endpoint`` is ``{base}/v1/models/{model_id}``: ``azure-ai-personalizer``
+calls ``{endpoint}/personalizer/rank?api-version=2022-09-01-preview``,
+``azure-cognitiveservices-personalizer`` calls ``{endpoint}/personalizer/v1.0/rank``; both
+send the tenant's API key as ``Ocp-Apim-Subscription-Key`` (``Authorization: Bearer`` works
+too).  Each call is translated (:mod:`app.api.personalizer`) into noisyloop's own: a Rank
+is a one-slot rank of the actions not excluded, a Reward the rank feedback of the chosen
+action (exactly once: Personalizer's ``earliest`` aggregation, a later reward is ignored and
+counted as a duplicate; one sent before a deferred decision's activation is kept until
+then), an Activate the activation of a deferred decision, the service
+configuration a view of the model's settings (:mod:`app.api.personalizer_config`), the
+model's export, import, reset and properties its snapshot, reset and times, the log's
+properties and deletion its decision log's time range and clearing.  A client's
+``eventId`` names its decision through :class:`~app.store.aliases.AliasStore`.  Every error
+is answered in Personalizer's shape; a call not served yet is refused naming it.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import orjson
+from fastapi import APIRouter, Request, Response
+from pydantic import ValidationError
+
+from app.api import decisions, modelops
+from app.api.apprentice import check_mode, in_apprentice_mode
+from app.api.deciding import decide_log_answer
+from app.api.deps import authorize_model, bearer_token, get_context
+from app.api.errors import (
+    ApiError,
+    is_json_media_type,
+    unknown_model,
+    unsupported_media_type,
+    validation_error,
+)
+from app.api.personalizer import (
+    API_VERSION,
+    RankRequest,
+    RewardRequest,
+    decision_request,
+    error_response,
+    explanation,
+    not_supported,
+    parse,
+    rank_response,
+)
+from app.api.personalizer_config import EXPLAIN_KEY, configured, service_configuration
+from app.api.ranking import rank_input
+from app.api.responses import OrjsonResponse
+from app.api.schemas.models import SnapshotImportRequest, SnapshotResponse
+from app.api.schemas.predict import NamedFeatures
+from app.api.schemas.rank import RankFeedback
+from app.learners.base import CandidateRanker, ParamError
+from app.learners.build import build_learner
+from app.learners.registry import learner_class
+from app.store.aliases import Alias
+from app.store.models import ConfigBusy, ModelView
+from app.tasks import get_task
+
+#: Out of noisyloop's OpenAPI schema: these routes are Personalizer's API, which its SDKs
+#: describe, and their bodies are read by :mod:`app.api.personalizer`.
+router = APIRouter(prefix="/v1/models", tags=["personalizer"], include_in_schema=False)
+#: The two SDK generations' route prefixes below ``{endpoint}``.
+PREFIXES = ("/{model_id}/personalizer", "/{model_id}/personalizer/v1.0")
+#: The header both SDKs send the key in.
+KEY_HEADER = "ocp-apim-subscription-key"
+
+
+def _token(request: Request) -> str:
+    key = request.headers.get(KEY_HEADER)
+    if key:
+        return key.strip()
+    return bearer_token(request.headers.get("authorization"))
+
+
+async def _view(request: Request, model_id: str) -> ModelView:
+    """The model for the request's key (401/404 as noisyloop's routes), after the
+    api-version check of the newer SDK's routes."""
+    version = request.query_params.get("api-version")
+    if version is not None and version != API_VERSION:
+        raise ApiError(422, "invalid_api_version", f"api-version {version!r} is not served; "
+                       f"use {API_VERSION}", "api-version")
+    return await authorize_model(await get_context(request), _token(request), model_id)
+
+
+async def _json(request: Request) -> Any:
+    content_type = request.headers.get("content-type")
+    if not is_json_media_type(content_type):
+        raise unsupported_media_type(content_type or "")
+    raw = await request.body()
+    if not raw:
+        raise ApiError(422, "invalid_request", "a JSON body is required")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(422, "invalid_json", f"body is not valid JSON: {exc}") from None
+
+
+def _alias_seconds(view: ModelView, grace: int) -> int:
+    """How long an event id names its decision: until its feedback can no longer come (a
+    deferred decision may be activated up to its wait and grace after the rank, and then
+    waits once more)."""
+    return 2 * int(view.config["feedback"]["wait_seconds"]) + grace
+
+
+async def rank_single_slot(request: Request, model_id: str) -> Response:
+    """Rank: choose one of the actions not excluded for the context, logged for its reward."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    body = cast(RankRequest, parse(RankRequest, await _json(request)))
+    config = view.config
+    if not learner_class(config["task"], config["algorithm"]).ranks_candidates:
+        raise ApiError(422, "wrong_task", f"model {model_id!r} is a {config['task']!r} model: "
+                       "Personalizer's rank needs a model that ranks candidates (create one "
+                       "with \"preset\": \"personalizer\")", "model_id")
+    found = await ctx.cache.get(view)
+    if found is None:
+        raise unknown_model(model_id)
+    learner, version = found
+    apprentice = in_apprentice_mode(config)
+    native, excluded = decision_request(body, apprentice)
+    candidates = cast(list, native.candidates)[0]
+    one = rank_input(native.contexts[0], candidates, native.options[0], config, "")
+    ranker = cast(CandidateRanker, learner)
+    probabilities = (None if apprentice else
+                     ranker.first_slot_probabilities(one.x, one.actions))
+    explained = None
+    if config.get(EXPLAIN_KEY) and learner.explains_scores:
+        explained = explanation(
+            cast(NamedFeatures, native.contexts[0]).named,
+            [(i, cast(NamedFeatures, f).named)
+             for i, f in zip(candidates.ids, candidates.features, strict=True)],
+            ranker.feature_effects(one.x, one.actions))
+    ttl = _alias_seconds(view, ctx.settings.context_grace_seconds)
+    if body.eventId is not None and not await ctx.store.aliases.claim(view.keys, body.eventId,
+                                                                      ttl):
+        raise ApiError(409, "duplicate_event_id", f"event id {body.eventId!r} was given to "
+                       "an earlier rank of this model: each rank needs its own", "eventId")
+    try:
+        doc = await decide_log_answer(ctx, view.tenant, config, learner, version, native,
+                                      candidates=view.challenged)
+    except BaseException:
+        if body.eventId is not None:
+            await ctx.store.aliases.release(view.keys, body.eventId)
+        raise
+    assert doc is not None  # unguarded: always logged
+    top = doc["ranking"][0]
+    event_id = body.eventId or doc["event_id"]
+    await ctx.store.aliases.bind(view.keys, event_id, Alias(doc["event_id"], top["id"]), ttl)
+    return OrjsonResponse(rank_response(event_id, candidates.ids, top["id"],
+                                        top["probability"], probabilities, excluded,
+                                        explained),
+                          status_code=201)
+
+
+async def _decision(request: Request, view: ModelView, event_id: str) -> Alias:
+    found = await (await get_context(request)).store.aliases.resolve(view.keys, event_id)
+    if found is None:
+        raise ApiError(404, "unknown_event", f"no event {event_id!r}: never ranked by this "
+                       "model, or past its reward wait time", "eventId")
+    return found
+
+
+async def _learn_reward(request: Request, view: ModelView, found: Alias,
+                        value: float) -> str:
+    """Join ``value`` as the reward of the decision's chosen action: "ok", "duplicate"
+    (a reward was learned before: ignored, counted) or "not_activated"."""
+    feedback = RankFeedback(event_id=found.event_id, rewards={found.action_id: value})
+    try:
+        await decisions.feedback(await get_context(request), view, feedback)
+    except ApiError as exc:
+        if exc.code == "duplicate_feedback":
+            return "duplicate"
+        if exc.code == "not_activated":
+            return "not_activated"
+        raise
+    return "ok"
+
+
+async def reward_single_slot_event(request: Request, model_id: str, event_id: str) -> Response:
+    """Reward: the reward of the event's ``rewardActionId``; the first one counts
+    (``earliest``), a later one is ignored.  A reward of a deferred decision not activated
+    yet is kept, and learned when it is activated.
+
+    The kept reward is written before the second try: if that try still finds the decision
+    not activated, its activation comes later and finds the reward.
+    """
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    body = cast(RewardRequest, parse(RewardRequest, await _json(request)))
+    found = await _decision(request, view, event_id)
+    if await _learn_reward(request, view, found, body.value) == "not_activated":
+        ttl = _alias_seconds(view, ctx.settings.context_grace_seconds)
+        if await ctx.store.aliases.keep_reward(view.keys, event_id, body.value, ttl):
+            await _learn_reward(request, view, found, body.value)
+    return Response(status_code=204)
+
+
+async def activate_single_slot_event(request: Request, model_id: str,
+                                     event_id: str) -> Response:
+    """Activate: a decision ranked with ``deferActivation`` now awaits its reward, and
+    learns the reward kept for it, if one came first (a decision not deferred, or activated
+    before, is left as it is)."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    found = await _decision(request, view, event_id)
+    status = await ctx.store.events.activate(view.keys, found.event_id,
+                                             view.config["feedback"]["wait_seconds"],
+                                             ctx.settings.context_grace_seconds)
+    if status == "unknown":
+        raise ApiError(404, "unknown_event", f"event {event_id!r} can no longer be activated: "
+                       "it expired", "eventId")
+    kept = await ctx.store.aliases.kept_reward(view.keys, event_id)
+    if kept is not None:
+        await _learn_reward(request, view, found, kept)
+    return Response(status_code=204)
+
+
+async def get_service_configuration(request: Request, model_id: str) -> Response:
+    """Service configuration: the model's settings under Personalizer's names."""
+    view = await _view(request, model_id)
+    age = (await get_context(request)).settings.worker.log_max_age
+    return OrjsonResponse(service_configuration(view.config, age))
+
+
+async def update_service_configuration(request: Request, model_id: str) -> Response:
+    """Update service configuration: the settings that map onto the model's (a change of
+    any other is refused naming it); answers the configuration now in force."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    body = await _json(request)
+    age = ctx.settings.worker.log_max_age
+
+    def change(current: dict[str, Any]) -> dict[str, Any] | None:
+        new = configured(current, body, age)
+        check_mode(new.get("mode", "online"), get_task(new["task"]),
+                   learner_class(new["task"], new["algorithm"]))
+        try:
+            build_learner(new)
+        except ParamError as exc:
+            raise ApiError(422, "invalid_configuration", exc.message,
+                           "explorationPercentage") from None
+        return None if new == current else new
+
+    try:
+        stored = await ctx.store.models.update_config(view.tenant, model_id, change)
+    except ConfigBusy:
+        raise ApiError(503, "store_busy", "the model's config kept changing; retry",
+                       headers={"Retry-After": "1"}) from None
+    if stored is None:
+        raise unknown_model(model_id)
+    ctx.cache.forget(view.tenant, model_id)
+    return OrjsonResponse(service_configuration(stored, age))
+
+
+async def get_model_properties(request: Request, model_id: str) -> Response:
+    """Model properties: when the model was created and last changed (UTC, ISO 8601)."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    model = await modelops.describe_model(ctx, view.tenant, model_id)
+    return OrjsonResponse({"creationTime": model.created_at,
+                           "lastModifiedTime": model.updated_at or model.created_at})
+
+
+async def export_model(request: Request, model_id: str) -> Response:
+    """Export model: the model's snapshot (noisyloop's ``GET .../snapshot`` JSON) as bytes,
+    which import takes back."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    if request.query_params.get("signed", "false").lower() != "false":
+        raise ApiError(422, "unsupported_configuration", "signed exports are not supported: "
+                       "export with signed=false", "signed")
+    snapshot = await modelops.export_snapshot(ctx, view.tenant, view.config)
+    return Response(SnapshotResponse.model_validate(snapshot).model_dump_json(),
+                    media_type="application/octet-stream")
+
+
+async def import_model(request: Request, model_id: str) -> Response:
+    """Import model: a snapshot exported from a model of the same kind (a versioned, atomic
+    import, as ``PUT .../snapshot``)."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    try:
+        body = SnapshotImportRequest.model_validate_json(await request.body())
+    except ValidationError as exc:
+        raise validation_error(exc.errors(), model=SnapshotImportRequest) from None
+    await modelops.import_snapshot(ctx, view.tenant, view.config, body)
+    return Response(status_code=204)
+
+
+async def reset_model(request: Request, model_id: str) -> Response:
+    """Reset model: the initial weights under a new version (the decision log is kept)."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    await modelops.reset_model(ctx, view.tenant, view.config)
+    return Response(status_code=204)
+
+
+async def get_log_properties(request: Request, model_id: str) -> Response:
+    """Log properties: the times of the decision log's first and last entries (UTC, ISO
+    8601); no ``dateRange`` while the log is empty."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    ends = [await ctx.store.log.read(view.keys, count=1, newest_first=newest)
+            for newest in (False, True)]
+    if not ends[0] or not ends[1]:
+        return OrjsonResponse({})
+    first, last = (datetime.fromtimestamp(end[0].applied_ms / 1000, UTC).isoformat()
+                   for end in ends)
+    return OrjsonResponse({"dateRange": {"from": first, "to": last}})
+
+
+async def delete_logs(request: Request, model_id: str) -> Response:
+    """Delete logs: clear the model's decision log (what the model learned stays)."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    await ctx.store.log.clear(view.keys)
+    return Response(status_code=204)
+
+
+async def unsupported_call(request: Request, model_id: str, rest: str) -> Response:
+    """A Personalizer call noisyloop does not serve yet (named in the answer)."""
+    await _view(request, model_id)
+    raise not_supported(rest)
+
+
+def _personalizer_errors(handler: Any) -> Any:
+    """``handler`` answering every :class:`ApiError` in Personalizer's shape."""
+    @functools.wraps(handler)
+    async def wrapped(request: Request, **params: Any) -> Response:
+        try:
+            response: Response = await handler(request, **params)
+        except ApiError as exc:
+            return error_response(exc)
+        return response
+
+    return wrapped
+
+
+for _prefix in PREFIXES:
+    router.add_api_route(f"{_prefix}/rank", _personalizer_errors(rank_single_slot),
+                         methods=["POST"], status_code=201)
+    router.add_api_route(f"{_prefix}/events/{{event_id}}/reward",
+                         _personalizer_errors(reward_single_slot_event), methods=["POST"],
+                         status_code=204)
+    router.add_api_route(f"{_prefix}/events/{{event_id}}/activate",
+                         _personalizer_errors(activate_single_slot_event), methods=["POST"],
+                         status_code=204)
+router.add_api_route(f"{PREFIXES[0]}/configurations/service",
+                     _personalizer_errors(get_service_configuration), methods=["GET"])
+router.add_api_route(f"{PREFIXES[0]}/configurations/service",
+                     _personalizer_errors(update_service_configuration), methods=["PUT"])
+router.add_api_route(f"{PREFIXES[0]}/model/properties",
+                     _personalizer_errors(get_model_properties), methods=["GET"])
+router.add_api_route(f"{PREFIXES[0]}/model", _personalizer_errors(export_model),
+                     methods=["GET"])
+router.add_api_route(f"{PREFIXES[0]}/model", _personalizer_errors(import_model),
+                     methods=["PUT"], status_code=204)
+router.add_api_route(f"{PREFIXES[0]}/model", _personalizer_errors(reset_model),
+                     methods=["DELETE"], status_code=204)
+router.add_api_route(f"{PREFIXES[0]}/logs/properties",
+                     _personalizer_errors(get_log_properties), methods=["GET"])
+router.add_api_route(f"{PREFIXES[0]}/logs", _personalizer_errors(delete_logs),
+                     methods=["DELETE"], status_code=204)
+router.add_api_route("/{model_id}/personalizer/{rest:path}",
+                     _personalizer_errors(unsupported_call),
+                     methods=["GET", "POST", "PUT", "PATCH", "DELETE"])

@@ -1,0 +1,75 @@
+"""Decisions known by a client's own event id (the compatibility routes' ``eventId``).
+
+``nl:{T:M}:alias:E`` holds, for the client's event id ``E``, the service's event id of the
+decision and the id of the action it chose, for as long as the decision can still take
+feedback.  :meth:`AliasStore.claim` takes an id once (a second claim of the same id fails
+while the first lives), before the decision is made, so that a duplicate id is refused
+without anything logged; :meth:`AliasStore.bind` then records what was decided.
+:meth:`AliasStore.keep_reward` keeps the first reward sent before a deferred decision is
+activated (``nl:{T:M}:alias-reward:E``), for the activation to learn it.  Both keys are on
+the model's expiring-key index, so that a model delete removes them without a scan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+import redis.asyncio as aioredis
+
+from app.store.jobs import index_expiring
+from app.store.keys import ModelKeys
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    """The service's event id of a decision and the action it chose."""
+
+    event_id: str
+    action_id: str
+
+
+class AliasStore:
+    """Client event ids -> the decisions they name."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self._redis = redis
+
+    async def claim(self, mk: ModelKeys, alias: str, ttl_seconds: int) -> bool:
+        """Take ``alias`` for a decision about to be made; False if it is taken."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.set(mk.alias(alias), b"", nx=True, ex=ttl_seconds)
+            index_expiring(pipe, mk, mk.alias(alias), ttl_seconds)
+            taken, *_ = await pipe.execute()
+        return bool(taken)
+
+    async def bind(self, mk: ModelKeys, alias: str, found: Alias, ttl_seconds: int) -> None:
+        """Record the decision a claimed (or a service-made) ``alias`` names."""
+        await self._redis.set(mk.alias(alias), orjson.dumps([found.event_id, found.action_id]),
+                              ex=ttl_seconds)
+
+    async def release(self, mk: ModelKeys, alias: str) -> None:
+        """Give back a claim whose decision was refused (nothing was logged)."""
+        await self._redis.delete(mk.alias(alias))
+
+    async def resolve(self, mk: ModelKeys, alias: str) -> Alias | None:
+        """The decision ``alias`` names; None if unknown, expired or not decided yet."""
+        raw = await self._redis.get(mk.alias(alias))
+        if not raw:
+            return None
+        event_id, action_id = orjson.loads(raw)
+        return Alias(str(event_id), str(action_id))
+
+    async def keep_reward(self, mk: ModelKeys, alias: str, value: float,
+                          ttl_seconds: int) -> bool:
+        """Keep the first reward of a decision not activated yet; False if one is kept."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.set(mk.alias_reward(alias), repr(float(value)), nx=True, ex=ttl_seconds)
+            index_expiring(pipe, mk, mk.alias_reward(alias), ttl_seconds)
+            kept, *_ = await pipe.execute()
+        return bool(kept)
+
+    async def kept_reward(self, mk: ModelKeys, alias: str) -> float | None:
+        """The reward kept for ``alias`` (None: none)."""
+        raw = await self._redis.get(mk.alias_reward(alias))
+        return None if raw is None else float(raw)
