@@ -200,12 +200,14 @@ def test_running_values_carry_the_rates_errors() -> None:
 
 def test_no_label_noise_estimate_is_published_wider_than_max_width() -> None:
     """An anchor estimate is published only when both intervals are at most ``max_width``
-    wide: on streams of 4,000 to 40,000 plays (oracle scorer, rates (0.2, 0.4)) the short
-    ones are held back as ``interval_too_wide``, the long ones published, each published
-    interval at most 0.1 wide and holding the truth."""
+    wide: on streams of 12,000 to 40,000 plays (oracle scorer, rates (0.2, 0.4)) the short
+    one is held back as ``interval_too_wide`` (rho1's interval 0.102 wide; below 12,000 plays
+    the bottom band the anchor check reads holds fewer than ``min_events`` and the reason is
+    ``too_few_events``), the long ones published, each published interval at most 0.1 wide
+    and holding the truth."""
     rho = (0.2, 0.4)
     reasons = []
-    for n in (4_000, 8_000, 40_000):
+    for n in (12_000, 20_000, 40_000):
         est = estimate_from_anchors(*epsilon_greedy_plays(n, 10, 0.2, 0.8, rho, n), 10)
         reasons.append(est.reason)
         if est.published:
