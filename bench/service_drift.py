@@ -1,7 +1,7 @@
 """A world that changes, through the service: the rank task with each ``drift.action``.
 
 ``noisyloop serve`` on a temporary data directory; a ``rank`` model at its
-defaults (``ridge_pl``, ``half_life`` 3,000) is given the requests of
+defaults (``ridge_pl``, ``half_life`` null: no forgetting) is given the requests of
 :class:`app.sim.rank.RankSimulator` (20 candidates, 3 slots, 8 + 8 features,
 click noise and position bias as ``replay --task rank``) in batches of 100
 (``rank_batch``), the clicks of each batch posted as feedback and ``sync``

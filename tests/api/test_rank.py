@@ -319,9 +319,12 @@ def test_default_learner_on_the_simulated_stream(client: TestClient,
     # click noise (0.03, 0.3)), untuned defaults and no noise rates given, rankings and
     # feedback in batches of 200; the position bias shown is the per-slot estimate's, which
     # the jobs role (not run here) publishes: flagged.  10,000 requests (gap over the last
-    # 1,666): the curve is flat from 8,000 on (the same loop in process, seeds 0-29: gap
-    # 0.861 +- 0.009 sd, worst 0.840, 4.6 sd above 0.8; new-item correlation >= 0.86, 20 sd
-    # above 0.5, >= 197 items); through the service seed 0 closes 0.842 (0.855 at 30,000)
+    # 1,666): the curve is flat from 8,000 on (the same loop in process, seeds 0-29, `replay
+    # --task rank --dataset sim --rounds 10000 --learn-batch 200 --repeats 30 --estimator
+    # fixed --params '{"rho0": 0, "rho1": 0}'`: gap 0.868 +- 0.007 sd, worst 0.857, 9.8 sd
+    # above 0.8 (0.861 +- 0.009, worst 0.840 when half_life was 3,000); new-item correlation
+    # >= 0.86, 20 sd above 0.5, >= 197 items, measured then); through the service seed 0
+    # closes 0.866 at 30,000
     out = run_stream(client, tenant, 10_000, 200, {})
     assert out["gap_closed"] >= 0.8, out
     assert out["position_bias"]["source"] == "insufficient_data", out
