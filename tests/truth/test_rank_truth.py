@@ -170,19 +170,25 @@ def true_values(shown: dict[str, Any], policy: str) -> np.ndarray:
 
 def missed(shown: dict[str, Any], policy: str, positions: slice) -> list[Any]:
     """The evaluations of ``policy`` whose 95% interval misses the truth, at ``positions``:
-    ``V`` (examination not divided out: no per-slot estimate is published) with the true
-    rates given, ``rho0 + (1 - rho0 - rho1) V`` with rates 0 and 0."""
+    ``V`` with the true rates given, ``rho0 + (1 - rho0 - rho1) V`` with rates 0 and 0.
+    The request's rates are every slot's click noise; ``V`` is the relevance placed in each
+    slot when the per-slot estimate's examination is published (the evaluation divides
+    ``theta_k`` out, its error in the intervals), else ``theta_k`` times it, flagged
+    ``position_bias_unknown``.  Which of the two depends on whether the jobs role that runs
+    the evaluations has published the examination by then; each is checked when it runs."""
     sim = shown["sim"]
     beta = 1.0 - sim.rho0 - sim.rho1
     out = []
     for corrected in (False, True):
         done = shown["evaluations"][policy, corrected]
         assert done["status"] == "done" and done["n"] == ROUNDS, done
-        # the request's rates, every slot's noise; no per-slot estimate is published yet, so
-        # examination is unknown: flagged, each slot's value theta_k V (not divided out)
-        assert (done["rates"], done["calibration_unreliable"], done.get("reason")) == (
-            "request", True, "position_bias_unknown"), done
+        flags = (done["rates"], done["calibration_unreliable"], done.get("reason"))
         value = true_values(shown, policy)
+        if "theta" in (done.get("correction") or {}):
+            assert flags == ("request", False, None), done
+            value = value / sim.theta
+        else:
+            assert flags == ("request", True, "position_bias_unknown"), done
         target = value if corrected else sim.rho0 + beta * value
         for position in done["positions"][positions]:
             k = position["position"]
