@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.bench.results import write_results
 from app.sim.banners import BannerWorld, serve_batches
 
 CHANGE_AT = 20_000
@@ -85,8 +86,7 @@ def main() -> None:
                            else stationary(setting, batch, args.events, args.seed))
                 print(json.dumps(out[-1]), flush=True)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+        write_results(args.json, out)
 
 
 if __name__ == "__main__":
