@@ -159,6 +159,22 @@ class Service:
             assert time.monotonic() < deadline, job
             time.sleep(0.2)
 
+    def series(self, auth: dict[str, str], model_id: str, at_least: int = 1
+               ) -> list[dict[str, Any]]:
+        """The model's series points once it holds ``at_least`` of them.  A model's first
+        point closes ``FIRST_POINT_SECONDS`` (1 s) after its first batch and the trainer
+        writes it in the background, so a loaded machine may need longer than the
+        series interval :meth:`feed` waits."""
+        deadline = time.monotonic() + 30
+        while True:
+            r = httpx.get(f"{self.base}/v1/models/{model_id}/series", headers=auth, timeout=30)
+            assert r.status_code == 200, r.text
+            points: list[dict[str, Any]] = r.json()["points"]
+            if len(points) >= at_least:
+                return points
+            assert time.monotonic() < deadline, f"{len(points)} series points, not {at_least}"
+            time.sleep(0.1)
+
     def feed(self, auth: dict[str, str], model_id: str, events: list[dict[str, Any]]) -> None:
         """Send ``events`` as feedback, have the trainer apply them, wait a series interval."""
         r = httpx.post(f"{self.base}/v1/models/{model_id}/feedback", headers=auth,

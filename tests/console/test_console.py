@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -93,10 +92,7 @@ def test_the_models_page_shows_live_counts_and_the_age_of_each_figure(
                    json={"instances": [[1.0, 0.0, 0.0, 0.0]] * 5})
     preds = r.json()["predictions"]
     service.feed(auth, "quiet", [{"event_id": p["event_id"], "click": True} for p in preds[:3]])
-    deadline = time.monotonic() + 30  # the point of the burst's end (within an interval)
-    while not httpx.get(f"{service.base}/v1/models/quiet/series", headers=auth).json()["points"]:
-        assert time.monotonic() < deadline, "no series point"
-        time.sleep(0.1)
+    service.series(auth, "quiet")  # the point of the burst's end (within an interval)
     sign_in(page, service.base, token(auth))
     row = page.locator("tr[data-model=quiet]")
     row.wait_for()
@@ -256,8 +252,8 @@ def test_rank_model_page_shows_position_bias_and_each_decisions_slots(
     assert page.inner_text("#noise-now div:has(> dt:text-is('status')) dd") == \
         "insufficient_data"
     # over time: the series points say so, and the per-slot charts have nothing to draw
-    points = httpx.get(f"{service.base}/v1/models/r1/series", headers=acme).json()["points"]
-    assert len(points) >= 2 and all(
+    points = service.series(acme, "r1", at_least=2)
+    assert all(
         (p["position_bias"], p["slots"], p["slots_status"]) == (
             bias["values"], None, "insufficient_data") and p["slots_reason"]
         for p in points), [(p["slots_status"], p["slots_reason"]) for p in points]
@@ -291,7 +287,7 @@ def test_rank_model_page_charts_each_published_per_slot_estimate(
     acme = tenants["acme"]
     service.model(acme, "r3", task="rank", algorithm="ridge_pl", n_classes=None, **RANK_SHAPE)
     service.rank_stream(acme, "r3", rounds=1)
-    base = httpx.get(f"{service.base}/v1/models/r3/series", headers=acme).json()["points"][-1]
+    base = service.series(acme, "r3")[-1]
 
     def slots(theta: list[float], rho0: list[float]) -> list[dict[str, Any]]:
         return [{"slot": k, "theta": t, "rho0": r, "rho1": 0.2,
