@@ -21,6 +21,7 @@ import numpy as np
 import orjson
 import redis.asyncio as aioredis
 
+from app.learners.config import ModelConfig
 from app.store import codec
 from app.store.client import lua_source
 from app.store.keys import ModelKeys
@@ -163,7 +164,7 @@ class ChallengerStore:
                 [raw if int(flag) else None for raw, flag in zip(raws, flags[1:], strict=True)])
 
     async def promote(self, mk: ModelKeys, challenger: StoredChallenger, raw_config: bytes,
-                      config: dict[str, Any], previous: dict[str, Any] | None,
+                      config: ModelConfig, previous: dict[str, Any] | None,
                       caught_up: bool = False) -> int:
         """Make ``challenger`` the champion in one step (see the module docstring); the old
         champion becomes the challenger ``previous`` (None: dropped).  ``raw_config``: the
@@ -174,15 +175,15 @@ class ChallengerStore:
         ``promote``; :mod:`app.store.versions`) in the same step.  Returns the new snapshot
         version; raises
         :class:`PromoteRefused`."""
-        old = orjson.loads(raw_config)
-        marker = {"challenger": challenger.name, "algorithm": config["algorithm"],
-                  "params": config["params"],
-                  "previous": {"algorithm": old.get("algorithm"), "params": old.get("params")},
+        old = ModelConfig.from_json(raw_config)
+        marker = {"challenger": challenger.name, "algorithm": config.algorithm,
+                  "params": config.params,
+                  "previous": {"algorithm": old.algorithm, "params": old.params},
                   "previous_as": None if previous is None else previous["name"]}
         reply = int(await self._promote(
             keys=[mk.meta, mk.snapshot, mk.challengers, mk.challenger_states,
                   mk.challenger_stats, mk.log, mk.versions, mk.version_states],
-            args=[challenger.name, challenger.raw_definition, raw_config, orjson.dumps(config),
+            args=[challenger.name, challenger.raw_definition, raw_config, config.to_json(),
                   "" if previous is None else previous["name"],
                   b"" if previous is None else orjson.dumps(previous), utc_now(),
                   "1" if caught_up else "0", orjson.dumps(marker),
@@ -192,10 +193,10 @@ class ChallengerStore:
         return reply
 
 
-def challenger_config(config: dict[str, Any], definition: dict[str, Any]) -> dict[str, Any]:
+def challenger_config(config: ModelConfig, definition: dict[str, Any]) -> ModelConfig:
     """The model ``config`` with a challenger's algorithm and params: its learner's config,
     and the model's config once it is promoted."""
-    return {**config, "algorithm": definition["algorithm"], "params": definition["params"]}
+    return config.updated(algorithm=definition["algorithm"], params=definition["params"])
 
 
 def _parse(raw_definition: bytes, raw_stats: bytes | None) -> StoredChallenger:

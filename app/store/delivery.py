@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 import redis.asyncio as aioredis
 
+from app.learners.config import ModelConfig
 from app.store.client import lua_source, run_script
 from app.store.deadletters import DeadLetterStore
 from app.store.decisionlog import LoggedBatch
@@ -93,7 +93,7 @@ class Deliveries:
 class TrainerView:
     """What the trainer needs of a model before a batch: config, counters, noise rates."""
 
-    config: dict[str, Any]
+    config: ModelConfig
     info: SnapshotInfo
     noise: NoiseRecord | None
 
@@ -162,7 +162,7 @@ class DeliveryStore:
         info = parse_info(counters)
         if config is None or info is None:
             return None
-        parsed = orjson.loads(config)
+        parsed = ModelConfig.from_json(config)
         return TrainerView(parsed, info, parse_noise(noise, parsed))
 
     async def dead_letter(self, mk: ModelKeys, batch: Deliveries,

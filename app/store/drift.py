@@ -18,6 +18,7 @@ import numpy as np
 import orjson
 import redis.asyncio as aioredis
 
+from app.learners.config import ModelConfig
 from app.store import codec
 from app.store.client import lua_source, run_script
 from app.store.keys import ModelKeys
@@ -42,9 +43,9 @@ class DriftPolicy:
     action: DriftAction = DEFAULT_DRIFT_ACTION
 
     @classmethod
-    def of(cls, config: dict[str, Any]) -> DriftPolicy:
+    def of(cls, config: ModelConfig) -> DriftPolicy:
         """The policy in a model's config (the default when absent)."""
-        given = (config.get("drift") or {}).get("action", DEFAULT_DRIFT_ACTION)
+        given = config.drift.action or DEFAULT_DRIFT_ACTION
         return cls(given if given in DRIFT_ACTIONS else DEFAULT_DRIFT_ACTION)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import orjson
 import redis.asyncio as aioredis
 
+from app.learners.config import ModelConfig
 from app.store import codec, keys
 from app.store.client import Scripts, lua_source
 from app.store.deadletters import DROPPED_FIELD, HELD_FIELD
@@ -66,7 +67,7 @@ class ModelView:
     has challengers (a rank decision then logs its candidates for them)."""
 
     tenant: str
-    config: dict[str, Any]
+    config: ModelConfig
     noise: NoiseRecord | None
     stamp: ModelStamp
     challenged: bool = False
@@ -81,14 +82,14 @@ class ModelView:
 
     @property
     def keys(self) -> ModelKeys:
-        return ModelKeys(self.tenant, self.config["model_id"])
+        return ModelKeys(self.tenant, self.config.model_id)
 
 
 @dataclass(frozen=True)
 class ModelRecord:
     """A model with its stats, as the API returns it."""
 
-    config: dict[str, Any]
+    config: ModelConfig
     snapshot: SnapshotInfo
     predictions: int
     feedback_accepted: int
@@ -132,19 +133,20 @@ class ModelStore:
         self.scripts = scripts
         self._set_config = redis.register_script(lua_source("set_config"))
 
-    async def create(self, tenant: str, config: dict[str, Any], state: dict[str, np.ndarray],
+    async def create(self, tenant: str, config: ModelConfig, state: dict[str, np.ndarray],
                      rho0: float, rho1: float, rates_given: bool = False
-                     ) -> dict[str, Any] | None:
+                     ) -> ModelConfig | None:
         """Store a new model with its initial snapshot; None when the id is taken.
 
-        ``config`` must hold ``model_id``; ``created_at`` is added; ``rates_given``: the
+        ``created_at`` is added to ``config``; ``rates_given``: the
         request named the initial rates (:attr:`~app.store.noise.NoiseRecord.rates_given`).
         """
-        mk = ModelKeys(tenant, config["model_id"])
-        config = {**config, "created_at": utc_now()}
+        mk = ModelKeys(tenant, config.model_id)
+        created_at = utc_now()
+        config = config.updated(created_at=created_at)
         created = await self.scripts.run(
             "create_model", [mk.meta, mk.snapshot, mk.events, mk.noise, mk.stats],
-            [orjson.dumps(config), config["created_at"], codec.encode(state), TRAINER_GROUP,
+            [config.to_json(), created_at, codec.encode(state), TRAINER_GROUP,
              repr(float(rho0)), repr(float(rho1)), "1" if rates_given else "0"])
         if not created:
             return None
@@ -154,10 +156,10 @@ class ModelStore:
             await pipe.execute()
         return config
 
-    async def config(self, tenant: str, model_id: str) -> dict[str, Any] | None:
+    async def config(self, tenant: str, model_id: str) -> ModelConfig | None:
         """The stored config, or None."""
         raw = await self.raw_config(ModelKeys(tenant, model_id))
-        return orjson.loads(raw) if raw else None
+        return ModelConfig.from_json(raw) if raw else None
 
     async def raw_config(self, mk: ModelKeys) -> bytes | None:
         """The config JSON as stored (what a compare-and-set of the config compares), or
@@ -177,7 +179,7 @@ class ModelStore:
             return None
         return Snapshot(info, codec.decode(values[0])), bytes(config_raw)
 
-    async def config_and_version(self, mk: ModelKeys) -> tuple[dict[str, Any], int] | None:
+    async def config_and_version(self, mk: ModelKeys) -> tuple[ModelConfig, int] | None:
         """The config and the snapshot version read together (one transaction: a promotion
         or rollback changes both at once); None when the model is gone."""
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -186,12 +188,11 @@ class ModelStore:
             raw, version = await pipe.execute()
         if raw is None or version is None:
             return None
-        config: dict[str, Any] = orjson.loads(raw)
-        return config, int(version)
+        return ModelConfig.from_json(raw), int(version)
 
     async def update_config(self, tenant: str, model_id: str,
-                            change: Callable[[dict[str, Any]], dict[str, Any] | None],
-                            ) -> dict[str, Any] | None:
+                            change: Callable[[ModelConfig], ModelConfig | None],
+                            ) -> ModelConfig | None:
         """Store ``change(the config stored now)`` (None from ``change``: keep it), compared
         and set: when another write (a promotion, a rollback) lands between the read and the
         write, ``change`` is applied again to what it wrote, which is never undone.  Returns
@@ -202,11 +203,11 @@ class ModelStore:
             raw = await self.raw_config(mk)
             if raw is None:
                 return None
-            current: dict[str, Any] = orjson.loads(raw)
+            current = ModelConfig.from_json(raw)
             new = change(current)
             if new is None:
                 return current
-            reply = int(await self._set_config(keys=[mk.meta], args=[orjson.dumps(new), raw]))
+            reply = int(await self._set_config(keys=[mk.meta], args=[new.to_json(), raw]))
             if reply > 0:
                 return new
             if reply == ScriptResult.GONE:
@@ -257,7 +258,7 @@ class ModelStore:
         stamp = ModelStamp(hashlib.sha1(config_raw).hexdigest(), int(version),
                            text(raw["rho0"]) or "", text(raw["rho1"]) or "",
                            text(raw["source"]) or "", text(raw["estimator"]) or "")
-        config = orjson.loads(config_raw)
+        config = ModelConfig.from_json(config_raw)
         return ModelView(tenant, config, parse_noise(noise, config), stamp,
                          bool(challenged), bool(apprenticed))
 
@@ -286,7 +287,7 @@ class ModelStore:
             counters = stats[4 + len(FAILURE_FIELDS):]
             apprentice = {name: float(value) for name, value
                           in zip(APPRENTICE_COUNTERS, counters, strict=True) if value is not None}
-            config = orjson.loads(config_raw)
+            config = ModelConfig.from_json(config_raw)
             out.append(ModelRecord(config, info, int(stats[0] or 0),
                                    int(stats[1] or 0), parse_noise(noise, config),
                                    int(stats[2] or 0), int(stats[3] or 0), apprentice,

@@ -11,7 +11,8 @@ import numpy as np
 import orjson
 import redis.asyncio as aioredis
 
-from app.learners.build import SlotAffine, default_estimator
+from app.learners.build import SlotAffine
+from app.learners.config import ModelConfig
 from app.learners.noise_slots import click_affine
 from app.learners.proxy import calibration_unreliable
 from app.store import keys
@@ -151,16 +152,17 @@ def _published(row: Mapping[str, Any], name: str) -> bool:
     return bool(row.get("published", {}).get(name, True))
 
 
-def parse_noise(values: Sequence[Any], config: Mapping[str, Any] | None = None
+def parse_noise(values: Sequence[Any], config: ModelConfig | None = None
                 ) -> NoiseRecord | None:
     """A :class:`NoiseRecord` from an HMGET of :data:`NOISE_FIELDS`; a record that names no
-    estimator has its model ``config``'s default (:func:`~app.learners.build.default_estimator`;
+    estimator has its model ``config``'s default
+    (:attr:`~app.learners.config.ModelConfig.default_estimator`;
     :data:`DEFAULT_ESTIMATOR` without a config)."""
     (rho0, rho1, source, estimated_at, n_samples, history, estimator, slots, given,
      no_interval) = values
     if rho0 is None or rho1 is None:
         return None
-    default = DEFAULT_ESTIMATOR if config is None else default_estimator(config)
+    default = DEFAULT_ESTIMATOR if config is None else config.default_estimator
     return NoiseRecord(float(rho0), float(rho1), text(source) or "initial", text(estimated_at),
                        int(n_samples or 0), orjson.loads(history) if history else [],
                        text(estimator) or default, orjson.loads(slots) if slots else None,

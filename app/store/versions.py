@@ -30,6 +30,7 @@ import numpy as np
 import orjson
 import redis.asyncio as aioredis
 
+from app.learners.config import ModelConfig
 from app.store import codec
 from app.store.client import lua_source, run_script
 from app.store.keys import ModelKeys
@@ -53,11 +54,12 @@ class VersionPolicy:
     interval_seconds: float = DEFAULT_INTERVAL_SECONDS
 
     @classmethod
-    def of(cls, config: dict[str, Any]) -> VersionPolicy:
+    def of(cls, config: ModelConfig) -> VersionPolicy:
         """The policy in a model's config (``versions``; the defaults when absent)."""
-        given = config.get("versions") or {}
-        return cls(int(given.get("kept", DEFAULT_KEPT)),
-                   float(given.get("interval_seconds", DEFAULT_INTERVAL_SECONDS)))
+        given = config.versions
+        return cls(int(DEFAULT_KEPT if given.kept is None else given.kept),
+                   float(DEFAULT_INTERVAL_SECONDS if given.interval_seconds is None
+                         else given.interval_seconds))
 
 
 @dataclass(frozen=True)
@@ -148,11 +150,12 @@ class VersionStore:
             raise RollbackRefused(ScriptResult.GONE)
         if kept is None:
             raise RollbackRefused(ScriptResult.NOT_KEPT)
-        now, then = orjson.loads(current), orjson.loads(kept)
-        restored = {**now, **{name: then.get(name) for name in RESTORED_CONFIG_FIELDS}}
-        marker = {"rolled_back_to": version, "algorithm": restored.get("algorithm")}
+        now, then = ModelConfig.from_json(current), ModelConfig.from_json(kept)
+        restored = now.updated(**{name: getattr(then, name) for name in RESTORED_CONFIG_FIELDS})
+        marker = {"rolled_back_to": version, "algorithm": restored.algorithm}
+        changed = restored.as_dict() != now.as_dict()
         args: list[bytes | str | int | float] = [
-            str(version), utc_now(), current, orjson.dumps(restored) if restored != now else "",
+            str(version), utc_now(), current, restored.to_json() if changed else "",
             orjson.dumps(marker), VersionPolicy.of(now).kept]
         reply: Any = await run_script(
             self._rollback, [mk.snapshot, mk.meta, mk.version_states, mk.log, mk.versions], args)

@@ -6,11 +6,13 @@ from typing import Any
 
 import numpy as np
 
+from app.learners.config import ModelConfig
 from app.store import ModelKeys, Store
 from app.store.delivery import DeliveryStore
 
-CONFIG = {"model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 2,
-          "n_classes": 3, "params": {"gamma": 0.05}, "seed": 0, "uid": "u1"}
+CONFIG = ModelConfig.of({"model_id": "m", "task": "label", "algorithm": "rcnbf",
+                         "n_features": 2, "n_classes": 3, "params": {"gamma": 0.05}, "seed": 0,
+                         "uid": "u1"})
 MK = ModelKeys("t", "m")
 
 
@@ -27,7 +29,7 @@ async def test_read_model_reads_config_and_version_in_one_transaction(redis_url:
         await store.models.create("t", CONFIG, {"W_": np.zeros((3, 2))}, 0.0, 0.0)
         before = await _calls(store, "exec")
         view = await DeliveryStore(store.redis).read_model(MK)
-        assert view is not None and view.config["algorithm"] == "rcnbf"
+        assert view is not None and view.config.algorithm == "rcnbf"
         assert view.info.version == 1
         assert await _calls(store, "exec") == before + 1
     finally:

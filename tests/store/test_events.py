@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app.learners.config import ModelConfig
 from app.store import ModelKeys, Store
 from app.store.codec import decode, encode
 from app.store.delivery import DeliveryStore
@@ -21,9 +22,10 @@ from app.worker_settings import WorkerSettings
 from tests.deadlines import pass_deadlines_async
 from workers.worker import Worker
 
-CONFIG = {"model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 2,
-          "n_classes": 3, "params": {"gamma": 0.05, "rho0": 0.0, "rho1": 0.0},
-          "feedback": {"wait_seconds": 60, "on_timeout": "no_click"}, "seed": 0, "uid": "u1"}
+CONFIG = ModelConfig.of({
+    "model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 2, "n_classes": 3,
+    "params": {"gamma": 0.05, "rho0": 0.0, "rho1": 0.0},
+    "feedback": {"wait_seconds": 60, "on_timeout": "no_click"}, "seed": 0, "uid": "u1"})
 CTX = {"x": np.array([1.0, 0.0]), "greedy": np.array(0), "played": np.array(1),
        "prob": np.array(0.5)}
 CLICK = {"click": np.array(1.0)}
@@ -233,11 +235,11 @@ def _changes(store: Store, record: KeyRecord) -> dict[str, Any]:
 
     async def config() -> None:
         assert await store.models.update_config(
-            "t", CONFIG["model_id"], lambda c: {**c, "params": {"gamma": 0.1}})
+            "t", CONFIG.model_id, lambda c: c.updated(params={"gamma": 0.1}))
 
     async def recreate() -> None:
         assert await store.models.delete("t", "m")
-        await store.models.create("t", {**CONFIG, "uid": "u2"},
+        await store.models.create("t", CONFIG.updated(uid="u2"),
                                   {"W_": np.zeros((3, 2)), "noise_rates_": np.zeros(2)}, 0.0, 0.0)
 
     async def forge_tenant() -> None:

@@ -8,14 +8,16 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app.learners.config import ModelConfig
 from app.store import ModelKeys, Store, versions
 from app.store.client import run_script
 from app.store.codec import decode
 from app.store.results import ScriptResult
 from app.store.versions import RollbackRefused, VersionPolicy
 
-CONFIG = {"model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 2,
-          "n_classes": 3, "params": {"gamma": 0.05}, "seed": 0, "uid": "u1"}
+CONFIG = ModelConfig.of({"model_id": "m", "task": "label", "algorithm": "rcnbf",
+                         "n_features": 2, "n_classes": 3, "params": {"gamma": 0.05}, "seed": 0,
+                         "uid": "u1"})
 MK = ModelKeys("t", "m")
 
 
@@ -57,7 +59,7 @@ async def test_rollback_restores_state_algorithm_and_params(store: Store) -> Non
     assert await store.versions.keep(MK, policy) == 2
     # a promote-like change: another algorithm with its own state
     await store.models.update_config(
-        "t", "m", lambda c: {**c, "algorithm": "other", "params": {"a": 1}})
+        "t", "m", lambda c: c.updated(algorithm="other", params={"a": 1}))
     await store.snapshots.publish(MK, {"V": np.ones(4)})
     assert await store.versions.rollback(MK, 2) == 4
     snap = await store.snapshots.load(MK)
@@ -65,8 +67,7 @@ async def test_rollback_restores_state_algorithm_and_params(store: Store) -> Non
     np.testing.assert_array_equal(snap.state["W_"], _state(1.0)["W_"])
     config = await store.models.config("t", "m")
     assert config is not None
-    assert (config["algorithm"], config["params"], config["uid"]) == ("rcnbf", {"gamma": 0.05},
-                                                                       "u1")
+    assert (config.algorithm, config.params, config.uid) == ("rcnbf", {"gamma": 0.05}, "u1")
     assert decode(await store.redis.hget(MK.version_states, "s:2"))["W_"][0, 0] == 1.0
     # the replaced state and the new version are kept in the rollback's step
     assert [(k.version, k.reason) for k in await store.versions.kept(MK)] == [
@@ -84,7 +85,7 @@ async def test_rollback_is_refused_when_a_promotion_lands_after_its_read(
     promoted config would pair a state with another algorithm's config."""
     policy = VersionPolicy(kept=5, interval_seconds=0.0)
     assert await store.versions.keep(MK, policy) == 1
-    promoted = {**CONFIG, "algorithm": "other", "params": {"a": 1}}
+    promoted = CONFIG.updated(algorithm="other", params={"a": 1})
 
     async def promote_first(*args: Any) -> Any:
         await store.models.update_config("t", "m", lambda _: promoted)
