@@ -26,6 +26,7 @@ import numpy as np
 
 from app.api.errors import ApiError
 from app.learners.base import Decision, Learner
+from app.learners.config import ModelConfig
 from app.tasks import TASKS, Task
 
 ONLINE = "online"
@@ -33,9 +34,9 @@ APPRENTICE = "apprentice"
 MODES = (ONLINE, APPRENTICE)
 
 
-def in_apprentice_mode(config: Mapping[str, Any]) -> bool:
+def in_apprentice_mode(config: ModelConfig) -> bool:
     """Whether the model serves its callers' baselines (models without ``mode`` are online)."""
-    return config.get("mode") == APPRENTICE
+    return config.mode == APPRENTICE
 
 
 def check_mode(mode: str, spec: Task, cls: type[Learner]) -> None:

@@ -19,12 +19,10 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Any
-
-import orjson
 
 from app.learners.base import Learner
 from app.learners.build import SlotAffine, apply_noise_rates, build_learner
+from app.learners.config import ModelConfig
 from app.store import Store
 from app.store.models import ModelStamp, ModelView
 from app.store.tenants import KeyRecord
@@ -37,7 +35,7 @@ KEY_CACHE_SIZE = 10_000
 class CachedModel:
     """A ready learner with the config and the stored state it was built from."""
 
-    config: dict[str, Any]
+    config: ModelConfig
     noise: tuple[float, float, bool, SlotAffine | None]
     """The noise rates handed to the learner, whether they are reliable, and the per-slot
     click model (rank models with a published per-slot estimate)."""
@@ -63,7 +61,7 @@ class LearnerCache:
 
     async def get(self, view: ModelView) -> tuple[Learner, int] | None:
         """The learner of ``view`` and its version; None when the model vanished."""
-        key = (view.tenant, view.config["model_id"])
+        key = (view.tenant, view.config.model_id)
         noise = ((view.noise.rho0, view.noise.rho1, view.noise.rates_reliable,
                   view.noise.slot_affine) if view.noise else (0.0, 0.0, True, None))
         entry = self._entries.get(key)
@@ -76,7 +74,7 @@ class LearnerCache:
             config, stamp = view.config, replace(view.stamp, version=snap.version)
             sha1 = hashlib.sha1(config_raw).hexdigest()
             if sha1 != stamp.config_sha1:  # changed since the view was read (a promotion)
-                config, stamp = orjson.loads(config_raw), replace(stamp, config_sha1=sha1)
+                config, stamp = ModelConfig.from_json(config_raw), replace(stamp, config_sha1=sha1)
             entry = CachedModel(config, noise,
                                 build_learner(config, snap.state, noise[:2],
                                               version=snap.version, noise_reliable=noise[2],

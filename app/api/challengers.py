@@ -19,7 +19,6 @@ import time
 from typing import Any, cast
 
 import numpy as np
-import orjson
 from pydantic import ValidationError
 
 from app.api.context import ApiContext
@@ -39,7 +38,8 @@ from app.api.schemas.models import ModelCreateRequest
 from app.api.tenantlimits import limit_reached
 from app.evaluation.running import LEVEL, Interval, Rates, shown_value
 from app.learners.base import CandidateRanker, Learner, ParamError
-from app.learners.build import build_learner, takes_clicks
+from app.learners.build import build_learner
+from app.learners.config import ModelConfig, takes_clicks
 from app.learners.offpolicy import PLAY_FIELDS
 from app.learners.registry import default_params, learner_class
 from app.store.challengers import (
@@ -67,12 +67,12 @@ def follows(cls: type[Learner]) -> bool:
     return takes_clicks(cls) or cls.ranks_candidates
 
 
-def _plays(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+def _plays(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """The shapes of the fields a learner of ``config`` logs that another learns from (one
     greedy decision): the play fields, or every field of a slate (it learns slates as
     logged)."""
     learner = build_learner(config)
-    x = np.zeros(config["n_features"])
+    x = np.zeros(config.n_features)
     if not learner.ranks_candidates:
         context = learner.decide(x, explore=False).context
         return {k: np.shape(context[k]) for k in PLAY_FIELDS if k in context}
@@ -81,26 +81,27 @@ def _plays(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     return {k: np.shape(v) for k, v in context.items()}
 
 
-def _shape(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
+def _shape(config: ModelConfig, algorithm: str) -> dict[str, Any]:
     """The shape params of the model ``config`` (its :data:`SIZE_PARAMS`) that a learner of
     ``algorithm`` takes: a challenger inherits them unless it gives its own."""
     try:
-        taken = default_params(learner_class(config["task"], algorithm))
+        taken = default_params(learner_class(config.task, algorithm))
     except ParamError:
         return {}  # the model's validation names the algorithm
-    return {name: config["params"][name] for name in SIZE_PARAMS
-            if name in taken and name in config["params"]}
+    return {name: config.params[name] for name in SIZE_PARAMS
+            if name in taken and name in config.params}
 
 
-def validated_challenger(config: dict[str, Any], body: ChallengerCreateRequest
+def validated_challenger(config: ModelConfig, body: ChallengerCreateRequest
                          ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The definition to store and the initial state of a challenger of the model ``config``
     (422 naming the field, as when a model is created)."""
-    if not follows(learner_class(config["task"], config["algorithm"])):
-        raise ApiError(409, "challengers_unsupported", f"models of task {config['task']!r} "
-                       f"with {config['algorithm']!r} cannot have challengers (they need "
+    if not follows(config.learner_class):
+        raise ApiError(409, "challengers_unsupported", f"models of task {config.task!r} "
+                       f"with {config.algorithm!r} cannot have challengers (they need "
                        "click feedback)")
-    fields = {k: config[k] for k in _CARRIED if config.get(k) is not None}
+    document = config.as_dict()  # the stored fields, as a create request takes them
+    fields = {k: document[k] for k in _CARRIED if document.get(k) is not None}
     try:
         request = ModelCreateRequest.model_validate(
             {**fields, "algorithm": body.algorithm,
@@ -108,23 +109,23 @@ def validated_challenger(config: dict[str, Any], body: ChallengerCreateRequest
     except ValidationError as exc:
         raise validation_error(exc.errors()) from None
     candidate = validated_config(request)
-    if not follows(learner_class(config["task"], candidate["algorithm"])):
+    if not follows(candidate.learner_class):
         raise ApiError(422, "invalid_param", f"{body.algorithm!r} does not learn from clicks",
                        "algorithm")
-    learner_config = challenger_config(config, candidate)
+    definition = {"name": body.name, "algorithm": candidate.algorithm,
+                  "params": candidate.params, "uid": secrets.token_hex(8),
+                  "created_at": utc_now()}
+    learner_config = challenger_config(config, definition)
     own, champion = _plays(learner_config), _plays(config)
     for name, shape in own.items():
         if champion.get(name) != shape:
             raise ApiError(422, "invalid_param", f"{body.algorithm!r} with these params logs "
                            f"{name!r} as {shape}, the model's plays log "
                            f"{champion.get(name)!r}: it cannot learn from them", "params")
-    definition = {"name": body.name, "algorithm": candidate["algorithm"],
-                  "params": candidate["params"], "uid": secrets.token_hex(8),
-                  "created_at": utc_now()}
     return definition, build_learner(learner_config).get_state()
 
 
-async def add_challenger(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any],
+async def add_challenger(ctx: ApiContext, mk: ModelKeys, config: ModelConfig,
                          body: ChallengerCreateRequest) -> ChallengersResponse:
     definition, state = validated_challenger(config, body)
     try:
@@ -161,13 +162,13 @@ def _view(stored: StoredChallenger, rates: Rates) -> ChallengerView:
                           vs_champion=_interval(value.vs_champion))
 
 
-async def list_challengers(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any]
+async def list_challengers(ctx: ApiContext, mk: ModelKeys, config: ModelConfig
                            ) -> ChallengersResponse:
     stored, champion_stats = await ctx.store.challengers.read(mk)
-    rates, reason = await read_value_rates(ctx.store, mk, get_task(config["task"]).has_clicks)
+    rates, reason = await read_value_rates(ctx.store, mk, get_task(config.task).has_clicks)
     champion = shown_value(champion_stats, rates)
     return ChallengersResponse(
-        champion=ChampionValue(algorithm=config["algorithm"], params=config["params"],
+        champion=ChampionValue(algorithm=config.algorithm, params=config.params,
                                events=champion.events, value=_interval(champion.champion)),
         challengers=[_view(s, rates) for s in stored],
         max_challengers=ctx.settings.max_challengers_per_model,
@@ -193,10 +194,10 @@ async def promote(ctx: ApiContext, mk: ModelKeys, body: PromoteRequest) -> Promo
     raw_config = await ctx.store.models.raw_config(mk)
     if raw_config is None:
         raise unknown_model(mk.model)
-    config = orjson.loads(raw_config)
+    config = ModelConfig.from_json(raw_config)
     new_config = challenger_config(config, target.definition)
     previous = None if body.previous_as is None else {
-        "name": body.previous_as, "algorithm": config["algorithm"], "params": config["params"],
+        "name": body.previous_as, "algorithm": config.algorithm, "params": config.params,
         "uid": secrets.token_hex(8), "created_at": utc_now()}
     try:
         version = await _promote_caught_up(ctx, mk, target, raw_config, new_config, previous)
@@ -212,8 +213,8 @@ async def promote(ctx: ApiContext, mk: ModelKeys, body: PromoteRequest) -> Promo
                        "promoting; try again") from None
     ctx.cache.forget(mk.tenant, mk.model)
     ctx.metrics.forget_challenger(mk.tenant, mk.model, body.challenger)
-    return PromoteResponse(version=version, algorithm=new_config["algorithm"],
-                           params=new_config["params"], previous_as=body.previous_as)
+    return PromoteResponse(version=version, algorithm=new_config.algorithm,
+                           params=new_config.params, previous_as=body.previous_as)
 
 
 async def _failed(ctx: ApiContext, mk: ModelKeys, name: str) -> ApiError:
@@ -226,7 +227,7 @@ async def _failed(ctx: ApiContext, mk: ModelKeys, name: str) -> ApiError:
 
 
 async def _promote_caught_up(ctx: ApiContext, mk: ModelKeys, target: StoredChallenger,
-                             raw_config: bytes, config: dict[str, Any],
+                             raw_config: bytes, config: ModelConfig,
                              previous: dict[str, Any] | None) -> int:
     """Promote once ``target`` saved the model's last published batch (the trainer publishes
     a batch, then saves what the challengers learned of it): up to

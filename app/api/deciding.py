@@ -19,7 +19,6 @@ are checked by the Lua step that logs the decisions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, cast
 
 from app.api.apprentice import in_apprentice_mode
@@ -30,14 +29,14 @@ from app.api.deps import authorize_model, cached_model, request_model, request_t
 from app.api.errors import ApiError, unknown_model
 from app.api.ranking import decide_ranks, rank_answer
 from app.learners.base import CandidateRanker, Learner
-from app.learners.registry import learner_class
+from app.learners.config import ModelConfig
 from app.store.events import DecisionGuard, new_event_ids
 from app.store.keys import ModelKeys
 from app.store.models import ModelView
 from app.tasks import get_task
 
 
-async def decide_log_answer(ctx: ApiContext, tenant: str, config: Mapping[str, Any],
+async def decide_log_answer(ctx: ApiContext, tenant: str, config: ModelConfig,
                             learner: Learner, version: int, request: DecisionRequest,
                             guard: DecisionGuard | None = None, *,
                             candidates: bool = False) -> dict[str, Any] | None:
@@ -55,14 +54,14 @@ async def decide_log_answer(ctx: ApiContext, tenant: str, config: Mapping[str, A
     event_ids: list[str | None] = [None] * n
     for i, eid in zip(explored, new_event_ids(len(explored)), strict=True):
         event_ids[i] = eid
-    mk = ModelKeys(tenant, config["model_id"])
+    mk = ModelKeys(tenant, config.model_id)
     agreed = made.agreed
     # one log step per defer value (two only when a batch mixes them); the first counts all
     for k, defer in enumerate(sorted({options[i].defer for i in explored}) or [False]):
         rows = [i for i in explored if options[i].defer == defer]
         logged = await ctx.store.events.record_decisions(
             mk, [(cast(str, event_ids[i]), cast(dict, made.contexts[i])) for i in rows],
-            config["feedback"]["wait_seconds"], ctx.settings.context_grace_seconds,
+            config.feedback.wait_seconds, ctx.settings.context_grace_seconds,
             predictions=0 if k else n, guard=guard, defer=defer,
             apprentice=None if agreed is None else [agreed[i] for i in rows],
             agreement=None if agreed is None else (0, 0) if k else (n, sum(agreed)),
@@ -70,9 +69,9 @@ async def decide_log_answer(ctx: ApiContext, tenant: str, config: Mapping[str, A
                 h: item for i in rows for h, item in made.shown[i].items()})
         if logged is None:
             return None
-    ctx.metrics.count_decisions(tenant, config["model_id"], n, version)
+    ctx.metrics.count_decisions(tenant, config.model_id, n, version)
     if request.candidates is None:
-        spec = get_task(config["task"])
+        spec = get_task(config.task)
         out = [spec.prediction(d.output, eid, version)
                for d, eid in zip(made.decisions, event_ids, strict=True)]
         return {"predictions": out} if request.batch else out[0]
@@ -85,7 +84,7 @@ async def predict(ctx: ApiContext, view: ModelView, request: DecisionRequest) ->
     """Decide for one instance or a batch; log each decision unless ``explore`` is false."""
     found = await ctx.cache.get(view)
     if found is None:
-        raise unknown_model(view.config["model_id"])
+        raise unknown_model(view.config.model_id)
     learner, version = found
     doc = await decide_log_answer(ctx, view.tenant, view.config, learner, version, request)
     assert doc is not None  # unguarded: always logged
@@ -137,13 +136,13 @@ async def predict_for_key(ctx: ApiContext, token: str, model_id: str,
 async def rank(ctx: ApiContext, view: ModelView, request: DecisionRequest) -> dict[str, Any]:
     """Rank one request or a batch; log each explored ranking for its feedback."""
     config = view.config
-    if not learner_class(config["task"], config["algorithm"]).ranks_candidates:
-        raise ApiError(422, "wrong_task", f"model {config['model_id']!r} is a "
-                       f"{config['task']!r} model; rank serves models of task 'rank' "
+    if not config.learner_class.ranks_candidates:
+        raise ApiError(422, "wrong_task", f"model {config.model_id!r} is a "
+                       f"{config.task!r} model; rank serves models of task 'rank' "
                        "(use predict)", "model_id")
     found = await ctx.cache.get(view)
     if found is None:
-        raise unknown_model(config["model_id"])
+        raise unknown_model(config.model_id)
     learner, version = found
     doc = await decide_log_answer(ctx, view.tenant, config, learner, version, request,
                                   candidates=view.challenged)
@@ -164,7 +163,7 @@ async def rank_cached(ctx: ApiContext, token: str, model_id: str,
         return None
     key, entry = found
     config = entry.config
-    if (not learner_class(config["task"], config["algorithm"]).ranks_candidates
+    if (not config.learner_class.ranks_candidates
             or in_apprentice_mode(config)
             or len({o.defer for o in request.options if o.explore}) > 1):
         return None

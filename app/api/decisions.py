@@ -10,7 +10,6 @@ learning.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,7 @@ from app.api.features import check_norms, feature_bound, to_matrix, to_vector
 from app.api.openfeedback import add_examples, take_open, take_open_many
 from app.api.schemas.feedback import FeedbackBatchRequest
 from app.learners.base import Learner, ParamError
-from app.learners.registry import learner_class
+from app.learners.config import ModelConfig
 from app.store.keys import ModelKeys
 from app.store.models import ModelView
 from app.tasks import Task, get_task
@@ -39,16 +38,16 @@ _OUTCOME_ERRORS = {
 }
 
 
-def _inputs(request: DecisionRequest, config: Mapping[str, Any], learner: Learner) -> np.ndarray:
+def _inputs(request: DecisionRequest, config: ModelConfig, learner: Learner) -> np.ndarray:
     """The ``(n, n_features)`` inputs of a request (422 naming the field when they do not fit
     or a norm exceeds the model's ``max_feature_norm``; 422 naming ``model_id`` for a model
     that ranks candidates, which predict cannot serve)."""
     if learner.ranks_candidates:
-        model_id = config["model_id"]
-        raise ApiError(422, "wrong_task", f"model {model_id!r} is a {config['task']!r} model: "
+        model_id = config.model_id
+        raise ApiError(422, "wrong_task", f"model {model_id!r} is a {config.task!r} model: "
                        f"it ranks candidates, with POST /v1/models/{model_id}/rank "
                        "(predict serves the other tasks)", "model_id")
-    n_features = config["n_features"]
+    n_features = config.n_features
     if not request.batch:
         X = to_vector(request.contexts[0], n_features)[None, :]
         check_norms(X, feature_bound(config), "features", "features")
@@ -59,7 +58,7 @@ def _inputs(request: DecisionRequest, config: Mapping[str, Any], learner: Learne
 
 
 def decide_predictions(learner: Learner, request: DecisionRequest,
-                       config: Mapping[str, Any]) -> Decided:
+                       config: ModelConfig) -> Decided:
     """Check a predict request against the model and decide for each of its inputs (422
     naming the field for any bad input); in apprentice mode the caller's baseline labels
     served instead."""
@@ -72,7 +71,7 @@ def decide_predictions(learner: Learner, request: DecisionRequest,
     try:
         if in_apprentice_mode(config):
             decisions, agreed = follow_labels(learner, X, label_baselines(
-                options.baseline, len(X) if request.batch else None, config["n_classes"]))
+                options.baseline, len(X) if request.batch else None, config.class_count))
         else:
             decisions = learner.decide_many(X, explore=options.explore)
     except ParamError as exc:
@@ -85,11 +84,11 @@ async def feedback(ctx: ApiContext, view: ModelView,
                    body: Any) -> tuple[int, dict[str, Any]]:
     """Join one event (202, or 404/409/422) or a batch (202 with per-event rejections)."""
     config = view.config
-    spec = get_task(config["task"])
-    cls = learner_class(config["task"], config["algorithm"])
+    spec = get_task(config.task)
+    cls = config.learner_class
     mk = view.keys
     count = ctx.metrics.feedback
-    labels = (view.tenant, config["model_id"])
+    labels = (view.tenant, config.model_id)
     if not isinstance(body, FeedbackBatchRequest):
         event_id, fields = spec.parse_feedback(body, config, cls)
         if event_id is None:

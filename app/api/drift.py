@@ -7,12 +7,13 @@ from typing import Any
 from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
 from app.api.schemas.models import DriftResponse, DriftSettings
+from app.learners.config import ModelConfig
 from app.learners.drift import PageHinkley
 from app.store.drift import METHOD, SIGNAL, DriftPolicy
 from app.store.models import ConfigBusy
 
 
-def drift_response(config: dict[str, Any], saved: dict[str, Any] | None) -> DriftResponse:
+def drift_response(config: ModelConfig, saved: dict[str, Any] | None) -> DriftResponse:
     """The model's ``drift``: its action and the detector's last report (``saved``; a
     detector that has seen no event before the first)."""
     action = DriftPolicy.of(config).action
@@ -31,8 +32,10 @@ async def set_drift(ctx: ApiContext, tenant: str, model_id: str,
     batch)."""
     wanted = settings.model_dump()
 
-    def with_drift(current: dict[str, Any]) -> dict[str, Any] | None:
-        return None if current.get("drift") == wanted else {**current, "drift": wanted}
+    def with_drift(current: ModelConfig) -> ModelConfig | None:
+        if current.drift.model_dump(exclude_unset=True) == wanted:
+            return None
+        return current.updated(drift=wanted)
 
     try:
         stored = await ctx.store.models.update_config(tenant, model_id, with_drift)

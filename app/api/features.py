@@ -15,14 +15,12 @@ sees them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import mmh3
 import numpy as np
 
 from app.api.errors import ApiError
 from app.api.schemas.predict import NamedFeatures, SparseFeatures
+from app.learners.config import ModelConfig
 
 
 def hash_feature(name: str, n_features: int) -> tuple[int, float]:
@@ -80,9 +78,10 @@ DEFAULT_MAX_FEATURE_NORM = 1e6
 MAX_FEATURE_NORM_LIMIT = 1e150
 
 
-def feature_bound(config: Mapping[str, Any]) -> float:
+def feature_bound(config: ModelConfig) -> float:
     """The ``max_feature_norm`` of a stored model config (the default for older models)."""
-    return float(config.get("max_feature_norm", DEFAULT_MAX_FEATURE_NORM))
+    bound = config.max_feature_norm
+    return float(DEFAULT_MAX_FEATURE_NORM if bound is None else bound)
 
 
 def check_norms(X: np.ndarray, max_norm: float, field: str, rows: str | None = None) -> None:

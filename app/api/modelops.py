@@ -20,6 +20,8 @@ from app.api.features import feature_bound
 from app.api.presets import preset_params
 from app.api.schemas.models import (
     ArrayPayload,
+    FeedbackPolicy,
+    LabelBudgetConfig,
     ModelCreateRequest,
     ModelListResponse,
     ModelResponse,
@@ -34,7 +36,8 @@ from app.api.schemas.serving import ApprenticeReport
 from app.api.tenantlimits import limit_reached
 from app.api.versions import keep_explicit, publish_explicit
 from app.learners.base import Learner, ParamError, check_state
-from app.learners.build import budget_strategy, build_learner, initial_noise_rates
+from app.learners.build import budget_strategy, build_learner
+from app.learners.config import BudgetSettings, ModelConfig
 from app.learners.noise_publish import position_bias
 from app.learners.registry import (
     algorithms,
@@ -56,7 +59,7 @@ SYNC_POLL_SECONDS = 0.02
 MAX_STATE_BYTES = 64 * 2**20
 
 
-def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
+def validated_config(body: ModelCreateRequest) -> ModelConfig:
     """The config to store: defaults filled in, learner built once to validate (422 naming
     the field otherwise)."""
     spec = get_task(body.task)
@@ -78,7 +81,7 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
         if not (spec.open_feedback and spec.open_feedback.budgeted):
             raise ApiError(422, "invalid_param", f"task {body.task!r} has no label budget",
                            "label_budget")
-        label_budget = body.label_budget.model_dump()
+        label_budget = BudgetSettings.model_validate(body.label_budget.model_dump())
         least = cls.labels_per_event(params)
         if least > 1:
             raise ApiError(422, "invalid_param", f"{algorithm!r} with these params needs "
@@ -97,19 +100,19 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
         check_param_types(cls, body.params)
     except ParamError as exc:
         raise from_param_error(exc) from None
-    config = {"model_id": body.model_id, "task": body.task, "algorithm": algorithm,
-              "n_features": body.n_features, "n_classes": body.n_classes, "params": params,
-              "feedback": body.feedback.model_dump(), "seed": body.seed,
-              "uid": secrets.token_hex(8)}
+    document: dict[str, Any] = {
+        "model_id": body.model_id, "task": body.task, "algorithm": algorithm,
+        "n_features": body.n_features, "n_classes": body.n_classes, "params": params,
+        "feedback": body.feedback.model_dump(), "seed": body.seed,
+        "uid": secrets.token_hex(8)}
     if body.preset is not None:
-        config["preset"] = body.preset
+        document.update(preset=body.preset)
     if label_budget is not None:
-        config["label_budget"] = label_budget
-    config["max_feature_norm"] = body.max_feature_norm
+        document.update(label_budget=label_budget)
     check_mode(body.mode, spec, cls)
-    config["mode"] = body.mode
-    config["versions"] = body.versions.model_dump()
-    config["drift"] = body.drift.model_dump()
+    document.update(max_feature_norm=body.max_feature_norm, mode=body.mode,
+                    versions=body.versions.model_dump(), drift=body.drift.model_dump())
+    config = ModelConfig.of(document)
     try:
         # from the shapes, before anything is allocated; then build once to validate
         state_bytes = (cls.state_bytes(body.n_features, body.n_classes, params)
@@ -118,8 +121,9 @@ def validated_config(body: ModelCreateRequest) -> dict[str, Any]:
             learner = build_learner(config)
             # a size left to its default is stored as the value in use (the learner keeps
             # its hyperparameters under their names)
-            params.update({name: int(getattr(learner, name)) for name in SIZE_PARAMS
-                           if name in params and params[name] is None})
+            config = config.updated(params={
+                **params, **{name: int(getattr(learner, name)) for name in SIZE_PARAMS
+                             if name in params and params[name] is None}})
     except ParamError as exc:
         field = exc.field if exc.field.startswith("params.") or exc.field in (
             "n_features", "n_classes", "task", "algorithm") else f"params.{exc.field}"
@@ -157,13 +161,13 @@ def _size_params(body: ModelCreateRequest, cls: type[Learner], algorithm: str,
     return out
 
 
-def position_bias_response(config: dict[str, Any],
+def position_bias_response(config: ModelConfig,
                            noise: NoiseRecord | None) -> PositionBiasResponse:
     """The position bias per slot relative to slot 0 and its source, by the one rule
     (:func:`~app.learners.noise_publish.position_bias`): the per-slot estimate in force,
     else the configured values, else 1 per slot flagged ``calibration_unreliable``."""
-    values, source = position_bias(learner_class(config["task"], config["algorithm"]),
-                                   config["params"], None if noise is None else noise.slots)
+    values, source = position_bias(config.learner_class,
+                                   config.params, None if noise is None else noise.slots)
     return PositionBiasResponse(values=values, source=source,  # type: ignore[arg-type]
                                 calibration_unreliable=source == "insufficient_data")
 
@@ -189,13 +193,14 @@ def model_response(record: ModelRecord) -> ModelResponse:
     c, s = record.config, record.snapshot
     reward, unreliable = calibrated_reward(record)
     position_bias = (position_bias_response(c, record.noise)
-                     if learner_class(c["task"], c["algorithm"]).estimates_position_bias
+                     if c.learner_class.estimates_position_bias
                      else None)
     return ModelResponse(
-        model_id=c["model_id"], task=c["task"], algorithm=c["algorithm"],
-        preset=c.get("preset"), n_features=c["n_features"], n_classes=c.get("n_classes"),
-        params=c["params"],
-        feedback=c["feedback"], seed=c.get("seed"), created_at=c["created_at"],
+        model_id=c.model_id, task=c.task, algorithm=c.algorithm,
+        preset=c.preset, n_features=c.n_features, n_classes=c.n_classes,
+        params=c.params,
+        feedback=FeedbackPolicy.model_validate(c.feedback.model_dump()), seed=c.seed,
+        created_at=c.created_at or "",
         version=s.version, updated_at=s.updated_at,
         stats=ModelStats(predictions=record.predictions,
                          feedback_accepted=record.feedback_accepted,
@@ -206,13 +211,15 @@ def model_response(record: ModelRecord) -> ModelResponse:
                          debiased_reward=reward, calibration_unreliable=unreliable,
                          trainer_error=(None if record.trainer_failure is None
                                         else TrainerError(**asdict(record.trainer_failure)))),
-        noise=noise_response(record.noise) if get_task(c["task"]).has_clicks else None,
-        label_budget=c.get("label_budget"), max_feature_norm=feature_bound(c),
-        position_bias=position_bias, mode=c.get("mode", "online"),
+        noise=noise_response(record.noise) if get_task(c.task).has_clicks else None,
+        label_budget=(None if c.label_budget is None
+                      else LabelBudgetConfig.model_validate(c.label_budget.model_dump())),
+        max_feature_norm=feature_bound(c), position_bias=position_bias,
+        mode=c.mode,  # type: ignore[arg-type]
         apprentice=(ApprenticeReport(**report(record.apprentice))
                     if in_apprentice_mode(c) or record.apprentice else None),
         versions=VersionsConfig(**asdict(VersionPolicy.of(c))),
-        evaluation_policies=list(get_task(c["task"]).evaluation_policies),
+        evaluation_policies=list(get_task(c.task).evaluation_policies),
         drift=drift_response(c, record.drift))
 
 
@@ -224,7 +231,7 @@ async def create_model(ctx: ApiContext, tenant: str, body: ModelCreateRequest) -
                             f"a tenant holds at most {most} models; delete one first",
                             "model_id")
     learner = build_learner(config)
-    rho0, rho1 = initial_noise_rates(config["params"])
+    rho0, rho1 = config.initial_noise_rates
     given = any(name in body.params for name in ("rho0", "rho1"))
     stored = await ctx.store.models.create(tenant, config, learner.get_state(), rho0, rho1,
                                            rates_given=given)
@@ -250,35 +257,34 @@ async def describe_model(ctx: ApiContext, tenant: str, model_id: str) -> ModelRe
     return model_response(record)
 
 
-async def set_mode(ctx: ApiContext, tenant: str, config: dict[str, Any],
+async def set_mode(ctx: ApiContext, tenant: str, config: ModelConfig,
                    mode: str) -> ModelResponse:
     """Serve in ``mode`` from now on (422 naming ``mode`` when the model cannot).  Decisions
     made before keep the mode they were made in: an apprentice decision's feedback still
     teaches about the baseline it served.  The mode is set on the config stored at the
     moment of writing (a promotion or rollback meanwhile keeps its algorithm and params)."""
 
-    def with_mode(current: dict[str, Any]) -> dict[str, Any] | None:
-        check_mode(mode, get_task(current["task"]),
-                   learner_class(current["task"], current["algorithm"]))
-        return None if current.get("mode", "online") == mode else {**current, "mode": mode}
+    def with_mode(current: ModelConfig) -> ModelConfig | None:
+        check_mode(mode, get_task(current.task), current.learner_class)
+        return None if current.mode == mode else current.updated(mode=mode)
 
     try:
-        stored = await ctx.store.models.update_config(tenant, config["model_id"], with_mode)
+        stored = await ctx.store.models.update_config(tenant, config.model_id, with_mode)
     except ConfigBusy:
         raise ApiError(503, "store_busy", "the model's config kept changing; retry",
                        headers={"Retry-After": "1"}) from None
     if stored is None:
-        raise unknown_model(config["model_id"])
-    ctx.cache.forget(tenant, config["model_id"])
-    return await describe_model(ctx, tenant, config["model_id"])
+        raise unknown_model(config.model_id)
+    ctx.cache.forget(tenant, config.model_id)
+    return await describe_model(ctx, tenant, config.model_id)
 
 
-async def reset_model(ctx: ApiContext, tenant: str, config: dict[str, Any]) -> ModelResponse:
+async def reset_model(ctx: ApiContext, tenant: str, config: ModelConfig) -> ModelResponse:
     """Initial weights under a new version (queued events still apply afterwards); the
     decision log is kept, with a ``reset`` marker."""
     learner = build_learner(config)
     await publish_explicit(ctx, tenant, config, learner.get_state(), "reset", marker="reset")
-    return await describe_model(ctx, tenant, config["model_id"])
+    return await describe_model(ctx, tenant, config.model_id)
 
 
 def encode_array(arr: np.ndarray) -> ArrayPayload:
@@ -301,22 +307,24 @@ def decode_array(name: str, payload: ArrayPayload) -> np.ndarray:
     return arr
 
 
-async def export_snapshot(ctx: ApiContext, tenant: str, config: dict[str, Any]) -> dict[str, Any]:
-    snap = await ctx.store.snapshots.load(ModelKeys(tenant, config["model_id"]))
+async def export_snapshot(ctx: ApiContext, tenant: str, config: ModelConfig) -> dict[str, Any]:
+    snap = await ctx.store.snapshots.load(ModelKeys(tenant, config.model_id))
     if snap is None:
-        raise unknown_model(config["model_id"])
-    return {"model": {k: config.get(k) for k in ("model_id", *SNAPSHOT_CONFIG_FIELDS, "params")},
+        raise unknown_model(config.model_id)
+    return {"model": {k: getattr(config, k)
+                      for k in ("model_id", *SNAPSHOT_CONFIG_FIELDS, "params")},
             "version": snap.version,
             "state": {name: encode_array(arr) for name, arr in snap.state.items()}}
 
 
-async def import_snapshot(ctx: ApiContext, tenant: str, config: dict[str, Any],
+async def import_snapshot(ctx: ApiContext, tenant: str, config: ModelConfig,
                           body: SnapshotImportRequest) -> ModelResponse:
     if body.model is not None:
         for name in SNAPSHOT_CONFIG_FIELDS:
-            if getattr(body.model, name) != config.get(name):
+            if getattr(body.model, name) != getattr(config, name):
                 raise ApiError(422, "snapshot_mismatch", f"snapshot {name} "
-                               f"{getattr(body.model, name)!r} != model's {config.get(name)!r}",
+                               f"{getattr(body.model, name)!r} != model's "
+                               f"{getattr(config, name)!r}",
                                f"model.{name}")
     learner = build_learner(config)
     given = {name: decode_array(name, payload) for name, payload in body.state.items()}
@@ -326,7 +334,7 @@ async def import_snapshot(ctx: ApiContext, tenant: str, config: dict[str, Any],
     except ParamError as exc:
         raise ApiError(422, "snapshot_mismatch", exc.message, exc.field) from None
     await publish_explicit(ctx, tenant, config, learner.get_state(), "import")
-    return await describe_model(ctx, tenant, config["model_id"])
+    return await describe_model(ctx, tenant, config.model_id)
 
 
 async def sync_model(ctx: ApiContext, tenant: str, model_id: str,

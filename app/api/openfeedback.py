@@ -28,14 +28,15 @@ out is learned from with the labels received (regression) or dropped
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
 from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
 from app.learners.base import Learner
-from app.learners.build import budget_seed, budget_strategy
+from app.learners.build import budget_strategy
+from app.learners.config import BudgetSettings
 from app.store.events import new_event_id
 from app.store.models import ModelView
 from app.store.openfeedback import Budget, BudgetCharge, OpenState, OpenStep
@@ -72,7 +73,7 @@ async def take_open_many(ctx: ApiContext, view: ModelView, spec: Task,
     """
     policy = spec.open_feedback
     assert policy is not None
-    budget = view.config.get("label_budget") if policy.budgeted else None
+    budget = view.config.label_budget if policy.budgeted else None
     results: list[OpenResult | None] = [None] * len(items)
     attempts = [0] * len(items)
     todo = list(range(len(items)))
@@ -136,9 +137,9 @@ class _Planner:
     """
 
     def __init__(self, ctx: ApiContext, view: ModelView, policy: OpenPolicy,
-                 budget: Mapping[str, Any] | None, read: Budget) -> None:
+                 budget: BudgetSettings | None, read: Budget) -> None:
         self.ctx, self.view, self.policy = ctx, view, policy
-        self.strategy = (budget_strategy(budget, budget_seed(view.config), read.state)
+        self.strategy = (budget_strategy(budget, view.config.budget_seed, read.state)
                          if budget is not None else None)
         self.rounds = read.rounds
         self._learner: Learner | None = None
@@ -205,7 +206,7 @@ def _append(policy: OpenPolicy, stored: Mapping[str, np.ndarray],
 async def _learner(ctx: ApiContext, view: ModelView) -> Learner:
     found = await ctx.cache.get(view)
     if found is None:
-        raise unknown_model(view.config["model_id"])
+        raise unknown_model(view.config.model_id)
     return found[0]
 
 

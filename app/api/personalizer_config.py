@@ -23,17 +23,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from app.api.errors import ApiError
-from app.learners.registry import learner_class
+from app.learners.config import ModelConfig
 
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 #: Longest reward wait: as noisyloop's ``feedback.wait_seconds``.
 MAX_WAIT_SECONDS = 30 * 86400
-#: The model config's key of ``isInferenceExplainabilityEnabled``.
-EXPLAIN_KEY = "explain_scores"
 #: Personalizer's learning modes and noisyloop's.
 MODES = {"Online": "online", "Apprentice": "apprentice"}
 
@@ -68,26 +65,26 @@ def format_duration(seconds: float) -> str:
     return out + (f"T{time}" if time else "" if days else "T0S")
 
 
-def _exploration_param(config: Mapping[str, Any]) -> str | None:
-    return learner_class(config["task"], config["algorithm"]).exploration_param
+def _exploration_param(config: ModelConfig) -> str | None:
+    return config.learner_class.exploration_param
 
 
-def service_configuration(config: Mapping[str, Any], log_max_age: float) -> dict[str, Any]:
+def service_configuration(config: ModelConfig, log_max_age: float) -> dict[str, Any]:
     """Personalizer's service configuration of a model (module docstring)."""
     param = _exploration_param(config)
-    feedback = config["feedback"]
+    feedback = config.feedback
     return {
-        "rewardWaitTime": format_duration(feedback["wait_seconds"]),
-        "defaultReward": 0.0 if feedback["on_timeout"] == "no_click" else None,
+        "rewardWaitTime": format_duration(feedback.wait_seconds),
+        "defaultReward": 0.0 if feedback.on_timeout == "no_click" else None,
         "rewardAggregation": "earliest",
-        "explorationPercentage": None if param is None else config["params"][param],
-        "learningMode": "Apprentice" if config.get("mode") == "apprentice" else "Online",
+        "explorationPercentage": None if param is None else config.params[param],
+        "learningMode": "Apprentice" if config.mode == "apprentice" else "Online",
         "modelExportFrequency": "PT0S",
         "modelRetrainDays": 0,
         "logRetentionDays": math.ceil(log_max_age / 86400) if log_max_age else -1,
         "isAutoOptimizationEnabled": False,
         "logMirrorEnabled": False,
-        "isInferenceExplainabilityEnabled": bool(config.get(EXPLAIN_KEY, False)),
+        "isInferenceExplainabilityEnabled": config.explain_scores,
     }
 
 
@@ -96,20 +93,22 @@ def _refuse(name: str, value: Any, why: str) -> ApiError:
                     f"supported: {why}", name)
 
 
-def configured(config: Mapping[str, Any], body: Any, log_max_age: float) -> dict[str, Any]:
+def configured(config: ModelConfig, body: Any, log_max_age: float) -> ModelConfig:
     """The model's config with ``body`` (a service configuration) applied; 400 naming the
     first field that is invalid, unknown, or a change noisyloop does not support."""
     if not isinstance(body, dict):
         raise ApiError(422, "invalid_request", "the service configuration is a JSON object")
     shown = service_configuration(config, log_max_age)
-    new = {**config, "feedback": dict(config["feedback"]), "params": dict(config["params"])}
+    feedback: dict[str, Any] = {}
+    params = dict(config.params)
+    changes: dict[str, Any] = {}
     for name, value in body.items():
         if name == "rewardWaitTime":
             wait = parse_duration(value, name)
             if not 1 <= wait <= MAX_WAIT_SECONDS or wait != int(wait):
                 raise ApiError(422, "invalid_configuration", f"{name} must be whole seconds "
                                f"from PT1S to P30D, got {value!r}", name)
-            new["feedback"]["wait_seconds"] = int(wait)
+            feedback.update(wait_seconds=int(wait))
         elif name == "explorationPercentage":
             param = _exploration_param(config)
             if param is None:
@@ -118,22 +117,22 @@ def configured(config: Mapping[str, Any], body: Any, log_max_age: float) -> dict
                     or not 0 <= value <= 1):
                 raise ApiError(422, "invalid_configuration",
                                f"{name} must be a number in [0, 1], got {value!r:.60}", name)
-            new["params"][param] = float(value)
+            params[param] = float(value)
         elif name == "learningMode":
             if value not in MODES:
                 raise _refuse(name, value, "noisyloop serves Online and Apprentice")
-            new["mode"] = MODES[value]
+            changes.update(mode=MODES[value])
         elif name == "isInferenceExplainabilityEnabled":
             if not isinstance(value, bool):
                 raise ApiError(422, "invalid_configuration", f"{name} must be true or false",
                                name)
-            if value and not learner_class(config["task"], config["algorithm"]).explains_scores:
+            if value and not config.learner_class.explains_scores:
                 raise _refuse(name, value, "the model's learner does not split its scores")
-            new[EXPLAIN_KEY] = value
+            changes.update(explain_scores=value)
         elif name == "defaultReward":
             if value != shown[name] and not (value == 0 and shown[name] is None):
                 raise _refuse(name, value, "an event without reward is learned as reward 0")
-            new["feedback"]["on_timeout"] = "no_click"
+            feedback.update(on_timeout="no_click")
         elif name in shown:
             if value != shown[name]:
                 raise _refuse(name, value, f"noisyloop's is {shown[name]!r}")
@@ -145,4 +144,5 @@ def configured(config: Mapping[str, Any], body: Any, log_max_age: float) -> dict
         elif value is not None and name in ("autoOptimizationFrequency", "logMirrorSasUri",
                                             "autoOptimizationStartDate"):
             raise _refuse(name, value, "no auto-optimization or log mirror yet")
-    return new
+    return config.updated(**changes, feedback=config.feedback.model_copy(update=feedback),
+                          params=params)

@@ -32,17 +32,18 @@ from app.api.decisionrequest import (
 from app.api.errors import ApiError, from_param_error
 from app.api.features import check_norms, feature_bound, to_vector
 from app.learners.base import CandidateRanker, Decision, ParamError
+from app.learners.config import ModelConfig
 from app.tasks.rank import item_hashes
 
 
-def model_slots(config: Mapping[str, Any]) -> int:
+def model_slots(config: ModelConfig) -> int:
     """The slots a rank model fills at most."""
-    return int(config["params"]["slots"])
+    return int(config.params["slots"])
 
 
-def action_features(config: Mapping[str, Any]) -> int:
+def action_features(config: ModelConfig) -> int:
     """The features of each candidate a rank model takes."""
-    return int(config["params"]["n_action_features"] or config["n_features"])
+    return int(config.params["n_action_features"] or config.n_features)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,7 @@ class RankInput:
     baseline: list[str] | None = None
 
 
-def _action_matrix(features: Sequence[Features], config: Mapping[str, Any],
+def _action_matrix(features: Sequence[Features], config: ModelConfig,
                    prefix: str) -> np.ndarray:
     """The ``(n, n_action_features)`` candidate features (422 naming ``actions[i].features``)."""
     da = action_features(config)
@@ -73,7 +74,7 @@ def _action_matrix(features: Sequence[Features], config: Mapping[str, Any],
     return A
 
 
-def check_options(ids: Sequence[str], options: DecisionOptions, config: Mapping[str, Any],
+def check_options(ids: Sequence[str], options: DecisionOptions, config: ModelConfig,
                   prefix: str) -> None:
     """422 for a duplicate action id (naming the second), more slots than the model's, or
     ``defer`` without ``explore``."""
@@ -99,16 +100,16 @@ def _baseline(options: DecisionOptions) -> list[str] | None:
 
 
 def rank_input(features: Features, candidates: Candidates, options: DecisionOptions,
-               config: Mapping[str, Any], prefix: str) -> RankInput:
+               config: ModelConfig, prefix: str) -> RankInput:
     """One request's :class:`RankInput` (422 naming the field for any bad input)."""
     check_options(candidates.ids, options, config, prefix)
-    x = to_vector(features, config["n_features"], f"{prefix}features")
+    x = to_vector(features, config.n_features, f"{prefix}features")
     check_norms(x, feature_bound(config), f"{prefix}features")
     return RankInput(x, _action_matrix(candidates.features, config, prefix), candidates.ids,
                      options.slots, options.explore, options.defer, _baseline(options))
 
 
-def _dense_inputs(request: DecisionRequest, config: Mapping[str, Any]) -> list[RankInput] | None:
+def _dense_inputs(request: DecisionRequest, config: ModelConfig) -> list[RankInput] | None:
     """Every request's :class:`RankInput` when all contexts and candidates are dense lists of
     the model's widths and every norm is within the model's bound, built and checked at once
     (sets of types and lengths, built in C; one array each), without their options checked;
@@ -116,7 +117,7 @@ def _dense_inputs(request: DecisionRequest, config: Mapping[str, Any]) -> list[R
     assert request.candidates is not None
     contexts: list[Any] = request.contexts
     rows: list[Any] = list(chain.from_iterable(c.features for c in request.candidates))
-    d, da = config["n_features"], action_features(config)
+    d, da = config.n_features, action_features(config)
     if ({*map(type, contexts)} != {list} or {*map(len, contexts)} != {d}
             or {*map(type, rows)} != {list} or {*map(len, rows)} != {da}):
         return None
@@ -137,7 +138,7 @@ def _dense_inputs(request: DecisionRequest, config: Mapping[str, Any]) -> list[R
     return out
 
 
-def decide(learner: CandidateRanker, request: RankInput, config: Mapping[str, Any],
+def decide(learner: CandidateRanker, request: RankInput, config: ModelConfig,
            prefix: str) -> tuple[Decision, bool | None]:
     """The learner's ranking of one request (422 naming the field for any bad input); in
     apprentice mode the caller's ``baseline`` ranking served instead, with whether the
@@ -155,7 +156,7 @@ def decide(learner: CandidateRanker, request: RankInput, config: Mapping[str, An
     return decision, decision.output["greedy"][0] == rows[0]
 
 
-def decide_ranks(learner: CandidateRanker, request: DecisionRequest, config: Mapping[str, Any],
+def decide_ranks(learner: CandidateRanker, request: DecisionRequest, config: ModelConfig,
                  candidates: bool) -> Decided:
     """Check each request against the model and rank it, in order (the first bad input is the
     422, naming its field); the logged context of each explored ranking (with

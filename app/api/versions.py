@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
 from app.api.schemas.versions import KeptVersionResponse, RollbackResponse, VersionsResponse
+from app.learners.config import ModelConfig
 from app.store.keys import ModelKeys
 from app.store.results import ScriptResult
 from app.store.snapshots import PublishConflict
@@ -18,7 +17,7 @@ from app.store.versions import RESTORED_CONFIG_FIELDS, RollbackRefused, VersionP
 PUBLISH_ATTEMPTS = 20
 
 
-async def keep_explicit(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any], version: int,
+async def keep_explicit(ctx: ApiContext, mk: ModelKeys, config: ModelConfig, version: int,
                         reason: str) -> None:
     """Keep ``version`` just published by a create (``reason``) whatever the interval (not if
     the trainer published meanwhile); the other explicit changes keep theirs in the step
@@ -27,7 +26,7 @@ async def keep_explicit(ctx: ApiContext, mk: ModelKeys, config: dict[str, Any], 
                                   expected_version=version)
 
 
-async def publish_explicit(ctx: ApiContext, tenant: str, config: dict[str, Any],
+async def publish_explicit(ctx: ApiContext, tenant: str, config: ModelConfig,
                            state: dict[str, np.ndarray], reason: str,
                            marker: str = "") -> int:
     """Publish ``state``, built for ``config``, as the model's new version (any trainer's batch
@@ -36,13 +35,14 @@ async def publish_explicit(ctx: ApiContext, tenant: str, config: dict[str, Any],
     returns the version.  Only while the model still has the algorithm and params of
     ``config``: a promotion or rollback meanwhile (409 ``model_changed``) would otherwise get
     a state of another algorithm under its config."""
-    mk = ModelKeys(tenant, config["model_id"])
+    mk = ModelKeys(tenant, config.model_id)
     for _ in range(PUBLISH_ATTEMPTS):
         found = await ctx.store.models.config_and_version(mk)
         if found is None:
-            raise unknown_model(config["model_id"])
+            raise unknown_model(config.model_id)
         current, expected = found
-        if any(current.get(name) != config.get(name) for name in RESTORED_CONFIG_FIELDS):
+        if any(getattr(current, name) != getattr(config, name)
+               for name in RESTORED_CONFIG_FIELDS):
             raise ApiError(409, "model_changed", "the model's algorithm or params changed "
                            "during the call (a promotion or rollback); try again")
         try:
@@ -50,9 +50,9 @@ async def publish_explicit(ctx: ApiContext, tenant: str, config: dict[str, Any],
                                                        VersionPolicy.of(config), reason, marker)
         except PublishConflict as exc:
             if exc.code is ScriptResult.GONE:
-                raise unknown_model(config["model_id"]) from None
+                raise unknown_model(config.model_id) from None
             continue  # the trainer published meanwhile: read again
-        ctx.cache.forget(tenant, config["model_id"])
+        ctx.cache.forget(tenant, config.model_id)
         return version
     raise ApiError(503, "store_busy", "the model kept changing; retry",
                    headers={"Retry-After": "1"})
@@ -70,12 +70,12 @@ async def list_versions(ctx: ApiContext, tenant: str, model_id: str) -> Versions
         for k in await ctx.store.versions.kept(mk)])
 
 
-async def rollback(ctx: ApiContext, tenant: str, config: dict[str, Any],
+async def rollback(ctx: ApiContext, tenant: str, config: ModelConfig,
                    version: int) -> RollbackResponse:
     """Publish kept ``version`` as a new version (404 naming ``version`` when it is not kept,
     409 when the model's config changed meanwhile), marked in the decision log and kept
     with the state it replaces in the same step."""
-    model_id = config["model_id"]
+    model_id = config.model_id
     mk = ModelKeys(tenant, model_id)
     try:
         new = await ctx.store.versions.rollback(mk, version)

@@ -22,8 +22,9 @@ from pydantic import BaseModel, ValidationError
 
 from app.api.errors import ApiError, validation_error
 from app.learners.base import Learner
+from app.learners.config import ModelConfig
 
-FeedbackParser = Callable[[Any, Mapping[str, Any], type[Learner]], dict[str, np.ndarray]]
+FeedbackParser = Callable[[Any, ModelConfig, type[Learner]], dict[str, np.ndarray]]
 QuickParser = Callable[[Any, type[Learner]], tuple[str, dict[str, np.ndarray]] | None]
 ContextJoin = Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
                        dict[str, np.ndarray]]
@@ -108,7 +109,7 @@ class Task:
     replay: Replay | None = None
     """How ``noisyloop replay`` runs it; None: it is not replayed."""
 
-    def parse_feedback(self, raw: Any, config: Mapping[str, Any], cls: type[Learner],
+    def parse_feedback(self, raw: Any, config: ModelConfig, cls: type[Learner],
                        prefix: str = "") -> tuple[str | None, dict[str, np.ndarray]]:
         """Validate one raw event; return ``(event_id, feedback arrays)``.
 

@@ -14,15 +14,15 @@ from app.api.schemas.feedback import LabelFeedback
 from app.api.schemas.predict import LabelPrediction
 from app.evaluation.policies import LABEL_POLICIES
 from app.learners.base import Learner
-from app.learners.build import takes_clicks
+from app.learners.config import ModelConfig, takes_clicks
 from app.tasks.base import Replay, Task
 
 
-def label_feedback(event: LabelFeedback, config: Mapping[str, Any],
+def label_feedback(event: LabelFeedback, config: ModelConfig,
                    cls: type[Learner]) -> dict[str, np.ndarray]:
     """``click`` for a learner of clicks, else the true ``label`` (checked against
     ``n_classes``)."""
-    algorithm = config["algorithm"]
+    algorithm = config.algorithm
     if takes_clicks(cls):
         if event.label is not None:
             raise ApiError(422, "invalid_feedback", f"{algorithm!r} learns from a click, "
@@ -37,9 +37,9 @@ def label_feedback(event: LabelFeedback, config: Mapping[str, Any],
     if event.label is None:
         raise ApiError(422, "invalid_feedback", f"{algorithm!r} learns from the true label: "
                        "send {\"event_id\", \"label\": k}", "label")
-    if event.label >= config["n_classes"]:
+    if event.label >= config.class_count:
         raise ApiError(422, "invalid_feedback",
-                       f"label must be in [0, {config['n_classes']})", "label")
+                       f"label must be in [0, {config.n_classes})", "label")
     return {"label": np.array(event.label, dtype=np.int64)}
 
 

@@ -4,7 +4,6 @@ the input, sent in parts until the learner has the copies it asks for."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
@@ -13,21 +12,22 @@ from app.api.features import check_norms, feature_bound
 from app.api.schemas.feedback import NoisyInputFeedback
 from app.api.schemas.predict import NoisyInputPrediction
 from app.learners.base import Learner
+from app.learners.config import ModelConfig
 from app.learners.kernels.functions import make_loss
 from app.tasks.base import OpenPolicy, Replay, Task
 
 
-def noisy_input_feedback(event: NoisyInputFeedback, config: Mapping[str, Any],
+def noisy_input_feedback(event: NoisyInputFeedback, config: ModelConfig,
                          cls: type[Learner]) -> dict[str, np.ndarray]:
     """``copies`` as a ``(k, n_features)`` array and ``target`` (when given)."""
-    d = config["n_features"]
+    d = config.n_features
     for i, row in enumerate(event.copies):
         if len(row) != d:
             raise ApiError(422, "invalid_feedback", f"each copy has n_features = {d} numbers, "
                            f"got {len(row)}", f"copies[{i}]")
     fields = {"copies": np.array(event.copies, dtype=np.float64).reshape(len(event.copies), d)}
     check_norms(fields["copies"], feature_bound(config), "copies", "copies[{}]")
-    params = config["params"]
+    params = config.params
     if (event.target is not None and make_loss(params["loss"], params["smoothing"]).classification
             and event.target not in (-1.0, 1.0)):
         raise ApiError(422, "invalid_feedback", f"loss {params['loss']!r} is a classification "

@@ -3,9 +3,6 @@ and gold examples that carry the checked class beside the noisy one."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
 from app.api.errors import ApiError
@@ -13,10 +10,11 @@ from app.api.features import check_norms, feature_bound, to_vector
 from app.api.schemas.feedback import NoisyLabelFeedback
 from app.api.schemas.predict import NoisyLabelPrediction
 from app.learners.base import Learner
+from app.learners.config import ModelConfig
 from app.tasks.base import Replay, Task
 
 
-def noisy_label_feedback(event: NoisyLabelFeedback, config: Mapping[str, Any],
+def noisy_label_feedback(event: NoisyLabelFeedback, config: ModelConfig,
                          cls: type[Learner]) -> dict[str, np.ndarray]:
     """UMA's ``label`` (noisy), ``gold``, ``true_label``; the perceptron's ``label``.
 
@@ -24,7 +22,7 @@ def noisy_label_feedback(event: NoisyLabelFeedback, config: Mapping[str, Any],
     label the noise gave: UMA buffers the noisy one (its updates assume
     every buffered label went through the noise) and counts the pair.
     """
-    n_classes = config["n_classes"]
+    n_classes = config.n_classes
     for name in ("label", "noisy_label"):
         value = getattr(event, name)
         if value is not None and value >= n_classes:
@@ -37,7 +35,7 @@ def noisy_label_feedback(event: NoisyLabelFeedback, config: Mapping[str, Any],
         fields = {"label": np.array(event.label, dtype=np.int64)}
     elif event.gold:
         if event.noisy_label is None:
-            raise ApiError(422, "invalid_feedback", f"{config['algorithm']!r} estimates the "
+            raise ApiError(422, "invalid_feedback", f"{config.algorithm!r} estimates the "
                            "confusion matrix from gold examples: send the label the noise "
                            "source gave as noisy_label (and the correct class as label)",
                            "noisy_label")
@@ -49,7 +47,7 @@ def noisy_label_feedback(event: NoisyLabelFeedback, config: Mapping[str, Any],
                   "gold": np.array(0, dtype=np.int64),
                   "true_label": np.array(-1, dtype=np.int64)}
     if event.features is not None:
-        fields["x"] = to_vector(event.features, config["n_features"])
+        fields["x"] = to_vector(event.features, config.n_features)
         check_norms(fields["x"], feature_bound(config), "features")
     return fields
 

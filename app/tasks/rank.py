@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -19,6 +18,7 @@ from app.api.errors import ApiError
 from app.api.schemas.rank import RankFeedback, RankResponse
 from app.evaluation.rankings import RANK_POLICIES
 from app.learners.base import Learner
+from app.learners.config import ModelConfig
 from app.tasks.base import Replay, Task
 
 
@@ -32,7 +32,7 @@ def item_hashes(ids: Sequence[str]) -> np.ndarray:
                                     "little", signed=True) for i in ids], dtype=np.int64)
 
 
-def rank_feedback(event: RankFeedback, config: Mapping[str, Any],
+def rank_feedback(event: RankFeedback, config: ModelConfig,
                   cls: type[Learner]) -> dict[str, np.ndarray]:
     """The named ids, their hashes, rewards and JSON paths (mapped to slots by
     :func:`join_shown`)."""

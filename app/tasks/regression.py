@@ -4,18 +4,18 @@ target, sent in parts until the learner has the labels it asks for."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
 from app.api.schemas.feedback import RegressionFeedback
 from app.api.schemas.predict import RegressionPrediction
 from app.learners.base import Learner
+from app.learners.config import ModelConfig
 from app.learners.registry import hyper_params
 from app.tasks.base import OpenPolicy, Replay, Task
 
 
-def regression_feedback(event: RegressionFeedback, config: Mapping[str, Any],
+def regression_feedback(event: RegressionFeedback, config: ModelConfig,
                         cls: type[Learner]) -> dict[str, np.ndarray]:
     """``values`` (noisy labels) and ``variance`` (``NaN`` = unknown), as ORS/NLMS read them."""
     variance = np.nan if event.variance is None else event.variance

@@ -14,6 +14,7 @@ import redis
 from app.api import modelops
 from app.api.apprentice import check_mode
 from app.learners.build import build_learner
+from app.learners.config import ModelConfig
 from app.learners.registry import default_params, learner_class
 from app.store import codec
 from app.store.keys import ModelKeys
@@ -173,7 +174,7 @@ def test_a_mode_switch_never_undoes_a_promotion_written_meanwhile(
                           "params": default_params(learner_class("label", "squarecb_diag"))}
                 r.hset(mk.meta, "config", orjson.dumps(config))
                 r.hset(mk.snapshot, mapping={
-                    "state": codec.encode(build_learner(config).get_state()),
+                    "state": codec.encode(build_learner(ModelConfig.of(config)).get_state()),
                     "version": int(r.hget(mk.snapshot, "version")) + 1})
         check_mode(*args)
 

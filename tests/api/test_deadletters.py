@@ -7,12 +7,12 @@ import asyncio
 import re
 
 import numpy as np
-import orjson
 import pytest
 import redis
 
 from app.learners.base import stack_events
 from app.learners.build import build_learner
+from app.learners.config import ModelConfig
 from app.store import ModelKeys, Store, codec
 from app.store.delivery import DeliveryStore
 from tests.api.conftest import ADMIN, TestClient, new_model, post_feedback
@@ -159,8 +159,7 @@ def test_retry_after_the_cause_is_gone_applies_the_event_once(
     s = stats(client, tenant)
     assert s["events_applied"] == 1 and s["events_dead_lettered"] == 0
     assert s["dead_letters_dropped"] == 0 and metric(client) == 1.0
-    config = orjson.loads(r.hget(mk.meta, "config") or b"")
-    expected = build_learner(config)
+    expected = build_learner(ModelConfig.from_json(r.hget(mk.meta, "config") or b""))
     expected.learn_many(stack_events([event]))
     got = codec.decode(r.hget(mk.snapshot, "state") or b"")
     for name, arr in expected.get_state().items():

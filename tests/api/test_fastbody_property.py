@@ -30,6 +30,7 @@ from app.api.fastbody import plain_rank_body, single_predict_body
 from app.api.routing import parse_json
 from app.api.schemas.predict import PredictRequest
 from app.api.schemas.rank import RankBody
+from app.learners.config import ModelConfig
 from app.learners.registry import learner_class
 from app.tasks import TASKS
 from app.tasks.label import quick_click
@@ -200,11 +201,15 @@ def test_plain_rank_body_takes_only_what_the_schema_takes_alike(body: bytes) -> 
         assert rank_request(_RANK_BODY.validate_python(parse_json(body))) == request
 
 
+#: The model the feedback is parsed for.
+CONFIG = ModelConfig.of({"model_id": "m", "task": "label", "algorithm": "rcnbf", "n_classes": 10,
+                         "n_features": 4})
+
+
 def _feedback(parse: Any, raw: Any, cls: type) -> Any:
     """``(event_id, {name: (dtype, shape, values)})``, or the error's status and body."""
     try:
-        event_id, fields = parse(raw, {"model_id": "m", "algorithm": "rcnbf", "n_classes": 10,
-                                       "n_features": 4}, cls, prefix="events[0]")
+        event_id, fields = parse(raw, CONFIG, cls, prefix="events[0]")
     except ApiError as exc:
         return exc.status, exc.body()
     return event_id, {name: (a.dtype.str, a.shape, a.tolist()) for name, a in fields.items()}

@@ -30,6 +30,7 @@ from azure.core.exceptions import HttpResponseError
 from msrest.authentication import CognitiveServicesCredentials
 from msrest.exceptions import HttpOperationError
 
+from app.learners.config import ModelConfig
 from app.store.embedded import EmbeddedRedis
 from app.store.keys import ModelKeys
 from tests.api.conftest import sweep
@@ -358,12 +359,12 @@ def test_inference_explanations_are_the_weights_times_the_features(loop: Loop) -
 
     snapshot = orjson.loads(b"".join(admin.export_model()))
     model = loop.model()
-    config = {**snapshot["model"], "seed": model["seed"]}
+    config = ModelConfig.of({**snapshot["model"], "seed": model["seed"]})
     state = {name: np.load(io.BytesIO(base64.b64decode(a["data_b64"])))
              for name, a in snapshot["state"].items()}
     w = build_learner(config, state, noise=(model["noise"]["rho0"], model["noise"]["rho1"])
                       ).weights()
-    dx, da = config["n_features"], config["params"]["n_action_features"]
+    dx, da = config.n_features, config.params["n_action_features"]
     w0, wa, W = w[0], w[1:1 + da], w[1 + da:].reshape(dx, da)
 
     def hashed(features: dict[str, Any], n: int) -> np.ndarray:

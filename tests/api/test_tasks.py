@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 
 from app.api.errors import ApiError
+from app.learners.config import ModelConfig
 from app.learners.registry import learner_class
 from app.tasks import TASKS
 from app.tasks.label import quick_click
 
-CONFIG = {"model_id": "m", "algorithm": "rcnbf", "n_classes": 10, "n_features": 4}
+CONFIG = ModelConfig.of({"model_id": "m", "task": "label", "algorithm": "rcnbf", "n_classes": 10,
+                         "n_features": 4})
 
 RAW_EVENTS: list[Any] = [
     {"event_id": "e1", "click": True},

@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from app.api import modelops
+from app.learners.config import ModelConfig
 from app.learners.registry import default_params, learner_class
 from app.store import Store, codec
 from app.store.challengers import ChallengerStore
@@ -222,16 +223,17 @@ def test_a_reset_racing_a_promotion_never_publishes_the_old_algorithms_state(
     calls = 0
     promoted_state: list[bytes] = []
 
-    def promote_meanwhile(config: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+    def promote_meanwhile(config: ModelConfig, *args: Any, **kwargs: Any) -> Any:
         nonlocal calls
         calls += 1
         if calls == 1:  # as challenger_promote.lua does: config, state and version at once
             with redis.Redis.from_url(redis_url) as r:
-                promoted = {**config, "algorithm": "squarecb_diag",
-                            "params": default_params(learner_class("label", "squarecb_diag"))}
+                promoted = config.updated(
+                    algorithm="squarecb_diag",
+                    params=default_params(learner_class("label", "squarecb_diag")))
                 promoted_state.append(codec.encode(real(promoted).get_state()))
                 with r.pipeline(transaction=True) as pipe:
-                    pipe.hset(mk.meta, "config", orjson.dumps(promoted))
+                    pipe.hset(mk.meta, "config", promoted.to_json())
                     pipe.hset(mk.snapshot, "state", promoted_state[0])
                     pipe.hincrby(mk.snapshot, "version", 1)
                     pipe.execute()

@@ -24,8 +24,7 @@ PUT_ATTEMPTS = 20
 
 def _confusion_learner(view: ModelView) -> None:
     """404 unless the model's learner class takes a confusion matrix."""
-    task, algorithm = view.config["task"], view.config["algorithm"]
-    if learner_class(task, algorithm).takes_confusion_matrix:
+    if view.config.learner_class.takes_confusion_matrix:
         return
     users = [f"{t} models with algorithm {a!r}" for t, a in ALGORITHMS
              if learner_class(t, a).takes_confusion_matrix]
@@ -47,7 +46,7 @@ async def get_confusion(view: ModelDep, ctx: Context) -> ConfusionResponse:
     _confusion_learner(view)
     snap = await ctx.store.snapshots.load(view.keys)
     if snap is None:
-        raise unknown_model(view.config["model_id"])
+        raise unknown_model(view.config.model_id)
     return confusion_response(build_learner(view.config, snap.state))
 
 
@@ -66,26 +65,26 @@ async def put_confusion(body: ConfusionPutRequest, view: ModelDep,
     matrix = None
     if body.matrix is not None:
         try:
-            matrix = validate_confusion(body.matrix, config["n_classes"],
-                                        cond_max=config["params"]["cond_max"], field="matrix")
+            matrix = validate_confusion(body.matrix, config.class_count,
+                                        cond_max=config.params["cond_max"], field="matrix")
         except ParamError as exc:
             raise ApiError(422, "invalid_confusion", f"confusion matrix {exc.message}",
                            "matrix") from None
     confusion = None if matrix is None else matrix.tolist()
     try:  # on the config stored when writing: a rollback meanwhile keeps its params
         stored = await ctx.store.models.update_config(
-            view.tenant, config["model_id"],
-            lambda current: {**current, "params": {**current["params"], "confusion": confusion}})
+            view.tenant, config.model_id,
+            lambda current: current.updated(params={**current.params, "confusion": confusion}))
     except ConfigBusy:
         raise ApiError(503, "store_busy", "the model's config kept changing; retry",
                        headers={"Retry-After": "1"}) from None
     if stored is None:
-        raise unknown_model(config["model_id"])
+        raise unknown_model(config.model_id)
     config = stored
     for _ in range(PUT_ATTEMPTS):
         snap = await ctx.store.snapshots.load(view.keys)
         if snap is None:
-            raise unknown_model(config["model_id"])
+            raise unknown_model(config.model_id)
         learner = build_learner(config, snap.state)
         learner.set_confusion(matrix)
         state = learner.get_state()
@@ -93,9 +92,9 @@ async def put_confusion(body: ConfusionPutRequest, view: ModelDep,
             await ctx.store.snapshots.publish(view.keys, state, expected_version=snap.version)
         except PublishConflict as exc:
             if exc.code is ScriptResult.GONE:
-                raise unknown_model(config["model_id"]) from None
+                raise unknown_model(config.model_id) from None
             continue  # the trainer published meanwhile: redo on its state
-        ctx.cache.forget(view.tenant, config["model_id"])
+        ctx.cache.forget(view.tenant, config.model_id)
         return confusion_response(learner)
     raise ApiError(503, "store_busy", "the model kept changing; retry",
                    headers={"Retry-After": "1"})

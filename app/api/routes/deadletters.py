@@ -70,7 +70,7 @@ async def retry_dead_letter(entry_id: EntryIdPath, view: ModelDep,
     try:
         stream_id = await ctx.store.dead_letters.retry(view.keys, entry_id)
     except ModelGone:
-        raise unknown_model(view.config["model_id"]) from None
+        raise unknown_model(view.config.model_id) from None
     if stream_id is None:
         raise unknown_dead_letter(entry_id)
     return DeadLetterRetryResponse(entry_id=entry_id, stream_id=stream_id)

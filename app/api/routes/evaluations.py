@@ -47,17 +47,17 @@ async def queue_evaluation(body: EvaluationRequest, view: ModelDep,
                            ctx: Context) -> OrjsonResponse:
     """Queue an off-policy evaluation of ``policy`` on the model's decision log (a worker's
     jobs role runs it); 202 with its job id."""
-    check_supported(view.config["task"], body.policy)
+    check_supported(view.config.task, body.policy)
     if isinstance(body.policy, str) and body.policy.startswith("fixed:") and \
-            int(body.policy.partition(":")[2]) >= view.config["n_classes"]:
+            int(body.policy.partition(":")[2]) >= view.config.class_count:
         raise ApiError(422, "invalid_param", f"fixed:N names a label, 0..."
-                       f"{view.config['n_classes'] - 1} for this model", "policy")
+                       f"{view.config.class_count - 1} for this model", "policy")
     request: dict[str, Any] = body.model_dump(exclude={"since", "until"})
     if isinstance(body.policy, PolicyConfig):
         config = view.config
         try:
-            check_config(request["policy"], config["task"], config["n_features"],
-                         config.get("n_classes"), max_state_bytes=MAX_STATE_BYTES)
+            check_config(request["policy"], config.task, config.n_features,
+                         config.n_classes, max_state_bytes=MAX_STATE_BYTES)
         except ParamError as exc:
             raise from_param_error(exc) from None
     for field, value in (("since", body.since), ("until", body.until)):

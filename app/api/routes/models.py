@@ -42,13 +42,13 @@ async def list_models(ctx: Context, tenant: Tenant) -> ModelListResponse:
 @router.get("/{model_id}", response_model=ModelResponse, responses=_404)
 async def get_model(view: ModelDep, ctx: Context) -> ModelResponse:
     """One model with version and stats."""
-    return await modelops.describe_model(ctx, view.tenant, view.config["model_id"])
+    return await modelops.describe_model(ctx, view.tenant, view.config.model_id)
 
 
 @router.delete("/{model_id}", status_code=204, response_class=Response, responses=_404)
 async def delete_model(view: ModelDep, ctx: Context) -> Response:
     """Delete the model: config, snapshot, contexts, streams, buffers."""
-    model_id = view.config["model_id"]
+    model_id = view.config.model_id
     await ctx.store.models.delete(view.tenant, model_id)
     ctx.cache.forget(view.tenant, model_id)
     ctx.metrics.forget_model(view.tenant, model_id)
@@ -81,11 +81,11 @@ async def sync_model(view: ModelDep, ctx: Context,
                      timeout: Annotated[float, Query(gt=0, le=300)] = 10.0) -> SyncResponse:
     """Return once every feedback accepted before the call has been applied."""
     return SyncResponse.model_validate(
-        await modelops.sync_model(ctx, view.tenant, view.config["model_id"], timeout))
+        await modelops.sync_model(ctx, view.tenant, view.config.model_id, timeout))
 
 
 @router.put("/{model_id}/drift", response_model=ModelResponse, responses=_404)
 async def set_drift(body: DriftSettings, view: ModelDep, ctx: Context) -> ModelResponse:
     """What a detected drift does from the trainer's next batch on: none, alert, recover."""
-    await drift.set_drift(ctx, view.tenant, view.config["model_id"], body)
-    return await modelops.describe_model(ctx, view.tenant, view.config["model_id"])
+    await drift.set_drift(ctx, view.tenant, view.config.model_id, body)
+    return await modelops.describe_model(ctx, view.tenant, view.config.model_id)

@@ -24,7 +24,7 @@ from app.api.schemas.noise import (
     NoiseStatusResponse,
 )
 from app.learners.base import ParamError
-from app.learners.build import default_estimator, estimates_over, usable_estimators
+from app.learners.config import ModelConfig
 from app.learners.noise_anchor import TOO_FEW_EVENTS
 from app.learners.noise_publish import ESTIMATING
 from app.learners.proxy import check_noise_rates
@@ -43,7 +43,7 @@ MAX_TIMEOUT_SECONDS = 300.0
 
 def _clicks_only(view: ModelView) -> None:
     """404 unless the model's feedback is clicks (the tasks with noise rates)."""
-    if not get_task(view.config["task"]).has_clicks:
+    if not get_task(view.config.task).has_clicks:
         raise ApiError(404, "no_noise_rates",
                        "noise rates exist for the models that learn from clicks")
 
@@ -51,8 +51,8 @@ def _clicks_only(view: ModelView) -> None:
 def _uses_noise_rates(view: ModelView) -> None:
     """422 unless the model's learner uses noise rates (as its class declares)."""
     config = view.config
-    task, algorithm = config["task"], config["algorithm"]
-    if learner_class(task, algorithm).takes_noise_rates(config["params"]):
+    task, algorithm = config.task, config.algorithm
+    if config.learner_class.takes_noise_rates(config.params):
         return
     users = [a for a in algorithms(task) if learner_class(task, a).uses_noise_rates]
     which = (f"the {task} algorithms that use them: {', '.join(users)}" if users
@@ -94,19 +94,19 @@ async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> Nois
             raise from_param_error(exc) from None
         record = await ctx.store.noise.put(view.keys, rho0, rho1, source="configured")
         for kind, value in (("rho0", rho0), ("rho1", rho1)):
-            ctx.metrics.noise_rate.labels(view.tenant, config["model_id"], kind).set(value)
+            ctx.metrics.noise_rate.labels(view.tenant, config.model_id, kind).set(value)
     return await _status(ctx, view, record)
 
 
-def _check_estimator(config: dict[str, Any], estimator: str) -> None:
+def _check_estimator(config: ModelConfig, estimator: str) -> None:
     """422 ``estimator_unavailable`` naming ``estimator`` unless it can serve the model:
     ``anchor`` needs the plays the trainer scores for it, ``nrest`` an NREst sample buffer."""
-    usable = usable_estimators(config)
+    usable = config.usable_estimators
     if estimator in usable:
         return
     why = ("keep no NREst sample buffer" if estimator == "nrest" else
            "are not scored for it (it needs one click per played label)")
-    raise ApiError(422, "estimator_unavailable", f"{config['algorithm']!r} models {why}; use "
+    raise ApiError(422, "estimator_unavailable", f"{config.algorithm!r} models {why}; use "
                    f"{' or '.join(usable)} (fixed: the rates you give)", "estimator")
 
 
@@ -126,8 +126,8 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
     values, flagged unpublished (none once the rates are configured)."""
     out = noise_response(record)
     if record is None or out is None:
-        raise unknown_model(view.config["model_id"])
-    settings = await ctx.store.anchors.settings(view.keys, default_estimator(view.config))
+        raise unknown_model(view.config.model_id)
+    settings = await ctx.store.anchors.settings(view.keys, view.config.default_estimator)
     last = settings.last or {}
     current = replace(record, estimator=settings.estimator)
     status = current.status
@@ -190,14 +190,14 @@ async def create_noise_estimate(
 
 async def _check_estimable(ctx: Context, view: ModelView) -> None:
     """422 ``estimate_unavailable`` unless the model's estimator re-estimates its rates."""
-    settings = await ctx.store.anchors.settings(view.keys, default_estimator(view.config))
+    settings = await ctx.store.anchors.settings(view.keys, view.config.default_estimator)
     if settings.estimator not in ESTIMATING:
         raise ApiError(422, "estimate_unavailable", f"the model's estimator is "
                        f"{settings.estimator!r}: its rates are the ones given; choose "
                        "anchor or nrest with PUT .../noise", "estimator")
-    if view.noise is not None and not estimates_over(view.config, view.noise.source):
+    if view.noise is not None and not view.config.estimates_over(view.noise.source):
         raise ApiError(422, "estimate_unavailable", "the model's rates were configured by "
-                       f"hand (PUT .../noise) and {view.config['algorithm']!r} does not "
+                       f"hand (PUT .../noise) and {view.config.algorithm!r} does not "
                        "re-estimate configured rates", "estimator")
 
 

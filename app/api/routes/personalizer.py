@@ -48,7 +48,7 @@ from app.api.personalizer import (
     parse,
     rank_response,
 )
-from app.api.personalizer_config import EXPLAIN_KEY, configured, service_configuration
+from app.api.personalizer_config import configured, service_configuration
 from app.api.ranking import rank_input
 from app.api.responses import OrjsonResponse
 from app.api.schemas.models import SnapshotImportRequest, SnapshotResponse
@@ -56,7 +56,7 @@ from app.api.schemas.predict import NamedFeatures
 from app.api.schemas.rank import RankFeedback
 from app.learners.base import CandidateRanker, ParamError
 from app.learners.build import build_learner
-from app.learners.registry import learner_class
+from app.learners.config import ModelConfig
 from app.store.aliases import Alias
 from app.store.models import ConfigBusy, ModelView
 from app.tasks import get_task
@@ -104,7 +104,7 @@ def _alias_seconds(view: ModelView, grace: int) -> int:
     """How long an event id names its decision: until its feedback can no longer come (a
     deferred decision may be activated up to its wait and grace after the rank, and then
     waits once more)."""
-    return 2 * int(view.config["feedback"]["wait_seconds"]) + grace
+    return 2 * int(view.config.feedback.wait_seconds) + grace
 
 
 async def rank_single_slot(request: Request, model_id: str) -> Response:
@@ -113,8 +113,8 @@ async def rank_single_slot(request: Request, model_id: str) -> Response:
     view = await _view(request, model_id)
     body = cast(RankRequest, parse(RankRequest, await _json(request)))
     config = view.config
-    if not learner_class(config["task"], config["algorithm"]).ranks_candidates:
-        raise ApiError(422, "wrong_task", f"model {model_id!r} is a {config['task']!r} model: "
+    if not config.learner_class.ranks_candidates:
+        raise ApiError(422, "wrong_task", f"model {model_id!r} is a {config.task!r} model: "
                        "Personalizer's rank needs a model that ranks candidates (create one "
                        "with \"preset\": \"personalizer\")", "model_id")
     found = await ctx.cache.get(view)
@@ -129,7 +129,7 @@ async def rank_single_slot(request: Request, model_id: str) -> Response:
     probabilities = (None if apprentice else
                      ranker.first_slot_probabilities(one.x, one.actions))
     explained = None
-    if config.get(EXPLAIN_KEY) and learner.explains_scores:
+    if config.explain_scores and learner.explains_scores:
         explained = explanation(
             cast(NamedFeatures, native.contexts[0]).named,
             [(i, cast(NamedFeatures, f).named)
@@ -209,7 +209,7 @@ async def activate_single_slot_event(request: Request, model_id: str,
     view = await _view(request, model_id)
     found = await _decision(request, view, event_id)
     status = await ctx.store.events.activate(view.keys, found.event_id,
-                                             view.config["feedback"]["wait_seconds"],
+                                             view.config.feedback.wait_seconds,
                                              ctx.settings.context_grace_seconds)
     if status == "unknown":
         raise ApiError(404, "unknown_event", f"event {event_id!r} can no longer be activated: "
@@ -235,16 +235,15 @@ async def update_service_configuration(request: Request, model_id: str) -> Respo
     body = await _json(request)
     age = ctx.settings.worker.log_max_age
 
-    def change(current: dict[str, Any]) -> dict[str, Any] | None:
+    def change(current: ModelConfig) -> ModelConfig | None:
         new = configured(current, body, age)
-        check_mode(new.get("mode", "online"), get_task(new["task"]),
-                   learner_class(new["task"], new["algorithm"]))
+        check_mode(new.mode, get_task(new.task), new.learner_class)
         try:
             build_learner(new)
         except ParamError as exc:
             raise ApiError(422, "invalid_configuration", exc.message,
                            "explorationPercentage") from None
-        return None if new == current else new
+        return None if new.as_dict() == current.as_dict() else new
 
     try:
         stored = await ctx.store.models.update_config(view.tenant, model_id, change)

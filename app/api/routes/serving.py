@@ -33,7 +33,7 @@ async def activate_event(event_id: EventIdPath, view: ModelDep,
                          ctx: Context) -> ActivateResponse:
     """Activate a decision made with ``defer: true`` (e.g. once it was shown): it then awaits
     feedback for the model's ``wait_seconds`` from now, as any decision."""
-    wait = view.config["feedback"]["wait_seconds"]
+    wait = view.config.feedback.wait_seconds
     status = await ctx.store.events.activate(view.keys, event_id, wait,
                                              ctx.settings.context_grace_seconds)
     if status == "unknown":

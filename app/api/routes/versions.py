@@ -17,7 +17,7 @@ router = APIRouter(prefix="/v1/models", tags=["versions"],
 async def list_versions(view: ModelDep, ctx: Context) -> VersionsResponse:
     """The kept versions, newest first, with when each was published and the events the
     model had applied by then."""
-    return await versions.list_versions(ctx, view.tenant, view.config["model_id"])
+    return await versions.list_versions(ctx, view.tenant, view.config.model_id)
 
 
 @router.post("/{model_id}/rollback", response_model=RollbackResponse,
