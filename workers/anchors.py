@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from app.learners.base import Batch
-from app.learners.build import keeps_anchors, logs_placements
+from app.learners.config import ModelConfig
 from app.learners.noise_anchor import ProgressiveScorer
 from app.learners.noise_publish import ANCHOR_BUFFER, SLOT_BUFFER, pack_slots
-from app.learners.registry import learner_class
 from app.store.keys import ModelKeys
 
 if TYPE_CHECKING:
@@ -57,13 +56,13 @@ async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Publishe
     the anchor rows with its state (models that keep anchors; :mod:`workers.hooks`); for a
     learner that logs its placements, append its shown slots (:func:`placement_rows`)."""
     mk = ModelKeys(*slot.ref)
-    if logs_placements(published.config):
+    if published.config.logs_placements:
         placed = placement_rows(published.config, published.applied, published.observed)
         if placed is not None:
             await ctx.anchors.append(mk, placed.prob, placed.score, placed.click, {},
                                      cap=SLOT_BUFFER)
         return
-    if not keeps_anchors(published.config):
+    if not published.config.keeps_anchors:
         return
     model = await scorer(ctx, slot, published.config, published.version - 1)
     rows = await asyncio.to_thread(score_plays, model, published.applied, published.observed)
@@ -73,12 +72,12 @@ async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Publishe
                                  rows.scorer_state, cap=ANCHOR_BUFFER)
 
 
-async def scorer(ctx: WorkerContext, slot: ModelSlot, config: dict[str, Any],
+async def scorer(ctx: WorkerContext, slot: ModelSlot, config: ModelConfig,
                  version: int) -> ProgressiveScorer:
     """The model's shadow scorer in step with snapshot ``version`` (cached, else loaded)."""
     if slot.scorer is not None and slot.scorer[0] == version:
         return slot.scorer[1]
-    model = ProgressiveScorer(config["n_features"], config["n_classes"])
+    model = ProgressiveScorer(config.n_features, config.class_count)
     state = await ctx.anchors.scorer_state(ModelKeys(*slot.ref))
     if state is not None:
         model.model.set_state(state)
@@ -102,18 +101,18 @@ def score_plays(model: ProgressiveScorer, applied: Batch, observed: np.ndarray
     return AnchorRows(prob, score, click, model.model.get_state())
 
 
-def buffer_of(config: dict[str, Any]) -> int:
+def buffer_of(config: ModelConfig) -> int:
     """Anchor rows kept for the model ``config``."""
-    return SLOT_BUFFER if logs_placements(config) else ANCHOR_BUFFER
+    return SLOT_BUFFER if config.logs_placements else ANCHOR_BUFFER
 
 
-def placement_rows(config: dict[str, Any], applied: Batch, observed: np.ndarray
+def placement_rows(config: ModelConfig, applied: Batch, observed: np.ndarray
                    ) -> AnchorRows | None:
     """The shown slots of the ``observed`` events of ``applied`` as anchor rows, for a model
     whose learner logs its placements (None when none was observed)."""
     if not observed.any():
         return None
     events = {name: np.asarray(value)[observed] for name, value in applied.items()}
-    cls = learner_class(config["task"], config["algorithm"])
+    cls = config.learner_class
     slot, prob, score, click = cls.placement_rows(events)
     return AnchorRows(prob, score, pack_slots(slot, click), {})

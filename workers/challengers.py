@@ -55,6 +55,7 @@ from app.evaluation.running import (
 )
 from app.learners.base import Batch, CandidateRanker, Learner
 from app.learners.build import apply_noise_rates, build_learner
+from app.learners.config import ModelConfig
 from app.learners.offpolicy import PLAY_FIELDS, learn_finite, with_logged_play
 from app.store.challengers import ChallengerSave, StoredChallenger, challenger_config
 from app.store.keys import ModelKeys
@@ -107,7 +108,7 @@ async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Publishe
         slot.challengers = None
 
 
-async def _follow(ctx: WorkerContext, slot: ModelSlot, config: dict[str, Any], applied: Batch,
+async def _follow(ctx: WorkerContext, slot: ModelSlot, config: ModelConfig, applied: Batch,
                   last_id: str, rates: tuple[float, float]) -> None:
     ref = slot.ref
     mk = ModelKeys(*ref)
@@ -150,7 +151,7 @@ async def _follow(ctx: WorkerContext, slot: ModelSlot, config: dict[str, Any], a
         if save.state is None:
             follower.learner, follower.error = None, None
     _record(ctx, ref, champion_stats, held,
-            await read_value_rates(ctx.store, mk, get_task(config["task"]).has_clicks))
+            await read_value_rates(ctx.store, mk, get_task(config.task).has_clicks))
 
 
 def _stats(raw: bytes | None) -> dict[str, Any] | None:
@@ -249,7 +250,7 @@ def first_slot_weights(ranker: CandidateRanker, applied: Batch,
     return weights
 
 
-async def _refresh(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any],
+async def _refresh(ctx: WorkerContext, mk: ModelKeys, config: ModelConfig,
                    held: ModelChallengers | None) -> ModelChallengers:
     """The model's challengers as stored now; cached ones whose definition is unchanged are
     kept as they are."""
@@ -274,14 +275,14 @@ async def _refresh(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any],
     return fresh
 
 
-def _follower(stored: StoredChallenger, config: dict[str, Any],
+def _follower(stored: StoredChallenger, config: ModelConfig,
               state: dict[str, np.ndarray]) -> Follower:
     """A follower built from the store (failed ones stay failed)."""
     if (stored.stats or {}).get("status") == "failed":
         return Follower(stored, None)
     try:
         # unseeded: its draws must be independent of the logged ones they are compared with
-        learner_config = {**challenger_config(config, stored.definition), "seed": None}
+        learner_config = challenger_config(config, stored.definition).updated(seed=None)
         return Follower(stored, build_learner(learner_config, state))
     except Exception as exc:
         return Follower(stored, None, f"could not be built: {type(exc).__name__}: {exc}")

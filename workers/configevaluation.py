@@ -24,6 +24,7 @@ from app.evaluation.estimators import LabelSums, Options
 from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails
 from app.evaluation.servicelog import ServiceLog, service_log
 from app.evaluation.training import DEFAULT_TRAIN_FRACTION
+from app.learners.config import ModelConfig
 from app.store.decisionlog import LogEntry
 from app.store.logrecords import entry_records
 from app.tasks import get_task
@@ -80,7 +81,7 @@ def _columns_chunk(entries: list[LogEntry], position: int, scorer: ConfigScorer
     return scorer.columns(read.label_log(), max(position, plan.train))
 
 
-async def stream_config(ctx: WorkerContext, config: dict[str, Any], request: dict[str, Any],
+async def stream_config(ctx: WorkerContext, config: ModelConfig, request: dict[str, Any],
                         chunks: Callable[[], AsyncIterator[list[LogEntry]]],
                         rates: Mapping[str, Any]) -> dict[str, Any]:
     """The result of ``request`` for a configuration on the model of ``config``, whose
@@ -89,7 +90,7 @@ async def stream_config(ctx: WorkerContext, config: dict[str, Any], request: dic
     the learner learns at them too); below :data:`~app.evaluation.heavy_tails.MIN_ESS`
     effective events a fourth pass reads the evaluated events' weights and clicks for the
     heavy-tail guard."""
-    if get_task(config["task"]).candidates or not config.get("n_classes"):
+    if get_task(config.task).candidates or not config.n_classes:
         raise ValueError("a configuration is evaluated on a label model's log")
     options = Options(**rates, n_boot=request.get("bootstrap", 200))
     options.correction()  # refuse unusable rates before reading anything
@@ -97,7 +98,7 @@ async def stream_config(ctx: WorkerContext, config: dict[str, Any], request: dic
     events = 0
     async for chunk in chunks():
         events += _events(chunk)
-    plan = ConfigPlan.of(request["policy"], int(config["n_classes"]), options, events,
+    plan = ConfigPlan.of(request["policy"], int(config.n_classes), options, events,
                          fraction)
     run = ConfigRun(plan)
     position = 0
@@ -132,6 +133,6 @@ async def stream_config(ctx: WorkerContext, config: dict[str, Any], request: dic
             if position >= plan.events:
                 break
         result = guard_heavy_tails(result, *joined(parts), options.level, options.rates())
-    result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
+    result.update(log=f"decision log of {config.model_id}", format="noisyloop",
                   policy=request["policy"], bootstrap=options.n_boot, train_fraction=fraction)
     return result

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from app.learners.base import Learner
+from app.learners.config import ModelConfig
 from app.learners.noise_anchor import ProgressiveScorer
 from app.metrics import Metrics
 from app.store import Store
@@ -42,7 +43,7 @@ class CachedLearner:
 
     uid: str
     version: int
-    config: dict[str, Any]
+    config: ModelConfig
     learner: Learner
 
 

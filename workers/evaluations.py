@@ -57,6 +57,7 @@ from app.evaluation.reward_model import merged
 from app.evaluation.servicelog import keyed_batch
 from app.evaluation.streaming import LABEL, Batch, Kind, Policy, accumulate, reward_model_sums
 from app.learners.build import build_learner
+from app.learners.config import ModelConfig
 from app.store.decisionlog import LogEntry
 from app.store.jobs import QueuedJob
 from app.store.keys import ModelKeys
@@ -118,13 +119,13 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
         result = await configevaluation.stream_config(
             ctx, config, request, lambda: _chunks(ctx, mk, request), by)
         return with_flags(result, flags)
-    if get_task(config["task"]).candidates:  # a ranking's log: slots of candidates
+    if get_task(config.task).candidates:  # a ranking's log: slots of candidates
         return await _stream(ctx, mk, config, rank_policy(request["policy"]), RANK, request)
     return await _stream(ctx, mk, config, _label_policy(config, state, request["policy"]),
                          LABEL, request)
 
 
-def _label_policy(config: dict[str, Any], state: dict[str, np.ndarray] | None,
+def _label_policy(config: ModelConfig, state: dict[str, np.ndarray] | None,
                   policy: Any) -> Policy:
     """The policy of a label model's streamed evaluation (any policy but a configuration)
     as a function of a batch of events."""
@@ -190,7 +191,7 @@ def _columns_chunk(entries: list[LogEntry], first_line: int, policy: Policy,
     return slot_columns(((log, policy(log)) for log, _ in batches), slots), lines
 
 
-async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], policy: Policy,
+async def _stream(ctx: WorkerContext, mk: ModelKeys, config: ModelConfig, policy: Policy,
                   kind: Kind, request: dict[str, Any]) -> dict[str, Any]:
     """A label or rank log's evaluation over the whole window, streamed (module docstring)."""
     if kind is RANK:
@@ -199,7 +200,7 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], pol
         by, flags = await label_rates(ctx, mk, request)
     options = Options(**by, n_boot=request.get("bootstrap", 200))
     options.correction()  # refuse unusable rates before reading anything
-    n_classes = int(config["n_classes"]) if kind is LABEL else None
+    n_classes = config.class_count if kind is LABEL else None
     ridge: Any = None
     line = seen = 0
     async for chunk in _chunks(ctx, mk, request):
@@ -232,7 +233,7 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: dict[str, Any], pol
             f = np.concatenate([part[1] for part in parts])
             result = guard_heavy_tails(result, w, f, options.level, options.rates())
     result = with_flags(result, flags)
-    result.update(log=f"decision log of {config['model_id']}", format="noisyloop",
+    result.update(log=f"decision log of {config.model_id}", format="noisyloop",
                   policy=request["policy"], bootstrap=options.n_boot)
     return result
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from app.learners.base import Batch, Learner
+from app.learners.config import ModelConfig
 from app.store.delivery import TrainerView
 from workers import anchors, challengers, drift, samples, series, versions
 
@@ -38,7 +39,7 @@ class Published:
 
     view: TrainerView
     """What the trainer read of the model before the batch (counters, noise record)."""
-    config: dict[str, Any]
+    config: ModelConfig
     learner: Learner
     """The model as published."""
     version: int

@@ -57,12 +57,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from app.learners.build import (
-    default_estimator,
-    estimates_anchors,
-    estimates_over,
-    logs_placements,
-)
+from app.learners.config import ModelConfig
 from app.learners.noise import NoiseEstimate
 from app.learners.noise_anchor import AnchorEstimate
 from app.learners.noise_publish import (
@@ -97,23 +92,23 @@ class EstimateFailed(Exception):
     """NREst could not produce an estimate (the reason is the message)."""
 
 
-def keeps_samples(config: dict[str, Any]) -> bool:
+def keeps_samples(config: ModelConfig) -> bool:
     """Whether the trainer buffers NREst samples for this model."""
-    return learner_class(config["task"], config["algorithm"]).keeps_noise_samples
+    return config.learner_class.keeps_noise_samples
 
 
-def estimates_periodically(config: dict[str, Any], source: str) -> bool:
+def estimates_periodically(config: ModelConfig, source: str) -> bool:
     """Models that keep samples, while their rates are not configured by hand (always
     when the estimate is the algorithm's own)."""
-    cls = learner_class(config["task"], config["algorithm"])
-    return cls.keeps_noise_samples and estimates_over(config, source)
+    cls = config.learner_class
+    return cls.keeps_noise_samples and config.estimates_over(source)
 
 
-def buffer_size(ctx: WorkerContext, config: dict[str, Any]) -> int:
+def buffer_size(ctx: WorkerContext, config: ModelConfig) -> int:
     """Samples kept per model: its class's ``noise_samples``, else the worker's
     ``nrest_buffer``."""
-    cls = learner_class(config["task"], config["algorithm"])
-    return cls.noise_samples(config.get("params") or {}) or ctx.config.nrest_buffer
+    cls = config.learner_class
+    return cls.noise_samples(config.params or {}) or ctx.config.nrest_buffer
 
 
 async def run_pass(ctx: WorkerContext) -> int:
@@ -162,16 +157,16 @@ async def _periodic(ctx: WorkerContext, ref: ModelRef, new: int, plays: int,
     config = await ctx.store.models.config(*ref)
     if config is None:
         return 0
-    settings = await ctx.anchors.settings(ModelKeys(*ref), default_estimator(config))
+    settings = await ctx.anchors.settings(ModelKeys(*ref), config.default_estimator)
     last = ctx.nrest_last_run.setdefault(ref, now)
     stale = now - last >= ctx.config.nrest_interval
     if settings.estimator == "anchor":
-        due = estimates_anchors(config) and anchor_due(plays, stale)
+        due = config.estimates_anchors and anchor_due(plays, stale)
     else:
         due = (settings.estimator == "nrest" and new > 0 and keeps_samples(config)
                and (new >= buffer_size(ctx, config) or stale))
     noise = await ctx.store.noise.get(ModelKeys(*ref)) if due else None
-    if noise is None or not estimates_over(config, noise.source):
+    if noise is None or not config.estimates_over(noise.source):
         return 0
     try:
         out = await refresh(ctx, ref, config, settings)
@@ -193,7 +188,7 @@ async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:
     try:
         if config is None:
             raise EstimateFailed("the model no longer exists")
-        settings = await ctx.anchors.settings(mk, default_estimator(config))
+        settings = await ctx.anchors.settings(mk, config.default_estimator)
         out = await refresh(ctx, ref, config, settings)
     except EstimateFailed as exc:
         await ctx.store.noise.set_job(mk, job.job_id, status="failed", reason=str(exc),
@@ -203,7 +198,7 @@ async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:
                                   outcome=orjson.dumps(out).decode(), finished_at=utc_now())
 
 
-async def refresh(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
+async def refresh(ctx: WorkerContext, ref: ModelRef, config: ModelConfig,
                   settings: EstimatorSettings) -> dict[str, Any]:
     """Run the model's own estimator once and publish its rates by the one rule
     (:mod:`app.learners.noise_publish`); returns the outcome
@@ -220,9 +215,9 @@ async def refresh(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
     if settings.estimator not in ESTIMATING:
         raise EstimateFailed(f"its estimator is {settings.estimator!r}: its rates are the "
                              "ones given (PUT .../noise chooses anchor or nrest)")
-    if not estimates_over(config, noise.source):
+    if not config.estimates_over(noise.source):
         raise EstimateFailed("its rates were configured by hand (PUT .../noise) and "
-                             f"{config['algorithm']!r} does not re-estimate them")
+                             f"{config.algorithm!r} does not re-estimate them")
     ctx.nrest_last_run[ref] = time.monotonic()
     if settings.estimator == "anchor":
         out = await estimate_anchors(ctx, ref, config, settings)
@@ -236,23 +231,23 @@ async def refresh(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
     return out
 
 
-async def estimate(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
+async def estimate(ctx: WorkerContext, ref: ModelRef, config: ModelConfig,
                    noise: NoiseRecord) -> dict[str, Any]:
     """Fit NREst on the model's buffer in the pool; store the rates when the fit succeeded."""
     mk = ModelKeys(*ref)
     if not keeps_samples(config):
-        task = config["task"]
+        task = config.task
         keepers = [a for a in algorithms(task) if learner_class(task, a).keeps_noise_samples]
-        raise EstimateFailed(f"{config['algorithm']!r} models keep no NREst sample buffer "
+        raise EstimateFailed(f"{config.algorithm!r} models keep no NREst sample buffer "
                              f"(the {task} algorithms that do: {', '.join(keepers) or 'none'})")
     new = (await ctx.samples.new_counts([mk]))[0]
     samples = await ctx.samples.load(mk)  # none yet: the fit says too few classes played
     X, played, clicks = ((samples.X, samples.played, samples.clicks) if samples is not None
-                         else (np.zeros((0, config["n_features"])), np.zeros(0, dtype=np.int64),
+                         else (np.zeros((0, config.n_features)), np.zeros(0, dtype=np.int64),
                                np.zeros(0)))
     fit = functools.partial(
-        nrest_estimate, X, played, clicks, config["n_classes"],
-        config.get("params") or {}, seed=int(config.get("seed") or 0) * 1000 + len(noise.history),
+        nrest_estimate, X, played, clicks, config.class_count,
+        config.params or {}, seed=int(config.seed or 0) * 1000 + len(noise.history),
         previous=(noise.rho0, noise.rho1))
     started = time.perf_counter()
     try:
@@ -277,7 +272,7 @@ async def estimate(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
     return outcome(est)
 
 
-async def estimate_anchors(ctx: WorkerContext, ref: ModelRef, config: dict[str, Any],
+async def estimate_anchors(ctx: WorkerContext, ref: ModelRef, config: ModelConfig,
                            settings: EstimatorSettings) -> dict[str, Any]:
     """Anchor estimate on the model's newest plays (in the pool); the rates are stored
     only when published."""
@@ -288,9 +283,9 @@ async def estimate_anchors(ctx: WorkerContext, ref: ModelRef, config: dict[str, 
     prob, score, click = ((rows.prob, rows.score, rows.click) if rows is not None
                           else (empty, empty, empty))
     fit = (functools.partial(slot_estimate, prob, score, click, max_width=settings.max_width)
-           if logs_placements(config) else
-           functools.partial(anchor_estimate, prob, score, click, config["n_classes"],
-                             config.get("params") or {}, max_width=settings.max_width,
+           if config.logs_placements else
+           functools.partial(anchor_estimate, prob, score, click, config.class_count,
+                             config.params or {}, max_width=settings.max_width,
                              half_life=settings.half_life))
     started = time.perf_counter()
     try:

@@ -29,10 +29,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from app.learners.base import Batch, Learner, stack_events
 from app.learners.build import MAX_REFIT_EVENTS, refit
+from app.learners.config import ModelConfig
 from app.store.decisionlog import LogEntry
 from app.store.events import decode_entries, decode_entry
 from app.store.keys import ModelKeys
@@ -91,7 +92,7 @@ async def _newest_entries(ctx: WorkerContext, mk: ModelKeys, events: int) -> lis
     return entries
 
 
-def _refit(config: dict[str, Any], entries: list[LogEntry], events: int,
+def _refit(config: ModelConfig, entries: list[LogEntry], events: int,
            rates: tuple[float, float]) -> tuple[Learner, int]:
     """A fresh learner for ``config`` that learned the last ``events`` events of ``entries``
     in order (CPU: run in a thread), and how many it learned."""

@@ -10,11 +10,12 @@ the worker's ``nrest_buffer``), from which the jobs role fits NREst
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from app.learners.base import Batch
+from app.learners.config import ModelConfig
 from app.store.keys import ModelKeys
 from workers.nrest import buffer_size, keeps_samples
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from workers.hooks import Published
 
 
-def samples_of(config: dict[str, Any], applied: Batch, observed: np.ndarray,
+def samples_of(config: ModelConfig, applied: Batch, observed: np.ndarray,
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """``(X, played, clicks)`` of the rows of ``applied`` that are ``observed`` feedback
     with a click (None: none, or the model keeps no samples)."""

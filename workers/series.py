@@ -53,10 +53,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.learners.base import batch_size
+from app.learners.config import ModelConfig
 from app.learners.noise_anchor import TOO_FEW_EVENTS
 from app.learners.noise_publish import position_bias
 from app.learners.proxy import calibrated_probability
-from app.learners.registry import learner_class
 from app.store.delivery import TrainerView
 from app.store.keys import ModelKeys
 from app.store.noise import NoiseRecord
@@ -240,24 +240,23 @@ def make_point(window: Window, now: float, total: SnapshotInfo, rates: tuple[flo
     return point
 
 
-def rank_fields(config: dict[str, Any], noise: NoiseRecord | None,
+def rank_fields(config: ModelConfig, noise: NoiseRecord | None,
                 last: dict[str, Any] | None, series: ModelSeries) -> dict[str, Any]:
     """The point's position bias and per-slot estimate fields of a model whose learner
     declares ``estimates_position_bias`` / ``logs_placements`` (module docstring); nothing
     for the others.  ``last`` is the last estimate's outcome; ``series`` remembers which
     per-slot estimate was recorded last.
 
-    >>> fields = rank_fields({"task": "rank", "algorithm": "ridge_pl",
-    ...                       "params": {"slots": 2, "position_bias": None}},
-    ...                      None, None, ModelSeries())
+    >>> config = ModelConfig.of_learner("rank", "ridge_pl", {"slots": 2, "position_bias": None})
+    >>> fields = rank_fields(config, None, None, ModelSeries())
     >>> fields["position_bias"], fields["position_bias_source"], fields["slots"]
     ([1.0, 1.0], 'insufficient_data', None)
     """
-    cls = learner_class(config["task"], config["algorithm"])
+    cls = config.learner_class
     if not cls.estimates_position_bias:
         return {}
     in_force = None if noise is None else noise.slots
-    values, source = position_bias(cls, config.get("params") or {}, in_force)
+    values, source = position_bias(cls, config.params or {}, in_force)
     out: dict[str, Any] = {"position_bias": [round(v, DIGITS) for v in values],
                            "position_bias_source": source}
     if not cls.logs_placements:

@@ -27,7 +27,6 @@ import functools
 import logging
 import time
 
-from app.learners.build import timeout_feedback
 from app.store.dueset import earliest_deadline
 from app.store.jobs import REQUEUE_AFTER_SECONDS
 from app.store.keys import ModelKeys
@@ -57,8 +56,8 @@ async def run_pass(ctx: WorkerContext) -> int:
             if config is None:
                 await ctx.store.sweep.forget(mk)
                 continue
-            mode = (config.get("feedback") or {}).get("on_timeout", "drop")
-            default = timeout_feedback(config) if mode == "no_click" else None
+            mode = config.feedback.on_timeout
+            default = config.timeout_feedback if mode == "no_click" else None
             outcomes = await ctx.store.events.expire_many(mk, due, mode, default or {})
             expired = outcomes.count("expired")
             if expired:

@@ -399,7 +399,7 @@ async def _learner(ctx: WorkerContext, slot: ModelSlot, view: TrainerView
     """The cached learner if it is still at the published version, else a reload (None: the
     model is gone; :class:`_ModelChanged` when it was published since ``view`` was read)."""
     cached = slot.learner
-    uid = str(view.config.get("uid", ""))
+    uid = str(view.config.uid or "")
     if cached is not None and cached.uid == uid and cached.version == view.info.version:
         return cached
     snap = await ctx.store.snapshots.load(ModelKeys(*slot.ref))

@@ -28,6 +28,7 @@ from redis.crc import key_slot
 
 from app.learners.base import stack_events
 from app.learners.build import build_learner
+from app.learners.config import ModelConfig
 from app.settings import Settings
 from app.store import keys
 from app.store.client import connect, is_cluster_url
@@ -167,7 +168,7 @@ def test_two_apis_two_workers_on_cluster_apply_every_event_exactly_once(
         assert r.status_code == 200, r.text
         stats = apis[0].get(f"/v1/models/{m}").json()["stats"]
         assert stats["events_applied"] == stats["feedback_accepted"] == ROUNDS * PER_ROUND
-        learner = build_learner(configs[m])
+        learner = build_learner(ModelConfig.of(configs[m]))
         learner.learn_many(stack_events(events[m]))
         state = _snapshot_state(apis[(i + 1) % 2], m)
         for name, expected in learner.get_state().items():
@@ -223,7 +224,7 @@ async def test_delete_removes_answered_contexts_on_every_shard(
             await store.tenants.create(tenant)
             for model in models:
                 mk = ModelKeys(tenant, model)
-                await store.models.create(tenant, {**CONFIG, "model_id": model},
+                await store.models.create(tenant, CONFIG.updated(model_id=model),
                                           {"W_": np.zeros((3, 2)), "noise_rates_": np.zeros(2)},
                                           0.0, 0.0)
                 await store.events.record_decisions(mk, [("e1", CTX), ("e2", CTX)], 60, 60)
@@ -255,7 +256,7 @@ async def test_jobs_stored_but_never_queued_are_queued_again_across_shards(
         await store.tenants.create("jobs")
         mks = [ModelKeys("jobs", m) for m in models]
         for mk in mks:
-            await store.models.create("jobs", {**CONFIG, "model_id": mk.model},
+            await store.models.create("jobs", CONFIG.updated(model_id=mk.model),
                                       {"W_": np.zeros((3, 2)), "noise_rates_": np.zeros(2)},
                                       0.0, 0.0)
             job_id = await store.evaluations.queue(mk, {"policy": "uniform"})

@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from app.learners.base import Learner
-from app.learners.build import build_learner, initial_noise_rates
+from app.learners.build import build_learner
+from app.learners.config import ModelConfig
 from app.store import ModelKeys, Store
 
 TENANT = "t"
 
 
-def model_config(model_id: str = "m", **overrides: Any) -> dict[str, Any]:
+def model_config(model_id: str = "m", **overrides: Any) -> ModelConfig:
     """A stored model config (as the API writes it): rcnbf, 6 features, 4 classes."""
     config: dict[str, Any] = {
         "model_id": model_id, "task": "label", "algorithm": "rcnbf", "n_features": 6,
@@ -23,23 +24,23 @@ def model_config(model_id: str = "m", **overrides: Any) -> dict[str, Any]:
         "feedback": {"wait_seconds": 60, "on_timeout": "drop"}, "seed": 3,
         "uid": f"uid-{model_id}"}
     config.update(overrides)
-    return config
+    return ModelConfig.of(config)
 
 
-async def create_model(store: Store, config: dict[str, Any]) -> ModelKeys:
+async def create_model(store: Store, config: ModelConfig) -> ModelKeys:
     """Store a model with its initial snapshot, as ``POST /v1/models`` does."""
     learner = build_learner(config)
-    rho0, rho1 = initial_noise_rates(config["params"])
+    rho0, rho1 = config.initial_noise_rates
     assert await store.models.create(TENANT, config, learner.get_state(), rho0, rho1)
-    return ModelKeys(TENANT, config["model_id"])
+    return ModelKeys(TENANT, config.model_id)
 
 
-def decisions(config: dict[str, Any], n: int, seed: int = 0
+def decisions(config: ModelConfig, n: int, seed: int = 0
               ) -> tuple[list[tuple[str, dict[str, np.ndarray]]], np.ndarray]:
     """``n`` logged decisions of a fresh learner of ``config`` and a click per decision."""
     rng = np.random.default_rng(seed)
     learner: Learner = build_learner(config)
-    X = rng.standard_normal((n, config["n_features"]))
+    X = rng.standard_normal((n, config.n_features))
     out = [(f"e{seed}-{i}", learner.decide(X[i]).context) for i in range(n)]
     clicks = (rng.random(n) < 0.5).astype(float)
     return out, clicks
@@ -53,7 +54,7 @@ async def store(redis_url: str) -> AsyncIterator[Store]:
     await s.close()
 
 
-async def feed_clicks(store: Store, mk: ModelKeys, config: dict, n: int, rate: float,
+async def feed_clicks(store: Store, mk: ModelKeys, config: ModelConfig, n: int, rate: float,
                 seed: int) -> list[dict[str, np.ndarray]]:
     """``n`` decisions answered with clicks of rate ``rate``; the joined events."""
     logged, _ = decisions(config, n, seed)

@@ -23,6 +23,7 @@ import redis
 
 from app.learners.base import stack_events
 from app.learners.build import build_learner
+from app.learners.config import ModelConfig
 from app.sim.datasets import synthetic
 from app.sim.feedback import noisy_clicks
 from app.sim.rank import RankSimulator
@@ -140,7 +141,7 @@ def test_two_workers_one_killed_apply_every_event_exactly_once(
             sync(api, auth, m)
             got = api.get(f"/v1/models/{m}", headers=auth).json()["stats"]
             assert got["events_applied"] == got["feedback_accepted"] == rounds * per_round
-            learner = build_learner(configs[m])
+            learner = build_learner(ModelConfig.of(configs[m]))
             learner.learn_many(stack_events(events[m]))
             state = snapshot_state(api, auth, m)
             for name, expected in learner.get_state().items():
@@ -211,8 +212,8 @@ def test_rank_feedback_applied_exactly_once_across_a_trainer_sigkill(
         assert got["events_applied"] == got["feedback_accepted"] == rounds * per_round
         assert r.xlen(ModelKeys("acme", "feed").dead_letter) == 0
         assert_logged_once(r, ModelKeys("acme", "feed"), [e["x"] for e in events])
-    stored = dict(config, algorithm="ridge_pl", n_classes=None,
-                  params={"n_action_features": 3, "slots": sim.slots})
+    stored = ModelConfig.of(dict(config, algorithm="ridge_pl", n_classes=None,
+                                 params={"n_action_features": 3, "slots": sim.slots}))
     learner = build_learner(stored)
     padded = []
     for e in events:  # the learner logs every slot: rows past the shown ones are zeros

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from app.learners.base import stack_events
-from app.learners.build import build_learner, timeout_feedback
+from app.learners.build import build_learner
 from app.store import Store
 from app.store.keys import SWEEP_DUE
 from app.store.nrest import SampleStore
@@ -43,7 +43,7 @@ async def test_sweeper_turns_unanswered_decisions_into_no_clicks(store: Store) -
     assert info is not None and info.events_expired == 7 and info.events_applied == 12
     events = [{**ctx, "click": np.array(c)}
               for (_, ctx), c in zip(answered, clicks[:5], strict=True)]
-    events += [{**ctx, **(timeout_feedback(config) or {})} for _, ctx in logged[5:]]
+    events += [{**ctx, **(config.timeout_feedback or {})} for _, ctx in logged[5:]]
     learner = build_learner(config)
     learner.learn_many(stack_events(events))
     snap = await store.snapshots.load(mk)
@@ -83,7 +83,7 @@ async def test_feedback_and_sweeper_racing_end_each_decision_once(store: Store) 
         while await store.redis.zcard(mk.pending):
             due = await store.events.due_decisions(mk, await store.events.server_time(), 1000)
             out += await store.events.expire_many(mk, due, "no_click",
-                                                  timeout_feedback(config) or {})
+                                                  config.timeout_feedback or {})
             await asyncio.sleep(0.002)
         return out
 
