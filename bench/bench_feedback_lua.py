@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from app.learners.build import build_learner
+from app.learners.config import ModelConfig
 from app.store import ModelKeys, Store
 from app.store.embedded import EmbeddedRedis
 
@@ -29,9 +30,10 @@ BATCH = 1000
 async def run(url: str, batches: int) -> list[float]:
     """Redis microseconds per event of each batch's join."""
     store = Store.from_url(url, socket_timeout=30)
-    config = {"model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 64,
-              "n_classes": 10, "params": {}, "seed": 0, "uid": "m",
-              "feedback": {"wait_seconds": 3600, "on_timeout": "drop"}}
+    config = ModelConfig.of({
+        "model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 64,
+        "n_classes": 10, "params": {}, "seed": 0, "uid": "m", "feedback": {"wait_seconds": 3600,
+        "on_timeout": "drop"}})
     learner = build_learner(config)
     await store.tenants.create("t")
     await store.models.create("t", config, learner.get_state(), 0.0, 0.0)

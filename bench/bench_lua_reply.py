@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from app.learners.build import build_learner
+from app.learners.config import ModelConfig
 from app.store import codec
 from app.store.client import connect
 from app.store.embedded import EmbeddedRedis
@@ -42,8 +43,9 @@ return out"""
 
 async def run(url: str, repeats: int) -> None:
     redis = connect(url, socket_timeout=30)
-    config = {"model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 64,
-              "n_classes": 10, "params": {}, "seed": 0}
+    config = ModelConfig.of({
+        "model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 64,
+        "n_classes": 10, "params": {}, "seed": 0})
     learner, rng = build_learner(config), np.random.default_rng(0)
     for i in range(ENTRIES):
         await redis.xadd("events", {"k": "feedback", "e": f"event-{i}",

@@ -39,6 +39,7 @@ import numpy as np
 from app.bench.machine import linux_process_cpu_seconds, machine_info
 from app.bench.results import write_results
 from app.learners.build import build_learner
+from app.learners.config import ModelConfig
 from app.sim.feedback import noisy_clicks
 from app.store import ModelKeys, Store
 from app.store.embedded import EmbeddedRedis
@@ -54,10 +55,10 @@ async def create_models(store: Store, n: int) -> list[tuple[ModelKeys, Any]]:
     await store.tenants.create("bench")
     out = []
     for i in range(n):
-        config = {"model_id": f"m{i}", "task": "label", "algorithm": "rcnbf",
-                  "n_features": N_FEATURES, "n_classes": N_CLASSES,
-                  "params": {"rho0": 0.1, "rho1": 0.2}, "seed": i, "uid": f"m{i}",
-                  "feedback": {"wait_seconds": 3600, "on_timeout": "drop"}}
+        config = ModelConfig.of({
+            "model_id": f"m{i}", "task": "label", "algorithm": "rcnbf", "n_features": N_FEATURES,
+            "n_classes": N_CLASSES, "params": {"rho0": 0.1, "rho1": 0.2}, "seed": i,
+            "uid": f"m{i}", "feedback": {"wait_seconds": 3600, "on_timeout": "drop"}})
         learner = build_learner(config)
         await store.models.create("bench", config, learner.get_state(), 0.1, 0.2)
         out.append((ModelKeys("bench", f"m{i}"), learner))

@@ -27,6 +27,7 @@ import numpy as np
 import redis
 
 from app.learners.build import build_learner
+from app.learners.config import ModelConfig
 from app.store import ModelKeys, Store
 from app.store.embedded import EmbeddedRedis
 
@@ -57,9 +58,10 @@ async def delete(answered: int, others: int) -> dict[str, float]:
     """Seconds of a model's delete and its keys left, in a Redis of ``others`` more keys."""
     with tempfile.TemporaryDirectory() as tmp, EmbeddedRedis(Path(tmp), appendonly=False) as srv:
         store = Store.from_url(srv.url, socket_timeout=30)
-        config = {"model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 2,
-                  "n_classes": 3, "params": {}, "seed": 0, "uid": "m",
-                  "feedback": {"wait_seconds": 3600, "on_timeout": "drop"}}
+        config = ModelConfig.of({
+            "model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 2,
+            "n_classes": 3, "params": {}, "seed": 0, "uid": "m",
+            "feedback": {"wait_seconds": 3600, "on_timeout": "drop"}})
         await store.tenants.create("t")
         await store.models.create("t", config, build_learner(config).get_state(), 0.0, 0.0)
         mk = ModelKeys("t", "m")

@@ -45,11 +45,12 @@ import numpy as np
 from app.bench.machine import machine_info
 from app.bench.results import write_results
 from app.learners.build import build_learner
+from app.learners.config import ModelConfig
 from app.settings import Settings
 from app.sim.datasets import synthetic
 from app.sim.feedback import noisy_clicks
 from app.store import ModelKeys, Store
-from app.store.challengers import MAX_CHALLENGERS
+from app.store.challengers import MAX_CHALLENGERS, challenger_config
 from app.store.embedded import EmbeddedRedis
 from app.worker_settings import WorkerSettings
 from workers.worker import Worker
@@ -78,10 +79,10 @@ async def run(url: str, algorithm: str, shape: str, events: int, batch_size: int
     params |= extra_params or {}
     rng = np.random.default_rng(seed)
     X, y = stream(shape, events, rng)
-    config = {"model_id": "bench", "task": "label", "algorithm": algorithm,
-              "n_features": X.shape[1], "n_classes": int(y.max()) + 1, "params": params,
-              "seed": seed, "uid": "bench",
-              "feedback": {"wait_seconds": 3600, "on_timeout": "drop"}}
+    config = ModelConfig.of({
+        "model_id": "bench", "task": "label", "algorithm": algorithm, "n_features": X.shape[1],
+        "n_classes": int(y.max()) + 1, "params": params, "seed": seed, "uid": "bench",
+        "feedback": {"wait_seconds": 3600, "on_timeout": "drop"}})
     learner = build_learner(config)
     await store.tenants.create("bench")
     await store.models.create("bench", config, learner.get_state(), params.get("rho0", 0.0),
@@ -90,7 +91,7 @@ async def run(url: str, algorithm: str, shape: str, events: int, batch_size: int
     for i in range(challengers):
         definition = {"name": f"c{i}", "algorithm": challenger_algorithm, "params": {},
                       "uid": f"c{i}", "created_at": ""}
-        state = build_learner({**config, **definition}).get_state()
+        state = build_learner(challenger_config(config, definition)).get_state()
         await store.challengers.add(mk, definition, state, MAX_CHALLENGERS)
     for lo in range(0, events, 1000):
         ctxs = [(f"e{i}", learner.decide(X[i]).context) for i in range(lo, min(lo + 1000, events))]

@@ -32,16 +32,17 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.results import write_results
+from app.learners.config import ModelConfig
 from app.sim.banners import BannerWorld, serve_batches
 
 CHANGE_AT = 20_000
 SETTINGS = {"now": ({}, True), "before": ({"half_life": 700.0}, False)}
 
 
-def config(params: dict[str, Any]) -> dict[str, Any]:
+def config(params: dict[str, Any]) -> ModelConfig:
     """The ``linucb_diag`` model of the world, with ``params`` over the defaults."""
-    return {"task": "label", "algorithm": "linucb_diag", "n_features": 4, "n_classes": 3,
-            "params": params, "seed": 0}
+    return ModelConfig.of({"model_id": "banners", "task": "label", "algorithm": "linucb_diag",
+                           "n_features": 4, "n_classes": 3, "params": params, "seed": 0})
 
 
 def stationary(setting: str, batch: int, events: int, seed: int) -> dict[str, Any]:

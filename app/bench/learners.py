@@ -43,7 +43,7 @@ import numpy as np
 from app.bench.machine import machine_info
 from app.bench.vw import VWBandit, vw_available, vw_text
 from app.learners.base import Learner, ParamError, stack_events
-from app.learners.build import takes_clicks
+from app.learners.config import takes_clicks
 from app.learners.registry import algorithms, build, default_params, learner_class
 from app.sim.datasets import load_classification, stream_indices
 from app.sim.feedback import noisy_clicks

@@ -325,7 +325,7 @@ def model_policy(policy: str | int) -> tuple[Policy, int | None] | None:
         return None
     learner, config = snapshot_learner(snapshot)
     return partial(learner_policy, learner=learner, greedy=kind == "model-greedy"), \
-        config.get("n_classes")
+        config.n_classes
 
 
 def streamed(path: str) -> bool:

@@ -32,6 +32,7 @@ from app.evaluation.rankings import RankLog
 from app.evaluation.sums import row_keys
 from app.learners.base import Learner
 from app.learners.build import build_learner
+from app.learners.config import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -240,12 +241,12 @@ def _rank_log(path: str, rows: list[_RankRow]) -> RankLog:
                    candidates=np.array([row[1] for row in rows], dtype=np.int64))
 
 
-def snapshot_learner(path: str | Path) -> tuple[Learner, dict[str, Any]]:
+def snapshot_learner(path: str | Path) -> tuple[Learner, ModelConfig]:
     """The learner of a saved ``GET /v1/models/{id}/snapshot`` response and its model config
     (ValueError when the file is not one)."""
     try:
         snapshot = json.loads(Path(path).read_text(encoding="utf-8"))
-        config = dict(snapshot["model"])
+        config = ModelConfig.of(snapshot["model"])
         state = {name: np.load(io.BytesIO(base64.b64decode(array["data_b64"])),
                                allow_pickle=False)
                  for name, array in snapshot["state"].items()}

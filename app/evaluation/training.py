@@ -27,7 +27,8 @@ import numpy as np
 from app.evaluation.estimators import LabelLog
 from app.evaluation.policies import learner_policy
 from app.learners.base import Learner, ParamError
-from app.learners.build import apply_noise_rates, takes_clicks
+from app.learners.build import apply_noise_rates
+from app.learners.config import takes_clicks
 from app.learners.offpolicy import learn_finite, with_logged_play
 from app.learners.registry import build, check_param_types, learner_class
 

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from app.learners.base import Learner, ParamError, stack_events
-from app.learners.build import takes_clicks
+from app.learners.config import takes_clicks
 from app.learners.proxy import check_noise_rates
 from app.learners.registry import algorithms, build, default_params, learner_class
 from app.replay import task_of

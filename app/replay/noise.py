@@ -2,7 +2,7 @@
 
 A label replay (:mod:`app.replay.label`) hands every learned batch to a
 :class:`NoiseRefresh` built for the run's ``--estimator`` (default: the
-service's for the learner, :func:`~app.learners.build.default_estimator`):
+service's for the learner, :attr:`~app.learners.config.ModelConfig.default_estimator`):
 
 * ``anchor``: every play is scored by a
   :class:`~app.learners.noise_anchor.ProgressiveScorer` before it is learned,
@@ -45,7 +45,8 @@ from typing import Any
 import numpy as np
 
 from app.learners.base import Batch, Learner, ParamError, batch_size
-from app.learners.build import apply_noise_rates, default_estimator, usable_estimators
+from app.learners.build import apply_noise_rates
+from app.learners.config import ModelConfig
 from app.learners.noise_anchor import ProgressiveScorer
 from app.learners.noise_publish import (
     ANCHOR_BUFFER,
@@ -66,12 +67,13 @@ from app.learners.noise_slots import SlotEstimate, click_affine
 def estimator_of(args: argparse.Namespace, task: str, algorithm: str,
                  params: dict[str, Any]) -> str:
     """``--estimator``, else the service's default for the learner
-    (:func:`~app.learners.build.default_estimator`); :class:`ParamError` for an estimator
-    that cannot serve it (:func:`~app.learners.build.usable_estimators`, the service's 422
+    (:attr:`~app.learners.config.ModelConfig.default_estimator`); :class:`ParamError` for
+    an estimator that cannot serve it
+    (:attr:`~app.learners.config.ModelConfig.usable_estimators`, the service's 422
     ``estimator_unavailable``)."""
-    config = {"task": task, "algorithm": algorithm, "params": params}
-    chosen = getattr(args, "estimator", None) or default_estimator(config)
-    usable = usable_estimators(config)
+    config = ModelConfig.of_learner(task, algorithm, params)
+    chosen = getattr(args, "estimator", None) or config.default_estimator
+    usable = config.usable_estimators
     if chosen not in usable:
         raise ParamError("--estimator", f"{chosen!r} cannot estimate the noise rates of "
                          f"{algorithm!r}; use one of {list(usable)}")

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from noisyloop_client import Client, FeedbackBuffer
 
-from app.learners.build import default_estimator, takes_clicks
+from app.learners.config import ModelConfig, takes_clicks
 from app.learners.registry import learner_class
 from app.replay.label import greedy_label, result, setup
 from app.replay.result import ReplayResult
@@ -60,8 +60,8 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         client.create_model(model_id, s.task, int(s.X.shape[1]), algorithm=s.algorithm,
                             n_classes=s.n_classes, params=s.params, seed=seed)
         try:
-            if s.estimator != default_estimator({"task": s.task, "algorithm": s.algorithm,
-                                                 "params": s.params}):
+            if s.estimator != ModelConfig.of_learner(s.task, s.algorithm,
+                                                     s.params).default_estimator:
                 client.put_noise(model_id, estimator=s.estimator)
             with FeedbackBuffer(client, model_id, max_events=MAX_BATCH,
                                 max_delay=3600.0) as buffer:

@@ -21,14 +21,13 @@ refitted on the events since the estimated change
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from app.learners.base import Batch
 from app.learners.build import MAX_REFIT_EVENTS, build_learner, refit
+from app.learners.config import ModelConfig
 from app.learners.drift import PageHinkley
 from app.sim.feedback import noisy_clicks
 
@@ -79,7 +78,7 @@ class Served:
     """Whether each play was the truly best banner."""
 
 
-def serve_batches(config: Mapping[str, Any], world: BannerWorld, events: int, batch: int,
+def serve_batches(config: ModelConfig, world: BannerWorld, events: int, batch: int,
                   seed: int, action: str = "recover", strata: bool = True) -> Served:
     """Serve ``events`` users to the model of ``config`` in batches of ``batch`` (module
     docstring); ``action`` ``recover`` refits on a detection, ``alert`` only counts it;

@@ -19,6 +19,7 @@ from app.evaluation.simulate import CONTEXTS, LABEL_LOGGING, K, label_value, sim
 from app.evaluation.training import check_config, learn_logged, split
 from app.learners.base import Learner, ParamError
 from app.learners.build import build_learner
+from app.learners.config import ModelConfig
 
 ESTIMATORS = ("ips", "snips", "dr")
 
@@ -72,8 +73,9 @@ def exploring_and_greedy(learner: Learner) -> tuple[np.ndarray, np.ndarray]:
 def test_a_snapshot_is_evaluated_as_it_explores_and_greedy(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log, _ = simulate_label(3, LABEL_LOGGING["uniform"], 8000)
-    config = {"task": "label", "algorithm": "squarecb_diag", "n_features": CONTEXTS.shape[1],
-              "n_classes": K, "params": {"gamma_scale": 0.05}, "seed": 0}
+    config = ModelConfig.of({"model_id": "target", "task": "label", "algorithm": "squarecb_diag",
+                             "n_features": CONTEXTS.shape[1], "n_classes": K,
+                             "params": {"gamma_scale": 0.05}, "seed": 0})
     learner = build_learner(config)
     learn_logged(learner, split(log, 0.5)[0])
     explore, greedy = exploring_and_greedy(learner)

@@ -8,12 +8,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app.learners.config import ModelConfig
 from app.sim.banners import BannerWorld, serve_batches
 
 
-def _config(**params: Any) -> dict[str, Any]:
-    return {"task": "label", "algorithm": "linucb_diag", "n_features": 4, "n_classes": 3,
-            "params": params, "seed": 0}
+def _config(**params: Any) -> ModelConfig:
+    return ModelConfig.of({"model_id": "banners", "task": "label", "algorithm": "linucb_diag",
+                           "n_features": 4, "n_classes": 3, "params": params, "seed": 0})
 
 
 def test_users_follow_the_rates_and_move_at_the_change() -> None:
