@@ -108,7 +108,7 @@ def buffer_size(ctx: WorkerContext, config: ModelConfig) -> int:
     """Samples kept per model: its class's ``noise_samples``, else the worker's
     ``nrest_buffer``."""
     cls = config.learner_class
-    return cls.noise_samples(config.params or {}) or ctx.config.nrest_buffer
+    return cls.noise_samples(config.params) or ctx.config.nrest_buffer
 
 
 async def run_pass(ctx: WorkerContext) -> int:
@@ -247,7 +247,7 @@ async def estimate(ctx: WorkerContext, ref: ModelRef, config: ModelConfig,
                                np.zeros(0)))
     fit = functools.partial(
         nrest_estimate, X, played, clicks, config.class_count,
-        config.params or {}, seed=int(config.seed or 0) * 1000 + len(noise.history),
+        config.params, seed=int(config.seed or 0) * 1000 + len(noise.history),
         previous=(noise.rho0, noise.rho1))
     started = time.perf_counter()
     try:
@@ -285,7 +285,7 @@ async def estimate_anchors(ctx: WorkerContext, ref: ModelRef, config: ModelConfi
     fit = (functools.partial(slot_estimate, prob, score, click, max_width=settings.max_width)
            if config.logs_placements else
            functools.partial(anchor_estimate, prob, score, click, config.class_count,
-                             config.params or {}, max_width=settings.max_width,
+                             config.params, max_width=settings.max_width,
                              half_life=settings.half_life))
     started = time.perf_counter()
     try:

@@ -256,7 +256,7 @@ def rank_fields(config: ModelConfig, noise: NoiseRecord | None,
     if not cls.estimates_position_bias:
         return {}
     in_force = None if noise is None else noise.slots
-    values, source = position_bias(cls, config.params or {}, in_force)
+    values, source = position_bias(cls, config.params, in_force)
     out: dict[str, Any] = {"position_bias": [round(v, DIGITS) for v in values],
                            "position_bias_source": source}
     if not cls.logs_placements:
