@@ -246,7 +246,8 @@ def snapshot_learner(path: str | Path) -> tuple[Learner, ModelConfig]:
     (ValueError when the file is not one)."""
     try:
         snapshot = json.loads(Path(path).read_text(encoding="utf-8"))
-        config = ModelConfig.of(snapshot["model"])
+        # a snapshot written by hand may name no model
+        config = ModelConfig.of({"model_id": "", **snapshot["model"]})
         state = {name: np.load(io.BytesIO(base64.b64decode(array["data_b64"])),
                                allow_pickle=False)
                  for name, array in snapshot["state"].items()}

@@ -73,10 +73,9 @@ def exploring_and_greedy(learner: Learner) -> tuple[np.ndarray, np.ndarray]:
 def test_a_snapshot_is_evaluated_as_it_explores_and_greedy(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log, _ = simulate_label(3, LABEL_LOGGING["uniform"], 8000)
-    config = ModelConfig.of({"model_id": "target", "task": "label", "algorithm": "squarecb_diag",
-                             "n_features": CONTEXTS.shape[1], "n_classes": K,
-                             "params": {"gamma_scale": 0.05}, "seed": 0})
-    learner = build_learner(config)
+    config = {"task": "label", "algorithm": "squarecb_diag", "n_features": CONTEXTS.shape[1],
+              "n_classes": K, "params": {"gamma_scale": 0.05}, "seed": 0}
+    learner = build_learner(ModelConfig.of({"model_id": "target", **config}))
     learn_logged(learner, split(log, 0.5)[0])
     explore, greedy = exploring_and_greedy(learner)
     assert label_value(greedy) > label_value(explore) + 0.05  # the two targets differ
