@@ -1,4 +1,5 @@
-"""Queued policy evaluations on a model's decision log, run by the ``jobs`` role.
+"""Queued policy evaluations on a model's decision log, run by the ``jobs`` role (the
+``evaluation`` job kind of :mod:`workers.jobs`).
 
 A job (``POST /v1/models/{id}/evaluations``, :mod:`app.store.evaluations`)
 names a policy: ``uniform``, ``logging``, ``fixed:N``, ``model`` (the model's
@@ -65,18 +66,13 @@ from app.store.noise import NoiseRecord
 from app.store.util import utc_now
 from app.store.values import read_value_rates
 from app.tasks import get_task
-from workers import configevaluation, jobs
+from workers import configevaluation
 from workers.context import WorkerContext
 
 logger = logging.getLogger(__name__)
 
 #: Events per chunk of a streamed evaluation (one pool call each).
 CHUNK_EVENTS = 20_000
-
-
-async def run_queued(ctx: WorkerContext) -> int:
-    """Run every queued evaluation; returns how many ran."""
-    return await jobs.run_queued(ctx, ctx.store.evaluations.jobs, run_job)
 
 
 async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:

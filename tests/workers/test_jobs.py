@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
-import workers.evaluations
-import workers.nrest
 from app.store import ModelKeys, Store
 from app.store.jobs import ORPHANED, JobQueue
 from app.worker_settings import WorkerSettings
 from tests.workers.conftest import create_model, model_config
+from workers import jobs
 from workers.worker import Worker
 
 
@@ -31,10 +31,11 @@ async def queue_estimate(store: Store, mk: ModelKeys) -> tuple[str, JobQueue]:
     return await store.noise.queue_estimate(mk), store.noise.jobs
 
 
-KINDS: dict[str, tuple[Any, Callable[[Store, ModelKeys], Awaitable[tuple[str, JobQueue]]],
+#: Test kind -> (its job kind in the registry, how to queue one, its error field).
+KINDS: dict[str, tuple[str, Callable[[Store, ModelKeys], Awaitable[tuple[str, JobQueue]]],
                        str]] = {
-    "evaluation": (workers.evaluations, queue_evaluation, "error"),
-    "nrest": (workers.nrest, queue_estimate, "reason"),
+    "evaluation": ("evaluation", queue_evaluation, "error"),
+    "nrest": ("noise_estimate", queue_estimate, "reason"),
 }
 
 
@@ -48,14 +49,14 @@ async def job_of(store: Store, kind: str, mk: ModelKeys, job_id: str) -> dict[st
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_worker_dying_right_after_taking_a_job_leaves_it_running_until_its_deadline(
         store: Store, redis_url: str, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    module, queue_job, error_field = KINDS[kind]
+    name, queue_job, error_field = KINDS[kind]
     mk = await create_model(store, model_config())
     job_id, queue = await queue_job(store, mk)
 
     async def die(*args: Any) -> None:
         raise Died
 
-    monkeypatch.setattr(module, "run_job", die)
+    monkeypatch.setitem(jobs.JOB_KINDS, name, replace(jobs.JOB_KINDS[name], run=die))
     with pytest.raises(Died):
         await Worker(store, WorkerSettings(roles=("jobs",), worker_id="w-1", nrest_threads=True,
                                            nrest_timeout=30.0)).drain()
