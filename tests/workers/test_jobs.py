@@ -99,3 +99,19 @@ async def test_a_job_is_started_once_and_a_reference_to_a_started_job_is_dropped
     assert await queue.take("w-2", 10.0) is None
     assert (await job_of(store, kind, other, third))["worker"] == "w-1"
     await r.aclose()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_the_sweeper_queues_again_a_job_of_every_kind_whose_creator_died(
+        store: Store, kind: str) -> None:
+    """A job stored and staged whose reference never reached its queue is pushed again by
+    the sweeper, whatever its kind: the sweeper reads the queues from the registry."""
+    name, queue_job, _ = KINDS[kind]
+    mk = await create_model(store, model_config())
+    job_id, queue = await queue_job(store, mk)
+    assert jobs.JOB_KINDS[name].queue(store).queue == queue.queue
+    await store.redis.delete(queue.queue)  # the creator died before pushing it
+    await store.redis.zadd(queue.staged(mk), {job_id: time.time() - 3600})
+    await Worker(store, WorkerSettings(roles=("sweeper",), worker_id="w-1")).drain()
+    taken = await queue.take("w-1", 10.0)
+    assert taken is not None and (taken.model, taken.job_id) == (mk.model, job_id)
