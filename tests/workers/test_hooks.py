@@ -3,6 +3,9 @@ failed step of its model only, and the batch stays published."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any, cast
+
 import pytest
 
 from app.store import Store
@@ -104,3 +107,33 @@ async def test_a_hook_failing_at_every_publish_counts_consecutive_failures(
         assert record is not None and record.trainer_failure is None
     finally:
         await w.close()
+
+
+async def test_the_hooks_run_in_the_trainers_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a publish in registry order; after a pass in the reverse order."""
+    ran: list[tuple[str, str]] = []
+
+    def recording(feature: Feature[Any]) -> Feature[Any]:
+        async def after_publish(ctx: WorkerContext, slot: ModelSlot,
+                                published: Published) -> None:
+            ran.append(("publish", feature.name))
+
+        async def after_pass(ctx: WorkerContext) -> None:
+            ran.append(("pass", feature.name))
+
+        return replace(feature, after_publish=after_publish if feature.after_publish else None,
+                       after_pass=after_pass if feature.after_pass else None)
+
+    monkeypatch.setattr(hooks, "FEATURES", tuple(map(recording, hooks.FEATURES)))
+    nothing = cast(Any, None)  # the recording hooks read neither
+    assert await hooks.run_after_publish(nothing, ModelSlot(("t", "m")), nothing) is None
+    await hooks.run_after_pass(nothing)
+    assert ran == [("publish", name) for name in (
+        "samples", "anchors", "versions", "series", "drift", "challengers")] + [
+        ("pass", "series"), ("pass", "versions")]
+
+
+def test_every_feature_has_its_own_name_and_a_hook() -> None:
+    names = [feature.name for feature in hooks.FEATURES]
+    assert len(set(names)) == len(names) == 6
+    assert all(f.after_publish or f.after_pass for f in hooks.FEATURES)
