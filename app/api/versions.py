@@ -64,11 +64,13 @@ async def publish_explicit(ctx: ApiContext, tenant: str, config: dict[str, Any],
 
 async def reconfigure(ctx: ApiContext, tenant: str, model_id: str,
                       change: Callable[[dict[str, Any]], dict[str, Any]],
-                      adjust: Callable[[Learner], None] | None = None) -> Learner:
+                      adjust: Callable[[Learner], None] | None = None
+                      ) -> tuple[dict[str, Any], Learner]:
     """Store ``change(the stored config)``, then publish the model's state rebuilt under the
     new config (``adjust`` applied to the learner) at the version it was read at, so that
     every worker reloads the learner with the new params; redone on the trainer's state when
-    it published meanwhile (its events are never lost).  Returns the learner published."""
+    it published meanwhile (its events are never lost).  Returns the config stored and the
+    learner published."""
     try:  # on the config stored when writing: a rollback meanwhile keeps its params
         config = await ctx.store.models.update_config(tenant, model_id, change)
     except ConfigBusy:
@@ -92,7 +94,7 @@ async def reconfigure(ctx: ApiContext, tenant: str, model_id: str,
                 raise unknown_model(model_id) from None
             continue  # the trainer published meanwhile: redo on its state
         ctx.cache.forget(tenant, model_id)
-        return learner
+        return config, learner
     raise ApiError(503, "store_busy", "the model kept changing; retry",
                    headers={"Retry-After": "1"})
 

@@ -69,7 +69,7 @@ async def put_confusion(body: ConfusionPutRequest, view: ModelDep,
             raise ApiError(422, "invalid_confusion", f"confusion matrix {exc.message}",
                            "matrix") from None
     confusion = None if matrix is None else matrix.tolist()
-    learner = await reconfigure(
+    _, learner = await reconfigure(
         ctx, view.tenant, config["model_id"],
         lambda current: {**current, "params": {**current["params"], "confusion": confusion}},
         lambda learner: learner.set_confusion(matrix))
