@@ -62,15 +62,15 @@ from app.api.personalizer_policy import (
 from app.api.ranking import rank_input
 from app.api.responses import OrjsonResponse
 from app.api.schemas.models import SnapshotImportRequest, SnapshotResponse
-from app.api.schemas.predict import NamedFeatures
-from app.api.schemas.rank import RankFeedback
 from app.api.versions import reconfigure
+from app.fields import NamedFeatures
 from app.learners.base import CandidateRanker, ParamError
 from app.learners.build import build_learner
 from app.learners.registry import check_param_types, learner_class
 from app.store.aliases import Alias
 from app.store.models import ConfigBusy, ModelView
 from app.tasks import get_task
+from app.tasks.rank import RankFeedback
 
 #: Out of noisyloop's OpenAPI schema: these routes are Personalizer's API, which its SDKs
 #: describe, and their bodies are read by :mod:`app.api.personalizer`.
