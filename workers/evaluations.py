@@ -96,8 +96,11 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
     config = await ctx.store.models.config(mk.tenant, mk.model)
     if config is None:
         raise ValueError("the model is gone")
+    shape = get_task(config["task"]).log_shape
+    if shape is None:
+        raise ValueError(f"a {config['task']!r} model's decision log is not evaluated")
     state = None
-    if request["policy"] in ("model", "model:greedy"):
+    if shape.reads_snapshot(request["policy"]):
         snap = await ctx.store.snapshots.load(mk)
         if snap is None:
             raise ValueError("the model is gone")
@@ -107,9 +110,6 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
         result = await configevaluation.stream_config(
             ctx, config, request, lambda: _chunks(ctx, mk, request), by)
         return with_flags(result, flags)
-    shape = get_task(config["task"]).log_shape
-    if shape is None:
-        raise ValueError(f"a {config['task']!r} model's decision log is not evaluated")
     return await _stream(ctx, mk, config, shape, shape.policy(request["policy"], config, state),
                          request)
 

@@ -64,6 +64,10 @@ class LogShape(Protocol):
         ``first_line``) as columns with their keys; None when they hold no event."""
         ...
 
+    def reads_snapshot(self, policy: Any) -> bool:
+        """Whether ``policy`` is the model's own (its snapshot's state is then read)."""
+        ...
+
     def policy(self, policy: Any, config: Mapping[str, Any],
                state: Mapping[str, np.ndarray] | None) -> Policy:
         """A queued evaluation's ``policy`` as a function of a batch (picklable);
@@ -111,13 +115,16 @@ class LabelShape:
         read = _keyed(records, first_line, int(config["n_classes"]), path)
         return None if read is None else (read[0].label_log(), read[1])
 
+    def reads_snapshot(self, policy: Any) -> bool:
+        return policy in ("model", "model:greedy")
+
     def policy(self, policy: Any, config: Mapping[str, Any],
                state: Mapping[str, np.ndarray] | None) -> Policy:
         if policy == "uniform":
             return uniform_policy
         if policy == "logging":
             return logging_policy
-        if policy in ("model", "model:greedy"):
+        if self.reads_snapshot(policy):
             assert state is not None
             return functools.partial(learner_policy, learner=build_learner(dict(config),
                                                                            dict(state)),
@@ -159,6 +166,9 @@ class RankShape:
               path: str) -> Batch | None:
         read = _keyed(records, first_line, None, path)
         return None if read is None else (read[0].ranking_log(), read[1])
+
+    def reads_snapshot(self, policy: Any) -> bool:
+        return False
 
     def policy(self, policy: Any, config: Mapping[str, Any],
                state: Mapping[str, np.ndarray] | None) -> Policy:

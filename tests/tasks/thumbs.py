@@ -175,6 +175,9 @@ class ThumbsShape:
                         ups=np.array([r["feedback"]["up"] for _, r in lines]))
         return log, row_keys(np.array([first_line + i for i, _ in lines], dtype=np.int64))
 
+    def reads_snapshot(self, policy: Any) -> bool:
+        return False
+
     def policy(self, policy: Any, config: Mapping[str, Any],
                state: Mapping[str, np.ndarray] | None) -> Policy:
         if policy not in self.policies:
