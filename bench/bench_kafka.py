@@ -22,11 +22,11 @@ round's events (the decision log on, as ``serve`` runs by default).  One
 untimed warm-up round first (the consumer joins its group then).  Reports
 events/s per path (median and range over rounds), the CPU time per 1,000 events
 of each process on the machine's two cores (``/proc``, 10 ms ticks): the server
-(API, Kafka consumer and trainer), Redis, Redis's AOF rewrites (forked children,
-counted when they end), the broker and this client (the HTTP client, or the
-Kafka producer), and the ratio Kafka / HTTP.  Goals (issue
-47): at least 50,000 events/s accepted into one model by each path, and Kafka
-at least 0.8x the HTTP batch path's rate.
+(API, Kafka consumer and trainer; and of it, its main thread), Redis, Redis's
+AOF rewrites (forked children, counted when they end), the broker and this
+client (the HTTP client, or the Kafka producer), and the ratio Kafka / HTTP.
+Goals: at least 50,000 events/s accepted into one model by each path, and
+Kafka at least 0.8x the HTTP batch path's rate.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_kafka.py --json bench/results/kafka.json
     .venv/bin/python bench/bench_kafka.py --quick
@@ -62,9 +62,12 @@ D, K, TENANT, TOPIC, PARTITIONS = 64, 10, "bench", "noisyloop.feedback", 3
 #: Goals: events/s accepted by each path (median), and Kafka's rate over the HTTP path's.
 GOAL_RATE, GOAL_RATIO = 50_000.0, 0.8
 #: The processes whose CPU time is counted (see :func:`process_cpu`).
-PROCESSES = ("server", "redis", "redis_rewrites", "broker", "client")
+PROCESSES = ("server", "server_main_thread", "redis", "redis_rewrites", "broker", "client")
 #: Longest wait for a round's messages to be accepted.
 ROUND_SECONDS = 300.0
+#: Seconds of the idle window (after the rounds) whose CPU per second is reported: what
+#: the processes spend with no feedback coming (the workers' polls, the broker's upkeep).
+IDLE_SECONDS = 3.0
 
 
 def accepted(r: redis.Redis, model: str) -> int:
@@ -102,10 +105,14 @@ def kafka_phase(producer: Producer, r: redis.Redis, events: list[dict[str, Any]]
 
 
 def process_cpu(pids: dict[str, int]) -> dict[str, float]:
-    """CPU seconds so far of each process of ``pids``, of Redis's finished AOF rewrites
-    (``redis_rewrites``: its forked children) and of this process (``client``)."""
+    """CPU seconds so far of each process of ``pids``, of the server's main thread (its
+    event loop: the API, the Kafka consumer's joins, the trainer's steps between its
+    threads' learning), of Redis's finished AOF rewrites (``redis_rewrites``: its forked
+    children) and of this process (``client``)."""
     own = os.times()
+    server = pids["server"]
     return {**{name: linux_process_cpu_seconds(pid) for name, pid in pids.items()},
+            "server_main_thread": linux_process_cpu_seconds(server, thread=server),
             "redis_rewrites": linux_process_cpu_seconds(pids["redis"], children=True),
             "client": own.user + own.system}
 
@@ -165,7 +172,13 @@ def measure(url: str, key: str, redis_url: str, bootstrap: str, pids: dict[str, 
                     applied[path].append(done)
                     for name in PROCESSES:
                         cpu[path][name] += after[name] - before[name]
-    return {path: _summary(walls[path], applied[path], cpu[path], events) for path in walls}
+    before = process_cpu(pids)
+    time.sleep(IDLE_SECONDS)
+    after = process_cpu(pids)
+    idle = {name: round(1e3 * (after[name] - before[name]) / IDLE_SECONDS, 1)
+            for name in PROCESSES}
+    return {**{path: _summary(walls[path], applied[path], cpu[path], events)
+               for path in walls}, "idle_cpu_ms_per_second": idle}
 
 
 def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
@@ -195,6 +208,7 @@ def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
                               {"server": proc.pid, "redis": redis_pid, "broker": broker.pid},
                               rounds, events, seed)
             shares = cpu_shares(before, cpu_times())
+    idle = results.pop("idle_cpu_ms_per_second")
     rate = results["kafka"]["events_per_second"]
     http_rate = results["http"]["events_per_second"]
     ratio = round(rate / http_rate, 3)
@@ -204,7 +218,8 @@ def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
                        "partitions": PARTITIONS, "n_features": D, "n_classes": K,
                        "algorithm": "rcnbf", "seed": seed,
                        "decision_log": Settings().worker.log_max_events > 0},
-            "results": results, "kafka_over_http": ratio, "cpu_percent_during_run": shares,
+            "results": results, "idle_cpu_ms_per_second": idle, "kafka_over_http": ratio,
+            "cpu_percent_during_run": shares,
             "goals": {"http_events_per_s": {"value": http_rate,
                                             "target": f">= {GOAL_RATE:,.0f}",
                                             "met": http_rate >= GOAL_RATE},
@@ -217,15 +232,19 @@ def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
 def table(report: dict[str, Any]) -> str:
     """The report as a Markdown table (as docs/benchmarks/service.md shows it)."""
     lines = ["| path | accepted events/s (median) | range | applied events/s | CPU ms per "
-             "1,000 events: server / Redis / AOF rewrites / broker / client | sum |",
+             "1,000 events: server (main thread) / Redis / AOF rewrites / broker / client | sum |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for path, res in report["results"].items():
         low, high = res["events_per_second_range"]
         cpu = res["cpu_ms_per_1000_events"]
         lines.append(f"| {path} | {res['events_per_second']:,} | {low:,}-{high:,} "
                      f"| {res['applied_events_per_second']:,} "
-                     f"| {' / '.join(str(cpu[name]) for name in PROCESSES)} "
-                     f"| {sum(cpu.values()):.1f} |")
+                     f"| {cpu['server']} ({cpu['server_main_thread']}) / {cpu['redis']} / "
+                     f"{cpu['redis_rewrites']} / {cpu['broker']} / {cpu['client']} "
+                     f"| {sum(cpu.values()) - cpu['server_main_thread']:.1f} |")
+    idle = report["idle_cpu_ms_per_second"]
+    lines.append(f"\nidle, CPU ms per second: server {idle['server']} "
+                 f"({idle['server_main_thread']}), Redis {idle['redis']}, broker {idle['broker']}")
     return "\n".join(lines)
 
 
