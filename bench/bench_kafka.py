@@ -28,6 +28,10 @@ client (the HTTP client, or the Kafka producer), and the ratio Kafka / HTTP.
 Goals: at least 50,000 events/s accepted into one model by each path, and
 Kafka at least 0.8x the HTTP batch path's rate.
 
+``--redis-config NAME VALUE`` (repeatable) sets a Redis parameter of the
+server's embedded Redis before the rounds (``CONFIG SET``), e.g. ``appendonly
+no`` to see what the AOF costs: an experiment, not a setting to run with.
+
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_kafka.py --json bench/results/kafka.json
     .venv/bin/python bench/bench_kafka.py --quick
 """
@@ -181,8 +185,10 @@ def measure(url: str, key: str, redis_url: str, bootstrap: str, pids: dict[str, 
                for path in walls}, "idle_cpu_ms_per_second": idle}
 
 
-def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
-    """Start a broker and ``noisyloop serve`` consuming from it, measure, stop both."""
+def run(rounds: int, events: int, seed: int = 0,
+        redis_config: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """Start a broker and ``noisyloop serve`` consuming from it, measure, stop both
+    (``redis_config``: ``CONFIG SET`` parameters of the server's Redis first)."""
     token = "bench-admin-token-" + os.urandom(12).hex()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -202,6 +208,8 @@ def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
             redis_url = (data / "redis.url").read_text().strip()
             with redis.Redis.from_url(redis_url) as r:
                 redis_pid = int(r.info("server")["process_id"])
+                for name, value in redis_config or ():
+                    r.config_set(name, value)
             assert broker.pid is not None  # started by the with
             before = cpu_times()
             results = measure(url, key, redis_url, broker.bootstrap,
@@ -217,7 +225,8 @@ def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
                        "kafka_batch": KafkaSettings().batch_size, "kafka_client": TANSU_CONSUMER,
                        "partitions": PARTITIONS, "n_features": D, "n_classes": K,
                        "algorithm": "rcnbf", "seed": seed,
-                       "decision_log": Settings().worker.log_max_events > 0},
+                       "decision_log": Settings().worker.log_max_events > 0,
+                       "redis_config": dict(redis_config or ())},
             "results": results, "idle_cpu_ms_per_second": idle, "kafka_over_http": ratio,
             "cpu_percent_during_run": shares,
             "goals": {"http_events_per_s": {"value": http_rate,
@@ -254,9 +263,13 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=10_000, help="events per round")
     parser.add_argument("--quick", action="store_true", help="3 rounds (a smoke run)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--redis-config", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                        help="CONFIG SET this parameter of the server's Redis first "
+                             "(an experiment)")
     parser.add_argument("--json", type=Path, help="write the report here")
     args = parser.parse_args()
-    report = run(args.rounds or (3 if args.quick else 10), args.events, args.seed)
+    report = run(args.rounds or (3 if args.quick else 10), args.events, args.seed,
+                 [tuple(pair) for pair in args.redis_config or ()])
     print(table(report))
     for name, goal in report["goals"].items():
         print(f"goal {name}: {goal['value']:,} (target {goal['target']}) "
