@@ -204,3 +204,26 @@ def test_docs_never_point_outside_the_repository() -> None:
     for page in PAGES:
         text = page.read_text()
         assert "shared/spec" not in text and "../shared" not in text, page.relative_to(ROOT)
+
+
+#: A citation of a document outside the repository: a numbered section of the working
+#: specification, or a path into the shared folder beside the checkout.
+OUTSIDE = re.compile(r"\b[Ss]pec \d+(\.\d+)*\b|\b[Tt]he spec\b|\.\./shared|shared/(spec|papers)")
+
+
+def test_code_cites_papers_and_docs_never_a_document_outside_the_repository() -> None:
+    sources = [path for folder in ("app", "workers", "tests", "bench", "clients")
+               for path in sorted((ROOT / folder).rglob("*.py"))
+               if path != Path(__file__).resolve()]  # this file spells the rule out
+    assert len(sources) > 100
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in sources
+             for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+             if OUTSIDE.search(line)]
+    assert found == [], "cite the paper's section or the docs page instead:\n" + "\n".join(found)
+
+
+def test_outside_citations_are_recognised() -> None:
+    assert [bool(OUTSIDE.search(text)) for text in (
+        "NREst (spec 1.5)", "Spec 5.10.7: naive", "The spec marks this rule",
+        "see ../shared/papers", "P1 Algorithm 3", "the OpenAPI spec's paths", "spectral")] == [
+        True, True, True, True, False, False, False]
