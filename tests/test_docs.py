@@ -227,3 +227,24 @@ def test_outside_citations_are_recognised() -> None:
         "NREst (spec 1.5)", "Spec 5.10.7: naive", "The spec marks this rule",
         "see ../shared/papers", "P1 Algorithm 3", "the OpenAPI spec's paths", "spectral")] == [
         True, True, True, True, False, False, False]
+
+
+#: The longest entry line of CHANGELOG.md: a reader deciding whether to upgrade reads one
+#: short line per change (the details live in the docs and the commits).
+CHANGELOG_LINE = 120
+
+
+def test_changelog_has_one_short_line_per_change() -> None:
+    """Under the version headings every line is a heading, blank, or one ``- `` entry of at
+    most :data:`CHANGELOG_LINE` characters: no wrapped entries (``merge=union`` in
+    ``.gitattributes`` then merges two branches' entries line by line)."""
+    lines = (ROOT / "CHANGELOG.md").read_text().splitlines()
+    first = next(n for n, line in enumerate(lines) if line.startswith("## "))
+    entries = [line for line in lines[first:] if line.startswith("- ")]
+    assert len(entries) > 50
+    bad = [f"line {n}: {line[:70]}" for n, line in enumerate(lines[first:], first + 1)
+           if line and not line.startswith(("## ", "### "))
+           and not (line.startswith("- ") and len(line) <= CHANGELOG_LINE)]
+    assert bad == [], (f"one line of at most {CHANGELOG_LINE} characters per change:\n"
+                       + "\n".join(bad))
+    assert "CHANGELOG.md merge=union" in (ROOT / ".gitattributes").read_text()
