@@ -26,12 +26,13 @@ test: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/pytest $(PYTEST_ARGS)
 
 # The edit-test loop's environment: the service and the test runner (the `test` extra), none
-# of the extras only the full suite needs (torch, Spark, the browser, Kafka, the SDKs).
+# of the extras only the full suite needs (torch, Spark, the browser, Kafka, the SDKs).  The
+# venv's own pip does (it installs editable projects), and --no-compile leaves the bytecode
+# to the modules the tests import: on a fresh clone the install took 12 s of CPU instead of 36.
 FAST_STAMP := $(VENV)/.fast-stamp
 $(FAST_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet --no-compile -e '.[test]'
 	touch $(FAST_STAMP)
 
 # The edit-test loop (README, "Tests"): the learners' unit and contract tests with their
