@@ -71,6 +71,17 @@ class Settings(BaseSettings):
     max_challengers_per_model: int = Field(
         default=3, ge=0, le=100,
         description="Challengers one model may have (checked in the step that adds one).")
+    max_pending_per_model: int = Field(
+        default=1_000_000, ge=1, le=100_000_000,
+        description="Decisions one model may hold awaiting feedback (pending and deferred); "
+                    "a predict or rank that would log more answers 429 limit_reached "
+                    "(checked in the Lua step that logs them: nothing is logged).")
+    max_context_bytes: int = Field(
+        default=1024 * 1024, ge=1024, le=64 * 1024 * 1024,
+        description="Largest stored context of one logged decision (one line of the "
+                    "decision log; a sparse context is stored sparse): a decision past it "
+                    "answers 413 limit_reached, nothing logged. With "
+                    "worker.log_max_events it bounds a model's log in bytes.")
     rate_limit_per_second: float = Field(
         default=0.0, ge=0, le=1_000_000,
         description="Per-tenant request rate (token bucket in Redis, shared by all replicas); "
