@@ -82,6 +82,11 @@ class Settings(BaseSettings):
                     "decision log; a sparse context is stored sparse): a decision past it "
                     "answers 413 limit_reached, nothing logged. With "
                     "worker.log_max_events it bounds a model's log in bytes.")
+    max_evaluation_bytes: int = Field(
+        default=2 * 2**30, ge=2**20, le=2**40,
+        description="Largest reward model an evaluation of the decision log may build (its "
+                    "sums X'X: folds x labels or slots x n_features^2 float64); a wider "
+                    "model's evaluation answers 422 limit_reached before it is queued.")
     rate_limit_per_second: float = Field(
         default=0.0, ge=0, le=1_000_000,
         description="Per-tenant request rate (token bucket in Redis, shared by all replicas); "

@@ -11,7 +11,8 @@ writers, in this process).  Prints the bytes of the stored contexts (the
 context blobs on the log's Redis stream), of each read, their ratio, and
 ``serve``'s resident memory before the reads and its peak while they ran
 (``VmHWM`` of ``/proc/<pid>/status``, reset to the current resident size by
-writing ``5`` to ``/proc/<pid>/clear_refs`` before the reads).  The same
+writing ``5`` to ``/proc/<pid>/clear_refs`` before the reads), then the same for a
+server-side evaluation of the ``uniform`` policy (its status and error).  The same
 script run from another checkout measures that code (the "before" figure).
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_sparse_log.py 1000 1000
@@ -30,7 +31,7 @@ import time
 from pathlib import Path
 
 import redis
-from noisyloop_client import Client
+from noisyloop_client import Client, NoisyloopError
 
 from app.commands.log import positioned_pages, write_jsonl
 from app.commands.log_parquet import write_pages
@@ -124,6 +125,20 @@ def main(n: int, limit: int) -> None:
             sizes["Parquet export"] = tree_bytes(out / "parquet")
             wall = time.perf_counter() - start_t
             after = memory_kb(proc.pid)
+            Path(f"/proc/{proc.pid}/clear_refs").write_text("5")
+            before_eval = memory_kb(proc.pid)
+            try:
+                job = client.evaluate("wide", "uniform", rho0=0.0, rho1=0.0, bootstrap=50)
+            except NoisyloopError as exc:
+                done = {"status": f"refused (HTTP {exc.status}, {exc.code})",
+                        "error": exc.message}
+            else:
+                for _ in range(600):
+                    done = client.evaluation("wide", job["job_id"])
+                    if done["status"] in ("done", "failed"):
+                        break
+                    time.sleep(0.5)
+            after_eval = memory_kb(proc.pid)
             client.close()
             print(f"{n} decisions of n_features {N_FEATURES:,}, one non-zero each: requests "
                   f"{request_bytes:,} B; stored contexts {stored:,} B ({stored / n:,.0f} B "
@@ -133,6 +148,9 @@ def main(n: int, limit: int) -> None:
             print(f"  serve: resident {before['VmRSS'] / 1024:,.0f} MB before the reads, peak "
                   f"{after['VmHWM'] / 1024:,.0f} MB while they ran: grew "
                   f"{(after['VmHWM'] - before['VmRSS']) / 1024:,.1f} MB ({wall:.1f} s)")
+            print(f"  evaluation (uniform): {done['status']} "
+                  f"{done.get('error') or done.get('n')}; serve's peak grew "
+                  f"{(after_eval['VmHWM'] - before_eval['VmRSS']) / 1024:,.1f} MB")
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)

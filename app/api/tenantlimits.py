@@ -1,12 +1,16 @@
 """What one tenant may hold: the refusal of a request past a limit (Settings
 ``max_models_per_tenant``, ``max_challengers_per_model``, ``max_pending_per_model``,
-``max_context_bytes``; the request size is ``max_body_bytes``), counted on the
-``tenant_limit_reached`` metric."""
+``max_context_bytes``, ``max_evaluation_bytes``; the request size is
+``max_body_bytes``), counted on the ``tenant_limit_reached`` metric."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from app.api.context import ApiContext
 from app.api.errors import ApiError
+from app.evaluation.estimators import Options
 from app.store.events import HoldLimitReached
 
 #: The setting, status and message of each bound a decision's log step checks.
@@ -32,3 +36,19 @@ def hold_limit_reached(ctx: ApiContext, tenant: str, exc: HoldLimitReached) -> A
     setting, status, message = _HOLD_LIMITS[exc.limit]
     return limit_reached(ctx, tenant, setting, message.format(held=exc.held, most=exc.most),
                          None, status=status)
+
+
+def check_evaluation_size(ctx: ApiContext, tenant: str, config: Mapping[str, Any]) -> None:
+    """Refuse (422) an evaluation whose doubly robust reward model would pass
+    ``max_evaluation_bytes``: it holds ``X'X`` per fold and label (or slot), ``d x d``
+    float64 whatever the form of the log's lines."""
+    d = int(config["n_features"])
+    groups = int(config.get("n_classes") or config.get("slots") or 1)
+    need = Options().folds * groups * d * d * 8
+    most = ctx.settings.max_evaluation_bytes
+    if need > most:
+        raise limit_reached(ctx, tenant, "max_evaluation_bytes",
+                            f"the reward model of an evaluation of this model takes "
+                            f"{need / 2**30:,.1f} GiB ({groups} x {Options().folds} folds of "
+                            f"{d} x {d} float64), at most {most / 2**30:,.1f} GiB", "policy",
+                            status=422)

@@ -104,3 +104,20 @@ def test_body_bytes_limit_names_the_setting_and_counts_the_tenant(redis_url: str
             assert "max_body_bytes" in error["message"]
         registry = client.app.state.ctx.metrics.registry
         assert _reached(registry, "acme", "max_body_bytes") == 1  # only the valid key's
+
+
+def test_evaluation_bytes_limit_refuses_a_too_wide_reward_model(redis_url: str) -> None:
+    with make_client(redis_url, trainer=False, max_evaluation_bytes=2**20) as client:
+        acme = new_tenant(client)
+        new_model(client, acme)  # 2 folds x 3 labels x 4 x 4 float64: 768 bytes
+        new_model(client, acme, model_id="wide", n_features=200)  # 7.7 MB > 1 MiB
+        ok = client.post("/v1/models/m1/evaluations", json={"policy": "uniform"}, headers=acme)
+        assert ok.status_code == 202, ok.text
+        r = client.post("/v1/models/wide/evaluations", json={"policy": "uniform"},
+                        headers=acme)
+        assert r.status_code == 422, r.text
+        error = r.json()["error"]
+        assert error["code"] == "limit_reached" and "max_evaluation_bytes" in error["message"]
+        assert error["field"] == "policy"
+        registry = client.app.state.ctx.metrics.registry
+        assert _reached(registry, "acme", "max_evaluation_bytes") == 1
