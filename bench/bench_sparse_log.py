@@ -22,21 +22,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import redis
 from noisyloop_client import Client, NoisyloopError
 
+from app.bench.serve import served
 from app.commands.log import positioned_pages, write_jsonl
 from app.commands.log_parquet import write_pages
 from app.store.decisionlog import LogEntry
-from app.store.embedded import free_port
 from app.store.keys import ModelKeys
 
 #: The acceptance case's width.
@@ -69,91 +65,68 @@ def tree_bytes(path: Path) -> int:
 
 
 def main(n: int, limit: int) -> None:
-    port, token = free_port(), "bench-token-" + os.urandom(12).hex()
-    url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory() as data:
-        env = {**os.environ, "NOISYLOOP_ADMIN_TOKEN": token, "OPENBLAS_NUM_THREADS": "1",
-               "NOISYLOOP_LOG_LEVEL": "WARNING"}
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port),
-                                 "--data-dir", data], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with served("acme") as serve:
+        client = Client(serve.url, serve.key, timeout=600.0)
+        client.create_model("wide", "label", N_FEATURES, algorithm="rcnbf", n_classes=3, seed=0)
+        request_bytes = 0
+        for start in range(0, n, 1000):
+            instances = [{"indices": [(7919 * i) % N_FEATURES], "values": [1.0]}
+                         for i in range(start, min(n, start + 1000))]
+            request_bytes += len(json.dumps({"instances": instances}))
+            played = client.predict_batch("wide", instances)
+            client.feedback_batch("wide", [
+                {"event_id": p["event_id"], "click": p["label"] == 1} for p in played])
+        r = redis.Redis(unix_socket_path=str(next(serve.data.rglob("redis.sock"))))
+        mk = ModelKeys("acme", "wide")
+        events = stored = 0
+        for _ in range(600):
+            client.sync("wide")
+            events, stored = stored_context_bytes(r, mk)
+            if events >= n:
+                break
+            time.sleep(0.5)
+        assert events == n, f"the log holds {events} of {n} events"
+        pid = serve.proc.pid
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        before = memory_kb(pid)
+        sizes: dict[str, int] = {}
+        start_t = time.perf_counter()
+        page = next(iter(client.log_pages("wide", limit=limit)))
+        sizes[f"GET log?limit={limit} (one page)"] = len(page)
+        out = serve.data / "export"
+        out.mkdir()
+        lines = write_jsonl(client.log_pages("wide"), out / "log.jsonl", lambda k: None)
+        sizes["JSON Lines export"] = (out / "log.jsonl").stat().st_size
+        args = argparse.Namespace(model="wide", since=None, until=None)
+        write_pages(positioned_pages(client, args, None), out / "parquet", 0, lambda k: None)
+        sizes["Parquet export"] = tree_bytes(out / "parquet")
+        wall = time.perf_counter() - start_t
+        after = memory_kb(pid)
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        before_eval = memory_kb(pid)
         try:
-            key = None
-            for _ in range(200):
-                try:
-                    with Client(url, admin_token=token) as admin:
-                        key = admin.create_tenant("acme")["api_key"]
-                    break
-                except Exception:
-                    time.sleep(0.3)
-            assert key, "serve did not start"
-            client = Client(url, key, timeout=600.0)
-            client.create_model("wide", "label", N_FEATURES, algorithm="rcnbf", n_classes=3,
-                                seed=0)
-            request_bytes = 0
-            for start in range(0, n, 1000):
-                instances = [{"indices": [(7919 * i) % N_FEATURES], "values": [1.0]}
-                             for i in range(start, min(n, start + 1000))]
-                request_bytes += len(json.dumps({"instances": instances}))
-                played = client.predict_batch("wide", instances)
-                client.feedback_batch("wide", [
-                    {"event_id": p["event_id"], "click": p["label"] == 1} for p in played])
-            sock = next(Path(data).rglob("redis.sock"))
-            r = redis.Redis(unix_socket_path=str(sock))
-            mk = ModelKeys("acme", "wide")
-            events = stored = 0
+            job = client.evaluate("wide", "uniform", rho0=0.0, rho1=0.0, bootstrap=50)
+        except NoisyloopError as exc:
+            done = {"status": f"refused (HTTP {exc.status}, {exc.code})", "error": exc.message}
+        else:
             for _ in range(600):
-                client.sync("wide")
-                events, stored = stored_context_bytes(r, mk)
-                if events >= n:
+                done = client.evaluation("wide", job["job_id"])
+                if done["status"] in ("done", "failed"):
                     break
                 time.sleep(0.5)
-            assert events == n, f"the log holds {events} of {n} events"
-            Path(f"/proc/{proc.pid}/clear_refs").write_text("5")
-            before = memory_kb(proc.pid)
-            sizes: dict[str, int] = {}
-            start_t = time.perf_counter()
-            page = next(iter(client.log_pages("wide", limit=limit)))
-            sizes[f"GET log?limit={limit} (one page)"] = len(page)
-            out = Path(data) / "export"
-            out.mkdir()
-            lines = write_jsonl(client.log_pages("wide"), out / "log.jsonl", lambda k: None)
-            sizes["JSON Lines export"] = (out / "log.jsonl").stat().st_size
-            args = argparse.Namespace(model="wide", since=None, until=None)
-            write_pages(positioned_pages(client, args, None), out / "parquet", 0,
-                        lambda k: None)
-            sizes["Parquet export"] = tree_bytes(out / "parquet")
-            wall = time.perf_counter() - start_t
-            after = memory_kb(proc.pid)
-            Path(f"/proc/{proc.pid}/clear_refs").write_text("5")
-            before_eval = memory_kb(proc.pid)
-            try:
-                job = client.evaluate("wide", "uniform", rho0=0.0, rho1=0.0, bootstrap=50)
-            except NoisyloopError as exc:
-                done = {"status": f"refused (HTTP {exc.status}, {exc.code})",
-                        "error": exc.message}
-            else:
-                for _ in range(600):
-                    done = client.evaluation("wide", job["job_id"])
-                    if done["status"] in ("done", "failed"):
-                        break
-                    time.sleep(0.5)
-            after_eval = memory_kb(proc.pid)
-            client.close()
-            print(f"{n} decisions of n_features {N_FEATURES:,}, one non-zero each: requests "
-                  f"{request_bytes:,} B; stored contexts {stored:,} B ({stored / n:,.0f} B "
-                  f"each); JSON Lines lines exported {lines}")
-            for name, size in sizes.items():
-                print(f"  {name}: {size:,} B = {size / stored:.2f}x the stored contexts")
-            print(f"  serve: resident {before['VmRSS'] / 1024:,.0f} MB before the reads, peak "
-                  f"{after['VmHWM'] / 1024:,.0f} MB while they ran: grew "
-                  f"{(after['VmHWM'] - before['VmRSS']) / 1024:,.1f} MB ({wall:.1f} s)")
-            print(f"  evaluation (uniform): {done['status']} "
-                  f"{done.get('error') or done.get('n')}; serve's peak grew "
-                  f"{(after_eval['VmHWM'] - before_eval['VmRSS']) / 1024:,.1f} MB")
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(60)
+        after_eval = memory_kb(pid)
+        client.close()
+        print(f"{n} decisions of n_features {N_FEATURES:,}, one non-zero each: requests "
+              f"{request_bytes:,} B; stored contexts {stored:,} B ({stored / n:,.0f} B "
+              f"each); JSON Lines lines exported {lines}")
+        for name, size in sizes.items():
+            print(f"  {name}: {size:,} B = {size / stored:.2f}x the stored contexts")
+        print(f"  serve: resident {before['VmRSS'] / 1024:,.0f} MB before the reads, peak "
+              f"{after['VmHWM'] / 1024:,.0f} MB while they ran: grew "
+              f"{(after['VmHWM'] - before['VmRSS']) / 1024:,.1f} MB ({wall:.1f} s)")
+        print(f"  evaluation (uniform): {done['status']} "
+              f"{done.get('error') or done.get('n')}; serve's peak grew "
+              f"{(after_eval['VmHWM'] - before_eval['VmRSS']) / 1024:,.1f} MB")
 
 
 if __name__ == "__main__":
