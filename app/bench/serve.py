@@ -19,11 +19,13 @@ from app.store.embedded import free_port
 
 @dataclass(frozen=True)
 class Served:
-    """A running ``serve``: its process, base URL, data directory and the tenant's key."""
+    """A running ``serve``: its process, base URL, data directory, admin token and the
+    tenant's key."""
 
     proc: subprocess.Popen[bytes]
     url: str
     data: Path
+    token: str
     key: str
 
 
@@ -51,7 +53,7 @@ def served(tenant: str = "bench", tries: int = 200) -> Iterator[Served]:
                 except Exception:
                     time.sleep(0.3)
             assert key is not None, "serve did not start"
-            yield Served(proc, url, Path(data), key)
+            yield Served(proc, url, Path(data), token, key)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
