@@ -77,11 +77,13 @@ class Settings(BaseSettings):
                     "a predict or rank that would log more answers 429 limit_reached "
                     "(checked in the Lua step that logs them: nothing is logged).")
     max_context_bytes: int = Field(
-        default=1024 * 1024, ge=1024, le=64 * 1024 * 1024,
+        default=8 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024,
         description="Largest stored context of one logged decision (one line of the "
                     "decision log; a sparse context is stored sparse): a decision past it "
                     "answers 413 limit_reached, nothing logged. With "
-                    "worker.log_max_events it bounds a model's log in bytes.")
+                    "worker.log_max_events it bounds a model's log in bytes (the default, "
+                    "the largest body, refuses only a context its request expanded; lower "
+                    "it for shared deployments).")
     max_evaluation_bytes: int = Field(
         default=2 * 2**30, ge=2**20, le=2**40,
         description="Largest reward model an evaluation of the decision log may build (its "
