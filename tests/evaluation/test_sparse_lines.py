@@ -76,3 +76,16 @@ def test_evaluate_reads_sparse_lines_as_their_dense_lists(
         assert reference["n"] == log.n
         same(evaluate(capsys, tmp_path / "sparse.jsonl", "--policy", policy), reference)
         same(evaluate(capsys, file, "--policy", policy), reference)
+
+
+def test_a_dense_page_then_sparse_pages_make_files_of_two_schemas_read_as_one_log(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log, _ = simulate_label(2, SOFTMAX, 2_500, 0.05, 0.1)
+    pages = export_lines(log)
+    write_jsonl(iter(pages), tmp_path / "dense.jsonl", lambda n: None)
+    mixed = [pages[0], *sparse_pages(pages[1:], 1)]
+    write_pages(((page, None) for page in mixed), tmp_path / "export", 0, lambda n: None)
+    files = sorted((tmp_path / "export").rglob("*.parquet"))
+    assert len(files) == 2  # a file per schema: list<double> features, then structs
+    reference = evaluate(capsys, tmp_path / "dense.jsonl", "--policy", "uniform")
+    same(evaluate(capsys, tmp_path / "export", "--policy", "uniform"), reference)
