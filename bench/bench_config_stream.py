@@ -80,7 +80,7 @@ def evaluated(run: str, folder: Path) -> dict[str, Any]:
         from app.evaluation.training import config_policy
 
         read = read_service_log(folder / "log.jsonl")
-        trained = config_policy(CONFIG, read.label_log(), FRACTION)
+        trained = config_policy(CONFIG, "label", read.label_log(), FRACTION)
         return evaluate(trained.log, trained.pi).to_dict()
     from app.commands import evaluate as command
 

@@ -430,8 +430,19 @@ def config_inputs(args: argparse.Namespace, text: str
         raise ValueError("--policy: config:JSON needs --format noisyloop or vw")
     log = vw_log(args.log)
     rates = None if args.rho0 is None or args.rho1 is None else (args.rho0, args.rho1)
-    trained = config_policy(config, log, args.train_fraction, rates, seed=args.seed)
+    trained = config_policy(config, label_task(), log, args.train_fraction, rates,
+                            seed=args.seed)
     return trained.log, trained.pi, trained.split()
+
+
+def label_task() -> str:
+    """The task whose decision log is a label log (its log shape is
+    :data:`~app.evaluation.shapes.LABEL_SHAPE`): a ``config:JSON`` names one of its learners
+    (a VW log is a label log too)."""
+    from app.evaluation.shapes import LABEL_SHAPE
+    from app.tasks import TASKS
+
+    return next(name for name, task in TASKS.items() if task.log_shape is LABEL_SHAPE)
 
 
 def config_run(args: argparse.Namespace, text: str) -> dict[str, Any]:
@@ -454,7 +465,8 @@ def config_run(args: argparse.Namespace, text: str) -> dict[str, Any]:
     options.correction()  # refuse unusable rates before reading the log
     events, n_actions, batches = label_source(args.log)
     try:
-        plan = ConfigPlan.of(config, n_actions, options, events, args.train_fraction)
+        plan = ConfigPlan.of(config, label_task(), n_actions, options, events,
+                             args.train_fraction)
     except ValueError as exc:
         raise ValueError(f"--train-fraction: {exc}") from None
     with progress_bar(events, "log", unit="event",
