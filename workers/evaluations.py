@@ -145,7 +145,7 @@ def _batch(entries: list[LogEntry], first_line: int, shape: LogShape,
 def _fit_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
                config: dict[str, Any], options: Options, limit: int) -> tuple[Any, int, int]:
     batches, lines = _batch(entries, first_line, shape, config)
-    sums, seen = reward_model_sums(batches, options, limit, shape.kind)
+    sums, seen = reward_model_sums(batches, options, limit, kind=shape.kind)
     return sums, seen, lines
 
 

@@ -33,7 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from app.evaluation.estimators import FIT_EVENTS, LabelLog, LabelSums, Options, reward_sums
+from app.evaluation.estimators import (
+    FIT_EVENTS,
+    LABEL,
+    LabelLog,
+    LabelSums,
+    Options,
+    reward_sums,
+)
 from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails, label_columns
 from app.evaluation.policies import learner_policy
 from app.evaluation.reward_model import RidgeModel, RidgeSums, merged
@@ -169,7 +176,7 @@ class ConfigScorer:
             return LabelSums.zeros(), {}
         first = position + start - plan.train
         batch = (log.rows(slice(start, stop)), row_keys(np.arange(first, first + stop - start)))
-        return (accumulate([batch], self.policy, self.model, plan.options),
+        return (accumulate([batch], self.policy, self.model, plan.options, kind=LABEL),
                 plan.ids_in(stream_ids[start:stop], position + start))
 
     def policy(self, log: LabelLog) -> np.ndarray | None:

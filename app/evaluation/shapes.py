@@ -2,7 +2,7 @@
 
 A :class:`LogShape` says how a batch of a log's lines is read into the columns its
 estimators take, which policies it is evaluated for and as what function of a batch, what
-its evaluation sums (its :class:`~app.evaluation.streaming.Kind`), which click-noise rates
+its evaluation sums (its :class:`~app.evaluation.sums.Kind`), which click-noise rates
 correct its rewards, and how the summed log becomes the result (with, where the estimators
 ask for it, a third pass that gathers per-event columns).  A task declares its shape
 (:attr:`app.tasks.base.Task.log_shape`); the worker's queued evaluations
@@ -22,10 +22,9 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from app.evaluation.estimators import LabelLog, LabelSums, Options
+from app.evaluation.estimators import LABEL, LabelLog, LabelSums, Options
 from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails, label_columns
 from app.evaluation.policies import (
-    LABEL_POLICIES,
     fixed_policy,
     learner_policy,
     logging_policy,
@@ -41,7 +40,8 @@ from app.evaluation.rankings import (
     slot_columns,
 )
 from app.evaluation.servicelog import ServiceLog, keyed_batch
-from app.evaluation.streaming import LABEL, Batch, Kind, Policy
+from app.evaluation.streaming import Batch, Policy
+from app.evaluation.sums import Kind
 from app.learners.build import build_learner
 
 #: Which click-noise rates a shape's rewards are corrected by: one pair ``rho0, rho1``
@@ -106,7 +106,11 @@ class LabelShape:
     ``feedback.click``; IPS, SNIPS and DR with the heavy-tail guard
     (:mod:`app.evaluation.estimators`, :mod:`app.evaluation.heavy_tails`)."""
 
-    policies: tuple[str, ...] = LABEL_POLICIES
+    policies: tuple[str, ...] = ("model", "model:greedy", "uniform", "logging", "fixed:N",
+                                 "configuration")
+    """A model's snapshot as it explores and its greedy label, uniform, logging, a fixed
+    label and a configuration trained on the earlier part of the log
+    (:mod:`workers.configevaluation`)."""
     noise: Noise = "click"
     kind: Kind = LABEL
 

@@ -17,14 +17,21 @@ is resampling events in groups, and with as many buckets as events it is the
 ordinary bootstrap (each event drawn about Poisson(1) times).  Each resample
 divides by its own event count (a column of the sums), as the ordinary
 bootstrap's resample of ``n`` events does.
+
+A log's :class:`Kind` names what its streamed evaluation sums
+(:mod:`app.evaluation.streaming`): the reward model's sums and the estimators'.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from app.evaluation.estimators import Options
 
 #: Buckets of the bootstrap (a power of two: a bucket is the hash's low bits).
 BUCKETS = 4096
@@ -122,3 +129,32 @@ def resampled_sums(terms: np.ndarray, n_boot: int, rng: np.random.Generator,
         if progress is not None:
             progress(b)
     return sums
+
+
+class FitSums(Protocol):
+    """A reward model's mergeable sums."""
+
+    def merge(self, other: Any) -> None: ...
+
+    def fit(self, lam: float) -> Any: ...
+
+
+class Sums(Protocol):
+    """An estimators' mergeable accumulator."""
+
+    @property
+    def n(self) -> int: ...
+
+    def add(self, log: Any, target: np.ndarray | None, keys: np.ndarray, options: Options,
+            model: Any) -> None: ...
+
+    def merge(self, other: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What an evaluation of a kind of log sums: the reward model's sums of a batch, and the
+    estimators' empty accumulator."""
+
+    reward_sums: Callable[[Any, np.ndarray, Options], FitSums]
+    zeros: Callable[[], Sums]
