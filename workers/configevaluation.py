@@ -22,7 +22,7 @@ import numpy as np
 from app.evaluation.configrun import ConfigPlan, ConfigRun, ConfigScorer, joined
 from app.evaluation.estimators import LabelSums, Options
 from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails
-from app.evaluation.servicelog import ServiceLog, service_log
+from app.evaluation.servicelog import ServiceLog, label_log_of
 from app.evaluation.shapes import LogShape
 from app.evaluation.training import DEFAULT_TRAIN_FRACTION
 from app.store.decisionlog import LogEntry
@@ -46,7 +46,7 @@ def _event_log(entries: list[LogEntry], first: int, stop: int, n_classes: int
         if first < entry.size and stop > 0:
             records += entry_records(entry, max(first, 0), stop - max(first, 0))
         first, stop = first - entry.size, stop - entry.size
-    return service_log(records, n_classes, "the decision log") if records else None
+    return label_log_of(records, n_classes, "the decision log") if records else None
 
 
 def _learn_chunk(entries: list[LogEntry], position: int, run: ConfigRun) -> ConfigRun:

@@ -17,7 +17,7 @@ line, :mod:`app.evaluation.rankings`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -39,7 +39,7 @@ from app.evaluation.rankings import (
     rank_policy,
     slot_columns,
 )
-from app.evaluation.servicelog import ServiceLog, keyed_batch
+from app.evaluation.servicelog import ServiceLog, keyed_batch, label_log_of, rank_log_of
 from app.evaluation.streaming import Batch, Policy
 from app.evaluation.sums import Kind
 from app.learners.build import build_learner
@@ -91,10 +91,10 @@ class LogShape(Protocol):
         ...
 
 
-def _keyed(records: list[Any], first_line: int, n_actions: int | None, path: str
+def _keyed(records: list[Any], first_line: int, read_log: Callable[[list[Any]], ServiceLog]
            ) -> tuple[ServiceLog, np.ndarray] | None:
     """:func:`~app.evaluation.servicelog.keyed_batch` of the lines and its keys."""
-    read = keyed_batch(records, first_line, n_actions, path)
+    read = keyed_batch(records, first_line, read_log)
     if read is None:
         return None
     assert read.keys is not None  # keyed_batch keys every event
@@ -116,7 +116,8 @@ class LabelShape:
 
     def batch(self, records: list[Any], first_line: int, config: Mapping[str, Any],
               path: str) -> Batch | None:
-        read = _keyed(records, first_line, int(config["n_classes"]), path)
+        read = _keyed(records, first_line, functools.partial(
+            label_log_of, n_actions=int(config["n_classes"]), path=path))
         return None if read is None else (read[0].label_log(), read[1])
 
     def reads_snapshot(self, policy: Any) -> bool:
@@ -168,7 +169,7 @@ class RankShape:
 
     def batch(self, records: list[Any], first_line: int, config: Mapping[str, Any],
               path: str) -> Batch | None:
-        read = _keyed(records, first_line, None, path)
+        read = _keyed(records, first_line, functools.partial(rank_log_of, path=path))
         return None if read is None else (read[0].ranking_log(), read[1])
 
     def reads_snapshot(self, policy: Any) -> bool:
