@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from app.evaluation.estimators import LabelLog, Options
     from app.evaluation.rates import SlotRates
     from app.evaluation.servicelog import ServiceLog
+    from app.evaluation.shapes import LogShape
     from app.evaluation.streaming import P, Policy, Reader
     from app.sim.logs import ObdRecord
 
@@ -495,10 +496,20 @@ def label_source(path: str) -> tuple[int, int, Callable[[], Iterable[EventBatch]
             raise ValueError(refused)
         events, n_actions = parquetlog.label_counts(files)
         return events, n_actions, partial(parquetlog.identified_batches, files, n_actions)
-    if servicelog.jsonl_ranked(path):
+    shape = jsonl_shape(path)
+    if shape is not None and "configuration" not in shape.policies:
         raise ValueError(refused)
     events, n_actions = servicelog.label_counts(path)
     return events, n_actions, partial(servicelog.identified_batches, path, n_actions)
+
+
+def jsonl_shape(path: str) -> LogShape | None:
+    """The log shape of the JSON Lines log at ``path``: that of the task whose shape reads
+    its first event line (:func:`app.tasks.log_shape_of`; None when none does)."""
+    from app.evaluation.servicelog import first_event
+    from app.tasks import log_shape_of
+
+    return log_shape_of(first_event(path))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -540,9 +551,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError("--policy: empirical:FILE needs --format obd")
         if streamed(args.log):
             return stream_run(args, policy)
-        from app.evaluation.servicelog import jsonl_ranked, rank_batches
+        from app.evaluation.servicelog import rank_batches
+        from app.evaluation.shapes import RANK_SHAPE
 
-        if jsonl_ranked(args.log):
+        if jsonl_shape(args.log) is RANK_SHAPE:
             return rank_run(args, [args.log], rank_batches, None, model)
         read, pi_model = noisyloop_inputs(args.log, policy)
         label_log_only(args)

@@ -209,11 +209,9 @@ def identified_batches(path: str | Path, n_actions: int, size: int = BATCH_LINES
         yield read.label_log(), read.stream_ids
 
 
-def jsonl_ranked(path: str | Path) -> bool:
-    """Whether the JSON Lines log at ``path`` is a rank log (its first event has ``slots``)."""
-    first = next((line for line in read_lines(path)
-                  if isinstance(line, dict) and line.get("type") == "event"), {})
-    return "slots" in first
+def first_event(path: str | Path) -> dict[str, Any]:
+    """The first event line of the JSON Lines log at ``path`` (empty without one)."""
+    return next((line for line in read_lines(path) if _is_event(line)), {})
 
 
 def _is_event(record: Any) -> bool:

@@ -58,6 +58,12 @@ class LogShape(Protocol):
     noise: Noise
     kind: Kind
 
+    def reads(self, line: Mapping[str, Any]) -> bool:
+        """Whether ``line``, an event line of an exported log, is one of this shape's (how
+        ``noisyloop evaluate`` finds the shape of a log whose task it is not told:
+        :func:`app.tasks.log_shape_of`)."""
+        ...
+
     def batch(self, records: list[Any], first_line: int, config: Mapping[str, Any],
               path: str) -> Batch | None:
         """The events of ``records`` (consecutive lines of a log from its line
@@ -114,6 +120,10 @@ class LabelShape:
     noise: Noise = "click"
     kind: Kind = LABEL
 
+    def reads(self, line: Mapping[str, Any]) -> bool:
+        return ("slots" not in line and "action" in line and "propensity" in line
+                and "click" in (line.get("feedback") or {}))
+
     def batch(self, records: list[Any], first_line: int, config: Mapping[str, Any],
               path: str) -> Batch | None:
         read = _keyed(records, first_line, functools.partial(
@@ -166,6 +176,9 @@ class RankShape:
     policies: tuple[str, ...] = RANK_POLICIES
     noise: Noise = "slots"
     kind: Kind = RANK
+
+    def reads(self, line: Mapping[str, Any]) -> bool:
+        return "slots" in line
 
     def batch(self, records: list[Any], first_line: int, config: Mapping[str, Any],
               path: str) -> Batch | None:

@@ -1,5 +1,8 @@
 """Evaluation dispatches on a log's shape, never on its task's name.
 
+An exported log whose task is not known finds its shape through the registry
+(:func:`app.tasks.log_shape_of`: the first task whose shape reads its first event line).
+
 A task declares how its decision log is evaluated (:attr:`app.tasks.base.Task.log_shape`,
 :mod:`app.evaluation.shapes`); the evaluation code and the workers read that declaration.
 Every module under :data:`SCOPE` but :data:`EXEMPT` (the shapes' own module) is parsed with
@@ -14,7 +17,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from app.tasks import TASKS
+import pytest
+
+from app.evaluation.shapes import LABEL_SHAPE, RANK_SHAPE
+from app.tasks import TASKS, log_shape_of
+from tests.tasks import thumbs
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Where evaluation is dispatched.
@@ -66,3 +73,15 @@ def f(config, decision):
 '''
     assert task_names_in(source, {"label", "rank", "label_set"}) == [
         (4, "rank"), (5, "label"), (6, "label_set")]
+
+
+def test_an_exported_line_finds_its_shape_through_the_registry(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(TASKS, thumbs.NAME, thumbs.TASK)
+    label = {"type": "event", "features": [1.0], "action": 0, "propensity": 0.5,
+             "feedback": {"click": 1.0}}
+    rank = {"type": "event", "features": [1.0], "slots": [{"slot": 0, "propensity": 1.0}]}
+    thumb = {"type": "event", "features": [1.0], "action": 1, "propensity": 0.5,
+             "feedback": {"up": 1.0}}
+    found = [log_shape_of(line) for line in (label, rank, thumb, {"features": [1.0]})]
+    assert found == [LABEL_SHAPE, RANK_SHAPE, thumbs.TASK.log_shape, None]

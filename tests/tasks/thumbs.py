@@ -163,6 +163,9 @@ class ThumbsShape:
     noise = None
     kind: Kind = Kind(counted, ThumbsSums.zeros)
 
+    def reads(self, line: Mapping[str, Any]) -> bool:
+        return "up" in (line.get("feedback") or {})
+
     def batch(self, records: list[Any], first_line: int, config: Mapping[str, Any],
               path: str) -> Batch | None:
         lines = [(i, r) for i, r in enumerate(records)
