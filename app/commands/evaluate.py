@@ -301,15 +301,15 @@ def target(log: LabelLog, policy: str | int) -> np.ndarray | None:
 
 
 def noisyloop_inputs(path: str, policy: str | int) -> tuple[ServiceLog, np.ndarray | None]:
-    """A noisyloop label log or rank log and, for ``model:FILE`` or ``model-greedy:FILE``,
-    the model's ``n x K`` matrix on a label log."""
-    from app.evaluation.servicelog import read_service_log
+    """A noisyloop label log and, for ``model:FILE`` or ``model-greedy:FILE``, the model's
+    ``n x K`` matrix on it."""
+    from app.evaluation.servicelog import read_label_log
 
     model = model_policy(policy)
     if model is None:
-        return read_service_log(path), None
+        return read_label_log(path), None
     pi, n_classes = model
-    read = read_service_log(path, n_classes)
+    read = read_label_log(path, n_classes)
     return read, pi(read.label_log())
 
 

@@ -7,9 +7,10 @@ reward ``feedback.click``.  A *rank* log (lines with ``slots``) becomes one
 ranking per line (:class:`app.evaluation.rankings.RankLog`): the context
 ``features``, ``n_candidates`` and per shown slot its placement
 ``propensity`` and ``click``.  Marker lines are skipped.  :func:`label_log_of`
-and :func:`rank_log_of` read a log of their shape (a model's log shape,
-:mod:`app.evaluation.shapes`, reads its batches with them); :func:`service_log`
-reads an export whose task is not known, as its first event line is.
+and :func:`rank_log_of` each read a log of their shape, refusing a line of
+another (a model's log shape, :mod:`app.evaluation.shapes`, reads its batches
+with them; ``noisyloop evaluate`` finds an export's shape through the task
+registry, :func:`app.tasks.log_shape_of`).
 Each event is keyed by its line's position in the log (markers count), as a
 Parquet export's rows are; :func:`log_batches` reads a log's lines as such
 logs, a batch of lines at a time.
@@ -81,9 +82,9 @@ def read_lines(path: str | Path) -> Iterator[dict[str, Any]]:
                 raise ValueError(f"{path}:{number}: not JSON ({exc})") from None
 
 
-def read_service_log(path: str | Path, n_actions: int | None = None) -> ServiceLog:
-    """The log of an exported JSON Lines file in memory (:func:`service_log`)."""
-    return service_log(read_lines(path), n_actions, str(path))
+def read_label_log(path: str | Path, n_actions: int | None = None) -> ServiceLog:
+    """The label log of an exported JSON Lines file in memory (:func:`label_log_of`)."""
+    return label_log_of(read_lines(path), n_actions, str(path))
 
 
 #: Lines of a JSON Lines log read at a time by :func:`rank_batches` (as Python objects:
@@ -125,24 +126,6 @@ def rank_log_of(records: Iterable[Any], path: str = "the log") -> ServiceLog:
                       keys=row_keys(np.array([row[3] for row in rankings], dtype=np.int64)))
 
 
-def service_log(records: Iterable[Any], n_actions: int | None = None,
-                path: str = "the log") -> ServiceLog:
-    """The label or rank log of an exported log's records, whichever its first event line
-    is (:func:`rank_log_of` when it has ``slots``, else :func:`label_log_of`): the reader of
-    a log whose task is not known, as ``noisyloop evaluate`` reads an export.  A model's log
-    is read by its task's log shape (:mod:`app.evaluation.shapes`) instead."""
-    it = iter(records)
-    head: list[Any] = []
-    for record in it:
-        head.append(record)
-        if _is_event(record):
-            break
-    lines = itertools.chain(head, it)
-    if head and _is_event(head[-1]) and "slots" in head[-1]:
-        return rank_log_of(lines, path)
-    return label_log_of(lines, n_actions, path)
-
-
 def keyed_batch(records: list[Any], first_line: int,
                 read: Callable[[list[Any]], ServiceLog]) -> ServiceLog | None:
     """The log ``read`` makes of ``records``, consecutive lines of a log from its line
@@ -154,17 +137,10 @@ def keyed_batch(records: list[Any], first_line: int,
     return dataclasses.replace(log, keys=log.keys + np.uint64(first_line))
 
 
-def log_batches(lines: Iterable[Any], size: int, n_actions: int | None = None,
-                path: str = "the log") -> Iterator[ServiceLog]:
-    """The logs (:func:`service_log`) of consecutive batches of ``size`` lines
-    (:func:`keyed_batch`)."""
-    return _batches(lines, size, functools.partial(service_log, n_actions=n_actions,
-                                                    path=path))
-
-
-def _batches(lines: Iterable[Any], size: int, read: Callable[[list[Any]], ServiceLog]
-             ) -> Iterator[ServiceLog]:
-    """The logs ``read`` makes of consecutive batches of ``size`` lines, keyed."""
+def log_batches(lines: Iterable[Any], size: int, read: Callable[[list[Any]], ServiceLog]
+                ) -> Iterator[ServiceLog]:
+    """The logs ``read`` makes of consecutive batches of ``size`` lines (:func:`keyed_batch`;
+    ``read``: :func:`label_log_of` or :func:`rank_log_of` with its arguments)."""
     first = 0
     it = iter(lines)
     while chunk := list(itertools.islice(it, size)):
@@ -178,15 +154,15 @@ def rank_batches(path: str | Path, size: int = BATCH_LINES
                  ) -> Iterator[tuple[RankLog, np.ndarray]]:
     """The rankings of the JSON Lines rank log at ``path`` with their keys, read ``size``
     lines at a time."""
-    for read in _batches(read_lines(path), size, functools.partial(rank_log_of,
-                                                                    path=str(path))):
+    for read in log_batches(read_lines(path), size, functools.partial(rank_log_of,
+                                                                       path=str(path))):
         assert read.keys is not None  # keyed_batch keys every event
         yield read.ranking_log(), read.keys
 
 
 def label_counts(path: str | Path) -> tuple[int, int]:
     """The events of the JSON Lines log at ``path`` and its largest ``action`` or
-    ``greedy_action`` plus one, as :func:`service_log` counts them (a pass parsing every
+    ``greedy_action`` plus one, as :func:`label_log_of` counts them (a pass parsing every
     line, keeping two numbers; ValueError without events)."""
     events, largest = 0, -1
     for line in read_lines(path):
@@ -204,7 +180,7 @@ def identified_batches(path: str | Path, n_actions: int, size: int = BATCH_LINES
                        ) -> Iterator[tuple[LabelLog, tuple[str, ...]]]:
     """The label events of the JSON Lines log at ``path`` with their ``stream_id``, read
     ``size`` lines at a time."""
-    for read in _batches(read_lines(path), size, functools.partial(
+    for read in log_batches(read_lines(path), size, functools.partial(
             label_log_of, n_actions=n_actions, path=str(path))):
         yield read.label_log(), read.stream_ids
 

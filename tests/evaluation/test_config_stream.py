@@ -40,7 +40,7 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def in_memory(path: Path) -> dict[str, Any]:
     """The configuration trained and evaluated on the JSON Lines log read whole."""
-    read = servicelog.read_service_log(path)
+    read = servicelog.read_label_log(path)
     trained = config_policy(CONFIG, "label", read.label_log(), FRACTION, (RHO0, RHO1), seed=SEED)
     result = evaluate(trained.log, trained.pi, RHO0, RHO1, n_boot=BOOT, seed=SEED).to_dict()
     # its effective sample size is below 100: flagged and widened, streamed or not
