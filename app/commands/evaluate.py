@@ -344,6 +344,7 @@ def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
 
     from app.evaluation import parquetlog
     from app.evaluation.heavy_tails import guard_label
+    from app.evaluation.shapes import RANK_SHAPE
     from app.evaluation.streaming import chain, evaluate_parts
     from app.replay.output import progress_bar
 
@@ -351,7 +352,7 @@ def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
     model = model_policy(policy)
     parts = parquetlog.parts(files)
     total = sum(p.rows for p in parts)
-    if parquetlog.ranked(files):
+    if exported_shape(args.log) is RANK_SHAPE:
         return rank_run(args, parts, parquetlog.rank_batches, total, model is not None)
     label_log_only(args)
     pi, n_actions = (label_policy(policy), None) if model is None else model
@@ -486,28 +487,31 @@ def label_source(path: str) -> tuple[int, int, Callable[[], Iterable[EventBatch]
 
     from app.evaluation import servicelog
 
-    refused = "--policy: config:JSON needs a label log, not a rank log"
+    shape = exported_shape(path)
+    if shape is not None and "configuration" not in shape.policies:
+        raise ValueError("--policy: config:JSON needs a label log, not a rank log")
     if streamed(path):
-        require("pyarrow", PARQUET, "--log PARQUET")
         from app.evaluation import parquetlog
 
         files = parquetlog.log_files(path)
-        if parquetlog.ranked(files):
-            raise ValueError(refused)
         events, n_actions = parquetlog.label_counts(files)
         return events, n_actions, partial(parquetlog.identified_batches, files, n_actions)
-    shape = jsonl_shape(path)
-    if shape is not None and "configuration" not in shape.policies:
-        raise ValueError(refused)
     events, n_actions = servicelog.label_counts(path)
     return events, n_actions, partial(servicelog.identified_batches, path, n_actions)
 
 
-def jsonl_shape(path: str) -> LogShape | None:
-    """The log shape of the JSON Lines log at ``path``: that of the task whose shape reads
-    its first event line (:func:`app.tasks.log_shape_of`; None when none does)."""
-    from app.evaluation.servicelog import first_event
+def exported_shape(path: str) -> LogShape | None:
+    """The log shape of the noisyloop export at ``path`` (JSON Lines, or Parquet: a file, a
+    directory or a glob): that of the task whose shape reads its first event line
+    (:func:`app.tasks.log_shape_of`; None when none does)."""
     from app.tasks import log_shape_of
+
+    if streamed(path):
+        require("pyarrow", PARQUET, "--log PARQUET")
+        from app.evaluation import parquetlog
+
+        return log_shape_of(parquetlog.first_event(parquetlog.log_files(path)))
+    from app.evaluation.servicelog import first_event
 
     return log_shape_of(first_event(path))
 
@@ -554,7 +558,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         from app.evaluation.servicelog import rank_batches
         from app.evaluation.shapes import RANK_SHAPE
 
-        if jsonl_shape(args.log) is RANK_SHAPE:
+        if exported_shape(args.log) is RANK_SHAPE:
             return rank_run(args, [args.log], rank_batches, None, model)
         read, pi_model = noisyloop_inputs(args.log, policy)
         label_log_only(args)
