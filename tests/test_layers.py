@@ -66,6 +66,8 @@ RULES = (
          scope=("app.fields", "app.errors", "app.features"),
          forbidden=("fastapi", "starlette", "uvicorn", "app.api", "app.server", "app.main",
                     "app.store", "workers")),
+    Rule("a simulator knows nothing of the replay that drives it", scope=("app.sim",),
+         forbidden=("app.replay",)),
     Rule("the serving runtime is below the app factory", scope=("app.server",),
          forbidden=("app.main", "workers")),
     Rule("the workers know nothing of HTTP", scope=("workers",),

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
@@ -62,6 +62,10 @@ logger = logging.getLogger(__name__)
 
 #: Events per chunk of a streamed evaluation (one pool call each).
 CHUNK_EVENTS = 20_000
+#: Bytes of dense context features (float64) one batch of a chunk holds at most: a wide
+#: model's chunk is cut into as many batches as that takes, each made dense only while it
+#: is used (the log's lines keep a context stored sparse sparse).
+BATCH_FEATURE_BYTES = 64 * 2**20
 
 
 async def run_queued(ctx: WorkerContext) -> int:
@@ -133,13 +137,34 @@ async def _chunks(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]
         yield chunk
 
 
+def _width(records: list[dict[str, Any]]) -> int:
+    """The context width of the first event line (a list's length, or the sparse form's
+    ``size``); 1 without one."""
+    for record in records:
+        if record.get("type") == "event":
+            features = record.get("features")
+            return max(1, int(features["size"]) if isinstance(features, dict)
+                       else len(features or ()))
+    return 1
+
+
 def _batch(entries: list[LogEntry], first_line: int, shape: LogShape,
-           config: dict[str, Any]) -> tuple[list[Batch], int]:
-    """The events of ``entries`` as a batch of ``shape`` keyed from line ``first_line`` of
-    the window (none when the entries hold only markers), and the lines they hold."""
+           config: dict[str, Any]) -> tuple[Iterator[Batch], int]:
+    """The events of ``entries`` as batches of ``shape`` of at most
+    :data:`BATCH_FEATURE_BYTES` of dense features, each keyed from its line of the window
+    (the first line of ``entries`` its line ``first_line``) and made when it is reached
+    (none when the entries hold only markers), and the lines they hold."""
     records = [r for entry in entries for r in entry_records(entry)]
-    batch = shape.batch(records, first_line, config, "the decision log")
-    return ([] if batch is None else [batch]), len(records)
+    rows = max(1, BATCH_FEATURE_BYTES // (8 * _width(records)))
+
+    def batches() -> Iterator[Batch]:
+        for start in range(0, len(records), rows):
+            batch = shape.batch(records[start:start + rows], first_line + start, config,
+                                "the decision log")
+            if batch is not None:
+                yield batch
+
+    return batches(), len(records)
 
 
 def _fit_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,

@@ -100,6 +100,25 @@ _RankRow = tuple[np.ndarray, int, list[tuple[int, float, float]], int]
 R = TypeVar("R", _LabelRow, _RankRow)
 
 
+def dense_vector(value: Any) -> np.ndarray:
+    """A line's vector as a float array, from a JSON list or the sparse form of a vector
+    the log stored sparse, ``{"size": n, "indices": [...], "values": [...]}``
+    (:mod:`app.store.logrecords`); ValueError for an index out of range, KeyError or
+    TypeError for neither form.
+
+    >>> dense_vector({"size": 4, "indices": [1, 3], "values": [0.5, 2.0]}).tolist()
+    [0.0, 0.5, 0.0, 2.0]
+    """
+    if not isinstance(value, dict):
+        return np.asarray(value, dtype=float)
+    out = np.zeros(int(value["size"]))
+    indices = np.asarray(value["indices"], dtype=np.int64)
+    if indices.size and not (indices.min() >= 0 and indices.max() < out.size):
+        raise ValueError(f"sparse indices outside 0..{out.size - 1}")
+    out[indices] = np.asarray(value["values"], dtype=float)
+    return out
+
+
 def label_log_of(records: Iterable[Any], n_actions: int | None = None,
                  path: str = "the log") -> ServiceLog:
     """The label log (module docstring) of the log's records; ``n_actions`` (its number of
@@ -224,7 +243,7 @@ def _rows(records: Iterable[Any], path: str,
             continue
         events += 1
         try:
-            found = row(line, np.asarray(line["features"], dtype=float), position)
+            found = row(line, dense_vector(line["features"]), position)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: a line without features, action or feedback.click, "
                              f"or a slot without slot or propensity ({exc!r})") from None
