@@ -26,12 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from app.evaluation.estimators import Options
 
 #: Buckets of the bootstrap (a power of two: a bucket is the hash's low bits).
 BUCKETS = 4096
@@ -145,8 +142,10 @@ class Sums(Protocol):
     @property
     def n(self) -> int: ...
 
-    def add(self, log: Any, target: np.ndarray | None, keys: np.ndarray, options: Options,
-            model: Any) -> None: ...
+    def add(self, log: Any, target: np.ndarray | None, keys: np.ndarray, options: Any,
+            model: Any) -> None:
+        """Add a batch's terms (``options``: the estimators'
+        :class:`~app.evaluation.estimators.Options`)."""
 
     def merge(self, other: Any) -> None: ...
 
@@ -156,5 +155,6 @@ class Kind:
     """What an evaluation of a kind of log sums: the reward model's sums of a batch, and the
     estimators' empty accumulator."""
 
-    reward_sums: Callable[[Any, np.ndarray, Options], FitSums]
+    reward_sums: Callable[[Any, np.ndarray, Any], FitSums]
+    """The reward model's sums of a batch, its keys and the estimators' options."""
     zeros: Callable[[], Sums]
