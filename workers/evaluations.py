@@ -43,6 +43,7 @@ from typing import Any
 import orjson
 
 from app.evaluation.estimators import FIT_EVENTS, Options
+from app.evaluation.policies import policy_kind
 from app.evaluation.rates import SlotRates
 from app.evaluation.reward_model import merged
 from app.evaluation.shapes import LogShape
@@ -105,10 +106,10 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
         if snap is None:
             raise ValueError("the model is gone")
         state = snap.state
-    if isinstance(request["policy"], dict):
-        by, flags = await label_rates(ctx, mk, request)
+    if policy_kind(request["policy"]) == "configuration":
+        by, flags = await _rates(ctx, mk, request, shape)
         result = await configevaluation.stream_config(
-            ctx, config, request, lambda: _chunks(ctx, mk, request), by)
+            ctx, config, shape, request, lambda: _chunks(ctx, mk, request), by)
         return with_flags(result, flags)
     return await _stream(ctx, mk, config, shape, shape.policy(request["policy"], config, state),
                          request)
@@ -165,7 +166,7 @@ def _batch(entries: list[LogEntry], first_line: int, shape: LogShape,
 def _fit_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
                config: dict[str, Any], options: Options, limit: int) -> tuple[Any, int, int]:
     batches, lines = _batch(entries, first_line, shape, config)
-    sums, seen = reward_model_sums(batches, options, limit, shape.kind)
+    sums, seen = reward_model_sums(batches, options, limit, kind=shape.kind)
     return sums, seen, lines
 
 

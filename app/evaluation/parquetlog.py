@@ -279,8 +279,14 @@ def _id_columns(schema: Any) -> dict[str, Any]:
     return columns
 
 
-def ranked(files: list[str]) -> bool:
-    """Whether the log is a rank log (its lines have ``slots``)."""
+def first_event(files: list[str]) -> dict[str, Any]:
+    """The first event row of the log ``files`` as its JSON Lines export's line (its null
+    fields left out, as the line has none; empty without an event)."""
     import pyarrow.parquet as pq
 
-    return "slots" in pq.read_schema(files[0]).names
+    for file in files:
+        for batch in pq.ParquetFile(file).iter_batches(batch_size=1024):
+            for row in batch.to_pylist():
+                if row.get("type") == "event":
+                    return {name: value for name, value in row.items() if value is not None}
+    return {}

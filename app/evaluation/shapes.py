@@ -2,7 +2,7 @@
 
 A :class:`LogShape` says how a batch of a log's lines is read into the columns its
 estimators take, which policies it is evaluated for and as what function of a batch, what
-its evaluation sums (its :class:`~app.evaluation.streaming.Kind`), which click-noise rates
+its evaluation sums (its :class:`~app.evaluation.sums.Kind`), which click-noise rates
 correct its rewards, and how the summed log becomes the result (with, where the estimators
 ask for it, a third pass that gathers per-event columns).  A task declares its shape
 (:attr:`app.tasks.base.Task.log_shape`); the worker's queued evaluations
@@ -17,15 +17,14 @@ line, :mod:`app.evaluation.rankings`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from app.evaluation.estimators import LabelLog, LabelSums, Options
+from app.evaluation.estimators import LABEL, LabelLog, LabelSums, Options
 from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails, label_columns
 from app.evaluation.policies import (
-    LABEL_POLICIES,
     fixed_policy,
     learner_policy,
     logging_policy,
@@ -40,8 +39,9 @@ from app.evaluation.rankings import (
     rank_policy,
     slot_columns,
 )
-from app.evaluation.servicelog import ServiceLog, keyed_batch
-from app.evaluation.streaming import LABEL, Batch, Kind, Policy
+from app.evaluation.servicelog import ServiceLog, keyed_batch, label_log_of, rank_log_of
+from app.evaluation.streaming import Batch, Policy
+from app.evaluation.sums import Kind
 from app.learners.build import build_learner
 
 #: Which click-noise rates a shape's rewards are corrected by: one pair ``rho0, rho1``
@@ -57,6 +57,12 @@ class LogShape(Protocol):
     for."""
     noise: Noise
     kind: Kind
+
+    def reads(self, line: Mapping[str, Any]) -> bool:
+        """Whether ``line``, an event line of an exported log, is one of this shape's (how
+        ``noisyloop evaluate`` finds the shape of a log whose task it is not told:
+        :func:`app.tasks.log_shape_of`)."""
+        ...
 
     def batch(self, records: list[Any], first_line: int, config: Mapping[str, Any],
               path: str) -> Batch | None:
@@ -91,10 +97,10 @@ class LogShape(Protocol):
         ...
 
 
-def _keyed(records: list[Any], first_line: int, n_actions: int | None, path: str
+def _keyed(records: list[Any], first_line: int, read_log: Callable[[list[Any]], ServiceLog]
            ) -> tuple[ServiceLog, np.ndarray] | None:
     """:func:`~app.evaluation.servicelog.keyed_batch` of the lines and its keys."""
-    read = keyed_batch(records, first_line, n_actions, path)
+    read = keyed_batch(records, first_line, read_log)
     if read is None:
         return None
     assert read.keys is not None  # keyed_batch keys every event
@@ -106,13 +112,22 @@ class LabelShape:
     ``feedback.click``; IPS, SNIPS and DR with the heavy-tail guard
     (:mod:`app.evaluation.estimators`, :mod:`app.evaluation.heavy_tails`)."""
 
-    policies: tuple[str, ...] = LABEL_POLICIES
+    policies: tuple[str, ...] = ("model", "model:greedy", "uniform", "logging", "fixed:N",
+                                 "configuration")
+    """A model's snapshot as it explores and its greedy label, uniform, logging, a fixed
+    label and a configuration trained on the earlier part of the log
+    (:mod:`workers.configevaluation`)."""
     noise: Noise = "click"
     kind: Kind = LABEL
 
+    def reads(self, line: Mapping[str, Any]) -> bool:
+        return ("slots" not in line and "action" in line and "propensity" in line
+                and "click" in (line.get("feedback") or {}))
+
     def batch(self, records: list[Any], first_line: int, config: Mapping[str, Any],
               path: str) -> Batch | None:
-        read = _keyed(records, first_line, int(config["n_classes"]), path)
+        read = _keyed(records, first_line, functools.partial(
+            label_log_of, n_actions=int(config["n_classes"]), path=path))
         return None if read is None else (read[0].label_log(), read[1])
 
     def reads_snapshot(self, policy: Any) -> bool:
@@ -162,9 +177,12 @@ class RankShape:
     noise: Noise = "slots"
     kind: Kind = RANK
 
+    def reads(self, line: Mapping[str, Any]) -> bool:
+        return "slots" in line
+
     def batch(self, records: list[Any], first_line: int, config: Mapping[str, Any],
               path: str) -> Batch | None:
-        read = _keyed(records, first_line, None, path)
+        read = _keyed(records, first_line, functools.partial(rank_log_of, path=path))
         return None if read is None else (read[0].ranking_log(), read[1])
 
     def reads_snapshot(self, policy: Any) -> bool:

@@ -30,8 +30,8 @@ import numpy as np
 from pydantic import BaseModel
 
 from app.evaluation.estimators import Options
-from app.evaluation.streaming import Batch, Kind, Policy
-from app.evaluation.sums import row_keys
+from app.evaluation.streaming import Batch, Policy
+from app.evaluation.sums import Kind, row_keys
 from app.fields import EventId, RequestModel
 from app.learners.base import Learner
 from app.tasks import Task
@@ -162,6 +162,9 @@ class ThumbsShape:
     policies: tuple[str, ...] = ("uniform", "logging")
     noise = None
     kind: Kind = Kind(counted, ThumbsSums.zeros)
+
+    def reads(self, line: Mapping[str, Any]) -> bool:
+        return "up" in (line.get("feedback") or {})
 
     def batch(self, records: list[Any], first_line: int, config: Mapping[str, Any],
               path: str) -> Batch | None:

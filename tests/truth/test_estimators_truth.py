@@ -86,7 +86,9 @@ def label_value(log: LabelLog, policy: str) -> dict[str, dict[str, float]]:
     options = Options(*NOISE, n_boot=200)
     target = LABEL_SHAPE.policy(policy, {}, None)
     batches = in_batches(log, 500)
-    sums: LabelSums = accumulate(batches, target, fit_reward_model(batches, options), options)
+    sums: LabelSums = accumulate(batches, target,
+                                 fit_reward_model(batches, options, kind=LABEL_SHAPE.kind),
+                                 options, kind=LABEL_SHAPE.kind)
     return sums.evaluation(options).to_dict()
 
 

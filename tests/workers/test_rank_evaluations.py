@@ -12,7 +12,7 @@ import pytest
 from app.evaluation.estimators import Options
 from app.evaluation.rankings import evaluate_ranking_parts, rank_policy
 from app.evaluation.rates import SCALAR_REWARD, SLOT_REWARD
-from app.evaluation.servicelog import log_batches
+from app.evaluation.servicelog import log_batches, rank_log_of
 from app.store import codec
 from app.store.decisionlog import LogEntry
 from app.store.logrecords import entry_records
@@ -35,7 +35,7 @@ def _evaluate(entries: list[LogEntry], request: dict[str, Any], noise: NoiseReco
     by, flags = ranking_rates(request, noise)
     options = Options(**by, n_boot=request.get("bootstrap", 200))
     records = [r for entry in entries for r in entry_records(entry)]
-    result = evaluate_ranking_parts(list(log_batches(records, CHUNK)), _batches,
+    result = evaluate_ranking_parts(list(log_batches(records, CHUNK, rank_log_of)), _batches,
                                     rank_policy(request["policy"]), options)
     return {**result, **flags}
 
