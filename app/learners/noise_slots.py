@@ -376,7 +376,8 @@ def estimate_slot_noise(
     if examination is not None:
         theta, se[0] = examination
         rho0 = v / theta
-        rho0_iv = _rate_over_theta(v, np.bincount(k[band == 0], minlength=m), theta, se[0], z)
+        rho0_iv = _rate_over_theta(rho0, v, np.bincount(k[band == 0], minlength=m), theta,
+                                   se[0], z)
     theta_iv = _intervals(theta, z * se[0])
     theta_iv[0] = 1.0
     rho1_iv = _intervals(np.array([rho1]), z * se[2][:1])[0]
@@ -526,13 +527,12 @@ def wilson(rate: np.ndarray, n: np.ndarray, z: float) -> tuple[np.ndarray, np.nd
     return (centre - half) / (1.0 + zz), (centre + half) / (1.0 + zz)
 
 
-def _rate_over_theta(v: np.ndarray, n: np.ndarray, theta: np.ndarray, se_theta: np.ndarray,
-                     z: float) -> np.ndarray:
-    """Interval of ``rho0_k = v_k / theta_k``: each side of ``v_k``'s score interval
-    (:func:`wilson`) over ``theta_k``, combined in quadrature with ``theta_k``'s error,
-    ``z rho0_k se(theta_k) / theta_k`` (the delta method), clipped to [0, 1]."""
+def _rate_over_theta(rho0: np.ndarray, v: np.ndarray, n: np.ndarray, theta: np.ndarray,
+                     se_theta: np.ndarray, z: float) -> np.ndarray:
+    """Interval of ``rho0_k = v_k / theta_k`` around ``rho0``: each side of ``v_k``'s score
+    interval (:func:`wilson`) over ``theta_k``, combined in quadrature with ``theta_k``'s
+    error, ``z rho0_k se(theta_k) / theta_k`` (the delta method), clipped to [0, 1]."""
     low, high = wilson(v, n, z)
-    rho0 = v / theta
     spread = z * rho0 * se_theta / theta
     return np.stack((np.maximum(rho0 - np.hypot((v - low) / theta, spread), 0.0),
                      np.minimum(rho0 + np.hypot((high - v) / theta, spread), 1.0)), axis=1)

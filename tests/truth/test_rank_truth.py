@@ -77,7 +77,9 @@ def run_stream(client: TestClient, tenant: dict[str, str],
                            "clicks": [x["id"] for x, c in zip(result["ranking"], clicked,
                                                                strict=True) if c]})
         assert post_feedback(client, tenant, {"events": events}).status_code == 202
-        assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
+        # a loaded machine can take longer than the default 10 s to apply a batch
+        assert client.post("/v1/models/m1/sync?timeout=120",
+                           headers=tenant).status_code == 200
         if after_batch is not None:
             after_batch(done)
     return {"sim": sim, "mean_relevance": np.array(mean_relevance),
