@@ -439,7 +439,7 @@ def _examination(k: np.ndarray, s: np.ndarray, f: np.ndarray, q_top: float, m: i
                  chunks: int, bins: int) -> tuple[np.ndarray, np.ndarray] | None:
     """``theta_k``, the Mantel-Haenszel ratio of slot ``k``'s top-band click rate to slot 0's
     over strata of comparable items, and its standard error; None when a slot's top band
-    has no click (module docstring, *Examination*).
+    has no click (module docstring, *Comparable items*).
 
     The rows (in the order shown) are cut into ``chunks`` consecutive chunks; a chunk's top
     band is its own ``q_top`` highest scores, cut into ``bins`` score quantiles: one stratum
