@@ -94,6 +94,25 @@ _LabelRow = tuple[np.ndarray, int, float, float, int, str, int]
 _RankRow = tuple[np.ndarray, int, list[tuple[int, float, float]], int]
 
 
+def dense_vector(value: Any) -> np.ndarray:
+    """A line's vector as a float array, from a JSON list or the sparse form of a vector
+    the log stored sparse, ``{"size": n, "indices": [...], "values": [...]}``
+    (:mod:`app.store.logrecords`); ValueError for an index out of range, KeyError or
+    TypeError for neither form.
+
+    >>> dense_vector({"size": 4, "indices": [1, 3], "values": [0.5, 2.0]}).tolist()
+    [0.0, 0.5, 0.0, 2.0]
+    """
+    if not isinstance(value, dict):
+        return np.asarray(value, dtype=float)
+    out = np.zeros(int(value["size"]))
+    indices = np.asarray(value["indices"], dtype=np.int64)
+    if indices.size and not (indices.min() >= 0 and indices.max() < out.size):
+        raise ValueError(f"sparse indices outside 0..{out.size - 1}")
+    out[indices] = np.asarray(value["values"], dtype=float)
+    return out
+
+
 def service_log(records: Iterable[Any], n_actions: int | None = None,
                 path: str = "the log") -> ServiceLog:
     """A label or rank log (module docstring) of the log's records; ``n_actions`` (a label
@@ -194,7 +213,7 @@ def _rows(records: Iterable[Any], path: str
             continue
         events += 1
         try:
-            features = np.asarray(line["features"], dtype=float)
+            features = dense_vector(line["features"])
             if "slots" in line:
                 rankings.append((features, int(line.get("n_candidates") or 0),
                                  [(int(slot["slot"]), float(slot["propensity"]),

@@ -1,4 +1,4 @@
-"""The service's per-slot estimate in a replay (:class:`app.replay.noise.SlotRefresh`)."""
+"""The service's per-slot estimate in a replay (:class:`app.learners.slot_refresh.SlotRefresh`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 
 from app.learners.noise_publish import outcome, pack_slots, slot_estimate
 from app.learners.rank import RidgeRanker
-from app.replay.noise import SlotRefresh
+from app.learners.slot_refresh import SlotRefresh
 from app.sim.trust import simulated_placements
 
 REQUESTS = 40_000
