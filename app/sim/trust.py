@@ -75,8 +75,8 @@ def placements(sim: RankSimulator, rounds: int, *, seed: int = 0, learn_batch: i
     learns from the clicks it corrects (``set_slot_noise``), as in the service (whose
     schedule is every :data:`~app.learners.noise_publish.ANCHOR_EVERY` rows: ``noisyloop
     replay --task rank`` runs that one).  ``refresh``: a
-    :class:`~app.replay.noise.SlotRefresh` of ``learner`` to run instead (its own schedule;
-    the caller keeps it to read what it published).
+    :class:`~app.learners.slot_refresh.SlotRefresh` of ``learner`` to run instead (its own
+    schedule; the caller keeps it to read what it published).
     """
     if learner is None:
         learner = build("rank", algorithm, n_features=sim.n_features,

@@ -3,9 +3,10 @@
 ``ridge_pl`` at its service defaults learns :data:`ROUNDS` rankings of a trust-bias stream
 (:class:`app.sim.rank.RankSimulator` with ``trust``: 8 candidates, binary relevance,
 examination (1, 0.6, 0.35), ``rho0_k`` (0.2, 0.12, 0.06), ``rho1`` 0.1) in batches of
-:data:`BATCH`, while the service's per-slot refresh (:class:`app.replay.noise.SlotRefresh`:
-the jobs role's estimate on the newest shown slots every 2,500 of them, its publish rule, and
-once published the affine correction the trainer hands the learner) runs on its placements.
+:data:`BATCH`, while the service's per-slot refresh
+(:class:`app.learners.slot_refresh.SlotRefresh`: the jobs role's estimate on the newest shown
+slots every 2,500 of them, its publish rule, and once published the affine correction the
+trainer hands the learner) runs on its placements.
 At the service's default ``max_width`` the whole estimate is published only after about
 15,000 rankings (``bench/bench_noise_slots.py --part publish``), too long through the
 service for ``make test``, so this runs the same functions in process; the service's
@@ -22,7 +23,7 @@ import pytest
 
 from app.learners.noise_slots import click_affine
 from app.learners.registry import build, learner_class
-from app.replay.noise import SlotRefresh
+from app.learners.slot_refresh import SlotRefresh
 from app.sim.rank import RankSimulator
 from app.sim.trust import RHO1, THETA, TRUST_RHO0, Placements, placements
 
