@@ -82,7 +82,7 @@ MUTANTS = (
            "the champion's and challengers' intervals and vs_champion (GET .../challengers, "
            "gauges) at estimated rates: too narrow",
            (_test("test_running_values_carry_the_rates_errors"),)),
-    Mutant("evaluate the wrong fixed label", "workers/evaluations.py",
+    Mutant("evaluate the wrong fixed label", "app/evaluation/shapes.py",
            'return functools.partial(fixed_policy, action=int(policy.partition(":")[2]))',
            'return functools.partial(fixed_policy, action=int(policy.partition(":")[2]) + 1)',
            "a label model's fixed:N evaluations",
