@@ -314,7 +314,8 @@ def request_slot_rates(rho0: float, rho1: float, noise: NoiseRecord | None
          "interval": {"theta": (s.get("interval") or {}).get("theta")}} for s in slots])
     m = est.slots
     rates = SlotRates(est.theta, (rho0,) * m, rho1, est.theta_se, (0.0,) * m)
-    return {"slot_rates": rates}, _flags("request", noise.unreliable_reason(errors_carried=True))
+    # the request's rates replace the model's, whose own reliability is then beside the point
+    return {"slot_rates": rates}, _flags("request", None)
 
 
 async def label_rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]
