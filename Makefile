@@ -25,9 +25,25 @@ serve: $(STAMP)
 test: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/pytest $(PYTEST_ARGS)
 
-# The edit-test loop: every test but those marked slow (services started, long statistics).
-test-fast: $(STAMP)
-	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+# The edit-test loop's environment: the service and the test runner (the `test` extra), none
+# of the extras only the full suite needs (torch, Spark, the browser, Kafka, the SDKs).  The
+# venv's own pip does (it installs editable projects), and --no-compile leaves the bytecode
+# to the modules the tests import: on a fresh clone the install took 12 s of CPU instead of 36.
+FAST_STAMP := $(VENV)/.fast-stamp
+$(FAST_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --no-compile -e '.[test]'
+	touch $(FAST_STAMP)
+
+# The edit-test loop (README, "Tests"): the learners' unit and contract tests with their
+# doctests, the store, the API's basics (models, predict and feedback, errors, admin, routing,
+# tasks) and the layer, import-cycle and docs checks; none marked slow.
+FAST_TESTS := tests/learners app/learners tests/store app/store \
+  tests/api/test_models.py tests/api/test_predict_feedback.py tests/api/test_error_messages.py \
+  tests/api/test_admin.py tests/api/test_routing.py tests/api/test_tasks.py \
+  tests/tasks/test_registry.py tests/test_layers.py tests/test_import_cycles.py tests/test_docs.py
+test-fast: $(FAST_STAMP)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/pytest -m "not slow" $(FAST_TESTS) $(PYTEST_ARGS)
 
 # The truth suite against plausible bugs (tests/mutants.py: each put in a copy of the tree,
 # each must make a truth test fail); a few minutes, so not part of `make test`.

@@ -71,6 +71,24 @@ class Settings(BaseSettings):
     max_challengers_per_model: int = Field(
         default=3, ge=0, le=100,
         description="Challengers one model may have (checked in the step that adds one).")
+    max_pending_per_model: int = Field(
+        default=1_000_000, ge=1, le=100_000_000,
+        description="Decisions one model may hold awaiting feedback (pending and deferred); "
+                    "a predict or rank that would log more answers 429 limit_reached "
+                    "(checked in the Lua step that logs them: nothing is logged).")
+    max_context_bytes: int = Field(
+        default=8 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024,
+        description="Largest stored context of one logged decision (one line of the "
+                    "decision log; a sparse context is stored sparse): a decision past it "
+                    "answers 413 limit_reached, nothing logged. With "
+                    "worker.log_max_events it bounds a model's log in bytes (the default, "
+                    "the largest body, refuses only a context its request expanded; lower "
+                    "it for shared deployments).")
+    max_evaluation_bytes: int = Field(
+        default=2 * 2**30, ge=2**20, le=2**40,
+        description="Largest reward model an evaluation of the decision log may build (its "
+                    "sums X'X: folds x labels or slots x n_features^2 float64); a wider "
+                    "model's evaluation answers 422 limit_reached before it is queued.")
     rate_limit_per_second: float = Field(
         default=0.0, ge=0, le=1_000_000,
         description="Per-tenant request rate (token bucket in Redis, shared by all replicas); "

@@ -18,7 +18,7 @@ the libraries' fixed share):
   config:JSON`` on the export (:mod:`app.evaluation.configrun`, batches of
   10,000 lines or 65,536 rows);
 * ``memory``: the reference, the same numbers from the JSON Lines log read
-  whole (``read_service_log``, ``config_policy``, ``evaluate``), as the
+  whole (``read_label_log``, ``config_policy``, ``evaluate``), as the
   command computed them before it streamed.
 
 Reported per run: large / small peak (the ratio against the same run's
@@ -76,11 +76,11 @@ def evaluated(run: str, folder: Path) -> dict[str, Any]:
     """The result of ``run`` on the log in ``folder`` (module docstring)."""
     if run == "memory":
         from app.evaluation.estimators import evaluate
-        from app.evaluation.servicelog import read_service_log
+        from app.evaluation.servicelog import read_label_log
         from app.evaluation.training import config_policy
 
-        read = read_service_log(folder / "log.jsonl")
-        trained = config_policy(CONFIG, read.label_log(), FRACTION)
+        read = read_label_log(folder / "log.jsonl")
+        trained = config_policy(CONFIG, "label", read.label_log(), FRACTION)
         return evaluate(trained.log, trained.pi).to_dict()
     from app.commands import evaluate as command
 

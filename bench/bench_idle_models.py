@@ -16,11 +16,7 @@ script run from another checkout measures that code (the "before" figure).
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,7 +24,7 @@ import redis
 from noisyloop_client import Client
 
 from app.bench.machine import linux_process_cpu_seconds
-from app.store.embedded import free_port
+from app.bench.serve import served
 
 #: Seconds given to the trainer to take every model's lease before measuring.
 SETTLE_SECONDS = 5.0
@@ -54,52 +50,35 @@ def commands(r: redis.Redis) -> dict[str, int]:
 
 
 def main(models: int, seconds: float) -> None:
-    port, token = free_port(), "bench-token-" + os.urandom(12).hex()
-    url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory() as data:
-        env = {**os.environ, "NOISYLOOP_ADMIN_TOKEN": token, "OPENBLAS_NUM_THREADS": "1",
-               "NOISYLOOP_LOG_LEVEL": "WARNING"}
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port),
-                                 "--data-dir", data], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            keys = []
-            for _ in range(200):
-                try:
-                    with Client(url, admin_token=token) as admin:
-                        keys = [admin.create_tenant(f"t{i}")["api_key"] for i in range(5)]
-                    break
-                except Exception:
-                    time.sleep(0.3)
-            assert keys, "serve did not start"
-            clients = [Client(url, key) for key in keys]
-            for i in range(models):
-                clients[i % 5].create_model(f"m{i}", "label", 4, algorithm="rcnbf",
-                                            n_classes=3, seed=0)
-            for c in clients:
-                c.close()
-            time.sleep(SETTLE_SECONDS)
-            redis_pids = [p for p in children(proc.pid)
-                          if "redis-server" in Path(f"/proc/{p}/cmdline").read_text()]
-            pids = {"serve": [proc.pid], "redis": redis_pids}
-            sock = next(Path(data).rglob("redis.sock"))
-            r = redis.Redis(unix_socket_path=str(sock))
-            calls = commands(r)
-            before = {k: sum(linux_process_cpu_seconds(p) for p in v) for k, v in pids.items()}
-            start = time.perf_counter()
-            time.sleep(seconds)
-            wall = time.perf_counter() - start
-            used = {k: sum(linux_process_cpu_seconds(p) for p in v) - before[k]
-                    for k, v in pids.items()}
-            rates = {k: (n - calls.get(k, 0)) / wall for k, n in commands(r).items()}
-            top = sorted(rates.items(), key=lambda kv: -kv[1])[:4]
-            print(f"{models} idle models, {wall:.1f} s: serve {100 * used['serve'] / wall:.1f}% "
-                  f"of a core, redis-server {100 * used['redis'] / wall:.1f}%; Redis "
-                  f"{sum(rates.values()):,.0f} commands/s (" +
-                  ", ".join(f"{k} {v:,.0f}" for k, v in top) + ")")
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(60)
+    with served("t0") as serve:
+        with Client(serve.url, admin_token=serve.token) as admin:
+            keys = [serve.key, *(admin.create_tenant(f"t{i}")["api_key"] for i in range(1, 5))]
+        clients = [Client(serve.url, key) for key in keys]
+        for i in range(models):
+            clients[i % 5].create_model(f"m{i}", "label", 4, algorithm="rcnbf",
+                                        n_classes=3, seed=0)
+        for c in clients:
+            c.close()
+        time.sleep(SETTLE_SECONDS)
+        proc = serve.proc
+        redis_pids = [p for p in children(proc.pid)
+                      if "redis-server" in Path(f"/proc/{p}/cmdline").read_text()]
+        pids = {"serve": [proc.pid], "redis": redis_pids}
+        sock = next(serve.data.rglob("redis.sock"))
+        r = redis.Redis(unix_socket_path=str(sock))
+        calls = commands(r)
+        before = {k: sum(linux_process_cpu_seconds(p) for p in v) for k, v in pids.items()}
+        start = time.perf_counter()
+        time.sleep(seconds)
+        wall = time.perf_counter() - start
+        used = {k: sum(linux_process_cpu_seconds(p) for p in v) - before[k]
+                for k, v in pids.items()}
+        rates = {k: (n - calls.get(k, 0)) / wall for k, n in commands(r).items()}
+        top = sorted(rates.items(), key=lambda kv: -kv[1])[:4]
+        print(f"{models} idle models, {wall:.1f} s: serve {100 * used['serve'] / wall:.1f}% "
+              f"of a core, redis-server {100 * used['redis'] / wall:.1f}%; Redis "
+              f"{sum(rates.values()):,.0f} commands/s (" +
+              ", ".join(f"{k} {v:,.0f}" for k, v in top) + ")")
 
 
 if __name__ == "__main__":

@@ -16,11 +16,21 @@ for each model (not timed), then, in turns:
   timed from the first produce until the model's ``feedback_accepted``
   counter (read from Redis every 5 ms) reached the round's total.
 
-After each timed phase the round waits for the trainer (``sync``, not timed).
-One untimed warm-up round first (the consumer joins its group then).  Reports
-events/s per path (median and range over rounds), the server's CPU time per
-1,000 events (``/proc``, 10 ms ticks) and the ratio Kafka / HTTP.  Goals: at
-least 20,000 events/s from Kafka, and at least 0.5x the HTTP batch path's rate.
+After each timed phase the round waits for the trainer (``sync``): the
+"applied" rate counts from the first send until the trainer has applied the
+round's events (the decision log on, as ``serve`` runs by default).  One
+untimed warm-up round first (the consumer joins its group then).  Reports
+events/s per path (median and range over rounds), the CPU time per 1,000 events
+of each process on the machine's two cores (``/proc``, 10 ms ticks): the server
+(API, Kafka consumer and trainer; and of it, its main thread), Redis, Redis's
+AOF rewrites (forked children, counted when they end), the broker and this
+client (the HTTP client, or the Kafka producer), and the ratio Kafka / HTTP.
+Goals: at least 50,000 events/s accepted into one model by each path, and
+Kafka at least 0.8x the HTTP batch path's rate.
+
+``--redis-config NAME VALUE`` (repeatable) sets a Redis parameter of the
+server's embedded Redis before the rounds (``CONFIG SET``), e.g. ``appendonly
+no`` to see what the AOF costs: an experiment, not a setting to run with.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_kafka.py --json bench/results/kafka.json
     .venv/bin/python bench/bench_kafka.py --quick
@@ -48,15 +58,20 @@ from app.bench.machine import cpu_shares, cpu_times, linux_process_cpu_seconds, 
 from app.bench.results import write_results
 from app.bench.service import server_process
 from app.server.kafka.settings import KafkaSettings
-from app.settings import MAX_BATCH
+from app.settings import MAX_BATCH, Settings
 from app.store.embedded import free_port
 from app.store.keys import ModelKeys
 
 D, K, TENANT, TOPIC, PARTITIONS = 64, 10, "bench", "noisyloop.feedback", 3
-#: Goals: events/s from Kafka (median), and that rate over the HTTP batch path's.
-GOAL_RATE, GOAL_RATIO = 20_000.0, 0.5
+#: Goals: events/s accepted by each path (median), and Kafka's rate over the HTTP path's.
+GOAL_RATE, GOAL_RATIO = 50_000.0, 0.8
+#: The processes whose CPU time is counted (see :func:`process_cpu`).
+PROCESSES = ("server", "server_main_thread", "redis", "redis_rewrites", "broker", "client")
 #: Longest wait for a round's messages to be accepted.
 ROUND_SECONDS = 300.0
+#: Seconds of the idle window (after the rounds) whose CPU per second is reported: what
+#: the processes spend with no feedback coming (the workers' polls, the broker's upkeep).
+IDLE_SECONDS = 3.0
 
 
 def accepted(r: redis.Redis, model: str) -> int:
@@ -93,6 +108,19 @@ def kafka_phase(producer: Producer, r: redis.Redis, events: list[dict[str, Any]]
     return time.perf_counter() - started
 
 
+def process_cpu(pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far of each process of ``pids``, of the server's main thread (its
+    event loop: the API, the Kafka consumer's joins, the trainer's steps between its
+    threads' learning), of Redis's finished AOF rewrites (``redis_rewrites``: its forked
+    children) and of this process (``client``)."""
+    own = os.times()
+    server = pids["server"]
+    return {**{name: linux_process_cpu_seconds(pid) for name, pid in pids.items()},
+            "server_main_thread": linux_process_cpu_seconds(server, thread=server),
+            "redis_rewrites": linux_process_cpu_seconds(pids["redis"], children=True),
+            "client": own.user + own.system}
+
+
 def clicks(c: Client, model: str, X: np.ndarray, rng: np.random.Generator
            ) -> list[dict[str, Any]]:
     """Predict for ``X`` (1,000 a request) and make a click event for each decision."""
@@ -102,21 +130,32 @@ def clicks(c: Client, model: str, X: np.ndarray, rng: np.random.Generator
             for p, k in zip(preds, rng.random(len(preds)) < 0.3, strict=True)]
 
 
-def _summary(walls: list[float], cpu: float, events: int) -> dict[str, Any]:
+def _summary(walls: list[float], applied: list[float], cpu: dict[str, float],
+             events: int) -> dict[str, Any]:
     rates = [events / w for w in walls]
+    applied_rates = [events / w for w in applied]
+    total = events * len(walls)
     return {"rounds": len(walls), "events_per_round": events,
             "events_per_second": round(statistics.median(rates)),
             "events_per_second_range": [round(min(rates)), round(max(rates))],
-            "server_cpu_ms_per_1000_events": round(1e6 * cpu / (events * len(walls)), 1),
-            "events_per_server_cpu_second": round(events * len(walls) / cpu) if cpu else None}
+            "applied_events_per_second": round(statistics.median(applied_rates)),
+            "applied_events_per_second_range": [round(min(applied_rates)),
+                                                round(max(applied_rates))],
+            "server_cpu_ms_per_1000_events": round(1e6 * cpu["server"] / total, 1),
+            "events_per_server_cpu_second": (round(total / cpu["server"]) if cpu["server"]
+                                             else None),
+            "cpu_ms_per_1000_events": {name: round(1e6 * used / total, 1)
+                                       for name, used in cpu.items()}}
 
 
-def measure(url: str, key: str, redis_url: str, bootstrap: str, pid: int, rounds: int,
-            events: int, seed: int) -> dict[str, Any]:
-    """Both paths' figures over ``rounds`` interleaved rounds (plus one untimed warm-up)."""
+def measure(url: str, key: str, redis_url: str, bootstrap: str, pids: dict[str, int],
+            rounds: int, events: int, seed: int) -> dict[str, Any]:
+    """Both paths' figures over ``rounds`` interleaved rounds (plus one untimed warm-up);
+    ``pids``: the server's, Redis's and the broker's process ids."""
     rng = np.random.default_rng(seed)
     walls: dict[str, list[float]] = {"http": [], "kafka": []}
-    cpu = {"http": 0.0, "kafka": 0.0}
+    applied: dict[str, list[float]] = {"http": [], "kafka": []}
+    cpu = {path: dict.fromkeys(PROCESSES, 0.0) for path in walls}
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     with Client(url, key, timeout=120) as c, redis.Redis.from_url(redis_url) as r:
         for model in ("http", "kafka"):
@@ -125,19 +164,31 @@ def measure(url: str, key: str, redis_url: str, bootstrap: str, pid: int, rounds
             order = ("http", "kafka") if n % 2 == 0 else ("kafka", "http")
             for path in order:
                 batch = clicks(c, path, rng.random((events, D)), rng)
-                used = linux_process_cpu_seconds(pid)
+                before = process_cpu(pids)
+                started = time.perf_counter()
                 wall = (http_phase(c, batch) if path == "http"
                         else kafka_phase(producer, r, batch))
-                used = linux_process_cpu_seconds(pid) - used
                 c.sync(path, timeout=120)
+                done = time.perf_counter() - started
+                after = process_cpu(pids)
                 if n > 0:  # the first round warms up (caches, the consumer's group join)
                     walls[path].append(wall)
-                    cpu[path] += used
-    return {path: _summary(walls[path], cpu[path], events) for path in walls}
+                    applied[path].append(done)
+                    for name in PROCESSES:
+                        cpu[path][name] += after[name] - before[name]
+    before = process_cpu(pids)
+    time.sleep(IDLE_SECONDS)
+    after = process_cpu(pids)
+    idle = {name: round(1e3 * (after[name] - before[name]) / IDLE_SECONDS, 1)
+            for name in PROCESSES}
+    return {**{path: _summary(walls[path], applied[path], cpu[path], events)
+               for path in walls}, "idle_cpu_ms_per_second": idle}
 
 
-def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
-    """Start a broker and ``noisyloop serve`` consuming from it, measure, stop both."""
+def run(rounds: int, events: int, seed: int = 0,
+        redis_config: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """Start a broker and ``noisyloop serve`` consuming from it, measure, stop both
+    (``redis_config``: ``CONFIG SET`` parameters of the server's Redis first)."""
     token = "bench-admin-token-" + os.urandom(12).hex()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -155,19 +206,33 @@ def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
             with Client(url, admin_token=token) as admin:
                 key = admin.create_tenant(TENANT)["api_key"]
             redis_url = (data / "redis.url").read_text().strip()
+            with redis.Redis.from_url(redis_url) as r:
+                redis_pid = int(r.info("server")["process_id"])
+                for name, value in redis_config or ():
+                    r.config_set(name, value)
+            assert broker.pid is not None  # started by the with
             before = cpu_times()
-            results = measure(url, key, redis_url, broker.bootstrap, proc.pid, rounds, events,
-                              seed)
+            results = measure(url, key, redis_url, broker.bootstrap,
+                              {"server": proc.pid, "redis": redis_pid, "broker": broker.pid},
+                              rounds, events, seed)
             shares = cpu_shares(before, cpu_times())
+    idle = results.pop("idle_cpu_ms_per_second")
     rate = results["kafka"]["events_per_second"]
-    ratio = round(rate / results["http"]["events_per_second"], 3)
+    http_rate = results["http"]["events_per_second"]
+    ratio = round(rate / http_rate, 3)
     return {"benchmark": "kafka_feedback", "machine": info,
             "config": {"rounds": rounds, "events_per_round": events, "http_batch": MAX_BATCH,
                        "kafka_batch": KafkaSettings().batch_size, "kafka_client": TANSU_CONSUMER,
                        "partitions": PARTITIONS, "n_features": D, "n_classes": K,
-                       "algorithm": "rcnbf", "seed": seed},
-            "results": results, "kafka_over_http": ratio, "cpu_percent_during_run": shares,
-            "goals": {"kafka_events_per_s": {"value": rate, "target": f">= {GOAL_RATE:,.0f}",
+                       "algorithm": "rcnbf", "seed": seed,
+                       "decision_log": Settings().worker.log_max_events > 0,
+                       "redis_config": dict(redis_config or ())},
+            "results": results, "idle_cpu_ms_per_second": idle, "kafka_over_http": ratio,
+            "cpu_percent_during_run": shares,
+            "goals": {"http_events_per_s": {"value": http_rate,
+                                            "target": f">= {GOAL_RATE:,.0f}",
+                                            "met": http_rate >= GOAL_RATE},
+                      "kafka_events_per_s": {"value": rate, "target": f">= {GOAL_RATE:,.0f}",
                                              "met": rate >= GOAL_RATE},
                       "kafka_over_http": {"value": ratio, "target": f">= {GOAL_RATIO}",
                                           "met": ratio >= GOAL_RATIO}}}
@@ -175,13 +240,20 @@ def run(rounds: int, events: int, seed: int = 0) -> dict[str, Any]:
 
 def table(report: dict[str, Any]) -> str:
     """The report as a Markdown table (as docs/benchmarks/service.md shows it)."""
-    lines = ["| path | events/s (median) | range | server CPU ms per 1,000 events "
-             "| events per server CPU-second |", "| --- | ---: | ---: | ---: | ---: |"]
+    lines = ["| path | accepted events/s (median) | range | applied events/s | CPU ms per "
+             "1,000 events: server (main thread) / Redis / AOF rewrites / broker / client | sum |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for path, res in report["results"].items():
         low, high = res["events_per_second_range"]
+        cpu = res["cpu_ms_per_1000_events"]
         lines.append(f"| {path} | {res['events_per_second']:,} | {low:,}-{high:,} "
-                     f"| {res['server_cpu_ms_per_1000_events']} "
-                     f"| {res['events_per_server_cpu_second'] or 0:,} |")
+                     f"| {res['applied_events_per_second']:,} "
+                     f"| {cpu['server']} ({cpu['server_main_thread']}) / {cpu['redis']} / "
+                     f"{cpu['redis_rewrites']} / {cpu['broker']} / {cpu['client']} "
+                     f"| {sum(cpu.values()) - cpu['server_main_thread']:.1f} |")
+    idle = report["idle_cpu_ms_per_second"]
+    lines.append(f"\nidle, CPU ms per second: server {idle['server']} "
+                 f"({idle['server_main_thread']}), Redis {idle['redis']}, broker {idle['broker']}")
     return "\n".join(lines)
 
 
@@ -191,9 +263,13 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=10_000, help="events per round")
     parser.add_argument("--quick", action="store_true", help="3 rounds (a smoke run)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--redis-config", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                        help="CONFIG SET this parameter of the server's Redis first "
+                             "(an experiment)")
     parser.add_argument("--json", type=Path, help="write the report here")
     args = parser.parse_args()
-    report = run(args.rounds or (3 if args.quick else 10), args.events, args.seed)
+    report = run(args.rounds or (3 if args.quick else 10), args.events, args.seed,
+                 [tuple(pair) for pair in args.redis_config or ()])
     print(table(report))
     for name, goal in report["goals"].items():
         print(f"goal {name}: {goal['value']:,} (target {goal['target']}) "

@@ -30,7 +30,7 @@ Usage::
 
     .venv/bin/python bench/bench_noise_slots.py --part speed
     .venv/bin/python bench/bench_noise_slots.py --part accuracy   # about 3 CPU minutes
-    .venv/bin/python bench/bench_noise_slots.py --part publish    # about 40 CPU minutes
+    .venv/bin/python bench/bench_noise_slots.py --part publish    # about 3 CPU minutes
 
 Writes ``bench/results/noise-slots-<part>.json``.
 """

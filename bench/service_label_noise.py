@@ -119,10 +119,10 @@ def run_world(name: str, seed: int, url: str) -> dict[str, Any]:
             played = np.array([p["label"] for p in preds])
             p = relevant(X)[np.arange(len(X)), played]
             clicks = noisy_clicks((rng.random(len(X)) < p).astype(float), *WORLD_RATES, rng)
-            events = [{"event_id": q["event_id"], "click": int(c)}
+            events = [{"event_id": q["event_id"], "click": bool(c)}
                       for q, c in zip(preds, clicks, strict=True)]
-            assert client.post("/v1/models/m1/feedback", json={"events": events},
-                               headers=tenant).status_code in (200, 202)
+            r = client.post("/v1/models/m1/feedback", json={"events": events}, headers=tenant)
+            assert r.status_code in (200, 202) and r.json()["accepted"] == len(events), r.text
             assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
             run_nrest(url)
             noise = client.get("/v1/models/m1/noise", headers=tenant).json()

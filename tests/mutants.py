@@ -82,7 +82,7 @@ MUTANTS = (
            "the champion's and challengers' intervals and vs_champion (GET .../challengers, "
            "gauges) at estimated rates: too narrow",
            (_test("test_running_values_carry_the_rates_errors"),)),
-    Mutant("evaluate the wrong fixed label", "workers/evaluations.py",
+    Mutant("evaluate the wrong fixed label", "app/evaluation/shapes.py",
            'return functools.partial(fixed_policy, action=int(policy.partition(":")[2]))',
            'return functools.partial(fixed_policy, action=int(policy.partition(":")[2]) + 1)',
            "a label model's fixed:N evaluations",
@@ -96,6 +96,19 @@ MUTANTS = (
            "a = age_weights(n, half_life)", "a = age_weights(n, None)",
            "GET .../noise with a half_life: the rates of the whole buffer shown as today's",
            (_test("test_a_forgetting_estimate_covers_the_rates_now"),)),
+    Mutant("learn every slot at slot 0's examination", "app/learners/rank.py",
+           "alpha, beta = np.maximum(self._affine[0], self.theta_floor), self._affine[1]",
+           "alpha, beta = np.maximum(np.full(self.slots, self._affine[0][0]), "
+           "self.theta_floor), self._affine[1]",
+           "a rank model's expected_reward (and its ranking) at a published per-slot "
+           "estimate: clicks below slot 0 not divided by their examination",
+           ("tests/truth/test_rank_rewards_truth.py",)),
+    Mutant("swap rho0 and rho1 in the series' calibrated reward", "workers/series.py",
+           "else calibrated_probability(online, rho0, rho1)),",
+           "else calibrated_probability(online, rho1, rho0)),",
+           "series points' calibrated_reward (GET .../series, the calibrated_reward gauge)",
+           ("tests/truth/test_trust_truth.py::"
+            "test_series_rewards_hold_slot_0s_relevance_at_published_rates",)),
 )
 
 

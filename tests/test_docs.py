@@ -204,3 +204,47 @@ def test_docs_never_point_outside_the_repository() -> None:
     for page in PAGES:
         text = page.read_text()
         assert "shared/spec" not in text and "../shared" not in text, page.relative_to(ROOT)
+
+
+#: A citation of a document outside the repository: a numbered section of the working
+#: specification, or a path into the shared folder beside the checkout.
+OUTSIDE = re.compile(r"\b[Ss]pec \d+(\.\d+)*\b|\b[Tt]he spec\b|\.\./shared|shared/(spec|papers)")
+
+
+def test_code_cites_papers_and_docs_never_a_document_outside_the_repository() -> None:
+    sources = [path for folder in ("app", "workers", "tests", "bench", "clients")
+               for path in sorted((ROOT / folder).rglob("*.py"))
+               if path != Path(__file__).resolve()]  # this file spells the rule out
+    assert len(sources) > 100
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in sources
+             for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+             if OUTSIDE.search(line)]
+    assert found == [], "cite the paper's section or the docs page instead:\n" + "\n".join(found)
+
+
+def test_outside_citations_are_recognised() -> None:
+    assert [bool(OUTSIDE.search(text)) for text in (
+        "NREst (spec 1.5)", "Spec 5.10.7: naive", "The spec marks this rule",
+        "see ../shared/papers", "P1 Algorithm 3", "the OpenAPI spec's paths", "spectral")] == [
+        True, True, True, True, False, False, False]
+
+
+#: The longest entry line of CHANGELOG.md: a reader deciding whether to upgrade reads one
+#: short line per change (the details live in the docs and the commits).
+CHANGELOG_LINE = 120
+
+
+def test_changelog_has_one_short_line_per_change() -> None:
+    """Under the version headings every line is a heading, blank, or one ``- `` entry of at
+    most :data:`CHANGELOG_LINE` characters: no wrapped entries (``merge=union`` in
+    ``.gitattributes`` then merges two branches' entries line by line)."""
+    lines = (ROOT / "CHANGELOG.md").read_text().splitlines()
+    first = next(n for n, line in enumerate(lines) if line.startswith("## "))
+    entries = [line for line in lines[first:] if line.startswith("- ")]
+    assert len(entries) > 50
+    bad = [f"line {n}: {line[:70]}" for n, line in enumerate(lines[first:], first + 1)
+           if line and not line.startswith(("## ", "### "))
+           and not (line.startswith("- ") and len(line) <= CHANGELOG_LINE)]
+    assert bad == [], (f"one line of at most {CHANGELOG_LINE} characters per change:\n"
+                       + "\n".join(bad))
+    assert "CHANGELOG.md merge=union" in (ROOT / ".gitattributes").read_text()

@@ -1,9 +1,12 @@
 """Imports point one way: command line -> server -> API -> store -> learners, and the API ->
 tasks -> learners.
 
-A task module (``app/tasks``) declares its schemas and feedback parsing with the API's
-schemas and errors; its replay runner is named, not imported, so the service never
-imports the replay's plotting.
+A task module (``app/tasks``) declares its schemas and feedback parsing with the neutral
+field types, errors and feature helpers (:mod:`app.fields`, :mod:`app.errors`,
+:mod:`app.features`), never with the API's; its replay runner is named, not imported, so
+the service never imports the replay's plotting.  Checked transitively too: nothing a task
+imports, at any depth, is the API, and a worker process (``import workers.worker`` in a
+fresh interpreter) loads no web framework.
 
 Every module under ``app/`` and ``workers/`` is parsed (with :mod:`ast`, so an
 import inside a function or under ``TYPE_CHECKING`` counts, a name in a
@@ -14,6 +17,9 @@ must not import.  ``docs/architecture.md`` ("Layers") explains the layers.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,8 +61,13 @@ RULES = (
     Rule("the API knows nothing of how it is served", scope=("app.api",),
          forbidden=("uvicorn", "app.server", "app.main", "workers")),
     Rule("a task declares what the API serves and names its replay runner", scope=("app.tasks",),
-         forbidden=("app.api", "app.store", "app.server", "app.main", "app.replay", "workers"),
-         allowed=("app.api.errors", "app.api.features", "app.api.schemas")),
+         forbidden=("app.api", "app.store", "app.server", "app.main", "app.replay", "workers")),
+    Rule("the field types, errors and features know nothing of HTTP",
+         scope=("app.fields", "app.errors", "app.features"),
+         forbidden=("fastapi", "starlette", "uvicorn", "app.api", "app.server", "app.main",
+                    "app.store", "workers")),
+    Rule("a simulator knows nothing of the replay that drives it", scope=("app.sim",),
+         forbidden=("app.replay",)),
     Rule("the serving runtime is below the app factory", scope=("app.server",),
          forbidden=("app.main", "workers")),
     Rule("the workers know nothing of HTTP", scope=("workers",),
@@ -208,3 +219,58 @@ def test_cycle_finds_a_loop_through_three_modules() -> None:
     graph = import_graph(fake, ACYCLIC)
     assert cycle(graph) == ["app.api.a", "app.api.b", "app.api.c", "app.api.a"]
     assert cycle({**graph, "app.api.c": set()}) == []
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others (``graph`` from
+    :func:`import_graph`)."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_tasks_import_no_api_module_at_any_depth(tree: dict[str, tuple[Path, list[str]]]
+                                                 ) -> None:
+    graph = import_graph(tree, PACKAGES)
+    tasks = [name for name in graph if under(name, ("app.tasks",))]
+    assert "app.tasks.rank" in tasks
+    reached = {name: sorted(m for m in reachable(graph, name) if under(m, ("app.api",)))
+               for name in tasks}
+    assert {name: api for name, api in reached.items() if api} == {}
+
+
+def test_reachable_follows_imports_through_other_modules() -> None:
+    graph = {"a": {"b"}, "b": {"c", "a"}, "c": set(), "d": {"a"}}
+    assert reachable(graph, "a") == {"a", "b", "c"}
+    assert reachable(graph, "c") == set()
+
+
+#: Web frameworks a worker process must not load.
+WEB_FRAMEWORKS = ("fastapi", "starlette", "uvicorn")
+
+
+def loaded_after_import(module: str) -> list[str]:
+    """The modules a fresh interpreter holds after ``import module`` (this tree first on
+    its path)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])}
+    script = f"import sys, {module}; print(chr(10).join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, check=True,
+                         capture_output=True, text=True, timeout=120).stdout
+    return out.split()
+
+
+def test_a_worker_process_loads_no_web_framework() -> None:
+    loaded = loaded_after_import("workers.worker")
+    assert "workers.worker" in loaded and "app.tasks" in loaded
+    assert [m for m in loaded if under(m, (*WEB_FRAMEWORKS, "app.api"))] == []
+
+
+def test_the_web_framework_check_sees_a_web_framework() -> None:
+    loaded = loaded_after_import("app.main")
+    assert "fastapi" in loaded and "starlette" in loaded

@@ -17,16 +17,15 @@ placed with, click and slot packed by``
 and the model keeps the newest :data:`~app.learners.noise_publish.SLOT_BUFFER`
 (:func:`buffer_of`).
 
-The scorer is cached in the model's slot with the snapshot version it is in
-step with; a cache that is not (another trainer applied batches) is
-reloaded from the store.
+The scorer is the feature's state of the model (:class:`ScorerCache`, in its
+slot, :mod:`workers.feature`) with the snapshot version it is in step with; a
+cache that is not (another trainer applied batches) is reloaded from the store.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,10 +34,8 @@ from app.learners.config import ModelConfig
 from app.learners.noise_anchor import ProgressiveScorer
 from app.learners.noise_publish import ANCHOR_BUFFER, SLOT_BUFFER, pack_slots
 from app.store.keys import ModelKeys
-
-if TYPE_CHECKING:
-    from workers.context import ModelSlot, WorkerContext
-    from workers.hooks import Published
+from workers.context import ModelSlot, WorkerContext
+from workers.feature import Feature, Published
 
 
 @dataclass(frozen=True)
@@ -51,9 +48,17 @@ class AnchorRows:
     scorer_state: dict[str, np.ndarray]
 
 
+@dataclass
+class ScorerCache:
+    """A model's shadow scorer as this trainer holds it (the feature's state)."""
+
+    held: tuple[int, ProgressiveScorer] | None = None
+    """The scorer and the snapshot version it is in step with (None: not loaded yet)."""
+
+
 async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Published) -> None:
     """Score then learn the batch's observed plays with the model's shadow scorer and append
-    the anchor rows with its state (models that keep anchors; :mod:`workers.hooks`); for a
+    the anchor rows with its state (models that keep anchors; the hook); for a
     learner that logs its placements, append its shown slots (:func:`placement_rows`)."""
     mk = ModelKeys(*slot.ref)
     if published.config.logs_placements:
@@ -66,7 +71,7 @@ async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Publishe
         return
     model = await scorer(ctx, slot, published.config, published.version - 1)
     rows = await asyncio.to_thread(score_plays, model, published.applied, published.observed)
-    slot.scorer = (published.version, model)
+    FEATURE.state(slot).held = (published.version, model)
     if rows is not None:
         await ctx.anchors.append(mk, rows.prob, rows.score, rows.click,
                                  rows.scorer_state, cap=ANCHOR_BUFFER)
@@ -75,13 +80,14 @@ async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Publishe
 async def scorer(ctx: WorkerContext, slot: ModelSlot, config: ModelConfig,
                  version: int) -> ProgressiveScorer:
     """The model's shadow scorer in step with snapshot ``version`` (cached, else loaded)."""
-    if slot.scorer is not None and slot.scorer[0] == version:
-        return slot.scorer[1]
+    cache = FEATURE.state(slot)
+    if cache.held is not None and cache.held[0] == version:
+        return cache.held[1]
     model = ProgressiveScorer(config.n_features, config.class_count)
     state = await ctx.anchors.scorer_state(ModelKeys(*slot.ref))
     if state is not None:
         model.model.set_state(state)
-    slot.scorer = (version, model)
+    cache.held = (version, model)
     return model
 
 
@@ -116,3 +122,6 @@ def placement_rows(config: ModelConfig, applied: Batch, observed: np.ndarray
     cls = config.learner_class
     slot, prob, score, click = cls.placement_rows(events)
     return AnchorRows(prob, score, pack_slots(slot, click), {})
+
+
+FEATURE = Feature("anchors", state_factory=ScorerCache, after_publish=after_publish)

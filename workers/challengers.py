@@ -27,7 +27,8 @@ state turns non-finite, is saved as ``failed`` with the reason and skipped
 from then on; nothing here raises into the trainer: a failure of this step
 (the store, a timeout) is logged and the challengers miss that batch.
 
-The challengers are cached per model (definitions re-read at most every
+The challengers are cached per model, the feature's state (:class:`Following`, in
+the model's slot: :mod:`workers.feature`; definitions re-read at most every
 :data:`REFRESH_SECONDS`; a failed guarded save drops the entry, so another
 trainer's or a promotion's changes are reloaded from the store).
 """
@@ -39,7 +40,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -63,10 +64,9 @@ from app.store.noise import UNRELIABLE_REASONS
 from app.store.util import utc_now
 from app.store.values import read_value_rates
 from app.tasks import get_task
-from workers.context import ModelRef, ModelSlot, WorkerContext
-
-if TYPE_CHECKING:
-    from workers.hooks import Published
+from workers import ModelRef
+from workers.context import ModelSlot, WorkerContext
+from workers.feature import Feature, Published
 
 logger = logging.getLogger(__name__)
 
@@ -96,25 +96,34 @@ class ModelChallengers:
     """The champion's stats as last read or saved."""
 
 
+@dataclass
+class Following:
+    """A model's challengers as this trainer follows them (the feature's state)."""
+
+    held: ModelChallengers | None = None
+    """None: read from the store at the model's next batch."""
+
+
 async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Published) -> None:
     """Score, then learn, the published batch with every challenger of the model and save
-    their states and sums (module docstring; a trainer hook, :mod:`workers.hooks`).  Never
+    their states and sums (module docstring; the hook).  Never
     raises."""
     try:
         await _follow(ctx, slot, published.config, published.applied, published.last_id,
                       published.rates)
     except Exception as exc:
         logger.warning("trainer: challengers of %s/%s missed a batch (%r)", *slot.ref, exc)
-        slot.challengers = None
+        FEATURE.state(slot).held = None
 
 
 async def _follow(ctx: WorkerContext, slot: ModelSlot, config: ModelConfig, applied: Batch,
                   last_id: str, rates: tuple[float, float]) -> None:
     ref = slot.ref
     mk = ModelKeys(*ref)
-    held = slot.challengers
+    following = FEATURE.state(slot)
+    held = following.held
     if held is None or time.monotonic() - held.read_at >= REFRESH_SECONDS:
-        held = slot.challengers = await _refresh(ctx, mk, config, held)
+        held = following.held = await _refresh(ctx, mk, config, held)
     if not held.followers:
         return
     live = [f for f in held.followers.values() if f.learner is not None]
@@ -122,7 +131,7 @@ async def _follow(ctx: WorkerContext, slot: ModelSlot, config: ModelConfig, appl
         outcomes = await asyncio.wait_for(
             asyncio.to_thread(_run_all, live, applied, rates), ctx.config.handler_timeout)
     except TimeoutError:
-        slot.challengers = None  # the thread may still change the learners
+        following.held = None  # the thread may still change the learners
         raise
     at = Rates(*rates)
     reward = _clicks(applied)
@@ -301,3 +310,6 @@ def _record(ctx: WorkerContext, ref: ModelRef, champion_stats: dict[str, Any],
         value = shown_value(follower.stored.stats, rates)
         m.set_interval(m.challenger_value, (*ref, name), value.snips)
         m.set_interval(m.challenger_vs_champion, (*ref, name), value.vs_champion)
+
+
+FEATURE = Feature("challengers", state_factory=Following, after_publish=after_publish)

@@ -22,12 +22,12 @@ import numpy as np
 from app.evaluation.configrun import ConfigPlan, ConfigRun, ConfigScorer, joined
 from app.evaluation.estimators import LabelSums, Options
 from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails
-from app.evaluation.servicelog import ServiceLog, service_log
+from app.evaluation.servicelog import ServiceLog, label_log_of
+from app.evaluation.shapes import LogShape
 from app.evaluation.training import DEFAULT_TRAIN_FRACTION
 from app.learners.config import ModelConfig
 from app.store.decisionlog import LogEntry
 from app.store.logrecords import entry_records
-from app.tasks import get_task
 from workers.context import WorkerContext
 
 
@@ -47,7 +47,7 @@ def _event_log(entries: list[LogEntry], first: int, stop: int, n_classes: int
         if first < entry.size and stop > 0:
             records += entry_records(entry, max(first, 0), stop - max(first, 0))
         first, stop = first - entry.size, stop - entry.size
-    return service_log(records, n_classes, "the decision log") if records else None
+    return label_log_of(records, n_classes, "the decision log") if records else None
 
 
 def _learn_chunk(entries: list[LogEntry], position: int, run: ConfigRun) -> ConfigRun:
@@ -81,25 +81,28 @@ def _columns_chunk(entries: list[LogEntry], position: int, scorer: ConfigScorer
     return scorer.columns(read.label_log(), max(position, plan.train))
 
 
-async def stream_config(ctx: WorkerContext, config: ModelConfig, request: dict[str, Any],
+async def stream_config(ctx: WorkerContext, config: ModelConfig, shape: LogShape,
+                        request: dict[str, Any],
                         chunks: Callable[[], AsyncIterator[list[LogEntry]]],
                         rates: Mapping[str, Any]) -> dict[str, Any]:
-    """The result of ``request`` for a configuration on the model of ``config``, whose
+    """The result of ``request`` for a configuration on the model of ``config``, whose log
+    is of ``shape`` (ValueError unless its policies take a ``configuration``) and whose
     window ``chunks()`` reads, oldest first, in chunks of entries (module docstring),
     corrected by ``rates`` (keyword arguments of :class:`~app.evaluation.estimators.Options`;
     the learner learns at them too); below :data:`~app.evaluation.heavy_tails.MIN_ESS`
     effective events a fourth pass reads the evaluated events' weights and clicks for the
     heavy-tail guard."""
-    if get_task(config.task).candidates or not config.n_classes:
-        raise ValueError("a configuration is evaluated on a label model's log")
+    if "configuration" not in shape.policies:
+        raise ValueError(f"a {config.task!r} model's log is not evaluated for a "
+                         "configuration")
     options = Options(**rates, n_boot=request.get("bootstrap", 200))
     options.correction()  # refuse unusable rates before reading anything
     fraction = request.get("train_fraction") or DEFAULT_TRAIN_FRACTION
     events = 0
     async for chunk in chunks():
         events += _events(chunk)
-    plan = ConfigPlan.of(request["policy"], int(config.n_classes), options, events,
-                         fraction)
+    plan = ConfigPlan.of(request["policy"], config.task, config.class_count, options,
+                         events, fraction)
     run = ConfigRun(plan)
     position = 0
     async for chunk in chunks():

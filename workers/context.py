@@ -1,7 +1,7 @@
 """What the role handlers share: settings, store, metrics, leases, caches.
 
 Built once when a :class:`workers.worker.Worker` starts (arq's "context"):
-the handlers in :mod:`workers.trainer`, :mod:`workers.nrest` and
+the handlers in :mod:`workers.trainer`, :mod:`workers.jobs` and
 :mod:`workers.sweeper` are plain ``async`` functions of it.
 """
 
@@ -12,29 +12,20 @@ import math
 from collections.abc import Callable, KeysView
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from app.learners.base import Learner
 from app.learners.config import ModelConfig
-from app.learners.noise_anchor import ProgressiveScorer
 from app.metrics import Metrics
 from app.store import Store
 from app.store.delivery import DeliveryStore
 from app.store.leases import HeartbeatStore, LeaseStore
 from app.store.nrest import AnchorStore, SampleStore
 from app.worker_settings import WorkerSettings
+from workers import ModelRef
 from workers.pacing import Pacer
-from workers.series import ModelSeries
 
 T = TypeVar("T")
-
-if TYPE_CHECKING:
-    from workers.challengers import ModelChallengers
-    from workers.drift import DriftWatch
-    from workers.versions import Unkept
-
-ModelRef = tuple[str, str]
-"""``(tenant, model)``."""
 
 
 @dataclass
@@ -58,23 +49,9 @@ class ModelSlot:
     read_size: int | None = None
     """Entries the trainer asks for in its next read (None: the batch size; see
     :mod:`workers.trainer`)."""
-    scorer: tuple[int, ProgressiveScorer] | None = None
-    """Shadow scorer of the model's plays and the snapshot version it is in step with
-    (see :mod:`workers.anchors`)."""
-    challengers: ModelChallengers | None = None
-    """The model's challengers as this trainer follows them (see :mod:`workers.challengers`)."""
-    drift: DriftWatch | None = None
-    """The model's drift detector (see :mod:`workers.drift`)."""
-    unkept: Unkept | None = None
-    """Its newest version published and not yet kept (see :mod:`workers.versions`)."""
-    keep_due: float = -math.inf
-    """``time.monotonic()`` before which its version is not kept."""
-    published_at: float = -math.inf
-    """``time.monotonic()`` of its newest publish here (how long it has been idle)."""
-    idle_keep_due: float = -math.inf
-    """``time.monotonic()`` before which it is not kept early again for going idle."""
-    series: ModelSeries = field(default_factory=ModelSeries)
-    """Its open window of the quality series (see :mod:`workers.series`)."""
+    states: dict[str, Any] = field(default_factory=dict)
+    """Each trainer feature's state of the model, by the feature's name: created and read
+    by the feature (:meth:`workers.feature.Feature.state`), opaque here."""
 
 
 @dataclass

@@ -14,8 +14,9 @@ listed in the report's ``history`` (the console marks it on the reward
 chart); ``recover`` also refits the model on the events since the estimated
 change (:mod:`workers.recovery`); ``none`` runs no detector.
 
-The detector is cached in the model's slot while this worker holds the
-model's lease and read back from the store when it takes the model over.  It follows one model
+The detector is the feature's state of the model (:class:`Watching`, in its
+slot: :mod:`workers.feature`) while this worker holds the model's lease, and
+read back from the store when it takes the model over.  It follows one model
 lineage: when the batch was learned on a version other than the one the
 detector last saw (a reset, rollback, import or promotion published
 meanwhile) it restarts (:meth:`~app.learners.drift.PageHinkley.restart`)
@@ -27,18 +28,16 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from app.learners.drift import PageHinkley
 from app.store.drift import METHOD, SIGNAL, DriftPolicy
 from app.store.keys import ModelKeys
-from workers import recovery
-
-if TYPE_CHECKING:
-    from workers.context import CachedLearner, ModelRef, ModelSlot, WorkerContext
-    from workers.hooks import Published
+from workers import ModelRef, recovery
+from workers.context import CachedLearner, ModelSlot, WorkerContext
+from workers.feature import Feature, Published
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +58,16 @@ class DriftWatch:
     """The newest :data:`HISTORY` detections (time, event, since, recovered version)."""
 
 
+@dataclass
+class Watching:
+    """A model's drift detector as this trainer holds it (the feature's state)."""
+
+    watch: DriftWatch | None = None
+    """None: read from the store at the model's next batch."""
+
+
 async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Published) -> None:
-    """The trainer hook (:mod:`workers.hooks`): :func:`observe` the batch's clicks."""
+    """The hook after a publish: :func:`observe` the batch's clicks."""
     await observe(ctx, slot, published.cached, published.view.info.version, published.clicks,
                   published.rates, published.learner.drift_strata(published.applied))
 
@@ -76,7 +83,8 @@ async def observe(ctx: WorkerContext, slot: ModelSlot, cached: CachedLearner, le
         return
     ref = slot.ref
     mk = ModelKeys(*ref)
-    watch = slot.drift or await _load(ctx, mk)
+    watching = FEATURE.state(slot)
+    watch = watching.watch or await _load(ctx, mk)
     if watch.version is not None and watch.version != learned_on:
         watch.detector.restart()  # the model changed under the detector
         watch.detected_at = None
@@ -94,7 +102,7 @@ async def observe(ctx: WorkerContext, slot: ModelSlot, cached: CachedLearner, le
             detection["recovered_version"] = watch.version = await _recover(
                 ctx, ref, cached, found.since[-1], rates)
         watch.history = [*watch.history, detection][-HISTORY:]
-    slot.drift = watch
+    watching.watch = watch
     ctx.metrics.drift_statistic.labels(*ref).set(found.statistic)
     await ctx.store.drift.save(mk, watch.detector.get_state(), report(watch))
 
@@ -141,3 +149,6 @@ def report(watch: DriftWatch) -> dict[str, Any]:
         "version": watch.version,
         "history": watch.history,
     }
+
+
+FEATURE = Feature("drift", state_factory=Watching, after_publish=after_publish)

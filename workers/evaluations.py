@@ -1,22 +1,24 @@
-"""Queued policy evaluations on a model's decision log, run by the ``jobs`` role.
+"""Queued policy evaluations on a model's decision log, run by the ``jobs`` role (the
+``evaluation`` job kind of :mod:`workers.jobs`).
 
 A job (``POST /v1/models/{id}/evaluations``, :mod:`app.store.evaluations`)
 names a policy: ``uniform``, ``logging``, ``fixed:N``, ``model`` (the model's
 current snapshot as it explores: its label distribution on each logged
 context), ``model:greedy`` (its greedy label) or a configuration
 ``{"algorithm", "params"}``, which learns the first ``train_fraction`` of the
-events and is evaluated on the rest (:mod:`app.evaluation.training`).  A label
-model's log, and a rank model's per ranking (:mod:`app.evaluation.rankings`,
-for the ``uniform`` and ``logging`` policies), is evaluated over every event
+events and is evaluated on the rest (:mod:`app.evaluation.training`).  A log is
+read, summed and scored as its model's task declares (its log shape,
+:mod:`app.evaluation.shapes`: a label model's per label, a rank model's per
+ranking for the ``uniform`` and ``logging`` policies), over every event
 applied in ``[since, until]`` (the whole log by default), in bounded memory:
 the streaming path of ``noisyloop evaluate`` (:mod:`app.evaluation.streaming`)
 reads the window oldest first in chunks of :data:`CHUNK_EVENTS` events, twice
 (the reward model's sums over the first events, then the estimators' sums),
 each chunk's sums computed in the worker's pool (as NREst fits: off the
-trainer's event loop) for at most ``nrest_timeout`` seconds and merged; a rank
-log's slots whose effective sample size is too small for the bootstrap take a
-third pass that gathers their weights
-(:meth:`app.evaluation.rankings.RankSums.thin_slots`).  Events are keyed by
+trainer's event loop) for at most ``nrest_timeout`` seconds and merged; where
+the shape asks for it, a third pass gathers per-event columns (a label log's
+weights when its effective sample size is small, a rank log's thin slots':
+:meth:`app.evaluation.rankings.RankSums.thin_slots`).  Events are keyed by
 their line in the window, as in the window's ``noisyloop log export``, so the
 numbers are those of ``noisyloop evaluate`` on that export; a configuration's,
 in the same chunks, by :mod:`workers.configevaluation`.  The result is the
@@ -35,28 +37,17 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import numpy as np
 import orjson
 
 from app.evaluation.estimators import FIT_EVENTS, Options
-from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails, label_columns
-from app.evaluation.policies import fixed_policy, learner_policy, logging_policy, uniform_policy
-from app.evaluation.rankings import (
-    RANK,
-    RankSums,
-    SlotColumns,
-    joined_columns,
-    rank_policy,
-    slot_columns,
-)
+from app.evaluation.policies import policy_kind
 from app.evaluation.rates import SlotRates
 from app.evaluation.reward_model import merged
-from app.evaluation.servicelog import keyed_batch
-from app.evaluation.streaming import LABEL, Batch, Kind, Policy, accumulate, reward_model_sums
-from app.learners.build import build_learner
+from app.evaluation.shapes import LogShape
+from app.evaluation.streaming import Batch, Policy, accumulate, reward_model_sums
 from app.learners.config import ModelConfig
 from app.store.decisionlog import LogEntry
 from app.store.jobs import QueuedJob
@@ -66,18 +57,17 @@ from app.store.noise import NoiseRecord
 from app.store.util import utc_now
 from app.store.values import read_value_rates
 from app.tasks import get_task
-from workers import configevaluation, jobs
+from workers import configevaluation
 from workers.context import WorkerContext
 
 logger = logging.getLogger(__name__)
 
 #: Events per chunk of a streamed evaluation (one pool call each).
 CHUNK_EVENTS = 20_000
-
-
-async def run_queued(ctx: WorkerContext) -> int:
-    """Run every queued evaluation; returns how many ran."""
-    return await jobs.run_queued(ctx, ctx.store.evaluations.jobs, run_job)
+#: Bytes of dense context features (float64) one batch of a chunk holds at most: a wide
+#: model's chunk is cut into as many batches as that takes, each made dense only while it
+#: is used (the log's lines keep a context stored sparse sparse).
+BATCH_FEATURE_BYTES = 64 * 2**20
 
 
 async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:
@@ -108,36 +98,22 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
     config = await ctx.store.models.config(mk.tenant, mk.model)
     if config is None:
         raise ValueError("the model is gone")
+    shape = get_task(config.task).log_shape
+    if shape is None:
+        raise ValueError(f"a {config.task!r} model's decision log is not evaluated")
     state = None
-    if request["policy"] in ("model", "model:greedy"):
+    if shape.reads_snapshot(request["policy"]):
         snap = await ctx.store.snapshots.load(mk)
         if snap is None:
             raise ValueError("the model is gone")
         state = snap.state
-    if isinstance(request["policy"], dict):
-        by, flags = await label_rates(ctx, mk, request)
+    if policy_kind(request["policy"]) == "configuration":
+        by, flags = await _rates(ctx, mk, request, shape)
         result = await configevaluation.stream_config(
-            ctx, config, request, lambda: _chunks(ctx, mk, request), by)
+            ctx, config, shape, request, lambda: _chunks(ctx, mk, request), by)
         return with_flags(result, flags)
-    if get_task(config.task).candidates:  # a ranking's log: slots of candidates
-        return await _stream(ctx, mk, config, rank_policy(request["policy"]), RANK, request)
-    return await _stream(ctx, mk, config, _label_policy(config, state, request["policy"]),
-                         LABEL, request)
-
-
-def _label_policy(config: ModelConfig, state: dict[str, np.ndarray] | None,
-                  policy: Any) -> Policy:
-    """The policy of a label model's streamed evaluation (any policy but a configuration)
-    as a function of a batch of events."""
-    if policy == "uniform":
-        return uniform_policy
-    if policy == "logging":
-        return logging_policy
-    if policy in ("model", "model:greedy"):
-        assert state is not None
-        return functools.partial(learner_policy, learner=build_learner(config, state),
-                                 greedy=policy == "model:greedy")
-    return functools.partial(fixed_policy, action=int(policy.partition(":")[2]))
+    return await _stream(ctx, mk, config, shape, shape.policy(request["policy"], config, state),
+                         request)
 
 
 async def _chunks(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]
@@ -158,54 +134,67 @@ async def _chunks(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]
         yield chunk
 
 
-def _batch(entries: list[LogEntry], first_line: int, n_classes: int | None
-           ) -> tuple[list[Batch], int]:
-    """The events of ``entries`` (label events with ``n_classes``, else rankings) as a batch
-    keyed from line ``first_line`` of the window (none when the entries hold only markers),
-    and the lines they hold."""
+def _width(records: list[dict[str, Any]]) -> int:
+    """The context width of the first event line (a list's length, or the sparse form's
+    ``size``); 1 without one."""
+    for record in records:
+        if record.get("type") == "event":
+            features = record.get("features")
+            return max(1, int(features["size"]) if isinstance(features, dict)
+                       else len(features or ()))
+    return 1
+
+
+def _batch(entries: list[LogEntry], first_line: int, shape: LogShape,
+           config: ModelConfig) -> tuple[Iterator[Batch], int]:
+    """The events of ``entries`` as batches of ``shape`` of at most
+    :data:`BATCH_FEATURE_BYTES` of dense features, each keyed from its line of the window
+    (the first line of ``entries`` its line ``first_line``) and made when it is reached
+    (none when the entries hold only markers), and the lines they hold."""
     records = [r for entry in entries for r in entry_records(entry)]
-    read = keyed_batch(records, first_line, n_classes, "the decision log")
-    if read is None:
-        return [], len(records)
-    assert read.keys is not None
-    log = read.label_log() if n_classes else read.ranking_log()
-    return [(log, read.keys)], len(records)
+    rows = max(1, BATCH_FEATURE_BYTES // (8 * _width(records)))
+
+    def batches() -> Iterator[Batch]:
+        for start in range(0, len(records), rows):
+            batch = shape.batch(records[start:start + rows], first_line + start, config,
+                                "the decision log")
+            if batch is not None:
+                yield batch
+
+    return batches(), len(records)
 
 
-def _fit_chunk(entries: list[LogEntry], first_line: int, n_classes: int | None,
-               options: Options, limit: int, kind: Kind) -> tuple[Any, int, int]:
-    batches, lines = _batch(entries, first_line, n_classes)
-    sums, seen = reward_model_sums(batches, options, limit, kind)
+def _fit_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
+               config: ModelConfig, options: Options, limit: int) -> tuple[Any, int, int]:
+    batches, lines = _batch(entries, first_line, shape, config)
+    sums, seen = reward_model_sums(batches, options, limit, kind=shape.kind)
     return sums, seen, lines
 
 
-def _sum_chunk(entries: list[LogEntry], first_line: int, n_classes: int | None,
-               policy: Policy, model: Any, options: Options, kind: Kind) -> tuple[Any, int]:
-    batches, lines = _batch(entries, first_line, n_classes)
-    return accumulate(batches, policy, model, options, kind=kind), lines
+def _sum_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
+               config: ModelConfig, policy: Policy, model: Any, options: Options
+               ) -> tuple[Any, int]:
+    batches, lines = _batch(entries, first_line, shape, config)
+    return accumulate(batches, policy, model, options, kind=shape.kind), lines
 
 
-def _columns_chunk(entries: list[LogEntry], first_line: int, policy: Policy,
-                   slots: list[int]) -> tuple[SlotColumns, int]:
-    batches, lines = _batch(entries, first_line, None)
-    return slot_columns(((log, policy(log)) for log, _ in batches), slots), lines
+def _gather_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
+                  config: ModelConfig, policy: Policy, need: Any) -> tuple[Any, int]:
+    batches, lines = _batch(entries, first_line, shape, config)
+    return shape.gather(((log, policy(log)) for log, _ in batches), need), lines
 
 
-async def _stream(ctx: WorkerContext, mk: ModelKeys, config: ModelConfig, policy: Policy,
-                  kind: Kind, request: dict[str, Any]) -> dict[str, Any]:
-    """A label or rank log's evaluation over the whole window, streamed (module docstring)."""
-    if kind is RANK:
-        by, flags = ranking_rates(request, await ctx.store.noise.get(mk))
-    else:
-        by, flags = await label_rates(ctx, mk, request)
+async def _stream(ctx: WorkerContext, mk: ModelKeys, config: ModelConfig, shape: LogShape,
+                  policy: Policy, request: dict[str, Any]) -> dict[str, Any]:
+    """A log's evaluation over the whole window, streamed (module docstring)."""
+    by, flags = await _rates(ctx, mk, request, shape)
     options = Options(**by, n_boot=request.get("bootstrap", 200))
     options.correction()  # refuse unusable rates before reading anything
-    n_classes = config.class_count if kind is LABEL else None
     ridge: Any = None
     line = seen = 0
     async for chunk in _chunks(ctx, mk, request):
         sums, taken, lines = await ctx.in_pool(functools.partial(
-            _fit_chunk, chunk, line, n_classes, options, FIT_EVENTS - seen, kind))
+            _fit_chunk, chunk, line, shape, config, options, FIT_EVENTS - seen))
         line += lines
         seen += taken
         if sums is not None:
@@ -215,27 +204,32 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: ModelConfig, policy
     if ridge is None:
         raise ValueError("the decision log: no events (is it a `noisyloop log export` file?)")
     model = ridge.fit(options.ridge)
-    total: Any = kind.zeros()
+    total: Any = shape.kind.zeros()
     line = 0
     async for chunk in _chunks(ctx, mk, request):
         part, lines = await ctx.in_pool(functools.partial(
-            _sum_chunk, chunk, line, n_classes, policy, model, options, kind))
+            _sum_chunk, chunk, line, shape, config, policy, model, options))
         total.merge(part)
         line += lines
-    if isinstance(total, RankSums):
-        columns = await _thin_columns(ctx, mk, request, policy, total.thin_slots())
-        result = await ctx.in_pool(functools.partial(total.result, options, columns))
-    else:
-        result = (await ctx.in_pool(functools.partial(total.evaluation, options))).to_dict()
-        if total.ess < MIN_ESS:
-            parts = [part async for part in _label_columns(ctx, mk, request, policy, n_classes)]
-            w = np.concatenate([part[0] for part in parts])
-            f = np.concatenate([part[1] for part in parts])
-            result = guard_heavy_tails(result, w, f, options.level, options.rates())
+    need = shape.third_pass(total)
+    gathered = None if need is None else await _gather(ctx, mk, request, shape, config,
+                                                       policy, need)
+    result = await ctx.in_pool(functools.partial(shape.result, total, options, gathered))
     result = with_flags(result, flags)
     result.update(log=f"decision log of {config.model_id}", format="noisyloop",
                   policy=request["policy"], bootstrap=options.n_boot)
     return result
+
+
+async def _rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any], shape: LogShape
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The rates ``shape``'s rewards are corrected by (its ``noise``) and what its result
+    says of them: :func:`label_rates`, :func:`ranking_rates`, or none."""
+    if shape.noise == "click":
+        return await label_rates(ctx, mk, request)
+    if shape.noise == "slots":
+        return ranking_rates(request, await ctx.store.noise.get(mk))
+    return {}, {}
 
 
 def with_flags(result: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
@@ -251,40 +245,19 @@ def with_flags(result: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
     return {**result, **flags}
 
 
-async def _label_columns(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any],
-                         policy: Policy, n_classes: int | None
-                         ) -> AsyncIterator[tuple[np.ndarray, np.ndarray]]:
-    """The weights and raw clicks of a label log's events over the window, chunk by chunk
-    (a third pass, for a log whose effective sample size is below
-    :data:`~app.evaluation.heavy_tails.MIN_ESS`)."""
-    line = 0
-    async for chunk in _chunks(ctx, mk, request):
-        columns, lines = await ctx.in_pool(functools.partial(
-            _label_columns_chunk, chunk, line, n_classes, policy))
-        line += lines
-        yield columns
-
-
-def _label_columns_chunk(entries: list[LogEntry], first_line: int, n_classes: int | None,
-                         policy: Policy) -> tuple[tuple[np.ndarray, np.ndarray], int]:
-    batches, lines = _batch(entries, first_line, n_classes)
-    return label_columns((log, policy(log)) for log, _ in batches), lines
-
-
-async def _thin_columns(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any],
-                        policy: Policy, slots: list[int]) -> SlotColumns:
-    """The weights and clicks of a rank log's ``slots`` over the window (a third pass; none
-    without slots)."""
-    if not slots:
-        return {}
+async def _gather(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any],
+                  shape: LogShape, config: ModelConfig, policy: Policy, need: Any) -> Any:
+    """The columns ``need`` asks for over the window, chunk by chunk, joined (a third pass:
+    a label log's weights and raw clicks when its effective sample size is below
+    :data:`~app.evaluation.heavy_tails.MIN_ESS`, a rank log's thin slots')."""
     parts = []
     line = 0
     async for chunk in _chunks(ctx, mk, request):
-        part, lines = await ctx.in_pool(functools.partial(_columns_chunk, chunk, line, policy,
-                                                          slots))
+        part, lines = await ctx.in_pool(functools.partial(
+            _gather_chunk, chunk, line, shape, config, policy, need))
         parts.append(part)
         line += lines
-    return joined_columns(parts, slots)
+    return shape.join(parts, need)
 
 
 def ranking_rates(request: dict[str, Any], noise: NoiseRecord | None
@@ -342,7 +315,8 @@ def request_slot_rates(rho0: float, rho1: float, noise: NoiseRecord | None
          "interval": {"theta": (s.get("interval") or {}).get("theta")}} for s in slots])
     m = est.slots
     rates = SlotRates(est.theta, (rho0,) * m, rho1, est.theta_se, (0.0,) * m)
-    return {"slot_rates": rates}, _flags("request", noise.unreliable_reason(errors_carried=True))
+    # the request's rates replace the model's, whose own reliability is then beside the point
+    return {"slot_rates": rates}, _flags("request", None)
 
 
 async def label_rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]

@@ -1,4 +1,4 @@
-"""The jobs role: re-estimates the click-noise rates rho0, rho1 of the models that learn them.
+"""The noise estimator: re-estimates the click-noise rates rho0, rho1 of the models that learn them.
 
 Each model names its ``estimator`` (:class:`app.store.nrest.EstimatorSettings`):
 ``anchor`` (the default), ``nrest`` or ``fixed`` (never re-estimated).  A
@@ -37,9 +37,9 @@ The fit (:func:`~app.learners.noise_publish.nrest_estimate`, with the model's
 ``percentile`` and ``beta_min``) runs in the worker's process pool, never on
 the event loop; a successful fit is published (NREst gives no interval).
 
-One pass (:func:`run_pass`) first runs the queued jobs of
-``POST .../noise/estimate`` and of ``POST .../evaluations``
-(:mod:`workers.evaluations`), then every model due for a periodic run.  It looks only at
+The jobs role (:mod:`workers.jobs`) runs a requested estimate with :func:`run_job`
+(the ``noise_estimate`` job kind) and, once its queues are empty, every model due
+for a periodic run with :func:`run_periodic`.  That looks only at
 the models on the noise due set (:mod:`app.store.dueset`): the trainer puts a model there
 when it adds samples or anchor rows, and a model with new ones not due yet is looked at
 again when its refresh interval will have passed; so idle models cost it nothing.  A
@@ -76,7 +76,7 @@ from app.store.keys import ModelKeys
 from app.store.noise import NoiseRecord
 from app.store.nrest import EstimatorSettings
 from app.store.util import utc_now
-from workers import anchors, evaluations, jobs
+from workers import anchors
 from workers.context import ModelRef, WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -111,12 +111,10 @@ def buffer_size(ctx: WorkerContext, config: ModelConfig) -> int:
     return cls.noise_samples(config.params) or ctx.config.nrest_buffer
 
 
-async def run_pass(ctx: WorkerContext) -> int:
-    """Queued jobs first (requested estimates, then policy evaluations), then the periodic
-    runs that are due, looking only at the models on the noise due set; returns runs
-    done."""
-    runs = await jobs.run_queued(ctx, ctx.store.noise.jobs, run_job)
-    runs += await evaluations.run_queued(ctx)
+async def run_periodic(ctx: WorkerContext) -> int:
+    """The periodic estimates that are due, looking only at the models on the noise due set;
+    returns runs done."""
+    runs = 0
     now = time.monotonic()
     if not ctx.paced or now - ctx.noise_seeded_at >= SEED_SECONDS:
         ctx.noise_seeded_at = now

@@ -25,10 +25,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # workers.context holds a Pacer
-    from workers.context import ModelRef
+from workers import ModelRef
 
 #: Longest wait, in seconds, before retrying a model whose steps keep failing.
 MAX_FAILURE_WAIT = 30.0

@@ -5,23 +5,19 @@ a published batch that are observed feedback with a click are appended as
 ``(x, played, click)`` to the model's capped sample buffer
 (:class:`app.store.nrest.SampleStore`; its class's ``noise_samples``, else
 the worker's ``nrest_buffer``), from which the jobs role fits NREst
-(:mod:`workers.nrest`).
+(:mod:`workers.nrest`).  A trainer feature (:mod:`workers.feature`) with no state.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from app.learners.base import Batch
 from app.learners.config import ModelConfig
 from app.store.keys import ModelKeys
+from workers.context import ModelSlot, WorkerContext
+from workers.feature import Feature, Published
 from workers.nrest import buffer_size, keeps_samples
-
-if TYPE_CHECKING:
-    from workers.context import ModelSlot, WorkerContext
-    from workers.hooks import Published
 
 
 def samples_of(config: ModelConfig, applied: Batch, observed: np.ndarray,
@@ -36,8 +32,11 @@ def samples_of(config: ModelConfig, applied: Batch, observed: np.ndarray,
 
 
 async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Published) -> None:
-    """Append the batch's samples to the model's buffer (:mod:`workers.hooks`)."""
+    """Append the batch's samples to the model's buffer (the hook)."""
     samples = samples_of(published.config, published.applied, published.observed)
     if samples is not None:
         await ctx.samples.append(ModelKeys(*slot.ref), *samples,
                                  cap=buffer_size(ctx, published.config))
+
+
+FEATURE: Feature[None] = Feature("samples", after_publish=after_publish)

@@ -2,7 +2,8 @@
 or every ``series_events`` events, whichever comes first.
 
 After each published batch the trainer adds the batch's counters to the
-model's open window (:class:`ModelSeries`, in the model's slot: a few additions: the series
+model's open window (:class:`ModelSeries`, the feature's state of the model, in its
+slot: :mod:`workers.feature`; a few additions: the series
 must cost next to nothing beside learning).  Once the window is
 ``series_interval`` seconds old or holds ``series_events`` events (a burst
 draws its curve, not two points and a line; a batch larger than that is one
@@ -48,7 +49,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -62,10 +63,8 @@ from app.store.keys import ModelKeys
 from app.store.noise import NoiseRecord
 from app.store.series import SeriesContext
 from app.store.snapshots import SnapshotInfo
-
-if TYPE_CHECKING:  # workers.context holds a ModelSeries
-    from workers.context import ModelSlot, WorkerContext
-    from workers.hooks import Published
+from workers.context import ModelSlot, WorkerContext
+from workers.feature import Feature, Published
 
 #: Decimals kept of the rewards and rates of a point (the series is for reading, not sums).
 DIGITS = 6
@@ -88,7 +87,7 @@ class Window:
 
 @dataclass
 class ModelSeries:
-    """A model's open window in this worker (in its slot); a point is due once the window
+    """A model's open window in this worker (the feature's state); a point is due once the window
     is the interval old."""
 
     window: Window | None = None
@@ -133,14 +132,14 @@ class ModelSeries:
 
 
 async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Published) -> None:
-    """The trainer hook (:mod:`workers.hooks`): :func:`record` the published batch."""
+    """The hook after a publish: :func:`record` the published batch."""
     await record(ctx, slot, published.view, batch_size(published.applied),
                  published.version, float(np.sum(published.clicks)), len(published.clicks),
                  published.rates)
 
 
 async def after_pass(ctx: WorkerContext) -> None:
-    """The trainer hook after a pass (:mod:`workers.hooks`): :func:`record_idle`."""
+    """The hook after a pass: :func:`record_idle`."""
     await record_idle(ctx)
 
 
@@ -156,7 +155,7 @@ async def record(ctx: WorkerContext, slot: ModelSlot, view: TrainerView, events:
     if ctx.series_interval <= 0:
         return
     now = time.monotonic()
-    window = slot.series.add(ctx.series_interval, events, click_sum, click_n, now,
+    window = FEATURE.state(slot).add(ctx.series_interval, events, click_sum, click_n, now,
                              ctx.series_events)
     if window is None:
         return
@@ -172,7 +171,7 @@ async def record_idle(ctx: WorkerContext) -> None:
     last call (the trainer calls it after each pass), from their counters as published."""
     now = time.monotonic()
     for slot, window in [(s, w) for s in list(ctx.slots.values())
-                         if (w := s.series.idle(now)) is not None]:
+                         if (w := FEATURE.state(s).idle(now)) is not None]:
         view = await ctx.delivery.read_model(ModelKeys(*slot.ref))
         if view is None:
             continue  # deleted meanwhile
@@ -188,7 +187,7 @@ async def _write(ctx: WorkerContext, slot: ModelSlot, window: Window, now: float
     extra = await ctx.store.series.context(mk)
     point = make_point(window, now, total, rates, noise.source if noise is not None else None,
                        extra, None if noise is None else noise.unreliable_reason(True))
-    point.update(rank_fields(view.config, noise, extra.anchor, slot.series))
+    point.update(rank_fields(view.config, noise, extra.anchor, FEATURE.state(slot)))
     await ctx.store.series.append(mk, point)
     if point["online_reward"] is not None:
         ctx.metrics.online_reward.labels(*ref).set(point["online_reward"])
@@ -278,3 +277,7 @@ def rank_fields(config: ModelConfig, noise: NoiseRecord | None,
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, DIGITS)
+
+
+FEATURE = Feature("series", state_factory=ModelSeries, after_publish=after_publish,
+                  after_pass=after_pass)

@@ -31,6 +31,7 @@ from app.store.dueset import earliest_deadline
 from app.store.jobs import REQUEUE_AFTER_SECONDS
 from app.store.keys import ModelKeys
 from workers.context import WorkerContext
+from workers.jobs import JOB_KINDS
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +89,9 @@ async def _upkeep(ctx: WorkerContext) -> None:
 
 
 async def _requeue_stale_jobs(ctx: WorkerContext, models: list[ModelKeys]) -> None:
-    """Queue again the jobs of ``models`` stored but never queued (module docstring)."""
-    for queue in (ctx.store.noise.jobs, ctx.store.evaluations.jobs):
+    """Queue again the jobs of ``models`` stored but never queued (module docstring), of
+    every job kind (:data:`workers.jobs.JOB_KINDS`)."""
+    for queue in [kind.queue(ctx.store) for kind in JOB_KINDS.values()]:
         pushed = await queue.requeue_stale(models)
         if pushed:
             logger.warning("sweeper: %d job(s) stored but not queued were queued again (%s)",

@@ -25,8 +25,8 @@ them; a dead trainer's leases expire and are taken over), then runs one
    also checks the lease and the version and copies the applied entries to
    the model's decision log (:mod:`app.store.decisionlog`); this step and
    the next are shielded from cancellation;
-5. once published: the after-publish hooks
-   (:data:`workers.hooks.AFTER_PUBLISH_HOOKS`: NREst samples, anchor rows, a
+5. once published: the after-publish hooks of the trainer's features
+   (:data:`workers.hooks.FEATURES`: NREst samples, anchor rows, a
    kept version at most once per the model's interval, a quality-series point
    at most once per ``series_interval`` or ``series_events``, the drift
    detector, the challengers),
@@ -34,7 +34,7 @@ them; a dead trainer's leases expire and are taken over), then runs one
    THEN acknowledge, trim and mark the batch handled (what a sync waits for,
    so that it sees what the hooks wrote).
    After the pass, the models that went quiet get their due point and their
-   newest version kept (:data:`workers.hooks.AFTER_PASS_HOOKS`), so neither
+   newest version kept (the features' after-pass hooks), so neither
    trails a burst by more than its interval.
 
 A crash anywhere before the publish leaves the entries pending (the next
@@ -76,6 +76,7 @@ from app.store.snapshots import PublishConflict
 from app.store.util import parse_stream_id
 from workers import failures, hooks
 from workers.context import CachedLearner, ModelRef, ModelSlot, WorkerContext
+from workers.feature import Published
 
 logger = logging.getLogger(__name__)
 #: The order free models are offered in (its own generator: the global one belongs to the
@@ -496,7 +497,7 @@ async def _commit(ctx: WorkerContext, slot: ModelSlot, view: TrainerView, cached
             retention=_retention(ctx))
         cached.version = version
         _record(ctx, ref, view, n_applied, version, last_id, click_sum, len(clicks), rates)
-        failed = await hooks.run_after_publish(ctx, slot, hooks.Published(
+        failed = await hooks.run_after_publish(ctx, slot, Published(
             view, cached.config, cached.learner, version, applied, observed, clicks, last_id,
             rates, cached))
         # after the hooks: a sync returns once the batch is handled, hooks included, and

@@ -40,7 +40,7 @@ from app.settings import Settings
 from app.store import STORE_ERRORS, Store
 from app.store.util import utc_now
 from app.worker_settings import Role, WorkerSettings
-from workers import nrest, sweeper, trainer, wake
+from workers import jobs, sweeper, trainer, wake
 from workers.context import WorkerContext
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ Handler = Callable[[WorkerContext], Awaitable[int]]
 #: Role -> one pass of the role (returns the work it did).
 ROLES: dict[Role, Handler] = {
     "trainer": trainer.run_pass,
-    "jobs": nrest.run_pass,
+    "jobs": jobs.run_pass,
     "sweeper": sweeper.run_pass,
 }
 

@@ -28,9 +28,10 @@ from app.api.decisions import decide_predictions
 from app.api.deps import authorize_model, cached_model, request_model, request_tenant
 from app.api.errors import ApiError, unknown_model
 from app.api.ranking import decide_ranks, rank_answer
+from app.api.tenantlimits import hold_limit_reached
 from app.learners.base import CandidateRanker, Learner
 from app.learners.config import ModelConfig
-from app.store.events import DecisionGuard, new_event_ids
+from app.store.events import DecisionGuard, HoldLimitReached, new_event_ids
 from app.store.keys import ModelKeys
 from app.store.models import ModelView
 from app.tasks import get_task
@@ -59,14 +60,21 @@ async def decide_log_answer(ctx: ApiContext, tenant: str, config: ModelConfig,
     # one log step per defer value (two only when a batch mixes them); the first counts all
     for k, defer in enumerate(sorted({options[i].defer for i in explored}) or [False]):
         rows = [i for i in explored if options[i].defer == defer]
-        logged = await ctx.store.events.record_decisions(
-            mk, [(cast(str, event_ids[i]), cast(dict, made.contexts[i])) for i in rows],
-            config.feedback.wait_seconds, ctx.settings.context_grace_seconds,
-            predictions=0 if k else n, guard=guard, defer=defer,
-            apprentice=None if agreed is None else [agreed[i] for i in rows],
-            agreement=None if agreed is None else (0, 0) if k else (n, sum(agreed)),
-            item_ids=None if made.shown is None else {
-                h: item for i in rows for h, item in made.shown[i].items()})
+        try:
+            logged = await ctx.store.events.record_decisions(
+                mk, [(cast(str, event_ids[i]), cast(dict, made.contexts[i])) for i in rows],
+                config.feedback.wait_seconds, ctx.settings.context_grace_seconds,
+                predictions=0 if k else n, guard=guard, defer=defer,
+                apprentice=None if agreed is None else [agreed[i] for i in rows],
+                agreement=None if agreed is None else (0, 0) if k else (n, sum(agreed)),
+                item_ids=None if made.shown is None else {
+                    h: item for i in rows for h, item in made.shown[i].items()},
+                max_pending=ctx.settings.max_pending_per_model,
+                max_context_bytes=ctx.settings.max_context_bytes)
+        except HoldLimitReached as exc:
+            if guard is not None:  # the regular path refuses it (and counts it once)
+                return None
+            raise hold_limit_reached(ctx, tenant, exc) from None
         if logged is None:
             return None
     ctx.metrics.count_decisions(tenant, config.model_id, n, version)

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.api.schemas.predict import NamedFeatures, PredictRequest, SparseFeatures
+from app.api.schemas.predict import PredictRequest
 from app.api.schemas.rank import RankBatchRequest, RankRequest
+from app.fields import NamedFeatures, SparseFeatures
 from app.learners.base import Decision
 
 #: One input as the request gives it: dense numbers, sparse or named (checked against the
-#: model later: :mod:`app.api.features`).
+#: model later: :mod:`app.features`).
 Features = list[float] | SparseFeatures | NamedFeatures
 
 

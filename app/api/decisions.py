@@ -18,9 +18,9 @@ from app.api.apprentice import follow_labels, in_apprentice_mode, label_baseline
 from app.api.context import ApiContext
 from app.api.decisionrequest import Decided, DecisionRequest
 from app.api.errors import ApiError, from_param_error
-from app.api.features import check_norms, feature_bound, to_matrix, to_vector
 from app.api.openfeedback import add_examples, take_open, take_open_many
 from app.api.schemas.feedback import FeedbackBatchRequest
+from app.features import check_norms, feature_bound, to_matrix, to_vector
 from app.learners.base import Learner, ParamError
 from app.learners.config import ModelConfig
 from app.store.keys import ModelKeys

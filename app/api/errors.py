@@ -1,26 +1,25 @@
 """The one JSON error shape and the exception handlers that produce it.
 
 Every error is ``{"error": {"code", "message", "field"}}``: route errors
-raise :class:`ApiError`; request validation, unknown routes, invalid learner
-parameters, an unreachable store (503 ``store_unavailable`` with
-``Retry-After``) and unexpected failures are mapped here.
+raise :class:`~app.errors.ApiError` (answered by :func:`error_response`); request
+validation, unknown routes, invalid learner parameters, an unreachable store (503
+``store_unavailable`` with ``Retry-After``) and unexpected failures are mapped here.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, get_args
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from app.api.responses import OrjsonResponse
+from app.errors import ApiError, model_of, validation_error
 from app.learners.base import ParamError
-from app.learners.registry import did_you_mean
 from app.store import STORE_ERRORS
 
 logger = logging.getLogger(__name__)
@@ -33,28 +32,10 @@ _STATUS_CODES = {400: "bad_request", 401: "unauthenticated", 403: "forbidden",
 _FASTAPI_BODY_ERROR = "There was an error parsing the body"
 
 
-class ApiError(Exception):
-    """An error response: HTTP status, snake_case code, message, JSON path of the field."""
-
-    def __init__(self, status: int, code: str, message: str, field: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.field = field
-        self.headers = headers
-
-    def body(self) -> dict[str, Any]:
-        """The ``{"error": ...}`` document."""
-        return error_body(self.code, self.message, self.field)
-
-    def response(self) -> OrjsonResponse:
-        return OrjsonResponse(self.body(), status_code=self.status, headers=self.headers)
-
-
-def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "field": field}}
+def error_response(exc: ApiError) -> OrjsonResponse:
+    """The response of an error: its ``{"error": ...}`` document with its status and
+    headers."""
+    return OrjsonResponse(exc.body(), status_code=exc.status, headers=exc.headers)
 
 
 def unknown_model(model_id: str) -> ApiError:
@@ -64,87 +45,6 @@ def unknown_model(model_id: str) -> ApiError:
 def from_param_error(exc: ParamError, prefix: str = "") -> ApiError:
     """A learner's :class:`ParamError` as a 422 naming the field."""
     return ApiError(422, "invalid_param", exc.message, f"{prefix}{exc.field}")
-
-
-def field_path(loc: Sequence[int | str], skip_root: bool = True) -> str | None:
-    """``("body", "instances", 3, "<dense>", 7)`` -> ``"instances[3][7]"``.
-
-    Union tags (``"<...>"``) and pydantic's type markers (``"list[...]"``,
-    ``"function-after[...]"``) are dropped.
-    """
-    parts: list[str] = []
-    items = list(loc)
-    if skip_root and items and items[0] in ("body", "query", "path", "header"):
-        items = items[1:]
-    for item in items:
-        if isinstance(item, int):
-            parts.append(f"[{item}]")
-        elif item.startswith("<") or "[" in item:
-            continue
-        else:
-            parts.append(f".{item}" if parts else item)
-    return "".join(parts) or None
-
-
-#: What pydantic puts before the message of a ``ValueError`` raised in a validator.
-_VALUE_ERROR_PREFIX = "Value error, "
-
-
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model an annotation holds (``X``, ``X | None``), or None."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    models = [m for m in map(_model_of, get_args(annotation)) if m is not None]
-    return models[0] if len(models) == 1 else None
-
-
-def _taken_fields(model: type[BaseModel] | None, loc: Sequence[int | str]
-                  ) -> tuple[str, list[str]]:
-    """Which object of a body of ``model`` holds the field at ``loc`` (``"the body"`` or its
-    path) and the fields that object takes (none when not known: a union, a list)."""
-    items = list(loc[1:] if loc and loc[0] == "body" else loc)[:-1]
-    for name in items:
-        field = model.model_fields.get(name) if isinstance(name, str) and model else None
-        model = _model_of(field.annotation) if field is not None else None
-    taken = list(model.model_fields) if model is not None else []
-    return field_path(items, skip_root=False) or "the body", taken
-
-
-def validation_error(errors: Sequence[Any], prefix: str = "",
-                     fields: Sequence[str] = (), what: str = "the body",
-                     model: type[BaseModel] | None = None) -> ApiError:
-    """The first pydantic error as a 422 ``invalid_request`` naming its field; a field the
-    body does not take comes first (a misspelt name also leaves the field it misspells
-    missing).
-
-    ``fields`` are the fields ``what`` takes: a field it does not take is
-    answered with them (and the closest one, if it looks misspelt); with the body's
-    ``model`` instead, those of the object holding it.
-    """
-    unknown = [e for e in errors if e.get("type") == "extra_forbidden"]
-    first = (unknown or list(errors) or [{"loc": (), "msg": "invalid request"}])[0]
-    loc = tuple(first.get("loc", ()))
-    path = field_path(loc)
-    if prefix:
-        path = f"{prefix}.{path}" if path and not path.startswith("[") else f"{prefix}{path or ''}"
-    message = str(first.get("msg", "invalid value")).removeprefix(_VALUE_ERROR_PREFIX)
-    if first.get("type") == "json_invalid":
-        ctx = first.get("ctx")
-        reason = (ctx.get("error") if isinstance(ctx, dict) else None) or message
-        where = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
-        return ApiError(422, "invalid_json", f"body is not valid JSON: {reason}{where}")
-    if first.get("type") == "missing" and path is None:
-        return ApiError(422, "invalid_request", "a JSON body is required")
-    if first.get("type") == "extra_forbidden":
-        if model is not None:
-            what, fields = _taken_fields(model, loc)
-        elif len(loc) != 1:
-            fields = ()
-        if fields:
-            name = str(loc[-1])
-            message = (f"{what} takes no {name!r}{did_you_mean(name, list(fields))}; it takes "
-                       + ", ".join(fields))
-    return ApiError(422, "invalid_request", message, path)
 
 
 def internal_error() -> ApiError:
@@ -187,7 +87,7 @@ def store_unavailable(retry_after: int) -> ApiError:
 def store_error_response(exc: Exception, retry_after: int) -> OrjsonResponse:
     """The 503 of an unreachable store (logged once per request)."""
     logger.warning("store unavailable: %s", exc)
-    return store_unavailable(retry_after).response()
+    return error_response(store_unavailable(retry_after))
 
 
 def install_error_handlers(app: FastAPI, retry_after: int,
@@ -201,7 +101,7 @@ def install_error_handlers(app: FastAPI, retry_after: int,
 
     async def on_api_error(request: Request, exc: Exception) -> OrjsonResponse:
         assert isinstance(exc, ApiError)
-        return exc.response()
+        return error_response(exc)
 
     async def denied(request: Request) -> OrjsonResponse | None:
         if authenticate is None:
@@ -209,9 +109,9 @@ def install_error_handlers(app: FastAPI, retry_after: int,
         try:
             await authenticate(request)
         except ApiError as exc:
-            return exc.response()
+            return error_response(exc)
         except STORE_ERRORS:
-            return store_unavailable(retry_after).response()
+            return error_response(store_unavailable(retry_after))
         return None
 
     async def on_validation(request: Request, exc: Exception) -> OrjsonResponse:
@@ -221,38 +121,40 @@ def install_error_handlers(app: FastAPI, retry_after: int,
                 tuple(e.get("loc", ()))[:1] == ("body",) for e in exc.errors()):
             # the body was not read as JSON at all: say what to send, not what it is not
             assert content_type is not None
-            return await denied(request) or unsupported_media_type(content_type).response()
+            return await denied(request) or error_response(
+                unsupported_media_type(content_type))
         route = request.scope.get("route")
         body = getattr(getattr(route, "body_field", None), "field_info", None)
-        return await denied(request) or validation_error(
-            exc.errors(), model=_model_of(getattr(body, "annotation", None))).response()
+        return await denied(request) or error_response(validation_error(
+            exc.errors(), model=model_of(getattr(body, "annotation", None))))
 
     async def on_http(request: Request, exc: Exception) -> OrjsonResponse:
         assert isinstance(exc, StarletteHTTPException)
         if exc.status_code == 400 and exc.detail == _FASTAPI_BODY_ERROR:
             # a body that is not UTF-8 (FastAPI raises before validating): same as bad JSON
-            return await denied(request) or ApiError(
-                422, "invalid_json", "body is not valid UTF-8 JSON").response()
+            return await denied(request) or error_response(ApiError(
+                422, "invalid_json", "body is not valid UTF-8 JSON"))
         code = _STATUS_CODES.get(exc.status_code, "http_error")
         headers = dict(exc.headers) if exc.headers else None
         routes = getattr(request.app.state, "api_routes", None)
         if exc.status_code == 405 and routes:
             headers = {**(headers or {}), "Allow": allowed_methods(routes, request.scope)}
-        return ApiError(exc.status_code, code, str(exc.detail), headers=headers).response()
+        return error_response(ApiError(exc.status_code, code, str(exc.detail),
+                                       headers=headers))
 
     async def on_param(request: Request, exc: Exception) -> OrjsonResponse:
         assert isinstance(exc, ParamError)
-        return from_param_error(exc).response()
+        return error_response(from_param_error(exc))
 
     async def on_store(request: Request, exc: Exception) -> OrjsonResponse:
         return store_error_response(exc, retry_after)
 
     async def on_recursion(request: Request, exc: Exception) -> OrjsonResponse:
-        return ApiError(422, "invalid_json", "JSON nested too deeply").response()
+        return error_response(ApiError(422, "invalid_json", "JSON nested too deeply"))
 
     async def on_unexpected(request: Request, exc: Exception) -> OrjsonResponse:
         # Starlette's server-error layer logs the traceback and re-raises after this answer
-        return internal_error().response()
+        return error_response(internal_error())
 
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_validation)

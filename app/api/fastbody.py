@@ -40,9 +40,10 @@ import orjson
 
 from app.api.decisionrequest import Candidates, DecisionOptions, DecisionRequest
 from app.api.routing import may_hold_big_int
-from app.api.schemas.predict import MAX_DENSE
-from app.api.schemas.rank import MAX_ACTION_ID_CHARS, MAX_CANDIDATES
+from app.api.schemas.rank import MAX_CANDIDATES
+from app.fields import MAX_DENSE
 from app.settings import MAX_BATCH
+from app.tasks.rank import MAX_ACTION_ID_CHARS
 
 _NUMBER_TYPES = frozenset((int, float))
 _OPTIONS = {"slots": int, "explore": bool, "defer": bool}

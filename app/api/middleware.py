@@ -9,11 +9,12 @@ import time
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.deps import request_model, request_tenant
+from app.api.deps import bearer_token, request_model, request_tenant
 from app.api.errors import ApiError
 from app.api.limits import check_json_depth
 from app.logs import request_id
 from app.metrics import Metrics
+from app.store import STORE_ERRORS
 
 logger = logging.getLogger("app.api.access")
 
@@ -23,6 +24,25 @@ async def _send_json(send: Send, status: int, body: bytes) -> None:
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _count_too_large(scope: Scope) -> None:
+    """Count a refused body on ``tenant_limit_reached{tenant, "max_body_bytes"}`` when the
+    request carries a valid API key (one Redis read, on a refusal only; no key, an invalid
+    one or an unreachable store: not counted, the 413 is answered all the same)."""
+    ctx = getattr(scope["app"].state, "ctx", None) if "app" in scope else None
+    authorization = dict(scope.get("headers") or []).get(b"authorization")
+    if ctx is None or authorization is None:
+        return
+    try:
+        token = bearer_token(authorization.decode("latin-1"))
+        tenant = await ctx.store.tenants.authenticate(token)
+    except ApiError:  # not a bearer token
+        return
+    except STORE_ERRORS:
+        return
+    if tenant is not None:
+        ctx.metrics.limit_reached.labels(tenant, "max_body_bytes").inc()
 
 
 class BodyLimitMiddleware:
@@ -39,10 +59,11 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         too_large = b'{"error":{"code":"payload_too_large","message":"request body exceeds ' + \
-            str(self.max_bytes).encode() + b' bytes","field":null}}'
+            str(self.max_bytes).encode() + b' bytes (limit max_body_bytes)","field":null}}'
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await _count_too_large(scope)
             await _send_json(send, 413, too_large)
             return
         chunks: list[bytes] = []
@@ -55,6 +76,7 @@ class BodyLimitMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
+                await _count_too_large(scope)
                 await _send_json(send, 413, too_large)
                 return
             chunks.append(chunk)

@@ -16,7 +16,6 @@ from app.api.apprentice import check_mode, in_apprentice_mode, report
 from app.api.context import ApiContext
 from app.api.drift import drift_response
 from app.api.errors import ApiError, from_param_error, unknown_model
-from app.api.features import feature_bound
 from app.api.presets import preset_params
 from app.api.schemas.models import (
     ArrayPayload,
@@ -35,6 +34,7 @@ from app.api.schemas.models import (
 from app.api.schemas.serving import ApprenticeReport
 from app.api.tenantlimits import limit_reached
 from app.api.versions import keep_explicit, publish_explicit
+from app.features import feature_bound
 from app.learners.base import Learner, ParamError, check_state
 from app.learners.build import budget_strategy, build_learner
 from app.learners.config import BudgetSettings, ModelConfig

@@ -12,7 +12,7 @@ adds its key to the name (``{"user": {"profile": {"tier": "gold"}}}`` is
 categorical (the feature ``name=value`` with value 1, as noisyloop's named features are), a
 number is its value, a boolean 1 or 0, a null nothing (names and string values of 1 to 256
 characters).  The names are then hashed into the
-model's features as every named feature is (:func:`app.api.features.to_vector`).
+model's features as every named feature is (:func:`app.features.to_vector`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from app.api.decisionrequest import Candidates, DecisionOptions, DecisionRequest
 from app.api.errors import ApiError, validation_error
-from app.api.features import hash_feature, named_term
 from app.api.responses import OrjsonResponse
-from app.api.schemas.predict import MAX_NAME_CHARS, MAX_NAMED, NamedFeatures
+from app.features import hash_feature, named_term
+from app.fields import MAX_NAME_CHARS, MAX_NAMED, NamedFeatures
 
 #: The api-version of ``azure-ai-personalizer`` 1.0.0b1's routes.
 API_VERSION = "2022-09-01-preview"

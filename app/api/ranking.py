@@ -30,7 +30,7 @@ from app.api.decisionrequest import (
     Features,
 )
 from app.api.errors import ApiError, from_param_error
-from app.api.features import check_norms, feature_bound, to_vector
+from app.features import check_norms, feature_bound, to_vector
 from app.learners.base import CandidateRanker, Decision, ParamError
 from app.learners.config import ModelConfig
 from app.tasks.rank import item_hashes
@@ -210,7 +210,7 @@ def _shown_ids(decision: Decision, request: RankInput,
 
 def rank_answer(decision: Decision, ids: Sequence[str], event_id: str | None,
                 version: int) -> dict[str, Any]:
-    """The answer of one ranking (the fields of :class:`~app.api.schemas.rank.RankResponse`)."""
+    """The answer of one ranking (the fields of :class:`~app.tasks.rank.RankResponse`)."""
     out = decision.output
     doc: dict[str, Any] = {
         "model_version": version,

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
 from app.api.schemas.versions import KeptVersionResponse, RollbackResponse, VersionsResponse
+from app.learners.base import Learner
+from app.learners.build import build_learner
 from app.learners.config import ModelConfig
 from app.store.keys import ModelKeys
+from app.store.models import ConfigBusy
 from app.store.results import ScriptResult
 from app.store.snapshots import PublishConflict
 from app.store.versions import RESTORED_CONFIG_FIELDS, RollbackRefused, VersionPolicy
@@ -54,6 +59,43 @@ async def publish_explicit(ctx: ApiContext, tenant: str, config: ModelConfig,
             continue  # the trainer published meanwhile: read again
         ctx.cache.forget(tenant, config.model_id)
         return version
+    raise ApiError(503, "store_busy", "the model kept changing; retry",
+                   headers={"Retry-After": "1"})
+
+
+async def reconfigure(ctx: ApiContext, tenant: str, model_id: str,
+                      change: Callable[[ModelConfig], ModelConfig],
+                      adjust: Callable[[Learner], None] | None = None
+                      ) -> tuple[ModelConfig, Learner]:
+    """Store ``change(the stored config)``, then publish the model's state rebuilt under the
+    new config (``adjust`` applied to the learner) at the version it was read at, so that
+    every worker reloads the learner with the new params; redone on the trainer's state when
+    it published meanwhile (its events are never lost).  Returns the config stored and the
+    learner published."""
+    try:  # on the config stored when writing: a rollback meanwhile keeps its params
+        config = await ctx.store.models.update_config(tenant, model_id, change)
+    except ConfigBusy:
+        raise ApiError(503, "store_busy", "the model's config kept changing; retry",
+                       headers={"Retry-After": "1"}) from None
+    if config is None:
+        raise unknown_model(model_id)
+    mk = ModelKeys(tenant, model_id)
+    for _ in range(PUBLISH_ATTEMPTS):
+        snap = await ctx.store.snapshots.load(mk)
+        if snap is None:
+            raise unknown_model(model_id)
+        learner = build_learner(config, snap.state)
+        if adjust is not None:
+            adjust(learner)
+        try:
+            await ctx.store.snapshots.publish(mk, learner.get_state(),
+                                              expected_version=snap.version)
+        except PublishConflict as exc:
+            if exc.code is ScriptResult.GONE:
+                raise unknown_model(model_id) from None
+            continue  # the trainer published meanwhile: redo on its state
+        ctx.cache.forget(tenant, model_id)
+        return config, learner
     raise ApiError(503, "store_busy", "the model kept changing; retry",
                    headers={"Retry-After": "1"})
 

@@ -58,6 +58,11 @@ class LocalBroker:
         self.bootstrap = f"127.0.0.1:{self.port}"
         self._proc: subprocess.Popen[bytes] | None = None
 
+    @property
+    def pid(self) -> int | None:
+        """The broker's process id while it runs (for its CPU time), else None."""
+        return None if self._proc is None else self._proc.pid
+
     def command(self) -> list[str]:
         """The broker's command line (memory storage, listening on :attr:`bootstrap`)."""
         url = f"tcp://{self.bootstrap}"

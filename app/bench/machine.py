@@ -55,10 +55,16 @@ def process_cpu_seconds(pid: int) -> float | None:
     return linux_process_cpu_seconds(pid)
 
 
-def linux_process_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` from ``/proc`` (10 ms ticks)."""
-    fields = Path(f"/proc/{pid}/stat").read_text("ascii").rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def linux_process_cpu_seconds(pid: int, children: bool = False, thread: int | None = None
+                              ) -> float:
+    """User + system CPU seconds of process ``pid`` from ``/proc`` (10 ms ticks); with
+    ``children``, those of its children that it has waited for instead (e.g. a Redis's
+    AOF rewrites, which a forked child does); with ``thread``, that thread's only (the
+    main thread's id is ``pid``)."""
+    path = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
+    fields = Path(path).read_text("ascii").rsplit(")", 1)[1].split()
+    first = 13 if children else 11
+    return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_shares(before: tuple[int, ...] | None, after: tuple[int, ...] | None

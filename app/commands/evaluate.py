@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from app.evaluation.estimators import LabelLog, Options
     from app.evaluation.rates import SlotRates
     from app.evaluation.servicelog import ServiceLog
+    from app.evaluation.shapes import LogShape
     from app.evaluation.streaming import P, Policy, Reader
     from app.sim.logs import ObdRecord
 
@@ -300,15 +301,15 @@ def target(log: LabelLog, policy: str | int) -> np.ndarray | None:
 
 
 def noisyloop_inputs(path: str, policy: str | int) -> tuple[ServiceLog, np.ndarray | None]:
-    """A noisyloop label log or rank log and, for ``model:FILE`` or ``model-greedy:FILE``,
-    the model's ``n x K`` matrix on a label log."""
-    from app.evaluation.servicelog import read_service_log
+    """A noisyloop label log and, for ``model:FILE`` or ``model-greedy:FILE``, the model's
+    ``n x K`` matrix on it."""
+    from app.evaluation.servicelog import read_label_log
 
     model = model_policy(policy)
     if model is None:
-        return read_service_log(path), None
+        return read_label_log(path), None
     pi, n_classes = model
-    read = read_service_log(path, n_classes)
+    read = read_label_log(path, n_classes)
     return read, pi(read.label_log())
 
 
@@ -343,6 +344,7 @@ def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
 
     from app.evaluation import parquetlog
     from app.evaluation.heavy_tails import guard_label
+    from app.evaluation.shapes import RANK_SHAPE
     from app.evaluation.streaming import chain, evaluate_parts
     from app.replay.output import progress_bar
 
@@ -350,7 +352,7 @@ def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
     model = model_policy(policy)
     parts = parquetlog.parts(files)
     total = sum(p.rows for p in parts)
-    if parquetlog.ranked(files):
+    if exported_shape(args.log) is RANK_SHAPE:
         return rank_run(args, parts, parquetlog.rank_batches, total, model is not None)
     label_log_only(args)
     pi, n_actions = (label_policy(policy), None) if model is None else model
@@ -430,8 +432,19 @@ def config_inputs(args: argparse.Namespace, text: str
         raise ValueError("--policy: config:JSON needs --format noisyloop or vw")
     log = vw_log(args.log)
     rates = None if args.rho0 is None or args.rho1 is None else (args.rho0, args.rho1)
-    trained = config_policy(config, log, args.train_fraction, rates, seed=args.seed)
+    trained = config_policy(config, label_task(), log, args.train_fraction, rates,
+                            seed=args.seed)
     return trained.log, trained.pi, trained.split()
+
+
+def label_task() -> str:
+    """The task whose decision log is a label log (its log shape is
+    :data:`~app.evaluation.shapes.LABEL_SHAPE`): a ``config:JSON`` names one of its learners
+    (a VW log is a label log too)."""
+    from app.evaluation.shapes import LABEL_SHAPE
+    from app.tasks import TASKS
+
+    return next(name for name, task in TASKS.items() if task.log_shape is LABEL_SHAPE)
 
 
 def config_run(args: argparse.Namespace, text: str) -> dict[str, Any]:
@@ -454,7 +467,8 @@ def config_run(args: argparse.Namespace, text: str) -> dict[str, Any]:
     options.correction()  # refuse unusable rates before reading the log
     events, n_actions, batches = label_source(args.log)
     try:
-        plan = ConfigPlan.of(config, n_actions, options, events, args.train_fraction)
+        plan = ConfigPlan.of(config, label_task(), n_actions, options, events,
+                             args.train_fraction)
     except ValueError as exc:
         raise ValueError(f"--train-fraction: {exc}") from None
     with progress_bar(events, "log", unit="event",
@@ -473,20 +487,33 @@ def label_source(path: str) -> tuple[int, int, Callable[[], Iterable[EventBatch]
 
     from app.evaluation import servicelog
 
-    refused = "--policy: config:JSON needs a label log, not a rank log"
+    shape = exported_shape(path)
+    if shape is not None and "configuration" not in shape.policies:
+        raise ValueError("--policy: config:JSON needs a label log, not a rank log")
+    if streamed(path):
+        from app.evaluation import parquetlog
+
+        files = parquetlog.log_files(path)
+        events, n_actions = parquetlog.label_counts(files)
+        return events, n_actions, partial(parquetlog.identified_batches, files, n_actions)
+    events, n_actions = servicelog.label_counts(path)
+    return events, n_actions, partial(servicelog.identified_batches, path, n_actions)
+
+
+def exported_shape(path: str) -> LogShape | None:
+    """The log shape of the noisyloop export at ``path`` (JSON Lines, or Parquet: a file, a
+    directory or a glob): that of the task whose shape reads its first event line
+    (:func:`app.tasks.log_shape_of`; None when none does)."""
+    from app.tasks import log_shape_of
+
     if streamed(path):
         require("pyarrow", PARQUET, "--log PARQUET")
         from app.evaluation import parquetlog
 
-        files = parquetlog.log_files(path)
-        if parquetlog.ranked(files):
-            raise ValueError(refused)
-        events, n_actions = parquetlog.label_counts(files)
-        return events, n_actions, partial(parquetlog.identified_batches, files, n_actions)
-    if servicelog.jsonl_ranked(path):
-        raise ValueError(refused)
-    events, n_actions = servicelog.label_counts(path)
-    return events, n_actions, partial(servicelog.identified_batches, path, n_actions)
+        return log_shape_of(parquetlog.first_event(parquetlog.log_files(path)))
+    from app.evaluation.servicelog import first_event
+
+    return log_shape_of(first_event(path))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -528,9 +555,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError("--policy: empirical:FILE needs --format obd")
         if streamed(args.log):
             return stream_run(args, policy)
-        from app.evaluation.servicelog import jsonl_ranked, rank_batches
+        from app.evaluation.servicelog import rank_batches
+        from app.evaluation.shapes import RANK_SHAPE
 
-        if jsonl_ranked(args.log):
+        if exported_shape(args.log) is RANK_SHAPE:
             return rank_run(args, [args.log], rank_batches, None, model)
         read, pi_model = noisyloop_inputs(args.log, policy)
         label_log_only(args)

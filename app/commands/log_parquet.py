@@ -13,6 +13,11 @@ parts written after it and reads on from there.  Part numbers grow with the
 log, so the files' sorted paths are the log's order (as
 :mod:`app.evaluation.parquetlog` reads them).
 
+A page holding both forms of ``features`` (a list, and the sparse form of
+a context the log stored sparse) is given the sparse form throughout
+(:func:`one_features_form`); pages of one form are written as they come, so
+a dense model's export is as before.
+
 A marker line becomes a row of its ``type``, ``stream_id`` and ``time`` and
 its other fields as one JSON text, ``detail`` (:func:`marker_rows`): a
 marker's fields differ by type and may name an event's column with another
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +47,9 @@ EVENT_LINE = b'{"type":"event",'
 #: Fields a marker's row keeps as columns; the others go into :data:`DETAIL`.
 MARKER_COLUMNS = ("type", "stream_id", "time")
 DETAIL = "detail"
+#: A line's ``features`` in the sparse form, and as a list.
+_SPARSE_FEATURES = re.compile(rb'"features":\s*\{')
+_LIST_FEATURES = re.compile(rb'"features":\s*\[')
 
 
 def resume_position(out: Path) -> tuple[str | None, int]:
@@ -150,6 +159,26 @@ def marker_rows(body: bytes) -> bytes:
     return b"".join(out)
 
 
+def one_features_form(body: bytes) -> bytes:
+    """The page ``body`` with every event's ``features`` in the sparse form when some are
+    (:mod:`app.store.logrecords`: a context stored sparse keeps that form, one stored dense
+    is a list; a Parquet column holds one type); a page of one form is kept as it is."""
+    if not (_SPARSE_FEATURES.search(body) and _LIST_FEATURES.search(body)):
+        return body
+    out = []
+    for line in body.splitlines(keepends=True):
+        record = json.loads(line) if line.strip() else None
+        features = record.get("features") if isinstance(record, dict) else None
+        if not isinstance(record, dict) or not isinstance(features, list):
+            out.append(line)
+            continue
+        indices = [i for i, v in enumerate(features) if v != 0]
+        record["features"] = {"size": len(features), "indices": indices,
+                              "values": [features[i] for i in indices]}
+        out.append(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+    return b"".join(out)
+
+
 def write_pages(pages: Iterator[tuple[bytes, str | None]], out: Path, next_part: int,
                 advance: Callable[[int], None]) -> int:
     """Write the pages (body and the position after it) into ``out``; returns the rows."""
@@ -161,8 +190,9 @@ def write_pages(pages: Iterator[tuple[bytes, str | None]], out: Path, next_part:
     for body, after in pages:
         if not body:
             continue
-        table = pj.read_json(io.BytesIO(marker_rows(body)), read_options=pj.ReadOptions(
-            block_size=max(len(body), 1 << 20)))
+        rows = one_features_form(marker_rows(body))
+        table = pj.read_json(io.BytesIO(rows), read_options=pj.ReadOptions(
+            block_size=max(len(rows), 1 << 20)))
         writer.add(table)
         n += table.num_rows
         advance(table.num_rows)

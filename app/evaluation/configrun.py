@@ -33,7 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from app.evaluation.estimators import FIT_EVENTS, LabelLog, LabelSums, Options, reward_sums
+from app.evaluation.estimators import (
+    FIT_EVENTS,
+    LABEL,
+    LabelLog,
+    LabelSums,
+    Options,
+    reward_sums,
+)
 from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails, label_columns
 from app.evaluation.policies import learner_policy
 from app.evaluation.reward_model import RidgeModel, RidgeSums, merged
@@ -51,6 +58,8 @@ class ConfigPlan:
     """What every pass of a configuration's evaluation needs (picklable)."""
 
     config: Any
+    task: str
+    """The task whose learner ``config`` names (the evaluated model's)."""
     n_classes: int
     options: Options
     """The estimators' options; their ``seed`` seeds the learner too, their rates (when
@@ -61,12 +70,13 @@ class ConfigPlan:
     """The first ``train`` of them are learned from, the rest evaluated."""
 
     @classmethod
-    def of(cls, config: Any, n_classes: int, options: Options, events: int,
+    def of(cls, config: Any, task: str, n_classes: int, options: Options, events: int,
            train_fraction: float) -> ConfigPlan:
         """The plan splitting ``events`` events at ``train_fraction`` (ValueError when a
         part would be empty, or for rates that cannot be used)."""
         options.correction()  # refuse unusable rates before reading the log again
-        return cls(config, n_classes, options, events, train_size(events, train_fraction))
+        return cls(config, task, n_classes, options, events,
+                   train_size(events, train_fraction))
 
     @property
     def rates(self) -> tuple[float, float] | None:
@@ -128,8 +138,8 @@ class ConfigRun:
         learn = min(log.n, max(plan.train - position, 0))
         if learn:
             if self.training is None:
-                self.training = start_training(plan.config, log.X.shape[1], plan.n_classes,
-                                               plan.rates, plan.options.seed)
+                self.training = start_training(plan.config, plan.task, log.X.shape[1],
+                                               plan.n_classes, plan.rates, plan.options.seed)
             self.training.learn(log.rows(slice(learn)))
             self.learned += learn
         if learn < log.n:
@@ -166,7 +176,7 @@ class ConfigScorer:
             return LabelSums.zeros(), {}
         first = position + start - plan.train
         batch = (log.rows(slice(start, stop)), row_keys(np.arange(first, first + stop - start)))
-        return (accumulate([batch], self.policy, self.model, plan.options),
+        return (accumulate([batch], self.policy, self.model, plan.options, kind=LABEL),
                 plan.ids_in(stream_ids[start:stop], position + start))
 
     def policy(self, log: LabelLog) -> np.ndarray | None:

@@ -70,7 +70,7 @@ import numpy as np
 
 from app.evaluation.rates import SlotRates, corrected, correction_of, noise_rates
 from app.evaluation.reward_model import RidgeModel, RidgeSums
-from app.evaluation.sums import TermSums, fold_of, row_hash, row_keys
+from app.evaluation.sums import Kind, TermSums, fold_of, row_hash, row_keys
 from app.evaluation.sums import resampled_sums as resampled_sums
 
 ESTIMATORS = ("ips", "snips", "dr")
@@ -291,6 +291,10 @@ class LabelSums:
                                    float(quantiles[1, j])) for j in range(3))
         return Evaluation(ips=ips, snips=snips, dr=dr, n=n, ess=self.ess,
                           correction=correction)
+
+
+#: What a label log's streamed evaluation sums (:mod:`app.evaluation.streaming`).
+LABEL = Kind(reward_sums, LabelSums.zeros)
 
 
 def _statistics(sums: np.ndarray) -> np.ndarray:

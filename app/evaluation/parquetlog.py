@@ -162,11 +162,37 @@ def _features(batch: Any, needed: tuple[str, ...]) -> np.ndarray:
         if batch.column(name).null_count:
             raise ValueError(f"an event without {name}")
     features = batch.column("features")
+    if _is_struct(features.type):
+        return _sparse_features(features)
     lengths = pc.list_value_length(features).to_numpy()
     d = int(lengths[0])
     if np.any(lengths != d):
         raise ValueError("events with features of different lengths")
     return np.asarray(features.flatten().to_numpy(), dtype=np.float64).reshape(-1, d)
+
+
+def _is_struct(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_struct(kind))
+
+
+def _sparse_features(features: Any) -> np.ndarray:
+    """The ``n x d`` features of a column in the log's sparse form (structs of ``size``,
+    ``indices``, ``values``: :mod:`app.store.logrecords`), dense for this batch only."""
+    sizes = np.asarray(features.field("size").to_numpy(zero_copy_only=False))
+    d = int(sizes[0])
+    if np.any(sizes != d):
+        raise ValueError("events with features of different lengths")
+    indices, values = features.field("indices"), features.field("values")
+    counts = np.asarray(indices.value_lengths().to_numpy(zero_copy_only=False))
+    flat = np.asarray(indices.flatten().to_numpy(), dtype=np.int64)
+    if flat.size and not (flat.min() >= 0 and flat.max() < d):
+        raise ValueError(f"sparse indices outside 0..{d - 1}")
+    X = np.zeros((len(sizes), d))
+    X[np.repeat(np.arange(len(sizes)), counts), flat] = np.asarray(
+        values.flatten().to_numpy(), dtype=np.float64)
+    return X
 
 
 def _label_log(batch: Any, n_actions: int) -> LabelLog:
@@ -253,8 +279,14 @@ def _id_columns(schema: Any) -> dict[str, Any]:
     return columns
 
 
-def ranked(files: list[str]) -> bool:
-    """Whether the log is a rank log (its lines have ``slots``)."""
+def first_event(files: list[str]) -> dict[str, Any]:
+    """The first event row of the log ``files`` as its JSON Lines export's line (its null
+    fields left out, as the line has none; empty without an event)."""
     import pyarrow.parquet as pq
 
-    return "slots" in pq.read_schema(files[0]).names
+    for file in files:
+        for batch in pq.ParquetFile(file).iter_batches(batch_size=1024):
+            for row in batch.to_pylist():
+                if row.get("type") == "event":
+                    return {name: value for name, value in row.items() if value is not None}
+    return {}

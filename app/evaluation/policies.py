@@ -14,11 +14,6 @@ import numpy as np
 from app.evaluation.estimators import LabelLog
 from app.learners.base import Learner
 
-#: The kinds of policy a label log is evaluated for, as a queued evaluation names them
-#: (:func:`policy_kind`): a model's snapshot as it explores and its greedy label, uniform,
-#: logging, a fixed label and a configuration trained on the earlier part of the log.
-LABEL_POLICIES = ("model", "model:greedy", "uniform", "logging", "fixed:N", "configuration")
-
 
 def policy_kind(policy: object) -> str:
     """The kind of a queued evaluation's policy: ``configuration`` for an object,

@@ -47,7 +47,7 @@ accumulator per slot, each event keyed by its position in the log, and
 :class:`RankRidgeSums` the reward models' per-slot sums
 (:class:`app.evaluation.reward_model.RidgeSums` with one action), fitted
 on the log's first :data:`~app.evaluation.estimators.FIT_EVENTS` events:
-:data:`RANK` is the rank log's :class:`app.evaluation.streaming.Kind`.  The
+:data:`RANK` is the rank log's :class:`app.evaluation.sums.Kind`.  The
 slates' sums are the slots' (:meth:`app.evaluation.slates.SlateSums.of_slots`).
 The heavy-tail guard (:mod:`app.evaluation.heavy_tails`) bets on a slot's
 events in log order, so for a slot whose effective sample size falls below
@@ -73,8 +73,8 @@ from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails, guard_slates
 from app.evaluation.rates import SlotRates, correction_of
 from app.evaluation.reward_model import RidgeModel, RidgeSums
 from app.evaluation.slates import SlateSums
-from app.evaluation.streaming import Kind, P, Policy, Reader, chain, sum_parts
-from app.evaluation.sums import fold_of, row_hash, row_keys
+from app.evaluation.streaming import P, Policy, Reader, chain, sum_parts
+from app.evaluation.sums import Kind, fold_of, row_hash, row_keys
 
 #: The policies a rank log is evaluated for (a model's policy would need every candidate's
 #: features, which the log keeps only while the model has challengers).
@@ -376,7 +376,7 @@ def evaluate_ranking_parts(parts: Sequence[P], reader: Reader[P], policy: Policy
     ``parts``, summed by ``engine`` (:func:`app.evaluation.streaming.sum_parts`, or
     :func:`app.evaluation.spark.sum_parts_spark`), with one more pass over the
     :meth:`RankSums.thin_slots` when there are any (here: their columns are in log order)."""
-    sums: RankSums = engine(parts, reader, policy, options, workers, progress, RANK)
+    sums: RankSums = engine(parts, reader, policy, options, workers, progress, kind=RANK)
     thin = sums.thin_slots()
     columns = slot_columns(((log, policy(log)) for log, _ in chain(parts, reader)),
                            thin) if thin else {}

@@ -6,8 +6,11 @@ line: context ``features``, the played ``action``, its ``propensity`` and the
 reward ``feedback.click``.  A *rank* log (lines with ``slots``) becomes one
 ranking per line (:class:`app.evaluation.rankings.RankLog`): the context
 ``features``, ``n_candidates`` and per shown slot its placement
-``propensity`` and ``click``.  Marker lines are skipped; so are lines of any
-other task.
+``propensity`` and ``click``.  Marker lines are skipped.  :func:`label_log_of`
+and :func:`rank_log_of` each read a log of their shape, refusing a line of
+another (a model's log shape, :mod:`app.evaluation.shapes`, reads its batches
+with them; ``noisyloop evaluate`` finds an export's shape through the task
+registry, :func:`app.tasks.log_shape_of`).
 Each event is keyed by its line's position in the log (markers count), as a
 Parquet export's rows are; :func:`log_batches` reads a log's lines as such
 logs, a batch of lines at a time.
@@ -17,13 +20,14 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import io
 import itertools
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -79,9 +83,9 @@ def read_lines(path: str | Path) -> Iterator[dict[str, Any]]:
                 raise ValueError(f"{path}:{number}: not JSON ({exc})") from None
 
 
-def read_service_log(path: str | Path, n_actions: int | None = None) -> ServiceLog:
-    """The log of an exported JSON Lines file in memory (see :func:`service_log`)."""
-    return service_log(read_lines(path), n_actions, str(path))
+def read_label_log(path: str | Path, n_actions: int | None = None) -> ServiceLog:
+    """The label log of an exported JSON Lines file in memory (:func:`label_log_of`)."""
+    return label_log_of(read_lines(path), n_actions, str(path))
 
 
 #: Lines of a JSON Lines log read at a time by :func:`rank_batches` (as Python objects:
@@ -93,23 +97,36 @@ _LabelRow = tuple[np.ndarray, int, float, float, int, str, int]
 #: A ranking's: features, candidates (0: not logged), per shown slot (slot, propensity,
 #: click), line.
 _RankRow = tuple[np.ndarray, int, list[tuple[int, float, float]], int]
+#: A row of either.
+R = TypeVar("R", _LabelRow, _RankRow)
 
 
-def service_log(records: Iterable[Any], n_actions: int | None = None,
-                path: str = "the log") -> ServiceLog:
-    """A label or rank log (module docstring) of the log's records; ``n_actions`` (a label
-    log's number of labels, e.g. the model's ``n_classes``) defaults to the largest label
-    seen plus one.  One pass keeping only each event's numbers, not the records (200,000
-    records of 5-slot rankings take about 1.5 GB as Python objects)."""
-    events, label, rankings = _rows(records, path)
-    if not events:
-        raise ValueError(f"{path}: no events (is it a `noisyloop log export` file?)")
-    if label is None:
-        raise ValueError(f"{path}: only label logs (action, propensity) and rank logs (slots) "
-                         "can be evaluated")
-    if not label:
-        return ServiceLog(None, _rank_log(path, rankings),
-                          keys=row_keys(np.array([row[3] for row in rankings], dtype=np.int64)))
+def dense_vector(value: Any) -> np.ndarray:
+    """A line's vector as a float array, from a JSON list or the sparse form of a vector
+    the log stored sparse, ``{"size": n, "indices": [...], "values": [...]}``
+    (:mod:`app.store.logrecords`); ValueError for an index out of range, KeyError or
+    TypeError for neither form.
+
+    >>> dense_vector({"size": 4, "indices": [1, 3], "values": [0.5, 2.0]}).tolist()
+    [0.0, 0.5, 0.0, 2.0]
+    """
+    if not isinstance(value, dict):
+        return np.asarray(value, dtype=float)
+    out = np.zeros(int(value["size"]))
+    indices = np.asarray(value["indices"], dtype=np.int64)
+    if indices.size and not (indices.min() >= 0 and indices.max() < out.size):
+        raise ValueError(f"sparse indices outside 0..{out.size - 1}")
+    out[indices] = np.asarray(value["values"], dtype=float)
+    return out
+
+
+def label_log_of(records: Iterable[Any], n_actions: int | None = None,
+                 path: str = "the log") -> ServiceLog:
+    """The label log (module docstring) of the log's records; ``n_actions`` (its number of
+    labels, e.g. the model's ``n_classes``) defaults to the largest label seen plus one
+    (ValueError naming a line that is not a label event).  One pass keeping only each
+    event's numbers, not the records."""
+    label = _rows(records, path, _label_row)
     actions = np.array([row[1] for row in label], dtype=np.int64)
     seen = max(int(actions.max()), max(row[4] for row in label)) + 1
     log = LabelLog(X=_stack([row[0] for row in label], path), actions=actions,
@@ -120,41 +137,52 @@ def service_log(records: Iterable[Any], n_actions: int | None = None,
                       row_keys(np.array([row[6] for row in label], dtype=np.int64)))
 
 
-def keyed_batch(records: list[Any], first_line: int, n_actions: int | None = None,
-                path: str = "the log") -> ServiceLog | None:
-    """The :func:`service_log` of ``records``, consecutive lines of a log from its line
+def rank_log_of(records: Iterable[Any], path: str = "the log") -> ServiceLog:
+    """The rank log (module docstring) of the log's records (ValueError naming a line that
+    is not a ranking).  One pass keeping only each ranking's numbers (200,000 records of
+    5-slot rankings take about 1.5 GB as Python objects)."""
+    rankings = _rows(records, path, _rank_row)
+    return ServiceLog(None, _rank_log(path, rankings),
+                      keys=row_keys(np.array([row[3] for row in rankings], dtype=np.int64)))
+
+
+def keyed_batch(records: list[Any], first_line: int,
+                read: Callable[[list[Any]], ServiceLog]) -> ServiceLog | None:
+    """The log ``read`` makes of ``records``, consecutive lines of a log from its line
     ``first_line``, keyed by their lines in the log; None when they hold no event."""
-    if not any(isinstance(r, dict) and r.get("type") == "event" for r in records):
+    if not any(_is_event(r) for r in records):
         return None
-    read = service_log(records, n_actions, path)
-    assert read.keys is not None
-    return dataclasses.replace(read, keys=read.keys + np.uint64(first_line))
+    log = read(records)
+    assert log.keys is not None
+    return dataclasses.replace(log, keys=log.keys + np.uint64(first_line))
 
 
-def log_batches(lines: Iterable[Any], size: int, n_actions: int | None = None,
-                path: str = "the log") -> Iterator[ServiceLog]:
-    """The logs of consecutive batches of ``size`` lines (:func:`keyed_batch`)."""
+def log_batches(lines: Iterable[Any], size: int, read: Callable[[list[Any]], ServiceLog]
+                ) -> Iterator[ServiceLog]:
+    """The logs ``read`` makes of consecutive batches of ``size`` lines (:func:`keyed_batch`;
+    ``read``: :func:`label_log_of` or :func:`rank_log_of` with its arguments)."""
     first = 0
     it = iter(lines)
     while chunk := list(itertools.islice(it, size)):
-        read = keyed_batch(chunk, first, n_actions, path)
+        log = keyed_batch(chunk, first, read)
         first += len(chunk)
-        if read is not None:
-            yield read
+        if log is not None:
+            yield log
 
 
 def rank_batches(path: str | Path, size: int = BATCH_LINES
                  ) -> Iterator[tuple[RankLog, np.ndarray]]:
     """The rankings of the JSON Lines rank log at ``path`` with their keys, read ``size``
     lines at a time."""
-    for read in log_batches(read_lines(path), size, path=str(path)):
+    for read in log_batches(read_lines(path), size, functools.partial(rank_log_of,
+                                                                       path=str(path))):
         assert read.keys is not None  # keyed_batch keys every event
         yield read.ranking_log(), read.keys
 
 
 def label_counts(path: str | Path) -> tuple[int, int]:
     """The events of the JSON Lines log at ``path`` and its largest ``action`` or
-    ``greedy_action`` plus one, as :func:`service_log` counts them (a pass parsing every
+    ``greedy_action`` plus one, as :func:`label_log_of` counts them (a pass parsing every
     line, keeping two numbers; ValueError without events)."""
     events, largest = 0, -1
     for line in read_lines(path):
@@ -172,48 +200,61 @@ def identified_batches(path: str | Path, n_actions: int, size: int = BATCH_LINES
                        ) -> Iterator[tuple[LabelLog, tuple[str, ...]]]:
     """The label events of the JSON Lines log at ``path`` with their ``stream_id``, read
     ``size`` lines at a time."""
-    for read in log_batches(read_lines(path), size, n_actions, str(path)):
+    for read in log_batches(read_lines(path), size, functools.partial(
+            label_log_of, n_actions=n_actions, path=str(path))):
         yield read.label_log(), read.stream_ids
 
 
-def jsonl_ranked(path: str | Path) -> bool:
-    """Whether the JSON Lines log at ``path`` is a rank log (its first event has ``slots``)."""
-    first = next((line for line in read_lines(path)
-                  if isinstance(line, dict) and line.get("type") == "event"), {})
-    return "slots" in first
+def first_event(path: str | Path) -> dict[str, Any]:
+    """The first event line of the JSON Lines log at ``path`` (empty without one)."""
+    return next((line for line in read_lines(path) if _is_event(line)), {})
 
 
-def _rows(records: Iterable[Any], path: str
-          ) -> tuple[int, list[_LabelRow] | None, list[_RankRow]]:
-    """``(events, label rows, rank rows)`` of the event lines; label rows None when the
-    lines are neither all label nor all rank lines (ValueError naming a malformed line)."""
+def _is_event(record: Any) -> bool:
+    return isinstance(record, dict) and record.get("type") == "event"
+
+
+def _label_row(line: dict[str, Any], features: np.ndarray, position: int
+               ) -> _LabelRow | None:
+    """A label event's numbers; None for a line without ``action`` and ``propensity``."""
+    if "action" not in line or "propensity" not in line:
+        return None
+    return (features, int(line["action"]), float(line["propensity"]),
+            float(line["feedback"]["click"]), int(line.get("greedy_action", 0)),
+            str(line.get("stream_id", "")), position)
+
+
+def _rank_row(line: dict[str, Any], features: np.ndarray, position: int) -> _RankRow | None:
+    """A ranking's numbers; None for a line without ``slots``."""
+    if "slots" not in line:
+        return None
+    return (features, int(line.get("n_candidates") or 0),
+            [(int(slot["slot"]), float(slot["propensity"]), float(slot.get("click", 0.0)))
+             for slot in line["slots"]], position)
+
+
+def _rows(records: Iterable[Any], path: str,
+          row: Callable[[dict[str, Any], np.ndarray, int], R | None]) -> list[R]:
+    """The rows ``row`` makes of the event lines (ValueError for a log without events,
+    naming a malformed line, or a line ``row`` does not read)."""
+    rows: list[R] = []
     events = 0
-    label: list[_LabelRow] = []
-    rankings: list[_RankRow] = []
     for position, line in enumerate(records):
-        if not isinstance(line, dict) or line.get("type") != "event":
+        if not _is_event(line):
             continue
         events += 1
         try:
-            features = np.asarray(line["features"], dtype=float)
-            if "slots" in line:
-                rankings.append((features, int(line.get("n_candidates") or 0),
-                                 [(int(slot["slot"]), float(slot["propensity"]),
-                                   float(slot.get("click", 0.0))) for slot in line["slots"]],
-                                 position))
-            elif "action" in line and "propensity" in line:
-                label.append((features, int(line["action"]), float(line["propensity"]),
-                              float(line["feedback"]["click"]),
-                              int(line.get("greedy_action", 0)), str(line.get("stream_id", "")),
-                              position))
-            else:
-                return events, None, rankings
+            found = row(line, dense_vector(line["features"]), position)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: a line without features, action or feedback.click, "
                              f"or a slot without slot or propensity ({exc!r})") from None
-        if label and rankings:
-            return events, None, rankings
-    return events, label, rankings
+        if found is None:
+            raise ValueError(f"{path}: only label logs (action, propensity) and rank logs "
+                             "(slots) can be evaluated, each alone")
+        rows.append(found)
+    if not events:
+        raise ValueError(f"{path}: no events (is it a `noisyloop log export` file?)")
+    return rows
 
 
 def _stack(features: list[np.ndarray], path: str) -> np.ndarray:

@@ -26,16 +26,9 @@ from functools import partial
 from typing import Any
 
 from app.evaluation import parquetlog
-from app.evaluation.estimators import Evaluation, LabelSums, Options
-from app.evaluation.streaming import (
-    LABEL,
-    Kind,
-    Policy,
-    Reader,
-    accumulate,
-    chain,
-    fit_reward_model,
-)
+from app.evaluation.estimators import LABEL, Evaluation, LabelSums, Options
+from app.evaluation.streaming import Policy, Reader, accumulate, chain, fit_reward_model
+from app.evaluation.sums import Kind
 
 
 def session(master: str | None = None) -> Any:
@@ -82,12 +75,12 @@ def _task(batches: Iterator[Any], parts: list[Any], reader: Reader[Any], policy:
 
 def sum_parts_spark(parts: Sequence[Any], reader: Reader[Any], policy: Policy,
                     options: Options, workers: int = 1,
-                    progress: Callable[[int], None] | None = None, kind: Kind = LABEL,
+                    progress: Callable[[int], None] | None = None, *, kind: Kind,
                     master: str | None = None) -> Any:
     """:func:`app.evaluation.streaming.sum_parts` with its second pass in Spark tasks, one
     per part, merged in the log's order (``workers`` goes unused: Spark's executors share
     the pass)."""
-    model = fit_reward_model(chain(parts, reader), options, kind)
+    model = fit_reward_model(chain(parts, reader), options, kind=kind)
     spark = session(master)
     frame = spark.createDataFrame([(i,) for i in range(len(parts))], "part int")
     task = partial(_task, parts=list(parts), reader=reader, policy=policy, model=model,
@@ -107,5 +100,5 @@ def evaluate_spark(files: list[str], n_actions: int, policy: Policy, options: Op
     """IPS, SNIPS and DR of ``policy`` on the Parquet label log ``files`` (module docstring)."""
     reader = partial(parquetlog.label_batches, n_actions=n_actions)
     sums: LabelSums = sum_parts_spark(parquetlog.parts(files), reader, policy, options,
-                                      master=master)
+                                      kind=LABEL, master=master)
     return sums.evaluation(options)

@@ -3,9 +3,12 @@
 An evaluation is two passes (:mod:`app.evaluation.estimators`): the reward
 model's sums over the log's first
 :data:`~app.evaluation.estimators.FIT_EVENTS` events, then the estimators'
-sums over every event.  What is summed depends on the log's :class:`Kind`:
-a label log's :class:`~app.evaluation.estimators.LabelSums` (:data:`LABEL`),
-a rank log's per-slot sums (:data:`app.evaluation.rankings.RANK`).  A log is
+sums over every event.  What is summed is the log's
+:class:`~app.evaluation.sums.Kind`, which every function here is given (its
+log shape's, :mod:`app.evaluation.shapes`): a label log's
+:class:`~app.evaluation.estimators.LabelSums`
+(:data:`app.evaluation.estimators.LABEL`), a rank log's per-slot sums
+(:data:`app.evaluation.rankings.RANK`).  A log is
 read as *parts* (a file's row groups, say), each a re-readable stream of
 batches of events with their keys (positions in the log,
 :func:`app.evaluation.sums.row_keys`); the second pass runs part by part, in
@@ -20,20 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
-from app.evaluation.estimators import (
-    FIT_EVENTS,
-    Evaluation,
-    LabelLog,
-    LabelSums,
-    Options,
-    reward_sums,
-)
-from app.evaluation.sums import row_keys
+from app.evaluation.estimators import FIT_EVENTS, LABEL, Evaluation, LabelLog, LabelSums, Options
+from app.evaluation.sums import Kind, row_keys
 
 #: A batch of events (a label log's or a rank log's) and their keys.
 Batch = tuple[Any, np.ndarray]
@@ -44,41 +39,10 @@ P = TypeVar("P")
 Reader = Callable[[P], Iterable[Batch]]
 
 
-class FitSums(Protocol):
-    """A reward model's mergeable sums."""
-
-    def merge(self, other: Any) -> None: ...
-
-    def fit(self, lam: float) -> Any: ...
-
-
-class Sums(Protocol):
-    """An estimators' mergeable accumulator."""
-
-    @property
-    def n(self) -> int: ...
-
-    def add(self, log: Any, target: np.ndarray | None, keys: np.ndarray, options: Options,
-            model: Any) -> None: ...
-
-    def merge(self, other: Any) -> None: ...
-
-
-@dataclass(frozen=True)
-class Kind:
-    """What an evaluation of a kind of log sums: the reward model's sums of a batch, and the
-    estimators' empty accumulator."""
-
-    reward_sums: Callable[[Any, np.ndarray, Options], FitSums]
-    zeros: Callable[[], Sums]
-
-
-#: A label log's evaluation (:mod:`app.evaluation.estimators`).
-LABEL = Kind(reward_sums, LabelSums.zeros)
 
 
 def reward_model_sums(batches: Iterable[Batch], options: Options, limit: int = FIT_EVENTS,
-                      kind: Kind = LABEL) -> tuple[Any, int]:
+                      *, kind: Kind) -> tuple[Any, int]:
     """The reward model's sums of the first ``limit`` events of ``batches`` (None without
     events) and how many events they hold."""
     sums: Any = None
@@ -96,7 +60,7 @@ def reward_model_sums(batches: Iterable[Batch], options: Options, limit: int = F
     return sums, seen
 
 
-def fit_reward_model(batches: Iterable[Batch], options: Options, kind: Kind = LABEL) -> Any:
+def fit_reward_model(batches: Iterable[Batch], options: Options, *, kind: Kind) -> Any:
     """The reward model fitted on the first :data:`FIT_EVENTS` events of ``batches``."""
     sums, _ = reward_model_sums(batches, options, kind=kind)
     if sums is None:
@@ -105,7 +69,7 @@ def fit_reward_model(batches: Iterable[Batch], options: Options, kind: Kind = LA
 
 
 def accumulate(batches: Iterable[Batch], policy: Policy, model: Any, options: Options,
-               progress: Callable[[int], None] | None = None, kind: Kind = LABEL) -> Any:
+               progress: Callable[[int], None] | None = None, *, kind: Kind) -> Any:
     """The estimators' sums over ``batches`` (``progress(k)`` as ``k`` events are added)."""
     sums = kind.zeros()
     for log, keys in batches:
@@ -122,13 +86,13 @@ def _accumulate_part(reader: Reader[P], part: P, policy: Policy, model: Any,
 
 def sum_parts(parts: Sequence[P], reader: Reader[P], policy: Policy, options: Options,
               workers: int = 1, progress: Callable[[int], None] | None = None,
-              kind: Kind = LABEL) -> Any:
+              *, kind: Kind) -> Any:
     """The estimators' sums of ``policy`` on the log made of ``parts`` in order (module
     docstring); ``workers`` processes share the second pass (``reader`` and ``policy``
     must then be picklable); ``progress(k)`` as ``k`` events are added."""
-    model = fit_reward_model(chain(parts, reader), options, kind)
+    model = fit_reward_model(chain(parts, reader), options, kind=kind)
     if workers <= 1 or len(parts) <= 1:
-        return accumulate(chain(parts, reader), policy, model, options, progress, kind)
+        return accumulate(chain(parts, reader), policy, model, options, progress, kind=kind)
     total = kind.zeros()
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(_accumulate_part, reader, part, policy, model, options, kind)
@@ -145,7 +109,7 @@ def evaluate_parts(parts: Sequence[P], reader: Reader[P], policy: Policy, option
                    workers: int = 1, progress: Callable[[int], None] | None = None
                    ) -> Evaluation:
     """IPS, SNIPS and DR of ``policy`` on the label log made of ``parts`` (:func:`sum_parts`)."""
-    sums: LabelSums = sum_parts(parts, reader, policy, options, workers, progress)
+    sums: LabelSums = sum_parts(parts, reader, policy, options, workers, progress, kind=LABEL)
     return sums.evaluation(options)
 
 

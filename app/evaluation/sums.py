@@ -17,12 +17,16 @@ is resampling events in groups, and with as many buckets as events it is the
 ordinary bootstrap (each event drawn about Poisson(1) times).  Each resample
 divides by its own event count (a column of the sums), as the ordinary
 bootstrap's resample of ``n`` events does.
+
+A log's :class:`Kind` names what its streamed evaluation sums
+(:mod:`app.evaluation.streaming`): the reward model's sums and the estimators'.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -122,3 +126,35 @@ def resampled_sums(terms: np.ndarray, n_boot: int, rng: np.random.Generator,
         if progress is not None:
             progress(b)
     return sums
+
+
+class FitSums(Protocol):
+    """A reward model's mergeable sums."""
+
+    def merge(self, other: Any) -> None: ...
+
+    def fit(self, lam: float) -> Any: ...
+
+
+class Sums(Protocol):
+    """An estimators' mergeable accumulator."""
+
+    @property
+    def n(self) -> int: ...
+
+    def add(self, log: Any, target: np.ndarray | None, keys: np.ndarray, options: Any,
+            model: Any) -> None:
+        """Add a batch's terms (``options``: the estimators'
+        :class:`~app.evaluation.estimators.Options`)."""
+
+    def merge(self, other: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What an evaluation of a kind of log sums: the reward model's sums of a batch, and the
+    estimators' empty accumulator."""
+
+    reward_sums: Callable[[Any, np.ndarray, Any], FitSums]
+    """The reward model's sums of a batch, its keys and the estimators' options."""
+    zeros: Callable[[], Sums]

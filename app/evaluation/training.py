@@ -154,11 +154,11 @@ def concatenated(first: LabelLog, then: LabelLog) -> LabelLog:
                     n_actions=first.n_actions)
 
 
-def start_training(config: Any, n_features: int, n_classes: int,
+def start_training(config: Any, task: str, n_features: int, n_classes: int,
                    rates: tuple[float, float] | None = None, seed: int | None = 0) -> Training:
-    """A fresh learner of ``config`` (:func:`check_config`) at the click-noise ``rates``
-    (when given), ready to learn a label log."""
-    learner = check_config(config, "label", n_features, n_classes, seed)
+    """A fresh learner of ``config`` (:func:`check_config`, a learner of ``task``) at the
+    click-noise ``rates`` (when given), ready to learn a label log."""
+    learner = check_config(config, task, n_features, n_classes, seed)
     if rates is not None:
         apply_noise_rates(learner, *rates)
     return Training(learner)
@@ -183,13 +183,14 @@ def split(log: LabelLog, train_fraction: float) -> tuple[LabelLog, LabelLog]:
     return log.rows(slice(0, train)), log.rows(slice(train, log.n))
 
 
-def config_policy(config: Any, log: LabelLog, train_fraction: float = DEFAULT_TRAIN_FRACTION,
+def config_policy(config: Any, task: str, log: LabelLog,
+                  train_fraction: float = DEFAULT_TRAIN_FRACTION,
                   rates: tuple[float, float] | None = None, seed: int | None = 0
                   ) -> ConfigPolicy:
-    """The policy of ``config`` (a label learner's ``{"algorithm", "params"}``) trained on
-    the first ``train_fraction`` of ``log`` at the click-noise ``rates`` (when given), on the
-    rest of it (ValueError/ParamError saying why not)."""
-    training = start_training(config, log.X.shape[1], log.n_actions, rates, seed)
+    """The policy of ``config`` (the ``{"algorithm", "params"}`` of a learner of ``task``)
+    trained on the first ``train_fraction`` of ``log`` at the click-noise ``rates`` (when
+    given), on the rest of it (ValueError/ParamError saying why not)."""
+    training = start_training(config, task, log.X.shape[1], log.n_actions, rates, seed)
     train, test = split(log, train_fraction)
     training.learn(train)
     return ConfigPolicy(learner_policy(test, training.finish()), train.n, test)

@@ -19,9 +19,9 @@ class BanditPA(BanditronExploration, LinearLearner):
         w_yt <- w_yt + (2a - 1) (l / ||x||^2) x        (skipped when ||x|| = 0),
 
     a passive-aggressive step that moves the played row's score to +1 after a
-    click and to -1 after a non-click.  The spec marks this rule as recalled
-    from third-party code, not checked against the original paper: compare
-    with care.  State-dependent (SD): ``l`` uses the current ``w_yt``.
+    click and to -1 after a non-click.  This rule was recalled from
+    third-party code, not checked against the original paper: compare with
+    care.  State-dependent (SD): ``l`` uses the current ``w_yt``.
 
     Parameters
     ----------

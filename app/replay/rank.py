@@ -16,7 +16,7 @@ time (scored from its features alone).
 
 The model is the one a service would hold: its ``service_defaults``, and its
 click noise estimated by the service's estimator (``--estimator``, default
-``anchor``: the per-slot estimate run by :class:`~app.replay.noise.SlotRefresh` on
+``anchor``: the per-slot estimate run by :class:`~app.learners.slot_refresh.SlotRefresh` on
 its shown slots, by the service's schedule and publish rule; once published the
 learner learns affine-corrected clicks).  ``--estimator fixed`` gives the
 learner the ``--click-noise`` rates instead.  ``extra`` reports every estimate
@@ -42,9 +42,10 @@ import numpy as np
 from app.learners.base import Learner, ParamError, stack_events
 from app.learners.noise_publish import position_bias, slots_outcome
 from app.learners.registry import algorithms, build, learner_class
-from app.replay import task_of
+from app.learners.slot_refresh import SlotRefresh
+from app.replay import ranklog, task_of
 from app.replay.drift import drift_report, schedule
-from app.replay.noise import SlotRefresh, estimator_of
+from app.replay.noise import estimator_of
 from app.replay.result import ReplayResult
 from app.sim.rank import DEFAULT_RHO, DEFAULT_THETA, RankSimulator, gap_closed
 
@@ -120,19 +121,15 @@ def simulator(args: argparse.Namespace, seed: int) -> RankSimulator:
 
 def default_rounds(args: argparse.Namespace) -> int | None:
     """Rounds a run takes without ``--rounds``: a log's length is unknown until it is read."""
-    from app.replay.ranklog import is_log
-
-    return None if is_log(args.dataset) else DEFAULT_ROUNDS
+    return None if ranklog.is_log(args.dataset) else DEFAULT_ROUNDS
 
 
 def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) -> ReplayResult:
     """Replay the simulator (or the log of ``vw:PATH`` / ``obd:PATH``) through
     ``args.algorithm`` (default: the task's first)."""
-    from app.replay import ranklog
-
-    if ranklog.is_log(args.dataset):
-        return ranklog.run(args, seed, progress)
     task = task_of(args, __name__)
+    if ranklog.is_log(args.dataset):
+        return ranklog.run(args, task, seed, progress)
     algorithm = getattr(args, "algorithm", None) or algorithms(task)[0]
     rounds = getattr(args, "rounds", None) or DEFAULT_ROUNDS
     sim = simulator(args, seed)

@@ -47,11 +47,12 @@ import numpy as np
 from app.learners.base import CandidateRanker, ParamError, stack_events
 from app.learners.offpolicy import learn_finite
 from app.learners.registry import algorithms, build
-from app.replay import rank, task_of
-from app.replay.rank import CURVE_POINTS, PROGRESS_STEP
 from app.replay.result import ReplayResult
 from app.sim.logs import FeatureIndex, Named, read_obd, read_obd_items, read_vw_adf
 
+#: Points of the curve (the rank replay's resolution) and rounds between progress reports.
+CURVE_POINTS = 100
+PROGRESS_STEP = 1_000
 #: Prefixes of ``--dataset`` that name a log, and its layout.
 LAYOUTS = ("vw", "obd")
 #: Options of the rank replay that only set up the simulator.
@@ -185,12 +186,13 @@ def _check_options(args: argparse.Namespace) -> None:
         raise ParamError("--learn-batch", f"must be >= 1, got {args.learn_batch}")
 
 
-def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) -> ReplayResult:
-    """Replay ``args.algorithm`` (default: the task's first) over the log of ``args.dataset``
-    (the first ``--rounds`` decisions, default all; module docstring)."""
+def run(args: argparse.Namespace, task: str, seed: int,
+        progress: Callable[[int], None]) -> ReplayResult:
+    """Replay ``args.algorithm`` (default: ``task``'s first) over the log of ``args.dataset``
+    (the first ``--rounds`` decisions, default all; module docstring).  The rank replay
+    (:func:`app.replay.rank.run`) calls it for a ``--dataset`` that names a log."""
     _check_options(args)
     log = load(args.dataset)
-    task = task_of(args, rank.__name__)
     algorithm = getattr(args, "algorithm", None) or algorithms(task)[0]
     n = min(len(log.rankings), getattr(args, "rounds", None) or len(log.rankings))
     d_a = log.candidates[0].shape[1]

@@ -41,7 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api import deciding
 from app.api.deps import bearer_token
-from app.api.errors import ApiError, internal_error, store_error_response
+from app.api.errors import ApiError, error_response, internal_error, store_error_response
 from app.api.fastbody import plain_rank_body, single_predict_body
 from app.api.middleware import ObservedRequest
 from app.api.responses import dumps
@@ -96,7 +96,7 @@ class DecisionFastPath:
             answer = store_error_response(exc, self.retry_after_seconds)
         except Exception:  # a bug: answered, logged and counted as the app's 500s are
             logger.exception("%s failed", kind)
-            answer = internal_error().response()
+            answer = error_response(internal_error())
         except BaseException:  # cancelled: nothing is answered; the log context is restored
             observed.abandon()
             raise

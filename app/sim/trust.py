@@ -19,6 +19,7 @@ import numpy as np
 
 from app.learners.base import stack_events
 from app.learners.registry import build
+from app.learners.slot_refresh import SlotRefresh
 from app.sim.rank import RankSimulator
 
 #: Examination per slot, relative to slot 0.
@@ -63,24 +64,26 @@ def trust_simulator(seed: int, *, binary: bool = True, scale: float = 2.0,
 
 def placements(sim: RankSimulator, rounds: int, *, seed: int = 0, learn_batch: int = 50,
                params: dict[str, Any] | None = None, algorithm: str = "ridge_pl",
-               learner: Any = None, estimate_every: int | None = None) -> Placements:
+               learner: Any = None, estimate_every: int | None = None,
+               refresh: Any = None) -> Placements:
     """Run ``algorithm`` (or the given ``learner``) on ``sim`` for ``rounds`` requests,
     learning in batches of ``learn_batch`` rounds decided with the same model.
 
     ``estimate_every``: every that many requests a
-    :class:`~app.replay.noise.SlotRefresh` runs the per-slot estimate on the newest
+    :class:`~app.learners.slot_refresh.SlotRefresh` runs the per-slot estimate on the newest
     :data:`~app.learners.noise_publish.SLOT_BUFFER` rows and, when published, the learner
     learns from the clicks it corrects (``set_slot_noise``), as in the service (whose
     schedule is every :data:`~app.learners.noise_publish.ANCHOR_EVERY` rows: ``noisyloop
-    replay --task rank`` runs that one).
+    replay --task rank`` runs that one).  ``refresh``: a
+    :class:`~app.learners.slot_refresh.SlotRefresh` of ``learner`` to run instead (its own
+    schedule; the caller keeps it to read what it published).
     """
-    from app.replay.noise import SlotRefresh  # the replay's refresh, on the simulator's rows
-
     if learner is None:
         learner = build("rank", algorithm, n_features=sim.n_features,
                         params={"n_action_features": sim.n_action_features,
                                 "slots": sim.slots, **(params or {})}, seed=seed)
-    refresh = SlotRefresh(learner, every=estimate_every * sim.slots) if estimate_every else None
+    if refresh is None and estimate_every:
+        refresh = SlotRefresh(learner, every=estimate_every * sim.slots)
     cols: list[list[np.ndarray]] = [[] for _ in range(8)]
     gap = np.zeros((rounds, 4))
     pending: list[dict[str, np.ndarray]] = []

@@ -221,8 +221,38 @@ def _split(blob: bytes) -> tuple[Layout, int]:
 
 def decode(blob: bytes) -> dict[str, np.ndarray]:
     """Inverse of :func:`encode`; raises :class:`CodecError` on a malformed blob."""
+    return {name: value.dense() if isinstance(value, SparseArray) else value
+            for name, value in decode_stored(blob).items()}
+
+
+@dataclass(frozen=True)
+class SparseArray:
+    """An array as stored sparse: its ``shape``, the flat ``indices`` (ascending) of its
+    non-zeros and their ``values`` (read-only views on the blob)."""
+
+    shape: tuple[int, ...]
+    indices: np.ndarray
+    values: np.ndarray
+
+    def dense(self) -> np.ndarray:
+        """The dense array (what :func:`decode` returns for it)."""
+        out = np.zeros(math.prod(self.shape), dtype=self.values.dtype)
+        out[self.indices] = self.values
+        return out.reshape(self.shape)
+
+    def row(self, k: int) -> SparseArray:
+        """Row ``k`` of a 2-D array (its indices within the row), still sparse."""
+        width = math.prod(self.shape[1:])
+        low, high = np.searchsorted(self.indices, [k * width, (k + 1) * width])
+        return SparseArray(self.shape[1:], self.indices[low:high] - k * width,
+                           self.values[low:high])
+
+
+def decode_stored(blob: bytes) -> dict[str, np.ndarray | SparseArray]:
+    """:func:`decode`, but each array stored sparse stays a :class:`SparseArray` (no dense
+    copy: a wide context costs its non-zeros, not its width)."""
     lay, offset = _split(blob)
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, np.ndarray | SparseArray] = {}
     for name, dtype, shape, count, nnz in lay.fields:
         if nnz is None:
             out[name] = np.frombuffer(blob, dtype=dtype, count=count,
@@ -231,12 +261,12 @@ def decode(blob: bytes) -> dict[str, np.ndarray]:
             continue
         index = np.frombuffer(blob, dtype=_INDEX, count=nnz, offset=offset)
         offset += nnz * _INDEX.itemsize
-        if nnz and not (index.min() >= 0 and index.max() < count):
-            raise CodecError(f"array {name!r}: a sparse index out of range")
-        dense = np.zeros(count, dtype=dtype)
-        dense[index] = np.frombuffer(blob, dtype=dtype, count=nnz, offset=offset)
+        if nnz and not (index.min() >= 0 and index.max() < count
+                        and (np.diff(index) > 0).all()):
+            raise CodecError(f"array {name!r}: sparse indices out of range or order")
+        out[name] = SparseArray(shape, index, np.frombuffer(blob, dtype=dtype, count=nnz,
+                                                            offset=offset))
         offset += nnz * dtype.itemsize
-        out[name] = dense.reshape(shape)
     return out
 
 

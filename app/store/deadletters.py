@@ -76,11 +76,13 @@ class DeadLetterPage:
     """Entry id to pass as ``after`` for the next page (None: this is the last)."""
 
 
-def _decoded(blob: bytes | None) -> dict[str, np.ndarray] | None:
+def _decoded(blob: bytes | None) -> dict[str, np.ndarray | codec.SparseArray] | None:
+    """The blob's arrays, those stored sparse kept sparse (a wide context is not expanded
+    to list its shapes)."""
     if blob is None:
         return None
     try:
-        return codec.decode(blob)
+        return codec.decode_stored(blob)
     except (codec.CodecError, ValueError):
         return None
 
@@ -103,7 +105,7 @@ def parse_dead_letter(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Dead
         name: list(arr.shape) for name, arr in {**context, **feedback}.items()}
     shown = None if feedback is None else {
         name: json_value(arr) for name, arr in feedback.items()
-        if arr.size <= MAX_SHOWN_ELEMENTS}
+        if isinstance(arr, np.ndarray) and arr.size <= MAX_SHOWN_ELEMENTS}
     at = datetime.fromtimestamp(parse_stream_id(sid)[0] / 1000.0, UTC)
     return DeadLetter(entry_id=sid, stream_id=text(fields.get(b"stream_id")) or "",
                       event_id=text(fields.get(b"e")), kind=text(fields.get(b"k")),

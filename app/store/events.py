@@ -79,6 +79,18 @@ class DecisionGuard:
     model: ModelStamp
 
 
+class HoldLimitReached(Exception):
+    """Logging the decisions would pass what the model may hold: ``limit`` names the bound
+    (``"pending"``: decisions awaiting feedback, ``"context_bytes"``: one stored context),
+    ``held`` what is held or asked. Nothing was written."""
+
+    def __init__(self, limit: str, held: int, most: int) -> None:
+        super().__init__(f"{limit}: {held} (most {most})")
+        self.limit = limit
+        self.held = held
+        self.most = most
+
+
 @dataclass(frozen=True)
 class FeedbackOutcome:
     """Result of one feedback join: ``status`` is "ok", "unknown", "duplicate" or
@@ -148,7 +160,9 @@ class EventStore:
                                guard: DecisionGuard | None = None, defer: bool = False,
                                apprentice: Sequence[bool] | None = None,
                                agreement: tuple[int, int] | None = None,
-                               item_ids: Mapping[int, str] | None = None) -> int | None:
+                               item_ids: Mapping[int, str] | None = None,
+                               max_pending: int = 0,
+                               max_context_bytes: int = 0) -> int | None:
         """Log ``(event_id, context)`` pairs awaiting feedback; return their deadline.
 
         Counts ``predictions`` decisions (default: one per context; decisions
@@ -168,6 +182,10 @@ class EventStore:
         predicts go to Redis together (:class:`ScriptBatch`).  ``item_ids``: the candidate
         ids a ranking showed by their 64-bit hash, added in the same step to the model's id
         table unless known (at most :data:`~app.store.decisionlog.MAX_ITEM_IDS`).
+        ``max_pending`` (0: none): most decisions the model may hold awaiting feedback,
+        pending and deferred, checked in the same step; ``max_context_bytes`` (0: none):
+        the largest stored context. Past either, :class:`HoldLimitReached` is raised and
+        nothing is written.
         """
         flags = list(apprentice or ())
         if flags and len(flags) != len(contexts):
@@ -179,8 +197,11 @@ class EventStore:
         args: list[bytes | str | int | float] = [
             int(wait_seconds), int(grace_seconds),
             len(contexts) if predictions is None else int(predictions), len(contexts),
-            int(defer), int(decided), int(agreed), len(flags)]
+            int(defer), int(decided), int(agreed), len(flags), int(max_pending)]
         blobs = codec.encode_many([ctx for _, ctx in contexts])
+        largest = max(map(len, blobs), default=0)
+        if max_context_bytes and largest > max_context_bytes:
+            raise HoldLimitReached("context_bytes", largest, max_context_bytes)
         for (eid, _), blob in zip(contexts, blobs, strict=True):
             args += [eid, blob]
         args += [int(f) for f in flags]
@@ -198,6 +219,8 @@ class EventStore:
         if reply is None:
             return None
         deadline, first = int(reply[0]), int(reply[1])
+        if deadline < 0:
+            raise HoldLimitReached("pending", first, max_pending)
         if first:
             await self.sweep_due.lower(mk, deadline + 1)
         return deadline

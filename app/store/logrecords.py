@@ -20,6 +20,13 @@ become ``slots``: per shown slot its ``id_hash`` (the 64-bit hash of the
 candidate id the request named), ``features``, ``propensity`` (placement
 probability given the slots before), ``score`` and ``click``.  Every other
 field stays under ``context`` or ``feedback`` (absent when none is left).
+
+A vector the log stored sparse (:mod:`app.store.codec`: a wide, mostly zero
+context) stays sparse in its line, in the form a request sends sparse features
+plus its length: ``{"size": n, "indices": [...], "values": [...]}`` (indices
+ascending); so does a sparse-stored ranking's per-slot ``features``.  A dense
+vector is a JSON list, as before
+(:func:`app.evaluation.servicelog.dense_vector` reads either form).
 A marker::
 
     {"type": "rollback" | "promote" | "reset" | ..., "stream_id", "time", ...detail}
@@ -53,8 +60,22 @@ def iso_ms(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000.0, UTC).isoformat(timespec="milliseconds")
 
 
-def _slots(context: dict[str, np.ndarray], feedback: dict[str, np.ndarray]
-           ) -> list[dict[str, Any]]:
+def wire_value(value: np.ndarray | codec.SparseArray) -> Any:
+    """An array as a line's JSON value: a stored-sparse vector in the sparse form (module
+    docstring), any other array as (nested) lists."""
+    if isinstance(value, codec.SparseArray):
+        if len(value.shape) != 1:
+            return json_value(value.dense())
+        return {"size": value.shape[0], "indices": value.indices.tolist(),
+                "values": json_value(value.values)}
+    return json_value(np.asarray(value))
+
+
+def _item(column: np.ndarray | codec.SparseArray, k: int) -> np.ndarray | codec.SparseArray:
+    return column.row(k) if isinstance(column, codec.SparseArray) else np.asarray(column[k])
+
+
+def _slots(context: dict[str, Any], feedback: dict[str, Any]) -> list[dict[str, Any]]:
     """The shown slots of a ranking (the fields are taken out of ``context``/``feedback``)."""
     shown = int(context.pop("shown"))
     columns = {name: context.pop(field) for field, name in _SLOT_FIELDS.items()
@@ -63,33 +84,33 @@ def _slots(context: dict[str, np.ndarray], feedback: dict[str, np.ndarray]
     out = []
     for k in range(shown):
         slot: dict[str, Any] = {"slot": k}
-        slot.update((name, json_value(np.asarray(col[k]))) for name, col in columns.items())
+        slot.update((name, wire_value(_item(col, k))) for name, col in columns.items())
         if clicks is not None:
-            slot["click"] = json_value(np.asarray(clicks[k]))
+            slot["click"] = wire_value(_item(clicks, k))
         out.append(slot)
     return out
 
 
 def event_record(entry: LogEntry, event: LoggedEvent) -> dict[str, Any]:
     """The JSON object of one logged event of the batch ``entry`` (module docstring)."""
-    context = codec.decode(event.context)
-    feedback = codec.decode(event.feedback)
+    context: dict[str, Any] = codec.decode_stored(event.context)
+    feedback: dict[str, Any] = codec.decode_stored(event.feedback)
     line: dict[str, Any] = {
         "type": "event", "stream_id": event.stream_id, "time": iso_ms(entry.applied_ms),
         "joined_at": iso_ms(parse_stream_id(event.stream_id)[0]), "event_id": event.event_id,
         "kind": event.kind, "model_version": event.version}
     if "x" in context:
-        line["features"] = json_value(np.asarray(context.pop("x")))
+        line["features"] = wire_value(context.pop("x"))
     for field, name in _LABEL_FIELDS.items():
         if field in context:
-            line[name] = json_value(np.asarray(context.pop(field)))
+            line[name] = wire_value(context.pop(field))
     if "n_candidates" in context:
         line["n_candidates"] = int(context.pop("n_candidates"))
     if "shown" in context:
         line["slots"] = _slots(context, feedback)
     for name, rest in (("context", context), ("feedback", feedback)):
         if rest:  # (an empty object would be a column without fields in a Parquet export)
-            line[name] = {field: json_value(arr) for field, arr in rest.items()}
+            line[name] = {field: wire_value(arr) for field, arr in rest.items()}
     return line
 
 

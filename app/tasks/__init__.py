@@ -8,12 +8,19 @@ tests; ``docs/architecture.md`` ("Adding a task") walks through one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, Union
+
+from pydantic import BaseModel
+
+from app.evaluation.shapes import LogShape
 from app.learners.base import ParamError
 from app.learners.registry import did_you_mean
 from app.tasks import label, label_set, noisy_input, noisy_label, rank, regression
 from app.tasks.base import OpenPolicy, Replay, Task
 
-__all__ = ["TASKS", "OpenPolicy", "Replay", "Task", "get_task"]
+__all__ = ["TASKS", "OpenPolicy", "Replay", "Task", "feedback_union", "get_task",
+           "log_shape_of", "prediction_union"]
 
 #: Every task, by name, in the order the docs, the replay's tie-break and the API's enum use.
 TASKS: dict[str, Task] = {task.name: task for task in (
@@ -28,3 +35,27 @@ def get_task(name: str) -> Task:
         raise ParamError("task", f"unknown task {name!r}{did_you_mean(name, list(TASKS))}; "
                                  f"choose one of {list(TASKS)}")
     return task
+
+
+def log_shape_of(line: Mapping[str, Any]) -> LogShape | None:
+    """The log shape of the first task (registry order) whose shape reads ``line``, an
+    event line of an exported decision log whose task is not known; None when none does."""
+    return next((task.log_shape for task in TASKS.values()
+                 if task.log_shape is not None and task.log_shape.reads(line)), None)
+
+
+def _union(models: list[type[BaseModel]]) -> Any:
+    """The union of ``models`` (each once, in order), for a schema's annotation."""
+    unique = tuple(dict.fromkeys(models))
+    return unique[0] if len(unique) == 1 else Union[unique]  # noqa: UP007 (built at run time)
+
+
+def feedback_union() -> Any:
+    """Every registered task's feedback model, as one union (registry order)."""
+    return _union([task.feedback_model for task in TASKS.values()])
+
+
+def prediction_union() -> Any:
+    """The decision of every registered task answered by ``POST .../predict`` (all but the
+    tasks ranking candidates), as one union (registry order)."""
+    return _union([task.prediction_model for task in TASKS.values() if not task.candidates])

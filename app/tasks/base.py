@@ -1,13 +1,14 @@
 """What a task is: the :class:`Task` declaration every module of :mod:`app.tasks` makes.
 
 A task says what a model decides and what it learns from: the schemas of its
-feedback and of its decision, how a raw feedback event becomes the learner's
-feedback arrays (and, for feedback that names what a decision showed, how it
-joins the logged context), the reward an apprentice decision counts, whether
-its learners take ``n_classes`` or rank candidates, the runner that replays it
-and which evaluations its decision log supports.  The service, the replay
-command, the docs generator and the evaluations read these declarations and
-name no task.
+feedback and of its decision (defined in the task's module), how a raw feedback
+event becomes the learner's feedback arrays (and, for feedback that names what a
+decision showed, how it joins the logged context), the reward an apprentice
+decision counts, whether its learners take ``n_classes`` or rank candidates, the
+runner that replays it and the shape its decision log is evaluated as
+(:mod:`app.evaluation.shapes`).  The service (its schema unions included), the
+replay command, the docs generator and the evaluations read these declarations
+and name no task.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from app.api.errors import ApiError, validation_error
+from app.errors import ApiError, validation_error
+from app.evaluation.shapes import LogShape
 from app.learners.base import Learner
 from app.learners.config import ModelConfig
 
@@ -103,11 +105,17 @@ class Task:
     """(joined feedback arrays) -> the observed reward of what was served (the click; slot 0's
     for a ranking), counted for the decisions made in apprentice mode; None: no apprentice
     mode."""
-    evaluation_policies: tuple[str, ...] = ()
-    """The kinds of policy (:func:`app.evaluation.policies.policy_kind`) a queued
-    evaluation of the task's decision log takes; empty: its log is not evaluated."""
+    log_shape: LogShape | None = None
+    """How its decision log is evaluated off-policy (:mod:`app.evaluation.shapes`); None:
+    its log is not evaluated."""
     replay: Replay | None = None
     """How ``noisyloop replay`` runs it; None: it is not replayed."""
+
+    @property
+    def evaluation_policies(self) -> tuple[str, ...]:
+        """The kinds of policy (:func:`app.evaluation.policies.policy_kind`) a queued
+        evaluation of the task's decision log takes; empty: its log is not evaluated."""
+        return self.log_shape.policies if self.log_shape is not None else ()
 
     def parse_feedback(self, raw: Any, config: ModelConfig, cls: type[Learner],
                        prefix: str = "") -> tuple[str | None, dict[str, np.ndarray]]:

@@ -4,18 +4,70 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import BaseModel, BeforeValidator, Field
 
-from app.api.errors import ApiError
-from app.api.schemas.common import EVENT_ID_PATTERN
-from app.api.schemas.feedback import LabelFeedback
-from app.api.schemas.predict import LabelPrediction
-from app.evaluation.policies import LABEL_POLICIES
+from app.errors import ApiError
+from app.evaluation.shapes import LABEL_SHAPE
+from app.fields import EVENT_ID_PATTERN, ClassIndex, EventId, RequestModel
 from app.learners.base import Learner
 from app.learners.config import ModelConfig, takes_clicks
+from app.learners.proxy import CALIBRATION_BETA_MIN
 from app.tasks.base import Replay, Task
+
+
+def _strict_click(value: Any) -> bool:
+    """A click is a JSON boolean: a string or a number (``1``/``0`` included) is never taken
+    for one."""
+    if isinstance(value, bool):
+        return value
+    raise ValueError("click must be true or false (a JSON boolean, not a number or a string)")
+
+
+Click = Annotated[bool, BeforeValidator(_strict_click)]
+
+
+class LabelFeedback(RequestModel):
+    """Feedback of the ``label`` and ``label_set`` tasks.
+
+    Bandit algorithms take ``click`` (the right label was shown / is in the
+    shown set, as observed, i.e. possibly noisy); full-information ones
+    (``perceptron``, ``mc_slp``) take the true ``label``.
+    """
+
+    event_id: EventId
+    click: Click | None = None
+    label: ClassIndex | None = None
+
+
+class LabelPrediction(BaseModel):
+    """A decision of the ``label`` task."""
+
+    event_id: str | None = Field(default=None, description="absent with explore: false")
+    label: int
+    probability: float
+    greedy_label: int
+    model_version: int
+    expected_reward: float | None = Field(
+        default=None, description="ridge learners: the calibrated click probability of the "
+                                  "played label, (mu - rho0) / (1 - rho0 - rho1) clipped to [0, 1]")
+    calibration_unreliable: bool | None = Field(
+        default=None, description=f"with expected_reward: true while the noise rates await "
+                                  f"an estimate (noise status insufficient_data) or when "
+                                  f"1 - rho0 - rho1 < {CALIBRATION_BETA_MIN}, where dividing by "
+                                  "it magnifies every error of the predicted rate")
+
+
+class LabelSetPrediction(BaseModel):
+    """A decision of the ``label_set`` task: ``m`` labels in draw order."""
+
+    event_id: str | None = Field(default=None, description="absent with explore: false")
+    labels: list[int]
+    probability: float
+    greedy_labels: list[int]
+    model_version: int
 
 
 def label_feedback(event: LabelFeedback, config: ModelConfig,
@@ -85,5 +137,5 @@ def _click(fields: Mapping[str, np.ndarray]) -> float:
 TASK = Task(
     "label", "one label out of `n_classes`; feedback: a (noisy) click on the played label",
     LabelFeedback, LabelPrediction, label_feedback, has_clicks=True, needs_classes=True,
-    quick_feedback=quick_click, reward=_click, evaluation_policies=LABEL_POLICIES,
+    quick_feedback=quick_click, reward=_click, log_shape=LABEL_SHAPE,
     replay=Replay("app.replay.label", service=True, drift=True))

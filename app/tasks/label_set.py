@@ -3,10 +3,8 @@ was in it (a click), or the label.  Its feedback is the ``label`` task's."""
 
 from __future__ import annotations
 
-from app.api.schemas.feedback import LabelFeedback
-from app.api.schemas.predict import LabelSetPrediction
 from app.tasks.base import Replay, Task
-from app.tasks.label import label_feedback, quick_click
+from app.tasks.label import LabelFeedback, LabelSetPrediction, label_feedback, quick_click
 
 TASK = Task(
     "label_set", "an ordered set of `m` labels; feedback: whether the right label was in it",

@@ -6,15 +6,46 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+from pydantic import BaseModel, Field
 
-from app.api.errors import ApiError
-from app.api.features import check_norms, feature_bound
-from app.api.schemas.feedback import NoisyInputFeedback
-from app.api.schemas.predict import NoisyInputPrediction
+from app.errors import ApiError
+from app.features import check_norms, feature_bound
+from app.fields import MAX_PARTS, EventId, FiniteFloat, RequestModel
 from app.learners.base import Learner
 from app.learners.config import ModelConfig
 from app.learners.kernels.functions import make_loss
 from app.tasks.base import OpenPolicy, Replay, Task
+
+
+class NoisyInputFeedback(RequestModel):
+    """Feedback of the ``noisy_input`` task: the target and further noisy copies of the instance.
+
+    The round needs ``copies_needed`` copies (told by predict).  When fewer
+    arrive, the 202 response carries ``more_copies: k`` and the decision
+    stays open; send the rest with the same ``event_id`` (``target`` may then
+    be omitted).
+    """
+
+    event_id: EventId
+    target: FiniteFloat | None = Field(default=None, description="required with the first "
+                                                                 "part of an event")
+    copies: list[list[FiniteFloat]] = Field(default_factory=list, max_length=MAX_PARTS,
+                                            description="noisy copies, each of n_features")
+
+
+class NoisyInputPrediction(BaseModel):
+    """A decision of the ``noisy_input`` task, made from one noisy copy.
+
+    ``copies_needed``: further noisy copies of the instance the feedback must
+    carry for this round's unbiased update; ``label`` (the sign of
+    ``value``) for classification losses.
+    """
+
+    event_id: str | None = Field(default=None, description="absent with explore: false")
+    value: float
+    copies_needed: int
+    label: int | None = None
+    model_version: int
 
 
 def noisy_input_feedback(event: NoisyInputFeedback, config: ModelConfig,

@@ -4,14 +4,52 @@ and gold examples that carry the checked class beside the noisy one."""
 from __future__ import annotations
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
-from app.api.errors import ApiError
-from app.api.features import check_norms, feature_bound, to_vector
-from app.api.schemas.feedback import NoisyLabelFeedback
-from app.api.schemas.predict import NoisyLabelPrediction
+from app.errors import ApiError
+from app.features import check_norms, feature_bound, to_vector
+from app.fields import ClassIndex, EventId, Features, RequestModel, exactly_one_of, one_of_schema
 from app.learners.base import Learner
 from app.learners.config import ModelConfig
 from app.tasks.base import Replay, Task
+
+
+class NoisyLabelFeedback(RequestModel):
+    """Feedback of the ``noisy_label`` task: a class label, as the noise source gave it.
+
+    Either for a prediction (``event_id``) or a standalone example
+    (``features``, no prior prediction needed).  A gold example
+    (``"gold": true``) carries the checked, correct class in ``label`` and
+    the label the noise source gave for the same example in
+    ``noisy_label``; UMA estimates the confusion matrix from these pairs
+    (and needs ``noisy_label``; the ``perceptron`` learns from ``label``).
+    """
+
+    model_config = ConfigDict(json_schema_extra=one_of_schema("event_id", "features"))
+
+    event_id: EventId | SkipJsonSchema[None] = None
+    features: Features | SkipJsonSchema[None] = None
+    label: ClassIndex
+    gold: bool = Field(default=False, strict=True,
+                       description="true: `label` is known to be the correct class")
+    noisy_label: ClassIndex | None = Field(default=None, description="gold examples: the label the "
+                                                                "noise source gave")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> NoisyLabelFeedback:
+        exactly_one_of(self, ("event_id", "features"),
+                       "give exactly one of 'event_id' (feedback for a prediction) "
+                       "or 'features' (an example without a prediction)")
+        return self
+
+
+class NoisyLabelPrediction(BaseModel):
+    """A decision of the ``noisy_label`` task: the predicted true class."""
+
+    event_id: str | None = Field(default=None, description="absent with explore: false")
+    label: int
+    model_version: int
 
 
 def noisy_label_feedback(event: NoisyLabelFeedback, config: ModelConfig,

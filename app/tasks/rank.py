@@ -11,15 +11,69 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from typing import Annotated
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
-from app.api.errors import ApiError
-from app.api.schemas.rank import RankFeedback, RankResponse
-from app.evaluation.rankings import RANK_POLICIES
+from app.errors import ApiError
+from app.evaluation.shapes import RANK_SHAPE
+from app.fields import EventId, FiniteFloat, RequestModel, exactly_one_of, one_of_schema
 from app.learners.base import Learner
 from app.learners.config import ModelConfig
 from app.tasks.base import Replay, Task
+
+#: Most ids one feedback event names (clicked or rewarded).
+MAX_FEEDBACK_IDS = 1000
+#: Longest action id.
+MAX_ACTION_ID_CHARS = 256
+
+ActionId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ACTION_ID_CHARS)]
+
+
+class RankedAction(BaseModel):
+    """The candidate placed in one slot."""
+
+    id: str
+    slot: int
+    probability: float = Field(description="probability of placing this candidate in this slot "
+                                           "given the context, the candidates and the slots "
+                                           "before it (their product is the ranking's)")
+    expected_reward: float = Field(description="the candidate's predicted relevance (click "
+                                               "probability in slot 0 without click noise), "
+                                               "clipped to [0, 1]")
+
+
+class RankResponse(BaseModel):
+    """One ranking."""
+
+    event_id: str | None = Field(default=None, description="absent with explore: false")
+    model_version: int
+    ranking: list[RankedAction]
+    calibration_unreliable: bool = False
+
+
+class RankFeedback(RequestModel):
+    """Feedback of the ``rank`` task: the shown ids that were clicked, or graded rewards.
+
+    ``clicks``: every other shown id counts as not clicked (``[]``: none was).
+    ``rewards``: a reward in ``[0, 1]`` per shown id (an id not named gets 0).
+    """
+
+    model_config = ConfigDict(json_schema_extra=one_of_schema("clicks", "rewards"))
+
+    event_id: EventId
+    clicks: Annotated[list[ActionId], Field(max_length=MAX_FEEDBACK_IDS)] | (
+        SkipJsonSchema[None]) = None
+    rewards: Annotated[dict[ActionId, Annotated[FiniteFloat, Field(ge=0, le=1)]],
+                       Field(max_length=MAX_FEEDBACK_IDS)] | SkipJsonSchema[None] = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> RankFeedback:
+        exactly_one_of(self, ("clicks", "rewards"), "give exactly one of 'clicks' (the shown ids "
+                       "that were clicked) or 'rewards' ({id: reward in [0, 1]})")
+        return self
 
 
 def item_hashes(ids: Sequence[str]) -> np.ndarray:
@@ -80,5 +134,5 @@ TASK = Task(
             "feedback: the clicked shown ids, or a graded reward per shown id "
             "(`POST /v1/models/{id}/rank`)",
     RankFeedback, RankResponse, rank_feedback, has_clicks=True, candidates=True,
-    join_context=join_shown, reward=_top_click, evaluation_policies=RANK_POLICIES,
+    join_context=join_shown, reward=_top_click, log_shape=RANK_SHAPE,
     replay=Replay("app.replay.rank", drift=True, service_defaults=True))

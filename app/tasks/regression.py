@@ -6,13 +6,37 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+from pydantic import BaseModel, Field
 
-from app.api.schemas.feedback import RegressionFeedback
-from app.api.schemas.predict import RegressionPrediction
+from app.fields import MAX_PARTS, EventId, FiniteFloat, RequestModel
 from app.learners.base import Learner
 from app.learners.config import ModelConfig
 from app.learners.registry import hyper_params
 from app.tasks.base import OpenPolicy, Replay, Task
+
+
+class RegressionFeedback(RequestModel):
+    """Feedback of the ``regression`` task: one or more noisy labels of the target.
+
+    When the model's label budget wants more labels for this event, the 202
+    response carries ``more_labels: k``; send them with the same
+    ``event_id`` (``{"event_id", "values": [...]}``) until none is wanted.
+    """
+
+    event_id: EventId
+    values: list[FiniteFloat] = Field(min_length=1, max_length=MAX_PARTS,
+                                      description="noisy labels of the event's target")
+    variance: FiniteFloat | None = Field(
+        default=None, ge=0, description="known noise variance of each label (omit if unknown); "
+                                        "a later part of the same event must repeat it or omit it")
+
+
+class RegressionPrediction(BaseModel):
+    """A decision of the ``regression`` task: the predicted value."""
+
+    event_id: str | None = Field(default=None, description="absent with explore: false")
+    value: float
+    model_version: int
 
 
 def regression_feedback(event: RegressionFeedback, config: ModelConfig,

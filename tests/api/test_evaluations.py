@@ -184,6 +184,7 @@ def test_a_rank_models_uniform_policy_ranks_each_requests_own_candidates(
     of ``noisyloop evaluate`` on the window's export."""
     clicks, truth = rank_rounds(client, tenant, 600)
     monkeypatch.setattr(workers.evaluations, "CHUNK_EVENTS", 250)
+    monkeypatch.setattr(workers.evaluations, "BATCH_FEATURE_BYTES", 1)  # a ranking a batch
     export = tmp_path / "log.jsonl"
     export.write_bytes(client.get("/v1/models/m1/log", params={"limit": 10_000},
                                   headers=tenant).content)
@@ -315,6 +316,7 @@ def test_a_label_evaluation_streams_its_whole_window_as_the_command_line_reads_i
     new_model(client, tenant)
     feed(client, tenant, 1000)
     monkeypatch.setattr(workers.evaluations, "CHUNK_EVENTS", 250)
+    monkeypatch.setattr(workers.evaluations, "BATCH_FEATURE_BYTES", 8 * 4 * 7)  # 7 rows
     done = evaluation(client, tenant, redis_url, {"policy": "fixed:1", "rho0": 0.05,
                                                   "rho1": 0.1, "bootstrap": 50})
     assert done["status"] == "done" and done["n"] == 1000, done

@@ -58,10 +58,24 @@ def test_put_sets_and_clears_the_anchor_half_life(client: TestClient,
     r = client.put("/v1/models/m1/noise", json={"half_life": 5000}, headers=tenant)
     assert r.status_code == 200 and r.json()["half_life"] == 5000.0, r.text
     assert client.get("/v1/models/m1/noise", headers=tenant).json()["half_life"] == 5000.0
-    r = client.put("/v1/models/m1/noise", json={"half_life": 0}, headers=tenant)
-    assert r.status_code == 200 and r.json()["half_life"] is None
+    r = client.put("/v1/models/m1/noise", json={"half_life": None}, headers=tenant)
+    assert r.status_code == 200 and r.json()["half_life"] is None, r.text
+    assert client.get("/v1/models/m1/noise", headers=tenant).json()["half_life"] is None
     r = client.put("/v1/models/m1/noise", json={"half_life": 0.5}, headers=tenant)
     assert r.status_code == 422 and r.json()["error"]["field"] == "half_life", r.text
+
+
+def test_put_accepts_the_older_half_life_off_spelling(client: TestClient,
+                                                      tenant: dict[str, str]) -> None:
+    """``0`` set the default back before ``null`` did (the learners' off value); it still
+    does, and a setting given with other fields stays as it was."""
+    new_model(client, tenant, algorithm="linucb_diag")
+    assert client.put("/v1/models/m1/noise", json={"half_life": 5000},
+                      headers=tenant).status_code == 200
+    r = client.put("/v1/models/m1/noise", json={"max_width": 0.05}, headers=tenant)
+    assert r.status_code == 200 and r.json()["half_life"] == 5000.0, r.text
+    r = client.put("/v1/models/m1/noise", json={"half_life": 0}, headers=tenant)
+    assert r.status_code == 200 and r.json()["half_life"] is None, r.text
 
 
 def test_put_refuses_settings_that_cannot_work(client: TestClient,

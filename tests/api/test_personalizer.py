@@ -287,6 +287,75 @@ def test_configuration_changes_not_supported_are_refused_naming_them(
     assert loop.model()["feedback"]["wait_seconds"] == 600  # nothing changed
 
 
+def test_the_policy_is_the_models_learner_configuration(loop: Loop) -> None:
+    admin = _admin(loop)
+    shown = admin.get_policy()
+    assert shown["name"] == "noisyloop"
+    assert orjson.loads(shown["arguments"]) == {"algorithm": "ridge_pl",
+                                                "params": loop.model()["params"]}
+    assert loop.model()["params"]["epsilon"] == 0.2  # the preset's exploration
+
+
+def test_a_vowpal_wabbit_policy_is_translated_and_keeps_what_was_learned(loop: Loop) -> None:
+    client, admin = _client(loop), _admin(loop)
+    for value in (1.0, 0.0, 1.0):
+        client.reward(client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS})["eventId"],
+                      {"value": value})
+    loop.sync()
+    learned = orjson.loads(b"".join(admin.export_model()))["state"]
+    answer = admin.update_policy({"name": "mine",
+                                  "arguments": "--cb_explore_adf --epsilon 0.4 --quiet"})
+    assert answer["translation"] == {"algorithm": "ridge_pl",
+                                     "params": {"temperature": 0.0, "epsilon": 0.4},
+                                     "io_only": ["--quiet"]}
+    params = loop.model()["params"]
+    assert (params["temperature"], params["epsilon"]) == (0.0, 0.4)
+    assert orjson.loads(answer["arguments"])["params"] == params
+    assert orjson.loads(b"".join(admin.export_model()))["state"] == learned
+    # epsilon-greedy over 4 actions: the best gets 1 - 0.4 - anchor_share + 0.4 / 4, the
+    # lowest-scored one its anchor share too (ridge_pl's service default 0.03)
+    ranking = client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS})["ranking"]
+    top = max(action["probability"] for action in ranking)
+    assert top == pytest.approx(1 - 0.4 - params["anchor_share"] + 0.4 / 4, abs=1e-6)
+    softmax = admin.update_policy({"name": "s",
+                                   "arguments": "--cb_explore_adf --softmax --lambda 4"})
+    assert softmax["translation"]["params"] == {"temperature": 0.25, "epsilon": 0.0}
+
+
+def test_a_json_policy_sets_the_learners_params_and_reset_restores_the_defaults(
+        loop: Loop) -> None:
+    admin = _admin(loop)
+    before = loop.model()["params"]
+    admin.update_policy({"name": "n", "arguments": orjson.dumps(
+        {"algorithm": "ridge_pl", "params": {"ridge": 2.5, "epsilon": 0.1}}).decode()})
+    assert {k: loop.model()["params"][k] for k in ("ridge", "epsilon")} == {"ridge": 2.5,
+                                                                          "epsilon": 0.1}
+    reset = admin.reset_policy()
+    assert loop.model()["params"] == before
+    assert orjson.loads(reset["arguments"])["params"] == before
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ("--cb_explore_adf --epsilon 0.2 --power_t 0", "'--power_t' has no noisyloop equivalent"),
+    ("--cb_explore_adf --squarecb", "'--squarecb' has no noisyloop equivalent"),
+    ("--cb_explore --epsilon 0.1", "'--cb_explore' has no noisyloop equivalent"),
+    ("--epsilon 0.1", "--cb_explore_adf"),
+    ("--cb_explore_adf --epsilon", "--epsilon needs a number"),
+    ('{"algorithm": "linucb"}', "no algorithm of task 'rank'"),
+    ('{"params": {"slots": 2}}', "slots is the model's shape"),
+    ('{"params": {"ridge": "high"}}', "arguments.params.ridge"),
+    ('{"params": {"epsilon": 2}}', "epsilon"),
+    ('{"params": ', "not valid JSON"),
+])
+def test_policies_without_an_equivalent_are_refused_naming_the_argument(
+        loop: Loop, arguments: str, message: str) -> None:
+    before = loop.model()["params"]
+    with pytest.raises(HttpResponseError, match=message) as raised:
+        _admin(loop).update_policy({"name": "x", "arguments": arguments})
+    assert raised.value.status_code == 400
+    assert loop.model()["params"] == before
+
+
 def test_a_model_exported_reset_and_imported_is_the_model_exported(loop: Loop) -> None:
     client, admin = _client(loop), _admin(loop)
     for value in (1.0, 0.0, 1.0):
@@ -390,8 +459,8 @@ def test_inference_explanations_are_the_weights_times_the_features(loop: Loop) -
 
 def test_calls_not_served_yet_are_refused_naming_them(loop: Loop) -> None:
     admin = _admin(loop)
-    with pytest.raises(HttpResponseError, match="policy") as raised:
-        admin.get_policy()
+    with pytest.raises(HttpResponseError, match="evaluations") as raised:
+        list(admin.list_evaluations())
     assert raised.value.status_code == 501
     with pytest.raises(HttpResponseError, match="multi-slot"):
         _client(loop).rank_multi_slot({"contextFeatures": CONTEXT, "actions": ACTIONS,

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from sklearn.feature_extraction import FeatureHasher
 
-from app.api.features import to_vector
-from app.api.schemas.predict import NamedFeatures
+from app.features import to_vector
+from app.fields import NamedFeatures
 from tests.api.conftest import TestClient, new_model
 
 

@@ -47,3 +47,77 @@ def test_challengers_per_model_limit_is_the_setting(redis_url: str) -> None:
         assert _reached(registry, "acme", "max_challengers_per_model") == 1
         listed = client.get("/v1/models/m1/challengers", headers=acme).json()
         assert listed["max_challengers"] == 1
+
+
+def test_pending_per_model_limit_refuses_decisions_past_it(redis_url: str) -> None:
+    with make_client(redis_url, trainer=False, max_pending_per_model=3) as client:
+        acme = new_tenant(client)
+        new_model(client, acme)
+        batch = client.post("/v1/models/m1/predict", json={"instances": [[1, 0, 0, 0]] * 2},
+                            headers=acme)
+        assert batch.status_code == 200, batch.text
+        one = {"features": [1, 0, 0, 0]}
+        assert client.post("/v1/models/m1/predict", json=one, headers=acme).status_code == 200
+        for body in (one, {"instances": [[1, 0, 0, 0]]}):  # the one-round-trip path, a batch
+            r = client.post("/v1/models/m1/predict", json=body, headers=acme)
+            assert r.status_code == 429, r.text
+            error = r.json()["error"]
+            assert error["code"] == "limit_reached"
+            assert "max_pending_per_model" in error["message"]
+        registry = client.app.state.ctx.metrics.registry
+        assert _reached(registry, "acme", "max_pending_per_model") == 2  # once per refusal
+        unlogged = client.post("/v1/models/m1/predict", json={**one, "explore": False},
+                               headers=acme)
+        assert unlogged.status_code == 200, unlogged.text  # not logged: not held
+        event_id = batch.json()["predictions"][0]["event_id"]
+        fed = client.post("/v1/models/m1/feedback", json={"event_id": event_id, "click": True},
+                          headers=acme)
+        assert fed.status_code in (200, 202), fed.text
+        assert client.post("/v1/models/m1/predict", json=one, headers=acme).status_code == 200
+
+
+def test_context_bytes_limit_refuses_a_wide_decision(redis_url: str) -> None:
+    with make_client(redis_url, trainer=False, max_context_bytes=1024) as client:
+        acme = new_tenant(client)
+        new_model(client, acme, n_features=200)  # a dense context of 1,600 bytes and more
+        r = client.post("/v1/models/m1/predict", json={"features": [1.0] * 200}, headers=acme)
+        assert r.status_code == 413, r.text
+        error = r.json()["error"]
+        assert error["code"] == "limit_reached" and "max_context_bytes" in error["message"]
+        registry = client.app.state.ctx.metrics.registry
+        assert _reached(registry, "acme", "max_context_bytes") == 1
+        new_model(client, acme, model_id="m2")
+        assert client.post("/v1/models/m2/predict", json={"features": [1, 0, 0, 0]},
+                           headers=acme).status_code == 200
+
+
+def test_body_bytes_limit_names_the_setting_and_counts_the_tenant(redis_url: str) -> None:
+    with make_client(redis_url, trainer=False, max_body_bytes=1024) as client:
+        acme = new_tenant(client)
+        new_model(client, acme)
+        body = {"instances": [[1.0, 0.0, 0.0, 0.0]] * 100}  # about 2 KB
+        for auth in (acme, {"Authorization": "Bearer not-a-key"}, {}):
+            r = client.post("/v1/models/m1/predict", json=body, headers=auth)
+            assert r.status_code == 413, r.text
+            error = r.json()["error"]
+            assert error["code"] == "payload_too_large"
+            assert "max_body_bytes" in error["message"]
+        registry = client.app.state.ctx.metrics.registry
+        assert _reached(registry, "acme", "max_body_bytes") == 1  # only the valid key's
+
+
+def test_evaluation_bytes_limit_refuses_a_too_wide_reward_model(redis_url: str) -> None:
+    with make_client(redis_url, trainer=False, max_evaluation_bytes=2**20) as client:
+        acme = new_tenant(client)
+        new_model(client, acme)  # 2 folds x 3 labels x 4 x 4 float64: 768 bytes
+        new_model(client, acme, model_id="wide", n_features=200)  # 7.7 MB > 1 MiB
+        ok = client.post("/v1/models/m1/evaluations", json={"policy": "uniform"}, headers=acme)
+        assert ok.status_code == 202, ok.text
+        r = client.post("/v1/models/wide/evaluations", json={"policy": "uniform"},
+                        headers=acme)
+        assert r.status_code == 422, r.text
+        error = r.json()["error"]
+        assert error["code"] == "limit_reached" and "max_evaluation_bytes" in error["message"]
+        assert error["field"] == "policy"
+        registry = client.app.state.ctx.metrics.registry
+        assert _reached(registry, "acme", "max_evaluation_bytes") == 1

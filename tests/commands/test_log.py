@@ -15,7 +15,7 @@ from noisyloop_client import calls
 
 from app.cli import main
 from app.evaluation.policies import learner_policy
-from app.evaluation.servicelog import read_service_log, snapshot_learner
+from app.evaluation.servicelog import read_label_log, snapshot_learner
 from app.store.embedded import EmbeddedRedis
 from tests.api.test_evaluations import run_jobs
 from tests.client.conftest import Service, admin, api_key, service  # noqa: F401 (fixtures)
@@ -109,7 +109,7 @@ def test_evaluate_a_models_policy_on_its_exported_log_holds_the_known_value(
     snapshot = tmp_path / "snap.json"
     snapshot.write_text(http.get("/v1/models/lab/snapshot").text)
     # the known values: the simulator's true labels under each policy's probabilities
-    read = read_service_log(out, N_CLASSES)
+    read = read_label_log(out, N_CLASSES)
     labels = np.array([truth[json.loads(line)["event_id"]]
                        for line in out.read_text().splitlines()])
     pi = learner_policy(read.log, snapshot_learner(snapshot)[0])

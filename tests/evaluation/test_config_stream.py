@@ -40,8 +40,8 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def in_memory(path: Path) -> dict[str, Any]:
     """The configuration trained and evaluated on the JSON Lines log read whole."""
-    read = servicelog.read_service_log(path)
-    trained = config_policy(CONFIG, read.label_log(), FRACTION, (RHO0, RHO1), seed=SEED)
+    read = servicelog.read_label_log(path)
+    trained = config_policy(CONFIG, "label", read.label_log(), FRACTION, (RHO0, RHO1), seed=SEED)
     result = evaluate(trained.log, trained.pi, RHO0, RHO1, n_boot=BOOT, seed=SEED).to_dict()
     # its effective sample size is below 100: flagged and widened, streamed or not
     assert result["ess"] < MIN_ESS
@@ -86,8 +86,8 @@ def test_config_on_json_lines_and_parquet_streams_the_numbers_of_the_log_in_memo
         assert result["train_fraction"] == FRACTION and result["policy"].startswith("config:")
     # JSON Lines in batches of 170 lines: the learning steps cut, the same numbers
     events, labels = servicelog.label_counts(exports / "log.jsonl")
-    plan = ConfigPlan.of(CONFIG, labels, Options(RHO0, RHO1, n_boot=BOOT, seed=SEED), events,
-                         FRACTION)
+    plan = ConfigPlan.of(CONFIG, "label", labels, Options(RHO0, RHO1, n_boot=BOOT, seed=SEED),
+                         events, FRACTION)
     same(evaluate_config(plan, partial(servicelog.identified_batches, exports / "log.jsonl",
                                        labels, 170)), memory)
 

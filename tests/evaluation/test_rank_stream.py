@@ -21,7 +21,7 @@ from app.evaluation.rankings import (
     rank_policy,
 )
 from app.evaluation.rates import SlotRates
-from app.evaluation.servicelog import service_log
+from app.evaluation.servicelog import rank_log_of
 from app.evaluation.sums import row_keys
 from app.store.logrecords import entry_records
 from tests.evaluation.test_rankings import rank_log
@@ -98,7 +98,7 @@ def test_a_rank_log_streamed_and_over_two_workers_is_the_same_as_in_memory(
     for k, rows in enumerate((records[:half], records[half:])):
         pq.write_table(pa.Table.from_pylist(rows), tmp_path / "logs" / f"part-{k}.parquet",
                        row_group_size=250)
-    read = service_log(records)
+    read = rank_log_of(records)
     assert read.ranking is not None and read.keys is not None
     flagged = {}
     for policy in ("uniform", "logging"):
@@ -133,7 +133,7 @@ def test_a_parquet_rank_batch_reads_the_rankings_of_its_rows(tmp_path: Path) -> 
     pq.write_table(pa.Table.from_pylist(lines), tmp_path / "r.parquet")
     (part,) = parquetlog.parts([str(tmp_path / "r.parquet")])
     ((log, keys),) = parquetlog.rank_batches(part)
-    expected = service_log(lines)
+    expected = rank_log_of(lines)
     assert expected.ranking is not None and expected.keys is not None
     assert keys.tolist() == expected.keys.tolist() == [0, 2]
     for name in ("X", "clicks", "propensities", "shown", "candidates"):

@@ -21,7 +21,7 @@ from app.evaluation.rankings import (
     rank_policy,
     uniform_placements,
 )
-from app.evaluation.servicelog import ServiceLog, log_batches
+from app.evaluation.servicelog import ServiceLog, log_batches, rank_log_of
 from app.learners.rank import RidgeRanker
 from app.sim.rank import RankSimulator
 from app.store import codec
@@ -94,7 +94,7 @@ def streamed(entries: list[LogEntry], request: dict[str, Any]) -> dict[str, Any]
     records = [r for entry in entries for r in entry_records(entry)]
     options = Options(request.get("rho0"), request.get("rho1"),
                       n_boot=request.get("bootstrap", 200))
-    return evaluate_ranking_parts(list(log_batches(records, CHUNK)), _batches,
+    return evaluate_ranking_parts(list(log_batches(records, CHUNK, rank_log_of)), _batches,
                                   rank_policy(request["policy"]), options)
 
 

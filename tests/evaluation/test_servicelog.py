@@ -1,16 +1,16 @@
-"""app.evaluation.servicelog.service_log: the decision log's records as an evaluation log,
-read in one pass."""
+"""app.evaluation.servicelog.label_log_of and rank_log_of: the decision log's records as
+an evaluation log of each shape, read in one pass."""
 
 from __future__ import annotations
 
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
-from app.evaluation.servicelog import service_log
+from app.evaluation.servicelog import label_log_of, rank_log_of
 
 
 def label_records(X: np.ndarray) -> Iterator[dict[str, Any]]:
@@ -26,7 +26,7 @@ def test_a_label_log_keeps_its_numbers_not_the_records() -> None:
     X = np.random.default_rng(0).standard_normal((20_000, 64))
     tracemalloc.start()
     try:
-        read = service_log(label_records(X), 3)
+        read = label_log_of(label_records(X), 3)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -48,7 +48,7 @@ RANK_LINES = [{"type": "event", "features": [1.0, 2.0], "n_candidates": 5,
 
 def test_a_rank_log_is_one_ranking_per_event_with_its_candidates() -> None:
     lines = RANK_LINES
-    read = service_log(iter(lines))
+    read = rank_log_of(iter(lines))
     assert read.ranked and read.log is None and read.ranking is not None
     ranking = read.ranking
     assert ranking.X.tolist() == [[1, 2], [3, 4]] and ranking.shown.tolist() == [2, 1]
@@ -57,22 +57,30 @@ def test_a_rank_log_is_one_ranking_per_event_with_its_candidates() -> None:
     assert ranking.clicks.tolist() == [[1.0, 0.0], [0.0, 0.0]]
 
 
-@pytest.mark.parametrize(("lines", "message"), [
-    ([{"type": "reset"}], "no events"),
-    ([{"type": "event", "features": [1.0], "action": 0, "propensity": 1.0,
-       "feedback": {"click": 1.0}},
-      {"type": "event", "features": [1.0], "slots": []}], "only label logs"),
-    ([{"type": "event", "features": [1.0]}], "only label logs"),
-    ([{"type": "event", "features": [1.0], "slots": []}], "without a shown slot"),
-    ([{"type": "event", "features": [1.0], "slots": [{"slot": 1, "propensity": 1.0}]}],
-     "not 0, 1, ... in order"),
-    ([{"type": "event", "features": [1.0], "action": 0, "propensity": 1.0}], "feedback.click"),
-    ([{"type": "event", "features": [1.0], "action": 0, "propensity": 1.0,
-       "feedback": {"click": 1.0}},
-      {"type": "event", "features": [1.0, 2.0], "action": 0, "propensity": 1.0,
-       "feedback": {"click": 1.0}}], "different lengths"),
+@pytest.mark.parametrize(("read", "lines", "message"), [
+    (label_log_of, [{"type": "reset"}], "no events"),
+    (rank_log_of, [{"type": "reset"}], "no events"),
+    (label_log_of, [{"type": "event", "features": [1.0], "action": 0, "propensity": 1.0,
+                     "feedback": {"click": 1.0}},
+                    {"type": "event", "features": [1.0], "slots": []}], "only label logs"),
+    (rank_log_of, [{"type": "event", "features": [1.0], "slots": [{"slot": 0,
+                                                                   "propensity": 1.0}]},
+                   {"type": "event", "features": [1.0], "action": 0, "propensity": 1.0,
+                    "feedback": {"click": 1.0}}], "only label logs"),
+    (label_log_of, [{"type": "event", "features": [1.0]}], "only label logs"),
+    (rank_log_of, [{"type": "event", "features": [1.0]}], "only label logs"),
+    (rank_log_of, [{"type": "event", "features": [1.0], "slots": []}], "without a shown slot"),
+    (rank_log_of, [{"type": "event", "features": [1.0],
+                    "slots": [{"slot": 1, "propensity": 1.0}]}], "not 0, 1, ... in order"),
+    (label_log_of, [{"type": "event", "features": [1.0], "action": 0, "propensity": 1.0}],
+     "feedback.click"),
+    (label_log_of, [{"type": "event", "features": [1.0], "action": 0, "propensity": 1.0,
+                     "feedback": {"click": 1.0}},
+                    {"type": "event", "features": [1.0, 2.0], "action": 0, "propensity": 1.0,
+                     "feedback": {"click": 1.0}}], "different lengths"),
 ])
-def test_logs_that_cannot_be_evaluated_say_why(lines: list[dict[str, Any]],
+def test_logs_that_cannot_be_evaluated_say_why(read: Callable[..., object],
+                                                lines: list[dict[str, Any]],
                                                 message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        service_log(lines, path="x.jsonl")
+        read(lines, path="x.jsonl")

@@ -17,8 +17,8 @@ from app.evaluation.training import Training, config_policy, start_training, tra
 def test_learn_in_chunks_ends_as_on_the_whole_log(sizes: tuple[int, ...]) -> None:
     log, _ = simulate_label(4, LABEL_LOGGING["softmax"], 1050)
     config = {"algorithm": "rcnbf"}  # its steps matter: chunks learned as steps differ
-    whole = config_policy(config, log, 0.5, rates=(0.05, 0.1))
-    training = start_training(config, CONTEXTS.shape[1], K, rates=(0.05, 0.1))
+    whole = config_policy(config, "label", log, 0.5, rates=(0.05, 0.1))
+    training = start_training(config, "label", CONTEXTS.shape[1], K, rates=(0.05, 0.1))
     ends = np.cumsum((0, *sizes))
     train = train_size(log.n, 0.5)
     for start, stop in pairwise(ends):
@@ -36,4 +36,4 @@ def test_train_size_refuses_a_split_with_an_empty_part() -> None:
         train_size(1, 0.5)
     with pytest.raises(ValueError, match="train_fraction"):
         train_size(10, 1.0)
-    assert isinstance(start_training({"algorithm": "linucb_diag"}, 3, 2), Training)
+    assert isinstance(start_training({"algorithm": "linucb_diag"}, "label", 3, 2), Training)

@@ -1,4 +1,4 @@
-"""Bandit Passive-Aggressive (spec 6.3)."""
+"""Bandit Passive-Aggressive (after Zhong & Daucé 2015; docs/algorithms.md, ``bpa``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Confusion matrices: validation (spec 4.2, 4.7.5) and estimation from gold pairs (spec 4.3)."""
+"""Confusion matrices: validation (P4 definition (4)) and estimation from gold pairs (P4 §4.2.1)."""
 
 from __future__ import annotations
 

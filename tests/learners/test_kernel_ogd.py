@@ -1,4 +1,4 @@
-"""Numeric tests of KernelOGD and its estimators (spec 5.10)."""
+"""Numeric tests of KernelOGD and its estimators (P5 Algorithm 1, Sections 3.2-3.3)."""
 
 from __future__ import annotations
 
@@ -71,7 +71,8 @@ def test_prod_point_series_equals_kernel_without_noise(kernel: str) -> None:
 
 
 def test_gaussian_feature_coefficient_has_the_square_root() -> None:
-    """Spec 5.4: c_n = sqrt((2/s2)^n/n!); P5's (2/s2)^n/n! does not give the kernel."""
+    """Gaussian features (P5 Appendix B): c_n = sqrt((2/s2)^n/n!); P5's (2/s2)^n/n! does not
+    give the kernel."""
     k = Kernel("gaussian", sigma2=1.5)
     assert math.exp(2 * k.log_level_coef(3)) == pytest.approx((2 / 1.5) ** 3 / 6)
 
@@ -113,7 +114,7 @@ def _store_with_terms(kernel: str, rng: np.random.Generator) -> FeatureStore:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("kernel", "loss", "target", "fixed"), [
-    ("exp", "exp", -1.0, False),            # y = -1 catches P5's sign slip (spec 5.5)
+    ("exp", "exp", -1.0, False),            # y = -1 catches P5's sign slip (Subroutine 1)
     ("gaussian:1.5", "exp", -1.0, False),
     ("gaussian:1.5", "smooth_hinge", 1.0, False),
     ("poly:2", "smooth_abs", 0.4, False),
@@ -139,7 +140,8 @@ def test_gradient_length_is_unbiased(kernel: str, loss: str, target: float, fixe
 
 @pytest.mark.slow
 def test_two_copy_update_matches_clean_ogd_in_expectation() -> None:
-    """Spec 5.6: E[w+] = w - eta 2 (<w, x> - y) x, plain OGD on the clean point."""
+    """P5 footnote 2 (two copies): E[w+] = w - eta 2 (<w, x> - y) x, plain OGD on the clean
+    point."""
     rng = np.random.default_rng(7)
     model = KernelOGD(n_features=3, seed=0, kernel="linear", eta=0.1, norm_bound=1e6,
                       explicit_dim=3, budget=1)
@@ -161,7 +163,8 @@ def test_two_copy_update_matches_clean_ogd_in_expectation() -> None:
 
 @pytest.mark.slow
 def test_naive_single_copy_attenuates_but_unbiased_does_not() -> None:
-    """Spec 5.10.7: naive OGD on one noisy copy converges toward w/(1 + sigma^2)."""
+    """P5 Section 4.3 (one copy is not enough): naive OGD on one noisy copy converges toward
+    w/(1 + sigma^2)."""
     rng = np.random.default_rng(8)
     w_true = np.array([1.0, -1.0])
     models = {naive: KernelOGD(n_features=2, seed=1, kernel="linear", eta=0.004, naive=naive)

@@ -1,4 +1,5 @@
-"""MC-SLP and MC-DBF: tau constants, ordered draw, exact unbiasedness, reductions (spec 2.2-2.6)."""
+"""MC-SLP and MC-DBF (P2 Algorithms 1-2): tau constants, ordered draw, exact unbiasedness,
+reductions."""
 
 from __future__ import annotations
 

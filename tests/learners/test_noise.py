@@ -1,4 +1,5 @@
-"""NREst (spec 1.5): accuracy on simulated SynSep buffers, determinism, sanitising, failures."""
+"""NREst (P1 Algorithm 3): accuracy on simulated SynSep buffers, determinism, sanitising,
+failures."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Numeric tests of ORS and NLMS (spec 3.2-3.4, 3.7-3.8)."""
+"""Numeric tests of ORS and NLMS (P3 eq. (3)-(5), Fig. 1, Section 4.1)."""
 
 from __future__ import annotations
 

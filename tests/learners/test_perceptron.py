@@ -1,4 +1,4 @@
-"""Multiclass Perceptron (spec 6.1)."""
+"""Multiclass Perceptron (Crammer & Singer 2003; P1 eq. (2))."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The unbiased click proxy h and the noise-rate validation (spec 1.2, 1.6, 1.7.1)."""
+"""The unbiased click proxy h and the noise-rate validation (P1 Lemma 1, eq. (4))."""
 
 from __future__ import annotations
 

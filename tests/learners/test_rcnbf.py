@@ -1,4 +1,5 @@
-"""Banditron, RCNBF and RCINE: unbiasedness, reductions, exploration, guards (spec 1.3-1.7, 6.2)."""
+"""Banditron, RCNBF and RCINE: unbiasedness, reductions, exploration, guards (P1 Algorithms 1-2;
+Kakade et al. 2008)."""
 
 from __future__ import annotations
 

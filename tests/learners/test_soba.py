@@ -1,4 +1,5 @@
-"""SOBA against a direct transcription of spec 6.4 (explicit A, solved each round)."""
+"""SOBA against a direct transcription of Beygelzimer, Orabona & Zhang 2017, Algorithm 1
+(explicit A, solved each round)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from app.learners.soba import SOBA
 
 
 class ReferenceSOBA:
-    """Spec 6.4 literally: explicit ``A`` (or its diagonal), ``W = A^-1 theta`` by solving."""
+    """Algorithm 1 literally: explicit ``A`` (or its diagonal), ``W = A^-1 theta`` by solving."""
 
     def __init__(self, k: int, d: int, a: float, diagonal: bool) -> None:
         self.k, self.d, self.diagonal = k, d, diagonal

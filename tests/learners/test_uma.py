@@ -1,4 +1,4 @@
-"""UMA (spec 4.7): unbiased update points, C = I reduces to the ultraconservative Perceptron,
+"""UMA (P4 Algorithm 2): unbiased update points, C = I reduces to the ultraconservative Perceptron,
 row sums, selection, stopping, the confusion matrix in use, and learning from noisy labels."""
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.api.features import MAX_FEATURE_NORM_LIMIT
+from app.features import MAX_FEATURE_NORM_LIMIT
 from app.learners.registry import ALGORITHMS, default_params, learner_class
 from app.tasks import get_task
 from tests.api.conftest import TestClient, make_client

@@ -1,4 +1,4 @@
-"""Tests of the regression streams and label-noise simulation (spec 3.9)."""
+"""Tests of the regression streams and label-noise simulation (P3 Section 4.1)."""
 
 from __future__ import annotations
 

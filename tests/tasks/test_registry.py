@@ -22,6 +22,9 @@ def test_every_task_has_its_module_and_every_module_its_task() -> None:
 
 def test_every_learner_serves_a_registered_task() -> None:
     assert set(registry.tasks()) == set(TASKS)
+    declared = {(task, algorithm): registry.learner_class(task, algorithm).task
+                for task, algorithm in registry.ALGORITHMS}
+    assert {key: task for key, task in declared.items() if task != key[0]} == {}
 
 
 @pytest.mark.parametrize("name", list(TASKS))

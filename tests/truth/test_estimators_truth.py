@@ -26,12 +26,12 @@ from app.evaluation.estimators import LabelLog, LabelSums, Options
 from app.evaluation.rankings import RankLog, evaluate_ranking
 from app.evaluation.rates import SlotRates
 from app.evaluation.running import Rates, RunningValue, match_weights, shown_value
+from app.evaluation.shapes import LABEL_SHAPE
 from app.evaluation.streaming import accumulate, fit_reward_model, in_batches
 from app.learners.noise_anchor import INTERVAL_TOO_WIDE, estimate_from_anchors
 from app.learners.noise_slots import estimate_slot_noise
 from app.sim.trust import RHO1, THETA, TRUST_RHO0, simulated_placements
 from tests.learners.test_noise_anchor import _uniform_plays, epsilon_greedy_plays
-from workers.evaluations import _label_policy
 
 pytestmark = pytest.mark.slow
 
@@ -81,12 +81,14 @@ def noisy_label_log(seed: int) -> LabelLog:
 
 
 def label_value(log: LabelLog, policy: str) -> dict[str, dict[str, float]]:
-    """``policy`` as the jobs role builds it (:func:`workers.evaluations._label_policy`),
+    """``policy`` as the jobs role builds it (:data:`app.evaluation.shapes.LABEL_SHAPE`),
     evaluated on ``log`` corrected by the true rates, by the streaming code it runs."""
     options = Options(*NOISE, n_boot=200)
-    target = _label_policy({}, None, policy)
+    target = LABEL_SHAPE.policy(policy, {}, None)
     batches = in_batches(log, 500)
-    sums: LabelSums = accumulate(batches, target, fit_reward_model(batches, options), options)
+    sums: LabelSums = accumulate(batches, target,
+                                 fit_reward_model(batches, options, kind=LABEL_SHAPE.kind),
+                                 options, kind=LABEL_SHAPE.kind)
     return sums.evaluation(options).to_dict()
 
 

@@ -43,17 +43,19 @@ pytestmark = pytest.mark.slow
 def run_stream(client: TestClient, tenant: dict[str, str],
                sim: RankSimulator | None = None, rounds: int = ROUNDS,
                batch: int = BATCH,
-               after_batch: Callable[[int], object] | None = None) -> dict[str, Any]:
-    """Create a seeded rank model ``m1`` (default parameters) and feed it the simulated
-    stream (``sim``, default :class:`RankSimulator` with :data:`SEED`) for ``rounds``
-    rankings in batches of ``batch`` (``after_batch``: called with the rankings fed so far
-    after each batch's ``sync``); per ranking, the mean relevance of its candidates, the
-    relevance and the observed click of each slot."""
+               after_batch: Callable[[int], object] | None = None,
+               create: bool = True) -> dict[str, Any]:
+    """Create a seeded rank model ``m1`` (default parameters; ``create`` false: it exists)
+    and feed it the simulated stream (``sim``, default :class:`RankSimulator` with
+    :data:`SEED`) for ``rounds`` rankings in batches of ``batch`` (``after_batch``: called
+    with the rankings fed so far after each batch's ``sync``); per ranking, the mean
+    relevance of its candidates, the relevance and the observed click of each slot."""
     sim = sim or RankSimulator(seed=SEED)
     body = {"model_id": "m1", "task": "rank", "n_features": sim.n_features,
             "n_action_features": sim.n_action_features, "slots": sim.slots, "seed": SEED,
             "params": {}}
-    assert client.post("/v1/models", json=body, headers=tenant).status_code == 201
+    if create:
+        assert client.post("/v1/models", json=body, headers=tenant).status_code == 201
     mean_relevance, relevance, clicks = [], [], []
     for done in range(batch, rounds + 1, batch):
         requests = [sim.request() for _ in range(batch)]
@@ -75,7 +77,9 @@ def run_stream(client: TestClient, tenant: dict[str, str],
                            "clicks": [x["id"] for x, c in zip(result["ranking"], clicked,
                                                                strict=True) if c]})
         assert post_feedback(client, tenant, {"events": events}).status_code == 202
-        assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
+        # a loaded machine can take longer than the default 10 s to apply a batch
+        assert client.post("/v1/models/m1/sync?timeout=120",
+                           headers=tenant).status_code == 200
         if after_batch is not None:
             after_batch(done)
     return {"sim": sim, "mean_relevance": np.array(mean_relevance),

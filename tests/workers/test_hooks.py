@@ -3,33 +3,34 @@ failed step of its model only, and the batch stays published."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any, cast
+
 import pytest
 
 from app.store import Store
 from tests.workers.conftest import create_model, model_config
 from tests.workers.test_trainer import feed, worker
-from workers import hooks, trainer
+from workers import drift, hooks, trainer
 from workers.context import ModelSlot, WorkerContext
+from workers.feature import Feature, Published
 from workers.worker import Worker
 
 
-class _FailsFor:
-    """A hook that raises for one model."""
+def _fails_for(model: str) -> Feature[None]:
+    """A feature whose after-publish hook raises for one model."""
 
-    def __init__(self, model: str) -> None:
-        self.model = model
-
-    async def after_publish(self, ctx: WorkerContext, slot: ModelSlot,
-                            published: hooks.Published) -> None:
-        if slot.ref[1] == self.model:
+    async def after_publish(ctx: WorkerContext, slot: ModelSlot, published: Published) -> None:
+        if slot.ref[1] == model:
             raise RuntimeError("hook broke")
+
+    return Feature("fails", after_publish=after_publish)
 
 
 async def _worker_failing_for(model: str, store: Store, monkeypatch: pytest.MonkeyPatch
                               ) -> tuple[Worker, WorkerContext]:
     """A started, unpaced trainer whose first after-publish hook fails for ``model``."""
-    monkeypatch.setattr(hooks, "AFTER_PUBLISH_HOOKS",
-                        (_FailsFor(model), *hooks.AFTER_PUBLISH_HOOKS))
+    monkeypatch.setattr(hooks, "FEATURES", (_fails_for(model), *hooks.FEATURES))
     w = worker(store)
     ctx = await w.start()
     ctx.paced = False
@@ -71,7 +72,8 @@ async def test_forget_drops_the_model_slot(store: Store) -> None:
         await trainer.run_pass(ctx)
         ref = (mk.tenant, mk.model)
         slot = ctx.slots[ref]
-        assert slot.learner is not None and slot.drift is not None and ref in ctx.held
+        assert slot.learner is not None and drift.FEATURE.state(slot).watch is not None
+        assert ref in ctx.held
         ctx.forget(ref)
         assert ref not in ctx.slots and ref not in ctx.held
     finally:
@@ -98,10 +100,40 @@ async def test_a_hook_failing_at_every_publish_counts_consecutive_failures(
             assert record.trainer_failure.failed_steps == step
             since = since or record.trainer_failure.since
             assert record.trainer_failure.since == since
-        monkeypatch.setattr(hooks, "AFTER_PUBLISH_HOOKS", hooks.AFTER_PUBLISH_HOOKS[1:])
+        monkeypatch.setattr(hooks, "FEATURES", hooks.FEATURES[1:])
         await feed(store, mk, config, 5, seed=9)
         assert await trainer.run_pass(ctx) == 5
         record = await store.models.record("t", "a-bad")
         assert record is not None and record.trainer_failure is None
     finally:
         await w.close()
+
+
+async def test_the_hooks_run_in_the_trainers_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a publish in registry order; after a pass in the reverse order."""
+    ran: list[tuple[str, str]] = []
+
+    def recording(feature: Feature[Any]) -> Feature[Any]:
+        async def after_publish(ctx: WorkerContext, slot: ModelSlot,
+                                published: Published) -> None:
+            ran.append(("publish", feature.name))
+
+        async def after_pass(ctx: WorkerContext) -> None:
+            ran.append(("pass", feature.name))
+
+        return replace(feature, after_publish=after_publish if feature.after_publish else None,
+                       after_pass=after_pass if feature.after_pass else None)
+
+    monkeypatch.setattr(hooks, "FEATURES", tuple(map(recording, hooks.FEATURES)))
+    nothing = cast(Any, None)  # the recording hooks read neither
+    assert await hooks.run_after_publish(nothing, ModelSlot(("t", "m")), nothing) is None
+    await hooks.run_after_pass(nothing)
+    assert ran == [("publish", name) for name in (
+        "samples", "anchors", "versions", "series", "drift", "challengers")] + [
+        ("pass", "series"), ("pass", "versions")]
+
+
+def test_every_feature_has_its_own_name_and_a_hook() -> None:
+    names = [feature.name for feature in hooks.FEATURES]
+    assert len(set(names)) == len(names) == 6
+    assert all(f.after_publish or f.after_pass for f in hooks.FEATURES)

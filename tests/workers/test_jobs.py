@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
-import workers.evaluations
-import workers.nrest
 from app.store import ModelKeys, Store
 from app.store.jobs import ORPHANED, JobQueue
 from app.worker_settings import WorkerSettings
 from tests.workers.conftest import create_model, model_config
+from workers import jobs
 from workers.worker import Worker
 
 
@@ -31,10 +31,11 @@ async def queue_estimate(store: Store, mk: ModelKeys) -> tuple[str, JobQueue]:
     return await store.noise.queue_estimate(mk), store.noise.jobs
 
 
-KINDS: dict[str, tuple[Any, Callable[[Store, ModelKeys], Awaitable[tuple[str, JobQueue]]],
+#: Test kind -> (its job kind in the registry, how to queue one, its error field).
+KINDS: dict[str, tuple[str, Callable[[Store, ModelKeys], Awaitable[tuple[str, JobQueue]]],
                        str]] = {
-    "evaluation": (workers.evaluations, queue_evaluation, "error"),
-    "nrest": (workers.nrest, queue_estimate, "reason"),
+    "evaluation": ("evaluation", queue_evaluation, "error"),
+    "nrest": ("noise_estimate", queue_estimate, "reason"),
 }
 
 
@@ -48,14 +49,14 @@ async def job_of(store: Store, kind: str, mk: ModelKeys, job_id: str) -> dict[st
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_worker_dying_right_after_taking_a_job_leaves_it_running_until_its_deadline(
         store: Store, redis_url: str, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    module, queue_job, error_field = KINDS[kind]
+    name, queue_job, error_field = KINDS[kind]
     mk = await create_model(store, model_config())
     job_id, queue = await queue_job(store, mk)
 
     async def die(*args: Any) -> None:
         raise Died
 
-    monkeypatch.setattr(module, "run_job", die)
+    monkeypatch.setitem(jobs.JOB_KINDS, name, replace(jobs.JOB_KINDS[name], run=die))
     with pytest.raises(Died):
         await Worker(store, WorkerSettings(roles=("jobs",), worker_id="w-1", nrest_threads=True,
                                            nrest_timeout=30.0)).drain()
@@ -98,3 +99,19 @@ async def test_a_job_is_started_once_and_a_reference_to_a_started_job_is_dropped
     assert await queue.take("w-2", 10.0) is None
     assert (await job_of(store, kind, other, third))["worker"] == "w-1"
     await r.aclose()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_the_sweeper_queues_again_a_job_of_every_kind_whose_creator_died(
+        store: Store, kind: str) -> None:
+    """A job stored and staged whose reference never reached its queue is pushed again by
+    the sweeper, whatever its kind: the sweeper reads the queues from the registry."""
+    name, queue_job, _ = KINDS[kind]
+    mk = await create_model(store, model_config())
+    job_id, queue = await queue_job(store, mk)
+    assert jobs.JOB_KINDS[name].queue(store).queue == queue.queue
+    await store.redis.delete(queue.queue)  # the creator died before pushing it
+    await store.redis.zadd(queue.staged(mk), {job_id: time.time() - 3600})
+    await Worker(store, WorkerSettings(roles=("sweeper",), worker_id="w-1")).drain()
+    taken = await queue.take("w-1", 10.0)
+    assert taken is not None and (taken.model, taken.job_id) == (mk.model, job_id)

@@ -15,7 +15,7 @@ from app.store.keys import NOISE_DUE
 from app.store.nrest import AnchorStore, SampleStore
 from app.worker_settings import WorkerSettings
 from tests.workers.conftest import create_model, decisions, model_config
-from workers import nrest
+from workers import jobs, nrest
 from workers.worker import Worker
 
 
@@ -100,7 +100,7 @@ async def test_jobs_pass_looks_only_at_models_with_new_samples(store: Store,
     ctx.noise_seeded_at = time.monotonic()  # the periodic look at every model just ran
     with redis.Redis.from_url(redis_url) as r:
         before = sum(int(s["calls"]) for s in r.info("commandstats").values())
-        assert await nrest.run_pass(ctx) == 0  # 3 new samples of 40: not due
+        assert await jobs.run_pass(ctx) == 0  # 3 new samples of 40: not due
         assert sum(int(s["calls"]) for s in r.info("commandstats").values()) - before \
             < PASS_COMMANDS
     [(_, at)] = await store.redis.zrange(NOISE_DUE, 0, -1, withscores=True)

@@ -12,7 +12,7 @@ import pytest
 from app.evaluation.estimators import Options
 from app.evaluation.rankings import evaluate_ranking_parts, rank_policy
 from app.evaluation.rates import SCALAR_REWARD, SLOT_REWARD
-from app.evaluation.servicelog import log_batches
+from app.evaluation.servicelog import log_batches, rank_log_of
 from app.store import codec
 from app.store.decisionlog import LogEntry
 from app.store.logrecords import entry_records
@@ -35,7 +35,7 @@ def _evaluate(entries: list[LogEntry], request: dict[str, Any], noise: NoiseReco
     by, flags = ranking_rates(request, noise)
     options = Options(**by, n_boot=request.get("bootstrap", 200))
     records = [r for entry in entries for r in entry_records(entry)]
-    result = evaluate_ranking_parts(list(log_batches(records, CHUNK)), _batches,
+    result = evaluate_ranking_parts(list(log_batches(records, CHUNK, rank_log_of)), _batches,
                                     rank_policy(request["policy"]), options)
     return {**result, **flags}
 
@@ -93,8 +93,10 @@ def test_without_a_published_estimate_the_models_rates_are_used_and_flagged(
 def test_a_requests_rates_are_every_slots_noise_under_the_estimated_examination(
         logged: tuple[list[LogEntry], np.ndarray]) -> None:
     """Scalar rates in the request are each slot's click noise in the per-slot formula,
-    the examination the model's published estimate (slot 1 was corrected as if examined
-    always: 0.6 of its value); without an estimate examination is unknown, flagged."""
+    the examination the model's published estimate, whole or its examination alone (slot 1
+    was corrected as if examined always: 0.6 of its value; with the examination alone the
+    result was flagged by the model's own unpublished rates, which it does not use);
+    without an estimate examination is unknown, flagged."""
     entries, clicks = logged
     request = {"policy": "logging", "bootstrap": 20, "rho0": 0.1, "rho1": 0.2}
     given = _evaluate(entries, request,
@@ -106,6 +108,13 @@ def test_a_requests_rates_are_every_slots_noise_under_the_estimated_examination(
     assert (given["correction"]["theta"], given["correction"]["rho0"]) == (
         list(THETA), [0.1] * 3)
     assert given["correction"]["rate_uncertainty"]["rho0_se"] == [0.0] * 3
+    # the examination published alone (the model's own rates still awaiting an estimate):
+    # the request's rates stand in for those, so nothing is flagged
+    alone = [{**s, "published": {"theta": True, "rho0": False, "rho1": False}}
+             for s in SLOT_ESTIMATE]
+    examined = _evaluate(entries, request, NoiseRecord(0.0, 0.0, "initial", slots=alone))
+    assert (examined["rates"], examined["calibration_unreliable"]) == ("request", False)
+    assert [p["ips"]["value"] for p in examined["positions"]] == pytest.approx(expected)
     unknown = _evaluate(entries, request, NoiseRecord(0.0, 0.0, "initial"))
     assert (unknown["rates"], unknown["calibration_unreliable"], unknown["reason"]) == (
         "request", True, "position_bias_unknown")

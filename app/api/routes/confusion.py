@@ -8,18 +8,15 @@ from app.api.deps import Context, ModelDep
 from app.api.errors import ApiError, unknown_model
 from app.api.schemas.common import ErrorResponse
 from app.api.schemas.confusion import ConfusionPutRequest, ConfusionResponse
+from app.api.versions import reconfigure
 from app.learners.base import Learner, ParamError
 from app.learners.build import build_learner
 from app.learners.confusion import validate_confusion
 from app.learners.registry import ALGORITHMS, learner_class
-from app.store.models import ConfigBusy, ModelView
-from app.store.results import ScriptResult
-from app.store.snapshots import PublishConflict
+from app.store.models import ModelView
 
 router = APIRouter(prefix="/v1/models", tags=["confusion"],
                    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}})
-#: Read-modify-publish attempts of a PUT racing the trainer.
-PUT_ATTEMPTS = 20
 
 
 def _confusion_learner(view: ModelView) -> None:
@@ -71,30 +68,8 @@ async def put_confusion(body: ConfusionPutRequest, view: ModelDep,
             raise ApiError(422, "invalid_confusion", f"confusion matrix {exc.message}",
                            "matrix") from None
     confusion = None if matrix is None else matrix.tolist()
-    try:  # on the config stored when writing: a rollback meanwhile keeps its params
-        stored = await ctx.store.models.update_config(
-            view.tenant, config.model_id,
-            lambda current: current.updated(params={**current.params, "confusion": confusion}))
-    except ConfigBusy:
-        raise ApiError(503, "store_busy", "the model's config kept changing; retry",
-                       headers={"Retry-After": "1"}) from None
-    if stored is None:
-        raise unknown_model(config.model_id)
-    config = stored
-    for _ in range(PUT_ATTEMPTS):
-        snap = await ctx.store.snapshots.load(view.keys)
-        if snap is None:
-            raise unknown_model(config.model_id)
-        learner = build_learner(config, snap.state)
-        learner.set_confusion(matrix)
-        state = learner.get_state()
-        try:
-            await ctx.store.snapshots.publish(view.keys, state, expected_version=snap.version)
-        except PublishConflict as exc:
-            if exc.code is ScriptResult.GONE:
-                raise unknown_model(config.model_id) from None
-            continue  # the trainer published meanwhile: redo on its state
-        ctx.cache.forget(view.tenant, config.model_id)
-        return confusion_response(learner)
-    raise ApiError(503, "store_busy", "the model kept changing; retry",
-                   headers={"Retry-After": "1"})
+    _, learner = await reconfigure(
+        ctx, view.tenant, config.model_id,
+        lambda current: current.updated(params={**current.params, "confusion": confusion}),
+        lambda learner: learner.set_confusion(matrix))
+    return confusion_response(learner)

@@ -14,6 +14,7 @@ from app.api.modelops import MAX_STATE_BYTES
 from app.api.responses import OrjsonResponse
 from app.api.schemas.common import ErrorResponse
 from app.api.schemas.evaluations import EvaluationJob, EvaluationRequest, PolicyConfig
+from app.api.tenantlimits import check_evaluation_size
 from app.evaluation.policies import policy_kind
 from app.evaluation.training import check_config
 from app.learners.base import ParamError
@@ -48,6 +49,7 @@ async def queue_evaluation(body: EvaluationRequest, view: ModelDep,
     """Queue an off-policy evaluation of ``policy`` on the model's decision log (a worker's
     jobs role runs it); 202 with its job id."""
     check_supported(view.config.task, body.policy)
+    check_evaluation_size(ctx, view.tenant, view.config)
     if isinstance(body.policy, str) and body.policy.startswith("fixed:") and \
             int(body.policy.partition(":")[2]) >= view.config.class_count:
         raise ApiError(422, "invalid_param", f"fixed:N names a label, 0..."

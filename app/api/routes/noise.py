@@ -85,7 +85,8 @@ async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> Nois
     if body.estimator is not None:
         _check_estimator(config, body.estimator)
     await ctx.store.anchors.configure(view.keys, estimator=body.estimator,
-                                      max_width=body.max_width, half_life=body.half_life)
+                                      max_width=body.max_width,
+                                      half_life=body.half_life_setting())
     record = view.noise
     if body.rho0 is not None and body.rho1 is not None:
         try:

@@ -10,6 +10,7 @@ action (exactly once: Personalizer's ``earliest`` aggregation, a later reward is
 counted as a duplicate; one sent before a deferred decision's activation is kept until
 then), an Activate the activation of a deferred decision, the service
 configuration a view of the model's settings (:mod:`app.api.personalizer_config`), the
+policy a view of its learner configuration (:mod:`app.api.personalizer_policy`), the
 model's export, import, reset and properties its snapshot, reset and times, the log's
 properties and deletion its decision log's time range and clearing.  A client's
 ``eventId`` names its decision through :class:`~app.store.aliases.AliasStore`.  Every error
@@ -32,6 +33,7 @@ from app.api.deciding import decide_log_answer
 from app.api.deps import authorize_model, bearer_token, get_context
 from app.api.errors import (
     ApiError,
+    from_param_error,
     is_json_media_type,
     unknown_model,
     unsupported_media_type,
@@ -49,17 +51,27 @@ from app.api.personalizer import (
     rank_response,
 )
 from app.api.personalizer_config import configured, service_configuration
+from app.api.personalizer_policy import (
+    Policy,
+    default_policy,
+    parse_policy,
+    policy_answer,
+    policy_view,
+    with_policy,
+)
 from app.api.ranking import rank_input
 from app.api.responses import OrjsonResponse
 from app.api.schemas.models import SnapshotImportRequest, SnapshotResponse
-from app.api.schemas.predict import NamedFeatures
-from app.api.schemas.rank import RankFeedback
+from app.api.versions import reconfigure
+from app.fields import NamedFeatures
 from app.learners.base import CandidateRanker, ParamError
 from app.learners.build import build_learner
 from app.learners.config import ModelConfig
+from app.learners.registry import check_param_types, learner_class
 from app.store.aliases import Alias
 from app.store.models import ConfigBusy, ModelView
 from app.tasks import get_task
+from app.tasks.rank import RankFeedback
 
 #: Out of noisyloop's OpenAPI schema: these routes are Personalizer's API, which its SDKs
 #: describe, and their bodies are read by :mod:`app.api.personalizer`.
@@ -256,6 +268,40 @@ async def update_service_configuration(request: Request, model_id: str) -> Respo
     return OrjsonResponse(service_configuration(stored, age))
 
 
+async def get_policy(request: Request, model_id: str) -> Response:
+    """Policy: the model's learner configuration (:mod:`app.api.personalizer_policy`)."""
+    view = await _view(request, model_id)
+    return OrjsonResponse(policy_view(view.config))
+
+
+async def _put_policy(request: Request, view: ModelView, policy: Policy) -> Response:
+    """Put ``policy`` in force: checked against the model's learner, stored, and the
+    model's state republished under it (what it learned is kept)."""
+    cls = learner_class(view.config.task, policy.algorithm)
+    try:
+        check_param_types(cls, policy.params)
+        build_learner(with_policy(view.config, policy))
+    except ParamError as exc:
+        raise from_param_error(exc, "arguments.") from None
+    stored, _ = await reconfigure(await get_context(request), view.tenant,
+                                  view.config.model_id,
+                                  lambda current: with_policy(current, policy))
+    return OrjsonResponse(policy_answer(stored, policy))
+
+
+async def update_policy(request: Request, model_id: str) -> Response:
+    """Update policy: the learner configuration a JSON ``arguments`` or Vowpal Wabbit's
+    arguments translate into, put in force."""
+    view = await _view(request, model_id)
+    return await _put_policy(request, view, parse_policy(await _json(request), view.config))
+
+
+async def reset_policy(request: Request, model_id: str) -> Response:
+    """Reset policy: the params a new model of the same kind and preset starts from."""
+    view = await _view(request, model_id)
+    return await _put_policy(request, view, default_policy(view.config))
+
+
 async def get_model_properties(request: Request, model_id: str) -> Response:
     """Model properties: when the model was created and last changed (UTC, ISO 8601)."""
     ctx = await get_context(request)
@@ -353,6 +399,12 @@ router.add_api_route(f"{PREFIXES[0]}/configurations/service",
                      _personalizer_errors(get_service_configuration), methods=["GET"])
 router.add_api_route(f"{PREFIXES[0]}/configurations/service",
                      _personalizer_errors(update_service_configuration), methods=["PUT"])
+router.add_api_route(f"{PREFIXES[0]}/configurations/policy", _personalizer_errors(get_policy),
+                     methods=["GET"])
+router.add_api_route(f"{PREFIXES[0]}/configurations/policy", _personalizer_errors(update_policy),
+                     methods=["PUT"])
+router.add_api_route(f"{PREFIXES[0]}/configurations/policy", _personalizer_errors(reset_policy),
+                     methods=["DELETE"])
 router.add_api_route(f"{PREFIXES[0]}/model/properties",
                      _personalizer_errors(get_model_properties), methods=["GET"])
 router.add_api_route(f"{PREFIXES[0]}/model", _personalizer_errors(export_model),

@@ -12,7 +12,8 @@ from app.api.deps import AuthHeader, ModelIdPath, get_context, require_model
 from app.api.responses import OrjsonResponse
 from app.api.routing import OrjsonRoute
 from app.api.schemas.common import ErrorResponse
-from app.api.schemas.rank import RankBatchResponse, RankBody, RankResponse
+from app.api.schemas.rank import RankBatchResponse, RankBody
+from app.tasks.rank import RankResponse
 
 router = APIRouter(prefix="/v1/models", tags=["rank"], route_class=OrjsonRoute)
 #: The route's path template (also the metrics label of the fast path's answers).

@@ -6,7 +6,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from app.api.features import DEFAULT_MAX_FEATURE_NORM, MAX_FEATURE_NORM_LIMIT
 from app.api.presets import PRESETS, with_preset
 from app.api.schemas.common import (
     INTEGRAL,
@@ -17,6 +16,7 @@ from app.api.schemas.common import (
     RequestModel,
 )
 from app.api.schemas.serving import MODE_DESCRIPTION, ApprenticeReport, Mode
+from app.features import DEFAULT_MAX_FEATURE_NORM, MAX_FEATURE_NORM_LIMIT
 from app.learners.registry import ALGORITHMS
 from app.store.drift import DEFAULT_DRIFT_ACTION, DriftAction
 from app.store.versions import DEFAULT_INTERVAL_SECONDS, DEFAULT_KEPT

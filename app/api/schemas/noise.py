@@ -27,17 +27,25 @@ class NoisePutRequest(RequestModel):
     half_life: Literal[0] | Annotated[FiniteFloat, Field(ge=1.0, le=1e12)] | None = Field(
         default=None,
         description="anchor: plays after which a play weighs half in the estimate, so that a "
-                    "change in how people click is followed (at least 1; 0: every play of "
-                    "the newest 50,000 alike, the default, which GET shows as null)")
+                    "change in how people click is followed (at least 1; null: every play "
+                    "of the newest 50,000 alike, the default, as a learner's half_life "
+                    "null never forgets; 0, the older spelling of null, is accepted)")
 
     @model_validator(mode="after")
     def _rates_together(self) -> NoisePutRequest:
         if (self.rho0 is None) != (self.rho1 is None):
             raise ValueError("give both rho0 and rho1, or neither")
         if (self.rho0 is None and self.estimator is None and self.max_width is None
-                and self.half_life is None):
+                and "half_life" not in self.model_fields_set):
             raise ValueError("give rho0 and rho1, estimator, max_width or half_life")
         return self
+
+    def half_life_setting(self) -> float | None:
+        """The anchor half-life to store: None when the body does not give one (unchanged),
+        0.0 for ``null`` or ``0`` (the default back: every play alike), else the value."""
+        if "half_life" not in self.model_fields_set:
+            return None
+        return self.half_life or 0.0
 
 
 class NoiseInterval(BaseModel):

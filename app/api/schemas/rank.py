@@ -3,7 +3,8 @@
 A rank request carries a context (``features``, as for predict) and the
 candidate ``actions``, each with an ``id`` chosen by the client and its own
 features (``n_action_features``, dense, sparse or named); the answer lists
-one candidate per slot with the probability of that placement.
+one candidate per slot with the probability of that placement.  The ranking and the
+feedback are the ``rank`` task's (:mod:`app.tasks.rank`).
 """
 
 from __future__ import annotations
@@ -12,34 +13,23 @@ from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
-    StringConstraints,
     Tag,
-    model_validator,
 )
 from pydantic.json_schema import SkipJsonSchema
 
 from app.api.schemas.common import (
     INTEGRAL,
-    EventId,
-    FiniteFloat,
     RequestModel,
-    exactly_one_of,
-    one_of_schema,
 )
-from app.api.schemas.predict import DEFER_DESCRIPTION, Features
+from app.api.schemas.predict import DEFER_DESCRIPTION
+from app.fields import Features
 from app.settings import MAX_BATCH
+from app.tasks.rank import ActionId, RankResponse
 
 #: Most candidates of one rank request.
 MAX_CANDIDATES = 1000
-#: Most ids one feedback event names (clicked or rewarded).
-MAX_FEEDBACK_IDS = 1000
-#: Longest action id.
-MAX_ACTION_ID_CHARS = 256
-
-ActionId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ACTION_ID_CHARS)]
 
 
 class RankAction(RequestModel):
@@ -84,51 +74,7 @@ RankBody = Annotated[
 ]
 
 
-class RankedAction(BaseModel):
-    """The candidate placed in one slot."""
-
-    id: str
-    slot: int
-    probability: float = Field(description="probability of placing this candidate in this slot "
-                                           "given the context, the candidates and the slots "
-                                           "before it (their product is the ranking's)")
-    expected_reward: float = Field(description="the candidate's predicted relevance (click "
-                                               "probability in slot 0 without click noise), "
-                                               "clipped to [0, 1]")
-
-
-class RankResponse(BaseModel):
-    """One ranking."""
-
-    event_id: str | None = Field(default=None, description="absent with explore: false")
-    model_version: int
-    ranking: list[RankedAction]
-    calibration_unreliable: bool = False
-
-
 class RankBatchResponse(BaseModel):
     """Rankings of ``requests``, in order."""
 
     results: list[RankResponse]
-
-
-class RankFeedback(RequestModel):
-    """Feedback of the ``rank`` task: the shown ids that were clicked, or graded rewards.
-
-    ``clicks``: every other shown id counts as not clicked (``[]``: none was).
-    ``rewards``: a reward in ``[0, 1]`` per shown id (an id not named gets 0).
-    """
-
-    model_config = ConfigDict(json_schema_extra=one_of_schema("clicks", "rewards"))
-
-    event_id: EventId
-    clicks: Annotated[list[ActionId], Field(max_length=MAX_FEEDBACK_IDS)] | (
-        SkipJsonSchema[None]) = None
-    rewards: Annotated[dict[ActionId, Annotated[FiniteFloat, Field(ge=0, le=1)]],
-                       Field(max_length=MAX_FEEDBACK_IDS)] | SkipJsonSchema[None] = None
-
-    @model_validator(mode="after")
-    def _one_form(self) -> RankFeedback:
-        exactly_one_of(self, ("clicks", "rewards"), "give exactly one of 'clicks' (the shown ids "
-                       "that were clicked) or 'rewards' ({id: reward in [0, 1]})")
-        return self

@@ -6,7 +6,8 @@
 --       snapshot, noise
 -- ARGV: 1 wait_seconds, 2 grace_seconds, 3 predictions to count, 4 n (decisions logged),
 --       5 '1' to defer (log without a deadline) else '0', 6 apprentice decisions to count,
---       7 of which the model agreed with the baseline, 8 a,
+--       7 of which the model agreed with the baseline, 8 a, 9 most decisions the model
+--       may hold awaiting feedback (pending and deferred; 0: no limit),
 --       then per decision i (in the order of KEYS 5..): event id, context blob; then a
 --       flags ('1' agreed, '0' not); then, for a guarded call only: key hash, tenant,
 --       SHA-1 of the config JSON, snapshot version, rho0, rho1, noise source, estimator
@@ -23,13 +24,14 @@
 -- decided with (the API's one-round-trip predict; a single Redis, not a Cluster: the key
 -- record has its own hash tag).  Deadlines use the Redis clock, so every API replica agrees.
 -- Returns {deadline (integer seconds), 1 if it is now the model's earliest deadline (the
--- caller then schedules the model on the sweeper's due set) else 0}, or false when a guard
--- failed (nothing written).
+-- caller then schedules the model on the sweeper's due set) else 0}, false when a guard
+-- failed, or {-1, decisions held} when logging n more would pass the limit of ARGV 9
+-- (nothing written in either case).
 local n = tonumber(ARGV[4])
 local a = tonumber(ARGV[8])
 local guarded = #KEYS > n + a + 5
 if guarded then
-  local g = 2 * n + a + 8
+  local g = 2 * n + a + 9
   local k = n + a + 5
   local key = redis.call('HMGET', KEYS[k + 1], 'hash', 'tenant')
   if key[1] ~= ARGV[g + 1] or key[2] ~= ARGV[g + 2] then return false end
@@ -43,6 +45,11 @@ if guarded then
     if (noise[i] or '') ~= ARGV[g + 4 + i] then return false end
   end
 end
+local most = tonumber(ARGV[9])
+if most > 0 and n > 0 then
+  local held = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3])
+  if held + n > most then return {-1, held} end
+end
 local t = redis.call('TIME')
 local deadline = tonumber(t[1]) + tonumber(ARGV[1])
 local ttl = tonumber(ARGV[1]) + tonumber(ARGV[2])
@@ -51,19 +58,19 @@ local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local first = n > 0 and not defer and (#earliest == 0 or tonumber(earliest[2]) > deadline)
 local expiry = tonumber(t[1]) + ttl + 1
 for i = 1, n do
-  redis.call('SET', KEYS[i + 4], ARGV[2 * i + 8], 'EX', ttl)
-  redis.call('ZADD', KEYS[4], expiry, ARGV[2 * i + 7])
+  redis.call('SET', KEYS[i + 4], ARGV[2 * i + 9], 'EX', ttl)
+  redis.call('ZADD', KEYS[4], expiry, ARGV[2 * i + 8])
   if defer then
-    redis.call('ZADD', KEYS[3], tonumber(t[1]) + ttl, ARGV[2 * i + 7])
+    redis.call('ZADD', KEYS[3], tonumber(t[1]) + ttl, ARGV[2 * i + 8])
   else
-    redis.call('ZADD', KEYS[2], deadline, ARGV[2 * i + 7])
+    redis.call('ZADD', KEYS[2], deadline, ARGV[2 * i + 8])
   end
 end
 if defer and n > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. t[1])
 end
 for i = 1, a do
-  redis.call('SET', KEYS[n + i + 4], ARGV[2 * n + i + 8], 'EX', ttl)
+  redis.call('SET', KEYS[n + i + 4], ARGV[2 * n + i + 9], 'EX', ttl)
 end
 -- trim twice as many expired index entries as were added (in chunks: unpack's limit)
 local left = n > 0 and 2 * n + 8 or 0
@@ -74,7 +81,7 @@ while left > 0 do
   redis.call('ZREM', KEYS[4], unpack(gone))
   left = left - #gone
 end
-local at = 2 * n + a + 9 + (guarded and 8 or 0)
+local at = 2 * n + a + 10 + (guarded and 8 or 0)
 local m = tonumber(ARGV[at + 1] or '0')
 if m > 0 then
   local room = tonumber(ARGV[at]) - redis.call('HLEN', KEYS[n + a + 5])

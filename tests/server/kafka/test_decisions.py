@@ -119,3 +119,36 @@ async def test_stored_log_not_published_only_what_is_written_after(
                         for rec in records if rec["model_id"] == model]
                 for model in ("m1", "m2")}
     assert by_model == {"m1": written, "m2": later}
+
+
+async def test_a_context_stored_sparse_is_published_sparse(
+        client: TestClient, tenant: dict[str, str], redis_url: str,
+        broker: LocalBroker) -> None:
+    """A wide model's one-non-zero contexts go out in the log's sparse form, a few hundred
+    bytes a record (dense, 100,000 features took about 400 KB)."""
+    new_model(client, tenant, n_features=100_000)
+    preds = client.post("/v1/models/m1/predict", headers=tenant, json={"instances": [
+        {"indices": [i], "values": [1.0]} for i in range(5)]}).json()["predictions"]
+    r = post_feedback(client, tenant, {"events": [{"event_id": p["event_id"], "click": True}
+                                                  for p in preds]})
+    assert r.json()["accepted"] == 5
+    assert client.post("/v1/models/m1/sync", headers=tenant).status_code == 200
+    kafka = kafka_settings(broker)
+    topic = f"{kafka.topic}.decisions"
+    broker.create_topic(topic)
+    settings = kafka.model_copy(update={"decisions_topic": topic, "decisions_from_start": True})
+    store = Store.from_url(redis_url)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            producer = Producer({"bootstrap.servers": broker.bootstrap})
+            assert await DecisionPublisher(store, settings).publish_pass(
+                asyncio.get_running_loop(), pool, producer) == 5
+    finally:
+        await store.close()
+    published = read_topic(broker.bootstrap, topic, 1, 5)
+    assert max(len(m.value()) for m in published) < 1000
+    index = {p["event_id"]: i for i, p in enumerate(preds)}
+    for message in published:
+        record = orjson.loads(message.value())
+        assert record["features"] == {"size": 100_000, "indices": [index[record["event_id"]]],
+                                      "values": [1.0]}

@@ -18,8 +18,8 @@ from __future__ import annotations
 import mmh3
 import numpy as np
 
-from app.api.errors import ApiError
-from app.api.schemas.predict import NamedFeatures, SparseFeatures
+from app.errors import ApiError
+from app.fields import NamedFeatures, SparseFeatures
 from app.learners.config import ModelConfig
 
 
@@ -94,7 +94,7 @@ def check_norms(X: np.ndarray, max_norm: float, field: str, rows: str | None = N
     >>> check_norms(np.array([1e308, -1e308]), 1e6, "features")
     Traceback (most recent call last):
     ...
-    app.api.errors.ApiError: finite values whose squares overflow float64: norm above 1.3e154 ...
+    app.errors.ApiError: finite values whose squares overflow float64: norm above 1.3e154 ...
     """
     # Entries within max_norm (<= 1e150) cannot overflow a sum of up to 1e8 squares: the
     # usual case costs two vector operations, without an error-state context.
