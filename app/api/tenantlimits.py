@@ -11,6 +11,7 @@ from typing import Any
 from app.api.context import ApiContext
 from app.api.errors import ApiError
 from app.evaluation.estimators import Options
+from app.evaluation.reward_model import reward_dim
 from app.store.events import HoldLimitReached
 
 #: The setting, status and message of each bound a decision's log step checks.
@@ -41,8 +42,9 @@ def hold_limit_reached(ctx: ApiContext, tenant: str, exc: HoldLimitReached) -> A
 def check_evaluation_size(ctx: ApiContext, tenant: str, config: Mapping[str, Any]) -> None:
     """Refuse (422) an evaluation whose doubly robust reward model would pass
     ``max_evaluation_bytes``: it holds ``X'X`` per fold and label (or slot), ``d x d``
-    float64 whatever the form of the log's lines."""
-    d = int(config["n_features"])
+    float64 whatever the form of the log's lines (``d``: the context's width, or the
+    buckets a wide context is hashed to, :func:`app.evaluation.reward_model.reward_dim`)."""
+    d = reward_dim(int(config["n_features"]))
     groups = int(config.get("n_classes") or config.get("slots") or 1)
     need = Options().folds * groups * d * d * 8
     most = ctx.settings.max_evaluation_bytes
