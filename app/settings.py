@@ -87,7 +87,8 @@ class Settings(BaseSettings):
     max_evaluation_bytes: int = Field(
         default=2 * 2**30, ge=2**20, le=2**40,
         description="Largest reward model an evaluation of the decision log may build (its "
-                    "sums X'X: folds x labels or slots x n_features^2 float64); a wider "
+                    "sums X'X: folds x labels or slots x d^2 float64, d the width or, past "
+                    "4,096 features, the 512 buckets they are hashed to); a larger "
                     "model's evaluation answers 422 limit_reached before it is queued.")
     rate_limit_per_second: float = Field(
         default=0.0, ge=0, le=1_000_000,

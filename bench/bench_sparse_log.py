@@ -12,8 +12,15 @@ context blobs on the log's Redis stream), of each read, their ratio, and
 ``serve``'s resident memory before the reads and its peak while they ran
 (``VmHWM`` of ``/proc/<pid>/status``, reset to the current resident size by
 writing ``5`` to ``/proc/<pid>/clear_refs`` before the reads), then the same for a
-server-side evaluation of the ``uniform`` policy (its status and error).  The same
-script run from another checkout measures that code (the "before" figure).
+server-side evaluation of the ``uniform`` policy, run twice (the first starts the jobs
+role's pool child): its status, DR value (or error), the
+bytes Redis sent while it ran (``total_net_output_bytes`` of ``INFO stats``: the
+evaluation's reads of the log, two or three passes, and whatever else ``serve``'s roles
+read meanwhile) and of its result, each against the stored contexts, and the peak
+growth of ``serve`` and of each of its child processes (the jobs role's process pool
+runs the evaluation in a child; a child started during the evaluation counts its whole
+peak).  The same script run from another checkout measures that code (the "before"
+figure).
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_sparse_log.py 1000 1000
 """
@@ -25,6 +32,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 from noisyloop_client import Client, NoisyloopError
@@ -49,6 +57,15 @@ def memory_kb(pid: int) -> dict[str, int]:
     return out
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (from ``/proc/<pid>/task/*/children``)."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            out += [int(child), *descendants(int(child))]
+    return out
+
+
 def stored_context_bytes(r: redis.Redis, mk: ModelKeys) -> tuple[int, int]:
     """Events on the model's log stream and the bytes of their context blobs."""
     events = size = 0
@@ -62,6 +79,45 @@ def stored_context_bytes(r: redis.Redis, mk: ModelKeys) -> tuple[int, int]:
 
 def tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def evaluate(client: Client, r: redis.Redis, pid: int, stored: int, label: str) -> None:
+    """Queue an evaluation of ``uniform``, wait for it and print its outcome, the bytes
+    Redis sent while it ran and of its result against ``stored``, and the peak growth of
+    ``serve`` (``pid``) and of each of its children (module docstring)."""
+    before_eval = {}
+    for proc in (pid, *descendants(pid)):
+        Path(f"/proc/{proc}/clear_refs").write_text("5")
+        before_eval[proc] = memory_kb(proc)
+    sent = r.info("stats")["total_net_output_bytes"]
+    done: dict[str, Any]
+    try:
+        job = client.evaluate("wide", "uniform", rho0=0.0, rho1=0.0, bootstrap=50)
+    except NoisyloopError as exc:
+        done = {"status": f"refused (HTTP {exc.status}, {exc.code})", "error": exc.message}
+    else:
+        for _ in range(600):
+            done = client.evaluation("wide", job["job_id"])
+            if done["status"] in ("done", "failed"):
+                break
+            time.sleep(0.5)
+    sent = r.info("stats")["total_net_output_bytes"] - sent
+    growth = {}
+    for proc in (pid, *descendants(pid)):
+        start_kb = before_eval.get(proc, {"VmRSS": 0})["VmRSS"]
+        growth[proc] = (memory_kb(proc)["VmHWM"] - start_kb) / 1024
+    result: dict[str, Any] = done  # the result's fields are the job's
+    dr = (result.get("dr") or {}).get("value")
+    outcome = done.get("error") or f"n {result.get('n')}, DR {dr}"
+    print(f"  evaluation (uniform, {label}): {done['status']} {outcome}")
+    print(f"    Redis sent {sent:,} B while it ran = {sent / stored:.2f}x the stored "
+          f"contexts; its result {len(json.dumps(done)):,} B = "
+          f"{len(json.dumps(done)) / stored:.2f}x")
+    names = {proc: "serve" if proc == pid else f"child {proc}"
+             + ("" if proc in before_eval else " (new: its whole peak)") for proc in growth}
+    print("    peak growth: " + ", ".join(f"{names[proc]} {mb:,.1f} MB"
+                                         for proc, mb in growth.items()))
+
 
 
 def main(n: int, limit: int) -> None:
@@ -102,20 +158,6 @@ def main(n: int, limit: int) -> None:
         sizes["Parquet export"] = tree_bytes(out / "parquet")
         wall = time.perf_counter() - start_t
         after = memory_kb(pid)
-        Path(f"/proc/{pid}/clear_refs").write_text("5")
-        before_eval = memory_kb(pid)
-        try:
-            job = client.evaluate("wide", "uniform", rho0=0.0, rho1=0.0, bootstrap=50)
-        except NoisyloopError as exc:
-            done = {"status": f"refused (HTTP {exc.status}, {exc.code})", "error": exc.message}
-        else:
-            for _ in range(600):
-                done = client.evaluation("wide", job["job_id"])
-                if done["status"] in ("done", "failed"):
-                    break
-                time.sleep(0.5)
-        after_eval = memory_kb(pid)
-        client.close()
         print(f"{n} decisions of n_features {N_FEATURES:,}, one non-zero each: requests "
               f"{request_bytes:,} B; stored contexts {stored:,} B ({stored / n:,.0f} B "
               f"each); JSON Lines lines exported {lines}")
@@ -124,9 +166,9 @@ def main(n: int, limit: int) -> None:
         print(f"  serve: resident {before['VmRSS'] / 1024:,.0f} MB before the reads, peak "
               f"{after['VmHWM'] / 1024:,.0f} MB while they ran: grew "
               f"{(after['VmHWM'] - before['VmRSS']) / 1024:,.1f} MB ({wall:.1f} s)")
-        print(f"  evaluation (uniform): {done['status']} "
-              f"{done.get('error') or done.get('n')}; serve's peak grew "
-              f"{(after_eval['VmHWM'] - before_eval['VmRSS']) / 1024:,.1f} MB")
+        for label in ("first", "again"):
+            evaluate(client, r, pid, stored, label)
+        client.close()
 
 
 if __name__ == "__main__":

@@ -66,8 +66,9 @@ logger = logging.getLogger(__name__)
 CHUNK_EVENTS = 20_000
 #: Bytes of dense context features (float64) one batch of a chunk holds at most: a wide
 #: model's chunk is cut into as many batches as that takes, each made dense only while it
-#: is used (the log's lines keep a context stored sparse sparse).
-BATCH_FEATURE_BYTES = 64 * 2**20
+#: is used (the log's lines keep a context stored sparse sparse).  Reading a batch holds
+#: its rows and their stack, twice this: 32 MiB.
+BATCH_FEATURE_BYTES = 16 * 2**20
 
 
 async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:

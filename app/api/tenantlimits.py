@@ -8,6 +8,7 @@ from __future__ import annotations
 from app.api.context import ApiContext
 from app.api.errors import ApiError
 from app.evaluation.estimators import Options
+from app.evaluation.reward_model import reward_dim
 from app.learners.config import ModelConfig
 from app.store.events import HoldLimitReached
 
@@ -39,8 +40,9 @@ def hold_limit_reached(ctx: ApiContext, tenant: str, exc: HoldLimitReached) -> A
 def check_evaluation_size(ctx: ApiContext, tenant: str, config: ModelConfig) -> None:
     """Refuse (422) an evaluation whose doubly robust reward model would pass
     ``max_evaluation_bytes``: it holds ``X'X`` per fold and label (or slot), ``d x d``
-    float64 whatever the form of the log's lines."""
-    d = config.n_features
+    float64 whatever the form of the log's lines (``d``: the context's width, or the
+    buckets a wide context is hashed to, :func:`app.evaluation.reward_model.reward_dim`)."""
+    d = reward_dim(config.n_features)
     groups = int(config.n_classes or config.params.get("slots") or 1)
     need = Options().folds * groups * d * d * 8
     most = ctx.settings.max_evaluation_bytes

@@ -223,7 +223,7 @@ class RankRidgeSums:
         """Add another's sums (of other events; slots it adds are copied)."""
         for k, sums in enumerate(other.slots):
             if k == len(self.slots):
-                self.slots.append(RidgeSums.zeros(*sums.sx.shape))
+                self.slots.append(RidgeSums.zeros(len(sums.count), 1, sums.width))
             self.slots[k].merge(sums)
 
     def fit(self, lam: float) -> list[RidgeModel]:

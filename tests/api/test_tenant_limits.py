@@ -121,3 +121,20 @@ def test_evaluation_bytes_limit_refuses_a_too_wide_reward_model(redis_url: str) 
         assert error["field"] == "policy"
         registry = client.app.state.ctx.metrics.registry
         assert _reached(registry, "acme", "max_evaluation_bytes") == 1
+
+
+def test_evaluation_bytes_limit_admits_a_wide_model_hashed(redis_url: str) -> None:
+    """A model of 100,000 features fits its reward model on 512 hashed buckets
+    (2 folds x 3 labels x 512^2 float64: 12 MiB), under the default 2 GiB; 4,096
+    features fitted as they are with 40 labels (10 GiB) still pass it."""
+    with make_client(redis_url, trainer=False) as client:
+        acme = new_tenant(client)
+        new_model(client, acme, model_id="wide", n_features=100_000)
+        r = client.post("/v1/models/wide/evaluations", json={"policy": "uniform"},
+                        headers=acme)
+        assert r.status_code == 202, r.text
+        new_model(client, acme, model_id="labels", n_features=4096, n_classes=40)
+        r = client.post("/v1/models/labels/evaluations", json={"policy": "uniform"},
+                        headers=acme)
+        assert r.status_code == 422, r.text
+        assert "max_evaluation_bytes" in r.json()["error"]["message"]
