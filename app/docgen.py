@@ -27,7 +27,7 @@ from typing import Any
 
 from app.learners import registry
 from app.learners.base import Learner
-from app.tasks import get_task
+from app.tasks import TASKS, get_task
 
 #: The page this module writes, relative to the repository root.
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "algorithms.md"
@@ -140,8 +140,8 @@ def algorithm_section(task: str, algorithm: str) -> list[str]:
 def render() -> str:
     """The whole page."""
     lines = [INTRO, *(f"- {short}: {title}" for short, title in PAPERS), ""]
-    for task in registry.tasks():
-        lines += [f"## Task `{task}`", "", f"Decides {get_task(task).decides}.", ""]
+    for task, declared in TASKS.items():
+        lines += [f"## Task `{task}`", "", f"Decides {declared.decides}.", ""]
         for algorithm in registry.algorithms(task):
             lines += algorithm_section(task, algorithm)
     return "\n".join(lines).rstrip("\n") + "\n"

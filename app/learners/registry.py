@@ -1,6 +1,8 @@
 """Which algorithm serves which task, and how a learner is built from config.
 
-Adding an algorithm touches its module and one line of :data:`ALGORITHMS`.
+Adding an algorithm touches its module and one line of :data:`ALGORITHMS`; a task
+defined outside the project brings its own through :func:`register_algorithm` (called
+by :func:`app.tasks.register_task` for the algorithms its ``Task`` declares).
 Classes are imported lazily so that building one learner does not import
 every other (scikit-learn, for one, is only needed by NREst).
 """
@@ -17,7 +19,8 @@ from typing import Any
 from app.learners.base import Learner, ParamError
 
 #: (task, algorithm) -> "module:Class".  The first algorithm listed for a task
-#: is that task's default.
+#: is that task's default; the tasks come in the order of :data:`app.tasks.TASKS`
+#: (``tests/tasks/test_registry.py`` checks it).
 ALGORITHMS: dict[tuple[str, str], str] = {
     # each task's first algorithm is its default: the one that measures best on the results
     # pages (label: linucb_diag, docs/results/ridge.md; the papers' learners follow it)
@@ -35,9 +38,9 @@ ALGORITHMS: dict[tuple[str, str], str] = {
     ("label_set", "mc_slp"): "app.learners.mcdbf:MCSLP",
     ("regression", "ors"): "app.learners.ors:ORS",
     ("regression", "nlms"): "app.learners.ors:NLMS",
-    ("noisy_input", "kernel_ogd"): "app.learners.kernel_ogd:KernelOGD",
     ("noisy_label", "uma"): "app.learners.uma:UMA",
     ("noisy_label", "perceptron"): "app.learners.uma:NoisyLabelPerceptron",
+    ("noisy_input", "kernel_ogd"): "app.learners.kernel_ogd:KernelOGD",
     ("rank", "ridge_pl"): "app.learners.rank:RidgeRanker",
 }
 
@@ -45,8 +48,19 @@ ALGORITHMS: dict[tuple[str, str], str] = {
 STRUCTURAL_ARGS = ("n_features", "n_classes", "seed")
 
 
-def tasks() -> list[str]:
-    """All tasks, in the order their algorithms are listed."""
+def register_algorithm(task: str, algorithm: str, target: str) -> None:
+    """Add ``algorithm`` for ``task``, implemented by ``target`` ("module:Class"), after
+    the algorithms listed (so a task's default stays its first).
+
+    Raises ValueError when ``(task, algorithm)`` is already registered to another class.
+    """
+    known = ALGORITHMS.setdefault((task, algorithm), target)
+    if known != target:
+        raise ValueError(f"{task}/{algorithm} is already {known!r}, not {target!r}")
+
+
+def _tasks() -> list[str]:
+    """The tasks some algorithm serves (for the error naming an unknown one)."""
     return list(dict.fromkeys(task for task, _ in ALGORITHMS))
 
 
@@ -72,9 +86,10 @@ def learner_class(task: str, algorithm: str) -> type[Learner]:
     Raises :class:`ParamError` for an unknown task or an algorithm that does
     not fit the task.
     """
-    if task not in tasks():
-        raise ParamError("task", f"unknown task {task!r}{did_you_mean(task, tasks())}; "
-                                 f"choose one of {tasks()}")
+    served = _tasks()
+    if task not in served:
+        raise ParamError("task", f"unknown task {task!r}{did_you_mean(task, served)}; "
+                                 f"choose one of {served}")
     target = ALGORITHMS.get((task, algorithm))
     if target is None:
         fits = [t for t, alg in ALGORITHMS if alg == algorithm]

@@ -2,8 +2,9 @@
 :class:`~app.tasks.base.Task`, and the registry every other table is derived from.
 
 Adding a task is its module (its schemas, feedback parsing and :class:`Task`), its
-learners (:data:`app.learners.registry.ALGORITHMS`), one line of :data:`TASKS` and its
-tests; ``docs/architecture.md`` ("Adding a task") walks through one.
+learners (:data:`app.learners.registry.ALGORITHMS`, or the task's own ``algorithms``), one
+line of :data:`TASKS` (or one :func:`register_task` call) and its tests;
+``docs/architecture.md`` ("Adding a task") walks through one.
 """
 
 from __future__ import annotations
@@ -15,16 +16,34 @@ from pydantic import BaseModel
 
 from app.evaluation.shapes import LogShape
 from app.learners.base import ParamError
-from app.learners.registry import did_you_mean
+from app.learners.registry import did_you_mean, register_algorithm
 from app.tasks import label, label_set, noisy_input, noisy_label, rank, regression
 from app.tasks.base import OpenPolicy, Replay, Task
 
 __all__ = ["TASKS", "OpenPolicy", "Replay", "Task", "feedback_union", "get_task",
-           "log_shape_of", "prediction_union"]
+           "log_shape_of", "prediction_union", "register_task"]
 
-#: Every task, by name, in the order the docs, the replay's tie-break and the API's enum use.
-TASKS: dict[str, Task] = {task.name: task for task in (
-    label.TASK, label_set.TASK, regression.TASK, noisy_label.TASK, noisy_input.TASK, rank.TASK)}
+#: Every task, by name, in the order the docs, the replay's tie-break, the API's enum and
+#: the learners' registry use (filled by :func:`register_task`, below).
+TASKS: dict[str, Task] = {}
+
+
+def register_task(task: Task) -> None:
+    """Add ``task`` after the registered ones, with the algorithms it declares
+    (:func:`app.learners.registry.register_algorithm`).
+
+    Raises ValueError for a name already registered.
+    """
+    if task.name in TASKS:
+        raise ValueError(f"task {task.name!r} is already registered")
+    for algorithm, target in task.algorithms:
+        register_algorithm(task.name, algorithm, target)
+    TASKS[task.name] = task
+
+
+for _task in (label.TASK, label_set.TASK, regression.TASK, noisy_label.TASK, noisy_input.TASK,
+              rank.TASK):
+    register_task(_task)
 
 
 def get_task(name: str) -> Task:

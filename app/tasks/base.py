@@ -110,6 +110,11 @@ class Task:
     its log is not evaluated."""
     replay: Replay | None = None
     """How ``noisyloop replay`` runs it; None: it is not replayed."""
+    algorithms: tuple[tuple[str, str], ...] = ()
+    """Its own learners beyond :data:`app.learners.registry.ALGORITHMS`, as ``(algorithm,
+    "module:Class")`` pairs (the first its default), registered with it by
+    :func:`app.tasks.register_task`: a task defined outside ``app/`` (a test's own task)
+    brings its learner with it; the project's tasks list theirs in ``ALGORITHMS``."""
 
     @property
     def evaluation_policies(self) -> tuple[str, ...]:

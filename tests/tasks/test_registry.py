@@ -20,8 +20,12 @@ def test_every_task_has_its_module_and_every_module_its_task() -> None:
     assert all(name == task.name for name, task in TASKS.items())
 
 
+def test_the_learners_registry_lists_the_tasks_in_the_order_of_tasks() -> None:
+    # one task list: the docs, the API's enum and the algorithms' order all follow TASKS
+    assert list(dict.fromkeys(task for task, _ in registry.ALGORITHMS)) == list(TASKS)
+
+
 def test_every_learner_serves_a_registered_task() -> None:
-    assert set(registry.tasks()) == set(TASKS)
     declared = {(task, algorithm): registry.learner_class(task, algorithm).task
                 for task, algorithm in registry.ALGORITHMS}
     assert {key: task for key, task in declared.items() if task != key[0]} == {}
@@ -40,3 +44,12 @@ def test_get_task_names_the_field_of_an_unknown_task() -> None:
     with pytest.raises(ParamError, match="did you mean 'label'") as refused:
         get_task("lable")
     assert refused.value.field == "task"
+
+
+def test_an_algorithm_is_registered_once_to_one_class() -> None:
+    key, target = ("label", "linucb_diag"), registry.ALGORITHMS[("label", "linucb_diag")]
+    registry.register_algorithm(*key, target)  # the same class again: nothing changes
+    assert list(registry.ALGORITHMS).count(key) == 1 and registry.ALGORITHMS[key] == target
+    with pytest.raises(ValueError, match="already"):
+        registry.register_algorithm(*key, "app.learners.linucb:LinUCB")
+    assert registry.ALGORITHMS[key] == target

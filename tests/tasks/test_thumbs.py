@@ -1,9 +1,10 @@
 """A task added by the tests alone is served, learned, logged and evaluated end to end.
 
 The ``thumbs`` task (:mod:`tests.tasks.thumbs`, its learner in
-:mod:`tests.tasks.thumbs_learner`) is registered the way a task of the project is, with
-one line in :data:`app.tasks.TASKS` (and its learner's line in
-:data:`app.learners.registry.ALGORITHMS`, as every learner has); the real service then
+:mod:`tests.tasks.thumbs_learner`, which its ``Task`` declares) is registered the way a
+task of the project is, with one line: :func:`app.tasks.register_task` adds it to
+:data:`app.tasks.TASKS` and its learner to :data:`app.learners.registry.ALGORITHMS`
+(both restored after each test); the real service then
 creates its model, decides, takes its feedback, the trainer learns from it, the decision
 log holds it, and the worker's jobs role evaluates the log with the task's own log shape
 and estimator.  No file of the API, the evaluation or the workers names it.
@@ -21,7 +22,7 @@ import orjson
 import pytest
 
 from app.learners import registry
-from app.tasks import TASKS
+from app.tasks import TASKS, register_task
 from tests.api.conftest import TestClient, make_client, new_tenant
 from tests.api.test_evaluations import run_jobs
 from tests.tasks import thumbs, thumbs_learner
@@ -36,13 +37,29 @@ ROUNDS, UP_RATE = 120, 0.7
 
 
 @pytest.fixture
-def thumbs_client(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+def registered() -> Iterator[None]:
+    """``thumbs`` registered, with its learner; the registries as they were afterwards."""
+    kept = [(table, dict(table)) for table in (TASKS, registry.ALGORITHMS)]
+    register_task(thumbs.TASK)  # the task's one registry line
+    yield
+    for table, entries in kept:
+        table.clear()
+        table.update(entries)
+
+
+@pytest.fixture
+def thumbs_client(redis_url: str, registered: None) -> Iterator[TestClient]:
     """The service (with its in-process trainer) serving the ``thumbs`` task too."""
-    monkeypatch.setitem(TASKS, thumbs.NAME, thumbs.TASK)
-    monkeypatch.setitem(registry.ALGORITHMS, (thumbs.NAME, "guess"),
-                        "tests.tasks.thumbs_learner:ThumbsGuess")
     with make_client(redis_url) as client:
         yield client
+
+
+def test_one_line_registers_the_task_and_its_learner(registered: None) -> None:
+    assert list(TASKS)[-1] == thumbs.NAME
+    assert registry.algorithms(thumbs.NAME) == ["guess"]
+    assert registry.learner_class(thumbs.NAME, "guess") is thumbs_learner.ThumbsGuess
+    with pytest.raises(ValueError, match="already registered"):
+        register_task(thumbs.TASK)
 
 
 def test_the_task_needed_only_its_own_files() -> None:

@@ -4,8 +4,8 @@ Everything a task needs, in one module: its feedback and decision schemas, the p
 its feedback, its log shape with its own off-policy estimator and its
 :class:`~app.tasks.base.Task`; its learner is :mod:`tests.tasks.thumbs_learner`.
 ``docs/architecture.md`` ("Adding a task") walks through the same steps;
-:mod:`tests.tasks.test_thumbs` registers it and serves, learns, logs and evaluates it end
-to end.
+:mod:`tests.tasks.test_thumbs` registers it (one :func:`~app.tasks.register_task` call,
+its learner with it) and serves, learns, logs and evaluates it end to end.
 
 A decision (from ``features``, the request every non-ranking task takes) is a guess,
 ``"up"`` or ``"down"``, drawn with a ``probability``; the feedback is the thumb the user
@@ -202,4 +202,5 @@ class ThumbsShape:
 
 TASK = Task(NAME, "a guess of the thumb a user gives; feedback: the thumb, up or down",
             ThumbsFeedback, ThumbsPrediction, thumbs_feedback, has_clicks=False,
-            log_shape=ThumbsShape())
+            log_shape=ThumbsShape(),
+            algorithms=(("guess", "tests.tasks.thumbs_learner:ThumbsGuess"),))
