@@ -58,6 +58,7 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -313,7 +314,7 @@ async def _apply(ctx: WorkerContext, slot: ModelSlot, batch: Deliveries) -> int:
         await ctx.delivery.ack_and_trim(mk, skipped, None)
         return 0
     rates = (view.noise.rho0, view.noise.rho1) if view.noise else (0.0, 0.0)
-    cached, outcome = await _learn(ctx, slot, cached, decoded, rates)
+    cached, outcome = await _learn(ctx, slot, cached, decoded, rates, view.config.learns)
     dead += [(decoded.positions[row], reason) for row, reason in outcome.rejected]
     await _dead_letter(ctx, mk, batch, dead)
     if cached is None or outcome.applied is None:
@@ -415,16 +416,21 @@ async def _learner(ctx: WorkerContext, slot: ModelSlot, view: TrainerView
 
 
 async def _learn(ctx: WorkerContext, slot: ModelSlot, cached: CachedLearner, decoded: _Decoded,
-                 rates: tuple[float, float]) -> tuple[CachedLearner | None, _Outcome]:
+                 rates: tuple[float, float], learns: bool,
+                 ) -> tuple[CachedLearner | None, _Outcome]:
     """``learn_many`` the decoded batch in a thread; on failure find the culprits one by one.
 
-    Returns the learner that holds the result (None when the model is gone).
+    ``learns`` False (the model's config does not learn, :attr:`ModelConfig.learns`): the
+    events are applied (published, logged, counted and acknowledged as any) without the
+    learner's learn step, so its weights stay.  Returns the learner that holds the result
+    (None when the model is gone).
     """
     learner = cached.learner
     apply_noise_rates(learner, *rates)
+    learn = learn_finite if learns else _keep_weights
     try:
         batch = decoded.batch()
-        await asyncio.wait_for(asyncio.to_thread(learn_finite, learner, batch),
+        await asyncio.wait_for(asyncio.to_thread(learn, learner, batch),
                                ctx.config.handler_timeout)
         return cached, _Outcome(batch, list(range(len(decoded.positions))), [])
     except TimeoutError:
@@ -439,20 +445,27 @@ async def _learn(ctx: WorkerContext, slot: ModelSlot, cached: CachedLearner, dec
         return None, _Outcome(None, [], [])
     apply_noise_rates(fresh.learner, *rates)
     learned, outcome = await asyncio.wait_for(
-        asyncio.to_thread(_learn_isolated, fresh.learner, decoded.events()),
+        asyncio.to_thread(_learn_isolated, fresh.learner, decoded.events(), learn),
         ctx.config.handler_timeout)
     fresh.learner = learned
     return fresh, outcome
 
 
-def _learn_isolated(learner: Learner, events: list[Event]) -> tuple[Learner, _Outcome]:
-    """Learn events one at a time on copies; events that raise are rejected with the reason."""
+def _keep_weights(learner: Learner, batch: Batch) -> None:
+    """The learn step of a model that does not learn: nothing changes."""
+
+
+def _learn_isolated(learner: Learner, events: list[Event],
+                    learn: Callable[[Learner, Batch], None],
+                    ) -> tuple[Learner, _Outcome]:
+    """Learn events one at a time on copies (with ``learn``); events that raise are rejected
+    with the reason."""
     rows: list[int] = []
     rejected: list[tuple[int, str]] = []
     for row, event in enumerate(events):
         trial = copy.deepcopy(learner)
         try:
-            learn_finite(trial, stack_events([event]))
+            learn(trial, stack_events([event]))
         except Exception as exc:
             rejected.append((row, f"learner refused the event: {exc!r}"))
             continue

@@ -1,5 +1,8 @@
 """Apprentice mode: serve the caller's own choice, learn from it, measure the agreement.
 
+Logging mode serves and counts as apprentice mode does, and learns nothing (the
+trainer logs and counts its feedback, the weights stay: :attr:`ModelConfig.learns`).
+
 A model in apprentice mode (config ``mode``) serves with every decision the
 ``baseline`` the caller sends (the label, or the ranking of action ids it
 would have served anyway), logged with probability 1 because the caller's
@@ -31,19 +34,24 @@ from app.tasks import TASKS, Task
 
 ONLINE = "online"
 APPRENTICE = "apprentice"
-MODES = (ONLINE, APPRENTICE)
+LOGGING = "logging"
+MODES = (ONLINE, APPRENTICE, LOGGING)
+#: The modes that serve the callers' baselines: ``logging`` serves them as ``apprentice``
+#: does, but its feedback leaves the weights as they are (:attr:`ModelConfig.learns`).
+BASELINE_MODES = (APPRENTICE, LOGGING)
 
 
 def in_apprentice_mode(config: ModelConfig) -> bool:
-    """Whether the model serves its callers' baselines (models without ``mode`` are online)."""
-    return config.mode == APPRENTICE
+    """Whether the model serves its callers' baselines (apprentice or logging mode; models
+    without ``mode`` are online)."""
+    return config.mode in BASELINE_MODES
 
 
 def check_mode(mode: str, spec: Task, cls: type[Learner]) -> None:
     """422 naming ``mode`` when the model cannot run in ``mode``."""
-    if mode == APPRENTICE and (spec.reward is None or not cls.follows_baseline):
+    if mode in BASELINE_MODES and (spec.reward is None or not cls.follows_baseline):
         rewarded = " or ".join(repr(name) for name, task in TASKS.items() if task.reward)
-        raise ApiError(422, "invalid_param", f"apprentice mode needs a model that learns from "
+        raise ApiError(422, "invalid_param", f"{mode} mode needs a model that learns from "
                        f"the reward of what was served (task {rewarded}, with an algorithm "
                        f"that follows a baseline); this {spec.name!r} model cannot follow a "
                        "baseline", "mode")

@@ -9,8 +9,8 @@
 - ``rewardAggregation``: ``earliest`` (noisyloop's exactly-once feedback); ``sum`` refused;
 - ``explorationPercentage``: the learner's exploration share (its declared
   :attr:`~app.learners.base.Learner.exploration_param`);
-- ``learningMode``: ``Online`` / ``Apprentice`` is the model's ``mode``; ``LoggingOnly``
-  refused;
+- ``learningMode``: ``Online`` / ``Apprentice`` / ``LoggingOnly`` is the model's ``mode``
+  (``online`` / ``apprentice`` / ``logging``);
 - ``isInferenceExplainabilityEnabled``: ``explain_scores`` (each rank answer explains its
   scores; for learners that declare ``explains_scores``).
 
@@ -32,7 +32,8 @@ _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)
 #: Longest reward wait: as noisyloop's ``feedback.wait_seconds``.
 MAX_WAIT_SECONDS = 30 * 86400
 #: Personalizer's learning modes and noisyloop's.
-MODES = {"Online": "online", "Apprentice": "apprentice"}
+MODES = {"Online": "online", "Apprentice": "apprentice", "LoggingOnly": "logging"}
+_LEARNING_MODES = {mode: name for name, mode in MODES.items()}
 
 
 def parse_duration(text: Any, field: str) -> float:
@@ -78,7 +79,7 @@ def service_configuration(config: ModelConfig, log_max_age: float) -> dict[str, 
         "defaultReward": 0.0 if feedback.on_timeout == "no_click" else None,
         "rewardAggregation": "earliest",
         "explorationPercentage": None if param is None else config.params[param],
-        "learningMode": "Apprentice" if config.mode == "apprentice" else "Online",
+        "learningMode": _LEARNING_MODES.get(config.mode, "Online"),
         "modelExportFrequency": "PT0S",
         "modelRetrainDays": 0,
         "logRetentionDays": math.ceil(log_max_age / 86400) if log_max_age else -1,
@@ -120,7 +121,7 @@ def configured(config: ModelConfig, body: Any, log_max_age: float) -> ModelConfi
             params[param] = float(value)
         elif name == "learningMode":
             if value not in MODES:
-                raise _refuse(name, value, "noisyloop serves Online and Apprentice")
+                raise _refuse(name, value, "noisyloop serves " + ", ".join(MODES))
             changes.update(mode=MODES[value])
         elif name == "isInferenceExplainabilityEnabled":
             if not isinstance(value, bool):

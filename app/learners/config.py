@@ -156,6 +156,12 @@ class ModelConfig(BaseModel):
         return type(self).of({**self.as_dict(), **changes})
 
     @property
+    def learns(self) -> bool:
+        """Whether accepted feedback changes the learner's weights: not in ``logging`` mode,
+        where the trainer joins, logs and counts the events but keeps the weights."""
+        return self.mode != "logging"
+
+    @property
     def class_count(self) -> int:
         """``n_classes`` of a model whose task has classes (a ValueError for one without)."""
         if self.n_classes is None:

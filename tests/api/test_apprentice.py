@@ -83,6 +83,30 @@ def test_apprentice_serves_the_baseline_learns_it_and_switches_online(
     assert _report(client, tenant)["decisions"] == 90  # online decisions are not counted
 
 
+def test_logging_mode_serves_the_baseline_counts_its_feedback_and_learns_nothing(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    created = new_model(client, tenant, algorithm="linucb_diag", n_features=K, n_classes=K,
+                        mode="logging")
+    assert created["mode"] == "logging", created
+    initial = client.get("/v1/models/m1/snapshot", headers=tenant).json()["state"]
+    contexts = np.random.default_rng(0).integers(0, K, 30)
+    served = _round(client, tenant, contexts)
+    assert [p["label"] for p in served] == contexts.tolist()
+    assert {p["probability"] for p in served} == {1.0}
+    model = client.get("/v1/models/m1", headers=tenant).json()
+    assert (model["stats"]["events_applied"], model["apprentice"]["decisions"],
+            model["apprentice"]["events"]) == (30, 30, 30), model
+    assert model["apprentice"]["baseline_reward"] == 1.0  # every baseline label was clicked
+    assert client.get("/v1/models/m1/snapshot", headers=tenant).json()["state"] == initial
+
+    r = client.put("/v1/models/m1/mode", json={"mode": "online"}, headers=tenant)
+    assert r.status_code == 200 and r.json()["mode"] == "online", r.text
+    _round(client, tenant, contexts, baseline=False)
+    assert client.get("/v1/models/m1/snapshot", headers=tenant).json()["state"] != initial
+    r = client.put("/v1/models/m1/mode", json={"mode": "logging"}, headers=tenant)
+    assert r.status_code == 200 and r.json()["mode"] == "logging", r.text
+
+
 def test_switching_to_apprentice_mode_and_the_fast_path(client: TestClient,
                                                         tenant: dict[str, str]) -> None:
     new_model(client, tenant, algorithm="linucb_diag", n_features=K, n_classes=K)

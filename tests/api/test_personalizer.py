@@ -269,9 +269,35 @@ def test_the_service_configuration_is_the_models_settings(loop: Loop) -> None:
     assert admin.get_service_configuration() == changed
 
 
+def test_a_logging_only_loop_serves_the_baseline_and_learns_nothing(loop: Loop) -> None:
+    admin, client = _admin(loop), _client(loop)
+    shown = admin.update_service_configuration({"learningMode": "LoggingOnly"})
+    assert (shown["learningMode"], loop.model()["mode"]) == ("LoggingOnly", "logging")
+    initial = orjson.loads(b"".join(admin.export_model()))["state"]
+    for _ in range(5):
+        answer = client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS,
+                              "excludedActions": ["news"]})
+        assert answer["rewardActionId"] == "sports"
+        assert [r["probability"] for r in answer["ranking"]] == [1.0, 0.0, 0.0, 0.0]
+        client.reward(answer["eventId"], {"value": 1.0})
+    loop.sync()
+    model = loop.model()
+    assert (model["stats"]["feedback_accepted"], model["stats"]["events_applied"],
+            model["apprentice"]["events"]) == (5, 5, 5), model
+    assert orjson.loads(b"".join(admin.export_model()))["state"] == initial
+
+    assert admin.update_service_configuration({"learningMode": "Online"})[
+        "learningMode"] == "Online"
+    answer = client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS})
+    client.reward(answer["eventId"], {"value": 1.0})
+    loop.sync()
+    assert loop.model()["stats"]["events_applied"] == 6
+    assert orjson.loads(b"".join(admin.export_model()))["state"] != initial
+
+
 @pytest.mark.parametrize(("change", "message"), [
     ({"rewardAggregation": "sum"}, "rewardAggregation 'sum' is not supported"),
-    ({"learningMode": "LoggingOnly"}, "learningMode 'LoggingOnly' is not supported"),
+    ({"learningMode": "Offline"}, "learningMode 'Offline' is not supported"),
     ({"defaultReward": 0.5}, "defaultReward 0.5 is not supported"),
     ({"rewardWaitTime": "10 minutes"}, "ISO 8601"),
     ({"rewardWaitTime": "P31D"}, "PT1S to P30D"),

@@ -1,4 +1,4 @@
-"""Schemas of a model's serving mode (online or apprentice) and of deferred decisions."""
+"""Schemas of a model's serving mode (online, apprentice or logging) and of deferred decisions."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from pydantic import BaseModel, Field
 
 from app.api.schemas.common import RequestModel
 
-Mode = Literal["online", "apprentice"]
+Mode = Literal["online", "apprentice", "logging"]
 MODE_DESCRIPTION = ("online: the model serves its own decisions; apprentice: it serves the "
                     "baseline each request carries, learns from its feedback and reports how "
-                    "often it agrees (GET .../{model_id}: apprentice)")
+                    "often it agrees (GET .../{model_id}: apprentice); logging: as apprentice, "
+                    "but its feedback is only logged and counted, the weights stay")
 
 
 class ModeRequest(RequestModel):

@@ -368,7 +368,8 @@ def activate(model_id: str, event_id: str) -> Call:
 
 
 def set_mode(model_id: str, mode: str) -> Call:
-    """Serve ``"online"`` or as an ``"apprentice"`` (the requests' baselines) from now on."""
+    """Serve ``"online"``, as an ``"apprentice"`` (the requests' baselines) or
+    ``"logging"`` (the baselines, learning nothing) from now on."""
     return Call("PUT", _model(model_id, "/mode"), 200, {"mode": mode})
 
 

@@ -325,7 +325,8 @@ class Client(_Base):
         return cast(dict[str, Any], self.send(calls.activate(model_id, event_id)))
 
     def set_mode(self, model_id: str, mode: str) -> Model:
-        """Serve ``"online"`` or as an ``"apprentice"`` from now on."""
+        """Serve ``"online"``, as an ``"apprentice"`` or ``"logging"`` (learning nothing) from
+        now on."""
         return cast(Model, self.send(calls.set_mode(model_id, mode)))
 
     def rank_batch(self, model_id: str, requests: list[dict[str, Any]]) -> list[Ranking]:
