@@ -18,13 +18,16 @@ label log for ``--policy config:JSON`` (:mod:`app.evaluation.configrun`).
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib
 import json
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from app.optional import LAB, PARQUET, SPARK, require
+from app.optional import LAB, PARQUET, require
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,9 +35,8 @@ if TYPE_CHECKING:
     from app.evaluation.configrun import EventBatch
     from app.evaluation.estimators import LabelLog, Options
     from app.evaluation.rates import SlotRates
-    from app.evaluation.servicelog import ServiceLog
     from app.evaluation.shapes import LogShape
-    from app.evaluation.streaming import P, Policy, Reader
+    from app.evaluation.streaming import Policy
     from app.sim.logs import ObdRecord
 
 EPILOG = """\
@@ -300,19 +302,6 @@ def target(log: LabelLog, policy: str | int) -> np.ndarray | None:
     return label_policy(policy)(log)
 
 
-def noisyloop_inputs(path: str, policy: str | int) -> tuple[ServiceLog, np.ndarray | None]:
-    """A noisyloop label log and, for ``model:FILE`` or ``model-greedy:FILE``, the model's
-    ``n x K`` matrix on it."""
-    from app.evaluation.servicelog import read_label_log
-
-    model = model_policy(policy)
-    if model is None:
-        return read_label_log(path), None
-    pi, n_classes = model
-    read = read_label_log(path, n_classes)
-    return read, pi(read.label_log())
-
-
 def model_policy(policy: str | int) -> tuple[Policy, int | None] | None:
     """For ``model:FILE`` or ``model-greedy:FILE``: the model's policy on a batch of events
     and its number of labels; None for other policies."""
@@ -336,45 +325,6 @@ def streamed(path: str) -> bool:
     return is_parquet(path)
 
 
-def stream_run(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
-    """The result JSON of ``evaluate`` on a Parquet log streamed in batches (over
-    ``--workers`` processes or, a label log, Spark)."""
-    require("pyarrow", PARQUET, "--log PARQUET")
-    from functools import partial
-
-    from app.evaluation import parquetlog
-    from app.evaluation.heavy_tails import guard_label
-    from app.evaluation.shapes import RANK_SHAPE
-    from app.evaluation.streaming import chain, evaluate_parts
-    from app.replay.output import progress_bar
-
-    files = parquetlog.log_files(args.log)
-    model = model_policy(policy)
-    parts = parquetlog.parts(files)
-    total = sum(p.rows for p in parts)
-    if exported_shape(args.log) is RANK_SHAPE:
-        return rank_run(args, parts, parquetlog.rank_batches, total, model is not None)
-    label_log_only(args)
-    pi, n_actions = (label_policy(policy), None) if model is None else model
-    n_actions = n_actions or parquetlog.label_counts(files)[1]
-    reader = partial(parquetlog.label_batches, n_actions=n_actions)
-    options = stream_options(args)
-    with progress_bar(total, "log", unit="row",
-                      enabled=False if args.no_progress else None) as step:
-        if args.engine == "spark":
-            require("pyspark", SPARK, "--engine spark")
-            from app.evaluation.spark import evaluate_spark
-
-            evaluation = evaluate_spark(files, n_actions, pi, options)
-        else:
-            evaluation = evaluate_parts(parts, reader, pi, options, args.workers, step)
-    result = guard_label(evaluation.to_dict(),
-                         ((log, pi(log)) for log, _ in chain(parts, reader)), options)
-    result.update(log=str(args.log), format=args.format, policy=args.policy,
-                  bootstrap=args.bootstrap)
-    return result
-
-
 def stream_options(args: argparse.Namespace, rates: SlotRates | None = None) -> Options:
     """The estimators' options of the arguments (``rates``: a rank log's per-slot rates,
     ``--slot-rates``)."""
@@ -382,34 +332,6 @@ def stream_options(args: argparse.Namespace, rates: SlotRates | None = None) -> 
 
     return Options(args.rho0, args.rho1, args.rho0_se, args.rho1_se, args.bootstrap,
                    seed=args.seed, slot_rates=rates)
-
-
-def rank_run(args: argparse.Namespace, parts: Sequence[P], reader: Reader[P],
-             total: int | None, model: bool) -> dict[str, Any]:
-    """The result JSON of ``evaluate`` on a noisyloop rank log made of ``parts`` (``total``
-    lines), streamed in batches over ``--workers`` processes (the code of the service's
-    evaluations, :mod:`app.evaluation.rankings`; ValueError naming the policies it takes)."""
-    from app.evaluation.rankings import evaluate_ranking_parts, rank_policy
-    from app.evaluation.streaming import sum_parts
-    from app.replay.output import progress_bar
-
-    if model:
-        raise ValueError("--policy: model:SNAPSHOT_FILE needs a label log (a rank log holds "
-                         "only the shown candidates, not every one the model ranked)")
-    policy = rank_policy(args.policy)
-    engine = sum_parts
-    if args.engine == "spark":
-        require("pyspark", SPARK, "--engine spark")
-        from app.evaluation.spark import sum_parts_spark as engine
-    options = stream_options(args, slot_rates(args.slot_rates))
-    options.correction()  # refuse unusable rates before reading the log
-    with progress_bar(total, "log", unit="row",
-                      enabled=False if args.no_progress else None) as step:
-        result = evaluate_ranking_parts(parts, reader, policy, options, args.workers, step,
-                                        engine)
-    result.update(log=str(args.log), format=args.format, policy=args.policy,
-                  bootstrap=args.bootstrap)
-    return result
 
 
 def parse_config(text: str) -> Any:
@@ -438,13 +360,12 @@ def config_inputs(args: argparse.Namespace, text: str
 
 
 def label_task() -> str:
-    """The task whose decision log is a label log (its log shape is
-    :data:`~app.evaluation.shapes.LABEL_SHAPE`): a ``config:JSON`` names one of its learners
-    (a VW log is a label log too)."""
-    from app.evaluation.shapes import LABEL_SHAPE
+    """The task of a ``config:JSON``: the first whose log shape evaluates a configuration
+    (a VW log is a label log, by its format)."""
     from app.tasks import TASKS
 
-    return next(name for name, task in TASKS.items() if task.log_shape is LABEL_SHAPE)
+    return next(name for name, task in TASKS.items()
+                if "configuration" in task.evaluation_policies)
 
 
 def config_run(args: argparse.Namespace, text: str) -> dict[str, Any]:
@@ -488,7 +409,7 @@ def label_source(path: str) -> tuple[int, int, Callable[[], Iterable[EventBatch]
     from app.evaluation import servicelog
 
     shape = exported_shape(path)
-    if shape is not None and "configuration" not in shape.policies:
+    if "configuration" not in shape.policies:
         raise ValueError("--policy: config:JSON needs a label log, not a rank log")
     if streamed(path):
         from app.evaluation import parquetlog
@@ -500,28 +421,44 @@ def label_source(path: str) -> tuple[int, int, Callable[[], Iterable[EventBatch]
     return events, n_actions, partial(servicelog.identified_batches, path, n_actions)
 
 
-def exported_shape(path: str) -> LogShape | None:
+def exported_shape(path: str) -> LogShape:
     """The log shape of the noisyloop export at ``path`` (JSON Lines, or Parquet: a file, a
     directory or a glob): that of the task whose shape reads its first event line
-    (:func:`app.tasks.log_shape_of`; None when none does)."""
-    from app.tasks import log_shape_of
+    (:func:`app.tasks.log_shape_of`); when none does, the first evaluated task's, whose
+    reader then says what the log lacks."""
+    from app.tasks import TASKS, log_shape_of
 
     if streamed(path):
         require("pyarrow", PARQUET, "--log PARQUET")
         from app.evaluation import parquetlog
 
-        return log_shape_of(parquetlog.first_event(parquetlog.log_files(path)))
-    from app.evaluation.servicelog import first_event
+        line = parquetlog.first_event(parquetlog.log_files(path))
+    else:
+        from app.evaluation.servicelog import first_event
 
-    return log_shape_of(first_event(path))
+        line = first_event(path)
+    found = log_shape_of(line)
+    if found is not None:
+        return found
+    return next(task.log_shape for task in TASKS.values() if task.log_shape is not None)
+
+
+def export_command(path: str) -> ModuleType:
+    """The module that evaluates the noisyloop export at ``path``: its shape's
+    (:attr:`~app.evaluation.shapes.LogShape.command`, ``run_export(args, policy)``;
+    ValueError for a shape the command does not read)."""
+    shape = exported_shape(path)
+    if shape.command is None:
+        raise ValueError(f"--log: {path}: the command does not evaluate this task's log "
+                         "(its service evaluations do)")
+    return importlib.import_module(shape.command)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The result JSON of ``evaluate`` (ValueError on bad input)."""
     import numpy as np
 
-    from app.evaluation.estimators import evaluate, per_position, reward_predictions
-    from app.evaluation.heavy_tails import guard_label
+    from app.evaluation.estimators import per_position, reward_predictions
     from app.evaluation.sums import row_keys
     from app.replay.output import progress_bar
 
@@ -535,7 +472,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if (args.workers > 1 or args.engine != "local") and not (
             args.format == "noisyloop" and streamed(args.log)):
         raise ValueError("--workers and --engine need --format noisyloop and a Parquet log")
-    positions, split, keys = None, None, None
+    positions, split = None, None
     pi_model: np.ndarray | None = None
     empirical = isinstance(policy, str) and policy.startswith("empirical:")
     model = isinstance(policy, str) and policy.partition(":")[0] in MODEL_KINDS
@@ -553,16 +490,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     elif args.format == "noisyloop":
         if empirical:
             raise ValueError("--policy: empirical:FILE needs --format obd")
-        if streamed(args.log):
-            return stream_run(args, policy)
-        from app.evaluation.servicelog import rank_batches
-        from app.evaluation.shapes import RANK_SHAPE
-
-        if exported_shape(args.log) is RANK_SHAPE:
-            return rank_run(args, [args.log], rank_batches, None, model)
-        read, pi_model = noisyloop_inputs(args.log, policy)
-        label_log_only(args)
-        log, keys = read.label_log(), read.keys
+        return export_command(args.log).run_export(args, policy)
     else:
         log, items, positions = obd_log(args.log)
         if isinstance(policy, int):
@@ -581,23 +509,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     slates = obd_slates(args.log) if args.format == "obd" else None
     total = args.bootstrap * (1 + len(slots))
     with progress_bar(total, "bootstrap", enabled=False if args.no_progress else None) as step:
-
-        def estimate(part: LabelLog, pi_part: np.ndarray | None,
-                     keys: np.ndarray | None = None, q: np.ndarray | None = None
-                     ) -> dict[str, Any]:
-            done = evaluate(part, pi_part, rho0=args.rho0, rho1=args.rho1,
-                            rho0_se=args.rho0_se, rho1_se=args.rho1_se,
-                            n_boot=args.bootstrap, seed=args.seed, progress=step,
-                            keys=keys, q=q).to_dict()
-            return guard_label(done, [(part, pi_part)], stream_options(args))
-
         if positions is None:
-            result = estimate(log, pi, keys)
+            result = estimate(args, step, log, pi)
         else:  # one reward model for the log and its positions: their DR terms add up
-            keys = row_keys(np.arange(log.n)) if keys is None else keys
+            keys = row_keys(np.arange(log.n))
             q = reward_predictions(log, keys, stream_options(args))
-            result = estimate(log, pi, keys, q)
-            result["positions"] = per_position(log, pi, positions, estimate, keys, q)
+            result = estimate(args, step, log, pi, keys, q)
+            result["positions"] = per_position(log, pi, positions,
+                                               functools.partial(estimate, args, step),
+                                               keys, q)
         if slates is not None and policy in ("uniform", "logging"):
             result["slates"] = slate_result(slates, log.n_actions, policy == "uniform", args)
     result.update(log=str(args.log), format=args.format, policy=args.policy,
@@ -605,6 +525,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if split is not None:
         result.update(split=split, train_fraction=args.train_fraction)
     return result
+
+
+def estimate(args: argparse.Namespace, step: Callable[[int], None], part: LabelLog,
+             pi_part: np.ndarray | None, keys: np.ndarray | None = None,
+             q: np.ndarray | None = None) -> dict[str, Any]:
+    """IPS, SNIPS and DR of a label log ``part`` and its target ``pi_part`` (rows keyed by
+    ``keys``, reward model ``q``), with the heavy-tail guard; ``step`` advances the
+    progress bar per bootstrap resample."""
+    from app.evaluation.estimators import evaluate
+    from app.evaluation.heavy_tails import guard_label
+
+    done = evaluate(part, pi_part, rho0=args.rho0, rho1=args.rho1, rho0_se=args.rho0_se,
+                    rho1_se=args.rho1_se, n_boot=args.bootstrap, seed=args.seed,
+                    progress=step, keys=keys, q=q).to_dict()
+    return guard_label(done, [(part, pi_part)], stream_options(args))
 
 
 def slot_rates(path: str | None) -> SlotRates | None:

@@ -58,6 +58,11 @@ class LogShape(Protocol):
     for."""
     noise: Noise
     kind: Kind
+    command: str | None
+    """The module that evaluates an exported log of this shape for ``noisyloop evaluate``
+    (its ``run_export(args, policy)`` reads the file, evaluates it and returns the result
+    JSON), named, not imported (evaluation knows nothing of the command line); None when
+    the command does not evaluate this shape's logs."""
 
     def reads(self, line: Mapping[str, Any]) -> bool:
         """Whether ``line``, an event line of an exported log, is one of this shape's (how
@@ -120,6 +125,7 @@ class LabelShape:
     (:mod:`workers.configevaluation`)."""
     noise: Noise = "click"
     kind: Kind = LABEL
+    command: str | None = "app.commands.evaluate_label"
 
     def reads(self, line: Mapping[str, Any]) -> bool:
         return ("slots" not in line and "action" in line and "propensity" in line
@@ -177,6 +183,7 @@ class RankShape:
     policies: tuple[str, ...] = RANK_POLICIES
     noise: Noise = "slots"
     kind: Kind = RANK
+    command: str | None = "app.commands.evaluate_rank"
 
     def reads(self, line: Mapping[str, Any]) -> bool:
         return "slots" in line

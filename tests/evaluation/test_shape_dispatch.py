@@ -9,7 +9,9 @@ Every module under :data:`SCOPE` but :data:`EXEMPT` (the shapes' own module) is 
 :mod:`ast`: a string constant that is a task's name (a comparison such as
 ``config["task"] == "rank"``, or a task passed by name as ``check_config(c, "label", ...)``)
 is a dispatch on a task's name.  Docstrings do not count, nor a constant used as a
-subscript (``decision.output["label"]`` reads a decision's field, not a task).
+subscript (``decision.output["label"]`` reads a decision's field, not a task).  A comparison
+with a shape itself (``shape is RANK_SHAPE``) is a dispatch on the shape: the shape's own
+methods, or the command module it names (``LogShape.command``), hold what differs.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from app.tasks import TASKS, log_shape_of
 from tests.tasks import thumbs
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Where evaluation is dispatched.
-SCOPE = ("app/evaluation", "workers")
+#: Where evaluation is dispatched (folders, and the ``noisyloop evaluate`` command).
+SCOPE = ("app/evaluation", "workers", "app/commands/evaluate.py")
+#: The shapes of the project, by the names they are defined as.
+SHAPES = ("LABEL_SHAPE", "RANK_SHAPE")
 #: The modules that may name a task: the log shapes themselves.
 EXEMPT = ("app/evaluation/shapes.py",)
 
@@ -52,15 +56,63 @@ def task_names_in(source: str, names: set[str]) -> list[tuple[int, str]]:
                   and node.value in names and id(node) not in skipped)
 
 
-def test_evaluation_and_workers_name_no_task() -> None:
+def scoped() -> list[Path]:
+    """The modules of :data:`SCOPE` but :data:`EXEMPT`."""
+    found = []
+    for entry in SCOPE:
+        root = ROOT / entry
+        found += [root] if root.is_file() else sorted(root.rglob("*.py"))
+    return [path for path in found if str(path.relative_to(ROOT)) not in EXEMPT]
+
+
+def shape_comparisons_in(source: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of each comparison of ``source`` with one of :data:`SHAPES` (a
+    name or an attribute, ``shape is RANK_SHAPE``, ``shapes.LABEL_SHAPE == s``)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                name = (side.id if isinstance(side, ast.Name)
+                        else side.attr if isinstance(side, ast.Attribute) else None)
+                if name in SHAPES:
+                    found.add((node.lineno, name))
+    return sorted(found)
+
+
+def test_evaluation_workers_and_the_command_name_no_task() -> None:
     names = set(TASKS)
     assert {"label", "rank"} <= names
-    paths = [path for folder in SCOPE for path in sorted((ROOT / folder).rglob("*.py"))
-             if str(path.relative_to(ROOT)) not in EXEMPT]
+    paths = scoped()
     assert len(paths) > 20, "the scope holds the evaluation and worker modules"
+    assert ROOT / "app/commands/evaluate.py" in paths
     named = [f"{path.relative_to(ROOT)}:{line}: {name!r}" for path in paths
              for line, name in task_names_in(path.read_text("utf-8"), names)]
     assert named == []
+
+
+def test_evaluation_workers_and_the_command_compare_no_shape() -> None:
+    compared = [f"{path.relative_to(ROOT)}:{line}: {name}" for path in scoped()
+                for line, name in shape_comparisons_in(path.read_text("utf-8"))]
+    assert compared == []
+
+
+def test_a_shape_comparison_is_found_either_way_round() -> None:
+    source = '''"""RANK_SHAPE in a docstring."""
+def f(shape, shapes):
+    if shape is RANK_SHAPE:
+        return shapes.LABEL_SHAPE == shape
+    return shape is not None, RANK_SHAPE.policies
+'''
+    assert shape_comparisons_in(source) == [(3, "RANK_SHAPE"), (4, "LABEL_SHAPE")]
+
+
+def test_each_shape_names_a_command_module_that_evaluates_its_exports() -> None:
+    import importlib
+
+    for shape in (LABEL_SHAPE, RANK_SHAPE):
+        assert shape.command is not None
+        assert callable(importlib.import_module(shape.command).run_export)
+    assert thumbs.TASK.log_shape is not None and thumbs.TASK.log_shape.command is None
 
 
 def test_a_task_name_is_found_wherever_it_is_compared_or_passed() -> None:

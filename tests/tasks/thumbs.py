@@ -162,6 +162,7 @@ class ThumbsShape:
     policies: tuple[str, ...] = ("uniform", "logging")
     noise = None
     kind: Kind = Kind(counted, ThumbsSums.zeros)
+    command = None
 
     def reads(self, line: Mapping[str, Any]) -> bool:
         return "up" in (line.get("feedback") or {})
