@@ -99,31 +99,18 @@ one-right-label world with ``1 - rho1' = rho0 + beta c``: no estimator can
 tell them apart, and the rates then mean "relative to the best label".
 
 **Anchor check.**  What can be seen is a third anchor that (A) and (B)
-predict: among the recent explored plays (uniform draws, so a share
-``(K - 1) / K`` of them wrong under (A)), the ``bottom_fraction`` of that
-wrong share with the *lowest* margins (the scorer is surest another label is
-right) are surely wrong, so their click rate ``m_bot`` is ``rho0`` (under
-(1), any set chosen without its clicks clicks at least ``rho0``).  The
-disagreement
+predict: the ``bottom_fraction`` of the recent plays with the *lowest*
+margins (the scorer is surest another label is right) are surely wrong, so
+their click rate ``m_bot`` is ``rho0`` (under (1), any set chosen without its
+clicks clicks at least ``rho0``).  The disagreement
 
     D = rho0_hat - m_bot                                                    (5)
 
 is at most 0 when the assumptions hold (0 when the bottom set is surely
 wrong; right plays in it only raise ``m_bot``), so only a positive ``D``
-contradicts them; in the graded world above it is about 0.06-0.1 (the rho0
-of (4) is the mean click rate of the labels that are not the best, about
-0.3, while the worst label clicks at 0.24 and less).  The bottom set is
-drawn from the explored plays, and from their lowest 40% of the wrong share
-rather than all of it, because with few labels and little exploration the
-lowest 2% of *all* recent margins also held the explored plays of the middle
-labels (0.2/0.45/0.7 world at 30,000 plays, seeds 0-9: ``D`` read -0.02 to
-0.08 with that set, -0.03 to 0.13 with this one), and the upper part of the
-wrong share holds the right plays the scorer mis-ranks (a share of 1/2 or 1
-published the graded worlds more often, 3/10 left the one-right-label world
-too few bottom plays at 20,000).  Checking (A) by the uniform click rate instead
-(``m_u = rho0 + beta / K`` with ``rho0 = m_bot`` and ``1 - rho1 = m_top``)
-is this check rescaled: ``m_u - m_bot - (m_top - m_bot) / K = (K - 1) / K D``.
-Its standard error comes from the
+contradicts them; in the graded world above it is about 0.1 (the rho0 of (4)
+is the mean click rate of the labels that are not the best, while the worst
+label clicks at 0.24).  Its standard error comes from the
 influence values of the three anchors (``psi_D = (K psi_u - psi_top) / (K - 1)
 - psi_bot``, ``psi_bot`` as ``psi_top`` on the bottom set).  Second, relevance
 that still varies inside the top set (context-dependent graded relevance)
@@ -133,15 +120,9 @@ estimate is refused with reason :data:`ANCHOR_NOT_FLAT` when either is shown
 beyond its tolerance (``D - z se > agree_tolerance`` or ``rise - z se >
 flat_tolerance``, ``z`` one-sided at ``level``), and with
 :data:`ANCHOR_UNCHECKED` while the agreement cannot yet be shown within its
-tolerance (``|D| + z se > agree_tolerance``): the burden of proof is on the
+tolerance (``D + z se > agree_tolerance``): the burden of proof is on the
 assumption, so a world where it fails is not published by chance before the
-check has the power to see it.  A negative ``D`` does not contradict (A) and
-(B), but it says the bottom set is not surely wrong (the scorer cannot find
-the worst plays), and then the check cannot see a graded world either: through
-the service, seed 0 of the 0.2/0.45/0.7 world read ``D = -0.11 +- 0.04`` at
-20,000 plays (its scorer's lowest-scored explored fifth clicked at 0.38, the
-next fifth at 0.36, the middle one at 0.23) and was published under the
-one-sided rule.
+check has the power to see it.
 
 **Publishing.**  The estimate is published only when both intervals are at
 most ``max_width`` wide, at least ``min_events`` plays are in the top set, in
@@ -306,27 +287,6 @@ def top_set(score: np.ndarray, top_fraction: float, recent_fraction: float = 1.0
     return np.sort(eligible[order[:k]])
 
 
-def bottom_set(prob: np.ndarray, score: np.ndarray, n_classes: int, bottom_fraction: float,
-               recent_fraction: float = 1.0) -> np.ndarray:
-    """Indices of the ``ceil(bottom_fraction (K - 1) / K m)`` lowest scores among the ``m``
-    explored (propensity at most ``1/K``), scored plays of the last
-    ``ceil(recent_fraction * n)``: the lowest-scored ``bottom_fraction`` of the share of
-    uniformly drawn plays that are wrong under (A).
-
-    Ties at the threshold go to the earlier event (a stable sort).
-
-    >>> prob, score = np.array([0.5, 0.5, 1.0, 0.5, 0.5]), np.array([0.3, 0.1, -1.0, 0.2, 0.0])
-    >>> bottom_set(prob, score, 2, 1.0).tolist()
-    [1, 4]
-    """
-    n = score.shape[0]
-    start = n - math.ceil(recent_fraction * n)
-    explored = start + np.flatnonzero((prob[start:] <= (1.0 + 1e-9) / n_classes)
-                                      & ~np.isnan(score[start:]))
-    k = math.ceil(bottom_fraction * (n_classes - 1) / n_classes * explored.size)
-    return np.sort(explored[np.argsort(score[explored], kind="stable")[:k]])
-
-
 def band_mean(a: np.ndarray, f: np.ndarray, band: np.ndarray) -> tuple[float, np.ndarray]:
     """The ``a``-weighted click rate of the plays ``band`` and its influence values over all
     ``n`` plays (``psi(i) = 1[i in band] a_i (f_i - m) n / sum_band a``).
@@ -371,7 +331,7 @@ def estimate_from_anchors(
     min_events: int = 100,
     beta_min: float = 0.1,
     half_life: float | None = None,
-    bottom_fraction: float = 0.4,
+    bottom_fraction: float = 0.02,
     agree_tolerance: float = 0.065,
     flat_tolerance: float = 0.05,
 ) -> AnchorEstimate:
@@ -406,8 +366,8 @@ def estimate_from_anchors(
         Plays after which a play weighs half in both anchors (``Discounting``
         in the module docstring); None weighs every play alike.
     bottom_fraction:
-        Share of the recent explored plays that are wrong under (A), those with the lowest
-        scores, in the bottom set of the anchor check, in ``(0, 1]`` (:func:`bottom_set`).
+        Share of the eligible recent plays, those with the lowest scores, in the bottom
+        set of the anchor check, in ``(0, 1]``.
     agree_tolerance, flat_tolerance:
         Largest disagreement ``D`` of (5) and largest rise of the click rate inside
         the top set taken as anchors that hold (module docstring, Anchor check).
@@ -441,9 +401,9 @@ def estimate_from_anchors(
     p, s, f = check_columns(prob, score, click)
     n = p.shape[0]
     top = top_set(s, q, recent)
-    bottom = bottom_set(p, s, K, q_bottom, recent)
+    bottom = top_set(s, q_bottom, recent, lowest=True)
     n_explored = int(np.count_nonzero(p <= (1.0 + 1e-9) / K))
-    if n == 0 or top.size == 0:
+    if n == 0 or top.size == 0 or bottom.size == 0:
         return _unpublished(TOO_FEW_EVENTS, n, n_explored, int(top.size), level)
 
     w = 1.0 / (K * p)
@@ -452,8 +412,7 @@ def estimate_from_anchors(
     aw = a * w
     m_u = float(aw @ f / aw.sum())
     m_top, psi_top = band_mean(a, f, top)
-    # without explored plays there is no bottom set: refused below, for want of exploration
-    m_bot, psi_bot = band_mean(a, f, bottom) if bottom.size else (math.nan, np.zeros(n))
+    m_bot, psi_bot = band_mean(a, f, bottom)
     psi_u = aw * (f - m_u) / aw.mean()
     var_u, var_top = psi_u @ psi_u / n**2, psi_top @ psi_top / n**2
     cov = psi_u @ psi_top / n**2
@@ -479,7 +438,7 @@ def estimate_from_anchors(
         reason = ANCHOR_NOT_FLAT
     elif 2.0 * z * max(se0, se1) > max_width:
         reason = INTERVAL_TOO_WIDE
-    elif abs(disagreement) + z_one * se_d > agree_tolerance:
+    elif disagreement + z_one * se_d > agree_tolerance:
         reason = ANCHOR_UNCHECKED
     elif (rho0, rho1) != (raw_rho0, raw_rho1):
         reason = "clipped"
