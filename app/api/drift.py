@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.api.configchange import change_config
 from app.api.context import ApiContext
-from app.api.errors import ApiError, unknown_model
 from app.api.schemas.models import DriftResponse, DriftSettings
 from app.learners.config import ModelConfig
 from app.learners.drift import PageHinkley
 from app.store.drift import METHOD, SIGNAL, DriftPolicy
-from app.store.models import ConfigBusy
 
 
 def drift_response(config: ModelConfig, saved: dict[str, Any] | None) -> DriftResponse:
@@ -37,11 +36,4 @@ async def set_drift(ctx: ApiContext, tenant: str, model_id: str,
             return None
         return current.updated(drift=wanted)
 
-    try:
-        stored = await ctx.store.models.update_config(tenant, model_id, with_drift)
-    except ConfigBusy:
-        raise ApiError(503, "store_busy", "the model's config kept changing; retry",
-                       headers={"Retry-After": "1"}) from None
-    if stored is None:
-        raise unknown_model(model_id)
-    ctx.cache.forget(tenant, model_id)
+    await change_config(ctx, tenant, model_id, with_drift)

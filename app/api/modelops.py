@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from app.api.apprentice import check_mode, in_apprentice_mode, report
+from app.api.configchange import change_config
 from app.api.context import ApiContext
 from app.api.drift import drift_response
 from app.api.errors import ApiError, from_param_error, unknown_model
@@ -46,7 +47,7 @@ from app.learners.registry import (
     learner_class,
 )
 from app.store.keys import ModelKeys
-from app.store.models import ConfigBusy, ModelRecord
+from app.store.models import ModelRecord
 from app.store.noise import NoiseRecord
 from app.store.util import parse_stream_id
 from app.store.versions import VersionPolicy
@@ -268,14 +269,7 @@ async def set_mode(ctx: ApiContext, tenant: str, config: ModelConfig,
         check_mode(mode, get_task(current.task), current.learner_class)
         return None if current.mode == mode else current.updated(mode=mode)
 
-    try:
-        stored = await ctx.store.models.update_config(tenant, config.model_id, with_mode)
-    except ConfigBusy:
-        raise ApiError(503, "store_busy", "the model's config kept changing; retry",
-                       headers={"Retry-After": "1"}) from None
-    if stored is None:
-        raise unknown_model(config.model_id)
-    ctx.cache.forget(tenant, config.model_id)
+    await change_config(ctx, tenant, config.model_id, with_mode)
     return await describe_model(ctx, tenant, config.model_id)
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from app.api.configchange import change_config
 from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
 from app.api.schemas.versions import KeptVersionResponse, RollbackResponse, VersionsResponse
@@ -13,7 +14,6 @@ from app.learners.base import Learner
 from app.learners.build import build_learner
 from app.learners.config import ModelConfig
 from app.store.keys import ModelKeys
-from app.store.models import ConfigBusy
 from app.store.results import ScriptResult
 from app.store.snapshots import PublishConflict
 from app.store.versions import RESTORED_CONFIG_FIELDS, RollbackRefused, VersionPolicy
@@ -72,13 +72,8 @@ async def reconfigure(ctx: ApiContext, tenant: str, model_id: str,
     every worker reloads the learner with the new params; redone on the trainer's state when
     it published meanwhile (its events are never lost).  Returns the config stored and the
     learner published."""
-    try:  # on the config stored when writing: a rollback meanwhile keeps its params
-        config = await ctx.store.models.update_config(tenant, model_id, change)
-    except ConfigBusy:
-        raise ApiError(503, "store_busy", "the model's config kept changing; retry",
-                       headers={"Retry-After": "1"}) from None
-    if config is None:
-        raise unknown_model(model_id)
+    # on the config stored when writing: a rollback meanwhile keeps its params
+    config = await change_config(ctx, tenant, model_id, change)
     mk = ModelKeys(tenant, model_id)
     for _ in range(PUBLISH_ATTEMPTS):
         snap = await ctx.store.snapshots.load(mk)

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from app.api import decisions, modelops
 from app.api.apprentice import check_mode, in_apprentice_mode
+from app.api.configchange import change_config
 from app.api.deciding import decide_log_answer
 from app.api.deps import authorize_model, bearer_token, get_context
 from app.api.errors import (
@@ -69,7 +70,7 @@ from app.learners.build import build_learner
 from app.learners.config import ModelConfig
 from app.learners.registry import check_param_types, learner_class
 from app.store.aliases import Alias
-from app.store.models import ConfigBusy, ModelView
+from app.store.models import ModelView
 from app.tasks import get_task
 from app.tasks.rank import RankFeedback
 
@@ -257,14 +258,7 @@ async def update_service_configuration(request: Request, model_id: str) -> Respo
                            "explorationPercentage") from None
         return None if new.as_dict() == current.as_dict() else new
 
-    try:
-        stored = await ctx.store.models.update_config(view.tenant, model_id, change)
-    except ConfigBusy:
-        raise ApiError(503, "store_busy", "the model's config kept changing; retry",
-                       headers={"Retry-After": "1"}) from None
-    if stored is None:
-        raise unknown_model(model_id)
-    ctx.cache.forget(view.tenant, model_id)
+    stored = await change_config(ctx, view.tenant, model_id, change)
     return OrjsonResponse(service_configuration(stored, age))
 
 
