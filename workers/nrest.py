@@ -128,22 +128,49 @@ async def run_periodic(ctx: WorkerContext) -> int:
             break
         runs += await _periodic(ctx, ref, new, plays, now)
         await ctx.store.noise_due.reschedule(ModelKeys(*ref),
-                                             functools.partial(_next_look, ctx, ref))
+                                             functools.partial(_next_look, ctx, ref, now))
     return runs
 
 
-async def _next_look(ctx: WorkerContext, ref: ModelRef) -> float | None:
+async def _next_look(ctx: WorkerContext, ref: ModelRef, pass_started: float) -> float | None:
     """When the jobs role next looks at ``ref`` (Unix time): none while it has nothing new
-    (the trainer makes it due when it adds some), else when its refresh interval will have
-    passed since its last estimate (or, past that, one interval from now)."""
+    (the trainer makes it due when it adds some); now when enough arrived since the pass
+    that began at ``pass_started`` (``time.monotonic()``) looked and did not run it (the
+    trainer's own lowering may have come before this pass's rescheduling); else when its
+    refresh interval will have passed since its last estimate (or, past that, one interval
+    from now: a run that failed is retried then)."""
     mk = ModelKeys(*ref)
     [new], [plays] = await ctx.samples.new_counts([mk]), await ctx.anchors.new_counts([mk])
     if new <= 0 and plays <= 0:
         return None
     now = time.time()
-    left = ctx.nrest_last_run.get(ref, time.monotonic()) + ctx.config.nrest_interval \
-        - time.monotonic()
+    last = ctx.nrest_last_run.get(ref, pass_started)
+    if last <= pass_started and await _due(ctx, ref, new, plays, stale=False) is not None:
+        return now
+    left = last + ctx.config.nrest_interval - time.monotonic()
     return now + (left if left > 0 else ctx.config.nrest_interval)
+
+
+async def _due(ctx: WorkerContext, ref: ModelRef, new: int, plays: int,
+               stale: bool) -> tuple[ModelConfig, EstimatorSettings] | None:
+    """The model's config and estimator settings when its periodic estimate is due with
+    ``new`` samples and ``plays`` anchor rows since its last one (``stale``: its refresh
+    interval has passed), else None."""
+    if new <= 0 and plays <= 0:
+        return None
+    config = await ctx.store.models.config(*ref)
+    if config is None:
+        return None
+    settings = await ctx.anchors.settings(ModelKeys(*ref), config.default_estimator)
+    if settings.estimator == "anchor":
+        due = config.estimates_anchors and anchor_due(plays, stale)
+    else:
+        due = (settings.estimator == "nrest" and new > 0 and keeps_samples(config)
+               and (new >= buffer_size(ctx, config) or stale))
+    noise = await ctx.store.noise.get(ModelKeys(*ref)) if due else None
+    if noise is None or not config.estimates_over(noise.source):
+        return None
+    return config, settings
 
 
 async def _periodic(ctx: WorkerContext, ref: ModelRef, new: int, plays: int,
@@ -152,20 +179,11 @@ async def _periodic(ctx: WorkerContext, ref: ModelRef, new: int, plays: int,
     samples and ``plays`` anchor rows since its last one); returns 1 when it ran."""
     if new <= 0 and plays <= 0:
         return 0
-    config = await ctx.store.models.config(*ref)
-    if config is None:
-        return 0
-    settings = await ctx.anchors.settings(ModelKeys(*ref), config.default_estimator)
     last = ctx.nrest_last_run.setdefault(ref, now)
-    stale = now - last >= ctx.config.nrest_interval
-    if settings.estimator == "anchor":
-        due = config.estimates_anchors and anchor_due(plays, stale)
-    else:
-        due = (settings.estimator == "nrest" and new > 0 and keeps_samples(config)
-               and (new >= buffer_size(ctx, config) or stale))
-    noise = await ctx.store.noise.get(ModelKeys(*ref)) if due else None
-    if noise is None or not config.estimates_over(noise.source):
+    due = await _due(ctx, ref, new, plays, stale=now - last >= ctx.config.nrest_interval)
+    if due is None:
         return 0
+    config, settings = due
     try:
         out = await refresh(ctx, ref, config, settings)
     except EstimateFailed as exc:

@@ -14,7 +14,9 @@ idle models cost it nothing.  Two exist (:mod:`app.store.keys`):
   that read or lowered by its own caller afterwards, so none is left unscheduled.
 - :data:`~app.store.keys.NOISE_DUE` (the jobs role's periodic noise estimates): scored by
   the Unix time of the model's next look; the trainer lowers it to now when it adds samples
-  or anchor rows (:class:`app.store.nrest.SampleStore`, :class:`~app.store.nrest.AnchorStore`).
+  or anchor rows (:class:`app.store.nrest.SampleStore`, :class:`~app.store.nrest.AnchorStore`);
+  the jobs role's rescheduling reads the counts again and makes a model due now when they
+  reached its threshold meanwhile (its ``ZADD`` may have overwritten that lowering).
 
 :meth:`DueSet.seed` puts every model back once (a worker's start, and every so often), in
 case a writer died between its step and its ``ZADD``.

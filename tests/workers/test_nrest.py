@@ -5,9 +5,11 @@ estimates, as their learner classes declare (``keeps_noise_samples``,
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import orjson
+import pytest
 import redis
 
 from app.store import Store
@@ -105,4 +107,35 @@ async def test_jobs_pass_looks_only_at_models_with_new_samples(store: Store,
             < PASS_COMMANDS
     [(_, at)] = await store.redis.zrange(NOISE_DUE, 0, -1, withscores=True)
     assert at > time.time() + ctx.config.nrest_interval - 60  # looked at again when stale
+    ctx.stopping.set()
+
+
+async def test_samples_that_arrive_during_a_pass_make_the_model_due_at_once(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trainer's lowering can land between a pass's look (not due yet) and its
+    rescheduling, which overwrites the score: the rescheduling must see the count itself,
+    or the estimate waits ``nrest_interval`` (600 s) for a look."""
+    config = model_config(algorithm="rcine", params={"gamma": 0.1, "n_s": 40})
+    mk = await create_model(store, config)
+    await AnchorStore(store.redis).configure(mk, estimator="nrest")
+    samples = SampleStore(store.redis)
+    X = np.zeros((3, 6))
+    await samples.append(mk, X, np.zeros(3, dtype=np.int64), np.ones(3), 40)
+    looked = nrest._periodic
+
+    async def look_then_trainer_appends(*args: Any) -> int:
+        ran = await looked(*args)
+        X = np.zeros((37, 6))
+        await samples.append(mk, X, np.zeros(37, dtype=np.int64), np.ones(37), 40)
+        return ran
+
+    monkeypatch.setattr(nrest, "_periodic", look_then_trainer_appends)
+    ctx = await Worker(store, WorkerSettings(roles=("jobs",), worker_id="n",
+                                             nrest_threads=True)).start()
+    ctx.noise_seeded_at = time.monotonic()
+    assert await jobs.run_pass(ctx) == 0  # 3 of 40 at the look: not due
+    [(_, at)] = await store.redis.zrange(NOISE_DUE, 0, -1, withscores=True)
+    assert at <= time.time()  # 40 of 40 now: due at the next pass
+    monkeypatch.setattr(nrest, "_periodic", looked)
+    assert await jobs.run_pass(ctx) == 1
     ctx.stopping.set()
