@@ -31,7 +31,7 @@ from app.learners.config import ModelConfig
 from app.store import codec
 from app.store.decisionlog import LogEntry
 from app.store.featurenames import ACTION, CONTEXT
-from app.store.importances import MAX_REPORTS
+from app.store.reports import MAX_REPORTS
 from app.store.models import ModelView
 
 #: Most logged decisions one report reads (the newest of its range).

@@ -249,6 +249,12 @@ class ModelKeys:
         return f"{self.tag}:feature-importances"
 
     @property
+    def named_evaluations(self) -> str:
+        """Hash: id -> JSON of each evaluation a client named (its policies' jobs, then
+        their results)."""
+        return f"{self.tag}:named-evaluations"
+
+    @property
     def log_published(self) -> str:
         """String: id of the newest decision-log entry published to the Kafka decisions
         topic."""
@@ -362,7 +368,7 @@ class ModelKeys:
                 self.asleep, self.dead_letter, self.label_budget, self.pending_job,
                 self.nrest_staged, self.evaluations_staged, self.log,
                 self.log_index, self.item_ids, self.feature_names, self.feature_importances,
-                self.log_published,
+                self.named_evaluations, self.log_published,
                 self.series, self.drift, self.versions, self.version_states, self.challengers,
                 self.challenger_states, self.challenger_stats, self.event_index,
                 self.job_index]
