@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from app.optional import LAB, PARQUET, require
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from app.evaluation.rates import SlotRates
     from app.evaluation.shapes import LogShape
     from app.evaluation.streaming import Policy
+    from app.sim.dsjson import DsjsonDecision
     from app.sim.logs import AdfExample, ObdRecord
 
 EPILOG = """\
@@ -48,13 +49,15 @@ the action in a VW example, or the OBD item_id), empirical:FILE (obd only: each 
 each position as often as in the OBD log FILE, the policy that wrote FILE when it ignores
 the context), model:SNAPSHOT_FILE (noisyloop label logs: the policy of a model snapshot
 saved from GET /v1/models/{id}/snapshot as it explores, its probability of each label on
-each logged context), model-greedy:SNAPSHOT_FILE (the same model's greedy label),
-config:JSON (vw, dsjson and noisyloop label logs: a learner of {"algorithm": ..., "params": {...}}
-learns the first --train-fraction of the log's events in order, off-policy from the logged
-action, click and propensity, and is evaluated on the rest as it explores; "split" says
-which events trained and which were evaluated; a noisyloop log is streamed, one pass
-counting its events, then two in batches, in one process; a vw or dsjson log is read into
-memory).
+each logged context; on a dsjson log: a rank model's probability of ranking each action
+first, on the decisions' features as its Personalizer routes would hash them),
+model-greedy:SNAPSHOT_FILE (the same model's greedy label, or first choice),
+config:JSON (vw, dsjson and noisyloop label logs: a learner of
+{"algorithm": ..., "params": {...}} learns the first --train-fraction of the log's events
+in order, off-policy from the logged action, click and propensity, and is evaluated on
+the rest as it explores; "split" says which events trained and which were evaluated; a
+noisyloop log is streamed, one pass counting its events, then two in batches, in one
+process; a vw or dsjson log is read into memory).
 
 vw: one example per blank-line-separated block; the reward is -cost of the labelled
 action (VW minimises cost: log a click as cost -1); every example must have the same number
@@ -175,11 +178,39 @@ def file_log(args: argparse.Namespace) -> tuple[LabelLog, dict[str, Any] | None]
     (:class:`app.sim.dsjson.DsjsonCounts`)."""
     if args.format == "vw":
         return vw_log(args.log), None
+    log, counts, _ = dsjson_log(args)
+    return log, counts
+
+
+def dsjson_log(args: argparse.Namespace
+               ) -> tuple[LabelLog, dict[str, Any], list[DsjsonDecision]]:
+    """The label log of a ``dsjson`` file, what its read counted and its decisions."""
     from app.sim.dsjson import DsjsonCounts, read_dsjson
 
     counts = DsjsonCounts()
-    decisions = read_dsjson(args.log, counts, skip_bad=args.skip_bad_lines)
-    return adf_log([d.example for d in decisions], args.log), counts.to_dict()
+    decisions = list(read_dsjson(args.log, counts, skip_bad=args.skip_bad_lines))
+    return adf_log([d.example for d in decisions], args.log), counts.to_dict(), decisions
+
+
+def dsjson_model(args: argparse.Namespace, policy: str
+                 ) -> tuple[LabelLog, dict[str, Any], np.ndarray]:
+    """For ``model:SNAPSHOT_FILE`` (or ``model-greedy:``) on a dsjson log: the label log, its
+    counts and the rank model's ``n x K`` policy on the decisions' Personalizer features
+    (:func:`app.commands.dsjson_features.model_matrix`; ValueError for a model that does not
+    rank candidates)."""
+    from app.commands.dsjson_features import model_matrix
+    from app.evaluation.servicelog import snapshot_learner
+    from app.learners.base import CandidateRanker
+
+    kind, _, snapshot = policy.partition(":")
+    learner, config = snapshot_learner(snapshot)
+    if not learner.ranks_candidates:
+        raise ValueError(f"--policy: {snapshot} is a {config.task} model's; on a dsjson log "
+                         "model:SNAPSHOT_FILE evaluates a rank model (a Personalizer loop)")
+    log, counts, decisions = dsjson_log(args)
+    pi = model_matrix(decisions, cast(CandidateRanker, learner), config, log.n_actions,
+                      greedy=kind == "model-greedy")
+    return log, counts, pi
 
 
 def adf_log(examples: list[AdfExample], path: str) -> LabelLog:
@@ -508,8 +539,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     pi_model: np.ndarray | None = None
     empirical = isinstance(policy, str) and policy.startswith("empirical:")
     model = isinstance(policy, str) and policy.partition(":")[0] in MODEL_KINDS
-    if model and args.format != "noisyloop":
-        raise ValueError("--policy: model:SNAPSHOT_FILE needs --format noisyloop")
+    if model and args.format not in ("noisyloop", "dsjson"):
+        raise ValueError("--policy: model:SNAPSHOT_FILE needs --format noisyloop or dsjson")
     if isinstance(policy, str) and policy.startswith("config:"):
         label_log_only(args)
         if args.format == "noisyloop":
@@ -518,7 +549,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     elif args.format in ("vw", "dsjson"):
         if empirical:
             raise ValueError("--policy: empirical:FILE needs --format obd")
-        log, counts = file_log(args)
+        if model:
+            assert isinstance(policy, str)
+            log, counts, pi_model = dsjson_model(args, policy)
+        else:
+            log, counts = file_log(args)
     elif args.format == "noisyloop":
         if empirical:
             raise ValueError("--policy: empirical:FILE needs --format obd")

@@ -8,12 +8,9 @@ plays the logged choice (``follow_ranking``, as the trainer feeds it logged play
 from the model's current snapshot and the result goes back as a new version of the model
 (``PUT /v1/models/{id}/snapshot``: atomic and versioned, so ``rollback`` undoes it).
 
-Features are named as the model's Personalizer routes name them
-(:func:`app.api.personalizer.flatten`) and hashed into the model's sizes, so that what was
-learned from the log scores the same features the SDK sends afterwards: the context is ``c``
-without its ``_`` keys (a multi-slot line's slot adds its own features), an action is its
-``j`` list when it has one (Personalizer's layout: ``j`` holds the action's ``features``,
-``i`` the id Personalizer added) and otherwise the action object without its ``_`` keys.
+Features are named as the model's Personalizer routes name them and hashed into the model's
+sizes (:mod:`app.commands.dsjson_features`), so that what was learned from the log scores the
+same features the SDK sends afterwards.
 """
 
 from __future__ import annotations
@@ -52,44 +49,6 @@ def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     parser.set_defaults(handler=handle)
 
 
-def named_action(obj: Mapping[str, Any], field: str) -> dict[str, float | str]:
-    """An action's features as the Personalizer routes name them (module docstring)."""
-    from app.api.personalizer import flatten
-
-    listed = obj.get("j")
-    if isinstance(listed, list) and all(isinstance(o, dict) for o in listed):
-        return flatten(listed, f"{field}.j")
-    return flatten([{k: v for k, v in obj.items() if not k.startswith("_")}], field)
-
-
-def inputs(decision: DsjsonDecision, config: ModelConfig
-           ) -> tuple[np.ndarray, np.ndarray, int]:
-    """The context vector, the candidates' matrix and the logged candidate's row, hashed as
-    the model's rank route hashes them (ValueError naming the line and field)."""
-    import numpy as np
-
-    from app.api.personalizer import flatten
-    from app.api.ranking import action_features
-    from app.errors import ApiError
-    from app.features import check_norms, feature_bound, to_vector
-    from app.fields import NamedFeatures
-
-    where = f"line {decision.line}"
-    try:
-        x = to_vector(NamedFeatures(named=flatten([decision.context], "c")), config.n_features,
-                      "c")
-        A = np.stack([to_vector(NamedFeatures(named=named_action(decision.action_objects[j],
-                                                                 f"c._multi[{j}]")),
-                                action_features(config), f"c._multi[{j}]")
-                      for j in decision.candidates])
-        check_norms(x, feature_bound(config), "c")
-        check_norms(A, feature_bound(config), "c._multi", "c._multi[{}]")
-    except ApiError as exc:
-        raise ValueError(f"{where}: {exc.field}: {exc.message}") from None
-    assert decision.example.logged is not None  # the reader yields labelled decisions
-    return x, A, decision.candidates.index(decision.example.logged)
-
-
 def warm_start(learner: Learner, config: ModelConfig,
                decisions: Iterable[DsjsonDecision], counts: DsjsonCounts,
                skip_bad: bool = False) -> int:
@@ -100,6 +59,7 @@ def warm_start(learner: Learner, config: ModelConfig,
     logged play (``ranks_candidates`` and ``follows_baseline``)."""
     import numpy as np
 
+    from app.commands.dsjson_features import inputs
     from app.learners.base import CandidateRanker, stack_events
     from app.learners.offpolicy import learn_finite
 
@@ -116,8 +76,7 @@ def warm_start(learner: Learner, config: ModelConfig,
         except ValueError as exc:
             if not skip_bad:
                 raise
-            counts.bad_lines += 1
-            counts.first_bad = counts.first_bad or str(exc)
+            counts.bad(exc)
             continue
         own = cast(CandidateRanker, learner).follow_ranking(x, [logged], actions=A, slots=1)
         clicks = np.zeros(slots)

@@ -70,6 +70,11 @@ class DsjsonCounts:
     pdrop: float | None = None
     """The log's ``pdrop`` (None when no line has one)."""
 
+    def bad(self, exc: Exception) -> None:
+        """Count a bad line skipped (``exc`` says why)."""
+        self.bad_lines += 1
+        self.first_bad = self.first_bad or str(exc)
+
     def to_dict(self) -> dict[str, Any]:
         """The counts as JSON."""
         return {"decisions": self.decisions, "skipped_learn": self.skipped_learn,
@@ -310,8 +315,7 @@ def read_dsjson(path: str | Path, counts: DsjsonCounts | None = None,
             except DsjsonError as exc:
                 if not skip_bad:
                     raise
-                counts.bad_lines += 1
-                counts.first_bad = counts.first_bad or str(exc)
+                counts.bad(exc)
                 continue
             counts.decisions += len(found)
             yield from found
