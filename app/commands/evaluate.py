@@ -62,8 +62,8 @@ process; a vw or dsjson log is read into memory).
 vw: one example per blank-line-separated block; the reward is -cost of the labelled
 action (VW minimises cost: log a click as cost -1); every example must have the same number
 of actions.  dsjson: one decision per labelled line (a multi-slot line: one per labelled
-slot, its context with the slot's features), evaluated as a vw log of the same examples (the
-action: the row of c._multi; the reward: -_label_cost); _skipLearn lines, lines without a
+slot, its context with the slot's features; "positions": each slot's estimates), evaluated
+as a vw log of the same examples (the action: the row of c._multi; the reward: -_label_cost); _skipLearn lines, lines without a
 decision and unlabelled ones are skipped and counted ("dsjson" in the result); a malformed line
 is an error naming its line and field, or with --skip-bad-lines counted and skipped.
 obd: positions are evaluated independently (Open Bandit Pipeline's IPW with positions);
@@ -173,13 +173,25 @@ def vw_log(path: str) -> LabelLog:
     return adf_log([e for e in read_vw_adf(path) if e.logged is not None], path)
 
 
-def file_log(args: argparse.Namespace) -> tuple[LabelLog, dict[str, Any] | None]:
-    """The label log of a ``vw`` or ``dsjson`` file, and for dsjson what its read counted
-    (:class:`app.sim.dsjson.DsjsonCounts`)."""
+def file_log(args: argparse.Namespace
+             ) -> tuple[LabelLog, dict[str, Any] | None, np.ndarray | None]:
+    """The label log of a ``vw`` or ``dsjson`` file, for dsjson what its read counted
+    (:class:`app.sim.dsjson.DsjsonCounts`), and each event's slot for a multi-slot log
+    (None otherwise)."""
     if args.format == "vw":
-        return vw_log(args.log), None
-    log, counts, _ = dsjson_log(args)
-    return log, counts
+        return vw_log(args.log), None, None
+    log, counts, decisions = dsjson_log(args)
+    return log, counts, slots_of(decisions)
+
+
+def slots_of(decisions: list[DsjsonDecision]) -> np.ndarray | None:
+    """Each decision's slot (0 for a single-slot line) when some line is multi-slot, else
+    None."""
+    import numpy as np
+
+    if all(d.slot is None for d in decisions):
+        return None
+    return np.array([d.slot or 0 for d in decisions])
 
 
 def dsjson_log(args: argparse.Namespace
@@ -193,9 +205,9 @@ def dsjson_log(args: argparse.Namespace
 
 
 def dsjson_model(args: argparse.Namespace, policy: str
-                 ) -> tuple[LabelLog, dict[str, Any], np.ndarray]:
+                 ) -> tuple[LabelLog, dict[str, Any], np.ndarray | None, np.ndarray]:
     """For ``model:SNAPSHOT_FILE`` (or ``model-greedy:``) on a dsjson log: the label log, its
-    counts and the rank model's ``n x K`` policy on the decisions' Personalizer features
+    counts, its slots (:func:`slots_of`) and the rank model's ``n x K`` policy on the decisions' Personalizer features
     (:func:`app.commands.dsjson_features.model_matrix`; ValueError for a model that does not
     rank candidates)."""
     from app.commands.dsjson_features import model_matrix
@@ -210,7 +222,7 @@ def dsjson_model(args: argparse.Namespace, policy: str
     log, counts, decisions = dsjson_log(args)
     pi = model_matrix(decisions, cast(CandidateRanker, learner), config, log.n_actions,
                       greedy=kind == "model-greedy")
-    return log, counts, pi
+    return log, counts, slots_of(decisions), pi
 
 
 def adf_log(examples: list[AdfExample], path: str) -> LabelLog:
@@ -413,7 +425,7 @@ def config_inputs(args: argparse.Namespace, text: str
     config = parse_config(text)
     if args.format not in ("vw", "dsjson"):
         raise ValueError("--policy: config:JSON needs --format noisyloop, vw or dsjson")
-    log, _ = file_log(args)
+    log, _, _ = file_log(args)
     rates = None if args.rho0 is None or args.rho1 is None else (args.rho0, args.rho1)
     trained = config_policy(config, label_task(), log, args.train_fraction, rates,
                             seed=args.seed)
@@ -551,9 +563,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError("--policy: empirical:FILE needs --format obd")
         if model:
             assert isinstance(policy, str)
-            log, counts, pi_model = dsjson_model(args, policy)
+            log, counts, positions, pi_model = dsjson_model(args, policy)
         else:
-            log, counts = file_log(args)
+            log, counts, positions = file_log(args)
     elif args.format == "noisyloop":
         if empirical:
             raise ValueError("--policy: empirical:FILE needs --format obd")

@@ -224,3 +224,21 @@ def test_bad_line_is_an_error_naming_it_or_counted(tmp_path: Path,
         "--policy", "uniform")
     assert "--skip-bad-lines needs --format dsjson" in error(
         capsys, "--log", str(path), "--format", "vw", "--policy", "uniform", "--skip-bad-lines")
+
+
+def test_multi_slot_log_gets_each_slot_and_they_add_up(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    """A CCB log's result holds each slot's estimates ("positions"); IPS is a mean of
+    per-event terms, so the slots' values weighted by their events give the pooled value
+    (to float rounding)."""
+    code, result = run(capsys, "--log", str(VW_DATA / "ccb_data.json"), "--format", "dsjson",
+                       "--policy", "fixed:1", "--bootstrap", "20")
+    assert code == 0
+    slots = result["positions"]
+    assert [s["position"] for s in slots] == [0, 1]
+    assert sum(s["n"] for s in slots) == result["n"] == 66
+    pooled = sum(s["n"] * s["ips"]["value"] for s in slots) / result["n"]
+    assert pooled == pytest.approx(result["ips"]["value"], abs=TOLERANCE)
+    code, single = run(capsys, "--log", str(VW_DATA / "dsjson_cb_default_ns.json"),
+                       "--format", "dsjson", "--policy", "uniform", "--bootstrap", "20")
+    assert code == 0 and "positions" not in single
