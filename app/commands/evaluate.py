@@ -63,9 +63,10 @@ vw: one example per blank-line-separated block; the reward is -cost of the label
 action (VW minimises cost: log a click as cost -1); every example must have the same number
 of actions.  dsjson: one decision per labelled line (a multi-slot line: one per labelled
 slot, its context with the slot's features; "positions": each slot's estimates), evaluated
-as a vw log of the same examples (the action: the row of c._multi; the reward: -_label_cost); _skipLearn lines, lines without a
-decision and unlabelled ones are skipped and counted ("dsjson" in the result); a malformed line
-is an error naming its line and field, or with --skip-bad-lines counted and skipped.
+as a vw log of the same examples (the action: the row of c._multi; the reward:
+-_label_cost); _skipLearn lines, lines without a decision and unlabelled ones are skipped
+and counted ("dsjson" in the result); a malformed line is an error naming its line and
+field, or with --skip-bad-lines counted and skipped.
 obd: positions are evaluated independently (Open Bandit Pipeline's IPW with positions);
 the value is the expected click per impression, with one entry per position.
 An obd log with slate_id and pscore_cascade columns also gets "slates": reward-interaction
@@ -207,9 +208,9 @@ def dsjson_log(args: argparse.Namespace
 def dsjson_model(args: argparse.Namespace, policy: str
                  ) -> tuple[LabelLog, dict[str, Any], np.ndarray | None, np.ndarray]:
     """For ``model:SNAPSHOT_FILE`` (or ``model-greedy:``) on a dsjson log: the label log, its
-    counts, its slots (:func:`slots_of`) and the rank model's ``n x K`` policy on the decisions' Personalizer features
-    (:func:`app.commands.dsjson_features.model_matrix`; ValueError for a model that does not
-    rank candidates)."""
+    counts, its slots (:func:`slots_of`) and the rank model's ``n x K`` policy on the
+    decisions' Personalizer features (:func:`app.commands.dsjson_features.model_matrix`;
+    ValueError for a model that does not rank candidates)."""
     from app.commands.dsjson_features import model_matrix
     from app.evaluation.servicelog import snapshot_learner
     from app.learners.base import CandidateRanker
