@@ -42,12 +42,17 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app.sim.logs import AdfExample, Named
+
+
+#: A Decision Service marker line (``[CHECKPOINT INFO LINE]``): bracketed text, no JSON.
+MARKER = re.compile(r"\[[^\[\]{}]*\]")
 
 
 class DsjsonError(ValueError):
@@ -304,7 +309,7 @@ def read_dsjson(path: str | Path, counts: DsjsonCounts | None = None,
                 try:
                     obj = json.loads(text)
                 except ValueError as exc:
-                    if text.startswith("[") and text.endswith("]"):
+                    if MARKER.fullmatch(text):
                         counts.markers += 1
                         continue
                     raise line.fail("line", f"not JSON ({exc})") from None
@@ -312,6 +317,12 @@ def read_dsjson(path: str | Path, counts: DsjsonCounts | None = None,
                     raise line.fail("line", "is not a JSON object")
                 line.obj = obj
                 found = list(_decisions(line, counts))
+            except RecursionError:
+                exc = line.fail("line", "nested too deeply")
+                if not skip_bad:
+                    raise exc from None
+                counts.bad(exc)
+                continue
             except DsjsonError as exc:
                 if not skip_bad:
                     raise

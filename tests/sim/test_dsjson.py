@@ -108,3 +108,55 @@ def test_features_follow_vw_naming() -> None:
     assert features({"a": "x", "n": {"b": [1.5, 2], "c": False, "d": None},
                      "j": [{"k": "v"}, {"k": "w"}], "_x": 1}) == {
         "ax": 1.0, "b^0": 1.5, "b^1": 2.0, "j^kv": 1.0, "j^kw": 1.0}
+
+
+#: Values a fuzzed field takes: every JSON type, out-of-range numbers, deep nesting.
+ODD_VALUES: list[object] = [None, True, False, -1, 0, 1, 2.5, 1e308, float("nan"), "x", "",
+                            [], [1, "a"], [{"a": 1}], {}, {"a": [None]}, [[[[[1]]]]]]
+
+
+def _paths(value: object, prefix: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    found = [prefix] if prefix else []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += _paths(item, (*prefix, i))
+    return found
+
+
+def _replaced(value: object, path: tuple[object, ...], new: object) -> object:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {k: _replaced(v, rest, new) if k == head else v for k, v in value.items()}
+    assert isinstance(value, list)
+    return [_replaced(v, rest, new) if i == head else v for i, v in enumerate(value)]
+
+
+@pytest.mark.slow
+def test_any_field_of_any_type_reads_or_fails_naming_the_line(tmp_path: Path) -> None:
+    """Every field of a CB and a CCB line of VW's files, set to each odd value (plus a line
+    nested 10,000 deep): the reader yields decisions or raises DsjsonError naming line 1,
+    never another exception."""
+    sources = [(VW_DATA / "dsjson_cb_default_ns.json").read_text("utf-8").splitlines()[0],
+               (VW_DATA / "ccb_data.json").read_text("utf-8").splitlines()[1]]
+    path = tmp_path / "fuzz.json"
+    tried = 0
+    for source in sources:
+        line = json.loads(source)
+        for field_path in _paths(line)[::2]:
+            for value in ODD_VALUES:
+                path.write_text(json.dumps(_replaced(line, field_path, value)) + "\n", "utf-8")
+                try:
+                    list(read_dsjson(path))
+                except DsjsonError as exc:
+                    assert str(exc).startswith(f"{path}:1: "), exc
+                tried += 1
+    for deep in ("[" * 10_000 + "]" * 10_000, '{"c": ' * 10_000 + "1" + "}" * 10_000):
+        path.write_text(json.dumps(CB) + "\n" + deep + "\n", "utf-8")
+        with pytest.raises(DsjsonError, match=r"fuzz\.json:2: line: "):
+            list(read_dsjson(path))
+    assert tried > 1000
