@@ -50,7 +50,6 @@ from typing import Any
 
 from app.sim.logs import AdfExample, Named
 
-
 #: A Decision Service marker line (``[CHECKPOINT INFO LINE]``): bracketed text, no JSON.
 MARKER = re.compile(r"\[[^\[\]{}]*\]")
 
@@ -318,10 +317,10 @@ def read_dsjson(path: str | Path, counts: DsjsonCounts | None = None,
                 line.obj = obj
                 found = list(_decisions(line, counts))
             except RecursionError:
-                exc = line.fail("line", "nested too deeply")
+                deep = line.fail("line", "nested too deeply")
                 if not skip_bad:
-                    raise exc from None
-                counts.bad(exc)
+                    raise deep from None
+                counts.bad(deep)
                 continue
             except DsjsonError as exc:
                 if not skip_bad:
