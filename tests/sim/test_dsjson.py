@@ -16,6 +16,7 @@ READABLE = {"decisionservice.json": 3, "dsjson_cb_default_ns.json": 4,
             "no_shared_features.json": 1, "cb_as_ccb.json": 1, "cb_simple_pdrop.json": 1,
             "cb_features_w_zero_vals.dsjson": 2,
             "cb_l_namespace.txt": 1, "issue4669.dsjson": 2, "ccb_data.json": 66,
+            "ccb_simple_pdrop.json": 2,
             "b1848_dsjson_parser_regression.txt": 0}
 
 
