@@ -24,6 +24,7 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
@@ -174,61 +175,78 @@ def vw_log(path: str) -> LabelLog:
     return adf_log([e for e in read_vw_adf(path) if e.logged is not None], path)
 
 
-def file_log(args: argparse.Namespace
-             ) -> tuple[LabelLog, dict[str, Any] | None, np.ndarray | None]:
-    """The label log of a ``vw`` or ``dsjson`` file, for dsjson what its read counted
-    (:class:`app.sim.dsjson.DsjsonCounts`), and each event's slot for a multi-slot log
-    (None otherwise)."""
-    if args.format == "vw":
-        return vw_log(args.log), None, None
-    log, counts, decisions = dsjson_log(args)
-    return log, counts, slots_of(decisions)
+@dataclass(frozen=True)
+class FileLog:
+    """A ``vw`` or ``dsjson`` file read as a label log."""
+
+    log: LabelLog
+    counts: dict[str, Any] | None = None
+    """dsjson: what the read counted (:class:`app.sim.dsjson.DsjsonCounts`)."""
+    positions: np.ndarray | None = None
+    """dsjson: each event's slot when some line is multi-slot (0 for a single-slot line)."""
+    candidates: list[list[int]] | None = None
+    """dsjson: the actions each event could choose (a slot's ``_inc``, else the actions no
+    earlier slot of its line took; a single-slot line: all of its own), when they are not
+    all K."""
+    pi: np.ndarray | None = None
+    """dsjson with ``model:``: the rank model's ``n x K`` policy."""
+
+    def uniform(self) -> np.ndarray | None:
+        """``uniform`` over each event's candidates (None: over all K actions, as vw)."""
+        import numpy as np
+
+        if self.candidates is None:
+            return None
+        pi = np.zeros((self.log.n, self.log.n_actions))
+        for i, rows in enumerate(self.candidates):
+            pi[i, rows] = 1.0 / len(rows)
+        return pi
 
 
-def slots_of(decisions: list[DsjsonDecision]) -> np.ndarray | None:
-    """Each decision's slot (0 for a single-slot line) when some line is multi-slot, else
-    None."""
+def file_log(args: argparse.Namespace, policy: str | int | None = None) -> FileLog:
+    """The ``vw`` or ``dsjson`` file of ``--log``; for ``model:SNAPSHOT_FILE`` (or
+    ``model-greedy:``) on dsjson with the rank model's policy (:func:`dsjson_model`)."""
     import numpy as np
 
-    if all(d.slot is None for d in decisions):
-        return None
-    return np.array([d.slot or 0 for d in decisions])
-
-
-def dsjson_log(args: argparse.Namespace
-               ) -> tuple[LabelLog, dict[str, Any], list[DsjsonDecision]]:
-    """The label log of a ``dsjson`` file, what its read counted and its decisions."""
     from app.sim.dsjson import DsjsonCounts, read_dsjson
 
+    if args.format == "vw":
+        return FileLog(vw_log(args.log))
     counts = DsjsonCounts()
     decisions = list(read_dsjson(args.log, counts, skip_bad=args.skip_bad_lines))
-    return adf_log([d.example for d in decisions], args.log), counts.to_dict(), decisions
+    log = adf_log([d.example for d in decisions], args.log, same_actions=False)
+    multi = any(d.slot is not None for d in decisions)
+    positions = np.array([d.slot or 0 for d in decisions]) if multi else None
+    ragged = multi or len({len(d.example.actions) for d in decisions}) > 1
+    return FileLog(log, counts.to_dict(), positions,
+                   [d.candidates for d in decisions] if ragged else None,
+                   dsjson_model(decisions, log, policy))
 
 
-def dsjson_model(args: argparse.Namespace, policy: str
-                 ) -> tuple[LabelLog, dict[str, Any], np.ndarray | None, np.ndarray]:
-    """For ``model:SNAPSHOT_FILE`` (or ``model-greedy:``) on a dsjson log: the label log, its
-    counts, its slots (:func:`slots_of`) and the rank model's ``n x K`` policy on the
-    decisions' Personalizer features (:func:`app.commands.dsjson_features.model_matrix`;
-    ValueError for a model that does not rank candidates)."""
+def dsjson_model(decisions: list[DsjsonDecision], log: LabelLog, policy: str | int | None
+                 ) -> np.ndarray | None:
+    """The rank model's ``n x K`` policy of ``model:SNAPSHOT_FILE`` on the decisions'
+    Personalizer features (:func:`app.commands.dsjson_features.model_matrix`), None for any
+    other policy (ValueError for a model that does not rank candidates)."""
     from app.commands.dsjson_features import model_matrix
     from app.evaluation.servicelog import snapshot_learner
     from app.learners.base import CandidateRanker
 
-    kind, _, snapshot = policy.partition(":")
+    kind, _, snapshot = policy.partition(":") if isinstance(policy, str) else ("", "", "")
+    if kind not in MODEL_KINDS:
+        return None
     learner, config = snapshot_learner(snapshot)
     if not learner.ranks_candidates:
         raise ValueError(f"--policy: {snapshot} is a {config.task} model's; on a dsjson log "
                          "model:SNAPSHOT_FILE evaluates a rank model (a Personalizer loop)")
-    log, counts, decisions = dsjson_log(args)
-    pi = model_matrix(decisions, cast(CandidateRanker, learner), config, log.n_actions,
-                      greedy=kind == "model-greedy")
-    return log, counts, slots_of(decisions), pi
+    return model_matrix(decisions, cast(CandidateRanker, learner), config, log.n_actions,
+                        greedy=kind == "model-greedy")
 
 
-def adf_log(examples: list[AdfExample], path: str) -> LabelLog:
+def adf_log(examples: list[AdfExample], path: str, same_actions: bool = True) -> LabelLog:
     """Labelled ADF examples as a label log (contexts: shared features; the reward: -cost;
-    ValueError when there is none or their numbers of actions differ)."""
+    ValueError when there is none, or with ``same_actions`` when their numbers of actions
+    differ; else K is the largest number)."""
     import numpy as np
 
     from app.evaluation.estimators import LabelLog
@@ -237,14 +255,14 @@ def adf_log(examples: list[AdfExample], path: str) -> LabelLog:
     if not examples:
         raise ValueError(f"{path}: no labelled example")
     sizes = {len(e.actions) for e in examples}
-    if len(sizes) > 1:
+    if same_actions and len(sizes) > 1:
         raise ValueError(f"{path}: examples have different numbers of actions {sorted(sizes)}")
     index = FeatureIndex(name for e in examples for name in e.shared)
     return LabelLog(X=index.dense(e.shared for e in examples),
                     actions=np.array([e.logged for e in examples]),
                     propensities=np.array([e.probability for e in examples], dtype=float),
                     rewards=-np.array([e.cost for e in examples], dtype=float),
-                    n_actions=sizes.pop())
+                    n_actions=max(sizes))
 
 
 def obd_rows(path: str, items: list[int], prefix: str = "") -> tuple[list[ObdRecord], np.ndarray]:
@@ -426,7 +444,7 @@ def config_inputs(args: argparse.Namespace, text: str
     config = parse_config(text)
     if args.format not in ("vw", "dsjson"):
         raise ValueError("--policy: config:JSON needs --format noisyloop, vw or dsjson")
-    log, _, _ = file_log(args)
+    log = file_log(args).log
     rates = None if args.rho0 is None or args.rho1 is None else (args.rho0, args.rho1)
     trained = config_policy(config, label_task(), log, args.train_fraction, rates,
                             seed=args.seed)
@@ -548,7 +566,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if (args.workers > 1 or args.engine != "local") and not (
             args.format == "noisyloop" and streamed(args.log)):
         raise ValueError("--workers and --engine need --format noisyloop and a Parquet log")
-    positions, split, counts = None, None, None
+    positions, split, counts, uniform = None, None, None, None
     pi_model: np.ndarray | None = None
     empirical = isinstance(policy, str) and policy.startswith("empirical:")
     model = isinstance(policy, str) and policy.partition(":")[0] in MODEL_KINDS
@@ -562,11 +580,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     elif args.format in ("vw", "dsjson"):
         if empirical:
             raise ValueError("--policy: empirical:FILE needs --format obd")
-        if model:
-            assert isinstance(policy, str)
-            log, counts, positions, pi_model = dsjson_model(args, policy)
-        else:
-            log, counts, positions = file_log(args)
+        read = file_log(args, policy)
+        log, counts, positions, pi_model = read.log, read.counts, read.positions, read.pi
+        uniform = read.uniform() if policy == "uniform" else None
     elif args.format == "noisyloop":
         if empirical:
             raise ValueError("--policy: empirical:FILE needs --format obd")
@@ -584,6 +600,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         pi = empirical_target(policy.partition(":")[2], items, positions)
     elif model or split is not None:
         pi = pi_model
+    elif uniform is not None:
+        pi = uniform
     else:
         pi = target(log, policy)
     slates = obd_slates(args.log) if args.format == "obd" else None

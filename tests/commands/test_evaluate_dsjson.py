@@ -193,15 +193,45 @@ def vw_text(path: Path) -> str:
     return "\n".join(blocks)
 
 
-@pytest.mark.parametrize("name", ["dsjson_cb_default_ns.json", "decisionservice.json",
-                                  "ccb_data.json", "cb_features_w_zero_vals.dsjson"])
+@pytest.mark.parametrize(("name", "policy"), [
+    ("dsjson_cb_default_ns.json", "uniform"), ("decisionservice.json", "uniform"),
+    ("cb_features_w_zero_vals.dsjson", "uniform"), ("ccb_data.json", "fixed:1"),
+    ("ccb_data.json", "logging")])
 def test_vw_files_equal_their_vw_text(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                      name: str) -> None:
+                                      name: str, policy: str) -> None:
+    """(A multi-slot log's ``uniform`` is over each slot's candidates, which VW text of CB
+    examples cannot say: below.)"""
     converted = tmp_path / "log.vw"
     converted.write_text(vw_text(VW_DATA / name), "utf-8")
-    from_dsjson, from_vw = both(capsys, VW_DATA / name, converted, "--policy", "uniform")
+    from_dsjson, from_vw = both(capsys, VW_DATA / name, converted, "--policy", policy)
     np.testing.assert_allclose(estimates(from_dsjson), estimates(from_vw), rtol=0,
                                atol=TOLERANCE)
+
+
+def test_uniform_is_over_each_decisions_candidates(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """IPS of ``uniform`` is the mean of ``r_i / (|C_i| p_i)`` with ``C_i`` the actions event
+    i could choose: a CCB slot's (``_inc``, else those no earlier slot took), a line's own
+    actions when lines have different numbers of them."""
+    from app.sim.dsjson import read_dsjson
+
+    ragged = tmp_path / "ragged.json"
+    lines = [{"_label_cost": -1.0, "_label_probability": 0.5, "_labelIndex": 1,
+              "c": {"u": {"f": 1.0}, "_multi": [{"a": 1}, {"a": 2}]}},
+             {"_label_cost": -1.0, "_label_probability": 0.25, "_labelIndex": 2,
+              "c": {"u": {"f": 2.0}, "_multi": [{"a": 1}, {"a": 2}, {"a": 3}]}},
+             {"_label_cost": 0.0, "_label_probability": 0.5, "_labelIndex": 0,
+              "c": {"u": {"f": 3.0}, "_multi": [{"a": 1}, {"a": 2}, {"a": 3}]}}]
+    ragged.write_text("\n".join(json.dumps(line) for line in lines) + "\n", "utf-8")
+    for path in (VW_DATA / "ccb_data.json", VW_DATA / "issue4669.dsjson", ragged):
+        decisions = list(read_dsjson(path))
+        expected = np.mean([-d.example.cost / (len(d.candidates) * d.example.probability)
+                            for d in decisions])
+        code, result = run(capsys, "--log", str(path), "--format", "dsjson", "--policy",
+                           "uniform", "--bootstrap", "20")
+        assert code == 0
+        assert result["ips"]["value"] == pytest.approx(expected, abs=TOLERANCE)
+    assert len({len(d.candidates) for d in read_dsjson(VW_DATA / "ccb_data.json")}) == 2
 
 
 def error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
