@@ -65,7 +65,8 @@ action (VW minimises cost: log a click as cost -1); every example must have the 
 of actions.  dsjson: one decision per labelled line (a multi-slot line: one per labelled
 slot, its context with the slot's features; "positions": each slot's estimates), evaluated
 as a vw log of the same examples (the action: the row of c._multi; the reward:
--_label_cost); _skipLearn lines, lines without a decision and unlabelled ones are skipped
+-_label_cost; uniform: over the actions each decision could choose, a slot's candidates,
+lines may differ in their number of actions); _skipLearn lines, lines without a decision and unlabelled ones are skipped
 and counted ("dsjson" in the result); a malformed line is an error naming its line and
 field, or with --skip-bad-lines counted and skipped.
 obd: positions are evaluated independently (Open Bandit Pipeline's IPW with positions);
