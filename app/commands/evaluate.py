@@ -66,9 +66,9 @@ of actions.  dsjson: one decision per labelled line (a multi-slot line: one per 
 slot, its context with the slot's features; "positions": each slot's estimates), evaluated
 as a vw log of the same examples (the action: the row of c._multi; the reward:
 -_label_cost; uniform: over the actions each decision could choose, a slot's candidates,
-lines may differ in their number of actions); _skipLearn lines, lines without a decision and unlabelled ones are skipped
-and counted ("dsjson" in the result); a malformed line is an error naming its line and
-field, or with --skip-bad-lines counted and skipped.
+lines may differ in their number of actions); _skipLearn lines, lines without a decision
+and unlabelled ones are skipped and counted ("dsjson" in the result); a malformed line is
+an error naming its line and field, or with --skip-bad-lines counted and skipped.
 obd: positions are evaluated independently (Open Bandit Pipeline's IPW with positions);
 the value is the expected click per impression, with one entry per position.
 An obd log with slate_id and pscore_cascade columns also gets "slates": reward-interaction
