@@ -233,7 +233,6 @@ NOT_SUPPORTED = {
                  "activate_multi_slot)",
     "configurations": "policy (get/update/reset_policy, apply_from_evaluation)",
     "evaluations": "offline evaluations (create/get/list/delete_evaluation)",
-    "featureImportances": "feature importances (create/get/list/delete_feature_importance)",
 }
 
 

@@ -12,9 +12,10 @@ definitions, states, estimator sums, promotion), ``anchors`` (the rows
 of the anchor noise estimator), ``open`` (feedback in parts, label budgets, examples without a
 decision), ``rate`` (per-tenant rate limits), ``versions`` (kept snapshots
 and rollback), ``series`` (per-model quality time series), ``aliases`` (decisions known by a
-client's own event id), ``sweep`` and ``noise_due`` (the models the sweeper and the periodic
-noise estimates must look at).  Key names
-live in :mod:`app.store.keys` only.
+client's own event id), ``feature_names`` and ``importances`` (the names of hashed
+features and the feature-importance reports), ``sweep`` and ``noise_due`` (the models the
+sweeper and the periodic noise estimates must look at).  Key names live in
+:mod:`app.store.keys` only.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from app.store.dueset import DueSet
 from app.store.evaluations import EvaluationStore
 from app.store.events import EventStore
 from app.store.failures import FailureStore
+from app.store.featurenames import FeatureNameStore
+from app.store.importances import ImportanceStore
 from app.store.keys import ModelKeys
 from app.store.models import ModelStore
 from app.store.noise import NoiseStore
@@ -75,6 +78,8 @@ class Store:
         self.sweep = DueSet(redis, keys.SWEEP_DUE)
         self.noise_due = DueSet(redis, keys.NOISE_DUE)
         self.aliases = AliasStore(redis)
+        self.feature_names = FeatureNameStore(redis)
+        self.importances = ImportanceStore(redis)
 
     @classmethod
     def from_url(cls, url: str, *, socket_timeout: float = 2.0,

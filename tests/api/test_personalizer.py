@@ -578,3 +578,82 @@ def _gap_closed(decide: Callable[[list[dict[str, Any]], bool], tuple[str, str, s
     assert len(greedy_value) == SCORED_EVENTS
     random_value = (P_LIKED + 3 * P_OTHER) / 4
     return (float(np.mean(greedy_value)) - random_value) / (P_LIKED - random_value)
+
+
+def test_feature_importances_are_the_mean_absolute_terms_of_the_chosen_actions(
+        loop: Loop) -> None:
+    """A report's score of each feature is the mean over the logged decisions in its range
+    of |the feature's term in the score of the action placed first|, computed here from the
+    exported weights, the decision log and scikit-learn's FeatureHasher (to 1e-9)."""
+    from sklearn.feature_extraction import FeatureHasher
+
+    from app.evaluation.servicelog import dense_vector
+    from app.learners.build import build_learner
+
+    client, admin = _client(loop), _admin(loop)
+    rng = np.random.default_rng(5)
+    start = datetime.now(UTC) - timedelta(seconds=1)
+    contexts = [[{"user": {"profile": segment, "age": age}}]
+                for segment in SEGMENTS for age in (20, 45)]
+    for t in range(60):
+        answer = client.rank({"contextFeatures": contexts[t % len(contexts)],
+                              "actions": ACTIONS})
+        client.reward(answer["eventId"], {"value": float(rng.random() < 0.5)})
+    loop.sync()
+    end = datetime.now(UTC) + timedelta(seconds=1)
+    admin.create_feature_importance("fi-1", {"name": "first", "startTime": start.isoformat(),
+                                             "endTime": end.isoformat()})
+    report = admin.get_feature_importance("fi-1")
+
+    snapshot = orjson.loads(b"".join(admin.export_model()))
+    model = loop.model()
+    config = ModelConfig.of({**snapshot["model"], "seed": model["seed"]})
+    state = {name: np.load(io.BytesIO(base64.b64decode(a["data_b64"])))
+             for name, a in snapshot["state"].items()}
+    w = build_learner(config, state, noise=(model["noise"]["rho0"], model["noise"]["rho1"])
+                      ).weights()
+    dx, da = config.n_features, config.params["n_action_features"]
+    wa, W = w[1:1 + da], w[1 + da:].reshape(dx, da)
+    lines = [orjson.loads(line) for line in loop.api.get("/v1/models/loop/log").text.split()]
+    rows = [(dense_vector(line["features"]), dense_vector(line["slots"][0]["features"]))
+            for line in lines]
+    expected_context = np.mean([np.abs(x * (W @ a)) for x, a in rows], axis=0)
+    expected_action = np.mean([np.abs(a * wa) for _, a in rows], axis=0)
+
+    def bucket(key: str, n: int) -> int:
+        return int(FeatureHasher(n_features=n, input_type="dict").transform(
+            [{key: 1.0}]).indices[0])
+
+    names = {("context", bucket(key, dx)) for key in
+             ["user.age", *(f"user.profile={s}" for s in SEGMENTS)]}
+    names |= {("action", bucket(key, da)) for key in
+              ["item.price", *(f"item.kind={k}" for k in ("text", "video", "audio"))]}
+    scores = report["featureScores"]
+    assert report["status"] == "Succeeded" and report["decisions"] == len(rows) == 60
+    assert {(s["kind"], s["bucket"]) for s in scores} <= names
+    for s in scores:
+        expected = (expected_context if s["kind"] == "context" else expected_action)[s["bucket"]]
+        assert s["score"] == pytest.approx(expected, abs=1e-9), s
+        assert s["featureName"] != f"#{s['bucket']}"  # named by the keys the ranks sent
+    assert any(s["featureName"] == "user.age" and s["namespace"] == "user" for s in scores)
+    assert [s["score"] for s in scores] == sorted((s["score"] for s in scores), reverse=True)
+    assert np.abs(W).max() > 0 and len(scores) >= 4  # the model had learned something
+
+    assert [r["id"] for r in admin.list_feature_importances()] == ["fi-1"]
+    with pytest.raises(HttpResponseError, match="fi-1") as raised:
+        admin.create_feature_importance("fi-1", {"name": "again",
+                                                 "startTime": start.isoformat(),
+                                                 "endTime": end.isoformat()})
+    assert raised.value.status_code == 409
+    with pytest.raises(HttpResponseError, match="endTime"):
+        admin.create_feature_importance("fi-2", {"name": "backwards",
+                                                 "startTime": end.isoformat(),
+                                                 "endTime": start.isoformat()})
+    admin.create_feature_importance("fi-3", {"name": "empty", "startTime": "2020-01-01T00:00:00",
+                                             "endTime": "2020-01-02T00:00:00"})
+    assert admin.get_feature_importance("fi-3")["featureScores"] == []
+    admin.delete_feature_importance("fi-1")
+    with pytest.raises(HttpResponseError) as raised:
+        admin.get_feature_importance("fi-1")
+    assert raised.value.status_code == 404
+    assert [r["id"] for r in admin.list_feature_importances()] == ["fi-3"]

@@ -12,7 +12,8 @@ then), an Activate the activation of a deferred decision, the service
 configuration a view of the model's settings (:mod:`app.api.personalizer_config`), the
 policy a view of its learner configuration (:mod:`app.api.personalizer_policy`), the
 model's export, import, reset and properties its snapshot, reset and times, the log's
-properties and deletion its decision log's time range and clearing.  A client's
+properties and deletion its decision log's time range and clearing, and feature
+importances reports over that log (:mod:`app.api.personalizer_importance`).  A client's
 ``eventId`` names its decision through :class:`~app.store.aliases.AliasStore`.  Every error
 is answered in Personalizer's shape; a call not served yet is refused naming it.
 """
@@ -52,6 +53,7 @@ from app.api.personalizer import (
     rank_response,
 )
 from app.api.personalizer_config import configured, service_configuration
+from app.api.personalizer_importance import ImportanceRequest, create_report, record_names
 from app.api.personalizer_policy import (
     Policy,
     default_policy,
@@ -164,6 +166,7 @@ async def rank_single_slot(request: Request, model_id: str) -> Response:
     top = doc["ranking"][0]
     event_id = body.eventId or doc["event_id"]
     await ctx.store.aliases.bind(view.keys, event_id, Alias(doc["event_id"], top["id"]), ttl)
+    await record_names(ctx, view, native)
     return OrjsonResponse(rank_response(event_id, candidates.ids, top["id"],
                                         top["probability"], probabilities, excluded,
                                         explained),
@@ -361,6 +364,59 @@ async def delete_logs(request: Request, model_id: str) -> Response:
     return Response(status_code=204)
 
 
+async def create_feature_importance(request: Request, model_id: str,
+                                    feature_importance_id: str) -> Response:
+    """Create feature importance: a report over a time range of the log
+    (:mod:`app.api.personalizer_importance`), computed at once."""
+    view = await _view(request, model_id)
+    body = cast(ImportanceRequest, parse(ImportanceRequest, await _json(request)))
+    await create_report(await get_context(request), view, feature_importance_id, body)
+    return Response(status_code=200)
+
+
+async def _report(request: Request, view: ModelView, report_id: str) -> dict[str, Any]:
+    found = await (await get_context(request)).store.importances.get(view.keys, report_id)
+    if found is None:
+        raise ApiError(404, "not_found", f"no feature importance {report_id!r}",
+                       "featureImportanceId")
+    return found
+
+
+async def get_feature_importance(request: Request, model_id: str,
+                                 feature_importance_id: str) -> Response:
+    """Get feature importance: one report."""
+    view = await _view(request, model_id)
+    return OrjsonResponse(await _report(request, view, feature_importance_id))
+
+
+async def list_feature_importances(request: Request, model_id: str) -> Response:
+    """List feature importances: the reports, oldest first (``skip``, ``top``)."""
+    view = await _view(request, model_id)
+    skip, top = (_count_param(request, name) for name in ("skip", "top"))
+    reports = await (await get_context(request)).store.importances.all(view.keys)
+    return OrjsonResponse({"value": reports[skip or 0:None if top is None else (skip or 0) + top]})
+
+
+def _count_param(request: Request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    if not raw.isdigit():
+        raise ApiError(422, "invalid_param", f"{name} must be a whole number >= 0, got "
+                       f"{raw!r:.40}", name)
+    return int(raw)
+
+
+async def delete_feature_importance(request: Request, model_id: str,
+                                    feature_importance_id: str) -> Response:
+    """Delete feature importance: remove one report."""
+    view = await _view(request, model_id)
+    await _report(request, view, feature_importance_id)
+    await (await get_context(request)).store.importances.delete(view.keys,
+                                                                feature_importance_id)
+    return Response(status_code=204)
+
+
 async def unsupported_call(request: Request, model_id: str, rest: str) -> Response:
     """A Personalizer call noisyloop does not serve yet (named in the answer)."""
     await _view(request, model_id)
@@ -411,6 +467,14 @@ router.add_api_route(f"{PREFIXES[0]}/logs/properties",
                      _personalizer_errors(get_log_properties), methods=["GET"])
 router.add_api_route(f"{PREFIXES[0]}/logs", _personalizer_errors(delete_logs),
                      methods=["DELETE"], status_code=204)
+_IMPORTANCE = f"{PREFIXES[0]}/featureImportances/{{feature_importance_id}}"
+router.add_api_route(_IMPORTANCE, _personalizer_errors(create_feature_importance),
+                     methods=["PUT"])
+router.add_api_route(_IMPORTANCE, _personalizer_errors(get_feature_importance), methods=["GET"])
+router.add_api_route(_IMPORTANCE, _personalizer_errors(delete_feature_importance),
+                     methods=["DELETE"], status_code=204)
+router.add_api_route(f"{PREFIXES[0]}/featureImportances",
+                     _personalizer_errors(list_feature_importances), methods=["GET"])
 router.add_api_route("/{model_id}/personalizer/{rest:path}",
                      _personalizer_errors(unsupported_call),
                      methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
