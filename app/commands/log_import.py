@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from app.learners.config import ModelConfig
     from app.sim.dsjson import DsjsonCounts, DsjsonDecision
 
-#: Logged decisions learned per ``learn_many`` (the trainer's batch size by default).
+#: Logged decisions learned per ``learn_many`` (a bound on the memory of one step).
 BATCH = 256
 
 
