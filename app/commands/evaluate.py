@@ -186,9 +186,8 @@ class FileLog:
     positions: np.ndarray | None = None
     """dsjson: each event's slot when some line is multi-slot (0 for a single-slot line)."""
     candidates: list[list[int]] | None = None
-    """dsjson: the actions each event could choose (a slot's ``_inc``, else the actions no
-    earlier slot of its line took; a single-slot line: all of its own), when they are not
-    all K."""
+    """dsjson: the actions each event could choose (``DsjsonDecision.candidates``), when
+    they are not all K for some event."""
     pi: np.ndarray | None = None
     """dsjson with ``model:``: the rank model's ``n x K`` policy."""
 
@@ -218,7 +217,7 @@ def file_log(args: argparse.Namespace, policy: str | int | None = None) -> FileL
     log = adf_log([d.example for d in decisions], args.log, same_actions=False)
     multi = any(d.slot is not None for d in decisions)
     positions = np.array([d.slot or 0 for d in decisions]) if multi else None
-    ragged = multi or len({len(d.example.actions) for d in decisions}) > 1
+    ragged = any(len(d.candidates) != log.n_actions for d in decisions)
     return FileLog(log, counts.to_dict(), positions,
                    [d.candidates for d in decisions] if ragged else None,
                    dsjson_model(decisions, log, policy))

@@ -102,7 +102,8 @@ class DsjsonDecision:
     """The objects of ``c._multi``."""
     candidates: list[int]
     """Rows of ``_multi`` the decision chose among (a CCB slot: its ``_inc``, else the
-    actions no earlier slot of the line took; a CB line: all)."""
+    actions no earlier slot of the line took; a CB line: those ``p`` gives a probability
+    above 0, all without ``a`` and ``p``)."""
     slot: int | None = None
     """The slot's index in a CCB line; None for a CB line."""
     event_id: str | None = None
@@ -203,10 +204,27 @@ def _cb(line: _Line, context: Mapping[str, Any], actions: list[Mapping[str, Any]
     cost = line.number_of(obj.get("_label_cost"), "_label_cost")
     probability = line.probability(obj.get("_label_probability"), "_label_probability")
     shared = _finite(features(context), line, "c")
+    candidates = _offered(obj.get("a"), obj.get("p"), len(actions))
+    if logged not in candidates:
+        raise line.fail("p", f"the logged action {logged + 1} has probability 0 in p")
     yield DsjsonDecision(line.number, AdfExample(shared, named, logged, cost, probability),
-                         context, actions, list(range(len(actions))), None,
+                         context, actions, candidates, None,
                          _text(obj.get("EventId", obj.get("event_id"))),
                          _text(obj.get("Timestamp")))
+
+
+def _offered(ranking: Any, probabilities: Any, n_actions: int) -> list[int]:
+    """The rows of ``_multi`` a CB line could choose: those ``a`` (1-based ids, the served
+    ranking) gives a probability above 0 in ``p`` (Personalizer's excluded actions have 0);
+    every row when ``a`` and ``p`` do not describe every action."""
+    every = list(range(n_actions))
+    if not (isinstance(ranking, list) and isinstance(probabilities, list)
+            and len(ranking) == len(probabilities) == n_actions
+            and sorted(i for i in ranking if type(i) is int) == [i + 1 for i in every]
+            and all(isinstance(q, int | float) and not isinstance(q, bool)
+                    for q in probabilities)):
+        return every
+    return sorted(i - 1 for i, q in zip(ranking, probabilities, strict=True) if q > 0)
 
 
 def _ccb(line: _Line, context: Mapping[str, Any], actions: list[Mapping[str, Any]],

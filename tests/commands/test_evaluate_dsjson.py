@@ -212,7 +212,7 @@ def test_uniform_is_over_each_decisions_candidates(tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """IPS of ``uniform`` is the mean of ``r_i / (|C_i| p_i)`` with ``C_i`` the actions event
     i could choose: a CCB slot's (``_inc``, else those no earlier slot took), a line's own
-    actions when lines have different numbers of them."""
+    actions when lines have different numbers of them, less those ``p`` gives 0 (excluded)."""
     from app.sim.dsjson import read_dsjson
 
     ragged = tmp_path / "ragged.json"
@@ -221,7 +221,10 @@ def test_uniform_is_over_each_decisions_candidates(tmp_path: Path,
              {"_label_cost": -1.0, "_label_probability": 0.25, "_labelIndex": 2,
               "c": {"u": {"f": 2.0}, "_multi": [{"a": 1}, {"a": 2}, {"a": 3}]}},
              {"_label_cost": 0.0, "_label_probability": 0.5, "_labelIndex": 0,
-              "c": {"u": {"f": 3.0}, "_multi": [{"a": 1}, {"a": 2}, {"a": 3}]}}]
+              "c": {"u": {"f": 3.0}, "_multi": [{"a": 1}, {"a": 2}, {"a": 3}]}},
+             {"_label_cost": -1.0, "_label_probability": 0.5, "_labelIndex": 2,
+              "a": [3, 1, 2], "p": [0.5, 0.5, 0.0],  # action 2 excluded
+              "c": {"u": {"f": 4.0}, "_multi": [{"a": 1}, {"a": 2}, {"a": 3}]}}]
     ragged.write_text("\n".join(json.dumps(line) for line in lines) + "\n", "utf-8")
     for path in (VW_DATA / "ccb_data.json", VW_DATA / "issue4669.dsjson", ragged):
         decisions = list(read_dsjson(path))
@@ -232,6 +235,7 @@ def test_uniform_is_over_each_decisions_candidates(tmp_path: Path,
         assert code == 0
         assert result["ips"]["value"] == pytest.approx(expected, abs=TOLERANCE)
     assert len({len(d.candidates) for d in read_dsjson(VW_DATA / "ccb_data.json")}) == 2
+    assert [d.candidates for d in read_dsjson(ragged)][2:] == [[0, 1, 2], [0, 2]]
 
 
 def error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
