@@ -488,9 +488,6 @@ def test_calls_not_served_yet_are_refused_naming_them(loop: Loop) -> None:
     with pytest.raises(HttpResponseError, match="evaluations") as raised:
         list(admin.list_evaluations())
     assert raised.value.status_code == 501
-    with pytest.raises(HttpResponseError, match="multi-slot"):
-        _client(loop).rank_multi_slot({"contextFeatures": CONTEXT, "actions": ACTIONS,
-                                       "slots": [{"id": "s", "baselineAction": "news"}]})
 
 
 #: The simulated world: a user of each segment likes one kind of item; the reward is
