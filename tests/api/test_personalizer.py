@@ -184,23 +184,25 @@ def test_the_older_sdk_ranks_rewards_and_activates(loop: Loop) -> None:
 WAIT_PASSED = 700.0
 
 
+def pass_reward_wait(service: Service, loop: Loop) -> None:
+    """Move the loop's deadlines past the reward wait (exactly one decision has one: a
+    deferred decision has none until it is activated), sweep and sync."""
+    with redis.Redis.from_url(service.redis_url) as r:
+        assert pass_deadlines(r, ModelKeys(loop.tenant, "loop"), WAIT_PASSED) == 1
+    sweep(service.redis_url)
+    loop.sync()
+
+
 def test_an_event_without_reward_gets_the_default_reward(service: Service, loop: Loop) -> None:
     client = _client(loop)
     client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS})
     deferred = client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS,
                             "deferActivation": True})
-    with redis.Redis.from_url(service.redis_url) as r:
-        # the deferred decision has no deadline until it is activated
-        assert pass_deadlines(r, ModelKeys(loop.tenant, "loop"), WAIT_PASSED) == 1
-    sweep(service.redis_url)
-    loop.sync()
+    pass_reward_wait(service, loop)
     stats = loop.model()["stats"]
     assert (stats["events_expired"], stats["events_applied"]) == (1, 1), stats
     client.activate(deferred["eventId"])
-    with redis.Redis.from_url(service.redis_url) as r:
-        assert pass_deadlines(r, ModelKeys(loop.tenant, "loop"), WAIT_PASSED) == 1
-    sweep(service.redis_url)
-    loop.sync()
+    pass_reward_wait(service, loop)
     assert loop.model()["stats"]["events_applied"] == 2
 
 

@@ -12,27 +12,24 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
-import redis
 from azure.core.exceptions import HttpResponseError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.store.keys import ModelKeys
-from tests.api.conftest import TestClient, new_tenant, sweep
+from tests.api.conftest import TestClient, new_tenant
 from tests.api.test_personalizer import (
     ACTIONS,
     CONTEXT,
-    WAIT_PASSED,
     Client,
     Loop,
     Service,
     _admin,
     _client,
     _loop,
+    pass_reward_wait,
     service,
 )
 from tests.api.test_personalizer_fuzz import FEATURES, JSON, _check
-from tests.deadlines import pass_deadlines
 
 __all__ = ["service"]  # the module's service fixture, shared
 
@@ -119,19 +116,12 @@ def test_a_rank_without_reward_gets_the_default_reward(service: Service, loop: L
     client = _client(loop)
     _rank(client)
     deferred = _rank(client, deferActivation=True)
-    with redis.Redis.from_url(service.redis_url) as r:
-        # the deferred rank has no deadline until it is activated
-        assert pass_deadlines(r, ModelKeys(loop.tenant, "loop"), WAIT_PASSED) == 1
-    sweep(service.redis_url)
-    loop.sync()
+    pass_reward_wait(service, loop)
     stats = loop.model()["stats"]
     assert (stats["events_expired"], stats["events_applied"]) == (1, 1), stats
     assert [s["click"] for s in _log(loop)[0]["slots"]] == [0.0, 0.0, 0.0]
     client.activate_multi_slot(deferred["eventId"])
-    with redis.Redis.from_url(service.redis_url) as r:
-        assert pass_deadlines(r, ModelKeys(loop.tenant, "loop"), WAIT_PASSED) == 1
-    sweep(service.redis_url)
-    loop.sync()
+    pass_reward_wait(service, loop)
     assert loop.model()["stats"]["events_applied"] == 2
 
 
