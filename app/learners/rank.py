@@ -82,6 +82,15 @@ cascade/independent layouts can be derived from these factors).
 Thompson sampling on the ridge posterior was not used: it has no
 closed-form slot propensity.
 
+Features per slot.  A decision may give each candidate different features
+in each slot (``actions`` of shape ``(m, n, d_a)``, e.g. the candidate's
+features joined with the slot's) and restrict the candidates each slot may
+take (``allowed``): slot ``k`` then scores with its own rows ``s_k`` and
+draws as above among the candidates it allows and not yet placed, and logs
+the features the placed candidate had in slot ``k``, so learning, the
+position-bias bands and the per-slot noise estimate read the event as any
+ranking.
+
 Forgetting (``half_life``, :mod:`app.learners.forgetting`).  Every sum
 above becomes a discounted sum: the rows of the event learned ``s`` events
 ago weigh ``gamma^s``, so ``w`` is the discounted ridge solution of D-LinUCB
