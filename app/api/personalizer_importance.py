@@ -31,8 +31,8 @@ from app.learners.config import ModelConfig
 from app.store import codec
 from app.store.decisionlog import LogEntry
 from app.store.featurenames import ACTION, CONTEXT
-from app.store.reports import MAX_REPORTS
 from app.store.models import ModelView
+from app.store.reports import MAX_REPORTS
 
 #: Most logged decisions one report reads (the newest of its range).
 MAX_DECISIONS = 10_000
@@ -52,12 +52,15 @@ class ImportanceRequest(BaseModel):
 
 
 def _fields(request: DecisionRequest) -> Iterator[str]:
-    """The name-table fields of a rank request's named features (context and actions)."""
+    """The name-table fields of a rank request's named features (context and actions; of
+    actions seen per slot, as each slot sees them)."""
     for context in request.contexts:
         if isinstance(context, NamedFeatures):
             yield from (f"{CONTEXT}:{named_term(n, v)[0]}" for n, v in context.named.items())
     for candidates in request.candidates or []:
-        for features in candidates.features:
+        per_slot = candidates.per_slot
+        for features in (candidates.features if per_slot is None
+                         else [f for seen in per_slot.features for f in seen]):
             if isinstance(features, NamedFeatures):
                 yield from (f"{ACTION}:{named_term(n, v)[0]}"
                             for n, v in features.named.items())

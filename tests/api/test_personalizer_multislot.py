@@ -7,6 +7,7 @@ loop learns."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -341,3 +342,23 @@ def test_random_multi_slot_bodies_never_answer_500(client: TestClient) -> None:
 
     run()
     assert len(checked) == 150
+
+
+def test_feature_importances_name_the_features_slots_see(loop: Loop) -> None:
+    """A report over multi-slot ranks names every feature of the actions as the first slot
+    saw them, the slot's features and their products with the actions' included."""
+    client, admin = _client(loop), _admin(loop)
+    rng = np.random.default_rng(2)
+    start = datetime.now(UTC) - timedelta(seconds=1)
+    for _ in range(40):
+        answer = _rank(client)
+        client.reward_multi_slot(answer["eventId"], {"reward": [
+            {"slotId": s["id"], "value": float(rng.random() < 0.5)} for s in answer["slots"]]})
+    loop.sync()
+    end = datetime.now(UTC) + timedelta(seconds=1)
+    admin.create_feature_importance("fi", {"name": "slots", "startTime": start.isoformat(),
+                                           "endTime": end.isoformat()})
+    scores = admin.get_feature_importance("fi")["featureScores"]
+    actions = [s for s in scores if s["kind"] == "action"]
+    assert actions and all(s["featureName"] != f"#{s['bucket']}" for s in actions)
+    assert any("slot:size=large*" in s["featureName"] for s in actions), actions
