@@ -138,3 +138,30 @@ def test_evaluation_bytes_limit_admits_a_wide_model_hashed(redis_url: str) -> No
                         headers=acme)
         assert r.status_code == 422, r.text
         assert "max_evaluation_bytes" in r.json()["error"]["message"]
+
+
+def test_queued_evaluations_limit_refuses_the_next_until_one_starts(redis_url: str) -> None:
+    with make_client(redis_url, trainer=False, max_queued_evaluations_per_model=2) as client:
+        acme = new_tenant(client)
+        new_model(client, acme)
+        new_model(client, acme, model_id="m2")
+        queue = {"policy": "uniform"}
+        for _ in range(2):
+            ok = client.post("/v1/models/m1/evaluations", json=queue, headers=acme)
+            assert ok.status_code == 202, ok.text
+        r = client.post("/v1/models/m1/evaluations", json=queue, headers=acme)
+        assert r.status_code == 429, r.text
+        error = r.json()["error"]
+        assert error["code"] == "limit_reached"
+        assert "max_queued_evaluations_per_model" in error["message"]
+        registry = client.app.state.ctx.metrics.registry
+        assert _reached(registry, "acme", "max_queued_evaluations_per_model") == 1
+        other = client.post("/v1/models/m2/evaluations", json=queue, headers=acme)
+        assert other.status_code == 202, other.text  # another model is not held back
+        jobs = client.app.state.ctx.store.evaluations.jobs
+        taken = client.portal.call(jobs.take, "w1", 60.0)  # the oldest starts
+        assert taken is not None and taken.model == "m1"
+        again = client.post("/v1/models/m1/evaluations", json=queue, headers=acme)
+        assert again.status_code == 202, again.text  # room again
+        refused = client.post("/v1/models/m1/evaluations", json=queue, headers=acme)
+        assert refused.status_code == 429, refused.text
