@@ -220,7 +220,7 @@ def test_rank_and_feedback_by_id(client: Client) -> None:
 async def test_series(service: Service, client: Client, api_key: str,
                       redis_server: EmbeddedRedis) -> None:
     _model(client)
-    assert client.series("m1") == {"points": []}
+    assert client.series("m1") == {"points": [], "next_before": None}
     tenant = api_key.split(".")[1]
     point = {"t": 1.0, "version": 2, "events_applied": 10, "events": 10,
              "events_per_second": 1.0, "online_reward": 0.5, "calibrated_reward": 0.6,
