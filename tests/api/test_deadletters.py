@@ -16,7 +16,7 @@ from app.learners.build import build_learner
 from app.learners.config import ModelConfig
 from app.store import ModelKeys, Store, codec, paging
 from app.store.delivery import DeliveryStore
-from tests.api.conftest import ADMIN, TestClient, new_model, post_feedback
+from tests.api.conftest import ADMIN, TestClient, follow_pages, new_model, post_feedback
 
 FEATURES = [1.0, 0.5, -0.5, 0.25]
 
@@ -116,19 +116,14 @@ def test_a_list_past_the_byte_bound_comes_back_cut_with_the_next_after(
     sizes = [len(orjson.dumps(d)) for d in whole]
     bound = sizes[0] + sizes[1] + 10  # two dead letters a page (each about 300 bytes)
     monkeypatch.setattr(paging, "MAX_PAGE_BYTES", bound)
-    seen, after, pages = [], None, 0
-    while True:
-        params = {"limit": 1000, **({"after": after} if after else {})}
-        page = client.get("/v1/models/m1/dead-letters", params=params, headers=tenant).json()
+    pages = follow_pages(client, "/v1/models/m1/dead-letters", tenant, "next_after", "after",
+                         limit=1000)
+    for page in pages:
         assert page["total"] == 7 and 0 < len(page["dead_letters"]) <= 2
         assert len(page["dead_letters"]) == 1 or \
             sum(len(orjson.dumps(d)) for d in page["dead_letters"]) <= bound
-        seen += page["dead_letters"]
-        pages += 1
-        after = page["next_after"]
-        if after is None:
-            break
-    assert seen == whole and pages == 4  # cut by bytes, never whole, every one once
+    seen = [d for page in pages for d in page["dead_letters"]]
+    assert seen == whole and len(pages) == 4  # cut by bytes, never whole, every one once
 
 
 @pytest.mark.slow

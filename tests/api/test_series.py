@@ -131,7 +131,7 @@ def test_a_series_past_the_byte_bound_comes_back_cut_with_the_next_before(
         redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from app.store import paging, series
     from app.store.keys import ModelKeys
-    from tests.api.conftest import make_client
+    from tests.api.conftest import follow_pages, make_client
 
     with make_client(redis_url, trainer=False) as client:
         auth = new_tenant(client, "acme")
@@ -145,18 +145,10 @@ def test_a_series_past_the_byte_bound_comes_back_cut_with_the_next_before(
         bound = 4 * size + 20
         monkeypatch.setattr(paging, "MAX_PAGE_BYTES", bound)
         monkeypatch.setattr(series, "POINTS_PER_READ", 7)
-        seen: list[dict[str, Any]] = []
-        before, pages = None, 0
-        while True:
-            params = {"before": before} if before is not None else {}
-            page = client.get("/v1/models/m1/series", params=params, headers=auth).json()
-            assert 0 < len(page["points"]) <= 4  # cut by bytes: limit is 2,000
-            seen = page["points"] + seen
-            pages += 1
-            before = page["next_before"]
-            if before is None:
-                break
-        assert seen == whole["points"] and pages == 8  # every point once, oldest first
+        pages = follow_pages(client, "/v1/models/m1/series", auth, "next_before", "before")
+        assert all(0 < len(page["points"]) <= 4 for page in pages)  # cut by bytes, not limit
+        seen = [p for page in pages[::-1] for p in page["points"]]
+        assert seen == whole["points"] and len(pages) == 8  # every point once, oldest first
         newest = client.get("/v1/models/m1/series", params={"limit": 2}, headers=auth).json()
         assert [p["t"] for p in newest["points"]] == [29.0, 30.0]
         assert newest["next_before"] == 29.0

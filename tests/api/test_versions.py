@@ -17,7 +17,7 @@ from app.store.challengers import ChallengerStore
 from app.store.decisionlog import LoggedBatch
 from app.store.keys import ModelKeys
 from app.store.versions import VersionStore
-from tests.api.conftest import TestClient, new_model, new_tenant
+from tests.api.conftest import TestClient, follow_pages, new_model, new_tenant
 
 X = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.5], [0.3, 0.3, 0.3, 0.3]]
 
@@ -355,17 +355,9 @@ def test_a_versions_list_past_the_byte_bound_comes_back_cut_with_the_next_before
     bound = sum(len(orjson.dumps(k)) for k in stored[:2]) + 5  # two versions a page
     monkeypatch.setattr(paging, "MAX_PAGE_BYTES", bound)
     monkeypatch.setattr(versions, "VERSIONS_PER_READ", 3)
-    seen: list[dict[str, Any]] = []
-    before, pages = None, 0
-    while True:
-        params = {"before": before} if before is not None else {}
-        page = client.get("/v1/models/m1/versions", params=params, headers=tenant).json()
-        assert 0 < len(page["versions"]) <= 2  # cut by bytes: limit is 1,000
-        seen += page["versions"]
-        pages += 1
-        before = page["next_before"]
-        if before is None:
-            break
-    assert seen == whole["versions"] and pages == 4  # every version once, newest first
+    pages = follow_pages(client, "/v1/models/m1/versions", tenant, "next_before", "before")
+    assert all(0 < len(page["versions"]) <= 2 for page in pages)  # cut by bytes, not limit
+    seen = [v for page in pages for v in page["versions"]]
+    assert seen == whole["versions"] and len(pages) == 4  # every version once, newest first
     r = client.get("/v1/models/m1/versions", params={"limit": 1001}, headers=tenant)
     assert r.status_code == 422 and "limit" in r.text
