@@ -14,11 +14,12 @@ from app.api.modelops import MAX_STATE_BYTES
 from app.api.responses import OrjsonResponse
 from app.api.schemas.common import ErrorResponse
 from app.api.schemas.evaluations import EvaluationJob, EvaluationRequest, PolicyConfig
-from app.api.tenantlimits import check_evaluation_size
+from app.api.tenantlimits import check_evaluation_size, queued_limit_reached
 from app.evaluation.policies import policy_kind
 from app.evaluation.training import check_config
 from app.learners.base import ParamError
 from app.learners.proxy import check_noise_rates
+from app.store.evaluations import TooManyQueued
 from app.tasks import TASKS, get_task
 
 router = APIRouter(prefix="/v1/models", tags=["evaluations"],
@@ -43,7 +44,8 @@ def check_supported(task: str, policy: object) -> None:
 JobIdPath = Annotated[str, Path(max_length=32, pattern=r"^[A-Za-z0-9_-]{1,32}$")]
 
 
-@router.post("/{model_id}/evaluations", status_code=202, response_model=EvaluationJob)
+@router.post("/{model_id}/evaluations", status_code=202, response_model=EvaluationJob,
+             responses={429: {"model": ErrorResponse}})
 async def queue_evaluation(body: EvaluationRequest, view: ModelDep,
                            ctx: Context) -> OrjsonResponse:
     """Queue an off-policy evaluation of ``policy`` on the model's decision log (a worker's
@@ -70,7 +72,11 @@ async def queue_evaluation(body: EvaluationRequest, view: ModelDep,
             check_noise_rates(body.rho0, body.rho1)
         except ParamError as exc:
             raise from_param_error(exc) from None
-    job_id = await ctx.store.evaluations.queue(view.keys, request)
+    try:
+        job_id = await ctx.store.evaluations.queue(
+            view.keys, request, ctx.settings.max_queued_evaluations_per_model)
+    except TooManyQueued as exc:
+        raise queued_limit_reached(ctx, view.tenant, exc) from None
     return OrjsonResponse({"job_id": job_id, "status": "queued"}, status_code=202)
 
 
