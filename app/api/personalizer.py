@@ -231,8 +231,7 @@ def error_response(exc: ApiError) -> OrjsonResponse:
 
 #: The Personalizer calls not served yet, by the first part of their path.
 NOT_SUPPORTED = {
-    "configurations": "policy (get/update/reset_policy, apply_from_evaluation)",
-    "evaluations": "offline evaluations (create/get/list/delete_evaluation)",
+    "configurations": "apply_from_evaluation (a policy found by an evaluation)",
 }
 
 

@@ -31,7 +31,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
-from app.api import decisions, modelops
+from app.api import decisions, modelops, personalizer_evaluation
 from app.api.apprentice import check_mode, in_apprentice_mode
 from app.api.configchange import change_config
 from app.api.deciding import decide_log_answer
@@ -57,6 +57,7 @@ from app.api.personalizer import (
     rank_response,
 )
 from app.api.personalizer_config import configured, service_configuration
+from app.api.personalizer_evaluation import EvaluationBody
 from app.api.personalizer_importance import ImportanceRequest, create_report, record_names
 from app.api.personalizer_policy import (
     Policy,
@@ -461,9 +462,15 @@ async def get_feature_importance(request: Request, model_id: str,
 async def list_feature_importances(request: Request, model_id: str) -> Response:
     """List feature importances: the reports, oldest first (``skip``, ``top``)."""
     view = await _view(request, model_id)
-    skip, top = (_count_param(request, name) for name in ("skip", "top"))
     reports = await (await get_context(request)).store.importances.all(view.keys)
-    return OrjsonResponse({"value": reports[skip or 0:None if top is None else (skip or 0) + top]})
+    return _listed(request, reports)
+
+
+def _listed(request: Request, items: list[dict[str, Any]]) -> Response:
+    """Personalizer's list answer, ``{"value": [...]}``, of ``items[skip:skip + top]``."""
+    skip, top = (_count_param(request, name) for name in ("skip", "top"))
+    start = skip or 0
+    return OrjsonResponse({"value": items[start:None if top is None else start + top]})
 
 
 def _count_param(request: Request, name: str) -> int | None:
@@ -483,6 +490,47 @@ async def delete_feature_importance(request: Request, model_id: str,
     await _report(request, view, feature_importance_id)
     await (await get_context(request)).store.importances.delete(view.keys,
                                                                 feature_importance_id)
+    return Response(status_code=204)
+
+
+async def create_evaluation(request: Request, model_id: str, evaluation_id: str) -> Response:
+    """Create evaluation: the online and a random policy evaluated on the log over a time
+    range (:mod:`app.api.personalizer_evaluation`), queued for the jobs role."""
+    view = await _view(request, model_id)
+    body = cast(EvaluationBody, parse(EvaluationBody, await _json(request)))
+    await personalizer_evaluation.create(await get_context(request), view, evaluation_id,
+                                         body)
+    return Response(status_code=200)
+
+
+async def _evaluation(request: Request, view: ModelView, evaluation_id: str) -> dict[str, Any]:
+    found = await personalizer_evaluation.answer(await get_context(request), view,
+                                                 evaluation_id)
+    if found is None:
+        raise ApiError(404, "not_found", f"no evaluation {evaluation_id!r}", "evaluationId")
+    return found
+
+
+async def get_evaluation(request: Request, model_id: str, evaluation_id: str) -> Response:
+    """Get evaluation: its status and, once done, each policy's result."""
+    view = await _view(request, model_id)
+    return OrjsonResponse(await _evaluation(request, view, evaluation_id))
+
+
+async def list_evaluations(request: Request, model_id: str) -> Response:
+    """List evaluations: each one's status and results, oldest first (``skip``, ``top``)."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    found = [await personalizer_evaluation.answer(ctx, view, record["id"])
+             for record in await ctx.store.named_evaluations.all(view.keys)]
+    return _listed(request, [e for e in found if e is not None])
+
+
+async def delete_evaluation(request: Request, model_id: str, evaluation_id: str) -> Response:
+    """Delete evaluation: forget it (its jobs expire on their own)."""
+    view = await _view(request, model_id)
+    await _evaluation(request, view, evaluation_id)
+    await (await get_context(request)).store.named_evaluations.delete(view.keys, evaluation_id)
     return Response(status_code=204)
 
 
@@ -551,6 +599,13 @@ router.add_api_route(_IMPORTANCE, _personalizer_errors(delete_feature_importance
                      methods=["DELETE"], status_code=204)
 router.add_api_route(f"{PREFIXES[0]}/featureImportances",
                      _personalizer_errors(list_feature_importances), methods=["GET"])
+_EVALUATION = f"{PREFIXES[0]}/evaluations/{{evaluation_id}}"
+router.add_api_route(_EVALUATION, _personalizer_errors(create_evaluation), methods=["PUT"])
+router.add_api_route(_EVALUATION, _personalizer_errors(get_evaluation), methods=["GET"])
+router.add_api_route(_EVALUATION, _personalizer_errors(delete_evaluation), methods=["DELETE"],
+                     status_code=204)
+router.add_api_route(f"{PREFIXES[0]}/evaluations", _personalizer_errors(list_evaluations),
+                     methods=["GET"])
 router.add_api_route("/{model_id}/personalizer/{rest:path}",
                      _personalizer_errors(unsupported_call),
                      methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
