@@ -14,7 +14,8 @@ deferred decision, the service configuration a view of the model's settings
 (:mod:`app.api.personalizer_config`), the policy a view of its learner configuration
 (:mod:`app.api.personalizer_policy`), the model's export, import, reset and properties its
 snapshot, reset and times, the log's properties and deletion its decision log's time range
-and clearing, and feature importances reports over that log
+and clearing, evaluations noisyloop's own evaluations of that log
+(:mod:`app.api.personalizer_evaluation`), and feature importances reports over it
 (:mod:`app.api.personalizer_importance`). A client's ``eventId`` names its decision through
 :class:`~app.store.aliases.AliasStore`. Every error is answered in Personalizer's shape; a
 call not served yet is refused naming it.
