@@ -1,0 +1,127 @@
+"""The ``continuous`` task through the service: predict, feedback (reward or noisy click),
+batch, WebSocket, the trainer applying it and the decision log holding it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from app.learners.base import stack_events
+from app.learners.registry import build
+from app.sim.pricing import PricingWorld
+from tests.api.conftest import TestClient, new_model, post_feedback, predict_all
+
+RANGE = [0.0, 10.0]
+#: Noise rates the model corrects clicks with.
+RHO0, RHO1 = 0.05, 0.3
+#: Decisions of the learning round.
+ROUNDS = 400
+
+
+def _model(client: TestClient, auth: dict[str, str], **overrides: Any) -> dict[str, Any]:
+    return new_model(client, auth, task="continuous", algorithm=overrides.pop("algorithm",
+                     "ridge_ucb"), n_features=3, n_classes=None,
+                     params={"action_range": RANGE, "rho0": RHO0, "rho1": RHO1}, **overrides)
+
+
+def test_create_predict_answers_an_action_in_range_with_its_density(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    r = client.post("/v1/models", headers=tenant, json={
+        "model_id": "m0", "task": "continuous", "n_features": 3,
+        "params": {"action_range": RANGE}})
+    assert r.status_code == 201, r.text
+    assert r.json()["algorithm"] == "ridge_ucb"  # the task's default
+    _model(client, tenant, algorithm="cats")
+    r = client.post("/v1/models/m1/predict", headers=tenant, json={"features": [0.1, -0.2, 0.3]})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert set(got) == {"event_id", "action", "pdf", "greedy_action", "model_version"}
+    assert RANGE[0] <= got["action"] <= RANGE[1] and RANGE[0] <= got["greedy_action"] <= RANGE[1]
+    # a fresh model's density: epsilon / 10 + (1 - epsilon) / |window| inside the window,
+    # whose half-width is two of 32 bins (0.625): more than the uniform 1/10 either way
+    assert got["pdf"] > 1.0 / 10.0
+    greedy = client.post("/v1/models/m1/predict", headers=tenant,
+                         json={"features": [0.1, -0.2, 0.3], "explore": False}).json()
+    assert "event_id" not in greedy and greedy["action"] == greedy["greedy_action"]
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({}, "reward"),
+    ({"reward": 1.0, "click": True}, "reward"),
+    ({"click_value": 2.0, "reward": 1.0}, "click_value"),
+    ({"click": 1}, "click"),
+    ({"reward": "1.0"}, "reward"),
+    ({"reward": 1.0, "label": 2}, "label"),
+])
+def test_bad_feedback_is_refused_naming_its_field(client: TestClient, tenant: dict[str, str],
+                                                  body: dict[str, Any], field: str) -> None:
+    _model(client, tenant)
+    eid = client.post("/v1/models/m1/predict", headers=tenant,
+                      json={"features": [0.0, 0.0, 0.0]}).json()["event_id"]
+    r = post_feedback(client, tenant, {"event_id": eid, **body})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == field, r.text
+    assert post_feedback(client, tenant, {"event_id": eid, "reward": 0.5}).status_code == 202
+
+
+def test_trainer_learns_what_was_logged_and_logs_it(client: TestClient,
+                                                    tenant: dict[str, str]) -> None:
+    """Batch predicts, then rewards and noisy purchases in a feedback batch: the trainer
+    applies every one, the log holds each decision with its feedback, and the served model
+    decides as a learner that learned the logged events does."""
+    _model(client, tenant)
+    world, rng = PricingWorld(), np.random.default_rng(4)
+    X = world.customers(ROUNDS, rng)
+    decided = predict_all(client, tenant, X)
+    prices = np.array([d["action"] for d in decided])
+    clicks = world.purchases(X, prices, rng, RHO0, RHO1)
+    events = [{"event_id": d["event_id"], "click": bool(c), "click_value": d["action"]}
+              if i % 2 else {"event_id": d["event_id"], "reward": d["action"] * c}
+              for i, (d, c) in enumerate(zip(decided, clicks, strict=True))]
+    r = post_feedback(client, tenant, {"events": events})
+    assert r.status_code == 202 and r.json()["accepted"] == ROUNDS, r.text
+    assert client.post("/v1/models/m1/sync", headers=tenant).json()["pending"] == 0
+    assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == ROUNDS
+
+    r = client.get("/v1/models/m1/log", headers=tenant)
+    assert r.status_code == 200, r.text
+    lines = {line["event_id"]: line for line in map(orjson.loads, r.content.splitlines())
+             if line["type"] == "event"}
+    assert len(lines) == ROUNDS
+    joined = []
+    for d, x, c, event in zip(decided, X, clicks, events, strict=True):
+        line = lines[d["event_id"]]
+        np.testing.assert_allclose(line["features"], x, rtol=1e-15)
+        assert (line["context"]["action"], line["context"]["pdf"]) == (d["action"], d["pdf"])
+        value = event.get("click_value", float("nan"))
+        expected = {"reward": d["action"] * c, "click_value": value}
+        assert line["feedback"]["reward"] == expected["reward"]
+        assert (line["feedback"]["click_value"] is None) == ("reward" in event)
+        joined.append({"x": x, "action": d["action"], "pdf": d["pdf"],
+                       "greedy": d["greedy_action"], **expected})
+
+    # the learner the trainer published decides as one that learned the same events
+    learner = build("continuous", "ridge_ucb", 3, None,
+                    {"action_range": RANGE, "rho0": RHO0, "rho1": RHO1}, seed=0)
+    learner.learn_many(stack_events(joined))
+    fresh = world.customers(20, np.random.default_rng(5))
+    served = [d["greedy_action"] for d in predict_all(client, tenant, fresh, explore=False)]
+    assert served == [learner.decide(x, explore=False).output["greedy_action"] for x in fresh]
+    assert len(set(served)) > 1  # the greedy price depends on the customer
+
+
+def test_websocket_predicts_and_takes_feedback(client: TestClient,
+                                               tenant: dict[str, str]) -> None:
+    _model(client, tenant)
+    with client.websocket_connect("/v1/models/m1/stream", headers=tenant) as ws:
+        ws.send_json({"op": "predict", "id": 1, "features": [0.5, 0.5, 0.5]})
+        decided = ws.receive_json()["result"]
+        assert RANGE[0] <= decided["action"] <= RANGE[1] and decided["pdf"] > 0
+        ws.send_json({"op": "feedback", "id": 2, "event_id": decided["event_id"],
+                      "click": True, "click_value": decided["action"]})
+        assert ws.receive_json() == {"id": 2, "result": {"accepted": True}}
+    assert client.post("/v1/models/m1/sync", headers=tenant).json()["pending"] == 0
+    assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == 1
