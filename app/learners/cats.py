@@ -142,9 +142,9 @@ class CATS(ContinuousBandit):
             self._theta = np.linalg.solve(self.gram_ + eye, self.sum_rz_[..., None])[..., 0]
         return self._theta
 
-    def centres(self, z: np.ndarray, explore: bool) -> tuple[float, float]:
-        """The greedy bin's centre, played smoothed (the paper's exploration)."""
-        best = float(self.centers[int(np.argmax(self.theta() @ z))])
+    def centres(self, Z: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The greedy bin's centre per row, played smoothed (the paper's exploration)."""
+        best: np.ndarray = self.centers[np.argmax(Z @ self.theta().T, axis=1)]
         return best, best
 
     def _learn(self, Z: np.ndarray, action: np.ndarray, pdf: np.ndarray,

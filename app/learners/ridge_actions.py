@@ -142,16 +142,24 @@ class RidgeUCB(ContinuousBandit):
             self._solved = (cov @ self.sum_rphi_, cov)
         return self._solved
 
-    def centres(self, z: np.ndarray, explore: bool) -> tuple[float, float]:
-        """The greedy grid action and, exploring, the optimistic one."""
+    def centres(self, Z: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The greedy grid action per row and, exploring, the optimistic one.
+
+        With ``theta`` as a ``(d + 1) x (p + 1)`` matrix ``T``, the means over the grid are
+        ``(Z T) B^T`` (``B``: the grid's basis); with ``V^-1`` as ``C[i, j, k, l]``, the
+        squared widths are ``sum_jl B_gj B_gl sum_ik z_i z_k C[i, j, k, l]``.
+        """
         theta, cov = self.solved()
-        phi = (self._basis[:, None, :] * z[None, :, None]).reshape(self.grid, -1)
-        mean = phi @ theta
-        greedy = float(self.actions[int(np.argmax(mean))])
+        dz, db = Z.shape[1], self.degree + 1
+        mean = (Z @ theta.reshape(dz, db)) @ self._basis.T
+        greedy: np.ndarray = self.actions[np.argmax(mean, axis=1)]
         if not explore or self.alpha == 0.0:
             return greedy, greedy
-        width = np.sqrt(np.maximum(np.einsum("gd,de,ge->g", phi, cov, phi), 0.0))
-        return greedy, float(self.actions[int(np.argmax(mean + self.alpha * width))])
+        inner = np.einsum("ni,ijkl,nk->njl", Z, cov.reshape(dz, db, dz, db), Z)
+        width = np.sqrt(np.maximum(np.einsum("njl,gj,gl->ng", inner, self._basis,
+                                             self._basis), 0.0))
+        centre: np.ndarray = self.actions[np.argmax(mean + self.alpha * width, axis=1)]
+        return greedy, centre
 
     def _learn(self, Z: np.ndarray, action: np.ndarray, pdf: np.ndarray,
                r: np.ndarray) -> None:

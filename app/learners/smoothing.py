@@ -38,7 +38,6 @@ from app.learners.base import (
     Event,
     Learner,
     ParamError,
-    check_input,
     check_int,
     check_positive,
     check_range,
@@ -88,14 +87,20 @@ def smoothed_pdf(action: float | np.ndarray, center: float | np.ndarray, lo: flo
     return pdf
 
 
-def draw_smoothed(rng: np.random.Generator, center: float, lo: float, hi: float, h: float,
-                  epsilon: float) -> float:
-    """One action from the smoothed policy around ``center`` (two uniform draws, always)."""
-    explore, u = rng.random(2)
+def draw_smoothed(u: np.ndarray, center: np.ndarray, lo: float, hi: float, h: float,
+                  epsilon: float) -> np.ndarray:
+    """Actions of the smoothed policy around each ``center``, from two uniforms per row of
+    ``u`` (``n x 2``): the first picks exploration (below ``epsilon``), the second the place
+    in the range or in the window.
+
+    >>> draw_smoothed(np.array([[0.5, 0.5], [0.1, 0.5]]), np.array([0.9, 0.9]), 0.0, 1.0,
+    ...               0.2, 0.2).round(12)  # the window is [0.7, 1]; uniform over [0, 1]
+    array([0.85, 0.5 ])
+    """
     a, b = window(center, lo, hi, h)
-    if explore < epsilon:
-        return float(lo + u * (hi - lo))
-    return float(a + u * (b - a))
+    out: np.ndarray = np.where(u[:, 0] < epsilon, lo + u[:, 1] * (hi - lo),
+                               a + u[:, 1] * (b - a))
+    return out
 
 
 class ContinuousBandit(Learner):
@@ -129,32 +134,53 @@ class ContinuousBandit(Learner):
     def set_noise_rates(self, rho0: float, rho1: float) -> None:
         self.rho0, self.rho1 = check_noise_rates(rho0, rho1)
 
-    def _inputs(self, x: np.ndarray) -> np.ndarray:
-        """``z = [1, x]``: the input with an intercept."""
-        return np.concatenate(([1.0], check_input(x, self.n_features)))
+    def _inputs(self, X: np.ndarray) -> np.ndarray:
+        """``Z = [1, X]``: the inputs (rows of ``n_features``) with an intercept."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise ParamError("features", f"expected rows of {self.n_features} features, "
+                                         f"got shape {X.shape}")
+        if not np.all(np.isfinite(X)):
+            raise ParamError("features", "contains non-finite values")
+        return np.hstack([np.ones((X.shape[0], 1)), X])
 
     @abstractmethod
-    def centres(self, z: np.ndarray, explore: bool) -> tuple[float, float]:
-        """``(greedy, centre)`` actions for input ``z`` (with its intercept)."""
+    def centres(self, Z: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``(greedy, centre)`` actions per row of ``Z`` (inputs with their intercept)."""
 
     def pdf(self, action: float | np.ndarray, center: float | np.ndarray) -> np.ndarray:
         """The smoothed policy's density of ``action`` around ``center``."""
         lo, hi = self.action_range
         return smoothed_pdf(action, center, lo, hi, self.half_width, self.epsilon)
 
+    def decide_contexts(self, X: np.ndarray, explore: bool = True) -> Batch:
+        """Per row of ``X``: the greedy action, and with ``explore`` an action drawn from the
+        smoothed policy around the learner's centre (:func:`draw_smoothed`, two uniforms a
+        row, in row order), with its density ``pdf``; without ``explore`` the greedy action
+        is played (``pdf``: its density under the smoothed policy; no draw is made)."""
+        Z = self._inputs(X)
+        greedy, centre = self.centres(Z, explore)
+        action = greedy
+        if explore:
+            lo, hi = self.action_range
+            action = draw_smoothed(self._rng.random((Z.shape[0], 2)), centre, lo, hi,
+                                   self.half_width, self.epsilon)
+        return {"x": Z[:, 1:], "action": action, "pdf": self.pdf(action, centre),
+                "greedy": greedy}
+
+    def decide_many(self, X: np.ndarray, explore: bool = True) -> list[Decision]:
+        columns = self.decide_contexts(X, explore)
+        return [Decision({"action": float(a), "pdf": float(p), "greedy_action": float(g)},
+                         {"x": x, "action": a, "pdf": p, "greedy": g})
+                for x, a, p, g in zip(columns["x"], columns["action"], columns["pdf"],
+                                      columns["greedy"], strict=True)]
+
     def decide(self, x: np.ndarray, explore: bool = True) -> Decision:
-        """The greedy action, and with ``explore`` an action drawn from the smoothed policy
-        around the learner's centre, with its density ``pdf``; without ``explore`` the greedy
-        action is played (``pdf``: its density under the smoothed policy, no draw made)."""
-        z = self._inputs(x)
-        greedy, centre = self.centres(z, explore)
-        lo, hi = self.action_range
-        action = (draw_smoothed(self._rng, centre, lo, hi, self.half_width, self.epsilon)
-                  if explore else greedy)
-        pdf = float(self.pdf(action, centre))
-        return Decision({"action": action, "pdf": pdf, "greedy_action": greedy},
-                        {"x": z[1:].copy(), "action": np.array(action), "pdf": np.array(pdf),
-                         "greedy": np.array(greedy)})
+        """:meth:`decide_contexts` of one input."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != (self.n_features,):
+            raise ParamError("features", f"expected shape ({self.n_features},), got {x.shape}")
+        return self.decide_many(x[None, :], explore)[0]
 
     def rewards(self, reward: np.ndarray, click_value: np.ndarray) -> np.ndarray:
         """Rewards to learn: a plain reward as it is, a click noise-corrected (module
