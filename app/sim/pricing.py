@@ -19,6 +19,7 @@ of the gap between the uniform price and the best price it closes (:class:`Playe
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -105,6 +106,8 @@ class Played:
     """Gap closed by the final greedy prices, on fresh customers."""
     smoothed: float
     """Gap closed by the final smoothed (exploring) policy, on fresh customers."""
+    cpu_seconds: float
+    """CPU time of the rounds (decisions, the world's draws, learning; not the scoring)."""
 
 
 #: Fresh customers the final policy is scored on.
@@ -119,6 +122,7 @@ def play(learner: Learner, world: PricingWorld, rounds: int, seed: int, *, batch
     rng = np.random.default_rng(seed)
     X = world.customers(rounds, rng)
     earned = np.empty(rounds)
+    cpu = time.process_time()
     for start in range(0, rounds, batch):
         rows = slice(start, min(start + batch, rounds))
         contexts = learner.decide_contexts(X[rows])
@@ -126,9 +130,10 @@ def play(learner: Learner, world: PricingWorld, rounds: int, seed: int, *, batch
         earned[rows] = world.revenue(X[rows], prices)
         clicks = world.purchases(X[rows], prices, rng, rho0, rho1)
         learner.learn_many({**contexts, "reward": prices * clicks, "click_value": prices})
+    cpu = time.process_time() - cpu
     fresh = world.customers(SCORED, rng)
     greedy = learner.decide_contexts(fresh, explore=False)["greedy"]
     smoothed = learner.decide_contexts(fresh)["action"]
     return Played(rounds, world.gap_closed(X, earned),
                   world.gap_closed(fresh, world.revenue(fresh, np.asarray(greedy))),
-                  world.gap_closed(fresh, world.revenue(fresh, np.asarray(smoothed))))
+                  world.gap_closed(fresh, world.revenue(fresh, np.asarray(smoothed))), cpu)
