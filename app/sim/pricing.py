@@ -20,6 +20,7 @@ of the gap between the uniform price and the best price it closes (:class:`Playe
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,6 +30,8 @@ from app.sim.feedback import noisy_clicks
 
 #: Prices the best price and the uniform price's revenue are computed on (per customer).
 GRID = 2001
+#: Customers scored on the grid at once.
+CHUNK = 1024
 
 
 @dataclass(frozen=True)
@@ -63,14 +66,20 @@ class PricingWorld:
         out: np.ndarray = prices * self.buy_probability(X, prices)
         return out
 
-    def _grid(self) -> np.ndarray:
-        return np.linspace(*self.price_range, GRID)
+    def _over_grid(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row, the best grid price and the mean revenue over the grid (in chunks of
+        :data:`CHUNK` rows, so that memory stays bounded)."""
+        grid = np.linspace(*self.price_range, GRID)
+        best, mean = np.empty(len(X)), np.empty(len(X))
+        for start in range(0, len(X), CHUNK):
+            rows = slice(start, start + CHUNK)
+            revenue = self.revenue(X[rows], np.tile(grid, (len(X[rows]), 1)))
+            best[rows], mean[rows] = grid[np.argmax(revenue, axis=1)], revenue.mean(axis=1)
+        return best, mean
 
     def best_prices(self, X: np.ndarray) -> np.ndarray:
         """``p*(x)`` per row (on a grid of :data:`GRID` prices)."""
-        grid = self._grid()
-        out: np.ndarray = grid[np.argmax(self.revenue(X, np.tile(grid, (len(X), 1))), axis=1)]
-        return out
+        return self._over_grid(X)[0]
 
     def best_revenue(self, X: np.ndarray) -> np.ndarray:
         """The best price's expected revenue per row."""
@@ -78,9 +87,7 @@ class PricingWorld:
 
     def uniform_revenue(self, X: np.ndarray) -> np.ndarray:
         """A uniform price's expected revenue per row (the mean over the grid)."""
-        grid = self._grid()
-        out: np.ndarray = self.revenue(X, np.tile(grid, (len(X), 1))).mean(axis=1)
-        return out
+        return self._over_grid(X)[1]
 
     def purchases(self, X: np.ndarray, prices: np.ndarray, rng: np.random.Generator,
                   rho0: float = 0.0, rho1: float = 0.0) -> np.ndarray:
@@ -108,17 +115,24 @@ class Played:
     """Gap closed by the final smoothed (exploring) policy, on fresh customers."""
     cpu_seconds: float
     """CPU time of the rounds (decisions, the world's draws, learning; not the scoring)."""
+    curve: list[tuple[int, float]]
+    """Gap closed by the prices played in the first ``t`` rounds, at up to
+    :data:`CURVE_POINTS` values of ``t``."""
 
 
 #: Fresh customers the final policy is scored on.
 SCORED = 4000
+#: Points of :attr:`Played.curve`.
+CURVE_POINTS = 200
 
 
 def play(learner: Learner, world: PricingWorld, rounds: int, seed: int, *, batch: int = 1,
-         rho0: float = 0.0, rho1: float = 0.0) -> Played:
+         rho0: float = 0.0, rho1: float = 0.0,
+         progress: Callable[[int], None] | None = None) -> Played:
     """Run ``learner`` (a ``continuous`` learner over the world's price range) for
     ``rounds`` customers: each batch of ``batch`` decisions is made on one state, then its
-    noisy purchases (``click_value``: the price) are learned in one ``learn_many``."""
+    noisy purchases (``click_value``: the price) are learned in one ``learn_many``
+    (``progress`` is told the rounds of each batch)."""
     rng = np.random.default_rng(seed)
     X = world.customers(rounds, rng)
     earned = np.empty(rounds)
@@ -130,10 +144,16 @@ def play(learner: Learner, world: PricingWorld, rounds: int, seed: int, *, batch
         earned[rows] = world.revenue(X[rows], prices)
         clicks = world.purchases(X[rows], prices, rng, rho0, rho1)
         learner.learn_many({**contexts, "reward": prices * clicks, "click_value": prices})
+        if progress is not None:
+            progress(rows.stop - rows.start)
     cpu = time.process_time() - cpu
+    uniform = np.cumsum(world.uniform_revenue(X))
+    gained, possible = np.cumsum(earned) - uniform, np.cumsum(world.best_revenue(X)) - uniform
+    points = np.unique(np.linspace(1, rounds, min(CURVE_POINTS, rounds)).astype(int))
     fresh = world.customers(SCORED, rng)
     greedy = learner.decide_contexts(fresh, explore=False)["greedy"]
     smoothed = learner.decide_contexts(fresh)["action"]
-    return Played(rounds, world.gap_closed(X, earned),
+    return Played(rounds, float(gained[-1] / possible[-1]),
                   world.gap_closed(fresh, world.revenue(fresh, np.asarray(greedy))),
-                  world.gap_closed(fresh, world.revenue(fresh, np.asarray(smoothed))), cpu)
+                  world.gap_closed(fresh, world.revenue(fresh, np.asarray(smoothed))), cpu,
+                  [(int(t), float(gained[t - 1] / possible[t - 1])) for t in points])

@@ -19,7 +19,7 @@ from app.errors import ApiError
 from app.fields import EventId, FiniteFloat, RequestModel
 from app.learners.base import Learner
 from app.learners.config import ModelConfig
-from app.tasks.base import Task
+from app.tasks.base import Replay, Task
 from app.tasks.label import Click
 
 NAME = "continuous"
@@ -70,4 +70,5 @@ def continuous_feedback(event: ContinuousFeedback, config: ModelConfig,
 TASK = Task(
     NAME, "a number in `params.action_range`; feedback: a reward, or a (noisy) click worth "
           "`click_value`",
-    ContinuousFeedback, ContinuousPrediction, continuous_feedback, has_clicks=False)
+    ContinuousFeedback, ContinuousPrediction, continuous_feedback, has_clicks=False,
+    replay=Replay("app.replay.continuous"))
