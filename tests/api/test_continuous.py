@@ -125,3 +125,14 @@ def test_websocket_predicts_and_takes_feedback(client: TestClient,
         assert ws.receive_json() == {"id": 2, "result": {"accepted": True}}
     assert client.post("/v1/models/m1/sync", headers=tenant).json()["pending"] == 0
     assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == 1
+
+
+def test_evaluations_and_challengers_are_refused_not_failed(client: TestClient,
+                                                            tenant: dict[str, str]) -> None:
+    """Not built yet for this task: refused with an error that says so, never a 500."""
+    _model(client, tenant)
+    r = client.post("/v1/models/m1/evaluations", headers=tenant, json={"policy": "fixed:2"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "policy", r.text
+    r = client.post("/v1/models/m1/challengers", headers=tenant,
+                    json={"name": "c", "algorithm": "cats", "params": {}})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "challengers_unsupported"
