@@ -63,10 +63,59 @@ def smoothed_weights(action: np.ndarray, pdf: np.ndarray, centre: np.ndarray,
     return out
 
 
-def _normal(value: float, terms: np.ndarray) -> Estimate:
-    n = terms.shape[0]
-    half = Z95 * float(np.std(terms, ddof=1)) / np.sqrt(n) if n > 1 else float("inf")
+def _normal(value: float, squares: float, n: int) -> Estimate:
+    """``value +- z s / sqrt(n)`` with ``s^2 = squares / (n - 1)`` (``squares``: the sum of
+    the squared deviations of the terms)."""
+    half = Z95 * float(np.sqrt(max(squares, 0.0) / (n - 1) / n)) if n > 1 else float("inf")
     return Estimate(value, (value - half, value + half))
+
+
+@dataclass
+class SmoothedSums:
+    """The sums the estimators need, mergeable (``a`` and ``b`` summed separately and merged
+    give the sums of both): ``n``, ``sum w``, ``sum w^2``, ``sum w r``, ``sum (w r)^2`` and
+    ``sum w^2 r``.  SNIPS's squared deviations are
+    ``(n / sum w)^2 (sum (w r)^2 - 2 S sum w^2 r + S^2 sum w^2)``."""
+
+    n: int = 0
+    w: float = 0.0
+    w2: float = 0.0
+    wr: float = 0.0
+    wr2: float = 0.0
+    w2r: float = 0.0
+
+    def add_weighted(self, w: np.ndarray, reward: np.ndarray) -> None:
+        """Add events with weights ``w`` and rewards ``reward``."""
+        wr = w * reward
+        self.n += int(w.shape[0])
+        self.w += float(w.sum())
+        self.w2 += float((w * w).sum())
+        self.wr += float(wr.sum())
+        self.wr2 += float((wr * wr).sum())
+        self.w2r += float((w * wr).sum())
+
+    def merge(self, other: SmoothedSums) -> None:
+        self.n += other.n
+        self.w += other.w
+        self.w2 += other.w2
+        self.wr += other.wr
+        self.wr2 += other.wr2
+        self.w2r += other.w2r
+
+    def value(self) -> SmoothedValue:
+        """IPS and SNIPS with their intervals and the ESS (module docstring)."""
+        n = self.n
+        ips = self.wr / n
+        ips_squares = self.wr2 - n * ips * ips
+        if self.w > 0:
+            snips = self.wr / self.w
+            snips_squares = (n / self.w) ** 2 * (self.wr2 - 2 * snips * self.w2r
+                                                 + snips * snips * self.w2)
+            ess = self.w * self.w / self.w2
+        else:
+            snips, snips_squares, ess = float("nan"), float("nan"), 0.0
+        return SmoothedValue(n, _normal(ips, ips_squares, n),
+                             _normal(snips, snips_squares, n), ess, ess < MIN_ESS)
 
 
 def smoothed_value(action: np.ndarray, pdf: np.ndarray, reward: np.ndarray,
@@ -79,12 +128,6 @@ def smoothed_value(action: np.ndarray, pdf: np.ndarray, reward: np.ndarray,
     >>> round(est.ips.value, 12), est.snips.value  # only the first event is in [0, 1.5]
     (3.333333333333, 1.0)
     """
-    w = smoothed_weights(action, pdf, centre, action_range, h)
-    n = w.shape[0]
-    ips = float(np.mean(w * reward))
-    total = float(w.sum())
-    snips = float((w * reward).sum() / total) if total > 0 else float("nan")
-    ess = total * total / float((w * w).sum()) if total > 0 else 0.0
-    snips_terms = w * (reward - snips) / (total / n) if total > 0 else np.full(n, np.nan)
-    return SmoothedValue(n, _normal(ips, w * reward), _normal(snips, snips_terms + snips),
-                         ess, ess < MIN_ESS)
+    sums = SmoothedSums()
+    sums.add_weighted(smoothed_weights(action, pdf, centre, action_range, h), reward)
+    return sums.value()

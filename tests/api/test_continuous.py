@@ -9,10 +9,12 @@ import numpy as np
 import orjson
 import pytest
 
+from app.evaluation.smoothed import smoothed_value
 from app.learners.base import stack_events
 from app.learners.registry import build
 from app.sim.pricing import PricingWorld
 from tests.api.conftest import TestClient, new_model, post_feedback, predict_all
+from tests.api.test_evaluations import run_jobs
 
 RANGE = [0.0, 10.0]
 #: Noise rates the model corrects clicks with.
@@ -127,15 +129,67 @@ def test_websocket_predicts_and_takes_feedback(client: TestClient,
     assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == 1
 
 
-def test_evaluations_and_challengers_are_refused_not_failed(client: TestClient,
-                                                            tenant: dict[str, str]) -> None:
+def test_challengers_are_refused_not_failed(client: TestClient,
+                                            tenant: dict[str, str]) -> None:
     """Not built yet for this task: refused with an error that says so, never a 500."""
     _model(client, tenant)
-    r = client.post("/v1/models/m1/evaluations", headers=tenant, json={"policy": "fixed:2"})
-    assert r.status_code == 422 and r.json()["error"]["field"] == "policy", r.text
     r = client.post("/v1/models/m1/challengers", headers=tenant,
                     json={"name": "c", "algorithm": "cats", "params": {}})
     assert r.status_code == 409 and r.json()["error"]["code"] == "challengers_unsupported"
+
+
+def test_queued_evaluations_are_the_smoothed_estimators_on_the_log(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    """Rewards and noisy purchases logged, then evaluated by the jobs role: the values and
+    intervals are :func:`app.evaluation.smoothed.smoothed_value` of the played rounds (the
+    same sums in another order: 1e-9 relative), clicks corrected with the model's rates."""
+    _model(client, tenant)
+    world, rng = PricingWorld(), np.random.default_rng(6)
+    X = world.customers(ROUNDS, rng)
+    decided = predict_all(client, tenant, X)
+    prices = np.array([d["action"] for d in decided])
+    clicks = world.purchases(X, prices, rng, RHO0, RHO1)
+    events = [{"event_id": d["event_id"], "click": bool(c), "click_value": d["action"]}
+              if i % 2 else {"event_id": d["event_id"], "reward": d["action"] * c}
+              for i, (d, c) in enumerate(zip(decided, clicks, strict=True))]
+    assert post_feedback(client, tenant, {"events": events}).status_code == 202
+    assert client.post("/v1/models/m1/sync", headers=tenant).json()["pending"] == 0
+    pdf = np.array([d["pdf"] for d in decided])
+    rewards = np.where(np.arange(ROUNDS) % 2 == 1,
+                       prices * (clicks - RHO0) / (1 - RHO0 - RHO1), prices * clicks)
+    h = RANGE[1] / 32  # ridge_ucb's default half-width
+    value = round(float(np.median(prices)), 2)  # a fixed price with logged events around it
+    expected = {f"fixed:{value}": smoothed_value(prices, pdf, rewards, np.full(ROUNDS, value),
+                                                 (0.0, 10.0), h),
+                # the window [0, 10] around 5: the uniform policy's weights (1 / 10) / pdf
+                "uniform": smoothed_value(prices, pdf, rewards, np.full(ROUNDS, 5.0),
+                                          (0.0, 10.0), 5.0)}
+    checked = []
+    for policy, want in expected.items():
+        result = evaluate(client, tenant, redis_url, policy)
+        assert result["n"] == ROUNDS and result["policy"] == policy
+        assert result["ess"] == pytest.approx(want.ess, rel=1e-9)
+        for name in ("ips", "snips"):
+            got, est = result[name], getattr(want, name)
+            assert got["value"] == pytest.approx(est.value, rel=1e-9), (policy, name)
+            assert got["ci"] == pytest.approx(list(est.ci), rel=1e-9), (policy, name)
+            checked.append((policy, name))
+    assert len(checked) == 4
+    logging = evaluate(client, tenant, redis_url, "logging")  # weight 1: the mean reward
+    assert logging["ips"]["value"] == pytest.approx(rewards.mean(), rel=1e-9)
+    r = client.post("/v1/models/m1/evaluations", headers=tenant, json={"policy": "fixed:abc"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "policy", r.text
+
+
+def evaluate(client: TestClient, auth: dict[str, str], redis_url: str,
+             policy: str) -> dict[str, Any]:
+    r = client.post("/v1/models/m1/evaluations", headers=auth, json={"policy": policy})
+    assert r.status_code == 202, r.text
+    assert run_jobs(redis_url) >= 1
+    job: dict[str, Any] = client.get(f"/v1/models/m1/evaluations/{r.json()['job_id']}",
+                                     headers=auth).json()
+    assert job["status"] == "done", job
+    return job
 
 
 #: Customers of the service run and the decisions per batch predict (each learned before the
