@@ -90,6 +90,10 @@ class Settings(BaseSettings):
                     "sums X'X: folds x labels or slots x d^2 float64, d the width or, past "
                     "4,096 features, the 512 buckets they are hashed to); a larger "
                     "model's evaluation answers 422 limit_reached before it is queued.")
+    max_queued_evaluations_per_model: int = Field(
+        default=10, ge=1, le=10_000,
+        description="Evaluations one model may hold queued (not yet taken by a worker's "
+                    "jobs role); one more answers 429 limit_reached, nothing queued.")
     rate_limit_per_second: float = Field(
         default=0.0, ge=0, le=1_000_000,
         description="Per-tenant request rate (token bucket in Redis, shared by all replicas); "

@@ -67,6 +67,8 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED))
      "--plot needs matplotlib: pip install 'noisyloop[lab]'"),
     (["log", "export", "--model", "m", "--out", "log.jsonl"],
      "noisyloop log export needs noisyloop_client: pip install ./clients/python"),
+    (["log", "import", "--model", "m", "--log", "log.json", "--format", "dsjson"],
+     "noisyloop log import needs noisyloop_client: pip install ./clients/python"),
 ])
 def test_command_without_its_extra_says_what_to_install(argv: list[str], message: str) -> None:
     result = _python("from app.cli import main; sys.exit(main(sys.argv[1:]))", *argv)

@@ -12,7 +12,8 @@ logged, counted (``noisyloop_drift_detections_total``, alerted on in
 ``deploy/prometheus``), marked in the decision log (a ``drift`` marker) and
 listed in the report's ``history`` (the console marks it on the reward
 chart); ``recover`` also refits the model on the events since the estimated
-change (:mod:`workers.recovery`); ``none`` runs no detector.
+change (:mod:`workers.recovery`), except on a model that does not learn
+(``mode: logging``), which it only alerts; ``none`` runs no detector.
 
 The detector is the feature's state of the model (:class:`Watching`, in its
 slot: :mod:`workers.feature`) while this worker holds the model's lease, and
@@ -81,6 +82,8 @@ async def observe(ctx: WorkerContext, slot: ModelSlot, cached: CachedLearner, le
     action = DriftPolicy.of(cached.config).action
     if clicks.shape[0] == 0 or action == "none":
         return
+    if action == "recover" and not cached.config.learns:
+        action = "alert"  # a refit would learn: a model that does not learn is only alerted
     ref = slot.ref
     mk = ModelKeys(*ref)
     watching = FEATURE.state(slot)

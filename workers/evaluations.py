@@ -80,7 +80,7 @@ async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:
         return
     timeout = ctx.config.nrest_timeout
     try:
-        result = await run(ctx, mk, orjson.loads(fields["request"]))
+        result = orjson.dumps(await run(ctx, mk, orjson.loads(fields["request"]))).decode()
     except Exception as exc:  # any failure is the job's outcome, never a job left running
         error = f"took longer than {timeout:g} s" if isinstance(exc, TimeoutError) else (
             str(exc) if isinstance(exc, ValueError) else f"{exc!r}")
@@ -89,8 +89,7 @@ async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:
         await ctx.store.evaluations.update(mk, job.job_id, status="failed", error=error,
                                            finished_at=utc_now())
         return
-    await ctx.store.evaluations.update(mk, job.job_id, status="done",
-                                       result=orjson.dumps(result).decode(),
+    await ctx.store.evaluations.update(mk, job.job_id, status="done", result=result,
                                        finished_at=utc_now())
 
 

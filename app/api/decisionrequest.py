@@ -37,11 +37,24 @@ class DecisionOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class SlotCandidates:
+    """Candidates placed slot by slot, each slot with its own view of them (a Personalizer
+    multi-slot rank): per slot, every candidate's features when placed there and whether the
+    slot allows it."""
+
+    features: list[list[Features]]
+    allowed: list[list[bool]]
+
+
+@dataclass(frozen=True, slots=True)
 class Candidates:
-    """The candidate actions of one rank decision: the client's ids and their features."""
+    """The candidate actions of one rank decision: the client's ids and their features (and,
+    for candidates seen differently by each slot, ``per_slot``: then the decision fills one
+    slot per entry)."""
 
     ids: list[str]
     features: list[Features]
+    per_slot: SlotCandidates | None = None
 
 
 @dataclass(frozen=True, slots=True)

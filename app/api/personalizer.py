@@ -49,18 +49,20 @@ EventId = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS
                                            pattern=r"^[^/]+$")]
 
 
-class _Body(BaseModel):
+class PersonalizerBody(BaseModel):
+    """A Personalizer request body: unknown fields are refused."""
+
     model_config = ConfigDict(extra="forbid")
 
 
-class RankableAction(_Body):
+class RankableAction(PersonalizerBody):
     """An action to rank: its id and feature objects."""
 
     id: PersonalizerId
     features: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_NAMED)
 
 
-class RankRequest(_Body):
+class RankRequest(PersonalizerBody):
     """Body of a single-slot Rank."""
 
     contextFeatures: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_NAMED)
@@ -71,7 +73,7 @@ class RankRequest(_Body):
     deferActivation: bool = False
 
 
-class RewardRequest(_Body):
+class RewardRequest(PersonalizerBody):
     """Body of a Reward: the reward of the event's ``rewardActionId``."""
 
     value: float = Field(ge=0, le=1, allow_inf_nan=False)
@@ -229,11 +231,7 @@ def error_response(exc: ApiError) -> OrjsonResponse:
 
 #: The Personalizer calls not served yet, by the first part of their path.
 NOT_SUPPORTED = {
-    "multislot": "multi-slot rank, reward and activate (rank_multi_slot, reward_multi_slot, "
-                 "activate_multi_slot)",
-    "configurations": "policy (get/update/reset_policy, apply_from_evaluation)",
-    "evaluations": "offline evaluations (create/get/list/delete_evaluation)",
-    "featureImportances": "feature importances (create/get/list/delete_feature_importance)",
+    "configurations": "apply_from_evaluation (a policy found by an evaluation)",
 }
 
 
@@ -245,6 +243,6 @@ def not_supported(path: str) -> ApiError:
     what = NOT_SUPPORTED.get(parts[0] if parts else "")
     message = (f"noisyloop does not support Personalizer's {what} yet" if what else
                f"no Personalizer call at {'/'.join(parts)!r}: noisyloop serves rank, "
-               "events/{eventId}/reward, events/{eventId}/activate and "
-               "configurations/service")
+               "events/{eventId}/reward, events/{eventId}/activate, their multislot/ "
+               "forms and configurations/service")
     return ApiError(501 if what else 404, "not_supported" if what else "not_found", message)

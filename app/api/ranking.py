@@ -58,6 +58,7 @@ class RankInput:
     explore: bool
     defer: bool
     baseline: list[str] | None = None
+    allowed: np.ndarray | None = None
 
 
 def _action_matrix(features: Sequence[Features], config: ModelConfig,
@@ -101,12 +102,21 @@ def _baseline(options: DecisionOptions) -> list[str] | None:
 
 def rank_input(features: Features, candidates: Candidates, options: DecisionOptions,
                config: ModelConfig, prefix: str) -> RankInput:
-    """One request's :class:`RankInput` (422 naming the field for any bad input)."""
+    """One request's :class:`RankInput` (422 naming the field for any bad input): with
+    candidates seen per slot, their ``(slots, n, d_a)`` features and the mask of those each
+    slot allows."""
     check_options(candidates.ids, options, config, prefix)
     x = to_vector(features, config.n_features, f"{prefix}features")
     check_norms(x, feature_bound(config), f"{prefix}features")
-    return RankInput(x, _action_matrix(candidates.features, config, prefix), candidates.ids,
-                     options.slots, options.explore, options.defer, _baseline(options))
+    per_slot = candidates.per_slot
+    if per_slot is None:
+        actions, allowed = _action_matrix(candidates.features, config, prefix), None
+    else:
+        actions = np.stack([_action_matrix(f, config, f"{prefix}slots[{k}].")
+                            for k, f in enumerate(per_slot.features)])
+        allowed = np.array(per_slot.allowed, dtype=bool)
+    return RankInput(x, actions, candidates.ids, options.slots, options.explore,
+                     options.defer, _baseline(options), allowed)
 
 
 def _dense_inputs(request: DecisionRequest, config: ModelConfig) -> list[RankInput] | None:
@@ -115,6 +125,8 @@ def _dense_inputs(request: DecisionRequest, config: ModelConfig) -> list[RankInp
     (sets of types and lengths, built in C; one array each), without their options checked;
     else None (:func:`rank_input` then checks them one by one and names the field)."""
     assert request.candidates is not None
+    if any(c.per_slot is not None for c in request.candidates):
+        return None
     contexts: list[Any] = request.contexts
     rows: list[Any] = list(chain.from_iterable(c.features for c in request.candidates))
     d, da = config.n_features, action_features(config)
@@ -146,11 +158,11 @@ def decide(learner: CandidateRanker, request: RankInput, config: ModelConfig,
     try:
         if not in_apprentice_mode(config):
             return learner.decide(request.x, request.explore, actions=request.actions,
-                                  slots=request.slots), None
+                                  slots=request.slots, allowed=request.allowed), None
         shown = min(request.slots or model_slots(config), len(request.ids))
         rows = ranking_baseline(request.baseline, request.ids, shown, prefix)
         decision = learner.follow_ranking(request.x, rows, actions=request.actions,
-                                          slots=request.slots)
+                                          slots=request.slots, allowed=request.allowed)
     except ParamError as exc:
         raise from_param_error(exc, prefix) from None
     return decision, decision.output["greedy"][0] == rows[0]
@@ -190,14 +202,17 @@ def _logged(decision: Decision, request: RankInput, slots: int,
     """The learner's context plus the shown ids' hashes per slot (0 past the shown slots)
     and the number of candidates (what a uniform ranking of them is evaluated by); with
     ``candidates`` (the model has challengers: they decide among them) every candidate's
-    features too."""
+    features too.  Candidates seen per slot count, and log, as slot 0 sees them (those it
+    allows, with its features): the first placement is what challengers are scored on."""
     logged = np.zeros(slots, dtype=np.int64)
     shown = [request.ids[r["index"]] for r in decision.output["ranking"]]
     logged[:len(shown)] = item_hashes(shown)
+    first = (request.actions if request.allowed is None
+             else request.actions[0][request.allowed[0]])
     context = {**decision.context, "ids": logged,
-               "n_candidates": np.array(len(request.ids), dtype=np.int64)}
+               "n_candidates": np.array(len(first), dtype=np.int64)}
     if candidates:
-        context["candidates"] = request.actions
+        context["candidates"] = first
     return context
 
 

@@ -1,6 +1,7 @@
 """What one tenant may hold: the refusal of a request past a limit (Settings
 ``max_models_per_tenant``, ``max_challengers_per_model``, ``max_pending_per_model``,
-``max_context_bytes``, ``max_evaluation_bytes``; the request size is
+``max_context_bytes``, ``max_evaluation_bytes``, ``max_queued_evaluations_per_model``;
+the request size is
 ``max_body_bytes``), counted on the ``tenant_limit_reached`` metric."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from app.api.errors import ApiError
 from app.evaluation.estimators import Options
 from app.evaluation.reward_model import reward_dim
 from app.learners.config import ModelConfig
+from app.store.evaluations import TooManyQueued
 from app.store.events import HoldLimitReached
 
 #: The setting, status and message of each bound a decision's log step checks.
@@ -52,3 +54,10 @@ def check_evaluation_size(ctx: ApiContext, tenant: str, config: ModelConfig) -> 
                             f"{need / 2**30:,.1f} GiB ({groups} x {Options().folds} folds of "
                             f"{d} x {d} float64), at most {most / 2**30:,.1f} GiB", "policy",
                             status=422)
+
+
+def queued_limit_reached(ctx: ApiContext, tenant: str, exc: TooManyQueued) -> ApiError:
+    """The refusal (429) of an evaluation past ``max_queued_evaluations_per_model``."""
+    return limit_reached(ctx, tenant, "max_queued_evaluations_per_model",
+                         f"the model holds {exc.held - 1} queued evaluations, at most {exc.most}: "
+                         "wait for one to start", None, status=429)

@@ -14,6 +14,7 @@ from app.learners.base import Learner
 from app.learners.build import build_learner
 from app.learners.config import ModelConfig
 from app.store.keys import ModelKeys
+from app.store.paging import take_page
 from app.store.results import ScriptResult
 from app.store.snapshots import PublishConflict
 from app.store.versions import RESTORED_CONFIG_FIELDS, RollbackRefused, VersionPolicy
@@ -95,16 +96,20 @@ async def reconfigure(ctx: ApiContext, tenant: str, model_id: str,
                    headers={"Retry-After": "1"})
 
 
-async def list_versions(ctx: ApiContext, tenant: str, model_id: str) -> VersionsResponse:
+async def list_versions(ctx: ApiContext, tenant: str, model_id: str, limit: int,
+                        before: int | None) -> VersionsResponse:
+    """The kept versions older than ``before``, newest first: at most ``limit`` and
+    :data:`~app.store.paging.MAX_PAGE_BYTES` of them (``next_before`` reads on)."""
     mk = ModelKeys(tenant, model_id)
     current = await ctx.store.snapshots.version(mk)
     if current is None:
         raise unknown_model(model_id)
+    kept, more = await take_page(ctx.store.versions.newest(mk, before), limit)
     return VersionsResponse(version=current, versions=[
         KeptVersionResponse(version=k.version, created_at=k.created_at,
                             events_applied=k.events_applied, current=k.version == current,
                             reason=k.reason)
-        for k in await ctx.store.versions.kept(mk)])
+        for k in kept], next_before=kept[-1].version if more and kept else None)
 
 
 async def rollback(ctx: ApiContext, tenant: str, config: ModelConfig,

@@ -1,4 +1,5 @@
-"""The flags the service commands share, and the settings they give.
+"""The flags the service commands share, and the settings they give; the flags and error
+messages of the commands that call a service as its client.
 
 pydantic and the settings are imported inside :func:`settings_from_args`:
 every sub-command's ``register`` imports this module, and ``noisyloop
@@ -8,11 +9,32 @@ replay`` needs neither.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from noisyloop_client import NoisyloopError
+
     from app.settings import Settings
+
+
+def add_client_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--url`` and ``--key`` of the commands that call a running service as its client."""
+    parser.add_argument("--url", default=os.environ.get("NOISYLOOP_URL", "http://127.0.0.1:8000"),
+                        help="the service's base URL (default: NOISYLOOP_URL, else "
+                             "http://127.0.0.1:8000)")
+    parser.add_argument("--key", default=os.environ.get("NOISYLOOP_API_KEY"),
+                        help="API key of the model's tenant (default: NOISYLOOP_API_KEY)")
+
+
+def error_message(exc: NoisyloopError, url: str) -> str:
+    """What to print of the service's refusal, or why it could not be reached."""
+    from noisyloop_client import ConnectionFailed
+
+    if isinstance(exc, ConnectionFailed):
+        return f"{url}: {exc.message}"
+    return f"HTTP {exc.status}: {exc.message} ({exc.code}, field {exc.field})"
 
 
 def add_service_arguments(parser: argparse.ArgumentParser, *, http: bool = True,

@@ -1,6 +1,7 @@
 """``noisyloop evaluate``: estimate a target policy's value on a logged data set, off-policy.
 
-Reads a Vowpal Wabbit CB/ADF text log (``--format vw``) or an Open Bandit
+Reads a Vowpal Wabbit CB/ADF text log (``--format vw``), a Decision Service JSON log
+(``--format dsjson``, what Personalizer exported and VW reads with ``--dsjson``) or an Open Bandit
 Dataset CSV with its ``item_context.csv`` beside it (``--format obd``),
 and prints IPS, self-normalised IPS and doubly robust estimates of
 ``--policy`` with bootstrap intervals and the effective sample size (see
@@ -23,9 +24,10 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from app.optional import LAB, PARQUET, require
 
@@ -37,7 +39,8 @@ if TYPE_CHECKING:
     from app.evaluation.rates import SlotRates
     from app.evaluation.shapes import LogShape
     from app.evaluation.streaming import Policy
-    from app.sim.logs import ObdRecord
+    from app.sim.dsjson import DsjsonDecision
+    from app.sim.logs import AdfExample, ObdRecord
 
 EPILOG = """\
 policies: uniform (each action, or each item at each position, with probability 1/K; a
@@ -47,17 +50,27 @@ the action in a VW example, or the OBD item_id), empirical:FILE (obd only: each 
 each position as often as in the OBD log FILE, the policy that wrote FILE when it ignores
 the context), model:SNAPSHOT_FILE (noisyloop label logs: the policy of a model snapshot
 saved from GET /v1/models/{id}/snapshot as it explores, its probability of each label on
-each logged context), model-greedy:SNAPSHOT_FILE (the same model's greedy label),
-config:JSON (vw and noisyloop label logs: a learner of {"algorithm": ..., "params": {...}}
-learns the first --train-fraction of the log's events in order, off-policy from the logged
-action, click and propensity, and is evaluated on the rest as it explores; "split" says
-which events trained and which were evaluated; a noisyloop log is streamed, one pass
-counting its events, then two in batches, in one process; a vw log is read into memory).
+each logged context; on a dsjson log: a rank model's probability of ranking each action
+first, on the decisions' features as its Personalizer routes would hash them),
+model-greedy:SNAPSHOT_FILE (the same model's greedy label, or first choice),
+config:JSON (vw, dsjson and noisyloop label logs: a learner of
+{"algorithm": ..., "params": {...}} learns the first --train-fraction of the log's events
+in order, off-policy from the logged action, click and propensity, and is evaluated on
+the rest as it explores; "split" says which events trained and which were evaluated; a
+noisyloop log is streamed, one pass counting its events, then two in batches, in one
+process; a vw or dsjson log is read into memory).
 
 vw: one example per blank-line-separated block; the reward is -cost of the labelled
 action (VW minimises cost: log a click as cost -1); every example must have the same number
-of actions.  obd: positions are evaluated independently (Open Bandit Pipeline's IPW with
-positions); the value is the expected click per impression, with one entry per position.
+of actions.  dsjson: one decision per labelled line (a multi-slot line: one per labelled
+slot, its context with the slot's features; "positions": each slot's estimates), evaluated
+as a vw log of the same examples (the action: the row of c._multi; the reward:
+-_label_cost; uniform: over the actions each decision could choose, a slot's candidates,
+lines may differ in their number of actions); _skipLearn lines, lines without a decision
+and unlabelled ones are skipped and counted ("dsjson" in the result); a malformed line is
+an error naming its line and field, or with --skip-bad-lines counted and skipped.
+obd: positions are evaluated independently (Open Bandit Pipeline's IPW with positions);
+the value is the expected click per impression, with one entry per position.
 An obd log with slate_id and pscore_cascade columns also gets "slates": reward-interaction
 IPS (rips, snrips; Open Bandit Pipeline's slate estimators) of the uniform or logging
 policy, the expected clicks per slate.
@@ -93,8 +106,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--log", required=True, metavar="PATH",
                         help="the logged data (noisyloop: a JSON Lines file, or a Parquet "
                              "file, a directory or a glob of Parquet files)")
-    parser.add_argument("--format", required=True, choices=("vw", "obd", "noisyloop"),
-                        help="vw: Vowpal Wabbit CB/ADF text; obd: Open Bandit Dataset CSV; "
+    parser.add_argument("--format", required=True, choices=("vw", "dsjson", "obd", "noisyloop"),
+                        help="vw: Vowpal Wabbit CB/ADF text; dsjson: Decision Service JSON "
+                             "(Personalizer's log, VW's --dsjson); obd: Open Bandit Dataset CSV; "
                              "noisyloop: the service's decision log (noisyloop log export)")
     parser.add_argument("--policy", required=True, metavar=POLICY_METAVAR,
                         help="the target policy (below)")
@@ -130,6 +144,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--engine", choices=("local", "spark"), default="local",
                         help="Parquet logs: local (default) or spark (the `spark` "
                              "extra; SPARK_MASTER or local[*])")
+    parser.add_argument("--skip-bad-lines", action="store_true",
+                        help="dsjson: count and skip malformed lines (default: stop at the "
+                             "first, naming its line and field)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(handler=handle)
 
@@ -154,23 +171,98 @@ def parse_policy(text: str) -> str | int:
 
 def vw_log(path: str) -> LabelLog:
     """The labelled examples of a VW ADF file as a label log (contexts: shared features)."""
+    from app.sim.logs import read_vw_adf
+
+    return adf_log([e for e in read_vw_adf(path) if e.logged is not None], path)
+
+
+@dataclass(frozen=True)
+class FileLog:
+    """A ``vw`` or ``dsjson`` file read as a label log."""
+
+    log: LabelLog
+    counts: dict[str, Any] | None = None
+    """dsjson: what the read counted (:class:`app.sim.dsjson.DsjsonCounts`)."""
+    positions: np.ndarray | None = None
+    """dsjson: each event's slot when some line is multi-slot (0 for a single-slot line)."""
+    candidates: list[list[int]] | None = None
+    """dsjson: the actions each event could choose (``DsjsonDecision.candidates``), when
+    they are not all K for some event."""
+    pi: np.ndarray | None = None
+    """dsjson with ``model:``: the rank model's ``n x K`` policy."""
+
+    def uniform(self) -> np.ndarray | None:
+        """``uniform`` over each event's candidates (None: over all K actions, as vw)."""
+        import numpy as np
+
+        if self.candidates is None:
+            return None
+        pi = np.zeros((self.log.n, self.log.n_actions))
+        for i, rows in enumerate(self.candidates):
+            pi[i, rows] = 1.0 / len(rows)
+        return pi
+
+
+def file_log(args: argparse.Namespace, policy: str | int | None = None) -> FileLog:
+    """The ``vw`` or ``dsjson`` file of ``--log``; for ``model:SNAPSHOT_FILE`` (or
+    ``model-greedy:``) on dsjson with the rank model's policy (:func:`dsjson_model`)."""
+    import numpy as np
+
+    from app.sim.dsjson import DsjsonCounts, read_dsjson
+
+    if args.format == "vw":
+        return FileLog(vw_log(args.log))
+    counts = DsjsonCounts()
+    decisions = list(read_dsjson(args.log, counts, skip_bad=args.skip_bad_lines))
+    log = adf_log([d.example for d in decisions], args.log, same_actions=False)
+    multi = any(d.slot is not None for d in decisions)
+    positions = np.array([d.slot or 0 for d in decisions]) if multi else None
+    ragged = any(len(d.candidates) != log.n_actions for d in decisions)
+    return FileLog(log, counts.to_dict(), positions,
+                   [d.candidates for d in decisions] if ragged else None,
+                   dsjson_model(decisions, log, policy))
+
+
+def dsjson_model(decisions: list[DsjsonDecision], log: LabelLog, policy: str | int | None
+                 ) -> np.ndarray | None:
+    """The rank model's ``n x K`` policy of ``model:SNAPSHOT_FILE`` on the decisions'
+    Personalizer features (:func:`app.commands.dsjson_features.model_matrix`), None for any
+    other policy (ValueError for a model that does not rank candidates)."""
+    from app.commands.dsjson_features import model_matrix
+    from app.evaluation.servicelog import snapshot_learner
+    from app.learners.base import CandidateRanker
+
+    kind, _, snapshot = policy.partition(":") if isinstance(policy, str) else ("", "", "")
+    if kind not in MODEL_KINDS:
+        return None
+    learner, config = snapshot_learner(snapshot)
+    if not learner.ranks_candidates:
+        raise ValueError(f"--policy: {snapshot} is a {config.task} model's; on a dsjson log "
+                         "model:SNAPSHOT_FILE evaluates a rank model (a Personalizer loop)")
+    return model_matrix(decisions, cast(CandidateRanker, learner), config, log.n_actions,
+                        greedy=kind == "model-greedy")
+
+
+def adf_log(examples: list[AdfExample], path: str, same_actions: bool = True) -> LabelLog:
+    """Labelled ADF examples as a label log (contexts: shared features; the reward: -cost;
+    ValueError when there is none, or with ``same_actions`` when their numbers of actions
+    differ; else K is the largest number)."""
     import numpy as np
 
     from app.evaluation.estimators import LabelLog
-    from app.sim.logs import FeatureIndex, read_vw_adf
+    from app.sim.logs import FeatureIndex
 
-    examples = [e for e in read_vw_adf(path) if e.logged is not None]
     if not examples:
         raise ValueError(f"{path}: no labelled example")
     sizes = {len(e.actions) for e in examples}
-    if len(sizes) > 1:
+    if same_actions and len(sizes) > 1:
         raise ValueError(f"{path}: examples have different numbers of actions {sorted(sizes)}")
     index = FeatureIndex(name for e in examples for name in e.shared)
     return LabelLog(X=index.dense(e.shared for e in examples),
                     actions=np.array([e.logged for e in examples]),
                     propensities=np.array([e.probability for e in examples], dtype=float),
                     rewards=-np.array([e.cost for e in examples], dtype=float),
-                    n_actions=sizes.pop())
+                    n_actions=max(sizes))
 
 
 def obd_rows(path: str, items: list[int], prefix: str = "") -> tuple[list[ObdRecord], np.ndarray]:
@@ -344,15 +436,15 @@ def parse_config(text: str) -> Any:
 
 def config_inputs(args: argparse.Namespace, text: str
                   ) -> tuple[LabelLog, np.ndarray, dict[str, Any]]:
-    """For ``config:JSON`` on a VW log (in memory): the evaluated part of the log, the
-    trained configuration's ``n x K`` matrix on it and the ``split`` field (ValueError
+    """For ``config:JSON`` on a vw or dsjson log (in memory): the evaluated part of the log,
+    the trained configuration's ``n x K`` matrix on it and the ``split`` field (ValueError
     saying why not)."""
     from app.evaluation.training import config_policy
 
     config = parse_config(text)
-    if args.format != "vw":
-        raise ValueError("--policy: config:JSON needs --format noisyloop or vw")
-    log = vw_log(args.log)
+    if args.format not in ("vw", "dsjson"):
+        raise ValueError("--policy: config:JSON needs --format noisyloop, vw or dsjson")
+    log = file_log(args).log
     rates = None if args.rho0 is None or args.rho1 is None else (args.rho0, args.rho1)
     trained = config_policy(config, label_task(), log, args.train_fraction, rates,
                             seed=args.seed)
@@ -361,7 +453,7 @@ def config_inputs(args: argparse.Namespace, text: str
 
 def label_task() -> str:
     """The task of a ``config:JSON``: the first whose log shape evaluates a configuration
-    (a VW log is a label log, by its format)."""
+    (a vw or dsjson log is a label log, by its format)."""
     from app.tasks import TASKS
 
     return next(name for name, task in TASKS.items()
@@ -469,24 +561,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--workers must be at least 1")
     if args.slot_rates is not None and args.format != "noisyloop":
         raise ValueError("--slot-rates needs --format noisyloop and a rank log")
+    if args.skip_bad_lines and args.format != "dsjson":
+        raise ValueError("--skip-bad-lines needs --format dsjson")
     if (args.workers > 1 or args.engine != "local") and not (
             args.format == "noisyloop" and streamed(args.log)):
         raise ValueError("--workers and --engine need --format noisyloop and a Parquet log")
-    positions, split = None, None
+    positions, split, counts, uniform = None, None, None, None
     pi_model: np.ndarray | None = None
     empirical = isinstance(policy, str) and policy.startswith("empirical:")
     model = isinstance(policy, str) and policy.partition(":")[0] in MODEL_KINDS
-    if model and args.format != "noisyloop":
-        raise ValueError("--policy: model:SNAPSHOT_FILE needs --format noisyloop")
+    if model and args.format not in ("noisyloop", "dsjson"):
+        raise ValueError("--policy: model:SNAPSHOT_FILE needs --format noisyloop or dsjson")
     if isinstance(policy, str) and policy.startswith("config:"):
         label_log_only(args)
         if args.format == "noisyloop":
             return config_run(args, policy)
         log, pi_model, split = config_inputs(args, policy)
-    elif args.format == "vw":
+    elif args.format in ("vw", "dsjson"):
         if empirical:
             raise ValueError("--policy: empirical:FILE needs --format obd")
-        log = vw_log(args.log)
+        read = file_log(args, policy)
+        log, counts, positions, pi_model = read.log, read.counts, read.positions, read.pi
+        uniform = read.uniform() if policy == "uniform" else None
     elif args.format == "noisyloop":
         if empirical:
             raise ValueError("--policy: empirical:FILE needs --format obd")
@@ -504,6 +600,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         pi = empirical_target(policy.partition(":")[2], items, positions)
     elif model or split is not None:
         pi = pi_model
+    elif uniform is not None:
+        pi = uniform
     else:
         pi = target(log, policy)
     slates = obd_slates(args.log) if args.format == "obd" else None
@@ -524,6 +622,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                   bootstrap=args.bootstrap)
     if split is not None:
         result.update(split=split, train_fraction=args.train_fraction)
+    if counts is not None:
+        result["dsjson"] = counts
     return result
 
 

@@ -1,4 +1,5 @@
-"""``noisyloop log export``: download a model's decision log to a JSON Lines or Parquet file.
+"""``noisyloop log export``: download a model's decision log to a JSON Lines or Parquet file
+(``noisyloop log import``, the way back from another system's log: :mod:`app.commands.log_import`).
 
 Pages through ``GET /v1/models/{id}/log`` with the Python client
 and writes every line: JSON Lines as the service sends them, or Parquet (the
@@ -10,29 +11,26 @@ partitioned by day, written as the pages arrive, that ``--resume`` continues
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.commands import log_import
+from app.commands.arguments import add_client_arguments, error_message
 from app.optional import CLIENT, require
 
 if TYPE_CHECKING:
-    from noisyloop_client import Client, NoisyloopError
+    from noisyloop_client import Client
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``log`` parser with its ``export`` sub-command."""
+    """Add the ``log`` parser with its ``export`` and ``import`` sub-commands."""
     parser = subparsers.add_parser("log", help="a model's decision log (applied events)",
                                    description=__doc__.split("\n\n")[0] if __doc__ else None)
     actions = parser.add_subparsers(dest="log_command", required=True)
     export = actions.add_parser("export", help="download the log to a file",
                                 description=__doc__.split("\n\n")[1] if __doc__ else None)
-    export.add_argument("--url", default=os.environ.get("NOISYLOOP_URL", "http://127.0.0.1:8000"),
-                        help="the service's base URL (default: NOISYLOOP_URL, else "
-                             "http://127.0.0.1:8000)")
-    export.add_argument("--key", default=os.environ.get("NOISYLOOP_API_KEY"),
-                        help="API key of the model's tenant (default: NOISYLOOP_API_KEY)")
+    add_client_arguments(export)
     export.add_argument("--model", required=True, help="the model id")
     export.add_argument("--out", required=True, metavar="PATH",
                         help="the file to write (jsonl) or the directory (parquet)")
@@ -47,19 +45,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "from where it stopped")
     export.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     export.set_defaults(handler=handle)
+    log_import.register(actions)
 
 
 class ExportError(Exception):
     """pyarrow is missing for ``--format parquet`` (the message says how to install it)."""
-
-
-def error_message(exc: NoisyloopError, url: str) -> str:
-    """What to print of the service's refusal, or why it could not be reached."""
-    from noisyloop_client import ConnectionFailed
-
-    if isinstance(exc, ConnectionFailed):
-        return f"{url}: {exc.message}"
-    return f"HTTP {exc.status}: {exc.message} ({exc.code}, field {exc.field})"
 
 
 def write_jsonl(bodies: Iterator[bytes], out: Path, advance: Callable[[int], None]) -> int:

@@ -287,11 +287,23 @@ def snapshot_learner(path: str | Path) -> tuple[Learner, ModelConfig]:
     (ValueError when the file is not one)."""
     try:
         snapshot = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:
+        raise ValueError(f"{path}: not a saved model snapshot ({exc!r})") from None
+    try:
+        return learner_of_snapshot(snapshot)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def learner_of_snapshot(snapshot: Any) -> tuple[Learner, ModelConfig]:
+    """The learner of a ``GET /v1/models/{id}/snapshot`` response (parsed JSON) and its model
+    config (ValueError when it is not one)."""
+    try:
         # a snapshot written by hand may name no model
         config = ModelConfig.of({"model_id": "", **snapshot["model"]})
         state = {name: np.load(io.BytesIO(base64.b64decode(array["data_b64"])),
                                allow_pickle=False)
                  for name, array in snapshot["state"].items()}
     except (ValueError, KeyError, TypeError, OSError) as exc:
-        raise ValueError(f"{path}: not a saved model snapshot ({exc!r})") from None
+        raise ValueError(f"not a saved model snapshot ({exc!r})") from None
     return build_learner(config, state), config

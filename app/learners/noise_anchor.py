@@ -99,19 +99,35 @@ one-right-label world with ``1 - rho1' = rho0 + beta c``: no estimator can
 tell them apart, and the rates then mean "relative to the best label".
 
 **Anchor check.**  What can be seen is a third anchor that (A) and (B)
-predict: the ``bottom_fraction`` of the recent plays with the *lowest*
-margins (the scorer is surest another label is right) are surely wrong, so
-their click rate ``m_bot`` is ``rho0`` (under (1), any set chosen without its
-clicks clicks at least ``rho0``).  The disagreement
+predict: among the recent explored plays (propensity at most ``1/K``: uniform
+draws, of which a share ``(K - 1) / K`` is wrong under (A), more when the
+policy's own label is excluded from them), the ``bottom_fraction`` of that
+wrong share with the *lowest* margins (the scorer is surest another label is
+right) are surely wrong, so their click rate ``m_bot`` is ``rho0`` (under
+(1), any set chosen without its clicks clicks at least ``rho0``).  The
+disagreement
 
     D = rho0_hat - m_bot                                                    (5)
 
 is at most 0 when the assumptions hold (0 when the bottom set is surely
 wrong; right plays in it only raise ``m_bot``), so only a positive ``D``
-contradicts them; in the graded world above it is about 0.1 (the rho0 of (4)
-is the mean click rate of the labels that are not the best, while the worst
-label clicks at 0.24).  Its standard error comes from the
-influence values of the three anchors (``psi_D = (K psi_u - psi_top) / (K - 1)
+contradicts them; in the graded world above it is about 0.05-0.1 (the rho0
+of (4) is the mean click rate of the labels that are not the best, about
+0.3, while the worst label clicks at 0.24 and less).  The bottom set is
+drawn from the explored plays, and from the lower half of their wrong share,
+because with few labels and little exploration the lowest 2% of *all* recent
+margins held the explored plays of the middle labels as well as the worst
+one's (0.2/0.45/0.7 world, seeds 0-9, 12 refreshes of 30,000 plays: 26 of
+120 published with that set, 6 with this one), while the upper part of the
+wrong share holds the right plays the scorer mis-ranks (a share of 0.6
+published the 0.5/0.35/0.2/0.05 world in 20 of 120 refreshes, 0.5 in 7;
+0.4 published the two graded worlds in 3 and 4, but the plays of the digits
+replay with rates (0.3, 0.1) of ``tests/replay/test_noise_acceptance.py``
+in only 2 of its 8 refreshes, not the last).  Checking (A) by the uniform
+click rate instead (``m_u = rho0 + beta / K`` with ``rho0 = m_bot`` and
+``1 - rho1 = m_top``) is this check rescaled: ``m_u - m_bot - (m_top -
+m_bot) / K = (K - 1) / K D``.  Its standard error comes from the influence
+values of the three anchors (``psi_D = (K psi_u - psi_top) / (K - 1)
 - psi_bot``, ``psi_bot`` as ``psi_top`` on the bottom set).  Second, relevance
 that still varies inside the top set (context-dependent graded relevance)
 shows as a click rate that still rises with the score there: ``rise``, the
@@ -122,7 +138,16 @@ flat_tolerance``, ``z`` one-sided at ``level``), and with
 :data:`ANCHOR_UNCHECKED` while the agreement cannot yet be shown within its
 tolerance (``D + z se > agree_tolerance``): the burden of proof is on the
 assumption, so a world where it fails is not published by chance before the
-check has the power to see it.
+check has the power to see it.  The bottom set is a check only if the scorer's low
+margins do pick out wrong plays: under (A) the rest of the wrong share holds
+the right plays the scorer mis-ranks, so it clicks at least as often as the
+bottom set; the estimate stays :data:`ANCHOR_UNCHECKED` while the bottom set
+clicks above the rest by more than ``z`` standard errors (``drop + z se <
+0``, ``drop`` the rest's click rate less the bottom set's).  Through the
+service, the 0.2/0.45/0.7 world's shadow model, fitted on few explored plays
+of the two labels not played greedily, gave its lowest margins to plays that
+clicked 0.39 against the rest's 0.26 at 15,000 events (``D = -0.10``), and
+published.
 
 **Publishing.**  The estimate is published only when both intervals are at
 most ``max_width`` wide, at least ``min_events`` plays are in the top set, in
@@ -198,6 +223,9 @@ class AnchorEstimate:
     rise, rise_se:
         Click rate of the top set's upper half less its lower half's, and its standard
         error.
+    drop, drop_se:
+        Click rate of the rest of the explored plays' wrong share less the bottom set's,
+        and its standard error.
     """
 
     rho0: float
@@ -220,6 +248,8 @@ class AnchorEstimate:
     disagreement_se: float = math.nan
     rise: float = math.nan
     rise_se: float = math.nan
+    drop: float = math.nan
+    drop_se: float = math.nan
 
     @property
     def insufficient_data(self) -> bool:
@@ -266,10 +296,10 @@ def age_weights(n: int, half_life: float | None) -> np.ndarray:
     return decay(discount(half_life), np.arange(n - 1, -1, -1))
 
 
-def top_set(score: np.ndarray, top_fraction: float, recent_fraction: float = 1.0,
-            lowest: bool = False) -> np.ndarray:
-    """Indices of the ``ceil(top_fraction * m)`` largest scores (``lowest``: smallest) among
-    the ``m`` non-NaN ones of the last ``ceil(recent_fraction * n)`` of the ``n`` plays.
+def top_set(score: np.ndarray, top_fraction: float, recent_fraction: float = 1.0
+            ) -> np.ndarray:
+    """Indices of the ``ceil(top_fraction * m)`` largest scores among the ``m`` non-NaN ones
+    of the last ``ceil(recent_fraction * n)`` of the ``n`` plays.
 
     Ties at the threshold go to the earlier event (a stable sort).
 
@@ -277,14 +307,33 @@ def top_set(score: np.ndarray, top_fraction: float, recent_fraction: float = 1.0
     [2, 4]
     >>> top_set(np.array([0.2, np.nan, 0.9, 0.5, 0.9]), 0.5, recent_fraction=0.4).tolist()
     [4]
-    >>> top_set(np.array([0.2, np.nan, 0.9, 0.5, 0.9]), 0.25, lowest=True).tolist()
-    [0]
     """
     start = score.shape[0] - math.ceil(recent_fraction * score.shape[0])
     eligible = start + np.flatnonzero(~np.isnan(score[start:]))
     k = math.ceil(top_fraction * eligible.size)
-    order = np.argsort(score[eligible] if lowest else -score[eligible], kind="stable")
+    order = np.argsort(-score[eligible], kind="stable")
     return np.sort(eligible[order[:k]])
+
+
+def bottom_set(prob: np.ndarray, score: np.ndarray, n_classes: int, bottom_fraction: float,
+               recent_fraction: float = 1.0) -> np.ndarray:
+    """Indices of the ``ceil(bottom_fraction (K - 1) / K m)`` lowest scores among the ``m``
+    explored (propensity at most ``1/K``), scored plays of the last
+    ``ceil(recent_fraction * n)``: the lowest-scored ``bottom_fraction`` of the share of
+    uniformly drawn plays that are wrong under (A) (module docstring, Anchor check).
+
+    Ties at the threshold go to the earlier event (a stable sort).
+
+    >>> prob, score = np.array([0.5, 0.5, 1.0, 0.5, 0.5]), np.array([0.3, 0.1, -1.0, 0.2, 0.0])
+    >>> bottom_set(prob, score, 2, 1.0).tolist()
+    [1, 4]
+    """
+    n = score.shape[0]
+    start = n - math.ceil(recent_fraction * n)
+    explored = start + np.flatnonzero((prob[start:] <= (1.0 + 1e-9) / n_classes)
+                                      & ~np.isnan(score[start:]))
+    k = math.ceil(bottom_fraction * (n_classes - 1) / n_classes * explored.size)
+    return np.sort(explored[np.argsort(score[explored], kind="stable")[:k]])
 
 
 def band_mean(a: np.ndarray, f: np.ndarray, band: np.ndarray) -> tuple[float, np.ndarray]:
@@ -331,7 +380,7 @@ def estimate_from_anchors(
     min_events: int = 100,
     beta_min: float = 0.1,
     half_life: float | None = None,
-    bottom_fraction: float = 0.02,
+    bottom_fraction: float = 0.5,
     agree_tolerance: float = 0.065,
     flat_tolerance: float = 0.05,
 ) -> AnchorEstimate:
@@ -366,8 +415,8 @@ def estimate_from_anchors(
         Plays after which a play weighs half in both anchors (``Discounting``
         in the module docstring); None weighs every play alike.
     bottom_fraction:
-        Share of the eligible recent plays, those with the lowest scores, in the bottom
-        set of the anchor check, in ``(0, 1]``.
+        Share of the recent explored plays that are wrong under (A), those with the lowest
+        scores, in the bottom set of the anchor check, in ``(0, 1]`` (:func:`bottom_set`).
     agree_tolerance, flat_tolerance:
         Largest disagreement ``D`` of (5) and largest rise of the click rate inside
         the top set taken as anchors that hold (module docstring, Anchor check).
@@ -401,9 +450,9 @@ def estimate_from_anchors(
     p, s, f = check_columns(prob, score, click)
     n = p.shape[0]
     top = top_set(s, q, recent)
-    bottom = top_set(s, q_bottom, recent, lowest=True)
+    bottom = bottom_set(p, s, K, q_bottom, recent)
     n_explored = int(np.count_nonzero(p <= (1.0 + 1e-9) / K))
-    if n == 0 or top.size == 0 or bottom.size == 0:
+    if n == 0 or top.size == 0:
         return _unpublished(TOO_FEW_EVENTS, n, n_explored, int(top.size), level)
 
     w = 1.0 / (K * p)
@@ -412,7 +461,10 @@ def estimate_from_anchors(
     aw = a * w
     m_u = float(aw @ f / aw.sum())
     m_top, psi_top = band_mean(a, f, top)
-    m_bot, psi_bot = band_mean(a, f, bottom)
+    # without explored plays there is no bottom set: refused below, for want of exploration
+    m_bot, psi_bot = band_mean(a, f, bottom) if bottom.size else (math.nan, np.zeros(n))
+    rest = np.setdiff1d(bottom_set(p, s, K, 1.0, recent), bottom)
+    m_rest, psi_rest = band_mean(a, f, rest) if rest.size else (math.nan, np.zeros(n))
     psi_u = aw * (f - m_u) / aw.mean()
     var_u, var_top = psi_u @ psi_u / n**2, psi_top @ psi_top / n**2
     cov = psi_u @ psi_top / n**2
@@ -427,6 +479,8 @@ def estimate_from_anchors(
     psi_d = (K * psi_u - psi_top) / (K - 1) - psi_bot
     se_d = math.sqrt(float(psi_d @ psi_d)) / n
     rise, se_rise = top_rise(a, f, s, top)
+    drop = m_rest - m_bot
+    se_drop = math.sqrt(float(psi_rest @ psi_rest + psi_bot @ psi_bot)) / n
     z_one = NormalDist().inv_cdf(level)
 
     if support < 1.0 - 3.0 * se_w - 0.02:
@@ -438,7 +492,7 @@ def estimate_from_anchors(
         reason = ANCHOR_NOT_FLAT
     elif 2.0 * z * max(se0, se1) > max_width:
         reason = INTERVAL_TOO_WIDE
-    elif disagreement + z_one * se_d > agree_tolerance:
+    elif disagreement + z_one * se_d > agree_tolerance or drop + z_one * se_drop < 0.0:
         reason = ANCHOR_UNCHECKED
     elif (rho0, rho1) != (raw_rho0, raw_rho1):
         reason = "clipped"
@@ -451,6 +505,7 @@ def estimate_from_anchors(
         n_events=n, n_explored=n_explored, n_top=int(top.size), m_uniform=m_u, m_top=m_top,
         support=support, raw_rho0=raw_rho0, raw_rho1=raw_rho1, n_bottom=int(bottom.size),
         disagreement=disagreement, disagreement_se=se_d, rise=rise, rise_se=se_rise,
+        drop=drop, drop_se=se_drop,
     )
 
 

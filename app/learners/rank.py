@@ -82,6 +82,15 @@ cascade/independent layouts can be derived from these factors).
 Thompson sampling on the ridge posterior was not used: it has no
 closed-form slot propensity.
 
+Features per slot.  A decision may give each candidate different features
+in each slot (``actions`` of shape ``(m, n, d_a)``, e.g. the candidate's
+features joined with the slot's) and restrict the candidates each slot may
+take (``allowed``): slot ``k`` then scores with its own rows ``s_k`` and
+draws as above among the candidates it allows and not yet placed, and logs
+the features the placed candidate had in slot ``k``, so learning, the
+position-bias bands and the per-slot noise estimate read the event as any
+ranking.
+
 Forgetting (``half_life``, :mod:`app.learners.forgetting`).  Every sum
 above becomes a discounted sum: the rows of the event learned ``s`` events
 ago weigh ``gamma^s``, so ``w`` is the discounted ridge solution of D-LinUCB
@@ -492,47 +501,86 @@ class RidgeRanker(Learner):
     # -- decisions -----------------------------------------------------------------------
 
     def _actions(self, actions: np.ndarray | None) -> np.ndarray:
+        """The candidates' features: ``(n, d_a)``, or ``(m, n, d_a)`` for features per slot."""
         if actions is None:
             raise ParamError("actions", "the rank task needs candidate actions")
         arr = np.asarray(actions, dtype=np.float64)
-        if arr.ndim != 2 or arr.shape[1] != self.n_action_features:
-            raise ParamError("actions", f"expected shape (n, {self.n_action_features}), "
-                             f"got {arr.shape}")
-        if not 1 <= arr.shape[0] <= MAX_CANDIDATES:
+        if arr.ndim not in (2, 3) or arr.shape[-1] != self.n_action_features:
+            raise ParamError("actions", f"expected shape (n, {self.n_action_features}) or "
+                             f"(slots, n, {self.n_action_features}), got {arr.shape}")
+        if not 1 <= arr.shape[-2] <= MAX_CANDIDATES:
             raise ParamError("actions", f"must hold 1 to {MAX_CANDIDATES} candidates, "
+                             f"got {arr.shape[-2]}")
+        if arr.ndim == 3 and not 1 <= arr.shape[0] <= self.slots:
+            raise ParamError("actions", f"features for 1 to {self.slots} slots, "
                              f"got {arr.shape[0]}")
         if not np.isfinite(arr).all():
             raise ParamError("actions", "contains non-finite values")
         return arr
 
+    def _allowed(self, allowed: np.ndarray | None, shown: int, n: int) -> np.ndarray | None:
+        if allowed is None:
+            return None
+        mask = np.asarray(allowed)
+        if mask.shape != (shown, n) or mask.dtype != np.bool_:
+            raise ParamError("allowed", f"expected a boolean mask of shape {(shown, n)}, "
+                             f"got {mask.shape}")
+        return mask
+
     def decide(self, x: np.ndarray, explore: bool = True, *,
-               actions: np.ndarray | None = None, slots: int | None = None) -> Decision:
+               actions: np.ndarray | None = None, slots: int | None = None,
+               allowed: np.ndarray | None = None) -> Decision:
         """Rank ``actions`` for context ``x`` into ``min(slots, n)`` slots.
 
-        ``output["ranking"]`` lists per slot the candidate's row ``index``,
-        the ``probability`` of that placement given the slots before it, and
-        its calibrated ``expected_reward`` (predicted relevance clipped to
-        ``[0, 1]``); ``greedy`` is the ranking by score.  Without
-        ``explore`` the greedy ranking is played with probability 1.
+        ``actions`` is ``(n, d_a)``, the same features in every slot, or
+        ``(m, n, d_a)``: candidate ``i``'s features when placed in slot ``k``
+        (e.g. joined with the slot's own), which fill ``m`` slots, each scored
+        with its own features; ``allowed`` (``(shown, n)`` booleans, None: all)
+        restricts the candidates each slot may take (a slot without any left
+        is a :class:`ParamError`).  ``output["ranking"]`` lists per slot the
+        candidate's row ``index``, the ``probability`` of that placement given
+        the slots before it, and its calibrated ``expected_reward`` (predicted
+        relevance clipped to ``[0, 1]``); ``greedy`` is the ranking by score
+        (slot by slot).  Without ``explore`` the greedy ranking is played with
+        probability 1.
         """
         x = check_input(x, self.n_features)
         A = self._actions(actions)
-        m = self.slots if slots is None else check_int("slots", slots, 1, self.slots)
-        shown = min(m, A.shape[0])
+        n = A.shape[-2]
+        if A.ndim == 3:
+            shown = A.shape[0]
+            if slots is not None and slots != shown:
+                raise ParamError("slots", f"features for {shown} slots fill {shown}, not {slots}")
+        else:
+            m = self.slots if slots is None else check_int("slots", slots, 1, self.slots)
+            shown = min(m, n)
+        mask = self._allowed(allowed, shown, n)
         s = self.scores(x, A)
-        greedy = np.argsort(-s, kind="stable")[:shown].tolist()
+        if s.ndim == 1 and mask is None:
+            greedy = np.argsort(-s, kind="stable")[:shown].tolist()
+        else:
+            greedy = self._draw(s, shown, mask, explore=False)[0]
         if explore:
-            chosen, probs = self._draw(s, shown)
+            chosen, probs = self._draw(s, shown, mask)
         else:
             chosen, probs = greedy, [1.0] * shown
+        return self._placed(x, A, s, chosen, probs, greedy)
+
+    def _placed(self, x: np.ndarray, A: np.ndarray, s: np.ndarray, chosen: Sequence[int],
+                probs: Sequence[float], greedy: list[int]) -> Decision:
+        """The decision placing rows ``chosen`` of ``A`` (scored ``s``) in the first slots,
+        with their placement probabilities ``probs``."""
+        shown = len(chosen)
+        k = np.arange(shown)
+        rows = A[chosen] if A.ndim == 2 else A[k, chosen]
         logged = np.zeros((self.slots, self.n_action_features))
-        logged[:shown] = A[chosen]
+        logged[:shown] = rows
         logged_scores = np.zeros(self.slots)
-        logged_scores[:shown] = s[chosen]
+        logged_scores[:shown] = s[chosen] if s.ndim == 1 else s[k, chosen]
         logged_probs = np.zeros(self.slots)
         logged_probs[:shown] = probs
-        ranking = [{"index": i, "slot": k, "probability": p, "expected_reward": clip_probability(v)}
-                   for k, (i, p, v) in enumerate(zip(chosen, probs, logged_scores[:shown].tolist(),
+        ranking = [{"index": i, "slot": j, "probability": p, "expected_reward": clip_probability(v)}
+                   for j, (i, p, v) in enumerate(zip(chosen, probs, logged_scores[:shown].tolist(),
                                                      strict=True))]
         output = {"ranking": ranking, "greedy": greedy,
                   "calibration_unreliable": calibration_unreliable(self.rho0, self.rho1,
@@ -550,30 +598,27 @@ class RidgeRanker(Learner):
         return [self.decide(x, explore, actions=a) for x, a in zip(X, actions, strict=True)]
 
     def follow_ranking(self, x: np.ndarray, baseline: Sequence[int], *,
-                       actions: np.ndarray | None = None,
-                       slots: int | None = None) -> Decision:
+                       actions: np.ndarray | None = None, slots: int | None = None,
+                       allowed: np.ndarray | None = None) -> Decision:
         """The greedy :meth:`decide` playing the caller's ranking ``baseline`` instead (rows of
-        ``actions``, best first; its first ``min(slots, n)`` fill the slots), each placement
-        with probability 1 (a deterministic choice of the caller's); ``greedy`` is kept."""
-        decision = self.decide(x, False, actions=actions, slots=slots)
+        ``actions``, best first; its first ``min(slots, n)`` fill the slots, each allowed
+        there), each placement with probability 1 (a deterministic choice of the caller's);
+        ``greedy`` is kept."""
+        decision = self.decide(x, False, actions=actions, slots=slots, allowed=allowed)
         shown = int(decision.context["shown"])
         rows = [int(i) for i in baseline[:shown]]
-        n = len(decision.output["ranking"]) if actions is None else len(actions)
+        A = self._actions(actions)
+        n = A.shape[-2]
         if len(rows) < shown or len(set(rows)) < shown or not all(0 <= i < n for i in rows):
             raise ParamError("baseline", f"must rank at least {shown} distinct candidates")
+        if allowed is not None and not all(allowed[k][i] for k, i in enumerate(rows)):
+            raise ParamError("baseline", "places a candidate in a slot that does not allow it")
         if rows == list(decision.output["greedy"]):
             return decision
-        A = np.asarray(actions, dtype=np.float64)[rows]
-        scores = self.scores(decision.context["x"], A)
-        logged = np.zeros((self.slots, self.n_action_features))
-        logged[:shown] = A
-        logged_scores = np.zeros(self.slots)
-        logged_scores[:shown] = scores
-        ranking = [{"index": i, "slot": k, "probability": 1.0,
-                    "expected_reward": clip_probability(float(v))}
-                   for k, (i, v) in enumerate(zip(rows, scores, strict=True))]
-        return Decision({**decision.output, "ranking": ranking},
-                        {**decision.context, "actions": logged, "scores": logged_scores})
+        placed = self._placed(decision.context["x"], A, self.scores(decision.context["x"], A),
+                              rows, [1.0] * shown, decision.output["greedy"])
+        return Decision({**decision.output, "ranking": placed.output["ranking"]},
+                        placed.context)
 
     def feature_effects(self, x: np.ndarray, actions: np.ndarray
                         ) -> tuple[float, np.ndarray, np.ndarray]:
@@ -601,38 +646,48 @@ class RidgeRanker(Learner):
         probs[int(s.argmin())] += low
         return probs
 
-    def _draw(self, scores: np.ndarray, shown: int) -> tuple[list[int], list[float]]:
+    def _draw(self, scores: np.ndarray, shown: int, allowed: np.ndarray | None = None, *,
+              explore: bool = True) -> tuple[list[int], list[float]]:
         """Fill ``shown`` slots by sequential draws without replacement (module docstring).
 
+        ``scores`` is one score per candidate, or one row per slot (``(shown, n)``);
+        slot ``k`` draws among the candidates not placed yet (and ``allowed[k]``).
         One uniform ``u`` per slot: below ``anchor_share`` it picks the lowest
         score left, then for an ``epsilon`` share it picks uniformly (``u``
         rescaled to the candidates left), else by the softmax (or the best score
         at temperature 0), so each placement has exactly the logged mixture
-        probability.
+        probability.  Without ``explore`` each slot takes its best score left
+        (ties to the lowest index), with probability 1.
         """
         low, eps, temperature = self.anchor_share, self.epsilon, self.temperature
         rest = 1.0 - low - eps
-        uniforms = self._rng.random(shown).tolist()
-        left = np.arange(scores.shape[0])
-        values = scores
+        uniforms = self._rng.random(shown).tolist() if explore else [None] * shown
+        free = np.ones(scores.shape[-1], dtype=bool)
         chosen: list[int] = []
         probs: list[float] = []
         for k, u in enumerate(uniforms):
+            left = np.flatnonzero(free if allowed is None else free & allowed[k])
+            if left.size == 0:
+                raise ParamError("allowed", f"slot {k} has no candidate left: the slots "
+                                 "before it took every one it allows")
+            values = (scores if scores.ndim == 1 else scores[k])[left]
             n = left.shape[0]
-            worst = int(values.argmin())
-            share = score_share(values, temperature)
-            if u < low:
-                pick = worst
-            elif u < low + eps:
-                pick = min(int((u - low) / eps * n), n - 1)
+            if u is None:
+                pick, p = int(values.argmax()), 1.0
             else:
-                pick = min(int(share.cumsum().searchsorted((u - low - eps) / rest, "right")),
-                           n - 1)
+                worst = int(values.argmin())
+                share = score_share(values, temperature)
+                if u < low:
+                    pick = worst
+                elif u < low + eps:
+                    pick = min(int((u - low) / eps * n), n - 1)
+                else:
+                    pick = min(int(share.cumsum().searchsorted((u - low - eps) / rest, "right")),
+                               n - 1)
+                p = low * (pick == worst) + eps / n + rest * float(share[pick])
             chosen.append(int(left[pick]))
-            probs.append(low * (pick == worst) + eps / n + rest * float(share[pick]))
-            if k + 1 < shown:
-                left = np.concatenate((left[:pick], left[pick + 1:]))
-                values = np.concatenate((values[:pick], values[pick + 1:]))
+            probs.append(p)
+            free[left[pick]] = False
         return chosen, probs
 
     # -- learning ------------------------------------------------------------------------

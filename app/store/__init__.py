@@ -12,9 +12,10 @@ definitions, states, estimator sums, promotion), ``anchors`` (the rows
 of the anchor noise estimator), ``open`` (feedback in parts, label budgets, examples without a
 decision), ``rate`` (per-tenant rate limits), ``versions`` (kept snapshots
 and rollback), ``series`` (per-model quality time series), ``aliases`` (decisions known by a
-client's own event id), ``sweep`` and ``noise_due`` (the models the sweeper and the periodic
-noise estimates must look at).  Key names
-live in :mod:`app.store.keys` only.
+client's own event id), ``feature_names``, ``importances`` and ``named_evaluations`` (the
+names of hashed features, the feature-importance and named evaluation reports), ``sweep``
+and ``noise_due`` (the models the sweeper and the periodic noise estimates must look at).
+Key names live in :mod:`app.store.keys` only.
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ from app.store.dueset import DueSet
 from app.store.evaluations import EvaluationStore
 from app.store.events import EventStore
 from app.store.failures import FailureStore
+from app.store.featurenames import FeatureNameStore
 from app.store.keys import ModelKeys
 from app.store.models import ModelStore
 from app.store.noise import NoiseStore
 from app.store.nrest import AnchorStore
 from app.store.openfeedback import OpenFeedbackStore
 from app.store.ratelimit import RateLimitStore
+from app.store.reports import ReportStore
 from app.store.series import SeriesStore
 from app.store.snapshots import SnapshotStore
 from app.store.tenants import TenantStore
@@ -75,6 +78,9 @@ class Store:
         self.sweep = DueSet(redis, keys.SWEEP_DUE)
         self.noise_due = DueSet(redis, keys.NOISE_DUE)
         self.aliases = AliasStore(redis)
+        self.feature_names = FeatureNameStore(redis)
+        self.importances = ReportStore(redis, lambda mk: mk.feature_importances)
+        self.named_evaluations = ReportStore(redis, lambda mk: mk.named_evaluations)
 
     @classmethod
     def from_url(cls, url: str, *, socket_timeout: float = 2.0,

@@ -1,17 +1,19 @@
 """Decisions known by a client's own event id (the compatibility routes' ``eventId``).
 
 ``nl:{T:M}:alias:E`` holds, for the client's event id ``E``, the service's event id of the
-decision and the id of the action it chose, for as long as the decision can still take
-feedback.  :meth:`AliasStore.claim` takes an id once (a second claim of the same id fails
-while the first lives), before the decision is made, so that a duplicate id is refused
-without anything logged; :meth:`AliasStore.bind` then records what was decided.
-:meth:`AliasStore.keep_reward` keeps the first reward sent before a deferred decision is
-activated (``nl:{T:M}:alias-reward:E``), for the activation to learn it.  Both keys are on
-the model's expiring-key index, so that a model delete removes them without a scan.
+decision and the id of the action it chose (a multi-slot decision: also each slot's id and
+action), for as long as the decision can still take feedback.  :meth:`AliasStore.claim`
+takes an id once (a second claim of the same id fails while the first lives), before the
+decision is made, so that a duplicate id is refused without anything logged;
+:meth:`AliasStore.bind` then records what was decided.  :meth:`AliasStore.keep_reward`
+keeps the first reward sent before a deferred decision is activated (the rewards by action
+id, ``nl:{T:M}:alias-reward:E``), for the activation to learn it.  Both keys are on the
+model's expiring-key index, so that a model delete removes them without a scan.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import orjson
@@ -23,10 +25,12 @@ from app.store.keys import ModelKeys
 
 @dataclass(frozen=True, slots=True)
 class Alias:
-    """The service's event id of a decision and the action it chose."""
+    """The service's event id of a decision and the action it chose (slot 0's), and for a
+    multi-slot decision each slot's id and action, in slot order."""
 
     event_id: str
     action_id: str
+    slots: tuple[tuple[str, str], ...] = ()
 
 
 class AliasStore:
@@ -45,8 +49,9 @@ class AliasStore:
 
     async def bind(self, mk: ModelKeys, alias: str, found: Alias, ttl_seconds: int) -> None:
         """Record the decision a claimed (or a service-made) ``alias`` names."""
-        await self._redis.set(mk.alias(alias), orjson.dumps([found.event_id, found.action_id]),
-                              ex=ttl_seconds)
+        await self._redis.set(mk.alias(alias), orjson.dumps(
+            [found.event_id, found.action_id, [list(slot) for slot in found.slots]]),
+            ex=ttl_seconds)
 
     async def release(self, mk: ModelKeys, alias: str) -> None:
         """Give back a claim whose decision was refused (nothing was logged)."""
@@ -57,19 +62,22 @@ class AliasStore:
         raw = await self._redis.get(mk.alias(alias))
         if not raw:
             return None
-        event_id, action_id = orjson.loads(raw)
-        return Alias(str(event_id), str(action_id))
+        event_id, action_id, slots = orjson.loads(raw)
+        return Alias(str(event_id), str(action_id),
+                     tuple((str(slot), str(action)) for slot, action in slots))
 
-    async def keep_reward(self, mk: ModelKeys, alias: str, value: float,
+    async def keep_reward(self, mk: ModelKeys, alias: str, rewards: Mapping[str, float],
                           ttl_seconds: int) -> bool:
-        """Keep the first reward of a decision not activated yet; False if one is kept."""
+        """Keep the first reward of a decision not activated yet (by action id); False if
+        one is kept."""
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.set(mk.alias_reward(alias), repr(float(value)), nx=True, ex=ttl_seconds)
+            pipe.set(mk.alias_reward(alias), orjson.dumps(dict(rewards)), nx=True,
+                     ex=ttl_seconds)
             index_expiring(pipe, mk, mk.alias_reward(alias), ttl_seconds)
             kept, *_ = await pipe.execute()
         return bool(kept)
 
-    async def kept_reward(self, mk: ModelKeys, alias: str) -> float | None:
-        """The reward kept for ``alias`` (None: none)."""
+    async def kept_reward(self, mk: ModelKeys, alias: str) -> dict[str, float] | None:
+        """The rewards by action id kept for ``alias`` (None: none)."""
         raw = await self._redis.get(mk.alias_reward(alias))
-        return None if raw is None else float(raw)
+        return None if raw is None else {str(k): float(v) for k, v in orjson.loads(raw).items()}

@@ -13,11 +13,16 @@ changed in the same step as the stream:
   and retried); it always equals the length of the dead-letter stream;
 - ``dead_letters_dropped``: dead letters removed without being applied
   (dropped by the owner, or the oldest beyond :data:`DEAD_LETTER_MAXLEN`).
+
+A page of dead letters (:meth:`DeadLetterStore.page`) is read a few entries at
+a time (each holds the event's stored context, up to the largest context a
+model may log) and holds at most ``limit`` of them and
+:data:`~app.store.paging.MAX_PAGE_BYTES` of their JSON.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +33,7 @@ import redis.asyncio as aioredis
 from app.store import codec
 from app.store.client import lua_source
 from app.store.keys import TRAINER_GROUP, ModelKeys
+from app.store.paging import take_page
 from app.store.util import parse_stream_id, text
 
 #: Dead letters kept per model; beyond it the oldest are dropped (and counted as dropped).
@@ -37,6 +43,10 @@ HELD_FIELD = "events_dead_lettered"
 DROPPED_FIELD = "dead_letters_dropped"
 #: Largest feedback array (in elements) shown in a listed dead letter.
 MAX_SHOWN_ELEMENTS = 64
+#: :meth:`DeadLetterStore.scan`: entries per read, doubled from 1 while a read held fewer
+#: bytes than :data:`READ_BYTES`, up to :data:`MAX_ENTRIES_PER_READ`.
+READ_BYTES = 1024 * 1024
+MAX_ENTRIES_PER_READ = 256
 
 
 class ModelGone(Exception):
@@ -144,16 +154,28 @@ class DeadLetterStore:
         """Dead letters held now (the stats counter)."""
         return int(await self.redis.hget(mk.stats, HELD_FIELD) or 0)
 
-    async def page(self, mk: ModelKeys, limit: int, after: str | None = None) -> DeadLetterPage:
-        """Up to ``limit`` dead letters, oldest first, after the entry id ``after``."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.xrange(mk.dead_letter, min=f"({after}" if after else "-", max="+",
-                        count=limit + 1)
-            pipe.xlen(mk.dead_letter)
-            reply, total = await pipe.execute()
-        items = [parse_dead_letter(entry_id, fields) for entry_id, fields in reply[:limit]]
-        return DeadLetterPage(items, int(total),
-                              items[-1].entry_id if len(reply) > limit else None)
+    async def scan(self, mk: ModelKeys, after: str | None = None
+                   ) -> AsyncGenerator[DeadLetter, None]:
+        """The dead letters after the entry id ``after``, oldest first, read one entry first,
+        then twice as many while a read held fewer than :data:`READ_BYTES`."""
+        low, count = f"({after}" if after else "-", 1
+        while True:
+            reply: Any = await self.redis.xrange(mk.dead_letter, min=low, max="+", count=count)
+            for entry_id, fields in reply:
+                yield parse_dead_letter(entry_id, fields)
+            if len(reply) < count:
+                return
+            low = f"({text(reply[-1][0])}"
+            if sum(len(v) for _, fields in reply for v in fields.values()) < READ_BYTES:
+                count = min(2 * count, MAX_ENTRIES_PER_READ)
+
+    async def page(self, mk: ModelKeys, limit: int, after: str | None = None,
+                   max_bytes: int | None = None) -> DeadLetterPage:
+        """Up to ``limit`` dead letters, oldest first, after the entry id ``after``, at most
+        ``max_bytes`` of them as JSON (:func:`~app.store.paging.take_page`)."""
+        items, more = await take_page(self.scan(mk, after), limit, max_bytes)
+        total = int(await self.redis.xlen(mk.dead_letter))
+        return DeadLetterPage(items, total, items[-1].entry_id if more and items else None)
 
     async def drop(self, mk: ModelKeys, entry_id: str | None = None) -> int:
         """Drop the dead letter ``entry_id`` (or every one when None); returns how many."""

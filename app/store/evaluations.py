@@ -6,7 +6,8 @@
 JSON or ``error``) expiring after a day,
 and queues it on :data:`app.store.keys.EVALUATION_QUEUE`; a worker's
 ``jobs`` role takes the oldest (:attr:`EvaluationStore.jobs`, marking it
-running: :mod:`app.store.jobs`), runs it and records the outcome.
+running: :mod:`app.store.jobs`), runs it and records the outcome.  A model
+holds at most a given number of queued jobs (:class:`TooManyQueued`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,16 @@ from app.store.util import text, utc_now
 JOB_TTL_SECONDS = 86_400
 
 
+class TooManyQueued(Exception):
+    """The model already holds ``most`` queued evaluations (``held`` with the refused one):
+    nothing was queued."""
+
+    def __init__(self, held: int, most: int) -> None:
+        super().__init__(f"{held} queued evaluations, at most {most}")
+        self.held = held
+        self.most = most
+
+
 class EvaluationStore:
     """Queue, take and record policy evaluations."""
 
@@ -34,8 +45,12 @@ class EvaluationStore:
         self.jobs = JobQueue(redis, keys.EVALUATION_QUEUE, ModelKeys.evaluation,
                              lambda mk: mk.evaluations_staged, JOB_TTL_SECONDS)
 
-    async def queue(self, mk: ModelKeys, request: dict[str, Any]) -> str:
-        """Queue an evaluation of ``request`` (the route's validated body); its job id."""
+    async def queue(self, mk: ModelKeys, request: dict[str, Any], max_queued: int = 0) -> str:
+        """Queue an evaluation of ``request`` (the route's validated body); its job id.
+        ``max_queued`` (0: none): most evaluations the model may hold queued, the new one
+        included; past it the job is removed before anyone can take it and
+        :class:`TooManyQueued` raised (concurrent requests near the cap may all be refused,
+        none passes it)."""
         job_id = secrets.token_urlsafe(12)
         key = mk.evaluation(job_id)
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -43,7 +58,13 @@ class EvaluationStore:
                                     "request": orjson.dumps(request)})
             pipe.expire(key, JOB_TTL_SECONDS)
             self.jobs.stage(pipe, mk, job_id)
-            await pipe.execute()
+            pipe.zcard(self.jobs.staged(mk))
+            *_, held = await pipe.execute()
+        if max_queued and int(held) > max_queued:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                self.jobs.unstage(pipe, mk, job_id)
+                await pipe.execute()
+            raise TooManyQueued(int(held), max_queued)
         # the queue has a hash tag of its own (another Cluster slot): pushed after the job
         await self.jobs.push(mk, job_id)
         return job_id

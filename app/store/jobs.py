@@ -21,7 +21,9 @@ leaves a job ``queued`` that no worker would take; the sweeper's
 :meth:`JobQueue.requeue_stale` pushes the reference of every job still queued
 :data:`REQUEUE_AFTER_SECONDS` after it was staged and found on no queue, and
 forgets the staged ids of jobs no longer queued.  A reference pushed twice is
-harmless: the take after the first drops it.
+harmless: the take after the first drops it.  A take removes the job's id from
+the staged set, so the set holds the model's queued jobs (what
+:meth:`JobQueue.unstage` and a cap on them count).
 """
 
 from __future__ import annotations
@@ -104,6 +106,14 @@ class JobQueue:
         pipe.zadd(self.staged(mk), {job_id: time.time()})
         self.index(pipe, mk, job_id)
 
+    def unstage(self, pipe: aioredis.client.Pipeline, mk: ModelKeys, job_id: str) -> None:
+        """Queue, in ``pipe``, the removal of a job staged but never pushed: its hash, its
+        id on the staged set and its key on the job index."""
+        key = self.job_key(mk, job_id)
+        pipe.delete(key)
+        pipe.zrem(self.staged(mk), job_id)
+        pipe.zrem(mk.job_index, key)
+
     def index(self, pipe: aioredis.client.Pipeline, mk: ModelKeys, job_id: str) -> None:
         """Queue, in ``pipe`` that gives a job's hash an expiry of :attr:`ttl` seconds, its key
         on :attr:`~app.store.keys.ModelKeys.job_index` scored by that expiry (how a model
@@ -149,8 +159,9 @@ class JobQueue:
             ref, _, job_id = (text(raw) or "").rpartition(keys.MODEL_SEP)
             job = QueuedJob(*keys.split_model_ref(ref), job_id)
             started = await self._start(
-                keys=[self.job_key(job.keys, job_id)],
-                args=[worker_id, utc_now(), repr(time.time() + timeout + DEADLINE_MARGIN_SECONDS)])
+                keys=[self.job_key(job.keys, job_id), self.staged(job.keys)],
+                args=[worker_id, utc_now(), repr(time.time() + timeout + DEADLINE_MARGIN_SECONDS),
+                      job_id])
             await self.redis.lrem(self.queue, -1, raw)
             if started:
                 return job

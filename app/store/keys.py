@@ -238,6 +238,23 @@ class ModelKeys:
         return f"{self.tag}:item-ids"
 
     @property
+    def feature_names(self) -> str:
+        """Hash: a named feature's hashed key (``c:`` context, ``a:`` action) -> the bucket it
+        hashed into, as requests named them (:mod:`app.store.featurenames`)."""
+        return f"{self.tag}:feature-names"
+
+    @property
+    def feature_importances(self) -> str:
+        """Hash: id -> JSON of each feature-importance report of the model."""
+        return f"{self.tag}:feature-importances"
+
+    @property
+    def named_evaluations(self) -> str:
+        """Hash: id -> JSON of each evaluation a client named (its policies' jobs, then
+        their results)."""
+        return f"{self.tag}:named-evaluations"
+
+    @property
     def log_published(self) -> str:
         """String: id of the newest decision-log entry published to the Kafka decisions
         topic."""
@@ -350,7 +367,8 @@ class ModelKeys:
                 self.noise, self.samples, self.anchors, self.anchor_scorer, self.lease,
                 self.asleep, self.dead_letter, self.label_budget, self.pending_job,
                 self.nrest_staged, self.evaluations_staged, self.log,
-                self.log_index, self.item_ids, self.log_published,
+                self.log_index, self.item_ids, self.feature_names, self.feature_importances,
+                self.named_evaluations, self.log_published,
                 self.series, self.drift, self.versions, self.version_states, self.challengers,
                 self.challenger_states, self.challenger_stats, self.event_index,
                 self.job_index]

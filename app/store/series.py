@@ -5,10 +5,14 @@ most every few seconds (:mod:`workers.series` decides when and what it
 holds); ``GET /v1/models/{id}/series`` reads them back, oldest first.  The
 series is a capped Redis list: appending and cutting it to the newest
 ``cap`` points is one round trip, so it never grows past ``cap``.
+:meth:`SeriesStore.newest` reads it back from the newest point a few at a time
+(a rank model's point holds a line per slot), for pages bounded by bytes
+(:mod:`app.store.paging`).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +24,8 @@ from app.store.nrest import ANCHOR_FIELD
 
 #: Points kept per model (the newest).
 SERIES_MAX = 2000
+#: Points per read of :meth:`SeriesStore.newest`.
+POINTS_PER_READ = 100
 
 
 @dataclass(frozen=True)
@@ -61,3 +67,21 @@ class SeriesStore:
         """The newest ``limit`` points, oldest first."""
         raw: Any = await self.redis.lrange(mk.series, -limit, -1)
         return [orjson.loads(item) for item in raw]
+
+    async def newest(self, mk: ModelKeys, before: float | None = None
+                     ) -> AsyncGenerator[dict[str, Any], None]:
+        """The points older than ``before`` (their ``t``, Unix seconds; None: every point),
+        newest first, read :data:`POINTS_PER_READ` at a time.  A point appended between two
+        reads shifts the list by one: a point read twice is skipped (the times of a series
+        increase)."""
+        end, last = -1, before
+        while True:
+            raw: Any = await self.redis.lrange(mk.series, end - POINTS_PER_READ + 1, end)
+            for item in reversed(raw):
+                point = orjson.loads(item)
+                if last is None or point["t"] < last:
+                    last = point["t"]
+                    yield point
+            if len(raw) < POINTS_PER_READ:
+                return
+            end -= POINTS_PER_READ

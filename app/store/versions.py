@@ -23,6 +23,7 @@ change (reset, import) with its marker likewise.
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,8 @@ DEFAULT_KEPT = 20
 DEFAULT_INTERVAL_SECONDS = 60.0
 #: Config fields a kept version restores on rollback (a promote may have changed them).
 RESTORED_CONFIG_FIELDS = ("algorithm", "params")
+#: Kept versions per read of :meth:`VersionStore.newest`.
+VERSIONS_PER_READ = 20
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,21 @@ class VersionStore:
         """The kept versions, newest first."""
         members: Any = await self.redis.zrange(mk.versions, 0, -1, desc=True)
         return [_parse(m) for m in members]
+
+    async def newest(self, mk: ModelKeys, before: int | None = None
+                     ) -> AsyncGenerator[KeptVersion, None]:
+        """The kept versions older than ``before`` (None: all), newest first, read
+        :data:`VERSIONS_PER_READ` at a time (the sorted set's score is the version)."""
+        high = "+inf" if before is None else f"({before}"
+        while True:
+            members: Any = await self.redis.zrevrangebyscore(
+                mk.versions, high, "-inf", start=0, num=VERSIONS_PER_READ)
+            for member in members:
+                kept = _parse(member)
+                yield kept
+                high = f"({kept.version}"
+            if len(members) < VERSIONS_PER_READ:
+                return
 
     async def rollback(self, mk: ModelKeys, version: int) -> int:
         """Publish kept ``version`` (state, algorithm and params) as a new version, marked in

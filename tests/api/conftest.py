@@ -115,3 +115,19 @@ def post_feedback(client: TestClient, auth: dict[str, str], body: Any, model: st
 @pytest.fixture
 def tenant(client: TestClient) -> dict[str, str]:
     return new_tenant(client)
+
+
+def follow_pages(client: TestClient, path: str, auth: dict[str, str], cursor: str, param: str,
+                 **params: Any) -> list[dict[str, Any]]:
+    """Every page of a list route (its JSON), from the first, passing each page's ``cursor``
+    as the next request's ``param`` until it is null."""
+    pages: list[dict[str, Any]] = []
+    at = None
+    while True:
+        r = client.get(path, params={**params, **({} if at is None else {param: at})},
+                       headers=auth)
+        assert r.status_code == 200, r.text
+        pages.append(r.json())
+        at = pages[-1][cursor]
+        if at is None:
+            return pages

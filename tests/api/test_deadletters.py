@@ -7,15 +7,16 @@ import asyncio
 import re
 
 import numpy as np
+import orjson
 import pytest
 import redis
 
 from app.learners.base import stack_events
 from app.learners.build import build_learner
 from app.learners.config import ModelConfig
-from app.store import ModelKeys, Store, codec
+from app.store import ModelKeys, Store, codec, paging
 from app.store.delivery import DeliveryStore
-from tests.api.conftest import ADMIN, TestClient, new_model, post_feedback
+from tests.api.conftest import ADMIN, TestClient, follow_pages, new_model, post_feedback
 
 FEATURES = [1.0, 0.5, -0.5, 0.25]
 
@@ -100,6 +101,29 @@ def test_list_pages_and_drop_all(client: TestClient, tenant: dict[str, str],
     assert s["events_dead_lettered"] == 0 and s["dead_letters_dropped"] == 5
     assert client.get("/v1/models/m1/dead-letters", params={"limit": 0},
                       headers=tenant).status_code == 422
+
+
+@pytest.mark.slow
+def test_a_list_past_the_byte_bound_comes_back_cut_with_the_next_after(
+        client: TestClient, tenant: dict[str, str], redis_url: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    new_model(client, tenant)
+    r = redis.Redis.from_url(redis_url)
+    for i in range(7):
+        r.xadd(ModelKeys("acme", "m1").events, {"k": "feedback", "e": f"bad{i}"})
+    assert client.post("/v1/models/m1/sync", headers=tenant).json()["pending"] == 7
+    whole = client.get("/v1/models/m1/dead-letters", headers=tenant).json()["dead_letters"]
+    sizes = [len(orjson.dumps(d)) for d in whole]
+    bound = sizes[0] + sizes[1] + 10  # two dead letters a page (each about 300 bytes)
+    monkeypatch.setattr(paging, "MAX_PAGE_BYTES", bound)
+    pages = follow_pages(client, "/v1/models/m1/dead-letters", tenant, "next_after", "after",
+                         limit=1000)
+    for page in pages:
+        assert page["total"] == 7 and 0 < len(page["dead_letters"]) <= 2
+        assert len(page["dead_letters"]) == 1 or \
+            sum(len(orjson.dumps(d)) for d in page["dead_letters"]) <= bound
+    seen = [d for page in pages for d in page["dead_letters"]]
+    assert seen == whole and len(pages) == 4  # cut by bytes, never whole, every one once
 
 
 @pytest.mark.slow

@@ -148,8 +148,12 @@ def test_newest_first_pages_back_in_time(client: TestClient, tenant: dict[str, s
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("buffered", [decisionlog.BUFFERED_PAGE_BYTES, 0],
+                         ids=["sent-whole", "streamed"])
 def test_rank_log_has_slots_with_id_hashes_propensities_and_clicks(
-        client: TestClient, tenant: dict[str, str]) -> None:
+        client: TestClient, tenant: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+        buffered: int) -> None:
+    monkeypatch.setattr(decisionlog, "BUFFERED_PAGE_BYTES", buffered)
     r = client.post("/v1/models", json={"model_id": "r", "task": "rank", "n_features": 3,
                                         "n_action_features": 2, "slots": 3, "seed": 0},
                     headers=tenant)
@@ -275,3 +279,64 @@ def test_pages_are_bounded_by_bytes_as_well_as_lines(
             if after is None:
                 break
         assert seen == expected  # every line once, in order
+
+
+@pytest.mark.slow
+def test_a_streamed_page_ends_where_its_byte_bound_cut_it(
+        client: TestClient, tenant: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every page past BUFFERED_PAGE_BYTES (0 here: all) is streamed in chunks of
+    CHUNK_LINES; the byte bound still cuts it and X-Next-After continues at the next line,
+    in both orders, whatever the limit."""
+    new_model(client, tenant)
+    for seed in range(3):  # several entries
+        play_label(client, tenant, 9, seed=seed)
+        sync(client, tenant)
+    everything, _ = get_log(client, tenant)
+    assert len(everything) == 27
+    monkeypatch.setattr(decisionlog, "MAX_PAGE_BYTES", PAGE_BYTES)
+    monkeypatch.setattr(decisionlog, "BUFFERED_PAGE_BYTES", 0)
+    monkeypatch.setattr(decisionlog, "CHUNK_LINES", 2)
+    for order, expected in (("asc", everything), ("desc", everything[::-1])):
+        for limit in (3, 1000):
+            seen: list[dict[str, Any]] = []
+            after = None
+            cut_by_bytes = 0
+            while True:
+                params = {"limit": limit, "order": order, **({"after": after} if after else {})}
+                r = client.get("/v1/models/m1/log", headers=tenant, params=params)
+                assert r.status_code == 200 and 0 < len(r.content) <= PAGE_BYTES
+                assert "content-length" not in r.headers  # streamed
+                lines = r.content.splitlines()
+                cut_by_bytes += len(lines) < limit and "x-next-after" in r.headers
+                seen += [orjson.loads(line) for line in lines]
+                after = r.headers.get("x-next-after")
+                if after is None:
+                    break
+            assert seen == expected  # every line once, in order
+            assert (cut_by_bytes > 0) == (limit == 1000)  # bytes cut the long pages only
+
+
+@pytest.mark.slow
+def test_a_streamed_page_holds_the_lines_its_first_read_found(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """The second read of a streamed page is bounded to the first read's entries and lines:
+    entries appended between the two reads are not in it, in either order."""
+    new_model(client, tenant)
+    play_label(client, tenant, 5)
+    sync(client, tenant)
+    log, mk = client.app.state.ctx.store.log, ModelKeys("acme", "m1")
+
+    def read(reader: decisionlog.PageReader) -> list[bytes]:
+        async def run() -> list[bytes]:
+            return [chunk async for chunk in reader.chunks()]
+        return client.portal.call(run)
+
+    for newest_first in (False, True):
+        first = decisionlog.PageReader(log, mk, decisionlog.Span("-", "+", newest_first),
+                                       1000, decisionlog.MAX_PAGE_BYTES)
+        found = b"".join(read(first))
+        assert found.count(b"\n") == first.lines >= 5 and first.next_after is None
+        play_label(client, tenant, 4, seed=len(found))  # a later entry
+        sync(client, tenant)
+        again = decisionlog.PageReader(log, mk, first.replay_span(), first.lines, float("inf"))
+        assert b"".join(read(again)) == found

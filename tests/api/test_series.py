@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 from starlette.testclient import TestClient
 
@@ -117,3 +118,37 @@ def test_a_short_burst_ends_in_a_point_and_a_kept_version(redis_url: str) -> Non
         point = last_point()
         assert point is not None and point["events"] == 40
         assert point["version"] == client.get("/v1/models/m1", headers=auth).json()["version"]
+
+
+def _point(t: float) -> dict[str, Any]:
+    return {"t": t, "version": 1, "events_applied": int(t), "events": 1,
+            "events_per_second": 1.0, "online_reward": None, "calibrated_reward": None,
+            "debiased_reward": None, "rho0": None, "rho1": None, "noise_source": None,
+            "rho0_interval": None, "rho1_interval": None, "pending": 0, "backlog": 0}
+
+
+def test_a_series_past_the_byte_bound_comes_back_cut_with_the_next_before(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.store import paging, series
+    from app.store.keys import ModelKeys
+    from tests.api.conftest import follow_pages, make_client
+
+    with make_client(redis_url, trainer=False) as client:
+        auth = new_tenant(client, "acme")
+        new_model(client, auth)
+        store = client.app.state.ctx.store
+        for t in range(1, 31):
+            client.portal.call(store.series.append, ModelKeys("acme", "m1"), _point(float(t)))
+        whole = client.get("/v1/models/m1/series", headers=auth).json()
+        assert len(whole["points"]) == 30 and whole["next_before"] is None
+        size = len(orjson.dumps(_point(10.0)))  # each stored point about as large
+        bound = 4 * size + 20
+        monkeypatch.setattr(paging, "MAX_PAGE_BYTES", bound)
+        monkeypatch.setattr(series, "POINTS_PER_READ", 7)
+        pages = follow_pages(client, "/v1/models/m1/series", auth, "next_before", "before")
+        assert all(0 < len(page["points"]) <= 4 for page in pages)  # cut by bytes, not limit
+        seen = [p for page in pages[::-1] for p in page["points"]]
+        assert seen == whole["points"] and len(pages) == 8  # every point once, oldest first
+        newest = client.get("/v1/models/m1/series", params={"limit": 2}, headers=auth).json()
+        assert [p["t"] for p in newest["points"]] == [29.0, 30.0]
+        assert newest["next_before"] == 29.0

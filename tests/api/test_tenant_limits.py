@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry
 
 from tests.api.conftest import make_client, new_model, new_tenant
@@ -11,6 +13,14 @@ from tests.api.conftest import make_client, new_model, new_tenant
 def _reached(registry: CollectorRegistry, tenant: str, limit: str) -> float:
     return registry.get_sample_value("noisyloop_tenant_limit_reached_total",
                                      {"tenant": tenant, "limit": limit}) or 0.0
+
+
+def _refusal(r: Any, status: int, limit: str) -> dict[str, Any]:
+    """The error of ``r``, a ``status`` limit_reached naming the setting ``limit``."""
+    assert r.status_code == status, r.text
+    error: dict[str, Any] = r.json()["error"]
+    assert error["code"] == "limit_reached" and limit in error["message"]
+    return error
 
 
 def test_models_per_tenant_limit_refuses_the_next_create(redis_url: str) -> None:
@@ -60,10 +70,7 @@ def test_pending_per_model_limit_refuses_decisions_past_it(redis_url: str) -> No
         assert client.post("/v1/models/m1/predict", json=one, headers=acme).status_code == 200
         for body in (one, {"instances": [[1, 0, 0, 0]]}):  # the one-round-trip path, a batch
             r = client.post("/v1/models/m1/predict", json=body, headers=acme)
-            assert r.status_code == 429, r.text
-            error = r.json()["error"]
-            assert error["code"] == "limit_reached"
-            assert "max_pending_per_model" in error["message"]
+            _refusal(r, 429, "max_pending_per_model")
         registry = client.app.state.ctx.metrics.registry
         assert _reached(registry, "acme", "max_pending_per_model") == 2  # once per refusal
         unlogged = client.post("/v1/models/m1/predict", json={**one, "explore": False},
@@ -138,3 +145,27 @@ def test_evaluation_bytes_limit_admits_a_wide_model_hashed(redis_url: str) -> No
                         headers=acme)
         assert r.status_code == 422, r.text
         assert "max_evaluation_bytes" in r.json()["error"]["message"]
+
+
+def test_queued_evaluations_limit_refuses_the_next_until_one_starts(redis_url: str) -> None:
+    with make_client(redis_url, trainer=False, max_queued_evaluations_per_model=2) as client:
+        acme = new_tenant(client)
+        new_model(client, acme)
+        new_model(client, acme, model_id="m2")
+        queue = {"policy": "uniform"}
+        for _ in range(2):
+            ok = client.post("/v1/models/m1/evaluations", json=queue, headers=acme)
+            assert ok.status_code == 202, ok.text
+        r = client.post("/v1/models/m1/evaluations", json=queue, headers=acme)
+        _refusal(r, 429, "max_queued_evaluations_per_model")
+        registry = client.app.state.ctx.metrics.registry
+        assert _reached(registry, "acme", "max_queued_evaluations_per_model") == 1
+        other = client.post("/v1/models/m2/evaluations", json=queue, headers=acme)
+        assert other.status_code == 202, other.text  # another model is not held back
+        jobs = client.app.state.ctx.store.evaluations.jobs
+        taken = client.portal.call(jobs.take, "w1", 60.0)  # the oldest starts
+        assert taken is not None and taken.model == "m1"
+        again = client.post("/v1/models/m1/evaluations", json=queue, headers=acme)
+        assert again.status_code == 202, again.text  # room again
+        refused = client.post("/v1/models/m1/evaluations", json=queue, headers=acme)
+        assert refused.status_code == 429, refused.text

@@ -17,7 +17,7 @@ from app.store.challengers import ChallengerStore
 from app.store.decisionlog import LoggedBatch
 from app.store.keys import ModelKeys
 from app.store.versions import VersionStore
-from tests.api.conftest import TestClient, new_model, new_tenant
+from tests.api.conftest import TestClient, follow_pages, new_model, new_tenant
 
 X = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.5], [0.3, 0.3, 0.3, 0.3]]
 
@@ -174,7 +174,7 @@ def test_delete_drops_the_kept_versions(client: TestClient, tenant: dict[str, st
 def test_kept_none(client: TestClient, tenant: dict[str, str]) -> None:
     _model_of(client, tenant, versions={"kept": 0, "interval_seconds": 0})
     _train(client, tenant, X[0], 1.0)
-    assert _versions(client, tenant) == {"version": 2, "versions": []}
+    assert _versions(client, tenant) == {"version": 2, "versions": [], "next_before": None}
 
 
 @pytest.mark.slow
@@ -338,3 +338,26 @@ def test_the_published_version_is_kept_even_when_the_trainer_publishes_right_aft
     assert r.status_code == 200, r.text
     kept = [(v["version"], v["reason"]) for v in _versions(client, auth)["versions"]]
     assert kept == [(2, change), (1, "create")]
+
+
+def test_a_versions_list_past_the_byte_bound_comes_back_cut_with_the_next_before(
+        client: TestClient, tenant: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.store import paging, versions
+
+    _model_of(client, tenant)
+    for _ in range(6):  # each reset keeps its version: 7 kept with the create's
+        assert client.post("/v1/models/m1/reset", headers=tenant).status_code == 200
+    whole = client.get("/v1/models/m1/versions", headers=tenant).json()
+    assert len(whole["versions"]) == 7 and whole["next_before"] is None
+    store = client.app.state.ctx.store.versions
+    mk = ModelKeys("acme", "m1")
+    stored = client.portal.call(store.kept, mk)
+    bound = sum(len(orjson.dumps(k)) for k in stored[:2]) + 5  # two versions a page
+    monkeypatch.setattr(paging, "MAX_PAGE_BYTES", bound)
+    monkeypatch.setattr(versions, "VERSIONS_PER_READ", 3)
+    pages = follow_pages(client, "/v1/models/m1/versions", tenant, "next_before", "before")
+    assert all(0 < len(page["versions"]) <= 2 for page in pages)  # cut by bytes, not limit
+    seen = [v for page in pages for v in page["versions"]]
+    assert seen == whole["versions"] and len(pages) == 4  # every version once, newest first
+    r = client.get("/v1/models/m1/versions", params={"limit": 1001}, headers=tenant)
+    assert r.status_code == 422 and "limit" in r.text

@@ -99,6 +99,9 @@ def test_versions_and_rollback(client: Client) -> None:
     kept = client.versions("m1")
     assert [(v["version"], v["reason"], v["current"]) for v in kept["versions"]] == [
         (2, "trainer", True), (1, "create", False)]
+    first = client.versions("m1", limit=1)
+    assert [v["version"] for v in first["versions"]] == [2] and first["next_before"] == 2
+    assert [v["version"] for v in client.versions("m1", before=2)["versions"]] == [1]
     assert client.rollback("m1", 1) == {"version": 3, "rolled_back_to": 1}
     assert np.abs(snapshot_arrays(client.get_snapshot("m1"))["W_"]).sum() == 0
     with pytest.raises(NoisyloopError) as info:
@@ -220,7 +223,7 @@ def test_rank_and_feedback_by_id(client: Client) -> None:
 async def test_series(service: Service, client: Client, api_key: str,
                       redis_server: EmbeddedRedis) -> None:
     _model(client)
-    assert client.series("m1") == {"points": []}
+    assert client.series("m1") == {"points": [], "next_before": None}
     tenant = api_key.split(".")[1]
     point = {"t": 1.0, "version": 2, "events_applied": 10, "events": 10,
              "events_per_second": 1.0, "online_reward": 0.5, "calibrated_reward": 0.6,
@@ -232,6 +235,8 @@ async def test_series(service: Service, client: Client, api_key: str,
     assert [p["t"] for p in client.series("m1")["points"]] == [0.0, 1.0, 2.0]
     async with AsyncClient(service.url, api_key) as ac:
         assert [p["t"] for p in (await ac.series("m1", limit=1))["points"]] == [2.0]
+    older = client.series("m1", limit=1, before=2.0)  # the next page back in time
+    assert [p["t"] for p in older["points"]] == [1.0] and older["next_before"] == 1.0
     with pytest.raises(NoisyloopError) as info:
         client.series("m1", limit=0)
     assert info.value.status == 422 and info.value.field == "limit"

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from noisyloop_client import calls
 
+from app.api import decisionlog
 from app.cli import main
 from app.evaluation.policies import learner_policy
 from app.evaluation.servicelog import read_label_log, snapshot_learner
@@ -166,3 +167,27 @@ def test_evaluate_a_rank_log_per_ranking_as_the_service_does(
                  "fixed:1"]) == 2
     assert "a rank log is evaluated for the policies uniform, logging, not 'fixed:1'" in \
         capsys.readouterr().err
+
+
+def test_export_reads_streamed_pages_cut_by_bytes_whole(
+        service: Service, api_key: str, http: httpx.Client, tmp_path: Path,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages the service streams (past BUFFERED_PAGE_BYTES, 0 here) and ends at its byte
+    bound (20,000 bytes: about 60 of the 10,000 lines the client asks for) export every
+    line once, in order, as JSON Lines and as Parquet: the client is unchanged."""
+    feed_label_model(http, 500)
+    served = http.get("/v1/models/lab/log", params={"limit": 10_000}).content
+    assert served.count(b"\n") == 500
+    monkeypatch.setattr(decisionlog, "BUFFERED_PAGE_BYTES", 0)
+    monkeypatch.setattr(decisionlog, "MAX_PAGE_BYTES", 20_000)
+    page = http.get("/v1/models/lab/log", params={"limit": 10_000})
+    assert "content-length" not in page.headers and 0 < len(page.content) <= 20_000
+    assert page.headers["x-next-after"]  # the byte bound cut it
+    out = tmp_path / "log.jsonl"
+    assert export(service, api_key, out) == 0
+    assert out.read_bytes() == served
+    pq = pytest.importorskip("pyarrow.parquet")
+    assert export(service, api_key, tmp_path / "log.parquet", "--format", "parquet") == 0
+    lines = [json.loads(line) for line in served.splitlines()]
+    assert pq.read_table(tmp_path / "log.parquet").column("event_id").to_pylist() == [
+        line["event_id"] for line in lines]

@@ -182,7 +182,7 @@ async def test_a_deleted_model_leaves_no_client_event_id_behind(store: Store) ->
     """A client's event id (and a reward kept for it) goes with its model: a model made again
     under the same id can take the same event id at once."""
     assert await store.aliases.claim(MK, "client-1", 600)
-    assert await store.aliases.keep_reward(MK, "client-1", 1.0, 600)
+    assert await store.aliases.keep_reward(MK, "client-1", {"news": 1.0}, 600)
     assert await store.models.delete("t", "m")
     assert await store.redis.keys(f"{MK.tag}:*") == []
     await store.models.create("t", CONFIG, {"W_": np.zeros((3, 2)),

@@ -77,7 +77,7 @@ async def _fill_model(store: Store) -> None:
     await store.noise.queue_estimate(MK)
     await store.evaluations.queue(MK, {"policy": "greedy"})
     assert await store.aliases.claim(MK, "client-1", 600)
-    assert await store.aliases.keep_reward(MK, "client-1", 1.0, 600)
+    assert await store.aliases.keep_reward(MK, "client-1", {"news": 1.0}, 600)
 
 
 @pytest.fixture

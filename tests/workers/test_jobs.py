@@ -115,3 +115,23 @@ async def test_the_sweeper_queues_again_a_job_of_every_kind_whose_creator_died(
     await Worker(store, WorkerSettings(roles=("sweeper",), worker_id="w-1")).drain()
     taken = await queue.take("w-1", 10.0)
     assert taken is not None and (taken.model, taken.job_id) == (mk.model, job_id)
+
+
+async def test_an_evaluation_whose_result_cannot_be_written_fails_naming_why(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A result JSON cannot hold is the job's failure, never a job left running."""
+    from app.store.jobs import QueuedJob
+    from workers import evaluations
+
+    mk = await create_model(store, model_config())
+    job_id = await store.evaluations.queue(mk, {"policy": "uniform"})
+
+    async def unwritable(*args: Any) -> dict[str, Any]:
+        return {"value": object()}
+
+    monkeypatch.setattr(evaluations, "run", unwritable)
+    ctx = await Worker(store, WorkerSettings(roles=("jobs",), worker_id="e")).start()
+    await evaluations.run_job(ctx, QueuedJob(mk.tenant, mk.model, job_id))
+    job = await store.evaluations.get(mk, job_id)
+    assert job is not None and job["status"] == "failed" and "TypeError" in job["error"]
+    ctx.stopping.set()

@@ -92,6 +92,23 @@ async def test_alert_marks_the_detection_and_keeps_the_model(store: Store) -> No
     assert [name for name, _ in _markers(await _log(store, mk))] == ["drift"]
 
 
+async def test_a_model_that_does_not_learn_is_alerted_not_refitted(store: Store) -> None:
+    """A logging-only model keeps its weights: a detection under ``recover`` only alerts."""
+    config = model_config(mode="logging")
+    mk = await create_model(store, config)
+    initial = build_learner(config).get_state()
+    await _fall(store, mk, config)
+    report = await store.drift.report(mk)
+    assert report is not None and report["detections"] == 1
+    assert report["history"][0]["action"] == "alert"
+    assert "recovered_version" not in report["history"][0]
+    assert [name for name, _ in _markers(await _log(store, mk))] == ["drift"]
+    snap = await store.snapshots.load(mk)
+    assert snap is not None
+    for name, value in initial.items():
+        np.testing.assert_array_equal(snap.state[name], value, err_msg=name)
+
+
 async def test_none_runs_no_detector(store: Store) -> None:
     config = model_config(drift={"action": "none"})
     mk = await create_model(store, config)

@@ -39,7 +39,8 @@ async def list_dead_letters(
         after: Annotated[str | None, Query(max_length=39, pattern=STREAM_ID_PATTERN,
                                            description="`next_after` of the previous page")
                          ] = None) -> DeadLetterListResponse:
-    """The events the trainer could not apply, oldest first, with the reason."""
+    """The events the trainer could not apply, oldest first, with the reason: at most
+    `limit` and 4 MiB of them a page (`next_after` continues)."""
     page = await ctx.store.dead_letters.page(view.keys, limit, after)
     return DeadLetterListResponse(
         dead_letters=[DeadLetterItem.model_validate(d, from_attributes=True) for d in page.items],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
+from fastapi.responses import StreamingResponse
 
 from app.api import decisionlog
 from app.api.deps import Context, ModelDep
@@ -36,11 +37,14 @@ async def get_log(
                          ] = "asc") -> Response:
     """The model's decision log: every applied event with its context, feedback and model
     version, and markers (rollback, promote, reset, drift, drift_recovery), as JSON Lines,
-    oldest or newest first."""
+    oldest or newest first; at most `limit` lines and 8 MiB a page, a page past 1 MiB
+    streamed as it is read."""
     page = await decisionlog.read_page(
         ctx.store.log, view.keys,
         since_ms=None if since is None else decisionlog.parse_time(since, "since"),
         until_ms=None if until is None else decisionlog.parse_time(until, "until"),
         after=after, limit=limit, newest_first=order == "desc")
     headers = {} if page.next_after is None else {decisionlog.NEXT_HEADER: page.next_after}
-    return Response(page.body, media_type=decisionlog.MEDIA_TYPE, headers=headers)
+    if isinstance(page.body, bytes):
+        return Response(page.body, media_type=decisionlog.MEDIA_TYPE, headers=headers)
+    return StreamingResponse(page.body, media_type=decisionlog.MEDIA_TYPE, headers=headers)

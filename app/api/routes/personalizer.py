@@ -4,22 +4,27 @@ The SDKs' ``endpoint`` is ``{base}/v1/models/{model_id}``: ``azure-ai-personaliz
 calls ``{endpoint}/personalizer/rank?api-version=2022-09-01-preview``,
 ``azure-cognitiveservices-personalizer`` calls ``{endpoint}/personalizer/v1.0/rank``; both
 send the tenant's API key as ``Ocp-Apim-Subscription-Key`` (``Authorization: Bearer`` works
-too).  Each call is translated (:mod:`app.api.personalizer`) into noisyloop's own: a Rank
-is a one-slot rank of the actions not excluded, a Reward the rank feedback of the chosen
-action (exactly once: Personalizer's ``earliest`` aggregation, a later reward is ignored and
-counted as a duplicate; one sent before a deferred decision's activation is kept until
-then), an Activate the activation of a deferred decision, the service
-configuration a view of the model's settings (:mod:`app.api.personalizer_config`), the
-policy a view of its learner configuration (:mod:`app.api.personalizer_policy`), the
-model's export, import, reset and properties its snapshot, reset and times, the log's
-properties and deletion its decision log's time range and clearing.  A client's
-``eventId`` names its decision through :class:`~app.store.aliases.AliasStore`.  Every error
-is answered in Personalizer's shape; a call not served yet is refused naming it.
+too). Each call is translated (:mod:`app.api.personalizer`) into noisyloop's own: a Rank is
+a one-slot rank of the actions not excluded, a multi-slot Rank a ranking whose positions
+are the slots and its Reward one value per position (:mod:`app.api.personalizer_slots`), a
+Reward the rank feedback of the chosen action (exactly once: Personalizer's ``earliest``
+aggregation, a later reward is ignored and counted as a duplicate; one sent before a
+deferred decision's activation is kept until then), an Activate the activation of a
+deferred decision, the service configuration a view of the model's settings
+(:mod:`app.api.personalizer_config`), the policy a view of its learner configuration
+(:mod:`app.api.personalizer_policy`), the model's export, import, reset and properties its
+snapshot, reset and times, the log's properties and deletion its decision log's time range
+and clearing, evaluations noisyloop's own evaluations of that log
+(:mod:`app.api.personalizer_evaluation`), and feature importances reports over it
+(:mod:`app.api.personalizer_importance`). A client's ``eventId`` names its decision through
+:class:`~app.store.aliases.AliasStore`. Every error is answered in Personalizer's shape; a
+call not served yet is refused naming it.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -27,10 +32,11 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
-from app.api import decisions, modelops
+from app.api import decisions, modelops, personalizer_evaluation
 from app.api.apprentice import check_mode, in_apprentice_mode
 from app.api.configchange import change_config
 from app.api.deciding import decide_log_answer
+from app.api.decisionrequest import DecisionRequest
 from app.api.deps import authorize_model, bearer_token, get_context
 from app.api.errors import (
     ApiError,
@@ -52,6 +58,8 @@ from app.api.personalizer import (
     rank_response,
 )
 from app.api.personalizer_config import configured, service_configuration
+from app.api.personalizer_evaluation import EvaluationBody
+from app.api.personalizer_importance import ImportanceRequest, create_report, record_names
 from app.api.personalizer_policy import (
     Policy,
     default_policy,
@@ -60,12 +68,19 @@ from app.api.personalizer_policy import (
     policy_view,
     with_policy,
 )
-from app.api.ranking import rank_input
+from app.api.personalizer_slots import (
+    MultiSlotRankRequest,
+    MultiSlotRewardRequest,
+    multi_slot_request,
+    multi_slot_response,
+    slot_rewards,
+)
+from app.api.ranking import model_slots, rank_input
 from app.api.responses import OrjsonResponse
 from app.api.schemas.models import SnapshotImportRequest, SnapshotResponse
 from app.api.versions import reconfigure
 from app.fields import NamedFeatures
-from app.learners.base import CandidateRanker, ParamError
+from app.learners.base import CandidateRanker, Learner, ParamError
 from app.learners.build import build_learner
 from app.learners.config import ModelConfig
 from app.learners.registry import check_param_types, learner_class
@@ -120,20 +135,54 @@ def _alias_seconds(view: ModelView, grace: int) -> int:
     return 2 * int(view.config.feedback.wait_seconds) + grace
 
 
+async def _ranker(request: Request, view: ModelView) -> tuple[Learner, int]:
+    """The loop's learner and version; 400 unless the model ranks candidates."""
+    if not view.config.learner_class.ranks_candidates:
+        raise ApiError(422, "wrong_task", f"model {view.config.model_id!r} is a "
+                       f"{view.config.task!r} model: Personalizer's rank needs a model that "
+                       "ranks candidates (create one with \"preset\": \"personalizer\")",
+                       "model_id")
+    found = await (await get_context(request)).cache.get(view)
+    if found is None:
+        raise unknown_model(view.config.model_id)
+    return found
+
+
+async def _decide_named(request: Request, view: ModelView, learner: Learner, version: int,
+                        native: DecisionRequest, event_id: str | None,
+                        slot_ids: Sequence[str] = ()) -> tuple[str, list[dict[str, Any]]]:
+    """Decide and log ``native`` under the client's ``event_id`` (409 if an earlier rank
+    took it; None: noisyloop's own event id names it), and bind that id to the decision (a
+    multi-slot one: with the action of each of ``slot_ids``).  Returns the event id and
+    the ranking (one entry per slot filled)."""
+    ctx = await get_context(request)
+    ttl = _alias_seconds(view, ctx.settings.context_grace_seconds)
+    if event_id is not None and not await ctx.store.aliases.claim(view.keys, event_id, ttl):
+        raise ApiError(409, "duplicate_event_id", f"event id {event_id!r} was given to "
+                       "an earlier rank of this model: each rank needs its own", "eventId")
+    try:
+        doc = await decide_log_answer(ctx, view.tenant, view.config, learner, version, native,
+                                      candidates=view.challenged)
+    except BaseException:
+        if event_id is not None:
+            await ctx.store.aliases.release(view.keys, event_id)
+        raise
+    assert doc is not None  # unguarded: always logged
+    ranking: list[dict[str, Any]] = doc["ranking"]
+    named = event_id or doc["event_id"]
+    slots = tuple((s, r["id"]) for s, r in zip(slot_ids, ranking, strict=False))
+    await ctx.store.aliases.bind(view.keys, named,
+                                 Alias(doc["event_id"], ranking[0]["id"], slots), ttl)
+    await record_names(ctx, view, native)
+    return named, ranking
+
+
 async def rank_single_slot(request: Request, model_id: str) -> Response:
     """Rank: choose one of the actions not excluded for the context, logged for its reward."""
-    ctx = await get_context(request)
     view = await _view(request, model_id)
     body = cast(RankRequest, parse(RankRequest, await _json(request)))
     config = view.config
-    if not config.learner_class.ranks_candidates:
-        raise ApiError(422, "wrong_task", f"model {model_id!r} is a {config.task!r} model: "
-                       "Personalizer's rank needs a model that ranks candidates (create one "
-                       "with \"preset\": \"personalizer\")", "model_id")
-    found = await ctx.cache.get(view)
-    if found is None:
-        raise unknown_model(model_id)
-    learner, version = found
+    learner, version = await _ranker(request, view)
     apprentice = in_apprentice_mode(config)
     native, excluded = decision_request(body, apprentice)
     candidates = cast(list, native.candidates)[0]
@@ -148,26 +197,32 @@ async def rank_single_slot(request: Request, model_id: str) -> Response:
             [(i, cast(NamedFeatures, f).named)
              for i, f in zip(candidates.ids, candidates.features, strict=True)],
             ranker.feature_effects(one.x, one.actions))
-    ttl = _alias_seconds(view, ctx.settings.context_grace_seconds)
-    if body.eventId is not None and not await ctx.store.aliases.claim(view.keys, body.eventId,
-                                                                      ttl):
-        raise ApiError(409, "duplicate_event_id", f"event id {body.eventId!r} was given to "
-                       "an earlier rank of this model: each rank needs its own", "eventId")
-    try:
-        doc = await decide_log_answer(ctx, view.tenant, config, learner, version, native,
-                                      candidates=view.challenged)
-    except BaseException:
-        if body.eventId is not None:
-            await ctx.store.aliases.release(view.keys, body.eventId)
-        raise
-    assert doc is not None  # unguarded: always logged
-    top = doc["ranking"][0]
-    event_id = body.eventId or doc["event_id"]
-    await ctx.store.aliases.bind(view.keys, event_id, Alias(doc["event_id"], top["id"]), ttl)
+    event_id, ranking = await _decide_named(request, view, learner, version, native,
+                                            body.eventId)
+    top = ranking[0]
     return OrjsonResponse(rank_response(event_id, candidates.ids, top["id"],
                                         top["probability"], probabilities, excluded,
                                         explained),
                           status_code=201)
+
+
+async def rank_multi_slot(request: Request, model_id: str) -> Response:
+    """Multi-slot rank: a ranking of the actions into the slots, one distinct action per
+    slot among those it allows, each slot deciding with its own features
+    (:mod:`app.api.personalizer_slots`)."""
+    view = await _view(request, model_id)
+    body = cast(MultiSlotRankRequest, parse(MultiSlotRankRequest, await _json(request)))
+    config = view.config
+    learner, version = await _ranker(request, view)
+    if len(body.slots) > model_slots(config):
+        raise ApiError(422, "invalid_slots", f"{len(body.slots)} slots, but the loop fills "
+                       f"{model_slots(config)} at most: create it with \"slots\": "
+                       f"{len(body.slots)} (or more)", "slots")
+    native = multi_slot_request(body, in_apprentice_mode(config))
+    slot_ids = [s.id for s in body.slots]
+    event_id, ranking = await _decide_named(request, view, learner, version, native,
+                                            body.eventId, slot_ids)
+    return OrjsonResponse(multi_slot_response(event_id, slot_ids, ranking), status_code=201)
 
 
 async def _decision(request: Request, view: ModelView, event_id: str) -> Alias:
@@ -179,10 +234,10 @@ async def _decision(request: Request, view: ModelView, event_id: str) -> Alias:
 
 
 async def _learn_reward(request: Request, view: ModelView, found: Alias,
-                        value: float) -> str:
-    """Join ``value`` as the reward of the decision's chosen action: "ok", "duplicate"
+                        rewards: dict[str, float]) -> str:
+    """Join ``rewards`` (by action id shown) as the decision's feedback: "ok", "duplicate"
     (a reward was learned before: ignored, counted) or "not_activated"."""
-    feedback = RankFeedback(event_id=found.event_id, rewards={found.action_id: value})
+    feedback = RankFeedback(event_id=found.event_id, rewards=rewards)
     try:
         await decisions.feedback(await get_context(request), view, feedback)
     except ApiError as exc:
@@ -194,30 +249,49 @@ async def _learn_reward(request: Request, view: ModelView, found: Alias,
     return "ok"
 
 
-async def reward_single_slot_event(request: Request, model_id: str, event_id: str) -> Response:
-    """Reward: the reward of the event's ``rewardActionId``; the first one counts
-    (``earliest``), a later one is ignored.  A reward of a deferred decision not activated
-    yet is kept, and learned when it is activated.
+async def _reward(request: Request, view: ModelView, event_id: str, found: Alias,
+                  rewards: dict[str, float]) -> Response:
+    """Learn ``rewards`` for the event; the first reward counts (``earliest``), a later one
+    is ignored.  A reward of a deferred decision not activated yet is kept, and learned
+    when it is activated.
 
     The kept reward is written before the second try: if that try still finds the decision
     not activated, its activation comes later and finds the reward.
     """
-    ctx = await get_context(request)
-    view = await _view(request, model_id)
-    body = cast(RewardRequest, parse(RewardRequest, await _json(request)))
-    found = await _decision(request, view, event_id)
-    if await _learn_reward(request, view, found, body.value) == "not_activated":
+    if await _learn_reward(request, view, found, rewards) == "not_activated":
+        ctx = await get_context(request)
         ttl = _alias_seconds(view, ctx.settings.context_grace_seconds)
-        if await ctx.store.aliases.keep_reward(view.keys, event_id, body.value, ttl):
-            await _learn_reward(request, view, found, body.value)
+        if await ctx.store.aliases.keep_reward(view.keys, event_id, rewards, ttl):
+            await _learn_reward(request, view, found, rewards)
     return Response(status_code=204)
 
 
-async def activate_single_slot_event(request: Request, model_id: str,
-                                     event_id: str) -> Response:
-    """Activate: a decision ranked with ``deferActivation`` now awaits its reward, and
-    learns the reward kept for it, if one came first (a decision not deferred, or activated
-    before, is left as it is)."""
+async def reward_single_slot_event(request: Request, model_id: str, event_id: str) -> Response:
+    """Reward: the reward of the event's ``rewardActionId`` (:func:`_reward`)."""
+    view = await _view(request, model_id)
+    body = cast(RewardRequest, parse(RewardRequest, await _json(request)))
+    found = await _decision(request, view, event_id)
+    if found.slots:
+        raise ApiError(422, "invalid_reward", f"event {event_id!r} was ranked multi-slot: "
+                       "reward its slots with reward_multi_slot "
+                       "(multislot/events/{eventId}/reward)", "eventId")
+    return await _reward(request, view, event_id, found, {found.action_id: body.value})
+
+
+async def reward_multi_slot_event(request: Request, model_id: str, event_id: str) -> Response:
+    """Multi-slot reward: the reward of each slot named (:func:`_reward`; a slot not named
+    gets the default reward 0)."""
+    view = await _view(request, model_id)
+    body = cast(MultiSlotRewardRequest, parse(MultiSlotRewardRequest, await _json(request)))
+    found = await _decision(request, view, event_id)
+    return await _reward(request, view, event_id, found,
+                         slot_rewards(body, event_id, found.slots))
+
+
+async def activate_event(request: Request, model_id: str, event_id: str) -> Response:
+    """Activate (single- or multi-slot): a decision ranked with ``deferActivation`` now
+    awaits its reward, and learns the reward kept for it, if one came first (a decision not
+    deferred, or activated before, is left as it is)."""
     ctx = await get_context(request)
     view = await _view(request, model_id)
     found = await _decision(request, view, event_id)
@@ -361,6 +435,106 @@ async def delete_logs(request: Request, model_id: str) -> Response:
     return Response(status_code=204)
 
 
+async def create_feature_importance(request: Request, model_id: str,
+                                    feature_importance_id: str) -> Response:
+    """Create feature importance: a report over a time range of the log
+    (:mod:`app.api.personalizer_importance`), computed at once."""
+    view = await _view(request, model_id)
+    body = cast(ImportanceRequest, parse(ImportanceRequest, await _json(request)))
+    await create_report(await get_context(request), view, feature_importance_id, body)
+    return Response(status_code=200)
+
+
+async def _report(request: Request, view: ModelView, report_id: str) -> dict[str, Any]:
+    found = await (await get_context(request)).store.importances.get(view.keys, report_id)
+    if found is None:
+        raise ApiError(404, "not_found", f"no feature importance {report_id!r}",
+                       "featureImportanceId")
+    return found
+
+
+async def get_feature_importance(request: Request, model_id: str,
+                                 feature_importance_id: str) -> Response:
+    """Get feature importance: one report."""
+    view = await _view(request, model_id)
+    return OrjsonResponse(await _report(request, view, feature_importance_id))
+
+
+async def list_feature_importances(request: Request, model_id: str) -> Response:
+    """List feature importances: the reports, oldest first (``skip``, ``top``)."""
+    view = await _view(request, model_id)
+    reports = await (await get_context(request)).store.importances.all(view.keys)
+    return _listed(request, reports)
+
+
+def _listed(request: Request, items: list[dict[str, Any]]) -> Response:
+    """Personalizer's list answer, ``{"value": [...]}``, of ``items[skip:skip + top]``."""
+    skip, top = (_count_param(request, name) for name in ("skip", "top"))
+    start = skip or 0
+    return OrjsonResponse({"value": items[start:None if top is None else start + top]})
+
+
+def _count_param(request: Request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    if not raw.isdigit():
+        raise ApiError(422, "invalid_param", f"{name} must be a whole number >= 0, got "
+                       f"{raw!r:.40}", name)
+    return int(raw)
+
+
+async def delete_feature_importance(request: Request, model_id: str,
+                                    feature_importance_id: str) -> Response:
+    """Delete feature importance: remove one report."""
+    view = await _view(request, model_id)
+    await _report(request, view, feature_importance_id)
+    await (await get_context(request)).store.importances.delete(view.keys,
+                                                                feature_importance_id)
+    return Response(status_code=204)
+
+
+async def create_evaluation(request: Request, model_id: str, evaluation_id: str) -> Response:
+    """Create evaluation: the online and a random policy evaluated on the log over a time
+    range (:mod:`app.api.personalizer_evaluation`), queued for the jobs role."""
+    view = await _view(request, model_id)
+    body = cast(EvaluationBody, parse(EvaluationBody, await _json(request)))
+    await personalizer_evaluation.create(await get_context(request), view, evaluation_id,
+                                         body)
+    return Response(status_code=200)
+
+
+async def _evaluation(request: Request, view: ModelView, evaluation_id: str) -> dict[str, Any]:
+    found = await personalizer_evaluation.answer(await get_context(request), view,
+                                                 evaluation_id)
+    if found is None:
+        raise ApiError(404, "not_found", f"no evaluation {evaluation_id!r}", "evaluationId")
+    return found
+
+
+async def get_evaluation(request: Request, model_id: str, evaluation_id: str) -> Response:
+    """Get evaluation: its status and, once done, each policy's result."""
+    view = await _view(request, model_id)
+    return OrjsonResponse(await _evaluation(request, view, evaluation_id))
+
+
+async def list_evaluations(request: Request, model_id: str) -> Response:
+    """List evaluations: each one's status and results, oldest first (``skip``, ``top``)."""
+    ctx = await get_context(request)
+    view = await _view(request, model_id)
+    found = [await personalizer_evaluation.answer(ctx, view, record["id"])
+             for record in await ctx.store.named_evaluations.all(view.keys)]
+    return _listed(request, [e for e in found if e is not None])
+
+
+async def delete_evaluation(request: Request, model_id: str, evaluation_id: str) -> Response:
+    """Delete evaluation: forget it (its jobs expire on their own)."""
+    view = await _view(request, model_id)
+    await _evaluation(request, view, evaluation_id)
+    await (await get_context(request)).store.named_evaluations.delete(view.keys, evaluation_id)
+    return Response(status_code=204)
+
+
 async def unsupported_call(request: Request, model_id: str, rest: str) -> Response:
     """A Personalizer call noisyloop does not serve yet (named in the answer)."""
     await _view(request, model_id)
@@ -387,8 +561,15 @@ for _prefix in PREFIXES:
                          _personalizer_errors(reward_single_slot_event), methods=["POST"],
                          status_code=204)
     router.add_api_route(f"{_prefix}/events/{{event_id}}/activate",
-                         _personalizer_errors(activate_single_slot_event), methods=["POST"],
+                         _personalizer_errors(activate_event), methods=["POST"],
                          status_code=204)
+router.add_api_route(f"{PREFIXES[0]}/multislot/rank", _personalizer_errors(rank_multi_slot),
+                     methods=["POST"], status_code=201)
+router.add_api_route(f"{PREFIXES[0]}/multislot/events/{{event_id}}/reward",
+                     _personalizer_errors(reward_multi_slot_event), methods=["POST"],
+                     status_code=204)
+router.add_api_route(f"{PREFIXES[0]}/multislot/events/{{event_id}}/activate",
+                     _personalizer_errors(activate_event), methods=["POST"], status_code=204)
 router.add_api_route(f"{PREFIXES[0]}/configurations/service",
                      _personalizer_errors(get_service_configuration), methods=["GET"])
 router.add_api_route(f"{PREFIXES[0]}/configurations/service",
@@ -411,6 +592,21 @@ router.add_api_route(f"{PREFIXES[0]}/logs/properties",
                      _personalizer_errors(get_log_properties), methods=["GET"])
 router.add_api_route(f"{PREFIXES[0]}/logs", _personalizer_errors(delete_logs),
                      methods=["DELETE"], status_code=204)
+_IMPORTANCE = f"{PREFIXES[0]}/featureImportances/{{feature_importance_id}}"
+router.add_api_route(_IMPORTANCE, _personalizer_errors(create_feature_importance),
+                     methods=["PUT"])
+router.add_api_route(_IMPORTANCE, _personalizer_errors(get_feature_importance), methods=["GET"])
+router.add_api_route(_IMPORTANCE, _personalizer_errors(delete_feature_importance),
+                     methods=["DELETE"], status_code=204)
+router.add_api_route(f"{PREFIXES[0]}/featureImportances",
+                     _personalizer_errors(list_feature_importances), methods=["GET"])
+_EVALUATION = f"{PREFIXES[0]}/evaluations/{{evaluation_id}}"
+router.add_api_route(_EVALUATION, _personalizer_errors(create_evaluation), methods=["PUT"])
+router.add_api_route(_EVALUATION, _personalizer_errors(get_evaluation), methods=["GET"])
+router.add_api_route(_EVALUATION, _personalizer_errors(delete_evaluation), methods=["DELETE"],
+                     status_code=204)
+router.add_api_route(f"{PREFIXES[0]}/evaluations", _personalizer_errors(list_evaluations),
+                     methods=["GET"])
 router.add_api_route("/{model_id}/personalizer/{rest:path}",
                      _personalizer_errors(unsupported_call),
                      methods=["GET", "POST", "PUT", "PATCH", "DELETE"])

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from app.api.deps import Context, ModelDep
 from app.api.schemas.common import ErrorResponse
 from app.api.schemas.series import SeriesPoint, SeriesResponse
+from app.store.paging import take_page
 from app.store.series import SERIES_MAX
 
 router = APIRouter(prefix="/v1/models", tags=["series"],
@@ -20,8 +21,15 @@ router = APIRouter(prefix="/v1/models", tags=["series"],
 async def get_series(view: ModelDep, ctx: Context,
                      limit: Annotated[int, Query(ge=1, le=SERIES_MAX,
                                                  description="newest points to return")
-                                      ] = SERIES_MAX) -> SeriesResponse:
+                                      ] = SERIES_MAX,
+                     before: Annotated[float | None, Query(
+                         ge=0, le=1e11, allow_inf_nan=False,
+                         description="only points older than this (the previous page's "
+                                     "`next_before`)")] = None) -> SeriesResponse:
     """The model's quality series, oldest first: one point per trainer window (about every
-    10 s while it learns), the newest 2,000 kept."""
-    points = await ctx.store.series.read(view.keys, limit)
-    return SeriesResponse(points=[SeriesPoint.model_validate(p) for p in points])
+    10 s while it learns), the newest 2,000 kept; a page holds the newest `limit` points
+    (before `before`) and at most 4 MiB of them, `next_before` reads on back in time."""
+    points, more = await take_page(ctx.store.series.newest(view.keys, before), limit)
+    points.reverse()
+    return SeriesResponse(points=[SeriesPoint.model_validate(p) for p in points],
+                          next_before=points[0]["t"] if more and points else None)

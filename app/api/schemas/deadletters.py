@@ -34,7 +34,8 @@ class DeadLetterItem(BaseModel):
 
 
 class DeadLetterListResponse(BaseModel):
-    """``GET /v1/models/{id}/dead-letters``: one page, oldest first."""
+    """``GET /v1/models/{id}/dead-letters``: one page, oldest first, at most ``limit`` dead
+    letters and :data:`~app.store.paging.MAX_PAGE_BYTES` of their JSON."""
 
     dead_letters: list[DeadLetterItem]
     total: int = Field(description="Dead letters held now (the model's "

@@ -56,6 +56,10 @@ class SeriesPoint(BaseModel):
 
 
 class SeriesResponse(BaseModel):
-    """The newest points of a model's series, oldest first."""
+    """The newest points of a model's series, oldest first (at most ``limit`` and
+    :data:`~app.store.paging.MAX_PAGE_BYTES` of their JSON)."""
 
     points: list[SeriesPoint]
+    next_before: float | None = Field(
+        default=None, description="pass as `before` for the older points (the page was cut "
+                                  "by `limit` or by bytes); null when no older point is left")

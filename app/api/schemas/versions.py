@@ -24,11 +24,19 @@ class KeptVersionResponse(BaseModel):
                                     "that change replaced")
 
 
+#: Kept versions a page of ``GET .../versions`` holds at most (and by default).
+MAX_VERSIONS_PAGE = 1000
+
+
 class VersionsResponse(BaseModel):
-    """``GET /v1/models/{id}/versions``: the kept versions, newest first."""
+    """``GET /v1/models/{id}/versions``: the kept versions, newest first (at most ``limit``
+    and :data:`~app.store.paging.MAX_PAGE_BYTES` of them)."""
 
     version: int = Field(description="the model's version now")
     versions: list[KeptVersionResponse]
+    next_before: int | None = Field(
+        default=None, description="pass as `before` for the older kept versions (the page "
+                                  "was cut by `limit` or by bytes); null when none is left")
 
 
 class RollbackRequest(RequestModel):

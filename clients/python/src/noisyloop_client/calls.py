@@ -166,16 +166,19 @@ def put_snapshot(model_id: str, snapshot: dict[str, Any]) -> Call:
     return Call("PUT", _model(model_id, "/snapshot"), 200, snapshot)
 
 
-def versions(model_id: str) -> Call:
-    return Call("GET", _model(model_id, "/versions"))
+def versions(model_id: str, limit: int | None = None, before: int | None = None) -> Call:
+    params = {name: value for name, value in (("limit", limit), ("before", before))
+              if value is not None}
+    return Call("GET", _model(model_id, "/versions"), 200, None, params)
 
 
 def rollback(model_id: str, version: int) -> Call:
     return Call("POST", _model(model_id, "/rollback"), 200, {"version": version})
 
 
-def series(model_id: str, limit: int | None = None) -> Call:
-    params = {} if limit is None else {"limit": limit}
+def series(model_id: str, limit: int | None = None, before: float | None = None) -> Call:
+    params = {name: value for name, value in (("limit", limit), ("before", before))
+              if value is not None}
     return Call("GET", _model(model_id, "/series"), 200, None, params)
 
 

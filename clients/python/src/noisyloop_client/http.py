@@ -210,13 +210,17 @@ class Client(_Base):
         """A regression model's label budget and the labels charged so far."""
         return cast(LabelBudget, self.send(calls.label_budget(model_id)))
 
-    def series(self, model_id: str, limit: int | None = None) -> Series:
-        """The model's quality series, oldest first (the newest ``limit`` points)."""
-        return cast(Series, self.send(calls.series(model_id, limit)))
+    def series(self, model_id: str, limit: int | None = None,
+               before: float | None = None) -> Series:
+        """The model's quality series, oldest first (the newest ``limit`` points older than
+        ``before``; ``next_before`` of the answer reads on back in time)."""
+        return cast(Series, self.send(calls.series(model_id, limit, before)))
 
-    def versions(self, model_id: str) -> Versions:
-        """The kept versions, newest first."""
-        return cast(Versions, self.send(calls.versions(model_id)))
+    def versions(self, model_id: str, limit: int | None = None,
+                 before: int | None = None) -> Versions:
+        """The kept versions, newest first (at most ``limit``, older than ``before``;
+        ``next_before`` of the answer reads on)."""
+        return cast(Versions, self.send(calls.versions(model_id, limit, before)))
 
     def rollback(self, model_id: str, version: int) -> Rollback:
         """Publish kept ``version`` as a new version; the trainer learns on from it."""
@@ -474,13 +478,15 @@ class AsyncClient(_Base):
         """As :meth:`Client.label_budget`."""
         return cast(LabelBudget, await self.send(calls.label_budget(model_id)))
 
-    async def series(self, model_id: str, limit: int | None = None) -> Series:
+    async def series(self, model_id: str, limit: int | None = None,
+                     before: float | None = None) -> Series:
         """As :meth:`Client.series`."""
-        return cast(Series, await self.send(calls.series(model_id, limit)))
+        return cast(Series, await self.send(calls.series(model_id, limit, before)))
 
-    async def versions(self, model_id: str) -> Versions:
+    async def versions(self, model_id: str, limit: int | None = None,
+                       before: int | None = None) -> Versions:
         """As :meth:`Client.versions`."""
-        return cast(Versions, await self.send(calls.versions(model_id)))
+        return cast(Versions, await self.send(calls.versions(model_id, limit, before)))
 
     async def rollback(self, model_id: str, version: int) -> Rollback:
         """As :meth:`Client.rollback`."""

@@ -173,6 +173,7 @@ class Versions(TypedDict):
 
     version: int
     versions: list[KeptVersion]
+    next_before: int | None
 
 
 class Rollback(TypedDict):
@@ -186,6 +187,7 @@ class Series(TypedDict):
     the other fields docs/api.md lists."""
 
     points: list[dict[str, Any]]
+    next_before: float | None
 
 
 class ValueInterval(TypedDict):
