@@ -69,23 +69,33 @@ def test_bad_feedback_is_refused_naming_its_field(client: TestClient, tenant: di
     assert post_feedback(client, tenant, {"event_id": eid, "reward": 0.5}).status_code == 202
 
 
+def _priced(client: TestClient, auth: dict[str, str], world: PricingWorld, seed: int
+            ) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray, list[dict[str, Any]]]:
+    """``ROUNDS`` customers priced by a batch predict, their purchases flipped with
+    ``RHO0``/``RHO1`` sent in one feedback batch (odd rounds as clicks worth the price, even
+    ones as the revenue), applied: ``(X, decisions, purchases seen, events)``."""
+    rng = np.random.default_rng(seed)
+    X = world.customers(ROUNDS, rng)
+    decided = predict_all(client, auth, X)
+    prices = np.array([d["action"] for d in decided])
+    clicks = world.purchases(X, prices, rng, RHO0, RHO1)
+    events = [{"event_id": d["event_id"], "click": bool(c), "click_value": d["action"]}
+              if i % 2 else {"event_id": d["event_id"], "reward": d["action"] * c}
+              for i, (d, c) in enumerate(zip(decided, clicks, strict=True))]
+    r = post_feedback(client, auth, {"events": events})
+    assert r.status_code == 202 and r.json()["accepted"] == ROUNDS, r.text
+    assert client.post("/v1/models/m1/sync", headers=auth).json()["pending"] == 0
+    return X, decided, clicks, events
+
+
 def test_trainer_learns_what_was_logged_and_logs_it(client: TestClient,
                                                     tenant: dict[str, str]) -> None:
     """Batch predicts, then rewards and noisy purchases in a feedback batch: the trainer
     applies every one, the log holds each decision with its feedback, and the served model
     decides as a learner that learned the logged events does."""
     _model(client, tenant)
-    world, rng = PricingWorld(), np.random.default_rng(4)
-    X = world.customers(ROUNDS, rng)
-    decided = predict_all(client, tenant, X)
-    prices = np.array([d["action"] for d in decided])
-    clicks = world.purchases(X, prices, rng, RHO0, RHO1)
-    events = [{"event_id": d["event_id"], "click": bool(c), "click_value": d["action"]}
-              if i % 2 else {"event_id": d["event_id"], "reward": d["action"] * c}
-              for i, (d, c) in enumerate(zip(decided, clicks, strict=True))]
-    r = post_feedback(client, tenant, {"events": events})
-    assert r.status_code == 202 and r.json()["accepted"] == ROUNDS, r.text
-    assert client.post("/v1/models/m1/sync", headers=tenant).json()["pending"] == 0
+    world = PricingWorld()
+    X, decided, clicks, events = _priced(client, tenant, world, 4)
     assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == ROUNDS
 
     r = client.get("/v1/models/m1/log", headers=tenant)
@@ -144,16 +154,8 @@ def test_queued_evaluations_are_the_smoothed_estimators_on_the_log(
     intervals are :func:`app.evaluation.smoothed.smoothed_value` of the played rounds (the
     same sums in another order: 1e-9 relative), clicks corrected with the model's rates."""
     _model(client, tenant)
-    world, rng = PricingWorld(), np.random.default_rng(6)
-    X = world.customers(ROUNDS, rng)
-    decided = predict_all(client, tenant, X)
+    _, decided, clicks, _ = _priced(client, tenant, PricingWorld(), 6)
     prices = np.array([d["action"] for d in decided])
-    clicks = world.purchases(X, prices, rng, RHO0, RHO1)
-    events = [{"event_id": d["event_id"], "click": bool(c), "click_value": d["action"]}
-              if i % 2 else {"event_id": d["event_id"], "reward": d["action"] * c}
-              for i, (d, c) in enumerate(zip(decided, clicks, strict=True))]
-    assert post_feedback(client, tenant, {"events": events}).status_code == 202
-    assert client.post("/v1/models/m1/sync", headers=tenant).json()["pending"] == 0
     pdf = np.array([d["pdf"] for d in decided])
     rewards = np.where(np.arange(ROUNDS) % 2 == 1,
                        prices * (clicks - RHO0) / (1 - RHO0 - RHO1), prices * clicks)
