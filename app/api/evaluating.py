@@ -42,7 +42,9 @@ async def queue_policy_evaluation(ctx: ApiContext, view: ModelView,
     check_supported(view.config.task, body.policy)
     check_evaluation_size(ctx, view.tenant, view.config)
     if isinstance(body.policy, str) and body.policy.startswith("fixed:") and \
-            int(body.policy.partition(":")[2]) >= view.config.class_count:
+            get_task(view.config.task).needs_classes and not (
+                body.policy.partition(":")[2].isdigit()
+                and int(body.policy.partition(":")[2]) < view.config.class_count):
         raise ApiError(422, "invalid_param", f"fixed:N names a label, 0..."
                        f"{view.config.class_count - 1} for this model", "policy")
     request: dict[str, Any] = body.model_dump(exclude={"since", "until"})

@@ -42,6 +42,9 @@ ALGORITHMS: dict[tuple[str, str], str] = {
     ("noisy_label", "perceptron"): "app.learners.uma:NoisyLabelPerceptron",
     ("noisy_input", "kernel_ogd"): "app.learners.kernel_ogd:KernelOGD",
     ("rank", "ridge_pl"): "app.learners.rank:RidgeRanker",
+    # continuous: ridge_ucb closes more of the pricing world's gap than cats (docs/continuous.md)
+    ("continuous", "ridge_ucb"): "app.learners.ridge_actions:RidgeUCB",
+    ("continuous", "cats"): "app.learners.cats:CATS",
 }
 
 #: Constructor arguments that are not hyper-parameters.

@@ -166,17 +166,23 @@ METRIC_LABELS = {"error_rate": "online error rate (greedy vs true label)",
                  "mse": "running mean squared error",
                  "kept_reward": "mean reward of the kept events (log replay)",
                  "gap_closed": "gap closed, last 1,000 rounds:\n"
-                               "(played - random) / (oracle - random)"}
+                               "(played - random) / (oracle - random)",
+                 "price_gap_closed": "gap closed by the prices played so far:\n"
+                                     "(played - uniform) / (best - uniform)"}
 #: What a metric means, printed under a replay's summary line (the plot's axis names it).
 METRIC_NOTES = {
     "gap_closed": "gap_closed: the share of the gap between a random ranking and the oracle "
                   "(the true best) that the played rankings close, relevance weighted by the "
                   "true position bias: sum(played - random) / sum(oracle - random); 1 = the "
                   "oracle, 0 = no better than random (the curve: over the last 1,000 rounds "
-                  "at each point)"}
+                  "at each point)",
+    "price_gap_closed": "price_gap_closed: the share of the gap between a uniform price and "
+                        "each customer's best price that the prices played close (exploration "
+                        "included): sum(played - uniform) / sum(best - uniform) over the "
+                        "rounds so far; 1 = the best prices, 0 = no better than uniform"}
 #: Metrics drawn on a linear y axis whatever is asked: a share or a reward, not a loss that
 #: falls towards 0 over decades (a share of a gap can be negative early on).
-LINEAR_METRICS = frozenset({"gap_closed", "kept_reward"})
+LINEAR_METRICS = frozenset({"gap_closed", "kept_reward", "price_gap_closed"})
 #: How a run's noise shows in a plot's title: its ``extra`` field, the text.
 NOISE_LABELS = {"noisy_label_rate": "label noise rate {:.3g}", "input_noise": "input noise sd {:g}",
                 "noise_variance_max": "label noise variance <= {:g}"}

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from app.evaluation.shapes import LogShape
 from app.learners.base import ParamError
 from app.learners.registry import did_you_mean, register_algorithm
-from app.tasks import label, label_set, noisy_input, noisy_label, rank, regression
+from app.tasks import continuous, label, label_set, noisy_input, noisy_label, rank, regression
 from app.tasks.base import OpenPolicy, Replay, Task
 
 __all__ = ["TASKS", "OpenPolicy", "Replay", "Task", "feedback_union", "get_task",
@@ -44,6 +44,7 @@ def register_task(task: Task) -> None:
 for _task in (label.TASK, label_set.TASK, regression.TASK, noisy_label.TASK, noisy_input.TASK,
               rank.TASK):
     register_task(_task)
+register_task(continuous.TASK)
 
 
 def get_task(name: str) -> Task:

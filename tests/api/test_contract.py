@@ -214,7 +214,7 @@ def test_openapi_publishes_the_enforced_constraints(idle_client: TestClient) -> 
     schemas = spec["components"]["schemas"]
     create = schemas["ModelCreateRequest"]["properties"]
     assert set(create["task"]["enum"]) == {"label", "label_set", "regression", "noisy_label",
-                                           "noisy_input", "rank"}
+                                           "noisy_input", "rank", "continuous"}
     assert "rcnbf" in create["algorithm"]["anyOf"][0]["enum"]
     assert schemas["PredictRequest"]["oneOf"] == [{"required": ["features"]},
                                                   {"required": ["instances"]}]

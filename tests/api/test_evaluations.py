@@ -112,8 +112,8 @@ def test_a_model_lists_the_policies_its_log_is_evaluated_for_and_no_other_is_que
     r = client.post("/v1/models/m2/evaluations", json={"policy": "uniform"}, headers=tenant)
     assert r.status_code == 422 and r.json()["error"] == {
         "code": "evaluation_unsupported", "field": "policy",
-        "message": "the service evaluates the decision logs of label and rank models, not of "
-                   "regression models"}, r.text
+        "message": "the service evaluates the decision logs of continuous and label and rank "
+                   "models, not of regression models"}, r.text
 
 
 @pytest.mark.slow

@@ -73,6 +73,15 @@ def _clicks(learner: Learner, decision: Decision, rng: np.random.Generator) -> n
     return rng.integers(0, 2, np.asarray(decision.context["scores"]).shape[0]).astype(float)
 
 
+def _reward(learner: Learner, decision: Decision, rng: np.random.Generator) -> float:
+    return float(rng.standard_normal())
+
+
+def _click_value(learner: Learner, decision: Decision, rng: np.random.Generator) -> float:
+    """What a click was worth, or NaN (a plain reward) half of the time (continuous task)."""
+    return float(rng.uniform(0.5, 2.0)) if rng.random() < 0.5 else float("nan")
+
+
 #: Feedback field name -> generator of a valid random value for one decision.
 FEEDBACK: dict[str, FeedbackGenerator] = {
     "click": _click,
@@ -84,6 +93,8 @@ FEEDBACK: dict[str, FeedbackGenerator] = {
     "values": _values,
     "variance": _variance,
     "clicks": _clicks,
+    "reward": _reward,
+    "click_value": _click_value,
 }
 
 #: Feedback field name -> a value the learner must refuse with a ValueError.
@@ -96,6 +107,8 @@ INVALID_FEEDBACK: dict[str, Any] = {
     "values": np.array([1.0, np.inf]),
     "variance": -1.0,
     "clicks": np.full(3, 1.5),
+    "reward": float("nan"),
+    "click_value": float("inf"),
 }
 
 CASES = sorted(registry.ALGORITHMS)

@@ -127,6 +127,13 @@ def feedback(task: str, n: int, k: int, shown: list[str]) -> st.SearchStrategy[d
         return (st.fixed_dictionaries({"clicks": st.lists(ids, max_size=3)})
                 | st.fixed_dictionaries({"rewards": st.dictionaries(
                     ids, mostly(st.floats(0, 1), any_number), max_size=3)}))
+    if task == "continuous":
+        return mostly(st.fixed_dictionaries({"reward": mild_number})
+                      | st.fixed_dictionaries({"click": click},
+                                              optional={"click_value": mild_number}),
+                      st.fixed_dictionaries({"reward": any_number},
+                                            optional={"click": click,
+                                                      "click_value": any_number}))
     raise AssertionError(f"no feedback shape for task {task!r}")
 
 

@@ -34,8 +34,9 @@ def _policy_kind(value: Any) -> str | None:
     return "<config>" if isinstance(value, dict | PolicyConfig) else None
 
 
-#: The named target policies (``fixed:N``: always label N).
-POLICY_NAMES = r"^(uniform|logging|model|model:greedy|fixed:[0-9]{1,6})$"
+#: The named target policies (``fixed:N``: always label N; a continuous model's ``fixed:V``
+#: a value, decimals allowed).
+POLICY_NAMES = r"^(uniform|logging|model|model:greedy|fixed:-?[0-9]{1,6}(\.[0-9]{1,9})?)$"
 
 
 def _policy_name(value: str) -> str:

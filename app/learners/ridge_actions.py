@@ -1,0 +1,177 @@
+"""Ridge regression on context-action features, optimistic over a grid, smoothed
+(``ridge_ucb``).
+
+The reward is modelled as linear in the features of a context and an action,
+
+    r(x, a) ~ theta . phi(x, a),    phi(x, a) = z (x) P(t),
+
+with ``z = [1, x]``, ``t = 2 (a - lo) / (hi - lo) - 1`` and ``P(t)`` the Legendre
+polynomials ``P_0 .. P_p`` of degree ``p`` (``(x)``: the Kronecker product): a smooth
+reward curve over the range whose shape depends on the context.  Ridge regression gives
+``theta = V^-1 b`` with ``V = lambda I + sum phi phi^T``, ``b = sum r phi``, and its
+width ``w(x, a) = sqrt(phi^T V^-1 phi)``; the decision takes LinUCB's optimistic action
+(Li, Chu, Langford & Schapire 2010, Algorithm 1, over the actions of a grid,
+``argmax_g theta . phi(x, a_g) + alpha w(x, a_g)``) and plays the smoothed policy around it
+(Majzoubi et al. 2020, Section 2; :mod:`app.learners.smoothing`).  Learning is direct: the
+regression fits the reward of the action played, so no importance weight enters it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.polynomial import legendre
+
+from app.learners.base import (
+    ITEM_BYTES,
+    ParamError,
+    State,
+    check_int,
+    check_non_negative,
+    check_positive,
+    check_state,
+    size_param,
+)
+from app.learners.smoothing import DEFAULT_RANGE, ContinuousBandit
+
+#: Largest feature count ``(d + 1)(p + 1)`` of the regression (its ``V`` is kept whole).
+MAX_DIM = 512
+
+
+class RidgeUCB(ContinuousBandit):
+    """Ridge regression on ``z (x) P(t)``, optimistic over ``grid`` actions, smoothed.
+
+    Parameters
+    ----------
+    n_features:
+        Input dimension ``d``.
+    seed:
+        Seed of the draws.
+    action_range:
+        ``[lo, hi]``, the actions.
+    degree:
+        ``p``, the Legendre degree of the reward curve.
+    grid:
+        Actions the optimistic argmax looks at, evenly spaced over the range, ends included.
+    alpha:
+        Width of the optimism bonus, on the scale of the rewards (0: greedy).
+    bandwidth:
+        Smoothing half-width ``h`` in action units; None: ``(hi - lo) / 32``.
+    epsilon:
+        Share of actions drawn uniformly over the range.
+    ridge:
+        ``lambda`` of the regression.
+    rho0, rho1:
+        Click-noise rates (a click's reward is corrected with them).
+
+    Attributes
+    ----------
+    gram_ : ndarray of shape (D, D)
+        ``sum phi phi^T``, ``D = (d + 1)(p + 1)``.
+    sum_rphi_ : ndarray of shape (D,)
+        ``sum r phi``.
+
+    Examples
+    --------
+    The best action is ``0.2 + 0.6 x``:
+
+    >>> rng = np.random.default_rng(0)
+    >>> learner = RidgeUCB(n_features=1, seed=0)
+    >>> for _ in range(1000):
+    ...     x = rng.random(1)
+    ...     d = learner.decide(x)
+    ...     a = d.output["action"]
+    ...     r = a * (0.4 + 1.2 * x[0]) - a * a + 0.1 * rng.standard_normal()
+    ...     learner.learn_one({**d.context, "reward": r, "click_value": np.nan})
+    >>> [round(learner.decide(np.array([x]), explore=False).output["action"], 2)
+    ...  for x in (0.0, 1.0)]
+    [0.19, 0.79]
+    """
+
+    paper: ClassVar[str] = ("Li, Chu, Langford & Schapire 2010, Algorithm 1 (LinUCB) over a "
+                            "grid of actions on context-action features, smoothed as in "
+                            "Majzoubi et al. 2020, Section 2")
+
+    def __init__(self, n_features: int, seed: int | None = None,
+                 action_range: Sequence[float] = DEFAULT_RANGE, degree: int = 3,
+                 grid: int = 64, alpha: float = 1.0, bandwidth: float | None = None,
+                 epsilon: float = 0.02, ridge: float = 1.0, rho0: float = 0.0,
+                 rho1: float = 0.0) -> None:
+        super().__init__(n_features=n_features, seed=seed, action_range=action_range,
+                         bandwidth=bandwidth, epsilon=epsilon, rho0=rho0, rho1=rho1)
+        self.degree = check_int("degree", degree, 1, 12)
+        self.grid = check_int("grid", grid, 2, 4096)
+        self.alpha = check_non_negative("alpha", alpha)
+        self.ridge = check_positive("ridge", ridge)
+        dim = (self.n_features + 1) * (self.degree + 1)
+        if dim > MAX_DIM:
+            raise ParamError("n_features", f"(n_features + 1)(degree + 1) must be at most "
+                                           f"{MAX_DIM}, got {dim}")
+        lo, hi = self.action_range
+        self.actions = np.linspace(lo, hi, self.grid)
+        self._basis = self.basis(self.actions)
+        self.gram_ = np.zeros((dim, dim))
+        self.sum_rphi_ = np.zeros(dim)
+        self._solved: tuple[np.ndarray, np.ndarray] | None = None
+
+    @classmethod
+    def state_bytes(cls, n_features: int, n_classes: int | None,
+                    params: Mapping[str, Any]) -> int:
+        """``gram_`` and ``sum_rphi_``: ``D (D + 1)`` floats."""
+        dim = (n_features + 1) * (size_param(params, "degree") + 1)
+        return ITEM_BYTES * dim * (dim + 1)
+
+    @property
+    def half_width(self) -> float:
+        lo, hi = self.action_range
+        return self.bandwidth if self.bandwidth is not None else (hi - lo) / 32
+
+    def basis(self, action: np.ndarray) -> np.ndarray:
+        """``P(t)`` of each action, shape ``(n, p + 1)``."""
+        lo, hi = self.action_range
+        t = np.clip(2.0 * (np.asarray(action) - lo) / (hi - lo) - 1.0, -1.0, 1.0)
+        out: np.ndarray = legendre.legvander(t, self.degree)
+        return out
+
+    def solved(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(theta, V^-1)`` (module docstring), kept until the next update."""
+        if self._solved is None:
+            cov = np.linalg.inv(self.gram_ + self.ridge * np.eye(self.gram_.shape[0]))
+            self._solved = (cov @ self.sum_rphi_, cov)
+        return self._solved
+
+    def centres(self, Z: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The greedy grid action per row and, exploring, the optimistic one.
+
+        With ``theta`` as a ``(d + 1) x (p + 1)`` matrix ``T``, the means over the grid are
+        ``(Z T) B^T`` (``B``: the grid's basis); with ``V^-1`` as ``C[i, j, k, l]``, the
+        squared widths are ``sum_jl B_gj B_gl sum_ik z_i z_k C[i, j, k, l]``.
+        """
+        theta, cov = self.solved()
+        dz, db = Z.shape[1], self.degree + 1
+        mean = (Z @ theta.reshape(dz, db)) @ self._basis.T
+        greedy: np.ndarray = self.actions[np.argmax(mean, axis=1)]
+        if not explore or self.alpha == 0.0:
+            return greedy, greedy
+        inner = np.einsum("ni,ijkl,nk->njl", Z, cov.reshape(dz, db, dz, db), Z)
+        width = np.sqrt(np.maximum(np.einsum("njl,gj,gl->ng", inner, self._basis,
+                                             self._basis), 0.0))
+        centre: np.ndarray = self.actions[np.argmax(mean + self.alpha * width, axis=1)]
+        return greedy, centre
+
+    def _learn(self, Z: np.ndarray, action: np.ndarray, pdf: np.ndarray,
+               r: np.ndarray) -> None:
+        phi = (self.basis(action)[:, None, :] * Z[:, :, None]).reshape(Z.shape[0], -1)
+        self.gram_ += phi.T @ phi
+        self.sum_rphi_ += phi.T @ r
+        self._solved = None
+
+    def get_state(self) -> State:
+        return {"gram_": self.gram_.copy(), "sum_rphi_": self.sum_rphi_.copy()}
+
+    def set_state(self, state: Mapping[str, np.ndarray]) -> None:
+        checked = check_state(self.get_state(), state)
+        self.gram_, self.sum_rphi_ = checked["gram_"], checked["sum_rphi_"]
+        self._solved = None

@@ -1,0 +1,227 @@
+"""The ``continuous`` task through the service: predict, feedback (reward or noisy click),
+batch, WebSocket, the trainer applying it and the decision log holding it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from app.evaluation.smoothed import smoothed_value
+from app.learners.base import stack_events
+from app.learners.registry import build
+from app.sim.pricing import PricingWorld
+from tests.api.conftest import TestClient, new_model, post_feedback, predict_all
+from tests.api.test_evaluations import run_jobs
+
+RANGE = [0.0, 10.0]
+#: Noise rates the model corrects clicks with.
+RHO0, RHO1 = 0.05, 0.3
+#: Decisions of the learning round.
+ROUNDS = 400
+
+
+def _model(client: TestClient, auth: dict[str, str], **overrides: Any) -> dict[str, Any]:
+    return new_model(client, auth, task="continuous", algorithm=overrides.pop("algorithm",
+                     "ridge_ucb"), n_features=3, n_classes=None,
+                     params={"action_range": RANGE, "rho0": RHO0, "rho1": RHO1}, **overrides)
+
+
+def test_create_predict_answers_an_action_in_range_with_its_density(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    r = client.post("/v1/models", headers=tenant, json={
+        "model_id": "m0", "task": "continuous", "n_features": 3,
+        "params": {"action_range": RANGE}})
+    assert r.status_code == 201, r.text
+    assert r.json()["algorithm"] == "ridge_ucb"  # the task's default
+    _model(client, tenant, algorithm="cats")
+    r = client.post("/v1/models/m1/predict", headers=tenant, json={"features": [0.1, -0.2, 0.3]})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert set(got) == {"event_id", "action", "pdf", "greedy_action", "model_version"}
+    assert RANGE[0] <= got["action"] <= RANGE[1] and RANGE[0] <= got["greedy_action"] <= RANGE[1]
+    # a fresh model's density: epsilon / 10 + (1 - epsilon) / |window| inside the window,
+    # whose half-width is two of 32 bins (0.625): more than the uniform 1/10 either way
+    assert got["pdf"] > 1.0 / 10.0
+    greedy = client.post("/v1/models/m1/predict", headers=tenant,
+                         json={"features": [0.1, -0.2, 0.3], "explore": False}).json()
+    assert "event_id" not in greedy and greedy["action"] == greedy["greedy_action"]
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({}, "reward"),
+    ({"reward": 1.0, "click": True}, "reward"),
+    ({"click_value": 2.0, "reward": 1.0}, "click_value"),
+    ({"click": 1}, "click"),
+    ({"reward": "1.0"}, "reward"),
+    ({"reward": 1.0, "label": 2}, "label"),
+])
+def test_bad_feedback_is_refused_naming_its_field(client: TestClient, tenant: dict[str, str],
+                                                  body: dict[str, Any], field: str) -> None:
+    _model(client, tenant)
+    eid = client.post("/v1/models/m1/predict", headers=tenant,
+                      json={"features": [0.0, 0.0, 0.0]}).json()["event_id"]
+    r = post_feedback(client, tenant, {"event_id": eid, **body})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == field, r.text
+    assert post_feedback(client, tenant, {"event_id": eid, "reward": 0.5}).status_code == 202
+
+
+def _priced(client: TestClient, auth: dict[str, str], world: PricingWorld, seed: int
+            ) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray, list[dict[str, Any]]]:
+    """``ROUNDS`` customers priced by a batch predict, their purchases flipped with
+    ``RHO0``/``RHO1`` sent in one feedback batch (odd rounds as clicks worth the price, even
+    ones as the revenue), applied: ``(X, decisions, purchases seen, events)``."""
+    rng = np.random.default_rng(seed)
+    X = world.customers(ROUNDS, rng)
+    decided = predict_all(client, auth, X)
+    prices = np.array([d["action"] for d in decided])
+    clicks = world.purchases(X, prices, rng, RHO0, RHO1)
+    events = [{"event_id": d["event_id"], "click": bool(c), "click_value": d["action"]}
+              if i % 2 else {"event_id": d["event_id"], "reward": d["action"] * c}
+              for i, (d, c) in enumerate(zip(decided, clicks, strict=True))]
+    r = post_feedback(client, auth, {"events": events})
+    assert r.status_code == 202 and r.json()["accepted"] == ROUNDS, r.text
+    assert client.post("/v1/models/m1/sync", headers=auth).json()["pending"] == 0
+    return X, decided, clicks, events
+
+
+def test_trainer_learns_what_was_logged_and_logs_it(client: TestClient,
+                                                    tenant: dict[str, str]) -> None:
+    """Batch predicts, then rewards and noisy purchases in a feedback batch: the trainer
+    applies every one, the log holds each decision with its feedback, and the served model
+    decides as a learner that learned the logged events does."""
+    _model(client, tenant)
+    world = PricingWorld()
+    X, decided, clicks, events = _priced(client, tenant, world, 4)
+    assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == ROUNDS
+
+    r = client.get("/v1/models/m1/log", headers=tenant)
+    assert r.status_code == 200, r.text
+    lines = {line["event_id"]: line for line in map(orjson.loads, r.content.splitlines())
+             if line["type"] == "event"}
+    assert len(lines) == ROUNDS
+    joined = []
+    for d, x, c, event in zip(decided, X, clicks, events, strict=True):
+        line = lines[d["event_id"]]
+        np.testing.assert_allclose(line["features"], x, rtol=1e-15)
+        assert (line["context"]["action"], line["context"]["pdf"]) == (d["action"], d["pdf"])
+        value = event.get("click_value", float("nan"))
+        expected = {"reward": d["action"] * c, "click_value": value}
+        assert line["feedback"]["reward"] == expected["reward"]
+        assert (line["feedback"]["click_value"] is None) == ("reward" in event)
+        joined.append({"x": x, "action": d["action"], "pdf": d["pdf"],
+                       "greedy": d["greedy_action"], **expected})
+
+    # the learner the trainer published decides as one that learned the same events
+    learner = build("continuous", "ridge_ucb", 3, None,
+                    {"action_range": RANGE, "rho0": RHO0, "rho1": RHO1}, seed=0)
+    learner.learn_many(stack_events(joined))
+    fresh = world.customers(20, np.random.default_rng(5))
+    served = [d["greedy_action"] for d in predict_all(client, tenant, fresh, explore=False)]
+    assert served == [learner.decide(x, explore=False).output["greedy_action"] for x in fresh]
+    assert len(set(served)) > 1  # the greedy price depends on the customer
+
+
+def test_websocket_predicts_and_takes_feedback(client: TestClient,
+                                               tenant: dict[str, str]) -> None:
+    _model(client, tenant)
+    with client.websocket_connect("/v1/models/m1/stream", headers=tenant) as ws:
+        ws.send_json({"op": "predict", "id": 1, "features": [0.5, 0.5, 0.5]})
+        decided = ws.receive_json()["result"]
+        assert RANGE[0] <= decided["action"] <= RANGE[1] and decided["pdf"] > 0
+        ws.send_json({"op": "feedback", "id": 2, "event_id": decided["event_id"],
+                      "click": True, "click_value": decided["action"]})
+        assert ws.receive_json() == {"id": 2, "result": {"accepted": True}}
+    assert client.post("/v1/models/m1/sync", headers=tenant).json()["pending"] == 0
+    assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == 1
+
+
+def test_challengers_are_refused_not_failed(client: TestClient,
+                                            tenant: dict[str, str]) -> None:
+    """Not built yet for this task: refused with an error that says so, never a 500."""
+    _model(client, tenant)
+    r = client.post("/v1/models/m1/challengers", headers=tenant,
+                    json={"name": "c", "algorithm": "cats", "params": {}})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "challengers_unsupported"
+
+
+def test_queued_evaluations_are_the_smoothed_estimators_on_the_log(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    """Rewards and noisy purchases logged, then evaluated by the jobs role: the values and
+    intervals are :func:`app.evaluation.smoothed.smoothed_value` of the played rounds (the
+    same sums in another order: 1e-9 relative), clicks corrected with the model's rates."""
+    _model(client, tenant)
+    _, decided, clicks, _ = _priced(client, tenant, PricingWorld(), 6)
+    prices = np.array([d["action"] for d in decided])
+    pdf = np.array([d["pdf"] for d in decided])
+    rewards = np.where(np.arange(ROUNDS) % 2 == 1,
+                       prices * (clicks - RHO0) / (1 - RHO0 - RHO1), prices * clicks)
+    h = RANGE[1] / 32  # ridge_ucb's default half-width
+    value = round(float(np.median(prices)), 2)  # a fixed price with logged events around it
+    expected = {f"fixed:{value}": smoothed_value(prices, pdf, rewards, np.full(ROUNDS, value),
+                                                 (0.0, 10.0), h),
+                # the window [0, 10] around 5: the uniform policy's weights (1 / 10) / pdf
+                "uniform": smoothed_value(prices, pdf, rewards, np.full(ROUNDS, 5.0),
+                                          (0.0, 10.0), 5.0)}
+    checked = []
+    for policy, want in expected.items():
+        result = evaluate(client, tenant, redis_url, policy)
+        assert result["n"] == ROUNDS and result["policy"] == policy
+        assert result["ess"] == pytest.approx(want.ess, rel=1e-9)
+        for name in ("ips", "snips"):
+            got, est = result[name], getattr(want, name)
+            assert got["value"] == pytest.approx(est.value, rel=1e-9), (policy, name)
+            assert got["ci"] == pytest.approx(list(est.ci), rel=1e-9), (policy, name)
+            checked.append((policy, name))
+    assert len(checked) == 4
+    logging = evaluate(client, tenant, redis_url, "logging")  # weight 1: the mean reward
+    assert logging["ips"]["value"] == pytest.approx(rewards.mean(), rel=1e-9)
+    r = client.post("/v1/models/m1/evaluations", headers=tenant, json={"policy": "fixed:abc"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "policy", r.text
+
+
+def evaluate(client: TestClient, auth: dict[str, str], redis_url: str,
+             policy: str) -> dict[str, Any]:
+    r = client.post("/v1/models/m1/evaluations", headers=auth, json={"policy": policy})
+    assert r.status_code == 202, r.text
+    assert run_jobs(redis_url) >= 1
+    job: dict[str, Any] = client.get(f"/v1/models/m1/evaluations/{r.json()['job_id']}",
+                                     headers=auth).json()
+    assert job["status"] == "done", job
+    return job
+
+
+#: Customers of the service run and the decisions per batch predict (each learned before the
+#: next batch).
+SERVED, SERVED_BATCH = 20_000, 200
+
+
+@pytest.mark.slow
+def test_service_at_defaults_closes_the_pricing_gap(client: TestClient,
+                                                    tenant: dict[str, str]) -> None:
+    """The pricing world through the API, a model at defaults (its range only): batch
+    predicts of 200, their purchases as clicks worth the price, the trainer applying each
+    batch before the next; the prices played close at least 0.8 of the gap between the
+    uniform and the best price (the acceptance; measured 0.85, and 0.88 in process at
+    batch 100)."""
+    r = client.post("/v1/models", headers=tenant, json={
+        "model_id": "m1", "task": "continuous", "n_features": 3, "seed": 0,
+        "params": {"action_range": RANGE}})
+    assert r.status_code == 201, r.text
+    world, rng = PricingWorld(), np.random.default_rng(0)
+    X = world.customers(SERVED, rng)
+    prices = np.empty(SERVED)
+    for start in range(0, SERVED, SERVED_BATCH):
+        rows = slice(start, start + SERVED_BATCH)
+        decided = predict_all(client, tenant, X[rows])
+        prices[rows] = [d["action"] for d in decided]
+        bought = world.purchases(X[rows], prices[rows], rng)
+        events = [{"event_id": d["event_id"], "click": bool(b), "click_value": d["action"]}
+                  for d, b in zip(decided, bought, strict=True)]
+        assert post_feedback(client, tenant, {"events": events}).status_code == 202
+        assert client.post("/v1/models/m1/sync", headers=tenant).json()["pending"] == 0
+    closed = world.gap_closed(X, world.revenue(X, prices))
+    assert closed >= 0.8, closed
