@@ -80,8 +80,11 @@ async def create(ctx: ApiContext, view: ModelView, evaluation_id: str,
     start, end = _utc(body.startTime), _utc(body.endTime)
     if end < start:
         raise ApiError(422, "invalid_time_range", "endTime is before startTime", "endTime")
-    if await ctx.store.named_evaluations.get(view.keys, evaluation_id) is not None:
+    held = await ctx.store.named_evaluations.all(view.keys)
+    if any(record["id"] == evaluation_id for record in held):
         raise _exists(evaluation_id)
+    if len(held) >= MAX_REPORTS:
+        raise _full()
     jobs = {}
     for policy, _, source in POLICIES:
         request = EvaluationRequest(policy=policy, since=str(start.timestamp()),
@@ -96,13 +99,17 @@ async def create(ctx: ApiContext, view: ModelView, evaluation_id: str,
     if stored == "exists":
         raise _exists(evaluation_id)
     if stored == "full":
-        raise ApiError(429, "limit_reached", f"the loop holds {MAX_REPORTS} evaluations, the "
-                       "most it keeps: delete one first", "evaluationId")
+        raise _full()
 
 
 def _exists(evaluation_id: str) -> ApiError:
     return ApiError(409, "conflict", f"an evaluation {evaluation_id!r} exists: delete it "
                     "first or choose another id", "evaluationId")
+
+
+def _full() -> ApiError:
+    return ApiError(429, "limit_reached", f"the loop holds {MAX_REPORTS} evaluations, the "
+                    "most it keeps: delete one first", "evaluationId")
 
 
 def _entry(name: str, source: str, arguments: str, result: dict[str, Any],

@@ -28,6 +28,8 @@ from app.learners.base import CandidateRanker
 
 #: The kinds of feature a report names, as the name table prefixes them.
 KINDS = {"c": "context", "a": "action"}
+#: Most features a report lists (the highest scores): a wide model's report stays small.
+MAX_FEATURE_SCORES = 1000
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,8 @@ def _namespace(keys: Sequence[str]) -> str:
 
 def feature_scores(found: Importances,
                    names: Mapping[tuple[str, int], Sequence[str]]) -> list[dict[str, Any]]:
-    """Personalizer's ``featureScores`` of the buckets that scored above 0, highest first:
+    """Personalizer's ``featureScores`` of the (at most :data:`MAX_FEATURE_SCORES`) buckets
+    that scored highest above 0, highest first:
     ``featureName`` (the keys of the bucket joined by ``" | "``, or ``#<bucket>`` when no
     request named it), ``namespace``, ``score``, and noisyloop's ``kind`` and ``bucket``."""
     out: list[dict[str, Any]] = []
@@ -75,4 +78,4 @@ def feature_scores(found: Importances,
                         "namespace": _namespace(keys), "score": float(scores[bucket]),
                         "kind": KINDS[prefix], "bucket": int(bucket)})
     out.sort(key=lambda s: -s["score"])
-    return out
+    return out[:MAX_FEATURE_SCORES]
