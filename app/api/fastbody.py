@@ -107,7 +107,7 @@ def plain_rank_body(body: bytes, max_depth: int) -> DecisionRequest | None:
     >>> plain = plain_rank_body(b'{"features": [1], "actions": [{"id": "a", '
     ...                         b'"features": [2.5, 0]}], "explore": false}', 32)
     >>> plain.contexts, plain.candidates, plain.options[0].explore, plain.batch
-    ([[1]], [Candidates(ids=['a'], features=[[2.5, 0]])], False, False)
+    ([[1]], [Candidates(ids=['a'], features=[[2.5, 0]], per_slot=None)], False, False)
     >>> [plain_rank_body(b, 32) for b in (
     ...     b'{"features": [1], "actions": [{"id": "a", "features": [true]}]}',
     ...     b'{"features": [1], "actions": [{"id": "", "features": [1]}]}',
