@@ -435,12 +435,28 @@ FLAT_ACTIONS = {a["id"]: {"item.kind": a["features"][0]["item"]["kind"],
                 for a in ACTIONS}
 
 
+def _exported_weights(loop: Loop, admin: PersonalizerAdministrationClient,
+                      ) -> tuple[int, int, tuple[float, np.ndarray, np.ndarray]]:
+    """The loop's context and action sizes and its score's weights ``(w0, w_a, W)`` (the
+    score is ``w0 + a @ w_a + x @ W @ a``), from the SDK's model export."""
+    from app.learners.build import build_learner
+
+    snapshot = orjson.loads(b"".join(admin.export_model()))
+    model = loop.model()
+    config = ModelConfig.of({**snapshot["model"], "seed": model["seed"]})
+    state = {name: np.load(io.BytesIO(base64.b64decode(a["data_b64"])))
+             for name, a in snapshot["state"].items()}
+    w = build_learner(config, state, noise=(model["noise"]["rho0"], model["noise"]["rho1"])
+                      ).weights()
+    dx, da = config.n_features, int(config.params["n_action_features"])
+    return dx, da, (float(w[0]), w[1:1 + da], w[1 + da:].reshape(dx, da))
+
+
 def test_inference_explanations_are_the_weights_times_the_features(loop: Loop) -> None:
     """Each feature's score is its hashed value times the model's weights, computed here from
     the exported weights with scikit-learn's FeatureHasher (to 1e-9)."""
     from sklearn.feature_extraction import FeatureHasher
 
-    from app.learners.build import build_learner
 
     client, admin = _client(loop), _admin(loop)
     rng = np.random.default_rng(3)
@@ -454,15 +470,7 @@ def test_inference_explanations_are_the_weights_times_the_features(loop: Loop) -
     explained = client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS,
                              "excludedActions": ["music"]})["inferenceExplanation"]
 
-    snapshot = orjson.loads(b"".join(admin.export_model()))
-    model = loop.model()
-    config = ModelConfig.of({**snapshot["model"], "seed": model["seed"]})
-    state = {name: np.load(io.BytesIO(base64.b64decode(a["data_b64"])))
-             for name, a in snapshot["state"].items()}
-    w = build_learner(config, state, noise=(model["noise"]["rho0"], model["noise"]["rho1"])
-                      ).weights()
-    dx, da = config.n_features, config.params["n_action_features"]
-    w0, wa, W = w[0], w[1:1 + da], w[1 + da:].reshape(dx, da)
+    dx, da, (w0, wa, W) = _exported_weights(loop, admin)
 
     def hashed(features: dict[str, Any], n: int) -> np.ndarray:
         out: np.ndarray = FeatureHasher(n_features=n, input_type="dict").transform(
@@ -661,7 +669,6 @@ def test_feature_importances_are_the_mean_absolute_terms_of_the_chosen_actions(
     from sklearn.feature_extraction import FeatureHasher
 
     from app.evaluation.servicelog import dense_vector
-    from app.learners.build import build_learner
 
     client, admin = _client(loop), _admin(loop)
     rng = np.random.default_rng(5)
@@ -678,15 +685,7 @@ def test_feature_importances_are_the_mean_absolute_terms_of_the_chosen_actions(
                                              "endTime": end.isoformat()})
     report = admin.get_feature_importance("fi-1")
 
-    snapshot = orjson.loads(b"".join(admin.export_model()))
-    model = loop.model()
-    config = ModelConfig.of({**snapshot["model"], "seed": model["seed"]})
-    state = {name: np.load(io.BytesIO(base64.b64decode(a["data_b64"])))
-             for name, a in snapshot["state"].items()}
-    w = build_learner(config, state, noise=(model["noise"]["rho0"], model["noise"]["rho1"])
-                      ).weights()
-    dx, da = config.n_features, config.params["n_action_features"]
-    wa, W = w[1:1 + da], w[1 + da:].reshape(dx, da)
+    dx, da, (_, wa, W) = _exported_weights(loop, admin)
     lines = [orjson.loads(line) for line in loop.api.get("/v1/models/loop/log").text.split()]
     rows = [(dense_vector(line["features"]), dense_vector(line["slots"][0]["features"]))
             for line in lines]
