@@ -22,14 +22,15 @@ another learner's choice cannot be evaluated on it.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.context import ApiContext
 from app.api.errors import ApiError
 from app.api.evaluating import queue_policy_evaluation
+from app.api.personalizer_importance import ImportanceRequest
 from app.api.personalizer_policy import policy_view
 from app.api.schemas.evaluations import EvaluationRequest
 from app.store.models import ModelView
@@ -48,21 +49,11 @@ class LearningSettings(BaseModel):
     arguments: str = Field(max_length=4096)
 
 
-class EvaluationBody(BaseModel):
-    """Body of ``create_evaluation``."""
+class EvaluationBody(ImportanceRequest):
+    """Body of ``create_evaluation``: a named time range and the policies asked for."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    name: Annotated[str, StringConstraints(min_length=1, max_length=256)]
-    startTime: datetime
-    endTime: datetime
-    description: Annotated[str, StringConstraints(max_length=1024)] | None = None
     policies: list[LearningSettings] = Field(default_factory=list, max_length=16)
     enablePolicyOptimization: bool = False
-
-
-def _utc(when: datetime) -> datetime:
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 async def create(ctx: ApiContext, view: ModelView, evaluation_id: str,
@@ -77,9 +68,7 @@ async def create(ctx: ApiContext, view: ModelView, evaluation_id: str,
         raise ApiError(422, "unsupported_configuration", "policy optimization is not "
                        "supported (it evaluates other learning settings on the log)",
                        "enablePolicyOptimization")
-    start, end = _utc(body.startTime), _utc(body.endTime)
-    if end < start:
-        raise ApiError(422, "invalid_time_range", "endTime is before startTime", "endTime")
+    start, end = body.utc_range()
     held = await ctx.store.named_evaluations.all(view.keys)
     if any(record["id"] == evaluation_id for record in held):
         raise _exists(evaluation_id)

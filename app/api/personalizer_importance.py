@@ -41,7 +41,8 @@ _MAX_SEQ = 2**64 - 1
 
 
 class ImportanceRequest(BaseModel):
-    """Body of a feature-importance report."""
+    """Body of a feature-importance report (and the start of an evaluation's): a named
+    time range of the log."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -49,6 +50,15 @@ class ImportanceRequest(BaseModel):
     startTime: datetime
     endTime: datetime
     description: Annotated[str, StringConstraints(max_length=1024)] | None = None
+
+    def utc_range(self) -> tuple[datetime, datetime]:
+        """``(startTime, endTime)`` in UTC (a naive time is UTC); 400 naming ``endTime``
+        when it is before ``startTime``."""
+        start, end = (t if t.tzinfo else t.replace(tzinfo=UTC)
+                      for t in (self.startTime, self.endTime))
+        if end < start:
+            raise ApiError(422, "invalid_time_range", "endTime is before startTime", "endTime")
+        return start, end
 
 
 def _fields(request: DecisionRequest) -> Iterator[str]:
@@ -76,10 +86,6 @@ async def record_names(ctx: ApiContext, view: ModelView, request: DecisionReques
         return hash_feature(key, sizes[kind])[0]
 
     await ctx.store.feature_names.record(view.keys, _fields(request), bucket)
-
-
-def _utc_ms(when: datetime) -> int:
-    return int((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp() * 1000)
 
 
 def _chosen(entry: LogEntry) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -118,9 +124,8 @@ async def create_report(ctx: ApiContext, view: ModelView, report_id: str,
         raise ApiError(422, "unsupported_configuration", f"{config.algorithm!r} does not split "
                        "its scores by feature: feature importances need a linear ranker",
                        "featureImportanceId")
-    start_ms, end_ms = _utc_ms(body.startTime), _utc_ms(body.endTime)
-    if end_ms < start_ms:
-        raise ApiError(422, "invalid_time_range", "endTime is before startTime", "endTime")
+    start, end = body.utc_range()
+    start_ms, end_ms = int(start.timestamp() * 1000), int(end.timestamp() * 1000)
     found = await ctx.cache.get(view)
     if found is None:
         raise ApiError(404, "not_found", f"model {config.model_id!r} not found")
