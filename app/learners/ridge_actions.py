@@ -131,7 +131,7 @@ class RidgeUCB(ContinuousBandit):
                                            f"{MAX_DIM}, got {dim}")
         lo, hi = self.action_range
         self.actions = np.linspace(lo, hi, self.grid)
-        self._basis = self.basis(self.actions)
+        self._basis = np.ascontiguousarray(self.basis(self.actions))  # the kernel's layout
         self.gram_ = np.zeros((dim, dim))
         self.sum_rphi_ = np.zeros(dim)
         self.gram_sq_ = np.zeros((dim, dim) if self.half_life is not None else (0, 0))
@@ -197,7 +197,7 @@ class RidgeUCB(ContinuousBandit):
         with numba (:func:`~app.learners.ridge_actions_kernel.ucb_decide`)."""
         if not jit.enabled():
             return super().decide_contexts(X, explore)
-        X = np.array(X, dtype=np.float64)  # a copy: the decision keeps its own
+        X = np.array(X, dtype=np.float64, order="C")  # a copy: the decision keeps its own
         if X.ndim != 2 or X.shape[1] != self.n_features or not np.isfinite(X).all():
             return super().decide_contexts(X, explore)  # refuses them, naming the field
         theta, width = self.solved()
@@ -219,16 +219,18 @@ class RidgeUCB(ContinuousBandit):
         if not jit.enabled():
             super().learn_many(batch)
             return
-        X = np.asarray(batch["x"], dtype=np.float64)
+        X = np.ascontiguousarray(batch["x"], dtype=np.float64)
         X = X[None, :] if X.ndim == 1 else X
-        columns = [np.asarray(batch[name], dtype=np.float64).reshape(-1)
-                   for name in ("action", "pdf", "reward", "click_value")]
+        action, pdf, reward, value = (
+            np.ascontiguousarray(batch[name], dtype=np.float64).reshape(-1)
+            for name in ("action", "pdf", "reward", "click_value"))
         lo, hi = self.action_range
         if (X.ndim != 2 or X.shape[1] != self.n_features
-                or any(len(column) != len(X) for column in columns)
-                or BAD_COLUMNS[ucb_learn(X, *columns, lo, hi, self.degree, self.rho0,
-                                         self.rho1, self._gamma, self.half_life is not None,
-                                         self.gram_, self.gram_sq_, self.sum_rphi_)]):
+                or not len(X) == len(action) == len(pdf) == len(reward) == len(value)
+                or BAD_COLUMNS[ucb_learn(X, action, pdf, reward, value, lo, hi, self.degree,
+                                         self.rho0, self.rho1, self._gamma,
+                                         self.half_life is not None, self.gram_,
+                                         self.gram_sq_, self.sum_rphi_)]):
             super().learn_many(batch)  # refuses it, naming the column
         self._solved = None
 

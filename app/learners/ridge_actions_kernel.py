@@ -1,4 +1,4 @@
-"""``ridge_ucb``'s decisions and updates in compiled passes (:class:`~app.learners.ridge_actions.RidgeUCB`).
+"""``ridge_ucb``'s decisions and updates in compiled passes (:mod:`app.learners.ridge_actions`).
 
 Three kernels run the same steps as the learner's numpy path (the reference), one event
 after the other, without numpy's per-call overhead (what one decision at a time pays):
@@ -207,10 +207,8 @@ def ucb_learn(X: np.ndarray, action: np.ndarray, pdf: np.ndarray, reward: np.nda
     beta = 1.0 - rho0 - rho1
     gamma2 = gamma * gamma
     for r in range(n):
-        if np.isnan(click_value[r]):
-            y = reward[r]
-        else:
-            y = (reward[r] - click_value[r] * rho0) / beta
+        clicked = not np.isnan(click_value[r])
+        y = (reward[r] - click_value[r] * rho0) / beta if clicked else reward[r]
         t = min(max(2.0 * (action[r] - lo) / (hi - lo) - 1.0, -1.0), 1.0)
         p[0] = 1.0
         if db > 1:
