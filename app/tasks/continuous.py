@@ -163,7 +163,7 @@ class ContinuousShape:
     the range, logging, and a fixed value smoothed with the model's bandwidth."""
     noise: Noise = None
     kind: Kind = Kind(_reward_sums, _Sums)
-    command: str | None = None
+    command: str | None = "app.commands.evaluate_continuous"
 
     def reads(self, line: Mapping[str, Any]) -> bool:
         return "pdf" in (line.get("context") or {}) and "reward" in (line.get("feedback") or {})
@@ -221,9 +221,15 @@ class ContinuousShape:
                 "reason": f"effective sample size {value.ess:.0f} below {MIN_ESS:.0f}: the "
                           "value rests on a few heavily weighted events"} if value.low_ess else {}
         return {"n": value.n, "ess": value.ess, "low_ess": value.low_ess, **flag,
-                **{name: {"value": est.value, "ci": list(est.ci)}
+                **{name: {"value": _finite(est.value), "ci": [_finite(e) for e in est.ci]}
                    for name, est in (("ips", value.ips), ("snips", value.snips),
                                      ("dr", value.dr))}}
+
+
+def _finite(value: float) -> float | None:
+    """``value``, or None (JSON's null) when it is not finite (SNIPS without a weighted
+    event, an interval of one event)."""
+    return value if np.isfinite(value) else None
 
 
 TASK = Task(

@@ -3,12 +3,16 @@ batch, WebSocket, the trainer applying it and the decision log holding it."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 import pytest
 
+from app.cli import main
+from app.commands.log_parquet import write_pages
 from app.evaluation.smoothed import smoothed_evaluation
 from app.learners.base import stack_events
 from app.learners.registry import build
@@ -204,6 +208,50 @@ def test_queued_evaluations_are_the_smoothed_estimators_on_the_log(
         assert logging[name]["value"] == pytest.approx(rewards.mean(), rel=1e-9)
     r = client.post("/v1/models/m1/evaluations", headers=tenant, json={"policy": "fixed:abc"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "policy", r.text
+
+
+def test_evaluate_command_on_the_exported_log_equals_the_service(
+        client: TestClient, tenant: dict[str, str], redis_url: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``noisyloop evaluate --format noisyloop`` on the log as exported (JSON Lines, and its
+    Parquet export) with the model's snapshot: every policy's numbers are the service's
+    evaluation job's (the same sums in other batches: 1e-9 relative)."""
+    _model(client, tenant)
+    for seed in (6, 7):
+        _priced(client, tenant, PricingWorld(), seed)
+    body = client.get("/v1/models/m1/log", headers=tenant).content
+    (tmp_path / "log.jsonl").write_bytes(body)
+    snapshot = tmp_path / "snap.json"
+    snapshot.write_text(client.get("/v1/models/m1/snapshot", headers=tenant).text)
+    logs = [tmp_path / "log.jsonl"]
+    if importlib.util.find_spec("pyarrow") is not None:
+        write_pages(iter([(body, None)]), tmp_path / "parquet", 0, lambda n: None)
+        logs.append(tmp_path / "parquet")
+    prices = [line["context"]["action"] for line in map(orjson.loads, body.splitlines())
+              if line["type"] == "event"]
+    value = round(float(np.median(prices[ROUNDS:])), 2)  # logged events around it
+    checked = []
+    for policy in ("uniform", "logging", f"fixed:{value}", "model"):
+        served = evaluate(client, tenant, redis_url, policy)
+        for log in logs:
+            given = ["--policy", f"model:{snapshot}"] if policy == "model" else [
+                "--policy", policy, "--model-snapshot", str(snapshot)]
+            capsys.readouterr()
+            code = main(["evaluate", "--no-progress", "--log", str(log), "--format",
+                         "noisyloop", *given])
+            out = capsys.readouterr()
+            assert code == 0, out.err
+            result = orjson.loads(out.out)
+            assert (result["n"], result["low_ess"]) == (served["n"], served["low_ess"])
+            for name in ("ips", "snips", "dr"):
+                assert result[name]["value"] == pytest.approx(served[name]["value"], rel=1e-9)
+                assert result[name]["ci"] == pytest.approx(served[name]["ci"], rel=1e-9)
+            checked.append((policy, log))
+    assert len(checked) == 4 * len(logs) and served["n"] == 2 * ROUNDS
+    capsys.readouterr()
+    assert main(["evaluate", "--no-progress", "--log", str(logs[0]), "--format", "noisyloop",
+                 "--policy", "uniform"]) == 2
+    assert "--model-snapshot" in capsys.readouterr().err
 
 
 def evaluate(client: TestClient, auth: dict[str, str], redis_url: str,
