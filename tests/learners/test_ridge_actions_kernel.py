@@ -20,21 +20,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from app.learners import jit, registry
 from app.learners.base import ParamError, stack_events
 from app.learners.ridge_actions import RidgeUCB
+from tests.learners.test_compiled import PROPERTY, needs_numba
 
 #: Relative tolerance of compiled against numpy (module docstring).
 RTOL = 1e-12
 LO, HI = -1.0, 3.0
 
-PROPERTY = settings(max_examples=60, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-pytestmark = pytest.mark.skipif(not jit.ENABLED, reason="numba is not installed or is off")
+pytestmark = needs_numba
 
 
 @st.composite
