@@ -26,30 +26,23 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.polynomial import legendre
 
+from app.learners.ridge_actions import action_basis, context_action_features
+
 #: Legendre degree of the reward curve over the range.
 DEGREE = 3
 #: Gauss-Legendre nodes and weights on [-1, 1] (exact for the window means, module docstring).
 NODES, NODE_WEIGHTS = legendre.leggauss(DEGREE + 1)
 
 
-def _t(action: np.ndarray, action_range: tuple[float, float]) -> np.ndarray:
-    lo, hi = action_range
-    out: np.ndarray = np.clip(2.0 * (np.asarray(action, dtype=np.float64) - lo) / (hi - lo)
-                              - 1.0, -1.0, 1.0)
-    return out
-
-
-def _kron(X: np.ndarray, basis: np.ndarray) -> np.ndarray:
-    """``z (x) P`` per row, ``z = [1, x]``."""
-    Z = np.hstack([np.ones((X.shape[0], 1)), X])
-    out: np.ndarray = (Z[:, :, None] * basis[:, None, :]).reshape(X.shape[0], -1)
-    return out
+def _inputs(X: np.ndarray) -> np.ndarray:
+    """``Z = [1, X]``."""
+    return np.hstack([np.ones((X.shape[0], 1)), X])
 
 
 def features(X: np.ndarray, action: np.ndarray,
              action_range: tuple[float, float]) -> np.ndarray:
     """``phi(x_i, a_i)`` per row (module docstring), ``n x (d + 1)(p + 1)``."""
-    return _kron(X, legendre.legvander(_t(action, action_range), DEGREE))
+    return context_action_features(_inputs(X), action_basis(action, action_range, DEGREE))
 
 
 def window_features(X: np.ndarray, a: np.ndarray, b: np.ndarray,
@@ -62,10 +55,9 @@ def window_features(X: np.ndarray, a: np.ndarray, b: np.ndarray,
     >>> window_features(X, np.array([0.5]), np.array([1.0]), (0.0, 1.0))[0, :3].round(12) + 0.0
     array([1. , 0.5, 0. ])
     """
-    ta, tb = _t(a, action_range), _t(b, action_range)
-    nodes = (ta + tb)[:, None] / 2 + (tb - ta)[:, None] / 2 * NODES[None, :]
-    mean = np.einsum("m,nmj->nj", NODE_WEIGHTS / 2, legendre.legvander(nodes, DEGREE))
-    return _kron(X, mean)
+    nodes = (a + b)[:, None] / 2 + (b - a)[:, None] / 2 * NODES[None, :]
+    basis = action_basis(nodes, action_range, DEGREE)  # n x nodes x (p + 1)
+    return context_action_features(_inputs(X), np.einsum("m,nmj->nj", NODE_WEIGHTS / 2, basis))
 
 
 @dataclass

@@ -53,6 +53,30 @@ from app.learners.smoothing import DEFAULT_RANGE, ContinuousBandit
 MAX_DIM = 512
 
 
+def action_basis(action: np.ndarray, action_range: tuple[float, float],
+                 degree: int) -> np.ndarray:
+    """``P_0(t) .. P_p(t)`` of each action, ``t = 2 (a - lo) / (hi - lo) - 1`` clipped to
+    ``[-1, 1]``, shape ``(n, p + 1)``.
+
+    >>> action_basis(np.array([0.0, 5.0, 10.0]), (0.0, 10.0), 2)
+    array([[ 1. , -1. ,  1. ],
+           [ 1. ,  0. , -0.5],
+           [ 1. ,  1. ,  1. ]])
+    """
+    lo, hi = action_range
+    t = np.clip(2.0 * (np.asarray(action, dtype=np.float64) - lo) / (hi - lo) - 1.0, -1.0,
+                1.0)
+    out: np.ndarray = legendre.legvander(t, degree)
+    return out
+
+
+def context_action_features(Z: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """``phi = z (x) P`` per row (module docstring): ``phi[i (p + 1) + j] = z_i P_j``, from
+    the inputs with their intercept ``Z`` and the actions' :func:`action_basis`."""
+    out: np.ndarray = (basis[:, None, :] * Z[:, :, None]).reshape(Z.shape[0], -1)
+    return out
+
+
 class RidgeUCB(ContinuousBandit):
     """Ridge regression on ``z (x) P(t)``, optimistic over ``grid`` actions, smoothed.
 
@@ -152,11 +176,8 @@ class RidgeUCB(ContinuousBandit):
         return self.bandwidth if self.bandwidth is not None else (hi - lo) / 32
 
     def basis(self, action: np.ndarray) -> np.ndarray:
-        """``P(t)`` of each action, shape ``(n, p + 1)``."""
-        lo, hi = self.action_range
-        t = np.clip(2.0 * (np.asarray(action) - lo) / (hi - lo) - 1.0, -1.0, 1.0)
-        out: np.ndarray = legendre.legvander(t, self.degree)
-        return out
+        """``P(t)`` of each action, shape ``(n, p + 1)`` (:func:`action_basis`)."""
+        return action_basis(action, self.action_range, self.degree)
 
     def solved(self) -> tuple[np.ndarray, np.ndarray]:
         """``(theta, W)``: ``theta = V^-1 b`` and the width's matrix ``W = V^-1`` (with
@@ -236,7 +257,7 @@ class RidgeUCB(ContinuousBandit):
 
     def _learn(self, Z: np.ndarray, action: np.ndarray, pdf: np.ndarray,
                r: np.ndarray) -> None:
-        phi = (self.basis(action)[:, None, :] * Z[:, :, None]).reshape(Z.shape[0], -1)
+        phi = context_action_features(Z, self.basis(action))
         if self.half_life is None:
             self.gram_ += phi.T @ phi
             self.sum_rphi_ += phi.T @ r
