@@ -43,6 +43,8 @@ def run_export(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
         raise ValueError("--model-snapshot: a continuous log is evaluated with its model's "
                          "action range, bandwidth and noise rates: give its saved snapshot "
                          "(GET /v1/models/{id}/snapshot)")
+    if args.workers > 1 or args.engine != "local":
+        raise ValueError("--workers/--engine: a continuous log is read in this process")
     if args.rho0 is not None or args.rho1 is not None:
         raise ValueError("--rho0/--rho1: a continuous log's clicks are corrected by the "
                          "model's configured rates (its snapshot's)")
@@ -67,8 +69,12 @@ def run_export(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
     fitted = fit_reward_model(batches(), options, kind=shape.kind)
     result = shape.result(accumulate(batches(), target, fitted, options, kind=shape.kind),
                           options, None)
+    rho0, rho1 = config.initial_noise_rates  # what a click was corrected by (None: not)
+    corrected = rho0 > 0 or rho1 > 0
     result.update(log=str(args.log), format=args.format, policy=args.policy,
-                  bootstrap=args.bootstrap)
+                  bootstrap=args.bootstrap,
+                  correction={"rho0": rho0 if corrected else None,
+                              "rho1": rho1 if corrected else None})
     return result
 
 

@@ -221,7 +221,8 @@ class ContinuousShape:
                 "reason": f"effective sample size {value.ess:.0f} below {MIN_ESS:.0f}: the "
                           "value rests on a few heavily weighted events"} if value.low_ess else {}
         return {"n": value.n, "ess": value.ess, "low_ess": value.low_ess, **flag,
-                **{name: {"value": _finite(est.value), "ci": [_finite(e) for e in est.ci]}
+                **{name: {"value": _finite(est.value), "ci": [_finite(e) for e in est.ci],
+                          "ci_low": _finite(est.ci[0]), "ci_high": _finite(est.ci[1])}
                    for name, est in (("ips", value.ips), ("snips", value.snips),
                                      ("dr", value.dr))}}
 

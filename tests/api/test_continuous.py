@@ -248,6 +248,9 @@ def test_evaluate_command_on_the_exported_log_equals_the_service(
                 assert result[name]["ci"] == pytest.approx(served[name]["ci"], rel=1e-9)
             checked.append((policy, log))
     assert len(checked) == 4 * len(logs) and served["n"] == 2 * ROUNDS
+    assert main(["evaluate", "--no-progress", "--log", str(logs[0]), "--format", "noisyloop",
+                 "--policy", f"model:{snapshot}", "--plot", str(tmp_path / "dr.png")]) == 0
+    assert (tmp_path / "dr.png").stat().st_size > 0  # the three estimates drawn
     capsys.readouterr()
     assert main(["evaluate", "--no-progress", "--log", str(logs[0]), "--format", "noisyloop",
                  "--policy", "uniform"]) == 2
