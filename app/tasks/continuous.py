@@ -22,16 +22,18 @@ from pydantic import BaseModel, Field
 
 from app.errors import ApiError
 from app.evaluation.estimators import Options
+from app.evaluation.heavy_tails import MIN_ESS
 from app.evaluation.servicelog import dense_vector
 from app.evaluation.shapes import Noise
-from app.evaluation.smoothed import SmoothedSums, smoothed_weights
+from app.evaluation.smoothed import SmoothedSums, reward_sums
+from app.evaluation.smoothed_model import SmoothedRewardModel, SmoothedRidgeSums
 from app.evaluation.streaming import Batch, Policy
 from app.evaluation.sums import Kind, row_keys
 from app.fields import EventId, FiniteFloat, RequestModel
 from app.learners.base import Learner
 from app.learners.build import build_learner
 from app.learners.config import ModelConfig
-from app.learners.smoothing import ContinuousBandit
+from app.learners.smoothing import ContinuousBandit, window
 from app.tasks.base import Replay, Task
 from app.tasks.label import Click
 
@@ -83,12 +85,14 @@ def continuous_feedback(event: ContinuousFeedback, config: ModelConfig,
 @dataclass(frozen=True)
 class ContinuousLog:
     """Logged decisions: contexts ``X``, played ``actions``, their ``pdf`` and the rewards
-    learned (a click corrected as the learner corrects it, :func:`logged_rewards`)."""
+    learned (a click corrected as the learner corrects it, :func:`logged_rewards`), in the
+    model's ``action_range``."""
 
     X: np.ndarray
     actions: np.ndarray
     pdf: np.ndarray
     rewards: np.ndarray
+    action_range: tuple[float, float]
 
     @property
     def n(self) -> int:
@@ -96,7 +100,7 @@ class ContinuousLog:
 
     def rows(self, rows: slice) -> ContinuousLog:
         return ContinuousLog(self.X[rows], self.actions[rows], self.pdf[rows],
-                             self.rewards[rows])
+                             self.rewards[rows], self.action_range)
 
 
 def logged_rewards(reward: np.ndarray, click_value: np.ndarray,
@@ -110,42 +114,38 @@ def logged_rewards(reward: np.ndarray, click_value: np.ndarray,
     return out
 
 
-@dataclass
-class _Counted:
-    """The first pass's sums: the events seen (the estimators fit no reward model)."""
-
-    n: int
-
-    def merge(self, other: _Counted) -> None:
-        self.n += other.n
-
-    def fit(self, lam: float) -> None:
-        return None
-
-
-def _counted(log: ContinuousLog, keys: np.ndarray, options: Options) -> _Counted:
-    return _Counted(log.n)
+def _reward_sums(log: ContinuousLog, keys: np.ndarray, options: Options) -> SmoothedRidgeSums:
+    """The first pass: the reward model's sums (:mod:`app.evaluation.smoothed_model`)."""
+    return reward_sums(log.X, log.actions, log.rewards, keys, log.action_range, options.folds,
+                       options.seed)
 
 
 class _Sums(SmoothedSums):
     """:class:`~app.evaluation.smoothed.SmoothedSums` as the streamed evaluation adds them:
-    the target is each event's smoothed weight (None: the logging policy, weight 1)."""
+    the target is each event's window (None: the logging policy)."""
 
     def add(self, log: ContinuousLog, target: np.ndarray | None, keys: np.ndarray,
-            options: Options, model: Any) -> None:
-        self.add_weighted(np.ones(log.n) if target is None else target, log.rewards)
+            options: Options, model: SmoothedRewardModel) -> None:
+        self.add_log(log.X, log.actions, log.pdf, log.rewards, target, keys, model,
+                     options.seed, options.folds)
 
 
-def _uniform(log: ContinuousLog, width: float) -> np.ndarray:
-    """Weights of the uniform policy: ``(1 / (hi - lo)) / pdf``."""
-    out: np.ndarray = 1.0 / (width * log.pdf)
-    return out
+def _uniform(log: ContinuousLog) -> np.ndarray:
+    """The uniform policy's window: the whole range."""
+    return np.tile(np.array(log.action_range), (log.n, 1))
 
 
-def _fixed(log: ContinuousLog, value: float, action_range: tuple[float, float],
-           h: float) -> np.ndarray:
-    """Weights of ``fixed:VALUE`` smoothed with half-width ``h``."""
-    return smoothed_weights(log.actions, log.pdf, np.full(log.n, value), action_range, h)
+def _fixed(log: ContinuousLog, value: float, h: float) -> np.ndarray:
+    """The windows of ``fixed:VALUE`` smoothed with half-width ``h``."""
+    lo, hi = log.action_range
+    return np.column_stack(window(np.full(log.n, value), lo, hi, h))
+
+
+def _model(log: ContinuousLog, learner: ContinuousBandit) -> np.ndarray:
+    """The windows of the model's greedy action smoothed with its half-width."""
+    lo, hi = log.action_range
+    greedy = learner.decide_contexts(log.X, explore=False)["greedy"]
+    return np.column_stack(window(np.asarray(greedy), lo, hi, learner.half_width))
 
 
 def _logging(log: ContinuousLog) -> None:
@@ -155,12 +155,15 @@ def _logging(log: ContinuousLog) -> None:
 
 class ContinuousShape:
     """The ``continuous`` log: a played action and its density per line, scored by smoothed
-    IPS and SNIPS (:mod:`app.evaluation.smoothed`) with the model's smoothing half-width."""
+    IPS, SNIPS and DR (:mod:`app.evaluation.smoothed`) with the model's smoothing
+    half-width."""
 
-    policies: tuple[str, ...] = ("uniform", "logging", "fixed:N")
+    policies: tuple[str, ...] = ("model", "uniform", "logging", "fixed:N")
+    """The model's greedy action smoothed with its bandwidth (its snapshot), uniform over
+    the range, logging, and a fixed value smoothed with the model's bandwidth."""
     noise: Noise = None
-    kind: Kind = Kind(_counted, _Sums)
-    command: str | None = None
+    kind: Kind = Kind(_reward_sums, _Sums)
+    command: str | None = "app.commands.evaluate_continuous"
 
     def reads(self, line: Mapping[str, Any]) -> bool:
         return "pdf" in (line.get("context") or {}) and "reward" in (line.get("feedback") or {})
@@ -179,25 +182,29 @@ class ContinuousShape:
             actions=np.array([r["context"]["action"] for _, r in lines], dtype=np.float64),
             pdf=np.array([r["context"]["pdf"] for _, r in lines], dtype=np.float64),
             rewards=logged_rewards(np.array([f["reward"] for f in feedback], dtype=np.float64),
-                                   click_value, config.initial_noise_rates))
+                                   click_value, config.initial_noise_rates),
+            action_range=cast(ContinuousBandit, build_learner(config)).action_range)
         return log, row_keys(np.array([first_line + i for i, _ in lines], dtype=np.int64))
 
     def reads_snapshot(self, policy: Any) -> bool:
-        return False
+        return bool(policy == "model")
 
     def policy(self, policy: Any, config: ModelConfig,
                state: Mapping[str, np.ndarray] | None) -> Policy:
-        learner = cast(ContinuousBandit, build_learner(config))
+        learner = cast(ContinuousBandit, build_learner(
+            config, None if state is None else dict(state)))
         lo, hi = learner.action_range
         if policy == "uniform":
-            return functools.partial(_uniform, width=hi - lo)
+            return _uniform
         if policy == "logging":
             return _logging
+        if policy == "model":
+            assert state is not None
+            return functools.partial(_model, learner=learner)
         value = float(str(policy).partition(":")[2])
         if not lo <= value <= hi:
             raise ValueError(f"fixed:{value:g} lies outside the action range [{lo:g}, {hi:g}]")
-        return functools.partial(_fixed, value=value, action_range=(lo, hi),
-                                 h=learner.half_width)
+        return functools.partial(_fixed, value=value, h=learner.half_width)
 
     def third_pass(self, sums: _Sums) -> None:
         return None
@@ -210,9 +217,20 @@ class ContinuousShape:
 
     def result(self, sums: _Sums, options: Options, gathered: Any) -> dict[str, Any]:
         value = sums.value()
-        return {"n": value.n, "ess": value.ess, "low_ess": value.low_ess,
-                **{name: {"value": est.value, "ci": list(est.ci)}
-                   for name, est in (("ips", value.ips), ("snips", value.snips))}}
+        flag = {"insufficient_data": True,
+                "reason": f"effective sample size {value.ess:.0f} below {MIN_ESS:.0f}: the "
+                          "value rests on a few heavily weighted events"} if value.low_ess else {}
+        return {"n": value.n, "ess": value.ess, "low_ess": value.low_ess, **flag,
+                **{name: {"value": _finite(est.value), "ci": [_finite(e) for e in est.ci],
+                          "ci_low": _finite(est.ci[0]), "ci_high": _finite(est.ci[1])}
+                   for name, est in (("ips", value.ips), ("snips", value.snips),
+                                     ("dr", value.dr))}}
+
+
+def _finite(value: float) -> float | None:
+    """``value``, or None (JSON's null) when it is not finite (SNIPS without a weighted
+    event, an interval of one event)."""
+    return value if np.isfinite(value) else None
 
 
 TASK = Task(
