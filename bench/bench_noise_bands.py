@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_noise_slots import WORLDS  # the same worlds (this script's folder is on sys.path)
 
 from app.bench.machine import machine_info
 from app.cli import build_parser
@@ -46,14 +47,6 @@ from app.sim.trust import placements
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REQUESTS = 20_000
-#: ``noisyloop replay`` options of the worlds (as ``bench/bench_noise_slots.py``'s).
-WORLDS = {
-    "trust8": ["--candidates", "8", "--trust", "0.2,0.12,0.06", "--click-noise", "0,0.1",
-               "--binary"],
-    "flips50": ["--candidates", "50", "--context-features", "16", "--action-features", "16",
-                "--click-noise", "0.03,0.3"],
-    "flips8": ["--candidates", "8"],
-}
 #: The estimator's defaults the bands are cut with (:func:`estimate_slot_noise`).
 TOP, BOTTOM, RECENT = 0.2, 0.03, 0.7
 

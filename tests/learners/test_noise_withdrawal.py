@@ -7,15 +7,22 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
+from app.cli import build_parser
+from app.learners.build import build
 from app.learners.noise_anchor import ANCHOR_NOT_FLAT as LABEL_NOT_FLAT
 from app.learners.noise_anchor import ANCHOR_UNCHECKED, INTERVAL_TOO_WIDE, TOO_FEW_EVENTS
 from app.learners.noise_publish import WITHDRAWING, anchor_estimate, outcome, withdraws
 from app.learners.noise_slots import ANCHOR_NOT_FLAT as SLOT_NOT_FLAT
+from app.learners.registry import learner_class
 from app.learners.ridge import LinUCBDiag
+from app.learners.slot_refresh import SlotRefresh
+from app.replay import rank as rank_replay
 from app.replay.noise import NoiseRefresh
 from app.sim.feedback import noisy_clicks
 from app.sim.relevance import graded
+from app.sim.trust import placements
 from tests.learners.test_noise_anchor import epsilon_greedy_plays
 
 RATES = (0.1, 0.2)
@@ -75,3 +82,30 @@ def test_a_replayed_learner_keeps_withdrawn_rates_flagged() -> None:
     (_, published_flag, rates), (_, withdrawn_flag, kept) = flags[-2:]
     assert published_flag is False and withdrawn_flag is True, flags
     assert kept == rates and abs(rates[0] - RATES[0]) > 0.1, flags  # wrong, kept, flagged
+
+
+@pytest.mark.slow
+def test_a_rank_learner_keeps_a_withdrawn_per_slot_estimate_flagged() -> None:
+    """``ridge_pl`` at service defaults on the 50-candidate world (click flips (0.03, 0.3),
+    graded relevance), seed 6, the service's per-slot refresh: published whole at 12,600
+    requests, refused ``anchor_not_flat`` (relevance still rising within the top band) at
+    15,300.  The learner keeps the published estimate in force (its rates and per-slot
+    correction) and its rankings say ``calibration_unreliable``; before withdrawal they
+    did not."""
+    args = build_parser().parse_args(
+        ["replay", "--task", "rank", "--dataset", "sim", "--seed", "6", "--candidates", "50",
+         "--context-features", "16", "--action-features", "16", "--click-noise", "0.03,0.3"])
+    sim = rank_replay.simulator(args, 6)
+    params = {**learner_class("rank", "ridge_pl").service_defaults,
+              "n_action_features": sim.n_action_features, "slots": sim.slots}
+    learner = build("rank", "ridge_pl", n_features=sim.n_features, params=params, seed=6)
+    refresh = SlotRefresh(learner)
+    placements(sim, 15_300, seed=6, learn_batch=100, learner=learner, refresh=refresh)
+    reasons = [e["reason"] or e["status"] for e in refresh.estimates]
+    assert reasons[-4:] == ["published"] * 3 + [SLOT_NOT_FLAT], reasons
+    assert refresh.in_force is not None and refresh.in_force.published
+    published = refresh.estimates[-2]
+    assert (learner.rho0, learner.rho1) == (published["rho0"], published["rho1"])
+    request = sim.request()
+    ranking = learner.decide(request.x, actions=request.actions).output
+    assert ranking["calibration_unreliable"] is True, ranking
