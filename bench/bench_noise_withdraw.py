@@ -15,7 +15,7 @@ after, out of 120, and for the one-right world the refreshes whose shown rates a
 
 Usage::
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_noise_withdraw.py   # about 4 CPU min
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_noise_withdraw.py   # about 10 CPU seconds
 
 Writes ``bench/results/noise-withdraw.json``.
 """
