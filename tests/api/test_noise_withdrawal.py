@@ -14,6 +14,7 @@ from app.store import ModelKeys, Store
 from app.store.noise import WITHDRAWN
 from tests.api.conftest import TestClient, new_model, new_tenant, predict_all
 from tests.api.test_noise_service import _request_estimate, answer_with_noisy_clicks
+from tests.api.test_rank_noise_slots import append_rows
 from tests.learners.test_noise_anchor import epsilon_greedy_plays
 
 pytestmark = pytest.mark.slow
@@ -104,3 +105,40 @@ def test_a_refusal_for_a_failed_assumption_withdraws_the_published_estimate(
     assert again["noise"] == ("published", "estimated", None, False), again
     assert again["debiased_reward"] is False and again["expected_reward"] == {False}
     assert again["series"] == (False, None) and again["challengers"] == (False, None)
+
+
+def test_a_rank_model_withdraws_its_rates_and_keeps_its_examination(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    """A rank model's per-slot estimate published whole on binary relevance (the anchors
+    hold), then refused ``anchor_not_flat`` on graded relevance (``graded`` 0.7: relevance
+    still rising within the top band): its rates and per-slot correction stay in use,
+    flagged; its ``position_bias`` keeps the published ``theta``, whose gate does not rest
+    on flat anchor bands."""
+    assert client.post("/v1/models", headers=tenant, json={
+        "model_id": "m1", "task": "rank", "n_features": 3, "n_action_features": 2,
+        "slots": 3, "seed": 0}).status_code == 201
+    append_rows(redis_url, 40_000, seed=0)
+    assert _request_estimate(client, tenant, redis_url)["estimate"]["status"] == "published"
+    before = client.get("/v1/models/m1", headers=tenant).json()
+    noise = client.get("/v1/models/m1/noise", headers=tenant).json()
+    assert (noise["status"], noise["withdrawn"], noise["calibration_unreliable"]) == (
+        "published", None, False), noise
+
+    append_rows(redis_url, 30_000, seed=1, graded=0.7)  # the whole buffer
+    estimate = _request_estimate(client, tenant, redis_url)["estimate"]
+    assert (estimate["status"], estimate["reason"]) == ("insufficient_data", "anchor_not_flat")
+    withdrawn = client.get("/v1/models/m1/noise", headers=tenant).json()
+    assert (withdrawn["status"], withdrawn["source"], withdrawn["withdrawn"],
+            withdrawn["calibration_unreliable"]) == (
+        "insufficient_data", "estimated", "anchor_not_flat", True), withdrawn
+    assert (withdrawn["rho0"], withdrawn["rho1"], withdrawn["slots"]) == (
+        noise["rho0"], noise["rho1"], noise["slots"])
+    model = client.get("/v1/models/m1", headers=tenant).json()
+    assert model["position_bias"] == before["position_bias"]
+    assert model["position_bias"]["source"] == "estimated"
+    rng = np.random.default_rng(0)
+    ranked = client.post("/v1/models/m1/rank", headers=tenant, json={
+        "features": [1.0, 0.2, -0.3],
+        "actions": [{"id": f"i{i}", "features": rng.standard_normal(2).tolist()}
+                    for i in range(6)]})
+    assert ranked.status_code == 200 and ranked.json()["calibration_unreliable"] is True
