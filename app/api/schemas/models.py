@@ -168,8 +168,9 @@ class ModelStats(BaseModel):
     calibration_unreliable: bool = Field(
         default=False,
         description="debiased_reward rests (or, before the first event, would rest) on "
-                    "rates that still await an estimate (noise status insufficient_data) or "
-                    "on 1 - rho0 - rho1 below 0.2.")
+                    "rates that still await an estimate or whose estimate a later refresh "
+                    "withdrew (noise status insufficient_data) or on 1 - rho0 - rho1 below "
+                    "0.2.")
     trainer_error: TrainerError | None = Field(
         default=None,
         description="Why the trainer's steps on this model fail (null: its last step "
