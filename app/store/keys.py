@@ -273,10 +273,10 @@ class ModelKeys:
         service's event id and the chosen action's id (JSON), or empty while it is made."""
         return f"{self.tag}:alias:{event_id}"
 
-    def alias_reward(self, event_id: str) -> str:
-        """String: the reward a client sent, by its own event id, before the decision was
-        activated (kept until the activation learns it)."""
-        return f"{self.tag}:alias-reward:{event_id}"
+    def alias_rewards(self, event_id: str) -> str:
+        """List: the rewards a client sent, by its own event id, before the decision was
+        activated, in order (kept until they are learned)."""
+        return f"{self.tag}:alias-rewards:{event_id}"
 
     def apprentice(self, event_id: str) -> str:
         """String: whether the model's own choice agreed with the baseline served for an
@@ -353,7 +353,7 @@ class ModelKeys:
     def job_index(self) -> str:
         """Sorted set: key of each job or evaluation hash of the model (:meth:`job`,
         :meth:`evaluation`) and of each client event-id alias (:meth:`alias`,
-        :meth:`alias_reward`) -> an upper bound of its expiry (Unix seconds)."""
+        :meth:`alias_rewards`) -> an upper bound of its expiry (Unix seconds)."""
         return f"{self.tag}:job-keys"
 
     def event_keys(self, event_id: str) -> list[str]:

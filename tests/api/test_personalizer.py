@@ -110,7 +110,8 @@ def test_the_preset_is_a_model_with_personalizers_defaults(loop: Loop) -> None:
     model = loop.model()
     assert model["preset"] == "personalizer"
     assert model["task"] == "rank"
-    assert model["feedback"] == {"wait_seconds": 600, "on_timeout": "no_click"}
+    assert model["feedback"] == {"wait_seconds": 600, "on_timeout": "no_click",
+                                 "aggregation": "earliest"}
     assert model["params"]["slots"] == 1
     assert model["params"]["epsilon"] == 0.2
 
@@ -121,7 +122,8 @@ def test_a_presets_defaults_give_way_to_the_request(service: Service) -> None:
         model = made.model()
         assert (model["preset"], model["n_features"]) == ("personalizer", 8)
         assert model["params"]["epsilon"] == 0.05
-        assert model["feedback"] == {"wait_seconds": 60, "on_timeout": "drop"}
+        assert model["feedback"] == {"wait_seconds": 60, "on_timeout": "drop",
+                                     "aggregation": "earliest"}
         r = made.api.post("/v1/models", json={"model_id": "other", "preset": "personaliser",
                                                 "task": "rank", "n_features": 3})
         assert r.status_code == 422, r.text
@@ -184,11 +186,11 @@ def test_the_older_sdk_ranks_rewards_and_activates(loop: Loop) -> None:
 WAIT_PASSED = 700.0
 
 
-def pass_reward_wait(service: Service, loop: Loop) -> None:
-    """Move the loop's deadlines past the reward wait (exactly one decision has one: a
+def pass_reward_wait(service: Service, loop: Loop, waiting: int = 1) -> None:
+    """Move the loop's deadlines past the reward wait (``waiting`` decisions have one: a
     deferred decision has none until it is activated), sweep and sync."""
     with redis.Redis.from_url(service.redis_url) as r:
-        assert pass_deadlines(r, ModelKeys(loop.tenant, "loop"), WAIT_PASSED) == 1
+        assert pass_deadlines(r, ModelKeys(loop.tenant, "loop"), WAIT_PASSED) == waiting
     sweep(service.redis_url)
     loop.sync()
 
@@ -204,6 +206,63 @@ def test_an_event_without_reward_gets_the_default_reward(service: Service, loop:
     client.activate(deferred["eventId"])
     pass_reward_wait(service, loop)
     assert loop.model()["stats"]["events_applied"] == 2
+
+
+def _learned_rewards(loop: Loop) -> list[float]:
+    """The reward each event of the loop's decision log was learned with, in increasing
+    order."""
+    lines = [orjson.loads(line) for line in loop.api.get("/v1/models/loop/log").text.split()]
+    return sorted(line["slots"][0]["click"] for line in lines if line["type"] == "event")
+
+
+def test_with_sum_the_rewards_add_up_and_are_learned_once_at_the_wait(
+        service: Service, loop: Loop) -> None:
+    """``rewardAggregation: sum``: the rewards of an event are added up until the reward
+    wait passed (the sum clipped to 1, the largest reward the rank task takes), then
+    learned once; an event without reward gets the default reward 0; a reward after the
+    wait is refused and changes nothing."""
+    admin, client = _admin(loop), _client(loop)
+    shown = admin.update_service_configuration({"rewardAggregation": "sum",
+                                                "rewardWaitTime": "PT30S"})
+    assert (shown["rewardAggregation"], shown["rewardWaitTime"]) == ("sum", "PT30S")
+    assert loop.model()["feedback"] == {"wait_seconds": 30, "on_timeout": "no_click",
+                                        "aggregation": "sum"}
+    for name in ("summed", "clipped", "silent", "once"):
+        client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS, "eventId": name})
+    for name, value in (("summed", 0.25), ("clipped", 0.75), ("summed", 0.5),
+                        ("clipped", 0.5), ("once", 0.125)):
+        client.reward(name, {"value": value})
+    loop.sync()
+    assert loop.model()["stats"]["events_applied"] == 0  # open until the wait passed
+    pass_reward_wait(service, loop, waiting=4)
+    stats = loop.model()["stats"]
+    assert (stats["events_expired"], stats["events_applied"]) == (4, 4), stats
+    # silent (the default), once, summed (0.25 + 0.5), clipped (0.75 + 0.5, clipped to 1)
+    assert _learned_rewards(loop) == [0.0, 0.125, 0.75, 1.0]
+    with pytest.raises(HttpResponseError) as raised:
+        client.reward("summed", {"value": 1.0})
+    assert raised.value.status_code == 404
+    sweep(service.redis_url)
+    loop.sync()
+    assert loop.model()["stats"]["events_applied"] == 4
+
+
+def test_with_sum_rewards_before_the_activation_add_up_with_those_after(
+        service: Service, loop: Loop) -> None:
+    """A deferred event's rewards sent before its activation are kept, each one, and added
+    up with those after it."""
+    client = _client(loop)
+    _admin(loop).update_service_configuration({"rewardAggregation": "sum"})
+    client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS, "eventId": "later",
+                 "deferActivation": True})
+    client.reward("later", {"value": 0.25})
+    client.reward("later", {"value": 0.125})
+    client.activate("later")
+    client.activate("later")  # again: nothing more is learned
+    client.reward("later", {"value": 0.5})
+    pass_reward_wait(service, loop)
+    assert _learned_rewards(loop) == [0.875]
+    assert loop.model()["stats"]["events_applied"] == 1
 
 
 @pytest.mark.parametrize(("body", "message"), [
@@ -298,7 +357,7 @@ def test_a_logging_only_loop_serves_the_baseline_and_learns_nothing(loop: Loop) 
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"rewardAggregation": "sum"}, "rewardAggregation 'sum' is not supported"),
+    ({"rewardAggregation": "latest"}, "rewardAggregation 'latest' is not supported"),
     ({"learningMode": "Offline"}, "learningMode 'Offline' is not supported"),
     ({"defaultReward": 0.5}, "defaultReward 0.5 is not supported"),
     ({"rewardWaitTime": "10 minutes"}, "ISO 8601"),
