@@ -103,7 +103,7 @@ async def take_open_many(ctx: ApiContext, view: ModelView, spec: Task,
         states, read_budget = await ctx.store.open.read_many(view.keys,
                                                              [items[i][0] for i in wave])
         planning: _Planner | _Summer = (
-            _Summer(spec) if policy is None
+            _Summer(spec, view.apprenticed) if policy is None
             else _Planner(ctx, view, policy, budget, read_budget))
         steps: list[tuple[int, OpenStep]] = []
         for i, state in zip(wave, states, strict=True):
@@ -208,22 +208,26 @@ class _Planner:
 
 class _Summer:
     """The steps of one wave of a model that adds up its feedback: each event's feedback
-    joined with its context and added to the sum kept, open until the deadline."""
+    joined with its context and added to the sum kept, open until the deadline; with
+    ``apprenticed`` (the model logged apprentice decisions), the sum's observed reward
+    kept with it for the apprentice counters."""
 
-    def __init__(self, spec: Task) -> None:
+    def __init__(self, spec: Task, apprenticed: bool) -> None:
         assert spec.add_feedback is not None
         self.spec, self.add = spec, spec.add_feedback
+        self.reward = spec.reward if apprenticed else None
 
     async def step(self, event_id: str, fields: Mapping[str, np.ndarray],
                    state: OpenState) -> OpenStep:
         """This feedback's step: the sum so far with it added (422 from ``join_context``)."""
         join = self.spec.join_context
         joined = join(fields, state.context) if join is not None else dict(fields)
-        if state.partial is None:
-            return OpenStep(event_id, joined, UNTIL_DEADLINE, 1, None, True)
         kept = state.partial
-        return OpenStep(event_id, self.add(kept.fields, joined), UNTIL_DEADLINE,
-                        kept.received + 1, kept.received, True)
+        total = joined if kept is None else self.add(kept.fields, joined)
+        return OpenStep(event_id, total, UNTIL_DEADLINE,
+                        1 if kept is None else kept.received + 1,
+                        None if kept is None else kept.received, True,
+                        reward=None if self.reward is None else self.reward(total))
 
     def reply(self, step: OpenStep) -> dict[str, int]:
         """No reply fields: the decision waits for its deadline, not for more parts."""

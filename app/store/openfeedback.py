@@ -83,7 +83,9 @@ class OpenStep:
     ``fields`` is everything received so far; the event is joined when
     ``received >= wanted``, else its decision stays open.  ``expected`` is
     the received count read before (None: no partial feedback may exist
-    yet).
+    yet).  ``reward`` is the observed reward of ``fields`` when the decision
+    may be an apprentice one (kept with it, for the apprentice counters when
+    the decision ends at its deadline with what it received), else None.
     """
 
     event_id: str
@@ -93,6 +95,7 @@ class OpenStep:
     expected: int | None
     enqueue_on_expiry: bool
     charge: BudgetCharge | None = None
+    reward: float | None = None
 
 
 class OpenFeedbackStore:
@@ -134,7 +137,8 @@ class OpenFeedbackStore:
                      "enqueue" if step.enqueue_on_expiry else "drop",
                      "" if charge is None else str(charge.expected_rounds),
                      b"" if charge is None else codec.encode(charge.state),
-                     0 if charge is None else int(charge.rounds)]
+                     0 if charge is None else int(charge.rounds),
+                     "" if step.reward is None else repr(float(step.reward))]
         reply: Any = await self._scripts["take_partial"](keys=keys_, args=args)
         return feedback_outcomes(reply)
 

@@ -265,6 +265,23 @@ def test_with_sum_rewards_before_the_activation_add_up_with_those_after(
     assert loop.model()["stats"]["events_applied"] == 1
 
 
+def test_with_sum_an_apprentice_loop_counts_each_events_summed_reward(
+        service: Service, loop: Loop) -> None:
+    """In apprentice mode with ``sum``, the baseline's value is the mean of the events'
+    summed rewards (an event without reward counts as 0), each event counted once."""
+    client = _client(loop)
+    _admin(loop).update_service_configuration({"rewardAggregation": "sum",
+                                               "learningMode": "Apprentice"})
+    for name in ("a", "b"):
+        client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS, "eventId": name})
+    client.reward("a", {"value": 0.25})
+    client.reward("a", {"value": 0.5})
+    pass_reward_wait(service, loop, waiting=2)
+    apprentice = loop.model()["apprentice"]
+    assert (apprentice["decisions"], apprentice["events"]) == (2, 2), apprentice
+    assert apprentice["baseline_reward"] == pytest.approx((0.75 + 0.0) / 2)
+
+
 @pytest.mark.parametrize(("body", "message"), [
     ({"contextFeatures": CONTEXT, "actions": ACTIONS,
       "excludedActions": [a["id"] for a in ACTIONS]}, "every action is excluded"),
