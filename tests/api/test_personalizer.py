@@ -8,6 +8,7 @@ import base64
 import io
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -245,6 +246,20 @@ def test_with_sum_the_rewards_add_up_and_are_learned_once_at_the_wait(
     sweep(service.redis_url)
     loop.sync()
     assert loop.model()["stats"]["events_applied"] == 4
+
+
+def test_with_sum_concurrent_rewards_of_an_event_are_all_added(
+        service: Service, loop: Loop) -> None:
+    """Sixteen rewards of 1/32 sent at once from eight threads add up to 0.5 exactly (each
+    reward is added with a compare-and-set step: one that meets another is retried)."""
+    _admin(loop).update_service_configuration({"rewardAggregation": "sum"})
+    _client(loop).rank({"contextFeatures": CONTEXT, "actions": ACTIONS, "eventId": "busy"})
+    with ThreadPoolExecutor(8) as pool:
+        sent = list(pool.map(lambda _: _client(loop).reward("busy", {"value": 1 / 32}),
+                             range(16)))
+    assert len(sent) == 16
+    pass_reward_wait(service, loop)
+    assert _learned_rewards(loop) == [0.5]
 
 
 def test_with_sum_rewards_before_the_activation_add_up_with_those_after(
