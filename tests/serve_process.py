@@ -35,7 +35,7 @@ def serve_process(data_dir: Path, env: Mapping[str, str],
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
-        while not _ready(base):
+        while not ready(base):
             assert proc.poll() is None, "noisyloop serve exited early"
             assert time.monotonic() < deadline, "noisyloop serve did not become ready"
             time.sleep(0.2)
@@ -49,7 +49,8 @@ def serve_process(data_dir: Path, env: Mapping[str, str],
             proc.wait(10)
 
 
-def _ready(base: str) -> bool:
+def ready(base: str) -> bool:
+    """Whether the service at ``base`` answers ``/readyz`` with 200."""
     try:
         return httpx.get(f"{base}/readyz", timeout=1).status_code == 200
     except httpx.HTTPError:
