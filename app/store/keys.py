@@ -19,7 +19,7 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:ctx:E              str   decision context (codec) or a tombstone
     nl:{T:M}:pending            zset  E -> deadline (Redis clock, seconds)
     nl:{T:M}:deferred           zset  E -> context expiry of a deferred decision not activated
-    nl:{T:M}:part:E             hash  open decision: feedback so far (want, n, f, expiry)
+    nl:{T:M}:part:E             hash  open decision: feedback so far (want, n, f, expiry, r)
     nl:{T:M}:appr:E             str   apprentice decision: "1" if the model agreed, else "0"
     nl:{T:M}:event-ids          zset  E -> expiry (Redis clock) of its ctx, part and appr keys
     nl:{T:M}:job-keys           zset  job, evaluation and event-id alias keys -> expiry (Unix s)
@@ -265,7 +265,8 @@ class ModelKeys:
         return f"{self.tag}:ctx:{event_id}"
 
     def partial(self, event_id: str) -> str:
-        """Hash: feedback received so far for a decision that awaits more labels or copies."""
+        """Hash: feedback received so far for a decision that awaits more labels or copies,
+        or adds up its feedback until its deadline."""
         return f"{self.tag}:part:{event_id}"
 
     def alias(self, event_id: str) -> str:
