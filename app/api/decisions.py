@@ -18,7 +18,7 @@ from app.api.apprentice import follow_labels, in_apprentice_mode, label_baseline
 from app.api.context import ApiContext
 from app.api.decisionrequest import Decided, DecisionRequest
 from app.api.errors import ApiError, from_param_error
-from app.api.openfeedback import add_examples, take_open, take_open_many
+from app.api.openfeedback import add_examples, stays_open, take_open, take_open_many
 from app.api.schemas.feedback import FeedbackBatchRequest
 from app.features import check_norms, feature_bound, to_matrix, to_vector
 from app.learners.base import Learner, ParamError
@@ -96,7 +96,7 @@ async def feedback(ctx: ApiContext, view: ModelView,
             count.labels(*labels, "accepted").inc()
             return 202, {"accepted": True}
         more: dict[str, int] = {}
-        if spec.open_feedback is not None:
+        if stays_open(spec, config):
             status, more = await take_open(ctx, view, spec, event_id, fields)
         else:
             status = await _take_one(ctx, mk, spec, event_id, fields, view.apprenticed)
@@ -120,7 +120,7 @@ async def feedback(ctx: ApiContext, view: ModelView,
         else:
             valid.append((i, eid, fields))
     ended: list[tuple[int, str]] = []
-    if spec.join_context is not None:
+    if spec.join_context is not None and not stays_open(spec, config):
         valid, ended = await _join_contexts(ctx, view, spec, valid, rejected)
     count.labels(*labels, "invalid").inc(len(rejected))
     opened: list[dict[str, Any]] = []
@@ -203,14 +203,15 @@ async def _take_many(ctx: ApiContext, view: ModelView, spec: Task,
     """Join the batch's events; per event "ok", "open", "unknown", "duplicate",
     "not_activated" or "invalid".
 
-    One Lua call for the whole batch; tasks with feedback in parts read
-    their open decisions first (and retry the events a concurrent part
-    changed, see :func:`~app.api.openfeedback.take_open_many`).
+    One Lua call for the whole batch; tasks with feedback in parts and models
+    that add up their feedback read their open decisions first (joining the
+    contexts there, and retrying the events a concurrent part changed, see
+    :func:`~app.api.openfeedback.take_open_many`).
     """
     items = [(eid, fields) for _, eid, fields in valid]
     if not items:
         return []
-    if spec.open_feedback is None:
+    if not stays_open(spec, view.config):
         rewards = _rewards(spec, [f for _, f in items], view.apprenticed)
         return [o.status for o in
                 await ctx.store.events.take_feedback_many(view.keys, items, rewards)]

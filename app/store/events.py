@@ -242,6 +242,10 @@ class EventStore:
             await self.sweep_due.lower(mk, int(reply[1]) + 1)
         return int(reply[1])
 
+    async def deferred(self, mk: ModelKeys, event_id: str) -> bool:
+        """Whether a decision made with ``defer`` is still waiting for its activation."""
+        return await self.redis.zscore(mk.deferred, event_id) is not None
+
     async def take_feedback_many(self, mk: ModelKeys,
                                  items: Sequence[tuple[str, Mapping[str, np.ndarray]]],
                                  rewards: Sequence[float] | None = None,

@@ -101,6 +101,10 @@ class Task:
     """(parsed feedback, logged context) -> the feedback arrays to join, or ApiError: for
     feedback that refers to what the decision showed (read before the exactly-once join);
     None: the parsed arrays join as they are."""
+    add_feedback: Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
+                           dict[str, np.ndarray]] | None = None
+    """(joined feedback so far, a later joined feedback) -> their sum, for a model whose
+    ``feedback.aggregation`` is ``sum``; None: its feedback is not summed."""
     reward: Callable[[Mapping[str, np.ndarray]], float] | None = None
     """(joined feedback arrays) -> the observed reward of what was served (the click; slot 0's
     for a ranking), counted for the decisions made in apprentice mode; None: no apprentice

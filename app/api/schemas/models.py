@@ -35,6 +35,10 @@ class FeedbackPolicy(RequestModel):
 
     wait_seconds: JsonInt = Field(default=86400, ge=1, le=MAX_WAIT_SECONDS)
     on_timeout: Literal["drop", "no_click"] = "drop"
+    aggregation: Literal["earliest", "sum"] = Field(
+        default="earliest", description="`earliest`: the first feedback of a decision counts, "
+        "a later one is refused as a duplicate; `sum` (`rank` models): each feedback is added "
+        "up until `wait_seconds` passed, and the sum is learned once then")
 
 
 class LabelBudgetConfig(RequestModel):
