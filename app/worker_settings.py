@@ -26,7 +26,6 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import NoDecode
 
-from app.fields import MAX_FEATURES
 from app.learners.noise_publish import DEFAULT_NREST_BUFFER
 from app.store.decisionlog import DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_EVENTS
 from app.store.leases import check_worker_id
@@ -145,12 +144,13 @@ class WorkerSettings(BaseModel):
                     "comes first; a trainer batch larger than this is one point); 0: by time "
                     "only.")
     max_dense_cells: int = Field(
-        default=DEFAULT_MAX_DENSE_CELLS, ge=MAX_FEATURES, le=2**34,
+        default=DEFAULT_MAX_DENSE_CELLS, ge=1, le=2**34,
         description="Most float64 cells of contexts made dense at once: a predict batch, a "
                     "trainer step and a drift recovery's refit take their rows in spans of at "
                     "most this many cells (rows x n_features; the default, 4,000,000, is 32 "
-                    "MB), so wide sparse contexts cost their non-zeros, not their width. The "
-                    "API reads it from this section too.")
+                    "MB; a row a span at least), so wide sparse contexts cost their "
+                    "non-zeros, not their width. An evaluation's batch holds its rows and "
+                    "their stack within it. The API reads it from this section too.")
 
     @field_validator("roles", mode="before")
     @classmethod
