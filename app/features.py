@@ -150,5 +150,14 @@ def row_spans(rows: int, width: int, max_cells: int) -> list[range]:
     >>> row_spans(5, 100_000, 200_000)
     [range(0, 2), range(2, 4), range(4, 5)]
     """
-    step = max(1, max_cells // max(1, width))
+    step = span_rows(width, max_cells)
     return [range(start, min(rows, start + step)) for start in range(0, rows, step)]
+
+
+def span_rows(width: int, max_cells: int) -> int:
+    """Rows of ``width`` in at most ``max_cells`` cells; 1 when a row alone is wider.
+
+    >>> span_rows(100_000, 4_000_000), span_rows(10**6, 10)
+    (40, 1)
+    """
+    return max(1, max_cells // max(1, width))

@@ -4,6 +4,8 @@ cells, with the state of the batch learned at once."""
 from __future__ import annotations
 
 import tracemalloc
+from types import SimpleNamespace
+from typing import cast
 
 import numpy as np
 import pytest
@@ -15,6 +17,8 @@ from app.worker_settings import WorkerSettings
 from tests.workers.conftest import create_model, model_config
 from tests.workers.test_trainer import expected_state, feed
 from workers import trainer
+from workers.context import WorkerContext
+from workers.nrest import buffer_size
 from workers.worker import Worker
 
 WIDTH = 100_000
@@ -88,3 +92,13 @@ async def test_trainer_learns_a_wide_batch_in_parts_within_the_bound(
     for name, arr in expected_state(config, events).items():
         # each feature is touched by one event: the sums of parts are exact
         np.testing.assert_array_equal(snap.state[name], arr)
+
+
+def test_nrest_buffer_of_a_wide_model_holds_at_most_the_bound() -> None:
+    """A fit reads its model's whole NREst buffer dense: a wide model keeps fewer."""
+    ctx = cast(WorkerContext, SimpleNamespace(config=WorkerSettings(max_dense_cells=CELLS)))
+    wide = model_config(algorithm="linucb_diag", n_features=WIDTH, params={})
+    assert buffer_size(ctx, wide) == CELLS // WIDTH  # unbounded: nrest_buffer, 5,000
+    assert buffer_size(ctx, model_config(algorithm="linucb_diag", params={})) == \
+        ctx.config.nrest_buffer
+    assert buffer_size(ctx, model_config(algorithm="rcine", params={"n_s": 40})) == 40
