@@ -10,21 +10,19 @@ learning.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from app.api.apprentice import follow_labels, in_apprentice_mode, label_baselines
 from app.api.context import ApiContext
-from app.api.decisionrequest import Decided, DecisionRequest
+from app.api.decisionrequest import Decided, DecisionRequest, stored_decision
 from app.api.errors import ApiError, from_param_error
 from app.api.openfeedback import add_examples, take_open, take_open_many
 from app.api.schemas.feedback import FeedbackBatchRequest
 from app.features import check_norms, feature_bound, row_spans, to_matrix, to_vector
 from app.learners.base import Decision, Learner, ParamError
 from app.learners.config import ModelConfig
-from app.store.codec import stored_form
 from app.store.keys import ModelKeys
 from app.store.models import ModelView
 from app.tasks import Task, get_task
@@ -95,17 +93,11 @@ def decide_predictions(learner: Learner, request: DecisionRequest, config: Model
                 made = learner.decide_many(X, explore=options.explore)
         except ParamError as exc:
             raise from_param_error(exc) from None
-        decisions += [_kept(d) for d in made]
+        decisions += [stored_decision(d) for d in made]
         del X, made  # the span's matrix: its rows' contexts are kept as stored
     return Decided(decisions, [d.context if options.explore else None for d in decisions],
                    agreed, None)
 
-
-def _kept(decision: Decision) -> Decision:
-    """``decision`` with its context's arrays as the log stores them (a row of a wide
-    batch: its non-zeros only, not a view of the batch)."""
-    return replace(decision, context={name: stored_form(value)
-                                      for name, value in decision.context.items()})
 
 
 async def feedback(ctx: ApiContext, view: ModelView,

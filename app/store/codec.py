@@ -291,6 +291,11 @@ def stored_form(value: Any) -> Any:
     return value.copy()
 
 
+def stored_forms(arrays: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`stored_form` of each value (a decision's context kept as the log stores it)."""
+    return {name: stored_form(value) for name, value in arrays.items()}
+
+
 def decode_stored(blob: bytes) -> dict[str, np.ndarray | SparseArray]:
     """:func:`decode`, but each array stored sparse stays a :class:`SparseArray` (no dense
     copy: a wide context costs its non-zeros, not its width)."""
