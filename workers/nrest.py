@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from app.features import span_rows
 from app.learners.config import ModelConfig
 from app.learners.noise import NoiseEstimate
 from app.learners.noise_anchor import AnchorEstimate
@@ -111,9 +112,11 @@ def estimates_periodically(config: ModelConfig, source: str) -> bool:
 
 def buffer_size(ctx: WorkerContext, config: ModelConfig) -> int:
     """Samples kept per model: its class's ``noise_samples``, else the worker's
-    ``nrest_buffer``."""
+    ``nrest_buffer``; at most as many as take the worker's ``max_dense_cells`` dense (a fit
+    reads the whole buffer dense: a wide model keeps fewer, 40 at 100,000 features)."""
     cls = config.learner_class
-    return cls.noise_samples(config.params) or ctx.config.nrest_buffer
+    wanted = cls.noise_samples(config.params) or ctx.config.nrest_buffer
+    return min(wanted, span_rows(config.n_features, ctx.config.max_dense_cells))
 
 
 async def run_periodic(ctx: WorkerContext) -> int:
