@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -316,6 +316,31 @@ def decode_stored(blob: bytes) -> dict[str, np.ndarray | SparseArray]:
                                                             offset=offset))
         offset += nnz * dtype.itemsize
     return out
+
+
+class DenseOnRead(Mapping[str, np.ndarray]):
+    """A decoded blob whose arrays stored sparse are made dense only when read, one at a
+    time and not kept: a reader that looks at a context's ids alone never pays for its
+    width, and one that reads ``x`` holds one dense copy at a time.
+
+    >>> blob = encode({"x": np.eye(1, 100_000).ravel(), "ids": np.arange(3)})
+    >>> context = DenseOnRead(blob)
+    >>> context["ids"].tolist(), context["x"].shape, sorted(context)
+    ([0, 1, 2], (100000,), ['ids', 'x'])
+    """
+
+    def __init__(self, blob: bytes) -> None:
+        self._stored = decode_stored(blob)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        value = self._stored[name]
+        return value.dense() if isinstance(value, SparseArray) else value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)
 
 
 def decode_columns(blobs: Sequence[bytes]) -> dict[str, np.ndarray] | None:

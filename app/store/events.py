@@ -277,15 +277,17 @@ class EventStore:
             mk, [(event_id, feedback)], None if reward is None else [reward]))[0]
 
     async def read_contexts(self, mk: ModelKeys, event_ids: Sequence[str],
-                            ) -> list[dict[str, np.ndarray] | str]:
+                            ) -> list[Mapping[str, np.ndarray] | str]:
         """Each event's logged context, or "unknown" (none) or "duplicate" (its feedback was
         taken), in one MGET (the keys share the model's hash tag).  A read, not a take: the
-        join that follows is still the exactly-once step."""
+        join that follows is still the exactly-once step.  A context stored sparse is made
+        dense only where the join reads it (:class:`~app.store.codec.DenseOnRead`): a
+        batch of wide contexts costs their non-zeros."""
         if not event_ids:
             return []
         blobs: Any = await self.redis.mget([mk.context(eid) for eid in event_ids])
         return ["unknown" if blob is None else "duplicate" if blob == TOMBSTONE
-                else dict(codec.decode(blob)) for blob in blobs]
+                else codec.DenseOnRead(blob) for blob in blobs]
 
     async def due_decisions(self, mk: ModelKeys, now: float, limit: int = 1000) -> list[str]:
         """Event ids whose deadline is before ``now`` (Redis clock seconds)."""

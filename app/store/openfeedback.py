@@ -57,7 +57,8 @@ class OpenState:
 
     status: str
     """"ok", "unknown" (no context) or "duplicate" (feedback already joined)."""
-    context: dict[str, np.ndarray]
+    context: Mapping[str, np.ndarray]
+    """The logged context, its arrays stored sparse made dense only when read."""
     partial: Partial | None
 
 
@@ -168,7 +169,7 @@ def _state(ctx: bytes | None, partial: list[bytes | None]) -> OpenState:
     want, n, blob = partial
     found = (Partial(int(want), int(n), dict(codec.decode(blob)))
              if blob is not None and want is not None and n is not None else None)
-    return OpenState("ok", dict(codec.decode(ctx)), found)
+    return OpenState("ok", codec.DenseOnRead(ctx), found)
 
 
 def _budget(reply: Any) -> Budget:
