@@ -82,13 +82,15 @@ def continuous_feedback(event: ContinuousFeedback, config: ModelConfig,
 
 @dataclass(frozen=True)
 class ContinuousLog:
-    """Logged decisions: contexts ``X``, played ``actions``, their ``pdf`` and the rewards
-    learned (a click corrected as the learner corrects it, :func:`logged_rewards`)."""
+    """Logged decisions: contexts ``X``, played ``actions``, their ``pdf``, the ``reward``
+    fed back (a click's ``click_value * click``) and ``click_value`` (NaN for a plain
+    reward); :func:`logged_rewards` corrects the clicks."""
 
     X: np.ndarray
     actions: np.ndarray
     pdf: np.ndarray
-    rewards: np.ndarray
+    reward: np.ndarray
+    click_value: np.ndarray
 
     @property
     def n(self) -> int:
@@ -96,13 +98,13 @@ class ContinuousLog:
 
     def rows(self, rows: slice) -> ContinuousLog:
         return ContinuousLog(self.X[rows], self.actions[rows], self.pdf[rows],
-                             self.rewards[rows])
+                             self.reward[rows], self.click_value[rows])
 
 
 def logged_rewards(reward: np.ndarray, click_value: np.ndarray,
                    rates: tuple[float, float]) -> np.ndarray:
     """A plain reward as logged, a click's ``click_value * (click - rho0) / beta`` with the
-    model's configured ``rates`` (the learners' rule, :mod:`app.learners.smoothing`)."""
+    ``rates`` given (the learners' rule, :mod:`app.learners.smoothing`)."""
     rho0, rho1 = rates
     clicked = ~np.isnan(click_value)
     value = np.where(clicked, click_value, 0.0)
@@ -129,11 +131,14 @@ def _counted(log: ContinuousLog, keys: np.ndarray, options: Options) -> _Counted
 
 class _Sums(SmoothedSums):
     """:class:`~app.evaluation.smoothed.SmoothedSums` as the streamed evaluation adds them:
-    the target is each event's smoothed weight (None: the logging policy, weight 1)."""
+    the target is each event's smoothed weight (None: the logging policy, weight 1), the
+    clicks corrected with the evaluation's rates (the model's in force, or the request's)."""
 
     def add(self, log: ContinuousLog, target: np.ndarray | None, keys: np.ndarray,
             options: Options, model: Any) -> None:
-        self.add_weighted(np.ones(log.n) if target is None else target, log.rewards)
+        rates = (options.rho0 or 0.0, options.rho1 or 0.0)
+        self.add_weighted(np.ones(log.n) if target is None else target,
+                          logged_rewards(log.reward, log.click_value, rates))
 
 
 def _uniform(log: ContinuousLog, width: float) -> np.ndarray:
@@ -155,10 +160,12 @@ def _logging(log: ContinuousLog) -> None:
 
 class ContinuousShape:
     """The ``continuous`` log: a played action and its density per line, scored by smoothed
-    IPS and SNIPS (:mod:`app.evaluation.smoothed`) with the model's smoothing half-width."""
+    IPS and SNIPS (:mod:`app.evaluation.smoothed`) with the model's smoothing half-width;
+    clicks corrected by one pair of rates (``noise``), which no estimator checks for this
+    task (the result says so: :data:`~app.store.noise.NO_ESTIMATOR`)."""
 
     policies: tuple[str, ...] = ("uniform", "logging", "fixed:N")
-    noise: Noise = None
+    noise: Noise = "click"
     kind: Kind = Kind(_counted, _Sums)
     command: str | None = None
 
@@ -178,8 +185,8 @@ class ContinuousShape:
             X=np.array([dense_vector(r["features"]) for _, r in lines]),
             actions=np.array([r["context"]["action"] for _, r in lines], dtype=np.float64),
             pdf=np.array([r["context"]["pdf"] for _, r in lines], dtype=np.float64),
-            rewards=logged_rewards(np.array([f["reward"] for f in feedback], dtype=np.float64),
-                                   click_value, config.initial_noise_rates))
+            reward=np.array([f["reward"] for f in feedback], dtype=np.float64),
+            click_value=click_value)
         return log, row_keys(np.array([first_line + i for i, _ in lines], dtype=np.int64))
 
     def reads_snapshot(self, policy: Any) -> bool:

@@ -179,8 +179,52 @@ def test_queued_evaluations_are_the_smoothed_estimators_on_the_log(
     assert len(checked) == 4
     logging = evaluate(client, tenant, redis_url, "logging")  # weight 1: the mean reward
     assert logging["ips"]["value"] == pytest.approx(rewards.mean(), rel=1e-9)
+    # the rates are the ones given, which no estimator checks for this task: flagged
+    assert {k: logging[k] for k in ("rates", "calibration_unreliable", "reason")} == {
+        "rates": "model", "calibration_unreliable": True, "reason": "no_estimator"}
     r = client.post("/v1/models/m1/evaluations", headers=tenant, json={"policy": "fixed:abc"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "policy", r.text
+
+
+def test_noise_rates_are_shown_as_given_never_estimated(
+        client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
+    """No estimator estimates a continuous model's rates: ``GET .../noise`` shows them as
+    given (``fixed``, reason ``no_estimator``), the model's rewards are flagged, an estimate
+    is refused; rates put by hand are the ones the trainer and the evaluations correct by,
+    still flagged; a request's own rates are the caller's (unflagged)."""
+    _model(client, tenant)
+    r = client.get("/v1/models/m1/noise", headers=tenant)
+    assert r.status_code == 200, r.text
+    noise = r.json()
+    assert (noise["rho0"], noise["rho1"], noise["status"], noise["reason"]) == (
+        RHO0, RHO1, "fixed", "no_estimator")
+    model = client.get("/v1/models/m1", headers=tenant).json()
+    assert model["stats"]["calibration_unreliable"] is True
+    assert model["noise"]["rho0"] == RHO0
+    r = client.put("/v1/models/m1/noise", headers=tenant, json={"estimator": "anchor"})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "estimator", r.text
+    r = client.post("/v1/models/m1/noise/estimate", headers=tenant)
+    assert r.status_code == 422 and r.json()["error"]["code"] == "estimate_unavailable"
+
+    rho0, rho1 = 0.1, 0.2
+    r = client.put("/v1/models/m1/noise", headers=tenant, json={"rho0": rho0, "rho1": rho1})
+    assert r.status_code == 200, r.text
+    assert (r.json()["source"], r.json()["status"], r.json()["reason"]) == (
+        "configured", "fixed", "no_estimator")
+    _, decided, clicks, _ = _priced(client, tenant, PricingWorld(), 7)
+    prices = np.array([d["action"] for d in decided])
+    rewards = np.where(np.arange(ROUNDS) % 2 == 1,
+                       prices * (clicks - rho0) / (1 - rho0 - rho1), prices * clicks)
+    logging = evaluate(client, tenant, redis_url, "logging")
+    assert logging["ips"]["value"] == pytest.approx(rewards.mean(), rel=1e-9)
+    assert (logging["calibration_unreliable"], logging["reason"]) == (True, "no_estimator")
+    r = client.post("/v1/models/m1/evaluations", headers=tenant,
+                    json={"policy": "logging", "rho0": 0.0, "rho1": 0.0})
+    assert r.status_code == 202, r.text
+    assert run_jobs(redis_url) >= 1
+    own = client.get(f"/v1/models/m1/evaluations/{r.json()['job_id']}", headers=tenant).json()
+    assert own["ips"]["value"] == pytest.approx(float(np.mean(prices * clicks)), rel=1e-9)
+    assert (own["rates"], own["calibration_unreliable"]) == ("request", False)
 
 
 def evaluate(client: TestClient, auth: dict[str, str], redis_url: str,
