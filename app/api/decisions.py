@@ -60,8 +60,8 @@ def _inputs(request: DecisionRequest, config: ModelConfig, learner: Learner) -> 
 def decide_predictions(learner: Learner, request: DecisionRequest,
                        config: ModelConfig) -> Decided:
     """Check a predict request against the model and decide for each of its inputs (422
-    naming the field for any bad input); in apprentice mode the caller's baseline labels
-    served instead."""
+    naming the field for any bad input); in apprentice mode the caller's baselines served
+    instead (labels, or as the task follows them)."""
     X = _inputs(request, config, learner)
     options = request.options[0]
     if options.defer and not options.explore:
@@ -69,7 +69,10 @@ def decide_predictions(learner: Learner, request: DecisionRequest,
                        "with explore: false is not logged)", "defer")
     agreed: list[bool] | None = None
     try:
-        if in_apprentice_mode(config):
+        follow = get_task(config.task).follow_baseline
+        if in_apprentice_mode(config) and follow is not None:
+            decisions, agreed = follow(learner, X, options.baseline, request.batch)
+        elif in_apprentice_mode(config):
             decisions, agreed = follow_labels(learner, X, label_baselines(
                 options.baseline, len(X) if request.batch else None, config.class_count))
         else:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.errors import ApiError, validation_error
 from app.evaluation.shapes import LogShape
-from app.learners.base import Learner
+from app.learners.base import Decision, Learner
 from app.learners.config import ModelConfig
 
 FeedbackParser = Callable[[Any, ModelConfig, type[Learner]], dict[str, np.ndarray]]
@@ -31,6 +31,8 @@ QuickParser = Callable[[Any, type[Learner]], tuple[str, dict[str, np.ndarray]] |
 ContextJoin = Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
                        dict[str, np.ndarray]]
 WantedCount = Callable[[Learner, Mapping[str, np.ndarray], Mapping[str, np.ndarray]], int]
+BaselineFollower = Callable[[Learner, np.ndarray, Any, bool],
+                            tuple[list[Decision], list[bool]]]
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,12 @@ class Task:
     """(joined feedback arrays) -> the observed reward of what was served (the click; slot 0's
     for a ranking), counted for the decisions made in apprentice mode; None: no apprentice
     mode."""
+    follow_baseline: BaselineFollower | None = None
+    """(learner, inputs, the predict's ``baseline`` as sent, whether it is a batch) -> the
+    decisions serving the caller's baselines and, per decision, whether the learner's own
+    choice agreed (ApiError 422 naming ``baseline`` for a bad one): apprentice mode of a
+    task whose baseline is not a label; None: a label, followed by learners that declare
+    ``follows_baseline`` (:mod:`app.api.apprentice`)."""
     log_shape: LogShape | None = None
     """How its decision log is evaluated off-policy (:mod:`app.evaluation.shapes`); None:
     its log is not evaluated."""

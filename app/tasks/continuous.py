@@ -28,10 +28,10 @@ from app.evaluation.smoothed import SmoothedSums, smoothed_weights
 from app.evaluation.streaming import Batch, Policy
 from app.evaluation.sums import Kind, row_keys
 from app.fields import EventId, FiniteFloat, RequestModel
-from app.learners.base import Learner
+from app.learners.base import Decision, Learner
 from app.learners.build import build_learner
 from app.learners.config import ModelConfig
-from app.learners.smoothing import ContinuousBandit
+from app.learners.smoothing import ContinuousBandit, smoothed_pdf
 from app.tasks.base import Replay, Task
 from app.tasks.label import Click
 
@@ -78,6 +78,52 @@ def continuous_feedback(event: ContinuousFeedback, config: ModelConfig,
                        "reward")
     value = 1.0 if event.click_value is None else float(event.click_value)
     return {"reward": np.array(value * float(event.click)), "click_value": np.array(value)}
+
+
+def _baseline_values(baseline: Any, n: int, batch: bool, lo: float, hi: float) -> np.ndarray:
+    """The caller's action per decision: one number with ``features``, one per instance in a
+    batch, each in ``[lo, hi]`` (422 naming ``baseline`` or ``baseline[i]``)."""
+    if baseline is None:
+        raise ApiError(422, "invalid_param", "the model is in apprentice mode: send your own "
+                       "action as baseline (one per instance with instances)", "baseline")
+    if batch != isinstance(baseline, list) or (batch and len(baseline) != n):
+        raise ApiError(422, "invalid_param", f"with instances, baseline is a list of {n} "
+                       "actions, one per instance" if batch else "with features, baseline is "
+                       "one action", "baseline")
+    values = np.array(baseline if batch else [baseline], dtype=np.float64)
+    for i, value in enumerate(values):
+        if not lo <= value <= hi:
+            raise ApiError(422, "invalid_param", f"baseline must lie in the action range "
+                           f"[{lo:g}, {hi:g}]", f"baseline[{i}]" if batch else "baseline")
+    return values
+
+
+def follow_values(learner: Learner, X: np.ndarray, baseline: Any, batch: bool
+                  ) -> tuple[list[Decision], list[bool]]:
+    """Decisions serving the caller's actions (apprentice mode) and whether the learner's
+    greedy action agreed, within the smoothing half-width ``h`` of each.
+
+    The caller's choice is deterministic; it is logged as the smoothed policy around it
+    without exploration, ``pdf = 1 / |W(b)|`` with ``W(b) = [b - h, b + h]`` clipped to the
+    range (:func:`app.learners.smoothing.smoothed_pdf` with ``epsilon`` 0), the density a
+    point choice has once smoothed as every policy here is: the learners and the
+    evaluations read the log as that policy's, as the label task logs probability 1."""
+    bandit = cast(ContinuousBandit, learner)
+    lo, hi = bandit.action_range
+    h = bandit.half_width
+    values = _baseline_values(baseline, len(X), batch, lo, hi)
+    own = bandit.decide_contexts(X, explore=False)
+    pdf = smoothed_pdf(values, values, lo, hi, h, 0.0)
+    agreed = (np.abs(own["greedy"] - values) <= h).tolist()
+    return [Decision({"action": float(a), "pdf": float(p), "greedy_action": float(g)},
+                     {"x": x, "action": a, "pdf": p, "greedy": g})
+            for x, a, p, g in zip(own["x"], values, pdf, own["greedy"], strict=True)], agreed
+
+
+def _served_reward(fields: Mapping[str, np.ndarray]) -> float:
+    """The observed reward of what was served (a click's ``click_value * click``, not
+    corrected), as an apprentice's counters add it."""
+    return float(fields["reward"])
 
 
 @dataclass(frozen=True)
@@ -226,4 +272,5 @@ TASK = Task(
     NAME, "a number in `params.action_range`; feedback: a reward, or a (noisy) click worth "
           "`click_value`",
     ContinuousFeedback, ContinuousPrediction, continuous_feedback, has_clicks=False,
-    log_shape=ContinuousShape(), replay=Replay("app.replay.continuous"))
+    reward=_served_reward, follow_baseline=follow_values, log_shape=ContinuousShape(),
+    replay=Replay("app.replay.continuous"))

@@ -139,6 +139,68 @@ def test_websocket_predicts_and_takes_feedback(client: TestClient,
     assert client.get("/v1/models/m1", headers=tenant).json()["stats"]["events_applied"] == 1
 
 
+def test_apprentice_serves_the_callers_action_learns_it_and_counts_its_rewards(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """Apprentice mode with a value baseline: each decision serves the caller's price (the
+    best one), logged as the smoothed policy around it (``pdf`` 1 / the window's width);
+    the agreement is the share of decisions whose greedy price was within the half-width
+    of the baseline; the counters add the observed revenue; the trainer learns the served
+    prices; bad baselines are refused naming the field."""
+    _model(client, tenant, mode="apprentice")
+    world, rng = PricingWorld(), np.random.default_rng(3)
+    X = world.customers(ROUNDS, rng)
+    best = np.round(world.best_prices(X), 3)
+    r = client.post("/v1/models/m1/predict", headers=tenant,
+                    json={"instances": X.tolist(), "baseline": best.tolist()})
+    assert r.status_code == 200, r.text
+    served = r.json()["predictions"]
+    h = RANGE[1] / 32  # ridge_ucb's default half-width; the best prices lie inside [h, 10 - h]
+    assert [p["action"] for p in served] == best.tolist()
+    assert [p["pdf"] for p in served] == pytest.approx([1 / (2 * h)] * ROUNDS)
+    agreed = sum(abs(p["greedy_action"] - b) <= h for p, b in zip(served, best, strict=True))
+    bought = world.purchases(X, best, rng, RHO0, RHO1)
+    events = [{"event_id": p["event_id"], "click": bool(c), "click_value": p["action"]}
+              for p, c in zip(served, bought, strict=True)]
+    assert post_feedback(client, tenant, {"events": events}).json()["accepted"] == ROUNDS
+    assert client.post("/v1/models/m1/sync", headers=tenant).json()["pending"] == 0
+    model = client.get("/v1/models/m1", headers=tenant).json()
+    report = model["apprentice"]
+    assert (report["decisions"], report["events"]) == (ROUNDS, ROUNDS)
+    assert report["agreement"] == agreed / ROUNDS
+    assert report["baseline_reward"] == pytest.approx(float(np.mean(best * bought)))
+    assert model["stats"]["events_applied"] == ROUNDS
+
+    # the served prices were learned: the model decides as a learner that learned them
+    learner = build("continuous", "ridge_ucb", 3, None,
+                    {"action_range": RANGE, "rho0": RHO0, "rho1": RHO1}, seed=0)
+    learner.learn_many(stack_events([
+        {"x": x, "action": b, "pdf": p["pdf"], "greedy": p["greedy_action"],
+         "reward": b * c, "click_value": b} for x, b, p, c in zip(X, best, served, bought,
+                                                                    strict=True)]))
+    fresh = world.customers(5, rng)
+    r = client.post("/v1/models/m1/predict", headers=tenant,
+                    json={"instances": fresh.tolist(), "baseline": [2.0] * 5})
+    assert [p["greedy_action"] for p in r.json()["predictions"]] == [
+        learner.decide(x, explore=False).output["greedy_action"] for x in fresh]
+
+    for body, field in (({"features": [0.0] * 3}, "baseline"),
+                        ({"features": [0.0] * 3, "baseline": 10.5}, "baseline"),
+                        ({"features": [0.0] * 3, "baseline": [1.0]}, "baseline"),
+                        ({"instances": [[0.0] * 3] * 2, "baseline": [1.0, -1]}, "baseline[1]"),
+                        ({"instances": [[0.0] * 3] * 2, "baseline": [1.0]}, "baseline")):
+        r = client.post("/v1/models/m1/predict", headers=tenant, json=body)
+        assert r.status_code == 422 and r.json()["error"]["field"] == field, (body, r.text)
+    with client.websocket_connect("/v1/models/m1/stream", headers=tenant) as ws:
+        ws.send_json({"op": "predict", "id": 1, "features": [0.5, 0.5, 0.5], "baseline": 7})
+        assert ws.receive_json()["result"]["action"] == 7.0
+
+    r = client.put("/v1/models/m1/mode", json={"mode": "online"}, headers=tenant)
+    assert r.status_code == 200 and r.json()["mode"] == "online", r.text
+    own = client.post("/v1/models/m1/predict", headers=tenant,
+                      json={"features": [0.5, 0.5, 0.5], "baseline": 7.0, "explore": False})
+    assert own.json()["action"] == own.json()["greedy_action"] != 7.0
+
+
 def test_challengers_are_refused_not_failed(client: TestClient,
                                             tenant: dict[str, str]) -> None:
     """Not built yet for this task: refused with an error that says so, never a 500."""
