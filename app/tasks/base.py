@@ -58,6 +58,20 @@ class OpenPolicy:
 
 
 @dataclass(frozen=True)
+class ChallengerScoring:
+    """How challengers of a task whose feedback is not a click are scored on its events
+    (:mod:`workers.challengers`): their sums add rewards already corrected at the rates in
+    force, read without further correction."""
+
+    weights: Callable[[Learner, Mapping[str, np.ndarray]], np.ndarray]
+    """(challenger, joined batch) -> each event's importance weight of the challenger's
+    policy against the logged play, before it learns the batch."""
+    rewards: Callable[[Mapping[str, np.ndarray], tuple[float, float]], np.ndarray]
+    """(joined batch, the model's rates ``(rho0, rho1)``) -> each event's reward, as the
+    learners learn it."""
+
+
+@dataclass(frozen=True)
 class Replay:
     """How ``noisyloop replay`` runs a task."""
 
@@ -113,6 +127,9 @@ class Task:
     choice agreed (ApiError 422 naming ``baseline`` for a bad one): apprentice mode of a
     task whose baseline is not a label; None: a label, followed by learners that declare
     ``follows_baseline`` (:mod:`app.api.apprentice`)."""
+    challengers: ChallengerScoring | None = None
+    """How challengers are scored when its feedback is not a click (None: the click's
+    rule, or a task whose models have no challengers)."""
     log_shape: LogShape | None = None
     """How its decision log is evaluated off-policy (:mod:`app.evaluation.shapes`); None:
     its log is not evaluated."""

@@ -32,7 +32,7 @@ from app.learners.base import Decision, Learner
 from app.learners.build import build_learner
 from app.learners.config import ModelConfig
 from app.learners.smoothing import ContinuousBandit, smoothed_pdf
-from app.tasks.base import Replay, Task
+from app.tasks.base import ChallengerScoring, Replay, Task
 from app.tasks.label import Click
 
 NAME = "continuous"
@@ -124,6 +124,30 @@ def _served_reward(fields: Mapping[str, np.ndarray]) -> float:
     """The observed reward of what was served (a click's ``click_value * click``, not
     corrected), as an apprentice's counters add it."""
     return float(fields["reward"])
+
+
+def challenger_weights(learner: Learner, batch: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Per logged event, ``pi_h(a_i | x_i) / pdf_i``: the challenger's smoothed density of
+    the logged action ``a_i``, around its own centre for ``x_i``
+    (:meth:`~app.learners.smoothing.ContinuousBandit.centres`, deterministic), over the
+    logged density (the smoothed IPS weight, Kallus and Zhou 2018, Section 3, with the
+    challenger's own smoothing)."""
+    bandit = cast(ContinuousBandit, learner)
+    X = np.atleast_2d(np.asarray(batch["x"], dtype=np.float64))
+    _, centre = bandit.centres(np.hstack([np.ones((len(X), 1)), X]), True)
+    action = np.asarray(batch["action"], dtype=np.float64).reshape(-1)
+    out: np.ndarray = bandit.pdf(action, centre) / np.asarray(batch["pdf"],
+                                                              dtype=np.float64).reshape(-1)
+    return out
+
+
+def challenger_rewards(batch: Mapping[str, np.ndarray], rates: tuple[float, float]
+                       ) -> np.ndarray:
+    """Each joined event's reward as the learners learn it at ``rates``
+    (:func:`logged_rewards`)."""
+    return logged_rewards(np.asarray(batch["reward"], dtype=np.float64).reshape(-1),
+                          np.asarray(batch["click_value"], dtype=np.float64).reshape(-1),
+                          rates)
 
 
 @dataclass(frozen=True)
@@ -272,5 +296,6 @@ TASK = Task(
     NAME, "a number in `params.action_range`; feedback: a reward, or a (noisy) click worth "
           "`click_value`",
     ContinuousFeedback, ContinuousPrediction, continuous_feedback, has_clicks=False,
-    reward=_served_reward, follow_baseline=follow_values, log_shape=ContinuousShape(),
-    replay=Replay("app.replay.continuous"))
+    reward=_served_reward, follow_baseline=follow_values,
+    challengers=ChallengerScoring(challenger_weights, challenger_rewards),
+    log_shape=ContinuousShape(), replay=Replay("app.replay.continuous"))

@@ -201,13 +201,58 @@ def test_apprentice_serves_the_callers_action_learns_it_and_counts_its_rewards(
     assert own.json()["action"] == own.json()["greedy_action"] != 7.0
 
 
-def test_challengers_are_refused_not_failed(client: TestClient,
-                                            tenant: dict[str, str]) -> None:
-    """Not built yet for this task: refused with an error that says so, never a 500."""
+def test_a_challenger_is_scored_by_its_smoothed_density_and_promoted(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """A ``cats`` challenger of a ``ridge_ucb`` model: on its first batch (one feedback
+    batch of 50, one trainer batch) its weights are its fresh smoothed density of each logged
+    price over the logged density, its value the SNIPS of the rewards the learners learn
+    (clicks corrected at the model's rates), the champion's their mean (1e-9 relative:
+    the same sums); both flagged, the rates being unchecked; then it follows the next
+    rounds and is promoted."""
     _model(client, tenant)
+    r = client.post("/v1/models/m1/challengers", headers=tenant, json={
+        "name": "c", "algorithm": "cats", "params": {"action_range": [0, 5]}})
+    assert r.status_code == 422 and r.json()["error"]["field"] == "params.action_range"
     r = client.post("/v1/models/m1/challengers", headers=tenant,
                     json={"name": "c", "algorithm": "cats", "params": {}})
-    assert r.status_code == 409 and r.json()["error"]["code"] == "challengers_unsupported"
+    assert r.status_code == 201, r.text
+    assert r.json()["challengers"][0]["params"]["action_range"] == RANGE  # the model's
+    world, rng = PricingWorld(), np.random.default_rng(8)
+    X = world.customers(50, rng)
+    decided = predict_all(client, tenant, X)
+    prices = np.array([d["action"] for d in decided])
+    pdf = np.array([d["pdf"] for d in decided])
+    bought = world.purchases(X, prices, rng, RHO0, RHO1)
+    events = [{"event_id": d["event_id"], "click": bool(c), "click_value": d["action"]}
+              for d, c in zip(decided, bought, strict=True)]
+    assert post_feedback(client, tenant, {"events": events}).json()["accepted"] == 50
+    assert client.post("/v1/models/m1/sync", headers=tenant).json()["pending"] == 0
+    body = client.get("/v1/models/m1/challengers", headers=tenant).json()
+
+    rewards = prices * (bought - RHO0) / (1 - RHO0 - RHO1)
+    fresh = build("continuous", "cats", 3, None,
+                  {"action_range": RANGE, "rho0": RHO0, "rho1": RHO1}, seed=0)
+    centre = fresh.decide_contexts(X, explore=False)["greedy"]  # cats plays around it
+    w = fresh.pdf(prices, centre) / pdf
+    assert w.max() > 0  # some logged prices lie in the challenger's window
+    (challenger,) = body["challengers"]
+    assert (challenger["status"], challenger["events"], body["champion"]["events"]) == (
+        "following", 50, 50)
+    shown = 1e-6  # values are shown to 6 decimals
+    assert body["champion"]["value"]["estimate"] == pytest.approx(rewards.mean(), abs=shown)
+    assert challenger["value"]["estimate"] == pytest.approx(float(w @ rewards / w.sum()),
+                                                            abs=shown)
+    assert challenger["ips"]["estimate"] == pytest.approx(float(w @ rewards / 50), abs=shown)
+    assert (body["calibration_unreliable"], body["reason"]) == (True, "no_estimator")
+
+    _priced(client, tenant, world, 9)
+    followed = client.get("/v1/models/m1/challengers", headers=tenant).json()["challengers"]
+    assert (followed[0]["status"], followed[0]["events"]) == ("following", 50 + ROUNDS)
+    r = client.post("/v1/models/m1/promote", headers=tenant, json={"challenger": "c"})
+    assert r.status_code == 200, r.text
+    assert client.get("/v1/models/m1", headers=tenant).json()["algorithm"] == "cats"
+    decided = predict_all(client, tenant, world.customers(5, rng))
+    assert all(RANGE[0] <= d["action"] <= RANGE[1] for d in decided)
 
 
 def test_queued_evaluations_are_the_smoothed_estimators_on_the_log(
