@@ -324,9 +324,6 @@ def _pdrop(line: _Line, counts: DsjsonCounts) -> None:
 def _cats(line: _Line, counts: DsjsonCounts) -> Iterator[CatsDecision]:
     """The decision of one CATS line (module docstring), or none."""
     obj = line.obj
-    if obj.get("_skipLearn") is True:
-        counts.skipped_learn += 1
-        return
     label = obj.get("_label_ca")
     if label is None:
         counts.unlabelled += 1
@@ -347,9 +344,6 @@ def _cats(line: _Line, counts: DsjsonCounts) -> Iterator[CatsDecision]:
 
 def _decisions(line: _Line, counts: DsjsonCounts) -> Iterator[DsjsonDecision]:
     obj = line.obj
-    if obj.get("_skipLearn") is True:
-        counts.skipped_learn += 1
-        return
     c = obj.get("c")
     if c is None:
         counts.no_decision += 1
@@ -421,6 +415,9 @@ def _read(path: str | Path, parse: Callable[[_Line, DsjsonCounts], Iterator[T]],
                     raise line.fail("line", f"not JSON ({exc})") from None
             if not isinstance(obj, dict):
                 raise line.fail("line", "is not a JSON object")
+            if obj.get("_skipLearn") is True:
+                counts.skipped_learn += 1
+                continue
             line.obj = obj
             found = list(parse(line, counts))
         except RecursionError:

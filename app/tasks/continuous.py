@@ -7,7 +7,13 @@ under that policy, the ``greedy_action``, ``event_id`` and ``model_version``.  F
 ``{"event_id", "reward": r}`` or ``{"event_id", "click": true|false, "click_value": v}``
 (``v`` defaults to 1; a purchase at a price sends the price, so that the learner maximises
 revenue); a click is corrected for the model's click-noise rates ``rho0``/``rho1`` by the
-label task's rule (:mod:`app.learners.smoothing`).
+label task's rule (:mod:`app.learners.smoothing`), rates no estimator checks
+(:data:`~app.store.noise.NO_ESTIMATOR`).
+
+In apprentice mode a decision serves the caller's action (:func:`follow_values`); a
+challenger is scored by its smoothed density of each logged action
+(:func:`challenger_weights`) on the rewards the learners learn
+(:func:`challenger_rewards`).
 """
 
 from __future__ import annotations
