@@ -15,7 +15,8 @@ them; a dead trainer's leases expire and are taken over), then runs one
 3. decode the rest into columns (one ``np.frombuffer`` per field when all
    share a layout; the batch stays columnar up to the publish, split into
    rows only to find an entry the learner refuses) and ``learn_many`` it
-   in a thread (one matrix product for
+   in a thread (a wide model's batch a part of at most ``max_dense_cells`` dense
+   cells at a time, each part published on its own; one matrix product for
    the logged-only learners, an in-order loop for the others), with the
    model's current noise rates (so an NREst estimate applies from the next
    batch on);
@@ -53,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import copy
+import dataclasses
 import enum
 import logging
 import math
@@ -63,6 +65,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.features import row_spans
 from app.learners.base import Batch, Event, Learner, batch_size, iter_events, stack_events
 from app.learners.build import apply_noise_rates, build_learner
 from app.learners.offpolicy import learn_finite
@@ -295,6 +298,11 @@ async def _read(ctx: WorkerContext, slot: ModelSlot,
 async def _apply(ctx: WorkerContext, slot: ModelSlot, batch: Deliveries) -> int:
     """Apply ``batch`` (the steps 2-5 of the module docstring); returns events applied.
 
+    A batch whose contexts would take more than the worker's ``max_dense_cells`` dense
+    (entries x ``n_features``) is applied in consecutive parts within it, each published on
+    its own (learning a batch in parts equals learning it at once: the learners' contract),
+    so a wide model's batch holds one part dense at a time.
+
     Raises :class:`_ModelChanged` when the model's version moved meanwhile.
     """
     cfg = ctx.config
@@ -306,6 +314,12 @@ async def _apply(ctx: WorkerContext, slot: ModelSlot, batch: Deliveries) -> int:
     cached = await _learner(ctx, slot, view)
     if cached is None:
         return 0
+    parts = row_spans(len(batch), view.config.n_features, cfg.max_dense_cells)
+    if len(parts) > 1:  # wide contexts: learned (and published) a part at a time
+        total = 0
+        for rows in parts:
+            total += await _apply(ctx, slot, _entries(batch, rows))
+        return total
     skipped, dead, fresh = _triage(batch, view.info.last_id, cfg.max_deliveries)
     # in a thread, as the update: a large batch would stall the API's requests in serve's loop
     decoded = await asyncio.to_thread(_decode, batch, fresh, dead)
@@ -325,6 +339,12 @@ async def _apply(ctx: WorkerContext, slot: ModelSlot, batch: Deliveries) -> int:
     return await _commit(ctx, slot, view, cached, outcome.applied, observed, rates,
                          skipped + [batch.stream_ids[i] for i in decoded.positions],
                          batch.stream_ids[decoded.positions[-1]], _logged(ctx, batch, applied))
+
+
+def _entries(batch: Deliveries, rows: range) -> Deliveries:
+    """The entries ``rows`` of ``batch``."""
+    return Deliveries(**{f.name: getattr(batch, f.name)[rows.start:rows.stop]
+                         for f in dataclasses.fields(batch)})
 
 
 def _triage(batch: Deliveries, last_id: str, max_deliveries: int,

@@ -97,6 +97,9 @@ def validated_config(body: ModelCreateRequest) -> ModelConfig:
             spec.has_clicks and cls.no_click_feedback(params) is not None):
         raise ApiError(422, "invalid_param", f"{algorithm!r} learns from labels, not clicks: "
                        "an unanswered decision can only be dropped", "feedback.on_timeout")
+    if body.feedback.aggregation == "sum" and spec.add_feedback is None:
+        raise ApiError(422, "invalid_param", f"task {body.task!r} does not add up its "
+                       "feedback: aggregation can only be \"earliest\"", "feedback.aggregation")
     try:
         check_param_types(cls, body.params)
     except ParamError as exc:

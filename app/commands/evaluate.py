@@ -115,6 +115,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "noisyloop: the service's decision log (noisyloop log export)")
     parser.add_argument("--policy", required=True, metavar=POLICY_METAVAR,
                         help="the target policy (below)")
+    parser.add_argument("--model-snapshot", default=None, metavar="SNAPSHOT_FILE",
+                        help="continuous logs: the model's saved snapshot (GET "
+                             "/v1/models/{id}/snapshot), whose action range, bandwidth and "
+                             "noise rates the evaluation uses")
     parser.add_argument("--train-fraction", type=float, default=0.5, metavar="F",
                         help="config:JSON: the first F of the log's events train the "
                              "configuration, the rest evaluate it (default 0.5)")
@@ -164,13 +168,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def parse_policy(text: str) -> str | int:
-    """``uniform``, ``logging`` or the action of ``fixed:ID`` (ValueError otherwise)."""
+    """``uniform``, ``logging``, the action of ``fixed:ID``, or ``fixed:VALUE`` as given (a
+    continuous log's action; ValueError otherwise)."""
     if text in ("uniform", "logging"):
         return text
     kind, _, ident = text.partition(":")
     if kind == "fixed":
         try:
             return int(ident)
+        except ValueError:
+            pass
+        try:
+            float(ident)
+            return text
         except ValueError:
             pass
     if kind in ("empirical", "config", *MODEL_KINDS) and ident:
@@ -395,7 +405,8 @@ def label_policy(policy: str | int) -> Policy:
         return uniform_policy
     if policy == "logging":
         return logging_policy
-    assert isinstance(policy, int)
+    if not isinstance(policy, int):
+        raise ValueError(f"--policy: {policy}: a label log takes fixed:ID, an action's number")
     return partial(fixed_policy, action=policy)
 
 

@@ -71,7 +71,7 @@ class DecisionGuard:
     A guarded :meth:`EventStore.record_decisions` logs the decision only if
     Redis still holds exactly these: the key's hash and tenant (so a revoked
     key stops at once), and the model's config, snapshot version and noise
-    rates, source and estimator.  The key record carries its own hash tag, so a
+    rates, source, estimator and withdrawal.  The key record carries its own hash tag, so a
     guarded step needs a single Redis; a Redis Cluster would refuse it (cross-slot).
     """
 
@@ -209,7 +209,8 @@ class EventStore:
             stamp = guard.model
             keys_ += [api_key(guard.key.key_id), mk.meta, mk.snapshot, mk.noise]
             args += [guard.key.hash, guard.key.tenant, stamp.config_sha1, stamp.version,
-                     stamp.rho0, stamp.rho1, stamp.noise_source, stamp.estimator]
+                     stamp.rho0, stamp.rho1, stamp.noise_source, stamp.estimator,
+                     stamp.withdrawn]
         if item_ids:
             args += [MAX_ITEM_IDS, len(item_ids)]
             for item_hash, item_id in item_ids.items():
@@ -240,6 +241,10 @@ class EventStore:
         if int(reply[2]):
             await self.sweep_due.lower(mk, int(reply[1]) + 1)
         return int(reply[1])
+
+    async def deferred(self, mk: ModelKeys, event_id: str) -> bool:
+        """Whether a decision made with ``defer`` is still waiting for its activation."""
+        return await self.redis.zscore(mk.deferred, event_id) is not None
 
     async def take_feedback_many(self, mk: ModelKeys,
                                  items: Sequence[tuple[str, Mapping[str, np.ndarray]]],

@@ -27,15 +27,18 @@ JOB_TTL_SECONDS = 86400
 #: Statuses of a job that a new estimate request joins instead of queueing another.
 PENDING_STATUSES = ("queued", "running")
 NOISE_FIELDS = ("rho0", "rho1", "source", "estimated_at", "n_samples", "history", "estimator",
-                "slots", "rates_given", "no_interval")
+                "slots", "rates_given", "no_interval", "withdrawn")
 #: Reason: the rates in force are an estimate published without an interval (NREst's).
 NO_INTERVAL = "no_interval"
+#: Reason: the rates in force are an estimate a later refresh withdrew
+#: (:func:`app.learners.noise_publish.withdraws`).
+WITHDRAWN = "noise_rates_withdrawn"
 #: Reason: no estimator can estimate the rates from the model's feedback (only ``fixed``
 #: serves it), so the rates in force are the ones given, never checked against the data.
 NO_ESTIMATOR = "no_estimator"
 #: Why values whose rewards these rates correct cannot be stood behind
 #: (:meth:`NoiseRecord.unreliable_reason`).
-UNRELIABLE_REASONS = ("noise_rates_unreliable", "noise_rates_estimated", NO_INTERVAL,
+UNRELIABLE_REASONS = ("noise_rates_unreliable", "noise_rates_estimated", NO_INTERVAL, WITHDRAWN,
                       NO_ESTIMATOR)
 #: The estimator of a model that has not chosen one, when its config is not at hand (with it:
 #: :func:`~app.learners.build.default_estimator`).
@@ -63,6 +66,10 @@ class NoiseRecord:
     interval: bool = True
     """Whether estimated rates came with an interval (NREst's do not: rates whose error
     nobody knows are flagged, reason :data:`NO_INTERVAL`)."""
+    withdrawn: str = ""
+    """Why a later refresh withdrew the estimate in force (its refusal's reason,
+    :data:`app.learners.noise_publish.WITHDRAWING`), empty unless it did: its rates stay in
+    use, flagged, until an estimate is published again (or rates are configured)."""
     estimable: bool = True
     """Whether an estimator can estimate the rates from the model's feedback; without one
     (a learner that corrects clicks it learns as rewards, the ``continuous`` task's) the
@@ -100,9 +107,10 @@ class NoiseRecord:
     @property
     def status(self) -> str:
         """``published`` (the rates are an estimate), ``fixed`` (configured, or an estimator
-        that never estimates) or ``insufficient_data`` (initial rates awaiting an estimate)."""
+        that never estimates) or ``insufficient_data`` (initial rates awaiting an estimate, or
+        an estimate :attr:`withdrawn`)."""
         if self.source == "estimated":
-            return "published"
+            return "insufficient_data" if self.withdrawn else "published"
         if self.estimator == "fixed" or self.source == "configured":
             return "fixed"
         return "insufficient_data"
@@ -118,6 +126,7 @@ class NoiseRecord:
     def unreliable_reason(self, errors_carried: bool = False) -> str | None:
         """Why values whose rewards are corrected by these rates cannot be stood behind, or
         None: :data:`NO_INTERVAL` (an estimate published without an interval),
+        :data:`WITHDRAWN` (an estimate a later refresh withdrew),
         ``noise_rates_unreliable`` (:attr:`calibration_unreliable`), or
         ``noise_rates_estimated``: an estimate whose error the intervals leave out (they
         carry it when ``errors_carried``: the estimate's standard errors are drawn per
@@ -134,6 +143,8 @@ class NoiseRecord:
             return NO_ESTIMATOR
         if self.status == "published" and not self.interval:
             return NO_INTERVAL
+        if self.withdrawn:
+            return WITHDRAWN
         if self.calibration_unreliable:
             return "noise_rates_unreliable"
         return ("noise_rates_estimated" if self.status == "published" and not errors_carried
@@ -144,7 +155,7 @@ class NoiseRecord:
         """Whether the rates are an estimate with an interval, configured, or initial rates
         someone gave (the model's ``rho0``/``rho1`` params) under the ``fixed`` estimator: not
         initial rates awaiting an estimate, nor an estimate without an interval (NREst's), nor
-        the 0/0 of a model whose rates nobody gave (``PUT
+        an estimate :attr:`withdrawn`, nor the 0/0 of a model whose rates nobody gave (``PUT
         .../noise`` configures them; records of models created before :attr:`rates_given`
         was kept count other rates than 0/0 as given); never rates no estimator can check
         (:attr:`estimable`)."""
@@ -179,14 +190,14 @@ def parse_noise(values: Sequence[Any], config: ModelConfig | None = None
     :data:`DEFAULT_ESTIMATOR` without a config); with the config, whether its rates are
     :attr:`~NoiseRecord.estimable` (:func:`estimable`)."""
     (rho0, rho1, source, estimated_at, n_samples, history, estimator, slots, given,
-     no_interval) = values
+     no_interval, withdrawn) = values
     if rho0 is None or rho1 is None:
         return None
     default = DEFAULT_ESTIMATOR if config is None else config.default_estimator
     return NoiseRecord(float(rho0), float(rho1), text(source) or "initial", text(estimated_at),
                        int(n_samples or 0), orjson.loads(history) if history else [],
                        text(estimator) or default, orjson.loads(slots) if slots else None,
-                       text(given) == "1", text(no_interval) != "1",
+                       text(given) == "1", text(no_interval) != "1", text(withdrawn) or "",
                        config is None or estimable(config))
 
 
@@ -218,7 +229,8 @@ class NoiseStore:
                   interval: bool = True) -> NoiseRecord | None:
         """Set the rates (``source``: "configured" or "estimated"), the per-slot estimate
         they come from (``slots``; rates without one drop the previous one) and whether an
-        estimate came with an interval (``interval``; NREst's does not).
+        estimate came with an interval (``interval``; NREst's does not); rates put are not
+        :attr:`~NoiseRecord.withdrawn`.
 
         Estimates also append ``{"t", "rho0", "rho1", "n_samples"}`` to the
         history (at most :data:`HISTORY_MAX` entries).  Returns the new
@@ -246,6 +258,7 @@ class NoiseStore:
                         pipe.hset(mk.noise, "no_interval", "1")
                     else:
                         pipe.hdel(mk.noise, "no_interval")
+                    pipe.hdel(mk.noise, "withdrawn")
                     if slots is None:
                         pipe.hdel(mk.noise, "slots")
                     else:
@@ -255,6 +268,25 @@ class NoiseStore:
                 except aioredis.WatchError:
                     continue
         return await self.get(mk)
+
+    async def withdraw(self, mk: ModelKeys, reason: str) -> bool:
+        """Withdraw the published estimate in force (:attr:`NoiseRecord.withdrawn`, ``reason``)
+        unless the rates changed meanwhile from a published estimate to anything else
+        (configured by hand, say); returns whether it was withdrawn."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(mk.noise)
+                    current = parse_noise(await pipe.hmget(mk.noise, list(NOISE_FIELDS)))
+                    if current is None or current.status != "published":
+                        await pipe.reset()  # type: ignore[no-untyped-call]
+                        return False
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.hset(mk.noise, "withdrawn", reason)
+                    await pipe.execute()
+                    return True
+                except aioredis.WatchError:
+                    continue
 
     async def queue_estimate(self, mk: ModelKeys) -> str:
         """Queue an NREst run for the model unless one is queued or running; return its id.

@@ -13,7 +13,7 @@ and name no task.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -31,8 +31,6 @@ QuickParser = Callable[[Any, type[Learner]], tuple[str, dict[str, np.ndarray]] |
 ContextJoin = Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
                        dict[str, np.ndarray]]
 WantedCount = Callable[[Learner, Mapping[str, np.ndarray], Mapping[str, np.ndarray]], int]
-BaselineFollower = Callable[[Learner, np.ndarray, Any, bool],
-                            tuple[list[Decision], list[bool]]]
 
 
 @dataclass(frozen=True)
@@ -55,6 +53,20 @@ class OpenPolicy:
     """Whether a model's ``label_budget`` may raise the wanted count of a 1-row first part."""
     enqueue_on_expiry: bool
     """Whether an open decision that times out is learned from with the rows received."""
+
+
+@dataclass(frozen=True)
+class BaselineFollower:
+    """How a task whose baseline is not a label serves the caller's baselines (apprentice
+    mode; its learners need not declare ``follows_baseline``)."""
+
+    parse: Callable[[Any, int | None, ModelConfig], list[Any]]
+    """(the predict's ``baseline`` as sent, the number of ``instances`` or None for one
+    ``features``, the model's config) -> one baseline per decision (ApiError 422 naming
+    ``baseline`` or ``baseline[i]`` for a bad one)."""
+    follow: Callable[[Learner, np.ndarray, Sequence[Any]], tuple[list[Decision], list[bool]]]
+    """(learner, inputs, their baselines) -> the decisions serving them and, per decision,
+    whether the learner's own choice agreed."""
 
 
 @dataclass(frozen=True)
@@ -117,16 +129,17 @@ class Task:
     """(parsed feedback, logged context) -> the feedback arrays to join, or ApiError: for
     feedback that refers to what the decision showed (read before the exactly-once join);
     None: the parsed arrays join as they are."""
+    add_feedback: Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
+                           dict[str, np.ndarray]] | None = None
+    """(joined feedback so far, a later joined feedback) -> their sum, for a model whose
+    ``feedback.aggregation`` is ``sum``; None: its feedback is not summed."""
     reward: Callable[[Mapping[str, np.ndarray]], float] | None = None
     """(joined feedback arrays) -> the observed reward of what was served (the click; slot 0's
     for a ranking), counted for the decisions made in apprentice mode; None: no apprentice
     mode."""
     follow_baseline: BaselineFollower | None = None
-    """(learner, inputs, the predict's ``baseline`` as sent, whether it is a batch) -> the
-    decisions serving the caller's baselines and, per decision, whether the learner's own
-    choice agreed (ApiError 422 naming ``baseline`` for a bad one): apprentice mode of a
-    task whose baseline is not a label; None: a label, followed by learners that declare
-    ``follows_baseline`` (:mod:`app.api.apprentice`)."""
+    """Apprentice mode of a task whose baseline is not a label; None: a label, followed by
+    learners that declare ``follows_baseline`` (:mod:`app.api.apprentice`)."""
     challengers: ChallengerScoring | None = None
     """How challengers are scored when its feedback is not a click (None: the click's
     rule, or a task whose models have no challengers)."""

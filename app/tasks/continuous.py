@@ -10,7 +10,7 @@ revenue); a click is corrected for the model's click-noise rates ``rho0``/``rho1
 label task's rule (:mod:`app.learners.smoothing`), rates no estimator checks
 (:data:`~app.store.noise.NO_ESTIMATOR`).
 
-In apprentice mode a decision serves the caller's action (:func:`follow_values`); a
+In apprentice mode a decision serves the caller's action (:data:`FOLLOW_VALUES`); a
 challenger is scored by its smoothed density of each logged action
 (:func:`challenger_weights`) on the rewards the learners learn
 (:func:`challenger_rewards`).
@@ -19,7 +19,7 @@ challenger is scored by its smoothed density of each logged action
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -28,17 +28,25 @@ from pydantic import BaseModel, Field
 
 from app.errors import ApiError
 from app.evaluation.estimators import Options
+from app.evaluation.heavy_tails import MIN_ESS
 from app.evaluation.servicelog import dense_vector
 from app.evaluation.shapes import Noise
-from app.evaluation.smoothed import SmoothedSums, smoothed_weights
+from app.evaluation.smoothed import SmoothedSums, reward_sums
+from app.evaluation.smoothed_model import SmoothedRewardModel, SmoothedRidgeSums
 from app.evaluation.streaming import Batch, Policy
 from app.evaluation.sums import Kind, row_keys
 from app.fields import EventId, FiniteFloat, RequestModel
 from app.learners.base import Decision, Learner
 from app.learners.build import build_learner
 from app.learners.config import ModelConfig
-from app.learners.smoothing import ContinuousBandit, smoothed_pdf
-from app.tasks.base import ChallengerScoring, Replay, Task
+from app.learners.smoothing import (
+    DEFAULT_RANGE,
+    ContinuousBandit,
+    check_action_range,
+    smoothed_pdf,
+    window,
+)
+from app.tasks.base import BaselineFollower, ChallengerScoring, Replay, Task
 from app.tasks.label import Click
 
 NAME = "continuous"
@@ -86,17 +94,20 @@ def continuous_feedback(event: ContinuousFeedback, config: ModelConfig,
     return {"reward": np.array(value * float(event.click)), "click_value": np.array(value)}
 
 
-def _baseline_values(baseline: Any, n: int, batch: bool, lo: float, hi: float) -> np.ndarray:
+def _baseline_values(baseline: Any, instances: int | None, config: ModelConfig
+                     ) -> list[float]:
     """The caller's action per decision: one number with ``features``, one per instance in a
-    batch, each in ``[lo, hi]`` (422 naming ``baseline`` or ``baseline[i]``)."""
+    batch, each in the model's action range (422 naming ``baseline`` or ``baseline[i]``)."""
     if baseline is None:
         raise ApiError(422, "invalid_param", "the model is in apprentice mode: send your own "
                        "action as baseline (one per instance with instances)", "baseline")
-    if batch != isinstance(baseline, list) or (batch and len(baseline) != n):
-        raise ApiError(422, "invalid_param", f"with instances, baseline is a list of {n} "
-                       "actions, one per instance" if batch else "with features, baseline is "
-                       "one action", "baseline")
-    values = np.array(baseline if batch else [baseline], dtype=np.float64)
+    batch = instances is not None
+    if batch != isinstance(baseline, list) or (batch and len(baseline) != instances):
+        raise ApiError(422, "invalid_param", f"with instances, baseline is a list of "
+                       f"{instances} actions, one per instance" if batch else "with features, "
+                       "baseline is one action", "baseline")
+    lo, hi = check_action_range(config.params.get("action_range", DEFAULT_RANGE))
+    values = [float(v) for v in (baseline if batch else [baseline])]
     for i, value in enumerate(values):
         if not lo <= value <= hi:
             raise ApiError(422, "invalid_param", f"baseline must lie in the action range "
@@ -104,10 +115,10 @@ def _baseline_values(baseline: Any, n: int, batch: bool, lo: float, hi: float) -
     return values
 
 
-def follow_values(learner: Learner, X: np.ndarray, baseline: Any, batch: bool
+def follow_values(learner: Learner, X: np.ndarray, baselines: Sequence[float]
                   ) -> tuple[list[Decision], list[bool]]:
-    """Decisions serving the caller's actions (apprentice mode) and whether the learner's
-    greedy action agreed, within the smoothing half-width ``h`` of each.
+    """Decisions serving the caller's actions ``baselines`` (apprentice mode) and whether the
+    learner's greedy action agreed, within the smoothing half-width ``h`` of each.
 
     The caller's choice is deterministic; it is logged as the smoothed policy around it
     without exploration, ``pdf = 1 / |W(b)|`` with ``W(b) = [b - h, b + h]`` clipped to the
@@ -117,13 +128,17 @@ def follow_values(learner: Learner, X: np.ndarray, baseline: Any, batch: bool
     bandit = cast(ContinuousBandit, learner)
     lo, hi = bandit.action_range
     h = bandit.half_width
-    values = _baseline_values(baseline, len(X), batch, lo, hi)
+    values = np.asarray(baselines, dtype=np.float64)
     own = bandit.decide_contexts(X, explore=False)
     pdf = smoothed_pdf(values, values, lo, hi, h, 0.0)
     agreed = (np.abs(own["greedy"] - values) <= h).tolist()
     return [Decision({"action": float(a), "pdf": float(p), "greedy_action": float(g)},
                      {"x": x, "action": a, "pdf": p, "greedy": g})
             for x, a, p, g in zip(own["x"], values, pdf, own["greedy"], strict=True)], agreed
+
+
+#: Apprentice mode: the caller's action served (:func:`follow_values`).
+FOLLOW_VALUES = BaselineFollower(_baseline_values, follow_values)
 
 
 def _served_reward(fields: Mapping[str, np.ndarray]) -> float:
@@ -160,13 +175,14 @@ def challenger_rewards(batch: Mapping[str, np.ndarray], rates: tuple[float, floa
 class ContinuousLog:
     """Logged decisions: contexts ``X``, played ``actions``, their ``pdf``, the ``reward``
     fed back (a click's ``click_value * click``) and ``click_value`` (NaN for a plain
-    reward); :func:`logged_rewards` corrects the clicks."""
+    reward), in the model's ``action_range``; :meth:`rewards` corrects the clicks."""
 
     X: np.ndarray
     actions: np.ndarray
     pdf: np.ndarray
     reward: np.ndarray
     click_value: np.ndarray
+    action_range: tuple[float, float]
 
     @property
     def n(self) -> int:
@@ -174,7 +190,13 @@ class ContinuousLog:
 
     def rows(self, rows: slice) -> ContinuousLog:
         return ContinuousLog(self.X[rows], self.actions[rows], self.pdf[rows],
-                             self.reward[rows], self.click_value[rows])
+                             self.reward[rows], self.click_value[rows], self.action_range)
+
+    def rewards(self, options: Options) -> np.ndarray:
+        """The rewards learned, clicks corrected with the evaluation's rates (the model's in
+        force, or the request's; none: not corrected)."""
+        return logged_rewards(self.reward, self.click_value,
+                              (options.rho0 or 0.0, options.rho1 or 0.0))
 
 
 def logged_rewards(reward: np.ndarray, click_value: np.ndarray,
@@ -188,45 +210,39 @@ def logged_rewards(reward: np.ndarray, click_value: np.ndarray,
     return out
 
 
-@dataclass
-class _Counted:
-    """The first pass's sums: the events seen (the estimators fit no reward model)."""
-
-    n: int
-
-    def merge(self, other: _Counted) -> None:
-        self.n += other.n
-
-    def fit(self, lam: float) -> None:
-        return None
-
-
-def _counted(log: ContinuousLog, keys: np.ndarray, options: Options) -> _Counted:
-    return _Counted(log.n)
+def _reward_sums(log: ContinuousLog, keys: np.ndarray, options: Options) -> SmoothedRidgeSums:
+    """The first pass: the reward model's sums (:mod:`app.evaluation.smoothed_model`)."""
+    return reward_sums(log.X, log.actions, log.rewards(options), keys, log.action_range,
+                       options.folds, options.seed)
 
 
 class _Sums(SmoothedSums):
     """:class:`~app.evaluation.smoothed.SmoothedSums` as the streamed evaluation adds them:
-    the target is each event's smoothed weight (None: the logging policy, weight 1), the
-    clicks corrected with the evaluation's rates (the model's in force, or the request's)."""
+    the target is each event's window (None: the logging policy), the clicks corrected with
+    the evaluation's rates (:meth:`ContinuousLog.rewards`)."""
 
     def add(self, log: ContinuousLog, target: np.ndarray | None, keys: np.ndarray,
-            options: Options, model: Any) -> None:
-        rates = (options.rho0 or 0.0, options.rho1 or 0.0)
-        self.add_weighted(np.ones(log.n) if target is None else target,
-                          logged_rewards(log.reward, log.click_value, rates))
+            options: Options, model: SmoothedRewardModel) -> None:
+        self.add_log(log.X, log.actions, log.pdf, log.rewards(options), target, keys, model,
+                     options.seed, options.folds)
 
 
-def _uniform(log: ContinuousLog, width: float) -> np.ndarray:
-    """Weights of the uniform policy: ``(1 / (hi - lo)) / pdf``."""
-    out: np.ndarray = 1.0 / (width * log.pdf)
-    return out
+def _uniform(log: ContinuousLog) -> np.ndarray:
+    """The uniform policy's window: the whole range."""
+    return np.tile(np.array(log.action_range), (log.n, 1))
 
 
-def _fixed(log: ContinuousLog, value: float, action_range: tuple[float, float],
-           h: float) -> np.ndarray:
-    """Weights of ``fixed:VALUE`` smoothed with half-width ``h``."""
-    return smoothed_weights(log.actions, log.pdf, np.full(log.n, value), action_range, h)
+def _fixed(log: ContinuousLog, value: float, h: float) -> np.ndarray:
+    """The windows of ``fixed:VALUE`` smoothed with half-width ``h``."""
+    lo, hi = log.action_range
+    return np.column_stack(window(np.full(log.n, value), lo, hi, h))
+
+
+def _model(log: ContinuousLog, learner: ContinuousBandit) -> np.ndarray:
+    """The windows of the model's greedy action smoothed with its half-width."""
+    lo, hi = log.action_range
+    greedy = learner.decide_contexts(log.X, explore=False)["greedy"]
+    return np.column_stack(window(np.asarray(greedy), lo, hi, learner.half_width))
 
 
 def _logging(log: ContinuousLog) -> None:
@@ -236,14 +252,17 @@ def _logging(log: ContinuousLog) -> None:
 
 class ContinuousShape:
     """The ``continuous`` log: a played action and its density per line, scored by smoothed
-    IPS and SNIPS (:mod:`app.evaluation.smoothed`) with the model's smoothing half-width;
-    clicks corrected by one pair of rates (``noise``), which no estimator checks for this
-    task (the result says so: :data:`~app.store.noise.NO_ESTIMATOR`)."""
+    IPS, SNIPS and DR (:mod:`app.evaluation.smoothed`) with the model's smoothing
+    half-width; clicks corrected by one pair of rates (``noise``), which no estimator
+    checks for this task (the service's result says so:
+    :data:`~app.store.noise.NO_ESTIMATOR`)."""
 
-    policies: tuple[str, ...] = ("uniform", "logging", "fixed:N")
+    policies: tuple[str, ...] = ("model", "uniform", "logging", "fixed:N")
+    """The model's greedy action smoothed with its bandwidth (its snapshot), uniform over
+    the range, logging, and a fixed value smoothed with the model's bandwidth."""
     noise: Noise = "click"
-    kind: Kind = Kind(_counted, _Sums)
-    command: str | None = None
+    kind: Kind = Kind(_reward_sums, _Sums)
+    command: str | None = "app.commands.evaluate_continuous"
 
     def reads(self, line: Mapping[str, Any]) -> bool:
         return "pdf" in (line.get("context") or {}) and "reward" in (line.get("feedback") or {})
@@ -262,25 +281,29 @@ class ContinuousShape:
             actions=np.array([r["context"]["action"] for _, r in lines], dtype=np.float64),
             pdf=np.array([r["context"]["pdf"] for _, r in lines], dtype=np.float64),
             reward=np.array([f["reward"] for f in feedback], dtype=np.float64),
-            click_value=click_value)
+            click_value=click_value,
+            action_range=cast(ContinuousBandit, build_learner(config)).action_range)
         return log, row_keys(np.array([first_line + i for i, _ in lines], dtype=np.int64))
 
     def reads_snapshot(self, policy: Any) -> bool:
-        return False
+        return bool(policy == "model")
 
     def policy(self, policy: Any, config: ModelConfig,
                state: Mapping[str, np.ndarray] | None) -> Policy:
-        learner = cast(ContinuousBandit, build_learner(config))
+        learner = cast(ContinuousBandit, build_learner(
+            config, None if state is None else dict(state)))
         lo, hi = learner.action_range
         if policy == "uniform":
-            return functools.partial(_uniform, width=hi - lo)
+            return _uniform
         if policy == "logging":
             return _logging
+        if policy == "model":
+            assert state is not None
+            return functools.partial(_model, learner=learner)
         value = float(str(policy).partition(":")[2])
         if not lo <= value <= hi:
             raise ValueError(f"fixed:{value:g} lies outside the action range [{lo:g}, {hi:g}]")
-        return functools.partial(_fixed, value=value, action_range=(lo, hi),
-                                 h=learner.half_width)
+        return functools.partial(_fixed, value=value, h=learner.half_width)
 
     def third_pass(self, sums: _Sums) -> None:
         return None
@@ -293,15 +316,26 @@ class ContinuousShape:
 
     def result(self, sums: _Sums, options: Options, gathered: Any) -> dict[str, Any]:
         value = sums.value()
-        return {"n": value.n, "ess": value.ess, "low_ess": value.low_ess,
-                **{name: {"value": est.value, "ci": list(est.ci)}
-                   for name, est in (("ips", value.ips), ("snips", value.snips))}}
+        flag = {"insufficient_data": True,
+                "reason": f"effective sample size {value.ess:.0f} below {MIN_ESS:.0f}: the "
+                          "value rests on a few heavily weighted events"} if value.low_ess else {}
+        return {"n": value.n, "ess": value.ess, "low_ess": value.low_ess, **flag,
+                **{name: {"value": _finite(est.value), "ci": [_finite(e) for e in est.ci],
+                          "ci_low": _finite(est.ci[0]), "ci_high": _finite(est.ci[1])}
+                   for name, est in (("ips", value.ips), ("snips", value.snips),
+                                     ("dr", value.dr))}}
+
+
+def _finite(value: float) -> float | None:
+    """``value``, or None (JSON's null) when it is not finite (SNIPS without a weighted
+    event, an interval of one event)."""
+    return value if np.isfinite(value) else None
 
 
 TASK = Task(
     NAME, "a number in `params.action_range`; feedback: a reward, or a (noisy) click worth "
           "`click_value`",
     ContinuousFeedback, ContinuousPrediction, continuous_feedback, has_clicks=False,
-    reward=_served_reward, follow_baseline=follow_values,
+    reward=_served_reward, follow_baseline=FOLLOW_VALUES,
     challengers=ChallengerScoring(challenger_weights, challenger_rewards),
     log_shape=ContinuousShape(), replay=Replay("app.replay.continuous"))

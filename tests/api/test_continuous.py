@@ -3,15 +3,20 @@ batch, WebSocket, the trainer applying it and the decision log holding it."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 import pytest
 
-from app.evaluation.smoothed import smoothed_value
+from app.cli import main
+from app.commands.log_parquet import write_pages
+from app.evaluation.smoothed import smoothed_evaluation
 from app.learners.base import stack_events
 from app.learners.registry import build
+from app.learners.smoothing import window
 from app.sim.pricing import PricingWorld
 from tests.api.conftest import TestClient, new_model, post_feedback, predict_all
 from tests.api.test_evaluations import run_jobs
@@ -258,34 +263,56 @@ def test_a_challenger_is_scored_by_its_smoothed_density_and_promoted(
 def test_queued_evaluations_are_the_smoothed_estimators_on_the_log(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     """Rewards and noisy purchases logged, then evaluated by the jobs role: the values and
-    intervals are :func:`app.evaluation.smoothed.smoothed_value` of the played rounds (the
-    same sums in another order: 1e-9 relative), clicks corrected with the model's rates."""
+    intervals are :func:`app.evaluation.smoothed.smoothed_evaluation` of the logged rounds
+    keyed by their lines (the same sums in another order: 1e-9 relative), clicks corrected
+    with the model's rates; ``model`` is the greedy price of a learner that learned the
+    logged events, smoothed with its half-width."""
     _model(client, tenant)
-    _, decided, clicks, _ = _priced(client, tenant, PricingWorld(), 6)
-    prices = np.array([d["action"] for d in decided])
-    pdf = np.array([d["pdf"] for d in decided])
-    rewards = np.where(np.arange(ROUNDS) % 2 == 1,
-                       prices * (clicks - RHO0) / (1 - RHO0 - RHO1), prices * clicks)
+    for seed in (6, 7):  # the second round priced by a model that learned the first
+        _priced(client, tenant, PricingWorld(), seed)
+    lines = [orjson.loads(line) for line in client.get("/v1/models/m1/log",
+                                                       headers=tenant).content.splitlines()]
+    keys = np.array([i for i, line in enumerate(lines) if line["type"] == "event"],
+                    dtype=np.uint64)
+    events = [lines[i] for i in keys]
+    X = np.array([line["features"] for line in events])
+    prices = np.array([line["context"]["action"] for line in events])
+    pdf = np.array([line["context"]["pdf"] for line in events])
+    raw = np.array([line["feedback"]["reward"] for line in events])
+    clicked = np.array([line["feedback"]["click_value"] is not None for line in events])
+    rewards = np.where(clicked, (raw - prices * RHO0) / (1 - RHO0 - RHO1), raw)
+    n = 2 * ROUNDS
+    assert len(keys) == n and clicked.sum() == ROUNDS
+    learner = build("continuous", "ridge_ucb", 3, None,
+                    {"action_range": RANGE, "rho0": RHO0, "rho1": RHO1}, seed=0)
+    learner.learn_many(stack_events([
+        {"x": x, "action": a, "pdf": p, "greedy": a, "reward": r,
+         "click_value": a if c else np.nan}
+        for x, a, p, r, c in zip(X, prices, pdf, raw, clicked, strict=True)]))
     h = RANGE[1] / 32  # ridge_ucb's default half-width
-    value = round(float(np.median(prices)), 2)  # a fixed price with logged events around it
-    expected = {f"fixed:{value}": smoothed_value(prices, pdf, rewards, np.full(ROUNDS, value),
-                                                 (0.0, 10.0), h),
-                # the window [0, 10] around 5: the uniform policy's weights (1 / 10) / pdf
-                "uniform": smoothed_value(prices, pdf, rewards, np.full(ROUNDS, 5.0),
-                                          (0.0, 10.0), 5.0)}
+    value = round(float(np.median(prices[ROUNDS:])), 2)  # logged events around it
+    greedy = np.asarray(learner.decide_contexts(X, explore=False)["greedy"])
+    windows = {f"fixed:{value}": np.full(n, value), "model": greedy}
+    expected = {policy: smoothed_evaluation(
+        X, prices, pdf, rewards, np.column_stack(window(centre, 0.0, 10.0, h)), (0.0, 10.0),
+        keys=keys) for policy, centre in windows.items()}
+    expected["uniform"] = smoothed_evaluation(X, prices, pdf, rewards,
+                                              np.tile([0.0, 10.0], (n, 1)), (0.0, 10.0),
+                                              keys=keys)
     checked = []
     for policy, want in expected.items():
         result = evaluate(client, tenant, redis_url, policy)
-        assert result["n"] == ROUNDS and result["policy"] == policy
-        assert result["ess"] == pytest.approx(want.ess, rel=1e-9)
-        for name in ("ips", "snips"):
+        assert result["n"] == n and result["policy"] == policy
+        assert result["ess"] == pytest.approx(want.ess, rel=1e-9) and want.ess > 10
+        for name in ("ips", "snips", "dr"):
             got, est = result[name], getattr(want, name)
             assert got["value"] == pytest.approx(est.value, rel=1e-9), (policy, name)
             assert got["ci"] == pytest.approx(list(est.ci), rel=1e-9), (policy, name)
             checked.append((policy, name))
-    assert len(checked) == 4
+    assert len(checked) == 9
     logging = evaluate(client, tenant, redis_url, "logging")  # weight 1: the mean reward
-    assert logging["ips"]["value"] == pytest.approx(rewards.mean(), rel=1e-9)
+    for name in ("ips", "dr"):
+        assert logging[name]["value"] == pytest.approx(rewards.mean(), rel=1e-9)
     # the rates are the ones given, which no estimator checks for this task: flagged
     assert {k: logging[k] for k in ("rates", "calibration_unreliable", "reason")} == {
         "rates": "model", "calibration_unreliable": True, "reason": "no_estimator"}
@@ -305,6 +332,7 @@ def test_noise_rates_are_shown_as_given_never_estimated(
     noise = r.json()
     assert (noise["rho0"], noise["rho1"], noise["status"], noise["reason"]) == (
         RHO0, RHO1, "fixed", "no_estimator")
+    assert noise["calibration_unreliable"] is True
     model = client.get("/v1/models/m1", headers=tenant).json()
     assert model["stats"]["calibration_unreliable"] is True
     assert model["noise"]["rho0"] == RHO0
@@ -332,6 +360,53 @@ def test_noise_rates_are_shown_as_given_never_estimated(
     own = client.get(f"/v1/models/m1/evaluations/{r.json()['job_id']}", headers=tenant).json()
     assert own["ips"]["value"] == pytest.approx(float(np.mean(prices * clicks)), rel=1e-9)
     assert (own["rates"], own["calibration_unreliable"]) == ("request", False)
+
+
+def test_evaluate_command_on_the_exported_log_equals_the_service(
+        client: TestClient, tenant: dict[str, str], redis_url: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``noisyloop evaluate --format noisyloop`` on the log as exported (JSON Lines, and its
+    Parquet export) with the model's snapshot: every policy's numbers are the service's
+    evaluation job's (the same sums in other batches: 1e-9 relative)."""
+    _model(client, tenant)
+    for seed in (6, 7):
+        _priced(client, tenant, PricingWorld(), seed)
+    body = client.get("/v1/models/m1/log", headers=tenant).content
+    (tmp_path / "log.jsonl").write_bytes(body)
+    snapshot = tmp_path / "snap.json"
+    snapshot.write_text(client.get("/v1/models/m1/snapshot", headers=tenant).text)
+    logs = [tmp_path / "log.jsonl"]
+    if importlib.util.find_spec("pyarrow") is not None:
+        write_pages(iter([(body, None)]), tmp_path / "parquet", 0, lambda n: None)
+        logs.append(tmp_path / "parquet")
+    prices = [line["context"]["action"] for line in map(orjson.loads, body.splitlines())
+              if line["type"] == "event"]
+    value = round(float(np.median(prices[ROUNDS:])), 2)  # logged events around it
+    checked = []
+    for policy in ("uniform", "logging", f"fixed:{value}", "model"):
+        served = evaluate(client, tenant, redis_url, policy)
+        for log in logs:
+            given = ["--policy", f"model:{snapshot}"] if policy == "model" else [
+                "--policy", policy, "--model-snapshot", str(snapshot)]
+            capsys.readouterr()
+            code = main(["evaluate", "--no-progress", "--log", str(log), "--format",
+                         "noisyloop", *given])
+            out = capsys.readouterr()
+            assert code == 0, out.err
+            result = orjson.loads(out.out)
+            assert (result["n"], result["low_ess"]) == (served["n"], served["low_ess"])
+            for name in ("ips", "snips", "dr"):
+                assert result[name]["value"] == pytest.approx(served[name]["value"], rel=1e-9)
+                assert result[name]["ci"] == pytest.approx(served[name]["ci"], rel=1e-9)
+            checked.append((policy, log))
+    assert len(checked) == 4 * len(logs) and served["n"] == 2 * ROUNDS
+    assert main(["evaluate", "--no-progress", "--log", str(logs[0]), "--format", "noisyloop",
+                 "--policy", f"model:{snapshot}", "--plot", str(tmp_path / "dr.png")]) == 0
+    assert (tmp_path / "dr.png").stat().st_size > 0  # the three estimates drawn
+    capsys.readouterr()
+    assert main(["evaluate", "--no-progress", "--log", str(logs[0]), "--format", "noisyloop",
+                 "--policy", "uniform"]) == 2
+    assert "--model-snapshot" in capsys.readouterr().err
 
 
 def evaluate(client: TestClient, auth: dict[str, str], redis_url: str,

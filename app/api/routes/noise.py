@@ -140,6 +140,8 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
         "reason": (current.fixed_reason if status == "fixed" else str(last.get(
             "reason", TOO_FEW_EVENTS if status == "insufficient_data" else ""))),
         "interval": interval, "n_events": int(n_events),
+        "withdrawn": current.withdrawn or None,
+        "calibration_unreliable": current.calibration_unreliable,
         "slots": current.slots or (last.get("slots") if status == "insufficient_data"
                                    and last.get("status") != "published" else None)})
 
