@@ -80,7 +80,7 @@ def test_corrected_purchases_beat_uncorrected_and_rates_are_flagged(
         assert noise["interval"] is None and noise["history"] == []
         stats = client.get(f"/v1/models/{model}", headers=tenant).json()["stats"]
         assert stats["calibration_unreliable"] is True
-    r = client.post("/v1/models/told/evaluations", headers=tenant, json={"policy": "fixed:2"})
+    r = client.post("/v1/models/told/evaluations", headers=tenant, json={"policy": "logging"})
     assert r.status_code == 202, r.text
     assert run_jobs(redis_url) >= 1
     job = client.get(f"/v1/models/told/evaluations/{r.json()['job_id']}",
