@@ -103,7 +103,7 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
             raise ValueError("the model is gone")
         state = snap.state
     if policy_kind(request["policy"]) == "configuration":
-        by, flags = await _rates(ctx, mk, request, shape)
+        by, flags = await _rates(ctx, mk, request, shape, config)
         result = await configevaluation.stream_config(
             ctx, config, shape, request, lambda: _chunks(ctx, mk, request), by)
         return with_flags(result, flags)
@@ -176,7 +176,7 @@ def _gather_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
 async def _stream(ctx: WorkerContext, mk: ModelKeys, config: ModelConfig, shape: LogShape,
                   policy: Policy, request: dict[str, Any]) -> dict[str, Any]:
     """A log's evaluation over the whole window, streamed (module docstring)."""
-    by, flags = await _rates(ctx, mk, request, shape)
+    by, flags = await _rates(ctx, mk, request, shape, config)
     options = Options(**by, n_boot=request.get("bootstrap", 200))
     options.correction()  # refuse unusable rates before reading anything
     ridge: Any = None
@@ -212,12 +212,12 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: ModelConfig, shape:
     return result
 
 
-async def _rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any], shape: LogShape
-                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+async def _rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any], shape: LogShape,
+                 config: ModelConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """The rates ``shape``'s rewards are corrected by (its ``noise``) and what its result
     says of them: :func:`label_rates`, :func:`ranking_rates`, or none."""
     if shape.noise == "click":
-        return await label_rates(ctx, mk, request)
+        return await label_rates(ctx, mk, request, config)
     if shape.noise == "slots":
         return ranking_rates(request, await ctx.store.noise.get(mk))
     return {}, {}
@@ -311,8 +311,8 @@ def request_slot_rates(rho0: float, rho1: float, noise: NoiseRecord | None
     return {"slot_rates": rates}, _flags("request", None)
 
 
-async def label_rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]
-                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+async def label_rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any],
+                      config: ModelConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """The rates a label log's evaluation corrects by and what its result says of them:
     the request's ``rho0, rho1``; else the model's rates in force, with the standard errors
     of its published estimate in the intervals, flagged as the challengers' values are
@@ -320,7 +320,7 @@ async def label_rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]
     are 0 and 0."""
     if request.get("rho0") is not None:
         return {"rho0": request["rho0"], "rho1": request["rho1"]}, _flags("request", None)
-    rates, reason = await read_value_rates(ctx.store, mk, True)
+    rates, reason = await read_value_rates(ctx.store, mk, True, config)
     if (rates.rho0, rates.rho1) == (0.0, 0.0):
         by: dict[str, Any] = {}
     else:

@@ -29,12 +29,13 @@ Features = list[float] | SparseFeatures | NamedFeatures
 class DecisionOptions:
     """How to decide: ``explore`` (false: greedy, nothing logged), ``defer`` (logged, awaiting
     activation), ``slots`` (rank: at most the model's) and the apprentice's ``baseline`` as
-    sent (predict: a label or one per instance; rank: a ranking of action ids)."""
+    sent (predict: a label, or a continuous model's action, or one per instance; rank: a
+    ranking of action ids)."""
 
     explore: bool = True
     defer: bool = False
     slots: int | None = None
-    baseline: int | list[int] | list[str] | None = None
+    baseline: int | float | list[int] | list[float] | list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ learning.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -54,8 +55,8 @@ def _inputs(request: DecisionRequest, config: ModelConfig, rows: range) -> np.nd
 def decide_predictions(learner: Learner, request: DecisionRequest, config: ModelConfig,
                        max_cells: int) -> Decided:
     """Check a predict request against the model and decide for each of its inputs (422
-    naming the field for any bad input); in apprentice mode the caller's baseline labels
-    served instead.
+    naming the field for any bad input); in apprentice mode the caller's baselines served
+    instead (labels, or as the task follows them).
 
     The inputs are made dense and decided in spans of at most ``max_cells`` float64
     (:func:`~app.features.row_spans`), each decision keeping its context as the log stores
@@ -78,8 +79,14 @@ def decide_predictions(learner: Learner, request: DecisionRequest, config: Model
     if options.defer and not options.explore:
         raise ApiError(422, "invalid_param", "defer needs explore: true (a decision made "
                        "with explore: false is not logged)", "defer")
-    baselines = (label_baselines(options.baseline, n if request.batch else None,
-                                 config.class_count) if in_apprentice_mode(config) else None)
+    follower = get_task(config.task).follow_baseline
+    instances = n if request.batch else None
+    baselines: Sequence[Any] | None = None
+    if in_apprentice_mode(config):
+        baselines = (label_baselines(options.baseline, instances, config.class_count)
+                     if follower is None else follower.parse(options.baseline, instances,
+                                                             config))
+    follow = follow_labels if follower is None else follower.follow
     decisions: list[Decision] = []
     agreed: list[bool] | None = None if baselines is None else []
     for rows in spans:
@@ -87,7 +94,7 @@ def decide_predictions(learner: Learner, request: DecisionRequest, config: Model
         pending = None
         try:
             if baselines is not None and agreed is not None:
-                made, agree = follow_labels(learner, X, baselines[rows.start:rows.stop])
+                made, agree = follow(learner, X, baselines[rows.start:rows.stop])
                 agreed += agree
             else:
                 made = learner.decide_many(X, explore=options.explore)

@@ -20,6 +20,7 @@ from itertools import islice
 from typing import Any
 
 from app.commands.evaluate import MODEL_KINDS, streamed
+from app.store.noise import NO_ESTIMATOR
 
 #: Lines of the log per batch.
 BATCH_LINES = 10_000
@@ -56,7 +57,10 @@ def run_export(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
     assert shape is not None
     name = "model" if model else policy if isinstance(policy, str) else f"fixed:{policy}"
     target = shape.policy(name, config, learner.get_state() if model else None)
-    options = Options(n_boot=args.bootstrap, seed=args.seed)
+    rho0, rho1 = config.initial_noise_rates  # what a click was corrected by (None: not)
+    corrected = rho0 > 0 or rho1 > 0
+    options = Options(rho0=rho0 if corrected else None, rho1=rho1 if corrected else None,
+                      n_boot=args.bootstrap, seed=args.seed)
 
     def batches() -> Iterator[tuple[Any, Any]]:
         first = 0
@@ -69,12 +73,12 @@ def run_export(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
     fitted = fit_reward_model(batches(), options, kind=shape.kind)
     result = shape.result(accumulate(batches(), target, fitted, options, kind=shape.kind),
                           options, None)
-    rho0, rho1 = config.initial_noise_rates  # what a click was corrected by (None: not)
-    corrected = rho0 > 0 or rho1 > 0
     result.update(log=str(args.log), format=args.format, policy=args.policy,
                   bootstrap=args.bootstrap,
                   correction={"rho0": rho0 if corrected else None,
                               "rho1": rho1 if corrected else None})
+    if corrected:  # rates no estimator checks for this task, as the service flags them
+        result.update(calibration_unreliable=True, reason=NO_ESTIMATOR)
     return result
 
 

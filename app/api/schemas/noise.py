@@ -132,7 +132,9 @@ class NoiseStatusResponse(NoiseResponse):
         default=False,
         description="the rates in use are not stood behind: initial rates awaiting an "
                     "estimate, rates nobody gave, an estimate without an interval (NREst's) "
-                    "or withdrawn, or 1 - rho0 - rho1 below 0.2 (as a model's stats say)")
+                    "or withdrawn, rates no estimator can check (a continuous model's: "
+                    "reason no_estimator), or 1 - rho0 - rho1 below 0.2 (as a model's stats "
+                    "say)")
     interval: NoiseInterval | None = None
     n_events: int = Field(description="observed plays the last anchor estimate used (or kept "
                                       "so far, before the first)")
