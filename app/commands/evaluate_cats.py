@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """The result JSON (ValueError on bad input)."""
     import numpy as np
 
-    from app.evaluation.smoothed import SmoothedSums, smoothed_weights
+    from app.evaluation.smoothed import SmoothedSums, low_ess_flag, smoothed_weights
     from app.sim.dsjson import DsjsonCounts, read_cats
 
     if args.rho0 is not None or args.rho1 is not None:
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sums = SmoothedSums()
     sums.add_weighted(w, reward)
     value = sums.value()
-    return {"n": value.n, "ess": value.ess, "low_ess": value.low_ess,
+    return {"n": value.n, "ess": value.ess, "low_ess": value.low_ess, **low_ess_flag(value),
             **{name: {"value": est.value, "ci_low": est.ci[0], "ci_high": est.ci[1]}
                for name, est in (("ips", value.ips), ("snips", value.snips))},
             "action_range": [float(lo), float(hi)],

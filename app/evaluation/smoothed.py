@@ -38,6 +38,7 @@ A target policy is given to the sums as its window per event, ``n x 2`` ends ``[
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +69,17 @@ class SmoothedValue:
     dr: Estimate
     ess: float
     low_ess: bool
+
+
+def low_ess_flag(value: SmoothedValue) -> dict[str, Any]:
+    """The flag of a value whose effective sample size is below
+    :data:`~app.evaluation.heavy_tails.MIN_ESS` (``insufficient_data`` with its reason), as
+    every log's evaluation flags it; empty otherwise."""
+    if not value.low_ess:
+        return {}
+    return {"insufficient_data": True,
+            "reason": f"effective sample size {value.ess:.0f} below {MIN_ESS:.0f}: the "
+                      "value rests on a few heavily weighted events"}
 
 
 def smoothed_weights(action: np.ndarray, pdf: np.ndarray, centre: np.ndarray,

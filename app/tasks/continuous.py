@@ -28,10 +28,9 @@ from pydantic import BaseModel, Field
 
 from app.errors import ApiError
 from app.evaluation.estimators import Options
-from app.evaluation.heavy_tails import MIN_ESS
 from app.evaluation.servicelog import dense_vector
 from app.evaluation.shapes import Noise
-from app.evaluation.smoothed import SmoothedSums, reward_sums
+from app.evaluation.smoothed import SmoothedSums, low_ess_flag, reward_sums
 from app.evaluation.smoothed_model import SmoothedRewardModel, SmoothedRidgeSums
 from app.evaluation.streaming import Batch, Policy
 from app.evaluation.sums import Kind, row_keys
@@ -316,9 +315,7 @@ class ContinuousShape:
 
     def result(self, sums: _Sums, options: Options, gathered: Any) -> dict[str, Any]:
         value = sums.value()
-        flag = {"insufficient_data": True,
-                "reason": f"effective sample size {value.ess:.0f} below {MIN_ESS:.0f}: the "
-                          "value rests on a few heavily weighted events"} if value.low_ess else {}
+        flag = low_ess_flag(value)
         return {"n": value.n, "ess": value.ess, "low_ess": value.low_ess, **flag,
                 **{name: {"value": _finite(est.value), "ci": [_finite(e) for e in est.ci],
                           "ci_low": _finite(est.ci[0]), "ci_high": _finite(est.ci[1])}

@@ -342,3 +342,16 @@ def test_a_cats_log_reads_its_range_from_the_actions_and_refuses_clicks(
     assert main(["evaluate", "--log", str(VW_DATA / "decisionservice.json"), "--format",
                  "dsjson", "--policy", "uniform", "--bandwidth", "2"]) == 2
     assert "--bandwidth" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("policy", ["uniform", "logging", "fixed:10"])
+def test_vws_own_cats_log_is_evaluated_and_flagged_for_its_ten_events(
+        capsys: pytest.CaptureFixture[str], policy: str) -> None:
+    """VW's ``cats_train.json`` (10 ``_label_ca`` lines) evaluates without error; with
+    10 events its effective sample size is far below 100, so every value is flagged
+    ``insufficient_data`` with the reason, as every log's is."""
+    code, result = run(capsys, "--log", str(VW_DATA / "cats_train.json"), "--format",
+                       "dsjson", "--policy", policy)
+    assert code == 0 and result["n"] == 10 and result["kind"] == "cats"
+    assert result["low_ess"] and result["insufficient_data"] is True
+    assert "effective sample size" in result["reason"]
