@@ -25,8 +25,10 @@ for _, entry in ipairs(entries) do
   total = total + n
 end
 if #entries > 0 and #entries == tonumber(ARGV[1]) then
-  -- the rest: the stream's length less those read and the newest applied entry it keeps
-  local rest = math.max(redis.call('XLEN', KEYS[1]) - #entries - 1, 0)
+  -- the rest: the stream's length less those read and the newest applied entry, which
+  -- the trim keeps (so at most one entry is not newer than last_id)
+  local applied = #redis.call('XRANGE', KEYS[1], '-', last, 'COUNT', 1)
+  local rest = redis.call('XLEN', KEYS[1]) - #entries - applied
   total = total + math.floor(rest * total / #entries + 0.5)
 end
 return total
