@@ -154,8 +154,8 @@ class DeadLetterStore:
         args.append(len(splits))
         for stream_id, new in splits:
             args += [stream_id, len(new)]
-            for name, value in new.items():
-                args += [name, value]
+            for key, item in new.items():
+                args += [key, item]
         moved: Any = await self._move(
             keys=[mk.events, mk.dead_letter, mk.stats, mk.meta, mk.asleep], args=args)
         return int(moved)
