@@ -5,13 +5,16 @@ second (each live trainer holds about ``ceil(models / live trainers)`` of
 them; a dead trainer's leases expire and are taken over), then runs one
 :func:`step` per owned model:
 
-1. read a batch, only while holding the lease (one Lua step): first any
-   unacknowledged entries (a dead trainer's, or ours after a refused
-   publish), then new ones;
+1. read a batch of about ``batch_size`` events, only while holding the lease (one Lua
+   step): first any unacknowledged entries (a dead trainer's, or ours after a refused
+   publish), then new ones; an entry is one joined feedback batch (a packed entry of
+   its events, taken whole) or one event;
 2. acknowledge entries not newer than the snapshot's ``last_id`` (applied
-   before a crash, re-delivered) and move poison entries (delivered more
+   before a crash, re-delivered) and move poison events (delivered more
    than ``max_deliveries`` times, undecodable, or refused by the learner)
-   to the dead-letter stream with the reason;
+   to the dead-letter stream with the reason, one dead letter each (a poison event's
+   good neighbours in its packed entry go back on the stream in the same step:
+   :func:`_apply`);
 3. decode the rest into columns (one ``np.frombuffer`` per field when all
    share a layout; the batch stays columnar up to the publish, split into
    rows only to find an entry the learner refuses) and ``learn_many`` it
@@ -226,8 +229,9 @@ MAX_BATCH_GROWTH = 8
 MODEL_CHANGE_RETRIES = 3
 
 
-#: Entries an idle model's read (one of a pass's pipelined reads) asks for: a bound on the
-#: memory those reads take when many idle models get feedback at once.  A full read doubles
+#: Events an idle model's read (one of a pass's pipelined reads) asks for: a bound on the
+#: memory those reads take when many idle models get feedback at once (a packed entry, taken
+#: whole, passes it by less than one feedback batch).  A full read doubles
 #: the next one, as any read does.
 IDLE_READ_SIZE = 100
 
@@ -262,7 +266,7 @@ async def step(ctx: WorkerContext, slot: ModelSlot,
     So is the rest of a batch whose packed entries were split (a bad event
     beside good ones: :func:`_apply`).
     ``first``: the model's first batch, already read (by :func:`run_pass`, at most
-    :data:`IDLE_READ_SIZE` entries).
+    :data:`IDLE_READ_SIZE` events, or one packed entry).
     """
     mk = ModelKeys(*slot.ref)
     for _ in range(MODEL_CHANGE_RETRIES):
