@@ -8,6 +8,7 @@ import asyncio
 import numpy as np
 import pytest
 
+from app.learners.config import ModelConfig
 from app.store import ModelKeys, Store, codec
 from app.store.delivery import DeliveryStore
 from app.store.leases import LeaseStore
@@ -22,6 +23,16 @@ def one_event_entry(event: dict[str, np.ndarray], event_id: str) -> dict[str, by
     context = {k: v for k, v in event.items() if k != "click"}
     return {"k": b"feedback", "e": event_id.encode(), "c": codec.encode(context),
             "f": codec.encode({"click": event["click"]})}
+
+
+async def assert_learned_once(store: Store, mk: ModelKeys, config: ModelConfig,
+                              events: list[dict[str, np.ndarray]]) -> None:
+    """The model applied ``events``, each once, in this order, and nothing is pending."""
+    snap = await store.snapshots.load(mk)
+    assert snap is not None and snap.info.events_applied == len(events)
+    np.testing.assert_allclose(snap.state["W_"], expected_state(config, events)["W_"],
+                               rtol=1e-12, atol=1e-12)
+    assert (await store.events.group_progress(mk))[1] == 0
 
 
 def packed_entry(event_ids: list[bytes], contexts: list[bytes], feedbacks: list[bytes],
@@ -62,11 +73,7 @@ async def test_packed_entries_are_applied_once_across_a_claim_and_a_crash_after_
     # the third trainer skips the 3 applied entries and applies the fourth: each event once
     w2 = worker(store, "w2", batch_size=25)
     assert await w2.drain() + await w2.drain() == 10
-    snap = await store.snapshots.load(mk)
-    assert snap is not None and snap.info.events_applied == 40
-    np.testing.assert_allclose(snap.state["W_"], expected_state(config, events)["W_"],
-                               rtol=1e-12, atol=1e-12)
-    assert (await store.events.group_progress(mk))[1] == 0
+    await assert_learned_once(store, mk, config, events)
 
 
 async def test_a_bad_event_in_a_packed_entry_is_dead_lettered_alone(store: Store) -> None:
@@ -92,11 +99,7 @@ async def test_a_bad_event_in_a_packed_entry_is_dead_lettered_alone(store: Store
     # the good neighbours were split off to a new entry, learned after the later batch
     good = [{**ctx, "click": np.array(c)} for k, ((_, ctx), c)
             in enumerate(zip(logged, clicks, strict=True)) if k not in (2, 4)]
-    snap = await store.snapshots.load(mk)
-    assert snap is not None and snap.info.events_applied == 9
-    np.testing.assert_allclose(snap.state["W_"], expected_state(config, later + good)["W_"],
-                               rtol=1e-12, atol=1e-12)
-    assert (await store.events.group_progress(mk))[1] == 0
+    await assert_learned_once(store, mk, config, later + good)
     # a retried dead letter goes back as an entry of one event, read as before
     await store.dead_letters.retry(mk, letters[0].entry_id)
     await worker(store).drain()
@@ -115,10 +118,7 @@ async def test_a_malformed_packed_entry_is_dead_lettered_whole_as_stored(store: 
     assert letter.stream_id == sid.decode() and letter.reason.startswith("malformed entry")
     stored = (await store.redis.xrange(mk.dead_letter))[0][1]
     assert stored[b"n"] == b"2" and stored[b"L"] == entry["L"]
-    snap = await store.snapshots.load(mk)
-    assert snap is not None and snap.info.events_applied == 3
-    np.testing.assert_allclose(snap.state["W_"], expected_state(config, events)["W_"],
-                               rtol=1e-12, atol=1e-12)
+    await assert_learned_once(store, mk, config, events)
 
 
 async def test_entries_of_one_event_and_packed_entries_are_read_in_stream_order(
@@ -135,10 +135,7 @@ async def test_entries_of_one_event_and_packed_entries_are_read_in_stream_order(
     record = await store.models.record("t", "m")
     assert record is not None and record.backlog == 10  # 4 entries of 1, 2 of 3
     assert await worker(store).drain() == 10
-    snap = await store.snapshots.load(mk)
-    assert snap is not None and snap.info.events_applied == 10
-    np.testing.assert_allclose(snap.state["W_"], expected_state(config, old + new)["W_"],
-                               rtol=1e-12, atol=1e-12)
+    await assert_learned_once(store, mk, config, old + new)
     record = await store.models.record("t", "m")
     assert record is not None and record.backlog == 0
 
@@ -181,9 +178,6 @@ async def test_a_crash_after_a_bad_event_is_dead_lettered_loses_none_of_its_neig
     assert await worker(store, "w2").drain() == 3
     good = [{**ctx, "click": np.array(c)} for k, ((_, ctx), c)
             in enumerate(zip(logged, clicks, strict=True)) if k != 1]
-    snap = await store.snapshots.load(mk)
-    assert snap is not None and snap.info.events_applied == 3
-    np.testing.assert_allclose(snap.state["W_"], expected_state(config, good)["W_"],
-                               rtol=1e-12, atol=1e-12)
+    await assert_learned_once(store, mk, config, good)
     [letter] = (await store.dead_letters.page(mk, 100)).items
     assert letter.event_id == logged[1][0]

@@ -28,16 +28,20 @@ local function ack(sid)
   end
   return acked[sid]
 end
+-- the m (name, value) pairs from ARGV[at + 1] on, and the index after them
+local function pairs_at(at, m)
+  local fields = {}
+  for j = 1, 2 * m do
+    fields[j] = ARGV[at + j]
+  end
+  return fields, at + 2 * m + 1
+end
 local moved = 0
 local at = 4
 for _ = 1, tonumber(ARGV[3]) do
   local sid, deliveries, reason = ARGV[at], ARGV[at + 1], ARGV[at + 2]
-  local m = tonumber(ARGV[at + 3])
-  local fields = {}
-  for j = 1, 2 * m do
-    fields[j] = ARGV[at + 3 + j]
-  end
-  at = at + 4 + 2 * m
+  local fields
+  fields, at = pairs_at(at + 3, tonumber(ARGV[at + 3]))
   if ack(sid) then
     local n = #fields
     fields[n + 1], fields[n + 2] = 'stream_id', sid
@@ -48,13 +52,12 @@ for _ = 1, tonumber(ARGV[3]) do
   end
 end
 local split = false
-for _ = 1, tonumber(ARGV[at] or '0') do
-  local sid, m = ARGV[at + 1], tonumber(ARGV[at + 2])
-  local fields = {}
-  for j = 1, 2 * m do
-    fields[j] = ARGV[at + 2 + j]
-  end
-  at = at + 2 + 2 * m
+local splits = tonumber(ARGV[at] or '0')
+at = at + 1
+for _ = 1, splits do
+  local sid = ARGV[at]
+  local fields
+  fields, at = pairs_at(at + 1, tonumber(ARGV[at + 1]))
   if ack(sid) then
     redis.call('XADD', KEYS[1], '*', unpack(fields))
     redis.call('XDEL', KEYS[1], sid)
