@@ -48,7 +48,7 @@ local want = tonumber(ARGV[3])
 local function events_of(items)
   for i = 1, #items, 2 do
     if items[i] == 'n' then
-      return tonumber(items[i + 1]) or 1
+      return math.max(tonumber(items[i + 1]) or 1, 1)  -- a malformed n counts 1
     end
   end
   return 1
