@@ -44,14 +44,20 @@ def named_term(name: str, value: float | str) -> tuple[str, float]:
 
 
 def to_vector(features: list[float] | SparseFeatures | NamedFeatures, n_features: int,
-              field: str = "features") -> np.ndarray:
-    """The dense input of a learner; 422 naming ``field`` on a wrong length or index."""
+              field: str = "features", out: np.ndarray | None = None) -> np.ndarray:
+    """The dense input of a learner; 422 naming ``field`` on a wrong length or index.
+
+    ``out``: a zero vector of ``n_features`` to write it into (returned).
+    """
     if isinstance(features, list):
         if len(features) != n_features:
             raise ApiError(422, "invalid_features",
                            f"expected {n_features} features, got {len(features)}", field)
-        return np.asarray(features, dtype=np.float64)
-    x = np.zeros(n_features)
+        if out is None:
+            return np.asarray(features, dtype=np.float64)
+        out[:] = features
+        return out
+    x = np.zeros(n_features) if out is None else out
     if isinstance(features, SparseFeatures):
         idx = np.asarray(features.indices, dtype=np.int64)
         if idx.size and int(idx.max()) >= n_features:
@@ -84,11 +90,12 @@ def feature_bound(config: ModelConfig) -> float:
     return float(DEFAULT_MAX_FEATURE_NORM if bound is None else bound)
 
 
-def check_norms(X: np.ndarray, max_norm: float, field: str, rows: str | None = None) -> None:
+def check_norms(X: np.ndarray, max_norm: float, field: str, rows: str | None = None,
+                first: int = 0) -> None:
     """422 ``invalid_features`` naming the first row of ``X`` whose norm exceeds ``max_norm``.
 
     ``X`` is one input ``(d,)`` (named ``field``) or one per row ``(n, d)``
-    (named ``rows`` formatted with the row index, e.g. ``"instances[{}]"``).
+    (named ``rows`` formatted with the row index plus ``first``, e.g. ``"instances[{}]"``).
 
     >>> check_norms(np.array([3.0, 4.0]), 5.0, "features")
     >>> check_norms(np.array([1e308, -1e308]), 1e6, "features")
@@ -109,7 +116,7 @@ def check_norms(X: np.ndarray, max_norm: float, field: str, rows: str | None = N
     if bad.size == 0:
         return
     i = int(bad[0])
-    where = field if rows is None or X.ndim == 1 else rows.format(i)
+    where = field if rows is None or X.ndim == 1 else rows.format(first + i)
     value = float(np.atleast_1d(norm2)[i])
     found = (f"norm {np.sqrt(value):.4g}" if np.isfinite(value) else
              "finite values whose squares overflow float64: norm above 1.3e154")
@@ -118,11 +125,39 @@ def check_norms(X: np.ndarray, max_norm: float, field: str, rows: str | None = N
 
 
 def to_matrix(instances: list[list[float] | SparseFeatures | NamedFeatures], n_features: int,
-              field: str = "instances") -> np.ndarray:
-    """The ``(n, n_features)`` inputs of a batch; 422 naming ``field[i]`` as :func:`to_vector`.
+              field: str = "instances", first: int = 0) -> np.ndarray:
+    """The ``(n, n_features)`` inputs of a batch; 422 naming ``field[i]`` as :func:`to_vector`
+    (``i`` counted from ``first``: the index of ``instances[0]`` in the request).
 
-    All-dense batches of the right width become one array in one call.
+    All-dense batches of the right width become one array in one call; the others are
+    written row by row into one matrix (no second copy).
     """
     if all(isinstance(f, list) and len(f) == n_features for f in instances):
         return np.asarray(instances, dtype=np.float64).reshape(len(instances), n_features)
-    return np.stack([to_vector(f, n_features, f"{field}[{i}]") for i, f in enumerate(instances)])
+    X = np.zeros((len(instances), n_features))
+    for i, f in enumerate(instances):
+        to_vector(f, n_features, f"{field}[{first + i}]", X[i])
+    return X
+
+
+def row_spans(rows: int, width: int, max_cells: int) -> list[range]:
+    """``range(rows)`` cut into consecutive spans of at most ``max_cells`` cells of rows of
+    ``width`` (one row a span when a row alone is wider).
+
+    A batch made dense one span at a time holds at most ``max_cells`` float64 of it at once
+    (and at least one row: a model's width is bounded by its ``n_features`` limit).
+
+    >>> row_spans(5, 100_000, 200_000)
+    [range(0, 2), range(2, 4), range(4, 5)]
+    """
+    step = span_rows(width, max_cells)
+    return [range(start, min(rows, start + step)) for start in range(0, rows, step)]
+
+
+def span_rows(width: int, max_cells: int) -> int:
+    """Rows of ``width`` in at most ``max_cells`` cells; 1 when a row alone is wider.
+
+    >>> span_rows(100_000, 4_000_000), span_rows(10**6, 10)
+    (40, 1)
+    """
+    return max(1, max_cells // max(1, width))

@@ -34,6 +34,9 @@ logger = logging.getLogger(__name__)
 
 ENV_PREFIX = "NOISYLOOP_WORKER_"
 
+#: ``max_dense_cells`` by default: 32 MB of float64 (40 rows of 100,000 features).
+DEFAULT_MAX_DENSE_CELLS = 4_000_000
+
 #: The trainer's older variables, still read (a ``NOISYLOOP_WORKER_*`` one wins), and the
 #: field each sets.
 LEGACY_ENV = {"NOISYLOOP_TRAINER_BATCH_SIZE": "batch_size",
@@ -141,6 +144,14 @@ class WorkerSettings(BaseModel):
                     "closes after series_interval seconds or this many events, whichever "
                     "comes first; a trainer batch larger than this is one point); 0: by time "
                     "only.")
+    max_dense_cells: int = Field(
+        default=DEFAULT_MAX_DENSE_CELLS, ge=1, le=2**34,
+        description="Most float64 cells of contexts made dense at once: a predict batch, a "
+                    "trainer step and a drift recovery's refit take their rows in spans of at "
+                    "most this many cells (rows x n_features; the default, 4,000,000, is 32 "
+                    "MB; a row a span at least), so wide sparse contexts cost their "
+                    "non-zeros, not their width. An evaluation's batch holds its rows and "
+                    "their stack within it. The API reads it from this section too.")
 
     @field_validator("roles", mode="before")
     @classmethod

@@ -10,7 +10,8 @@ the prices played (``online``, exploration included) and by the final policy on 
 customers (``smoothed``: the exploring policy, as served; ``greedy`` for noisyloop), and
 rounds (decide + learn, the
 world's draws included, the same for all; the scoring excluded) per CPU second of this
-process.
+process.  The compiled kernels are loaded before the runs (:func:`app.learners.jit.warm`, as
+a worker does at start), as VW's workspace is built before its rounds.
 
 Vowpal Wabbit (the ``bench`` extra) runs through its Python binding with the settings of
 its continuous-actions tutorial (``--cats 32 --coin --epsilon 0.2 -q ::``, a bandwidth of
@@ -38,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from app.learners import jit
 from app.learners.registry import build
 from app.sim.pricing import SCORED, PricingWorld, play
 
@@ -115,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
         "vw --cats (epsilon 0.05)": f"--cats 32 --bandwidth {unit} --coin --epsilon 0.05 -q ::",
     }
     noisy = args.rho0 > 0 or args.rho1 > 0
+    jit.warm()
     runs: list[Run] = []
     for seed in args.seeds:
         for algorithm in ("ridge_ucb", "cats"):

@@ -12,7 +12,8 @@ context blobs on the log's Redis stream), of each read, their ratio, and
 ``serve``'s resident memory before the reads and its peak while they ran
 (``VmHWM`` of ``/proc/<pid>/status``, reset to the current resident size by
 writing ``5`` to ``/proc/<pid>/clear_refs`` before the reads; also its peak after the one
-page alone, before the exports), then the same for a
+page alone, before the exports; and first its peak from its start until the log held the
+decisions, while it took them and learned them, and its resident size then), then the same for a
 server-side evaluation of the ``uniform`` policy, run twice (the first starts the jobs
 role's pool child): its status, DR value (or error), the
 bytes Redis sent while it ran (``total_net_output_bytes`` of ``INFO stats``: the
@@ -148,6 +149,7 @@ def main(n: int, limit: int) -> None:
             time.sleep(0.5)
         assert events == n, f"the log holds {events} of {n} events"
         pid = serve.proc.pid
+        taken = memory_kb(pid)
         Path(f"/proc/{pid}/clear_refs").write_text("5")
         before = memory_kb(pid)
         sizes: dict[str, int] = {}
@@ -168,6 +170,9 @@ def main(n: int, limit: int) -> None:
         print(f"{n} decisions of n_features {N_FEATURES:,}, one non-zero each: requests "
               f"{request_bytes:,} B; stored contexts {stored:,} B ({stored / n:,.0f} B "
               f"each); JSON Lines lines exported {lines}")
+        print(f"  serve while the decisions were taken and learned: peak "
+              f"{taken['VmHWM'] / 1024:,.0f} MB (since it started), resident "
+              f"{taken['VmRSS'] / 1024:,.0f} MB after")
         for name, size in sizes.items():
             print(f"  {name}: {size:,} B = {size / stored:.2f}x the stored contexts")
         print(f"  serve while the one page was read: peak grew "

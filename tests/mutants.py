@@ -96,6 +96,12 @@ MUTANTS = (
            "a = age_weights(n, half_life)", "a = age_weights(n, None)",
            "GET .../noise with a half_life: the rates of the whole buffer shown as today's",
            (_test("test_a_forgetting_estimate_covers_the_rates_now"),)),
+    Mutant("never withdraw a published estimate", "app/learners/noise_publish.py",
+           'return out["status"] != "published" and out.get("reason") in WITHDRAWING',
+           "return False",
+           "GET .../noise and every number calibrated by the rates: an estimate a later "
+           "refresh refused for its assumptions still shown (and used) as reliable",
+           (_test("test_no_graded_world_shows_rates_past_a_refusal_of_its_assumption"),)),
     Mutant("learn every slot at slot 0's examination", "app/learners/rank.py",
            "alpha, beta = np.maximum(self._affine[0], self.theta_floor), self._affine[1]",
            "alpha, beta = np.maximum(np.full(self.slots, self._affine[0][0]), "

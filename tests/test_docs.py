@@ -162,7 +162,7 @@ def test_link_check_sees_a_missing_anchor(tmp_path: Path, monkeypatch: pytest.Mo
 #: Size budget of docs/ in KiB, measured as ``du -sk docs`` measures it: room for a page per
 #: task and integration (the rank, Personalizer and continuous-action pages) with their figures,
 #: not for raw outputs or lab notes (those go to bench/results/ and the commits).
-DOCS_BUDGET_KB = 640
+DOCS_BUDGET_KB = 656
 #: The block ``du`` counts a file in on the usual filesystems (ext4, xfs, APFS, NTFS).
 BLOCK = 4096
 

@@ -10,6 +10,9 @@ hook of :mod:`workers.hooks`), every challenger of the model
 2. learns the batch: its own decision fields with the logged play
    (:data:`~app.learners.offpolicy.PLAY_FIELDS`) and feedback;
 
+a challenger of a task that scores its own (``continuous``: the challenger's smoothed
+density of the logged action over the logged one) takes its task's weights and rewards,
+corrected at the rates in force when it learns them;
 a challenger of a model that ranks candidates (``ranks_candidates``) is
 scored on slot 0 only: it draws a first item among the candidates the
 decision logged (the API logs them while the model has challengers) and
@@ -64,6 +67,7 @@ from app.store.noise import UNRELIABLE_REASONS
 from app.store.util import utc_now
 from app.store.values import read_value_rates
 from app.tasks import get_task
+from app.tasks.base import ChallengerScoring
 from workers import ModelRef
 from workers.context import ModelSlot, WorkerContext
 from workers.feature import Feature, Published
@@ -127,14 +131,18 @@ async def _follow(ctx: WorkerContext, slot: ModelSlot, config: ModelConfig, appl
     if not held.followers:
         return
     live = [f for f in held.followers.values() if f.learner is not None]
+    spec = get_task(config.task)
+    scoring = spec.challengers
     try:
         outcomes = await asyncio.wait_for(
-            asyncio.to_thread(_run_all, live, applied, rates), ctx.config.handler_timeout)
+            asyncio.to_thread(_run_all, live, applied, rates, scoring),
+            ctx.config.handler_timeout)
     except TimeoutError:
         following.held = None  # the thread may still change the learners
         raise
-    at = Rates(*rates)
-    reward = _clicks(applied)
+    # a task's own rewards are summed as corrected now: read back at no further correction
+    at = Rates(*rates) if scoring is None else Rates()
+    reward = _clicks(applied) if scoring is None else scoring.rewards(applied, rates)
     champion = click_sums(_stats(held.champion_raw), at)
     if reward is not None:
         champion.add(np.ones(len(reward)), reward)
@@ -160,7 +168,7 @@ async def _follow(ctx: WorkerContext, slot: ModelSlot, config: ModelConfig, appl
         if save.state is None:
             follower.learner, follower.error = None, None
     _record(ctx, ref, champion_stats, held,
-            await read_value_rates(ctx.store, mk, get_task(config.task).has_clicks))
+            await read_value_rates(ctx.store, mk, spec.has_clicks, config))
 
 
 def _stats(raw: bytes | None) -> dict[str, Any] | None:
@@ -198,25 +206,25 @@ def _clicks(applied: Batch) -> np.ndarray | None:
     return clicks
 
 
-def _run_all(followers: list[Follower], applied: Batch, rates: tuple[float, float]
-             ) -> list[np.ndarray | str | None]:
+def _run_all(followers: list[Follower], applied: Batch, rates: tuple[float, float],
+             scoring: ChallengerScoring | None) -> list[np.ndarray | str | None]:
     """Each follower's :func:`score_and_learn` (CPU: run in a thread); a failure is its
     reason, as text."""
     out: list[np.ndarray | str | None] = []
     for follower in followers:
         assert follower.learner is not None
         try:
-            out.append(score_and_learn(follower.learner, applied, rates))
+            out.append(score_and_learn(follower.learner, applied, rates, scoring))
         except Exception as exc:
             out.append(f"{type(exc).__name__}: {exc}")
     return out
 
 
-def score_and_learn(learner: Learner, applied: Batch, rates: tuple[float, float]
-                    ) -> np.ndarray | None:
+def score_and_learn(learner: Learner, applied: Batch, rates: tuple[float, float],
+                    scoring: ChallengerScoring | None = None) -> np.ndarray | None:
     """The importance weights of ``learner``'s draws on the logged plays of ``applied``
-    (None when the log has no propensities; NaN for an event it cannot score), then learn
-    the batch (module docstring).
+    (None when the log has no propensities; NaN for an event it cannot score), or the
+    weights its task's ``scoring`` gives, then learn the batch (module docstring).
 
     Raises when the learner refuses the batch or its state turns non-finite.
     """
@@ -228,8 +236,11 @@ def score_and_learn(learner: Learner, applied: Batch, rates: tuple[float, float]
         batch = applied
     else:
         own = learner.decide_contexts(np.asarray(applied["x"], dtype=np.float64), explore=True)
-        weights = (None if propensity is None or "played" not in applied
-                   else match_weights(own["played"], applied["played"], propensity))
+        if scoring is not None:
+            weights = scoring.weights(learner, applied)
+        else:
+            weights = (None if propensity is None or "played" not in applied
+                       else match_weights(own["played"], applied["played"], propensity))
         batch = with_logged_play(own, {k: applied[k] for k in (*PLAY_FIELDS,
                                                                *learner.feedback_fields)
                                        if k in applied})

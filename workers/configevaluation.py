@@ -8,13 +8,15 @@ the split; events appended after the count are left out), once to train the
 learner while the reward model's sums are taken over the evaluated events,
 and once to sum the estimators over those.  Evaluated events are keyed by
 their place among the evaluated ones, so the numbers are those of
-``noisyloop evaluate --policy config:...`` on the window's export.
+``noisyloop evaluate --policy config:...`` on the window's export.  A chunk's
+events are made dense a span at a time (the worker's ``max_dense_cells``): a wide
+model's chunk never holds its whole width per event at once.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -22,9 +24,10 @@ import numpy as np
 from app.evaluation.configrun import ConfigPlan, ConfigRun, ConfigScorer, joined
 from app.evaluation.estimators import LabelSums, Options
 from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails
-from app.evaluation.servicelog import ServiceLog, label_log_of
+from app.evaluation.servicelog import ServiceLog, label_log_of, record_width
 from app.evaluation.shapes import LogShape
 from app.evaluation.training import DEFAULT_TRAIN_FRACTION
+from app.features import row_spans
 from app.learners.config import ModelConfig
 from app.store.decisionlog import LogEntry
 from app.store.logrecords import entry_records
@@ -36,10 +39,12 @@ def _events(entries: list[LogEntry]) -> int:
     return sum(entry.size for entry in entries if not entry.is_marker)
 
 
-def _event_log(entries: list[LogEntry], first: int, stop: int, n_classes: int
-               ) -> ServiceLog | None:
-    """Events ``first`` to ``stop - 1`` of ``entries`` (counted without markers) as a label
-    log; None when there are none."""
+def _event_logs(entries: list[LogEntry], first: int, stop: int, n_classes: int,
+                max_cells: int) -> Iterator[tuple[int, ServiceLog]]:
+    """Events ``first`` to ``stop - 1`` of ``entries`` (counted without markers) as label
+    logs, each with the index of its first event among them: consecutive spans made dense
+    one at a time, a span's rows and their stack at most ``max_cells`` float64 (the
+    worker's ``max_dense_cells``)."""
     records: list[dict[str, Any]] = []
     for entry in entries:
         if entry.is_marker:
@@ -47,38 +52,46 @@ def _event_log(entries: list[LogEntry], first: int, stop: int, n_classes: int
         if first < entry.size and stop > 0:
             records += entry_records(entry, max(first, 0), stop - max(first, 0))
         first, stop = first - entry.size, stop - entry.size
-    return label_log_of(records, n_classes, "the decision log") if records else None
+    for rows in row_spans(len(records), 2 * record_width(records), max_cells):
+        yield rows.start, label_log_of(records[rows.start:rows.stop], n_classes,
+                                       "the decision log")
 
 
-def _learn_chunk(entries: list[LogEntry], position: int, run: ConfigRun) -> ConfigRun:
+def _learn_chunk(entries: list[LogEntry], position: int, max_cells: int, run: ConfigRun
+                 ) -> ConfigRun:
     """``run`` once it took the chunk's events from ``position`` on (up to the end of the
     reward model's events)."""
-    read = _event_log(entries, 0, run.plan.fit_stop - position, run.plan.n_classes)
-    if read is not None:
-        run.learn(read.label_log(), read.stream_ids, position)
+    for offset, read in _event_logs(entries, 0, run.plan.fit_stop - position,
+                                    run.plan.n_classes, max_cells):
+        run.learn(read.label_log(), read.stream_ids, position + offset)
     return run
 
 
-def _score_chunk(entries: list[LogEntry], position: int, scorer: ConfigScorer
+def _score_chunk(entries: list[LogEntry], position: int, max_cells: int, scorer: ConfigScorer
                  ) -> tuple[LabelSums, dict[int, str]]:
     """The estimators' sums of the chunk's evaluated events (the chunk's first event the
     window's ``position``-th) and the split's stream ids among them."""
     plan = scorer.plan
-    read = _event_log(entries, plan.train - position, plan.events - position, plan.n_classes)
-    if read is None:
-        return LabelSums.zeros(), {}
-    return scorer.score(read.label_log(), read.stream_ids, max(position, plan.train))
+    total, ids = LabelSums.zeros(), {}
+    for offset, read in _event_logs(entries, plan.train - position, plan.events - position,
+                                    plan.n_classes, max_cells):
+        sums, found = scorer.score(read.label_log(), read.stream_ids,
+                                   max(position, plan.train) + offset)
+        total.merge(sums)
+        ids.update(found)
+    return total, ids
 
 
-def _columns_chunk(entries: list[LogEntry], position: int, scorer: ConfigScorer
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def _columns_chunk(entries: list[LogEntry], position: int, max_cells: int,
+                   scorer: ConfigScorer) -> tuple[np.ndarray, np.ndarray]:
     """The weights and raw clicks of the chunk's evaluated events (as :func:`_score_chunk`
     reads them)."""
     plan = scorer.plan
-    read = _event_log(entries, plan.train - position, plan.events - position, plan.n_classes)
-    if read is None:
-        return np.zeros(0), np.zeros(0)
-    return scorer.columns(read.label_log(), max(position, plan.train))
+    parts = [scorer.columns(read.label_log(), max(position, plan.train) + offset)
+             for offset, read in _event_logs(entries, plan.train - position,
+                                             plan.events - position, plan.n_classes,
+                                             max_cells)]
+    return joined(parts) if parts else (np.zeros(0), np.zeros(0))
 
 
 async def stream_config(ctx: WorkerContext, config: ModelConfig, shape: LogShape,
@@ -106,7 +119,8 @@ async def stream_config(ctx: WorkerContext, config: ModelConfig, shape: LogShape
     run = ConfigRun(plan)
     position = 0
     async for chunk in chunks():
-        run = await ctx.in_pool(functools.partial(_learn_chunk, chunk, position, run))
+        run = await ctx.in_pool(functools.partial(
+            _learn_chunk, chunk, position, ctx.config.max_dense_cells, run))
         position += _events(chunk)
         if position >= plan.fit_stop:
             break
@@ -117,7 +131,7 @@ async def stream_config(ctx: WorkerContext, config: ModelConfig, shape: LogShape
         count = _events(chunk)
         if position + count > plan.train:
             part, found = await ctx.in_pool(functools.partial(
-                _score_chunk, chunk, position, scorer))
+                _score_chunk, chunk, position, ctx.config.max_dense_cells, scorer))
             total.merge(part)
             ids.update(found)
         position += count
@@ -131,7 +145,7 @@ async def stream_config(ctx: WorkerContext, config: ModelConfig, shape: LogShape
             count = _events(chunk)
             if position + count > plan.train:
                 parts.append(await ctx.in_pool(functools.partial(
-                    _columns_chunk, chunk, position, scorer)))
+                    _columns_chunk, chunk, position, ctx.config.max_dense_cells, scorer)))
             position += count
             if position >= plan.events:
                 break

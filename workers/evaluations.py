@@ -46,8 +46,10 @@ from app.evaluation.estimators import FIT_EVENTS, Options
 from app.evaluation.policies import policy_kind
 from app.evaluation.rates import SlotRates
 from app.evaluation.reward_model import merged
+from app.evaluation.servicelog import record_width
 from app.evaluation.shapes import LogShape
 from app.evaluation.streaming import Batch, Policy, accumulate, reward_model_sums
+from app.features import row_spans
 from app.learners.config import ModelConfig
 from app.store.decisionlog import LogEntry
 from app.store.jobs import QueuedJob
@@ -64,13 +66,6 @@ logger = logging.getLogger(__name__)
 
 #: Events per chunk of a streamed evaluation (one pool call each).
 CHUNK_EVENTS = 20_000
-#: Bytes of dense context features (float64) one batch of a chunk holds at most: a wide
-#: model's chunk is cut into as many batches as that takes, each made dense only while it
-#: is used (the log's lines keep a context stored sparse sparse).  Reading a batch holds
-#: its rows and their stack, twice this: 32 MiB.
-BATCH_FEATURE_BYTES = 16 * 2**20
-
-
 async def run_job(ctx: WorkerContext, job: QueuedJob) -> None:
     """Run one evaluation (taken: marked running) and record its result (or why it failed)
     in the job."""
@@ -108,7 +103,7 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
             raise ValueError("the model is gone")
         state = snap.state
     if policy_kind(request["policy"]) == "configuration":
-        by, flags = await _rates(ctx, mk, request, shape)
+        by, flags = await _rates(ctx, mk, request, shape, config)
         result = await configevaluation.stream_config(
             ctx, config, shape, request, lambda: _chunks(ctx, mk, request), by)
         return with_flags(result, flags)
@@ -134,30 +129,22 @@ async def _chunks(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]
         yield chunk
 
 
-def _width(records: list[dict[str, Any]]) -> int:
-    """The context width of the first event line (a list's length, or the sparse form's
-    ``size``); 1 without one."""
-    for record in records:
-        if record.get("type") == "event":
-            features = record.get("features")
-            return max(1, int(features["size"]) if isinstance(features, dict)
-                       else len(features or ()))
-    return 1
-
-
 def _batch(entries: list[LogEntry], first_line: int, shape: LogShape,
-           config: ModelConfig) -> tuple[Iterator[Batch], int]:
-    """The events of ``entries`` as batches of ``shape`` of at most
-    :data:`BATCH_FEATURE_BYTES` of dense features, each keyed from its line of the window
-    (the first line of ``entries`` its line ``first_line``) and made when it is reached
-    (none when the entries hold only markers), and the lines they hold."""
+           config: ModelConfig, max_cells: int) -> tuple[Iterator[Batch], int]:
+    """The events of ``entries`` as batches of ``shape``, each keyed from its line of the
+    window (the first line of ``entries`` its line ``first_line``) and made when it is
+    reached (none when the entries hold only markers), and the lines they hold.
+
+    A batch is made dense while it is used: its rows and their stack, at most
+    ``max_cells`` float64 together (the worker's ``max_dense_cells``; the log's lines keep
+    a context stored sparse sparse).
+    """
     records = [r for entry in entries for r in entry_records(entry)]
-    rows = max(1, BATCH_FEATURE_BYTES // (8 * _width(records)))
 
     def batches() -> Iterator[Batch]:
-        for start in range(0, len(records), rows):
-            batch = shape.batch(records[start:start + rows], first_line + start, config,
-                                "the decision log")
+        for rows in row_spans(len(records), 2 * record_width(records), max_cells):
+            batch = shape.batch(records[rows.start:rows.stop], first_line + rows.start,
+                                config, "the decision log")
             if batch is not None:
                 yield batch
 
@@ -165,36 +152,39 @@ def _batch(entries: list[LogEntry], first_line: int, shape: LogShape,
 
 
 def _fit_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
-               config: ModelConfig, options: Options, limit: int) -> tuple[Any, int, int]:
-    batches, lines = _batch(entries, first_line, shape, config)
+               config: ModelConfig, max_cells: int, options: Options, limit: int
+               ) -> tuple[Any, int, int]:
+    batches, lines = _batch(entries, first_line, shape, config, max_cells)
     sums, seen = reward_model_sums(batches, options, limit, kind=shape.kind)
     return sums, seen, lines
 
 
 def _sum_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
-               config: ModelConfig, policy: Policy, model: Any, options: Options
-               ) -> tuple[Any, int]:
-    batches, lines = _batch(entries, first_line, shape, config)
+               config: ModelConfig, max_cells: int, policy: Policy, model: Any,
+               options: Options) -> tuple[Any, int]:
+    batches, lines = _batch(entries, first_line, shape, config, max_cells)
     return accumulate(batches, policy, model, options, kind=shape.kind), lines
 
 
 def _gather_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
-                  config: ModelConfig, policy: Policy, need: Any) -> tuple[Any, int]:
-    batches, lines = _batch(entries, first_line, shape, config)
+                  config: ModelConfig, max_cells: int, policy: Policy, need: Any
+                  ) -> tuple[Any, int]:
+    batches, lines = _batch(entries, first_line, shape, config, max_cells)
     return shape.gather(((log, policy(log)) for log, _ in batches), need), lines
 
 
 async def _stream(ctx: WorkerContext, mk: ModelKeys, config: ModelConfig, shape: LogShape,
                   policy: Policy, request: dict[str, Any]) -> dict[str, Any]:
     """A log's evaluation over the whole window, streamed (module docstring)."""
-    by, flags = await _rates(ctx, mk, request, shape)
+    by, flags = await _rates(ctx, mk, request, shape, config)
     options = Options(**by, n_boot=request.get("bootstrap", 200))
     options.correction()  # refuse unusable rates before reading anything
     ridge: Any = None
     line = seen = 0
     async for chunk in _chunks(ctx, mk, request):
         sums, taken, lines = await ctx.in_pool(functools.partial(
-            _fit_chunk, chunk, line, shape, config, options, FIT_EVENTS - seen))
+            _fit_chunk, chunk, line, shape, config, ctx.config.max_dense_cells, options,
+            FIT_EVENTS - seen))
         line += lines
         seen += taken
         if sums is not None:
@@ -208,7 +198,8 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: ModelConfig, shape:
     line = 0
     async for chunk in _chunks(ctx, mk, request):
         part, lines = await ctx.in_pool(functools.partial(
-            _sum_chunk, chunk, line, shape, config, policy, model, options))
+            _sum_chunk, chunk, line, shape, config, ctx.config.max_dense_cells, policy, model,
+            options))
         total.merge(part)
         line += lines
     need = shape.third_pass(total)
@@ -221,12 +212,12 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: ModelConfig, shape:
     return result
 
 
-async def _rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any], shape: LogShape
-                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+async def _rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any], shape: LogShape,
+                 config: ModelConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """The rates ``shape``'s rewards are corrected by (its ``noise``) and what its result
     says of them: :func:`label_rates`, :func:`ranking_rates`, or none."""
     if shape.noise == "click":
-        return await label_rates(ctx, mk, request)
+        return await label_rates(ctx, mk, request, config)
     if shape.noise == "slots":
         return ranking_rates(request, await ctx.store.noise.get(mk))
     return {}, {}
@@ -254,7 +245,8 @@ async def _gather(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any],
     line = 0
     async for chunk in _chunks(ctx, mk, request):
         part, lines = await ctx.in_pool(functools.partial(
-            _gather_chunk, chunk, line, shape, config, policy, need))
+            _gather_chunk, chunk, line, shape, config, ctx.config.max_dense_cells, policy,
+            need))
         parts.append(part)
         line += lines
     return shape.join(parts, need)
@@ -319,8 +311,8 @@ def request_slot_rates(rho0: float, rho1: float, noise: NoiseRecord | None
     return {"slot_rates": rates}, _flags("request", None)
 
 
-async def label_rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]
-                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+async def label_rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any],
+                      config: ModelConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """The rates a label log's evaluation corrects by and what its result says of them:
     the request's ``rho0, rho1``; else the model's rates in force, with the standard errors
     of its published estimate in the intervals, flagged as the challengers' values are
@@ -328,7 +320,7 @@ async def label_rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]
     are 0 and 0."""
     if request.get("rho0") is not None:
         return {"rho0": request["rho0"], "rho1": request["rho1"]}, _flags("request", None)
-    rates, reason = await read_value_rates(ctx.store, mk, True)
+    rates, reason = await read_value_rates(ctx.store, mk, True, config)
     if (rates.rho0, rates.rho1) == (0.0, 0.0):
         by: dict[str, Any] = {}
     else:

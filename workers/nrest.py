@@ -19,12 +19,16 @@ rates and learns from one click per played label.  The trainer keeps
 (:func:`~app.learners.noise_publish.anchor_estimate`) runs on the newest
 :data:`~app.learners.noise_publish.ANCHOR_BUFFER` plays in the process pool.
 Its rates replace the model's only when published (both intervals at most the
-model's ``max_width`` wide).  For a model whose learner logs its placements
-(rank models) the rows are its shown slots and the estimate is the per-slot one
-(:func:`~app.learners.noise_publish.slot_estimate`): published, it stores slot
-0's ``rho0``, ``rho1`` and every slot's ``theta``, ``rho0``, ``rho1``; its
-examination alone passing its own gate, every slot's ``theta`` (flagged: the
-rates stay) while nothing published whole is in force.
+model's ``max_width`` wide); an estimate refused because its assumptions fail or
+cannot be shown (:func:`~app.learners.noise_publish.withdraws`) withdraws the
+published one in force: its rates stay, flagged
+(:attr:`~app.store.noise.NoiseRecord.withdrawn`), until one is published again.
+For a model whose learner logs its placements (rank models) the rows are its shown
+slots and the estimate is the per-slot one
+(:func:`~app.learners.noise_publish.slot_estimate`): published, it stores slot 0's
+``rho0``, ``rho1`` and every slot's ``theta``, ``rho0``, ``rho1``; its examination
+alone passing its own gate, every slot's ``theta`` (flagged: the rates stay) while
+nothing published whole is in force.
 
 **nrest** (the paper's estimator, :func:`estimate`): models whose learner class
 declares ``keeps_noise_samples`` (:mod:`app.learners.base`).  For these the
@@ -57,6 +61,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from app.features import span_rows
 from app.learners.config import ModelConfig
 from app.learners.noise import NoiseEstimate
 from app.learners.noise_anchor import AnchorEstimate
@@ -68,6 +73,7 @@ from app.learners.noise_publish import (
     outcome,
     replaces_slots,
     slot_estimate,
+    withdraws,
 )
 from app.learners.noise_slots import SlotEstimate
 from app.learners.registry import algorithms, learner_class
@@ -106,9 +112,11 @@ def estimates_periodically(config: ModelConfig, source: str) -> bool:
 
 def buffer_size(ctx: WorkerContext, config: ModelConfig) -> int:
     """Samples kept per model: its class's ``noise_samples``, else the worker's
-    ``nrest_buffer``."""
+    ``nrest_buffer``; at most as many as take the worker's ``max_dense_cells`` dense (a fit
+    reads the whole buffer dense: a wide model keeps fewer, 40 at 100,000 features)."""
     cls = config.learner_class
-    return cls.noise_samples(config.params) or ctx.config.nrest_buffer
+    wanted = cls.noise_samples(config.params) or ctx.config.nrest_buffer
+    return min(wanted, span_rows(config.n_features, ctx.config.max_dense_cells))
 
 
 async def run_periodic(ctx: WorkerContext) -> int:
@@ -240,8 +248,9 @@ async def refresh(ctx: WorkerContext, ref: ModelRef, config: ModelConfig,
     else:
         out = await estimate(ctx, ref, config, noise)
     published = out["status"] == "published"
-    if published or settings.last is None or settings.last["status"] != "published":
-        # an estimate not published after one that was leaves the published one on show
+    if (published or withdraws(out) or settings.last is None
+            or settings.last["status"] != "published"):
+        # an estimate refused for want of data after a published one leaves that one on show
         await ctx.anchors.record(mk, {**out, "t": utc_now()})
         ctx.metrics.noise_insufficient_data.labels(*ref).set(0 if published else 1)
     return out
@@ -316,6 +325,8 @@ async def estimate_anchors(ctx: WorkerContext, ref: ModelRef, config: ModelConfi
     out = outcome(est)
     ctx.metrics.noise_estimates.labels(out["status"]).inc()
     if not est.published:
+        if withdraws(out) and await ctx.store.noise.withdraw(mk, out["reason"]):
+            logger.info("anchor estimate of %s/%s withdrawn: %s", *ref, out["reason"])
         await _examination_alone(ctx, mk, est, out)
         return out
     await ctx.store.noise.put(mk, out["rho0"], out["rho1"], source="estimated",
@@ -337,7 +348,7 @@ async def _examination_alone(ctx: WorkerContext, mk: ModelKeys, est: AnchorEstim
     (:func:`~app.learners.noise_publish.replaces_slots`): the position bias shows it and
     the trainer learns examination-corrected clicks at the rates in force, which stay."""
     noise = await ctx.store.noise.get(mk)
-    if (not isinstance(est, SlotEstimate) or noise is None or noise.status == "published"
+    if (not isinstance(est, SlotEstimate) or noise is None or noise.source == "estimated"
             or not replaces_slots(est, noise.published_slots is not None)):
         return
     await ctx.store.noise.put(mk, noise.rho0, noise.rho1, source=noise.source,

@@ -31,9 +31,11 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from app.features import row_spans
 from app.learners.base import Batch, Learner, stack_events
 from app.learners.build import MAX_REFIT_EVENTS, refit
 from app.learners.config import ModelConfig
+from app.learners.offpolicy import learn_finite
 from app.store.decisionlog import LogEntry
 from app.store.events import decode_entries, decode_entry
 from app.store.keys import ModelKeys
@@ -58,7 +60,8 @@ async def recover(ctx: WorkerContext, ref: ModelRef, cached: CachedLearner, sinc
     wanted = max(0, min(since, MAX_REFIT_EVENTS))
     entries = await _newest_entries(ctx, mk, wanted)
     learner, relearned = await asyncio.wait_for(
-        asyncio.to_thread(_refit, cached.config, entries, wanted, rates),
+        asyncio.to_thread(_refit, cached.config, entries, wanted, rates,
+                          ctx.config.max_dense_cells),
         ctx.config.handler_timeout)
     policy = VersionPolicy.of(cached.config)
     await ctx.store.versions.keep(mk, policy, reason="before drift recovery", interval=0.0,
@@ -93,12 +96,20 @@ async def _newest_entries(ctx: WorkerContext, mk: ModelKeys, events: int) -> lis
 
 
 def _refit(config: ModelConfig, entries: list[LogEntry], events: int,
-           rates: tuple[float, float]) -> tuple[Learner, int]:
+           rates: tuple[float, float], max_cells: int) -> tuple[Learner, int]:
     """A fresh learner for ``config`` that learned the last ``events`` events of ``entries``
-    in order (CPU: run in a thread), and how many it learned."""
+    in order (CPU: run in a thread), and how many it learned.
+
+    The events are decoded and learned in consecutive parts of at most ``max_cells`` dense
+    cells (events x ``n_features``; the learners' contract: a batch learned in parts is the
+    batch learned at once), so a wide model's refit holds one part dense at a time.
+    """
     logged = [e for entry in entries for e in entry.events()][-events:] if events else []
-    batch = _batch([e.context for e in logged], [e.feedback for e in logged]) if logged else {}
-    return refit(config, batch, rates), len(logged)
+    learner = refit(config, {}, rates)
+    for rows in row_spans(len(logged), config.n_features, max_cells):
+        part = logged[rows.start:rows.stop]
+        learn_finite(learner, _batch([e.context for e in part], [e.feedback for e in part]))
+    return learner, len(logged)
 
 
 def _batch(contexts: list[bytes], feedbacks: list[bytes]) -> Batch:

@@ -18,7 +18,8 @@ them; a dead trainer's leases expire and are taken over), then runs one
 3. decode the rest into columns (one ``np.frombuffer`` per field when all
    share a layout; the batch stays columnar up to the publish, split into
    rows only to find an entry the learner refuses) and ``learn_many`` it
-   in a thread (one matrix product for
+   in a thread (a wide model's batch a part of at most ``max_dense_cells`` dense
+   cells at a time, each part published on its own; one matrix product for
    the logged-only learners, an in-order loop for the others), with the
    model's current noise rates (so an NREst estimate applies from the next
    batch on);
@@ -66,6 +67,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.features import row_spans
 from app.learners.base import Batch, Event, Learner, batch_size, iter_events, stack_events
 from app.learners.build import apply_noise_rates, build_learner
 from app.learners.offpolicy import learn_finite
@@ -309,6 +311,14 @@ async def _read(ctx: WorkerContext, slot: ModelSlot,
 async def _apply(ctx: WorkerContext, slot: ModelSlot, batch: Deliveries) -> int:
     """Apply ``batch`` (the steps 2-5 of the module docstring); returns events applied.
 
+    A batch whose contexts would take more than the worker's ``max_dense_cells`` dense
+    (entries x ``n_features``) is applied in consecutive parts within it, each published on
+    its own (learning a batch in parts equals learning it at once: the learners' contract),
+    so a wide model's batch holds one part dense at a time.  A part ends where an entry
+    ends: a packed entry is applied whole, in one publish (the ``last_id`` check skips
+    whole entries), and the join packs a wide model's events in entries of at most one
+    part (:meth:`~app.store.events.EventStore.take_feedback_many`).
+
     Raises :class:`_ModelChanged` when the model's version moved meanwhile, and
     :class:`_EntriesSplit` when a packed entry (a feedback batch) held a bad event (not
     decodable, or refused by the learner) beside good ones: in one step the bad ones go to
@@ -326,6 +336,13 @@ async def _apply(ctx: WorkerContext, slot: ModelSlot, batch: Deliveries) -> int:
     cached = await _learner(ctx, slot, view)
     if cached is None:
         return 0
+    parts = batch.entry_spans(row_spans(len(batch), view.config.n_features,
+                                        cfg.max_dense_cells))
+    if len(parts) > 1:  # wide contexts: learned (and published) a part at a time
+        total = 0
+        for rows in parts:
+            total += await _apply(ctx, slot, batch.part(rows))
+        return total
     skipped, dead, fresh = _triage(batch, view.info.last_id, cfg.max_deliveries)
     # in a thread, as the update: a large batch would stall the API's requests in serve's loop
     decoded = await asyncio.to_thread(_decode, batch, fresh, dead)

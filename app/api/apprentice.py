@@ -49,7 +49,8 @@ def in_apprentice_mode(config: ModelConfig) -> bool:
 
 def check_mode(mode: str, spec: Task, cls: type[Learner]) -> None:
     """422 naming ``mode`` when the model cannot run in ``mode``."""
-    if mode in BASELINE_MODES and (spec.reward is None or not cls.follows_baseline):
+    follows = cls.follows_baseline or spec.follow_baseline is not None
+    if mode in BASELINE_MODES and (spec.reward is None or not follows):
         rewarded = " or ".join(repr(name) for name, task in TASKS.items() if task.reward)
         raise ApiError(422, "invalid_param", f"{mode} mode needs a model that learns from "
                        f"the reward of what was served (task {rewarded}, with an algorithm "
@@ -57,7 +58,8 @@ def check_mode(mode: str, spec: Task, cls: type[Learner]) -> None:
                        "baseline", "mode")
 
 
-def label_baselines(baseline: int | list[int] | list[str] | None, instances: int | None,
+def label_baselines(baseline: float | list[int] | list[float] | list[str] | None,
+                    instances: int | None,
                     n_classes: int) -> list[int]:
     """The caller's label per decision of a predict with ``features`` (``instances`` None) or
     that many ``instances`` (422 naming ``baseline`` when missing or misshapen)."""
@@ -66,18 +68,19 @@ def label_baselines(baseline: int | list[int] | list[str] | None, instances: int
                        "label as baseline (one per instance with instances)", "baseline")
     labels: list[int]
     if instances is None:
-        if not isinstance(baseline, int):
+        if isinstance(baseline, list):
             raise ApiError(422, "invalid_param", "with features, baseline is one label",
                            "baseline")
-        labels = [baseline]
+        labels = [cast(int, baseline)]  # (checked below)
     else:
         if not isinstance(baseline, list) or len(baseline) != instances:
             raise ApiError(422, "invalid_param", f"with instances, baseline is a list of "
                            f"{instances} labels, one per instance", "baseline")
-        labels = cast("list[int]", baseline)  # (the predict schema's baseline: labels)
+        labels = cast("list[int]", baseline)  # (the predict schema's baseline: numbers)
     for i, label in enumerate(labels):
-        if label >= n_classes:
-            raise ApiError(422, "invalid_param", f"baseline must be in [0, {n_classes})",
+        if not isinstance(label, int) or label >= n_classes:
+            raise ApiError(422, "invalid_param", f"baseline must be a label in [0, "
+                           f"{n_classes})",
                            "baseline" if instances is None else f"baseline[{i}]")
     return labels
 

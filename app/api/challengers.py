@@ -8,7 +8,9 @@ Which models can have challengers is asked of the learner classes: their
 feedback must be a click (an estimate compares a challenger's draw for a
 logged input with the logged play), or they rank candidates (``ranks_candidates``:
 a challenger's first placement among the candidates a decision logs is
-compared with the logged slot 0).
+compared with the logged slot 0); or of the task, which may say how its
+challengers are scored (``continuous``: the challenger's smoothed density of the
+logged action).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from app.api.schemas.challengers import (
 from app.api.schemas.models import ModelCreateRequest
 from app.api.tenantlimits import limit_reached
 from app.evaluation.running import LEVEL, Interval, Rates, shown_value
-from app.learners.base import CandidateRanker, Learner, ParamError
+from app.learners.base import CandidateRanker, ParamError
 from app.learners.build import build_learner
 from app.learners.config import ModelConfig, takes_clicks
 from app.learners.offpolicy import PLAY_FIELDS
@@ -56,15 +58,21 @@ from app.tasks import get_task
 #: Longest a promotion waits for the challenger to save the batch the trainer just published.
 CATCH_UP_SECONDS = 2.0
 CATCH_UP_POLL_SECONDS = 0.02
+#: Params a challenger always has as the model has them: what a decision is (a continuous
+#: model's ``action_range``, which the logged plays lie in).
+SHARED_PARAMS = ("action_range",)
 #: Fields of a model config a challenger's validation carries over from the model.
 _CARRIED = ("model_id", "task", "n_features", "n_classes", "feedback", "seed", "label_budget",
             "max_feature_norm")
 
 
-def follows(cls: type[Learner]) -> bool:
-    """Whether a model or challenger of class ``cls`` can follow events as a challenger:
-    it learns from clicks, or it ranks candidates (and learns from per-slot clicks)."""
-    return takes_clicks(cls) or cls.ranks_candidates
+def follows(config: ModelConfig) -> bool:
+    """Whether a model or challenger of ``config`` can follow events as a challenger: its
+    learner learns from clicks, or ranks candidates (and learns from per-slot clicks), or
+    its task says how challengers are scored (:attr:`~app.tasks.base.Task.challengers`)."""
+    cls = config.learner_class
+    return (takes_clicks(cls) or cls.ranks_candidates
+            or get_task(config.task).challengers is not None)
 
 
 def _plays(config: ModelConfig) -> dict[str, tuple[int, ...]]:
@@ -81,22 +89,38 @@ def _plays(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     return {k: np.shape(v) for k, v in context.items()}
 
 
-def _shape(config: ModelConfig, algorithm: str) -> dict[str, Any]:
-    """The shape params of the model ``config`` (its :data:`SIZE_PARAMS`) that a learner of
-    ``algorithm`` takes: a challenger inherits them unless it gives its own."""
+def _shape(config: ModelConfig, body: ChallengerCreateRequest) -> dict[str, Any]:
+    """The shape params of the model ``config`` (its :data:`SIZE_PARAMS`, and the
+    :data:`SHARED_PARAMS`) that a learner of the challenger's algorithm takes: a challenger
+    inherits the sizes unless it gives its own, and always the shared ones (422 naming the
+    param when it gives another value)."""
     try:
-        taken = default_params(learner_class(config.task, algorithm))
+        taken = default_params(learner_class(config.task, body.algorithm))
     except ParamError:
         return {}  # the model's validation names the algorithm
-    return {name: config.params[name] for name in SIZE_PARAMS
+    for name in SHARED_PARAMS:
+        if name in body.params and name in config.params and \
+                _as_list(body.params[name]) != _as_list(config.params[name]):
+            raise ApiError(422, "invalid_param", f"a challenger plays in the model's {name} "
+                           f"{config.params[name]!r}", f"params.{name}")
+    inherited = [name for name in SIZE_PARAMS if name not in body.params]
+    return {name: config.params[name] for name in (*inherited, *SHARED_PARAMS)
             if name in taken and name in config.params}
+
+
+def _as_list(value: Any) -> Any:
+    """``value`` with its numbers as floats (a range given as ints is the same range)."""
+    try:
+        return [float(v) for v in value]
+    except (TypeError, ValueError):
+        return value
 
 
 def validated_challenger(config: ModelConfig, body: ChallengerCreateRequest
                          ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The definition to store and the initial state of a challenger of the model ``config``
     (422 naming the field, as when a model is created)."""
-    if not follows(config.learner_class):
+    if not follows(config):
         raise ApiError(409, "challengers_unsupported", f"models of task {config.task!r} "
                        f"with {config.algorithm!r} cannot have challengers (they need "
                        "click feedback)")
@@ -105,11 +129,11 @@ def validated_challenger(config: ModelConfig, body: ChallengerCreateRequest
     try:
         request = ModelCreateRequest.model_validate(
             {**fields, "algorithm": body.algorithm,
-             "params": {**_shape(config, body.algorithm), **body.params}})
+             "params": {**body.params, **_shape(config, body)}})
     except ValidationError as exc:
         raise validation_error(exc.errors()) from None
     candidate = validated_config(request)
-    if not follows(candidate.learner_class):
+    if not follows(candidate):
         raise ApiError(422, "invalid_param", f"{body.algorithm!r} does not learn from clicks",
                        "algorithm")
     definition = {"name": body.name, "algorithm": candidate.algorithm,
@@ -165,7 +189,8 @@ def _view(stored: StoredChallenger, rates: Rates) -> ChallengerView:
 async def list_challengers(ctx: ApiContext, mk: ModelKeys, config: ModelConfig
                            ) -> ChallengersResponse:
     stored, champion_stats = await ctx.store.challengers.read(mk)
-    rates, reason = await read_value_rates(ctx.store, mk, get_task(config.task).has_clicks)
+    rates, reason = await read_value_rates(ctx.store, mk, get_task(config.task).has_clicks,
+                                           config)
     champion = shown_value(champion_stats, rates)
     return ChallengersResponse(
         champion=ChampionValue(algorithm=config.algorithm, params=config.params,

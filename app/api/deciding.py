@@ -46,7 +46,7 @@ async def decide_log_answer(ctx: ApiContext, tenant: str, config: ModelConfig,
     those cached; None, nothing written, if not; with ``candidates``, every candidate's
     features of a ranking too), count the decisions and build the answer."""
     if request.candidates is None:
-        made = decide_predictions(learner, request, config)
+        made = decide_predictions(learner, request, config, ctx.settings.worker.max_dense_cells)
     else:
         made = decide_ranks(cast(CandidateRanker, learner), request, config, candidates)
     n = len(made.decisions)

@@ -10,7 +10,7 @@ equal requests whichever parser read them (``tests/api/test_fastbody_property.py
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from app.api.schemas.predict import PredictRequest
 from app.api.schemas.rank import RankBatchRequest, RankRequest
 from app.fields import NamedFeatures, SparseFeatures
 from app.learners.base import Decision
+from app.store.codec import stored_forms
 
 #: One input as the request gives it: dense numbers, sparse or named (checked against the
 #: model later: :mod:`app.features`).
@@ -28,12 +29,13 @@ Features = list[float] | SparseFeatures | NamedFeatures
 class DecisionOptions:
     """How to decide: ``explore`` (false: greedy, nothing logged), ``defer`` (logged, awaiting
     activation), ``slots`` (rank: at most the model's) and the apprentice's ``baseline`` as
-    sent (predict: a label or one per instance; rank: a ranking of action ids)."""
+    sent (predict: a label, or a continuous model's action, or one per instance; rank: a
+    ranking of action ids)."""
 
     explore: bool = True
     defer: bool = False
     slots: int | None = None
-    baseline: int | list[int] | list[str] | None = None
+    baseline: int | float | list[int] | list[float] | list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +98,9 @@ def rank_request(body: RankRequest | RankBatchRequest) -> DecisionRequest:
 
 @dataclass(frozen=True, slots=True)
 class Decided:
-    """The decisions of a request, before they are logged: per decision the context to log
-    (None: not explored, nothing logged), in apprentice mode whether the learner's own
+    """The decisions of a request, before they are logged: per decision the context to log,
+    its arrays as the log stores them (:func:`stored_decision`; None: not explored, nothing
+    logged), in apprentice mode whether the learner's own
     choice agreed with the baseline served (else None), and for rankings the shown ids by
     their hash (for the model's id table; None for predictions)."""
 
@@ -105,3 +108,10 @@ class Decided:
     contexts: list[dict[str, np.ndarray] | None]
     agreed: list[bool] | None
     shown: list[dict[int, str]] | None
+
+
+def stored_decision(decision: Decision) -> Decision:
+    """``decision`` with its context's arrays as the log stores them
+    (:func:`~app.store.codec.stored_form`): a row of a wide batch keeps its non-zeros
+    only, not a view of the batch."""
+    return replace(decision, context=stored_forms(decision.context))

@@ -10,18 +10,19 @@ learning.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from app.api.apprentice import follow_labels, in_apprentice_mode, label_baselines
 from app.api.context import ApiContext
-from app.api.decisionrequest import Decided, DecisionRequest
+from app.api.decisionrequest import Decided, DecisionRequest, stored_decision
 from app.api.errors import ApiError, from_param_error
-from app.api.openfeedback import add_examples, take_open, take_open_many
+from app.api.openfeedback import add_examples, stays_open, take_open, take_open_many
 from app.api.schemas.feedback import FeedbackBatchRequest
-from app.features import check_norms, feature_bound, to_matrix, to_vector
-from app.learners.base import Learner, ParamError
+from app.features import check_norms, feature_bound, row_spans, span_rows, to_matrix, to_vector
+from app.learners.base import Decision, Learner, ParamError
 from app.learners.config import ModelConfig
 from app.store.keys import ModelKeys
 from app.store.models import ModelView
@@ -38,46 +39,72 @@ _OUTCOME_ERRORS = {
 }
 
 
-def _inputs(request: DecisionRequest, config: ModelConfig, learner: Learner) -> np.ndarray:
-    """The ``(n, n_features)`` inputs of a request (422 naming the field when they do not fit
-    or a norm exceeds the model's ``max_feature_norm``; 422 naming ``model_id`` for a model
-    that ranks candidates, which predict cannot serve)."""
-    if learner.ranks_candidates:
-        model_id = config.model_id
-        raise ApiError(422, "wrong_task", f"model {model_id!r} is a {config.task!r} model: "
-                       f"it ranks candidates, with POST /v1/models/{model_id}/rank "
-                       "(predict serves the other tasks)", "model_id")
+def _inputs(request: DecisionRequest, config: ModelConfig, rows: range) -> np.ndarray:
+    """The ``(len(rows), n_features)`` inputs of the request's contexts ``rows`` (422 naming
+    the field when they do not fit or a norm exceeds the model's ``max_feature_norm``)."""
     n_features = config.n_features
     if not request.batch:
         X = to_vector(request.contexts[0], n_features)[None, :]
         check_norms(X, feature_bound(config), "features", "features")
         return X
-    X = to_matrix(request.contexts, n_features)
-    check_norms(X, feature_bound(config), "instances", "instances[{}]")
+    X = to_matrix(request.contexts[rows.start:rows.stop], n_features, first=rows.start)
+    check_norms(X, feature_bound(config), "instances", "instances[{}]", rows.start)
     return X
 
 
-def decide_predictions(learner: Learner, request: DecisionRequest,
-                       config: ModelConfig) -> Decided:
+def decide_predictions(learner: Learner, request: DecisionRequest, config: ModelConfig,
+                       max_cells: int) -> Decided:
     """Check a predict request against the model and decide for each of its inputs (422
-    naming the field for any bad input); in apprentice mode the caller's baseline labels
-    served instead."""
-    X = _inputs(request, config, learner)
+    naming the field for any bad input); in apprentice mode the caller's baselines served
+    instead (labels, or as the task follows them).
+
+    The inputs are made dense and decided in spans of at most ``max_cells`` float64
+    (:func:`~app.features.row_spans`), each decision keeping its context as the log stores
+    it (:func:`~app.store.codec.stored_form`): a batch of wide sparse contexts never holds
+    more than one span dense.  A request of several spans is checked whole before any is
+    decided (nothing is decided for a request with a bad input); the decisions are those of
+    one call on the whole batch (a learner decides row by row, its draws in row order).
+    """
+    if learner.ranks_candidates:
+        model_id = config.model_id
+        raise ApiError(422, "wrong_task", f"model {model_id!r} is a {config.task!r} model: "
+                       f"it ranks candidates, with POST /v1/models/{model_id}/rank "
+                       "(predict serves the other tasks)", "model_id")
+    n = len(request.contexts)
+    spans = row_spans(n, config.n_features, max_cells)
+    pending: np.ndarray | None = _inputs(request, config, spans[0])
+    for rows in spans[1:]:
+        _inputs(request, config, rows)  # checked, then dropped: made again when decided
     options = request.options[0]
     if options.defer and not options.explore:
         raise ApiError(422, "invalid_param", "defer needs explore: true (a decision made "
                        "with explore: false is not logged)", "defer")
-    agreed: list[bool] | None = None
-    try:
-        if in_apprentice_mode(config):
-            decisions, agreed = follow_labels(learner, X, label_baselines(
-                options.baseline, len(X) if request.batch else None, config.class_count))
-        else:
-            decisions = learner.decide_many(X, explore=options.explore)
-    except ParamError as exc:
-        raise from_param_error(exc) from None
+    follower = get_task(config.task).follow_baseline
+    instances = n if request.batch else None
+    baselines: Sequence[Any] | None = None
+    if in_apprentice_mode(config):
+        baselines = (label_baselines(options.baseline, instances, config.class_count)
+                     if follower is None else follower.parse(options.baseline, instances,
+                                                             config))
+    follow = follow_labels if follower is None else follower.follow
+    decisions: list[Decision] = []
+    agreed: list[bool] | None = None if baselines is None else []
+    for rows in spans:
+        X = pending if pending is not None else _inputs(request, config, rows)
+        pending = None
+        try:
+            if baselines is not None and agreed is not None:
+                made, agree = follow(learner, X, baselines[rows.start:rows.stop])
+                agreed += agree
+            else:
+                made = learner.decide_many(X, explore=options.explore)
+        except ParamError as exc:
+            raise from_param_error(exc) from None
+        decisions += [stored_decision(d) for d in made]
+        del X, made  # the span's matrix: its rows' contexts are kept as stored
     return Decided(decisions, [d.context if options.explore else None for d in decisions],
                    agreed, None)
+
 
 
 async def feedback(ctx: ApiContext, view: ModelView,
@@ -96,7 +123,7 @@ async def feedback(ctx: ApiContext, view: ModelView,
             count.labels(*labels, "accepted").inc()
             return 202, {"accepted": True}
         more: dict[str, int] = {}
-        if spec.open_feedback is not None:
+        if stays_open(spec, config):
             status, more = await take_open(ctx, view, spec, event_id, fields)
         else:
             status = await _take_one(ctx, mk, spec, event_id, fields, view.apprenticed)
@@ -120,7 +147,7 @@ async def feedback(ctx: ApiContext, view: ModelView,
         else:
             valid.append((i, eid, fields))
     ended: list[tuple[int, str]] = []
-    if spec.join_context is not None:
+    if spec.join_context is not None and not stays_open(spec, config):
         valid, ended = await _join_contexts(ctx, view, spec, valid, rejected)
     count.labels(*labels, "invalid").inc(len(rejected))
     opened: list[dict[str, Any]] = []
@@ -203,17 +230,19 @@ async def _take_many(ctx: ApiContext, view: ModelView, spec: Task,
     """Join the batch's events; per event "ok", "open", "unknown", "duplicate",
     "not_activated" or "invalid".
 
-    One Lua call for the whole batch; tasks with feedback in parts read
-    their open decisions first (and retry the events a concurrent part
-    changed, see :func:`~app.api.openfeedback.take_open_many`).
+    One Lua call for the whole batch; tasks with feedback in parts and models
+    that add up their feedback read their open decisions first (joining the
+    contexts there, and retrying the events a concurrent part changed, see
+    :func:`~app.api.openfeedback.take_open_many`).
     """
     items = [(eid, fields) for _, eid, fields in valid]
     if not items:
         return []
-    if spec.open_feedback is None:
+    if not stays_open(spec, view.config):
         rewards = _rewards(spec, [f for _, f in items], view.apprenticed)
-        return [o.status for o in
-                await ctx.store.events.take_feedback_many(view.keys, items, rewards)]
+        per_entry = span_rows(view.config.n_features, ctx.settings.worker.max_dense_cells)
+        return [o.status for o in await ctx.store.events.take_feedback_many(
+            view.keys, items, rewards, per_entry)]
     statuses = []
     for (i, eid, _), result in zip(valid, await take_open_many(ctx, view, spec, items),
                                    strict=True):

@@ -97,6 +97,9 @@ def validated_config(body: ModelCreateRequest) -> ModelConfig:
             spec.has_clicks and cls.no_click_feedback(params) is not None):
         raise ApiError(422, "invalid_param", f"{algorithm!r} learns from labels, not clicks: "
                        "an unanswered decision can only be dropped", "feedback.on_timeout")
+    if body.feedback.aggregation == "sum" and spec.add_feedback is None:
+        raise ApiError(422, "invalid_param", f"task {body.task!r} does not add up its "
+                       "feedback: aggregation can only be \"earliest\"", "feedback.aggregation")
     try:
         check_param_types(cls, body.params)
     except ParamError as exc:
@@ -173,6 +176,13 @@ def position_bias_response(config: ModelConfig,
                                 calibration_unreliable=source == "insufficient_data")
 
 
+def has_noise_rates(config: ModelConfig) -> bool:
+    """Whether the model has click-noise rates (``GET .../noise``): its feedback is a click,
+    or its learner corrects clicks it learns as rewards by them (``continuous``)."""
+    return get_task(config.task).has_clicks or config.learner_class.takes_noise_rates(
+        config.params)
+
+
 def noise_response(noise: NoiseRecord | None) -> NoiseResponse | None:
     if noise is None:
         return None
@@ -212,7 +222,7 @@ def model_response(record: ModelRecord) -> ModelResponse:
                          debiased_reward=reward, calibration_unreliable=unreliable,
                          trainer_error=(None if record.trainer_failure is None
                                         else TrainerError(**asdict(record.trainer_failure)))),
-        noise=noise_response(record.noise) if get_task(c.task).has_clicks else None,
+        noise=noise_response(record.noise) if has_noise_rates(c) else None,
         label_budget=(None if c.label_budget is None
                       else LabelBudgetConfig.model_validate(c.label_budget.model_dump())),
         max_feature_norm=feature_bound(c), position_bias=position_bias,

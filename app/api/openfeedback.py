@@ -23,6 +23,13 @@ with a compare-and-set step per event; a concurrent part or
 budget charge makes that event retry from a fresh read.  An open decision that times
 out is learned from with the labels received (regression) or dropped
 (noisy_input: too few copies would bias the update).
+
+A model whose ``feedback.aggregation`` is ``sum`` (Personalizer's reward aggregation)
+keeps every decision open until its deadline the same way: each feedback is joined with
+the logged context (the task's ``join_context``) and added to the sum kept so far (the
+task's ``add_feedback``), with the same compare-and-set step; when the wait time passed,
+the sweeper learns the sum, exactly once (``expire_decision.lua``); a decision that got
+none gets the model's timeout default, as any.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
 from app.learners.base import Learner
 from app.learners.build import budget_strategy
-from app.learners.config import BudgetSettings
+from app.learners.config import BudgetSettings, ModelConfig
 from app.store.events import new_event_id
 from app.store.models import ModelView
 from app.store.openfeedback import Budget, BudgetCharge, OpenState, OpenStep
@@ -46,9 +53,18 @@ from app.tasks import OpenPolicy, Task
 #: concurrent feedback for one model's label budget).
 MAX_ATTEMPTS = 64
 
+#: The wanted count of a summed decision: never reached, so it stays open until its deadline.
+UNTIL_DEADLINE = 2**31 - 1
+
 #: One event's result: ``("ok" | "open" | "unknown" | "duplicate", reply fields)``, or the
 #: 422 that rejects it.
 OpenResult = tuple[str, dict[str, int]] | ApiError
+
+
+def stays_open(spec: Task, config: ModelConfig) -> bool:
+    """Whether a feedback of ``config``'s model goes through :func:`take_open_many`: its task
+    takes feedback in parts, or the model adds up its feedback until the deadline."""
+    return spec.open_feedback is not None or config.feedback.aggregation == "sum"
 
 
 async def take_open(ctx: ApiContext, view: ModelView, spec: Task, event_id: str,
@@ -66,14 +82,14 @@ async def take_open_many(ctx: ApiContext, view: ModelView, spec: Task,
     """Record a part for each ``(event_id, fields)``, as if one after another, in two Lua
     calls (one read, one take) while nothing conflicts.
 
-    Reply fields are ``{policy.reply: k}`` while ``k`` rows are still wanted.
-    A repeated ``event_id`` waits for the outcome of its earlier part (a
-    later wave); a step that meets a concurrent change (``"conflict"``) is
-    re-read and retried.
+    Reply fields are ``{policy.reply: k}`` while ``k`` rows are still wanted
+    (none for a summed decision, open until its deadline).  A repeated
+    ``event_id`` waits for the outcome of its earlier part (a later wave); a
+    step that meets a concurrent change (``"conflict"``) is re-read and
+    retried.
     """
     policy = spec.open_feedback
-    assert policy is not None
-    budget = view.config.label_budget if policy.budgeted else None
+    budget = view.config.label_budget if policy is not None and policy.budgeted else None
     results: list[OpenResult | None] = [None] * len(items)
     attempts = [0] * len(items)
     todo = list(range(len(items)))
@@ -86,14 +102,16 @@ async def take_open_many(ctx: ApiContext, view: ModelView, spec: Task,
                                "model; retry", headers={"Retry-After": "1"})
         states, read_budget = await ctx.store.open.read_many(view.keys,
                                                              [items[i][0] for i in wave])
-        planner = _Planner(ctx, view, policy, budget, read_budget)
+        planning: _Planner | _Summer = (
+            _Summer(spec, view.apprenticed) if policy is None
+            else _Planner(ctx, view, policy, budget, read_budget))
         steps: list[tuple[int, OpenStep]] = []
         for i, state in zip(wave, states, strict=True):
             if state.status != "ok":
                 results[i] = (state.status, {})
                 continue
             try:
-                steps.append((i, await planner.step(*items[i], state)))
+                steps.append((i, await planning.step(*items[i], state)))
             except ApiError as exc:
                 if exc.status != 422:
                     raise
@@ -103,7 +121,7 @@ async def take_open_many(ctx: ApiContext, view: ModelView, spec: Task,
             if outcome.status == "conflict":
                 todo.append(i)
             elif outcome.status == "open":
-                results[i] = ("open", {policy.reply: step.wanted - step.received})
+                results[i] = ("open", planning.reply(step))
             else:
                 results[i] = (outcome.status, {})
         todo.sort()
@@ -159,6 +177,10 @@ class _Planner:
         return OpenStep(event_id, merged, wanted, int(merged[policy.part_field].shape[0]),
                         expected, policy.enqueue_on_expiry, charge)
 
+    def reply(self, step: OpenStep) -> dict[str, int]:
+        """The reply fields of a decision left open: the rows still wanted."""
+        return {self.policy.reply: step.wanted - step.received}
+
     async def _first_wanted(self, state: OpenState, fields: dict[str, np.ndarray],
                             ) -> tuple[int, BudgetCharge | None]:
         """Rows wanted in total for a first part, and the label-budget round to charge."""
@@ -182,6 +204,34 @@ class _Planner:
         if self._learner is None:
             self._learner = await _learner(self.ctx, self.view)
         return self._learner
+
+
+class _Summer:
+    """The steps of one wave of a model that adds up its feedback: each event's feedback
+    joined with its context and added to the sum kept, open until the deadline; with
+    ``apprenticed`` (the model logged apprentice decisions), the sum's observed reward
+    kept with it for the apprentice counters."""
+
+    def __init__(self, spec: Task, apprenticed: bool) -> None:
+        assert spec.add_feedback is not None
+        self.spec, self.add = spec, spec.add_feedback
+        self.reward = spec.reward if apprenticed else None
+
+    async def step(self, event_id: str, fields: Mapping[str, np.ndarray],
+                   state: OpenState) -> OpenStep:
+        """This feedback's step: the sum so far with it added (422 from ``join_context``)."""
+        join = self.spec.join_context
+        joined = join(fields, state.context) if join is not None else dict(fields)
+        kept = state.partial
+        total = joined if kept is None else self.add(kept.fields, joined)
+        return OpenStep(event_id, total, UNTIL_DEADLINE,
+                        1 if kept is None else kept.received + 1,
+                        None if kept is None else kept.received, True,
+                        reward=None if self.reward is None else self.reward(total))
+
+    def reply(self, step: OpenStep) -> dict[str, int]:
+        """No reply fields: the decision waits for its deadline, not for more parts."""
+        return {}
 
 
 def _append(policy: OpenPolicy, stored: Mapping[str, np.ndarray],

@@ -6,7 +6,9 @@
 
 - ``rewardWaitTime``: ``feedback.wait_seconds`` (ISO 8601 duration, 1 s to 30 days);
 - ``defaultReward``: 0 is ``feedback.on_timeout: no_click``; other values are refused;
-- ``rewardAggregation``: ``earliest`` (noisyloop's exactly-once feedback); ``sum`` refused;
+- ``rewardAggregation``: ``feedback.aggregation``: ``earliest`` (the first reward joins at
+  once, exactly once) or ``sum`` (the rewards are added up until the reward wait time
+  passed, then learned once: :mod:`app.api.openfeedback`);
 - ``explorationPercentage``: the learner's exploration share (its declared
   :attr:`~app.learners.base.Learner.exploration_param`);
 - ``learningMode``: ``Online`` / ``Apprentice`` / ``LoggingOnly`` is the model's ``mode``
@@ -27,6 +29,7 @@ from typing import Any
 
 from app.api.errors import ApiError
 from app.learners.config import ModelConfig
+from app.tasks import get_task
 
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 #: Longest reward wait: as noisyloop's ``feedback.wait_seconds``.
@@ -34,6 +37,8 @@ MAX_WAIT_SECONDS = 30 * 86400
 #: Personalizer's learning modes and noisyloop's.
 MODES = {"Online": "online", "Apprentice": "apprentice", "LoggingOnly": "logging"}
 _LEARNING_MODES = {mode: name for name, mode in MODES.items()}
+#: Personalizer's reward aggregations (each a ``feedback.aggregation`` of the same name).
+AGGREGATIONS = ("earliest", "sum")
 
 
 def parse_duration(text: Any, field: str) -> float:
@@ -77,7 +82,7 @@ def service_configuration(config: ModelConfig, log_max_age: float) -> dict[str, 
     return {
         "rewardWaitTime": format_duration(feedback.wait_seconds),
         "defaultReward": 0.0 if feedback.on_timeout == "no_click" else None,
-        "rewardAggregation": "earliest",
+        "rewardAggregation": feedback.aggregation,
         "explorationPercentage": None if param is None else config.params[param],
         "learningMode": _LEARNING_MODES.get(config.mode, "Online"),
         "modelExportFrequency": "PT0S",
@@ -119,6 +124,14 @@ def configured(config: ModelConfig, body: Any, log_max_age: float) -> ModelConfi
                 raise ApiError(422, "invalid_configuration",
                                f"{name} must be a number in [0, 1], got {value!r:.60}", name)
             params[param] = float(value)
+        elif name == "rewardAggregation":
+            if value not in AGGREGATIONS:
+                raise _refuse(name, value, "noisyloop adds up rewards with " +
+                              " or ".join(AGGREGATIONS))
+            if value == "sum" and get_task(config.task).add_feedback is None:
+                raise _refuse(name, value, f"a {config.task!r} model does not add up rewards")
+            if value != config.feedback.aggregation:
+                feedback.update(aggregation=value)
         elif name == "learningMode":
             if value not in MODES:
                 raise _refuse(name, value, "noisyloop serves " + ", ".join(MODES))

@@ -36,6 +36,8 @@ from app.store.reports import MAX_REPORTS
 
 #: Most logged decisions one report reads (the newest of its range).
 MAX_DECISIONS = 10_000
+#: A logged vector as the log stores it.
+Stored = np.ndarray | codec.SparseArray
 #: Largest stream-id sequence number (the end of a millisecond).
 _MAX_SEQ = 2**64 - 1
 
@@ -88,24 +90,28 @@ async def record_names(ctx: ApiContext, view: ModelView, request: DecisionReques
     await ctx.store.feature_names.record(view.keys, _fields(request), bucket)
 
 
-def _chosen(entry: LogEntry) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """``(x, features of the action placed first)`` of each logged ranking of ``entry``."""
+def _chosen(entry: LogEntry) -> Iterator[tuple[Stored, Stored]]:
+    """``(x, features of the action placed first)`` of each logged ranking of ``entry``, as
+    the log stores them (a sparse one stays sparse until :func:`_dense`)."""
     for event in entry.events():
         context: dict[str, Any] = codec.decode_stored(event.context)
         if "x" not in context or "actions" not in context or int(context.get("shown", 0)) < 1:
             continue
-        x, actions = context["x"], context["actions"]
-        x = x.dense() if isinstance(x, codec.SparseArray) else np.asarray(x, dtype=float)
-        first = (actions.row(0) if isinstance(actions, codec.SparseArray)
-                 else np.asarray(actions[0]))
-        first = first.dense() if isinstance(first, codec.SparseArray) else first
-        yield x, np.asarray(first, dtype=float)
+        actions = context["actions"]
+        yield context["x"], (actions.row(0) if isinstance(actions, codec.SparseArray)
+                             else actions[0])
+
+
+def _dense(value: Stored) -> np.ndarray:
+    """A stored vector as floats (a sparse one made dense: one decision at a time)."""
+    return value.dense() if isinstance(value, codec.SparseArray) else np.asarray(value,
+                                                                                 dtype=float)
 
 
 async def _decisions(ctx: ApiContext, view: ModelView, start_ms: int,
-                     end_ms: int) -> list[tuple[np.ndarray, np.ndarray]]:
+                     end_ms: int) -> list[tuple[Stored, Stored]]:
     """The newest :data:`MAX_DECISIONS` logged rankings applied in ``[start, end]``."""
-    out: list[tuple[np.ndarray, np.ndarray]] = []
+    out: list[tuple[Stored, Stored]] = []
     async for entry in ctx.store.log.scan(view.keys, start=f"{start_ms}-0",
                                           end=f"{end_ms}-{_MAX_SEQ}", newest_first=True):
         out.extend(_chosen(entry))
@@ -132,7 +138,8 @@ async def create_report(ctx: ApiContext, view: ModelView, report_id: str,
     learner, version = found
     rows = await _decisions(ctx, view, start_ms, end_ms)
     scores = await asyncio.to_thread(importances, cast(CandidateRanker, learner),
-                                     config.n_features, action_features(config), rows)
+                                     config.n_features, action_features(config),
+                                     ((_dense(x), _dense(a)) for x, a in rows))
     names = await ctx.store.feature_names.names(view.keys)
     report: dict[str, Any] = {
         "id": report_id, "name": body.name, "description": body.description or "",

@@ -28,11 +28,13 @@ from app.api.decisionrequest import (
     DecisionOptions,
     DecisionRequest,
     Features,
+    stored_decision,
 )
 from app.api.errors import ApiError, from_param_error
 from app.features import check_norms, feature_bound, to_vector
 from app.learners.base import CandidateRanker, Decision, ParamError
 from app.learners.config import ModelConfig
+from app.store.codec import stored_forms
 from app.tasks.rank import item_hashes
 
 
@@ -189,11 +191,12 @@ def decide_ranks(learner: CandidateRanker, request: DecisionRequest, config: Mod
             one = dense[i]
             check_options(c.ids, o, config, prefix)
         decision, agrees = decide(learner, one, config, prefix)
-        decisions.append(decision)
         agreed.append(bool(agrees))
-        context = _logged(decision, one, slots, candidates) if o.explore else None
+        context = stored_forms(_logged(decision, one, slots, candidates)) if o.explore \
+            else None
         contexts.append(context)
         shown.append({} if context is None else _shown_ids(decision, one, context))
+        decisions.append(stored_decision(decision))
     return Decided(decisions, contexts, agreed if in_apprentice_mode(config) else None, shown)
 
 

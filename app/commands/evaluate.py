@@ -69,6 +69,9 @@ as a vw log of the same examples (the action: the row of c._multi; the reward:
 lines may differ in their number of actions); _skipLearn lines, lines without a decision
 and unlabelled ones are skipped and counted ("dsjson" in the result); a malformed line is
 an error naming its line and field, or with --skip-bad-lines counted and skipped.
+A dsjson continuous-action log (VW --cats, lines labelled _label_ca: action, cost,
+pdf_value) is evaluated by smoothed IPS and SNIPS for uniform, logging and fixed:VALUE
+(--action-range, --bandwidth; reward: -cost).
 obd: positions are evaluated independently (Open Bandit Pipeline's IPW with positions);
 the value is the expected click per impression, with one entry per position.
 An obd log with slate_id and pscore_cascade columns also gets "slates": reward-interaction
@@ -112,6 +115,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "noisyloop: the service's decision log (noisyloop log export)")
     parser.add_argument("--policy", required=True, metavar=POLICY_METAVAR,
                         help="the target policy (below)")
+    parser.add_argument("--model-snapshot", default=None, metavar="SNAPSHOT_FILE",
+                        help="continuous logs: the model's saved snapshot (GET "
+                             "/v1/models/{id}/snapshot), whose action range, bandwidth and "
+                             "noise rates the evaluation uses")
     parser.add_argument("--train-fraction", type=float, default=0.5, metavar="F",
                         help="config:JSON: the first F of the log's events train the "
                              "configuration, the rest evaluate it (default 0.5)")
@@ -147,6 +154,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--skip-bad-lines", action="store_true",
                         help="dsjson: count and skip malformed lines (default: stop at the "
                              "first, naming its line and field)")
+    parser.add_argument("--action-range", type=float, nargs=2, default=None,
+                        metavar=("LO", "HI"),
+                        help="dsjson CATS logs (_label_ca): the range the actions were "
+                             "played in (default: the logged actions' smallest and largest)")
+    parser.add_argument("--bandwidth", type=float, default=None, metavar="H",
+                        help="dsjson CATS logs: the smoothing half-width of fixed:VALUE "
+                             "(default: the action range over 32)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(handler=handle)
 
@@ -154,13 +168,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def parse_policy(text: str) -> str | int:
-    """``uniform``, ``logging`` or the action of ``fixed:ID`` (ValueError otherwise)."""
+    """``uniform``, ``logging``, the action of ``fixed:ID``, or ``fixed:VALUE`` as given (a
+    continuous log's action; ValueError otherwise)."""
     if text in ("uniform", "logging"):
         return text
     kind, _, ident = text.partition(":")
     if kind == "fixed":
         try:
             return int(ident)
+        except ValueError:
+            pass
+        try:
+            float(ident)
+            return text
         except ValueError:
             pass
     if kind in ("empirical", "config", *MODEL_KINDS) and ident:
@@ -385,7 +405,8 @@ def label_policy(policy: str | int) -> Policy:
         return uniform_policy
     if policy == "logging":
         return logging_policy
-    assert isinstance(policy, int)
+    if not isinstance(policy, int):
+        raise ValueError(f"--policy: {policy}: a label log takes fixed:ID, an action's number")
     return partial(fixed_policy, action=policy)
 
 
@@ -553,7 +574,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from app.evaluation.estimators import per_position, reward_predictions
     from app.evaluation.sums import row_keys
     from app.replay.output import progress_bar
+    from app.sim.dsjson import is_cats_log
 
+    cats = args.format == "dsjson" and is_cats_log(args.log)
+    if (args.action_range is not None or args.bandwidth is not None) and not cats:
+        raise ValueError("--action-range and --bandwidth need a dsjson CATS log (_label_ca)")
+    if cats:
+        from app.commands import evaluate_cats
+
+        return evaluate_cats.run(args)
     policy = parse_policy(args.policy)
     if args.bootstrap < 1:
         raise ValueError("--bootstrap must be at least 1")

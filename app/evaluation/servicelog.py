@@ -120,6 +120,21 @@ def dense_vector(value: Any) -> np.ndarray:
     return out
 
 
+def record_width(records: Iterable[dict[str, Any]]) -> int:
+    """The context width of the first event line of ``records`` (a list's length, or the
+    sparse form's ``size``): the floats one of its events takes dense; 1 without one.
+
+    >>> record_width([{"type": "marker"}, {"type": "event", "features": {"size": 9}}])
+    9
+    """
+    for record in records:
+        if record.get("type") == "event":
+            features = record.get("features")
+            return max(1, int(features["size"]) if isinstance(features, dict)
+                       else len(features or ()))
+    return 1
+
+
 def label_log_of(records: Iterable[Any], n_actions: int | None = None,
                  path: str = "the log") -> ServiceLog:
     """The label log (module docstring) of the log's records; ``n_actions`` (its number of

@@ -47,6 +47,9 @@ class FeedbackSettings(_Section):
 
     wait_seconds: int = DEFAULT_WAIT_SECONDS
     on_timeout: str = "drop"
+    aggregation: str = "earliest"
+    """``earliest``: the first feedback joins at once; ``sum``: the feedback of a decision
+    is added up until its deadline, then joined (:mod:`app.api.openfeedback`)."""
 
 
 class BudgetSettings(_Section):

@@ -35,7 +35,8 @@ ENABLED: bool = (importlib.util.find_spec("numba") is not None
 
 
 #: Modules that define kernels (imported by :func:`warm`).
-KERNEL_MODULES = ("app.learners.ridge_kernel", "app.learners.bpa_kernel")
+KERNEL_MODULES = ("app.learners.ridge_kernel", "app.learners.bpa_kernel",
+                  "app.learners.ridge_actions_kernel")
 
 _KERNELS: list[_Kernel] = []
 

@@ -23,8 +23,18 @@ that an estimate is published by the same rule whatever asked for it:
 :func:`outcome` says what either estimate means for someone who may act on
 it: ``published`` or ``insufficient_data``, the reason, the counts and the
 interval (JSON-ready); :func:`position_bias` is the position bias a rank model
-shows wherever it is shown, from the same per-slot estimate.  Pure numpy: no
-Redis, no HTTP.
+shows wherever it is shown, from the same per-slot estimate.
+
+**Withdrawal** (:func:`withdraws`).  An estimate refused because its
+assumptions are shown not to hold, or cannot be shown to hold
+(:data:`WITHDRAWING`: ``anchor_not_flat``, ``anchor_unchecked``), withdraws the
+estimate published before it: the rates stay in use (the learner keeps learning
+with them: changing its input each time the check's verdict flips would undo
+what it learned) but every number they calibrate is flagged
+``calibration_unreliable`` until a later estimate is published.  A refusal for
+want of data (``too_few_events``, ``interval_too_wide``, ...) leaves the
+published estimate in force: more data is what it waits for, not a sign that
+the estimate was wrong.  Pure numpy: no Redis, no HTTP.
 """
 
 from __future__ import annotations
@@ -38,7 +48,12 @@ import numpy as np
 
 from app.learners.base import Learner
 from app.learners.noise import NoiseEstimate, estimate_noise_rates
-from app.learners.noise_anchor import AnchorEstimate, estimate_from_anchors
+from app.learners.noise_anchor import (
+    ANCHOR_NOT_FLAT,
+    ANCHOR_UNCHECKED,
+    AnchorEstimate,
+    estimate_from_anchors,
+)
 from app.learners.noise_slots import SlotEstimate, estimate_slot_noise
 
 #: Anchor rows kept per model (the newest; 12 bytes each) and read by an estimate.
@@ -56,6 +71,10 @@ DEFAULT_MAX_WIDTH = 0.1
 DEFAULT_NREST_BUFFER = 5_000
 #: Estimators that re-estimate the rates (``fixed`` never does).
 ESTIMATING = ("anchor", "nrest")
+#: Reasons of a refused estimate that withdraw a published one (module docstring): its
+#: assumptions are shown not to hold, or cannot be shown to hold (the per-slot estimate's
+#: ``anchor_not_flat`` is the same string).
+WITHDRAWING = (ANCHOR_NOT_FLAT, ANCHOR_UNCHECKED)
 
 
 def beta_min(params: Mapping[str, Any]) -> float:
@@ -218,6 +237,35 @@ def outcome(est: AnchorEstimate | NoiseEstimate | SlotEstimate) -> dict[str, Any
         "rho1": est.rho1 if est.ok else None,
         "n_events": est.n_samples, "n_explored": None, "n_top": None, "interval": None,
     }
+
+
+def withdraws(out: Mapping[str, Any]) -> bool:
+    """Whether the :func:`outcome` ``out`` withdraws the estimate published before it: it
+    was refused for a reason of :data:`WITHDRAWING` (module docstring, Withdrawal).
+
+    >>> withdraws({"status": "insufficient_data", "reason": "anchor_not_flat"})
+    True
+    >>> withdraws({"status": "insufficient_data", "reason": "interval_too_wide"})
+    False
+    """
+    return out["status"] != "published" and out.get("reason") in WITHDRAWING
+
+
+def shows_published(outcomes: Sequence[Mapping[str, Any]]) -> list[bool]:
+    """After each of a model's successive estimates (:func:`outcome`), whether the rates in
+    use are a published estimate, not withdrawn: one was published, and no estimate since
+    then :func:`withdraws` it.
+
+    >>> shows_published([{"status": "published"}, {"status": "insufficient_data",
+    ...     "reason": "interval_too_wide"}, {"status": "insufficient_data",
+    ...     "reason": "anchor_unchecked"}, {"status": "published"}])
+    [True, True, False, True]
+    """
+    shown, out = False, []
+    for est in outcomes:
+        shown = est["status"] == "published" or (shown and not withdraws(est))
+        out.append(shown)
+    return out
 
 
 def rate_errors(last: Mapping[str, Any] | None, rho0: float, rho1: float

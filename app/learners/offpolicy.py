@@ -20,8 +20,9 @@ import numpy as np
 from app.learners.base import Batch, Learner
 
 #: Fields of a logged decision that describe the play itself (the action taken and its
-#: probability) rather than the deciding learner's view of it.
-PLAY_FIELDS = ("played", "prob", "log_prob")
+#: probability, or a continuous action and its density) rather than the deciding learner's
+#: view of it.
+PLAY_FIELDS = ("played", "prob", "log_prob", "action", "pdf")
 
 
 def with_logged_play(own: Batch, logged: Mapping[str, np.ndarray]) -> Batch:

@@ -14,7 +14,9 @@ correction go to the learner (:func:`~app.learners.build.apply_noise_rates`, as
 the trainer applies the noise record); until one is, an estimate whose
 examination passes its own gate gives the learner the examination-only
 correction at its initial rates (:func:`~app.learners.noise_publish.replaces_slots`,
-as the jobs role stores it); any other estimate leaves the one in force.  Every
+as the jobs role stores it); an estimate that withdraws a published one
+(:func:`~app.learners.noise_publish.withdraws`) leaves its correction in force, flagged
+unreliable; any other estimate leaves the one in force.  Every
 estimate, published or not, is recorded with its outcome and the events seen ``t``.
 
 The rank replay (:mod:`app.replay.rank`) and the simulator's logged placements
@@ -36,6 +38,7 @@ from app.learners.noise_publish import (
     pack_slots,
     replaces_slots,
     slot_estimate,
+    withdraws,
 )
 from app.learners.noise_slots import SlotEstimate, click_affine
 
@@ -103,5 +106,7 @@ class SlotRefresh:
             apply_noise_rates(self.learner, rho0, rho1, reliable=est.published,
                               slot_noise=(tuple(alpha.tolist()), tuple(beta.tolist())))
             self.in_force = est
+        elif self.in_force is not None and self.in_force.published and withdraws(out):
+            self.learner.set_noise_reliability(False)  # the correction stays, flagged
         self.estimates.append({"t": self.events, **out})
         return est

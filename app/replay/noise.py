@@ -20,8 +20,10 @@ the learner's logged placements, by the service's schedule).
 
 The estimate is published by :mod:`app.learners.noise_publish`, the code the
 service's jobs role runs; a published estimate's rates go to the learner for
-its later batches, and every estimate, published or not, is reported with its
-outcome (status, reason, counts, interval) and the plays seen ``t``.
+its later batches, an estimate that withdraws it
+(:func:`~app.learners.noise_publish.withdraws`) leaves the learner those rates
+flagged unreliable, as the service does, and every estimate, published or not, is
+reported with its outcome (status, reason, counts, interval) and the plays seen ``t``.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from app.learners.noise_publish import (
     anchor_estimate,
     nrest_estimate,
     outcome,
+    withdraws,
 )
 from app.learners.slot_refresh import keep_newest
 
@@ -133,4 +136,6 @@ class NoiseRefresh:
         out = outcome(est)
         if out["status"] == "published":
             apply_noise_rates(self.learner, out["rho0"], out["rho1"])
+        elif withdraws(out):  # the rates stay, flagged (as in the service)
+            self.learner.set_noise_reliability(False)
         self.estimates.append({"t": self.seen, **out})

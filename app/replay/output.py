@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from app.replay.actions_plot import add_actions_panel, reports_actions
 from app.replay.noise_plot import add_estimates_panel, published
 from app.replay.result import ReplayResult
 
@@ -168,7 +169,9 @@ METRIC_LABELS = {"error_rate": "online error rate (greedy vs true label)",
                  "gap_closed": "gap closed, last 1,000 rounds:\n"
                                "(played - random) / (oracle - random)",
                  "price_gap_closed": "gap closed by the prices played so far:\n"
-                                     "(played - uniform) / (best - uniform)"}
+                                     "(played - uniform) / (best - uniform)",
+                 "action_gap_closed": "gap closed by the actions played so far:\n"
+                                      "(played - uniform) / (best - uniform)"}
 #: What a metric means, printed under a replay's summary line (the plot's axis names it).
 METRIC_NOTES = {
     "gap_closed": "gap_closed: the share of the gap between a random ranking and the oracle "
@@ -179,10 +182,16 @@ METRIC_NOTES = {
     "price_gap_closed": "price_gap_closed: the share of the gap between a uniform price and "
                         "each customer's best price that the prices played close (exploration "
                         "included): sum(played - uniform) / sum(best - uniform) over the "
-                        "rounds so far; 1 = the best prices, 0 = no better than uniform"}
+                        "rounds so far; 1 = the best prices, 0 = no better than uniform",
+    "action_gap_closed": "action_gap_closed: the share of the gap between a uniform action and "
+                         "each context's best action that the actions played close "
+                         "(exploration included), in expected reward: sum(played - uniform) / "
+                         "sum(best - uniform) over the rounds so far; 1 = the best actions, "
+                         "0 = no better than uniform"}
 #: Metrics drawn on a linear y axis whatever is asked: a share or a reward, not a loss that
 #: falls towards 0 over decades (a share of a gap can be negative early on).
-LINEAR_METRICS = frozenset({"gap_closed", "kept_reward", "price_gap_closed"})
+LINEAR_METRICS = frozenset({"gap_closed", "kept_reward", "price_gap_closed",
+                            "action_gap_closed"})
 #: How a run's noise shows in a plot's title: its ``extra`` field, the text.
 NOISE_LABELS = {"noisy_label_rate": "label noise rate {:.3g}", "input_noise": "input noise sd {:g}",
                 "noise_variance_max": "label noise variance <= {:g}"}
@@ -252,8 +261,11 @@ def figure(summaries: Sequence[Summary], title: str | None = None, logx: bool = 
     fig = panels_figure([(default_title(summaries) if title is None else title, summaries)],
                         columns=1, panel_size=(6.4, 4.4), logx=logx, logy=logy)
     estimated = [s for s in summaries if published(s.runs[0])]
+    acting = [s for s in summaries if reports_actions(s.runs[0])]
     if estimated:  # a second panel: the published noise estimates with their intervals
         add_estimates_panel(fig, estimated[0].runs)
+    elif acting:  # a second panel: the learned action against the best per context
+        add_actions_panel(fig, acting[0].runs)
     return fig
 
 

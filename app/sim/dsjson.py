@@ -36,6 +36,14 @@ the same weight, which changes no mean, so the readers accept it; differing ``pd
 are refused (the estimators here weigh every event alike), as is ``pdrop`` 1 (as in VW).
 A malformed line raises :class:`DsjsonError` naming the line and field, or with
 ``skip_bad`` is counted in ``bad_lines`` and skipped.
+
+A continuous-action (CATS) log, what Vowpal Wabbit's ``--cats`` reads with ``--dsjson``
+(its ``cats_train.json`` test data), labels a line with ``_label_ca``: ``{"action": a,
+"cost": c, "pdf_value": p}``, the action played, its cost and its density under the
+logging policy, the context in ``c`` (VW's ``--json`` form puts the features at the top
+level instead).  :func:`read_cats` reads one (:class:`CatsDecision`; a line without
+``_label_ca`` is counted ``unlabelled``, as a decision without a label);
+:func:`is_cats_log` tells such a log from a CB/CCB one by its first JSON line.
 """
 
 from __future__ import annotations
@@ -43,12 +51,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from app.sim.logs import AdfExample, Named
+
+T = TypeVar("T")
 
 #: A Decision Service marker line (``[CHECKPOINT INFO LINE]``): bracketed text, no JSON.
 MARKER = re.compile(r"\[[^\[\]{}]*\]")
@@ -108,6 +118,26 @@ class DsjsonDecision:
     """The slot's index in a CCB line; None for a CB line."""
     event_id: str | None = None
     timestamp: str | None = None
+
+
+@dataclass(frozen=True)
+class CatsDecision:
+    """One logged decision of a continuous-action (CATS) log (module docstring)."""
+
+    line: int
+    """1-based line of the file."""
+    features: Named
+    """The context's named features (``c``, or the line's top level without one)."""
+    action: float
+    pdf: float
+    """The action's density under the logging policy (``pdf_value``)."""
+    cost: float
+    event_id: str | None = None
+
+
+#: Top-level keys of a dsjson line that are metadata, not features (a CATS line without
+#: ``c`` holds its features at the top level, VW's ``--json`` form).
+METADATA = ("Version", "EventId", "Timestamp", "VWState", "pdrop", "a", "p", "o")
 
 
 @dataclass
@@ -276,11 +306,44 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _pdrop(line: _Line, counts: DsjsonCounts) -> None:
+    """Check the line's ``pdrop`` against the log's (module docstring) and keep it."""
+    if "pdrop" not in line.obj:
+        return
+    pdrop = line.number_of(line.obj["pdrop"], "pdrop")
+    if not 0.0 <= pdrop < 1.0:
+        raise line.fail("pdrop", f"{pdrop} outside [0, 1): an event dropped with "
+                                 "probability 1 cannot have been logged (VW refuses it too)")
+    if counts.pdrop is not None and pdrop != counts.pdrop:
+        raise line.fail("pdrop", f"{pdrop} differs from the log's earlier {counts.pdrop}: "
+                                 "events of different pdrop need weights, which the "
+                                 "estimators here do not take")
+    counts.pdrop = pdrop
+
+
+def _cats(line: _Line, counts: DsjsonCounts) -> Iterator[CatsDecision]:
+    """The decision of one CATS line (module docstring), or none."""
+    obj = line.obj
+    label = obj.get("_label_ca")
+    if label is None:
+        counts.unlabelled += 1
+        return
+    if not isinstance(label, dict):
+        raise line.fail("_label_ca", "is not an object")
+    action, pdf, cost = (line.number_of(label.get(name), f"_label_ca.{name}")
+                         for name in ("action", "pdf_value", "cost"))
+    if pdf <= 0.0:
+        raise line.fail("_label_ca.pdf_value", f"density {pdf} is not above 0")
+    _pdrop(line, counts)
+    c = obj.get("c", {k: v for k, v in obj.items() if k not in METADATA})
+    if not isinstance(c, dict):
+        raise line.fail("c", "is not an object")
+    yield CatsDecision(line.number, _finite(features(c), line, "c"), action, pdf, cost,
+                       _text(obj.get("EventId")))
+
+
 def _decisions(line: _Line, counts: DsjsonCounts) -> Iterator[DsjsonDecision]:
     obj = line.obj
-    if obj.get("_skipLearn") is True:
-        counts.skipped_learn += 1
-        return
     c = obj.get("c")
     if c is None:
         counts.no_decision += 1
@@ -293,17 +356,7 @@ def _decisions(line: _Line, counts: DsjsonCounts) -> Iterator[DsjsonDecision]:
     if not actions:
         counts.no_decision += 1
         return
-    if "pdrop" in obj:
-        pdrop = line.number_of(obj["pdrop"], "pdrop")
-        if not 0.0 <= pdrop < 1.0:
-            raise line.fail("pdrop", f"{pdrop} outside [0, 1): an event dropped with "
-                                     "probability 1 cannot have been logged (VW refuses it "
-                                     "too)")
-        if counts.pdrop is not None and pdrop != counts.pdrop:
-            raise line.fail("pdrop", f"{pdrop} differs from the log's earlier {counts.pdrop}: "
-                                     "events of different pdrop need weights, which the "
-                                     "estimators here do not take")
-        counts.pdrop = pdrop
+    _pdrop(line, counts)
     named = [_finite(features(a), line, f"c._multi[{i}]") for i, a in enumerate(actions)]
     context = _public(c)
     read = _ccb if "_slots" in c else _cb
@@ -315,35 +368,68 @@ def read_dsjson(path: str | Path, counts: DsjsonCounts | None = None,
     """The decisions of a dsjson file, in order (module docstring); ``counts`` (when given)
     counts what was skipped.  A malformed line raises :class:`DsjsonError` naming its line
     and field, or is counted and skipped with ``skip_bad``."""
-    counts = DsjsonCounts() if counts is None else counts
+    return _read(path, _decisions, DsjsonCounts() if counts is None else counts, skip_bad)
+
+
+def read_cats(path: str | Path, counts: DsjsonCounts | None = None,
+              skip_bad: bool = False) -> Iterator[CatsDecision]:
+    """The decisions of a continuous-action (CATS) dsjson file, in order, as
+    :func:`read_dsjson` reads a CB/CCB one."""
+    return _read(path, _cats, DsjsonCounts() if counts is None else counts, skip_bad)
+
+
+def _objects(path: str | Path) -> Iterator[tuple[int, str, Any]]:
+    """``(line number, text, parsed JSON or None)`` of each non-blank line (None: not JSON,
+    or nested too deeply to parse)."""
     with open(path, encoding="utf-8") as f:
         for number, raw in enumerate(f, 1):
             text = raw.strip()
             if not text:
                 continue
-            line = _Line(number, str(path))
             try:
+                obj = json.loads(text)
+            except (ValueError, RecursionError):
+                obj = None
+            yield number, text, obj
+
+
+def is_cats_log(path: str | Path) -> bool:
+    """Whether the first JSON object line of the file is labelled ``_label_ca``."""
+    return next((isinstance(obj, dict) and "_label_ca" in obj
+                 for _, _, obj in _objects(path) if isinstance(obj, dict)), False)
+
+
+def _read(path: str | Path, parse: Callable[[_Line, DsjsonCounts], Iterator[T]],
+          counts: DsjsonCounts, skip_bad: bool) -> Iterator[T]:
+    """The decisions ``parse`` finds in each line of the file (the readers' loop)."""
+    for number, text, obj in _objects(path):
+        line = _Line(number, str(path))
+        try:
+            if obj is None:
+                if MARKER.fullmatch(text):
+                    counts.markers += 1
+                    continue
                 try:
-                    obj = json.loads(text)
+                    json.loads(text)
                 except ValueError as exc:
-                    if MARKER.fullmatch(text):
-                        counts.markers += 1
-                        continue
                     raise line.fail("line", f"not JSON ({exc})") from None
-                if not isinstance(obj, dict):
-                    raise line.fail("line", "is not a JSON object")
-                line.obj = obj
-                found = list(_decisions(line, counts))
-            except RecursionError:
-                deep = line.fail("line", "nested too deeply")
-                if not skip_bad:
-                    raise deep from None
-                counts.bad(deep)
+            if not isinstance(obj, dict):
+                raise line.fail("line", "is not a JSON object")
+            if obj.get("_skipLearn") is True:
+                counts.skipped_learn += 1
                 continue
-            except DsjsonError as exc:
-                if not skip_bad:
-                    raise
-                counts.bad(exc)
-                continue
-            counts.decisions += len(found)
-            yield from found
+            line.obj = obj
+            found = list(parse(line, counts))
+        except RecursionError:
+            deep = line.fail("line", "nested too deeply")
+            if not skip_bad:
+                raise deep from None
+            counts.bad(deep)
+            continue
+        except DsjsonError as exc:
+            if not skip_bad:
+                raise
+            counts.bad(exc)
+            continue
+        counts.decisions += len(found)
+        yield from found

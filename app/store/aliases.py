@@ -6,8 +6,10 @@ action), for as long as the decision can still take feedback.  :meth:`AliasStore
 takes an id once (a second claim of the same id fails while the first lives), before the
 decision is made, so that a duplicate id is refused without anything logged;
 :meth:`AliasStore.bind` then records what was decided.  :meth:`AliasStore.keep_reward`
-keeps the first reward sent before a deferred decision is activated (the rewards by action
-id, ``nl:{T:M}:alias-reward:E``), for the activation to learn it.  Both keys are on the
+keeps each reward sent before a deferred decision is activated (the rewards by action id,
+in order, ``nl:{T:M}:alias-rewards:E``), and :meth:`AliasStore.take_rewards` takes them all
+at once, so that whoever takes them (the activation, or the reward that finds the decision
+activated meanwhile) learns each exactly once.  Both keys are on the
 model's expiring-key index, so that a model delete removes them without a scan.
 """
 
@@ -67,17 +69,23 @@ class AliasStore:
                      tuple((str(slot), str(action)) for slot, action in slots))
 
     async def keep_reward(self, mk: ModelKeys, alias: str, rewards: Mapping[str, float],
-                          ttl_seconds: int) -> bool:
-        """Keep the first reward of a decision not activated yet (by action id); False if
-        one is kept."""
+                          ttl_seconds: int) -> int:
+        """Keep a reward (by action id) of a decision not activated yet, after those kept
+        before; how many are kept now."""
+        key = mk.alias_rewards(alias)
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.set(mk.alias_reward(alias), orjson.dumps(dict(rewards)), nx=True,
-                     ex=ttl_seconds)
-            index_expiring(pipe, mk, mk.alias_reward(alias), ttl_seconds)
+            pipe.rpush(key, orjson.dumps(dict(rewards)))
+            pipe.expire(key, ttl_seconds)
+            index_expiring(pipe, mk, key, ttl_seconds)
             kept, *_ = await pipe.execute()
-        return bool(kept)
+        return int(kept)
 
-    async def kept_reward(self, mk: ModelKeys, alias: str) -> dict[str, float] | None:
-        """The rewards by action id kept for ``alias`` (None: none)."""
-        raw = await self._redis.get(mk.alias_reward(alias))
-        return None if raw is None else {str(k): float(v) for k, v in orjson.loads(raw).items()}
+    async def take_rewards(self, mk: ModelKeys, alias: str) -> list[dict[str, float]]:
+        """Take every reward kept for ``alias``, in the order they came (none are left for
+        another caller)."""
+        key = mk.alias_rewards(alias)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.lrange(key, 0, -1)
+            pipe.delete(key)
+            raw, _ = await pipe.execute()
+        return [{str(k): float(v) for k, v in orjson.loads(r).items()} for r in raw]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -54,11 +54,24 @@ class CodecError(ValueError):
     """A blob that is not a valid encoding of named arrays."""
 
 
-def encode(arrays: Mapping[str, np.ndarray]) -> bytes:
-    """Serialise named arrays (numeric dtypes only; mostly-zero ones sparse)."""
+def encode(arrays: Mapping[str, np.ndarray | SparseArray]) -> bytes:
+    """Serialise named arrays (numeric dtypes only; mostly-zero ones sparse).
+
+    A :class:`SparseArray` value (see :func:`stored_form`) gives the bytes of its dense
+    array without making it.
+    """
     header: list[list[Any]] = []
     buffers = []
     for name, value in arrays.items():
+        if isinstance(value, SparseArray):
+            if value.values.dtype.kind not in ALLOWED_KINDS:
+                raise CodecError(f"array {name!r}: unsupported dtype {value.values.dtype}")
+            if value.stored_sparse():
+                header.append([name, value.values.dtype.str, list(value.shape),
+                               len(value.indices)])
+                buffers += [value.indices.astype(_INDEX).tobytes(), value.values.tobytes()]
+                continue
+            value = value.dense()
         arr = np.asarray(value)
         if arr.dtype.kind not in ALLOWED_KINDS:
             raise CodecError(f"array {name!r}: unsupported dtype {arr.dtype}")
@@ -144,7 +157,7 @@ def _columns(items: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray] | None
         except KeyError:
             return None
         kinds = set(map(type, values))
-        if len(kinds) != 1:
+        if len(kinds) != 1 or SparseArray in kinds:
             return None
         if kinds == {np.ndarray} and len({(v.dtype, v.shape) for v in values}) != 1:
             return None
@@ -234,6 +247,13 @@ class SparseArray:
     indices: np.ndarray
     values: np.ndarray
 
+    def stored_sparse(self) -> bool:
+        """Whether :func:`encode` stores the dense array sparse (then as these very
+        non-zeros)."""
+        size = math.prod(self.shape)
+        return bool(size >= SPARSE_MIN_ELEMENTS and self.values.all() and _sparse_pays(
+            len(self.indices), size, self.values.dtype.itemsize))
+
     def dense(self) -> np.ndarray:
         """The dense array (what :func:`decode` returns for it)."""
         out = np.zeros(math.prod(self.shape), dtype=self.values.dtype)
@@ -246,6 +266,34 @@ class SparseArray:
         low, high = np.searchsorted(self.indices, [k * width, (k + 1) * width])
         return SparseArray(self.shape[1:], self.indices[low:high] - k * width,
                            self.values[low:high])
+
+
+def stored_form(value: Any) -> Any:
+    """``value`` as small as :func:`encode` stores it: an array that would be stored sparse
+    becomes the :class:`SparseArray` of its non-zeros (which encodes to the same bytes),
+    another array of :data:`SPARSE_MIN_ELEMENTS` or more an own copy (not a view that would
+    keep the matrix it is a row of); smaller arrays and scalars are returned as they are.
+
+    A decision's context made from a row of a wide batch then holds its non-zeros only.
+
+    >>> x = np.zeros(100_000); x[7] = 2.0
+    >>> kept = stored_form(x)
+    >>> kept.indices.tolist(), kept.values.tolist(), encode({"x": kept}) == encode({"x": x})
+    ([7], [2.0], True)
+    """
+    if not isinstance(value, np.ndarray) or value.size < SPARSE_MIN_ELEMENTS:
+        return value
+    flat = value.reshape(-1)
+    index = np.flatnonzero(flat)
+    if value.dtype.kind in ALLOWED_KINDS and _sparse_pays(len(index), value.size,
+                                                         value.dtype.itemsize):
+        return SparseArray(value.shape, index.astype(_INDEX), flat[index])
+    return value.copy()
+
+
+def stored_forms(arrays: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`stored_form` of each value (a decision's context kept as the log stores it)."""
+    return {name: stored_form(value) for name, value in arrays.items()}
 
 
 def decode_stored(blob: bytes) -> dict[str, np.ndarray | SparseArray]:
@@ -268,6 +316,31 @@ def decode_stored(blob: bytes) -> dict[str, np.ndarray | SparseArray]:
                                                             offset=offset))
         offset += nnz * dtype.itemsize
     return out
+
+
+class DenseOnRead(Mapping[str, np.ndarray]):
+    """A decoded blob whose arrays stored sparse are made dense only when read, one at a
+    time and not kept: a reader that looks at a context's ids alone never pays for its
+    width, and one that reads ``x`` holds one dense copy at a time.
+
+    >>> blob = encode({"x": np.eye(1, 100_000).ravel(), "ids": np.arange(3)})
+    >>> context = DenseOnRead(blob)
+    >>> context["ids"].tolist(), context["x"].shape, sorted(context)
+    ([0, 1, 2], (100000,), ['ids', 'x'])
+    """
+
+    def __init__(self, blob: bytes) -> None:
+        self._stored = decode_stored(blob)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        value = self._stored[name]
+        return value.dense() if isinstance(value, SparseArray) else value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)
 
 
 def decode_columns(blobs: Sequence[bytes]) -> dict[str, np.ndarray] | None:

@@ -151,6 +151,35 @@ class Deliveries:
             out.setdefault(sid, []).append(i)
         return out
 
+    def entry_spans(self, spans: Sequence[range]) -> list[range]:
+        """Consecutive ``spans`` of rows, each moved to end where an entry ends (a packed
+        entry is never cut: a span passes its size by less than one entry; a span swallowed
+        by the one before goes).
+
+        >>> d = Deliveries(["1-0", "2-0", "2-0", "3-0"], [1] * 4, [b"k"] * 4, [b"e"] * 4,
+        ...                [b"c"] * 4, [b"f"] * 4)
+        >>> d.entry_spans([range(0, 2), range(2, 4)]), d.entry_spans([range(0, 1), range(1, 4)])
+        ([range(0, 3), range(3, 4)], [range(0, 1), range(1, 4)])
+        """
+        out: list[range] = []
+        start = 0
+        for span in spans:
+            stop = span.stop
+            while 0 < stop < len(self) and self.stream_ids[stop] == self.stream_ids[stop - 1]:
+                stop += 1
+            if stop > start:
+                out.append(range(start, stop))
+                start = stop
+        return out
+
+    def part(self, rows: range) -> Deliveries:
+        """The rows ``rows`` (whole entries) as a batch of their own."""
+        cut = slice(rows.start, rows.stop)
+        return Deliveries(self.stream_ids[cut], self.counts[cut], self.kinds[cut],
+                          self.event_ids[cut], self.contexts[cut], self.feedbacks[cut],
+                          {i - rows.start: bad for i, bad in self.malformed.items()
+                           if i in rows})
+
     def logged(self, positions: Sequence[int]) -> LoggedBatch:
         """The rows at ``positions`` packed for the decision log (their stored fields)."""
         columns: tuple[list[Any], ...] = (self.stream_ids, self.kinds, self.event_ids,

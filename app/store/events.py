@@ -71,7 +71,7 @@ class DecisionGuard:
     A guarded :meth:`EventStore.record_decisions` logs the decision only if
     Redis still holds exactly these: the key's hash and tenant (so a revoked
     key stops at once), and the model's config, snapshot version and noise
-    rates, source and estimator.  The key record carries its own hash tag, so a
+    rates, source, estimator and withdrawal.  The key record carries its own hash tag, so a
     guarded step needs a single Redis; a Redis Cluster would refuse it (cross-slot).
     """
 
@@ -209,7 +209,8 @@ class EventStore:
             stamp = guard.model
             keys_ += [api_key(guard.key.key_id), mk.meta, mk.snapshot, mk.noise]
             args += [guard.key.hash, guard.key.tenant, stamp.config_sha1, stamp.version,
-                     stamp.rho0, stamp.rho1, stamp.noise_source, stamp.estimator]
+                     stamp.rho0, stamp.rho1, stamp.noise_source, stamp.estimator,
+                     stamp.withdrawn]
         if item_ids:
             args += [MAX_ITEM_IDS, len(item_ids)]
             for item_hash, item_id in item_ids.items():
@@ -241,15 +242,22 @@ class EventStore:
             await self.sweep_due.lower(mk, int(reply[1]) + 1)
         return int(reply[1])
 
+    async def deferred(self, mk: ModelKeys, event_id: str) -> bool:
+        """Whether a decision made with ``defer`` is still waiting for its activation."""
+        return await self.redis.zscore(mk.deferred, event_id) is not None
+
     async def take_feedback_many(self, mk: ModelKeys,
                                  items: Sequence[tuple[str, Mapping[str, np.ndarray]]],
                                  rewards: Sequence[float] | None = None,
-                                 ) -> list[FeedbackOutcome]:
+                                 per_entry: int = 0) -> list[FeedbackOutcome]:
         """Join each ``(event_id, feedback fields)`` exactly once (one Lua call, in order).
 
-        ``rewards`` (one observed reward per item, for a model that logged
-        apprentice decisions): each joined apprentice decision adds its reward
-        to the model's apprentice counters in the same step.
+        The joined events go on the model's stream as one packed entry, or entries of at
+        most ``per_entry`` events (0: one entry; a wide model's entries are as many rows as
+        the trainer may hold dense at once: it never cuts an entry).  ``rewards`` (one
+        observed reward per item, for a model that logged apprentice decisions): each
+        joined apprentice decision adds its reward to the model's apprentice counters in
+        the same step.
         """
         if not items:
             return []
@@ -262,6 +270,7 @@ class EventStore:
         for (eid, _), blob in zip(items, blobs, strict=True):
             args += [eid, blob]
         args += [repr(float(r)) for r in given]
+        args.append(int(per_entry))
         return feedback_outcomes(await self.scripts.run("take_feedback", keys_, args))
 
     async def take_feedback(self, mk: ModelKeys, event_id: str,
@@ -272,15 +281,17 @@ class EventStore:
             mk, [(event_id, feedback)], None if reward is None else [reward]))[0]
 
     async def read_contexts(self, mk: ModelKeys, event_ids: Sequence[str],
-                            ) -> list[dict[str, np.ndarray] | str]:
+                            ) -> list[Mapping[str, np.ndarray] | str]:
         """Each event's logged context, or "unknown" (none) or "duplicate" (its feedback was
         taken), in one MGET (the keys share the model's hash tag).  A read, not a take: the
-        join that follows is still the exactly-once step."""
+        join that follows is still the exactly-once step.  A context stored sparse is made
+        dense only where the join reads it (:class:`~app.store.codec.DenseOnRead`): a
+        batch of wide contexts costs their non-zeros."""
         if not event_ids:
             return []
         blobs: Any = await self.redis.mget([mk.context(eid) for eid in event_ids])
         return ["unknown" if blob is None else "duplicate" if blob == TOMBSTONE
-                else dict(codec.decode(blob)) for blob in blobs]
+                else codec.DenseOnRead(blob) for blob in blobs]
 
     async def due_decisions(self, mk: ModelKeys, now: float, limit: int = 1000) -> list[str]:
         """Event ids whose deadline is before ``now`` (Redis clock seconds)."""

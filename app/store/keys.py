@@ -19,7 +19,7 @@ Layout (``T`` tenant, ``M`` model, ``E`` event id, ``K`` key id)::
     nl:{T:M}:ctx:E              str   decision context (codec) or a tombstone
     nl:{T:M}:pending            zset  E -> deadline (Redis clock, seconds)
     nl:{T:M}:deferred           zset  E -> context expiry of a deferred decision not activated
-    nl:{T:M}:part:E             hash  open decision: feedback so far (want, n, f, expiry)
+    nl:{T:M}:part:E             hash  open decision: feedback so far (want, n, f, expiry, r)
     nl:{T:M}:appr:E             str   apprentice decision: "1" if the model agreed, else "0"
     nl:{T:M}:event-ids          zset  E -> expiry (Redis clock) of its ctx, part and appr keys
     nl:{T:M}:job-keys           zset  job, evaluation and event-id alias keys -> expiry (Unix s)
@@ -265,7 +265,8 @@ class ModelKeys:
         return f"{self.tag}:ctx:{event_id}"
 
     def partial(self, event_id: str) -> str:
-        """Hash: feedback received so far for a decision that awaits more labels or copies."""
+        """Hash: feedback received so far for a decision that awaits more labels or copies,
+        or adds up its feedback until its deadline."""
         return f"{self.tag}:part:{event_id}"
 
     def alias(self, event_id: str) -> str:
@@ -273,10 +274,10 @@ class ModelKeys:
         service's event id and the chosen action's id (JSON), or empty while it is made."""
         return f"{self.tag}:alias:{event_id}"
 
-    def alias_reward(self, event_id: str) -> str:
-        """String: the reward a client sent, by its own event id, before the decision was
-        activated (kept until the activation learns it)."""
-        return f"{self.tag}:alias-reward:{event_id}"
+    def alias_rewards(self, event_id: str) -> str:
+        """List: the rewards a client sent, by its own event id, before the decision was
+        activated, in order (kept until they are learned)."""
+        return f"{self.tag}:alias-rewards:{event_id}"
 
     def apprentice(self, event_id: str) -> str:
         """String: whether the model's own choice agreed with the baseline served for an
@@ -353,7 +354,7 @@ class ModelKeys:
     def job_index(self) -> str:
         """Sorted set: key of each job or evaluation hash of the model (:meth:`job`,
         :meth:`evaluation`) and of each client event-id alias (:meth:`alias`,
-        :meth:`alias_reward`) -> an upper bound of its expiry (Unix seconds)."""
+        :meth:`alias_rewards`) -> an upper bound of its expiry (Unix seconds)."""
         return f"{self.tag}:job-keys"
 
     def event_keys(self, event_id: str) -> list[str]:

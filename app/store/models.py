@@ -50,8 +50,9 @@ class ModelStamp:
     """What identifies the stored state a decision depends on, as a guarded Lua step compares
     it (see :class:`~app.store.events.DecisionGuard`): the SHA-1 of the config JSON (its
     ``uid`` changes when a model id is re-created), the snapshot version and the raw noise
-    rates, source and estimator (``""`` when the model has no noise record; the last two decide
-    whether the rates are reliable, :attr:`~app.store.noise.NoiseRecord.rates_reliable`)."""
+    rates, source, estimator and withdrawal (``""`` when the model has no noise record; the last
+    three decide whether the rates are reliable,
+    :attr:`~app.store.noise.NoiseRecord.rates_reliable`)."""
 
     config_sha1: str
     version: int
@@ -59,6 +60,7 @@ class ModelStamp:
     rho1: str
     noise_source: str
     estimator: str
+    withdrawn: str = ""
 
 
 @dataclass(frozen=True)
@@ -247,7 +249,8 @@ class ModelStore:
         raw = dict(zip(NOISE_FIELDS, noise, strict=True))
         stamp = ModelStamp(hashlib.sha1(config_raw).hexdigest(), int(version),
                            text(raw["rho0"]) or "", text(raw["rho1"]) or "",
-                           text(raw["source"]) or "", text(raw["estimator"]) or "")
+                           text(raw["source"]) or "", text(raw["estimator"]) or "",
+                           text(raw["withdrawn"]) or "")
         config = ModelConfig.from_json(config_raw)
         return ModelView(tenant, config, parse_noise(noise, config), stamp,
                          bool(challenged), bool(apprenticed))

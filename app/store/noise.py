@@ -27,12 +27,19 @@ JOB_TTL_SECONDS = 86400
 #: Statuses of a job that a new estimate request joins instead of queueing another.
 PENDING_STATUSES = ("queued", "running")
 NOISE_FIELDS = ("rho0", "rho1", "source", "estimated_at", "n_samples", "history", "estimator",
-                "slots", "rates_given", "no_interval")
+                "slots", "rates_given", "no_interval", "withdrawn")
 #: Reason: the rates in force are an estimate published without an interval (NREst's).
 NO_INTERVAL = "no_interval"
+#: Reason: the rates in force are an estimate a later refresh withdrew
+#: (:func:`app.learners.noise_publish.withdraws`).
+WITHDRAWN = "noise_rates_withdrawn"
+#: Reason: no estimator can estimate the rates from the model's feedback (only ``fixed``
+#: serves it), so the rates in force are the ones given, never checked against the data.
+NO_ESTIMATOR = "no_estimator"
 #: Why values whose rewards these rates correct cannot be stood behind
 #: (:meth:`NoiseRecord.unreliable_reason`).
-UNRELIABLE_REASONS = ("noise_rates_unreliable", "noise_rates_estimated", NO_INTERVAL)
+UNRELIABLE_REASONS = ("noise_rates_unreliable", "noise_rates_estimated", NO_INTERVAL, WITHDRAWN,
+                      NO_ESTIMATOR)
 #: The estimator of a model that has not chosen one, when its config is not at hand (with it:
 #: :func:`~app.learners.build.default_estimator`).
 DEFAULT_ESTIMATOR = "anchor"
@@ -59,6 +66,14 @@ class NoiseRecord:
     interval: bool = True
     """Whether estimated rates came with an interval (NREst's do not: rates whose error
     nobody knows are flagged, reason :data:`NO_INTERVAL`)."""
+    withdrawn: str = ""
+    """Why a later refresh withdrew the estimate in force (its refusal's reason,
+    :data:`app.learners.noise_publish.WITHDRAWING`), empty unless it did: its rates stay in
+    use, flagged, until an estimate is published again (or rates are configured)."""
+    estimable: bool = True
+    """Whether an estimator can estimate the rates from the model's feedback; without one
+    (a learner that corrects clicks it learns as rewards, the ``continuous`` task's) the
+    rates are never reliable, reason :data:`NO_ESTIMATOR`."""
 
     @property
     def published_slots(self) -> list[dict[str, Any]] | None:
@@ -92,9 +107,10 @@ class NoiseRecord:
     @property
     def status(self) -> str:
         """``published`` (the rates are an estimate), ``fixed`` (configured, or an estimator
-        that never estimates) or ``insufficient_data`` (initial rates awaiting an estimate)."""
+        that never estimates) or ``insufficient_data`` (initial rates awaiting an estimate, or
+        an estimate :attr:`withdrawn`)."""
         if self.source == "estimated":
-            return "published"
+            return "insufficient_data" if self.withdrawn else "published"
         if self.estimator == "fixed" or self.source == "configured":
             return "fixed"
         return "insufficient_data"
@@ -110,6 +126,7 @@ class NoiseRecord:
     def unreliable_reason(self, errors_carried: bool = False) -> str | None:
         """Why values whose rewards are corrected by these rates cannot be stood behind, or
         None: :data:`NO_INTERVAL` (an estimate published without an interval),
+        :data:`WITHDRAWN` (an estimate a later refresh withdrew),
         ``noise_rates_unreliable`` (:attr:`calibration_unreliable`), or
         ``noise_rates_estimated``: an estimate whose error the intervals leave out (they
         carry it when ``errors_carried``: the estimate's standard errors are drawn per
@@ -118,9 +135,16 @@ class NoiseRecord:
         >>> NoiseRecord(0.1, 0.2, "estimated", estimator="nrest", interval=False
         ...             ).unreliable_reason(errors_carried=True)
         'no_interval'
+        >>> NoiseRecord(0.05, 0.3, "initial", estimator="fixed", rates_given=True,
+        ...             estimable=False).unreliable_reason()
+        'no_estimator'
         """
+        if not self.estimable:
+            return NO_ESTIMATOR
         if self.status == "published" and not self.interval:
             return NO_INTERVAL
+        if self.withdrawn:
+            return WITHDRAWN
         if self.calibration_unreliable:
             return "noise_rates_unreliable"
         return ("noise_rates_estimated" if self.status == "published" and not errors_carried
@@ -131,9 +155,12 @@ class NoiseRecord:
         """Whether the rates are an estimate with an interval, configured, or initial rates
         someone gave (the model's ``rho0``/``rho1`` params) under the ``fixed`` estimator: not
         initial rates awaiting an estimate, nor an estimate without an interval (NREst's), nor
-        the 0/0 of a model whose rates nobody gave (``PUT
+        an estimate :attr:`withdrawn`, nor the 0/0 of a model whose rates nobody gave (``PUT
         .../noise`` configures them; records of models created before :attr:`rates_given`
-        was kept count other rates than 0/0 as given)."""
+        was kept count other rates than 0/0 as given); never rates no estimator can check
+        (:attr:`estimable`)."""
+        if not self.estimable:
+            return False
         if self.status == "fixed" and self.source == "initial":
             return self.rates_given or (self.rho0, self.rho1) != (0.0, 0.0)
         if self.status == "published":
@@ -142,8 +169,11 @@ class NoiseRecord:
 
     @property
     def fixed_reason(self) -> str:
-        """``rates_not_given`` for the ``fixed`` rates of a model whose rates nobody gave,
-        else empty (the reason ``GET .../noise`` shows for a ``fixed`` status)."""
+        """:data:`NO_ESTIMATOR` for rates no estimator can check, ``rates_not_given`` for the
+        ``fixed`` rates of a model whose rates nobody gave, else empty (the reason ``GET
+        .../noise`` shows for a ``fixed`` status)."""
+        if not self.estimable:
+            return NO_ESTIMATOR
         return "rates_not_given" if self.status == "fixed" and not self.rates_reliable else ""
 
 
@@ -157,16 +187,26 @@ def parse_noise(values: Sequence[Any], config: ModelConfig | None = None
     """A :class:`NoiseRecord` from an HMGET of :data:`NOISE_FIELDS`; a record that names no
     estimator has its model ``config``'s default
     (:attr:`~app.learners.config.ModelConfig.default_estimator`;
-    :data:`DEFAULT_ESTIMATOR` without a config)."""
+    :data:`DEFAULT_ESTIMATOR` without a config); with the config, whether its rates are
+    :attr:`~NoiseRecord.estimable` (:func:`estimable`)."""
     (rho0, rho1, source, estimated_at, n_samples, history, estimator, slots, given,
-     no_interval) = values
+     no_interval, withdrawn) = values
     if rho0 is None or rho1 is None:
         return None
     default = DEFAULT_ESTIMATOR if config is None else config.default_estimator
     return NoiseRecord(float(rho0), float(rho1), text(source) or "initial", text(estimated_at),
                        int(n_samples or 0), orjson.loads(history) if history else [],
                        text(estimator) or default, orjson.loads(slots) if slots else None,
-                       text(given) == "1", text(no_interval) != "1")
+                       text(given) == "1", text(no_interval) != "1", text(withdrawn) or "",
+                       config is None or estimable(config))
+
+
+def estimable(config: ModelConfig) -> bool:
+    """Whether some estimator can estimate the rates a model of ``config`` corrects by:
+    False only for a learner that takes noise rates which nothing but ``fixed`` serves
+    (clicks learned as rewards, which the anchor estimator does not score)."""
+    return (not config.learner_class.takes_noise_rates(config.params)
+            or config.usable_estimators != ("fixed",))
 
 
 class NoiseStore:
@@ -177,9 +217,11 @@ class NoiseStore:
         self.jobs = JobQueue(redis, keys.NREST_QUEUE, ModelKeys.job,
                              lambda mk: mk.nrest_staged, JOB_TTL_SECONDS)
 
-    async def get(self, mk: ModelKeys) -> NoiseRecord | None:
-        """The model's noise record (None when the model is gone)."""
-        return parse_noise(await self.redis.hmget(mk.noise, list(NOISE_FIELDS)))
+    async def get(self, mk: ModelKeys, config: ModelConfig | None = None
+                  ) -> NoiseRecord | None:
+        """The model's noise record (None when the model is gone), read for its ``config``
+        when given (:func:`parse_noise`)."""
+        return parse_noise(await self.redis.hmget(mk.noise, list(NOISE_FIELDS)), config)
 
     async def put(self, mk: ModelKeys, rho0: float, rho1: float, *, source: str,
                   n_samples: int | None = None,
@@ -187,7 +229,8 @@ class NoiseStore:
                   interval: bool = True) -> NoiseRecord | None:
         """Set the rates (``source``: "configured" or "estimated"), the per-slot estimate
         they come from (``slots``; rates without one drop the previous one) and whether an
-        estimate came with an interval (``interval``; NREst's does not).
+        estimate came with an interval (``interval``; NREst's does not); rates put are not
+        :attr:`~NoiseRecord.withdrawn`.
 
         Estimates also append ``{"t", "rho0", "rho1", "n_samples"}`` to the
         history (at most :data:`HISTORY_MAX` entries).  Returns the new
@@ -215,6 +258,7 @@ class NoiseStore:
                         pipe.hset(mk.noise, "no_interval", "1")
                     else:
                         pipe.hdel(mk.noise, "no_interval")
+                    pipe.hdel(mk.noise, "withdrawn")
                     if slots is None:
                         pipe.hdel(mk.noise, "slots")
                     else:
@@ -224,6 +268,25 @@ class NoiseStore:
                 except aioredis.WatchError:
                     continue
         return await self.get(mk)
+
+    async def withdraw(self, mk: ModelKeys, reason: str) -> bool:
+        """Withdraw the published estimate in force (:attr:`NoiseRecord.withdrawn`, ``reason``)
+        unless the rates changed meanwhile from a published estimate to anything else
+        (configured by hand, say); returns whether it was withdrawn."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(mk.noise)
+                    current = parse_noise(await pipe.hmget(mk.noise, list(NOISE_FIELDS)))
+                    if current is None or current.status != "published":
+                        await pipe.reset()  # type: ignore[no-untyped-call]
+                        return False
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.hset(mk.noise, "withdrawn", reason)
+                    await pipe.execute()
+                    return True
+                except aioredis.WatchError:
+                    continue
 
     async def queue_estimate(self, mk: ModelKeys) -> str:
         """Queue an NREst run for the model unless one is queued or running; return its id.

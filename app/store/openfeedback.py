@@ -3,15 +3,17 @@
 Two tasks may need more feedback for one decision than the client first
 sent: a regression model whose label budget asks for ``k`` more noisy labels
 (``more_labels``) and a noisy_input round whose plan needs more noisy copies
-(``more_copies``).  Such a decision stays *open*: its pending entry and
-context stay, and the feedback received so far is kept beside it in
-``nl:{T:M}:part:E`` (wanted count, received count, the feedback blob, what
-to do on expiry).  :meth:`OpenFeedbackStore.take_many` moves a batch of
-decisions forward in one Lua call (``take_partial.lua``), each with
-compare-and-set on its received count and on the label budget's round
-counter: the caller reads them with :meth:`OpenFeedbackStore.read_many`
-(``read_partial.lua``), computes, and retries the steps that answer
-``"conflict"``.
+(``more_copies``); and a model that adds up its feedback (``aggregation``
+``sum``) keeps every decision open until its deadline.  Such a decision
+stays *open*: its pending entry and context stay, and the feedback received
+so far is kept beside it in ``nl:{T:M}:part:E`` (wanted count, received
+count, the feedback blob, what to do on expiry, and the blob's observed
+reward for the apprentice counters when it has one).
+:meth:`OpenFeedbackStore.take_many` moves a batch of decisions forward in
+one Lua call (``take_partial.lua``), each with compare-and-set on its
+received count and on the label budget's round counter: the caller reads
+them with :meth:`OpenFeedbackStore.read_many` (``read_partial.lua``),
+computes, and retries the steps that answer ``"conflict"``.
 
 The label budget's strategy state (:mod:`app.learners.budget`) lives in
 ``nl:{T:M}:budget`` (``rounds`` and the codec blob of its counters), so every
@@ -55,7 +57,8 @@ class OpenState:
 
     status: str
     """"ok", "unknown" (no context) or "duplicate" (feedback already joined)."""
-    context: dict[str, np.ndarray]
+    context: Mapping[str, np.ndarray]
+    """The logged context, its arrays stored sparse made dense only when read."""
     partial: Partial | None
 
 
@@ -83,7 +86,9 @@ class OpenStep:
     ``fields`` is everything received so far; the event is joined when
     ``received >= wanted``, else its decision stays open.  ``expected`` is
     the received count read before (None: no partial feedback may exist
-    yet).
+    yet).  ``reward`` is the observed reward of ``fields`` when the decision
+    may be an apprentice one (kept with it, for the apprentice counters when
+    the decision ends at its deadline with what it received), else None.
     """
 
     event_id: str
@@ -93,6 +98,7 @@ class OpenStep:
     expected: int | None
     enqueue_on_expiry: bool
     charge: BudgetCharge | None = None
+    reward: float | None = None
 
 
 class OpenFeedbackStore:
@@ -134,7 +140,8 @@ class OpenFeedbackStore:
                      "enqueue" if step.enqueue_on_expiry else "drop",
                      "" if charge is None else str(charge.expected_rounds),
                      b"" if charge is None else codec.encode(charge.state),
-                     0 if charge is None else int(charge.rounds)]
+                     0 if charge is None else int(charge.rounds),
+                     "" if step.reward is None else repr(float(step.reward))]
         reply: Any = await self._scripts["take_partial"](keys=keys_, args=args)
         return feedback_outcomes(reply)
 
@@ -162,7 +169,7 @@ def _state(ctx: bytes | None, partial: list[bytes | None]) -> OpenState:
     want, n, blob = partial
     found = (Partial(int(want), int(n), dict(codec.decode(blob)))
              if blob is not None and want is not None and n is not None else None)
-    return OpenState("ok", dict(codec.decode(ctx)), found)
+    return OpenState("ok", codec.DenseOnRead(ctx), found)
 
 
 def _budget(reply: Any) -> Budget:

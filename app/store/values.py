@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from app.evaluation.running import Rates
+from app.learners.config import ModelConfig
 from app.learners.noise_publish import rate_errors
 from app.store.keys import ModelKeys
-from app.store.noise import NoiseRecord
+from app.store.noise import NO_ESTIMATOR, NoiseRecord
 
 if TYPE_CHECKING:
     from app.store import Store
@@ -42,13 +43,19 @@ def value_rates(noise: NoiseRecord | None, last: Mapping[str, Any] | None
             values_unreliable(noise, errors))
 
 
-async def read_value_rates(store: Store, mk: ModelKeys, has_clicks: bool
-                           ) -> tuple[Rates, str | None]:
-    """:func:`value_rates` of the model as stored now (a task without clicks: no rates,
-    unflagged)."""
+async def read_value_rates(store: Store, mk: ModelKeys, has_clicks: bool,
+                           config: ModelConfig | None = None) -> tuple[Rates, str | None]:
+    """:func:`value_rates` of the model as stored now, its record read for its ``config``
+    when given (:func:`~app.store.noise.parse_noise`); a model whose feedback is not a click
+    (``has_clicks`` False): no rates to apply (its sums add rewards as the learner corrected
+    them), flagged when they were corrected by rates no estimator checks
+    (:data:`~app.store.noise.NO_ESTIMATOR`)."""
     if not has_clicks:
-        return Rates(), None
-    noise = await store.noise.get(mk)
+        if config is None:
+            return Rates(), None
+        noise = await store.noise.get(mk, config)
+        return Rates(), (NO_ESTIMATOR if noise is not None and not noise.estimable else None)
+    noise = await store.noise.get(mk, config)
     if noise is None:
         return Rates(), None
     last = (await store.anchors.settings(mk)).last if noise.status == "published" else None

@@ -13,7 +13,7 @@ and name no task.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.errors import ApiError, validation_error
 from app.evaluation.shapes import LogShape
-from app.learners.base import Learner
+from app.learners.base import Decision, Learner
 from app.learners.config import ModelConfig
 
 FeedbackParser = Callable[[Any, ModelConfig, type[Learner]], dict[str, np.ndarray]]
@@ -53,6 +53,34 @@ class OpenPolicy:
     """Whether a model's ``label_budget`` may raise the wanted count of a 1-row first part."""
     enqueue_on_expiry: bool
     """Whether an open decision that times out is learned from with the rows received."""
+
+
+@dataclass(frozen=True)
+class BaselineFollower:
+    """How a task whose baseline is not a label serves the caller's baselines (apprentice
+    mode; its learners need not declare ``follows_baseline``)."""
+
+    parse: Callable[[Any, int | None, ModelConfig], list[Any]]
+    """(the predict's ``baseline`` as sent, the number of ``instances`` or None for one
+    ``features``, the model's config) -> one baseline per decision (ApiError 422 naming
+    ``baseline`` or ``baseline[i]`` for a bad one)."""
+    follow: Callable[[Learner, np.ndarray, Sequence[Any]], tuple[list[Decision], list[bool]]]
+    """(learner, inputs, their baselines) -> the decisions serving them and, per decision,
+    whether the learner's own choice agreed."""
+
+
+@dataclass(frozen=True)
+class ChallengerScoring:
+    """How challengers of a task whose feedback is not a click are scored on its events
+    (:mod:`workers.challengers`): their sums add rewards already corrected at the rates in
+    force, read without further correction."""
+
+    weights: Callable[[Learner, Mapping[str, np.ndarray]], np.ndarray]
+    """(challenger, joined batch) -> each event's importance weight of the challenger's
+    policy against the logged play, before it learns the batch."""
+    rewards: Callable[[Mapping[str, np.ndarray], tuple[float, float]], np.ndarray]
+    """(joined batch, the model's rates ``(rho0, rho1)``) -> each event's reward, as the
+    learners learn it."""
 
 
 @dataclass(frozen=True)
@@ -101,10 +129,20 @@ class Task:
     """(parsed feedback, logged context) -> the feedback arrays to join, or ApiError: for
     feedback that refers to what the decision showed (read before the exactly-once join);
     None: the parsed arrays join as they are."""
+    add_feedback: Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
+                           dict[str, np.ndarray]] | None = None
+    """(joined feedback so far, a later joined feedback) -> their sum, for a model whose
+    ``feedback.aggregation`` is ``sum``; None: its feedback is not summed."""
     reward: Callable[[Mapping[str, np.ndarray]], float] | None = None
     """(joined feedback arrays) -> the observed reward of what was served (the click; slot 0's
     for a ranking), counted for the decisions made in apprentice mode; None: no apprentice
     mode."""
+    follow_baseline: BaselineFollower | None = None
+    """Apprentice mode of a task whose baseline is not a label; None: a label, followed by
+    learners that declare ``follows_baseline`` (:mod:`app.api.apprentice`)."""
+    challengers: ChallengerScoring | None = None
+    """How challengers are scored when its feedback is not a click (None: the click's
+    rule, or a task whose models have no challengers)."""
     log_shape: LogShape | None = None
     """How its decision log is evaluated off-policy (:mod:`app.evaluation.shapes`); None:
     its log is not evaluated."""

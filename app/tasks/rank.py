@@ -125,6 +125,19 @@ def join_shown(fields: Mapping[str, np.ndarray],
     return {"clicks": clicks}
 
 
+def add_rewards(total: Mapping[str, np.ndarray],
+                later: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Two joined feedbacks of one ranking added up per slot, each sum clipped to 1 (the
+    graded reward a slot takes: the learners, the position-bias and click-noise estimates
+    read a slot's reward as in [0, 1]).
+
+    >>> add_rewards({"clicks": np.array([0.5, 0.0])}, {"clicks": np.array([0.75, 0.25])})
+    {'clicks': array([1.  , 0.25])}
+    """
+    return {"clicks": np.minimum(np.asarray(total["clicks"]) + np.asarray(later["clicks"]),
+                                 1.0)}
+
+
 def _top_click(fields: Mapping[str, np.ndarray]) -> float:
     return float(fields["clicks"][0])
 
@@ -134,5 +147,5 @@ TASK = Task(
             "feedback: the clicked shown ids, or a graded reward per shown id "
             "(`POST /v1/models/{id}/rank`)",
     RankFeedback, RankResponse, rank_feedback, has_clicks=True, candidates=True,
-    join_context=join_shown, reward=_top_click, log_shape=RANK_SHAPE,
+    join_context=join_shown, add_feedback=add_rewards, reward=_top_click, log_shape=RANK_SHAPE,
     replay=Replay("app.replay.rank", drift=True, service_defaults=True))

@@ -46,13 +46,14 @@ def feed(client: TestClient, auth: dict[str, str], n: int) -> None:
 
 
 def evaluation(client: TestClient, auth: dict[str, str], redis_url: str,
-               body: dict[str, Any]) -> dict[str, Any]:
+               body: dict[str, Any], **settings: Any) -> dict[str, Any]:
+    """Queue an evaluation, run it on a worker of ``settings`` and read its job."""
     r = client.post("/v1/models/m1/evaluations", json=body, headers=auth)
     assert r.status_code == 202, r.text
     job_id = r.json()["job_id"]
     assert client.get(f"/v1/models/m1/evaluations/{job_id}",
                       headers=auth).json() == {"job_id": job_id, "status": "queued"}
-    assert run_jobs(redis_url) >= 1
+    assert run_jobs(redis_url, **settings) >= 1
     r = client.get(f"/v1/models/m1/evaluations/{job_id}", headers=auth)
     assert r.status_code == 200, r.text
     out: dict[str, Any] = r.json()
@@ -185,11 +186,12 @@ def test_a_rank_models_uniform_policy_ranks_each_requests_own_candidates(
     of ``noisyloop evaluate`` on the window's export."""
     clicks, truth = rank_rounds(client, tenant, 600)
     monkeypatch.setattr(workers.evaluations, "CHUNK_EVENTS", 250)
-    monkeypatch.setattr(workers.evaluations, "BATCH_FEATURE_BYTES", 1)  # a ranking a batch
     export = tmp_path / "log.jsonl"
     export.write_bytes(client.get("/v1/models/m1/log", params={"limit": 10_000},
                                   headers=tenant).content)
-    logging = evaluation(client, tenant, redis_url, {"policy": "logging", "bootstrap": 50})
+    one = {"max_dense_cells": 1}  # a ranking a batch
+    logging = evaluation(client, tenant, redis_url, {"policy": "logging", "bootstrap": 50},
+                         **one)
     assert logging["status"] == "done", logging
     assert logging["n"] == 600 and logging["slot_impressions"] == 1200, logging
     assert logging["ips"]["value"] == pytest.approx(clicks[:, 0].mean())
@@ -198,7 +200,8 @@ def test_a_rank_models_uniform_policy_ranks_each_requests_own_candidates(
         assert position["n"] == 600
         assert position["ips"]["value"] == pytest.approx(clicks[:, position["position"]].mean())
     assert logging["slates"]["rips"]["value"] == pytest.approx(clicks.sum(axis=1).mean())
-    uniform = evaluation(client, tenant, redis_url, {"policy": "uniform", "bootstrap": 200})
+    uniform = evaluation(client, tenant, redis_url, {"policy": "uniform", "bootstrap": 200},
+                         **one)
     assert uniform["n"] == 600 and uniform["slot_impressions"] == 1200, uniform
     for name in ("ips", "snips", "dr"):
         assert uniform[name]["ci_low"] <= truth <= uniform[name]["ci_high"], (name, truth, uniform)
@@ -285,12 +288,17 @@ def test_a_configuration_streams_its_whole_window_as_the_command_line_evaluates_
     body = {"policy": config, "train_fraction": 0.45, "rho0": 0.05, "rho1": 0.1,
             "bootstrap": 50}
     done = {}
-    for chunk in (100_000, 170):  # one chunk; chunks that cut the learning steps of 100
+    # one chunk; chunks that cut the learning steps of 100; and spans of 13 events made
+    # dense at a time within those (max_dense_cells: 13 rows of 4 features and their stack)
+    for chunk, cells in ((100_000, None), (170, None), (170, 2 * 4 * 13)):
         monkeypatch.setattr(workers.evaluations, "CHUNK_EVENTS", chunk)
-        done[chunk] = evaluation(client, tenant, redis_url, body)
-        assert done[chunk]["status"] == "done" and done[chunk]["n"] == 550, done[chunk]
-    same_estimates(done[170], done[100_000])
-    assert done[170]["split"] == done[100_000]["split"]
+        key = chunk if cells is None else cells
+        done[key] = evaluation(client, tenant, redis_url, body,
+                               **({} if cells is None else {"max_dense_cells": cells}))
+        assert done[key]["status"] == "done" and done[key]["n"] == 550, done[key]
+    for key in (170, 2 * 4 * 13):
+        same_estimates(done[key], done[100_000])
+        assert done[key]["split"] == done[100_000]["split"]
     export = tmp_path / "log.jsonl"
     export.write_bytes(client.get("/v1/models/m1/log", params={"limit": 10_000},
                                   headers=tenant).content)
@@ -317,9 +325,9 @@ def test_a_label_evaluation_streams_its_whole_window_as_the_command_line_reads_i
     new_model(client, tenant)
     feed(client, tenant, 1000)
     monkeypatch.setattr(workers.evaluations, "CHUNK_EVENTS", 250)
-    monkeypatch.setattr(workers.evaluations, "BATCH_FEATURE_BYTES", 8 * 4 * 7)  # 7 rows
     done = evaluation(client, tenant, redis_url, {"policy": "fixed:1", "rho0": 0.05,
-                                                  "rho1": 0.1, "bootstrap": 50})
+                                                  "rho1": 0.1, "bootstrap": 50},
+                      max_dense_cells=2 * 4 * 7)  # 7 rows of 4 features, and their stack
     assert done["status"] == "done" and done["n"] == 1000, done
     export = tmp_path / "log.jsonl"
     export.write_bytes(client.get("/v1/models/m1/log", params={"limit": 10_000},

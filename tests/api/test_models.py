@@ -18,7 +18,8 @@ def test_create_model_fills_defaults(client: TestClient, tenant: dict[str, str])
     m = r.json()
     # the label task's default learner is the one that measures best (docs/results/ridge.md)
     assert m["algorithm"] == "linucb_diag" and m["params"]["uniform_share"] == 0.05
-    assert m["feedback"] == {"wait_seconds": 86400, "on_timeout": "drop"}
+    assert m["feedback"] == {"wait_seconds": 86400, "on_timeout": "drop",
+                             "aggregation": "earliest"}
     assert m["stats"] == {"predictions": 0, "feedback_accepted": 0, "events_applied": 0,
                           "events_expired": 0, "events_dead_lettered": 0,
                           "dead_letters_dropped": 0, "awaiting_feedback": 0, "backlog": 0,

@@ -95,6 +95,27 @@ def test_each_slots_reward_is_its_positions_feedback_learned_once(loop: Loop) ->
     assert chosen["side"] != "news"
 
 
+def test_with_sum_each_slots_rewards_add_up_and_are_learned_once_at_the_wait(
+        service: Service, loop: Loop) -> None:
+    """``rewardAggregation: sum``: every reward call of an event adds to its slots (a slot
+    not named adds 0), the sums (each clipped to 1) are learned once the reward wait
+    passed, an event without reward gets 0 in every slot."""
+    client = _client(loop)
+    _admin(loop).update_service_configuration({"rewardAggregation": "sum"})
+    summed = _rank(client)["eventId"]
+    _rank(client)  # no reward
+    for rewards in ([("top", 0.5), ("side", 0.25)], [("top", 0.25), ("footer", 1.0)],
+                    [("footer", 0.5)]):
+        client.reward_multi_slot(summed, {"reward": [{"slotId": slot, "value": value}
+                                                     for slot, value in rewards]})
+    loop.sync()
+    assert loop.model()["stats"]["events_applied"] == 0  # open until the wait passed
+    pass_reward_wait(service, loop, waiting=2)
+    assert loop.model()["stats"]["events_applied"] == 2
+    assert sorted([s["click"] for s in event["slots"]] for event in _log(loop)) == [
+        [0.0, 0.0, 0.0], [0.75, 0.25, 1.0]]
+
+
 def test_a_deferred_rank_learns_its_slot_rewards_once_activated(loop: Loop) -> None:
     client = _client(loop)
     answer = _rank(client, eventId="deferred", deferActivation=True)

@@ -19,11 +19,11 @@ from tests.api.test_noise_service import _request_estimate
 pytestmark = pytest.mark.slow
 
 
-def append_rows(redis_url: str, requests: int, seed: int) -> None:
+def append_rows(redis_url: str, requests: int, seed: int, graded: float | None = None) -> None:
     """The shown slots of ``requests`` simulated rankings (6 candidates, 3 slots, trust
-    bias, ``ridge_pl``'s randomisation) appended to model ``m1``'s rows, as its trainer
-    appends them."""
-    slot, prob, score, click, _ = simulated_placements(requests, seed=seed)
+    bias, ``ridge_pl``'s randomisation; relevance binary, or ``graded``) appended to model
+    ``m1``'s rows, as its trainer appends them."""
+    slot, prob, score, click, _ = simulated_placements(requests, seed=seed, graded=graded)
 
     async def run() -> None:
         store = Store.from_url(redis_url)

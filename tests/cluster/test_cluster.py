@@ -35,6 +35,7 @@ from app.store.client import connect, is_cluster_url
 from app.store.embedded import free_port
 from app.store.keys import ModelKeys
 from tests.cluster.conftest import LocalCluster
+from tests.serve_process import ready
 
 #: Every test here starts services or processes, or runs long statistics.
 pytestmark = pytest.mark.slow
@@ -78,7 +79,7 @@ def stack(redis_cluster: LocalCluster) -> Iterator[list[str]]:
     try:
         deadline = time.monotonic() + 40
         for base in bases:
-            while not _ready(base):
+            while not ready(base):
                 assert all(p.poll() is None for p in procs), "a process exited early"
                 assert time.monotonic() < deadline, f"{base} did not become ready"
                 time.sleep(0.2)
@@ -88,13 +89,6 @@ def stack(redis_cluster: LocalCluster) -> Iterator[list[str]]:
             proc.kill()
         for proc in procs:
             proc.wait(10)
-
-
-def _ready(base: str) -> bool:
-    try:
-        return httpx.get(f"{base}/readyz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _snapshot_state(api: httpx.Client, model: str) -> dict[str, np.ndarray]:

@@ -276,3 +276,69 @@ def test_multi_slot_log_gets_each_slot_and_they_add_up(capsys: pytest.CaptureFix
     code, single = run(capsys, "--log", str(VW_DATA / "dsjson_cb_default_ns.json"),
                        "--format", "dsjson", "--policy", "uniform", "--bootstrap", "20")
     assert code == 0 and "positions" not in single
+
+
+#: A continuous-action log in the format of VW's CATS dsjson test data (written here:
+#: tests/data/vw/README.md), its actions played in [185, 23959].
+CATS_LOG = VW_DATA / "cats_small.json"
+
+
+def _cats_arrays() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The labelled, learnable lines' actions, densities and rewards (-cost), read here
+    independently of the reader."""
+    rows = [json.loads(line) for line in CATS_LOG.read_text().splitlines()
+            if line.startswith("{")]
+    kept = [r["_label_ca"] for r in rows if "_label_ca" in r and not r.get("_skipLearn")]
+    return (np.array([k["action"] for k in kept]), np.array([k["pdf_value"] for k in kept]),
+            -np.array([k["cost"] for k in kept]))
+
+
+@pytest.mark.parametrize("policy", ["logging", "uniform", "fixed:4000", "fixed:12000.5"])
+def test_a_cats_log_is_evaluated_by_smoothed_ips_and_snips(
+        capsys: pytest.CaptureFixture[str], policy: str) -> None:
+    """``_label_ca`` lines (VW's ``--cats`` dsjson) evaluate without error: the smoothed
+    estimators' values on the arrays read here (1e-9: the same sums), the skipped lines
+    counted, the range given or read from the log."""
+    from app.evaluation.smoothed import smoothed_value
+
+    action, pdf, reward = _cats_arrays()
+    lo, hi = 185.0, 23959.0
+    code, result = run(capsys, "--log", str(CATS_LOG), "--format", "dsjson", "--policy",
+                       policy, "--action-range", str(lo), str(hi))
+    assert code == 0 and result["n"] == len(action) == 60 and result["kind"] == "cats"
+    assert result["dsjson"]["skipped_learn"] == 1 and result["dsjson"]["unlabelled"] == 1
+    assert result["dsjson"]["markers"] == 1
+    h = (hi - lo) / 32
+    # uniform: the window around the middle that spans the range
+    centre, width = ((lo + hi) / 2, (hi - lo) / 2) if policy == "uniform" else (
+        (float(policy.partition(":")[2]), h) if policy.startswith("fixed:") else (None, h))
+    if centre is None:
+        want_ips = want_snips = reward.mean()
+    else:
+        want = smoothed_value(action, pdf, reward, np.full(len(action), centre), (lo, hi),
+                              width)
+        want_ips, want_snips = want.ips.value, want.snips.value
+        assert result["ess"] == pytest.approx(want.ess, rel=TOLERANCE)
+    assert result["ips"]["value"] == pytest.approx(want_ips, rel=TOLERANCE)
+    assert result["snips"]["value"] == pytest.approx(want_snips, rel=TOLERANCE)
+    assert result["ips"]["ci_low"] <= result["ips"]["value"] <= result["ips"]["ci_high"]
+    assert result["action_range"] == [lo, hi] and result["bandwidth"] == h
+
+
+def test_a_cats_log_reads_its_range_from_the_actions_and_refuses_clicks(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    action, _, _ = _cats_arrays()
+    base = ["evaluate", "--log", str(CATS_LOG), "--format", "dsjson", "--policy"]
+    assert main([*base, "uniform"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["action_range"] == [action.min(), action.max()]
+    assert result["action_range_from"] == "log"
+    for extra, option in ((["uniform", "--rho0", "0.1", "--rho1", "0.1"], "--rho0"),
+                          (["fixed:99999"], "--policy"),
+                          (["fixed:2"], "--policy"),
+                          (["uniform", "--action-range", "1000", "2000"], "--action-range")):
+        assert main([*base, *extra]) == 2
+        assert option in capsys.readouterr().err
+    assert main(["evaluate", "--log", str(VW_DATA / "decisionservice.json"), "--format",
+                 "dsjson", "--policy", "uniform", "--bandwidth", "2"]) == 2
+    assert "--bandwidth" in capsys.readouterr().err

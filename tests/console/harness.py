@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +23,7 @@ import httpx
 import numpy as np
 
 from app.sim.rank import RankSimulator
-from app.store.embedded import free_port
+from tests.serve_process import serve_process
 
 CHROMIUM = os.environ.get("NOISYLOOP_CHROMIUM") or shutil.which("chromium") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
@@ -185,43 +182,16 @@ class Service:
         time.sleep(SERIES_INTERVAL)
 
 
-def _ready(base: str) -> bool:
-    try:
-        return httpx.get(f"{base}/readyz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 @contextmanager
 def run_service(data_dir: Path) -> Iterator[Service]:
     """``noisyloop serve`` with short series and noise-estimate intervals; stopped with
     SIGTERM (then SIGKILL of its whole process group) on exit."""
-    port = free_port()
-    env = {**os.environ, "NOISYLOOP_ADMIN_TOKEN": ADMIN_TOKEN, "NOISYLOOP_LOG_LEVEL": "WARNING",
+    env = {"NOISYLOOP_ADMIN_TOKEN": ADMIN_TOKEN, "NOISYLOOP_LOG_LEVEL": "WARNING",
            "NOISYLOOP_WORKER_SERIES_INTERVAL": str(SERIES_INTERVAL),
            "NOISYLOOP_WORKER_NREST_INTERVAL": str(NREST_INTERVAL),
            "NOISYLOOP_WORKER_FLUSH_INTERVAL": "0.01"}
-    for name in ("REDIS_URL", "NOISYLOOP_REDIS_URL"):
-        env.pop(name, None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir",
-         str(data_dir)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while not _ready(base):
-            assert proc.poll() is None, "noisyloop serve exited early"
-            assert time.monotonic() < deadline, "noisyloop serve did not become ready"
-            time.sleep(0.2)
+    with serve_process(data_dir, env) as (base, _):
         yield Service(base, {"Authorization": f"Bearer {ADMIN_TOKEN}"})
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
 
 
 @contextmanager

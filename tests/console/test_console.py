@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from app.console import STATIC_DIR
+from app.sim.pricing import PricingWorld
 from tests.console.harness import NOISY_PARAMS, RANK_SHAPE, Service, sign_in
 
 #: Every test here starts services or processes, or runs long statistics.
@@ -400,6 +401,57 @@ def test_apprentice_model_page_shows_agreement_and_events(
     page.goto(f"{service.base}/console#/models/m1")
     page.wait_for_selector("#model h1:text-is('m1')")  # m1's page, not a1's still shown
     assert page.locator("#apprentice").count() == 0
+
+
+def test_continuous_model_page_draws_the_learned_action_curve(
+        page: Any, service: Service) -> None:
+    """A continuous model that priced 300 customers: its page draws the newest 200 decisions'
+    greedy and played prices against the linear index of the features that best fits the
+    greedy prices (the coefficients the page shows are numpy's least squares on the same
+    lines, to the 3 decimals shown); a label model has no such card."""
+    auth = service.tenant("pricer")
+    service.model(auth, "p1", task="continuous", algorithm="ridge_ucb", n_features=3,
+                  n_classes=None, params={"action_range": [0, 10]})
+    service.model(auth, "l1")
+    world, rng = PricingWorld(), np.random.default_rng(0)
+    for _ in range(3):
+        X = world.customers(100, rng)
+        r = httpx.post(f"{service.base}/v1/models/p1/predict", headers=auth,
+                       json={"instances": X.tolist()}, timeout=30)
+        assert r.status_code == 200, r.text
+        decided = r.json()["predictions"]
+        prices = np.array([d["action"] for d in decided])
+        bought = world.purchases(X, prices, rng)
+        service.feed(auth, "p1", [{"event_id": d["event_id"], "click": bool(b),
+                                   "click_value": d["action"]}
+                                  for d, b in zip(decided, bought, strict=True)])
+    r = httpx.get(f"{service.base}/v1/models/p1/log?order=desc&limit=200", headers=auth)
+    lines = [json.loads(line) for line in r.text.splitlines()]
+    events = [e for e in lines if e["type"] == "event"]
+    A = np.array([[1.0, *e["features"]] for e in events])
+    coef = np.linalg.lstsq(A, np.array([e["greedy_action"] for e in events]), rcond=None)[0]
+
+    sign_in(page, service.base, token(auth))
+    page.goto(f"{service.base}/console#/models/p1")
+    card = page.locator("#learned-actions")
+    card.locator("svg.scatter").wait_for()
+    assert f"newest {len(events)} decisions" in card.inner_text()
+    shown = card.locator("p").first.inner_text()
+    found = re.search(r"w = ([-\d., ]+); intercept ([-\d.]+)", shown)
+    assert found is not None, shown
+    w = [float(v) for v in found.group(1).split(",")]
+    # shown to 3 decimals (the page's ridge of 1e-9 moves nothing that far)
+    assert w == pytest.approx(list(coef[1:]), abs=5e-4)
+    assert float(found.group(2)) == pytest.approx(coef[0], abs=5e-4)
+    for name in ("greedy action (learned)", "played action"):
+        points = card.locator(f"svg.scatter g[data-name='{name}'] circle")
+        assert points.count() == len(events) == 200
+    xs = card.locator("svg.scatter g[data-name='greedy action (learned)'] circle").evaluate_all(
+        "cs => cs.map(c => Number(c.getAttribute('cx')))")
+    assert max(xs) - min(xs) > 100  # the index spreads the contexts over the axis
+    page.goto(f"{service.base}/console#/models/l1")
+    page.wait_for_selector("#model h1:text-is('l1')")
+    assert page.locator("#learned-actions").count() == 0
 
 
 def test_a_foreign_model_id_in_the_url_shows_nothing_of_it(

@@ -29,7 +29,15 @@ from app.evaluation.running import Rates, RunningValue, match_weights, shown_val
 from app.evaluation.shapes import LABEL_SHAPE
 from app.evaluation.streaming import accumulate, fit_reward_model, in_batches
 from app.learners.noise_anchor import INTERVAL_TOO_WIDE, estimate_from_anchors
+from app.learners.noise_publish import (
+    ANCHOR_EVERY,
+    WITHDRAWING,
+    anchor_estimate,
+    outcome,
+    shows_published,
+)
 from app.learners.noise_slots import estimate_slot_noise
+from app.sim.relevance import graded, label_plays
 from app.sim.trust import RHO1, THETA, TRUST_RHO0, simulated_placements
 from tests.learners.test_noise_anchor import _uniform_plays, epsilon_greedy_plays
 
@@ -206,7 +214,7 @@ def test_running_values_carry_the_rates_errors() -> None:
     assert all(c >= floor(SEEDS) for c in count.values()), count
 
 
-# ---- the label noise estimate: its width gate and its forgetting ------------------------
+# ---- the label noise estimate: its width gate, its forgetting and its withdrawal -----------
 
 def test_no_label_noise_estimate_is_published_wider_than_max_width() -> None:
     """An anchor estimate is published only when both intervals are at most ``max_width``
@@ -246,3 +254,25 @@ def test_a_forgetting_estimate_covers_the_rates_now() -> None:
     assert published >= SEEDS - 2, published
     assert np.all(count >= floor(published)), (count, published)
 
+
+
+def test_no_graded_world_shows_rates_past_a_refusal_of_its_assumption() -> None:
+    """In the 0.2/0.45/0.7 world no rates are right (no label is surely right), yet 6 of
+    the 120 refreshes of seeds 0-9 publish some (:func:`app.sim.relevance.label_plays`, the
+    service's rule every 2,500 plays to 30,000).  After every refresh refused for an
+    assumption (``anchor_not_flat``, ``anchor_unchecked``) the rates in use are not shown
+    as published (:func:`app.learners.noise_publish.shows_published`): checked at each such
+    refresh that follows a publication (9 here, in seeds 3 and 9; without withdrawal the
+    wrong rates were shown as published at all 9)."""
+    checked = 0
+    for seed in range(10):
+        plays = label_plays(graded(), 30_000, (0.1, 0.2), seed)
+        outs = [outcome(anchor_estimate(plays.prob[:t], plays.score[:t], plays.click[:t], 3,
+                                        {}))
+                for t in range(ANCHOR_EVERY, 30_001, ANCHOR_EVERY)]
+        for i, (out, shown) in enumerate(zip(outs, shows_published(outs), strict=True)):
+            if out["reason"] in WITHDRAWING and any(o["status"] == "published"
+                                                    for o in outs[:i]):
+                checked += 1
+                assert not shown, (seed, i, [o["reason"] or o["status"] for o in outs])
+    assert checked >= 1, "no refusal followed a publication"

@@ -184,3 +184,28 @@ async def test_a_crash_after_a_bad_event_is_dead_lettered_loses_none_of_its_neig
     await assert_learned_once(store, mk, config, good)
     [letter] = (await store.dead_letters.page(mk, 100)).items
     assert letter.event_id == logged[1][0]
+
+
+@pytest.mark.parametrize(("per_entry", "parts"), [(2, 4), (5, 3)])
+async def test_a_wide_batch_in_parts_never_cuts_an_entry(store: Store, per_entry: int,
+                                                         parts: int) -> None:
+    """Parts of 3 rows (``max_dense_cells``): entries of 2 and of 5 events are applied
+    whole, each in one publish, so the ``last_id`` check never skips the rest of a cut
+    entry."""
+    config = model_config()
+    mk = await create_model(store, config)
+    logged, clicks = decisions(config, 12, seed=9)
+    await store.events.record_decisions(mk, logged, 60, 60)
+    outcomes = await store.events.take_feedback_many(
+        mk, [(eid, {"click": np.array(c)}) for (eid, _), c in zip(logged, clicks, strict=True)],
+        per_entry=per_entry)
+    ids = [o.stream_id for o in outcomes]
+    assert len(set(ids)) == -(-12 // per_entry) and ids == sorted(ids)  # entries in order
+    events = [{**ctx, "click": np.array(c)} for (_, ctx), c in zip(logged, clicks, strict=True)]
+    w = worker(store, max_dense_cells=3 * config.n_features)
+    assert await w.drain() == 12
+    await assert_learned_once(store, mk, config, events)
+    # one publish per part, a part ending where an entry ends: rows 0-3, 4-5, 6-9, 10-11
+    # of entries of 2; rows 0-4, 5-9, 10-11 of entries of 5
+    snap = await store.snapshots.load(mk)
+    assert snap is not None and snap.version == 1 + parts

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query
 
 from app.api.deps import Context, ModelDep
 from app.api.errors import ApiError, from_param_error, unknown_model
-from app.api.modelops import noise_response
+from app.api.modelops import has_noise_rates, noise_response
 from app.api.responses import OrjsonResponse
 from app.api.schemas.common import ErrorResponse
 from app.api.schemas.noise import (
@@ -30,8 +30,7 @@ from app.learners.noise_publish import ESTIMATING
 from app.learners.proxy import check_noise_rates
 from app.learners.registry import algorithms, learner_class
 from app.store.models import ModelView
-from app.store.noise import NoiseRecord
-from app.tasks import get_task
+from app.store.noise import NoiseRecord, estimable
 
 router = APIRouter(prefix="/v1/models", tags=["noise"],
                    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}})
@@ -42,8 +41,8 @@ MAX_TIMEOUT_SECONDS = 300.0
 
 
 def _clicks_only(view: ModelView) -> None:
-    """404 unless the model's feedback is clicks (the tasks with noise rates)."""
-    if not get_task(view.config.task).has_clicks:
+    """404 unless the model has noise rates (:func:`~app.api.modelops.has_noise_rates`)."""
+    if not has_noise_rates(view.config):
         raise ApiError(404, "no_noise_rates",
                        "noise rates exist for the models that learn from clicks")
 
@@ -130,7 +129,7 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
         raise unknown_model(view.config.model_id)
     settings = await ctx.store.anchors.settings(view.keys, view.config.default_estimator)
     last = settings.last or {}
-    current = replace(record, estimator=settings.estimator)
+    current = replace(record, estimator=settings.estimator, estimable=estimable(view.config))
     status = current.status
     n_events = last.get("n_events") or await ctx.store.anchors.count(view.keys)
     interval = published_interval(last.get("interval"))
@@ -141,6 +140,8 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
         "reason": (current.fixed_reason if status == "fixed" else str(last.get(
             "reason", TOO_FEW_EVENTS if status == "insufficient_data" else ""))),
         "interval": interval, "n_events": int(n_events),
+        "withdrawn": current.withdrawn or None,
+        "calibration_unreliable": current.calibration_unreliable,
         "slots": current.slots or (last.get("slots") if status == "insufficient_data"
                                    and last.get("status") != "published" else None)})
 

@@ -7,8 +7,9 @@ send the tenant's API key as ``Ocp-Apim-Subscription-Key`` (``Authorization: Bea
 too). Each call is translated (:mod:`app.api.personalizer`) into noisyloop's own: a Rank is
 a one-slot rank of the actions not excluded, a multi-slot Rank a ranking whose positions
 are the slots and its Reward one value per position (:mod:`app.api.personalizer_slots`), a
-Reward the rank feedback of the chosen action (exactly once: Personalizer's ``earliest``
-aggregation, a later reward is ignored and counted as a duplicate; one sent before a
+Reward the rank feedback of the chosen action (exactly once: with Personalizer's ``earliest``
+aggregation a later reward is ignored and counted as a duplicate, with ``sum`` the rewards
+add up until the reward wait passed, :mod:`app.api.openfeedback`; one sent before a
 deferred decision's activation is kept until then), an Activate the activation of a
 deferred decision, the service configuration a view of the model's settings
 (:mod:`app.api.personalizer_config`), the policy a view of its learner configuration
@@ -251,19 +252,30 @@ async def _learn_reward(request: Request, view: ModelView, found: Alias,
 
 async def _reward(request: Request, view: ModelView, event_id: str, found: Alias,
                   rewards: dict[str, float]) -> Response:
-    """Learn ``rewards`` for the event; the first reward counts (``earliest``), a later one
-    is ignored.  A reward of a deferred decision not activated yet is kept, and learned
-    when it is activated.
+    """Learn ``rewards`` for the event as the loop aggregates its rewards (``earliest``:
+    the first counts, a later one is ignored; ``sum``: they add up until the reward wait
+    passed).  A reward of a deferred decision not activated yet is kept, and learned when
+    it is activated.
 
-    The kept reward is written before the second try: if that try still finds the decision
-    not activated, its activation comes later and finds the reward.
+    The reward is kept before the decision is checked again: if it is still waiting for
+    its activation, the activation comes later and takes the kept rewards; if it was
+    activated meanwhile, this call and the activation both try to take them, and whoever
+    does learns each exactly once.
     """
     if await _learn_reward(request, view, found, rewards) == "not_activated":
         ctx = await get_context(request)
         ttl = _alias_seconds(view, ctx.settings.context_grace_seconds)
-        if await ctx.store.aliases.keep_reward(view.keys, event_id, rewards, ttl):
-            await _learn_reward(request, view, found, rewards)
+        await ctx.store.aliases.keep_reward(view.keys, event_id, rewards, ttl)
+        if not await ctx.store.events.deferred(view.keys, found.event_id):
+            await _learn_kept(request, view, event_id, found)
     return Response(status_code=204)
+
+
+async def _learn_kept(request: Request, view: ModelView, event_id: str, found: Alias) -> None:
+    """Take the rewards kept for the event and learn them in the order they came."""
+    ctx = await get_context(request)
+    for kept in await ctx.store.aliases.take_rewards(view.keys, event_id):
+        await _learn_reward(request, view, found, kept)
 
 
 async def reward_single_slot_event(request: Request, model_id: str, event_id: str) -> Response:
@@ -290,8 +302,8 @@ async def reward_multi_slot_event(request: Request, model_id: str, event_id: str
 
 async def activate_event(request: Request, model_id: str, event_id: str) -> Response:
     """Activate (single- or multi-slot): a decision ranked with ``deferActivation`` now
-    awaits its reward, and learns the reward kept for it, if one came first (a decision not
-    deferred, or activated before, is left as it is)."""
+    awaits its reward, and learns the rewards kept for it, if some came first (a decision
+    not deferred, or activated before, is left as it is)."""
     ctx = await get_context(request)
     view = await _view(request, model_id)
     found = await _decision(request, view, event_id)
@@ -301,9 +313,7 @@ async def activate_event(request: Request, model_id: str, event_id: str) -> Resp
     if status == "unknown":
         raise ApiError(404, "unknown_event", f"event {event_id!r} can no longer be activated: "
                        "it expired", "eventId")
-    kept = await ctx.store.aliases.kept_reward(view.keys, event_id)
-    if kept is not None:
-        await _learn_reward(request, view, found, kept)
+    await _learn_kept(request, view, event_id, found)
     return Response(status_code=204)
 
 

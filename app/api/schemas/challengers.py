@@ -69,8 +69,9 @@ class ChallengersResponse(BaseModel):
     calibration_unreliable: bool = Field(
         default=False, description="the rewards h(f) of the values (at the rates in force "
         "when read, a published estimate's error in the intervals) rest on noise rates that "
-        "are not reliable (reason noise_rates_unreliable) or are an estimate whose error is "
-        "not known (reason noise_rates_estimated: NREst gives no interval)")
+        "are not reliable (reason noise_rates_unreliable), are an estimate whose error is "
+        "not known (reason noise_rates_estimated: NREst gives no interval) or one a later "
+        "refresh withdrew (reason noise_rates_withdrawn)")
     reason: str | None = Field(default=None, description="why calibration_unreliable")
 
 

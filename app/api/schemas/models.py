@@ -35,6 +35,10 @@ class FeedbackPolicy(RequestModel):
 
     wait_seconds: JsonInt = Field(default=86400, ge=1, le=MAX_WAIT_SECONDS)
     on_timeout: Literal["drop", "no_click"] = "drop"
+    aggregation: Literal["earliest", "sum"] = Field(
+        default="earliest", description="`earliest`: the first feedback of a decision counts, "
+        "a later one is refused as a duplicate; `sum` (`rank` models): each feedback is added "
+        "up until `wait_seconds` passed, and the sum is learned once then")
 
 
 class LabelBudgetConfig(RequestModel):
@@ -168,8 +172,9 @@ class ModelStats(BaseModel):
     calibration_unreliable: bool = Field(
         default=False,
         description="debiased_reward rests (or, before the first event, would rest) on "
-                    "rates that still await an estimate (noise status insufficient_data) or "
-                    "on 1 - rho0 - rho1 below 0.2.")
+                    "rates that still await an estimate or whose estimate a later refresh "
+                    "withdrew (noise status insufficient_data) or on 1 - rho0 - rho1 below "
+                    "0.2.")
     trainer_error: TrainerError | None = Field(
         default=None,
         description="Why the trainer's steps on this model fail (null: its last step "

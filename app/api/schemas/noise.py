@@ -117,9 +117,24 @@ class NoiseStatusResponse(NoiseResponse):
                                   "every play alike)")
     status: Literal["published", "insufficient_data", "fixed"] = Field(
         description="published: the rates in use are an estimate; insufficient_data: no "
-                    "estimate narrow enough yet (the configured or initial rates are in use); "
-                    "fixed: rates are not re-estimated")
+                    "estimate narrow enough yet (the configured or initial rates are in use), "
+                    "or the estimate in use withdrawn (see withdrawn); fixed: rates are not "
+                    "re-estimated")
     reason: str = ""
+    withdrawn: str | None = Field(
+        default=None,
+        description="why a later refresh withdrew the estimate whose rates are in use "
+                    "(anchor_not_flat: its assumptions are shown not to hold; "
+                    "anchor_unchecked: they cannot be shown to hold); the learner keeps "
+                    "learning with those rates, and every number they calibrate is flagged "
+                    "until an estimate is published again; null when none is withdrawn")
+    calibration_unreliable: bool = Field(
+        default=False,
+        description="the rates in use are not stood behind: initial rates awaiting an "
+                    "estimate, rates nobody gave, an estimate without an interval (NREst's) "
+                    "or withdrawn, rates no estimator can check (a continuous model's: "
+                    "reason no_estimator), or 1 - rho0 - rho1 below 0.2 (as a model's stats "
+                    "say)")
     interval: NoiseInterval | None = None
     n_events: int = Field(description="observed plays the last anchor estimate used (or kept "
                                       "so far, before the first)")

@@ -17,6 +17,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from app.api.schemas.common import (
     ClassIndex,
+    FiniteFloat,
     RequestModel,
     exactly_one_of,
     one_of_schema,
@@ -47,12 +48,14 @@ class PredictRequest(RequestModel):
     explore: bool = Field(default=True, description="false: greedy decision, nothing logged "
                                                     "(no event_id, no feedback expected)")
     defer: bool = Field(default=False, description=DEFER_DESCRIPTION)
-    baseline: ClassIndex | Annotated[list[ClassIndex],
-                                     Field(min_length=1, max_length=MAX_BATCH)] | (
+    baseline: ClassIndex | FiniteFloat | Annotated[
+        list[ClassIndex], Field(min_length=1, max_length=MAX_BATCH)] | Annotated[
+        list[FiniteFloat], Field(min_length=1, max_length=MAX_BATCH)] | (
         SkipJsonSchema[None]) = Field(
-        default=None, description="a model in apprentice mode: the caller's own label, served "
-                                  "and learned from (with instances: one per instance); "
-                                  "ignored in online mode")
+        default=None, description="a model in apprentice mode: the caller's own label (a "
+                                  "continuous model: its own action, a number in the range), "
+                                  "served and learned from (with instances: one per "
+                                  "instance); ignored in online mode")
 
     @model_validator(mode="after")
     def _one_form(self) -> PredictRequest:

@@ -30,12 +30,13 @@ class SeriesPoint(BaseModel):
         description="[low, high] of a published anchor estimate of rho1")
     calibration_unreliable: bool = Field(
         default=False, description="the rewards rest on rates nobody stands behind (initial "
-                                   "rates awaiting an estimate, or an estimate without an "
-                                   "interval): see reason")
+                                   "rates awaiting an estimate, an estimate without an "
+                                   "interval, or one withdrawn): see reason")
     reason: str | None = Field(
-        default=None, description="why calibration_unreliable: noise_rates_unreliable, or "
+        default=None, description="why calibration_unreliable: noise_rates_unreliable, "
                                   "no_interval (an estimate published without an interval, "
-                                  "NREst's)")
+                                  "NREst's) or noise_rates_withdrawn (an estimate a later "
+                                  "refresh withdrew, GET .../noise withdrawn)")
     pending: int = Field(description="decisions awaiting feedback")
     backlog: int = Field(description="accepted events not yet applied")
     position_bias: list[float] | None = Field(

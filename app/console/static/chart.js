@@ -277,5 +277,52 @@ const NoisyChart = (() => {
       });
   }
 
-  return { bars, draw, errorbars, groupedErrorbars, ticks };
+  /* Points on two value axes (no lines).  spec: {series: [{name, color, points: [[x, y]]}],
+   * xLabel, yLabel, yMin, yMax, title, empty} */
+  function scatter(container, spec) {
+    container.replaceChildren();
+    const all = spec.series.flatMap((s) => s.points)
+      .filter((p) => Number.isFinite(p[0]) && Number.isFinite(p[1]));
+    if (!all.length) {
+      empty(container, spec.empty);
+      return;
+    }
+    const pad = { ...PAD, bottom: 40 };
+    let x0 = Math.min(...all.map((p) => p[0])), x1 = Math.max(...all.map((p) => p[0]));
+    const xPad = (x1 - x0) * 0.05 || 0.5;
+    x0 -= xPad;
+    x1 += xPad;
+    const y0 = spec.yMin ?? Math.min(...all.map((p) => p[1]));
+    const y1 = spec.yMax ?? Math.max(...all.map((p) => p[1]));
+    const sx = (v) => pad.left + ((v - x0) / (x1 - x0)) * (W - pad.left - pad.right);
+    const sy = (v) => H - pad.bottom - ((v - y0) / ((y1 - y0) || 1)) * (H - pad.top - pad.bottom);
+    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart scatter", role: "img",
+                            "aria-label": spec.title || "chart" });
+    yGrid(svg, y0, y1, sy, pad.left, W - pad.right);
+    for (const v of ticks(x0, x1, 5)) {
+      el("text", { x: sx(v), y: H - pad.bottom + 14, "text-anchor": "middle", class: "tick" },
+         svg).textContent = Number(v.toPrecision(3)).toString();
+    }
+    if (spec.xLabel) {
+      el("text", { x: (pad.left + W - pad.right) / 2, y: H - 6, "text-anchor": "middle",
+                   class: "tick" }, svg).textContent = spec.xLabel;
+    }
+    el("line", { x1: pad.left, x2: pad.left, y1: pad.top, y2: H - pad.bottom, class: "axis" },
+       svg);
+    el("line", { x1: pad.left, x2: W - pad.right, y1: H - pad.bottom, y2: H - pad.bottom,
+                 class: "axis" }, svg);
+    for (const s of spec.series) {
+      const g = el("g", { class: "points", "data-name": s.name }, svg);
+      for (const [x, y] of s.points) {
+        if (Number.isFinite(x) && Number.isFinite(y)) {
+          el("circle", { cx: sx(x).toFixed(1), cy: sy(y).toFixed(1), r: s.r || 2.5,
+                         fill: s.color, "fill-opacity": s.opacity ?? 1 }, g);
+        }
+      }
+    }
+    container.appendChild(svg);
+    container.appendChild(legendList(spec.series));
+  }
+
+  return { bars, draw, errorbars, groupedErrorbars, scatter, ticks };
 })();

@@ -369,6 +369,10 @@
     ];
     if (model.position_bias) cards.push(positionBiasCard(model.position_bias, seriesPromise));
     if (model.apprentice) cards.push(apprenticeCard(model));
+    if (Array.isArray(model.params.action_range)) {
+      cards.push(section("Learned action", "learned-actions",
+        (body) => learnedActionsCard(body, id, model.params.action_range)));
+    }
     cards.push(
       section("Versions", "versions", (body) => versionsCard(body, id, refresh)),
       section("Challengers", "challengers", (body) => challengersCard(body, id, refresh)),
@@ -738,6 +742,68 @@
                "outcome"],
               recent.flatMap(decisionRows), "decisions")
       : note("No decisions logged yet."));
+  }
+
+  /* ---------- the learned action (continuous models) ---------- */
+
+  const ACTION_ROWS = 200;
+
+  /* Least squares: the coefficients b minimising |A b - y|^2 (A: rows of equal length), by
+   * the normal equations with a tiny ridge, solved by elimination with partial pivoting. */
+  function leastSquares(A, y) {
+    const p = A[0].length;
+    const M = Array.from({ length: p }, (_, i) => Array.from({ length: p + 1 }, (_, j) =>
+      (j < p ? A.reduce((s, r) => s + r[i] * r[j], 0) + (i === j ? 1e-9 : 0)
+        : A.reduce((s, r, k) => s + r[i] * y[k], 0))));
+    for (let c = 0; c < p; c++) {
+      let best = c;
+      for (let r = c + 1; r < p; r++) if (Math.abs(M[r][c]) > Math.abs(M[best][c])) best = r;
+      [M[c], M[best]] = [M[best], M[c]];
+      for (let r = 0; r < p; r++) {
+        if (r === c || M[c][c] === 0) continue;
+        const f = M[r][c] / M[c][c];
+        for (let j = c; j <= p; j++) M[r][j] -= f * M[c][j];
+      }
+    }
+    return M.map((row, i) => (row[i] === 0 ? 0 : row[p] / row[i]));
+  }
+
+  /* The newest decisions' greedy (learned) and played actions against a one-number summary of
+   * each context: the linear index of its features that best fits the greedy actions (least
+   * squares over the decisions shown), so that a learned action that follows the context
+   * lies along a curve and one that ignores it lies flat. */
+  async function learnedActionsCard(body, id, range) {
+    const lines = parseLines(await api("GET",
+      modelPath(id, `/log?order=desc&limit=${ACTION_ROWS}`)));
+    const rows = lines.filter((e) => e.type === "event" && Array.isArray(e.features)
+      && Number.isFinite(e.greedy_action) && e.context && Number.isFinite(e.context.action));
+    const width = rows.length ? rows[0].features.length + 1 : 0;
+    const dense = rows.filter((e) => e.features.length + 1 === width);
+    if (dense.length < width + 1) {
+      body.replaceChildren(note("Not enough decisions logged yet: the learned action is drawn "
+        + "from the newest decisions of the log."));
+      return;
+    }
+    const A = dense.map((e) => [1, ...e.features]);
+    const coef = leastSquares(A, dense.map((e) => e.greedy_action));
+    const index = A.map((r) => r.reduce((s, v, j) => s + v * coef[j], 0));
+    const chart = h("div", { class: "chart-box", id: "learned-actions-chart" });
+    body.replaceChildren(
+      note(`The newest ${dense.length} decisions: the model's greedy action (learned) and the `
+        + "action played, against the context's index w·x, the linear summary of its features "
+        + `that best fits the greedy actions (w = ${coef.slice(1).map((v) => fmt(v)).join(", ")};`
+        + ` intercept ${fmt(coef[0])}).`),
+      chart);
+    NoisyChart.scatter(chart, {
+      title: "learned action per context", xLabel: "context index w·x",
+      yMin: range[0], yMax: range[1],
+      series: [
+        { name: "played action", color: COLORS.debiased, opacity: 0.5, r: 2,
+          points: dense.map((e, k) => [index[k], e.context.action]) },
+        { name: "greedy action (learned)", color: COLORS.online,
+          points: dense.map((e, k) => [index[k], e.greedy_action]) },
+      ],
+    });
   }
 
   /* ---------- evaluations ---------- */

@@ -5,9 +5,10 @@
 --       (optional), 8 event index (optional: the ended event's keys are gone), 9 the
 --       model's asleep flag (optional, lib_wake)
 -- ARGV: 1 event id, 2 mode ('no_click' or 'drop'), 3 default feedback blob
--- A decision still waiting for more labels or copies ends with the feedback
--- received so far when its partial record says 'enqueue' (whatever the
--- mode), and with nothing when it says 'drop'.
+-- A decision still waiting for more labels or copies, or adding up its
+-- rewards, ends with the feedback received so far when its partial record
+-- says 'enqueue' (whatever the mode), and with nothing when it says 'drop';
+-- an apprentice decision ended so counts the reward its record keeps ('r').
 -- An apprentice decision ended with the no-click default counts as an
 -- apprentice event of reward 0, as its feedback would (take_feedback.lua):
 -- else its baseline's mean reward counted only the events with feedback.
@@ -27,7 +28,7 @@ redis.call('DEL', KEYS[1])
 local id = ''
 local partial = false
 if #KEYS >= 5 then
-  partial = redis.call('HMGET', KEYS[5], 'f', 'expiry')
+  partial = redis.call('HMGET', KEYS[5], 'f', 'expiry', 'r')
   redis.call('DEL', KEYS[5])
   if not partial[1] then
     partial = false
@@ -36,6 +37,15 @@ end
 if ctx and partial then
   if partial[2] == 'enqueue' then
     id = redis.call('XADD', KEYS[3], '*', 'k', 'feedback', 'e', ARGV[1], 'c', ctx, 'f', partial[1])
+    local agreed = partial[3] and #KEYS >= 7 and redis.call('GET', KEYS[6])
+    if agreed then
+      redis.call('HINCRBY', KEYS[7], 'apprentice_events', 1)
+      redis.call('HINCRBYFLOAT', KEYS[7], 'apprentice_reward_sum', partial[3])
+      if agreed == '1' then
+        redis.call('HINCRBY', KEYS[7], 'apprentice_agreed_events', 1)
+        redis.call('HINCRBYFLOAT', KEYS[7], 'apprentice_agreed_reward_sum', partial[3])
+      end
+    end
   end
 elseif ctx and ARGV[2] == 'no_click' then
   id = redis.call('XADD', KEYS[3], '*', 'k', 'timeout', 'e', ARGV[1], 'c', ctx, 'f', ARGV[3])

@@ -10,7 +10,8 @@
 --       may hold awaiting feedback (pending and deferred; 0: no limit),
 --       then per decision i (in the order of KEYS 5..): event id, context blob; then a
 --       flags ('1' agreed, '0' not); then, for a guarded call only: key hash, tenant,
---       SHA-1 of the config JSON, snapshot version, rho0, rho1, noise source, estimator
+--       SHA-1 of the config JSON, snapshot version, rho0, rho1, noise source, estimator,
+--       withdrawn
 --       ("" for a missing noise record or field); then the id table's capacity, m and m
 --       pairs (id hash in decimal, id): candidate ids shown, added unless known (HSETNX:
 --       a known id writes nothing) while the table holds fewer than its capacity
@@ -40,8 +41,9 @@ if guarded then
   if tonumber(redis.call('HGET', KEYS[k + 3], 'version')) ~= tonumber(ARGV[g + 4]) then
     return false
   end
-  local noise = redis.call('HMGET', KEYS[k + 4], 'rho0', 'rho1', 'source', 'estimator')
-  for i = 1, 4 do
+  local noise = redis.call('HMGET', KEYS[k + 4], 'rho0', 'rho1', 'source', 'estimator',
+                          'withdrawn')
+  for i = 1, 5 do
     if (noise[i] or '') ~= ARGV[g + 4 + i] then return false end
   end
 end
@@ -81,7 +83,7 @@ while left > 0 do
   redis.call('ZREM', KEYS[4], unpack(gone))
   left = left - #gone
 end
-local at = 2 * n + a + 10 + (guarded and 8 or 0)
+local at = 2 * n + a + 10 + (guarded and 9 or 0)
 local m = tonumber(ARGV[at + 1] or '0')
 if m > 0 then
   local room = tonumber(ARGV[at]) - redis.call('HLEN', KEYS[n + a + 5])

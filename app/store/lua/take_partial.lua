@@ -8,12 +8,13 @@
 -- (the loser gets 'conflict' and retries that event).
 -- KEYS: 1 pending, 2 events, 3 stats, 4 budget, 5 the model's asleep flag (lib_wake),
 --       then per event i: context (2i + 4), partial (2i + 5)
--- ARGV: 1 tombstone, then per event i, ten values from ARGV[10i - 8]:
+-- ARGV: 1 tombstone, then per event i, eleven values from ARGV[11i - 9]:
 --       event id, expected partial count ('' = none may exist yet), 'open'
 --       or 'final', feedback blob (all received so far), wanted count,
 --       received count, on expiry ('enqueue' or 'drop'), expected budget
 --       rounds ('' = leave the budget alone), budget state blob, budget
---       rounds after
+--       rounds after, observed reward of the feedback so far ('' = none: kept
+--       for the apprentice counters of expire_decision.lua)
 -- Returns {status_1, stream_id_1, status_2, ...}: status 'ok' (stream id of
 -- the joined event) | 'open' | 'unknown' | 'duplicate' | 'not_activated' (a
 -- deferred decision) | 'conflict'; stream
@@ -57,6 +58,9 @@ local function take(ctx_key, part_key, a)
   if ARGV[a + 2] == 'open' then
     redis.call('HSET', part_key, 'want', ARGV[a + 4], 'n', ARGV[a + 5], 'f', ARGV[a + 3],
                'expiry', ARGV[a + 6])
+    if ARGV[a + 10] ~= '' then
+      redis.call('HSET', part_key, 'r', ARGV[a + 10])
+    end
     local ttl = redis.call('PTTL', ctx_key)
     if ttl > 0 then
       redis.call('PEXPIRE', part_key, ttl)
@@ -73,7 +77,7 @@ end
 local out = {}
 local accepted = 0
 for i = 1, (#KEYS - 5) / 2 do
-  local status, id = take(KEYS[2 * i + 4], KEYS[2 * i + 5], 10 * i - 8)
+  local status, id = take(KEYS[2 * i + 4], KEYS[2 * i + 5], 11 * i - 9)
   if status == 'ok' then
     accepted = accepted + 1
   end

@@ -327,23 +327,23 @@ def _decision_options(body: dict[str, Any], explore: bool, defer: bool,
 
 
 def predict_body(features: Features, explore: bool = True, defer: bool = False,
-                 baseline: int | None = None) -> dict[str, Any]:
+                 baseline: float | None = None) -> dict[str, Any]:
     return _decision_options({"features": features}, explore, defer, baseline)
 
 
 def predict_batch_body(instances: Any, explore: bool = True, defer: bool = False,
-                       baseline: list[int] | None = None) -> dict[str, Any]:
+                       baseline: list[float] | None = None) -> dict[str, Any]:
     return _decision_options({"instances": instances}, explore, defer, baseline)
 
 
 def predict(model_id: str, features: Features, explore: bool = True, defer: bool = False,
-            baseline: int | None = None) -> Call:
+            baseline: float | None = None) -> Call:
     return Call("POST", _model(model_id, "/predict"), 200,
                 predict_body(features, explore, defer, baseline))
 
 
 def predict_batch(model_id: str, instances: Any, explore: bool = True, defer: bool = False,
-                  baseline: list[int] | None = None) -> Call:
+                  baseline: list[float] | None = None) -> Call:
     return Call("POST", _model(model_id, "/predict"), 200,
                 predict_batch_body(instances, explore, defer, baseline))
 

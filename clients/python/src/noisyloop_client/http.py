@@ -302,14 +302,15 @@ class Client(_Base):
 
     # predict and feedback
     def predict(self, model_id: str, features: Features, *, explore: bool = True,
-                defer: bool = False, baseline: int | None = None) -> Prediction:
+                defer: bool = False, baseline: float | None = None) -> Prediction:
         """One decision; ``defer``: no feedback or default until :meth:`activate`;
-        ``baseline``: your own label, served by a model in apprentice mode."""
+        ``baseline``: your own label (a continuous model: your action), served by a model
+        in apprentice mode."""
         return cast(Prediction, self.send(calls.predict(model_id, features, explore, defer,
                                                         baseline)))
 
     def predict_batch(self, model_id: str, instances: Any, *, explore: bool = True,
-                      defer: bool = False, baseline: list[int] | None = None
+                      defer: bool = False, baseline: list[float] | None = None
                       ) -> list[Prediction]:
         return cast(list[Prediction], self.send(calls.predict_batch(
             model_id, instances, explore, defer, baseline))["predictions"])
@@ -561,13 +562,13 @@ class AsyncClient(_Base):
 
     # predict and feedback
     async def predict(self, model_id: str, features: Features, *, explore: bool = True,
-                      defer: bool = False, baseline: int | None = None) -> Prediction:
+                      defer: bool = False, baseline: float | None = None) -> Prediction:
         """As :meth:`Client.predict`."""
         return cast(Prediction, await self.send(calls.predict(model_id, features, explore,
                                                               defer, baseline)))
 
     async def predict_batch(self, model_id: str, instances: Any, *, explore: bool = True,
-                            defer: bool = False, baseline: list[int] | None = None
+                            defer: bool = False, baseline: list[float] | None = None
                             ) -> list[Prediction]:
         answer = await self.send(calls.predict_batch(model_id, instances, explore, defer,
                                                      baseline))

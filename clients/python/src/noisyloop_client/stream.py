@@ -151,13 +151,13 @@ class AsyncStream:
         return await fut
 
     async def predict(self, features: Features, *, explore: bool = True, defer: bool = False,
-                      baseline: int | None = None) -> Prediction:
+                      baseline: float | None = None) -> Prediction:
         result: Prediction = await self.request(
             "predict", calls.predict_body(features, explore, defer, baseline))
         return result
 
     async def predict_batch(self, instances: Any, *, explore: bool = True, defer: bool = False,
-                            baseline: list[int] | None = None) -> list[Prediction]:
+                            baseline: list[float] | None = None) -> list[Prediction]:
         answer = await self.request(
             "predict", calls.predict_batch_body(instances, explore, defer, baseline))
         return list(answer["predictions"])
@@ -252,7 +252,7 @@ class Stream:
         return out
 
     def predict(self, features: Features, *, explore: bool = True, defer: bool = False,
-                baseline: int | None = None) -> Prediction:
+                baseline: float | None = None) -> Prediction:
         result: Prediction = self.request(
             "predict", calls.predict_body(features, explore, defer, baseline))
         return result
