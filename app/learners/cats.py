@@ -46,6 +46,7 @@ from app.learners.base import (
     check_state,
     size_param,
 )
+from app.learners.forgetting import check_half_life, decay, discount
 from app.learners.smoothing import DEFAULT_RANGE, ContinuousBandit, window
 
 #: Largest input accepted: the state holds ``K (d + 1)^2`` numbers.
@@ -73,6 +74,10 @@ class CATS(ContinuousBandit):
         ``lambda`` of every bin's regression.
     weighted:
         Weigh each event by its smoothed importance weight (module docstring).
+    half_life:
+        Forgetting, in events: every bin's sums weigh an event learned ``s`` events ago by
+        ``gamma^s``, ``gamma = 2^(-1 / half_life)`` (:mod:`app.learners.forgetting`), so
+        that the bins follow a world whose reward curve moves; None never forgets.
     rho0, rho1:
         Click-noise rates (a click's reward is corrected with them).
 
@@ -108,7 +113,8 @@ class CATS(ContinuousBandit):
     def __init__(self, n_features: int, seed: int | None = None,
                  action_range: Sequence[float] = DEFAULT_RANGE, bins: int = 32,
                  bandwidth: float | None = None, epsilon: float = 0.05, ridge: float = 1.0,
-                 weighted: bool = False, rho0: float = 0.0, rho1: float = 0.0) -> None:
+                 weighted: bool = False, half_life: float | None = None, rho0: float = 0.0,
+                 rho1: float = 0.0) -> None:
         super().__init__(n_features=n_features, seed=seed, action_range=action_range,
                          bandwidth=bandwidth, epsilon=epsilon, rho0=rho0, rho1=rho1)
         if self.n_features > MAX_FEATURES:
@@ -117,6 +123,8 @@ class CATS(ContinuousBandit):
         self.bins = check_int("bins", bins, 2, 4096)
         self.ridge = check_positive("ridge", ridge)
         self.weighted = bool(weighted)
+        self.half_life = check_half_life(half_life)
+        self._gamma = discount(self.half_life)
         lo, hi = self.action_range
         self.centers = lo + (np.arange(self.bins) + 0.5) * (hi - lo) / self.bins
         dim = self.n_features + 1
@@ -155,6 +163,12 @@ class CATS(ContinuousBandit):
             lo, hi = self.action_range
             a, b = window(self.centers, lo, hi, self.half_width)
             w = w / (b - a)[None, :] / pdf[:, None]
+        if self.half_life is not None:
+            n = len(r)
+            w = w * decay(self._gamma, np.arange(n - 1, -1, -1))[:, None]  # gamma^(events after)
+            whole = float(decay(self._gamma, np.array(n)))
+            self.gram_ *= whole
+            self.sum_rz_ *= whole
         self.gram_ += np.einsum("nk,nd,ne->kde", w, Z, Z)
         self.sum_rz_ += np.einsum("nk,n,nd->kd", w, r, Z)
         self._theta = None

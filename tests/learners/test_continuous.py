@@ -127,6 +127,50 @@ def test_noise_corrected_learner_beats_the_uncorrected_one() -> None:
     assert d.mean() > 3 * d.std(ddof=1) / np.sqrt(len(d)), d
 
 
+def test_cats_forgetting_sums_are_the_discounted_sums() -> None:
+    """With ``half_life`` every bin's sums weigh the event learned ``s`` events ago by
+    ``gamma^s`` (over the events in its window), one at a time and in a batch (1e-12 of the
+    sums' scale: at most 30 terms)."""
+    rng = np.random.default_rng(1)
+    n, half_life = 30, 7.0
+    X, action = rng.standard_normal((n, 2)), rng.uniform(LO, HI, n)
+    reward = rng.standard_normal(n)
+    events = [{"x": X[i], "action": action[i], "pdf": 0.1, "greedy": action[i],
+               "reward": reward[i], "click_value": np.nan} for i in range(n)]
+    one, many = (CATS(2, action_range=(LO, HI), bins=4, half_life=half_life)
+                 for _ in range(2))
+    for event in events:
+        one.learn_one(event)
+    many.learn_many(stack_events(events))
+    age = discount(half_life) ** np.arange(n - 1, -1, -1.0)
+    w = (np.abs(action[:, None] - one.centers[None, :]) <= one.half_width) * age[:, None]
+    Z = np.hstack([np.ones((n, 1)), X])
+    expected = {"gram_": np.einsum("nk,nd,ne->kde", w, Z, Z),
+                "sum_rz_": np.einsum("nk,n,nd->kd", w, reward, Z)}
+    for learner in (one, many):
+        for name, value in expected.items():
+            np.testing.assert_allclose(learner.get_state()[name], value, rtol=1e-12,
+                                       atol=1e-12 * np.abs(value).max(), err_msg=name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cats_forgetting_follows_a_moved_demand_curve(seed: int) -> None:
+    """The moved demand curve of the test below with ``cats``: its bins' regressions already
+    follow part of the move (0.82 to 0.92 of the new gap on seeds 0 to 2), forgetting with
+    ``half_life`` 1,000 more (0.92 to 0.96); at least 0.85, and not below never
+    forgetting."""
+    before, after = PricingWorld(), PricingWorld(centre=5.0)
+    closed = {}
+    for half_life in (None, 1000.0):
+        learner = build("continuous", "cats", before.n_features, None,
+                        {"action_range": list(before.price_range), "half_life": half_life},
+                        seed=seed)
+        play(learner, before, ROUNDS, seed, batch=10)
+        closed[half_life] = play(learner, after, 3000, seed + 100, batch=10).greedy
+    assert closed[1000.0] >= 0.85 and closed[1000.0] >= closed[None], closed
+
+
 @pytest.mark.parametrize("compiled", [True, False])
 def test_forgetting_sums_are_the_discounted_sums(compiled: bool,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:

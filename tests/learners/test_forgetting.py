@@ -54,7 +54,7 @@ test_state_size_is_bounded = contract.test_state_size_is_bounded
 
 def test_forgetting_learners_cover_the_ridge_family() -> None:
     assert {alg for _, alg in FORGETTING} == {"linucb_diag", "squarecb_diag", "linucb",
-                                                "lints_diag", "ridge_pl", "ridge_ucb"}
+                                                "lints_diag", "ridge_pl", "ridge_ucb", "cats"}
 
 
 def test_state_bytes_counts_the_forgetting_arrays(case: tuple[str, str]) -> None:
