@@ -264,7 +264,8 @@ class EventStore:
         given = list(rewards or ())
         keys_ = [mk.pending, mk.events, mk.stats, mk.asleep,
                  *(mk.context(eid) for eid, _ in items),
-                 *(mk.apprentice(eid) for eid, _ in items if given)]
+                 *(mk.apprentice(eid) for eid, _ in items if given),
+                 *(mk.partial(eid) for eid, _ in items)]
         args: list[bytes | str | int | float] = [TOMBSTONE, len(items) if given else 0]
         blobs = codec.encode_many([feedback for _, feedback in items])
         for (eid, _), blob in zip(items, blobs, strict=True):

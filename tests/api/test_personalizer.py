@@ -248,6 +248,26 @@ def test_with_sum_the_rewards_add_up_and_are_learned_once_at_the_wait(
     assert loop.model()["stats"]["events_applied"] == 4
 
 
+def test_switching_sum_off_keeps_the_rewards_added_up_so_far(
+        service: Service, loop: Loop) -> None:
+    """An event whose rewards were being added up when the aggregation went back to
+    ``earliest`` keeps them: a later reward counts as a duplicate (earliest takes the first
+    reward only) and the sum so far is learned at the wait; an event without a reward yet
+    takes its first one at once."""
+    admin, client = _admin(loop), _client(loop)
+    admin.update_service_configuration({"rewardAggregation": "sum"})
+    for name in ("summing", "first"):
+        client.rank({"contextFeatures": CONTEXT, "actions": ACTIONS, "eventId": name})
+    for value in (0.25, 0.5):
+        client.reward("summing", {"value": value})
+    admin.update_service_configuration({"rewardAggregation": "earliest"})
+    client.reward("summing", {"value": 0.125})
+    client.reward("first", {"value": 0.375})
+    pass_reward_wait(service, loop)  # "summing" alone still waits
+    assert loop.model()["stats"]["events_applied"] == 2
+    assert _learned_rewards(loop) == [0.375, 0.75]
+
+
 def test_with_sum_concurrent_rewards_of_an_event_are_all_added(
         service: Service, loop: Loop) -> None:
     """Sixteen rewards of 1/32 sent at once from eight threads add up to 0.5 exactly (each

@@ -8,7 +8,7 @@
 -- acknowledgement then cost Redis about the same for 1 event or 1,000.
 -- KEYS: 1 pending, 2 events, 3 stats, 4 the model's asleep flag (lib_wake), then one
 --       context key per event, then a apprentice flag keys (a = 0 or n, in the order of
---       the contexts)
+--       the contexts), then one partial-feedback key per event (take_partial.lua)
 -- ARGV: 1 tombstone value, 2 a, then per event i (in the order of KEYS 4..):
 --       event id, feedback blob; then a rewards (the observed reward of each event);
 --       then (optional) the most events per entry (0 or none: one entry for the batch;
@@ -16,7 +16,9 @@
 --       no more of them dense at once than its bound)
 -- Returns {status_1, stream_id_1, status_2, ...}: status 'ok' (stream id of
 -- the entry holding the joined event, shared by the batch's joined events) | 'unknown' (never issued, expired, other model) |
--- 'duplicate' (feedback already accepted) | 'not_activated' (a deferred decision
+-- 'duplicate' (feedback already accepted, or being added up: an event whose rewards a
+-- model summing them (take_partial.lua) opened keeps them, and ends with their sum at its
+-- deadline, when the model has since gone back to taking the earliest) | 'not_activated' (a deferred decision
 -- not activated yet: nothing is taken); stream id '' unless 'ok'.
 -- A joined event with an apprentice flag adds its reward to the model's apprentice
 -- counters (all events, and the events where the model agreed with the baseline).
@@ -25,7 +27,7 @@
 --! include lib_wake
 local t = tonumber(redis.call('TIME')[1])
 local a = tonumber(ARGV[2])
-local n = #KEYS - 4 - a
+local n = (#KEYS - 4 - a) / 2
 local most = tonumber(ARGV[2 * n + a + 3] or '0')
 local out = {}
 local accepted = 0
@@ -45,7 +47,7 @@ for i = 1, n do
   local key, eid = KEYS[i + 4], ARGV[2 * i + 1]
   local ctx = redis.call('GET', key)
   local status, id = 'unknown', ''
-  if ctx == ARGV[1] then
+  if ctx == ARGV[1] or (ctx and redis.call('EXISTS', KEYS[n + a + i + 4]) == 1) then
     status = 'duplicate'
   elseif ctx then
     local deadline = redis.call('ZSCORE', KEYS[1], eid)
