@@ -178,7 +178,8 @@ def published(stream: Stream) -> list[dict[str, Any]]:
 
 def test_every_noise_number_is_estimated_or_flagged(default: Shown) -> None:
     """Before an estimate is published no estimated number is shown anywhere (the initial
-    rates, flagged everywhere); once published, the estimate within ``max_width``, unflagged,
+    rates, flagged everywhere), nor after it is withdrawn (its rates flagged everywhere);
+    once published, the estimate within ``max_width``, unflagged,
     and ``debiased_reward`` the rate of right plays so far within the sampling error of the
     mean click plus the published intervals carried through ``g``
     (:func:`debiased_tolerance`); the estimate refreshed at least once."""
@@ -191,6 +192,13 @@ def test_every_noise_number_is_estimated_or_flagged(default: Shown) -> None:
         flagged = {bool(p["calibration_unreliable"]) for p in b.preds}
         right += b.hits
         clicks += b.clicks
+        if noise["status"] == "insufficient_data" and noise.get("withdrawn"):
+            # an estimate a later refresh refused for its assumptions: its rates stay in
+            # use, flagged everywhere
+            assert noise["source"] == "estimated" and noise["calibration_unreliable"], noise
+            assert stats["calibration_unreliable"] is True
+            assert flagged == {True}
+            continue
         if noise["status"] == "insufficient_data":
             # no estimated number anywhere: the initial rates, flagged everywhere
             assert (noise["source"], noise["rho0"], noise["rho1"]) == ("initial", 0.0, 0.0)
@@ -307,7 +315,8 @@ def test_evaluations_of_the_log_hold_the_true_values(default: Shown) -> None:
             assert done["status"] == "done" and done["n"] == N, done
             assert done["rates"] == ("model" if by == "model" else "request"), done
             if by == "model" and done["calibration_unreliable"]:
-                assert done["reason"] in ("noise_rates_unreliable", "noise_rates_estimated")
+                assert done["reason"] in ("noise_rates_unreliable", "noise_rates_estimated",
+                                          "noise_rates_withdrawn")
                 continue
             if by == "model":  # the estimate in force at the end, its errors carried
                 assert done["correction"]["rate_uncertainty"]["rho0_se"] > 0, done
@@ -388,14 +397,16 @@ def check_challengers(body: dict[str, Any], hits: np.ndarray) -> None:
     tolerance of :data:`ONE_SEED_SCALE` (the rates' error
     carried: ``test_estimators_truth.py`` checks that term's coverage over seeds), or the
     answer is flagged ``calibration_unreliable`` (``noise_rates_estimated``: rates in force
-    whose error is not known), when it must still order the champion well above uniform."""
+    whose error is not known; ``noise_rates_withdrawn``: an estimate a later refresh
+    refused for its assumptions), when it must still order the champion well above
+    uniform."""
     champion, (uniform,) = body["champion"], body["challengers"]
     assert champion["events"] == N and uniform["events"] == N, body
     assert uniform["status"] == "following", uniform
     assert hits.mean() - 1.0 / K > 0.3  # the stream's truth: a clear gap to find
     assert champion["value"]["ci_low"] > uniform["value"]["ci_high"], body
     if body["calibration_unreliable"]:
-        assert body["reason"] == "noise_rates_estimated", body
+        assert body["reason"] in ("noise_rates_estimated", "noise_rates_withdrawn"), body
         return
     truth = hits.mean()
     missed = [(name, value, target) for name, value, target in (
