@@ -153,24 +153,6 @@ def test_cats_forgetting_sums_are_the_discounted_sums() -> None:
                                        atol=1e-12 * np.abs(value).max(), err_msg=name)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_cats_forgetting_follows_a_moved_demand_curve(seed: int) -> None:
-    """The moved demand curve of the test below with ``cats``: its bins' regressions already
-    follow part of the move (0.82 to 0.92 of the new gap on seeds 0 to 2), forgetting with
-    ``half_life`` 1,000 more (0.92 to 0.96); at least 0.85, and not below never
-    forgetting."""
-    before, after = PricingWorld(), PricingWorld(centre=5.0)
-    closed = {}
-    for half_life in (None, 1000.0):
-        learner = build("continuous", "cats", before.n_features, None,
-                        {"action_range": list(before.price_range), "half_life": half_life},
-                        seed=seed)
-        play(learner, before, ROUNDS, seed, batch=10)
-        closed[half_life] = play(learner, after, 3000, seed + 100, batch=10).greedy
-    assert closed[1000.0] >= 0.85 and closed[1000.0] >= closed[None], closed
-
-
 @pytest.mark.parametrize("compiled", [True, False])
 def test_forgetting_sums_are_the_discounted_sums(compiled: bool,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,18 +188,24 @@ def test_forgetting_sums_are_the_discounted_sums(compiled: bool,
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_forgetting_follows_a_moved_demand_curve(seed: int) -> None:
+@pytest.mark.parametrize(("algorithm", "floor", "gain"),
+                         [("ridge_ucb", 0.8, 0.15), pytest.param("cats", 0.85, 0.0,
+                                                                  marks=pytest.mark.slow)])
+def test_forgetting_follows_a_moved_demand_curve(algorithm: str, floor: float, gain: float,
+                                                 seed: int) -> None:
     """20,000 customers willing to pay about 2, then their willingness moves to about 5
     (the middle 90% of best prices from 1.3-3.1 to 2.7-5.3): 3,000 customers after the
-    change, the greedy prices of ``half_life`` 1,000 close at least 0.8 of the new gap,
-    and 0.15 more than the same learner that never forgets, whose old events still pull
-    its prices back (measured: 0.88 to 0.92 against -0.05 to 0.65 on seeds 0 to 2)."""
+    change, the greedy prices of ``half_life`` 1,000 close at least ``floor`` of the new
+    gap, and ``gain`` more than the same learner that never forgets.  ``ridge_ucb``'s old
+    events pull its prices back (measured: 0.88 to 0.92 against -0.05 to 0.65 on seeds 0
+    to 2); ``cats``'s bins already follow part of the move (0.92 to 0.96 against 0.82 to
+    0.92), so it is held to a higher floor and to no loss."""
     before, after = PricingWorld(), PricingWorld(centre=5.0)
     closed = {}
     for half_life in (None, 1000.0):
-        learner = build("continuous", "ridge_ucb", before.n_features, None,
+        learner = build("continuous", algorithm, before.n_features, None,
                         {"action_range": list(before.price_range), "half_life": half_life},
                         seed=seed)
         play(learner, before, ROUNDS, seed, batch=10)
         closed[half_life] = play(learner, after, 3000, seed + 100, batch=10).greedy
-    assert closed[1000.0] >= 0.8 and closed[1000.0] >= closed[None] + 0.15, closed
+    assert closed[1000.0] >= floor and closed[1000.0] >= closed[None] + gain, closed
