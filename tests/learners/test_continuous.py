@@ -3,6 +3,8 @@ what they learn on the pricing world (:mod:`app.sim.pricing`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -127,22 +129,36 @@ def test_noise_corrected_learner_beats_the_uncorrected_one() -> None:
     assert d.mean() > 3 * d.std(ddof=1) / np.sqrt(len(d)), d
 
 
-def test_cats_forgetting_sums_are_the_discounted_sums() -> None:
-    """With ``half_life`` every bin's sums weigh the event learned ``s`` events ago by
-    ``gamma^s`` (over the events in its window), one at a time and in a batch (1e-12 of the
-    sums' scale: at most 30 terms)."""
-    rng = np.random.default_rng(1)
-    n, half_life = 30, 7.0
+#: Half-life (events) of the discounted-sums tests.
+HALF_LIFE = 7.0
+
+
+def _learned_one_at_a_time_and_in_a_batch(
+        make: Callable[[], ContinuousBandit], seed: int
+) -> tuple[ContinuousBandit, ContinuousBandit, tuple[np.ndarray, ...]]:
+    """Two learners of ``make`` fed the same 30 random events, one at a time and in one
+    batch, and the events' ``(X, action, reward)`` with each one's weight ``gamma^s`` (``s``
+    the events learned after it)."""
+    rng = np.random.default_rng(seed)
+    n = 30
     X, action = rng.standard_normal((n, 2)), rng.uniform(LO, HI, n)
     reward = rng.standard_normal(n)
     events = [{"x": X[i], "action": action[i], "pdf": 0.1, "greedy": action[i],
                "reward": reward[i], "click_value": np.nan} for i in range(n)]
-    one, many = (CATS(2, action_range=(LO, HI), bins=4, half_life=half_life)
-                 for _ in range(2))
+    one, many = make(), make()
     for event in events:
         one.learn_one(event)
     many.learn_many(stack_events(events))
-    age = discount(half_life) ** np.arange(n - 1, -1, -1.0)
+    return one, many, (X, action, reward, discount(HALF_LIFE) ** np.arange(n - 1, -1, -1.0))
+
+
+def test_cats_forgetting_sums_are_the_discounted_sums() -> None:
+    """With ``half_life`` every bin's sums weigh the event learned ``s`` events ago by
+    ``gamma^s`` (over the events in its window), one at a time and in a batch (1e-12 of the
+    sums' scale: at most 30 terms)."""
+    one, many, (X, action, reward, age) = _learned_one_at_a_time_and_in_a_batch(
+        lambda: CATS(2, action_range=(LO, HI), bins=4, half_life=HALF_LIFE), seed=1)
+    n = len(reward)
     w = (np.abs(action[:, None] - one.centers[None, :]) <= one.half_width) * age[:, None]
     Z = np.hstack([np.ones((n, 1)), X])
     expected = {"gram_": np.einsum("nk,nd,ne->kde", w, Z, Z),
@@ -161,17 +177,9 @@ def test_forgetting_sums_are_the_discounted_sums(compiled: bool,
     ``V^-1 V~ V^-1``; learned one at a time and in a batch (1e-12 of the sums' scale: at
     most 30 terms)."""
     monkeypatch.setattr(jit, "ENABLED", compiled and jit.ENABLED)
-    rng = np.random.default_rng(0)
-    n, half_life = 30, 7.0
-    X, action = rng.standard_normal((n, 2)), rng.uniform(LO, HI, n)
-    reward = rng.standard_normal(n)
-    events = [{"x": X[i], "action": action[i], "pdf": 0.1, "greedy": action[i],
-               "reward": reward[i], "click_value": np.nan} for i in range(n)]
-    one, many = (RidgeUCB(2, action_range=(LO, HI), half_life=half_life) for _ in range(2))
-    for event in events:
-        one.learn_one(event)
-    many.learn_many(stack_events(events))
-    age = discount(half_life) ** np.arange(n - 1, -1, -1.0)
+    one, many, (X, action, reward, age) = _learned_one_at_a_time_and_in_a_batch(
+        lambda: RidgeUCB(2, action_range=(LO, HI), half_life=HALF_LIFE), seed=0)
+    n = len(reward)
     phi = (one.basis(action)[:, None, :] * np.hstack([np.ones((n, 1)), X])[:, :, None]
            ).reshape(n, -1)
     expected = {"gram_": (phi * age[:, None]).T @ phi,
