@@ -13,6 +13,7 @@ import pytest
 from app.store import ModelKeys, Store
 from app.store.noise import WITHDRAWN
 from tests.api.conftest import TestClient, new_model, new_tenant, predict_all
+from tests.api.test_challengers import UNIFORM
 from tests.api.test_noise_service import _request_estimate, answer_with_noisy_clicks
 from tests.api.test_rank_noise_slots import append_rows
 from tests.learners.test_noise_anchor import epsilon_greedy_plays
@@ -69,9 +70,8 @@ def test_a_refusal_for_a_failed_assumption_withdraws_the_published_estimate(
     client = recording_client
     tenant = new_tenant(client)
     new_model(client, tenant, algorithm="linucb_diag", n_features=D, n_classes=K)
-    assert client.post("/v1/models/m1/challengers", headers=tenant, json={
-        "name": "uniform", "algorithm": "squarecb_diag",
-        "params": {"gamma_scale": 0.0}}).status_code == 201
+    assert client.post("/v1/models/m1/challengers", headers=tenant,
+                       json=UNIFORM).status_code == 201
     rng = np.random.default_rng(5)
     W = rng.standard_normal((K, D))
     answer_with_noisy_clicks(client, tenant, redis_url, rng.standard_normal((600, D)), W,
