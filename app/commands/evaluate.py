@@ -726,7 +726,8 @@ def plotted(result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def figure(result: dict[str, Any]) -> Any:
     """The estimates of :func:`plotted` with their intervals, side by side per estimator
-    (a matplotlib figure; the caller closes it)."""
+    (a matplotlib figure; the caller closes it).  An estimator a log has none of is left
+    out; one with no point estimate (``value`` null) is drawn as its interval alone, dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -737,12 +738,18 @@ def figure(result: dict[str, Any]) -> Any:
     fig, ax = plt.subplots(figsize=(4.8 + 0.4 * len(series), 3.2), layout="constrained")
     try:
         for i, (label, found) in enumerate(series):
-            values = [found[n]["value"] for n in ESTIMATORS]
-            low = [found[n]["value"] - found[n]["ci_low"] for n in ESTIMATORS]
-            high = [found[n]["ci_high"] - found[n]["value"] for n in ESTIMATORS]
             offset = (i - (len(series) - 1) / 2) * width
-            ax.errorbar([k + offset for k in range(len(ESTIMATORS))], values,
-                        yerr=[low, high], fmt="o", capsize=4, label=label or None)
+            drawn = [(k + offset, found[n]) for k, n in enumerate(ESTIMATORS)
+                     if found.get(n) is not None]
+            shown = [(x, e) for x, e in drawn if e["value"] is not None]
+            bars = ax.errorbar([x for x, _ in shown], [e["value"] for _, e in shown],
+                               yerr=[[e["value"] - e["ci_low"] for _, e in shown],
+                                     [e["ci_high"] - e["value"] for _, e in shown]],
+                               fmt="o", capsize=4, label=label or None)
+            for x, e in drawn:  # no point estimate: its interval alone, dashed
+                if e["value"] is None and e.get("ci_low") is not None:
+                    ax.vlines(x, e["ci_low"], e["ci_high"], colors=bars[0].get_color(),
+                              linestyles="dashed")
         ax.set_xticks(range(len(ESTIMATORS)), list(ESTIMATORS.values()))
         ax.set_xlim(-0.5, len(ESTIMATORS) - 0.5)
         ax.set_ylabel("estimated value (95% interval)")
