@@ -58,7 +58,9 @@ config:JSON (vw, dsjson and noisyloop label logs: a learner of
 in order, off-policy from the logged action, click and propensity, and is evaluated on
 the rest as it explores; "split" says which events trained and which were evaluated; a
 noisyloop log is streamed, one pass counting its events, then two in batches, in one
-process; a vw or dsjson log is read into memory).
+process; a vw or dsjson log is read into memory; a noisyloop continuous log, with
+--model-snapshot: a learner of that task on the model's range, its greedy action smoothed
+with its bandwidth scored by smoothed IPS, SNIPS and DR).
 
 vw: one example per blank-line-separated block; the reward is -cost of the labelled
 action (VW minimises cost: log a click as cost -1); every example must have the same number
