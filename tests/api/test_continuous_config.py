@@ -19,25 +19,13 @@ from app.learners.registry import build, learner_class
 from app.learners.smoothing import ContinuousBandit, window
 from app.sim.pricing import PricingWorld
 from tests.api.conftest import TestClient, new_model
-from tests.api.test_continuous import RANGE, RHO0, RHO1, ROUNDS, _model, _priced
-from tests.api.test_evaluations import run_jobs
+from tests.api.test_continuous import RANGE, RHO0, RHO1, ROUNDS, _model, _priced, evaluate
 
 CONFIG: dict[str, Any] = {"algorithm": "cats", "params": {"bandwidth": 2.0}}
 #: The logging model's exploration: every price uniform, so that the configuration's
 #: windows (4 of the range's 10) hold enough logged prices to be scored (an ESS near
 #: 0.4 * 400 = 160 of the 400 evaluated events, above the 100 that flags a value).
 LOG_EPSILON = 1.0
-
-
-def _evaluate(client: TestClient, auth: dict[str, str], redis_url: str,
-              body: dict[str, Any]) -> dict[str, Any]:
-    r = client.post("/v1/models/m1/evaluations", headers=auth, json=body)
-    assert r.status_code == 202, r.text
-    assert run_jobs(redis_url) >= 1
-    job: dict[str, Any] = client.get(f"/v1/models/m1/evaluations/{r.json()['job_id']}",
-                                     headers=auth).json()
-    assert job["status"] == "done", job
-    return job
 
 
 def _expected(lines: list[dict[str, Any]], train: int) -> Any:
@@ -85,7 +73,7 @@ def test_a_configuration_is_trained_on_the_log_and_scored_as_the_command_line_do
     lines = [line for line in map(orjson.loads, body.splitlines()) if line["type"] == "event"]
     n = 2 * ROUNDS
     assert len(lines) == n
-    served = _evaluate(client, tenant, redis_url, {"policy": CONFIG})
+    served = evaluate(client, tenant, redis_url, CONFIG)
 
     want = _expected(lines, n // 2)
     assert served["n"] == n // 2 and served["ess"] == pytest.approx(want.ess, rel=1e-9)
