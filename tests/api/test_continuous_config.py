@@ -4,6 +4,7 @@ run by the jobs role, and ``noisyloop evaluate --policy config:JSON`` on the exp
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import orjson
 import pytest
 
 from app.cli import main
+from app.commands.log_parquet import write_pages
 from app.evaluation.smoothed import smoothed_evaluation
 from app.evaluation.training import BATCH
 from app.learners.registry import build, learner_class
@@ -90,19 +92,27 @@ def test_a_configuration_is_trained_on_the_log_and_scored_as_the_command_line_do
     assert (served["calibration_unreliable"], served["reason"]) == (True, "no_estimator")
 
     (tmp_path / "log.jsonl").write_bytes(body)
+    logs = [tmp_path / "log.jsonl"]
+    if importlib.util.find_spec("pyarrow") is not None:
+        write_pages(iter([(body, None)]), tmp_path / "parquet", 0, lambda n: None)
+        logs.append(tmp_path / "parquet")
     snapshot = tmp_path / "snap.json"
     snapshot.write_text(client.get("/v1/models/m1/snapshot", headers=tenant).text)
-    capsys.readouterr()
-    code = main(["evaluate", "--no-progress", "--log", str(tmp_path / "log.jsonl"),
-                 "--format", "noisyloop", "--policy", f"config:{json.dumps(CONFIG)}",
-                 "--model-snapshot", str(snapshot)])
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    result = orjson.loads(out.out)
-    assert result["split"] == served["split"] and result["calibration_unreliable"] is True
-    for name in ("ips", "snips", "dr"):
-        assert result[name]["value"] == pytest.approx(served[name]["value"], rel=1e-9)
-        assert result[name]["ci"] == pytest.approx(served[name]["ci"], rel=1e-9)
+    compared = []
+    for log in logs:
+        capsys.readouterr()
+        code = main(["evaluate", "--no-progress", "--log", str(log), "--format", "noisyloop",
+                     "--policy", f"config:{json.dumps(CONFIG)}", "--model-snapshot",
+                     str(snapshot)])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        result = orjson.loads(out.out)
+        assert result["split"] == served["split"] and result["calibration_unreliable"] is True
+        for name in ("ips", "snips", "dr"):
+            assert result[name]["value"] == pytest.approx(served[name]["value"], rel=1e-9)
+            assert result[name]["ci"] == pytest.approx(served[name]["ci"], rel=1e-9)
+        compared.append(log)
+    assert compared == logs
 
 
 @pytest.mark.parametrize(("policy", "field"), [
