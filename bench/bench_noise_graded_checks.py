@@ -31,7 +31,7 @@ a published estimate not withdrawn: :func:`~app.learners.noise_publish.shows_pub
 
 Usage::
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_noise_graded_checks.py   # ~2 CPU minutes
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_noise_graded_checks.py   # ~30 CPU seconds
 
 Writes ``bench/results/noise-graded-checks.json``.
 """
