@@ -11,7 +11,7 @@ out), in the worlds ``graded`` 0.2/0.45/0.7, ``best_half`` 0.5/0.35/0.2/0.05,
 * ``nested_bands``: also refused when the top band (the top ``q`` of the recent scores)
   clicks above the next band (the top ``2 q`` less the top ``q``) by more than the one-sided
   95% bound of the difference (``m_q - m_next - z se > 0``): the rho1 of the two nested
-  bands differ by more than their combined interval;
+  bands differ by more than their combined interval; ``nested_bands_99`` the same at 99%;
 * ``top_trend``: also refused when the least-squares slope of the click on the score's rank
   (0 to 1) inside the top band is above 0 by more than its one-sided 95% bound (robust
   standard error);
@@ -74,18 +74,19 @@ _DEFAULTS = inspect.signature(estimate_from_anchors).parameters
 TOP_FRACTION = float(_DEFAULTS["top_fraction"].default)
 RECENT = float(_DEFAULTS["recent_fraction"].default)
 Z = NormalDist().inv_cdf(0.95)
+Z99 = NormalDist().inv_cdf(0.99)
 
 
-def nested_excess(score: np.ndarray, click: np.ndarray) -> float:
+def nested_excess(score: np.ndarray, click: np.ndarray, z: float = Z) -> float:
     """``m_q - m_next - z se``: the top band's click rate less the next band's, less the
-    one-sided 95% bound of the difference (module docstring)."""
+    one-sided bound of the difference (``z``: 95%; module docstring)."""
     ones = np.ones(score.shape[0])
     top = top_set(score, TOP_FRACTION, RECENT)
     following = np.setdiff1d(top_set(score, 2.0 * TOP_FRACTION, RECENT), top)
     m_top, psi_top = band_mean(ones, click, top)
     m_next, psi_next = band_mean(ones, click, following)
     se = math.sqrt(float(psi_top @ psi_top + psi_next @ psi_next)) / score.shape[0]
-    return m_top - m_next - Z * se
+    return m_top - m_next - z * se
 
 
 def trend_excess(score: np.ndarray, click: np.ndarray) -> float:
@@ -130,7 +131,8 @@ def refresh(plays: Plays, t: int, n_classes: int) -> dict[str, AnchorEstimate | 
     service = anchor_estimate(prob, score, click, n_classes, {})
     out: dict[str, AnchorEstimate | None] = {"service": service}
     checks: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
-        "nested_bands": nested_excess, "top_trend": trend_excess}
+        "nested_bands": nested_excess, "top_trend": trend_excess,
+        "nested_bands_99": lambda s, f: nested_excess(s, f, Z99)}
     for name, check in checks.items():
         out[name] = None if service.published and check(score, click) > 0.0 else service
     for name, ranking in bottom_scores(plays, t, n_classes).items():
