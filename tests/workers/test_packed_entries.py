@@ -15,6 +15,7 @@ from app.store.leases import LeaseStore
 from app.store.models import UNAPPLIED_SCAN
 from app.store.snapshots import SnapshotStore
 from tests.workers.conftest import create_model, decisions, model_config
+from tests.workers.test_decisionlog import logged_events
 from tests.workers.test_trainer import expected_state, feed, worker
 
 
@@ -141,6 +142,28 @@ async def test_entries_of_one_event_and_packed_entries_are_read_in_stream_order(
     await assert_learned_once(store, mk, config, old + new)
     record = await store.models.record("t", "m")
     assert record is not None and record.backlog == 0
+
+
+async def test_each_logged_event_of_packed_entries_keeps_its_own_context_and_feedback(
+        store: Store) -> None:
+    """The decision log of packed entries read in several steps (reads of about 25 events
+    take whole entries of 10): event by event, in the order joined, each event's own
+    context and click; the events of one entry share its stream id."""
+    config = model_config()
+    mk = await create_model(store, config)
+    events = await feed(store, mk, config, 40, per_call=10)
+    stored = [sid.decode() for sid, _ in await store.redis.xrange(mk.events)]
+    assert len(stored) == 4
+    assert await worker(store, batch_size=25).drain() == 40
+    log = await logged_events(store, mk)
+    assert [e.event_id for e in log] == [f"e0-{i}" for i in range(40)]
+    assert [e.stream_id for e in log] == [sid for sid in stored for _ in range(10)]
+    for logged, sent in zip(log, events, strict=True):
+        context = codec.decode(logged.context)
+        assert sorted(context) == sorted(k for k in sent if k != "click")
+        for name, value in context.items():
+            np.testing.assert_array_equal(value, sent[name])
+        assert float(codec.decode(logged.feedback)["click"]) == float(sent["click"])
 
 
 async def test_the_backlog_counts_events_past_the_entries_it_reads(store: Store) -> None:
