@@ -24,7 +24,9 @@ events/s per path (median and range over rounds), the CPU time per 1,000 events
 of each process on the machine's two cores (``/proc``, 10 ms ticks): the server
 (API, Kafka consumer and trainer; and of it, its main thread), Redis, Redis's
 AOF rewrites (forked children, counted when they end), the broker and this
-client (the HTTP client, or the Kafka producer), and the ratio Kafka / HTTP.
+client (the HTTP client, or the Kafka producer), Redis's own time per event by command
+(``INFO commandstats``: the scripts under ``evalsha``, their commands under their own names
+too), and the ratio Kafka / HTTP.
 Goals: at least 50,000 events/s accepted into one model by each path, and
 Kafka at least 0.8x the HTTP batch path's rate.
 
@@ -67,6 +69,9 @@ D, K, TENANT, TOPIC, PARTITIONS = 64, 10, "bench", "noisyloop.feedback", 3
 GOAL_RATE, GOAL_RATIO = 50_000.0, 0.8
 #: The processes whose CPU time is counted (see :func:`process_cpu`).
 PROCESSES = ("server", "server_main_thread", "redis", "redis_rewrites", "broker", "client")
+#: The Redis commands reported per path: those with at least this share of the busiest's
+#: time (``evalsha``, which holds the scripts' own commands).
+REDIS_COMMAND_SHARE = 0.02
 #: Longest wait for a round's messages to be accepted.
 ROUND_SECONDS = 300.0
 #: Seconds of the idle window (after the rounds) whose CPU per second is reported: what
@@ -121,6 +126,13 @@ def process_cpu(pids: dict[str, int]) -> dict[str, float]:
             "client": own.user + own.system}
 
 
+def redis_usec(r: redis.Redis) -> dict[str, int]:
+    """Redis's own microseconds so far per command (``INFO commandstats``): a script's
+    calls count under ``evalsha`` and the commands it ran under their own names too."""
+    return {name.removeprefix("cmdstat_"): int(stat["usec"])
+            for name, stat in r.info("commandstats").items()}
+
+
 def clicks(c: Client, model: str, X: np.ndarray, rng: np.random.Generator
            ) -> list[dict[str, Any]]:
     """Predict for ``X`` (1,000 a request) and make a click event for each decision."""
@@ -131,7 +143,7 @@ def clicks(c: Client, model: str, X: np.ndarray, rng: np.random.Generator
 
 
 def _summary(walls: list[float], applied: list[float], cpu: dict[str, float],
-             events: int) -> dict[str, Any]:
+             usec: dict[str, int], events: int) -> dict[str, Any]:
     rates = [events / w for w in walls]
     applied_rates = [events / w for w in applied]
     total = events * len(walls)
@@ -145,7 +157,11 @@ def _summary(walls: list[float], applied: list[float], cpu: dict[str, float],
             "events_per_server_cpu_second": (round(total / cpu["server"]) if cpu["server"]
                                              else None),
             "cpu_ms_per_1000_events": {name: round(1e6 * used / total, 1)
-                                       for name, used in cpu.items()}}
+                                       for name, used in cpu.items()},
+            "redis_us_per_event_by_command": {
+                name: round(used / total, 2)
+                for name, used in sorted(usec.items(), key=lambda kv: -kv[1])
+                if used >= REDIS_COMMAND_SHARE * max(usec.values())}}
 
 
 def measure(url: str, key: str, redis_url: str, bootstrap: str, pids: dict[str, int],
@@ -156,6 +172,7 @@ def measure(url: str, key: str, redis_url: str, bootstrap: str, pids: dict[str, 
     walls: dict[str, list[float]] = {"http": [], "kafka": []}
     applied: dict[str, list[float]] = {"http": [], "kafka": []}
     cpu = {path: dict.fromkeys(PROCESSES, 0.0) for path in walls}
+    usec: dict[str, dict[str, int]] = {path: {} for path in walls}
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     with Client(url, key, timeout=120) as c, redis.Redis.from_url(redis_url) as r:
         for model in ("http", "kafka"):
@@ -164,24 +181,27 @@ def measure(url: str, key: str, redis_url: str, bootstrap: str, pids: dict[str, 
             order = ("http", "kafka") if n % 2 == 0 else ("kafka", "http")
             for path in order:
                 batch = clicks(c, path, rng.random((events, D)), rng)
-                before = process_cpu(pids)
+                before, redis_before = process_cpu(pids), redis_usec(r)
                 started = time.perf_counter()
                 wall = (http_phase(c, batch) if path == "http"
                         else kafka_phase(producer, r, batch))
                 c.sync(path, timeout=120)
                 done = time.perf_counter() - started
-                after = process_cpu(pids)
+                after, redis_after = process_cpu(pids), redis_usec(r)
                 if n > 0:  # the first round warms up (caches, the consumer's group join)
                     walls[path].append(wall)
                     applied[path].append(done)
                     for name in PROCESSES:
                         cpu[path][name] += after[name] - before[name]
+                    for name, used in redis_after.items():
+                        usec[path][name] = (usec[path].get(name, 0) + used
+                                            - redis_before.get(name, 0))
     before = process_cpu(pids)
     time.sleep(IDLE_SECONDS)
     after = process_cpu(pids)
     idle = {name: round(1e3 * (after[name] - before[name]) / IDLE_SECONDS, 1)
             for name in PROCESSES}
-    return {**{path: _summary(walls[path], applied[path], cpu[path], events)
+    return {**{path: _summary(walls[path], applied[path], cpu[path], usec[path], events)
                for path in walls}, "idle_cpu_ms_per_second": idle}
 
 
@@ -251,6 +271,9 @@ def table(report: dict[str, Any]) -> str:
                      f"| {cpu['server']} ({cpu['server_main_thread']}) / {cpu['redis']} / "
                      f"{cpu['redis_rewrites']} / {cpu['broker']} / {cpu['client']} "
                      f"| {sum(cpu.values()) - cpu['server_main_thread']:.1f} |")
+    for path, res in report["results"].items():
+        lines.append(f"\n{path}, Redis us per event by command: " + ", ".join(
+            f"{name} {us}" for name, us in res["redis_us_per_event_by_command"].items()))
     idle = report["idle_cpu_ms_per_second"]
     lines.append(f"\nidle, CPU ms per second: server {idle['server']} "
                  f"({idle['server_main_thread']}), Redis {idle['redis']}, broker {idle['broker']}")
