@@ -74,8 +74,9 @@ class WorkerSettings(BaseModel):
                     "need distinct ids (default: the host name; `serve`: serve-<host name>).")
     batch_size: int = Field(
         default=1000, ge=1, le=100_000,
-        description="Stream entries the trainer reads for one update; behind (a full read), it "
-                    "doubles its next read of the model, up to 8x.")
+        description="Events the trainer reads for one update (a joined feedback batch is read "
+                    "whole); behind (a full read), it doubles its next read of the model, up "
+                    "to 8x.")
     flush_interval: float = Field(
         default=0.05, gt=0, le=60,
         description="Seconds the trainer sleeps when no model had a full batch (the longest an "

@@ -24,7 +24,10 @@ events/s per path (median and range over rounds), the CPU time per 1,000 events
 of each process on the machine's two cores (``/proc``, 10 ms ticks): the server
 (API, Kafka consumer and trainer; and of it, its main thread), Redis, Redis's
 AOF rewrites (forked children, counted when they end), the broker and this
-client (the HTTP client, or the Kafka producer), and the ratio Kafka / HTTP.
+client (the HTTP client, or the Kafka producer), Redis's own time per event by command
+(``INFO commandstats``: the scripts under ``evalsha``, their commands under their own names
+too; with ``--by-script``, from the SLOWLOG, each script under its name: a profile, the
+SLOWLOG slowing Redis), and the ratio Kafka / HTTP.
 Goals: at least 50,000 events/s accepted into one model by each path, and
 Kafka at least 0.8x the HTTP batch path's rate.
 
@@ -34,16 +37,19 @@ no`` to see what the AOF costs: an experiment, not a setting to run with.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/bench_kafka.py --json bench/results/kafka.json
     .venv/bin/python bench/bench_kafka.py --quick
+    .venv/bin/python bench/bench_kafka.py --rounds 4 --by-script
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import statistics
 import sys
 import tempfile
 import time
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +65,7 @@ from app.bench.results import write_results
 from app.bench.service import server_process
 from app.server.kafka.settings import KafkaSettings
 from app.settings import MAX_BATCH, Settings
+from app.store.client import lua_source
 from app.store.embedded import free_port
 from app.store.keys import ModelKeys
 
@@ -67,6 +74,15 @@ D, K, TENANT, TOPIC, PARTITIONS = 64, 10, "bench", "noisyloop.feedback", 3
 GOAL_RATE, GOAL_RATIO = 50_000.0, 0.8
 #: The processes whose CPU time is counted (see :func:`process_cpu`).
 PROCESSES = ("server", "server_main_thread", "redis", "redis_rewrites", "broker", "client")
+#: The Redis commands reported per path: those with at least this share of the busiest's
+#: time (``evalsha``, which holds the scripts' own commands).
+REDIS_COMMAND_SHARE = 0.02
+#: The Lua scripts whose ``EVALSHA`` calls :class:`RedisTimes` names, and the SLOWLOG's
+#: length while it profiles them (a phase's commands, with room to spare).
+LUA_NAMES = tuple(sorted(f.name.removesuffix(".lua")
+                         for f in resources.files("app.store").joinpath("lua").iterdir()
+                         if f.name.endswith(".lua")))
+SLOWLOG_LENGTH = 1_000_000
 #: Longest wait for a round's messages to be accepted.
 ROUND_SECONDS = 300.0
 #: Seconds of the idle window (after the rounds) whose CPU per second is reported: what
@@ -121,6 +137,49 @@ def process_cpu(pids: dict[str, int]) -> dict[str, float]:
             "client": own.user + own.system}
 
 
+class RedisTimes:
+    """Redis's own microseconds per command since the last :meth:`since_last`.
+
+    By default from ``INFO commandstats``: a script's calls count under ``evalsha``
+    and the commands it ran under their own names too.  ``by_script``: from the
+    SLOWLOG at threshold 0 (set here), each ``EVALSHA`` under its script's name
+    (``lua:take_feedback``); logging every command costs Redis time of its own, which
+    every figure then includes: a profile to compare the scripts with each other.
+    """
+
+    def __init__(self, r: redis.Redis, by_script: bool = False) -> None:
+        self.r, self.by_script = r, by_script
+        self.scripts = {hashlib.sha1(lua_source(name).encode()).hexdigest(): name
+                        for name in LUA_NAMES}
+        if by_script:
+            r.config_set("slowlog-log-slower-than", 0)
+            r.config_set("slowlog-max-len", SLOWLOG_LENGTH)
+        self.last = self._commandstats()
+
+    def _commandstats(self) -> dict[str, int]:
+        return {name.removeprefix("cmdstat_"): int(stat["usec"])
+                for name, stat in self.r.info("commandstats").items()}
+
+    def since_last(self) -> dict[str, int]:
+        if not self.by_script:
+            now = self._commandstats()
+            delta = {name: used - self.last.get(name, 0) for name, used in now.items()}
+            self.last = now
+            return delta
+        entries = self.r.slowlog_get(SLOWLOG_LENGTH)
+        self.r.slowlog_reset()
+        out: dict[str, int] = {}
+        for entry in entries:
+            command = entry["command"]
+            words = (command.decode(errors="replace") if isinstance(command, bytes)
+                     else command).split()
+            name = words[0].lower()
+            if name == "evalsha" and len(words) > 1:
+                name = "lua:" + self.scripts.get(words[1], words[1][:8])
+            out[name] = out.get(name, 0) + int(entry["duration"])
+        return out
+
+
 def clicks(c: Client, model: str, X: np.ndarray, rng: np.random.Generator
            ) -> list[dict[str, Any]]:
     """Predict for ``X`` (1,000 a request) and make a click event for each decision."""
@@ -131,7 +190,7 @@ def clicks(c: Client, model: str, X: np.ndarray, rng: np.random.Generator
 
 
 def _summary(walls: list[float], applied: list[float], cpu: dict[str, float],
-             events: int) -> dict[str, Any]:
+             usec: dict[str, int], events: int) -> dict[str, Any]:
     rates = [events / w for w in walls]
     applied_rates = [events / w for w in applied]
     total = events * len(walls)
@@ -145,50 +204,61 @@ def _summary(walls: list[float], applied: list[float], cpu: dict[str, float],
             "events_per_server_cpu_second": (round(total / cpu["server"]) if cpu["server"]
                                              else None),
             "cpu_ms_per_1000_events": {name: round(1e6 * used / total, 1)
-                                       for name, used in cpu.items()}}
+                                       for name, used in cpu.items()},
+            "redis_us_per_event_by_command": {
+                name: round(used / total, 2)
+                for name, used in sorted(usec.items(), key=lambda kv: -kv[1])
+                if used >= REDIS_COMMAND_SHARE * max(usec.values())}}
 
 
 def measure(url: str, key: str, redis_url: str, bootstrap: str, pids: dict[str, int],
-            rounds: int, events: int, seed: int) -> dict[str, Any]:
+            rounds: int, events: int, seed: int, by_script: bool = False) -> dict[str, Any]:
     """Both paths' figures over ``rounds`` interleaved rounds (plus one untimed warm-up);
-    ``pids``: the server's, Redis's and the broker's process ids."""
+    ``pids``: the server's, Redis's and the broker's process ids; ``by_script``: Redis's
+    time per script (:class:`RedisTimes`)."""
     rng = np.random.default_rng(seed)
     walls: dict[str, list[float]] = {"http": [], "kafka": []}
     applied: dict[str, list[float]] = {"http": [], "kafka": []}
     cpu = {path: dict.fromkeys(PROCESSES, 0.0) for path in walls}
+    usec: dict[str, dict[str, int]] = {path: {} for path in walls}
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     with Client(url, key, timeout=120) as c, redis.Redis.from_url(redis_url) as r:
+        times = RedisTimes(r, by_script)
         for model in ("http", "kafka"):
             c.create_model(model, "label", D, algorithm="rcnbf", n_classes=K, seed=seed)
         for n in range(rounds + 1):
             order = ("http", "kafka") if n % 2 == 0 else ("kafka", "http")
             for path in order:
                 batch = clicks(c, path, rng.random((events, D)), rng)
-                before = process_cpu(pids)
+                before, _ = process_cpu(pids), times.since_last()
                 started = time.perf_counter()
                 wall = (http_phase(c, batch) if path == "http"
                         else kafka_phase(producer, r, batch))
                 c.sync(path, timeout=120)
                 done = time.perf_counter() - started
-                after = process_cpu(pids)
+                after, redis_used = process_cpu(pids), times.since_last()
                 if n > 0:  # the first round warms up (caches, the consumer's group join)
                     walls[path].append(wall)
                     applied[path].append(done)
                     for name in PROCESSES:
                         cpu[path][name] += after[name] - before[name]
+                    for name, used in redis_used.items():
+                        usec[path][name] = usec[path].get(name, 0) + used
     before = process_cpu(pids)
     time.sleep(IDLE_SECONDS)
     after = process_cpu(pids)
     idle = {name: round(1e3 * (after[name] - before[name]) / IDLE_SECONDS, 1)
             for name in PROCESSES}
-    return {**{path: _summary(walls[path], applied[path], cpu[path], events)
+    return {**{path: _summary(walls[path], applied[path], cpu[path], usec[path], events)
                for path in walls}, "idle_cpu_ms_per_second": idle}
 
 
 def run(rounds: int, events: int, seed: int = 0,
-        redis_config: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+        redis_config: list[tuple[str, str]] | None = None,
+        by_script: bool = False) -> dict[str, Any]:
     """Start a broker and ``noisyloop serve`` consuming from it, measure, stop both
-    (``redis_config``: ``CONFIG SET`` parameters of the server's Redis first)."""
+    (``redis_config``: ``CONFIG SET`` parameters of the server's Redis first;
+    ``by_script``: Redis's time per script, :class:`RedisTimes`)."""
     token = "bench-admin-token-" + os.urandom(12).hex()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -214,7 +284,7 @@ def run(rounds: int, events: int, seed: int = 0,
             before = cpu_times()
             results = measure(url, key, redis_url, broker.bootstrap,
                               {"server": proc.pid, "redis": redis_pid, "broker": broker.pid},
-                              rounds, events, seed)
+                              rounds, events, seed, by_script)
             shares = cpu_shares(before, cpu_times())
     idle = results.pop("idle_cpu_ms_per_second")
     rate = results["kafka"]["events_per_second"]
@@ -226,7 +296,8 @@ def run(rounds: int, events: int, seed: int = 0,
                        "partitions": PARTITIONS, "n_features": D, "n_classes": K,
                        "algorithm": "rcnbf", "seed": seed,
                        "decision_log": Settings().worker.log_max_events > 0,
-                       "redis_config": dict(redis_config or ())},
+                       "redis_config": dict(redis_config or ()),
+                       "redis_times": "slowlog, by script" if by_script else "commandstats"},
             "results": results, "idle_cpu_ms_per_second": idle, "kafka_over_http": ratio,
             "cpu_percent_during_run": shares,
             "goals": {"http_events_per_s": {"value": http_rate,
@@ -251,6 +322,9 @@ def table(report: dict[str, Any]) -> str:
                      f"| {cpu['server']} ({cpu['server_main_thread']}) / {cpu['redis']} / "
                      f"{cpu['redis_rewrites']} / {cpu['broker']} / {cpu['client']} "
                      f"| {sum(cpu.values()) - cpu['server_main_thread']:.1f} |")
+    for path, res in report["results"].items():
+        lines.append(f"\n{path}, Redis us per event by command (lua:NAME, a script): " + ", ".join(
+            f"{name} {us}" for name, us in res["redis_us_per_event_by_command"].items()))
     idle = report["idle_cpu_ms_per_second"]
     lines.append(f"\nidle, CPU ms per second: server {idle['server']} "
                  f"({idle['server_main_thread']}), Redis {idle['redis']}, broker {idle['broker']}")
@@ -266,10 +340,13 @@ def main() -> None:
     parser.add_argument("--redis-config", nargs=2, action="append", metavar=("NAME", "VALUE"),
                         help="CONFIG SET this parameter of the server's Redis first "
                              "(an experiment)")
+    parser.add_argument("--by-script", action="store_true",
+                        help="Redis's time per Lua script, from its SLOWLOG at threshold 0 "
+                             "(a profile: logging every command slows Redis)")
     parser.add_argument("--json", type=Path, help="write the report here")
     args = parser.parse_args()
     report = run(args.rounds or (3 if args.quick else 10), args.events, args.seed,
-                 [tuple(pair) for pair in args.redis_config or ()])
+                 [tuple(pair) for pair in args.redis_config or ()], args.by_script)
     print(table(report))
     for name, goal in report["goals"].items():
         print(f"goal {name}: {goal['value']:,} (target {goal['target']}) "

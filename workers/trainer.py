@@ -5,13 +5,16 @@ second (each live trainer holds about ``ceil(models / live trainers)`` of
 them; a dead trainer's leases expire and are taken over), then runs one
 :func:`step` per owned model:
 
-1. read a batch, only while holding the lease (one Lua step): first any
-   unacknowledged entries (a dead trainer's, or ours after a refused
-   publish), then new ones;
+1. read a batch of about ``batch_size`` events, only while holding the lease (one Lua
+   step): first any unacknowledged entries (a dead trainer's, or ours after a refused
+   publish), then new ones; an entry is one joined feedback batch (a packed entry of
+   its events, taken whole) or one event;
 2. acknowledge entries not newer than the snapshot's ``last_id`` (applied
-   before a crash, re-delivered) and move poison entries (delivered more
+   before a crash, re-delivered) and move poison events (delivered more
    than ``max_deliveries`` times, undecodable, or refused by the learner)
-   to the dead-letter stream with the reason;
+   to the dead-letter stream with the reason, one dead letter each (a poison event's
+   good neighbours in its packed entry go back on the stream in the same step:
+   :func:`_apply`);
 3. decode the rest into columns (one ``np.frombuffer`` per field when all
    share a layout; the batch stays columnar up to the publish, split into
    rows only to find an entry the learner refuses) and ``learn_many`` it
@@ -54,7 +57,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import copy
-import dataclasses
 import enum
 import logging
 import math
@@ -229,8 +231,9 @@ MAX_BATCH_GROWTH = 8
 MODEL_CHANGE_RETRIES = 3
 
 
-#: Entries an idle model's read (one of a pass's pipelined reads) asks for: a bound on the
-#: memory those reads take when many idle models get feedback at once.  A full read doubles
+#: Events an idle model's read (one of a pass's pipelined reads) asks for: a bound on the
+#: memory those reads take when many idle models get feedback at once (a packed entry, taken
+#: whole, passes it by less than one feedback batch).  A full read doubles
 #: the next one, as any read does.
 IDLE_READ_SIZE = 100
 
@@ -247,6 +250,12 @@ class _ModelChanged(Exception):
     """The model's version moved while a batch was learned: learn it again on the new one."""
 
 
+class _EntriesSplit(Exception):
+    """Packed entries of the batch held bad events beside good ones: the bad ones were
+    dead-lettered and the good ones put back on the stream (a new entry each); learn the
+    rest of the batch again, without them."""
+
+
 async def step(ctx: WorkerContext, slot: ModelSlot,
                first: Deliveries | _Unread | None = _UNREAD) -> int:
     """Read, apply, publish and acknowledge one batch of one model; returns events applied.
@@ -256,8 +265,10 @@ async def step(ctx: WorkerContext, slot: ModelSlot,
     delivery counts as they were (no failed delivery: only entries that
     really fail reach the dead letters) and read again, half as large, to be
     learned on the new version; the events are applied once, on top of it.
+    So is the rest of a batch whose packed entries were split (a bad event
+    beside good ones: :func:`_apply`).
     ``first``: the model's first batch, already read (by :func:`run_pass`, at most
-    :data:`IDLE_READ_SIZE` entries).
+    :data:`IDLE_READ_SIZE` events, or one packed entry).
     """
     mk = ModelKeys(*slot.ref)
     for _ in range(MODEL_CHANGE_RETRIES):
@@ -269,6 +280,8 @@ async def step(ctx: WorkerContext, slot: ModelSlot,
             return await _apply(ctx, slot, batch)
         except _ModelChanged:
             slot.read_size = max(1, len(batch) // 2)  # a smaller batch gets through sooner
+            await ctx.delivery.unread(mk, ctx.config.worker_id, batch)
+        except _EntriesSplit:
             await ctx.delivery.unread(mk, ctx.config.worker_id, batch)
     return 0
 
@@ -287,7 +300,7 @@ async def _read(ctx: WorkerContext, slot: ModelSlot,
         ctx.forget(ref)  # the lease expired or the model is gone
         return None
     slot.read_size = (min(2 * count, MAX_BATCH_GROWTH * cfg.batch_size)
-                      if len(batch) == count else cfg.batch_size)
+                      if len(batch) >= count else cfg.batch_size)
     if batch:
         ctx.pacer.busy(ref)
     else:
@@ -301,9 +314,18 @@ async def _apply(ctx: WorkerContext, slot: ModelSlot, batch: Deliveries) -> int:
     A batch whose contexts would take more than the worker's ``max_dense_cells`` dense
     (entries x ``n_features``) is applied in consecutive parts within it, each published on
     its own (learning a batch in parts equals learning it at once: the learners' contract),
-    so a wide model's batch holds one part dense at a time.
+    so a wide model's batch holds one part dense at a time.  A part ends where an entry
+    ends: a packed entry is applied whole, in one publish (the ``last_id`` check skips
+    whole entries), and the join packs a wide model's events in entries of at most one
+    part (:meth:`~app.store.events.EventStore.take_feedback_many`).
 
-    Raises :class:`_ModelChanged` when the model's version moved meanwhile.
+    Raises :class:`_ModelChanged` when the model's version moved meanwhile, and
+    :class:`_EntriesSplit` when a packed entry (a feedback batch) held a bad event (not
+    decodable, or refused by the learner) beside good ones: in one step the bad ones go to
+    the dead letters, one event each, and the good ones back on the stream as a new
+    entry, the original acknowledged; the learner, which learned them, is dropped, and the
+    rest of the batch is learned again.  So a bad event never takes its neighbours with
+    it, and each good one is applied once: the split and the acknowledgement are one step.
     """
     cfg = ctx.config
     mk = ModelKeys(*slot.ref)
@@ -314,11 +336,12 @@ async def _apply(ctx: WorkerContext, slot: ModelSlot, batch: Deliveries) -> int:
     cached = await _learner(ctx, slot, view)
     if cached is None:
         return 0
-    parts = row_spans(len(batch), view.config.n_features, cfg.max_dense_cells)
+    parts = batch.entry_spans(row_spans(len(batch), view.config.n_features,
+                                        cfg.max_dense_cells))
     if len(parts) > 1:  # wide contexts: learned (and published) a part at a time
         total = 0
         for rows in parts:
-            total += await _apply(ctx, slot, _entries(batch, rows))
+            total += await _apply(ctx, slot, batch.part(rows))
         return total
     skipped, dead, fresh = _triage(batch, view.info.last_id, cfg.max_deliveries)
     # in a thread, as the update: a large batch would stall the API's requests in serve's loop
@@ -330,44 +353,44 @@ async def _apply(ctx: WorkerContext, slot: ModelSlot, batch: Deliveries) -> int:
     rates = (view.noise.rho0, view.noise.rho1) if view.noise else (0.0, 0.0)
     cached, outcome = await _learn(ctx, slot, cached, decoded, rates, view.config.learns)
     dead += [(decoded.positions[row], reason) for row, reason in outcome.rejected]
-    await _dead_letter(ctx, mk, batch, dead)
+    splits = _splits(batch, dead)
+    await _dead_letter(ctx, mk, batch, dead, splits)
+    if splits:
+        slot.learner = None  # it learned the split entries' good events
+        raise _EntriesSplit
     if cached is None or outcome.applied is None:
         await ctx.delivery.ack_and_trim(mk, skipped, None)
         return 0
     applied = [decoded.positions[row] for row in outcome.rows]
     observed = np.array([batch.kinds[i] for i in applied], dtype=object) != b"timeout"
     return await _commit(ctx, slot, view, cached, outcome.applied, observed, rates,
-                         skipped + [batch.stream_ids[i] for i in decoded.positions],
+                         skipped + batch.entry_ids(decoded.positions),
                          batch.stream_ids[decoded.positions[-1]], _logged(ctx, batch, applied))
-
-
-def _entries(batch: Deliveries, rows: range) -> Deliveries:
-    """The entries ``rows`` of ``batch``."""
-    return Deliveries(**{f.name: getattr(batch, f.name)[rows.start:rows.stop]
-                         for f in dataclasses.fields(batch)})
 
 
 def _triage(batch: Deliveries, last_id: str, max_deliveries: int,
             ) -> tuple[list[str], list[tuple[int, str]], list[int]]:
     """Sort a batch's entries into ``(ids to only acknowledge, dead letters, entries to apply)``.
 
-    Only acknowledged: entries not newer than the snapshot's ``last_id``
+    Only acknowledged (stream ids): entries not newer than the snapshot's ``last_id``
     (applied before a crash, re-delivered; a prefix of the batch, whose ids
-    ascend) and entries deleted from the stream.  Dead: delivered more than
-    ``max_deliveries`` times.  Dead letters and entries to apply are indices
-    into the batch.
+    ascend; a packed entry is applied whole, in one publish) and entries deleted from the
+    stream.  Dead: rows of entries delivered more than ``max_deliveries`` times, and
+    malformed packed entries.  Dead letters and rows to apply are indices into the batch.
     """
     first_new = bisect.bisect_right(batch.stream_ids, parse_stream_id(last_id),
                                     key=parse_stream_id)
-    skipped = batch.stream_ids[:first_new]
+    skipped = batch.entry_ids(range(first_new))
     dead: list[tuple[int, str]] = []
-    if None not in batch.kinds[first_new:] and max(batch.counts[first_new:], default=0) \
-            <= max_deliveries:  # the usual case: every entry is to apply
+    if None not in batch.kinds[first_new:] and not batch.malformed \
+            and max(batch.counts[first_new:], default=0) <= max_deliveries:  # the usual case
         return skipped, dead, list(range(first_new, len(batch)))
     fresh: list[int] = []
     for i in range(first_new, len(batch)):
         if batch.kinds[i] is None and not batch.fields(i):  # deleted (stored ones all have k)
             skipped.append(batch.stream_ids[i])
+        elif i in batch.malformed:
+            dead.append((i, batch.malformed[i][0]))
         elif batch.counts[i] > max_deliveries:
             dead.append((i, f"delivered {batch.counts[i]} times without being applied"))
         else:
@@ -495,12 +518,25 @@ def _learn_isolated(learner: Learner, events: list[Event],
     return learner, _Outcome(applied, rows, rejected)
 
 
+def _splits(batch: Deliveries, dead: list[tuple[int, str]]) -> list[list[int]]:
+    """The other rows of each packed entry with a dead row and others (one list per entry:
+    to put back on the stream)."""
+    bad = {i for i, _ in dead}
+    hit = set(batch.entry_ids(sorted(bad)))
+    if not hit or len(batch.entry_ids()) == len(batch):  # no packed entry: no split
+        return []
+    rows = batch.entry_rows()
+    return [good for sid in sorted(hit, key=parse_stream_id)
+            if (good := [i for i in rows[sid] if i not in bad])]
+
+
 async def _dead_letter(ctx: WorkerContext, mk: ModelKeys, batch: Deliveries,
-                       dead: list[tuple[int, str]]) -> None:
+                       dead: list[tuple[int, str]], splits: list[list[int]] | None = None,
+                       ) -> None:
     if dead:
-        logger.error("trainer: %d poison entr(ies) of %s/%s to the dead-letter stream: %s",
+        logger.error("trainer: %d poison event(s) of %s/%s to the dead-letter stream: %s",
                      len(dead), mk.tenant, mk.model, dead[0][1])
-        moved = await ctx.delivery.dead_letter(mk, batch, dead)
+        moved = await ctx.delivery.dead_letter(mk, batch, dead, splits or ())
         ctx.metrics.events_dead_lettered.labels(mk.tenant, mk.model).inc(moved)
 
 

@@ -21,7 +21,7 @@ from app.api.decisionrequest import Decided, DecisionRequest, stored_decision
 from app.api.errors import ApiError, from_param_error
 from app.api.openfeedback import add_examples, stays_open, take_open, take_open_many
 from app.api.schemas.feedback import FeedbackBatchRequest
-from app.features import check_norms, feature_bound, row_spans, to_matrix, to_vector
+from app.features import check_norms, feature_bound, row_spans, span_rows, to_matrix, to_vector
 from app.learners.base import Decision, Learner, ParamError
 from app.learners.config import ModelConfig
 from app.store.keys import ModelKeys
@@ -242,8 +242,9 @@ async def _take_many(ctx: ApiContext, view: ModelView, spec: Task,
         return []
     if not stays_open(spec, view.config):
         rewards = _rewards(spec, [f for _, f in items], view.apprenticed)
-        return [o.status for o in
-                await ctx.store.events.take_feedback_many(view.keys, items, rewards)]
+        per_entry = span_rows(view.config.n_features, ctx.settings.worker.max_dense_cells)
+        return [o.status for o in await ctx.store.events.take_feedback_many(
+            view.keys, items, rewards, per_entry)]
     statuses = []
     for (i, eid, _), result in zip(valid, await take_open_many(ctx, view, spec, items),
                                    strict=True):

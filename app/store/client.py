@@ -44,7 +44,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 STORE_ERRORS: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
 
 SCRIPT_NAMES = ("create_model", "record_decisions", "take_feedback", "expire_decision",
-                "publish_snapshot", "activate_decision")
+                "publish_snapshot", "activate_decision", "unapplied_events")
 
 
 #: URL schemes of a Redis Cluster, mapped to the scheme of one node.

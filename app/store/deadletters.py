@@ -22,7 +22,7 @@ model may log) and holds at most ``limit`` of them and
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -135,19 +135,29 @@ class DeadLetterStore:
         self._retry = redis.register_script(lua_source("dead_letter_retry"))
 
     async def move(self, mk: ModelKeys, entries: Sequence[tuple[str, int, str,
-                                                                dict[bytes, bytes]]]) -> int:
-        """Move ``(stream id, delivery count, reason, stored fields k/e/c/f)`` entries of the
-        event stream to the dead letters (acknowledged and counted in the same step); returns how
-        many were moved (an entry no longer pending, or a deleted model's, is not)."""
-        if not entries:
+                                                                dict[bytes, bytes]]],
+                   splits: Sequence[tuple[str, Mapping[bytes, bytes | int]]] = ()) -> int:
+        """Move ``(stream id, delivery count, reason, stored fields k/e/c/f)`` events of the
+        event stream to the dead letters (their entries acknowledged and counted in the same
+        step); returns how many were moved (an entry no longer pending, or a deleted model's,
+        is not).  Several events may share a stream id (rows of one packed entry): it is
+        acknowledged once.  ``splits``: ``(stream id, fields)``, an entry whose other events
+        go back on the stream, as a new entry of these fields, in the same step (when this
+        step acknowledges it)."""
+        if not entries and not splits:
             return 0
         args: list[bytes | str | int] = [TRAINER_GROUP, DEAD_LETTER_MAXLEN, len(entries)]
         for stream_id, deliveries, reason, fields in entries:
             args += [stream_id, deliveries, reason, len(fields)]
             for name, value in fields.items():
                 args += [name, value]
-        moved: Any = await self._move(keys=[mk.events, mk.dead_letter, mk.stats, mk.meta],
-                                      args=args)
+        args.append(len(splits))
+        for stream_id, new in splits:
+            args += [stream_id, len(new)]
+            for key, item in new.items():
+                args += [key, item]
+        moved: Any = await self._move(
+            keys=[mk.events, mk.dead_letter, mk.stats, mk.meta, mk.asleep], args=args)
         return int(moved)
 
     async def held(self, mk: ModelKeys) -> int:

@@ -163,13 +163,18 @@ class LogEntry:
             return []
         n, version = int(self.fields[b"n"]), int(self.fields[b"v"])
         lengths = np.frombuffer(self.fields[b"L"], dtype=">u4").reshape(len(COLUMNS), n)
-        split = [_split(self.fields[name], row) for name, row in zip(COLUMNS, lengths,
+        split = [split_packed(self.fields[name], row) for name, row in zip(COLUMNS, lengths,
                                                                       strict=True)]
         return [LoggedEvent(s.decode(), t.decode(), e.decode(), c, f, version)
                 for s, t, e, c, f in zip(*split, strict=True)]
 
 
-def _split(data: bytes, lengths: np.ndarray) -> list[bytes]:
+def split_packed(data: bytes, lengths: np.ndarray) -> list[bytes]:
+    """The values packed back to back in ``data``, of ``lengths`` bytes each.
+
+    >>> split_packed(b"abcdef", np.array([1, 0, 5]))
+    [b'a', b'', b'bcdef']
+    """
     ends = np.cumsum(lengths).tolist()
     return [data[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 

@@ -249,12 +249,15 @@ class EventStore:
     async def take_feedback_many(self, mk: ModelKeys,
                                  items: Sequence[tuple[str, Mapping[str, np.ndarray]]],
                                  rewards: Sequence[float] | None = None,
-                                 ) -> list[FeedbackOutcome]:
+                                 per_entry: int = 0) -> list[FeedbackOutcome]:
         """Join each ``(event_id, feedback fields)`` exactly once (one Lua call, in order).
 
-        ``rewards`` (one observed reward per item, for a model that logged
-        apprentice decisions): each joined apprentice decision adds its reward
-        to the model's apprentice counters in the same step.
+        The joined events go on the model's stream as one packed entry, or entries of at
+        most ``per_entry`` events (0: one entry; a wide model's entries are as many rows as
+        the trainer may hold dense at once: it never cuts an entry).  ``rewards`` (one
+        observed reward per item, for a model that logged apprentice decisions): each
+        joined apprentice decision adds its reward to the model's apprentice counters in
+        the same step.
         """
         if not items:
             return []
@@ -268,6 +271,7 @@ class EventStore:
         for (eid, _), blob in zip(items, blobs, strict=True):
             args += [eid, blob]
         args += [repr(float(r)) for r in given]
+        args.append(int(per_entry))
         return feedback_outcomes(await self.scripts.run("take_feedback", keys_, args))
 
     async def take_feedback(self, mk: ModelKeys, event_id: str,

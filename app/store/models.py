@@ -28,7 +28,7 @@ from app.store.noise import NOISE_FIELDS, NoiseRecord, parse_noise
 from app.store.results import ScriptResult
 from app.store.snapshots import COUNTER_FIELDS, Snapshot, SnapshotInfo, parse_info
 from app.store.tenants import KEY_RECORD_FIELDS, KeyRecord, parse_api_key, verify_key_record
-from app.store.util import parse_stream_id, text, utc_now
+from app.store.util import text, utc_now
 
 #: The apprentice counters of a model's stats hash (written by the Lua steps that record
 #: decisions and take feedback).
@@ -104,27 +104,17 @@ class ModelRecord:
     awaiting_feedback: int = 0
     """Decisions logged whose feedback has not come (nor expired) yet, now."""
     backlog: int = 0
-    """Accepted events not applied yet, now (what ``sync`` waits for; see
-    :func:`unapplied`)."""
+    """Accepted events not applied yet, now (what ``sync`` waits for): the events of the
+    stream's entries newer than the snapshot's ``last_id`` (``unapplied_events.lua``)."""
     trainer_failure: TrainerFailure | None = None
     """Why the trainer's steps on the model fail (None: its last step succeeded)."""
     drift: dict[str, Any] | None = None
     """The drift detector's last report (:mod:`app.store.drift`; None before its first)."""
 
 
-def unapplied(length: int, first: list[Any], last_id: str) -> int:
-    """Entries of an event stream of ``length`` entries, whose oldest entry is ``first``
-    (XRANGE's reply), not applied by a model whose newest applied entry is ``last_id``.
-
-    The trainer trims the stream up to its newest applied entry, which it keeps; so only
-    the oldest entry can be an applied one.
-
-    >>> unapplied(3, [("5-0", {})], "5-0"), unapplied(3, [("6-0", {})], "5-0")
-    (2, 3)
-    """
-    if not first:
-        return 0
-    return length - (parse_stream_id(first[0][0]) <= parse_stream_id(last_id))
+#: Stream entries :data:`unapplied_events.lua` reads to count a backlog's events (past
+#: them it counts the rest at their mean size: exact while entries are of one size).
+UNAPPLIED_SCAN = 32
 
 
 class ModelStore:
@@ -277,13 +267,13 @@ class ModelStore:
                                       DROPPED_FIELD, *FAILURE_FIELDS, *APPRENTICE_COUNTERS])
                 pipe.hmget(mk.noise, list(NOISE_FIELDS))
                 pipe.zcard(mk.pending)
-                pipe.xlen(mk.events)
-                pipe.xrange(mk.events, "-", "+", count=1)
+                await self.scripts.run("unapplied_events", [mk.events, mk.snapshot],
+                                       [UNAPPLIED_SCAN], client=pipe)
                 pipe.hget(mk.drift, "report")
             values = await pipe.execute()
         out = []
         for i in range(len(model_ids)):
-            config_raw, snap, stats, noise, waiting, length, first, drift = values[8 * i: 8 * i + 8]
+            config_raw, snap, stats, noise, waiting, backlog, drift = values[7 * i: 7 * i + 7]
             info = parse_info(snap)
             if config_raw is None or info is None:
                 continue
@@ -294,7 +284,7 @@ class ModelStore:
             out.append(ModelRecord(config, info, int(stats[0] or 0),
                                    int(stats[1] or 0), parse_noise(noise, config),
                                    int(stats[2] or 0), int(stats[3] or 0), apprentice,
-                                   int(waiting), unapplied(int(length), first, info.last_id),
+                                   int(waiting), int(backlog),
                                    parse_failure(stats[4:4 + len(FAILURE_FIELDS)]),
                                    orjson.loads(drift) if drift else None))
         return out

@@ -19,7 +19,9 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
+from app.store.client import lua_source, run_script
 from app.store.keys import ModelKeys
+from app.store.models import UNAPPLIED_SCAN
 from app.store.nrest import ANCHOR_FIELD
 
 #: Points kept per model (the newest).
@@ -35,7 +37,7 @@ class SeriesContext:
     pending: int
     """Decisions awaiting feedback."""
     backlog: int
-    """Stream entries not yet applied (the stream is trimmed up to the applied ones)."""
+    """Accepted events not applied yet (:attr:`~app.store.models.ModelRecord.backlog`)."""
     anchor: dict[str, Any] | None
     """The last anchor estimate's outcome (status, interval), None before the first."""
 
@@ -45,12 +47,13 @@ class SeriesStore:
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self.redis = redis
+        self._unapplied = redis.register_script(lua_source("unapplied_events"))
 
     async def context(self, mk: ModelKeys) -> SeriesContext:
-        """Pending decisions, unapplied entries and the last anchor outcome (one round trip)."""
+        """Pending decisions, unapplied events and the last anchor outcome (one round trip)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.zcard(mk.pending)
-            pipe.xlen(mk.events)
+            await run_script(self._unapplied, [mk.events, mk.snapshot], [UNAPPLIED_SCAN], pipe)
             pipe.hget(mk.noise, ANCHOR_FIELD)
             pending, backlog, anchor = await pipe.execute()
         return SeriesContext(int(pending), int(backlog),

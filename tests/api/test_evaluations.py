@@ -129,7 +129,8 @@ def test_a_configuration_trains_on_the_earlier_events_and_is_evaluated_on_the_la
     assert done["policy"] == config and done["train_fraction"] == 0.4 and done["n"] == 600
     train, evaluated = done["split"]["train"], done["split"]["evaluate"]
     assert (train["events"], train["rows"], evaluated["rows"]) == (400, [0, 399], [400, 999])
-    assert train["stream_ids"][1] < evaluated["stream_ids"][0]  # stream ids order in time
+    # stream ids order in time (a feedback batch's events share one: the split may cut it)
+    assert train["stream_ids"][1] <= evaluated["stream_ids"][0]
     uniform = evaluation(client, tenant, redis_url, {"policy": "uniform", "bootstrap": 50})
     assert done["snips"]["value"] > uniform["snips"]["ci_high"]  # it learned which label pays
     for body, field in (

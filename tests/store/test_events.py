@@ -11,7 +11,7 @@ import pytest
 from app.learners.config import ModelConfig
 from app.store import ModelKeys, Store
 from app.store.codec import decode, encode
-from app.store.delivery import DeliveryStore
+from app.store.delivery import DeliveryStore, unpack_entry
 from app.store.events import DecisionGuard
 from app.store.keys import api_key
 from app.store.leases import LeaseStore
@@ -85,9 +85,14 @@ async def test_take_feedback_many_joins_in_order_in_one_call(store: Store) -> No
         MK, [("e1", CLICK), ("nope", CLICK), ("e2", {"click": np.array(0.0)}), ("e1", CLICK)])
     assert [o.status for o in outcomes] == ["ok", "unknown", "ok", "duplicate"]
     assert [o.stream_id is not None for o in outcomes] == [True, False, True, False]
-    entries = await stream_entries(store)
-    assert [sid for sid, _ in entries] == [outcomes[0].stream_id, outcomes[2].stream_id]
-    assert [decode(f[b"f"])["click"].item() for _, f in entries] == [1.0, 0.0]
+    # one stream entry for the batch's joined events, packed in order
+    [(sid, fields)] = await stream_entries(store)
+    assert sid == outcomes[0].stream_id == outcomes[2].stream_id
+    assert fields[b"k"] == b"feedback" and fields[b"n"] == b"2"
+    events, contexts, feedbacks = unpack_entry(fields[b"n"], fields[b"L"],
+                                               [fields[b"e"], fields[b"c"], fields[b"f"]])
+    assert events == [b"e1", b"e2"] and contexts == [encode(CTX)] * 2
+    assert [decode(f)["click"].item() for f in feedbacks] == [1.0, 0.0]
     assert (await store.models.record("t", "m")).feedback_accepted == 2  # type: ignore[union-attr]
     assert await store.events.take_feedback_many(MK, []) == []
 

@@ -187,6 +187,7 @@ def test_every_noise_number_is_estimated_or_flagged(default: Shown) -> None:
     right: list[int] = []
     clicks: list[int] = []
     estimates = set()
+    withdrawn_before = False  # when the batch's decisions were made (before its refresh)
     for b in stream.batches:
         noise, stats = b.noise, b.stats
         flagged = {bool(p["calibration_unreliable"]) for p in b.preds}
@@ -194,11 +195,15 @@ def test_every_noise_number_is_estimated_or_flagged(default: Shown) -> None:
         clicks += b.clicks
         if noise["status"] == "insufficient_data" and noise.get("withdrawn"):
             # an estimate a later refresh refused for its assumptions: its rates stay in
-            # use, flagged everywhere
+            # use, flagged everywhere; the decisions of the batch whose refresh withdrew it
+            # were made before, under the estimate then published
             assert noise["source"] == "estimated" and noise["calibration_unreliable"], noise
             assert stats["calibration_unreliable"] is True
-            assert flagged == {True}
+            if withdrawn_before:
+                assert flagged == {True}
+            withdrawn_before = True
             continue
+        withdrawn_before = False
         if noise["status"] == "insufficient_data":
             # no estimated number anywhere: the initial rates, flagged everywhere
             assert (noise["source"], noise["rho0"], noise["rho1"]) == ("initial", 0.0, 0.0)
@@ -315,8 +320,9 @@ def test_evaluations_of_the_log_hold_the_true_values(default: Shown) -> None:
             assert done["status"] == "done" and done["n"] == N, done
             assert done["rates"] == ("model" if by == "model" else "request"), done
             if by == "model" and done["calibration_unreliable"]:
-                assert done["reason"] in ("noise_rates_unreliable", "noise_rates_estimated",
-                                          "noise_rates_withdrawn")
+                # the rates' reason first, then any other (e.g. a small effective sample)
+                assert done["reason"].partition(";")[0] in (
+                    "noise_rates_unreliable", "noise_rates_estimated", "noise_rates_withdrawn")
                 continue
             if by == "model":  # the estimate in force at the end, its errors carried
                 assert done["correction"]["rate_uncertainty"]["rho0_se"] > 0, done

@@ -101,7 +101,9 @@ def assert_logged_once(r: redis.Redis, mk: ModelKeys, contexts: list[np.ndarray]
     order the feedback was posted in), with the context it was decided on."""
     log = [e for i, fields in r.xrange(mk.log) for e in LogEntry(i.decode(), fields).events()]
     assert len(log) == len(contexts)
-    assert len({e.event_id for e in log}) == len({e.stream_id for e in log}) == len(contexts)
+    # each posted batch is one stream entry: its events share a stream id
+    assert len({e.event_id for e in log}) == len({(e.stream_id, e.event_id) for e in log}) \
+        == len(contexts)
     for event, x in zip(log, contexts, strict=True):
         np.testing.assert_array_equal(codec.decode(event.context)["x"], x)
 

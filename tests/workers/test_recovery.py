@@ -28,7 +28,8 @@ def _markers(entries: list[LogEntry]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _logged_ids(entries: list[LogEntry]) -> list[str]:
-    return [ev.stream_id for e in entries for ev in e.events()]
+    """The logged events' ids (the events of one feedback batch share a stream id)."""
+    return [ev.event_id for e in entries for ev in e.events()]
 
 
 async def _fall(store: Store, mk: ModelKeys, config: dict) -> list[dict[str, np.ndarray]]:

@@ -48,7 +48,7 @@ async def test_a_burst_at_the_default_settings_draws_a_point_per_series_events(
     point for the burst."""
     config = model_config()
     mk = await create_model(store, config)
-    await feed(store, mk, config, 4000)
+    await feed(store, mk, config, 4000, per_call=1)
     w = worker(store, batch_size=125)
     assert (w.config.series_interval, w.config.series_events) == (10.0, 1000)  # defaults
     assert await w.drain() == 4000
@@ -87,7 +87,7 @@ def test_point_without_clicks_or_noise_rates_has_nulls() -> None:
 async def test_trainer_records_points_with_rewards_rates_and_a_cap(store: Store) -> None:
     config = model_config()
     mk = await create_model(store, config)
-    events = await feed(store, mk, config, 300)
+    events = await feed(store, mk, config, 300, per_call=1)
     # reads of 64, 128 and 108; the first batch opens the window, each later one (older than
     # the tiny interval) closes it
     w = worker(store, batch_size=64, series_interval=1e-9)

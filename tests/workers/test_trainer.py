@@ -16,14 +16,17 @@ from workers import trainer
 from workers.worker import Worker
 
 
-async def feed(store: Store, mk: ModelKeys, config: dict, n: int, seed: int = 0
-               ) -> list[dict[str, np.ndarray]]:
-    """Log ``n`` decisions and post a click for each; return the joined events."""
+async def feed(store: Store, mk: ModelKeys, config: dict, n: int, seed: int = 0,
+               per_call: int | None = None) -> list[dict[str, np.ndarray]]:
+    """Log ``n`` decisions and post a click for each, ``per_call`` per feedback batch (one
+    stream entry each; default: all in one); return the joined events."""
     logged, clicks = decisions(config, n, seed)
     await store.events.record_decisions(mk, logged, 60, 60)
-    outcomes = await store.events.take_feedback_many(
-        mk, [(eid, {"click": np.array(c)}) for (eid, _), c in zip(logged, clicks, strict=True)])
-    assert all(o.status == "ok" for o in outcomes)
+    items = [(eid, {"click": np.array(c)}) for (eid, _), c in zip(logged, clicks, strict=True)]
+    step = per_call or max(n, 1)
+    for start in range(0, n, step):
+        outcomes = await store.events.take_feedback_many(mk, items[start:start + step])
+        assert all(o.status == "ok" for o in outcomes)
     return [{**ctx, "click": np.array(c)} for (_, ctx), c in zip(logged, clicks, strict=True)]
 
 
@@ -41,7 +44,7 @@ def worker(store: Store, wid: str = "w1", **kwargs: object) -> Worker:
 async def test_trainer_batches_equal_learn_many_of_all_events(store: Store) -> None:
     config = model_config()
     mk = await create_model(store, config)
-    events = await feed(store, mk, config, 250)
+    events = await feed(store, mk, config, 250, per_call=1)
     assert await worker(store, batch_size=64).drain() == 250
     snap = await store.snapshots.load(mk)
     assert snap is not None
@@ -77,7 +80,7 @@ async def test_trainer_skips_redelivered_entries_after_crash_between_publish_and
 async def test_trainer_takes_over_a_dead_trainers_pending_entries(store: Store) -> None:
     config = model_config()
     mk = await create_model(store, config)
-    events = await feed(store, mk, config, 40)
+    events = await feed(store, mk, config, 40, per_call=5)
     # trainer "dead" takes the lease, reads a batch, and dies before publishing
     leases, delivery = LeaseStore(store.redis), DeliveryStore(store.redis)
     assert await leases.take_many([mk], "dead", 100) == [True]
@@ -171,15 +174,17 @@ async def test_read_batch_gives_fields_and_delivery_counts_also_of_deleted_entri
         store: Store) -> None:
     config = model_config()
     mk = await create_model(store, config)
-    await feed(store, mk, config, 3)
+    await feed(store, mk, config, 3, per_call=1)
     delivery = DeliveryStore(store.redis)
     await LeaseStore(store.redis).take_many([mk], "w1", 10_000)
     new = await delivery.read_batch(mk, "w1", 10)
     assert new is not None and new.counts == [1, 1, 1]
     raw = await store.redis.xrange(mk.events)
     assert new.stream_ids == [sid.decode() for sid, _ in raw]
-    assert [new.fields(i) for i in range(3)] == [fields for _, fields in raw]
-    assert all(set(fields) == {b"k", b"e", b"c", b"f"} for _, fields in raw)
+    # packed entries of one event each, given as the fields of one event
+    assert all(set(fields) == {b"k", b"n", b"L", b"e", b"c", b"f"} for _, fields in raw)
+    assert [new.fields(i) for i in range(3)] == [
+        {name: fields[name] for name in (b"k", b"e", b"c", b"f")} for _, fields in raw]
     await store.redis.xdel(mk.events, new.stream_ids[1])
     again = await delivery.read_batch(mk, "w1", 10)  # still pending: taken over again
     assert again is not None and again.stream_ids == new.stream_ids
@@ -192,7 +197,7 @@ async def test_read_size_doubles_after_a_full_read_and_resets_after_a_partial_on
         store: Store) -> None:
     config = model_config()
     mk = await create_model(store, config)
-    await feed(store, mk, config, 100)
+    await feed(store, mk, config, 100, per_call=1)
     w = worker(store, batch_size=10)
     ctx = await w.start()
     ctx.paced = False  # every pass reads the model, also after an empty read

@@ -10,6 +10,7 @@ from typing import cast
 import numpy as np
 import pytest
 
+from app.features import span_rows
 from app.learners.base import Batch, Learner, batch_size
 from app.learners.build import build_learner
 from app.store import ModelKeys, Store
@@ -45,8 +46,10 @@ async def _feed_wide(store: Store, mk: ModelKeys, n: int) -> list[dict[str, np.n
         logged.append((f"w{i}", learner.decide(x).context))
     await store.events.record_decisions(mk, logged, 60, 60)
     clicks = [float(i % 2) for i in range(n)]
+    # packed in stream entries of at most one part, as the API joins a wide model's batch
     outcomes = await store.events.take_feedback_many(
-        mk, [(eid, {"click": np.array(c)}) for (eid, _), c in zip(logged, clicks, strict=True)])
+        mk, [(eid, {"click": np.array(c)}) for (eid, _), c in zip(logged, clicks, strict=True)],
+        per_entry=span_rows(WIDTH, CELLS))
     assert all(o.status == "ok" for o in outcomes)
     return [{**ctx, "click": np.array(c)} for (_, ctx), c in zip(logged, clicks, strict=True)]
 

@@ -22,7 +22,7 @@ from workers.pacing import MAX_FAILURE_WAIT, Pacer
 async def test_read_claims_more_pending_entries_than_lua_can_unpack(store: Store) -> None:
     config = model_config()
     mk = await create_model(store, config)
-    await feed(store, mk, config, 9_000)
+    await feed(store, mk, config, 9_000, per_call=1)
     leases, delivery = LeaseStore(store.redis), DeliveryStore(store.redis)
     assert await leases.take_many([mk], "dead", 60_000) == [True]
     first = await delivery.read_batch(mk, "dead", 9_000)  # a trainer killed mid-batch
@@ -40,7 +40,7 @@ async def test_a_model_failing_every_step_never_delays_another_model_by_a_pass(
         store: Store) -> None:
     bad, good = model_config("a-bad"), model_config("b-good")  # the failing one steps first
     mk_bad, mk_good = await create_model(store, bad), await create_model(store, good)
-    await feed(store, mk_bad, bad, 20)
+    await feed(store, mk_bad, bad, 20, per_call=1)
     await store.redis.hset(mk_bad.snapshot, "state", b"not a state")  # corrupt
     w = worker(store)
     ctx = await w.start()
@@ -119,7 +119,7 @@ async def test_unread_sets_the_delivery_counts_back_for_the_lease_owner_only(
         store: Store) -> None:
     config = model_config()
     mk = await create_model(store, config)
-    await feed(store, mk, config, 3)
+    await feed(store, mk, config, 3, per_call=1)
     leases, delivery = LeaseStore(store.redis), DeliveryStore(store.redis)
     assert await leases.take_many([mk], "w1", 60_000) == [True]
     for _ in range(2):
