@@ -14,9 +14,15 @@ interval is the one widened to hold whatever the weights) and ``calibrationUnrel
 stands behind); ``noisyloop`` holds the whole result.  The results are kept with the
 evaluation once read (the jobs expire after a day).
 
-Other policies (``policies``) and ``enablePolicyOptimization`` are refused naming the
-field: a ranking log holds the features of the actions shown, not of every candidate, so
-another learner's choice cannot be evaluated on it.
+Other learning settings (``policies``: each a ``name`` and ``arguments``, a learner
+configuration as JSON or Vowpal Wabbit arguments, translated as ``update_policy`` translates
+them, :mod:`app.api.personalizer_policy`) are evaluated too, each replayed progressively on
+the log (:mod:`app.evaluation.rankreplay`: a loop's decisions log every candidate's
+features), as ``policySource`` ``Custom``.  ``enablePolicyOptimization`` adds the small set
+of :func:`optimization_set` as ``OfflineExperimentation``, and ``optimalPolicy`` names the
+policy of largest value among those and the custom ones whose estimate is not flagged
+(:func:`optimal_policy`).  ``apply_from_evaluation`` puts a policy of a succeeded
+evaluation in force (:mod:`app.api.personalizer_apply`).
 """
 
 from __future__ import annotations
@@ -31,13 +37,16 @@ from app.api.context import ApiContext
 from app.api.errors import ApiError
 from app.api.evaluating import queue_policy_evaluation
 from app.api.personalizer_importance import ImportanceRequest
-from app.api.personalizer_policy import policy_view
-from app.api.schemas.evaluations import EvaluationRequest
+from app.api.personalizer_policy import parse_policy, policy_view, with_policy
+from app.api.schemas.evaluations import EvaluationRequest, PolicyConfig
+from app.learners.config import ModelConfig
 from app.store.models import ModelView
 from app.store.reports import MAX_REPORTS
 
 #: noisyloop's policy, Personalizer's name and source of each evaluated policy.
 POLICIES = (("logging", "Online Policy", "Online"), ("uniform", "Random Policy", "Random"))
+#: The exploration shares :func:`optimization_set` tries.
+OPTIMIZATION_EXPLORATION = (0.02, 0.05, 0.1, 0.2)
 
 
 class LearningSettings(BaseModel):
@@ -56,33 +65,67 @@ class EvaluationBody(ImportanceRequest):
     enablePolicyOptimization: bool = False
 
 
+def optimization_set(config: ModelConfig) -> list[tuple[str, dict[str, Any]]]:
+    """The learning settings ``enablePolicyOptimization`` evaluates: the model's own with
+    each exploration share of :data:`OPTIMIZATION_EXPLORATION` under the param its learner
+    declares for it (none when it declares none), each named after it."""
+    param = config.learner_class.exploration_param
+    if param is None:
+        return []
+    return [(f"exploration-{share:g}", {"algorithm": config.algorithm,
+                                         "params": {**config.params, param: share}})
+            for share in OPTIMIZATION_EXPLORATION]
+
+
+def custom_policy(config: ModelConfig, settings: LearningSettings, at: int
+                  ) -> dict[str, Any]:
+    """The learner configuration of one listed learning setting (422 naming
+    ``policies[at]`` and what is wrong)."""
+    try:
+        policy = parse_policy({"arguments": settings.arguments}, config)
+    except ApiError as exc:
+        raise ApiError(exc.status, exc.code, exc.message,
+                       f"policies[{at}].{exc.field or 'arguments'}") from None
+    evaluated = with_policy(config, policy)
+    return {"algorithm": evaluated.algorithm, "params": evaluated.params}
+
+
 async def create(ctx: ApiContext, view: ModelView, evaluation_id: str,
                  body: EvaluationBody) -> None:
     """Queue the evaluations (module docstring) and keep them under ``evaluation_id``."""
-    if body.policies:
-        raise ApiError(422, "unsupported_configuration", "evaluating other learning settings "
-                       "is not supported: a ranking log holds the shown actions' features, "
-                       "not every candidate's (the online and a random policy are evaluated)",
-                       "policies")
+    others: list[dict[str, Any]] = [
+        {"name": s.name, "source": "Custom", "config": custom_policy(view.config, s, i)}
+        for i, s in enumerate(body.policies)]
     if body.enablePolicyOptimization:
-        raise ApiError(422, "unsupported_configuration", "policy optimization is not "
-                       "supported (it evaluates other learning settings on the log)",
-                       "enablePolicyOptimization")
+        others += [{"name": name, "source": "OfflineExperimentation", "config": config}
+                   for name, config in optimization_set(view.config)]
+    names = [o["name"] for o in others]
+    if len(set(names)) < len(names) or {n for _, n, _ in POLICIES} & set(names):
+        raise ApiError(422, "invalid_param", "each policy needs its own name (the online "
+                       "and random policies' too)", "policies")
+    if len(POLICIES) + len(others) > ctx.settings.max_queued_evaluations_per_model:
+        raise ApiError(429, "limit_reached", f"an evaluation queues one job per policy, and "
+                       f"a model holds at most {ctx.settings.max_queued_evaluations_per_model}"
+                       ": list fewer policies", "policies")
     start, end = body.utc_range()
     held = await ctx.store.named_evaluations.all(view.keys)
     if any(record["id"] == evaluation_id for record in held):
         raise _exists(evaluation_id)
     if len(held) >= MAX_REPORTS:
         raise _full()
+    since, until = str(start.timestamp()), str(end.timestamp())
     jobs = {}
     for policy, _, source in POLICIES:
-        request = EvaluationRequest(policy=policy, since=str(start.timestamp()),
-                                    until=str(end.timestamp()))
-        jobs[source] = await queue_policy_evaluation(ctx, view, request)
+        jobs[source] = await queue_policy_evaluation(
+            ctx, view, EvaluationRequest(policy=policy, since=since, until=until))
+    for i, other in enumerate(others):
+        other["job"] = f"policy-{i}"
+        jobs[other["job"]] = await queue_policy_evaluation(ctx, view, EvaluationRequest(
+            policy=PolicyConfig(**other["config"]), since=since, until=until))
     record = {"id": evaluation_id, "name": body.name, "description": body.description or "",
               "startTime": start.isoformat(), "endTime": end.isoformat(),
               "creationTime": datetime.now(UTC).isoformat(), "evaluationType": "Manual",
-              "status": "Running", "jobs": jobs,
+              "status": "Running", "jobs": jobs, "others": others,
               "onlineArguments": policy_view(view.config)["arguments"]}
     stored = await ctx.store.named_evaluations.add(view.keys, evaluation_id, record)
     if stored == "exists":
@@ -116,43 +159,66 @@ def _entry(name: str, source: str, arguments: str, result: dict[str, Any],
         summary["calibrationUnreliable"] = True
     if insufficient or result.get("calibration_unreliable"):
         summary["reason"] = result.get("reason")
-    return {"name": name, "arguments": arguments if source == "Online" else "",
-            "policySource": source, "slotId": "", "summary": summary,
-            "timeseries": {"data": [{"timeStamp": end, **point}]}, "noisyloop": result}
+    return {"name": name, "arguments": arguments, "policySource": source, "slotId": "",
+            "summary": summary, "timeseries": {"data": [{"timeStamp": end, **point}]},
+            "noisyloop": result}
+
+
+def optimal_policy(value: list[dict[str, Any]]) -> str | None:
+    """The name of the custom or searched policy of largest SNIPS value among those whose
+    estimate is not flagged ``insufficientData`` (None: none is)."""
+    ranked = [e for e in value if e["policySource"] in ("Custom", "OfflineExperimentation")
+              and e["summary"]["expectedReward"] is not None]
+    if not ranked:
+        return None
+    best: str = max(ranked, key=lambda e: e["summary"]["expectedReward"])["name"]
+    return best
 
 
 async def answer(ctx: ApiContext, view: ModelView, evaluation_id: str) -> dict[str, Any] | None:
     """The evaluation in Personalizer's shape (None: no such evaluation); its results are
-    kept with it once both jobs are done."""
+    kept with it once every job is done."""
     record = await ctx.store.named_evaluations.get(view.keys, evaluation_id)
     if record is None:
         return None
     if record["status"] == "Running":
         record = await _settle(ctx, view, record)
-    return {k: v for k, v in record.items() if k not in ("jobs", "onlineArguments")}
+    return {k: v for k, v in record.items() if k not in ("jobs", "onlineArguments", "others")}
+
+
+def _policies(record: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Each evaluated policy's job, name, source and arguments, in the answer's order."""
+    out = [(source, name, source, record["onlineArguments"] if source == "Online" else "")
+           for _, name, source in POLICIES]
+    return out + [(o["job"], o["name"], o["source"], orjson.dumps(o["config"]).decode())
+                  for o in record.get("others", [])]
 
 
 async def _settle(ctx: ApiContext, view: ModelView, record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` with its jobs' outcome when both ended (kept), else as it is."""
+    """``record`` with its jobs' outcome when all ended (kept), else as it is."""
     results: dict[str, dict[str, Any]] = {}
-    for source, job_id in record["jobs"].items():
-        job = await ctx.store.evaluations.get(view.keys, job_id)
+    for key, name, _, _ in _policies(record):
+        job = await ctx.store.evaluations.get(view.keys, record["jobs"][key])
         if job is None:
             return await _keep(ctx, view, {**record, "status": "Failed", "description":
-                                           f"the {source} policy's evaluation expired"})
+                                           f"the {name} policy's evaluation expired"})
         if job["status"] == "failed":
             return await _keep(ctx, view, {**record, "status": "Failed", "description":
-                                           f"the {source} policy's evaluation failed: "
+                                           f"the {name} policy's evaluation failed: "
                                            f"{job.get('error', '')}"})
         if job["status"] != "done":
             return record
-        results[source] = job
-    value = [_entry(name, source, record["onlineArguments"],
-                    orjson.loads(results[source]["result"]), record["endTime"])
-             for _, name, source in POLICIES]
+        results[key] = job
+    value = [_entry(name, source, arguments, orjson.loads(results[key]["result"]),
+                    record["endTime"])
+             for key, name, source, arguments in _policies(record)]
     content = {"startTime": record["startTime"], "endTime": record["endTime"],
                "intervalInMinutes": 0, "value": value}
-    return await _keep(ctx, view, {**record, "status": "Succeeded", "content": content})
+    settled = {**record, "status": "Succeeded", "content": content}
+    best = optimal_policy(value)
+    if best is not None:
+        settled["optimalPolicy"] = best
+    return await _keep(ctx, view, settled)
 
 
 async def _keep(ctx: ApiContext, view: ModelView, record: dict[str, Any]) -> dict[str, Any]:

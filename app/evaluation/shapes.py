@@ -180,7 +180,10 @@ class RankShape:
     """A ranking per line: ``features``, ``n_candidates`` and per shown slot its
     ``propensity`` and ``click``; per-slot estimators (:mod:`app.evaluation.rankings`)."""
 
-    policies: tuple[str, ...] = RANK_POLICIES
+    policies: tuple[str, ...] = (*RANK_POLICIES, "configuration")
+    """Uniform, logging, and a configuration replayed progressively on a single-slot log
+    that holds every candidate's features (:mod:`app.evaluation.rankreplay`, driven by
+    :mod:`workers.rankconfig`)."""
     noise: Noise = "slots"
     kind: Kind = RANK
     command: str | None = "app.commands.evaluate_rank"

@@ -89,7 +89,7 @@ def check_config(config: Any, task: str, n_features: int, n_classes: int | None,
         cls = learner_class(task, algorithm)
     except ParamError as exc:
         raise ParamError("policy.algorithm", exc.message) from None
-    if not takes_clicks(cls):
+    if not (takes_clicks(cls) or cls.ranks_candidates):  # a ranker replays its rankings
         raise ParamError("policy.algorithm", f"{algorithm!r} cannot learn from logged bandit "
                          f"feedback: it learns from {', '.join(cls.feedback_fields)}, not from a "
                          "click on the played label (feedback_fields has no 'click')")

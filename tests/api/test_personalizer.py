@@ -671,10 +671,6 @@ def test_an_evaluation_values_the_online_and_a_random_policy_on_the_log(
     assert checked == 2
     assert [e["id"] for e in admin.list_evaluations()] == ["ev-1"]
 
-    with pytest.raises(HttpResponseError, match="policies"):
-        admin.create_evaluation("ev-2", {"name": "more", "startTime": start.isoformat(),
-                                         "endTime": end.isoformat(),
-                                         "policies": [{"name": "p", "arguments": "--cb_adf"}]})
     with pytest.raises(HttpResponseError) as raised:
         admin.create_evaluation("ev-1", {"name": "again", "startTime": start.isoformat(),
                                          "endTime": end.isoformat()})
