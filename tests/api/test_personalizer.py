@@ -604,13 +604,6 @@ def test_inference_explanations_are_the_weights_times_the_features(loop: Loop) -
     assert checked == 3 and np.abs(W).max() > 0  # the model had learned something
 
 
-def test_calls_not_served_yet_are_refused_naming_them(loop: Loop) -> None:
-    admin = _admin(loop)
-    with pytest.raises(HttpResponseError, match="apply_from_evaluation") as raised:
-        admin.apply_from_evaluation({"evaluationId": "e", "policyName": "p"})
-    assert raised.value.status_code == 501
-
-
 #: Two-sided 99.9% over 95%: a 95% interval widened to the level of a one-seed check that
 #: fails by chance once in a thousand seeds.
 WIDEN_95_TO_999 = 3.2905 / 1.96

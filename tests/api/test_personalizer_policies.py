@@ -92,6 +92,40 @@ def test_listed_and_searched_policies_are_replayed_on_the_log(service: Service,
     best = max(ranked, key=lambda e: e["summary"]["expectedReward"])
     assert done["optimalPolicy"] == best["name"]
 
+    # applying it: the loop's policy is the setting's, through a promotion (a new version,
+    # a promote marker in the log), keeping what the loop learned
+    before = loop.model()
+    admin.apply_from_evaluation({"evaluationId": "ev", "policyName": best["name"]})
+    applied = orjson.loads(admin.get_policy()["arguments"])
+    assert applied == orjson.loads(best["arguments"])
+    after = loop.model()
+    assert after["version"] > before["version"]
+    assert after["stats"]["events_applied"] == before["stats"]["events_applied"]
+    log = loop.api.get("/v1/models/loop/log", params={"order": "desc", "limit": 1})
+    assert orjson.loads(log.content.splitlines()[0])["type"] == "promote"
+    assert loop.api.get("/v1/models/loop/challengers").json()["challengers"] == []
+
+
+def test_applying_names_the_evaluation_and_the_policy(service: Service, loop: Loop) -> None:
+    admin = _admin(loop)
+    with pytest.raises(HttpResponseError) as raised:
+        admin.apply_from_evaluation({"evaluationId": "none", "policyName": "p"})
+    assert raised.value.status_code == 404
+    assert "Target: evaluationId" in str(raised.value)
+    window = _played(loop)
+    admin.create_evaluation("ev", {"name": "one", **window})
+    with pytest.raises(HttpResponseError) as raised:  # still running
+        admin.apply_from_evaluation({"evaluationId": "ev", "policyName": "Online Policy"})
+    assert raised.value.status_code == 409
+    run_jobs(service.redis_url)
+    version = loop.model()["version"]
+    admin.apply_from_evaluation({"evaluationId": "ev", "policyName": "Online Policy"})
+    assert loop.model()["version"] == version  # the online policy is in force: nothing to do
+    with pytest.raises(HttpResponseError) as raised:
+        admin.apply_from_evaluation({"evaluationId": "ev", "policyName": "other"})
+    assert raised.value.status_code == 404
+    assert "Target: policyName" in str(raised.value)
+
 
 @pytest.mark.parametrize(("policies", "field"), [
     ([{"name": "p", "arguments": "--cb_explore_adf --cover 3"}], "policies[0].arguments"),
