@@ -141,3 +141,34 @@ def test_bad_policies_are_refused_naming_the_field(loop: Loop, policies: list[di
             "endTime": now.isoformat(), "policies": policies})
     assert raised.value.status_code == 400  # Personalizer's status of a bad request
     assert f"Target: {field}" in str(raised.value), raised.value
+
+
+def test_a_loops_decisions_log_every_candidate(loop: Loop) -> None:
+    """What a replay needs: each logged ranking holds every candidate's features (the
+    excluded ones left out), not only the shown one's; a rank model of no preset logs only
+    the shown ones (while it has no challengers)."""
+    answer = _client(loop).rank({"contextFeatures": [{"user": {"segment": "fan"}}],
+                                 "actions": ACTIONS, "excludedActions": ["music"]})
+    _client(loop).reward(answer["eventId"], {"value": 1.0})
+    r = loop.api.post("/v1/models", json={"model_id": "plain", "task": "rank",
+                                          "n_features": 4, "slots": 1})
+    assert r.status_code == 201, r.text
+    ranked = loop.api.post("/v1/models/plain/rank", json={
+        "features": [1.0, 0.0, 0.0, 0.0], "actions": [
+            {"id": "a", "features": [1.0, 0.0, 0.0, 0.0]},
+            {"id": "b", "features": [0.0, 1.0, 0.0, 0.0]}]}).json()
+    r = loop.api.post("/v1/models/plain/feedback", json={"event_id": ranked["event_id"],
+                                                         "clicks": []})
+    assert r.status_code == 202, r.text
+    loop.sync()
+    assert loop.api.post("/v1/models/plain/sync").status_code == 200
+    lines = [orjson.loads(line) for line in
+             loop.api.get("/v1/models/loop/log").content.splitlines()]
+    events = [line for line in lines if line["type"] == "event"]
+    assert len(events) == 1
+    candidates = events[0]["context"]["candidates"]
+    assert len(candidates) == len(ACTIONS) - 1
+    assert events[0]["slots"][0]["features"] in candidates
+    plain = [orjson.loads(line) for line in
+             loop.api.get("/v1/models/plain/log").content.splitlines()]
+    assert next(line for line in plain if line["type"] == "event").get("context") is None
