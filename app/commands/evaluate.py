@@ -473,12 +473,14 @@ def config_inputs(args: argparse.Namespace, text: str
 
 
 def label_task() -> str:
-    """The task of a ``config:JSON``: the first whose log shape evaluates a configuration
-    (a vw or dsjson log is a label log, by its format)."""
+    """The task of a ``config:JSON``: the first whose label log shape evaluates a
+    configuration (a vw or dsjson log is a label log, by its format)."""
+    from app.evaluation.estimators import LABEL
     from app.tasks import TASKS
 
     return next(name for name, task in TASKS.items()
-                if "configuration" in task.evaluation_policies)
+                if "configuration" in task.evaluation_policies
+                and task.log_shape is not None and task.log_shape.kind is LABEL)
 
 
 def config_run(args: argparse.Namespace, text: str) -> dict[str, Any]:
@@ -520,9 +522,10 @@ def label_source(path: str) -> tuple[int, int, Callable[[], Iterable[EventBatch]
     from functools import partial
 
     from app.evaluation import servicelog
+    from app.evaluation.estimators import LABEL
 
     shape = exported_shape(path)
-    if "configuration" not in shape.policies:
+    if shape.kind is not LABEL:  # the service replays a rank log's, the command does not
         raise ValueError("--policy: config:JSON needs a label log, not a rank log")
     if streamed(path):
         from app.evaluation import parquetlog
