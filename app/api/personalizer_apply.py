@@ -23,9 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.challengers import promote, validated_challenger
 from app.api.context import ApiContext
 from app.api.errors import ApiError, unknown_model
-from app.api.personalizer_evaluation import POLICIES, answer
+from app.api.personalizer_evaluation import answer
 from app.api.schemas.challengers import ChallengerCreateRequest, PromoteRequest
 from app.api.tenantlimits import limit_reached
+from app.evaluation.personalizer import POLICIES, SETTLED
 from app.store.challengers import AddRefused
 from app.store.models import ModelView
 
@@ -47,7 +48,7 @@ async def evaluated_config(ctx: ApiContext, view: ModelView, evaluation_id: str,
     found = await answer(ctx, view, evaluation_id)
     if found is None:
         raise ApiError(404, "not_found", f"no evaluation {evaluation_id!r}", "evaluationId")
-    if found["status"] != "Succeeded":
+    if found["status"] not in SETTLED:
         raise ApiError(409, "conflict", f"evaluation {evaluation_id!r} is "
                        f"{found['status']}: a policy is applied from a succeeded one",
                        "evaluationId")

@@ -39,14 +39,16 @@ from app.api.evaluating import queue_policy_evaluation
 from app.api.personalizer_importance import ImportanceRequest
 from app.api.personalizer_policy import parse_policy, policy_view, with_policy
 from app.api.schemas.evaluations import EvaluationRequest, PolicyConfig
+from app.evaluation.personalizer import (
+    POLICIES,
+    optimization_set,
+    policies,
+    succeeded,
+)
 from app.learners.config import ModelConfig
+from app.store.evaluationset import set_outcome
 from app.store.models import ModelView
 from app.store.reports import MAX_REPORTS
-
-#: noisyloop's policy, Personalizer's name and source of each evaluated policy.
-POLICIES = (("logging", "Online Policy", "Online"), ("uniform", "Random Policy", "Random"))
-#: The exploration shares :func:`optimization_set` tries.
-OPTIMIZATION_EXPLORATION = (0.02, 0.05, 0.1, 0.2)
 
 
 class LearningSettings(BaseModel):
@@ -65,18 +67,6 @@ class EvaluationBody(ImportanceRequest):
     enablePolicyOptimization: bool = False
 
 
-def optimization_set(config: ModelConfig) -> list[tuple[str, dict[str, Any]]]:
-    """The learning settings ``enablePolicyOptimization`` evaluates: the model's own with
-    each exploration share of :data:`OPTIMIZATION_EXPLORATION` under the param its learner
-    declares for it (none when it declares none), each named after it."""
-    param = config.learner_class.exploration_param
-    if param is None:
-        return []
-    return [(f"exploration-{share:g}", {"algorithm": config.algorithm,
-                                         "params": {**config.params, param: share}})
-            for share in OPTIMIZATION_EXPLORATION]
-
-
 def custom_policy(config: ModelConfig, settings: LearningSettings, at: int
                   ) -> dict[str, Any]:
     """The learner configuration of one listed learning setting (422 naming
@@ -90,14 +80,20 @@ def custom_policy(config: ModelConfig, settings: LearningSettings, at: int
     return {"algorithm": evaluated.algorithm, "params": evaluated.params}
 
 
+def other(name: str, source: str, config: dict[str, Any]) -> dict[str, Any]:
+    """A policy other than the online and the random one, as its evaluation keeps it."""
+    return {"name": name, "source": source, "config": config,
+            "arguments": orjson.dumps(config).decode()}
+
+
 async def create(ctx: ApiContext, view: ModelView, evaluation_id: str,
                  body: EvaluationBody) -> None:
     """Queue the evaluations (module docstring) and keep them under ``evaluation_id``."""
     others: list[dict[str, Any]] = [
-        {"name": s.name, "source": "Custom", "config": custom_policy(view.config, s, i)}
+        other(s.name, "Custom", custom_policy(view.config, s, i))
         for i, s in enumerate(body.policies)]
     if body.enablePolicyOptimization:
-        others += [{"name": name, "source": "OfflineExperimentation", "config": config}
+        others += [other(name, "OfflineExperimentation", config)
                    for name, config in optimization_set(view.config)]
     names = [o["name"] for o in others]
     if len(set(names)) < len(names) or {n for _, n, _ in POLICIES} & set(names):
@@ -118,10 +114,10 @@ async def create(ctx: ApiContext, view: ModelView, evaluation_id: str,
     for policy, _, source in POLICIES:
         jobs[source] = await queue_policy_evaluation(
             ctx, view, EvaluationRequest(policy=policy, since=since, until=until))
-    for i, other in enumerate(others):
-        other["job"] = f"policy-{i}"
-        jobs[other["job"]] = await queue_policy_evaluation(ctx, view, EvaluationRequest(
-            policy=PolicyConfig(**other["config"]), since=since, until=until))
+    for i, one in enumerate(others):
+        one["job"] = f"policy-{i}"
+        jobs[one["job"]] = await queue_policy_evaluation(ctx, view, EvaluationRequest(
+            policy=PolicyConfig(**one["config"]), since=since, until=until))
     record = {"id": evaluation_id, "name": body.name, "description": body.description or "",
               "startTime": start.isoformat(), "endTime": end.isoformat(),
               "creationTime": datetime.now(UTC).isoformat(), "evaluationType": "Manual",
@@ -144,81 +140,27 @@ def _full() -> ApiError:
                     "most it keeps: delete one first", "evaluationId")
 
 
-def _entry(name: str, source: str, arguments: str, result: dict[str, Any],
-           end: str) -> dict[str, Any]:
-    """One policy's ``content.value`` entry from noisyloop's result (module docstring)."""
-    snips = result["snips"]
-    insufficient = bool(result.get("insufficient_data"))
-    summary: dict[str, Any] = {
-        "expectedReward": None if insufficient else snips["value"],
-        "confidenceInterval": [snips["ci_low"], snips["ci_high"]]}
-    point = dict(summary)
-    if insufficient:
-        summary["insufficientData"] = True
-    if result.get("calibration_unreliable"):
-        summary["calibrationUnreliable"] = True
-    if insufficient or result.get("calibration_unreliable"):
-        summary["reason"] = result.get("reason")
-    return {"name": name, "arguments": arguments, "policySource": source, "slotId": "",
-            "summary": summary, "timeseries": {"data": [{"timeStamp": end, **point}]},
-            "noisyloop": result}
-
-
-def optimal_policy(value: list[dict[str, Any]]) -> str | None:
-    """The name of the custom or searched policy of largest SNIPS value among those whose
-    estimate is not flagged ``insufficientData`` (None: none is)."""
-    ranked = [e for e in value if e["policySource"] in ("Custom", "OfflineExperimentation")
-              and e["summary"]["expectedReward"] is not None]
-    if not ranked:
-        return None
-    best: str = max(ranked, key=lambda e: e["summary"]["expectedReward"])["name"]
-    return best
-
-
 async def answer(ctx: ApiContext, view: ModelView, evaluation_id: str) -> dict[str, Any] | None:
     """The evaluation in Personalizer's shape (None: no such evaluation); its results are
     kept with it once every job is done."""
     record = await ctx.store.named_evaluations.get(view.keys, evaluation_id)
     if record is None:
         return None
-    if record["status"] == "Running":
-        record = await _settle(ctx, view, record)
+    if record["status"] == "Running" and record["evaluationType"] == "Manual":
+        record = await _settle(ctx, view, record)  # an automatic one's worker settles it
     return {k: v for k, v in record.items() if k not in ("jobs", "onlineArguments", "others")}
-
-
-def _policies(record: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """Each evaluated policy's job, name, source and arguments, in the answer's order."""
-    out = [(source, name, source, record["onlineArguments"] if source == "Online" else "")
-           for _, name, source in POLICIES]
-    return out + [(o["job"], o["name"], o["source"], orjson.dumps(o["config"]).decode())
-                  for o in record.get("others", [])]
 
 
 async def _settle(ctx: ApiContext, view: ModelView, record: dict[str, Any]) -> dict[str, Any]:
     """``record`` with its jobs' outcome when all ended (kept), else as it is."""
-    results: dict[str, dict[str, Any]] = {}
-    for key, name, _, _ in _policies(record):
-        job = await ctx.store.evaluations.get(view.keys, record["jobs"][key])
-        if job is None:
-            return await _keep(ctx, view, {**record, "status": "Failed", "description":
-                                           f"the {name} policy's evaluation expired"})
-        if job["status"] == "failed":
-            return await _keep(ctx, view, {**record, "status": "Failed", "description":
-                                           f"the {name} policy's evaluation failed: "
-                                           f"{job.get('error', '')}"})
-        if job["status"] != "done":
-            return record
-        results[key] = job
-    value = [_entry(name, source, arguments, orjson.loads(results[key]["result"]),
-                    record["endTime"])
-             for key, name, source, arguments in _policies(record)]
-    content = {"startTime": record["startTime"], "endTime": record["endTime"],
-               "intervalInMinutes": 0, "value": value}
-    settled = {**record, "status": "Succeeded", "content": content}
-    best = optimal_policy(value)
-    if best is not None:
-        settled["optimalPolicy"] = best
-    return await _keep(ctx, view, settled)
+    outcome = await set_outcome(ctx.store.evaluations, view.keys, record["jobs"],
+                                {key: name for key, name, _, _ in policies(record)})
+    if outcome.status == "running":
+        return record
+    if outcome.status == "failed":
+        return await _keep(ctx, view, {**record, "status": "Failed",
+                                       "description": outcome.why})
+    return await _keep(ctx, view, succeeded(record, outcome.results))
 
 
 async def _keep(ctx: ApiContext, view: ModelView, record: dict[str, Any]) -> dict[str, Any]:

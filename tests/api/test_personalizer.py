@@ -415,7 +415,9 @@ def test_a_logging_only_loop_serves_the_baseline_and_learns_nothing(loop: Loop) 
     ({"rewardWaitTime": "10 minutes"}, "ISO 8601"),
     ({"rewardWaitTime": "P31D"}, "PT1S to P30D"),
     ({"explorationPercentage": 0.99}, "anchor_share"),
-    ({"isAutoOptimizationEnabled": True}, "isAutoOptimizationEnabled True is not supported"),
+    ({"isAutoOptimizationEnabled": True, "autoOptimizationFrequency": "PT30S"},
+     "PT1M to P90D"),
+    ({"isAutoOptimizationEnabled": "yes"}, "isAutoOptimizationEnabled must be true or false"),
     ({"rewardWaitTme": "PT1M"}, "no service configuration field 'rewardWaitTme'"),
 ])
 def test_configuration_changes_not_supported_are_refused_naming_them(
