@@ -41,10 +41,9 @@ from app.evaluation.personalizer import (
     switch_to,
 )
 from app.learners.config import ModelConfig
-from app.store.challengers import AddRefused, PromoteRefused, challenger_config
 from app.store.evaluationset import set_outcome
 from app.store.keys import ModelKeys
-from app.store.util import utc_now
+from app.store.switching import switch_setting
 from workers.context import ModelSlot, WorkerContext
 from workers.feature import Feature, Published
 
@@ -136,7 +135,7 @@ async def settle(ctx: WorkerContext, mk: ModelKeys, record: dict[str, Any]) -> s
         done["status"] = "OnlinePolicyRetained"
         if chosen is not None:
             setting = next(o["config"] for o in record["others"] if o["name"] == chosen["name"])
-            version = await switch(ctx, mk, setting)
+            version = await switch_setting(ctx.store, mk, setting, "auto")
             if version is not None:
                 done.update(status="OptimalPolicyApplied", optimalPolicy=chosen["name"],
                             description=f"{chosen['name']} applied as version {version}")
@@ -147,32 +146,6 @@ async def settle(ctx: WorkerContext, mk: ModelKeys, record: dict[str, Any]) -> s
                 record["id"], done["status"])
     status: str = done["status"]
     return status
-
-
-async def switch(ctx: WorkerContext, mk: ModelKeys, setting: dict[str, Any]) -> int | None:
-    """Put ``setting`` in force from the model's current state: a challenger added and
-    promoted at once (the old champion dropped); the new version (None: the model changed
-    meanwhile, nothing switched)."""
-    raw_config = await ctx.store.models.raw_config(mk)
-    snap = await ctx.store.snapshots.load(mk)
-    if raw_config is None or snap is None:
-        return None
-    config = ModelConfig.from_json(raw_config)
-    name = f"auto-{secrets.token_hex(6)}"
-    definition = {"name": name, "algorithm": setting["algorithm"],
-                  "params": setting["params"], "uid": secrets.token_hex(8),
-                  "created_at": utc_now()}
-    stored, _ = await ctx.store.challengers.read(mk)
-    try:
-        await ctx.store.challengers.add(mk, definition, dict(snap.state), len(stored) + 1)
-        target = next(s for s in (await ctx.store.challengers.read(mk))[0] if s.name == name)
-        return await ctx.store.challengers.promote(
-            mk, target, raw_config, challenger_config(config, definition), None)
-    except (AddRefused, PromoteRefused, StopIteration) as exc:
-        logger.warning("auto-optimization of %s/%s: not switched (%r)", mk.tenant, mk.model,
-                       exc)
-        await ctx.store.challengers.remove(mk, name)
-        return None
 
 
 FEATURE = Feature("autooptimize", state_factory=Checked, after_publish=after_publish)

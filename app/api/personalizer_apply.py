@@ -6,29 +6,24 @@ in force through the challenger-promote step.
 (:mod:`app.api.personalizer_evaluation`; ``Online Policy`` is the one in force: nothing to
 do).  Its configuration is added as a challenger that starts from the model's current
 state (the loop keeps what it learned, as ``update_policy`` does: the evaluation replayed a
-fresh learner and kept no model) and is promoted at once, old champion dropped: one Lua
-step that changes the config and the state together, marks the decision log and keeps the
-replaced and the new state as versions (:func:`app.api.challengers.promote`), so the
-switch is atomic and can be rolled back.
+fresh learner and kept no model) and is promoted at once, old champion dropped
+(:func:`app.store.switching.switch_setting`): one Lua step that changes the config and the
+state together, marks the decision log and keeps the replaced and the new state as
+versions, so the switch is atomic and can be rolled back.
 """
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.challengers import promote, validated_challenger
 from app.api.context import ApiContext
-from app.api.errors import ApiError, unknown_model
+from app.api.errors import ApiError
 from app.api.personalizer_evaluation import answer
-from app.api.schemas.challengers import ChallengerCreateRequest, PromoteRequest
-from app.api.tenantlimits import limit_reached
 from app.evaluation.personalizer import POLICIES, SETTLED
-from app.store.challengers import AddRefused
 from app.store.models import ModelView
+from app.store.switching import switch_setting
 
 
 class ApplyBody(BaseModel):
@@ -66,43 +61,11 @@ async def evaluated_config(ctx: ApiContext, view: ModelView, evaluation_id: str,
 
 
 async def apply(ctx: ApiContext, view: ModelView, body: ApplyBody) -> None:
-    """Put the policy in force (module docstring)."""
+    """Put the policy in force (module docstring); 409 when the model changed meanwhile."""
     config = await evaluated_config(ctx, view, body.evaluationId, body.policyName)
     if config is None:
         return
-    await put_in_force(ctx, view, config, f"applied-{secrets.token_hex(6)}")
-
-
-async def put_in_force(ctx: ApiContext, view: ModelView, config: dict[str, Any],
-                       name: str) -> int:
-    """Make ``config`` the loop's learner from its current state, through a challenger
-    ``name`` promoted at once; the new snapshot version."""
-    snap = await ctx.store.snapshots.load(view.keys)
-    if snap is None:
-        raise unknown_model(view.config.model_id)
-    definition, fresh = validated_challenger(view.config, ChallengerCreateRequest(
-        name=name, algorithm=config["algorithm"], params=config["params"]))
-    state = _current(snap.state, fresh)
-    try:
-        await ctx.store.challengers.add(view.keys, definition, state,
-                                        ctx.settings.max_challengers_per_model)
-    except AddRefused as exc:
-        if exc.reason == "full":
-            raise limit_reached(ctx, view.tenant, "max_challengers_per_model",
-                                "applying a policy adds it as a challenger and promotes "
-                                f"it; a model has at most "
-                                f"{ctx.settings.max_challengers_per_model}: delete one "
-                                "first", "policyName", code="too_many_challengers") from None
-        raise unknown_model(view.config.model_id) from None
-    promoted = await promote(ctx, view.keys, PromoteRequest(challenger=name,
-                                                            previous_as=None))
-    return promoted.version
-
-
-def _current(state: dict[str, np.ndarray], fresh: dict[str, np.ndarray]
-             ) -> dict[str, np.ndarray]:
-    """The model's learned state when a learner of the new configuration takes it (the same
-    arrays and shapes), else the fresh one (another learner starts afresh)."""
-    same = set(state) == set(fresh) and all(
-        np.shape(state[k]) == np.shape(fresh[k]) for k in fresh)
-    return dict(state) if same else fresh
+    if await switch_setting(ctx.store, view.keys, config, "applied") is None:
+        raise ApiError(409, "conflict", "the loop changed while the policy was applied; "
+                       "try again", "policyName")
+    ctx.cache.forget(view.tenant, view.config.model_id)
