@@ -6,6 +6,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# `make test` runs the suite in this many pytest processes (pytest-xdist), each test file
+# whole in one of them (its module fixtures, servers and Redis start once); 1 runs it in one.
+TEST_WORKERS ?= 2
 
 .PHONY: install serve test test-fast test-mutants lint bench-learners bench-service fuzz-long soak clean
 
@@ -23,7 +26,7 @@ serve: $(STAMP)
 	$(BIN)/noisyloop serve
 
 test: $(STAMP)
-	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/pytest $(PYTEST_ARGS)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The edit-test loop's environment: the service and the test runner (the `test` extra), none
 # of the extras only the full suite needs (torch, Spark, the browser, Kafka, the SDKs).  The

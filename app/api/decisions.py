@@ -155,9 +155,11 @@ async def feedback(ctx: ApiContext, view: ModelView,
     accepted = len(examples)
     outcomes = [*((i, status) for (i, _, _), status in zip(valid, statuses, strict=True)),
                 *ended]
+    still_open = 0  # accepted and not yet joined: parts awaiting more, or summed rewards
     for i, status in outcomes:
         if status in ("ok", "open"):
             accepted += 1
+            still_open += status == "open"
         elif status in _OUTCOME_ERRORS:
             _, code, message = _OUTCOME_ERRORS[status]
             count.labels(*labels, code).inc()
@@ -165,8 +167,8 @@ async def feedback(ctx: ApiContext, view: ModelView,
                                                    "field": f"events[{i}].event_id"}})
     if examples:
         await add_examples(ctx, view, examples)
-    count.labels(*labels, "accepted").inc(accepted - len(opened))
-    count.labels(*labels, "open").inc(len(opened))
+    count.labels(*labels, "accepted").inc(accepted - still_open)
+    count.labels(*labels, "open").inc(still_open)
     rejected.sort(key=lambda r: r["index"])
     doc: dict[str, Any] = {"accepted": accepted, "rejected": rejected}
     if opened:

@@ -3,7 +3,7 @@ anything is queued, then the job (the jobs role runs it: :mod:`workers.evaluatio
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from app.api import decisionlog
 from app.api.context import ApiContext
@@ -12,6 +12,7 @@ from app.api.modelops import MAX_STATE_BYTES
 from app.api.schemas.evaluations import EvaluationRequest, PolicyConfig
 from app.api.tenantlimits import check_evaluation_size, queued_limit_reached
 from app.evaluation.policies import policy_kind
+from app.evaluation.shapes import ConfigShape
 from app.evaluation.training import check_config
 from app.learners.base import ParamError
 from app.learners.proxy import check_noise_rates
@@ -50,9 +51,11 @@ async def queue_policy_evaluation(ctx: ApiContext, view: ModelView,
     request: dict[str, Any] = body.model_dump(exclude={"since", "until"})
     if isinstance(body.policy, PolicyConfig):
         config = view.config
+        shape = cast(ConfigShape, get_task(config.task).log_shape)
         try:
             check_config(request["policy"], config.task, config.n_features,
-                         config.n_classes, max_state_bytes=MAX_STATE_BYTES)
+                         config.n_classes, max_state_bytes=MAX_STATE_BYTES,
+                         feedback=shape.feedback, inherited=shape.inherited(config))
         except ParamError as exc:
             raise from_param_error(exc) from None
     for field, value in (("since", body.since), ("until", body.until)):

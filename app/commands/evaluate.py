@@ -34,10 +34,10 @@ from app.optional import LAB, PARQUET, require
 if TYPE_CHECKING:
     import numpy as np
 
-    from app.evaluation.configrun import EventBatch
+    from app.evaluation.configrun import ConfigPlan, EventBatch
     from app.evaluation.estimators import LabelLog, Options
     from app.evaluation.rates import SlotRates
-    from app.evaluation.shapes import LogShape
+    from app.evaluation.shapes import ConfigShape, LogShape
     from app.evaluation.streaming import Policy
     from app.sim.dsjson import DsjsonDecision
     from app.sim.logs import AdfExample, ObdRecord
@@ -58,7 +58,9 @@ config:JSON (vw, dsjson and noisyloop label logs: a learner of
 in order, off-policy from the logged action, click and propensity, and is evaluated on
 the rest as it explores; "split" says which events trained and which were evaluated; a
 noisyloop log is streamed, one pass counting its events, then two in batches, in one
-process; a vw or dsjson log is read into memory).
+process; a vw or dsjson log is read into memory; a noisyloop continuous log, with
+--model-snapshot: a learner of that task on the model's range, its greedy action smoothed
+with its bandwidth scored by smoothed IPS, SNIPS and DR).
 
 vw: one example per blank-line-separated block; the reward is -cost of the labelled
 action (VW minimises cost: log a click as cost -1); every example must have the same number
@@ -473,14 +475,16 @@ def config_inputs(args: argparse.Namespace, text: str
 
 
 def label_task() -> str:
-    """The task of a ``config:JSON``: the first whose label log shape evaluates a
-    configuration (a vw or dsjson log is a label log, by its format)."""
-    from app.evaluation.estimators import LABEL
+    """The task of a ``config:JSON`` on a label log (a vw or dsjson log is one, by its
+    format: a click of each play): the first whose log shape evaluates a configuration
+    learning from a click of each play."""
+    from app.evaluation.shapes import ConfigShape
+    from app.evaluation.training import LABEL_FEEDBACK
     from app.tasks import TASKS
 
     return next(name for name, task in TASKS.items()
                 if "configuration" in task.evaluation_policies
-                and task.log_shape is not None and task.log_shape.kind is LABEL)
+                and cast(ConfigShape, task.log_shape).feedback == LABEL_FEEDBACK)
 
 
 def config_run(args: argparse.Namespace, text: str) -> dict[str, Any]:
@@ -490,24 +494,41 @@ def config_run(args: argparse.Namespace, text: str) -> dict[str, Any]:
     Lines log is counted by a pass parsing every line, a Parquet log by a pass over its
     ``type``, ``action`` and ``greedy_action`` columns (its footers' row counts hold the
     markers too); then two passes learn and evaluate."""
-    from app.evaluation.configrun import ConfigPlan, evaluate_config
-    from app.replay.output import progress_bar
+    from app.evaluation.configrun import ConfigPlan
 
     config = parse_config(text)
+    check_config_run(args)
+    options = stream_options(args)
+    options.correction()  # refuse unusable rates before reading the log
+    events, n_actions, batches = label_source(args.log)
+    return run_config_plan(args, lambda: ConfigPlan.of(
+        config, label_task(), n_actions, options, events, args.train_fraction,
+        shape=cast("ConfigShape", exported_shape(args.log))), batches)
+
+
+def check_config_run(args: argparse.Namespace) -> None:
+    """ValueError naming the option a ``config:JSON`` run cannot take."""
     if args.workers > 1 or args.engine != "local":
         raise ValueError("--workers and --engine: config:JSON runs in one process (its "
                          "learner learns the log's events in order)")
     if not 0.0 < args.train_fraction < 1.0:
         raise ValueError(f"--train-fraction must be in (0, 1), not {args.train_fraction}")
-    options = stream_options(args)
-    options.correction()  # refuse unusable rates before reading the log
-    events, n_actions, batches = label_source(args.log)
+
+
+def run_config_plan(args: argparse.Namespace, plan_of: Callable[[], ConfigPlan],
+                    batches: Callable[[], Iterable[EventBatch]]) -> dict[str, Any]:
+    """The result JSON of the configuration's plan ``plan_of()`` (ValueError naming
+    ``--train-fraction`` when the log cannot be split) on the log ``batches()`` reads
+    (:func:`app.evaluation.configrun.evaluate_config`, the code of the service's
+    evaluations), with a progress bar."""
+    from app.evaluation.configrun import evaluate_config
+    from app.replay.output import progress_bar
+
     try:
-        plan = ConfigPlan.of(config, label_task(), n_actions, options, events,
-                             args.train_fraction)
+        plan = plan_of()
     except ValueError as exc:
         raise ValueError(f"--train-fraction: {exc}") from None
-    with progress_bar(events, "log", unit="event",
+    with progress_bar(plan.events, "log", unit="event",
                       enabled=False if args.no_progress else None) as step:
         result = evaluate_config(plan, batches, step)
     result.update(log=str(args.log), format=args.format, policy=args.policy,
@@ -522,11 +543,7 @@ def label_source(path: str) -> tuple[int, int, Callable[[], Iterable[EventBatch]
     from functools import partial
 
     from app.evaluation import servicelog
-    from app.evaluation.estimators import LABEL
 
-    shape = exported_shape(path)
-    if shape.kind is not LABEL:  # the service replays a rank log's, the command does not
-        raise ValueError("--policy: config:JSON needs a label log, not a rank log")
     if streamed(path):
         from app.evaluation import parquetlog
 
@@ -575,6 +592,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
     from app.evaluation.estimators import per_position, reward_predictions
+    from app.evaluation.rankings import RANK
     from app.evaluation.sums import row_keys
     from app.replay.output import progress_bar
     from app.sim.dsjson import is_cats_log
@@ -607,7 +625,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if isinstance(policy, str) and policy.startswith("config:"):
         label_log_only(args)
         if args.format == "noisyloop":
-            return config_run(args, policy)
+            shape = exported_shape(args.log)
+            # (a rank log's configuration is replayed by the service, not by this command)
+            if "configuration" not in shape.policies or shape.kind is RANK:
+                raise ValueError("--policy: config:JSON needs a label log or a continuous log "
+                                 "(this log's evaluations take no configuration)")
+            return export_command(args.log).run_export(args, policy)
         log, pi_model, split = config_inputs(args, policy)
     elif args.format in ("vw", "dsjson"):
         if empirical:
@@ -729,7 +752,8 @@ def plotted(result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def figure(result: dict[str, Any]) -> Any:
     """The estimates of :func:`plotted` with their intervals, side by side per estimator
-    (a matplotlib figure; the caller closes it)."""
+    (a matplotlib figure; the caller closes it).  An estimator a log has none of is left
+    out; one with no point estimate (``value`` null) is drawn as its interval alone, dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -740,12 +764,18 @@ def figure(result: dict[str, Any]) -> Any:
     fig, ax = plt.subplots(figsize=(4.8 + 0.4 * len(series), 3.2), layout="constrained")
     try:
         for i, (label, found) in enumerate(series):
-            values = [found[n]["value"] for n in ESTIMATORS]
-            low = [found[n]["value"] - found[n]["ci_low"] for n in ESTIMATORS]
-            high = [found[n]["ci_high"] - found[n]["value"] for n in ESTIMATORS]
             offset = (i - (len(series) - 1) / 2) * width
-            ax.errorbar([k + offset for k in range(len(ESTIMATORS))], values,
-                        yerr=[low, high], fmt="o", capsize=4, label=label or None)
+            drawn = [(k + offset, found[n]) for k, n in enumerate(ESTIMATORS)
+                     if found.get(n) is not None]
+            shown = [(x, e) for x, e in drawn if e["value"] is not None]
+            bars = ax.errorbar([x for x, _ in shown], [e["value"] for _, e in shown],
+                               yerr=[[e["value"] - e["ci_low"] for _, e in shown],
+                                     [e["ci_high"] - e["value"] for _, e in shown]],
+                               fmt="o", capsize=4, label=label or None)
+            for x, e in drawn:  # no point estimate: its interval alone, dashed
+                if e["value"] is None and e.get("ci_low") is not None:
+                    ax.vlines(x, e["ci_low"], e["ci_high"], colors=bars[0].get_color(),
+                              linestyles="dashed")
         ax.set_xticks(range(len(ESTIMATORS)), list(ESTIMATORS.values()))
         ax.set_xlim(-0.5, len(ESTIMATORS) - 0.5)
         ax.set_ylabel("estimated value (95% interval)")

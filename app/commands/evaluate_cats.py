@@ -1,11 +1,17 @@
 """``noisyloop evaluate --format dsjson`` of a continuous-action (CATS) log: what Vowpal
 Wabbit's ``--cats`` reads with ``--dsjson`` (:func:`app.sim.dsjson.read_cats`).
 
-Each labelled line is a decision: the action played, its density under the logging policy
-(``pdf_value``) and its cost (the reward is ``-cost``, VW's convention).  The value of a
-target policy's smoothed version is estimated by smoothed IPS and SNIPS (Kallus and Zhou
-2018; :mod:`app.evaluation.smoothed`, the service's sums for a ``continuous`` log) with
-normal 95% intervals and the effective sample size:
+Each labelled line is a decision: its context's features, the action played, its density
+under the logging policy (``pdf_value``) and its cost (the reward is ``-cost``, VW's
+convention).  The value of a target policy's smoothed version is estimated by smoothed IPS,
+SNIPS and DR (Kallus and Zhou 2018; :func:`app.evaluation.smoothed.smoothed_evaluation`,
+the service's sums for a ``continuous`` log) with normal 95% intervals and the effective
+sample size.  DR's reward model is the continuous task's
+(:mod:`app.evaluation.smoothed_model`): ridge regression on the context's features (one
+column per feature name, in order of first sight, as a CB dsjson log's shared features)
+times Legendre features of the action, cross-fitted over two folds keyed by the line's
+place (``--seed``), so that each event is predicted by a model fitted without its own
+reward and DR stays unbiased whatever the model's fit.  The policies:
 
 * ``uniform``: an action uniform over the action range, weight ``1 / ((hi - lo) pdf)``;
 * ``logging``: the policy that wrote the log, weight 1 (the mean reward);
@@ -51,8 +57,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """The result JSON (ValueError on bad input)."""
     import numpy as np
 
-    from app.evaluation.smoothed import SmoothedSums, low_ess_flag, smoothed_weights
+    from app.evaluation.smoothed import low_ess_flag, smoothed_evaluation
+    from app.learners.smoothing import window
     from app.sim.dsjson import DsjsonCounts, read_cats
+    from app.sim.logs import FeatureIndex
 
     if args.rho0 is not None or args.rho1 is not None:
         raise ValueError("--rho0/--rho1: a CATS log's costs are not clicks")
@@ -76,18 +84,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not h > 0:
         raise ValueError(f"--bandwidth: must be > 0, got {h:g}")
     policy = cats_policy(args.policy, lo, hi)
-    if policy == "uniform":
-        w = 1.0 / ((hi - lo) * pdf)
-    elif policy == "logging":
-        w = np.ones(len(action))
-    else:
-        w = smoothed_weights(action, pdf, np.full(len(action), float(policy)), (lo, hi), h)
-    sums = SmoothedSums()
-    sums.add_weighted(w, reward)
-    value = sums.value()
+    n = len(action)
+    windows = (np.tile([lo, hi], (n, 1)) if policy == "uniform" else None
+               if policy == "logging" else
+               np.column_stack(window(np.full(n, float(policy)), lo, hi, h)))
+    index = FeatureIndex(name for d in decisions for name in d.features)
+    X = index.dense(d.features for d in decisions)
+    value = smoothed_evaluation(X, action, pdf, reward, windows, (lo, hi), seed=args.seed)
     return {"n": value.n, "ess": value.ess, "low_ess": value.low_ess, **low_ess_flag(value),
             **{name: {"value": est.value, "ci_low": est.ci[0], "ci_high": est.ci[1]}
-               for name, est in (("ips", value.ips), ("snips", value.snips))},
+               for name, est in (("ips", value.ips), ("snips", value.snips),
+                                 ("dr", value.dr))},
+            "reward_model": {"features": len(index.columns), "folds": 2},
             "action_range": [float(lo), float(hi)],
             "action_range_from": "option" if given else "log", "bandwidth": h,
             "reward": "-cost", "log": str(args.log), "format": "dsjson", "kind": "cats",

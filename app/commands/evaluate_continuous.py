@@ -5,8 +5,10 @@ A continuous log is evaluated with its model's configuration: the action range, 
 smoothing bandwidth of ``fixed:VALUE`` and ``model``, and the click-noise rates its clicks
 are corrected by.  The log does not hold them; the model's saved snapshot (``GET
 /v1/models/{id}/snapshot``) does: ``--policy model:SNAPSHOT_FILE`` evaluates that model's
-greedy action smoothed with its bandwidth, and ``uniform``, ``logging`` and ``fixed:VALUE``
-take the snapshot from ``--model-snapshot``.  The log (JSON Lines, or Parquet: a file, a
+greedy action smoothed with its bandwidth, and ``uniform``, ``logging``, ``fixed:VALUE``
+and ``config:JSON`` (a new learner trained on the first ``--train-fraction`` of the events,
+evaluated on the rest: :mod:`app.evaluation.configrun`) take the snapshot from
+``--model-snapshot``.  The log (JSON Lines, or Parquet: a file, a
 directory or a glob) is read in batches of lines, keyed by their positions, through the
 code of the service's evaluations (the shape's two passes, :mod:`app.evaluation.smoothed`),
 so the numbers are the service's on the same log.
@@ -17,10 +19,21 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from app.commands.evaluate import MODEL_KINDS, streamed
+from app.commands.evaluate import (
+    MODEL_KINDS,
+    check_config_run,
+    parse_config,
+    run_config_plan,
+    streamed,
+)
 from app.store.noise import NO_ESTIMATOR
+
+if TYPE_CHECKING:
+    from app.evaluation.estimators import Options
+    from app.evaluation.shapes import ConfigShape
+    from app.learners.config import ModelConfig
 
 #: Lines of the log per batch.
 BATCH_LINES = 10_000
@@ -44,7 +57,9 @@ def run_export(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
         raise ValueError("--model-snapshot: a continuous log is evaluated with its model's "
                          "action range, bandwidth and noise rates: give its saved snapshot "
                          "(GET /v1/models/{id}/snapshot)")
-    if args.workers > 1 or args.engine != "local":
+    if kind == "config":
+        check_config_run(args)
+    elif args.workers > 1 or args.engine != "local":
         raise ValueError("--workers/--engine: a continuous log is read in this process")
     if args.rho0 is not None or args.rho1 is not None:
         raise ValueError("--rho0/--rho1: a continuous log's clicks are corrected by the "
@@ -55,12 +70,19 @@ def run_export(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
                          "a continuous model's")
     shape = get_task("continuous").log_shape
     assert shape is not None
-    name = "model" if model else policy if isinstance(policy, str) else f"fixed:{policy}"
-    target = shape.policy(name, config, learner.get_state() if model else None)
     rho0, rho1 = config.initial_noise_rates  # what a click was corrected by (None: not)
     corrected = rho0 > 0 or rho1 > 0
     options = Options(rho0=rho0 if corrected else None, rho1=rho1 if corrected else None,
                       n_boot=args.bootstrap, seed=args.seed)
+    flags: dict[str, Any] = {"correction": {"rho0": rho0 if corrected else None,
+                            "rho1": rho1 if corrected else None}}
+    if corrected:  # rates no estimator checks for this task, as the service flags them
+        flags.update(calibration_unreliable=True, reason=NO_ESTIMATOR)
+    if kind == "config":
+        return {**_config_run(args, str(policy), cast("ConfigShape", shape), config, options),
+                **flags}
+    name = "model" if model else policy if isinstance(policy, str) else f"fixed:{policy}"
+    target = shape.policy(name, config, learner.get_state() if model else None)
 
     def batches() -> Iterator[tuple[Any, Any]]:
         first = 0
@@ -74,12 +96,34 @@ def run_export(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
     result = shape.result(accumulate(batches(), target, fitted, options, kind=shape.kind),
                           options, None)
     result.update(log=str(args.log), format=args.format, policy=args.policy,
-                  bootstrap=args.bootstrap,
-                  correction={"rho0": rho0 if corrected else None,
-                              "rho1": rho1 if corrected else None})
-    if corrected:  # rates no estimator checks for this task, as the service flags them
-        result.update(calibration_unreliable=True, reason=NO_ESTIMATOR)
+                  bootstrap=args.bootstrap, **flags)
     return result
+
+
+def _config_run(args: argparse.Namespace, policy: str, shape: ConfigShape,
+                config: ModelConfig, options: Options) -> dict[str, Any]:
+    """The result JSON of ``config:JSON`` on the continuous log ``--log`` of the model of
+    ``config``: a pass counts its events, then the configuration learns the first
+    ``--train-fraction`` of them and is evaluated on the rest, read in batches (the code of
+    the service's evaluations)."""
+    from app.evaluation.configrun import ConfigPlan
+
+    configuration = parse_config(policy)
+    events = sum(_is_event(r) for records in _record_chunks(args.log) for r in records)
+
+    def batches() -> Iterator[tuple[Any, tuple[str, ...]]]:
+        for records in _record_chunks(args.log):
+            lines = [r for r in records if _is_event(r)]
+            if lines:
+                yield shape.identified(lines, config, str(args.log))
+
+    return run_config_plan(args, lambda: ConfigPlan.of(
+        configuration, config.task, config.n_classes, options, events, args.train_fraction,
+        shape=shape, inherited=shape.inherited(config)), batches)
+
+
+def _is_event(record: Any) -> bool:
+    return isinstance(record, dict) and record.get("type") == "event"
 
 
 def _record_chunks(path: str) -> Iterator[list[dict[str, Any]]]:

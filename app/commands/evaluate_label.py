@@ -12,6 +12,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from app.commands.evaluate import (
+    config_run,
     estimate,
     label_log_only,
     label_policy,
@@ -32,6 +33,8 @@ def run_export(args: argparse.Namespace, policy: str | int) -> dict[str, Any]:
     """The result JSON of ``evaluate`` on the label log ``--log`` for ``policy``."""
     from app.replay.output import progress_bar
 
+    if isinstance(policy, str) and policy.startswith("config:"):
+        return config_run(args, policy)
     if streamed(args.log):
         return stream_run(args, policy)
     read, pi_model = noisyloop_inputs(args.log, policy)

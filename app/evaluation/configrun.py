@@ -1,8 +1,12 @@
-"""A configuration's evaluation on a label log read in batches, in bounded memory.
+"""A configuration's evaluation on a log read in batches, in bounded memory.
 
 A configuration ``{"algorithm", "params"}`` learns the first ``train`` of
 the log's events and is evaluated on the rest (:mod:`app.evaluation.training`).
-The log is read as consecutive batches of label events (markers are not
+What differs between logs is the log's shape's
+(:class:`~app.evaluation.shapes.ConfigShape`: the feedback its events hold,
+the params a configuration takes from the evaluated model, the trained
+learner's policy, the estimators' sums and result); this code names none.
+The log is read as consecutive batches of events (markers are not
 events) with their stream ids, over three passes:
 
 1. the caller counts the events, which fixes the split (:class:`ConfigPlan`;
@@ -12,9 +16,11 @@ events) with their stream ids, over three passes:
    the log in memory, whatever the batches) while the reward model's sums are
    taken over the first :data:`~app.evaluation.estimators.FIT_EVENTS`
    evaluated events;
-3. :class:`ConfigScorer` sums the estimators
-   (:class:`~app.evaluation.estimators.LabelSums`) over the evaluated events
-   under the trained learner's policy.
+3. :class:`ConfigScorer` sums the estimators (the shape's
+   :class:`~app.evaluation.sums.Kind`) over the evaluated events under the
+   trained learner's policy; when the shape asks for a third pass (a label
+   log below :data:`~app.evaluation.heavy_tails.MIN_ESS` effective events),
+   it gathers the evaluated events' columns.
 
 Evaluated events are keyed by their place among the evaluated ones, as the
 log in memory keys them (:func:`app.evaluation.estimators.evaluate`), so the
@@ -33,24 +39,16 @@ from typing import Any
 
 import numpy as np
 
-from app.evaluation.estimators import (
-    FIT_EVENTS,
-    LABEL,
-    LabelLog,
-    LabelSums,
-    Options,
-    reward_sums,
-)
-from app.evaluation.heavy_tails import MIN_ESS, guard_heavy_tails, label_columns
-from app.evaluation.policies import learner_policy
-from app.evaluation.reward_model import RidgeModel, RidgeSums, merged
+from app.evaluation.estimators import FIT_EVENTS, Options
+from app.evaluation.shapes import ConfigShape
 from app.evaluation.streaming import accumulate
-from app.evaluation.sums import row_keys
+from app.evaluation.sums import FitSums, row_keys
 from app.evaluation.training import Training, split_fields, start_training, train_size
 from app.learners.base import Learner
 
-#: A batch of consecutive label events and the stream id of each.
-EventBatch = tuple[LabelLog, Sequence[str]]
+#: A batch of consecutive events (a label log's, a continuous log's) and the stream id of
+#: each.
+EventBatch = tuple[Any, Sequence[str]]
 
 
 @dataclass(frozen=True)
@@ -60,7 +58,9 @@ class ConfigPlan:
     config: Any
     task: str
     """The task whose learner ``config`` names (the evaluated model's)."""
-    n_classes: int
+    shape: ConfigShape
+    """The log's shape."""
+    n_classes: int | None
     options: Options
     """The estimators' options; their ``seed`` seeds the learner too, their rates (when
     both are given) are the learner's click-noise rates."""
@@ -68,15 +68,19 @@ class ConfigPlan:
     """The log's events when they were counted."""
     train: int
     """The first ``train`` of them are learned from, the rest evaluated."""
+    inherited: Mapping[str, Any] = field(default_factory=dict)
+    """The evaluated model's params the configuration learns with
+    (:meth:`~app.evaluation.shapes.ConfigShape.inherited`)."""
 
     @classmethod
-    def of(cls, config: Any, task: str, n_classes: int, options: Options, events: int,
-           train_fraction: float) -> ConfigPlan:
-        """The plan splitting ``events`` events at ``train_fraction`` (ValueError when a
-        part would be empty, or for rates that cannot be used)."""
+    def of(cls, config: Any, task: str, n_classes: int | None, options: Options, events: int,
+           train_fraction: float, *, shape: ConfigShape,
+           inherited: Mapping[str, Any] | None = None) -> ConfigPlan:
+        """The plan splitting ``events`` events of a log of ``shape`` at ``train_fraction``
+        (ValueError when a part would be empty, or for rates that cannot be used)."""
         options.correction()  # refuse unusable rates before reading the log again
-        return cls(config, task, n_classes, options, events,
-                   train_size(events, train_fraction))
+        return cls(config, task, shape, n_classes, options, events,
+                   train_size(events, train_fraction), dict(inherited or {}))
 
     @property
     def rates(self) -> tuple[float, float] | None:
@@ -99,18 +103,14 @@ class ConfigPlan:
         return {i: stream_ids[i - position] for i in self.ends
                 if position <= i < position + len(stream_ids)}
 
-    def result(self, total: LabelSums, learned: int, ids: Mapping[int, str],
-               columns: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
-               ) -> dict[str, Any]:
-        """The evaluation's JSON with its ``split`` (ValueError when an end of the split was
-        not read: the log lost events while it was read); below
-        :data:`~app.evaluation.heavy_tails.MIN_ESS` effective events flagged and widened by
-        the evaluated events' weights and clicks, ``columns()`` (read only then)."""
-        out = total.evaluation(self.options).to_dict()
+    def result(self, total: Any, learned: int, ids: Mapping[int, str],
+               gathered: Any = None) -> dict[str, Any]:
+        """The evaluation's JSON (the shape's, of the summed evaluated events and what its
+        third pass ``gathered``, if it asked for one) with its ``split`` (ValueError when an
+        end of the split was not read: the log lost events while it was read)."""
         if any(i not in ids for i in self.ends):
             raise ValueError("the log lost events while it was read")
-        if columns is not None and total.ess < MIN_ESS:
-            out = guard_heavy_tails(out, *columns(), self.options.level, self.options.rates())
+        out = self.shape.result(total, self.options, gathered)
         out["split"] = split_fields(learned, out["n"], [ids[i] for i in self.ends])
         return out
 
@@ -122,11 +122,11 @@ class ConfigRun:
 
     plan: ConfigPlan
     training: Training | None = None
-    ridge: RidgeSums | None = None
+    ridge: FitSums | None = None
     learned: int = 0
     ids: dict[int, str] = field(default_factory=dict)
 
-    def learn(self, log: LabelLog, stream_ids: Sequence[str], position: int) -> int:
+    def learn(self, log: Any, stream_ids: Sequence[str], position: int) -> int:
         """Take the batch whose first event is the log's ``position``-th (events past
         :attr:`ConfigPlan.fit_stop` are left alone); the events it learned from."""
         plan = self.plan
@@ -138,15 +138,20 @@ class ConfigRun:
         learn = min(log.n, max(plan.train - position, 0))
         if learn:
             if self.training is None:
-                self.training = start_training(plan.config, plan.task, log.X.shape[1],
-                                               plan.n_classes, plan.rates, plan.options.seed)
+                self.training = start_training(
+                    plan.config, plan.task, log.X.shape[1], plan.n_classes, plan.rates,
+                    plan.options.seed, feedback=plan.shape.feedback, inherited=plan.inherited)
             self.training.learn(log.rows(slice(learn)))
             self.learned += learn
         if learn < log.n:
             first = position + learn - plan.train  # its place among the evaluated events
             keys = row_keys(np.arange(first, first + log.n - learn))
-            self.ridge = merged(self.ridge, reward_sums(log.rows(slice(learn, None)), keys,
-                                                        plan.options))
+            part = plan.shape.kind.reward_sums(log.rows(slice(learn, None)), keys,
+                                               plan.options)
+            if self.ridge is None:
+                self.ridge = part
+            else:
+                self.ridge.merge(part)
         return learn
 
     def scorer(self) -> ConfigScorer:
@@ -164,34 +169,41 @@ class ConfigScorer:
 
     plan: ConfigPlan
     learner: Learner
-    model: RidgeModel
+    model: Any
+    """The fitted reward model (the shape's)."""
 
-    def score(self, log: LabelLog, stream_ids: Sequence[str], position: int
-              ) -> tuple[LabelSums, dict[int, str]]:
+    def score(self, log: Any, stream_ids: Sequence[str], position: int
+              ) -> tuple[Any, dict[int, str]]:
         """The estimators' sums of the batch's evaluated events (its first event the log's
         ``position``-th) and the split's stream ids among them."""
         plan = self.plan
-        start, stop = max(plan.train - position, 0), min(plan.events - position, log.n)
+        start, stop = self._evaluated(log, position)
         if stop <= start:
-            return LabelSums.zeros(), {}
+            return plan.shape.kind.zeros(), {}
         first = position + start - plan.train
         batch = (log.rows(slice(start, stop)), row_keys(np.arange(first, first + stop - start)))
-        return (accumulate([batch], self.policy, self.model, plan.options, kind=LABEL),
+        return (accumulate([batch], self.policy, self.model, plan.options,
+                           kind=plan.shape.kind),
                 plan.ids_in(stream_ids[start:stop], position + start))
 
-    def policy(self, log: LabelLog) -> np.ndarray | None:
-        """The trained learner's label distribution on each event of ``log``."""
-        return learner_policy(log, learner=self.learner)
+    def policy(self, log: Any) -> np.ndarray | None:
+        """The trained learner's policy on each event of ``log`` (as its shape scores it)."""
+        return self.plan.shape.trained(self.learner)(log)
 
-    def columns(self, log: LabelLog, position: int) -> tuple[np.ndarray, np.ndarray]:
-        """The weights and raw clicks of the batch's evaluated events (its first event the
-        log's ``position``-th), for the heavy-tail guard."""
-        start = max(self.plan.train - position, 0)
-        stop = min(self.plan.events - position, log.n)
+    def columns(self, log: Any, position: int, need: Any) -> Any:
+        """What the shape's third pass gathers (``need``) of the batch's evaluated events
+        (its first event the log's ``position``-th; None when it holds none)."""
+        start, stop = self._evaluated(log, position)
         if stop <= start:
-            return np.zeros(0), np.zeros(0)
+            return None
         part = log.rows(slice(start, stop))
-        return label_columns([(part, self.policy(part))])
+        return self.plan.shape.gather([(part, self.policy(part))], need)
+
+    def _evaluated(self, log: Any, position: int) -> tuple[int, int]:
+        """The rows of the batch's evaluated events (its first event the log's
+        ``position``-th)."""
+        return (max(self.plan.train - position, 0),
+                min(self.plan.events - position, log.n))
 
 
 def evaluate_config(plan: ConfigPlan, batches: Callable[[], Iterable[EventBatch]],
@@ -207,7 +219,7 @@ def evaluate_config(plan: ConfigPlan, batches: Callable[[], Iterable[EventBatch]
         if position >= plan.fit_stop:
             break
     scorer = run.scorer()
-    total, ids = LabelSums.zeros(), dict(run.ids)
+    total, ids = plan.shape.kind.zeros(), dict(run.ids)
     position = 0
     for log, stream_ids in batches():
         sums, found = scorer.score(log, stream_ids, position)
@@ -217,11 +229,14 @@ def evaluate_config(plan: ConfigPlan, batches: Callable[[], Iterable[EventBatch]
         position += log.n
         if position >= plan.events:
             break
-    return plan.result(total, run.learned, ids, lambda: joined(
-        scorer.columns(log, start) for log, start in _positions(batches(), plan.events)))
+    need = plan.shape.third_pass(total)
+    gathered = None if need is None else plan.shape.join(
+        [part for log, start in _positions(batches(), plan.events)
+         if (part := scorer.columns(log, start, need)) is not None], need)
+    return plan.result(total, run.learned, ids, gathered)
 
 
-def _positions(batches: Iterable[EventBatch], events: int) -> Iterator[tuple[LabelLog, int]]:
+def _positions(batches: Iterable[EventBatch], events: int) -> Iterator[tuple[Any, int]]:
     """Each batch's events and the log's position of its first, up to ``events``."""
     position = 0
     for log, _ in batches:
@@ -230,13 +245,3 @@ def _positions(batches: Iterable[EventBatch], events: int) -> Iterator[tuple[Lab
         if position >= events:
             return
 
-
-def joined(parts: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Consecutive parts' weights and clicks as one pair of columns, in order."""
-    ws: list[np.ndarray] = []
-    fs: list[np.ndarray] = []
-    for w, f in parts:
-        ws.append(w)
-        fs.append(f)
-    return (np.concatenate(ws) if ws else np.zeros(0),
-            np.concatenate(fs) if fs else np.zeros(0))

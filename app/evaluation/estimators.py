@@ -119,6 +119,10 @@ class LabelLog:
                         n_actions=self.n_actions,
                         logging=None if self.logging is None else self.logging[rows])
 
+    def logged_play(self) -> dict[str, np.ndarray]:
+        """The played labels, their propensities and clicks, as label learners learn them."""
+        return {"played": self.actions, "prob": self.propensities, "click": self.rewards}
+
 
 @dataclass(frozen=True)
 class Estimate:

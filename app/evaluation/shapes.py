@@ -42,6 +42,8 @@ from app.evaluation.rankings import (
 from app.evaluation.servicelog import ServiceLog, keyed_batch, label_log_of, rank_log_of
 from app.evaluation.streaming import Batch, Policy
 from app.evaluation.sums import Kind
+from app.evaluation.training import LABEL_FEEDBACK
+from app.learners.base import Learner
 from app.learners.build import build_learner
 from app.learners.config import ModelConfig
 
@@ -103,6 +105,31 @@ class LogShape(Protocol):
         ...
 
 
+class ConfigShape(LogShape, Protocol):
+    """A log shape whose policies take a ``configuration`` (a new learner trained on the
+    log's earlier events, evaluated on the rest: :mod:`app.evaluation.configrun`): what the
+    training and the scoring of a configuration need of the log."""
+
+    feedback: tuple[str, ...]
+    """The feedback fields each logged play holds (a configuration's learner must learn from
+    these only: :func:`app.evaluation.training.check_config`)."""
+
+    def inherited(self, config: ModelConfig) -> dict[str, Any]:
+        """The evaluated model's params a configuration learns with (what its log's events
+        are defined by, such as an action range)."""
+        ...
+
+    def identified(self, records: list[Any], config: ModelConfig, path: str
+                   ) -> tuple[Any, tuple[str, ...]]:
+        """The events of ``records`` (event lines of the log of the model of ``config``) and
+        the ``stream_id`` of each."""
+        ...
+
+    def trained(self, learner: Learner) -> Policy:
+        """The policy of a trained configuration's ``learner`` as a function of a batch."""
+        ...
+
+
 def _keyed(records: list[Any], first_line: int, read_log: Callable[[list[Any]], ServiceLog]
            ) -> tuple[ServiceLog, np.ndarray] | None:
     """:func:`~app.evaluation.servicelog.keyed_batch` of the lines and its keys."""
@@ -126,6 +153,7 @@ class LabelShape:
     noise: Noise = "click"
     kind: Kind = LABEL
     command: str | None = "app.commands.evaluate_label"
+    feedback: tuple[str, ...] = LABEL_FEEDBACK
 
     def reads(self, line: Mapping[str, Any]) -> bool:
         return ("slots" not in line and "action" in line and "propensity" in line
@@ -139,6 +167,19 @@ class LabelShape:
 
     def reads_snapshot(self, policy: Any) -> bool:
         return policy in ("model", "model:greedy")
+
+    def inherited(self, config: ModelConfig) -> dict[str, Any]:
+        return {}
+
+    def identified(self, records: list[Any], config: ModelConfig, path: str
+                   ) -> tuple[LabelLog, tuple[str, ...]]:
+        read = label_log_of(records, config.class_count, path)
+        return read.label_log(), read.stream_ids
+
+    def trained(self, learner: Learner) -> Policy:
+        """Its label distribution as it explores
+        (:func:`~app.evaluation.policies.learner_policy`)."""
+        return functools.partial(learner_policy, learner=learner)
 
     def policy(self, policy: Any, config: ModelConfig,
                state: Mapping[str, np.ndarray] | None) -> Policy:
@@ -187,6 +228,14 @@ class RankShape:
     noise: Noise = "slots"
     kind: Kind = RANK
     command: str | None = "app.commands.evaluate_rank"
+    feedback: tuple[str, ...] = ("clicks",)
+    """A ranking's per-slot clicks (what a replayed configuration's learner learns from)."""
+
+    def inherited(self, config: ModelConfig) -> dict[str, Any]:
+        """The rank model's shape (its slots and candidates' features): a replayed
+        configuration ranks the logged candidates into the logged slots."""
+        return {name: config.params[name] for name in ("slots", "n_action_features")
+                if name in config.params}
 
     def reads(self, line: Mapping[str, Any]) -> bool:
         return "slots" in line

@@ -19,8 +19,8 @@ numpy, like :mod:`app.learners`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -28,14 +28,37 @@ from app.evaluation.estimators import LabelLog
 from app.evaluation.policies import learner_policy
 from app.learners.base import Learner, ParamError
 from app.learners.build import apply_noise_rates
-from app.learners.config import takes_clicks
 from app.learners.offpolicy import learn_finite, with_logged_play
-from app.learners.registry import build, check_param_types, learner_class
+from app.learners.registry import build, check_param_types, default_params, learner_class
 
 #: Events per learning step (the trainer's default batch).
 BATCH = 100
 #: The part of a log learned from when the request does not say.
 DEFAULT_TRAIN_FRACTION = 0.5
+#: The feedback a label log holds of each play.
+LABEL_FEEDBACK = ("click",)
+
+
+class LoggedPlays(Protocol):
+    """A log (a dataclass of per-event columns) a learner can learn off-policy."""
+
+    @property
+    def X(self) -> np.ndarray:
+        """``n x d`` contexts."""
+        ...
+
+    @property
+    def n(self) -> int: ...
+
+    def rows(self, rows: slice) -> Any: ...
+
+    def logged_play(self) -> dict[str, np.ndarray]:
+        """Each event's logged play and feedback, under the names learners read them
+        (:func:`app.learners.offpolicy.with_logged_play`)."""
+        ...
+
+
+L = TypeVar("L", bound=LoggedPlays)
 
 
 @dataclass(frozen=True)
@@ -71,11 +94,15 @@ def split_fields(train: int, evaluated: int, stream_ids: Sequence[str] = ()
 
 
 def check_config(config: Any, task: str, n_features: int, n_classes: int | None,
-                 seed: int | None = None, max_state_bytes: int | None = None) -> Learner:
+                 seed: int | None = None, max_state_bytes: int | None = None, *,
+                 feedback: Sequence[str] = LABEL_FEEDBACK,
+                 inherited: Mapping[str, Any] | None = None) -> Learner:
     """A fresh learner of ``config`` (``{"algorithm", "params"?}``; params over the
-    algorithm's service defaults, as for a created model) for a log of ``task``
+    algorithm's service defaults and the evaluated model's ``inherited`` params, as for a
+    created model) for a log of ``task`` holding the ``feedback`` fields of each play
     (:class:`ParamError` naming ``policy.<field>`` when it is not one, or cannot learn from
-    logged bandit feedback, or its state would take more than ``max_state_bytes``)."""
+    that feedback, or sets an inherited param to another value, or its state would take
+    more than ``max_state_bytes``)."""
     if not isinstance(config, Mapping) or not isinstance(config.get("algorithm"), str):
         raise ParamError("policy.algorithm", "a configuration is {\"algorithm\": name, "
                          "\"params\": {...}}")
@@ -89,13 +116,17 @@ def check_config(config: Any, task: str, n_features: int, n_classes: int | None,
         cls = learner_class(task, algorithm)
     except ParamError as exc:
         raise ParamError("policy.algorithm", exc.message) from None
-    if not (takes_clicks(cls) or cls.ranks_candidates):  # a ranker replays its rankings
+    if not set(cls.feedback_fields) <= set(feedback):
         raise ParamError("policy.algorithm", f"{algorithm!r} cannot learn from logged bandit "
-                         f"feedback: it learns from {', '.join(cls.feedback_fields)}, not from a "
-                         "click on the played label (feedback_fields has no 'click')")
+                         f"feedback: it learns from {', '.join(cls.feedback_fields)}, the log "
+                         f"holds {', '.join(feedback)} of each play (feedback_fields)")
+    for name, value in (inherited or {}).items():
+        if name in params and params[name] != value:
+            raise ParamError(f"policy.params.{name}", f"a configuration is evaluated with the "
+                             f"model's {name}, {value!r}")
     try:
         check_param_types(cls, dict(params))
-        params = {**cls.service_defaults, **params}
+        params = {**default_params(cls), **cls.service_defaults, **params, **(inherited or {})}
         if max_state_bytes is not None and \
                 cls.state_bytes(n_features, n_classes, params) > max_state_bytes:
             raise ParamError("params", f"{algorithm!r} with these params would keep more than "
@@ -105,16 +136,14 @@ def check_config(config: Any, task: str, n_features: int, n_classes: int | None,
         raise ParamError(f"policy.{exc.field}", exc.message) from None
 
 
-def learn_logged(learner: Learner, log: LabelLog) -> None:
+def learn_logged(learner: Learner, log: LoggedPlays) -> None:
     """Learn the events of ``log`` in order, in batches of :data:`BATCH`, off-policy (module
     docstring; ValueError when an update overflows)."""
     for start in range(0, log.n, BATCH):
-        rows = slice(start, start + BATCH)
-        own = learner.decide_contexts(log.X[rows])
+        batch = log.rows(slice(start, start + BATCH))
+        own = learner.decide_contexts(batch.X)
         try:
-            learn_finite(learner, with_logged_play(own, {
-                "played": log.actions[rows], "prob": log.propensities[rows],
-                "click": log.rewards[rows]}))
+            learn_finite(learner, with_logged_play(own, batch.logged_play()))
         except FloatingPointError as exc:
             raise ValueError(f"learning the log: {exc}") from None
 
@@ -126,9 +155,9 @@ class Training:
     unfinished step wait in ``pending`` for the next chunk or :meth:`finish`)."""
 
     learner: Learner
-    pending: LabelLog | None = None
+    pending: Any = None
 
-    def learn(self, log: LabelLog) -> None:
+    def learn(self, log: LoggedPlays) -> None:
         """Learn the events of ``log``, which follow those given before."""
         if self.pending is not None:
             log = concatenated(self.pending, log)
@@ -145,20 +174,27 @@ class Training:
         return self.learner
 
 
-def concatenated(first: LabelLog, then: LabelLog) -> LabelLog:
-    """The events of ``first`` followed by those of ``then``."""
-    return LabelLog(X=np.concatenate([first.X, then.X]),
-                    actions=np.concatenate([first.actions, then.actions]),
-                    propensities=np.concatenate([first.propensities, then.propensities]),
-                    rewards=np.concatenate([first.rewards, then.rewards]),
-                    n_actions=first.n_actions)
+def concatenated(first: L, then: L) -> L:
+    """The events of ``first`` followed by those of ``then`` (a dataclass of columns: its
+    arrays joined, a column only one holds dropped, its other fields ``first``'s)."""
+    joined: dict[str, Any] = {}
+    for column in fields(first):  # type: ignore[arg-type]
+        a, b = getattr(first, column.name), getattr(then, column.name)
+        arrays = isinstance(a, np.ndarray), isinstance(b, np.ndarray)
+        joined[column.name] = (np.concatenate([a, b]) if all(arrays)
+                               else None if any(arrays) else a)
+    return type(first)(**joined)
 
 
-def start_training(config: Any, task: str, n_features: int, n_classes: int,
-                   rates: tuple[float, float] | None = None, seed: int | None = 0) -> Training:
-    """A fresh learner of ``config`` (:func:`check_config`, a learner of ``task``) at the
-    click-noise ``rates`` (when given), ready to learn a label log."""
-    learner = check_config(config, task, n_features, n_classes, seed)
+def start_training(config: Any, task: str, n_features: int, n_classes: int | None,
+                   rates: tuple[float, float] | None = None, seed: int | None = 0, *,
+                   feedback: Sequence[str] = LABEL_FEEDBACK,
+                   inherited: Mapping[str, Any] | None = None) -> Training:
+    """A fresh learner of ``config`` (:func:`check_config`, a learner of ``task`` for a log
+    holding ``feedback``, with the model's ``inherited`` params) at the click-noise
+    ``rates`` (when given), ready to learn that log."""
+    learner = check_config(config, task, n_features, n_classes, seed, feedback=feedback,
+                           inherited=inherited)
     if rates is not None:
         apply_noise_rates(learner, *rates)
     return Training(learner)

@@ -383,6 +383,7 @@ def estimate_from_anchors(
     bottom_fraction: float = 0.5,
     agree_tolerance: float = 0.065,
     flat_tolerance: float = 0.05,
+    bottom_score: np.ndarray | None = None,
 ) -> AnchorEstimate:
     """Estimate ``(rho0, rho1)`` with intervals from logged plays (module docstring).
 
@@ -420,6 +421,11 @@ def estimate_from_anchors(
     agree_tolerance, flat_tolerance:
         Largest disagreement ``D`` of (5) and largest rise of the click rate inside
         the top set taken as anchors that hold (module docstring, Anchor check).
+    bottom_score:
+        Scores that rank the explored plays for the bottom set and the rest of the wrong
+        share (:func:`bottom_set`), one per play, NaN for plays not eligible; None: ``score``
+        (the service's).  Other rankings of the explored plays are measured in
+        ``bench/bench_noise_graded_checks.py``.
 
     Examples
     --------
@@ -448,9 +454,10 @@ def estimate_from_anchors(
     agree_tolerance = check_range("agree_tolerance", agree_tolerance, 0.0, 1.0)
     flat_tolerance = check_range("flat_tolerance", flat_tolerance, 0.0, 1.0)
     p, s, f = check_columns(prob, score, click)
+    b = s if bottom_score is None else check_columns(p, bottom_score, f)[1]
     n = p.shape[0]
     top = top_set(s, q, recent)
-    bottom = bottom_set(p, s, K, q_bottom, recent)
+    bottom = bottom_set(p, b, K, q_bottom, recent)
     n_explored = int(np.count_nonzero(p <= (1.0 + 1e-9) / K))
     if n == 0 or top.size == 0:
         return _unpublished(TOO_FEW_EVENTS, n, n_explored, int(top.size), level)
@@ -463,7 +470,7 @@ def estimate_from_anchors(
     m_top, psi_top = band_mean(a, f, top)
     # without explored plays there is no bottom set: refused below, for want of exploration
     m_bot, psi_bot = band_mean(a, f, bottom) if bottom.size else (math.nan, np.zeros(n))
-    rest = np.setdiff1d(bottom_set(p, s, K, 1.0, recent), bottom)
+    rest = np.setdiff1d(bottom_set(p, b, K, 1.0, recent), bottom)
     m_rest, psi_rest = band_mean(a, f, rest) if rest.size else (math.nan, np.zeros(n))
     psi_u = aw * (f - m_u) / aw.mean()
     var_u, var_top = psi_u @ psi_u / n**2, psi_top @ psi_top / n**2

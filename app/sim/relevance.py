@@ -128,23 +128,38 @@ class Plays:
     click: np.ndarray
     relevance: np.ndarray
     """True relevance of each played label."""
+    explored_score: np.ndarray | None = None
+    """With ``explored_scorer``: the predicted click rate of each explored play's label by a
+    ridge regression fitted on the explored plays alone, before it learned the play (NaN for
+    the other plays and before ``20 K`` explored plays were learned); None without."""
 
 
 def label_plays(world: World, n: int, rates: tuple[float, float], seed: int,
-                batch: int = 500) -> Plays:
+                batch: int = 500, explored_scorer: bool = False) -> Plays:
     """``n`` plays of ``linucb_diag`` at its defaults in ``world``, clicked through the noise
     ``rates``, as the service logs them (module docstring): batches of ``batch``
     decisions, each learned, then scored and learned by the shadow scorer.
+    ``explored_scorer`` adds :attr:`Plays.explored_score` (the service logs no such
+    score; ``bench/bench_noise_graded_checks.py`` measures what it would change): the
+    explored plays (propensity at most ``1 / K``) are uniform draws, so their labels do not
+    depend on the input and a regression on them alone is not bent by the policy's choices.
 
     >>> plays = label_plays(one_right(3, 4), 1_000, (0.1, 0.2), seed=0)
     >>> plays.prob.shape, bool(np.isnan(plays.score[:1000]).all())
     ((1000,), True)
+    >>> more = label_plays(one_right(3, 4), 1_000, (0.1, 0.2), seed=0, explored_scorer=True)
+    >>> bool(np.array_equal(more.click, plays.click)), more.explored_score.shape
+    (True, (1000,))
+    >>> bool(np.isnan(more.explored_score[more.prob > 1 / 3]).all())
+    True
     """
     rng = np.random.default_rng(seed)
     relevance = world.make(rng)
     learner = LinUCBDiag(n_features=world.n_features, n_classes=world.n_classes, seed=seed)
     scorer = ProgressiveScorer(world.n_features, world.n_classes)
-    cols: dict[str, list[np.ndarray]] = {"prob": [], "score": [], "click": [], "relevance": []}
+    explored_model = LinUCBDiag(n_features=world.n_features, n_classes=world.n_classes)
+    cols: dict[str, list[np.ndarray]] = {"prob": [], "score": [], "click": [], "relevance": [],
+                                         "explored_score": []}
     for start in range(0, n, batch):
         X = world.inputs(rng, min(batch, n - start))
         rows = np.arange(X.shape[0])
@@ -156,7 +171,25 @@ def label_plays(world: World, n: int, rates: tuple[float, float], seed: int,
         learner.learn_many({"x": X, "played": played, "click": click, "prob": prob,
                             "greedy": played})
         score = scorer.score_and_learn(X, played, click)
+        if explored_scorer:
+            cols["explored_score"].append(_explored_score(explored_model, X, played, click, prob))
         for name, values in (("prob", prob), ("score", score), ("click", click),
                              ("relevance", p)):
             cols[name].append(values)
-    return Plays(**{k: np.concatenate(v) for k, v in cols.items()})
+    explored = cols.pop("explored_score")
+    return Plays(**{k: np.concatenate(v) for k, v in cols.items()},
+                 explored_score=np.concatenate(explored) if explored else None)
+
+
+def _explored_score(model: LinUCBDiag, X: np.ndarray, played: np.ndarray, click: np.ndarray,
+                    prob: np.ndarray) -> np.ndarray:
+    """:attr:`Plays.explored_score` of one batch, then ``model`` learns its explored plays."""
+    explored = prob <= (1.0 + 1e-9) / model.n_classes
+    score = np.full(X.shape[0], np.nan)
+    if model.count_ >= 20 * model.n_classes:
+        score[explored] = (X[explored] @ model.weights_.T)[np.arange(explored.sum()),
+                                                            played[explored]]
+    if explored.any():
+        model.learn_many({"x": X[explored], "played": played[explored],
+                          "click": click[explored]})
+    return score

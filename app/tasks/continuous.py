@@ -191,6 +191,13 @@ class ContinuousLog:
         return ContinuousLog(self.X[rows], self.actions[rows], self.pdf[rows],
                              self.reward[rows], self.click_value[rows], self.action_range)
 
+    def logged_play(self) -> dict[str, np.ndarray]:
+        """The played actions, their densities and the feedback, as the learners of
+        :mod:`app.learners.smoothing` learn them (each learner corrects a click with its own
+        rates)."""
+        return {"action": self.actions, "pdf": self.pdf, "reward": self.reward,
+                "click_value": self.click_value}
+
     def rewards(self, options: Options) -> np.ndarray:
         """The rewards learned, clicks corrected with the evaluation's rates (the model's in
         force, or the request's; none: not corrected)."""
@@ -256,33 +263,52 @@ class ContinuousShape:
     checks for this task (the service's result says so:
     :data:`~app.store.noise.NO_ESTIMATOR`)."""
 
-    policies: tuple[str, ...] = ("model", "uniform", "logging", "fixed:N")
+    policies: tuple[str, ...] = ("model", "uniform", "logging", "fixed:N", "configuration")
     """The model's greedy action smoothed with its bandwidth (its snapshot), uniform over
-    the range, logging, and a fixed value smoothed with the model's bandwidth."""
+    the range, logging, a fixed value smoothed with the model's bandwidth, and a
+    configuration trained on the earlier part of the log, its greedy action smoothed with
+    its own bandwidth (:mod:`app.evaluation.configrun`)."""
     noise: Noise = "click"
     kind: Kind = Kind(_reward_sums, _Sums)
     command: str | None = "app.commands.evaluate_continuous"
+    feedback: tuple[str, ...] = ("reward", "click_value")
 
     def reads(self, line: Mapping[str, Any]) -> bool:
         return "pdf" in (line.get("context") or {}) and "reward" in (line.get("feedback") or {})
 
     def batch(self, records: list[Any], first_line: int, config: ModelConfig,
               path: str) -> Batch | None:
-        lines = [(i, r) for i, r in enumerate(records)
+        lines = [i for i, r in enumerate(records)
                  if isinstance(r, dict) and r.get("type") == "event"]
         if not lines:
             return None
-        feedback = [r["feedback"] for _, r in lines]
+        log, _ = self.identified([records[i] for i in lines], config, path)
+        return log, row_keys(np.array([first_line + i for i in lines], dtype=np.int64))
+
+    def identified(self, records: list[Any], config: ModelConfig, path: str
+                   ) -> tuple[ContinuousLog, tuple[str, ...]]:
+        feedback = [r["feedback"] for r in records]
         click_value = np.array([np.nan if f.get("click_value") is None else f["click_value"]
                                 for f in feedback], dtype=np.float64)
         log = ContinuousLog(
-            X=np.array([dense_vector(r["features"]) for _, r in lines]),
-            actions=np.array([r["context"]["action"] for _, r in lines], dtype=np.float64),
-            pdf=np.array([r["context"]["pdf"] for _, r in lines], dtype=np.float64),
+            X=np.array([dense_vector(r["features"]) for r in records]),
+            actions=np.array([r["context"]["action"] for r in records], dtype=np.float64),
+            pdf=np.array([r["context"]["pdf"] for r in records], dtype=np.float64),
             reward=np.array([f["reward"] for f in feedback], dtype=np.float64),
             click_value=click_value,
             action_range=cast(ContinuousBandit, build_learner(config)).action_range)
-        return log, row_keys(np.array([first_line + i for i, _ in lines], dtype=np.int64))
+        return log, tuple(str(r.get("stream_id", "")) for r in records)
+
+    def inherited(self, config: ModelConfig) -> dict[str, Any]:
+        """The model's action range: the log's actions, and the windows it is scored on,
+        lie in it."""
+        return {"action_range": list(cast(ContinuousBandit,
+                                          build_learner(config)).action_range)}
+
+    def trained(self, learner: Learner) -> Policy:
+        """Its greedy action smoothed with its own bandwidth (as ``model`` scores a
+        snapshot)."""
+        return functools.partial(_model, learner=cast(ContinuousBandit, learner))
 
     def reads_snapshot(self, policy: Any) -> bool:
         return bool(policy == "model")

@@ -410,7 +410,7 @@ def test_evaluate_command_on_the_exported_log_equals_the_service(
 
 
 def evaluate(client: TestClient, auth: dict[str, str], redis_url: str,
-             policy: str) -> dict[str, Any]:
+             policy: str | dict[str, Any]) -> dict[str, Any]:
     r = client.post("/v1/models/m1/evaluations", headers=auth, json={"policy": policy})
     assert r.status_code == 202, r.text
     assert run_jobs(redis_url) >= 1

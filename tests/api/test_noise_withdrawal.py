@@ -131,8 +131,14 @@ def test_a_rank_model_withdraws_its_rates_and_keeps_its_examination(
     assert (withdrawn["status"], withdrawn["source"], withdrawn["withdrawn"],
             withdrawn["calibration_unreliable"]) == (
         "insufficient_data", "estimated", "anchor_not_flat", True), withdrawn
-    assert (withdrawn["rho0"], withdrawn["rho1"], withdrawn["slots"]) == (
-        noise["rho0"], noise["rho1"], noise["slots"])
+    assert (withdrawn["rho0"], withdrawn["rho1"]) == (noise["rho0"], noise["rho1"])
+    # the rows in force, their rates no longer published (theta's gate holds still)
+    assert [{**row, "published": None} for row in withdrawn["slots"]] == [
+        {**row, "published": None} for row in noise["slots"]]
+    assert all(row["published"] == {"theta": True, "rho0": True, "rho1": True}
+               for row in noise["slots"])
+    assert all(row["published"] == {"theta": True, "rho0": False, "rho1": False}
+               for row in withdrawn["slots"]), withdrawn["slots"]
     model = client.get("/v1/models/m1", headers=tenant).json()
     assert model["position_bias"] == before["position_bias"]
     assert model["position_bias"]["source"] == "estimated"

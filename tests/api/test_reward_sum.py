@@ -3,6 +3,7 @@ of each ranking until its wait passed, and learns the sums exactly once then."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,7 @@ import orjson
 import redis
 
 from app.store.keys import ModelKeys
-from tests.api.conftest import TestClient, new_model, post_feedback, sweep
+from tests.api.conftest import ADMIN, TestClient, new_model, post_feedback, sweep
 from tests.api.test_rank import candidates, new_ranker, rank_one
 from tests.deadlines import pass_deadlines
 
@@ -22,6 +23,14 @@ def _learned_clicks(client: TestClient, auth: dict[str, str]) -> list[list[float
     return sorted([s["click"] for s in line["slots"]]
                   for line in map(orjson.loads, r.content.splitlines())
                   if line["type"] == "event")
+
+
+def _feedback_counts(client: TestClient) -> dict[str, float]:
+    """``noisyloop_feedback_total`` of model ``feed`` by outcome (those counted)."""
+    text = client.get("/metrics", headers=ADMIN).text
+    return {m[1]: float(m[2]) for m in re.finditer(
+        r'noisyloop_feedback_total\{model="feed",outcome="(\w+)"[^}]*\} (\S+)', text)
+        if float(m[2])}
 
 
 def test_feedback_of_a_summing_rank_model_adds_up_until_the_wait(
@@ -50,6 +59,8 @@ def test_feedback_of_a_summing_rank_model_adds_up_until_the_wait(
         assert r.json().get("rejected", []) == []
     assert client.post("/v1/models/feed/sync", headers=tenant).status_code == 200
     assert client.get("/v1/models/feed", headers=tenant).json()["stats"]["events_applied"] == 0
+    # every feedback, single or in a batch, is counted open (accepted, not joined yet)
+    assert _feedback_counts(client) == {"open": 5.0}
     with redis.Redis.from_url(redis_url) as r:
         assert pass_deadlines(r, ModelKeys("acme", "feed"), 120) == 3
     sweep(redis_url)

@@ -86,3 +86,25 @@ def test_rank_log_plot_draws_every_slot(tmp_path: Path,
         import matplotlib.pyplot as plt
 
         plt.close(fig)
+
+
+def test_plot_draws_a_null_estimate_as_its_interval_alone() -> None:
+    """A SNIPS with no weighted event has no point estimate (``value`` null) and a log
+    format without DR has none: the plot leaves the missing one out, draws the null one's
+    interval alone, and does not fail."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    result = {"ips": {"value": 0.0, "ci_low": 0.0, "ci_high": 0.2},
+              "snips": {"value": None, "ci_low": 0.0, "ci_high": 1.0},
+              "n": 10, "ess": 0.0, "correction": {"rho0": None}, "policy": "fixed:3",
+              "log": "log.jsonl"}
+    fig = evaluate.figure(result)
+    try:
+        ax = fig.axes[0]
+        (bars,) = ax.containers
+        assert list(bars[0].get_xdata()) == [0.0]  # IPS's point only
+        (dashed,) = ax.collections[-1:]
+        assert dashed.get_segments()[0].tolist() == [[1.0, 0.0], [1.0, 1.0]]  # SNIPS
+    finally:
+        plt.close(fig)

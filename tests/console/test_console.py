@@ -393,7 +393,11 @@ def test_apprentice_model_page_shows_agreement_and_events(
     card.wait_for()
     text = card.inner_text()
     assert f"{100 * apprentice['agreement']:.1f}%" in text
-    assert f"{100 * apprentice['baseline_reward']:.1f}%" in text and "300" in text
+    # a reward is shown as a number (rounded to 3 places), not as a rate
+    baseline_reward = apprentice["baseline_reward"]
+    assert str(round(baseline_reward, 3)) in text
+    assert f"{100 * baseline_reward:.1f}%" not in text
+    assert "300" in text
     assert "apprentice" in page.inner_text("#model")  # its mode
     bars = card.locator("svg.bars g.item")
     assert bars.count() == (2 if apprentice["model_value_estimate"] is not None else 1)

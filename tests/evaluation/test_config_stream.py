@@ -18,6 +18,7 @@ from app.evaluation import servicelog
 from app.evaluation.configrun import ConfigPlan, evaluate_config
 from app.evaluation.estimators import ESTIMATORS, Options, evaluate
 from app.evaluation.heavy_tails import MIN_ESS, guard_label
+from app.evaluation.shapes import LABEL_SHAPE
 from app.evaluation.simulate import SOFTMAX, simulate_label
 from app.evaluation.training import config_policy
 from tests.evaluation.test_parquetlog import export_lines
@@ -87,7 +88,7 @@ def test_config_on_json_lines_and_parquet_streams_the_numbers_of_the_log_in_memo
     # JSON Lines in batches of 170 lines: the learning steps cut, the same numbers
     events, labels = servicelog.label_counts(exports / "log.jsonl")
     plan = ConfigPlan.of(CONFIG, "label", labels, Options(RHO0, RHO1, n_boot=BOOT, seed=SEED),
-                         events, FRACTION)
+                         events, FRACTION, shape=LABEL_SHAPE)
     same(evaluate_config(plan, partial(servicelog.identified_batches, exports / "log.jsonl",
                                        labels, 170)), memory)
 

@@ -8,7 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.learners.noise_anchor import ANCHOR_NOT_FLAT, ANCHOR_UNCHECKED, AnchorEstimate
+from app.learners.noise_anchor import (
+    ANCHOR_NOT_FLAT,
+    ANCHOR_UNCHECKED,
+    AnchorEstimate,
+    estimate_from_anchors,
+)
 from app.learners.noise_publish import ANCHOR_EVERY, anchor_estimate
 from app.sim.relevance import World, best_half, context_graded, graded, label_plays, one_right
 from tests.learners.test_noise_anchor import epsilon_greedy_plays
@@ -100,3 +105,21 @@ def test_a_bottom_set_that_clicks_above_the_rest_of_the_wrong_share_is_unchecked
     est = anchor_estimate(prob, inverted, click, K, {})
     assert est.reason == ANCHOR_UNCHECKED and est.drop + 3.0 * est.drop_se < 0.0, est
     assert est.disagreement < 0.0, est
+
+
+def test_a_bottom_score_ranks_the_bottom_set_and_nothing_else() -> None:
+    """``bottom_score`` ranks the explored plays for the bottom set and the rest of the wrong
+    share only: the margin itself gives the service's estimate; the oracle's wrong plays
+    ranked against their clicks (as above, but in ``bottom_score`` alone) make the estimate
+    :data:`ANCHOR_UNCHECKED` while the top anchor and the uniform anchor stay as they
+    were."""
+    K = 9
+    prob, score, click = epsilon_greedy_plays(40_000, K, 0.05, 0.7, (0.2, 0.3), 0)
+    service = estimate_from_anchors(prob, score, click, K)
+    assert service.published
+    assert estimate_from_anchors(prob, score, click, K, bottom_score=score) == service
+    inverted = np.where(score < 1.0, score - 0.5 * click, score)
+    est = estimate_from_anchors(prob, score, click, K, bottom_score=inverted)
+    assert est.reason == ANCHOR_UNCHECKED and est.drop < 0.0, est
+    assert (est.n_top, est.m_top, est.m_uniform) == (service.n_top, service.m_top,
+                                                     service.m_uniform)

@@ -142,8 +142,19 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
         "interval": interval, "n_events": int(n_events),
         "withdrawn": current.withdrawn or None,
         "calibration_unreliable": current.calibration_unreliable,
-        "slots": current.slots or (last.get("slots") if status == "insufficient_data"
-                                   and last.get("status") != "published" else None)})
+        "slots": _withdrawn_rows(current) or (
+            last.get("slots") if status == "insufficient_data"
+            and last.get("status") != "published" else None)})
+
+
+def _withdrawn_rows(record: NoiseRecord) -> list[dict[str, Any]] | None:
+    """The per-slot rows in force, their ``rho0`` and ``rho1`` shown unpublished once the
+    estimate is withdrawn (still in use, flagged; ``theta``'s gate does not rest on the
+    anchors, so it stays as published)."""
+    if not record.slots or not record.withdrawn:
+        return record.slots
+    return [{**row, "published": {**row.get("published", {}), "rho0": False, "rho1": False}}
+            for row in record.slots]
 
 
 @router.post("/{model_id}/noise/estimate", status_code=202, response_model=NoiseJobResponse,

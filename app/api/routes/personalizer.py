@@ -25,6 +25,7 @@ call not served yet is refused naming it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -86,6 +87,7 @@ from app.learners.base import CandidateRanker, Learner, ParamError
 from app.learners.build import build_learner
 from app.learners.config import ModelConfig
 from app.learners.registry import check_param_types, learner_class
+from app.store import STORE_ERRORS
 from app.store.aliases import Alias
 from app.store.models import ModelView
 from app.tasks import get_task
@@ -165,16 +167,19 @@ async def _decide_named(request: Request, view: ModelView, learner: Learner, ver
     try:
         doc = await decide_log_answer(ctx, view.tenant, view.config, learner, version, native,
                                       candidates=view.challenged)
+        assert doc is not None  # unguarded: always logged
+        ranking: list[dict[str, Any]] = doc["ranking"]
+        named = event_id or doc["event_id"]
+        slots = tuple((s, r["id"]) for s, r in zip(slot_ids, ranking, strict=False))
+        await ctx.store.aliases.bind(view.keys, named,
+                                     Alias(doc["event_id"], ranking[0]["id"], slots), ttl)
     except BaseException:
+        # the client is told the rank failed, so its retry with the same id must be free; a
+        # decision logged before the failure times out with the default reward, as any
         if event_id is not None:
-            await ctx.store.aliases.release(view.keys, event_id)
+            with contextlib.suppress(*STORE_ERRORS):
+                await ctx.store.aliases.release(view.keys, event_id)
         raise
-    assert doc is not None  # unguarded: always logged
-    ranking: list[dict[str, Any]] = doc["ranking"]
-    named = event_id or doc["event_id"]
-    slots = tuple((s, r["id"]) for s, r in zip(slot_ids, ranking, strict=False))
-    await ctx.store.aliases.bind(view.keys, named,
-                                 Alias(doc["event_id"], ranking[0]["id"], slots), ttl)
     await record_names(ctx, view, native)
     return named, ranking
 

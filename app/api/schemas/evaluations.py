@@ -23,7 +23,8 @@ class PolicyConfig(RequestModel):
     rest."""
 
     algorithm: str = Field(max_length=40, description="an algorithm of the model's task that "
-                           "learns from clicks")
+                           "learns from what its log holds (a click; a continuous model's "
+                           "reward)")
     params: dict[str, Any] = Field(default_factory=dict, max_length=64,
                                    description="its hyper-parameters (as at model creation)")
 

@@ -93,7 +93,8 @@ class SlotNoise(BaseModel):
         default_factory=SlotPublished,
         description="which values are published: theta once every slot's theta interval is "
                     "at most max_width wide; rho0 and rho1 with the whole estimate (status "
-                    "published). A value not published is shown, not used")
+                    "published). A value not published is shown, not used, except the "
+                    "rates of an estimate withdrawn (see withdrawn): in use, flagged")
     widths: SlotWidths | None = Field(default=None, description="each interval's width")
     too_wide: list[Literal["theta", "rho0", "rho1"]] = Field(
         default_factory=list, description="the parameters whose interval is wider than "

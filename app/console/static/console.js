@@ -562,7 +562,7 @@
                              "baseline_reward", "model_value_estimate"];
 
   /* A model serving its callers' baselines (or that did): how often it agreed, and the
-   * rewards observed. */
+   * rewards observed (as numbers: a continuous model's reward, a price paid, is no rate). */
   function apprenticeCard(model) {
     const a = model.apprentice;
     const chart = h("div", { class: "chart-box", id: "apprentice-chart" });
@@ -581,8 +581,8 @@
       h("dl", { class: "facts" },
         fact("decisions", a.decisions), fact("agreement", pct(a.agreement)),
         fact("events with feedback", a.events), fact("agreed events", a.agreed_events),
-        fact("baseline reward", pct(a.baseline_reward)),
-        fact("model value where it agreed", pct(a.model_value_estimate)),
+        fact("baseline reward", fmt(a.baseline_reward)),
+        fact("model value where it agreed", fmt(a.model_value_estimate)),
         rest.map(([k, v]) => fact(k, short(v)))),
       chart,
       note("The baselines are served deterministically, so the model's own choice is " +
