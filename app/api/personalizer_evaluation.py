@@ -19,10 +19,13 @@ configuration as JSON or Vowpal Wabbit arguments, translated as ``update_policy`
 them, :mod:`app.api.personalizer_policy`) are evaluated too, each replayed progressively on
 the log (:mod:`app.evaluation.rankreplay`: a loop's decisions log every candidate's
 features), as ``policySource`` ``Custom``.  ``enablePolicyOptimization`` adds the small set
-of :func:`optimization_set` as ``OfflineExperimentation``, and ``optimalPolicy`` names the
-policy of largest value among those and the custom ones whose estimate is not flagged
-(:func:`optimal_policy`).  ``apply_from_evaluation`` puts a policy of a succeeded
-evaluation in force (:mod:`app.api.personalizer_apply`).
+of :func:`~app.evaluation.personalizer.optimization_set` as ``OfflineExperimentation``, and
+``optimalPolicy`` names the policy of largest value among those and the custom ones whose
+estimate is not flagged (:func:`~app.evaluation.personalizer.optimal_policy`).
+``apply_from_evaluation`` puts a policy of a succeeded evaluation in force
+(:mod:`app.api.personalizer_apply`).  Automatic evaluations (``evaluationType`` ``Auto``)
+are started and settled by the trainer's auto-optimization (:mod:`workers.autooptimize`);
+reading one never settles it.
 """
 
 from __future__ import annotations
