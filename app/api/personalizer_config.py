@@ -32,6 +32,7 @@ import re
 from typing import Any
 
 from app.api.errors import ApiError
+from app.api.personalizer_evaluation import not_replayed
 from app.learners.config import ModelConfig
 from app.tasks import get_task
 
@@ -167,9 +168,11 @@ def configured(config: ModelConfig, body: Any, log_max_age: float) -> ModelConfi
             if not isinstance(value, bool):
                 raise ApiError(422, "invalid_configuration", f"{name} must be true or false",
                                name)
-            if value and _exploration_param(config) is None:
-                raise _refuse(name, value, "the model's learner has no exploration share to "
-                              "search")
+            why = not_replayed(config) or (
+                None if _exploration_param(config) else "its learner has no exploration "
+                "share to search")
+            if value and why is not None:
+                raise _refuse(name, value, why)
             frequency = body.get("autoOptimizationFrequency")
             changes.update(auto_optimize_seconds=(
                 None if not value else _frequency(frequency) if frequency is not None

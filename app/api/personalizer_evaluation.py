@@ -41,6 +41,7 @@ from app.api.errors import ApiError
 from app.api.evaluating import queue_policy_evaluation
 from app.api.personalizer_importance import ImportanceRequest
 from app.api.personalizer_policy import parse_policy, policy_view, with_policy
+from app.api.ranking import model_slots
 from app.api.schemas.evaluations import EvaluationRequest, PolicyConfig
 from app.evaluation.personalizer import (
     POLICIES,
@@ -68,6 +69,17 @@ class EvaluationBody(ImportanceRequest):
 
     policies: list[LearningSettings] = Field(default_factory=list, max_length=16)
     enablePolicyOptimization: bool = False
+
+
+def not_replayed(config: ModelConfig) -> str | None:
+    """Why other learning settings cannot be replayed on the log of the model of ``config``
+    (None: they can): a replay ranks logged candidates into a single slot."""
+    if not config.learner_class.ranks_candidates:
+        return "its learner does not rank candidates"
+    if model_slots(config) > 1:
+        return f"settings are replayed on single-slot loops, this one fills " \
+               f"{model_slots(config)} slots"
+    return None
 
 
 def custom_policy(config: ModelConfig, settings: LearningSettings, at: int
@@ -98,6 +110,11 @@ async def create(ctx: ApiContext, view: ModelView, evaluation_id: str,
     if body.enablePolicyOptimization:
         others += [other(name, "OfflineExperimentation", config)
                    for name, config in optimization_set(view.config)]
+    why = not_replayed(view.config)
+    if others and why is not None:
+        raise ApiError(422, "unsupported_configuration", f"other learning settings are not "
+                       f"evaluated on this loop: {why}", "policies"
+                       if body.policies else "enablePolicyOptimization")
     names = [o["name"] for o in others]
     if len(set(names)) < len(names) or {n for _, n, _ in POLICIES} & set(names):
         raise ApiError(422, "invalid_param", "each policy needs its own name (the online "

@@ -262,3 +262,25 @@ def test_auto_optimization_keeps_the_online_policy_without_a_clear_winner(
                ["confidenceInterval"][1] for e in searched)
     assert orjson.loads(_admin(loop).get_policy()["arguments"])["params"]["epsilon"] == 0.02
     assert _metric(service, "retained") == retained + 1
+
+
+def test_a_multi_slot_loop_refuses_other_settings_naming_the_field(service: Service) -> None:
+    """A replay ranks the logged candidates into one slot: a multi-slot loop's evaluation of
+    other settings, and its auto-optimization, are refused up front, naming the field."""
+    for multi in _loop(service, slots=3):
+        admin = _admin(multi)
+        now = datetime.now(UTC)
+        window = {"name": "w", "startTime": (now - timedelta(hours=1)).isoformat(),
+                  "endTime": now.isoformat()}
+        for body, field in (({"policies": [{"name": "p", "arguments": "--cb_adf"}]},
+                             "policies"),
+                            ({"enablePolicyOptimization": True}, "enablePolicyOptimization")):
+            with pytest.raises(HttpResponseError) as raised:
+                admin.create_evaluation("e", {**window, **body})
+            assert raised.value.status_code == 400
+            assert f"Target: {field}" in str(raised.value) and "3 slots" in str(raised.value)
+        with pytest.raises(HttpResponseError) as raised:
+            admin.update_service_configuration({"isAutoOptimizationEnabled": True})
+        assert "Target: isAutoOptimizationEnabled" in str(raised.value)
+        assert admin.get_service_configuration()["isAutoOptimizationEnabled"] is False
+        assert list(admin.list_evaluations()) == []
