@@ -162,6 +162,10 @@ class Metrics:
         self.drift_statistic = Gauge(
             "drift_statistic", "Page-Hinkley statistic of a model's reward (standard "
             "deviations; a detection above the threshold)", _MODEL, namespace=ns, registry=r)
+        self.auto_optimizations = Counter(
+            "auto_optimizations", "Personalizer auto-optimization runs by outcome (started, "
+            "applied: switched to another setting, retained, failed)", ("outcome",),
+            namespace=ns, registry=r)
         #: the metrics labelled by model (their first labels are ``tenant``, ``model``)
         self._per_model: tuple[Counter | Gauge, ...] = (
             self.predictions, self.feedback, self.events_applied, self.events_expired,

@@ -37,30 +37,29 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 
 from app.evaluation.estimators import FIT_EVENTS, Options
 from app.evaluation.policies import policy_kind
+from app.evaluation.rankings import RANK
 from app.evaluation.rates import SlotRates
 from app.evaluation.reward_model import merged
-from app.evaluation.servicelog import record_width
 from app.evaluation.shapes import LogShape
-from app.evaluation.streaming import Batch, Policy, accumulate, reward_model_sums
-from app.features import row_spans
+from app.evaluation.streaming import Policy, accumulate, reward_model_sums
 from app.learners.config import ModelConfig
 from app.store.decisionlog import LogEntry
 from app.store.jobs import QueuedJob
 from app.store.keys import ModelKeys
-from app.store.logrecords import entry_records
 from app.store.noise import NoiseRecord
 from app.store.util import utc_now
 from app.store.values import read_value_rates
 from app.tasks import get_task
-from workers import configevaluation
+from workers import configevaluation, rankconfig
 from workers.context import WorkerContext
+from workers.logchunks import shape_batches
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +103,15 @@ async def run(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]) -> dic
         state = snap.state
     if policy_kind(request["policy"]) == "configuration":
         by, flags = await _rates(ctx, mk, request, shape, config)
-        result = await configevaluation.stream_config(
-            ctx, config, shape, request, lambda: _chunks(ctx, mk, request), by)
+        if shape.kind is RANK:  # replayed progressively (the log holds the candidates)
+            options = Options(**by, n_boot=request.get("bootstrap", 200))
+            options.correction()
+            model = await _reward_model(ctx, mk, request, shape, config, options)
+            result = await rankconfig.stream_replay(
+                ctx, config, shape, request, lambda: _chunks(ctx, mk, request), options, model)
+        else:
+            result = await configevaluation.stream_config(
+                ctx, config, shape, request, lambda: _chunks(ctx, mk, request), by)
         return with_flags(result, flags)
     return await _stream(ctx, mk, config, shape, shape.policy(request["policy"], config, state),
                          request)
@@ -129,32 +135,10 @@ async def _chunks(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any]
         yield chunk
 
 
-def _batch(entries: list[LogEntry], first_line: int, shape: LogShape,
-           config: ModelConfig, max_cells: int) -> tuple[Iterator[Batch], int]:
-    """The events of ``entries`` as batches of ``shape``, each keyed from its line of the
-    window (the first line of ``entries`` its line ``first_line``) and made when it is
-    reached (none when the entries hold only markers), and the lines they hold.
-
-    A batch is made dense while it is used: its rows and their stack, at most
-    ``max_cells`` float64 together (the worker's ``max_dense_cells``; the log's lines keep
-    a context stored sparse sparse).
-    """
-    records = [r for entry in entries for r in entry_records(entry)]
-
-    def batches() -> Iterator[Batch]:
-        for rows in row_spans(len(records), 2 * record_width(records), max_cells):
-            batch = shape.batch(records[rows.start:rows.stop], first_line + rows.start,
-                                config, "the decision log")
-            if batch is not None:
-                yield batch
-
-    return batches(), len(records)
-
-
 def _fit_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
                config: ModelConfig, max_cells: int, options: Options, limit: int
                ) -> tuple[Any, int, int]:
-    batches, lines = _batch(entries, first_line, shape, config, max_cells)
+    batches, lines = shape_batches(entries, first_line, shape, config, max_cells)
     sums, seen = reward_model_sums(batches, options, limit, kind=shape.kind)
     return sums, seen, lines
 
@@ -162,14 +146,14 @@ def _fit_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
 def _sum_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
                config: ModelConfig, max_cells: int, policy: Policy, model: Any,
                options: Options) -> tuple[Any, int]:
-    batches, lines = _batch(entries, first_line, shape, config, max_cells)
+    batches, lines = shape_batches(entries, first_line, shape, config, max_cells)
     return accumulate(batches, policy, model, options, kind=shape.kind), lines
 
 
 def _gather_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
                   config: ModelConfig, max_cells: int, policy: Policy, need: Any
                   ) -> tuple[Any, int]:
-    batches, lines = _batch(entries, first_line, shape, config, max_cells)
+    batches, lines = shape_batches(entries, first_line, shape, config, max_cells)
     return shape.gather(((log, policy(log)) for log, _ in batches), need), lines
 
 
@@ -179,21 +163,7 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: ModelConfig, shape:
     by, flags = await _rates(ctx, mk, request, shape, config)
     options = Options(**by, n_boot=request.get("bootstrap", 200))
     options.correction()  # refuse unusable rates before reading anything
-    ridge: Any = None
-    line = seen = 0
-    async for chunk in _chunks(ctx, mk, request):
-        sums, taken, lines = await ctx.in_pool(functools.partial(
-            _fit_chunk, chunk, line, shape, config, ctx.config.max_dense_cells, options,
-            FIT_EVENTS - seen))
-        line += lines
-        seen += taken
-        if sums is not None:
-            ridge = merged(ridge, sums)
-        if seen >= FIT_EVENTS:
-            break
-    if ridge is None:
-        raise ValueError("the decision log: no events (is it a `noisyloop log export` file?)")
-    model = ridge.fit(options.ridge)
+    model = await _reward_model(ctx, mk, request, shape, config, options)
     total: Any = shape.kind.zeros()
     line = 0
     async for chunk in _chunks(ctx, mk, request):
@@ -210,6 +180,27 @@ async def _stream(ctx: WorkerContext, mk: ModelKeys, config: ModelConfig, shape:
     result.update(log=f"decision log of {config.model_id}", format="noisyloop",
                   policy=request["policy"], bootstrap=options.n_boot)
     return result
+
+
+async def _reward_model(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any],
+                        shape: LogShape, config: ModelConfig, options: Options) -> Any:
+    """The reward model fitted on the window's first
+    :data:`~app.evaluation.estimators.FIT_EVENTS` events (the first pass)."""
+    ridge: Any = None
+    line = seen = 0
+    async for chunk in _chunks(ctx, mk, request):
+        sums, taken, lines = await ctx.in_pool(functools.partial(
+            _fit_chunk, chunk, line, shape, config, ctx.config.max_dense_cells, options,
+            FIT_EVENTS - seen))
+        line += lines
+        seen += taken
+        if sums is not None:
+            ridge = merged(ridge, sums)
+        if seen >= FIT_EVENTS:
+            break
+    if ridge is None:
+        raise ValueError("the decision log: no events (is it a `noisyloop log export` file?)")
+    return ridge.fit(options.ridge)
 
 
 async def _rates(ctx: WorkerContext, mk: ModelKeys, request: dict[str, Any], shape: LogShape,

@@ -21,18 +21,19 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from workers import anchors, challengers, drift, samples, series, versions
+from workers import anchors, autooptimize, challengers, drift, samples, series, versions
 from workers.context import ModelSlot, WorkerContext
 from workers.feature import Feature, Published
 
 logger = logging.getLogger(__name__)
 
 #: In order: the NREst samples and the anchor rows of the batch, the kept version, the
-#: quality series, the drift detector, the challengers (after a pass, reversed: the quiet
-#: models' due series points, then their newest versions kept).
+#: quality series, the drift detector, the challengers, a Personalizer loop's
+#: auto-optimization (after a pass, reversed: the quiet models' due series points, then their
+#: newest versions kept).
 FEATURES: tuple[Feature[Any], ...] = (
     samples.FEATURE, anchors.FEATURE, versions.FEATURE, series.FEATURE, drift.FEATURE,
-    challengers.FEATURE)
+    challengers.FEATURE, autooptimize.FEATURE)
 
 
 async def run_after_publish(ctx: WorkerContext, slot: ModelSlot,

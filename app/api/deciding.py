@@ -27,6 +27,7 @@ from app.api.decisionrequest import DecisionRequest
 from app.api.decisions import decide_predictions
 from app.api.deps import authorize_model, cached_model, request_model, request_tenant
 from app.api.errors import ApiError, unknown_model
+from app.api.presets import logs_candidates
 from app.api.ranking import decide_ranks, rank_answer
 from app.api.tenantlimits import hold_limit_reached
 from app.learners.base import CandidateRanker, Learner
@@ -44,11 +45,13 @@ async def decide_log_answer(ctx: ApiContext, tenant: str, config: ModelConfig,
     """Check ``request`` against the model and decide (422 naming the field for any bad
     input), log each explored decision (with ``guard``: only if the key and model are still
     those cached; None, nothing written, if not; with ``candidates``, every candidate's
-    features of a ranking too), count the decisions and build the answer."""
+    features of a ranking too, as a model of a preset that logs them always has), count the
+    decisions and build the answer."""
     if request.candidates is None:
         made = decide_predictions(learner, request, config, ctx.settings.worker.max_dense_cells)
     else:
-        made = decide_ranks(cast(CandidateRanker, learner), request, config, candidates)
+        made = decide_ranks(cast(CandidateRanker, learner), request, config,
+                            candidates or logs_candidates(config.preset))
     n = len(made.decisions)
     options = request.options if len(request.options) == n else request.options * n
     explored = [i for i, o in enumerate(options) if o.explore]

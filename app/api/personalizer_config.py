@@ -14,11 +14,15 @@
 - ``learningMode``: ``Online`` / ``Apprentice`` / ``LoggingOnly`` is the model's ``mode``
   (``online`` / ``apprentice`` / ``logging``);
 - ``isInferenceExplainabilityEnabled``: ``explain_scores`` (each rank answer explains its
-  scores; for learners that declare ``explains_scores``).
+  scores; for learners that declare ``explains_scores``);
+- ``isAutoOptimizationEnabled`` with ``autoOptimizationFrequency``: ``auto_optimize_seconds``
+  (:mod:`workers.autooptimize`; the frequency from PT1M to P90D, by default
+  :data:`DEFAULT_AUTO_OPTIMIZATION_SECONDS`; for learners that declare an exploration
+  share, the setting it searches).
 
 The other fields are shown with the values that describe the service (the trainer
 publishes after every batch: ``modelExportFrequency`` ``PT0S``; the decision log's
-retention in days, -1 without an age limit; no auto-optimization, no log mirror).
+retention in days, -1 without an age limit; no log mirror).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import re
 from typing import Any
 
 from app.api.errors import ApiError
+from app.api.personalizer_evaluation import not_replayed
 from app.learners.config import ModelConfig
 from app.tasks import get_task
 
@@ -37,6 +42,9 @@ MAX_WAIT_SECONDS = 30 * 86400
 #: Personalizer's learning modes and noisyloop's.
 MODES = {"Online": "online", "Apprentice": "apprentice", "LoggingOnly": "logging"}
 _LEARNING_MODES = {mode: name for name, mode in MODES.items()}
+#: Auto-optimization's frequency when enabled without one (a week), and its bounds.
+DEFAULT_AUTO_OPTIMIZATION_SECONDS = 7 * 86400
+AUTO_OPTIMIZATION_SECONDS = (60, 90 * 86400)
 #: Personalizer's reward aggregations (each a ``feedback.aggregation`` of the same name).
 AGGREGATIONS = ("earliest", "sum")
 
@@ -88,10 +96,23 @@ def service_configuration(config: ModelConfig, log_max_age: float) -> dict[str, 
         "modelExportFrequency": "PT0S",
         "modelRetrainDays": 0,
         "logRetentionDays": math.ceil(log_max_age / 86400) if log_max_age else -1,
-        "isAutoOptimizationEnabled": False,
+        "isAutoOptimizationEnabled": config.auto_optimize_seconds is not None,
+        "autoOptimizationFrequency": (None if config.auto_optimize_seconds is None else
+                                      format_duration(config.auto_optimize_seconds)),
         "logMirrorEnabled": False,
         "isInferenceExplainabilityEnabled": config.explain_scores,
     }
+
+
+def _frequency(value: Any) -> int:
+    """``autoOptimizationFrequency`` in whole seconds (400 naming it out of bounds)."""
+    seconds = parse_duration(value, "autoOptimizationFrequency")
+    low, high = AUTO_OPTIMIZATION_SECONDS
+    if not low <= seconds <= high or seconds != int(seconds):
+        raise ApiError(422, "invalid_configuration", "autoOptimizationFrequency must be whole "
+                       f"seconds from PT1M to P90D, got {value!r:.40}",
+                       "autoOptimizationFrequency")
+    return int(seconds)
 
 
 def _refuse(name: str, value: Any, why: str) -> ApiError:
@@ -143,6 +164,24 @@ def configured(config: ModelConfig, body: Any, log_max_age: float) -> ModelConfi
             if value and not config.learner_class.explains_scores:
                 raise _refuse(name, value, "the model's learner does not split its scores")
             changes.update(explain_scores=value)
+        elif name == "isAutoOptimizationEnabled":
+            if not isinstance(value, bool):
+                raise ApiError(422, "invalid_configuration", f"{name} must be true or false",
+                               name)
+            why = not_replayed(config) or (
+                None if _exploration_param(config) else "its learner has no exploration "
+                "share to search")
+            if value and why is not None:
+                raise _refuse(name, value, why)
+            frequency = body.get("autoOptimizationFrequency")
+            changes.update(auto_optimize_seconds=(
+                None if not value else _frequency(frequency) if frequency is not None
+                else config.auto_optimize_seconds or DEFAULT_AUTO_OPTIMIZATION_SECONDS))
+        elif name == "autoOptimizationFrequency":
+            if value is not None and "isAutoOptimizationEnabled" not in body:
+                changes.setdefault("auto_optimize_seconds", (
+                    _frequency(value) if config.auto_optimize_seconds is not None
+                    else None))
         elif name == "defaultReward":
             if value != shown[name] and not (value == 0 and shown[name] is None):
                 raise _refuse(name, value, "an event without reward is learned as reward 0")
@@ -151,12 +190,13 @@ def configured(config: ModelConfig, body: Any, log_max_age: float) -> ModelConfi
             if value != shown[name]:
                 raise _refuse(name, value, f"noisyloop's is {shown[name]!r}")
         elif name not in ("lastConfigurationEditDate", "latestApprenticeModeMetrics",
-                          "autoOptimizationFrequency", "autoOptimizationStartDate",
-                          "logMirrorSasUri"):
+                          "autoOptimizationStartDate", "logMirrorSasUri"):
             raise ApiError(422, "invalid_configuration", f"no service configuration field "
                            f"{name!r}", name)
-        elif value is not None and name in ("autoOptimizationFrequency", "logMirrorSasUri",
-                                            "autoOptimizationStartDate"):
-            raise _refuse(name, value, "no auto-optimization or log mirror yet")
+        elif value is not None and name in ("logMirrorSasUri", "autoOptimizationStartDate"):
+            raise _refuse(name, value, "auto-optimization runs every "
+                          "autoOptimizationFrequency from when it is enabled, and no log "
+                          "mirror yet" if name == "autoOptimizationStartDate"
+                          else "no log mirror yet")
     return config.updated(**changes, feedback=config.feedback.model_copy(update=feedback),
                           params=params)

@@ -14,9 +14,18 @@ interval is the one widened to hold whatever the weights) and ``calibrationUnrel
 stands behind); ``noisyloop`` holds the whole result.  The results are kept with the
 evaluation once read (the jobs expire after a day).
 
-Other policies (``policies``) and ``enablePolicyOptimization`` are refused naming the
-field: a ranking log holds the features of the actions shown, not of every candidate, so
-another learner's choice cannot be evaluated on it.
+Other learning settings (``policies``: each a ``name`` and ``arguments``, a learner
+configuration as JSON or Vowpal Wabbit arguments, translated as ``update_policy`` translates
+them, :mod:`app.api.personalizer_policy`) are evaluated too, each replayed progressively on
+the log (:mod:`app.evaluation.rankreplay`: a loop's decisions log every candidate's
+features), as ``policySource`` ``Custom``.  ``enablePolicyOptimization`` adds the small set
+of :func:`~app.evaluation.personalizer.optimization_set` as ``OfflineExperimentation``, and
+``optimalPolicy`` names the policy of largest value among those and the custom ones whose
+estimate is not flagged (:func:`~app.evaluation.personalizer.optimal_policy`).
+``apply_from_evaluation`` puts a policy of a succeeded evaluation in force
+(:mod:`app.api.personalizer_apply`).  Automatic evaluations (``evaluationType`` ``Auto``)
+are started and settled by the trainer's auto-optimization (:mod:`workers.autooptimize`);
+reading one never settles it.
 """
 
 from __future__ import annotations
@@ -31,13 +40,19 @@ from app.api.context import ApiContext
 from app.api.errors import ApiError
 from app.api.evaluating import queue_policy_evaluation
 from app.api.personalizer_importance import ImportanceRequest
-from app.api.personalizer_policy import policy_view
-from app.api.schemas.evaluations import EvaluationRequest
+from app.api.personalizer_policy import parse_policy, policy_view, with_policy
+from app.api.ranking import model_slots
+from app.api.schemas.evaluations import EvaluationRequest, PolicyConfig
+from app.evaluation.personalizer import (
+    POLICIES,
+    optimization_set,
+    policies,
+    succeeded,
+)
+from app.learners.config import ModelConfig
+from app.store.evaluationset import set_outcome
 from app.store.models import ModelView
 from app.store.reports import MAX_REPORTS
-
-#: noisyloop's policy, Personalizer's name and source of each evaluated policy.
-POLICIES = (("logging", "Online Policy", "Online"), ("uniform", "Random Policy", "Random"))
 
 
 class LearningSettings(BaseModel):
@@ -56,33 +71,77 @@ class EvaluationBody(ImportanceRequest):
     enablePolicyOptimization: bool = False
 
 
+def not_replayed(config: ModelConfig) -> str | None:
+    """Why other learning settings cannot be replayed on the log of the model of ``config``
+    (None: they can): a replay ranks logged candidates into a single slot."""
+    if not config.learner_class.ranks_candidates:
+        return "its learner does not rank candidates"
+    if model_slots(config) > 1:
+        return f"settings are replayed on single-slot loops, this one fills " \
+               f"{model_slots(config)} slots"
+    return None
+
+
+def custom_policy(config: ModelConfig, settings: LearningSettings, at: int
+                  ) -> dict[str, Any]:
+    """The learner configuration of one listed learning setting (422 naming
+    ``policies[at]`` and what is wrong)."""
+    try:
+        policy = parse_policy({"arguments": settings.arguments}, config)
+    except ApiError as exc:
+        raise ApiError(exc.status, exc.code, exc.message,
+                       f"policies[{at}].{exc.field or 'arguments'}") from None
+    evaluated = with_policy(config, policy)
+    return {"algorithm": evaluated.algorithm, "params": evaluated.params}
+
+
+def other(name: str, source: str, config: dict[str, Any]) -> dict[str, Any]:
+    """A policy other than the online and the random one, as its evaluation keeps it."""
+    return {"name": name, "source": source, "config": config,
+            "arguments": orjson.dumps(config).decode()}
+
+
 async def create(ctx: ApiContext, view: ModelView, evaluation_id: str,
                  body: EvaluationBody) -> None:
     """Queue the evaluations (module docstring) and keep them under ``evaluation_id``."""
-    if body.policies:
-        raise ApiError(422, "unsupported_configuration", "evaluating other learning settings "
-                       "is not supported: a ranking log holds the shown actions' features, "
-                       "not every candidate's (the online and a random policy are evaluated)",
-                       "policies")
+    others: list[dict[str, Any]] = [
+        other(s.name, "Custom", custom_policy(view.config, s, i))
+        for i, s in enumerate(body.policies)]
     if body.enablePolicyOptimization:
-        raise ApiError(422, "unsupported_configuration", "policy optimization is not "
-                       "supported (it evaluates other learning settings on the log)",
-                       "enablePolicyOptimization")
+        others += [other(name, "OfflineExperimentation", config)
+                   for name, config in optimization_set(view.config)]
+    why = not_replayed(view.config)
+    if others and why is not None:
+        raise ApiError(422, "unsupported_configuration", f"other learning settings are not "
+                       f"evaluated on this loop: {why}", "policies"
+                       if body.policies else "enablePolicyOptimization")
+    names = [o["name"] for o in others]
+    if len(set(names)) < len(names) or {n for _, n, _ in POLICIES} & set(names):
+        raise ApiError(422, "invalid_param", "each policy needs its own name (the online "
+                       "and random policies' too)", "policies")
+    if len(POLICIES) + len(others) > ctx.settings.max_queued_evaluations_per_model:
+        raise ApiError(429, "limit_reached", f"an evaluation queues one job per policy, and "
+                       f"a model holds at most {ctx.settings.max_queued_evaluations_per_model}"
+                       ": list fewer policies", "policies")
     start, end = body.utc_range()
     held = await ctx.store.named_evaluations.all(view.keys)
     if any(record["id"] == evaluation_id for record in held):
         raise _exists(evaluation_id)
     if len(held) >= MAX_REPORTS:
         raise _full()
+    since, until = str(start.timestamp()), str(end.timestamp())
     jobs = {}
     for policy, _, source in POLICIES:
-        request = EvaluationRequest(policy=policy, since=str(start.timestamp()),
-                                    until=str(end.timestamp()))
-        jobs[source] = await queue_policy_evaluation(ctx, view, request)
+        jobs[source] = await queue_policy_evaluation(
+            ctx, view, EvaluationRequest(policy=policy, since=since, until=until))
+    for i, one in enumerate(others):
+        one["job"] = f"policy-{i}"
+        jobs[one["job"]] = await queue_policy_evaluation(ctx, view, EvaluationRequest(
+            policy=PolicyConfig(**one["config"]), since=since, until=until))
     record = {"id": evaluation_id, "name": body.name, "description": body.description or "",
               "startTime": start.isoformat(), "endTime": end.isoformat(),
               "creationTime": datetime.now(UTC).isoformat(), "evaluationType": "Manual",
-              "status": "Running", "jobs": jobs,
+              "status": "Running", "jobs": jobs, "others": others,
               "onlineArguments": policy_view(view.config)["arguments"]}
     stored = await ctx.store.named_evaluations.add(view.keys, evaluation_id, record)
     if stored == "exists":
@@ -101,58 +160,27 @@ def _full() -> ApiError:
                     "most it keeps: delete one first", "evaluationId")
 
 
-def _entry(name: str, source: str, arguments: str, result: dict[str, Any],
-           end: str) -> dict[str, Any]:
-    """One policy's ``content.value`` entry from noisyloop's result (module docstring)."""
-    snips = result["snips"]
-    insufficient = bool(result.get("insufficient_data"))
-    summary: dict[str, Any] = {
-        "expectedReward": None if insufficient else snips["value"],
-        "confidenceInterval": [snips["ci_low"], snips["ci_high"]]}
-    point = dict(summary)
-    if insufficient:
-        summary["insufficientData"] = True
-    if result.get("calibration_unreliable"):
-        summary["calibrationUnreliable"] = True
-    if insufficient or result.get("calibration_unreliable"):
-        summary["reason"] = result.get("reason")
-    return {"name": name, "arguments": arguments if source == "Online" else "",
-            "policySource": source, "slotId": "", "summary": summary,
-            "timeseries": {"data": [{"timeStamp": end, **point}]}, "noisyloop": result}
-
-
 async def answer(ctx: ApiContext, view: ModelView, evaluation_id: str) -> dict[str, Any] | None:
     """The evaluation in Personalizer's shape (None: no such evaluation); its results are
-    kept with it once both jobs are done."""
+    kept with it once every job is done."""
     record = await ctx.store.named_evaluations.get(view.keys, evaluation_id)
     if record is None:
         return None
-    if record["status"] == "Running":
-        record = await _settle(ctx, view, record)
-    return {k: v for k, v in record.items() if k not in ("jobs", "onlineArguments")}
+    if record["status"] == "Running" and record["evaluationType"] == "Manual":
+        record = await _settle(ctx, view, record)  # an automatic one's worker settles it
+    return {k: v for k, v in record.items() if k not in ("jobs", "onlineArguments", "others")}
 
 
 async def _settle(ctx: ApiContext, view: ModelView, record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` with its jobs' outcome when both ended (kept), else as it is."""
-    results: dict[str, dict[str, Any]] = {}
-    for source, job_id in record["jobs"].items():
-        job = await ctx.store.evaluations.get(view.keys, job_id)
-        if job is None:
-            return await _keep(ctx, view, {**record, "status": "Failed", "description":
-                                           f"the {source} policy's evaluation expired"})
-        if job["status"] == "failed":
-            return await _keep(ctx, view, {**record, "status": "Failed", "description":
-                                           f"the {source} policy's evaluation failed: "
-                                           f"{job.get('error', '')}"})
-        if job["status"] != "done":
-            return record
-        results[source] = job
-    value = [_entry(name, source, record["onlineArguments"],
-                    orjson.loads(results[source]["result"]), record["endTime"])
-             for _, name, source in POLICIES]
-    content = {"startTime": record["startTime"], "endTime": record["endTime"],
-               "intervalInMinutes": 0, "value": value}
-    return await _keep(ctx, view, {**record, "status": "Succeeded", "content": content})
+    """``record`` with its jobs' outcome when all ended (kept), else as it is."""
+    outcome = await set_outcome(ctx.store.evaluations, view.keys, record["jobs"],
+                                {key: name for key, name, _, _ in policies(record)})
+    if outcome.status == "running":
+        return record
+    if outcome.status == "failed":
+        return await _keep(ctx, view, {**record, "status": "Failed",
+                                       "description": outcome.why})
+    return await _keep(ctx, view, succeeded(record, outcome.results))
 
 
 async def _keep(ctx: ApiContext, view: ModelView, record: dict[str, Any]) -> dict[str, Any]:

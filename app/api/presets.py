@@ -9,7 +9,9 @@ names another.
 ``personalizer`` is a loop as Azure AI Personalizer ran it: a ``rank`` model choosing one
 action out of candidates whose features are hashed feature dictionaries
 (:mod:`app.api.personalizer`), rewards in ``[0, 1]``, the reward wait time of 10 minutes
-after which an event without reward gets the default reward 0, 20 % exploration.
+after which an event without reward gets the default reward 0, 20 % exploration; its
+decisions log every candidate's features (:func:`logs_candidates`), so that its evaluations
+can replay other policies on its log.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Preset:
-    """A named set of defaults: the request fields it fills and the exploration share
-    (None: the learner's own)."""
+    """A named set of defaults: the request fields it fills, the exploration share (None:
+    the learner's own) and whether a ranking logs every candidate's features (as it does
+    while the model has challengers): what replaying another policy on the log needs."""
 
     fields: Mapping[str, Any]
     exploration: float | None = None
     description: str = ""
+    candidates: bool = False
 
 
 #: Context and action features a ``personalizer`` loop hashes its feature dictionaries into.
@@ -42,7 +46,7 @@ PRESETS: dict[str, Preset] = {
                 "n_action_features": PERSONALIZER_ACTION_FEATURES, "slots": 1,
                 "feedback": {"wait_seconds": PERSONALIZER_WAIT_SECONDS,
                              "on_timeout": "no_click"}},
-        exploration=PERSONALIZER_EXPLORATION,
+        exploration=PERSONALIZER_EXPLORATION, candidates=True,
         description="an Azure AI Personalizer loop: rank one action out of candidates with "
                     "feature dictionaries, rewards in [0, 1] (default 0 after 10 minutes), "
                     "20% exploration; its SDKs call {base}/v1/models/{model_id}/personalizer"),
@@ -69,3 +73,10 @@ def preset_params(name: str | None, exploration_param: str | None) -> dict[str, 
         return {}
     return {exploration_param: preset.exploration}
 
+
+
+def logs_candidates(name: str | None) -> bool:
+    """Whether a model of preset ``name`` logs every candidate's features with each ranking
+    (:class:`Preset`)."""
+    preset = PRESETS.get(name) if name is not None else None
+    return preset is not None and preset.candidates

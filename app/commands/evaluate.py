@@ -592,6 +592,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
     from app.evaluation.estimators import per_position, reward_predictions
+    from app.evaluation.rankings import RANK
     from app.evaluation.sums import row_keys
     from app.replay.output import progress_bar
     from app.sim.dsjson import is_cats_log
@@ -624,7 +625,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if isinstance(policy, str) and policy.startswith("config:"):
         label_log_only(args)
         if args.format == "noisyloop":
-            if "configuration" not in exported_shape(args.log).policies:
+            shape = exported_shape(args.log)
+            # (a rank log's configuration is replayed by the service, not by this command)
+            if "configuration" not in shape.policies or shape.kind is RANK:
                 raise ValueError("--policy: config:JSON needs a label log or a continuous log "
                                  "(this log's evaluations take no configuration)")
             return export_command(args.log).run_export(args, policy)

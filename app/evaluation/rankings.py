@@ -76,8 +76,8 @@ from app.evaluation.slates import SlateSums
 from app.evaluation.streaming import P, Policy, Reader, chain, sum_parts
 from app.evaluation.sums import Kind, fold_of, row_hash, row_keys
 
-#: The policies a rank log is evaluated for (a model's policy would need every candidate's
-#: features, which the log keeps only while the model has challengers).
+#: The policies a rank log is evaluated for as a function of a batch (a learner's policy needs
+#: every candidate's features and is replayed in order: :mod:`app.evaluation.rankreplay`).
 RANK_POLICIES = ("uniform", "logging")
 #: Per flagged slot, its events' cascade weights and raw clicks in log order.
 SlotColumns = dict[int, tuple[np.ndarray, np.ndarray]]

@@ -221,10 +221,21 @@ class RankShape:
     """A ranking per line: ``features``, ``n_candidates`` and per shown slot its
     ``propensity`` and ``click``; per-slot estimators (:mod:`app.evaluation.rankings`)."""
 
-    policies: tuple[str, ...] = RANK_POLICIES
+    policies: tuple[str, ...] = (*RANK_POLICIES, "configuration")
+    """Uniform, logging, and a configuration replayed progressively on a single-slot log
+    that holds every candidate's features (:mod:`app.evaluation.rankreplay`, driven by
+    :mod:`workers.rankconfig`)."""
     noise: Noise = "slots"
     kind: Kind = RANK
     command: str | None = "app.commands.evaluate_rank"
+    feedback: tuple[str, ...] = ("clicks",)
+    """A ranking's per-slot clicks (what a replayed configuration's learner learns from)."""
+
+    def inherited(self, config: ModelConfig) -> dict[str, Any]:
+        """The rank model's shape (its slots and candidates' features): a replayed
+        configuration ranks the logged candidates into the logged slots."""
+        return {name: config.params[name] for name in ("slots", "n_action_features")
+                if name in config.params}
 
     def reads(self, line: Mapping[str, Any]) -> bool:
         return "slots" in line

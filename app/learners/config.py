@@ -118,6 +118,9 @@ class ModelConfig(BaseModel):
     created_at: str | None = None
     explain_scores: bool = False
     """Whether a Personalizer rank explains its scores (``isInferenceExplainabilityEnabled``)."""
+    auto_optimize_seconds: int | None = None
+    """Every how many seconds a Personalizer loop evaluates other exploration settings and
+    switches to a clearly better one (``isAutoOptimizationEnabled``; None: never)."""
 
     # -- the document ----------------------------------------------------------------------
 

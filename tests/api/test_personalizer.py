@@ -415,7 +415,9 @@ def test_a_logging_only_loop_serves_the_baseline_and_learns_nothing(loop: Loop) 
     ({"rewardWaitTime": "10 minutes"}, "ISO 8601"),
     ({"rewardWaitTime": "P31D"}, "PT1S to P30D"),
     ({"explorationPercentage": 0.99}, "anchor_share"),
-    ({"isAutoOptimizationEnabled": True}, "isAutoOptimizationEnabled True is not supported"),
+    ({"isAutoOptimizationEnabled": True, "autoOptimizationFrequency": "PT30S"},
+     "PT1M to P90D"),
+    ({"isAutoOptimizationEnabled": "yes"}, "isAutoOptimizationEnabled must be true or false"),
     ({"rewardWaitTme": "PT1M"}, "no service configuration field 'rewardWaitTme'"),
 ])
 def test_configuration_changes_not_supported_are_refused_naming_them(
@@ -604,13 +606,6 @@ def test_inference_explanations_are_the_weights_times_the_features(loop: Loop) -
     assert checked == 3 and np.abs(W).max() > 0  # the model had learned something
 
 
-def test_calls_not_served_yet_are_refused_naming_them(loop: Loop) -> None:
-    admin = _admin(loop)
-    with pytest.raises(HttpResponseError, match="apply_from_evaluation") as raised:
-        admin.apply_from_evaluation({"evaluationId": "e", "policyName": "p"})
-    assert raised.value.status_code == 501
-
-
 #: Two-sided 99.9% over 95%: a 95% interval widened to the level of a one-seed check that
 #: fails by chance once in a thousand seeds.
 WIDEN_95_TO_999 = 3.2905 / 1.96
@@ -671,10 +666,6 @@ def test_an_evaluation_values_the_online_and_a_random_policy_on_the_log(
     assert checked == 2
     assert [e["id"] for e in admin.list_evaluations()] == ["ev-1"]
 
-    with pytest.raises(HttpResponseError, match="policies"):
-        admin.create_evaluation("ev-2", {"name": "more", "startTime": start.isoformat(),
-                                         "endTime": end.isoformat(),
-                                         "policies": [{"name": "p", "arguments": "--cb_adf"}]})
     with pytest.raises(HttpResponseError) as raised:
         admin.create_evaluation("ev-1", {"name": "again", "startTime": start.isoformat(),
                                          "endTime": end.isoformat()})

@@ -129,11 +129,11 @@ async def test_the_hooks_run_in_the_trainers_order(monkeypatch: pytest.MonkeyPat
     assert await hooks.run_after_publish(nothing, ModelSlot(("t", "m")), nothing) is None
     await hooks.run_after_pass(nothing)
     assert ran == [("publish", name) for name in (
-        "samples", "anchors", "versions", "series", "drift", "challengers")] + [
+        "samples", "anchors", "versions", "series", "drift", "challengers", "autooptimize")] + [
         ("pass", "series"), ("pass", "versions")]
 
 
 def test_every_feature_has_its_own_name_and_a_hook() -> None:
     names = [feature.name for feature in hooks.FEATURES]
-    assert len(set(names)) == len(names) == 6
+    assert len(set(names)) == len(names) == 7
     assert all(f.after_publish or f.after_pass for f in hooks.FEATURES)

@@ -16,7 +16,8 @@ deferred decision, the service configuration a view of the model's settings
 (:mod:`app.api.personalizer_policy`), the model's export, import, reset and properties its
 snapshot, reset and times, the log's properties and deletion its decision log's time range
 and clearing, evaluations noisyloop's own evaluations of that log
-(:mod:`app.api.personalizer_evaluation`), and feature importances reports over it
+(:mod:`app.api.personalizer_evaluation`; applying a policy of one is a challenger promoted at
+once, :mod:`app.api.personalizer_apply`), and feature importances reports over it
 (:mod:`app.api.personalizer_importance`). A client's ``eventId`` names its decision through
 :class:`~app.store.aliases.AliasStore`. Every error is answered in Personalizer's shape; a
 call not served yet is refused naming it.
@@ -34,7 +35,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
-from app.api import decisions, modelops, personalizer_evaluation
+from app.api import decisions, modelops, personalizer_apply, personalizer_evaluation
 from app.api.apprentice import check_mode, in_apprentice_mode
 from app.api.configchange import change_config
 from app.api.deciding import decide_log_answer
@@ -550,6 +551,16 @@ async def delete_evaluation(request: Request, model_id: str, evaluation_id: str)
     return Response(status_code=204)
 
 
+async def apply_from_evaluation(request: Request, model_id: str) -> Response:
+    """Apply from evaluation: a policy of a succeeded evaluation put in force through the
+    challenger-promote step (:mod:`app.api.personalizer_apply`)."""
+    view = await _view(request, model_id)
+    body = cast(personalizer_apply.ApplyBody,
+                parse(personalizer_apply.ApplyBody, await _json(request)))
+    await personalizer_apply.apply(await get_context(request), view, body)
+    return Response(status_code=204)
+
+
 async def unsupported_call(request: Request, model_id: str, rest: str) -> Response:
     """A Personalizer call noisyloop does not serve yet (named in the answer)."""
     await _view(request, model_id)
@@ -622,6 +633,9 @@ router.add_api_route(_EVALUATION, _personalizer_errors(delete_evaluation), metho
                      status_code=204)
 router.add_api_route(f"{PREFIXES[0]}/evaluations", _personalizer_errors(list_evaluations),
                      methods=["GET"])
+router.add_api_route(f"{PREFIXES[0]}/configurations/applyFromEvaluation",
+                     _personalizer_errors(apply_from_evaluation), methods=["POST"],
+                     status_code=204)
 router.add_api_route("/{model_id}/personalizer/{rest:path}",
                      _personalizer_errors(unsupported_call),
                      methods=["GET", "POST", "PUT", "PATCH", "DELETE"])

@@ -1,0 +1,108 @@
+"""Personalizer's shape of a loop's evaluations: each evaluated policy's ``content.value``
+entry from noisyloop's result, the search set of ``enablePolicyOptimization``, and the
+choices made on the results (the ``optimalPolicy`` to report, and auto-optimization's
+switch rule).  Shared by the API's evaluations (:mod:`app.api.personalizer_evaluation`)
+and the worker's auto-optimization (:mod:`workers.autooptimize`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.learners.config import ModelConfig
+
+#: noisyloop's policy, Personalizer's name and source of each policy always evaluated.
+POLICIES = (("logging", "Online Policy", "Online"), ("uniform", "Random Policy", "Random"))
+#: The exploration shares :func:`optimization_set` tries.
+OPTIMIZATION_EXPLORATION = (0.02, 0.05, 0.1, 0.2)
+#: The statuses of an evaluation whose every policy was evaluated: a manual one's, and an
+#: automatic one's after its switch rule ran (Personalizer's names).
+SETTLED = ("Succeeded", "OptimalPolicyApplied", "OnlinePolicyRetained")
+#: The sources of the policies other than the online and the random one.
+OTHER_SOURCES = ("Custom", "OfflineExperimentation")
+
+
+def optimization_set(config: ModelConfig) -> list[tuple[str, dict[str, Any]]]:
+    """The learning settings ``enablePolicyOptimization`` evaluates: the model's own with
+    each exploration share of :data:`OPTIMIZATION_EXPLORATION` under the param its learner
+    declares for it (none when it declares none), each named after it."""
+    param = config.learner_class.exploration_param
+    if param is None:
+        return []
+    return [(f"exploration-{share:g}", {"algorithm": config.algorithm,
+                                         "params": {**config.params, param: share}})
+            for share in OPTIMIZATION_EXPLORATION]
+
+
+def entry(name: str, source: str, arguments: str, result: dict[str, Any],
+          end: str) -> dict[str, Any]:
+    """One policy's ``content.value`` entry from noisyloop's result: ``summary`` with the
+    SNIPS estimate (none when flagged ``insufficientData``) and its 95% interval, the flags
+    with their ``reason``, the whole result under ``noisyloop``."""
+    snips = result["snips"]
+    insufficient = bool(result.get("insufficient_data"))
+    summary: dict[str, Any] = {
+        "expectedReward": None if insufficient else snips["value"],
+        "confidenceInterval": [snips["ci_low"], snips["ci_high"]]}
+    point = dict(summary)
+    if insufficient:
+        summary["insufficientData"] = True
+    if result.get("calibration_unreliable"):
+        summary["calibrationUnreliable"] = True
+    if insufficient or result.get("calibration_unreliable"):
+        summary["reason"] = result.get("reason")
+    return {"name": name, "arguments": arguments, "policySource": source, "slotId": "",
+            "summary": summary, "timeseries": {"data": [{"timeStamp": end, **point}]},
+            "noisyloop": result}
+
+
+def policies(record: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Each evaluated policy of an evaluation's record: its job key, name, source and
+    arguments, in the answer's order."""
+    out = [(source, name, source, record["onlineArguments"] if source == "Online" else "")
+           for _, name, source in POLICIES]
+    return out + [(o["job"], o["name"], o["source"], o["arguments"])
+                  for o in record.get("others", [])]
+
+
+def content(record: dict[str, Any], results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The ``content`` of a settled evaluation, ``results`` each job's result by its key."""
+    value = [entry(name, source, arguments, results[key], record["endTime"])
+             for key, name, source, arguments in policies(record)]
+    return {"startTime": record["startTime"], "endTime": record["endTime"],
+            "intervalInMinutes": 0, "value": value}
+
+
+def succeeded(record: dict[str, Any], results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``record`` succeeded with the ``results`` of its jobs (by key) and its
+    ``optimalPolicy`` (:func:`optimal_policy`, when there is one)."""
+    done = {**record, "status": "Succeeded", "content": content(record, results)}
+    best = optimal_policy(done["content"]["value"])
+    if best is not None:
+        done["optimalPolicy"] = best
+    return done
+
+
+def optimal_policy(value: list[dict[str, Any]]) -> str | None:
+    """The name of the custom or searched policy of largest SNIPS value among those whose
+    estimate is not flagged ``insufficientData`` (None: none is)."""
+    ranked = [e for e in value if e["policySource"] in OTHER_SOURCES
+              and e["summary"]["expectedReward"] is not None]
+    if not ranked:
+        return None
+    best: str = max(ranked, key=lambda e: e["summary"]["expectedReward"])["name"]
+    return best
+
+
+def switch_to(value: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Auto-optimization's rule: the searched or custom policy whose (noise-corrected) 95%
+    interval lies wholly above the online policy's, the highest lower bound first; None
+    when none does (or the online policy's value is missing).  Flagged estimates count with
+    their widened intervals, so a flag never makes a switch easier."""
+    online = next((e for e in value if e["policySource"] == "Online"), None)
+    if online is None:
+        return None
+    ceiling = online["summary"]["confidenceInterval"][1]
+    above = [e for e in value if e["policySource"] in OTHER_SOURCES
+             and e["summary"]["confidenceInterval"][0] > ceiling]
+    return max(above, key=lambda e: e["summary"]["confidenceInterval"][0]) if above else None

@@ -1,0 +1,66 @@
+"""A configuration replayed on a single-slot rank model's decision log, streamed chunk by chunk.
+
+The steps are those of :mod:`app.evaluation.rankreplay`, driven over the window's chunks of
+entries (:mod:`workers.evaluations`) oldest first, each chunk's in the worker's pool: the
+replay (its learner and sums) goes into the pool with the chunk and comes back having
+scored and learned its events in order.  The chunk's lines are read as the rank log's
+batches (:func:`workers.logchunks.spans`) and, beside them, as the events the learner learns
+(the logged context joined with its feedback, as the trainer learned them).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from app.evaluation.estimators import Options
+from app.evaluation.rankreplay import RankReplay
+from app.evaluation.reward_model import RidgeModel
+from app.evaluation.shapes import LogShape
+from app.learners.build import build_learner
+from app.learners.config import ModelConfig
+from app.store.decisionlog import LogEntry
+from app.store.events import decode_entry
+from workers.context import WorkerContext
+from workers.logchunks import line_events, spans
+
+
+def replayed_config(config: ModelConfig, policy: dict[str, Any]) -> ModelConfig:
+    """The model's config with the evaluated configuration's algorithm and params in force
+    (the model's shape params kept where it does not give them)."""
+    return config.updated(algorithm=policy["algorithm"],
+                          params={**config.params, **policy.get("params", {})})
+
+
+def _replay_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
+                  config: ModelConfig, max_cells: int, replay: RankReplay
+                  ) -> tuple[RankReplay, int]:
+    """``replay`` once it scored and learned the chunk's events, and the chunk's lines."""
+    logged = line_events(entries)
+    made, lines = spans(entries, first_line, shape, config, max_cells)
+    for rows, (log, keys) in made:
+        events = [decode_entry(e.context, e.feedback) for e in
+                  (logged[i] for i in rows) if e is not None]
+        replay.step(events, log, keys)
+    return replay, lines
+
+
+async def stream_replay(ctx: WorkerContext, config: ModelConfig, shape: LogShape,
+                        request: dict[str, Any],
+                        chunks: Callable[[], AsyncIterator[list[LogEntry]]],
+                        options: Options, model: list[RidgeModel]) -> dict[str, Any]:
+    """The result of ``request`` for a configuration on the rank model of ``config`` whose
+    window ``chunks()`` reads, oldest first (module docstring), with the estimators'
+    ``options`` and the slots' reward ``model`` fitted on the window's first events."""
+    evaluated = replayed_config(config, request["policy"])
+    replay = RankReplay(build_learner(evaluated), options, model)
+    line = 0
+    async for chunk in chunks():
+        replay, lines = await ctx.in_pool(functools.partial(
+            _replay_chunk, chunk, line, shape, config, ctx.config.max_dense_cells, replay))
+        line += lines
+    result = await ctx.in_pool(replay.result)
+    result.update(log=f"decision log of {config.model_id}", format="noisyloop",
+                  policy=request["policy"], bootstrap=options.n_boot)
+    return result
