@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import orjson
 import pytest
 from azure.cognitiveservices.personalizer import PersonalizerClient as OldClient
 from azure.cognitiveservices.personalizer.models import RankableAction
@@ -34,6 +35,7 @@ from tests.api.test_personalizer import (
     gap_closed,
     world_players,
 )
+from tests.api.test_personalizer_policies import _played
 from tests.serve_process import serve_process
 
 pytestmark = pytest.mark.slow
@@ -47,6 +49,8 @@ LEARN_EVENTS = 2800
 #: the scored contexts (0.2 + 0.6 f >= 0.35 + 0.6 * 0.45), more than any two segments
 #: hold, and no tolerance is subtracted.
 GAP_CLOSED = 0.6
+#: A learning setting other than the loop's, as the SDK sends it.
+GREEDIER = {"name": "greedier", "arguments": "--cb_explore_adf --epsilon 0.05"}
 
 
 @contextmanager
@@ -131,11 +135,36 @@ def test_every_call_of_both_sdks_works_against_serve(serve: Service) -> None:
         assert status == "Succeeded"
         assert [e["id"] for e in admin.list_evaluations()] == ["ev"]
         admin.delete_evaluation("ev")
-        with pytest.raises(HttpResponseError, match="apply_from_evaluation") as raised:
-            admin.apply_from_evaluation({"evaluationId": "ev", "policyName": "p"})
-        assert raised.value.status_code == 501
+        with pytest.raises(HttpResponseError, match="policies") as raised:
+            admin.create_evaluation("other", {**window, "policies": [GREEDIER]})
+        assert raised.value.status_code == 400  # a multi-slot loop's log is not replayed
         admin.delete_logs()
         assert "dateRange" not in admin.get_log_properties()
+
+
+def test_other_settings_are_evaluated_and_applied_by_serve(serve: Service) -> None:
+    """A single-slot loop's log replayed by serve's own workers for a listed setting and the
+    optimization's search; the optimal policy applied (what the numbers are is checked in
+    ``test_personalizer_policies.py`` and ``tests/evaluation/test_rankreplay.py``)."""
+    for loop in _loop(serve):
+        admin = _admin(loop)
+        window = _played(loop)
+        admin.create_evaluation("ev", {"name": "search", **window, "policies": [GREEDIER],
+                                       "enablePolicyOptimization": True})
+        times = {"start_time": datetime.fromisoformat(window["startTime"]),
+                 "end_time": datetime.fromisoformat(window["endTime"])}
+        deadline = time.monotonic() + 180
+        while (done := admin.get_evaluation("ev", **times))["status"] == "Running":
+            assert time.monotonic() < deadline, "serve's workers did not run the evaluation"
+            time.sleep(0.5)
+        assert done["status"] == "Succeeded", done
+        sources = [e["policySource"] for e in done["content"]["value"]]
+        assert sources == ["Online", "Random", "Custom", *["OfflineExperimentation"] * 4]
+        best = next(e for e in done["content"]["value"] if e["name"] == done["optimalPolicy"])
+        version = loop.model()["version"]
+        admin.apply_from_evaluation({"evaluationId": "ev", "policyName": best["name"]})
+        assert orjson.loads(admin.get_policy()["arguments"]) == orjson.loads(best["arguments"])
+        assert loop.model()["version"] > version
 
 
 def test_both_sdks_learn_a_simulated_world_against_serve(serve: Service) -> None:
