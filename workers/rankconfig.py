@@ -43,17 +43,31 @@ def _replay_chunk(entries: list[LogEntry], first_line: int, shape: LogShape,
                   ) -> tuple[RankReplay, int]:
     """``replay`` once it read the chunk's events, and the chunk's lines."""
     logged = line_events(entries)
-    applied = np.repeat([e.applied_ms for e in entries], [e.size for e in entries])
+    times = line_times(entries, logged, config)
     made, lines = spans(entries, first_line, shape, config, max_cells)
     for rows, (log, keys) in made:
         kept = [i for i in rows if logged[i] is not None]
-        read = [cast(LoggedEvent, logged[i]) for i in kept]
-        joined = np.array([parse_stream_id(e.stream_id)[0] for e in read], dtype=np.int64)
-        decided = decision_times(np.array([e.kind == "timeout" for e in read]), joined,
-                                 1000 * config.feedback.wait_seconds, _summed(config))
-        replay.step([decode_entry(e.context, e.feedback) for e in read], log, keys,
-                    EventTimes(decided, joined, applied[kept]))
+        replay.step([decode_entry(e.context, e.feedback) for e in
+                     (cast(LoggedEvent, logged[i]) for i in kept)], log, keys,
+                    times.rows(np.array(kept, dtype=np.int64)))
     return replay, lines
+
+
+def line_times(entries: list[LogEntry], logged: list[LoggedEvent | None],
+               config: ModelConfig) -> EventTimes:
+    """The times of each line of ``entries`` (``logged``, their :func:`line_events`):
+    applied (the entry's id), joined (the event's stream id; a marker's line, its entry's
+    id) and decided as :func:`~app.evaluation.rankreplay.decision_times` reads them with
+    the loop's reward wait."""
+    applied = np.repeat(np.array([e.applied_ms for e in entries], dtype=np.int64),
+                        [e.size for e in entries])
+    joined = np.array([a if e is None else parse_stream_id(e.stream_id)[0]
+                       for a, e in zip(applied.tolist(), logged, strict=True)],
+                      dtype=np.int64)
+    timeouts = np.array([e is not None and e.kind == "timeout" for e in logged], dtype=bool)
+    decided = decision_times(timeouts, joined, 1000 * config.feedback.wait_seconds,
+                             _summed(config))
+    return EventTimes(decided, joined, applied)
 
 
 def _summed(config: ModelConfig) -> bool:

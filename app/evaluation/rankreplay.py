@@ -75,8 +75,8 @@ class EventTimes:
     joined: np.ndarray
     applied: np.ndarray
 
-    def rows(self, rows: slice) -> EventTimes:
-        """The events at ``rows``."""
+    def rows(self, rows: np.ndarray | slice) -> EventTimes:
+        """The events at ``rows`` (indices or a slice)."""
         return EventTimes(self.decided[rows], self.joined[rows], self.applied[rows])
 
 
