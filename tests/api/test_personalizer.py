@@ -676,6 +676,68 @@ def test_an_evaluation_values_the_online_and_a_random_policy_on_the_log(
     assert raised.value.status_code == 404
 
 
+def test_v1_evaluation_policy_results_are_sums_recomputed_from_the_log(
+        service: Service, loop: Loop) -> None:
+    """Personalizer v1.0's ``policyResults`` (a plain GET on the v1.0 route): each policy's
+    IPS numerator and denominators, sum of squares and non-zero count equal a recomputation
+    from the exported decision log (to 1e-9: sums of a few hundred terms in [0, 4]), and
+    ``numerator / n`` and ``numerator / snipsDenominator`` are the IPS and SNIPS values."""
+    from tests.api.test_evaluations import run_jobs
+
+    client, admin = _client(loop), _admin(loop)
+    rng = np.random.default_rng(3)
+    start = datetime.now(UTC) - timedelta(seconds=1)
+    for t in range(120):
+        segment = list(SEGMENTS)[t % len(SEGMENTS)]
+        answer = client.rank({"contextFeatures": [{"user": {"segment": segment}}],
+                              "actions": ACTIONS, "excludedActions": ["music"] * (t % 2)})
+        client.reward(answer["eventId"], {"value": float(rng.random() < 0.5)})
+    loop.sync()
+    end = datetime.now(UTC) + timedelta(seconds=1)
+    admin.create_evaluation("ev-v1", {"name": "v1", "startTime": start.isoformat(),
+                                      "endTime": end.isoformat()})
+    assert run_jobs(service.redis_url) >= 2
+    r = httpx.get(f"{loop.endpoint}/personalizer/v1.0/evaluations/ev-v1",
+                  headers={"Ocp-Apim-Subscription-Key": loop.key})
+    assert r.status_code == 200, r.text
+    done = r.json()
+    assert done["status"] == "Succeeded", done
+
+    lines = [orjson.loads(line) for line in loop.api.get("/v1/models/loop/log").text.split()]
+    events = [line for line in lines if line["type"] == "event"]
+    clicks = np.array([e["slots"][0]["click"] for e in events], dtype=float)
+    p = np.array([e["slots"][0]["propensity"] for e in events], dtype=float)
+    offered = np.array([e["n_candidates"] for e in events], dtype=float)
+    assert [e["slots"][0]["slot"] for e in events] == [0] * len(events)
+    weights = {"Online": np.ones(len(events)), "Random": 1.0 / offered / p}
+    checked = 0
+    for result, entry in zip(done["policyResults"], done["content"]["value"], strict=True):
+        native, w = entry["noisyloop"], weights[result["policySource"]]
+        assert native["correction"]["reward"] == "f (no noise correction)"  # r_i = f_i
+        total = result["totalSummary"]
+        assert result["summary"] == [{**total, "timeStamp": done["startTime"]}]
+        assert total["timeStamp"] == done["endTime"]
+        wr = w * clicks
+        assert total["ipsEstimatorDenominator"] == len(events) == native["n"]
+        assert total["ipsEstimatorNumerator"] == pytest.approx(wr.sum(), abs=1e-9)
+        assert total["snipsEstimatorDenominator"] == pytest.approx(w.sum(), abs=1e-9)
+        assert total["sumOfSquares"] == pytest.approx(wr @ wr, abs=1e-9)
+        assert total["nonZeroProbability"] == int((w > 0).sum())
+        numerator = total["ipsEstimatorNumerator"]
+        assert numerator / total["ipsEstimatorDenominator"] == pytest.approx(
+            native["ips"]["value"], abs=1e-12)
+        assert total["averageReward"] == pytest.approx(native["ips"]["value"], abs=1e-12)
+        assert numerator / total["snipsEstimatorDenominator"] == pytest.approx(
+            native["snips"]["value"], abs=1e-12)
+        assert result.get("insufficientData", False) == native.get("insufficient_data", False)
+        checked += 1
+    assert checked == 2 and len(events) == 120
+    assert not np.allclose(weights["Random"], 1.0)  # the random policy's weights vary
+    listed = httpx.get(f"{loop.endpoint}/personalizer/v1.0/evaluations",
+                       headers={"Ocp-Apim-Subscription-Key": loop.key}).json()
+    assert [e["policyResults"] for e in listed] == [done["policyResults"]]
+
+
 #: The simulated world: a user of each segment likes one kind of item; the reward is
 #: Bernoulli(0.8) for the liked action and Bernoulli(0.2) for the others.
 SEGMENTS = {"student": "music", "parent": "news", "fan": "sports"}
