@@ -694,14 +694,20 @@ def test_v1_evaluation_policy_results_are_sums_recomputed_from_the_log(
         client.reward(answer["eventId"], {"value": float(rng.random() < 0.5)})
     loop.sync()
     end = datetime.now(UTC) + timedelta(seconds=1)
-    admin.create_evaluation("ev-v1", {"name": "v1", "startTime": start.isoformat(),
-                                      "endTime": end.isoformat()})
+    v1, key = f"{loop.endpoint}/personalizer/v1.0", {"Ocp-Apim-Subscription-Key": loop.key}
+    r = httpx.post(f"{v1}/evaluations", headers=key, json={
+        "name": "v1", "startTime": start.isoformat(), "endTime": end.isoformat(),
+        "enableOfflineExperimentation": False, "policies": []})
+    assert r.status_code == 201 and r.json()["status"] == "Running", r.text
+    evaluation_id = r.json()["id"]
+    assert r.headers["Location"].endswith(f"/personalizer/v1.0/evaluations/{evaluation_id}")
     assert run_jobs(service.redis_url) >= 2
-    r = httpx.get(f"{loop.endpoint}/personalizer/v1.0/evaluations/ev-v1",
-                  headers={"Ocp-Apim-Subscription-Key": loop.key})
+    r = httpx.get(f"{v1}/evaluations/{evaluation_id}", headers=key)
     assert r.status_code == 200, r.text
     done = r.json()
     assert done["status"] == "Succeeded", done
+    assert admin.get_evaluation(evaluation_id, start_time=start, end_time=end)[
+        "policyResults"] == done["policyResults"]  # the newer SDK reads the same answer
 
     lines = [orjson.loads(line) for line in loop.api.get("/v1/models/loop/log").text.split()]
     events = [line for line in lines if line["type"] == "event"]
@@ -733,9 +739,22 @@ def test_v1_evaluation_policy_results_are_sums_recomputed_from_the_log(
         checked += 1
     assert checked == 2 and len(events) == 120
     assert not np.allclose(weights["Random"], 1.0)  # the random policy's weights vary
-    listed = httpx.get(f"{loop.endpoint}/personalizer/v1.0/evaluations",
-                       headers={"Ocp-Apim-Subscription-Key": loop.key}).json()
+    listed = httpx.get(f"{v1}/evaluations", headers=key).json()
     assert [e["policyResults"] for e in listed] == [done["policyResults"]]
+    assert httpx.delete(f"{v1}/evaluations/{evaluation_id}", headers=key).status_code == 204
+    assert httpx.get(f"{v1}/evaluations", headers=key).json() == []
+
+
+def test_a_bad_v1_evaluation_is_refused_in_personalizers_shape(loop: Loop) -> None:
+    v1, key = f"{loop.endpoint}/personalizer/v1.0", {"Ocp-Apim-Subscription-Key": loop.key}
+    now = datetime.now(UTC)
+    for body, field in (({"name": "x", "startTime": now.isoformat(),
+                          "endTime": (now - timedelta(hours=1)).isoformat()}, "endTime"),
+                        ({"name": "x", "startTime": now.isoformat(),
+                          "endTime": now.isoformat(), "bogus": 1}, "bogus")):
+        r = httpx.post(f"{v1}/evaluations", headers=key, json=body)
+        assert 400 <= r.status_code < 500 and field in r.json()["error"]["message"], r.text
+    assert httpx.get(f"{v1}/evaluations", headers=key).json() == []
 
 
 #: The simulated world: a user of each segment likes one kind of item; the reward is

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -521,6 +522,24 @@ async def create_evaluation(request: Request, model_id: str, evaluation_id: str)
     return Response(status_code=200)
 
 
+async def create_evaluation_v1(request: Request, model_id: str) -> Response:
+    """Create evaluation as Personalizer v1.0 does: ``POST evaluations``, the search asked as
+    ``enableOfflineExperimentation``, the id made here; 201 with the evaluation."""
+    view = await _view(request, model_id)
+    raw = await _json(request)
+    if isinstance(raw, dict) and "enablePolicyOptimization" not in raw \
+            and "enableOfflineExperimentation" in raw:
+        raw = {("enablePolicyOptimization" if k == "enableOfflineExperimentation" else k): v
+               for k, v in raw.items()}
+    body = cast(EvaluationBody, parse(EvaluationBody, raw))
+    evaluation_id = str(uuid.uuid4())
+    await personalizer_evaluation.create(await get_context(request), view, evaluation_id,
+                                         body)
+    found = _shaped(await _evaluation(request, view, evaluation_id))
+    return OrjsonResponse(found, status_code=201,
+                          headers={"Location": f"{request.url.path}/{evaluation_id}"})
+
+
 async def _evaluation(request: Request, view: ModelView, evaluation_id: str) -> dict[str, Any]:
     found = await personalizer_evaluation.answer(await get_context(request), view,
                                                  evaluation_id)
@@ -649,6 +668,8 @@ router.add_api_route(f"{PREFIXES[0]}/featureImportances",
                      _personalizer_errors(list_feature_importances), methods=["GET"])
 router.add_api_route(f"{PREFIXES[0]}/evaluations/{{evaluation_id}}",
                      _personalizer_errors(create_evaluation), methods=["PUT"])
+router.add_api_route(f"{PREFIXES[1]}/evaluations", _personalizer_errors(create_evaluation_v1),
+                     methods=["POST"], status_code=201)
 for _prefix, _list in zip(PREFIXES, (list_evaluations, list_evaluations_v1), strict=True):
     _EVALUATION = f"{_prefix}/evaluations/{{evaluation_id}}"
     router.add_api_route(_EVALUATION, _personalizer_errors(get_evaluation), methods=["GET"])
