@@ -678,10 +678,11 @@ def test_an_evaluation_values_the_online_and_a_random_policy_on_the_log(
 
 def test_v1_evaluation_policy_results_are_sums_recomputed_from_the_log(
         service: Service, loop: Loop) -> None:
-    """Personalizer v1.0's ``policyResults`` (a plain GET on the v1.0 route): each policy's
-    IPS numerator and denominators, sum of squares and non-zero count equal a recomputation
-    from the exported decision log (to 1e-9: sums of a few hundred terms in [0, 4]), and
-    ``numerator / n`` and ``numerator / snipsDenominator`` are the IPS and SNIPS values."""
+    """Personalizer v1.0's ``policyResults`` (plain HTTP on the v1.0 routes): each policy's
+    IPS numerator (of the noise-corrected rewards h(f)) and denominators, sum of squares and
+    non-zero count equal a recomputation from the exported decision log (to 1e-9: 120 terms
+    below 40 summed in another order differ by about 1e-12), and ``numerator / n`` and
+    ``numerator / snipsDenominator`` are the IPS and SNIPS values (to 1e-12: one division)."""
     from tests.api.test_evaluations import run_jobs
 
     client, admin = _client(loop), _admin(loop)
@@ -693,6 +694,9 @@ def test_v1_evaluation_policy_results_are_sums_recomputed_from_the_log(
                               "actions": ACTIONS, "excludedActions": ["music"] * (t % 2)})
         client.reward(answer["eventId"], {"value": float(rng.random() < 0.5)})
     loop.sync()
+    rho0, rho1 = 0.05, 0.1  # the loop's click-noise rates: the evaluation corrects by them
+    r = loop.api.put("/v1/models/loop/noise", json={"rho0": rho0, "rho1": rho1})
+    assert r.status_code == 200, r.text
     end = datetime.now(UTC) + timedelta(seconds=1)
     v1, key = f"{loop.endpoint}/personalizer/v1.0", {"Ocp-Apim-Subscription-Key": loop.key}
     r = httpx.post(f"{v1}/evaluations", headers=key, json={
@@ -711,7 +715,8 @@ def test_v1_evaluation_policy_results_are_sums_recomputed_from_the_log(
 
     lines = [orjson.loads(line) for line in loop.api.get("/v1/models/loop/log").text.split()]
     events = [line for line in lines if line["type"] == "event"]
-    clicks = np.array([e["slots"][0]["click"] for e in events], dtype=float)
+    clicks = (np.array([e["slots"][0]["click"] for e in events], dtype=float)
+              - rho0) / (1 - rho0 - rho1)  # h(f)
     p = np.array([e["slots"][0]["propensity"] for e in events], dtype=float)
     offered = np.array([e["n_candidates"] for e in events], dtype=float)
     assert [e["slots"][0]["slot"] for e in events] == [0] * len(events)
@@ -719,7 +724,7 @@ def test_v1_evaluation_policy_results_are_sums_recomputed_from_the_log(
     checked = 0
     for result, entry in zip(done["policyResults"], done["content"]["value"], strict=True):
         native, w = entry["noisyloop"], weights[result["policySource"]]
-        assert native["correction"]["reward"] == "f (no noise correction)"  # r_i = f_i
+        assert (native["correction"]["rho0"], native["correction"]["rho1"]) == (rho0, rho1)
         total = result["totalSummary"]
         assert result["summary"] == [{**total, "timeStamp": done["startTime"]}]
         assert total["timeStamp"] == done["endTime"]
