@@ -74,8 +74,9 @@ from app.evaluation.sums import Kind, TermSums, fold_of, row_hash, row_keys
 from app.evaluation.sums import resampled_sums as resampled_sums
 
 ESTIMATORS = ("ips", "snips", "dr")
-#: What each column of a label evaluation's sums adds up, per event (``dr``: DR's term).
-LABEL_TERMS = ("n", "wr", "w", "dr", "w2")
+#: What each column of a label evaluation's sums adds up, per event (``dr``: DR's term,
+#: ``wr2``: ``(w r)^2``, ``nonzero``: 1 where ``w > 0``).
+LABEL_TERMS = ("n", "wr", "w", "dr", "w2", "wr2", "nonzero")
 #: Events the reward model is fitted on: the log's first (all of a smaller log).
 FIT_EVENTS = 1_000_000
 
@@ -148,12 +149,17 @@ class Evaluation:
     correction: dict[str, Any]
     """``{"reward": "h(f) = ...", "rho0", "rho1"}`` or ``{"reward": "f", ...}`` (none), with
     ``"rate_uncertainty": {"rho0_se", "rho1_se", "draws"}`` when the rates have errors."""
+    totals: dict[str, float]
+    """The sums behind IPS and SNIPS, with ``r_i`` the reward :attr:`correction` names:
+    ``sum_wr`` (``sum_i w_i r_i``), ``sum_w`` (``sum_i w_i``), ``sum_wr_squared``
+    (``sum_i (w_i r_i)^2``) and ``nonzero_weights`` (events with ``w_i > 0``); IPS is
+    ``sum_wr / n``, SNIPS ``sum_wr / sum_w``."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of ``noisyloop evaluate``."""
         return {"ips": self.ips.to_dict(), "snips": self.snips.to_dict(),
                 "dr": self.dr.to_dict(), "n": self.n, "ess": self.ess,
-                "correction": self.correction}
+                "correction": self.correction, "totals": self.totals}
 
 
 def corrected_rewards(f: np.ndarray, rho0: float | None, rho1: float | None,
@@ -263,8 +269,9 @@ class LabelSums:
                   q_taken: np.ndarray, hashes: np.ndarray) -> None:
         """Add events by their weights, rewards, DR direct terms and reward-model
         predictions of the actions taken."""
-        terms = np.stack([np.ones(len(w)), w * r, w, direct + w * (r - q_taken), w * w],
-                         axis=1)
+        wr = w * r
+        terms = np.stack([np.ones(len(w)), wr, w, direct + w * (r - q_taken), w * w, wr * wr,
+                          w > 0], axis=1)
         self.sums.add(terms, hashes)
 
     def merge(self, other: LabelSums) -> None:
@@ -293,8 +300,12 @@ class LabelSums:
         quantiles = np.nanquantile(replicates, [(1 - level) / 2, (1 + level) / 2], axis=0)
         ips, snips, dr = (Estimate(float(point[j]), float(quantiles[0, j]),
                                    float(quantiles[1, j])) for j in range(3))
+        sums_of = dict(zip(LABEL_TERMS, totals.tolist(), strict=True))
         return Evaluation(ips=ips, snips=snips, dr=dr, n=n, ess=self.ess,
-                          correction=correction)
+                          correction=correction,
+                          totals={"sum_wr": sums_of["wr"], "sum_w": sums_of["w"],
+                                  "sum_wr_squared": sums_of["wr2"],
+                                  "nonzero_weights": round(sums_of["nonzero"])})
 
 
 #: What a label log's streamed evaluation sums (:mod:`app.evaluation.streaming`).

@@ -1,5 +1,6 @@
 """Personalizer's shape of a loop's evaluations: each evaluated policy's ``content.value``
-entry from noisyloop's result, the search set of ``enablePolicyOptimization``, and the
+entry (the 2022-09-01-preview shape) and ``policyResults`` entry (the v1.0 shape) from
+noisyloop's result, the search set of ``enablePolicyOptimization``, and the
 choices made on the results (the ``optimalPolicy`` to report, and auto-optimization's
 switch rule).  Shared by the API's evaluations (:mod:`app.api.personalizer_evaluation`)
 and the worker's auto-optimization (:mod:`workers.autooptimize`).
@@ -7,6 +8,7 @@ and the worker's auto-optimization (:mod:`workers.autooptimize`).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from app.learners.config import ModelConfig
@@ -20,6 +22,8 @@ OPTIMIZATION_EXPLORATION = (0.02, 0.05, 0.1, 0.2)
 SETTLED = ("Succeeded", "OptimalPolicyApplied", "OnlinePolicyRetained")
 #: The sources of the policies other than the online and the random one.
 OTHER_SOURCES = ("Custom", "OfflineExperimentation")
+#: The normal quantile of Personalizer's Gaussian ``confidenceInterval`` (95%).
+GAUSSIAN_Z = 1.96
 
 
 def optimization_set(config: ModelConfig) -> list[tuple[str, dict[str, Any]]]:
@@ -45,15 +49,62 @@ def entry(name: str, source: str, arguments: str, result: dict[str, Any],
         "expectedReward": None if insufficient else snips["value"],
         "confidenceInterval": [snips["ci_low"], snips["ci_high"]]}
     point = dict(summary)
-    if insufficient:
-        summary["insufficientData"] = True
-    if result.get("calibration_unreliable"):
-        summary["calibrationUnreliable"] = True
-    if insufficient or result.get("calibration_unreliable"):
-        summary["reason"] = result.get("reason")
+    summary.update(flags(result))
     return {"name": name, "arguments": arguments, "policySource": source, "slotId": "",
             "summary": summary, "timeseries": {"data": [{"timeStamp": end, **point}]},
             "noisyloop": result}
+
+
+def flags(result: dict[str, Any]) -> dict[str, Any]:
+    """noisyloop's flags of a result in Personalizer's spelling, with their ``reason``."""
+    out: dict[str, Any] = {}
+    if result.get("insufficient_data"):
+        out["insufficientData"] = True
+    if result.get("calibration_unreliable"):
+        out["calibrationUnreliable"] = True
+    if out:
+        out["reason"] = result.get("reason")
+    return out
+
+
+def window(result: dict[str, Any], time_stamp: str, aggregate: str) -> dict[str, Any]:
+    """One ``PolicyResultSummary`` of a result: ``ipsEstimatorNumerator`` ``sum_i w_i r_i``
+    (``r_i`` the reward the result's ``correction`` names: ``h(f)`` when it corrects click
+    noise), ``ipsEstimatorDenominator`` ``n``, ``snipsEstimatorDenominator`` ``sum_i w_i``,
+    ``nonZeroProbability`` the events with ``w_i > 0``, ``sumOfSquares``
+    ``sum_i (w_i r_i)^2``, ``averageReward`` the IPS value and ``confidenceInterval`` the
+    half-width of its Gaussian 95% interval, ``z sqrt((sumOfSquares / n - avg^2) / (n - 1))``
+    (None below two events).  A result without sums (kept before they were) gives None."""
+    totals = result.get("totals")
+    if totals is None:
+        sums = dict.fromkeys(("ipsEstimatorNumerator", "ipsEstimatorDenominator",
+                              "snipsEstimatorDenominator", "nonZeroProbability",
+                              "sumOfSquares", "confidenceInterval", "averageReward"))
+        return {"timeStamp": time_stamp, "aggregateTimeWindow": aggregate, **sums}
+    n, numerator, squares = result["n"], totals["sum_wr"], totals["sum_wr_squared"]
+    average = numerator / n
+    half = (GAUSSIAN_Z * math.sqrt(max(squares / n - average * average, 0.0) / (n - 1))
+            if n > 1 else None)
+    return {"timeStamp": time_stamp, "ipsEstimatorNumerator": numerator,
+            "ipsEstimatorDenominator": n, "snipsEstimatorDenominator": totals["sum_w"],
+            "aggregateTimeWindow": aggregate, "nonZeroProbability": totals["nonzero_weights"],
+            "sumOfSquares": squares, "confidenceInterval": half, "averageReward": average}
+
+
+def policy_results(record: dict[str, Any], aggregate: str) -> list[dict[str, Any]]:
+    """The ``policyResults`` of a settled evaluation ``record`` (its ``content``): per
+    policy one ``summary`` window over the whole range (:func:`window`, ``aggregate`` the
+    range's ISO 8601 duration) and the same as ``totalSummary``, with the flags and the
+    ``correction`` the rewards were corrected by."""
+    out = []
+    for e in record["content"]["value"]:
+        result = e["noisyloop"]
+        out.append({"name": e["name"], "arguments": e["arguments"],
+                    "policySource": e["policySource"],
+                    "summary": [window(result, record["startTime"], aggregate)],
+                    "totalSummary": window(result, record["endTime"], aggregate),
+                    "correction": result.get("correction"), **flags(result)})
+    return out
 
 
 def policies(record: dict[str, Any]) -> list[tuple[str, str, str, str]]:

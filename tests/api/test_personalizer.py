@@ -676,6 +676,92 @@ def test_an_evaluation_values_the_online_and_a_random_policy_on_the_log(
     assert raised.value.status_code == 404
 
 
+def test_v1_evaluation_policy_results_are_sums_recomputed_from_the_log(
+        service: Service, loop: Loop) -> None:
+    """Personalizer v1.0's ``policyResults`` (plain HTTP on the v1.0 routes): each policy's
+    IPS numerator (of the noise-corrected rewards h(f)) and denominators, sum of squares and
+    non-zero count equal a recomputation from the exported decision log (to 1e-9: 120 terms
+    below 40 summed in another order differ by about 1e-12), and ``numerator / n`` and
+    ``numerator / snipsDenominator`` are the IPS and SNIPS values (to 1e-12: one division)."""
+    from tests.api.test_evaluations import run_jobs
+
+    client, admin = _client(loop), _admin(loop)
+    rng = np.random.default_rng(3)
+    start = datetime.now(UTC) - timedelta(seconds=1)
+    for t in range(120):
+        segment = list(SEGMENTS)[t % len(SEGMENTS)]
+        answer = client.rank({"contextFeatures": [{"user": {"segment": segment}}],
+                              "actions": ACTIONS, "excludedActions": ["music"] * (t % 2)})
+        client.reward(answer["eventId"], {"value": float(rng.random() < 0.5)})
+    loop.sync()
+    rho0, rho1 = 0.05, 0.1  # the loop's click-noise rates: the evaluation corrects by them
+    r = loop.api.put("/v1/models/loop/noise", json={"rho0": rho0, "rho1": rho1})
+    assert r.status_code == 200, r.text
+    end = datetime.now(UTC) + timedelta(seconds=1)
+    v1, key = f"{loop.endpoint}/personalizer/v1.0", {"Ocp-Apim-Subscription-Key": loop.key}
+    r = httpx.post(f"{v1}/evaluations", headers=key, json={
+        "name": "v1", "startTime": start.isoformat(), "endTime": end.isoformat(),
+        "enableOfflineExperimentation": False, "policies": []})
+    assert r.status_code == 201 and r.json()["status"] == "Running", r.text
+    evaluation_id = r.json()["id"]
+    assert r.headers["Location"].endswith(f"/personalizer/v1.0/evaluations/{evaluation_id}")
+    assert run_jobs(service.redis_url) >= 2
+    r = httpx.get(f"{v1}/evaluations/{evaluation_id}", headers=key)
+    assert r.status_code == 200, r.text
+    done = r.json()
+    assert done["status"] == "Succeeded", done
+    assert admin.get_evaluation(evaluation_id, start_time=start, end_time=end)[
+        "policyResults"] == done["policyResults"]  # the newer SDK reads the same answer
+
+    lines = [orjson.loads(line) for line in loop.api.get("/v1/models/loop/log").text.split()]
+    events = [line for line in lines if line["type"] == "event"]
+    clicks = (np.array([e["slots"][0]["click"] for e in events], dtype=float)
+              - rho0) / (1 - rho0 - rho1)  # h(f)
+    p = np.array([e["slots"][0]["propensity"] for e in events], dtype=float)
+    offered = np.array([e["n_candidates"] for e in events], dtype=float)
+    assert [e["slots"][0]["slot"] for e in events] == [0] * len(events)
+    weights = {"Online": np.ones(len(events)), "Random": 1.0 / offered / p}
+    checked = 0
+    for result, entry in zip(done["policyResults"], done["content"]["value"], strict=True):
+        native, w = entry["noisyloop"], weights[result["policySource"]]
+        assert (native["correction"]["rho0"], native["correction"]["rho1"]) == (rho0, rho1)
+        total = result["totalSummary"]
+        assert result["summary"] == [{**total, "timeStamp": done["startTime"]}]
+        assert total["timeStamp"] == done["endTime"]
+        wr = w * clicks
+        assert total["ipsEstimatorDenominator"] == len(events) == native["n"]
+        assert total["ipsEstimatorNumerator"] == pytest.approx(wr.sum(), abs=1e-9)
+        assert total["snipsEstimatorDenominator"] == pytest.approx(w.sum(), abs=1e-9)
+        assert total["sumOfSquares"] == pytest.approx(wr @ wr, abs=1e-9)
+        assert total["nonZeroProbability"] == int((w > 0).sum())
+        numerator = total["ipsEstimatorNumerator"]
+        assert numerator / total["ipsEstimatorDenominator"] == pytest.approx(
+            native["ips"]["value"], abs=1e-12)
+        assert total["averageReward"] == pytest.approx(native["ips"]["value"], abs=1e-12)
+        assert numerator / total["snipsEstimatorDenominator"] == pytest.approx(
+            native["snips"]["value"], abs=1e-12)
+        assert result.get("insufficientData", False) == native.get("insufficient_data", False)
+        checked += 1
+    assert checked == 2 and len(events) == 120
+    assert not np.allclose(weights["Random"], 1.0)  # the random policy's weights vary
+    listed = httpx.get(f"{v1}/evaluations", headers=key).json()
+    assert [e["policyResults"] for e in listed] == [done["policyResults"]]
+    assert httpx.delete(f"{v1}/evaluations/{evaluation_id}", headers=key).status_code == 204
+    assert httpx.get(f"{v1}/evaluations", headers=key).json() == []
+
+
+def test_a_bad_v1_evaluation_is_refused_in_personalizers_shape(loop: Loop) -> None:
+    v1, key = f"{loop.endpoint}/personalizer/v1.0", {"Ocp-Apim-Subscription-Key": loop.key}
+    now = datetime.now(UTC)
+    for body, field in (({"name": "x", "startTime": now.isoformat(),
+                          "endTime": (now - timedelta(hours=1)).isoformat()}, "endTime"),
+                        ({"name": "x", "startTime": now.isoformat(),
+                          "endTime": now.isoformat(), "bogus": 1}, "bogus")):
+        r = httpx.post(f"{v1}/evaluations", headers=key, json=body)
+        assert 400 <= r.status_code < 500 and field in r.json()["error"]["message"], r.text
+    assert httpx.get(f"{v1}/evaluations", headers=key).json() == []
+
+
 #: The simulated world: a user of each segment likes one kind of item; the reward is
 #: Bernoulli(0.8) for the liked action and Bernoulli(0.2) for the others.
 SEGMENTS = {"student": "music", "parent": "news", "fan": "sports"}

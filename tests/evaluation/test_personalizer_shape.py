@@ -1,11 +1,13 @@
 """The choices made on a Personalizer evaluation's results (:mod:`app.evaluation.personalizer`):
-the reported ``optimalPolicy`` and auto-optimization's switch rule."""
+the reported ``optimalPolicy`` and auto-optimization's switch rule; the v1.0 windows."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from app.evaluation.personalizer import optimal_policy, switch_to
+import pytest
+
+from app.evaluation.personalizer import optimal_policy, policy_results, switch_to, window
 
 
 def _entry(name: str, source: str, low: float, high: float,
@@ -34,3 +36,34 @@ def test_a_flagged_estimate_counts_with_its_widened_interval() -> None:
     assert optimal_policy([online, flagged]) is None  # no point estimate to report
     plain = _entry("exploration-0.2", "OfflineExperimentation", 0.3, 0.6)
     assert optimal_policy([online, flagged, plain]) == "exploration-0.2"
+
+
+def test_a_windows_confidence_interval_is_personalizers_gaussian_half_width() -> None:
+    """Personalizer v1.1-preview.1's ``Evaluations_Get`` example gives, with its sums, the
+    ``confidenceInterval`` and ``averageReward`` :func:`window` computes (the example's
+    printed digits: 8 significant, so rel 1e-6)."""
+    for (n, numerator, squares), (half, average) in (
+            ((196, 2.2, 2.424), (0.015529361, 0.01122449)),
+            ((1906, 22.2, 2.484), (0.0015344538, 0.011647429))):
+        result = {"n": n, "totals": {"sum_wr": numerator, "sum_w": 1.0,
+                                     "sum_wr_squared": squares, "nonzero_weights": 68}}
+        got = window(result, "t", "PT0S")
+        assert got["confidenceInterval"] == pytest.approx(half, rel=1e-6)
+        assert got["averageReward"] == pytest.approx(average, rel=1e-6)
+    one = window({"n": 1, "totals": {"sum_wr": 1.0, "sum_w": 1.0, "sum_wr_squared": 1.0,
+                                     "nonzero_weights": 1}}, "t", "PT0S")
+    assert one["confidenceInterval"] is None  # no spread from one event
+
+
+def test_a_flagged_policy_keeps_its_flags_and_reason_in_policy_results() -> None:
+    totals = {"sum_wr": 3.0, "sum_w": 9.0, "sum_wr_squared": 5.0, "nonzero_weights": 4}
+    flagged = {"n": 10, "totals": totals, "insufficient_data": True,
+               "calibration_unreliable": True, "reason": "why", "correction": {"reward": "f"}}
+    record = {"startTime": "s", "endTime": "e", "content": {"value": [
+        {"name": "x", "arguments": "", "policySource": "Custom", "noisyloop": flagged}]}}
+    (entry,) = policy_results(record, "PT1H")
+    assert (entry["insufficientData"], entry["calibrationUnreliable"], entry["reason"]) == (
+        True, True, "why")
+    assert entry["summary"] == [{**entry["totalSummary"], "timeStamp": "s"}]
+    assert entry["totalSummary"]["snipsEstimatorDenominator"] == 9.0
+    assert entry["totalSummary"]["aggregateTimeWindow"] == "PT1H"

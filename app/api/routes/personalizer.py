@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -60,7 +61,7 @@ from app.api.personalizer import (
     parse,
     rank_response,
 )
-from app.api.personalizer_config import configured, service_configuration
+from app.api.personalizer_config import configured, format_duration, service_configuration
 from app.api.personalizer_evaluation import EvaluationBody
 from app.api.personalizer_importance import ImportanceRequest, create_report, record_names
 from app.api.personalizer_policy import (
@@ -82,6 +83,7 @@ from app.api.ranking import model_slots, rank_input
 from app.api.responses import OrjsonResponse
 from app.api.schemas.models import SnapshotImportRequest, SnapshotResponse
 from app.api.versions import reconfigure
+from app.evaluation.personalizer import policy_results
 from app.fields import NamedFeatures
 from app.learners.base import CandidateRanker, Learner, ParamError
 from app.learners.build import build_learner
@@ -520,6 +522,24 @@ async def create_evaluation(request: Request, model_id: str, evaluation_id: str)
     return Response(status_code=200)
 
 
+async def create_evaluation_v1(request: Request, model_id: str) -> Response:
+    """Create evaluation as Personalizer v1.0 does: ``POST evaluations``, the search asked as
+    ``enableOfflineExperimentation``, the id made here; 201 with the evaluation."""
+    view = await _view(request, model_id)
+    raw = await _json(request)
+    if isinstance(raw, dict) and "enablePolicyOptimization" not in raw \
+            and "enableOfflineExperimentation" in raw:
+        raw = {("enablePolicyOptimization" if k == "enableOfflineExperimentation" else k): v
+               for k, v in raw.items()}
+    body = cast(EvaluationBody, parse(EvaluationBody, raw))
+    evaluation_id = str(uuid.uuid4())
+    await personalizer_evaluation.create(await get_context(request), view, evaluation_id,
+                                         body)
+    found = _shaped(await _evaluation(request, view, evaluation_id))
+    return OrjsonResponse(found, status_code=201,
+                          headers={"Location": f"{request.url.path}/{evaluation_id}"})
+
+
 async def _evaluation(request: Request, view: ModelView, evaluation_id: str) -> dict[str, Any]:
     found = await personalizer_evaluation.answer(await get_context(request), view,
                                                  evaluation_id)
@@ -528,19 +548,39 @@ async def _evaluation(request: Request, view: ModelView, evaluation_id: str) -> 
     return found
 
 
+def _shaped(record: dict[str, Any]) -> dict[str, Any]:
+    """An evaluation with, once it has results, Personalizer v1.0's ``policyResults`` beside
+    ``content`` (one window: the evaluation's range)."""
+    if "content" not in record:
+        return record
+    span = (datetime.fromisoformat(record["endTime"])
+            - datetime.fromisoformat(record["startTime"])).total_seconds()
+    return {**record, "policyResults": policy_results(record, format_duration(span))}
+
+
 async def get_evaluation(request: Request, model_id: str, evaluation_id: str) -> Response:
     """Get evaluation: its status and, once done, each policy's result."""
     view = await _view(request, model_id)
-    return OrjsonResponse(await _evaluation(request, view, evaluation_id))
+    return OrjsonResponse(_shaped(await _evaluation(request, view, evaluation_id)))
 
 
-async def list_evaluations(request: Request, model_id: str) -> Response:
-    """List evaluations: each one's status and results, oldest first (``skip``, ``top``)."""
+async def _evaluations(request: Request, model_id: str) -> list[dict[str, Any]]:
+    """The loop's evaluations (:func:`_shaped`), oldest first."""
     ctx = await get_context(request)
     view = await _view(request, model_id)
     found = [await personalizer_evaluation.answer(ctx, view, record["id"])
              for record in await ctx.store.named_evaluations.all(view.keys)]
-    return _listed(request, [e for e in found if e is not None])
+    return [_shaped(e) for e in found if e is not None]
+
+
+async def list_evaluations(request: Request, model_id: str) -> Response:
+    """List evaluations: each one's status and results, oldest first (``skip``, ``top``)."""
+    return _listed(request, await _evaluations(request, model_id))
+
+
+async def list_evaluations_v1(request: Request, model_id: str) -> Response:
+    """List evaluations as Personalizer v1.0 answers it: a bare array, oldest first."""
+    return OrjsonResponse(await _evaluations(request, model_id))
 
 
 async def delete_evaluation(request: Request, model_id: str, evaluation_id: str) -> Response:
@@ -626,13 +666,17 @@ router.add_api_route(_IMPORTANCE, _personalizer_errors(delete_feature_importance
                      methods=["DELETE"], status_code=204)
 router.add_api_route(f"{PREFIXES[0]}/featureImportances",
                      _personalizer_errors(list_feature_importances), methods=["GET"])
-_EVALUATION = f"{PREFIXES[0]}/evaluations/{{evaluation_id}}"
-router.add_api_route(_EVALUATION, _personalizer_errors(create_evaluation), methods=["PUT"])
-router.add_api_route(_EVALUATION, _personalizer_errors(get_evaluation), methods=["GET"])
-router.add_api_route(_EVALUATION, _personalizer_errors(delete_evaluation), methods=["DELETE"],
-                     status_code=204)
-router.add_api_route(f"{PREFIXES[0]}/evaluations", _personalizer_errors(list_evaluations),
-                     methods=["GET"])
+router.add_api_route(f"{PREFIXES[0]}/evaluations/{{evaluation_id}}",
+                     _personalizer_errors(create_evaluation), methods=["PUT"])
+router.add_api_route(f"{PREFIXES[1]}/evaluations", _personalizer_errors(create_evaluation_v1),
+                     methods=["POST"], status_code=201)
+for _prefix, _list in zip(PREFIXES, (list_evaluations, list_evaluations_v1), strict=True):
+    _EVALUATION = f"{_prefix}/evaluations/{{evaluation_id}}"
+    router.add_api_route(_EVALUATION, _personalizer_errors(get_evaluation), methods=["GET"])
+    router.add_api_route(_EVALUATION, _personalizer_errors(delete_evaluation),
+                         methods=["DELETE"], status_code=204)
+    router.add_api_route(f"{_prefix}/evaluations", _personalizer_errors(_list),
+                         methods=["GET"])
 router.add_api_route(f"{PREFIXES[0]}/configurations/applyFromEvaluation",
                      _personalizer_errors(apply_from_evaluation), methods=["POST"],
                      status_code=204)
