@@ -535,7 +535,7 @@ async def create_evaluation_v1(request: Request, model_id: str) -> Response:
     evaluation_id = str(uuid.uuid4())
     await personalizer_evaluation.create(await get_context(request), view, evaluation_id,
                                          body)
-    found = _shaped(await _evaluation(request, view, evaluation_id))
+    found = _v1(_shaped(await _evaluation(request, view, evaluation_id)))
     return OrjsonResponse(found, status_code=201,
                           headers={"Location": f"{request.url.path}/{evaluation_id}"})
 
@@ -558,10 +558,28 @@ def _shaped(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "policyResults": policy_results(record, format_duration(span))}
 
 
+#: An evaluation's ``status`` as Personalizer v1.0 spells it (its later API's on the left).
+V1_STATUS = {"Succeeded": "completed", "Running": "pending", "Failed": "failed",
+             "NotSubmitted": "notSubmitted", "Timeout": "timeout",
+             "OptimalPolicyApplied": "optimalPolicyApplied",
+             "OnlinePolicyRetained": "onlinePolicyRetained"}
+
+
+def _v1(record: dict[str, Any]) -> dict[str, Any]:
+    """An evaluation answered on a v1.0 route: its status in v1.0's spelling."""
+    return {**record, "status": V1_STATUS.get(record["status"], record["status"])}
+
+
 async def get_evaluation(request: Request, model_id: str, evaluation_id: str) -> Response:
     """Get evaluation: its status and, once done, each policy's result."""
     view = await _view(request, model_id)
     return OrjsonResponse(_shaped(await _evaluation(request, view, evaluation_id)))
+
+
+async def get_evaluation_v1(request: Request, model_id: str, evaluation_id: str) -> Response:
+    """Get evaluation as Personalizer v1.0 answers it (:func:`_v1`)."""
+    view = await _view(request, model_id)
+    return OrjsonResponse(_v1(_shaped(await _evaluation(request, view, evaluation_id))))
 
 
 async def _evaluations(request: Request, model_id: str) -> list[dict[str, Any]]:
@@ -579,8 +597,9 @@ async def list_evaluations(request: Request, model_id: str) -> Response:
 
 
 async def list_evaluations_v1(request: Request, model_id: str) -> Response:
-    """List evaluations as Personalizer v1.0 answers it: a bare array, oldest first."""
-    return OrjsonResponse(await _evaluations(request, model_id))
+    """List evaluations as Personalizer v1.0 answers it: a bare array, oldest first, each
+    as :func:`get_evaluation_v1` answers it."""
+    return OrjsonResponse([_v1(e) for e in await _evaluations(request, model_id)])
 
 
 async def delete_evaluation(request: Request, model_id: str, evaluation_id: str) -> Response:
@@ -670,9 +689,10 @@ router.add_api_route(f"{PREFIXES[0]}/evaluations/{{evaluation_id}}",
                      _personalizer_errors(create_evaluation), methods=["PUT"])
 router.add_api_route(f"{PREFIXES[1]}/evaluations", _personalizer_errors(create_evaluation_v1),
                      methods=["POST"], status_code=201)
-for _prefix, _list in zip(PREFIXES, (list_evaluations, list_evaluations_v1), strict=True):
+for _prefix, _get, _list in zip(PREFIXES, (get_evaluation, get_evaluation_v1),
+                                (list_evaluations, list_evaluations_v1), strict=True):
     _EVALUATION = f"{_prefix}/evaluations/{{evaluation_id}}"
-    router.add_api_route(_EVALUATION, _personalizer_errors(get_evaluation), methods=["GET"])
+    router.add_api_route(_EVALUATION, _personalizer_errors(_get), methods=["GET"])
     router.add_api_route(_EVALUATION, _personalizer_errors(delete_evaluation),
                          methods=["DELETE"], status_code=204)
     router.add_api_route(f"{_prefix}/evaluations", _personalizer_errors(_list),
