@@ -8,6 +8,7 @@ from typing import Any, cast
 from app.api import decisionlog
 from app.api.context import ApiContext
 from app.api.errors import ApiError, from_param_error
+from app.api.evaluable import CONFIGURATION, configuration_refusal, evaluation_policies
 from app.api.modelops import MAX_STATE_BYTES
 from app.api.schemas.evaluations import EvaluationRequest, PolicyConfig
 from app.api.tenantlimits import check_evaluation_size, queued_limit_reached
@@ -15,32 +16,37 @@ from app.evaluation.policies import policy_kind
 from app.evaluation.shapes import ConfigShape
 from app.evaluation.training import check_config
 from app.learners.base import ParamError
+from app.learners.config import ModelConfig
 from app.learners.proxy import check_noise_rates
 from app.store.evaluations import TooManyQueued
 from app.store.models import ModelView
 from app.tasks import TASKS, get_task
 
 
-def check_supported(task: str, policy: object) -> None:
-    """422 ``evaluation_unsupported`` naming what the task's evaluations support when they do
-    not take ``policy`` (before anything is queued)."""
-    supported = get_task(task).evaluation_policies
-    if not supported:
+def check_supported(config: ModelConfig, policy: object) -> None:
+    """422 ``evaluation_unsupported`` naming what the model's evaluations support
+    (:func:`~app.api.evaluable.evaluation_policies`) when they do not take ``policy``
+    (before anything is queued)."""
+    task = config.task
+    if not get_task(task).evaluation_policies:
         evaluated = sorted(name for name, spec in TASKS.items() if spec.evaluation_policies)
         raise ApiError(422, "evaluation_unsupported", f"the service evaluates the decision logs "
                        f"of {' and '.join(evaluated)} models, not of {task} models", "policy")
-    if policy_kind(policy) not in supported:
+    supported = evaluation_policies(config)
+    kind = policy_kind(policy)
+    if kind not in supported:
         shown = policy if isinstance(policy, str) else "a configuration"
+        why = configuration_refusal(config) if kind == CONFIGURATION else None
         raise ApiError(422, "evaluation_unsupported", f"a {task} model's decision log is "
-                       f"evaluated for the policies {', '.join(supported)}; not {shown}",
-                       "policy")
+                       f"evaluated for the policies {', '.join(supported)}; not {shown}"
+                       + (f": {why}" if why else ""), "policy")
 
 
 async def queue_policy_evaluation(ctx: ApiContext, view: ModelView,
                                   body: EvaluationRequest) -> str:
     """Check ``body`` against the model and its tenant's limits (4xx naming the field) and
     queue it; its job id."""
-    check_supported(view.config.task, body.policy)
+    check_supported(view.config, body.policy)
     check_evaluation_size(ctx, view.tenant, view.config)
     if isinstance(body.policy, str) and body.policy.startswith("fixed:") and \
             get_task(view.config.task).needs_classes and not (

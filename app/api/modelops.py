@@ -17,6 +17,7 @@ from app.api.configchange import change_config
 from app.api.context import ApiContext
 from app.api.drift import drift_response
 from app.api.errors import ApiError, from_param_error, unknown_model
+from app.api.evaluable import evaluation_policies
 from app.api.presets import preset_params
 from app.api.schemas.models import (
     ArrayPayload,
@@ -230,7 +231,7 @@ def model_response(record: ModelRecord) -> ModelResponse:
         apprentice=(ApprenticeReport(**report(record.apprentice))
                     if in_apprentice_mode(c) or record.apprentice else None),
         versions=VersionsConfig(**asdict(VersionPolicy.of(c))),
-        evaluation_policies=list(get_task(c.task).evaluation_policies),
+        evaluation_policies=list(evaluation_policies(c)),
         drift=drift_response(c, record.drift))
 
 

@@ -32,7 +32,7 @@ import re
 from typing import Any
 
 from app.api.errors import ApiError
-from app.api.personalizer_evaluation import not_replayed
+from app.api.evaluable import configuration_refusal
 from app.learners.config import ModelConfig
 from app.tasks import get_task
 
@@ -168,7 +168,7 @@ def configured(config: ModelConfig, body: Any, log_max_age: float) -> ModelConfi
             if not isinstance(value, bool):
                 raise ApiError(422, "invalid_configuration", f"{name} must be true or false",
                                name)
-            why = not_replayed(config) or (
+            why = configuration_refusal(config) or (
                 None if _exploration_param(config) else "its learner has no exploration "
                 "share to search")
             if value and why is not None:

@@ -38,10 +38,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.context import ApiContext
 from app.api.errors import ApiError
+from app.api.evaluable import configuration_refusal
 from app.api.evaluating import queue_policy_evaluation
 from app.api.personalizer_importance import ImportanceRequest
 from app.api.personalizer_policy import parse_policy, policy_view, with_policy
-from app.api.ranking import model_slots
 from app.api.schemas.evaluations import EvaluationRequest, PolicyConfig
 from app.evaluation.personalizer import (
     POLICIES,
@@ -71,17 +71,6 @@ class EvaluationBody(ImportanceRequest):
     enablePolicyOptimization: bool = False
 
 
-def not_replayed(config: ModelConfig) -> str | None:
-    """Why other learning settings cannot be replayed on the log of the model of ``config``
-    (None: they can): a replay ranks logged candidates into a single slot."""
-    if not config.learner_class.ranks_candidates:
-        return "its learner does not rank candidates"
-    if model_slots(config) > 1:
-        return f"settings are replayed on single-slot loops, this one fills " \
-               f"{model_slots(config)} slots"
-    return None
-
-
 def custom_policy(config: ModelConfig, settings: LearningSettings, at: int
                   ) -> dict[str, Any]:
     """The learner configuration of one listed learning setting (422 naming
@@ -95,10 +84,11 @@ def custom_policy(config: ModelConfig, settings: LearningSettings, at: int
     return {"algorithm": evaluated.algorithm, "params": evaluated.params}
 
 
-def other(name: str, source: str, config: dict[str, Any]) -> dict[str, Any]:
-    """A policy other than the online and the random one, as its evaluation keeps it."""
-    return {"name": name, "source": source, "config": config,
-            "arguments": orjson.dumps(config).decode()}
+def other(name: str, source: str, learner: dict[str, Any]) -> dict[str, Any]:
+    """A policy other than the online and the random one (its ``learner`` configuration),
+    as its evaluation keeps it."""
+    return {"name": name, "source": source, "config": learner,
+            "arguments": orjson.dumps(learner).decode()}
 
 
 async def create(ctx: ApiContext, view: ModelView, evaluation_id: str,
@@ -108,9 +98,9 @@ async def create(ctx: ApiContext, view: ModelView, evaluation_id: str,
         other(s.name, "Custom", custom_policy(view.config, s, i))
         for i, s in enumerate(body.policies)]
     if body.enablePolicyOptimization:
-        others += [other(name, "OfflineExperimentation", config)
-                   for name, config in optimization_set(view.config)]
-    why = not_replayed(view.config)
+        others += [other(name, "OfflineExperimentation", learner)
+                   for name, learner in optimization_set(view.config)]
+    why = configuration_refusal(view.config)
     if others and why is not None:
         raise ApiError(422, "unsupported_configuration", f"other learning settings are not "
                        f"evaluated on this loop: {why}", "policies"

@@ -403,3 +403,26 @@ def test_a_configuration_on_few_effective_events_is_flagged_and_says_its_rates(
     assert (done["rates"], done["calibration_unreliable"]) == ("model", True), done
     assert done["reason"].startswith("noise_rates_unreliable; "), done
     assert done["split"]["evaluate"]["events"] == 75
+
+
+def test_a_configuration_is_evaluated_on_rank_logs_that_hold_every_candidate(
+        client: TestClient, tenant: dict[str, str]) -> None:
+    """A rank model's configuration is replayed on its log, which needs one slot and every
+    candidate's features logged: a `personalizer` loop offers it; a plain one-slot rank
+    model (candidates not logged) and a two-slot one refuse it, saying why."""
+    from tests.api.test_rank import new_ranker
+
+    loop = client.post("/v1/models", headers=tenant, json={
+        "model_id": "loop", "preset": "personalizer"})
+    assert loop.status_code == 201, loop.text
+    assert loop.json()["evaluation_policies"] == ["uniform", "logging", "configuration"]
+    for model_id, slots, why in (("one", 1, "do not log every candidate's features"),
+                                 ("two", 2, "single-slot models, this one fills 2 slots")):
+        model = new_ranker(client, tenant, model_id, slots=slots)
+        assert model["evaluation_policies"] == ["uniform", "logging"]
+        r = client.post(f"/v1/models/{model_id}/evaluations", headers=tenant,
+                        json={"policy": {"algorithm": model["algorithm"]}})
+        assert r.status_code == 422, r.text
+        assert (r.json()["error"]["field"], r.json()["error"]["code"]) == (
+            "policy", "evaluation_unsupported")
+        assert why in r.json()["error"]["message"], r.text
