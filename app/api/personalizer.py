@@ -229,19 +229,10 @@ def error_response(exc: ApiError) -> OrjsonResponse:
                           headers=exc.headers)
 
 
-#: The Personalizer calls not served yet, by the first part of their path (none now: every
-#: call of both SDKs has a route; a path of none is a 404).
-NOT_SUPPORTED: dict[str, str] = {}
-
-
-def not_supported(path: str) -> ApiError:
-    """The 501 of a Personalizer call noisyloop does not serve yet, naming it."""
+def unknown_call(path: str) -> ApiError:
+    """The 404 of a path under ``.../personalizer`` that names no Personalizer call (every
+    call of both SDKs has its own route)."""
     parts = [p for p in path.split("/") if p]
     if parts[:1] == ["v1.0"]:
         parts = parts[1:]
-    what = NOT_SUPPORTED.get(parts[0] if parts else "")
-    message = (f"noisyloop does not support Personalizer's {what} yet" if what else
-               f"no Personalizer call at {'/'.join(parts)!r}: noisyloop serves rank, "
-               "events/{eventId}/reward, events/{eventId}/activate, their multislot/ "
-               "forms and configurations/service")
-    return ApiError(501 if what else 404, "not_supported" if what else "not_found", message)
+    return ApiError(404, "not_found", f"no Personalizer call at {'/'.join(parts)!r}")

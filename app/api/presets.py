@@ -74,7 +74,6 @@ def preset_params(name: str | None, exploration_param: str | None) -> dict[str, 
     return {exploration_param: preset.exploration}
 
 
-
 def logs_candidates(name: str | None) -> bool:
     """Whether a model of preset ``name`` logs every candidate's features with each ranking
     (:class:`Preset`)."""

@@ -516,6 +516,12 @@ def test_a_model_exported_reset_and_imported_is_the_model_exported(loop: Loop) -
     with pytest.raises(HttpResponseError, match="state") as raised:
         admin.import_model(io.BytesIO(b'{"state": {}}'))
     assert raised.value.status_code == 400
+    with pytest.raises(HttpResponseError) as raised:  # signed exports: refused, named
+        b"".join(admin.export_model(signed=True))
+    assert raised.value.status_code == 400
+    r = httpx.get(f"{loop.endpoint}/personalizer/model", params={"signed": "true"},
+                  headers={"Ocp-Apim-Subscription-Key": loop.key})
+    assert (r.status_code, r.json()["error"]["target"]) == (400, "signed"), r.text
 
 
 def test_log_properties_give_the_decision_logs_time_range_and_delete_clears_it(

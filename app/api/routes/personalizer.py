@@ -57,9 +57,9 @@ from app.api.personalizer import (
     decision_request,
     error_response,
     explanation,
-    not_supported,
     parse,
     rank_response,
+    unknown_call,
 )
 from app.api.personalizer_config import configured, format_duration, service_configuration
 from app.api.personalizer_evaluation import EvaluationBody
@@ -620,10 +620,10 @@ async def apply_from_evaluation(request: Request, model_id: str) -> Response:
     return Response(status_code=204)
 
 
-async def unsupported_call(request: Request, model_id: str, rest: str) -> Response:
-    """A Personalizer call noisyloop does not serve yet (named in the answer)."""
+async def no_such_call(request: Request, model_id: str, rest: str) -> Response:
+    """A path that names no Personalizer call (404 naming it)."""
     await _view(request, model_id)
-    raise not_supported(rest)
+    raise unknown_call(rest)
 
 
 def _personalizer_errors(handler: Any) -> Any:
@@ -701,5 +701,5 @@ router.add_api_route(f"{PREFIXES[0]}/configurations/applyFromEvaluation",
                      _personalizer_errors(apply_from_evaluation), methods=["POST"],
                      status_code=204)
 router.add_api_route("/{model_id}/personalizer/{rest:path}",
-                     _personalizer_errors(unsupported_call),
+                     _personalizer_errors(no_such_call),
                      methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
