@@ -36,6 +36,7 @@ import orjson
 from app.evaluation.personalizer import (
     POLICIES,
     optimization_set,
+    other_policy,
     policies,
     succeeded,
     switch_to,
@@ -96,12 +97,11 @@ async def start(ctx: WorkerContext, mk: ModelKeys, config: ModelConfig, since: d
               "until_ms": int(until.timestamp() * 1000), "bootstrap": BOOTSTRAP}
     jobs = {source: await ctx.store.evaluations.queue(mk, {"policy": policy, **window})
             for policy, _, source in POLICIES}
-    others = []
-    for i, (name, setting) in enumerate(optimization_set(config)):
-        key = f"policy-{i}"
-        jobs[key] = await ctx.store.evaluations.queue(mk, {"policy": setting, **window})
-        others.append({"name": name, "source": "OfflineExperimentation", "config": setting,
-                       "arguments": orjson.dumps(setting).decode(), "job": key})
+    others = [other_policy(i, name, "OfflineExperimentation", setting)
+              for i, (name, setting) in enumerate(optimization_set(config))]
+    for one in others:
+        jobs[one["job"]] = await ctx.store.evaluations.queue(mk, {"policy": one["config"],
+                                                                   **window})
     evaluation_id = f"auto-{until.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
     record = {"id": evaluation_id, "name": "auto-optimization", "description": "",
               "startTime": since.isoformat(), "endTime": until.isoformat(),

@@ -33,7 +33,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.context import ApiContext
@@ -46,6 +45,7 @@ from app.api.schemas.evaluations import EvaluationRequest, PolicyConfig
 from app.evaluation.personalizer import (
     POLICIES,
     optimization_set,
+    other_policy,
     policies,
     succeeded,
 )
@@ -84,22 +84,15 @@ def custom_policy(config: ModelConfig, settings: LearningSettings, at: int
     return {"algorithm": evaluated.algorithm, "params": evaluated.params}
 
 
-def other(name: str, source: str, learner: dict[str, Any]) -> dict[str, Any]:
-    """A policy other than the online and the random one (its ``learner`` configuration),
-    as its evaluation keeps it."""
-    return {"name": name, "source": source, "config": learner,
-            "arguments": orjson.dumps(learner).decode()}
-
-
 async def create(ctx: ApiContext, view: ModelView, evaluation_id: str,
                  body: EvaluationBody) -> None:
     """Queue the evaluations (module docstring) and keep them under ``evaluation_id``."""
-    others: list[dict[str, Any]] = [
-        other(s.name, "Custom", custom_policy(view.config, s, i))
-        for i, s in enumerate(body.policies)]
+    listed = [(s.name, "Custom", custom_policy(view.config, s, i))
+              for i, s in enumerate(body.policies)]
     if body.enablePolicyOptimization:
-        others += [other(name, "OfflineExperimentation", learner)
-                   for name, learner in optimization_set(view.config)]
+        listed += [(name, "OfflineExperimentation", setting)
+                   for name, setting in optimization_set(view.config)]
+    others = [other_policy(i, *one) for i, one in enumerate(listed)]
     why = configuration_refusal(view.config)
     if others and why is not None:
         raise ApiError(422, "unsupported_configuration", f"other learning settings are not "
@@ -124,8 +117,7 @@ async def create(ctx: ApiContext, view: ModelView, evaluation_id: str,
     for policy, _, source in POLICIES:
         jobs[source] = await queue_policy_evaluation(
             ctx, view, EvaluationRequest(policy=policy, since=since, until=until))
-    for i, one in enumerate(others):
-        one["job"] = f"policy-{i}"
+    for one in others:
         jobs[one["job"]] = await queue_policy_evaluation(ctx, view, EvaluationRequest(
             policy=PolicyConfig(**one["config"]), since=since, until=until))
     record = {"id": evaluation_id, "name": body.name, "description": body.description or "",

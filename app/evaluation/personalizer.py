@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import orjson
+
 from app.learners.config import ModelConfig
 
 #: noisyloop's policy, Personalizer's name and source of each policy always evaluated.
@@ -36,6 +38,14 @@ def optimization_set(config: ModelConfig) -> list[tuple[str, dict[str, Any]]]:
     return [(f"exploration-{share:g}", {"algorithm": config.algorithm,
                                          "params": {**config.params, param: share}})
             for share in OPTIMIZATION_EXPLORATION]
+
+
+def other_policy(at: int, name: str, source: str, setting: dict[str, Any]) -> dict[str, Any]:
+    """The ``at``-th policy other than the online and the random one (``setting`` its learner
+    configuration, ``source`` one of :data:`OTHER_SOURCES`), as an evaluation's record keeps
+    it: with its ``arguments`` as answered and the key of its job."""
+    return {"name": name, "source": source, "config": setting,
+            "arguments": orjson.dumps(setting).decode(), "job": f"policy-{at}"}
 
 
 def entry(name: str, source: str, arguments: str, result: dict[str, Any],
