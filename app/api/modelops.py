@@ -65,7 +65,7 @@ def validated_config(body: ModelCreateRequest) -> ModelConfig:
     """The config to store: defaults filled in, learner built once to validate (422 naming
     the field otherwise)."""
     spec = get_task(body.task)
-    algorithm = body.algorithm or algorithms(body.task)[0]
+    algorithm = algorithms(body.task)[0] if body.algorithm is None else body.algorithm
     try:
         cls = learner_class(body.task, algorithm)
     except ParamError as exc:

@@ -33,6 +33,7 @@ def test_create_model_fills_defaults(client: TestClient, tenant: dict[str, str])
 @pytest.mark.parametrize(("patch", "field"), [
     ({"task": "nope"}, "task"),
     ({"algorithm": "mc_dbf"}, "algorithm"),
+    ({"algorithm": ""}, "algorithm"),
     ({"params": {"uniform_share": 2.0}}, "params.uniform_share"),
     ({"algorithm": "rcine", "params": {"gamma": 2.0}}, "params.gamma"),
     ({"params": {"bogus": 1}}, "params.bogus"),
