@@ -97,6 +97,27 @@ async def test_take_feedback_many_joins_in_order_in_one_call(store: Store) -> No
     assert await store.events.take_feedback_many(MK, []) == []
 
 
+async def test_a_batch_longer_than_the_joins_read_chunk_keeps_every_status(
+        store: Store) -> None:
+    """The join reads a batch's contexts and deadlines in chunks of 1,000: statuses past the
+    first chunk, and a repeat of an event joined in another chunk, are as one at a time."""
+    logged = [(f"e{i}", {**CTX, "played": np.array(i % 3)}) for i in range(1500)]
+    await store.events.record_decisions(MK, logged[:1400], 60, 60)
+    await store.events.record_decisions(MK, logged[1400:], 60, 60, defer=True)
+    batch = [(eid, CLICK) for eid, _ in logged] + [("e5", CLICK), ("e1200", CLICK)]
+    outcomes = await store.events.take_feedback_many(MK, batch)
+    assert [o.status for o in outcomes] == (["ok"] * 1400 + ["not_activated"] * 100
+                                            + ["duplicate"] * 2)
+    [(_, fields)] = await stream_entries(store)
+    events, contexts, _ = unpack_entry(fields[b"n"], fields[b"L"],
+                                       [fields[b"e"], fields[b"c"], fields[b"f"]])
+    assert events == [eid.encode() for eid, _ in logged[:1400]]
+    assert [decode(c)["played"].item() for c in contexts] == [i % 3 for i in range(1400)]
+    assert await store.redis.zcard(MK.pending) == 0
+    again = await store.events.take_feedback_many(MK, [("e1399", CLICK), ("e1450", CLICK)])
+    assert [o.status for o in again] == ["duplicate", "not_activated"]
+
+
 async def test_expired_decision_refuses_feedback_and_ends_once(store: Store) -> None:
     await store.events.record_decisions(MK, [("e1", CTX), ("e2", CTX)], 1, 60)
     assert await expire(store, "e1") == "not_due"

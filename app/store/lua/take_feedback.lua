@@ -29,8 +29,27 @@ local t = tonumber(redis.call('TIME')[1])
 local a = tonumber(ARGV[2])
 local n = (#KEYS - 4 - a) / 2
 local most = tonumber(ARGV[2 * n + a + 3] or '0')
+-- What the joins read, in a few calls for the whole batch (chunks of at most CHUNK: Lua's
+-- unpack limit), not five per event: each redis.call costs Redis more than the command.
+local CHUNK = 1000
+local ctx_of, deadline_of, opened = {}, {}, 0
+for s = 1, n, CHUNK do
+  local e = math.min(s + CHUNK - 1, n)
+  local ids = {}
+  for i = s, e do
+    ids[#ids + 1] = ARGV[2 * i + 1]
+  end
+  local got = redis.call('MGET', unpack(KEYS, s + 4, e + 4))
+  local due = redis.call('ZMSCORE', KEYS[1], unpack(ids))
+  for i = s, e do
+    ctx_of[i], deadline_of[i] = got[i - s + 1], due[i - s + 1]
+  end
+  opened = opened + redis.call('EXISTS', unpack(KEYS, n + a + s + 4, n + a + e + 4))
+end
 local out = {}
 local accepted = 0
+-- the event ids joined by this call: a repeated id is a duplicate from its second occurrence
+local taken, done = {}, {}
 -- the entry being packed: its events' positions and columns
 local rows, eids, ctxs, fbs, elen, clen, flen = {}, {}, {}, {}, {}, {}, {}
 local function flush()
@@ -45,17 +64,19 @@ local function flush()
 end
 for i = 1, n do
   local key, eid = KEYS[i + 4], ARGV[2 * i + 1]
-  local ctx = redis.call('GET', key)
+  local ctx = ctx_of[i]
   local status, id = 'unknown', ''
-  if ctx == ARGV[1] or (ctx and redis.call('EXISTS', KEYS[n + a + i + 4]) == 1) then
+  if taken[eid] or ctx == ARGV[1]
+     or (ctx and opened > 0 and redis.call('EXISTS', KEYS[n + a + i + 4]) == 1) then
     status = 'duplicate'
   elseif ctx then
-    local deadline = redis.call('ZSCORE', KEYS[1], eid)
+    local deadline = deadline_of[i]
     if not deadline then
       status = 'not_activated'
     -- past the deadline: the sweeper owns it now ('unknown')
     elseif tonumber(deadline) >= t then
-      redis.call('ZREM', KEYS[1], eid)
+      taken[eid] = true
+      done[#done + 1] = eid
       redis.call('SET', key, ARGV[1], 'KEEPTTL')
       local fb = ARGV[2 * i + 2]
       status = 'ok'
@@ -85,6 +106,9 @@ for i = 1, n do
   if most > 0 and #rows >= most then
     flush()
   end
+end
+for s = 1, #done, CHUNK do
+  redis.call('ZREM', KEYS[1], unpack(done, s, math.min(s + CHUNK - 1, #done)))
 end
 if #rows > 0 then
   flush()
