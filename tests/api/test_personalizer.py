@@ -616,7 +616,7 @@ def test_inference_explanations_are_the_weights_times_the_features(loop: Loop) -
 #: fails by chance once in a thousand seeds.
 WIDEN_95_TO_999 = 3.2905 / 1.96
 #: Decisions an evaluation test logs.
-EVALUATED_EVENTS = 300
+EVALUATED_EVENTS = 600
 
 
 def test_an_evaluation_values_the_online_and_a_random_policy_on_the_log(
