@@ -764,9 +764,14 @@ def test_a_bad_v1_evaluation_is_refused_in_personalizers_shape(loop: Loop) -> No
     for body, field in (({"name": "x", "startTime": now.isoformat(),
                           "endTime": (now - timedelta(hours=1)).isoformat()}, "endTime"),
                         ({"name": "x", "startTime": now.isoformat(),
-                          "endTime": now.isoformat(), "bogus": 1}, "bogus")):
+                          "endTime": now.isoformat(), "bogus": 1}, "bogus"),
+                        ({"name": "x", "startTime": now.isoformat(), "endTime": now.isoformat(),
+                          "enableOfflineExperimentation": "maybe"},
+                         "enableOfflineExperimentation")):
         r = httpx.post(f"{v1}/evaluations", headers=key, json=body)
         assert 400 <= r.status_code < 500 and field in r.json()["error"]["message"], r.text
+        if field == "enableOfflineExperimentation":  # named as it was sent
+            assert "enablePolicyOptimization" not in r.text, r.text
     assert httpx.get(f"{v1}/evaluations", headers=key).json() == []
 
 

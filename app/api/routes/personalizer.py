@@ -527,11 +527,17 @@ async def create_evaluation_v1(request: Request, model_id: str) -> Response:
     ``enableOfflineExperimentation``, the id made here; 201 with the evaluation."""
     view = await _view(request, model_id)
     raw = await _json(request)
-    if isinstance(raw, dict) and "enablePolicyOptimization" not in raw \
-            and "enableOfflineExperimentation" in raw:
-        raw = {("enablePolicyOptimization" if k == "enableOfflineExperimentation" else k): v
-               for k, v in raw.items()}
-    body = cast(EvaluationBody, parse(EvaluationBody, raw))
+    v1_name, name = "enableOfflineExperimentation", "enablePolicyOptimization"
+    renamed = isinstance(raw, dict) and name not in raw and v1_name in raw
+    if renamed:
+        raw = {(name if k == v1_name else k): v for k, v in raw.items()}
+    try:
+        body = cast(EvaluationBody, parse(EvaluationBody, raw))
+    except ApiError as exc:  # named as the caller sent it
+        if renamed and exc.field == name:
+            exc.field = v1_name
+            exc.message = exc.message.replace(name, v1_name)
+        raise
     evaluation_id = str(uuid.uuid4())
     await personalizer_evaluation.create(await get_context(request), view, evaluation_id,
                                          body)
