@@ -23,7 +23,9 @@ out), in the worlds ``graded`` 0.2/0.45/0.7, ``best_half`` 0.5/0.35/0.2/0.05,
   margin's and ``explored_ridge``'s, among the explored plays; the margin's alone before the
   explored regression scores);
 * ``oracle_bottom``: the bottom set ranked by the true relevance of the played label (not
-  observable: the bound of any ranking).
+  observable: the bound of any ranking);
+* ``agree_0.05``, ``agree_0.04``: the service's rule with a smaller ``agree_tolerance`` (the
+  largest disagreement of the bottom anchor taken as agreeing; the service's is 0.065).
 
 Per world and seed range, out of 120 refreshes: ``published``, ``shown`` (the rates in use are
 a published estimate not withdrawn: :func:`~app.learners.noise_publish.shows_published`),
@@ -74,6 +76,8 @@ _DEFAULTS = inspect.signature(estimate_from_anchors).parameters
 TOP_FRACTION = float(_DEFAULTS["top_fraction"].default)
 RECENT = float(_DEFAULTS["recent_fraction"].default)
 Z = NormalDist().inv_cdf(0.95)
+#: The smaller ``agree_tolerance`` values measured beside the service's.
+AGREE_TOLERANCES = (0.05, 0.04)
 Z99 = NormalDist().inv_cdf(0.99)
 
 
@@ -137,6 +141,9 @@ def refresh(plays: Plays, t: int, n_classes: int) -> dict[str, AnchorEstimate | 
         out[name] = None if service.published and check(score, click) > 0.0 else service
     for name, ranking in bottom_scores(plays, t, n_classes).items():
         out[name] = estimate_from_anchors(prob, score, click, n_classes, bottom_score=ranking)
+    for tolerance in AGREE_TOLERANCES:
+        out[f"agree_{tolerance}"] = estimate_from_anchors(prob, score, click, n_classes,
+                                                          agree_tolerance=tolerance)
     return out
 
 
