@@ -76,9 +76,9 @@ _DEFAULTS = inspect.signature(estimate_from_anchors).parameters
 TOP_FRACTION = float(_DEFAULTS["top_fraction"].default)
 RECENT = float(_DEFAULTS["recent_fraction"].default)
 Z = NormalDist().inv_cdf(0.95)
+Z99 = NormalDist().inv_cdf(0.99)
 #: The smaller ``agree_tolerance`` values measured beside the service's.
 AGREE_TOLERANCES = (0.05, 0.04)
-Z99 = NormalDist().inv_cdf(0.99)
 
 
 def nested_excess(score: np.ndarray, click: np.ndarray, z: float = Z) -> float:
