@@ -23,6 +23,7 @@
 -- in about 700 small reads and cost it 8x the CPU of the flat array
 -- (bench/bench_lua_reply.py).  A fixed stride lets the client take each
 -- field of the whole batch with one list slice.
+--! include lib_entry_events
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {0}
 end
@@ -45,14 +46,6 @@ end
 -- ARGV[3] counts events: a packed entry of n events counts n (taken whole, so a read
 -- may pass the count by less than one entry).
 local want = tonumber(ARGV[3])
-local function events_of(items)
-  for i = 1, #items, 2 do
-    if items[i] == 'n' then
-      return math.max(tonumber(items[i + 1]) or 1, 1)  -- a malformed n counts 1
-    end
-  end
-  return 1
-end
 local pending = redis.call('XPENDING', KEYS[2], ARGV[2], '-', '+', ARGV[3])
 if #pending > 0 then
   out[1] = 1
@@ -61,7 +54,7 @@ if #pending > 0 then
     local found = redis.call('XRANGE', KEYS[2], p[1], p[1])
     local items = (#found > 0) and found[1][2] or {}
     taken[#taken + 1] = {p[1], p[4] + 1, items}
-    got = got + events_of(items)
+    got = got + entry_events(items)
     if got >= want then
       break
     end
@@ -90,7 +83,7 @@ while got < want do
   end
   for _, entry in ipairs(new[1][2]) do
     add(entry[1], 1, entry[2])
-    got = got + events_of(entry[2])
+    got = got + entry_events(entry[2])
     entries = entries + 1
   end
   if #new[1][2] < ask then

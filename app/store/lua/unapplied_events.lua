@@ -8,6 +8,7 @@
 -- KEYS: 1 events, 2 snapshot
 -- ARGV: 1 most entries read
 -- Returns the number of events.
+--! include lib_entry_events
 local last = redis.call('HGET', KEYS[2], 'last_id')
 if not last or last == '' then
   last = '0-0'
@@ -15,14 +16,7 @@ end
 local entries = redis.call('XRANGE', KEYS[1], '(' .. last, '+', 'COUNT', ARGV[1])
 local total = 0
 for _, entry in ipairs(entries) do
-  local n, fields = 1, entry[2]
-  for i = 1, #fields, 2 do
-    if fields[i] == 'n' then
-      n = tonumber(fields[i + 1]) or 1
-      break
-    end
-  end
-  total = total + n
+  total = total + entry_events(entry[2])
 end
 if #entries > 0 and #entries == tonumber(ARGV[1]) then
   -- the rest: the stream's length less those read and the newest applied entry, which
