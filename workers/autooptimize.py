@@ -31,10 +31,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import orjson
-
 from app.evaluation.personalizer import (
     POLICIES,
+    evaluation_record,
     optimization_set,
     other_policy,
     policies,
@@ -103,12 +102,8 @@ async def start(ctx: WorkerContext, mk: ModelKeys, config: ModelConfig, since: d
         jobs[one["job"]] = await ctx.store.evaluations.queue(mk, {"policy": one["config"],
                                                                    **window})
     evaluation_id = f"auto-{until.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
-    record = {"id": evaluation_id, "name": "auto-optimization", "description": "",
-              "startTime": since.isoformat(), "endTime": until.isoformat(),
-              "creationTime": until.isoformat(), "evaluationType": "Auto",
-              "status": "Running", "jobs": jobs, "others": others,
-              "onlineArguments": orjson.dumps({"algorithm": config.algorithm,
-                                               "params": config.params}).decode()}
+    record = evaluation_record(evaluation_id, "auto-optimization", "", since, until, until,
+                               "Auto", jobs, others, config)
     if await ctx.store.named_evaluations.add(mk, evaluation_id, record) != "ok":
         logger.warning("auto-optimization of %s/%s: its evaluations are full; not run",
                        mk.tenant, mk.model)

@@ -40,10 +40,11 @@ from app.api.errors import ApiError
 from app.api.evaluable import configuration_refusal
 from app.api.evaluating import queue_policy_evaluation
 from app.api.personalizer_importance import ImportanceRequest
-from app.api.personalizer_policy import parse_policy, policy_view, with_policy
+from app.api.personalizer_policy import parse_policy, with_policy
 from app.api.schemas.evaluations import EvaluationRequest, PolicyConfig
 from app.evaluation.personalizer import (
     POLICIES,
+    evaluation_record,
     optimization_set,
     other_policy,
     policies,
@@ -120,11 +121,8 @@ async def create(ctx: ApiContext, view: ModelView, evaluation_id: str,
     for one in others:
         jobs[one["job"]] = await queue_policy_evaluation(ctx, view, EvaluationRequest(
             policy=PolicyConfig(**one["config"]), since=since, until=until))
-    record = {"id": evaluation_id, "name": body.name, "description": body.description or "",
-              "startTime": start.isoformat(), "endTime": end.isoformat(),
-              "creationTime": datetime.now(UTC).isoformat(), "evaluationType": "Manual",
-              "status": "Running", "jobs": jobs, "others": others,
-              "onlineArguments": policy_view(view.config)["arguments"]}
+    record = evaluation_record(evaluation_id, body.name, body.description or "", start, end,
+                               datetime.now(UTC), "Manual", jobs, others, view.config)
     stored = await ctx.store.named_evaluations.add(view.keys, evaluation_id, record)
     if stored == "exists":
         raise _exists(evaluation_id)

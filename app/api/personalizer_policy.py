@@ -31,6 +31,7 @@ import orjson
 
 from app.api.errors import ApiError
 from app.api.presets import preset_params
+from app.evaluation.personalizer import setting_arguments
 from app.learners.config import ModelConfig
 from app.learners.registry import algorithms, default_params
 
@@ -56,8 +57,7 @@ class Policy:
 
 def policy_view(config: ModelConfig) -> dict[str, Any]:
     """The model's policy in Personalizer's shape."""
-    arguments = {"algorithm": config.algorithm, "params": config.params}
-    return {"name": POLICY_NAME, "arguments": orjson.dumps(arguments).decode()}
+    return {"name": POLICY_NAME, "arguments": setting_arguments(config)}
 
 
 def _invalid(message: str, field_name: str = "arguments") -> ApiError:

@@ -9,6 +9,7 @@ and the worker's auto-optimization (:mod:`workers.autooptimize`).
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -38,6 +39,25 @@ def optimization_set(config: ModelConfig) -> list[tuple[str, dict[str, Any]]]:
     return [(f"exploration-{share:g}", {"algorithm": config.algorithm,
                                          "params": {**config.params, param: share}})
             for share in OPTIMIZATION_EXPLORATION]
+
+
+def setting_arguments(config: ModelConfig) -> str:
+    """The learning setting of ``config`` as Personalizer's ``arguments``: its algorithm and
+    params as JSON."""
+    return orjson.dumps({"algorithm": config.algorithm, "params": config.params}).decode()
+
+
+def evaluation_record(evaluation_id: str, name: str, description: str, start: datetime,
+                      end: datetime, created: datetime, kind: str, jobs: dict[str, str],
+                      others: list[dict[str, Any]], config: ModelConfig) -> dict[str, Any]:
+    """A running evaluation as it is kept (``kind`` its ``evaluationType``, ``Manual`` or
+    ``Auto``; ``jobs`` each policy's job by its key, ``others`` the policies of
+    :func:`other_policy`, ``config`` the loop's, whose setting is the online policy's)."""
+    return {"id": evaluation_id, "name": name, "description": description,
+            "startTime": start.isoformat(), "endTime": end.isoformat(),
+            "creationTime": created.isoformat(), "evaluationType": kind,
+            "status": "Running", "jobs": jobs, "others": others,
+            "onlineArguments": setting_arguments(config)}
 
 
 def other_policy(at: int, name: str, source: str, setting: dict[str, Any]) -> dict[str, Any]:
