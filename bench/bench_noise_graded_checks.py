@@ -132,7 +132,7 @@ def refresh(plays: Plays, t: int, n_classes: int) -> dict[str, AnchorEstimate | 
     """Every candidate's estimate at ``t`` plays (None: the service's, refused by the
     candidate's check)."""
     prob, score, click = plays.prob[:t], plays.score[:t], plays.click[:t]
-    service = anchor_estimate(prob, score, click, n_classes, {})
+    service = anchor_estimate(prob, score, click, n_classes, {}, one_right_label=True)
     out: dict[str, AnchorEstimate | None] = {"service": service}
     checks: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
         "nested_bands": nested_excess, "top_trend": trend_excess,

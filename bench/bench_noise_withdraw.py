@@ -44,7 +44,7 @@ def outcomes(world_name: str, seed: int) -> list[dict[str, Any]]:
     world = WORLDS[world_name]()
     plays = label_plays(world, PLAYS, RATES, seed)
     return [outcome(anchor_estimate(plays.prob[:t], plays.score[:t], plays.click[:t],
-                                    world.n_classes, {}))
+                                    world.n_classes, {}, one_right_label=True))
             for t in range(ANCHOR_EVERY, PLAYS + 1, ANCHOR_EVERY)]
 
 

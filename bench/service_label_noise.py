@@ -13,11 +13,14 @@ right plays over the events followed).  The intervals checked:
 * the champion's value interval (95%, the rates' error included) holds the share of right
   plays; a flagged answer (``calibration_unreliable``) counts as flagged, not as held.
 
-With ``--world graded|best_half|context_graded`` a default model (``linucb_diag``) learns
+The truth suite's stream states one right label per input (``PUT .../noise``).  With
+``--world graded|best_half|context_graded`` a default model (``linucb_diag``) learns
 20,000 events of that world of :mod:`app.sim.relevance` instead (clicks flipped at (0.1,
 0.2), batches of 500, a ``sync`` and the jobs role after each): the anchor
 assumption fails there, so the noise status must never be ``published``; each seed
-records the status after every batch.
+records the status after every batch.  At defaults nothing states one right label
+(reason ``one_right_label_unstated``); ``--one-right-label`` states it, wrongly, as an
+owner might, and measures what the anchor check alone sees.
 
 Usage::
 
@@ -98,9 +101,10 @@ WORLDS: dict[str, Callable[[], relevance.World]] = {
 WORLD_RATES, WORLD_EVENTS = (0.1, 0.2), 20_000
 
 
-def run_world(name: str, seed: int, url: str) -> dict[str, Any]:
-    """``WORLD_EVENTS`` events of world ``name`` to a default model; the noise status and
-    reason after every batch (the assumption fails: never ``published``)."""
+def run_world(name: str, seed: int, url: str, one_right_label: bool) -> dict[str, Any]:
+    """``WORLD_EVENTS`` events of world ``name`` to a default model (``one_right_label``:
+    stated so); the noise status and reason after every batch (the assumption fails: never
+    ``published``)."""
     with redis.Redis.from_url(url) as r:
         r.flushall()
     world = WORLDS[name]()
@@ -113,6 +117,9 @@ def run_world(name: str, seed: int, url: str) -> dict[str, Any]:
             "model_id": "m1", "task": "label", "n_features": world.n_features,
             "n_classes": world.n_classes, "seed": seed})
         assert r.status_code == 201, r.text
+        if one_right_label:
+            assert client.put("/v1/models/m1/noise", headers=tenant,
+                              json={"one_right_label": True}).status_code == 200
         for _ in range(WORLD_EVENTS // truth.BATCH):
             X = world.inputs(rng, truth.BATCH)
             preds = predict_all(client, tenant, X)
@@ -128,7 +135,8 @@ def run_world(name: str, seed: int, url: str) -> dict[str, Any]:
             noise = client.get("/v1/models/m1/noise", headers=tenant).json()
             statuses.append([noise["status"], noise["reason"]])
         stats = client.get("/v1/models/m1", headers=tenant).json()["stats"]
-    return {"world": name, "seed": seed, "statuses": statuses,
+    return {"world": name, "seed": seed, "one_right_label": one_right_label,
+            "statuses": statuses,
             "ever_published": any(s == "published" for s, _ in statuses),
             "calibration_unreliable": stats["calibration_unreliable"]}
 
@@ -153,6 +161,8 @@ def main() -> None:
     parser.add_argument("--world", choices=sorted(WORLDS), default=None,
                         help="a world the anchor assumption fails in (default: the truth "
                              "suite's stream)")
+    parser.add_argument("--one-right-label", action="store_true",
+                        help="--world: state one right label per input (default: unstated)")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -160,7 +170,7 @@ def main() -> None:
         try:
             for seed in seeds_of(args.seeds):
                 if args.world:
-                    rows.append(run_world(args.world, seed, server.url))
+                    rows.append(run_world(args.world, seed, server.url, args.one_right_label))
                     done = {"ever_published": sum(r["ever_published"] for r in rows)}
                 else:
                     rows.append(run_seed(seed, server.url))

@@ -102,6 +102,11 @@ MUTANTS = (
            "GET .../noise and every number calibrated by the rates: an estimate a later "
            "refresh refused for its assumptions still shown (and used) as reliable",
            (_test("test_no_graded_world_shows_rates_past_a_refusal_of_its_assumption"),)),
+    Mutant("publish without one right label stated", "app/learners/noise_anchor.py",
+           "if not one_right_label:", "if False:",
+           "GET .../noise of a ridge bandit at its defaults: rates published in a graded "
+           "world, where no rates fit, and every number they calibrate shown unflagged",
+           (_test("test_no_graded_world_is_published_for_a_model_at_its_defaults"),)),
     Mutant("learn every slot at slot 0's examination", "app/learners/rank.py",
            "alpha, beta = np.maximum(self._affine[0], self.theta_floor), self._affine[1]",
            "alpha, beta = np.maximum(np.full(self.slots, self._affine[0][0]), "

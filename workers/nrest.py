@@ -19,7 +19,8 @@ rates and learns from one click per played label.  The trainer keeps
 (:func:`~app.learners.noise_publish.anchor_estimate`) runs on the newest
 :data:`~app.learners.noise_publish.ANCHOR_BUFFER` plays in the process pool.
 Its rates replace the model's only when published (both intervals at most the
-model's ``max_width`` wide); an estimate refused because its assumptions fail or
+model's ``max_width`` wide, one right label per input stated by the learner's setting
+or the model's owner); an estimate refused because its assumptions fail or
 cannot be shown (:func:`~app.learners.noise_publish.withdraws`) withdraws the
 published one in force: its rates stay, flagged
 (:attr:`~app.store.noise.NoiseRecord.withdrawn`), until one is published again.
@@ -311,7 +312,9 @@ async def estimate_anchors(ctx: WorkerContext, ref: ModelRef, config: ModelConfi
            if config.logs_placements else
            functools.partial(anchor_estimate, prob, score, click, config.class_count,
                              config.params, max_width=settings.max_width,
-                             half_life=settings.half_life))
+                             half_life=settings.half_life,
+                             one_right_label=bool(config.one_right_label(
+                                 settings.one_right_label))))
     started = time.perf_counter()
     try:
         est: AnchorEstimate | SlotEstimate = await ctx.in_pool(fit)

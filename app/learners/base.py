@@ -34,6 +34,10 @@ replay command) reads them from the class before it builds a learner.
   tells it whether those rates are an estimate or configured (reliable) or
   initial rates awaiting an estimate; a calibrated reward in its decisions then
   carries ``calibration_unreliable``.
+* ``one_right_label``: the learner's setting has exactly one right label per input
+  (noisy multi-class classification), the assumption under which click-noise rates are
+  identifiable from its plays (:mod:`app.learners.noise_anchor`); a driver publishes an
+  anchor estimate of another learner's rates only when the model states it.
 * ``keeps_noise_samples``: a driver buffers the logged ``(x, played, click)``
   of observed feedback and refits the noise rates on them (NREst,
   :func:`app.learners.noise.estimate_noise_rates`) while the rates were not
@@ -153,6 +157,10 @@ class Learner(ABC):
     noise_rates_reliable: bool = True
     """Whether the noise rates in force are an estimate or configured (False: initial rates
     awaiting an estimate); see :meth:`set_noise_reliability`."""
+    one_right_label: ClassVar[bool] = False
+    """Whether its setting has exactly one right label per input (multi-class
+    classification), so that an anchor estimate of its click-noise rates rests on an
+    assumption the learner itself makes (else the model must state it)."""
     keeps_noise_samples: ClassVar[bool] = False
     """Whether a driver keeps NREst samples for it and hands it their estimates (it then
     uses noise rates and learns from clicks)."""

@@ -205,6 +205,24 @@ class ModelConfig(BaseModel):
         (:attr:`keeps_anchors`) or it logs its placements (:attr:`logs_placements`)."""
         return self.keeps_anchors or self.logs_placements
 
+    def one_right_label(self, stated: bool | None) -> bool | None:
+        """Whether the model's anchor estimate may take every input to have exactly one
+        right label: as its owner ``stated`` (None: said nothing), else as its learner's
+        setting declares (:attr:`~app.learners.base.Learner.one_right_label`); None when
+        its estimate does not rest on that (no scored plays, or the per-slot estimate).
+
+        >>> ridge = ModelConfig.of_learner("label", "linucb_diag", {})
+        >>> ridge.one_right_label(None), ridge.one_right_label(True)
+        (False, True)
+        >>> ModelConfig.of_learner("label", "rcnbf", {}).one_right_label(None)
+        True
+        >>> print(ModelConfig.of_learner("rank", "ridge_pl", {}).one_right_label(True))
+        None
+        """
+        if not self.keeps_anchors or self.logs_placements:
+            return None
+        return self.learner_class.one_right_label if stated is None else stated
+
     @property
     def default_estimator(self) -> str:
         """The noise estimator until one is chosen: ``anchor`` when it can serve the model

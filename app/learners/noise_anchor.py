@@ -98,6 +98,15 @@ best label is right with probability ``c < 1`` and the others never is the
 one-right-label world with ``1 - rho1' = rho0 + beta c``: no estimator can
 tell them apart, and the rates then mean "relative to the best label".
 
+**Stated, not inferred.**  The check below sees a graded world only through
+the clicks of the explored plays of its worst labels, which 30,000 plays of
+a graded world do not always give it the power for (measured in
+``docs/reliability.md``).  So (A) is a statement about the world, made by
+the learner's setting (``one_right_label``: multi-class classification) or
+by the model's owner: without it an estimate is refused with reason
+:data:`ONE_RIGHT_UNSTATED` (``one_right_label=False``), its values still
+computed and shown, whatever the clicks say.
+
 **Anchor check.**  What can be seen is a third anchor that (A) and (B)
 predict: among the recent explored plays (propensity at most ``1/K``: uniform
 draws, of which a share ``(K - 1) / K`` is wrong under (A), more when the
@@ -184,6 +193,8 @@ INTERVAL_TOO_WIDE = "interval_too_wide"
 ANCHOR_NOT_FLAT = "anchor_not_flat"
 #: Reason: the anchors cannot yet be shown to agree within the tolerance.
 ANCHOR_UNCHECKED = "anchor_unchecked"
+#: Reason: nobody stated that every input has exactly one right label (module docstring).
+ONE_RIGHT_UNSTATED = "one_right_label_unstated"
 
 
 @dataclass(frozen=True)
@@ -201,8 +212,9 @@ class AnchorEstimate:
     published:
         Whether the estimate may be used (see the module docstring).
     reason:
-        Why it is not published (:data:`NO_EXPLORATION`,
-        :data:`TOO_FEW_EVENTS`, :data:`INTERVAL_TOO_WIDE`), or ``"clipped"``
+        Why it is not published (:data:`ONE_RIGHT_UNSTATED`, :data:`NO_EXPLORATION`,
+        :data:`TOO_FEW_EVENTS`, :data:`INTERVAL_TOO_WIDE`, :data:`ANCHOR_NOT_FLAT`,
+        :data:`ANCHOR_UNCHECKED`), or ``"clipped"``
         when a published raw estimate was sanitised; empty otherwise.
     n_events:
         Plays the estimate used (all given).
@@ -384,6 +396,7 @@ def estimate_from_anchors(
     agree_tolerance: float = 0.065,
     flat_tolerance: float = 0.05,
     bottom_score: np.ndarray | None = None,
+    one_right_label: bool = True,
 ) -> AnchorEstimate:
     """Estimate ``(rho0, rho1)`` with intervals from logged plays (module docstring).
 
@@ -426,6 +439,10 @@ def estimate_from_anchors(
         share (:func:`bottom_set`), one per play, NaN for plays not eligible; None: ``score``
         (the service's).  Other rankings of the explored plays are measured in
         ``bench/bench_noise_graded_checks.py``.
+    one_right_label:
+        Whether every input is stated to have exactly one right label (assumption (A));
+        False refuses the estimate with :data:`ONE_RIGHT_UNSTATED` (module docstring,
+        Stated, not inferred).
 
     Examples
     --------
@@ -436,11 +453,18 @@ def estimate_from_anchors(
     >>> n, K = 40_000, 4
     >>> right = rng.random(n) < 1 / K
     >>> click = np.where(right, rng.random(n) > 0.3, rng.random(n) < 0.2).astype(float)
-    >>> est = estimate_from_anchors(np.full(n, 1 / K), right + rng.random(n), click, K)
+    >>> score = right + rng.random(n)
+    >>> est = estimate_from_anchors(np.full(n, 1 / K), score, click, K)
     >>> est.published, abs(est.rho0 - 0.2) < 0.05, abs(est.rho1 - 0.3) < 0.05
     (True, True, True)
     >>> est.rho1_interval[1] - est.rho1_interval[0] < 0.1
     True
+
+    Not stated, the same plays give the same values, unpublished:
+
+    >>> same = estimate_from_anchors(np.full(n, 1 / K), score, click, K, one_right_label=False)
+    >>> same.published, same.reason, same.rho0 == est.rho0
+    (False, 'one_right_label_unstated', True)
     """
     K = check_int("n_classes", n_classes, 2)
     q = check_range("top_fraction", top_fraction, 0.0, 1.0, low_open=True)
@@ -490,7 +514,9 @@ def estimate_from_anchors(
     se_drop = math.sqrt(float(psi_rest @ psi_rest + psi_bot @ psi_bot)) / n
     z_one = NormalDist().inv_cdf(level)
 
-    if support < 1.0 - 3.0 * se_w - 0.02:
+    if not one_right_label:
+        reason = ONE_RIGHT_UNSTATED
+    elif support < 1.0 - 3.0 * se_w - 0.02:
         reason = NO_EXPLORATION
     elif min(n_explored, top.size, bottom.size) < min_events:
         reason = TOO_FEW_EVENTS

@@ -6,8 +6,9 @@ that an estimate is published by the same rule whatever asked for it:
 
 * ``anchor`` (:func:`anchor_estimate`): on the newest :data:`ANCHOR_BUFFER`
   observed plays, due every :data:`ANCHOR_EVERY` new plays; published only
-  when both 95% intervals are at most ``max_width`` wide and the anchors rest
-  on enough plays (:func:`app.learners.noise_anchor.estimate_from_anchors`).
+  when both 95% intervals are at most ``max_width`` wide, the anchors rest
+  on enough plays and their assumption of one right label per input is stated
+  (:func:`app.learners.noise_anchor.estimate_from_anchors`).
   For a learner that logs its placements (``logs_placements``: rank models) it
   is the per-slot estimate (:func:`slot_estimate`,
   :func:`app.learners.noise_slots.estimate_slot_noise`) on the newest
@@ -26,8 +27,9 @@ interval (JSON-ready); :func:`position_bias` is the position bias a rank model
 shows wherever it is shown, from the same per-slot estimate.
 
 **Withdrawal** (:func:`withdraws`).  An estimate refused because its
-assumptions are shown not to hold, or cannot be shown to hold
-(:data:`WITHDRAWING`: ``anchor_not_flat``, ``anchor_unchecked``), withdraws the
+assumptions are shown not to hold, cannot be shown to hold or are no longer
+stated (:data:`WITHDRAWING`: ``anchor_not_flat``, ``anchor_unchecked``,
+``one_right_label_unstated``), withdraws the
 estimate published before it: the rates stay in use (the learner keeps learning
 with them: changing its input each time the check's verdict flips would undo
 what it learned) but every number they calibrate is flagged
@@ -51,6 +53,7 @@ from app.learners.noise import NoiseEstimate, estimate_noise_rates
 from app.learners.noise_anchor import (
     ANCHOR_NOT_FLAT,
     ANCHOR_UNCHECKED,
+    ONE_RIGHT_UNSTATED,
     AnchorEstimate,
     estimate_from_anchors,
 )
@@ -72,9 +75,9 @@ DEFAULT_NREST_BUFFER = 5_000
 #: Estimators that re-estimate the rates (``fixed`` never does).
 ESTIMATING = ("anchor", "nrest")
 #: Reasons of a refused estimate that withdraw a published one (module docstring): its
-#: assumptions are shown not to hold, or cannot be shown to hold (the per-slot estimate's
-#: ``anchor_not_flat`` is the same string).
-WITHDRAWING = (ANCHOR_NOT_FLAT, ANCHOR_UNCHECKED)
+#: assumptions are shown not to hold, cannot be shown to hold, or are no longer stated (the
+#: per-slot estimate's ``anchor_not_flat`` is the same string).
+WITHDRAWING = (ANCHOR_NOT_FLAT, ANCHOR_UNCHECKED, ONE_RIGHT_UNSTATED)
 
 
 def beta_min(params: Mapping[str, Any]) -> float:
@@ -90,14 +93,19 @@ def anchor_due(new_plays: int, stale: bool) -> bool:
 
 
 def anchor_estimate(prob: np.ndarray, score: np.ndarray, click: np.ndarray, n_classes: int,
-                    params: Mapping[str, Any], max_width: float = DEFAULT_MAX_WIDTH,
+                    params: Mapping[str, Any], *, one_right_label: bool,
+                    max_width: float = DEFAULT_MAX_WIDTH,
                     half_life: float | None = None) -> AnchorEstimate:
     """The anchor estimate of a model with hyper-parameters ``params`` from its plays in the
     order they were made (the newest :data:`ANCHOR_BUFFER` are used, each weighing half
-    after ``half_life`` newer ones; None: alike)."""
+    after ``half_life`` newer ones; None: alike); published only if ``one_right_label``
+    (every input has exactly one right label) is stated, by the learner's setting or the
+    model's owner (:meth:`~app.learners.config.ModelConfig.one_right_label`)."""
     return estimate_from_anchors(prob[-ANCHOR_BUFFER:], score[-ANCHOR_BUFFER:],
                                  click[-ANCHOR_BUFFER:], n_classes, max_width=max_width,
-                                 beta_min=beta_min(params), half_life=half_life)
+                                 beta_min=beta_min(params), half_life=half_life,
+                                 one_right_label=one_right_label)
+
 
 
 def pack_slots(slot: np.ndarray, click: np.ndarray) -> np.ndarray:

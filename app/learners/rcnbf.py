@@ -64,6 +64,7 @@ class RCNBF(Banditron):
     )
 
     uses_noise_rates = True
+    one_right_label = True  # P1 Section 3: one true label per input
     _beta_min: float = BETA_FLOOR
 
     def __init__(self, *, n_features: int, n_classes: int | None = None,

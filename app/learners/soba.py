@@ -105,6 +105,7 @@ class SOBA(BanditronExploration, LinearLearner):
     task = "label"
     feedback_fields = ("click",)
     uses_noise_rates = True
+    one_right_label = True  # multi-class classification: one true label per input
 
     def __init__(self, *, n_features: int, n_classes: int | None = None,
                  seed: int | None = None, gamma: float = 0.05, a: float = 1.0,

@@ -18,7 +18,11 @@ ridge bandits) estimate them as the service does, with ``--estimator``
 they start from their ``rho0``/``rho1`` params (default 0) and a
 :class:`~app.replay.noise.NoiseRefresh` runs the estimator on the learned
 plays and hands each published estimate to the learner, by the service's
-schedule and publish rule.  ``--estimator nrest`` is the papers' NREst (for
+schedule and publish rule.  The datasets are classes, one of them right for each
+input, so the replay states one right label per input, the anchor estimate's
+assumption, as a model's owner does with ``PUT .../noise``
+(``--no-one-right-label``: a model nobody states it for, whose estimates are never
+published).  ``--estimator nrest`` is the papers' NREst (for
 ``rcine``, P1 Algorithm 2: every ``--n-s`` feedback events);
 ``--estimator fixed`` gives the learner the true ``--rho0``/``--rho1`` (the
 rates a service is given with ``PUT .../noise``).  ``extra["noise_estimates"]``
@@ -75,6 +79,14 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
                             "service (default: the service's, anchor); fixed: the learner "
                             "is given the true --rho0/--rho1 (rank: anchor, the per-slot "
                             "estimate, or fixed: the --click-noise rates)")
+    group.add_argument("--one-right-label", action=argparse.BooleanOptionalAction,
+                       default=True,
+                       help="state that every input has exactly one right label, the anchor "
+                            "estimate's assumption, as a model's owner does with PUT "
+                            ".../noise (default: stated, as the datasets are classes; "
+                            "--no-one-right-label replays a model nobody states it for: a "
+                            "ridge bandit's, or any other's, estimate is then never "
+                            "published)")
     group.add_argument("--n-s", type=int, default=None, metavar="N",
                        help="rcine: NREst period in feedback events (default 5000)")
     group.add_argument("--nrest-percentile", type=float, default=None, metavar="P",
@@ -140,6 +152,9 @@ class Setup:
     algorithm: str
     params: dict[str, Any]
     estimator: str
+    one_right_label: bool
+    """Whether one right label per input is stated (``--one-right-label``: the datasets are
+    classes, one of them right)."""
     X: np.ndarray
     y: np.ndarray
     order: np.ndarray
@@ -170,11 +185,13 @@ def setup(args: argparse.Namespace, seed: int) -> Setup:
     check_noise_rates(args.rho0, args.rho1)
     params = learner_params(args, task, algorithm)
     estimator = estimator_of(args, task, algorithm, params)
+    one_right = bool(getattr(args, "one_right_label", True))
     order = stream_indices(len(y), rounds, np.random.default_rng([seed, 1]))
     if_wrong, if_right = click_source(rounds, args.rho0, args.rho1, seed)
     labels = drifted_labels(y[order], schedule(args), int(y.max()) + 1,
                             np.random.default_rng([seed, 3]))
-    return Setup(task, algorithm, params, estimator, X, y, order, if_wrong, if_right, labels)
+    return Setup(task, algorithm, params, estimator, one_right, X, y, order, if_wrong,
+                 if_right, labels)
 
 
 Observer = Callable[[list[dict[str, Any]]], None]
@@ -191,7 +208,8 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None],
     s = setup(args, seed)
     learner = build(s.task, s.algorithm, n_features=s.X.shape[1], n_classes=s.n_classes,
                     params=s.params, seed=seed)
-    refresh = (NoiseRefresh(learner, s.estimator, s.params, s.n_classes, seed)
+    refresh = (NoiseRefresh(learner, s.estimator, s.params, s.n_classes, seed,
+                            one_right_label=s.one_right_label)
                if s.estimator != "fixed" else None)
     loop = _Loop(learner, s.X, s.labels, s.order, s.if_wrong, s.if_right, progress, refresh,
                  observe)

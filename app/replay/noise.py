@@ -80,11 +80,15 @@ class NoiseRefresh:
         Number of labels.
     seed:
         The run's seed (NREst's fits are seeded from it).
+    one_right_label:
+        Whether every input is stated to have exactly one right label (the anchor
+        estimate's assumption: unstated, it is never published).
     """
 
     def __init__(self, learner: Learner, estimator: str, params: dict[str, Any],
-                 n_classes: int, seed: int) -> None:
+                 n_classes: int, seed: int, *, one_right_label: bool) -> None:
         self.learner, self.estimator, self.params, self.seed = learner, estimator, params, seed
+        self.one_right_label = one_right_label
         self.n_classes = n_classes
         self.period = (ANCHOR_EVERY if estimator == "anchor" else
                        type(learner).noise_samples(params) or DEFAULT_NREST_BUFFER)
@@ -126,7 +130,7 @@ class NoiseRefresh:
         if self.estimator == "anchor":
             c = keep_newest(self.columns, ANCHOR_BUFFER)
             est: Any = anchor_estimate(c["prob"], c["score"], c["click"], self.n_classes,
-                                       self.params)
+                                       self.params, one_right_label=self.one_right_label)
         else:
             # a failed fit publishes nothing: no previous rates
             c = keep_newest(self.columns, self.period)

@@ -60,9 +60,11 @@ def run(args: argparse.Namespace, seed: int, progress: Callable[[int], None]) ->
         client.create_model(model_id, s.task, int(s.X.shape[1]), algorithm=s.algorithm,
                             n_classes=s.n_classes, params=s.params, seed=seed)
         try:
-            if s.estimator != ModelConfig.of_learner(s.task, s.algorithm,
-                                                     s.params).default_estimator:
+            config = ModelConfig.of_learner(s.task, s.algorithm, s.params)
+            if s.estimator != config.default_estimator:
                 client.put_noise(model_id, estimator=s.estimator)
+            if config.one_right_label(None) not in (None, s.one_right_label):
+                client.put_noise(model_id, one_right_label=s.one_right_label)
             with FeedbackBuffer(client, model_id, max_events=MAX_BATCH,
                                 max_delay=3600.0) as buffer:
                 for start in range(0, rounds, delay):

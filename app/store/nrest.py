@@ -94,6 +94,7 @@ ESTIMATORS = ("anchor", "nrest", "fixed")
 ESTIMATOR_FIELD = "estimator"
 MAX_WIDTH_FIELD = "max_width"
 HALF_LIFE_FIELD = "half_life"
+ONE_RIGHT_FIELD = "one_right_label"
 ANCHORS_NEW_FIELD = "anchors_new"
 ANCHOR_FIELD = "anchor"
 #: One anchor row: propensity, out-of-sample score (NaN: not eligible), click.
@@ -122,6 +123,9 @@ class EstimatorSettings:
     last: dict[str, Any] | None = None
     half_life: float | None = None
     """Plays after which a play weighs half in the anchor estimate (None: all alike)."""
+    one_right_label: bool | None = None
+    """Whether the model's owner stated that every input has exactly one right label (None:
+    not said: the learner's setting holds)."""
 
 
 class AnchorStore:
@@ -185,12 +189,14 @@ class AnchorStore:
                        ) -> EstimatorSettings:
         """The model's estimator settings and last anchor outcome (defaults when unset;
         ``default``: the model's estimator when it has not chosen one)."""
-        estimator, max_width, last, half_life = await self.redis.hmget(
-            mk.noise, [ESTIMATOR_FIELD, MAX_WIDTH_FIELD, ANCHOR_FIELD, HALF_LIFE_FIELD])
+        estimator, max_width, last, half_life, one_right = await self.redis.hmget(
+            mk.noise, [ESTIMATOR_FIELD, MAX_WIDTH_FIELD, ANCHOR_FIELD, HALF_LIFE_FIELD,
+                       ONE_RIGHT_FIELD])
         return EstimatorSettings(text(estimator) or default,
                                  float(max_width) if max_width else DEFAULT_MAX_WIDTH,
                                  orjson.loads(last) if last else None,
-                                 float(half_life) if half_life and float(half_life) else None)
+                                 float(half_life) if half_life and float(half_life) else None,
+                                 text(one_right) == "1" if one_right else None)
 
     async def configure(self, mk: ModelKeys, *, estimator: str | None = None,
                         max_width: float | None = None, half_life: float | None = None
@@ -206,6 +212,16 @@ class AnchorStore:
             mapping[MAX_WIDTH_FIELD] = max_width
         if mapping and await self.redis.exists(mk.noise):
             await self.redis.hset(mk.noise, mapping=mapping)  # type: ignore[arg-type]
+
+    async def state_one_right_label(self, mk: ModelKeys, stated: bool | None) -> None:
+        """Record whether the owner states that every input has exactly one right label
+        (None: forget what was said; the learner's setting holds again)."""
+        if not await self.redis.exists(mk.noise):
+            return
+        if stated is None:
+            await self.redis.hdel(mk.noise, ONE_RIGHT_FIELD)
+        else:
+            await self.redis.hset(mk.noise, ONE_RIGHT_FIELD, "1" if stated else "0")
 
     async def record(self, mk: ModelKeys, outcome: Mapping[str, Any]) -> None:
         """Store the outcome of the last anchor estimate (published or not)."""

@@ -140,6 +140,9 @@ def test_rates_and_debiased_reward_within_tolerance_and_no_number_before(
     rng = np.random.default_rng(7)
     W = rng.standard_normal((K, D))
     new_model(client, tenant, algorithm="linucb_diag", n_features=D, n_classes=K)
+    # one right label per input (argmax W x), as its owner states
+    assert client.put("/v1/models/m1/noise", headers=tenant,
+                      json={"one_right_label": True}).json()["one_right_label"] is True
     right: list[int] = []
     for b in range(N // BATCH):
         X = rng.standard_normal((BATCH, D))

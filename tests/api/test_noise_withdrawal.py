@@ -70,6 +70,9 @@ def test_a_refusal_for_a_failed_assumption_withdraws_the_published_estimate(
     client = recording_client
     tenant = new_tenant(client)
     new_model(client, tenant, algorithm="linucb_diag", n_features=D, n_classes=K)
+    # the plays have one right label each, as their owner states
+    assert client.put("/v1/models/m1/noise", headers=tenant,
+                      json={"one_right_label": True}).status_code == 200
     assert client.post("/v1/models/m1/challengers", headers=tenant,
                        json=UNIFORM).status_code == 201
     rng = np.random.default_rng(5)

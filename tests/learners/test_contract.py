@@ -424,6 +424,9 @@ def test_noise_capabilities_are_consistent(case: tuple[str, str]) -> None:
             learner.set_noise_reliability(False)
     if cls.owns_noise_estimate:
         assert cls.keeps_noise_samples
+    if cls.one_right_label:
+        # a statement about the world that the label anchor estimate rests on
+        assert cls.uses_noise_rates and cls.task == "label" and not cls.logs_placements
     samples = cls.noise_samples(params)
     if samples is not None:
         assert cls.keeps_noise_samples and samples >= 1

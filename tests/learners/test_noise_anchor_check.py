@@ -25,7 +25,7 @@ def refreshes(world: World, n: int, seed: int) -> list[AnchorEstimate]:
     """The estimate at every :data:`ANCHOR_EVERY` plays of ``n``."""
     plays = label_plays(world, n, RATES, seed)
     return [anchor_estimate(plays.prob[:t], plays.score[:t], plays.click[:t],
-                            world.n_classes, {})
+                            world.n_classes, {}, one_right_label=True)
             for t in range(ANCHOR_EVERY, n + 1, ANCHOR_EVERY)]
 
 
@@ -85,7 +85,7 @@ def test_the_bottom_anchor_disagreement_has_a_calibrated_error() -> None:
     K, z = 9, []
     for seed in range(100):
         prob, score, click = epsilon_greedy_plays(20_000, K, 0.05, 0.7, (0.2, 0.3), seed)
-        est = anchor_estimate(prob, score, click, K, {})
+        est = anchor_estimate(prob, score, click, K, {}, one_right_label=True)
         z.append(est.disagreement / est.disagreement_se)
     assert abs(np.mean(z)) <= 0.3 and abs(np.std(z) - 1.0) <= 0.3, (np.mean(z), np.std(z))
 
@@ -99,10 +99,10 @@ def test_a_bottom_set_that_clicks_above_the_rest_of_the_wrong_share_is_unchecked
     is refused with :data:`ANCHOR_UNCHECKED`."""
     K = 9
     prob, score, click = epsilon_greedy_plays(40_000, K, 0.05, 0.7, (0.2, 0.3), 0)
-    assert anchor_estimate(prob, score, click, K, {}).published
+    assert anchor_estimate(prob, score, click, K, {}, one_right_label=True).published
     wrong = score < 1.0  # the oracle scores a right play 1 + noise
     inverted = np.where(wrong, score - 0.5 * click, score)
-    est = anchor_estimate(prob, inverted, click, K, {})
+    est = anchor_estimate(prob, inverted, click, K, {}, one_right_label=True)
     assert est.reason == ANCHOR_UNCHECKED and est.drop + 3.0 * est.drop_se < 0.0, est
     assert est.disagreement < 0.0, est
 

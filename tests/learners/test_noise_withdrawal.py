@@ -12,7 +12,12 @@ import pytest
 from app.cli import build_parser
 from app.learners.build import build
 from app.learners.noise_anchor import ANCHOR_NOT_FLAT as LABEL_NOT_FLAT
-from app.learners.noise_anchor import ANCHOR_UNCHECKED, INTERVAL_TOO_WIDE, TOO_FEW_EVENTS
+from app.learners.noise_anchor import (
+    ANCHOR_UNCHECKED,
+    INTERVAL_TOO_WIDE,
+    ONE_RIGHT_UNSTATED,
+    TOO_FEW_EVENTS,
+)
 from app.learners.noise_publish import WITHDRAWING, anchor_estimate, outcome, withdraws
 from app.learners.noise_slots import ANCHOR_NOT_FLAT as SLOT_NOT_FLAT
 from app.learners.registry import learner_class
@@ -29,10 +34,11 @@ RATES = (0.1, 0.2)
 
 
 def test_only_the_assumption_reasons_withdraw() -> None:
-    assert LABEL_NOT_FLAT == SLOT_NOT_FLAT and set(WITHDRAWING) == {LABEL_NOT_FLAT,
-                                                                     ANCHOR_UNCHECKED}
+    assert LABEL_NOT_FLAT == SLOT_NOT_FLAT and set(WITHDRAWING) == {
+        LABEL_NOT_FLAT, ANCHOR_UNCHECKED, ONE_RIGHT_UNSTATED}
     for reason, withdrawn in ((LABEL_NOT_FLAT, True), (ANCHOR_UNCHECKED, True),
-                              (INTERVAL_TOO_WIDE, False), (TOO_FEW_EVENTS, False)):
+                              (ONE_RIGHT_UNSTATED, True), (INTERVAL_TOO_WIDE, False),
+                              (TOO_FEW_EVENTS, False)):
         assert withdraws({"status": "insufficient_data", "reason": reason}) is withdrawn
     assert not withdraws({"status": "published", "reason": "clipped"})
 
@@ -43,11 +49,12 @@ def test_a_scorer_whose_low_margins_pick_no_wrong_plays_withdraws() -> None:
     where an estimate on too few of them is not."""
     K = 9
     prob, score, click = epsilon_greedy_plays(40_000, K, 0.05, 0.7, (0.2, 0.3), 0)
-    assert outcome(anchor_estimate(prob, score, click, K, {}))["status"] == "published"
+    stated = {"one_right_label": True}
+    assert outcome(anchor_estimate(prob, score, click, K, {}, **stated))["status"] == "published"
     inverted = np.where(score < 1.0, score - 0.5 * click, score)
-    assert withdraws(outcome(anchor_estimate(prob, inverted, click, K, {})))
+    assert withdraws(outcome(anchor_estimate(prob, inverted, click, K, {}, **stated)))
     assert not withdraws(outcome(anchor_estimate(prob[:500], inverted[:500], click[:500], K,
-                                                 {})))
+                                                 {}, **stated)))
 
 
 def test_a_replayed_learner_keeps_withdrawn_rates_flagged() -> None:
@@ -60,7 +67,8 @@ def test_a_replayed_learner_keeps_withdrawn_rates_flagged() -> None:
     rng = np.random.default_rng(3)
     relevance = world.make(rng)
     learner = LinUCBDiag(n_features=world.n_features, n_classes=world.n_classes, seed=3)
-    refresh = NoiseRefresh(learner, "anchor", {}, world.n_classes, seed=3)
+    refresh = NoiseRefresh(learner, "anchor", {}, world.n_classes, seed=3,
+                           one_right_label=True)
     flags: list[tuple[str, bool, tuple[float, float]]] = []
     for _ in range(17_500 // 500):
         X = world.inputs(rng, 500)

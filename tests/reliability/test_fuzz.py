@@ -88,13 +88,15 @@ MODEL_DEPENDENT = {
     "estimate_unavailable",  # an estimate of a fixed estimator or hand-configured rates
     "noise_rates_unused",  # PUT .../noise rates on an algorithm that ignores them
     "estimator_unavailable",  # the nrest estimator on a model that keeps no NREst samples
+    "one_right_label_unused",  # one_right_label where the estimate does not rest on it
     "wrong_task",          # rank on a model whose task is not rank
     "invalid_actions",     # action ids distinct within a rank request
     "evaluation_unsupported",  # the service evaluates label and rank models' logs only
 }
 #: Messages of ``invalid_request`` a schema-valid request may get: constraints across fields.
 CROSS_FIELD = ("indices and values must have the same length", "duplicate indices",
-               "give both rho0 and rho1", "give rho0 and rho1, estimator, max_width or half_life",
+               "give both rho0 and rho1",
+               "give rho0 and rho1, estimator, max_width, half_life or one_right_label",
                "train_fraction goes with a configuration policy")
 #: Operations whose body shape depends on the model: a feedback event has the shape of the
 #: model's task (the document lists every task's), so any 422 may name that.

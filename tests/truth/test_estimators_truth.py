@@ -28,6 +28,7 @@ from app.evaluation.rates import SlotRates
 from app.evaluation.running import Rates, RunningValue, match_weights, shown_value
 from app.evaluation.shapes import LABEL_SHAPE
 from app.evaluation.streaming import accumulate, fit_reward_model, in_batches
+from app.learners.config import ModelConfig
 from app.learners.noise_anchor import INTERVAL_TOO_WIDE, estimate_from_anchors
 from app.learners.noise_publish import (
     ANCHOR_EVERY,
@@ -37,7 +38,7 @@ from app.learners.noise_publish import (
     shows_published,
 )
 from app.learners.noise_slots import estimate_slot_noise
-from app.sim.relevance import graded, label_plays
+from app.sim.relevance import best_half, context_graded, graded, label_plays, one_right
 from app.sim.trust import RHO1, THETA, TRUST_RHO0, simulated_placements
 from tests.learners.test_noise_anchor import _uniform_plays, epsilon_greedy_plays
 
@@ -256,6 +257,35 @@ def test_a_forgetting_estimate_covers_the_rates_now() -> None:
 
 
 
+def test_no_graded_world_is_published_for_a_model_at_its_defaults() -> None:
+    """The three graded worlds of :mod:`app.sim.relevance` (0.2/0.45/0.7, 0.5/0.35/0.2/0.05
+    by rank, ``sigmoid(3 w.x + b)``), ``linucb_diag`` at its defaults in the service's
+    pipeline, rates (0.1, 0.2), an estimate every 2,500 plays to 20,000, seeds 0-9: a ridge
+    bandit's setting does not state one right label per input and nobody else did, so none
+    of the 240 refreshes is published (stated, as an owner might wrongly do, the anchor
+    check alone let 5 of them through on these seeds).  The one-right-label world, stated,
+    is published by 20,000 plays within 0.05 of both rates on every seed."""
+    default = ModelConfig.of_learner("label", "linucb_diag", {}).one_right_label(None)
+    assert default is False
+    refreshes = published = 0
+    for world in (graded(), best_half(), context_graded()):
+        for seed in range(10):
+            plays = label_plays(world, 20_000, (0.1, 0.2), seed)
+            for t in range(ANCHOR_EVERY, 20_001, ANCHOR_EVERY):
+                refreshes += 1
+                published += anchor_estimate(plays.prob[:t], plays.score[:t], plays.click[:t],
+                                             world.n_classes, {},
+                                             one_right_label=default).published
+    assert (refreshes, published) == (240, 0)
+    for seed in range(10):
+        world = one_right()
+        plays = label_plays(world, 20_000, (0.1, 0.2), seed)
+        out = outcome(anchor_estimate(plays.prob, plays.score, plays.click, world.n_classes,
+                                      {}, one_right_label=True))
+        assert out["status"] == "published", (seed, out)
+        assert abs(out["rho0"] - 0.1) <= 0.05 and abs(out["rho1"] - 0.2) <= 0.05, (seed, out)
+
+
 def test_no_graded_world_shows_rates_past_a_refusal_of_its_assumption() -> None:
     """In the 0.2/0.45/0.7 world no rates are right (no label is surely right), yet 6 of
     the 120 refreshes of seeds 0-9 publish some (:func:`app.sim.relevance.label_plays`, the
@@ -268,7 +298,7 @@ def test_no_graded_world_shows_rates_past_a_refusal_of_its_assumption() -> None:
     for seed in range(10):
         plays = label_plays(graded(), 30_000, (0.1, 0.2), seed)
         outs = [outcome(anchor_estimate(plays.prob[:t], plays.score[:t], plays.click[:t], 3,
-                                        {}))
+                                        {}, one_right_label=True))
                 for t in range(ANCHOR_EVERY, 30_001, ANCHOR_EVERY)]
         for i, (out, shown) in enumerate(zip(outs, shows_published(outs), strict=True)):
             if out["reason"] in WITHDRAWING and any(o["status"] == "published"

@@ -100,14 +100,18 @@ class Stream:
 def run_stream(client: TestClient, tenant: dict[str, str], redis_url: str,
                params: Mapping[str, Any] = MappingProxyType({}),
                challengers: Sequence[Mapping[str, Any]] = ()) -> Stream:
-    """Create a seeded label model (default learner and parameters, but for ``params``)
-    with ``challengers`` and feed it the simulated stream, batch by batch."""
+    """Create a seeded label model (default learner and parameters, but for ``params``;
+    one right label per input stated) with ``challengers`` and feed it the simulated stream,
+    batch by batch."""
     rng = np.random.default_rng(SEED)
     out = Stream(W=rng.standard_normal((K, D)))
     r = client.post("/v1/models", json={"model_id": "m1", "task": "label", "n_features": D,
                                         "n_classes": K, "seed": SEED, "params": dict(params)},
                     headers=tenant)
     assert r.status_code == 201, r.text
+    # one right label per input (argmax W x), as the stream's owner states
+    r = client.put("/v1/models/m1/noise", json={"one_right_label": True}, headers=tenant)
+    assert r.status_code == 200, r.text
     for challenger in challengers:
         r = client.post("/v1/models/m1/challengers", json=dict(challenger), headers=tenant)
         assert r.status_code == 201, r.text

@@ -51,7 +51,9 @@ def _plays(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 async def _estimate(store: Store, mk: ModelKeys, n: int) -> None:
-    await AnchorStore(store.redis).append(mk, *_plays(n, seed=len(mk.model)), {}, cap=50_000)
+    anchors = AnchorStore(store.redis)
+    await anchors.state_one_right_label(mk, True)  # the plays have one right label each
+    await anchors.append(mk, *_plays(n, seed=len(mk.model)), {}, cap=50_000)
     settings = WorkerSettings(roles=("jobs",), worker_id="n", nrest_threads=True)
     await Worker(store, settings).drain()
 

@@ -38,6 +38,7 @@ async def _refresh(store: Store, mk: ModelKeys, n: int, seed: int, against_click
 async def test_the_jobs_role_withdraws_on_a_failed_assumption_only(store: Store) -> None:
     mk = await create_model(store, model_config("m", algorithm="linucb_diag",
                                                 n_classes=K, params={}))
+    await store.anchors.state_one_right_label(mk, True)  # one right label per play
     await _refresh(store, mk, 40_000, 0, against_clicks=False)
     published = await store.noise.get(mk)
     assert published is not None and published.status == "published", published

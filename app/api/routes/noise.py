@@ -71,7 +71,9 @@ async def get_noise(view: ModelDep, ctx: Context) -> NoiseStatusResponse:
             responses={422: {"model": ErrorResponse}})
 async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> NoiseStatusResponse:
     """Configure rates (each in [0, 1), sum < 1; the trainer uses them from its next batch),
-    the estimator (``anchor``, ``nrest``, ``fixed``) and the anchor estimate's ``max_width``.
+    the estimator (``anchor``, ``nrest``, ``fixed``), the anchor estimate's ``max_width``,
+    ``half_life`` and whether every input has exactly one right label (``one_right_label``;
+    422 ``one_right_label_unused`` for a model whose estimate does not rest on it).
 
     A model whose algorithm ignores noise rates answers 422 ``noise_rates_unused``;
     an estimator that cannot serve the model (``nrest`` without NREst samples, ``anchor``
@@ -83,9 +85,13 @@ async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> Nois
     config = view.config
     if body.estimator is not None:
         _check_estimator(config, body.estimator)
+    if "one_right_label" in body.model_fields_set:
+        _rests_on_one_right_label(config)
     await ctx.store.anchors.configure(view.keys, estimator=body.estimator,
                                       max_width=body.max_width,
                                       half_life=body.half_life_setting())
+    if "one_right_label" in body.model_fields_set:
+        await ctx.store.anchors.state_one_right_label(view.keys, body.one_right_label)
     record = view.noise
     if body.rho0 is not None and body.rho1 is not None:
         try:
@@ -96,6 +102,17 @@ async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> Nois
         for kind, value in (("rho0", rho0), ("rho1", rho1)):
             ctx.metrics.noise_rate.labels(view.tenant, config.model_id, kind).set(value)
     return await _status(ctx, view, record)
+
+
+def _rests_on_one_right_label(config: ModelConfig) -> None:
+    """422 naming ``one_right_label`` unless the model's anchor estimate rests on it (the
+    label estimate; a rank model's per-slot estimate and a model without scored plays do
+    not)."""
+    if config.one_right_label(None) is None:
+        raise ApiError(422, "one_right_label_unused",
+                       f"the noise estimate of {config.algorithm!r} models does not rest on "
+                       "one right label per input, so stating it would change nothing",
+                       "one_right_label")
 
 
 def _check_estimator(config: ModelConfig, estimator: str) -> None:
@@ -136,6 +153,7 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
     return NoiseStatusResponse.model_validate({
         **out.model_dump(), "estimator": settings.estimator, "max_width": settings.max_width,
         "half_life": settings.half_life,
+        "one_right_label": view.config.one_right_label(settings.one_right_label),
         "status": status,
         "reason": (current.fixed_reason if status == "fixed" else str(last.get(
             "reason", TOO_FEW_EVENTS if status == "insufficient_data" else ""))),

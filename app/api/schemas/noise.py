@@ -30,14 +30,21 @@ class NoisePutRequest(RequestModel):
                     "change in how people click is followed (at least 1; null: every play "
                     "of the newest 50,000 alike, the default, as a learner's half_life "
                     "null never forgets; 0, the older spelling of null, is accepted)")
+    one_right_label: bool | None = Field(
+        default=None,
+        description="anchor: whether every input has exactly one right label (the labels "
+                    "are classes, one of them right), the assumption without which no "
+                    "anchor estimate is published; null: as the algorithm's setting says "
+                    "(true for rcnbf, rcine and soba, false for the ridge bandits)")
 
     @model_validator(mode="after")
     def _rates_together(self) -> NoisePutRequest:
         if (self.rho0 is None) != (self.rho1 is None):
             raise ValueError("give both rho0 and rho1, or neither")
         if (self.rho0 is None and self.estimator is None and self.max_width is None
-                and "half_life" not in self.model_fields_set):
-            raise ValueError("give rho0 and rho1, estimator, max_width or half_life")
+                and not {"half_life", "one_right_label"} & self.model_fields_set):
+            raise ValueError("give rho0 and rho1, estimator, max_width, half_life or "
+                             "one_right_label")
         return self
 
     def half_life_setting(self) -> float | None:
@@ -116,6 +123,12 @@ class NoiseStatusResponse(NoiseResponse):
     half_life: float | None = Field(
         default=None, description="anchor: plays after which a play weighs half (null: "
                                   "every play alike)")
+    one_right_label: bool | None = Field(
+        default=None,
+        description="anchor: whether every input is taken to have exactly one right label, "
+                    "as the owner stated or else the algorithm's setting says; false: no "
+                    "estimate is published (reason one_right_label_unstated); null for a "
+                    "model whose estimate does not rest on it (rank, continuous)")
     status: Literal["published", "insufficient_data", "fixed"] = Field(
         description="published: the rates in use are an estimate; insufficient_data: no "
                     "estimate narrow enough yet (the configured or initial rates are in use), "

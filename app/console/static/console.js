@@ -425,6 +425,13 @@
     });
   }
 
+  /* What a reason asks of the model's owner, where its code alone would not say. */
+  const REASONS = {
+    one_right_label_unstated: "one_right_label_unstated: not published until every input is "
+      + "stated to have exactly one right label (PUT …/noise {\"one_right_label\": true}, "
+      + "true when the labels are classes); clicks of graded arms identify no noise rates.",
+  };
+
   async function noiseCard(body, id, model, points) {
     body.replaceChildren();
     if (!model.noise) {
@@ -440,8 +447,10 @@
         fact("ρ0", fmt(n.rho0) + (iv.rho0 ? interval(iv.rho0[0], iv.rho0[1]) : "")),
         fact("ρ1", fmt(n.rho1) + (iv.rho1 ? interval(iv.rho1[0], iv.rho1[1]) : "")),
         fact("source", n.source), fact("plays used", n.n_events),
-        fact("estimated", when(n.estimated_at))));
-      if (n.reason) body.append(note(n.reason));
+        fact("estimated", when(n.estimated_at)),
+        n.one_right_label === null || n.one_right_label === undefined ? null
+          : fact("one right label", n.one_right_label ? "stated" : "not stated")));
+      if (n.reason) body.append(note(REASONS[n.reason] || n.reason));
     } catch (err) {
       if (!(err instanceof ApiError && err.status === 404)) throw err;
     }

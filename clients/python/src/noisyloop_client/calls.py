@@ -401,9 +401,11 @@ def get_noise(model_id: str) -> Call:
 
 
 def put_noise(model_id: str, rho0: float | None = None, rho1: float | None = None,
-              estimator: str | None = None) -> Call:
-    """Set the rates (both), the estimator, or both; what is not given stays."""
-    body = {"rho0": rho0, "rho1": rho1, "estimator": estimator}
+              estimator: str | None = None, one_right_label: bool | None = None) -> Call:
+    """Set the rates (both), the estimator, whether every input has exactly one right
+    label (the anchor estimate's assumption), or several; what is not given stays."""
+    body = {"rho0": rho0, "rho1": rho1, "estimator": estimator,
+            "one_right_label": one_right_label}
     return Call("PUT", _model(model_id, "/noise"), 200,
                 {k: v for k, v in body.items() if v is not None})
 

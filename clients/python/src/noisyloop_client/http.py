@@ -351,8 +351,10 @@ class Client(_Base):
         return cast(Noise, self.send(calls.get_noise(model_id)))
 
     def put_noise(self, model_id: str, rho0: float | None = None, rho1: float | None = None,
-                  *, estimator: str | None = None) -> Noise:
-        return cast(Noise, self.send(calls.put_noise(model_id, rho0, rho1, estimator)))
+                  *, estimator: str | None = None, one_right_label: bool | None = None
+                  ) -> Noise:
+        return cast(Noise, self.send(calls.put_noise(model_id, rho0, rho1, estimator,
+                                                     one_right_label)))
 
     def estimate_noise(self, model_id: str, *, wait: bool = False,
                        timeout: float | None = None) -> dict[str, Any]:
@@ -607,8 +609,10 @@ class AsyncClient(_Base):
         return cast(Noise, await self.send(calls.get_noise(model_id)))
 
     async def put_noise(self, model_id: str, rho0: float | None = None,
-                        rho1: float | None = None, *, estimator: str | None = None) -> Noise:
-        return cast(Noise, await self.send(calls.put_noise(model_id, rho0, rho1, estimator)))
+                        rho1: float | None = None, *, estimator: str | None = None,
+                        one_right_label: bool | None = None) -> Noise:
+        return cast(Noise, await self.send(calls.put_noise(model_id, rho0, rho1, estimator,
+                                                           one_right_label)))
 
     async def estimate_noise(self, model_id: str, *, wait: bool = False,
                              timeout: float | None = None) -> dict[str, Any]:
