@@ -104,8 +104,8 @@ a graded world do not always give it the power for (measured in
 ``docs/reliability.md``).  So (A) is a statement about the world, made by
 the learner's setting (``one_right_label``: multi-class classification) or
 by the model's owner: without it an estimate is refused with reason
-:data:`ONE_RIGHT_UNSTATED` (``one_right_label=False``), its values still
-computed and shown, whatever the clicks say.
+:data:`ONE_RIGHT_UNSTATED` (``one_right_label=False``) whatever the clicks say
+(its fields are still computed: :class:`AnchorEstimate`).
 
 **Anchor check.**  What can be seen is a third anchor that (A) and (B)
 predict: among the recent explored plays (propensity at most ``1/K``: uniform
