@@ -107,7 +107,6 @@ def anchor_estimate(prob: np.ndarray, score: np.ndarray, click: np.ndarray, n_cl
                                  one_right_label=one_right_label)
 
 
-
 def pack_slots(slot: np.ndarray, click: np.ndarray) -> np.ndarray:
     """One number per shown slot for the anchor rows' click column: ``click + 2 slot``
     (exact in float32 for any slot count a model has; :func:`unpack_slots` inverts it).

@@ -21,8 +21,8 @@ plays and hands each published estimate to the learner, by the service's
 schedule and publish rule.  The datasets are classes, one of them right for each
 input, so the replay states one right label per input, the anchor estimate's
 assumption, as a model's owner does with ``PUT .../noise``
-(``--no-one-right-label``: a model nobody states it for, whose estimates are never
-published).  ``--estimator nrest`` is the papers' NREst (for
+(``--no-one-right-label`` denies it: no estimate is then published, as for a ridge
+bandit's model nobody stated it for).  ``--estimator nrest`` is the papers' NREst (for
 ``rcine``, P1 Algorithm 2: every ``--n-s`` feedback events);
 ``--estimator fixed`` gives the learner the true ``--rho0``/``--rho1`` (the
 rates a service is given with ``PUT .../noise``).  ``extra["noise_estimates"]``
@@ -84,9 +84,7 @@ def add_arguments(group: argparse._ArgumentGroup) -> None:
                        help="state that every input has exactly one right label, the anchor "
                             "estimate's assumption, as a model's owner does with PUT "
                             ".../noise (default: stated, as the datasets are classes; "
-                            "--no-one-right-label replays a model nobody states it for: a "
-                            "ridge bandit's, or any other's, estimate is then never "
-                            "published)")
+                            "--no-one-right-label denies it, and no estimate is published)")
     group.add_argument("--n-s", type=int, default=None, metavar="N",
                        help="rcine: NREst period in feedback events (default 5000)")
     group.add_argument("--nrest-percentile", type=float, default=None, metavar="P",

@@ -94,6 +94,21 @@ def test_run_at_defaults_estimates_as_the_service_and_publishes_by_its_rule() ->
         label.run(_args(algorithm="banditron", estimator="anchor"), 0, lambda n: None)
 
 
+@pytest.mark.parametrize("algorithm", ["rcnbf", "linucb_diag"])
+def test_run_denying_one_right_label_publishes_no_estimate(algorithm: str) -> None:
+    # --no-one-right-label: what a service does for a model whose owner denies it (and, for
+    # the ridge bandits, for one nobody stated it for); the data are classes, so by default
+    # the replay states it
+    stated, denied = (label.run(_args(algorithm=algorithm, rho0=0.2, rho1=0.4, rounds=2600,
+                                      one_right_label=flag), 3, lambda n: None)
+                      for flag in (True, False))
+    assert stated.extra["noise_estimates"][0]["reason"] == "too_few_events"
+    (estimate,) = denied.extra["noise_estimates"]
+    assert (estimate["status"], estimate["reason"], estimate["rho0"]) == (
+        "insufficient_data", "one_right_label_unstated", None)
+    assert _args().one_right_label is True
+
+
 @pytest.mark.slow
 def test_run_rcine_with_nrest_estimates_noise_every_n_s() -> None:
     result = label.run(_args(dataset="synsep", algorithm="rcine", rounds=6000, gamma=0.5,
