@@ -7,7 +7,7 @@ scored on the second; the slow test's own loop), prints the table and writes
 
 Usage::
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/results_config_continuous.py
+    PYTHONPATH=. OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/results_config_continuous.py
 """
 
 from __future__ import annotations

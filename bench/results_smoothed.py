@@ -6,7 +6,7 @@ customers per policy; the slow test's own loop) for ``fixed:2.5`` and a learned
 
 Usage::
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/results_smoothed.py
+    PYTHONPATH=. OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/results_smoothed.py
 """
 
 from __future__ import annotations

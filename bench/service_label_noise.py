@@ -24,9 +24,10 @@ owner might, and measures what the anchor check alone sees.
 
 Usage::
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/service_label_noise.py --seeds 0-19
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/service_label_noise.py --world graded \
-        --seeds 0-1 --out bench/results/label_noise_service_graded.json
+    PYTHONPATH=. OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/service_label_noise.py --seeds 0-19
+    PYTHONPATH=. OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/service_label_noise.py \\
+        --world graded --seeds 0-9 [--one-right-label] \\
+        --out bench/results/label_noise_service_worlds_unstated_graded.json
 
 Prints one JSON line per seed and writes ``bench/results/label_noise_service.json``
 (every seed's raw outcome and the summary) after each.

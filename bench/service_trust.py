@@ -21,8 +21,9 @@ with the mean true relevance of the items ranked first so far):
 
 Usage::
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/service_trust.py             # ~20 min
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/service_trust.py --seeds 0 --graded-seeds
+    PYTHONPATH=. OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/service_trust.py    # ~20 min
+    PYTHONPATH=. OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/service_trust.py \\
+        --seeds 0 --graded-seeds
 
 Prints one JSON line per run and writes ``bench/results/trust_service.json`` after each;
 ``--table`` prints its error against requests seen (``docs/results/rank.md``).
