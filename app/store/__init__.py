@@ -73,7 +73,7 @@ class Store:
         self.open = OpenFeedbackStore(redis)
         self.rate = RateLimitStore(redis)
         self.versions = VersionStore(redis)
-        self.series = SeriesStore(redis)
+        self.series = SeriesStore(redis, self.scripts)
         self.drift = DriftStore(redis)
         self.sweep = DueSet(redis, keys.SWEEP_DUE)
         self.noise_due = DueSet(redis, keys.NOISE_DUE)

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from app.store.client import lua_source, run_script
+from app.store.client import Scripts
 from app.store.keys import ModelKeys
 from app.store.models import UNAPPLIED_SCAN
 from app.store.nrest import ANCHOR_FIELD
@@ -45,15 +45,16 @@ class SeriesContext:
 class SeriesStore:
     """Append and read a model's quality series."""
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: aioredis.Redis, scripts: Scripts) -> None:
         self.redis = redis
-        self._unapplied = redis.register_script(lua_source("unapplied_events"))
+        self.scripts = scripts
 
     async def context(self, mk: ModelKeys) -> SeriesContext:
         """Pending decisions, unapplied events and the last anchor outcome (one round trip)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.zcard(mk.pending)
-            await run_script(self._unapplied, [mk.events, mk.snapshot], [UNAPPLIED_SCAN], pipe)
+            await self.scripts.run("unapplied_events", [mk.events, mk.snapshot],
+                                   [UNAPPLIED_SCAN], pipe)
             pipe.hget(mk.noise, ANCHOR_FIELD)
             pending, backlog, anchor = await pipe.execute()
         return SeriesContext(int(pending), int(backlog),
