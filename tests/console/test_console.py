@@ -137,8 +137,9 @@ def test_model_page_draws_the_reward_curve_and_the_noise_rates(
     api = service.noise(tenants["acme"], "m1")
     assert api["status"] == "published" and api["source"] == "estimated", api
     shown = {name: noise.locator(f"#noise-now div:has(> dt:text-is('{name}')) dd").inner_text()
-             for name in ("status", "source", "ρ0", "ρ1")}
+             for name in ("status", "source", "ρ0", "ρ1", "one right label")}
     assert shown["status"] == "published" and shown["source"] == "estimated", shown
+    assert shown["one right label"] == "stated", shown  # rcnbf's setting states it
     z = NormalDist().inv_cdf(0.5 + api["interval"]["level"] / 2)
     for kind, truth in (("rho0", 0.1), ("rho1", 0.2)):
         low, high = api["interval"][kind]
@@ -252,6 +253,8 @@ def test_rank_model_page_shows_position_bias_and_each_decisions_slots(
     assert page.inner_text("#position-bias .source") == "insufficient_data"
     assert page.inner_text("#noise-now div:has(> dt:text-is('status')) dd") == \
         "insufficient_data"
+    # a rank model's per-slot estimate does not rest on one right label: not shown
+    assert page.locator("#noise-now dt:text-is('one right label')").count() == 0
     # over time: the series points say so, and the per-slot charts have nothing to draw
     points = service.series(acme, "r1", at_least=2)
     assert all(
