@@ -484,7 +484,8 @@ def estimate_from_anchors(
     bottom = bottom_set(p, b, K, q_bottom, recent)
     n_explored = int(np.count_nonzero(p <= (1.0 + 1e-9) / K))
     if n == 0 or top.size == 0:
-        return _unpublished(TOO_FEW_EVENTS, n, n_explored, int(top.size), level)
+        return _unpublished(TOO_FEW_EVENTS if one_right_label else ONE_RIGHT_UNSTATED, n,
+                            n_explored, int(top.size), level)
 
     w = 1.0 / (K * p)
     support = float(w.mean())

@@ -26,7 +26,9 @@ def _state(client: TestClient, tenant: dict[str, str], stated: bool | None) -> b
 def test_a_ridge_model_publishes_rates_only_once_one_right_label_is_stated(
         client: TestClient, tenant: dict[str, str], redis_url: str) -> None:
     new_model(client, tenant, algorithm="linucb_diag", n_features=D, n_classes=K)
-    assert client.get("/v1/models/m1/noise", headers=tenant).json()["one_right_label"] is False
+    fresh = client.get("/v1/models/m1/noise", headers=tenant).json()
+    # said from the start, before any estimate has run
+    assert (fresh["one_right_label"], fresh["reason"]) == (False, "one_right_label_unstated")
     rng = np.random.default_rng(5)
     W = rng.standard_normal((K, D))
     answer_with_noisy_clicks(client, tenant, redis_url, rng.standard_normal((600, D)), W,

@@ -25,7 +25,7 @@ from app.api.schemas.noise import (
 )
 from app.learners.base import ParamError
 from app.learners.config import ModelConfig
-from app.learners.noise_anchor import TOO_FEW_EVENTS
+from app.learners.noise_anchor import ONE_RIGHT_UNSTATED, TOO_FEW_EVENTS
 from app.learners.noise_publish import ESTIMATING
 from app.learners.proxy import check_noise_rates
 from app.learners.registry import algorithms, learner_class
@@ -150,13 +150,14 @@ async def _status(ctx: Context, view: ModelView, record: NoiseRecord | None
     status = current.status
     n_events = last.get("n_events") or await ctx.store.anchors.count(view.keys)
     interval = published_interval(last.get("interval"))
+    one_right = view.config.one_right_label(settings.one_right_label)
+    awaiting = ONE_RIGHT_UNSTATED if one_right is False else TOO_FEW_EVENTS
     return NoiseStatusResponse.model_validate({
         **out.model_dump(), "estimator": settings.estimator, "max_width": settings.max_width,
-        "half_life": settings.half_life,
-        "one_right_label": view.config.one_right_label(settings.one_right_label),
+        "half_life": settings.half_life, "one_right_label": one_right,
         "status": status,
         "reason": (current.fixed_reason if status == "fixed" else str(last.get(
-            "reason", TOO_FEW_EVENTS if status == "insufficient_data" else ""))),
+            "reason", awaiting if status == "insufficient_data" else ""))),
         "interval": interval, "n_events": int(n_events),
         "withdrawn": current.withdrawn or None,
         "calibration_unreliable": current.calibration_unreliable,
