@@ -85,12 +85,13 @@ async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> Nois
     config = view.config
     if body.estimator is not None:
         _check_estimator(config, body.estimator)
-    if "one_right_label" in body.model_fields_set:
+    stating = "one_right_label" in body.model_fields_set  # null states "the algorithm's"
+    if stating:
         _rests_on_one_right_label(config)
     await ctx.store.anchors.configure(view.keys, estimator=body.estimator,
                                       max_width=body.max_width,
                                       half_life=body.half_life_setting())
-    if "one_right_label" in body.model_fields_set:
+    if stating:
         await ctx.store.anchors.state_one_right_label(view.keys, body.one_right_label)
     record = view.noise
     if body.rho0 is not None and body.rho1 is not None:
