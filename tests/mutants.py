@@ -120,6 +120,12 @@ MUTANTS = (
            "series points' calibrated_reward (GET .../series, the calibrated_reward gauge)",
            ("tests/truth/test_trust_truth.py::"
             "test_series_rewards_hold_slot_0s_relevance_at_published_rates",)),
+    Mutant("take rho0's low end from the whole bottom band", "app/learners/noise_slots.py",
+           "rho0_iv[:, 0], bottom_share = _bottom_low(rho0_iv, k, s, f, q_bottom, theta, se[0],",
+           "_, bottom_share = _bottom_low(rho0_iv, k, s, f, q_bottom, theta, se[0],",
+           "a rank model's per-slot rho0_k intervals under graded relevance: the bottom band's "
+           "relevant items raise them past their truth",
+           (_test("test_the_per_slot_rho0_intervals_hold_under_graded_relevance"),)),
 )
 
 

@@ -148,13 +148,15 @@ def nrest_estimate(X: np.ndarray, played: np.ndarray, clicks: np.ndarray, n_clas
 
 def slots_outcome(est: SlotEstimate) -> list[dict[str, Any]]:
     """Per slot: ``slot``, ``theta``, ``rho0``, ``rho1``, their ``interval``, which of them
-    are ``published`` (examination has its own gate), their ``widths`` and the ones
-    ``too_wide`` to publish (JSON-ready).
+    are ``published`` (examination has its own gate), their ``widths``, the ones
+    ``too_wide`` to publish and the ``bottom_fraction`` of the scores whose rate gave the
+    low end of ``rho0``'s interval (JSON-ready).
 
     >>> from app.sim.trust import simulated_placements
     >>> est = estimate_slot_noise(*simulated_placements(20_000, seed=1)[:4], 3)
-    >>> [sorted(row) for row in slots_outcome(est)][0]
-    ['interval', 'published', 'rho0', 'rho1', 'slot', 'theta', 'too_wide', 'widths']
+    >>> [sorted(row) for row in slots_outcome(est)][0]  # doctest: +NORMALIZE_WHITESPACE
+    ['bottom_fraction', 'interval', 'published', 'rho0', 'rho1', 'slot', 'theta',
+     'too_wide', 'widths']
     """
     rho1 = float(est.rho1)
     widths, too_wide = est.param_widths(), est.too_wide()
@@ -165,7 +167,8 @@ def slots_outcome(est: SlotEstimate) -> list[dict[str, Any]]:
                           "rho1": list(est.rho1_interval)},
              "published": dict(published),
              "widths": {name: float(w[k]) for name, w in widths.items()},
-             "too_wide": too_wide[k]}
+             "too_wide": too_wide[k],
+             "bottom_fraction": est.bottom_fraction[k] if est.bottom_fraction else None}
             for k in range(est.theta.shape[0])]
 
 

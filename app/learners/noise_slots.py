@@ -62,6 +62,22 @@ undercovers on the high side (5 clicks read ``rho0_2`` 0.027 [0, 0.055] for 0.06
 so each side of its interval is that of ``v_k``'s score interval (:func:`wilson`)
 over ``theta_k``, combined with ``theta_k``'s error (:func:`_rate_over_theta`).
 
+**The low end of each ``rho0_k`` interval.**  Under graded relevance no item is surely
+irrelevant, so the bottom band holds a few relevant items whose clicks read as part of
+``v_k``, and so of ``rho0_k``; with ``rho0_k`` free per slot nothing in the clicks tells
+the two apart, and the check below sees it only where relevance rises across the band.
+They can only raise ``v_k``: the band's interval keeps its high end, and its low end may
+be too high.  Relevance rises with the score, so the narrower the band the fewer: on the
+rank benchmark's 50-candidate stream the lowest 3% of scores were 0.4-1.5% relevant
+(``rho0_0`` about half its standard error high; its interval held 0.03 on 6 of 8
+published seeds) and the lowest 1% 0.1-0.3%.  So each interval's low end is the lower
+of the band's and that of the narrowest band of ``bottom_fraction`` times
+:data:`BOTTOM_STEPS` that keeps the interval at most ``max_width`` wide
+(:func:`_bottom_low`): the width the caller allows goes to the side the bias is on, the
+estimate and whether it is published are the band's, and where the band is all
+irrelevant (binary relevance) the interval is only wider.  ``bottom_fraction`` reports,
+per slot, the band the low end came from.
+
 **When the anchors fail.**  If the top band's items are not all relevant
 (graded relevance: no item surely relevant) or the bottom band's are not all
 irrelevant, (2) is biased and the two rates alone do not show it.  What does
@@ -145,6 +161,9 @@ NO_FIT = "fit_failed"
 EDGE = 1e-6
 #: Share of the highest scores whose slot-0 click rate gives ``rho1`` (module docstring).
 RHO1_FRACTION = 0.05
+#: Bottom bands tried for the low end of ``rho0_k``'s interval, as shares of
+#: ``bottom_fraction``, narrowest first (module docstring).
+BOTTOM_STEPS = (1.0 / 3.0, 0.5, 2.0 / 3.0, 5.0 / 6.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -177,6 +196,9 @@ class SlotEstimate:
     flatness:
         ``g`` of the upper half less ``g`` of the lower half of the top and of
         the bottom band (0 when the anchors hold).
+    bottom_fraction:
+        Per slot, the share of the lowest scores whose rate gave the low end of the
+        ``rho0_k`` interval (module docstring); empty when no rate was fitted.
     """
 
     theta: np.ndarray
@@ -195,6 +217,7 @@ class SlotEstimate:
     flatness: tuple[float, float]
     theta_published: bool = False
     max_width: float = 1.0
+    bottom_fraction: tuple[float, ...] = ()
 
     @property
     def widths(self) -> np.ndarray:
@@ -373,18 +396,22 @@ def estimate_slot_noise(
         smooth1 = (c1 + 1.0) / (n1 + 2.0)
         rho1, se[2][:] = 1.0 - c1 / n1, math.sqrt(smooth1 * (1.0 - smooth1) / n1)
     rho0_iv = _intervals(rho0, z * se[1])
+    bottom_share = (q_bottom,) * m
     if examination is not None:
         theta, se[0] = examination
         rho0 = v / theta
         rho0_iv = _rate_over_theta(rho0, v, np.bincount(k[band == 0], minlength=m), theta,
                                    se[0], z)
+        rho0_iv[:, 0], bottom_share = _bottom_low(rho0_iv, k, s, f, q_bottom, theta, se[0],
+                                                  z, max_width)
     theta_iv = _intervals(theta, z * se[0])
     theta_iv[0] = 1.0
     rho1_iv = _intervals(np.array([rho1]), z * se[2][:1])[0]
     estimate = SlotEstimate(theta, rho0, rho1, theta_iv, rho0_iv,
                             (float(rho1_iv[0]), float(rho1_iv[1])),
                             level, False, "", n, n_slot, n_top, n_bottom,
-                            (float(flat[0][0]), float(flat[1][0])), False, max_width)
+                            (float(flat[0][0]), float(flat[1][0])), False, max_width,
+                            bottom_share)
     z_one = NormalDist().inv_cdf(level)
     if any(rise - z_one * se_rise > flat_tolerance for rise, se_rise in flat):
         reason = ANCHOR_NOT_FLAT
@@ -525,6 +552,46 @@ def wilson(rate: np.ndarray, n: np.ndarray, z: float) -> tuple[np.ndarray, np.nd
     centre = rate + zz / 2.0
     half = z * np.sqrt(rate * (1.0 - rate) / n + zz / (4.0 * n))
     return (centre - half) / (1.0 + zz), (centre + half) / (1.0 + zz)
+
+
+def _bottom_low(interval: np.ndarray, k: np.ndarray, s: np.ndarray, f: np.ndarray,
+                q_bottom: float, theta: np.ndarray, se_theta: np.ndarray, z: float,
+                max_width: float) -> tuple[np.ndarray, tuple[float, ...]]:
+    """Per slot, the low end of the ``rho0_k`` interval (``interval``, of the whole bottom
+    band ``q_bottom``) lowered to that of the narrowest band of ``q_bottom`` times
+    :data:`BOTTOM_STEPS` (the rows whose score is at most that quantile;
+    :func:`_rate_over_theta`) that keeps the interval at most ``max_width`` wide, and the
+    band it came from (module docstring).
+
+    Two slots, clicked 0.05 of the time on the lowest 1% of 60,000 scores and 0.1 above
+    (relevant items creeping in): the 3% band reads 0.083 [0.067, 0.103], the 1% band
+    0.05; a narrower ``max_width`` stops at the 2.5% band:
+
+    >>> k = np.tile([0, 1], 30_000); s = np.arange(60_000.0)
+    >>> f = ((s % 40 < 2) | ((s >= 600) & (s % 40 < 4))).astype(np.float64)
+    >>> one = np.ones(2); v = np.full(2, 75 / 900)  # 15 + 60 clicks of 900 rows per slot
+    >>> iv = _rate_over_theta(v, v, np.full(2, 900.0), one, 0 * one, 1.96)
+    >>> iv[0].round(3).tolist()
+    [0.067, 0.103]
+    >>> low, share = _bottom_low(iv, k, s, f, 0.03, one, 0 * one, 1.96, 0.1)
+    >>> low.round(3).tolist(), share
+    ([0.031, 0.031], (0.01, 0.01))
+    >>> _bottom_low(iv, k, s, f, 0.03, one, 0 * one, 1.96, 0.04)[1]
+    (0.025, 0.025)
+    """
+    m = theta.shape[0]
+    out, share = interval[:, 0].copy(), np.full(m, q_bottom)
+    done = np.zeros(m, dtype=bool)
+    for step in BOTTOM_STEPS[:-1]:
+        bottom = s <= np.quantile(s, q_bottom * step)
+        n = np.bincount(k[bottom], minlength=m).astype(np.float64)
+        v = np.bincount(k[bottom], weights=f[bottom], minlength=m) / np.maximum(n, 1.0)
+        low = _rate_over_theta(v / theta, v, np.maximum(n, 1.0), theta, se_theta, z)[:, 0]
+        low = np.minimum(low, interval[:, 0])
+        take = ~done & (n > 0) & (interval[:, 1] - low <= max_width)
+        out[take], share[take] = low[take], q_bottom * step
+        done |= take
+    return out, tuple(round(float(q), 6) for q in share)
 
 
 def _rate_over_theta(rho0: np.ndarray, v: np.ndarray, n: np.ndarray, theta: np.ndarray,

@@ -106,6 +106,11 @@ class SlotNoise(BaseModel):
     too_wide: list[Literal["theta", "rho0", "rho1"]] = Field(
         default_factory=list, description="the parameters whose interval is wider than "
                                           "max_width (what keeps them unpublished)")
+    bottom_fraction: float | None = Field(
+        default=None, description="share of the lowest scores whose click rate gave the low "
+                                  "end of rho0's interval: narrower than the bottom band "
+                                  "(0.03) where the width allows, since relevant items in "
+                                  "the band can only raise rho0; null in rows stored before")
 
     @model_validator(mode="after")
     def _widths_of_the_intervals(self) -> SlotNoise:
