@@ -226,7 +226,9 @@ def main() -> None:
     parser.add_argument("--part", choices=("speed", "accuracy", "publish"), default="speed")
     parser.add_argument("--worlds", default=",".join(WORLDS),
                         help="--part publish: comma-separated worlds")
-    parser.add_argument("--seeds", type=int, default=10, help="--part publish: seeds 0..N-1")
+    parser.add_argument("--seeds", type=int, default=10, help="--part publish: N seeds")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="--part publish: the first of the seeds")
     parser.add_argument("--out", type=Path, default=None, help="output JSON (default: "
                         "bench/results/noise-slots-<part>.json)")
     parser.add_argument("--summarise", type=Path, default=None, help="--part publish: "
@@ -238,7 +240,9 @@ def main() -> None:
         print(json.dumps(out["summary"], indent=1))
         return
     part = {"speed": speed, "accuracy": accuracy,
-            "publish": lambda: publish(args.worlds.split(","), range(args.seeds))}[args.part]
+            "publish": lambda: publish(args.worlds.split(","),
+                                       range(args.first_seed, args.first_seed + args.seeds))
+            }[args.part]
     out = {"machine": machine_info(), **part()}
     path = args.out or RESULTS / f"noise-slots-{args.part}.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
