@@ -560,8 +560,8 @@ def _bottom_low(interval: np.ndarray, k: np.ndarray, s: np.ndarray, f: np.ndarra
     """Per slot, the low end of the ``rho0_k`` interval (``interval``, of the whole bottom
     band ``q_bottom``) lowered to that of the narrowest band of ``q_bottom`` times
     :data:`BOTTOM_STEPS` (the rows whose score is at most that quantile;
-    :func:`_rate_over_theta`) that keeps the interval at most ``max_width`` wide, and the
-    band it came from (module docstring).
+    :func:`_rate_over_theta`) that keeps the interval at most ``max_width`` wide when that
+    is lower, and the band the low end came from (module docstring).
 
     Two slots, clicked 0.05 of the time on the lowest 1% of 60,000 scores and 0.1 above
     (relevant items creeping in): the 3% band reads 0.083 [0.067, 0.103], the 1% band
@@ -587,9 +587,9 @@ def _bottom_low(interval: np.ndarray, k: np.ndarray, s: np.ndarray, f: np.ndarra
         n = np.bincount(k[bottom], minlength=m).astype(np.float64)
         v = np.bincount(k[bottom], weights=f[bottom], minlength=m) / np.maximum(n, 1.0)
         low = _rate_over_theta(v / theta, v, np.maximum(n, 1.0), theta, se_theta, z)[:, 0]
-        low = np.minimum(low, interval[:, 0])
-        take = ~done & (n > 0) & (interval[:, 1] - low <= max_width)
-        out[take], share[take] = low[take], q_bottom * step
+        take = ~done & (n > 0) & (interval[:, 1] - np.minimum(low, out) <= max_width)
+        lower = take & (low < out)
+        out[lower], share[lower] = low[lower], q_bottom * step
         done |= take
     return out, tuple(round(float(q), 6) for q in share)
 

@@ -72,6 +72,7 @@ def test_an_estimate_not_published_shows_its_values_flagged_then_its_examination
     for row in noise["slots"]:
         assert row["published"] == {"theta": True, "rho0": False, "rho1": False}
         assert "theta" not in row["too_wide"]
+        assert row["bottom_fraction"] in (0.01, 0.015, 0.02, 0.025, 0.03)
     assert any("rho0" in row["too_wide"] for row in noise["slots"])
     model = client.get("/v1/models/m1", headers=tenant).json()
     assert model["position_bias"] == {"values": thetas, "source": "estimated",
