@@ -68,7 +68,7 @@ irrelevant, so the bottom band holds a few relevant items whose clicks read as p
 the two apart, and the check below sees it only where relevance rises across the band.
 They can only raise ``v_k``: the band's interval keeps its high end, and its low end may
 be too high.  Relevance rises with the score, so the narrower the band the fewer: on the
-rank benchmark's 50-candidate stream the lowest 3% of scores were 0.4-1.5% relevant
+rank benchmark's 50-candidate stream the lowest 3% of scores were 0.3-1.5% relevant
 (``rho0_0`` about half its standard error high; its interval held 0.03 on 6 of 8
 published seeds) and the lowest 1% 0.1-0.3%.  So each interval's low end is the lower
 of the band's and that of the narrowest band of ``bottom_fraction`` times

@@ -203,7 +203,7 @@ def test_the_per_slot_rho0_intervals_hold_under_graded_relevance() -> None:
     service's buffer at the end gives each slot's 95% ``rho0_k`` interval, published or
     not; over seeds 0-9 the 60 hold the per-slot truth
     (:meth:`~app.sim.rank.RankSimulator.slot_noise`) at least ``floor(60)`` times.  The
-    bottom band's relevant items (0.4-1.5% on the 50-candidate world) can only raise
+    bottom band's relevant items (0.3-1.5% on the 50-candidate world) can only raise
     ``rho0_k``; with the whole band's low end the intervals held it 48 times (``rho0_0``
     6 of 10 on the 50-candidate world, ``rho0_1`` 6 of 10 on the other), with the
     narrowest band's that keeps the width 57 times."""
@@ -223,7 +223,7 @@ def test_the_per_slot_rho0_intervals_hold_under_graded_relevance() -> None:
                                       rows.score[newest], rows.click[newest], sim.slots)
             count += sum(held(iv, truth) for iv, truth in zip(
                 est.rho0_interval, sim.slot_noise()[1], strict=True))
-    assert count >= floor(len(GRADED_WORLDS) * sim.slots * len(seeds)), count
+    assert count >= floor(len(GRADED_WORLDS) * 3 * len(seeds)), count  # 3 slots each
 
 
 # ---- challengers' running values, with the rates' errors ------------------------------------
