@@ -161,9 +161,9 @@ NO_FIT = "fit_failed"
 EDGE = 1e-6
 #: Share of the highest scores whose slot-0 click rate gives ``rho1`` (module docstring).
 RHO1_FRACTION = 0.05
-#: Bottom bands tried for the low end of ``rho0_k``'s interval, as shares of
+#: Narrower bottom bands tried for the low end of ``rho0_k``'s interval, as shares of
 #: ``bottom_fraction``, narrowest first (module docstring).
-BOTTOM_STEPS = (1.0 / 3.0, 0.5, 2.0 / 3.0, 5.0 / 6.0, 1.0)
+BOTTOM_STEPS = (1.0 / 3.0, 0.5, 2.0 / 3.0, 5.0 / 6.0)
 
 
 @dataclass(frozen=True)
@@ -582,14 +582,15 @@ def _bottom_low(interval: np.ndarray, k: np.ndarray, s: np.ndarray, f: np.ndarra
     m = theta.shape[0]
     out, share = interval[:, 0].copy(), np.full(m, q_bottom)
     done = np.zeros(m, dtype=bool)
-    for step in BOTTOM_STEPS[:-1]:
-        bottom = s <= np.quantile(s, q_bottom * step)
+    steps = q_bottom * np.array(BOTTOM_STEPS)
+    for step, cut in zip(steps, np.quantile(s, steps), strict=True):
+        bottom = s <= cut
         n = np.bincount(k[bottom], minlength=m).astype(np.float64)
         v = np.bincount(k[bottom], weights=f[bottom], minlength=m) / np.maximum(n, 1.0)
         low = _rate_over_theta(v / theta, v, np.maximum(n, 1.0), theta, se_theta, z)[:, 0]
         take = ~done & (n > 0) & (interval[:, 1] - np.minimum(low, out) <= max_width)
         lower = take & (low < out)
-        out[lower], share[lower] = low[lower], q_bottom * step
+        out[lower], share[lower] = low[lower], step
         done |= take
     return out, tuple(round(float(q), 6) for q in share)
 

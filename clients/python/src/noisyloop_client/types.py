@@ -61,7 +61,7 @@ class Noise(TypedDict, total=False):
     history: list[dict[str, Any]]
     estimator: str
     interval: dict[str, Any] | None
-    one_right_label: bool
+    one_right_label: bool | None
 
 
 class Model(TypedDict, total=False):
