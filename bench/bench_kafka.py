@@ -10,8 +10,8 @@ and creates two ``label`` / ``rcnbf`` models (d = 64,
 K = 10, the service benchmark's).  Each round predicts ``--events`` decisions
 for each model (not timed), then, in turns:
 
-- HTTP: POSTs their click feedback in batches of 1,000 (one request at a time),
-  timed from the first send to the last 202;
+- HTTP: POSTs their click feedback in batches of 1,000 (one request at a time, or
+  ``--http-in-flight N`` at a time), timed from the first send to the last 202;
 - Kafka: produces one message per event to the feedback topic (3 partitions),
   timed from the first produce until the model's ``feedback_accepted``
   counter (read from Redis every 5 ms) reached the round's total.
@@ -49,6 +49,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -95,13 +96,23 @@ def accepted(r: redis.Redis, model: str) -> int:
     return int(r.hget(ModelKeys(TENANT, model).stats, "feedback_accepted") or 0)
 
 
-def http_phase(c: Client, events: list[dict[str, Any]]) -> float:
-    """Seconds to POST ``events`` in batches of 1,000 (each must be accepted)."""
-    started = time.perf_counter()
-    for i in range(0, len(events), MAX_BATCH):
-        result = c.feedback_batch("http", events[i:i + MAX_BATCH])
-        if result["accepted"] != len(events[i:i + MAX_BATCH]):
+def http_phase(c: Client, events: list[dict[str, Any]], in_flight: int = 1) -> float:
+    """Seconds to POST ``events`` in batches of 1,000 (each must be accepted), ``in_flight``
+    requests at a time (threads sharing the client's connection pool)."""
+
+    def post(batch: list[dict[str, Any]]) -> None:
+        result = c.feedback_batch("http", batch)
+        if result["accepted"] != len(batch):
             raise RuntimeError(f"HTTP: not every event was joined: {result}")
+
+    batches = [events[i:i + MAX_BATCH] for i in range(0, len(events), MAX_BATCH)]
+    started = time.perf_counter()
+    if in_flight == 1:
+        for batch in batches:
+            post(batch)
+    else:
+        with ThreadPoolExecutor(in_flight) as pool:
+            list(pool.map(post, batches))
     return time.perf_counter() - started
 
 
@@ -212,10 +223,11 @@ def _summary(walls: list[float], applied: list[float], cpu: dict[str, float],
 
 
 def measure(url: str, key: str, redis_url: str, bootstrap: str, pids: dict[str, int],
-            rounds: int, events: int, seed: int, by_script: bool = False) -> dict[str, Any]:
+            rounds: int, events: int, seed: int, by_script: bool = False,
+            in_flight: int = 1) -> dict[str, Any]:
     """Both paths' figures over ``rounds`` interleaved rounds (plus one untimed warm-up);
     ``pids``: the server's, Redis's and the broker's process ids; ``by_script``: Redis's
-    time per script (:class:`RedisTimes`)."""
+    time per script (:class:`RedisTimes`); ``in_flight``: HTTP requests at a time."""
     rng = np.random.default_rng(seed)
     walls: dict[str, list[float]] = {"http": [], "kafka": []}
     applied: dict[str, list[float]] = {"http": [], "kafka": []}
@@ -232,7 +244,7 @@ def measure(url: str, key: str, redis_url: str, bootstrap: str, pids: dict[str, 
                 batch = clicks(c, path, rng.random((events, D)), rng)
                 before, _ = process_cpu(pids), times.since_last()
                 started = time.perf_counter()
-                wall = (http_phase(c, batch) if path == "http"
+                wall = (http_phase(c, batch, in_flight) if path == "http"
                         else kafka_phase(producer, r, batch))
                 c.sync(path, timeout=120)
                 done = time.perf_counter() - started
@@ -255,10 +267,11 @@ def measure(url: str, key: str, redis_url: str, bootstrap: str, pids: dict[str, 
 
 def run(rounds: int, events: int, seed: int = 0,
         redis_config: list[tuple[str, str]] | None = None,
-        by_script: bool = False) -> dict[str, Any]:
+        by_script: bool = False, in_flight: int = 1) -> dict[str, Any]:
     """Start a broker and ``noisyloop serve`` consuming from it, measure, stop both
     (``redis_config``: ``CONFIG SET`` parameters of the server's Redis first;
-    ``by_script``: Redis's time per script, :class:`RedisTimes`)."""
+    ``by_script``: Redis's time per script, :class:`RedisTimes`; ``in_flight``: HTTP
+    requests at a time)."""
     token = "bench-admin-token-" + os.urandom(12).hex()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -284,7 +297,7 @@ def run(rounds: int, events: int, seed: int = 0,
             before = cpu_times()
             results = measure(url, key, redis_url, broker.bootstrap,
                               {"server": proc.pid, "redis": redis_pid, "broker": broker.pid},
-                              rounds, events, seed, by_script)
+                              rounds, events, seed, by_script, in_flight)
             shares = cpu_shares(before, cpu_times())
     idle = results.pop("idle_cpu_ms_per_second")
     rate = results["kafka"]["events_per_second"]
@@ -293,7 +306,8 @@ def run(rounds: int, events: int, seed: int = 0,
     return {"benchmark": "kafka_feedback", "machine": info,
             "config": {"rounds": rounds, "events_per_round": events, "http_batch": MAX_BATCH,
                        "kafka_batch": KafkaSettings().batch_size, "kafka_client": TANSU_CONSUMER,
-                       "partitions": PARTITIONS, "n_features": D, "n_classes": K,
+                       "http_in_flight": in_flight, "partitions": PARTITIONS,
+                       "n_features": D, "n_classes": K,
                        "algorithm": "rcnbf", "seed": seed,
                        "decision_log": Settings().worker.log_max_events > 0,
                        "redis_config": dict(redis_config or ()),
@@ -343,10 +357,13 @@ def main() -> None:
     parser.add_argument("--by-script", action="store_true",
                         help="Redis's time per Lua script, from its SLOWLOG at threshold 0 "
                              "(a profile: logging every command slows Redis)")
+    parser.add_argument("--http-in-flight", type=int, default=1, choices=range(1, 9),
+                        metavar="N", help="HTTP batches posted at a time (default 1)")
     parser.add_argument("--json", type=Path, help="write the report here")
     args = parser.parse_args()
     report = run(args.rounds or (3 if args.quick else 10), args.events, args.seed,
-                 [tuple(pair) for pair in args.redis_config or ()], args.by_script)
+                 [tuple(pair) for pair in args.redis_config or ()], args.by_script,
+                 args.http_in_flight)
     print(table(report))
     for name, goal in report["goals"].items():
         print(f"goal {name}: {goal['value']:,} (target {goal['target']}) "
