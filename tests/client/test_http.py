@@ -141,6 +141,19 @@ def test_noise_get_put(client: Client) -> None:
     assert (noise["rho0"], noise["estimator"]) == (0.1, "fixed")
 
 
+def test_noise_put_sends_null_only_when_asked(client: Client) -> None:
+    """``None`` for ``one_right_label`` and ``half_life`` sends ``null`` (the setting back);
+    not giving them leaves what is in force."""
+    _model(client)
+    noise = client.put_noise("m1", one_right_label=False, half_life=5000, max_width=0.2)
+    assert (noise["one_right_label"], noise["half_life"], noise["max_width"]) == (
+        False, 5000, 0.2)
+    noise = client.put_noise("m1", estimator="anchor")
+    assert (noise["one_right_label"], noise["half_life"]) == (False, 5000)
+    noise = client.put_noise("m1", one_right_label=None, half_life=None)
+    assert (noise["one_right_label"], noise["half_life"]) == (True, None)
+
+
 def test_validation_error_names_field(client: Client) -> None:
     _model(client)
     with pytest.raises(NoisyloopError) as info:

@@ -8,6 +8,7 @@ scalars allowed).
 
 from __future__ import annotations
 
+import enum
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -400,14 +401,31 @@ def get_noise(model_id: str) -> Call:
     return Call("GET", _model(model_id, "/noise"))
 
 
+class Unset(enum.Enum):
+    """The type of :data:`UNSET`."""
+
+    UNSET = "unset"
+
+
+#: "Not given": the field is left out of the body (unchanged), where ``None`` sends
+#: ``null``, which means something of its own (the default back).
+UNSET = Unset.UNSET
+
+
 def put_noise(model_id: str, rho0: float | None = None, rho1: float | None = None,
-              estimator: str | None = None, one_right_label: bool | None = None) -> Call:
+              estimator: str | None = None, one_right_label: bool | Unset | None = UNSET,
+              max_width: float | None = None, half_life: float | Unset | None = UNSET) -> Call:
     """Set the rates (both), the estimator, whether every input has exactly one right
-    label (the anchor estimate's assumption), or several; what is not given stays."""
-    body = {"rho0": rho0, "rho1": rho1, "estimator": estimator,
-            "one_right_label": one_right_label}
-    return Call("PUT", _model(model_id, "/noise"), 200,
-                {k: v for k, v in body.items() if v is not None})
+    label (the anchor estimate's assumption; ``None``: the algorithm's setting), the widest
+    interval still published, the anchor's half-life (``None``: the default, every play
+    alike); what is not given stays."""
+    body: dict[str, Any] = {"rho0": rho0, "rho1": rho1, "estimator": estimator,
+                            "max_width": max_width}
+    body = {k: v for k, v in body.items() if v is not None}
+    for name, value in (("one_right_label", one_right_label), ("half_life", half_life)):
+        if value is not UNSET:
+            body[name] = value
+    return Call("PUT", _model(model_id, "/noise"), 200, body)
 
 
 def estimate_noise(model_id: str, wait: bool = False, timeout: float | None = None) -> Call:

@@ -21,7 +21,7 @@ from typing import Any, Self, cast
 import httpx
 
 from noisyloop_client import calls
-from noisyloop_client.calls import Call, RetryPolicy
+from noisyloop_client.calls import UNSET, Call, RetryPolicy, Unset
 from noisyloop_client.errors import ConnectionFailed, NoisyloopError
 from noisyloop_client.types import (
     Challengers,
@@ -351,10 +351,14 @@ class Client(_Base):
         return cast(Noise, self.send(calls.get_noise(model_id)))
 
     def put_noise(self, model_id: str, rho0: float | None = None, rho1: float | None = None,
-                  *, estimator: str | None = None, one_right_label: bool | None = None
+                  *, estimator: str | None = None,
+                  one_right_label: bool | Unset | None = UNSET,
+                  max_width: float | None = None, half_life: float | Unset | None = UNSET
                   ) -> Noise:
+        """Set what is given (:func:`calls.put_noise`): ``one_right_label=None`` and
+        ``half_life=None`` send ``null`` (the algorithm's setting, the default half-life)."""
         return cast(Noise, self.send(calls.put_noise(model_id, rho0, rho1, estimator,
-                                                     one_right_label)))
+                                                     one_right_label, max_width, half_life)))
 
     def estimate_noise(self, model_id: str, *, wait: bool = False,
                        timeout: float | None = None) -> dict[str, Any]:
@@ -610,9 +614,12 @@ class AsyncClient(_Base):
 
     async def put_noise(self, model_id: str, rho0: float | None = None,
                         rho1: float | None = None, *, estimator: str | None = None,
-                        one_right_label: bool | None = None) -> Noise:
-        return cast(Noise, await self.send(calls.put_noise(model_id, rho0, rho1, estimator,
-                                                           one_right_label)))
+                        one_right_label: bool | Unset | None = UNSET,
+                        max_width: float | None = None,
+                        half_life: float | Unset | None = UNSET) -> Noise:
+        """As :meth:`Client.put_noise`."""
+        return cast(Noise, await self.send(calls.put_noise(
+            model_id, rho0, rho1, estimator, one_right_label, max_width, half_life)))
 
     async def estimate_noise(self, model_id: str, *, wait: bool = False,
                              timeout: float | None = None) -> dict[str, Any]:
