@@ -325,6 +325,39 @@ def test_rank_model_page_charts_each_published_per_slot_estimate(
     assert page.inner_text("#slot-status") == "per-slot estimate: published (anchor_not_flat)"
 
 
+def test_rank_model_page_tables_the_per_slot_estimate_in_force(
+        page: Any, service: Service, tenants: dict[str, Any]) -> None:
+    """The noise card lists each slot's values with their intervals, marks those not
+    published, and says which bottom band gave the low end of rho0's interval (the service's
+    own noise document, its ``slots`` set: publishing takes tens of thousands of rankings)."""
+    acme = tenants["acme"]
+    service.model(acme, "r4", task="rank", algorithm="ridge_pl", n_classes=None, **RANK_SHAPE)
+    slots = [{"slot": k, "theta": t, "rho0": r, "rho1": 0.2,
+              "interval": {"theta": [t - 0.03 * k, t + 0.03 * k], "rho0": [r - 0.02, r + 0.02],
+                           "rho1": [0.18, 0.22]},
+              "published": {"theta": True, "rho0": k < 2, "rho1": k < 2},
+              "widths": {}, "too_wide": [] if k < 2 else ["rho0"], "bottom_fraction": band}
+             for k, (t, r, band) in enumerate([(1.0, 0.1, 0.03), (0.6, 0.07, 0.01),
+                                               (0.35, 0.05, 0.015)])]
+
+    def noise(route: Any) -> None:
+        response = route.fetch()
+        route.fulfill(response=response, json={**response.json(), "slots": slots})
+
+    page.route("**/v1/models/r4/noise", noise)
+    sign_in(page, service.base, token(acme))
+    page.goto(f"{service.base}/console#/models/r4")
+    rows = page.locator("#noise table.slot-noise tbody tr")
+    rows.first.wait_for()
+    assert [rows.nth(k).locator("td").all_inner_texts() for k in range(rows.count())] == [
+        ["slot 0", "1 [1, 1]", "0.1 [0.08, 0.12]", "0.2 [0.18, 0.22]",
+         "the lowest 3.0% of scores"],
+        ["slot 1", "0.6 [0.57, 0.63]", "0.07 [0.05, 0.09]", "0.2 [0.18, 0.22]",
+         "the lowest 1.0% of scores"],
+        ["slot 2", "0.35 [0.29, 0.41]", "0.05 [0.03, 0.07] not published",
+         "0.2 [0.18, 0.22] not published", "the lowest 1.5% of scores"]]
+
+
 def test_a_rank_model_is_offered_the_policies_its_log_is_evaluated_for(
         page: Any, service: Service, tenants: dict[str, Any]) -> None:
     acme = tenants["acme"]

@@ -432,6 +432,22 @@
       + "true when the labels are classes); clicks of graded arms identify no noise rates.",
   };
 
+  /* A rank model's per-slot estimate (GET …/noise `slots`): each value with its 95%
+   * interval, those not published marked, and the share of the lowest scores whose click
+   * rate gave the low end of ρ0's interval. */
+  function slotNoiseTable(slots) {
+    const value = (slot, name) => {
+      const iv = (slot.interval || {})[name];
+      return h("td", { class: "num" }, fmt(slot[name]) + (iv ? interval(iv[0], iv[1]) : ""),
+        slot.published && slot.published[name] ? null : h("small", {}, " not published"));
+    };
+    return table(["slot", "θ", "ρ0", "ρ1", "ρ0's low end from"], slots.map((slot) =>
+      h("tr", {}, h("td", {}, `slot ${slot.slot}`),
+        value(slot, "theta"), value(slot, "rho0"), value(slot, "rho1"),
+        h("td", {}, slot.bottom_fraction
+          ? `the lowest ${pct(slot.bottom_fraction)} of scores` : "—"))), "slot-noise");
+  }
+
   async function noiseCard(body, id, model, points) {
     body.replaceChildren();
     if (!model.noise) {
@@ -451,6 +467,9 @@
         n.one_right_label === null || n.one_right_label === undefined ? null
           : fact("one right label", n.one_right_label ? "stated" : "not stated")));
       if (n.reason) body.append(note(REASONS[n.reason] || n.reason));
+      if (n.slots && n.slots.length) {
+        body.append(h("h3", {}, "Per-slot estimate"), slotNoiseTable(n.slots));
+      }
     } catch (err) {
       if (!(err instanceof ApiError && err.status === 404)) throw err;
     }
