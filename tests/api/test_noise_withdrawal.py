@@ -14,7 +14,11 @@ from app.store import ModelKeys, Store
 from app.store.noise import WITHDRAWN
 from tests.api.conftest import TestClient, new_model, new_tenant, predict_all
 from tests.api.test_challengers import UNIFORM
-from tests.api.test_noise_service import _request_estimate, answer_with_noisy_clicks
+from tests.api.test_noise_service import (
+    _request_estimate,
+    answer_with_noisy_clicks,
+    run_nrest,
+)
 from tests.api.test_rank_noise_slots import append_rows
 from tests.learners.test_noise_anchor import epsilon_greedy_plays
 
@@ -108,6 +112,37 @@ def test_a_refusal_for_a_failed_assumption_withdraws_the_published_estimate(
     assert again["noise"] == ("published", "estimated", None, False), again
     assert again["debiased_reward"] is False and again["expected_reward"] == {False}
     assert again["series"] == (False, None) and again["challengers"] == (False, None)
+
+
+def test_a_statement_change_is_estimated_at_the_jobs_roles_next_poll(
+        recording_client: TestClient, redis_url: str) -> None:
+    """Taking one right label back queues the estimate (as ``POST .../noise/estimate``): the
+    jobs role's next poll withdraws the published estimate, where before the statement took
+    effect at the next periodic refresh (minutes later: rates shown as published that the
+    owner had said not to stand behind); stating it again publishes it again."""
+    client = recording_client
+    tenant = new_tenant(client)
+    new_model(client, tenant, algorithm="linucb_diag", n_features=D, n_classes=K)
+    assert client.put("/v1/models/m1/noise", headers=tenant,
+                      json={"one_right_label": True}).status_code == 200
+    rng = np.random.default_rng(7)
+    W = rng.standard_normal((K, D))
+    answer_with_noisy_clicks(client, tenant, redis_url, rng.standard_normal((600, D)), W,
+                             RATES, rng)
+    append_plays(redis_url, 40_000, seed=0, against_clicks=False)
+    assert _request_estimate(client, tenant, redis_url)["estimate"]["status"] == "published"
+
+    def after_statement(stated: bool) -> tuple[object, ...]:
+        assert client.put("/v1/models/m1/noise", headers=tenant,
+                          json={"one_right_label": stated}).status_code == 200
+        run_nrest(redis_url)  # the jobs role's next poll, no POST .../noise/estimate
+        noise = client.get("/v1/models/m1/noise", headers=tenant).json()
+        return (noise["status"], noise["reason"], noise["withdrawn"],
+                noise["calibration_unreliable"])
+
+    assert after_statement(False) == ("insufficient_data", "one_right_label_unstated",
+                                      "one_right_label_unstated", True)
+    assert after_statement(True) == ("published", "", None, False)
 
 
 def test_a_rank_model_withdraws_its_rates_and_keeps_its_examination(

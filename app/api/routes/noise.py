@@ -73,7 +73,10 @@ async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> Nois
     """Configure rates (each in [0, 1), sum < 1; the trainer uses them from its next batch),
     the estimator (``anchor``, ``nrest``, ``fixed``), the anchor estimate's ``max_width``,
     ``half_life`` and whether every input has exactly one right label (``one_right_label``;
-    422 ``one_right_label_unused`` for a model whose estimate does not rest on it).
+    422 ``one_right_label_unused`` for a model whose estimate does not rest on it).  A body
+    giving any of the last four queues a run of the model's estimator (as ``POST
+    .../noise/estimate``, unless its rates are not re-estimated), so that the rule now in
+    force publishes or withdraws at the jobs role's next poll, not at the next refresh.
 
     A model whose algorithm ignores noise rates answers 422 ``noise_rates_unused``;
     an estimator that cannot serve the model (``nrest`` without NREst samples, ``anchor``
@@ -102,6 +105,11 @@ async def put_noise(body: NoisePutRequest, view: ModelDep, ctx: Context) -> Nois
         record = await ctx.store.noise.put(view.keys, rho0, rho1, source="configured")
         for kind, value in (("rho0", rho0), ("rho1", rho1)):
             ctx.metrics.noise_rate.labels(view.tenant, config.model_id, kind).set(value)
+    # what the estimate rests on changed: run it now rather than at the next refresh, so
+    # that a published estimate is withdrawn (or one published) by the rule now in force
+    if ({"estimator", "max_width", "half_life", "one_right_label"} & body.model_fields_set
+            and await _estimate_unavailable(ctx, view, record) is None):
+        await ctx.store.noise.queue_estimate(view.keys)
     return await _status(ctx, view, record)
 
 
@@ -200,7 +208,9 @@ async def create_noise_estimate(
     queued or running job: a request made meanwhile gets (and waits for) that job.
     """
     _clicks_only(view)
-    await _check_estimable(ctx, view)
+    unavailable = await _estimate_unavailable(ctx, view, view.noise)
+    if unavailable is not None:
+        raise unavailable
     job_id = await ctx.store.noise.queue_estimate(view.keys)
     if not wait:
         return OrjsonResponse({"job_id": job_id}, status_code=202)
@@ -221,17 +231,20 @@ async def create_noise_estimate(
     raise ApiError(504, "estimate_timeout", _timeout_message(job_id, job, timeout))
 
 
-async def _check_estimable(ctx: Context, view: ModelView) -> None:
-    """422 ``estimate_unavailable`` unless the model's estimator re-estimates its rates."""
+async def _estimate_unavailable(ctx: Context, view: ModelView,
+                                record: NoiseRecord | None) -> ApiError | None:
+    """The 422 ``estimate_unavailable`` a run of the model's estimator gets (None: it
+    re-estimates the rates ``record``)."""
     settings = await ctx.store.anchors.settings(view.keys, view.config.default_estimator)
     if settings.estimator not in ESTIMATING:
-        raise ApiError(422, "estimate_unavailable", f"the model's estimator is "
-                       f"{settings.estimator!r}: its rates are the ones given; choose "
-                       "anchor or nrest with PUT .../noise", "estimator")
-    if view.noise is not None and not view.config.estimates_over(view.noise.source):
-        raise ApiError(422, "estimate_unavailable", "the model's rates were configured by "
-                       f"hand (PUT .../noise) and {view.config.algorithm!r} does not "
-                       "re-estimate configured rates", "estimator")
+        return ApiError(422, "estimate_unavailable", f"the model's estimator is "
+                        f"{settings.estimator!r}: its rates are the ones given; choose "
+                        "anchor or nrest with PUT .../noise", "estimator")
+    if record is not None and not view.config.estimates_over(record.source):
+        return ApiError(422, "estimate_unavailable", "the model's rates were configured by "
+                        f"hand (PUT .../noise) and {view.config.algorithm!r} does not "
+                        "re-estimate configured rates", "estimator")
+    return None
 
 
 def _timeout_message(job_id: str, job: dict[str, str] | None, timeout: float) -> str:
