@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app.learners.base import Learner
 from app.learners.build import build_learner
 from app.learners.config import ModelConfig
 from app.store import ModelKeys, Store
@@ -36,10 +37,9 @@ from app.store.leases import LeaseStore
 BATCH = 1000
 
 
-async def run(url: str, batches: int) -> dict[str, list[float]]:
-    """Redis microseconds per event of each batch: the join's time (``join_time``), and
-    the CPU time of the join, the trainer's read and its acknowledgement."""
-    store = Store.from_url(url, socket_timeout=30)
+async def service_model(store: Store) -> tuple[ModelKeys, Learner]:
+    """Tenant ``t``'s model ``m``, the service benchmark's d = 64, K = 10 ``rcnbf`` (feedback
+    awaited an hour), created in ``store``; its keys and a learner that decides for it."""
     config = ModelConfig.of({
         "model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 64,
         "n_classes": 10, "params": {}, "seed": 0, "uid": "m", "feedback": {"wait_seconds": 3600,
@@ -47,7 +47,15 @@ async def run(url: str, batches: int) -> dict[str, list[float]]:
     learner = build_learner(config)
     await store.tenants.create("t")
     await store.models.create("t", config, learner.get_state(), 0.0, 0.0)
-    mk, rng = ModelKeys("t", "m"), np.random.default_rng(0)
+    return ModelKeys("t", "m"), learner
+
+
+async def run(url: str, batches: int) -> dict[str, list[float]]:
+    """Redis microseconds per event of each batch: the join's time (``join_time``), and
+    the CPU time of the join, the trainer's read and its acknowledgement."""
+    store = Store.from_url(url, socket_timeout=30)
+    mk, learner = await service_model(store)
+    rng = np.random.default_rng(0)
     delivery = DeliveryStore(store.redis)
     assert (await LeaseStore(store.redis).take_many([mk], "bench", 3_600_000)) == [True]
     found: dict[str, list[float]] = {"join_time": [], "join": [], "read": [], "ack": []}

@@ -29,10 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_feedback_lua import service_model  # this script's folder is on sys.path
 
-from app.learners.build import build_learner
-from app.learners.config import ModelConfig
-from app.store import ModelKeys, Store, codec
+from app.store import Store, codec
 from app.store.embedded import EmbeddedRedis
 
 BATCH = 1000
@@ -60,14 +59,8 @@ return out
 async def run(url: str, batches: int) -> dict[str, list[float]]:
     """Redis microseconds per event of each batch, for the join and for its bookkeeping."""
     store = Store.from_url(url, socket_timeout=30)
-    config = ModelConfig.of({
-        "model_id": "m", "task": "label", "algorithm": "rcnbf", "n_features": 64,
-        "n_classes": 10, "params": {}, "seed": 0, "uid": "m", "feedback": {"wait_seconds": 3600,
-        "on_timeout": "drop"}})
-    learner = build_learner(config)
-    await store.tenants.create("t")
-    await store.models.create("t", config, learner.get_state(), 0.0, 0.0)
-    mk, rng = ModelKeys("t", "m"), np.random.default_rng(0)
+    mk, learner = await service_model(store)
+    rng = np.random.default_rng(0)
     bookkeeping = await store.redis.script_load(BOOKKEEPING)
     found: dict[str, list[float]] = {"join": [], "bookkeeping": []}
     for b in range(batches):
