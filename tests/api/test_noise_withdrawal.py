@@ -69,20 +69,30 @@ def flags(client: TestClient, tenant: dict[str, str], redis_url: str,
             "challengers": (values["calibration_unreliable"], values["reason"])}
 
 
-def test_a_refusal_for_a_failed_assumption_withdraws_the_published_estimate(
-        recording_client: TestClient, redis_url: str) -> None:
-    client = recording_client
+def stated_model(client: TestClient, redis_url: str, seed: int,
+                 *challengers: dict[str, object]
+                 ) -> tuple[dict[str, str], np.random.Generator, np.ndarray]:
+    """A new tenant's ``linucb_diag`` model ``m1`` whose plays have one right label each, as
+    its owner states, with ``challengers`` added, after 600 clicked decisions; the tenant's
+    headers, the stream's generator (seeded ``seed``) and its labels' weights ``W``."""
     tenant = new_tenant(client)
     new_model(client, tenant, algorithm="linucb_diag", n_features=D, n_classes=K)
-    # the plays have one right label each, as their owner states
     assert client.put("/v1/models/m1/noise", headers=tenant,
                       json={"one_right_label": True}).status_code == 200
-    assert client.post("/v1/models/m1/challengers", headers=tenant,
-                       json=UNIFORM).status_code == 201
-    rng = np.random.default_rng(5)
+    for challenger in challengers:
+        assert client.post("/v1/models/m1/challengers", headers=tenant,
+                           json=challenger).status_code == 201
+    rng = np.random.default_rng(seed)
     W = rng.standard_normal((K, D))
     answer_with_noisy_clicks(client, tenant, redis_url, rng.standard_normal((600, D)), W,
                              RATES, rng)
+    return tenant, rng, W
+
+
+def test_a_refusal_for_a_failed_assumption_withdraws_the_published_estimate(
+        recording_client: TestClient, redis_url: str) -> None:
+    client = recording_client
+    tenant, rng, W = stated_model(client, redis_url, 5, UNIFORM)
 
     append_plays(redis_url, 40_000, seed=0, against_clicks=False)
     assert _request_estimate(client, tenant, redis_url)["estimate"]["status"] == "published"
@@ -121,14 +131,7 @@ def test_a_statement_change_is_estimated_at_the_jobs_roles_next_poll(
     effect at the next periodic refresh (minutes later: rates shown as published that the
     owner had said not to stand behind); stating it again publishes it again."""
     client = recording_client
-    tenant = new_tenant(client)
-    new_model(client, tenant, algorithm="linucb_diag", n_features=D, n_classes=K)
-    assert client.put("/v1/models/m1/noise", headers=tenant,
-                      json={"one_right_label": True}).status_code == 200
-    rng = np.random.default_rng(7)
-    W = rng.standard_normal((K, D))
-    answer_with_noisy_clicks(client, tenant, redis_url, rng.standard_normal((600, D)), W,
-                             RATES, rng)
+    tenant, _, _ = stated_model(client, redis_url, 7)
     append_plays(redis_url, 40_000, seed=0, against_clicks=False)
     assert _request_estimate(client, tenant, redis_url)["estimate"]["status"] == "published"
 
